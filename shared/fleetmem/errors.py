@@ -1,0 +1,102 @@
+"""Errors the domain raises and adapters translate into.
+
+`VerbError` carries everything the AGENT_OPERATOR envelope needs; `fleetmem.memory.envelope`
+is the ONE place that turns it into wire JSON. Adapters never raise SDK exceptions past their
+boundary: they translate them into a `PortError` subclass.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from fleetmem.protocol import Actor, ErrorClass, NoticeKind
+
+
+@dataclass(frozen=True)
+class Fix:
+    """A next step. `next` is not stored: the envelope builder computes it (AGENT_OPERATOR table)."""
+
+    why: str
+    mcp: dict[str, Any] | None = None  # {"tool": name, "arguments": {...}}
+    argv: list[str] | None = None
+    actor: Actor = "agent"
+    consent: tuple[str, ...] = ()
+    verify: dict[str, Any] | None = None  # {"mcp": {...}} or {"argv": [...]}, always read-only
+    retry_after_seconds: int | None = None
+    user_message: str | None = None
+    asks_user: bool = False
+
+
+@dataclass(frozen=True)
+class Notice:
+    """Advice riding a successful result (degraded search, empty retrieval, unknown param, ...)."""
+
+    code: str
+    kind: NoticeKind
+    why: str
+    fix: Fix | None = None
+    user_message: str | None = None
+
+
+class VerbError(Exception):
+    """A failure with a stable code, a populated suggestion and (usually) a fix."""
+
+    def __init__(
+        self,
+        code: str,
+        message: str,
+        suggestion: str,
+        *,
+        why: str | None = None,
+        detail: Any = None,
+        fix: Fix | None = None,
+        klass: ErrorClass | None = None,
+        retryable: bool = False,
+        notices: list[Notice] | None = None,
+        http_status: int | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.suggestion = suggestion
+        self.why = why
+        self.detail = detail
+        self.fix = fix
+        self.klass = klass
+        self.retryable = retryable
+        self.notices = notices or []
+        self.http_status = http_status
+
+
+class PortError(Exception):
+    """Base of the errors adapters raise. Messages must never hold secrets, SQL or vectors."""
+
+
+class Unavailable(PortError):
+    """A dependency cannot serve now (throttled, down, not configured)."""
+
+    def __init__(self, message: str, *, retry_after_seconds: int | None = None, reason: str = "") -> None:
+        super().__init__(message)
+        self.retry_after_seconds = retry_after_seconds
+        self.reason = reason
+
+
+class Conflict(PortError):
+    """A conditional write lost (the stored item changed, or already exists)."""
+
+
+class NotFound(PortError):
+    """The addressed item does not exist for this tenant."""
+
+
+class TooLarge(PortError):
+    """An item exceeds what the store can hold."""
+
+
+@dataclass
+class Outcome:
+    """What a tool's `run` returns: the JSON body (content[0]) plus per-call notices."""
+
+    body: dict[str, Any]
+    notices: list[Notice] = field(default_factory=list)

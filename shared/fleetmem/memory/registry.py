@@ -1,0 +1,60 @@
+"""The tool registry: one entry per tool, the single source of tools/list, dispatch, the CLI,
+`fleetmem protocol --json`, the CDK function list and the conformance runner.
+
+Each verb module registers itself with `register(ToolSpec(...))`; `fleetmem.memory.verbs`
+imports every module so that `REGISTRY` is complete once `fleetmem.memory` is imported.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel
+
+from fleetmem.errors import Outcome
+from fleetmem.models import Caller
+from fleetmem.ports import CallContext, Deps
+from fleetmem.protocol import Scope, Surface
+
+RunFn = Callable[[Deps, Caller, Any, CallContext], Outcome]
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    name: str
+    description: str  # written for the model: what, when, an example, the common fix
+    params: type[BaseModel]  # pydantic model; its JSON schema is the tool's inputSchema
+    run: RunFn
+    scope: Scope  # the scope needed to list and call it
+    surface: Surface  # "verbs": one of the seven (on both surfaces); "full": full surface only
+    writes: bool  # D3: writes reject unknown params, reads ignore them with a notice
+    annotations: dict[str, bool] = field(default_factory=dict)  # readOnlyHint, idempotentHint, ...
+    result: type[BaseModel] | None = None  # response shape (for `protocol --json` and conformance)
+    idempotency: bool = False  # D2: accepts `idempotency_key`
+
+    def input_schema(self) -> dict[str, Any]:
+        schema = self.params.model_json_schema()
+        schema.setdefault("type", "object")
+        schema.setdefault("properties", {})
+        schema.setdefault("required", [])
+        return schema
+
+
+REGISTRY: dict[str, ToolSpec] = {}
+
+
+def register(spec: ToolSpec) -> ToolSpec:
+    if spec.name in REGISTRY:
+        raise ValueError(f"tool {spec.name!r} registered twice")
+    REGISTRY[spec.name] = spec
+    return spec
+
+
+def tools_for(surface: Surface, caller: Caller) -> list[ToolSpec]:
+    """Exactly what tools/list shows and tools/call accepts for this caller on this surface."""
+    return [
+        s for s in REGISTRY.values()
+        if (surface == "full" or s.surface == "verbs") and caller.has_scope(s.scope)
+    ]

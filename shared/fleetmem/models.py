@@ -1,0 +1,211 @@
+"""Domain records shared by the domain, the ports and both adapter sets.
+
+All timestamps are timezone-aware UTC datetimes truncated to milliseconds (the wire precision;
+see `fleetmem.timefmt`). Vectors never appear in a model that reaches the wire: they travel as
+`bytes` (float32 little-endian) between the domain and the stores only.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from fleetmem.protocol import FactKind, Scope, Visibility
+
+
+class Record(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Caller(Record):
+    """Who is calling. `tenant` comes from the credential only, never from arguments."""
+
+    tenant: str
+    client_id: str
+    scopes: frozenset[Scope] = frozenset({"read"})
+    #: Every MCP/HTTP caller is remote (fail-closed); only the CLI on an open store is trusted-local.
+    remote: bool = True
+
+    def has_scope(self, needed: Scope) -> bool:
+        if "admin" in self.scopes:
+            return True
+        if needed == "read":
+            return bool({"read", "write"} & self.scopes)
+        return needed in self.scopes
+
+
+class Fact(Record):
+    tenant: str
+    fact_id: str  # opaque string id (remember's `id`, recall's `fact_id`, forget's input)
+    seq: int  # per-tenant integer sequence (D9: recall's legacy `facts[].id`)
+    text: str
+    kind: FactKind = "fact"
+    entity_slug: str | None = None
+    provenance: str
+    visibility: Visibility = "world"
+    session_id: str | None = None
+    client_id: str  # the authenticated client that wrote it
+    created_at: datetime
+    valid_until: datetime | None = None  # TTL; read-time expiry (D8)
+    expired_at: datetime | None = None  # set by forget or supersession
+    expired_reason: str | None = None
+    expired_by: str | None = None
+    superseded_by: str | None = None
+    supersedes: str | None = None
+    #: float32 little-endian unit vector and the model that produced it (None: not embedded).
+    vector: bytes | None = Field(default=None, repr=False)
+    vector_model: str | None = None
+
+    def is_active(self, now: datetime) -> bool:
+        if self.expired_at is not None or self.superseded_by is not None:
+            return False
+        return self.valid_until is None or self.valid_until > now
+
+
+class Link(Record):
+    type: str = "related"
+    target: str  # slug of the other page
+    context: str | None = None
+
+
+class TimelineEntry(Record):
+    date: str  # ISO date or datetime as written
+    text: str
+
+
+class Page(Record):
+    tenant: str
+    slug: str
+    title: str
+    type: str | None = None
+    aliases: tuple[str, ...] = ()
+    summary: str | None = None
+    visibility: Visibility = "world"
+    body: str = ""  # markdown without frontmatter
+    links: tuple[Link, ...] = ()
+    timeline: tuple[TimelineEntry, ...] = ()
+    frontmatter: dict[str, Any] = Field(default_factory=dict)  # other frontmatter keys, kept verbatim
+    created_at: datetime
+    updated_at: datetime
+    last_retrieved_at: datetime | None = None
+    author: str | None = None  # client id of the last writer
+
+
+class PageHead(Record):
+    """The small projection of a page that lists, resolution and delta need."""
+
+    slug: str
+    title: str
+    type: str | None = None
+    visibility: Visibility = "world"
+    updated_at: datetime
+    last_retrieved_at: datetime | None = None
+
+
+class PageMatch(Record):
+    page: PageHead
+    via: Literal["alias", "title", "slug", "suffix"]
+
+
+class Backlink(Record):
+    source: str  # slug of the page holding the link
+    type: str
+    context: str | None = None
+
+
+class Cursor(Record):
+    """A delta session cursor keyed (tenant, client_id, session_id)."""
+
+    tenant: str
+    client_id: str
+    session_id: str
+    since: datetime
+    slug: str = ""
+    touched_at: datetime  # last wake; idle cursors expire after SESSION_IDLE_DAYS
+    incomplete_streak: int = 0
+    version: int = 0  # optimistic concurrency: advance is conditional on the stored version
+
+
+class ClientRecord(Record):
+    """An API credential. Only the SHA-256 of the token is stored."""
+
+    token_hash: str
+    token_id: str  # short public handle used by `token list` / `token revoke`
+    tenant: str
+    client_id: str
+    scopes: frozenset[Scope]
+    created_at: datetime
+    revoked_at: datetime | None = None
+
+
+class IdempotencyRecord(Record):
+    tenant: str
+    client_id: str
+    verb: str
+    key: str
+    request_hash: str
+    result: dict[str, Any] | None = None  # None while the first call is in flight
+    created_at: datetime
+    expires_at: datetime
+
+
+class AuditEvent(Record):
+    tenant: str
+    subject: str  # fact id (or page slug) the event is about
+    action: Literal["write", "supersede", "expire", "purge", "put_page", "delete_page"]
+    actor: str  # client id
+    at: datetime
+    reason: str | None = None
+    provenance: str | None = None
+    detail: dict[str, Any] = Field(default_factory=dict)
+
+
+class SearchDoc(Record):
+    """One unit of the search index: a page chunk or a fact."""
+
+    tenant: str
+    doc_id: str  # "chunk:<slug>#<n>" or "fact:<fact_id>"
+    kind: Literal["chunk", "fact"]
+    slug: str  # page slug for chunks; entity slug ("" when none) for facts
+    title: str
+    text: str  # the chunk's searchable text (title included) or the fact text
+    visibility: Visibility = "world"
+    fact_id: str | None = None
+    updated_at: datetime
+    vector: bytes | None = Field(default=None, repr=False)
+    vector_model: str | None = None
+
+
+class SearchHit(Record):
+    doc_id: str
+    kind: Literal["chunk", "fact"]
+    slug: str
+    title: str
+    text: str
+    fact_id: str | None = None
+    score: float  # BM25-like for keyword hits, cosine for vector hits
+
+
+class SearchQuery(Record):
+    tenant: str
+    text: str
+    vector: bytes | None = Field(default=None, repr=False)
+    kinds: tuple[Literal["chunk", "fact"], ...] = ("chunk",)
+    world_only: bool = True
+    k: int = 50
+
+
+class SearchHits(Record):
+    keyword: tuple[SearchHit, ...] = ()
+    vector: tuple[SearchHit, ...] | None = None  # None: the vector arm did not run
+    vector_error: str | None = None  # why the vector arm did not run, when it was asked to
+
+
+class Completion(Record):
+    text: str
+    model: str
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    usd_estimate: float | None = None

@@ -1,0 +1,271 @@
+"""Ports: the small interfaces the domain sees. Tenant first in every data method.
+
+Two adapter sets implement them: `fleetmem.adapters.local` (SQLite + numpy + ONNX MiniLM) and
+`fleetmem.adapters.aws` (DynamoDB + OpenSearch + Bedrock). One contract suite per port
+(tests/contract/) runs against every implementation.
+
+Conventions every implementation follows:
+- datetimes in and out are aware UTC truncated to milliseconds (`fleetmem.timefmt.to_ms`);
+- a foreign tenant's item behaves exactly like a missing one;
+- SDK exceptions never escape: they become `fleetmem.errors.PortError` subclasses
+  (`Unavailable` for throttling/outage, `Conflict` for a lost condition, `TooLarge`);
+- "world_only=True" hides every item whose visibility is "private".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Protocol, runtime_checkable
+
+from fleetmem.models import (
+    AuditEvent,
+    Backlink,
+    ClientRecord,
+    Completion,
+    Cursor,
+    Fact,
+    IdempotencyRecord,
+    Page,
+    PageHead,
+    PageMatch,
+    SearchDoc,
+    SearchHits,
+    SearchQuery,
+)
+
+
+class FactStore(Protocol):
+    def next_seq(self, tenant: str) -> int:
+        """Allocate the tenant's next integer fact sequence number (1, 2, 3, ...; atomic)."""
+        ...
+
+    def put(self, fact: Fact, *, supersede: Fact | None = None) -> None:
+        """Insert `fact`. With `supersede`, atomically also mark that stored fact expired at
+        `fact.created_at` with `superseded_by = fact.fact_id` (raises Conflict if it is no longer
+        active or was changed). Raises Conflict if `fact.fact_id` already exists."""
+        ...
+
+    def get(self, tenant: str, fact_id: str) -> Fact | None: ...
+
+    def by_entity(
+        self, tenant: str, entity_slug: str, *, now: datetime, active_only: bool = True,
+        world_only: bool = True, limit: int = 50,
+    ) -> list[Fact]:
+        """Facts about one entity, newest first (created_at desc, then seq desc)."""
+        ...
+
+    def by_session(
+        self, tenant: str, session_id: str, *, now: datetime, active_only: bool = True,
+        world_only: bool = True, limit: int = 50,
+    ) -> list[Fact]:
+        """Facts written with this session_id, newest first."""
+        ...
+
+    def recent(
+        self, tenant: str, *, now: datetime, after: datetime | None = None, active_only: bool = True,
+        world_only: bool = True, limit: int = 50,
+    ) -> list[Fact]:
+        """Facts with created_at > after (all when None), newest first."""
+        ...
+
+    def many(self, tenant: str, fact_ids: Sequence[str]) -> list[Fact]:
+        """Batch get; missing ids are skipped; order follows `fact_ids`."""
+        ...
+
+    def count_active(self, tenant: str, entity_slug: str, *, now: datetime, world_only: bool = True) -> int: ...
+
+    def expire(self, tenant: str, fact_id: str, *, at: datetime, reason: str | None, actor: str) -> bool:
+        """Mark a fact expired. True if it was active and is now expired; False if already
+        expired/superseded (idempotent). Raises NotFound if it does not exist for the tenant."""
+        ...
+
+    def purge(self, tenant: str, fact_id: str) -> bool:
+        """Hard-delete a fact (D12). True if something was deleted."""
+        ...
+
+
+class PageStore(Protocol):
+    def get(self, tenant: str, slug: str) -> Page | None: ...
+
+    def put(self, page: Page) -> None:
+        """Create or replace a page with its aliases, links and timeline (all derived rows replaced)."""
+        ...
+
+    def delete(self, tenant: str, slug: str) -> bool: ...
+
+    def lookup(
+        self, tenant: str, *, alias: str, title: str, slugs: Sequence[str], suffix: str,
+        world_only: bool, limit: int = 10,
+    ) -> list[PageMatch]:
+        """Resolution candidates, one per (page, way) it matched:
+        `alias`: a stored normalized alias equals `alias`;
+        `title`: lower-cased title equals `title` (already lower-cased);
+        `slug`: slug is one of `slugs`;
+        `suffix`: slug ends with "/" + `suffix` (skipped when `suffix` is empty).
+        The domain ranks them; the store need not sort. At most `limit` per way."""
+        ...
+
+    def heads(self, tenant: str, slugs: Sequence[str]) -> list[PageHead]:
+        """Batch head lookup; missing slugs skipped."""
+        ...
+
+    def list(
+        self, tenant: str, *, world_only: bool, limit: int, after: str | None = None,
+        type: str | None = None,
+    ) -> list[PageHead]:
+        """Pages ordered by slug ascending, strictly after `after` (keyset paging)."""
+        ...
+
+    def backlinks(self, tenant: str, slug: str, *, world_only: bool, limit: int = 10) -> tuple[list[Backlink], int]:
+        """Incoming links from other pages (mentions included in the list, newest source first is
+        not required), plus the count of incoming NON-mention links."""
+        ...
+
+    def updated_since(
+        self, tenant: str, *, since: datetime, slug: str, world_only: bool, limit: int,
+    ) -> list[PageHead]:
+        """Keyset page: (updated_at, slug) > (since, slug) ascending, byte order on slug."""
+        ...
+
+    def keyword(self, tenant: str, text: str, *, world_only: bool, limit: int = 3) -> list[PageHead]:
+        """Near-misses for an entity miss: pages whose title/slug/aliases share words with `text`."""
+        ...
+
+
+class CursorStore(Protocol):
+    def get(self, tenant: str, client_id: str, session_id: str, *, now: datetime) -> Cursor | None:
+        """The cursor, or None when missing or idle longer than SESSION_IDLE_DAYS."""
+        ...
+
+    def put(self, cursor: Cursor, *, expected_version: int | None) -> Cursor:
+        """Write conditionally: `expected_version=None` means "must not exist (or be idle-expired)",
+        otherwise the stored version must equal it. Stores version+1 and returns the stored cursor.
+        Raises Conflict when the condition fails. Evicts the client's oldest cursors beyond
+        SESSIONS_PER_CLIENT."""
+        ...
+
+
+class ClientStore(Protocol):
+    def create(self, record: ClientRecord) -> None: ...
+    def by_hash(self, token_hash: str) -> ClientRecord | None: ...
+    def list(self, tenant: str | None = None) -> list[ClientRecord]: ...
+    def revoke(self, token_id: str, *, at: datetime) -> bool: ...
+
+
+class IdempotencyStore(Protocol):
+    def claim(self, record: IdempotencyRecord, *, now: datetime) -> IdempotencyRecord | None:
+        """Store `record` (result None = in flight) unless a live record exists for
+        (tenant, client_id, verb, key); return that existing record instead (None when claimed)."""
+        ...
+
+    def complete(self, tenant: str, client_id: str, verb: str, key: str, result: dict) -> None: ...
+
+    def release(self, tenant: str, client_id: str, verb: str, key: str) -> None:
+        """Drop an in-flight claim after a failed call so the caller can retry."""
+        ...
+
+
+class AuditLog(Protocol):
+    def append(self, event: AuditEvent) -> None: ...
+    def for_subject(self, tenant: str, subject: str) -> list[AuditEvent]:
+        """Oldest first."""
+        ...
+
+
+@runtime_checkable
+class SearchIndex(Protocol):
+    #: True when writes are indexed synchronously by the domain (search_state "current");
+    #: False when an asynchronous indexer feeds the index (AWS streams: "pending").
+    write_through: bool
+
+    def upsert(self, docs: Sequence[SearchDoc]) -> None: ...
+    def delete(self, tenant: str, doc_ids: Sequence[str]) -> None: ...
+    def delete_page(self, tenant: str, slug: str) -> None:
+        """Remove every chunk of a page."""
+        ...
+
+    def search(self, query: SearchQuery) -> SearchHits:
+        """Keyword (BM25) arm and, when `query.vector` is set, the vector arm (cosine), filtered by
+        tenant, kinds and visibility. Each arm returns up to `query.k` hits best first. A failing
+        vector arm sets `vector_error` and keeps the keyword arm."""
+        ...
+
+
+class Embedder(Protocol):
+    model_id: str
+    dim: int
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        """Unit-length vectors, one per text. Raises Unavailable."""
+        ...
+
+
+class LLM(Protocol):
+    model_id: str
+
+    def complete(self, system: str, prompt: str, *, max_tokens: int = 800) -> Completion:
+        """Raises Unavailable."""
+        ...
+
+
+class Clock(Protocol):
+    def now(self) -> datetime:
+        """Aware UTC, millisecond precision."""
+        ...
+
+
+class IdGen(Protocol):
+    def new_id(self, prefix: str) -> str:
+        """A fresh opaque id such as `f_01J...` (prefix + unique, sortable text)."""
+        ...
+
+
+class Deps:
+    """Everything a verb needs, built once per process by `fleetmem.wiring.build_deps`."""
+
+    def __init__(
+        self,
+        *,
+        facts: FactStore,
+        pages: PageStore,
+        cursors: CursorStore,
+        clients: ClientStore,
+        idempotency: IdempotencyStore,
+        audit: AuditLog,
+        search: SearchIndex,
+        clock: Clock,
+        ids: IdGen,
+        embedder: Embedder | None = None,
+        llm: LLM | None = None,
+        embedder_problem: str | None = None,
+        llm_problem: str | None = None,
+        backend: str = "local",
+        deadline_ms: int = 2000,
+    ) -> None:
+        self.facts = facts
+        self.pages = pages
+        self.cursors = cursors
+        self.clients = clients
+        self.idempotency = idempotency
+        self.audit = audit
+        self.search = search
+        self.clock = clock
+        self.ids = ids
+        self.embedder = embedder
+        self.llm = llm
+        #: Why no embedder/LLM is configured (shown in search_degraded / unavailable fixes).
+        self.embedder_problem = embedder_problem
+        self.llm_problem = llm_problem
+        self.backend = backend
+        #: Server-side deadline for context_pack/delta (D10).
+        self.deadline_ms = deadline_ms
+
+
+class CallContext:
+    """Per-call facts that are not arguments: correlation id and the wall-clock deadline."""
+
+    def __init__(self, correlation_id: str, *, deadline_at: float | None = None, transport: str = "mcp") -> None:
+        self.correlation_id = correlation_id
+        self.deadline_at = deadline_at  # time.monotonic() value, or None
+        self.transport = transport  # "mcp" | "cli" | "http"

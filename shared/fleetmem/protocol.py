@@ -1,0 +1,91 @@
+"""Protocol constants: names, versions, enums and codes of MEMORY_VERBS v1 + AGENT_OPERATOR v1.
+
+No third-party imports: this module is read by the domain, the transports, the CDK app and the
+conformance runner alike, so it must import instantly everywhere.
+"""
+
+from __future__ import annotations
+
+from typing import Final, Literal
+
+PROTOCOL_VERSION: Final = 1
+CONTRACT_VERSION: Final = 1
+SERVER_NAME: Final = "fleetmem"
+
+#: The seven frozen memory verbs, in the order the spec lists them.
+VERB_NAMES: Final = ("recall", "remember", "entity", "synthesize", "forget", "context_pack", "delta")
+#: Page tools served on the `full` surface.
+PAGE_TOOLS: Final = ("put_page", "get_page", "list_pages", "delete_page")
+#: Admin-scope tools served on the `full` surface.
+ADMIN_TOOLS: Final = ("trace_fact", "purge_fact")
+
+Surface = Literal["verbs", "full"]
+SURFACES: Final = ("verbs", "full")
+Scope = Literal["read", "write", "admin"]
+SCOPES: Final = ("read", "write", "admin")
+
+FactKind = Literal["event", "preference", "commitment", "belief", "fact"]
+FACT_KINDS: Final = ("event", "preference", "commitment", "belief", "fact")
+Visibility = Literal["world", "private"]
+VISIBILITIES: Final = ("world", "private")
+
+Evidence = Literal["alias_hit", "exact_title_match", "high_vector_match", "keyword_exact", "weak_semantic"]
+EVIDENCE_ORDER: Final = ("alias_hit", "exact_title_match", "high_vector_match", "keyword_exact", "weak_semantic")
+CreateSafety = Literal["exists", "probable", "unknown"]
+CREATE_SAFETY_FOR: Final = {
+    "alias_hit": "exists",
+    "exact_title_match": "exists",
+    "high_vector_match": "exists",
+    "keyword_exact": "probable",
+    "weak_semantic": "unknown",
+}
+RememberStatus = Literal["inserted", "duplicate", "superseded"]
+SearchState = Literal["current", "pending"]
+
+#: Error codes a verb may return (MEMORY_VERBS v1) — `budget_unsatisfiable` is reserved, never returned.
+VERB_ERROR_CODES: Final = (
+    "invalid_params",
+    "provenance_required",
+    "not_found",
+    "scope_denied",
+    "unavailable",
+    "budget_unsatisfiable",
+    "internal",
+)
+#: Codes outside the verb set that share the same envelope.
+OTHER_ERROR_CODES: Final = ("unknown_tool", "unauthorized", "rate_limited")
+ERROR_CODES: Final = VERB_ERROR_CODES + OTHER_ERROR_CODES
+
+ErrorClass = Literal["caller", "consent", "retryable", "unavailable", "server", "host_only"]
+NextStep = Literal["run", "ask_user", "tell_user_to_run", "wait", "report"]
+Actor = Literal["agent", "user", "host_admin", "provider"]
+NoticeKind = Literal["safety", "degraded", "coaching", "ask", "info"]
+NOTICE_KIND_ORDER: Final = ("safety", "degraded", "ask", "coaching", "info")
+
+#: Numbers the protocol fixes.
+DEFAULT_RECALL_LIMIT: Final = 50
+MAX_RECALL_LIMIT: Final = 100
+CONTEXT_PACK_MAX_ENTITIES: Final = 8
+DELTA_PAGE_LIMIT: Final = 50
+DELTA_FACT_LIMIT: Final = 50
+DELTA_MAX_THREAD_ENTITIES: Final = 8
+SESSION_ID_MAX: Final = 200
+SESSION_IDLE_DAYS: Final = 7
+SESSIONS_PER_CLIENT: Final = 1000
+PROVENANCE_MAX: Final = 500
+DEDUP_NEIGHBOURS: Final = 5
+DEDUP_THRESHOLD: Final = 0.95
+HIGH_VECTOR_MATCH: Final = 0.80
+PAGE_BODY_MAX_BYTES: Final = 350 * 1024
+IDEMPOTENCY_TTL_HOURS: Final = 24
+HOT_FACTS_HOURS: Final = 24
+HOT_FACTS_LIMIT: Final = 10
+OPEN_THREADS_MAX: Final = 3
+OPEN_THREAD_TIMELINE_DAYS: Final = 90
+EDGES_MAX: Final = 10
+SUMMARY_MAX_CHARS: Final = 160
+SUGGESTIONS_MAX: Final = 3
+
+#: Reserved cursor namespaces (PROTOCOL_NOTES §8).
+LOCAL_CLIENT: Final = "local"
+REMOTE_CLIENT: Final = "remote"

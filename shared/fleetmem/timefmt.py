@@ -1,0 +1,34 @@
+"""Wire time format: UTC, millisecond precision, `Z` suffix (`2026-06-11T09:30:00.000Z`)."""
+
+from __future__ import annotations
+
+from datetime import UTC, date, datetime
+
+
+def to_ms(dt: datetime) -> datetime:
+    """Normalise to aware UTC truncated to milliseconds (the precision we store and emit)."""
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=UTC)
+    dt = dt.astimezone(UTC)
+    return dt.replace(microsecond=(dt.microsecond // 1000) * 1000)
+
+
+def iso(dt: datetime | None) -> str | None:
+    """Render like JavaScript's toISOString()."""
+    if dt is None:
+        return None
+    dt = to_ms(dt)
+    return dt.strftime("%Y-%m-%dT%H:%M:%S.") + f"{dt.microsecond // 1000:03d}Z"
+
+
+def parse_iso(value: str) -> datetime:
+    """Parse an ISO 8601 date or datetime; naive values are UTC. Raises ValueError."""
+    text = value.strip()
+    if not text:
+        raise ValueError("empty timestamp")
+    if len(text) == 10 and text[4] == "-" and text[7] == "-":
+        d = date.fromisoformat(text)
+        return datetime(d.year, d.month, d.day, tzinfo=UTC)
+    if text.endswith(("Z", "z")):
+        text = text[:-1] + "+00:00"
+    return to_ms(datetime.fromisoformat(text))
