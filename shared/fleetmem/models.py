@@ -192,6 +192,7 @@ class SearchQuery(Record):
     tenant: str
     text: str
     vector: bytes | None = Field(default=None, repr=False)
+    vector_model: str | None = None  # only vectors of this model are compared (never mix models)
     kinds: tuple[Literal["chunk", "fact"], ...] = ("chunk",)
     world_only: bool = True
     k: int = 50
