@@ -1,0 +1,132 @@
+"""AWS adapter set: DynamoDB stores, the OpenSearch index and Bedrock models behind the ports.
+
+`open_aws(settings)` builds every store without connecting (clients are created on first use).
+Nothing in this package is imported by the domain; `fleetmem.wiring` is the only caller.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from fleetmem.config import Settings
+
+
+class NoSearchIndex:
+    """The SearchIndex used when no OpenSearch endpoint is configured: writes are dropped, every
+    search answers with empty arms and says why, so recall degrades instead of failing."""
+
+    write_through = False
+    problem = "no OpenSearch endpoint is configured (FLEETMEM_OPENSEARCH_ENDPOINT)"
+
+    def upsert(self, docs: Any) -> None:
+        return None
+
+    def delete(self, tenant: str, doc_ids: Any) -> None:
+        return None
+
+    def delete_page(self, tenant: str, slug: str) -> None:
+        return None
+
+    def search(self, query: Any) -> Any:
+        from fleetmem.models import SearchHits
+
+        return SearchHits(keyword=(), vector=None, vector_error=self.problem if query.vector else None)
+
+
+@dataclass
+class AwsStores:
+    """The ports over AWS; same attribute names as `LocalStores`."""
+
+    facts: Any
+    pages: Any
+    cursors: Any
+    clients: Any
+    idempotency: Any
+    audit: Any
+    search: Any
+    aws: Any = field(repr=False, default=None)  # the AwsClients the stores share
+
+    def close(self) -> None:
+        return None
+
+
+def open_aws(
+    settings: Settings,
+    *,
+    session: Any = None,
+    dynamodb_endpoint: str | None = None,
+    clients: dict[str, Any] | None = None,
+    search_model_id: str | None = None,
+    search_dim: int | None = None,
+    search_client: Any = None,
+) -> AwsStores:
+    """Build the AWS stores from settings. Keyword arguments exist for tests and local engines:
+    an injected boto3 session/clients, a DynamoDB endpoint (otherwise boto3's own
+    `AWS_ENDPOINT_URL_DYNAMODB` applies), and the embedding model the search index is keyed by
+    (default: the configured Bedrock model and dimension)."""
+    from fleetmem.adapters.aws.audit import DynamoAuditLog
+    from fleetmem.adapters.aws.clients import DynamoClientStore
+    from fleetmem.adapters.aws.cursors import DynamoCursorStore
+    from fleetmem.adapters.aws.dynamo import AwsClients
+    from fleetmem.adapters.aws.facts import DynamoFactStore
+    from fleetmem.adapters.aws.idempotency import DynamoIdempotencyStore
+    from fleetmem.adapters.aws.pages import DynamoPageStore
+
+    endpoints = {"dynamodb": dynamodb_endpoint} if dynamodb_endpoint else {}
+    aws = AwsClients(region=settings.region, session=session, endpoints=endpoints, clients=clients)
+    prefix = settings.table_prefix
+    search: Any
+    if settings.opensearch_endpoint:
+        from fleetmem.adapters.aws.opensearch import OpenSearchIndex
+
+        search = OpenSearchIndex(
+            settings.opensearch_endpoint,
+            model_id=search_model_id or settings.bedrock_embedding_model,
+            dim=search_dim or settings.bedrock_embedding_dim,
+            prefix=settings.opensearch_index_prefix,
+            service=settings.opensearch_service,
+            region=settings.region,
+            session=session,
+            client=search_client,
+        )
+    else:
+        search = NoSearchIndex()
+    return AwsStores(
+        facts=DynamoFactStore(aws, prefix),
+        pages=DynamoPageStore(aws, prefix),
+        cursors=DynamoCursorStore(aws, prefix),
+        clients=DynamoClientStore(aws, prefix),
+        idempotency=DynamoIdempotencyStore(aws, prefix),
+        audit=DynamoAuditLog(aws, prefix),
+        search=search,
+        aws=aws,
+    )
+
+
+_shared_clients: dict[str, Any] = {}
+
+
+def sdk_client(service: str, *, region: str = "", read_timeout: float = 10) -> Any:
+    """A lazily built, process-cached boto3 client for `service` (e.g. "lambda", "sqs",
+    "events"), so code outside this package never imports the SDK itself. Use a long
+    `read_timeout` for synchronous Lambda invokes of slow verbs."""
+    from fleetmem.adapters.aws.dynamo import AwsClients
+
+    key = f"{region}|{read_timeout}"
+    clients = _shared_clients.get(key)
+    if clients is None:
+        clients = _shared_clients.setdefault(key, AwsClients(region=region, read_timeout=read_timeout))
+    return clients.client(service)
+
+
+def __getattr__(name: str) -> Any:
+    # BedrockEmbedder/BedrockLLM are importable from the package without importing boto3 here.
+    if name in {"BedrockEmbedder", "BedrockLLM"}:
+        from fleetmem.adapters.aws import bedrock
+
+        return getattr(bedrock, name)
+    raise AttributeError(name)
+
+
+__all__ = ["AwsStores", "BedrockEmbedder", "BedrockLLM", "NoSearchIndex", "open_aws", "sdk_client"]

@@ -1,0 +1,40 @@
+"""Every tool module, imported so that `REGISTRY` is complete.
+
+`from fleetmem.memory.verbs import REGISTRY` gives all thirteen tools: the seven memory verbs
+(recall, remember, entity, synthesize, forget, context_pack, delta), the page tools (put_page,
+get_page, list_pages, delete_page) and the admin tools (trace_fact, purge_fact).
+"""
+
+from fleetmem.memory.registry import REGISTRY
+from fleetmem.memory.verbs import (
+    context_pack,
+    delete_page,
+    delta,
+    entity,
+    forget,
+    get_page,
+    list_pages,
+    purge_fact,
+    put_page,
+    recall,
+    remember,
+    synthesize,
+    trace_fact,
+)
+
+__all__ = [
+    "REGISTRY",
+    "context_pack",
+    "delete_page",
+    "delta",
+    "entity",
+    "forget",
+    "get_page",
+    "list_pages",
+    "purge_fact",
+    "put_page",
+    "recall",
+    "remember",
+    "synthesize",
+    "trace_fact",
+]

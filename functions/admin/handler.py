@@ -1,0 +1,13 @@
+"""The admin-scope tools (trace_fact, purge_fact) in one function."""
+
+from aws_lambda_powertools import Logger
+
+from fleetmem.lambda_runtime import handle_tool_event
+from fleetmem.protocol import ADMIN_TOOLS
+
+logger = Logger(service="admin")
+
+
+@logger.inject_lambda_context(clear_state=True)
+def handler(event, context):
+    return handle_tool_event(event, ADMIN_TOOLS)

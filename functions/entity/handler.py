@@ -1,0 +1,13 @@
+"""The `entity` memory verb as its own function: the edge's invoke payload or `POST /v1/entity`."""
+
+from aws_lambda_powertools import Logger
+
+from fleetmem.lambda_runtime import handle_tool_event
+
+TOOLS = ("entity",)
+logger = Logger(service="entity")
+
+
+@logger.inject_lambda_context(clear_state=True)
+def handler(event, context):
+    return handle_tool_event(event, TOOLS)

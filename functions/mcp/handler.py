@@ -1,0 +1,13 @@
+"""The MCP edge: API Gateway `/mcp` -> the MCP app (built per invocation) -> each tools/call to
+its verb's function."""
+
+from aws_lambda_powertools import Logger
+
+from fleetmem.lambda_runtime import handle_edge_event
+
+logger = Logger(service="mcp")
+
+
+@logger.inject_lambda_context(clear_state=True)
+def handler(event, context):
+    return handle_edge_event(event)

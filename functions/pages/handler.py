@@ -1,0 +1,13 @@
+"""The page tools (put_page, get_page, list_pages, delete_page) in one function."""
+
+from aws_lambda_powertools import Logger
+
+from fleetmem.lambda_runtime import handle_tool_event
+from fleetmem.protocol import PAGE_TOOLS
+
+logger = Logger(service="pages")
+
+
+@logger.inject_lambda_context(clear_state=True)
+def handler(event, context):
+    return handle_tool_event(event, PAGE_TOOLS)

@@ -1,0 +1,13 @@
+"""The `recall` memory verb as its own function: the edge's invoke payload or `POST /v1/recall`."""
+
+from aws_lambda_powertools import Logger
+
+from fleetmem.lambda_runtime import handle_tool_event
+
+TOOLS = ("recall",)
+logger = Logger(service="recall")
+
+
+@logger.inject_lambda_context(clear_state=True)
+def handler(event, context):
+    return handle_tool_event(event, TOOLS)

@@ -1,0 +1,13 @@
+"""The `synthesize` memory verb as its own function: the edge's invoke payload or `POST /v1/synthesize`."""
+
+from aws_lambda_powertools import Logger
+
+from fleetmem.lambda_runtime import handle_tool_event
+
+TOOLS = ("synthesize",)
+logger = Logger(service="synthesize")
+
+
+@logger.inject_lambda_context(clear_state=True)
+def handler(event, context):
+    return handle_tool_event(event, TOOLS)

@@ -1,0 +1,1 @@
+"""The CDK app that deploys fleetmem (run from the repository root: `cdk synth`)."""

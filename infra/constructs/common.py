@@ -1,0 +1,102 @@
+"""The one way this app makes a Lambda function: its own role, its own log group, JSON logs,
+X-Ray, arm64 by default, the shared code asset."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import aws_cdk as cdk
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
+from constructs import Construct
+
+from ..config import DeployConfig
+
+_RETENTION = {
+    1: logs.RetentionDays.ONE_DAY, 3: logs.RetentionDays.THREE_DAYS, 5: logs.RetentionDays.FIVE_DAYS,
+    7: logs.RetentionDays.ONE_WEEK, 14: logs.RetentionDays.TWO_WEEKS, 30: logs.RetentionDays.ONE_MONTH,
+    60: logs.RetentionDays.TWO_MONTHS, 90: logs.RetentionDays.THREE_MONTHS,
+    180: logs.RetentionDays.SIX_MONTHS, 365: logs.RetentionDays.ONE_YEAR,
+}
+_RUNTIMES = {
+    "3.12": lambda_.Runtime.PYTHON_3_12, "3.13": lambda_.Runtime.PYTHON_3_13, "3.14": lambda_.Runtime.PYTHON_3_14,
+}
+
+
+def retention(config: DeployConfig) -> logs.RetentionDays:
+    return _RETENTION.get(config.log_retention_days, logs.RetentionDays.ONE_MONTH)
+
+
+def acknowledge(scope: Construct, rule: str, reason: str) -> None:
+    """Acknowledge one cdk-nag rule on `scope` and everything below it — always with a reason."""
+    if not reason.strip():
+        raise ValueError("every acknowledgment needs a reason")
+    cdk.Validations.of(scope).acknowledge(cdk.Acknowledgment(id=f"AwsSolutions::{rule}", reason=reason))
+
+
+def arn_ref(construct: Construct) -> str:
+    """How cdk-nag prints `Fn::GetAtt <resource>.Arn` inside a finding id."""
+    child = construct.node.default_child or construct
+    return f"<{cdk.Stack.of(construct).get_logical_id(child)}.Arn>"  # type: ignore[arg-type]
+
+
+def grant_table(table, role: iam.IRole, *, write: bool = False) -> None:
+    """Read (or write) one table's data; acknowledges the table's own `index/*` ARN, which
+    Query on its GSIs needs."""
+    (table.grant_write_data if write else table.grant_read_data)(role)
+    acknowledge(role, f"AwsSolutions-IAM5[Resource::{arn_ref(table)}/index/*]",
+                "Query on this table's own global secondary indexes (table/index/*); no other table.")
+
+
+@dataclass
+class Fn:
+    function: lambda_.Function
+    role: iam.Role
+    log_group: logs.LogGroup
+    group: str
+
+
+class FunctionFactory:
+    """Holds what every function shares (asset, runtime, base environment)."""
+
+    def __init__(self, config: DeployConfig, base_env: dict[str, str]) -> None:
+        self.config = config
+        self.base_env = base_env
+        self.code = lambda_.Code.from_asset(str(config.asset_path()))
+        self.runtime = _RUNTIMES[config.python_runtime]
+        self.arch = lambda_.Architecture.ARM_64 if config.architecture == "arm64" else lambda_.Architecture.X86_64
+
+    def make(self, scope: Construct, id: str, *, group: str, handler: str, description: str,
+             env: dict[str, str] | None = None, service: str | None = None) -> Fn:
+        cfg = self.config
+        name = f"{cfg.prefix}-{group.replace('_', '-')}"
+        role = iam.Role(scope, f"{id}Role", assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
+                        description=f"{name}: only what this function needs")
+        log_group = logs.LogGroup(scope, f"{id}Logs", log_group_name=f"/aws/lambda/{name}",
+                                  retention=retention(cfg), removal_policy=cdk.RemovalPolicy.DESTROY)
+        role.add_to_principal_policy(iam.PolicyStatement(
+            actions=["logs:CreateLogStream", "logs:PutLogEvents"], resources=[log_group.log_group_arn]))
+        size = cfg.size_for(group)
+        function = lambda_.Function(
+            scope, id,
+            function_name=name,
+            description=description,
+            runtime=self.runtime,
+            architecture=self.arch,
+            handler=handler,
+            code=self.code,
+            role=role,
+            memory_size=size.memory_mb,
+            timeout=cdk.Duration.seconds(size.timeout_s),
+            environment={**self.base_env, "POWERTOOLS_SERVICE_NAME": service or group, **(env or {})},
+            tracing=lambda_.Tracing.ACTIVE,
+            logging_format=lambda_.LoggingFormat.JSON,
+            application_log_level_v2=lambda_.ApplicationLogLevel.INFO,
+            system_log_level_v2=lambda_.SystemLogLevel.WARN,
+            log_group=log_group,
+        )
+        acknowledge(role, "AwsSolutions-IAM5[Resource::*]",
+                    "Only X-Ray PutTraceSegments/PutTelemetryRecords use '*': X-Ray has no resource-level "
+                    "permissions.")
+        return Fn(function, role, log_group, group)

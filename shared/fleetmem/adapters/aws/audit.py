@@ -1,0 +1,88 @@
+"""AuditLog on DynamoDB (table `audit`, see docs/table-design.md).
+
+`pk = "<tenant>#<subject>"`, `sk = "<at iso>#<unique>"`: one Query returns a subject's history
+oldest first. Rows are append-only (PutItem conditional on a fresh key).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import secrets
+import time
+from typing import Any
+
+from fleetmem.adapters.aws.dynamo import AwsClients, call, from_ddb, parse_ts, to_ddb, ts
+from fleetmem.adapters.aws.tables import AUDIT
+from fleetmem.models import AuditEvent
+
+
+def audit_pk(tenant: str, subject: str) -> str:
+    return f"{tenant}#{subject}"
+
+
+_ORDER = itertools.count()
+
+
+def audit_item(event: AuditEvent) -> dict[str, Any]:
+    return {
+        "pk": audit_pk(event.tenant, event.subject),
+        # time first keeps the order; within one millisecond the append order (wall-clock ns,
+        # then a process counter) decides, and the random tail keeps writers on other hosts apart
+        "sk": f"{ts(event.at)}#{time.time_ns():020d}{next(_ORDER) % 1_000_000:06d}#{secrets.token_hex(4)}",
+        "tenant": event.tenant,
+        "subject": event.subject,
+        "action": event.action,
+        "actor": event.actor,
+        "at": ts(event.at),
+        "reason": event.reason,
+        "provenance": event.provenance,
+        "detail": json.dumps(event.detail, default=str) if event.detail else None,
+    }
+
+
+class DynamoAuditLog:
+    def __init__(self, clients: AwsClients, prefix: str) -> None:
+        self._c = clients
+        self.table = AUDIT.physical_name(prefix)
+
+    @property
+    def _db(self) -> Any:
+        return self._c.dynamodb
+
+    def append(self, event: AuditEvent) -> None:
+        call(
+            self._db.put_item,
+            TableName=self.table,
+            Item=to_ddb(audit_item(event)),
+            ConditionExpression="attribute_not_exists(pk)",
+        )
+
+    def for_subject(self, tenant: str, subject: str) -> list[AuditEvent]:
+        req: dict[str, Any] = {
+            "TableName": self.table,
+            "KeyConditionExpression": "pk = :pk",
+            "ExpressionAttributeValues": {":pk": {"S": audit_pk(tenant, subject)}},
+            "ScanIndexForward": True,
+        }
+        events: list[AuditEvent] = []
+        while True:
+            out = call(self._db.query, **req)
+            for raw in out.get("Items", []):
+                item = from_ddb(raw) or {}
+                events.append(
+                    AuditEvent(
+                        tenant=item["tenant"],
+                        subject=item["subject"],
+                        action=item["action"],
+                        actor=item["actor"],
+                        at=parse_ts(item["at"]),  # type: ignore[arg-type]
+                        reason=item.get("reason"),
+                        provenance=item.get("provenance"),
+                        detail=json.loads(item["detail"]) if item.get("detail") else {},
+                    )
+                )
+            lek = out.get("LastEvaluatedKey")
+            if not lek:
+                return events
+            req["ExclusiveStartKey"] = lek

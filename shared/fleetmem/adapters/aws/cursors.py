@@ -1,0 +1,125 @@
+"""CursorStore on DynamoDB (table `cursors`, see docs/table-design.md).
+
+`pk = "<tenant>#<client_id>"`, `sk = session_id`. Every write is conditional on the stored
+version, so two wakes of one session can never move the cursor backwards. The `ttl` attribute
+(touched_at + SESSION_IDLE_DAYS) lets DynamoDB drop idle cursors; reads still check `touched_at`
+because TTL deletion is lazy.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+from fleetmem.adapters.aws.dynamo import AwsClients, as_int, call, epoch, from_ddb, parse_ts, to_ddb, ts
+from fleetmem.adapters.aws.tables import CURSORS
+from fleetmem.models import Cursor
+from fleetmem.protocol import SESSION_IDLE_DAYS, SESSIONS_PER_CLIENT
+
+_IDLE = timedelta(days=SESSION_IDLE_DAYS)
+
+
+def cursor_pk(tenant: str, client_id: str) -> str:
+    return f"{tenant}#{client_id}"
+
+
+def _item(c: Cursor, version: int) -> dict[str, Any]:
+    return {
+        "pk": cursor_pk(c.tenant, c.client_id),
+        "sk": c.session_id,
+        "tenant": c.tenant,
+        "client_id": c.client_id,
+        "since": ts(c.since),
+        "slug": c.slug,
+        "touched_at": ts(c.touched_at),
+        "incomplete_streak": c.incomplete_streak,
+        "version": version,
+        "ttl": epoch(c.touched_at + _IDLE),
+    }
+
+
+def _cursor(item: dict[str, Any]) -> Cursor:
+    return Cursor(
+        tenant=item["tenant"],
+        client_id=item["client_id"],
+        session_id=item["sk"],
+        since=parse_ts(item["since"]),  # type: ignore[arg-type]
+        slug=item.get("slug", ""),
+        touched_at=parse_ts(item["touched_at"]),  # type: ignore[arg-type]
+        incomplete_streak=as_int(item.get("incomplete_streak")),
+        version=as_int(item.get("version")),
+    )
+
+
+class DynamoCursorStore:
+    def __init__(self, clients: AwsClients, prefix: str, *, max_sessions: int = SESSIONS_PER_CLIENT) -> None:
+        self._c = clients
+        self.table = CURSORS.physical_name(prefix)
+        self.max_sessions = max_sessions
+
+    @property
+    def _db(self) -> Any:
+        return self._c.dynamodb
+
+    def get(self, tenant: str, client_id: str, session_id: str, *, now: datetime) -> Cursor | None:
+        out = call(
+            self._db.get_item,
+            TableName=self.table,
+            Key={"pk": {"S": cursor_pk(tenant, client_id)}, "sk": {"S": session_id}},
+            ConsistentRead=True,
+        )
+        item = from_ddb(out.get("Item"))
+        if not item:
+            return None
+        cursor = _cursor(item)
+        if now > cursor.touched_at + _IDLE:
+            return None
+        return cursor
+
+    def put(self, cursor: Cursor, *, expected_version: int | None) -> Cursor:
+        version = (expected_version or 0) + 1
+        stored = cursor.model_copy(update={"version": version})
+        if expected_version is None:
+            # "must not exist" also admits an idle-expired cursor TTL has not deleted yet
+            cond = "attribute_not_exists(pk) OR touched_at < :cutoff"
+            values: dict[str, Any] = {":cutoff": {"S": ts(cursor.touched_at - _IDLE)}}
+        else:
+            cond = "version = :v"
+            values = {":v": {"N": str(expected_version)}}
+        call(
+            self._db.put_item,
+            TableName=self.table,
+            Item=to_ddb(_item(stored, version)),
+            ConditionExpression=cond,
+            ExpressionAttributeValues=values,
+        )
+        if expected_version is None:
+            self._evict(cursor.tenant, cursor.client_id)
+        return stored
+
+    def _evict(self, tenant: str, client_id: str) -> None:
+        """Drop the client's least recently touched cursors beyond the cap (only new sessions can
+        push a client over it, so only creation pays for this query)."""
+        req: dict[str, Any] = {
+            "TableName": self.table,
+            "KeyConditionExpression": "pk = :pk",
+            "ExpressionAttributeValues": {":pk": {"S": cursor_pk(tenant, client_id)}},
+            "ProjectionExpression": "sk, touched_at",
+        }
+        rows: list[tuple[str, str]] = []
+        while True:
+            out = call(self._db.query, **req)
+            rows.extend((i["touched_at"]["S"], i["sk"]["S"]) for i in out.get("Items", []))
+            lek = out.get("LastEvaluatedKey")
+            if not lek:
+                break
+            req["ExclusiveStartKey"] = lek
+        if len(rows) <= self.max_sessions:
+            return
+        rows.sort()
+        for _, sk in rows[: len(rows) - self.max_sessions]:
+            call(
+                self._db.delete_item,
+                TableName=self.table,
+                Key={"pk": {"S": cursor_pk(tenant, client_id)}, "sk": {"S": sk}},
+            )

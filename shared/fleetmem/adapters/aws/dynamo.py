@@ -1,0 +1,327 @@
+"""Shared plumbing of the AWS adapters: lazy SDK clients, the ONE ClientError translator, parallel
+fan-out, and the small codecs every table module uses.
+
+Nothing here connects at import: `AwsClients` builds a boto3 client on first use and caches it,
+and a test (or the Lambda wiring) can inject its own session or clients.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import itertools
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
+from decimal import Decimal
+from typing import Any, TypeVar
+
+from fleetmem.errors import Conflict, PortError, TooLarge, Unavailable
+from fleetmem.timefmt import iso, to_ms
+
+T = TypeVar("T")
+
+#: DynamoDB's hard item size limit, and the margin we keep below it for attribute names.
+ITEM_LIMIT_BYTES = 400 * 1024
+
+_THROTTLE_CODES = frozenset(
+    {
+        "ThrottlingException",
+        "Throttling",
+        "ProvisionedThroughputExceededException",
+        "RequestLimitExceeded",
+        "TooManyRequestsException",
+        "LimitExceededException",
+        "ServiceQuotaExceededException",
+    }
+)
+_TRANSIENT_CODES = frozenset(
+    {
+        "InternalServerError",
+        "InternalFailure",
+        "ServiceUnavailable",
+        "ServiceUnavailableException",
+        "ModelNotReadyException",
+        "ModelTimeoutException",
+        "TransactionInProgressException",
+    }
+)
+
+
+def translate_client_error(exc: BaseException, *, service: str = "dynamodb") -> PortError:
+    """Turn a botocore exception into the port error the domain understands.
+
+    Only the error CODE is looked at (never the message text, which may quote request data), and
+    the resulting message names the service and the code only, so nothing of the request leaks.
+    """
+    from botocore.exceptions import BotoCoreError, ClientError, ParamValidationError
+
+    if isinstance(exc, PortError):
+        return exc
+    if isinstance(exc, ParamValidationError):
+        return Unavailable(f"{service} request was rejected before sending", reason="invalid_request")
+    if isinstance(exc, ClientError):
+        err = exc.response.get("Error", {}) or {}
+        code = str(err.get("Code", "Unknown"))
+        if code in _THROTTLE_CODES:
+            return Unavailable(
+                f"{service} is throttling requests ({code})", retry_after_seconds=2, reason="throttled"
+            )
+        if code in _TRANSIENT_CODES:
+            return Unavailable(
+                f"{service} is temporarily unavailable ({code})", retry_after_seconds=5, reason="transient"
+            )
+        if code == "ConditionalCheckFailedException":
+            return Conflict(f"{service} condition failed")
+        if code == "TransactionCanceledException":
+            reasons = [str(r.get("Code", "None")) for r in exc.response.get("CancellationReasons", []) or []]
+            if any(r == "ConditionalCheckFailed" for r in reasons):
+                return Conflict(f"{service} transaction condition failed")
+            if any(
+                r in {"ThrottlingError", "ProvisionedThroughputExceeded", "RequestLimitExceeded"}
+                for r in reasons
+            ):
+                return Unavailable(
+                    f"{service} is throttling requests ({code})", retry_after_seconds=2, reason="throttled"
+                )
+            if any(r == "TransactionConflict" for r in reasons):
+                return Conflict(f"{service} transaction conflicted with another write")
+            if any(r == "ValidationError" for r in reasons) and _is_size_error(exc):
+                return TooLarge(f"{service} item exceeds the 400 KB limit")
+            return Unavailable(
+                f"{service} transaction was cancelled", retry_after_seconds=1, reason="cancelled"
+            )
+        if code in {"ValidationException", "ItemCollectionSizeLimitExceededException"} and _is_size_error(
+            exc
+        ):
+            return TooLarge(f"{service} item exceeds the 400 KB limit")
+        return Unavailable(f"{service} request failed ({code})", reason="client_error")
+    if isinstance(exc, BotoCoreError):
+        return Unavailable(
+            f"{service} cannot be reached ({type(exc).__name__})", retry_after_seconds=5, reason="connection"
+        )
+    return Unavailable(f"{service} request failed ({type(exc).__name__})", reason="unexpected")
+
+
+def _is_size_error(exc: Any) -> bool:
+    # The code alone cannot tell a size violation from other validation errors; DynamoDB's size
+    # errors always name the size, so look for that word (never surfaced to callers).
+    if exc.response.get("Error", {}).get("Code") == "ItemCollectionSizeLimitExceededException":
+        return True
+    text = str(exc.response.get("Error", {}).get("Message", "")).lower()
+    return "size" in text
+
+
+# ---------------------------------------------------------------------------------------------
+# clients
+
+
+class AwsClients:
+    """Lazily built, cached, injectable boto3 clients (thread-safe)."""
+
+    def __init__(
+        self,
+        *,
+        region: str = "",
+        session: Any = None,
+        endpoints: dict[str, str] | None = None,
+        clients: dict[str, Any] | None = None,
+        max_pool_connections: int = 16,
+        read_timeout: float = 10,
+    ) -> None:
+        self._read_timeout = read_timeout
+        self._region = region or None
+        self._session = session
+        self._endpoints = dict(endpoints or {})
+        self._clients: dict[str, Any] = dict(clients or {})
+        self._lock = threading.Lock()
+        self._pool = max_pool_connections
+
+    @property
+    def session(self) -> Any:
+        if self._session is None:
+            import boto3
+
+            self._session = boto3.session.Session(region_name=self._region)
+        return self._session
+
+    def client(self, service: str) -> Any:
+        c = self._clients.get(service)
+        if c is not None:
+            return c
+        with self._lock:
+            c = self._clients.get(service)
+            if c is None:
+                from botocore.config import Config
+
+                cfg = Config(
+                    retries={"max_attempts": 3, "mode": "standard"},
+                    max_pool_connections=self._pool,
+                    connect_timeout=2,
+                    read_timeout=self._read_timeout,
+                )
+                kw: dict[str, Any] = {"config": cfg}
+                if self._region:
+                    kw["region_name"] = self._region
+                if service in self._endpoints:
+                    kw["endpoint_url"] = self._endpoints[service]
+                c = self.session.client(service, **kw)
+                self._clients[service] = c
+        return c
+
+    @property
+    def dynamodb(self) -> Any:
+        return self.client("dynamodb")
+
+
+# ---------------------------------------------------------------------------------------------
+# parallel fan-out: independent requests of one port call go out together, so they cost one
+# sequential round trip. The round-trip budget test reads `fanout_group()` from its botocore hook.
+
+_GROUP: contextvars.ContextVar[int | None] = contextvars.ContextVar("fleetmem_aws_fanout", default=None)
+_GROUP_IDS = itertools.count(1)
+_EXECUTOR: ThreadPoolExecutor | None = None
+_EXECUTOR_LOCK = threading.Lock()
+
+
+def fanout_group() -> int | None:
+    """The id of the parallel batch the current SDK call belongs to (None: a sequential call)."""
+    return _GROUP.get()
+
+
+def _executor() -> ThreadPoolExecutor:
+    global _EXECUTOR
+    if _EXECUTOR is None:
+        with _EXECUTOR_LOCK:
+            if _EXECUTOR is None:
+                _EXECUTOR = ThreadPoolExecutor(max_workers=8, thread_name_prefix="fleetmem-aws")
+    return _EXECUTOR
+
+
+def parallel(thunks: Sequence[Callable[[], T]]) -> list[T]:
+    """Run independent calls concurrently; results in order; the first error is re-raised."""
+    if len(thunks) <= 1 or _GROUP.get() is not None:
+        return [t() for t in thunks]
+    group = next(_GROUP_IDS)
+
+    def run(t: Callable[[], T]) -> T:
+        _GROUP.set(group)
+        return t()
+
+    futures = [_executor().submit(contextvars.copy_context().run, run, t) for t in thunks]
+    return [f.result() for f in futures]
+
+
+# ---------------------------------------------------------------------------------------------
+# codecs
+
+
+def ts(dt: datetime | None) -> str | None:
+    """Timestamps are stored as the wire string: fixed width, so string order is time order."""
+    return iso(dt)
+
+
+def parse_ts(value: Any) -> datetime | None:
+    if value is None or value == "":
+        return None
+    text = str(value)
+    return to_ms(datetime.strptime(text, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC))
+
+
+def epoch(dt: datetime) -> int:
+    return int(dt.timestamp())
+
+
+def as_int(value: Any, default: int = 0) -> int:
+    if value is None:
+        return default
+    if isinstance(value, Decimal):
+        return int(value)
+    return int(value)
+
+
+def as_bytes(value: Any) -> bytes | None:
+    if value is None:
+        return None
+    raw = getattr(value, "value", value)  # boto3.dynamodb.types.Binary
+    return bytes(raw)
+
+
+def strip_none(item: dict[str, Any]) -> dict[str, Any]:
+    """DynamoDB rejects empty-string key attributes; absent is how we store "none"."""
+    return {k: v for k, v in item.items() if v is not None}
+
+
+def chunks(seq: Sequence[T], size: int) -> Iterator[Sequence[T]]:
+    for i in range(0, len(seq), size):
+        yield seq[i : i + size]
+
+
+def approx_item_size(item: dict[str, Any]) -> int:
+    """A close upper estimate of DynamoDB's item size accounting (names + UTF-8 values)."""
+    total = 0
+    for k, v in item.items():
+        total += len(k.encode()) + _value_size(v)
+    return total
+
+
+def _value_size(v: Any) -> int:
+    if v is None:
+        return 1
+    if isinstance(v, str):
+        return len(v.encode())
+    if isinstance(v, bytes | bytearray):
+        return len(v)
+    if isinstance(v, bool):
+        return 1
+    if isinstance(v, int | float | Decimal):
+        return 21
+    if isinstance(v, dict):
+        return 3 + sum(len(str(k).encode()) + _value_size(x) + 1 for k, x in v.items())
+    if isinstance(v, list | tuple | set | frozenset):
+        return 3 + sum(_value_size(x) + 1 for x in v)
+    raw = getattr(v, "value", None)
+    if isinstance(raw, bytes | bytearray):
+        return len(raw)
+    return len(str(v).encode())
+
+
+_SER: Any = None
+_DESER: Any = None
+
+
+def to_ddb(item: dict[str, Any]) -> dict[str, Any]:
+    """Python values -> DynamoDB attribute values (None values dropped)."""
+    global _SER
+    if _SER is None:
+        from boto3.dynamodb.types import TypeSerializer
+
+        _SER = TypeSerializer()
+    return {k: _SER.serialize(v) for k, v in item.items() if v is not None}
+
+
+def val(v: Any) -> dict[str, Any]:
+    """One Python value -> a DynamoDB attribute value."""
+    return to_ddb({"v": v})["v"]
+
+
+def from_ddb(item: dict[str, Any] | None) -> dict[str, Any] | None:
+    """DynamoDB attribute values -> Python values (numbers come back as Decimal)."""
+    global _DESER
+    if item is None:
+        return None
+    if _DESER is None:
+        from boto3.dynamodb.types import TypeDeserializer
+
+        _DESER = TypeDeserializer()
+    return {k: _DESER.deserialize(v) for k, v in item.items()}
+
+
+def call(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """Run one SDK call; every SDK exception becomes a port error."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    try:
+        return fn(*args, **kwargs)
+    except (ClientError, BotoCoreError) as exc:
+        raise translate_client_error(exc) from None

@@ -1,0 +1,319 @@
+"""FactStore on DynamoDB (table `facts`, see docs/table-design.md)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from datetime import datetime
+from typing import Any
+
+from fleetmem.adapters.aws.dynamo import (
+    AwsClients,
+    as_bytes,
+    as_int,
+    call,
+    chunks,
+    from_ddb,
+    parse_ts,
+    to_ddb,
+    translate_client_error,
+    ts,
+)
+from fleetmem.adapters.aws.tables import FACTS
+from fleetmem.errors import Conflict, NotFound
+from fleetmem.models import Fact
+
+_SEQ_ID = "~seq"  # not a valid fact id (ids are "<prefix>_<ulid>"), so it cannot collide
+_ACTIVE = "attribute_not_exists(expired_at) AND attribute_not_exists(superseded_by)"
+
+
+def fact_pk(tenant: str, fact_id: str) -> str:
+    return f"{tenant}#{fact_id}"
+
+
+def _ck(fact: Fact) -> str:
+    return f"{ts(fact.created_at)}#{fact.seq:012d}"
+
+
+def fact_to_item(fact: Fact) -> dict[str, Any]:
+    item: dict[str, Any] = {
+        "pk": fact_pk(fact.tenant, fact.fact_id),
+        "typ": "fact",
+        "tenant": fact.tenant,
+        "tp": fact.tenant,
+        "fact_id": fact.fact_id,
+        "seq": fact.seq,
+        "ck": _ck(fact),
+        "text": fact.text,
+        "kind": fact.kind,
+        "entity_slug": fact.entity_slug or None,
+        "ent": f"{fact.tenant}#{fact.entity_slug}" if fact.entity_slug else None,
+        "provenance": fact.provenance,
+        "visibility": fact.visibility,
+        "session_id": fact.session_id or None,
+        "sess": f"{fact.tenant}#{fact.session_id}" if fact.session_id else None,
+        "client_id": fact.client_id,
+        "created_at": ts(fact.created_at),
+        "valid_until": ts(fact.valid_until),
+        "expired_at": ts(fact.expired_at),
+        "expired_reason": fact.expired_reason,
+        "expired_by": fact.expired_by,
+        "superseded_by": fact.superseded_by,
+        "supersedes": fact.supersedes,
+        "vector": fact.vector,
+        "vector_model": fact.vector_model,
+    }
+    return item
+
+
+def item_to_fact(item: dict[str, Any]) -> Fact:
+    return Fact(
+        tenant=item["tenant"],
+        fact_id=item["fact_id"],
+        seq=as_int(item.get("seq")),
+        text=item["text"],
+        kind=item.get("kind", "fact"),
+        entity_slug=item.get("entity_slug"),
+        provenance=item.get("provenance", ""),
+        visibility=item.get("visibility", "world"),
+        session_id=item.get("session_id"),
+        client_id=item.get("client_id", ""),
+        created_at=parse_ts(item["created_at"]),  # type: ignore[arg-type]
+        valid_until=parse_ts(item.get("valid_until")),
+        expired_at=parse_ts(item.get("expired_at")),
+        expired_reason=item.get("expired_reason"),
+        expired_by=item.get("expired_by"),
+        superseded_by=item.get("superseded_by"),
+        supersedes=item.get("supersedes"),
+        vector=as_bytes(item.get("vector")),
+        vector_model=item.get("vector_model"),
+    )
+
+
+def is_fact_item(item: dict[str, Any]) -> bool:
+    return item.get("typ") == "fact"
+
+
+class DynamoFactStore:
+    def __init__(self, clients: AwsClients, prefix: str) -> None:
+        self._c = clients
+        self.table = FACTS.physical_name(prefix)
+
+    @property
+    def _db(self) -> Any:
+        return self._c.dynamodb
+
+    def next_seq(self, tenant: str) -> int:
+        out = call(
+            self._db.update_item,
+            TableName=self.table,
+            Key={"pk": {"S": fact_pk(tenant, _SEQ_ID)}},
+            UpdateExpression="ADD n :one SET typ = :typ",
+            ExpressionAttributeValues={":one": {"N": "1"}, ":typ": {"S": "counter"}},
+            ReturnValues="UPDATED_NEW",
+        )
+        return int(out["Attributes"]["n"]["N"])
+
+    def put(self, fact: Fact, *, supersede: Fact | None = None) -> None:
+        item = to_ddb(fact_to_item(fact))
+        if supersede is None:
+            call(
+                self._db.put_item,
+                TableName=self.table,
+                Item=item,
+                ConditionExpression="attribute_not_exists(pk)",
+            )
+            return
+        if supersede.tenant != fact.tenant:
+            raise Conflict("the superseded fact belongs to another tenant")
+        # One transaction: the new fact appears and the old one expires together, or neither.
+        call(
+            self._db.transact_write_items,
+            TransactItems=[
+                {
+                    "Put": {
+                        "TableName": self.table,
+                        "Item": item,
+                        "ConditionExpression": "attribute_not_exists(pk)",
+                    }
+                },
+                {
+                    "Update": {
+                        "TableName": self.table,
+                        "Key": {"pk": {"S": fact_pk(supersede.tenant, supersede.fact_id)}},
+                        "UpdateExpression": "SET expired_at = :at, superseded_by = :by",
+                        "ConditionExpression": f"attribute_exists(pk) AND {_ACTIVE}",
+                        "ExpressionAttributeValues": {
+                            ":at": {"S": ts(fact.created_at)},
+                            ":by": {"S": fact.fact_id},
+                        },
+                    }
+                },
+            ],
+        )
+
+    def get(self, tenant: str, fact_id: str) -> Fact | None:
+        out = call(self._db.get_item, TableName=self.table, Key={"pk": {"S": fact_pk(tenant, fact_id)}})
+        item = from_ddb(out.get("Item"))
+        if not item or not is_fact_item(item) or item.get("tenant") != tenant:
+            return None
+        return item_to_fact(item)
+
+    # -- queries -------------------------------------------------------------------------------
+
+    def _query(
+        self, index: str, key_attr: str, key: str, *, after: datetime | None = None, page_size: int = 100
+    ) -> Iterator[Fact]:
+        """Newest first over one GSI partition, lazily paged."""
+        req: dict[str, Any] = {
+            "TableName": self.table,
+            "IndexName": index,
+            "ScanIndexForward": False,
+            "Limit": page_size,
+        }
+        values: dict[str, Any] = {":k": {"S": key}}
+        cond = f"{key_attr} = :k"
+        if after is not None:
+            # ck = "<created iso>#<seq>"; "~" sorts after every digit, so this is created_at > after
+            cond += " AND ck > :after"
+            values[":after"] = {"S": f"{ts(after)}#~"}
+        req["KeyConditionExpression"] = cond
+        req["ExpressionAttributeValues"] = values
+        while True:
+            out = call(self._db.query, **req)
+            for raw in out.get("Items", []):
+                item = from_ddb(raw)
+                if item and is_fact_item(item):
+                    yield item_to_fact(item)
+            lek = out.get("LastEvaluatedKey")
+            if not lek:
+                return
+            req["ExclusiveStartKey"] = lek
+
+    @staticmethod
+    def _take(
+        facts: Iterator[Fact], *, now: datetime, active_only: bool, world_only: bool, limit: int
+    ) -> list[Fact]:
+        out: list[Fact] = []
+        if limit <= 0:
+            return out
+        for f in facts:
+            if active_only and not f.is_active(now):
+                continue
+            if world_only and f.visibility != "world":
+                continue
+            out.append(f)
+            if len(out) >= limit:
+                break
+        return out
+
+    @staticmethod
+    def _page_size(limit: int) -> int:
+        # a little headroom so a few hidden (expired/private) facts do not cost a second page
+        return max(10, min(limit * 2, 500))
+
+    def by_entity(
+        self,
+        tenant: str,
+        entity_slug: str,
+        *,
+        now: datetime,
+        active_only: bool = True,
+        world_only: bool = True,
+        limit: int = 50,
+    ) -> list[Fact]:
+        it = self._query("by_entity", "ent", f"{tenant}#{entity_slug}", page_size=self._page_size(limit))
+        return self._take(it, now=now, active_only=active_only, world_only=world_only, limit=limit)
+
+    def by_session(
+        self,
+        tenant: str,
+        session_id: str,
+        *,
+        now: datetime,
+        active_only: bool = True,
+        world_only: bool = True,
+        limit: int = 50,
+    ) -> list[Fact]:
+        it = self._query("by_session", "sess", f"{tenant}#{session_id}", page_size=self._page_size(limit))
+        return self._take(it, now=now, active_only=active_only, world_only=world_only, limit=limit)
+
+    def recent(
+        self,
+        tenant: str,
+        *,
+        now: datetime,
+        after: datetime | None = None,
+        active_only: bool = True,
+        world_only: bool = True,
+        limit: int = 50,
+    ) -> list[Fact]:
+        it = self._query("by_time", "tp", tenant, after=after, page_size=self._page_size(limit))
+        return self._take(it, now=now, active_only=active_only, world_only=world_only, limit=limit)
+
+    def many(self, tenant: str, fact_ids: Sequence[str]) -> list[Fact]:
+        wanted = list(dict.fromkeys(fact_ids))
+        found: dict[str, Fact] = {}
+        for group in chunks(wanted, 100):
+            request = {self.table: {"Keys": [{"pk": {"S": fact_pk(tenant, fid)}} for fid in group]}}
+            while request:
+                out = call(self._db.batch_get_item, RequestItems=request)
+                for raw in out.get("Responses", {}).get(self.table, []):
+                    item = from_ddb(raw)
+                    if item and is_fact_item(item) and item.get("tenant") == tenant:
+                        found[item["fact_id"]] = item_to_fact(item)
+                request = out.get("UnprocessedKeys") or {}
+        return [found[f] for f in fact_ids if f in found]
+
+    def count_active(self, tenant: str, entity_slug: str, *, now: datetime, world_only: bool = True) -> int:
+        return sum(
+            1
+            for f in self._query("by_entity", "ent", f"{tenant}#{entity_slug}", page_size=500)
+            if f.is_active(now) and (not world_only or f.visibility == "world")
+        )
+
+    # -- changes -------------------------------------------------------------------------------
+
+    def expire(self, tenant: str, fact_id: str, *, at: datetime, reason: str | None, actor: str) -> bool:
+        from botocore.exceptions import ClientError
+
+        values: dict[str, Any] = {":at": {"S": ts(at)}, ":by": {"S": actor}}
+        sets = "SET expired_at = :at, expired_by = :by"
+        if reason is not None:
+            sets += ", expired_reason = :reason"
+            values[":reason"] = {"S": reason}
+        try:
+            self._db.update_item(
+                TableName=self.table,
+                Key={"pk": {"S": fact_pk(tenant, fact_id)}},
+                UpdateExpression=sets,
+                # read-time expiry (valid_until) counts as already expired, like the other stores
+                ConditionExpression=(
+                    f"attribute_exists(pk) AND typ = :fact AND {_ACTIVE}"
+                    " AND (attribute_not_exists(valid_until) OR valid_until > :at)"
+                ),
+                ExpressionAttributeValues={**values, ":fact": {"S": "fact"}},
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
+            return True
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
+                raise translate_client_error(exc) from None
+            old = from_ddb(exc.response.get("Item"))
+            if not old or not is_fact_item(old):
+                raise NotFound("no such fact") from None
+            return False
+        except Exception as exc:
+            raise translate_client_error(exc) from None
+
+    def purge(self, tenant: str, fact_id: str) -> bool:
+        try:
+            call(
+                self._db.delete_item,
+                TableName=self.table,
+                Key={"pk": {"S": fact_pk(tenant, fact_id)}},
+                ConditionExpression="typ = :fact",  # never the sequence counter
+                ExpressionAttributeValues={":fact": {"S": "fact"}},
+            )
+        except Conflict:
+            return False
+        return True

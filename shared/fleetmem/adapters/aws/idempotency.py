@@ -1,0 +1,112 @@
+"""IdempotencyStore on DynamoDB (table `idempotency`, see docs/table-design.md).
+
+A claim is one conditional PutItem: it succeeds when no record exists or the stored one has
+expired (TTL deletion is lazy), and on failure DynamoDB hands back the live record
+(`ReturnValuesOnConditionCheckFailure`), so a replay costs a single round trip.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any
+
+from fleetmem.adapters.aws.dynamo import (
+    AwsClients,
+    call,
+    epoch,
+    from_ddb,
+    parse_ts,
+    to_ddb,
+    translate_client_error,
+    ts,
+)
+from fleetmem.adapters.aws.tables import IDEMPOTENCY
+from fleetmem.errors import Conflict
+from fleetmem.models import IdempotencyRecord
+
+
+def idem_pk(tenant: str, client_id: str, verb: str, key: str) -> str:
+    return f"{tenant}#{client_id}#{verb}#{key}"
+
+
+def _record(item: dict[str, Any]) -> IdempotencyRecord:
+    return IdempotencyRecord(
+        tenant=item["tenant"],
+        client_id=item["client_id"],
+        verb=item["verb"],
+        key=item["ikey"],
+        request_hash=item["request_hash"],
+        # results are stored as JSON text: DynamoDB has no float type and must not reshape them
+        result=json.loads(item["result"]) if item.get("result") is not None else None,
+        created_at=parse_ts(item["created_at"]),  # type: ignore[arg-type]
+        expires_at=parse_ts(item["expires_at"]),  # type: ignore[arg-type]
+    )
+
+
+class DynamoIdempotencyStore:
+    def __init__(self, clients: AwsClients, prefix: str) -> None:
+        self._c = clients
+        self.table = IDEMPOTENCY.physical_name(prefix)
+
+    @property
+    def _db(self) -> Any:
+        return self._c.dynamodb
+
+    def claim(self, record: IdempotencyRecord, *, now: datetime) -> IdempotencyRecord | None:
+        from botocore.exceptions import ClientError
+
+        item = {
+            "pk": idem_pk(record.tenant, record.client_id, record.verb, record.key),
+            "tenant": record.tenant,
+            "client_id": record.client_id,
+            "verb": record.verb,
+            "ikey": record.key,
+            "request_hash": record.request_hash,
+            "result": json.dumps(record.result) if record.result is not None else None,
+            "created_at": ts(record.created_at),
+            "expires_at": ts(record.expires_at),
+            "ttl": epoch(record.expires_at),
+        }
+        try:
+            self._db.put_item(
+                TableName=self.table,
+                Item=to_ddb(item),
+                ConditionExpression="attribute_not_exists(pk) OR expires_at <= :now",
+                ExpressionAttributeValues={":now": {"S": ts(now)}},
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
+            return None
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
+                raise translate_client_error(exc) from None
+            old = from_ddb(exc.response.get("Item"))
+            if not old:  # the live record vanished between check and read: report a lost race
+                raise Conflict("idempotency record changed concurrently") from None
+            return _record(old)
+        except Exception as exc:
+            raise translate_client_error(exc) from None
+
+    def complete(self, tenant: str, client_id: str, verb: str, key: str, result: dict) -> None:
+        call(
+            self._db.update_item,
+            TableName=self.table,
+            Key={"pk": {"S": idem_pk(tenant, client_id, verb, key)}},
+            UpdateExpression="SET #r = :r",
+            ConditionExpression="attribute_exists(pk)",
+            ExpressionAttributeNames={"#r": "result"},
+            ExpressionAttributeValues={":r": {"S": json.dumps(result)}},
+        )
+
+    def release(self, tenant: str, client_id: str, verb: str, key: str) -> None:
+        try:
+            # only an in-flight claim is dropped; a completed result stays for replays
+            call(
+                self._db.delete_item,
+                TableName=self.table,
+                Key={"pk": {"S": idem_pk(tenant, client_id, verb, key)}},
+                ConditionExpression="attribute_not_exists(#r)",
+                ExpressionAttributeNames={"#r": "result"},
+            )
+        except Conflict:
+            return

@@ -1,0 +1,426 @@
+"""PageStore on DynamoDB (table `pages`, see docs/table-design.md).
+
+One partition per page (`pk = "<tenant>#<slug>"`): the page row (`sk = "P"`, everything the page
+holds) plus derived rows that exist only to be indexed: `A#<alias>` (resolution by alias),
+`L#<target>#<type>` (backlinks) and `W#<word>` (near-miss suggestions). A put replaces the derived
+rows in the same transaction as the page row.
+"""
+
+from __future__ import annotations
+
+import builtins
+import functools
+import json
+import re
+import unicodedata
+from collections.abc import Callable, Iterator, Sequence
+from datetime import datetime
+from typing import Any
+
+from fleetmem.adapters.aws.dynamo import (
+    ITEM_LIMIT_BYTES,
+    AwsClients,
+    approx_item_size,
+    call,
+    chunks,
+    from_ddb,
+    parallel,
+    parse_ts,
+    to_ddb,
+    ts,
+)
+from fleetmem.adapters.aws.tables import HEAD_ATTRS, PAGES
+from fleetmem.errors import TooLarge
+from fleetmem.memory.slugs import last_segment, normalize_alias
+from fleetmem.models import Backlink, Link, Page, PageHead, PageMatch, TimelineEntry
+
+PAGE_SK = "P"
+#: a transaction holds at most 100 actions; bigger rewrites fall back to batches (not atomic)
+_TX_MAX = 100
+#: link types that are mere mentions (not counted as backlinks); both spellings are in use
+_MENTION_TYPES = frozenset({"mention", "mentions"})
+_WORD = re.compile(r"[a-z0-9]+")
+_HEAD_PROJECTION = ", ".join(f"#{a}" for a in HEAD_ATTRS)
+_HEAD_NAMES = {f"#{a}": a for a in HEAD_ATTRS}
+
+
+def page_pk(tenant: str, slug: str) -> str:
+    return f"{tenant}#{slug}"
+
+
+def words(*texts: str) -> list[str]:
+    """Lower-cased ASCII-folded words of 3+ characters, first-seen order."""
+    seen: dict[str, None] = {}
+    for text in texts:
+        folded = unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode("ascii").lower()
+        for w in _WORD.findall(folded):
+            if len(w) >= 3:
+                seen.setdefault(w, None)
+    return list(seen)
+
+
+def _head_attrs(page: Page) -> dict[str, Any]:
+    return {
+        "slug": page.slug,
+        "title": page.title,
+        "ptype": page.type,
+        "visibility": page.visibility,
+        "updated_at": ts(page.updated_at),
+        "last_retrieved_at": ts(page.last_retrieved_at),
+    }
+
+
+def page_to_item(page: Page) -> dict[str, Any]:
+    return {
+        "pk": page_pk(page.tenant, page.slug),
+        "sk": PAGE_SK,
+        "typ": "page",
+        "tenant": page.tenant,
+        "tp": page.tenant,
+        **_head_attrs(page),
+        "aliases": list(page.aliases) or None,
+        "summary": page.summary,
+        "body": page.body,
+        "links": json.dumps([link.model_dump() for link in page.links]) if page.links else None,
+        "timeline": json.dumps([t.model_dump() for t in page.timeline]) if page.timeline else None,
+        "frontmatter": json.dumps(page.frontmatter, default=str) if page.frontmatter else None,
+        "created_at": ts(page.created_at),
+        "author": page.author,
+        "tk": f"{page.tenant}#{page.title.lower()}",
+        "lk": f"{page.tenant}#{last_segment(page.slug)}",
+        "us": f"{ts(page.updated_at)}#{page.slug}",
+    }
+
+
+def item_to_page(item: dict[str, Any]) -> Page:
+    return Page(
+        tenant=item["tenant"],
+        slug=item["slug"],
+        title=item["title"],
+        type=item.get("ptype"),
+        aliases=tuple(item.get("aliases") or ()),
+        summary=item.get("summary"),
+        visibility=item.get("visibility", "world"),
+        body=item.get("body", ""),
+        links=tuple(Link(**x) for x in json.loads(item["links"])) if item.get("links") else (),
+        timeline=tuple(TimelineEntry(**x) for x in json.loads(item["timeline"]))
+        if item.get("timeline")
+        else (),
+        frontmatter=json.loads(item["frontmatter"]) if item.get("frontmatter") else {},
+        created_at=parse_ts(item["created_at"]),  # type: ignore[arg-type]
+        updated_at=parse_ts(item["updated_at"]),  # type: ignore[arg-type]
+        last_retrieved_at=parse_ts(item.get("last_retrieved_at")),
+        author=item.get("author"),
+    )
+
+
+def item_to_head(item: dict[str, Any]) -> PageHead:
+    return PageHead(
+        slug=item["slug"],
+        title=item["title"],
+        type=item.get("ptype"),
+        visibility=item.get("visibility", "world"),
+        updated_at=parse_ts(item["updated_at"]),  # type: ignore[arg-type]
+        last_retrieved_at=parse_ts(item.get("last_retrieved_at")),
+    )
+
+
+def derived_rows(page: Page) -> list[dict[str, Any]]:
+    """The alias, link and word rows of a page (all in the page's partition)."""
+    pk = page_pk(page.tenant, page.slug)
+    head = _head_attrs(page)
+    rows: dict[str, dict[str, Any]] = {}
+    for alias in page.aliases:
+        norm = normalize_alias(alias)
+        if norm:
+            rows[f"A#{norm}"] = {
+                "pk": pk,
+                "sk": f"A#{norm}",
+                "typ": "alias",
+                "ak": f"{page.tenant}#{norm}",
+                "alias": norm,
+                **head,
+            }
+    for link in page.links:
+        sk = f"L#{link.target}#{link.type}"
+        rows[sk] = {
+            "pk": pk,
+            "sk": sk,
+            "typ": "link",
+            "gk": f"{page.tenant}#{link.target}",
+            "src": page.slug,
+            "ltype": link.type,
+            "context": link.context,
+            "src_visibility": page.visibility,
+            "src_updated_at": ts(page.updated_at),
+        }
+    for w in words(page.title, page.slug.replace("/", " "), *page.aliases):
+        rows[f"W#{w}"] = {"pk": pk, "sk": f"W#{w}", "typ": "word", "wk": f"{page.tenant}#{w}", **head}
+    return list(rows.values())
+
+
+class DynamoPageStore:
+    def __init__(self, clients: AwsClients, prefix: str) -> None:
+        self._c = clients
+        self.table = PAGES.physical_name(prefix)
+
+    @property
+    def _db(self) -> Any:
+        return self._c.dynamodb
+
+    # -- reads ---------------------------------------------------------------------------------
+
+    def get(self, tenant: str, slug: str) -> Page | None:
+        out = call(
+            self._db.get_item,
+            TableName=self.table,
+            Key={"pk": {"S": page_pk(tenant, slug)}, "sk": {"S": PAGE_SK}},
+        )
+        item = from_ddb(out.get("Item"))
+        if not item or item.get("tenant") != tenant:
+            return None
+        return item_to_page(item)
+
+    def _partition_keys(self, tenant: str, slug: str) -> builtins.list[str]:
+        req: dict[str, Any] = {
+            "TableName": self.table,
+            "KeyConditionExpression": "pk = :pk",
+            "ExpressionAttributeValues": {":pk": {"S": page_pk(tenant, slug)}},
+            "ProjectionExpression": "sk",
+        }
+        return [i["sk"]["S"] for i in self._query_raw(req)]
+
+    def _query_raw(self, req: dict[str, Any]) -> Iterator[dict[str, Any]]:
+        req = dict(req)
+        while True:
+            out = call(self._db.query, **req)
+            yield from out.get("Items", [])
+            lek = out.get("LastEvaluatedKey")
+            if not lek:
+                return
+            req["ExclusiveStartKey"] = lek
+
+    def _query(self, req: dict[str, Any]) -> Iterator[dict[str, Any]]:
+        for raw in self._query_raw(req):
+            item = from_ddb(raw)
+            if item:
+                yield item
+
+    def _gsi(
+        self,
+        index: str,
+        key_attr: str,
+        key: str,
+        *,
+        limit: int | None = None,
+        sort: tuple[str, str, str] | None = None,
+        forward: bool = True,
+    ) -> Iterator[dict[str, Any]]:
+        values: dict[str, Any] = {":k": {"S": key}}
+        cond = f"{key_attr} = :k"
+        if sort is not None:
+            _, op, value = sort
+            cond += f" AND #s {op} :s"
+            values[":s"] = {"S": value}
+        req: dict[str, Any] = {
+            "TableName": self.table,
+            "IndexName": index,
+            "KeyConditionExpression": cond,
+            "ExpressionAttributeValues": values,
+            "ScanIndexForward": forward,
+        }
+        if sort is not None:
+            req["ExpressionAttributeNames"] = {"#s": sort[0]}
+        if limit is not None:
+            req["Limit"] = limit
+        return self._query(req)
+
+    @staticmethod
+    def _visible(item: dict[str, Any], world_only: bool) -> bool:
+        return not world_only or item.get("visibility", "world") == "world"
+
+    def lookup(
+        self,
+        tenant: str,
+        *,
+        alias: str,
+        title: str,
+        slugs: Sequence[str],
+        suffix: str,
+        world_only: bool,
+        limit: int = 10,
+    ) -> builtins.list[PageMatch]:
+        def take(
+            items: Iterator[dict[str, Any]], via: str, keep: Callable[[dict[str, Any]], bool]
+        ) -> builtins.list[PageMatch]:
+            out: builtins.list[PageMatch] = []
+            for item in items:
+                if self._visible(item, world_only) and keep(item):
+                    out.append(PageMatch(page=item_to_head(item), via=via))  # type: ignore[arg-type]
+                    if len(out) >= limit:
+                        break
+            return out
+
+        thunks: builtins.list[Callable[[], builtins.list[PageMatch]]] = []
+        if alias:
+            thunks.append(
+                lambda: take(self._gsi("by_alias", "ak", f"{tenant}#{alias}"), "alias", lambda _: True)
+            )
+        if title:
+            thunks.append(
+                lambda: take(self._gsi("by_title", "tk", f"{tenant}#{title}"), "title", lambda _: True)
+            )
+        wanted = [s for s in dict.fromkeys(slugs) if s]
+        if wanted:
+            thunks.append(
+                lambda: [
+                    PageMatch(page=h, via="slug")
+                    for h in self.heads(tenant, wanted)
+                    if not world_only or h.visibility == "world"
+                ][:limit]
+            )
+        if suffix:
+            tail = "/" + suffix
+            thunks.append(
+                lambda: take(
+                    self._gsi("by_leaf", "lk", f"{tenant}#{last_segment(suffix)}"),
+                    "suffix",
+                    lambda i: str(i["slug"]).endswith(tail),
+                )
+            )
+        return [m for group in parallel(thunks) for m in group]
+
+    def heads(self, tenant: str, slugs: Sequence[str]) -> builtins.list[PageHead]:
+        wanted = list(dict.fromkeys(s for s in slugs if s))
+        found: dict[str, PageHead] = {}
+
+        def fetch(group: Sequence[str]) -> builtins.list[dict[str, Any]]:
+            request: dict[str, Any] = {
+                self.table: {
+                    "Keys": [{"pk": {"S": page_pk(tenant, s)}, "sk": {"S": PAGE_SK}} for s in group],
+                    "ProjectionExpression": _HEAD_PROJECTION + ", tenant",
+                    "ExpressionAttributeNames": _HEAD_NAMES,
+                }
+            }
+            items: builtins.list[dict[str, Any]] = []
+            while request:
+                out = call(self._db.batch_get_item, RequestItems=request)
+                items.extend(out.get("Responses", {}).get(self.table, []))
+                request = out.get("UnprocessedKeys") or {}
+            return items
+
+        for items in parallel([functools.partial(fetch, g) for g in chunks(wanted, 100)]):
+            for raw in items:
+                item = from_ddb(raw)
+                if item and item.get("tenant") == tenant:
+                    found[item["slug"]] = item_to_head(item)
+        return [found[s] for s in wanted if s in found]
+
+    def list(
+        self, tenant: str, *, world_only: bool, limit: int, after: str | None = None, type: str | None = None
+    ) -> builtins.list[PageHead]:
+        it = self._gsi("by_slug", "tp", tenant, sort=("slug", ">", after) if after else None)
+        out: builtins.list[PageHead] = []
+        if limit <= 0:
+            return out
+        for item in it:
+            if not self._visible(item, world_only) or (type is not None and item.get("ptype") != type):
+                continue
+            out.append(item_to_head(item))
+            if len(out) >= limit:
+                break
+        return out
+
+    def backlinks(
+        self, tenant: str, slug: str, *, world_only: bool, limit: int = 10
+    ) -> tuple[builtins.list[Backlink], int]:
+        links: builtins.list[Backlink] = []
+        count = 0
+        for item in self._gsi("by_target", "gk", f"{tenant}#{slug}"):
+            if item.get("src") == slug:
+                continue
+            if world_only and item.get("src_visibility", "world") != "world":
+                continue
+            if item.get("ltype") not in _MENTION_TYPES:
+                count += 1
+            if len(links) < limit:
+                links.append(
+                    Backlink(
+                        source=item["src"], type=item.get("ltype", "related"), context=item.get("context")
+                    )
+                )
+        return links, count
+
+    def updated_since(
+        self, tenant: str, *, since: datetime, slug: str, world_only: bool, limit: int
+    ) -> builtins.list[PageHead]:
+        out: builtins.list[PageHead] = []
+        if limit <= 0:
+            return out
+        for item in self._gsi("by_updated", "tp", tenant, sort=("us", ">", f"{ts(since)}#{slug}")):
+            if not self._visible(item, world_only):
+                continue
+            out.append(item_to_head(item))
+            if len(out) >= limit:
+                break
+        return out
+
+    def keyword(self, tenant: str, text: str, *, world_only: bool, limit: int = 3) -> builtins.list[PageHead]:
+        terms = words(text)[:8]
+        if not terms or limit <= 0:
+            return []
+        def by_word(word: str) -> builtins.list[dict[str, Any]]:
+            return builtins.list(self._gsi("by_word", "wk", f"{tenant}#{word}", limit=50))
+
+        per_word = parallel([functools.partial(by_word, w) for w in terms])
+        score: dict[str, int] = {}
+        heads: dict[str, PageHead] = {}
+        for items in per_word:
+            for item in items:
+                if not self._visible(item, world_only):
+                    continue
+                s = item["slug"]
+                score[s] = score.get(s, 0) + 1
+                heads[s] = item_to_head(item)
+        ranked = sorted(heads.values(), key=lambda h: (-score[h.slug], -h.updated_at.timestamp(), h.slug))
+        return ranked[:limit]
+
+    # -- writes --------------------------------------------------------------------------------
+
+    def put(self, page: Page) -> None:
+        item = page_to_item(page)
+        if approx_item_size(item) > ITEM_LIMIT_BYTES - 8 * 1024:
+            raise TooLarge("page is larger than one DynamoDB item can hold (400 KB)")
+        rows = derived_rows(page)
+        existing = self._partition_keys(page.tenant, page.slug)
+        keep = {r["sk"] for r in rows} | {PAGE_SK}
+        pk = page_pk(page.tenant, page.slug)
+        stale = [sk for sk in existing if sk not in keep]
+        puts = [*rows, item]  # the page row last: readers see it only with its rows (batch fallback)
+        self._write(puts, [{"pk": pk, "sk": sk} for sk in stale])
+
+    def delete(self, tenant: str, slug: str) -> bool:
+        existing = self._partition_keys(tenant, slug)
+        if PAGE_SK not in existing:
+            return False
+        pk = page_pk(tenant, slug)
+        # the page row first (batch fallback), so a half-done delete never leaves a visible page
+        keys = [{"pk": pk, "sk": PAGE_SK}] + [{"pk": pk, "sk": sk} for sk in existing if sk != PAGE_SK]
+        self._write([], keys)
+        return True
+
+    def _write(self, puts: builtins.list[dict[str, Any]], deletes: builtins.list[dict[str, str]]) -> None:
+        if len(puts) + len(deletes) <= _TX_MAX:
+            actions: builtins.list[dict[str, Any]] = [
+                {"Delete": {"TableName": self.table, "Key": to_ddb(k)}} for k in deletes
+            ]
+            actions += [{"Put": {"TableName": self.table, "Item": to_ddb(p)}} for p in puts]
+            call(self._db.transact_write_items, TransactItems=actions)
+            return
+        requests = [{"DeleteRequest": {"Key": to_ddb(k)}} for k in deletes]
+        requests += [{"PutRequest": {"Item": to_ddb(p)}} for p in puts]
+        for group in chunks(requests, 25):
+            pending: dict[str, Any] = {self.table: list(group)}
+            while pending:
+                out = call(self._db.batch_write_item, RequestItems=pending)
+                pending = out.get("UnprocessedItems") or {}

@@ -1,0 +1,388 @@
+"""Latency and throughput of the verbs on a seeded corpus, in-process (op layer) and over HTTP.
+
+Op layer = `dispatch()` in this process (validation, scope check and the verb, no transport) —
+what every Lambda verb function runs. HTTP = a real `fleetmem serve` subprocess on 127.0.0.1 and
+JSON-RPC `tools/call` requests with keep-alive, 1 and 8 concurrent clients. Every loop is bounded
+by a request count; the server is stopped at the end. Output: a markdown table on stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import random
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from fleetmem.bench.corpus import Corpus, seed_corpus, slug_for
+from fleetmem.config import Settings
+from fleetmem.models import Caller
+from fleetmem.timefmt import iso
+
+TENANT = "bench"
+CALLER = Caller(tenant=TENANT, client_id="bench-agent", scopes=frozenset({"read", "write"}), remote=True)
+MARKER = "bench-corpus.json"
+CHANGES = 20
+
+ArgsFn = Callable[[random.Random, int], dict[str, Any]]
+
+
+def _log(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def workloads(corpus: Corpus, delta_since: str) -> dict[str, tuple[str, ArgsFn]]:
+    targets, titles, n = corpus.targets, corpus.target_titles, corpus.pages
+    return {
+        "entity (title)": ("entity", lambda r, i: {"name": r.choice(titles)}),
+        "entity (alias, any page)": ("entity", lambda r, i: {"name": f"alias-{r.randrange(n):06d}"}),
+        "recall (entity)": ("recall", lambda r, i: {"entity": r.choice(targets)}),
+        "recall (query)": ("recall", lambda r, i: {"query": "pricing roadmap", "limit": 10}),
+        "context_pack (8)": (
+            "context_pack",
+            lambda r, i: {"entities": ",".join(r.sample(targets, 8)), "budget_tokens": 2000},
+        ),
+        f"delta ({CHANGES} changes)": ("delta", lambda r, i: {"since": delta_since}),
+        "remember": (
+            "remember",
+            lambda r, i: {
+                "fact": f"Bench write {i} {r.random():.12f}",
+                "provenance": "bench",
+                "entity": r.choice(targets),
+            },
+        ),
+    }
+
+
+@dataclass
+class Stats:
+    samples: list[float] = field(default_factory=list)
+    errors: int = 0
+
+    def pct(self, q: float) -> float:
+        if not self.samples:
+            return float("nan")
+        ordered = sorted(self.samples)
+        return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def open_deps(data_dir: Path, embedder: str) -> Any:
+    from fleetmem.wiring import build_deps
+
+    return build_deps(Settings.from_env(data_dir=data_dir, embedder=embedder))
+
+
+def ensure_corpus(data_dir: Path, pages: int, embedder: str) -> tuple[Any, Corpus, str]:
+    """Seed once per data directory (a marker remembers it), then make CHANGES fresh page edits."""
+    deps = open_deps(data_dir, embedder)
+    marker = data_dir / MARKER
+    if marker.exists() and json.loads(marker.read_text()).get("pages") == pages:
+        info = json.loads(marker.read_text())
+        corpus = Corpus(TENANT, pages, info["targets"], info["target_titles"], info["seconds"])
+        _log(f"bench: reusing the {pages:,}-page corpus in {data_dir}")
+    else:
+        _log(f"bench: seeding {pages:,} pages into {data_dir} …")
+        corpus = seed_corpus(
+            deps,
+            tenant=TENANT,
+            pages=pages,
+            now=deps.clock.now(),
+            progress=lambda done, total: (
+                _log(f"  seeded {done:,}/{total:,}") if done % 20000 == 0 or done == total else None
+            ),
+        )
+        marker.write_text(
+            json.dumps(
+                {
+                    "pages": pages,
+                    "targets": corpus.targets,
+                    "target_titles": corpus.target_titles,
+                    "seconds": corpus.seconds,
+                }
+            )
+        )
+        _log(f"bench: seeded in {corpus.seconds:.1f}s")
+    from fleetmem.transport.dispatch import dispatch
+
+    since = iso(deps.clock.now())
+    rng = random.Random(7)
+    for k in range(CHANGES):
+        slug = slug_for(rng.randrange(pages))
+        result = dispatch(
+            "put_page",
+            {"slug": slug, "content": f"# Changed {k}\n\nEdited by the benchmark.\n"},
+            CALLER,
+            deps,
+            transport="cli",
+        )
+        if result.is_error:
+            raise RuntimeError(f"bench write failed: {result.body.get('code')}")
+    return deps, corpus, since or ""
+
+
+def op_layer(deps: Any, work: dict[str, tuple[str, ArgsFn]], iterations: int) -> dict[str, Stats]:
+    from fleetmem.transport.dispatch import dispatch
+
+    out: dict[str, Stats] = {}
+    for label, (tool, make) in work.items():
+        rng, stats = random.Random(label), Stats()
+        for i in range(min(20, iterations)):  # warm caches the way a running server has them
+            dispatch(tool, make(rng, -i - 1), CALLER, deps, transport="cli")
+        for i in range(iterations):
+            args = make(rng, i)
+            t = time.perf_counter()
+            result = dispatch(tool, args, CALLER, deps, transport="cli")
+            stats.samples.append((time.perf_counter() - t) * 1000)
+            stats.errors += int(result.is_error)
+        out[label] = stats
+    return out
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextmanager
+def http_server(data_dir: Path, embedder: str) -> Iterator[tuple[str, str]]:
+    """A `fleetmem serve` subprocess over the same data directory; yields (url, token)."""
+    deps = open_deps(data_dir, embedder)
+    from fleetmem.tokens import create_client
+
+    token, _ = create_client(
+        deps.clients, deps.clock, tenant=TENANT, client_id="bench-agent", scopes=frozenset({"read", "write"})
+    )
+    port = _free_port()
+    cmd = [
+        sys.executable,
+        "-m",
+        "fleetmem.cli",
+        "serve",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--data-dir",
+        str(data_dir),
+        "--embedder",
+        embedder,
+    ]
+    with tempfile.TemporaryFile() as log:
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)  # noqa: S603 - our own argv
+        try:
+            deadline = time.monotonic() + 120
+            while True:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    log.seek(0)
+                    raise RuntimeError(
+                        f"fleetmem serve did not start: {log.read()[-2000:].decode(errors='replace')}"
+                    )
+                try:
+                    with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                        break
+                except OSError:
+                    time.sleep(0.05)
+            yield f"http://127.0.0.1:{port}/mcp", token
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+class HttpCaller:
+    """JSON-RPC tools/call over one keep-alive connection (stateless, JSON responses)."""
+
+    def __init__(self, url: str, token: str) -> None:
+        import httpx2
+
+        self.url = url
+        self.client = httpx2.Client(
+            timeout=60,
+            headers={
+                "Authorization": f"Bearer {token}",
+                "Accept": "application/json, text/event-stream",
+                "Content-Type": "application/json",
+                "MCP-Protocol-Version": "2025-06-18",
+            },
+        )
+        self.n = 0
+
+    def call(self, tool: str, arguments: dict[str, Any]) -> bool:
+        self.n += 1
+        body = {
+            "jsonrpc": "2.0",
+            "id": self.n,
+            "method": "tools/call",
+            "params": {"name": tool, "arguments": arguments},
+        }
+        r = self.client.post(self.url, content=json.dumps(body))
+        return r.status_code == 200 and not r.json().get("result", {}).get("isError", True)
+
+    def close(self) -> None:
+        self.client.close()
+
+
+def http_latency(
+    url: str, token: str, work: dict[str, tuple[str, ArgsFn]], iterations: int
+) -> dict[str, Stats]:
+    caller, out = HttpCaller(url, token), {}
+    try:
+        for label, (tool, make) in work.items():
+            rng, stats = random.Random(label + "http"), Stats()
+            for i in range(min(20, iterations)):
+                caller.call(tool, make(rng, -i - 1_000_000))
+            for i in range(iterations):
+                args = make(rng, i + 1_000_000)
+                t = time.perf_counter()
+                ok = caller.call(tool, args)
+                stats.samples.append((time.perf_counter() - t) * 1000)
+                stats.errors += int(not ok)
+            out[label] = stats
+    finally:
+        caller.close()
+    return out
+
+
+def http_throughput(
+    url: str, token: str, tool: str, make: ArgsFn, clients: int, total: int
+) -> tuple[float, int]:
+    """Requests per second with `clients` concurrent keep-alive clients sharing `total` requests."""
+    per = max(1, total // clients)
+    errors = [0] * clients
+    barrier = threading.Barrier(clients + 1)
+
+    def worker(k: int) -> None:
+        caller, rng = HttpCaller(url, token), random.Random(k)
+        try:
+            barrier.wait()
+            for i in range(per):
+                errors[k] += int(not caller.call(tool, make(rng, i)))
+        finally:
+            caller.close()
+
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(clients)]
+    for t in threads:
+        t.start()
+    barrier.wait()
+    start = time.perf_counter()
+    for t in threads:
+        t.join()
+    return per * clients / (time.perf_counter() - start), sum(errors)
+
+
+def _ms(v: float) -> str:
+    return f"{v:.1f}" if v == v else "–"
+
+
+def run(args: argparse.Namespace) -> str:
+    base = Path(args.data_dir) if args.data_dir else Path(tempfile.mkdtemp(prefix="fleetmem-bench-"))
+    sizes = [int(s.replace("_", "").replace(",", "")) for s in args.pages]
+    lines = [
+        f"fleetmem bench — {platform.system()} {platform.machine()}, {os.cpu_count()} cores, "
+        f"Python {platform.python_version()}, embedder `{args.embedder}`, {args.iterations} calls per verb",
+        "",
+    ]
+    delta_p50: dict[int, float] = {}
+    for n in [args.delta_baseline, *sizes] if args.delta_baseline not in sizes else sizes:
+        data_dir = base / f"pages-{n}"
+        data_dir.mkdir(parents=True, exist_ok=True)
+        deps, corpus, since = ensure_corpus(data_dir, n, args.embedder)
+        work = workloads(corpus, since)
+        delta_label = f"delta ({CHANGES} changes)"
+        if n not in sizes:  # the small corpus only serves the delta ratio
+            delta_p50[n] = op_layer(deps, {delta_label: work[delta_label]}, args.iterations)[delta_label].pct(
+                0.5
+            )
+            continue
+        _log(f"bench: op layer at {n:,} pages")
+        # Reads first on both layers, writes last, so every delta call sees the same CHANGES.
+        reads = {k: v for k, v in work.items() if v[0] != "remember"}
+        writes = {k: v for k, v in work.items() if v[0] == "remember"}
+        ops = op_layer(deps, reads, args.iterations)
+        delta_p50[n] = ops[delta_label].pct(0.5)
+        http: dict[str, Stats] = {}
+        tput: dict[int, tuple[float, int]] = {}
+        if args.no_http:
+            ops.update(op_layer(deps, writes, args.iterations))
+        else:
+            _log(f"bench: HTTP at {n:,} pages")
+            with http_server(data_dir, args.embedder) as (url, token):
+                http = http_latency(url, token, reads, args.iterations)
+                entity_tool, entity_args = work["entity (title)"]
+                for c in args.clients:
+                    tput[c] = http_throughput(
+                        url, token, entity_tool, entity_args, c, args.throughput_requests
+                    )
+                ops.update(op_layer(deps, writes, args.iterations))
+                http.update(http_latency(url, token, writes, args.iterations))
+        lines += [
+            f"### {n:,} pages ({n:,} aliases, {n:,} links, {2 * n + 50 * 20:,} facts; "
+            f"seeded in {corpus.seconds:.0f} s)",
+            "",
+            "| call | op-layer p50 ms | op-layer p99 ms | HTTP p50 ms | HTTP p99 ms |",
+            "|---|---:|---:|---:|---:|",
+        ]
+        for label in work:
+            h = http.get(label)
+            errors = ops[label].errors + (h.errors if h else 0)
+            name = f"{label} ({errors} errors)" if errors else label
+            http_cols = f"{_ms(h.pct(0.5))} | {_ms(h.pct(0.99))}" if h else "– | –"
+            lines.append(
+                f"| {name} | {_ms(ops[label].pct(0.5))} | {_ms(ops[label].pct(0.99))} | {http_cols} |"
+            )
+        if tput:
+            lines += ["", "| HTTP throughput, entity(title) | requests/s |", "|---|---:|"]
+            for c, (rps, errs) in tput.items():
+                lines.append(
+                    f"| {c} client{'s' if c > 1 else ''} | {rps:.0f}{f' ({errs} errors)' if errs else ''} |"
+                )
+        lines.append("")
+    if args.delta_baseline in delta_p50:
+        for n in sizes:
+            if n != args.delta_baseline and n in delta_p50:
+                ratio = delta_p50[n] / delta_p50[args.delta_baseline]
+                lines.append(
+                    f"delta p50 for {CHANGES} changes: {delta_p50[args.delta_baseline]:.2f} ms at "
+                    f"{args.delta_baseline:,} pages vs {delta_p50[n]:.2f} ms at {n:,} pages — "
+                    f"ratio {ratio:.2f} (target ≤ 1.2)"
+                )
+    if not args.data_dir:
+        _log(f"bench: corpus left in {base} (pass --data-dir to reuse it next time)")
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="fleetmem bench", description=__doc__)
+    p.add_argument("--pages", nargs="+", default=["20000"], help="corpus sizes, e.g. --pages 20000 200000")
+    p.add_argument(
+        "--iterations", type=int, default=300, help="measured calls per verb (after 20 warm-up calls)"
+    )
+    p.add_argument(
+        "--clients", type=int, nargs="+", default=[1, 8], help="concurrent HTTP clients for throughput"
+    )
+    p.add_argument("--throughput-requests", type=int, default=800, help="requests per throughput run")
+    p.add_argument("--delta-baseline", type=int, default=2000, help="small corpus for the delta ratio")
+    p.add_argument(
+        "--embedder",
+        default="none",
+        choices=("none", "hash", "minilm"),
+        help="embedder for the corpus and calls (none: keyword-only, fastest seeding)",
+    )
+    p.add_argument("--no-http", action="store_true", help="op layer only")
+    p.add_argument("--data-dir", default=None, help="where corpora live (reused across runs)")
+    return p

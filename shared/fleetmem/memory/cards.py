@@ -1,0 +1,153 @@
+"""The entity card (PROTOCOL_NOTES §6), shared by `entity` and `context_pack`.
+
+Public functions:
+- `build_card(deps, tenant, page, *, world_only, now, since=None) -> dict`: the full card
+  `{entity{slug,title,type}, aka[], summary, last_touched{updated_at,last_retrieved_at,
+  last_timeline_date}, open_threads[], edges[], backlink_count, active_fact_count}`.
+  `world_only` (remote callers, and packs without include_private) strips private content from the
+  summary, thread and edge texts (`pagefmt.strip_private`), hides private facts, and hides edges
+  to or from private pages. `since` keeps only open threads dated strictly after it.
+- `page_summary(page, *, world_only) -> str`: frontmatter summary, else the first prose sentence
+  of the body; private content stripped when `world_only`; at most 160 characters ("…" when cut).
+- `open_threads(deps, tenant, page, *, world_only, now, since=None) -> list[dict]`: at most 3
+  `{kind, text, date}`: active commitment facts about the page (newest first), then timeline
+  entries dated within the last 90 days before `now` (newest first; future-dated entries count as
+  open too). Timeline dates that do not parse are skipped.
+- `card_cost(card) -> int`: the packing cost of a card: title + summary + each thread text.
+- `fact_view(fact) -> dict`: a fact as context_pack/delta list it
+  `{id (legacy integer seq), fact_id, text, kind, entity_slug, provenance, visibility, created_at,
+  valid_until}`; its packing cost is `budget.cost(text)`.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from fleetmem.memory import budget
+from fleetmem.memory.pagefmt import clip, first_sentence, strip_private
+from fleetmem.memory.slugs import normalize_alias
+from fleetmem.models import Fact, Page
+from fleetmem.ports import Deps
+from fleetmem.protocol import EDGES_MAX, OPEN_THREAD_TIMELINE_DAYS, OPEN_THREADS_MAX, SUMMARY_MAX_CHARS
+from fleetmem.timefmt import iso, parse_iso
+
+MENTIONS = "mentions"
+_COMMITMENT_SCAN = 50
+
+
+def page_summary(page: Page, *, world_only: bool) -> str:
+    summary = page.summary or ""
+    if world_only:
+        summary = strip_private(summary)
+    summary = " ".join(summary.split())
+    if not summary:
+        body = strip_private(page.body) if world_only else page.body
+        summary = first_sentence(body)
+    return clip(summary, SUMMARY_MAX_CHARS)
+
+
+def _timeline_dates(page: Page) -> list[tuple[datetime, str]]:
+    out = []
+    for entry in page.timeline:
+        try:
+            out.append((parse_iso(entry.date), entry.text))
+        except ValueError:
+            continue
+    return out
+
+
+def open_threads(
+    deps: Deps, tenant: str, page: Page, *, world_only: bool, now: datetime, since: datetime | None = None,
+) -> list[dict]:
+    threads: list[dict] = []
+    facts = deps.facts.by_entity(tenant, page.slug, now=now, world_only=world_only, limit=_COMMITMENT_SCAN)
+    for fact in facts:
+        if fact.kind != "commitment" or (since is not None and fact.created_at <= since):
+            continue
+        threads.append({"kind": "commitment", "text": fact.text, "date": iso(fact.created_at)})
+        if len(threads) >= OPEN_THREADS_MAX:
+            return threads
+    cutoff = now - timedelta(days=OPEN_THREAD_TIMELINE_DAYS)
+    entries = sorted(_timeline_dates(page), key=lambda e: e[0], reverse=True)
+    for when, text in entries:
+        if when < cutoff or (since is not None and when <= since):
+            continue
+        if world_only:
+            text = " ".join(strip_private(text).split())
+        if not text:
+            continue
+        threads.append({"kind": "recent_event", "text": text, "date": iso(when)})
+        if len(threads) >= OPEN_THREADS_MAX:
+            break
+    return threads
+
+
+def _edges(deps: Deps, tenant: str, page: Page, *, world_only: bool) -> tuple[list[dict], int]:
+    out_links = [link for link in page.links if link.type != MENTIONS and link.target != page.slug]
+    if world_only and out_links:
+        private = {
+            h.slug for h in deps.pages.heads(tenant, [link.target for link in out_links])
+            if h.visibility != "world"
+        }
+        out_links = [link for link in out_links if link.target not in private]
+
+    def context(text: str | None) -> str | None:
+        if text is None or not world_only:
+            return text
+        return " ".join(strip_private(text).split()) or None
+
+    edges = [
+        {"type": link.type, "direction": "out", "slug": link.target, "context": context(link.context)}
+        for link in out_links[:EDGES_MAX]
+    ]
+    incoming, backlink_count = deps.pages.backlinks(
+        tenant, page.slug, world_only=world_only, limit=EDGES_MAX * 5
+    )
+    for link in incoming:
+        if len(edges) >= EDGES_MAX:
+            break
+        if link.type == MENTIONS or link.source == page.slug:
+            continue
+        edges.append(
+            {"type": link.type, "direction": "in", "slug": link.source, "context": context(link.context)}
+        )
+    return edges, backlink_count
+
+
+def build_card(
+    deps: Deps, tenant: str, page: Page, *, world_only: bool, now: datetime, since: datetime | None = None,
+) -> dict:
+    dates = [d for d, _ in _timeline_dates(page)]
+    edges, backlink_count = _edges(deps, tenant, page, world_only=world_only)
+    return {
+        "entity": {"slug": page.slug, "title": page.title, "type": page.type},
+        "aka": sorted({normalize_alias(a) for a in page.aliases if normalize_alias(a)}),
+        "summary": page_summary(page, world_only=world_only),
+        "last_touched": {
+            "updated_at": iso(page.updated_at),
+            "last_retrieved_at": iso(page.last_retrieved_at),
+            "last_timeline_date": iso(max(dates)) if dates else None,
+        },
+        "open_threads": open_threads(deps, tenant, page, world_only=world_only, now=now, since=since),
+        "edges": edges,
+        "backlink_count": backlink_count,
+        "active_fact_count": deps.facts.count_active(tenant, page.slug, now=now, world_only=world_only),
+    }
+
+
+def card_cost(card: dict) -> int:
+    return budget.costs(card["entity"]["title"], card["summary"], *(t["text"] for t in card["open_threads"]))
+
+
+def fact_view(fact: Fact) -> dict:
+    return {
+        "id": fact.seq,
+        "fact_id": fact.fact_id,
+        "text": fact.text,
+        "kind": fact.kind,
+        "entity_slug": fact.entity_slug,
+        "provenance": fact.provenance,
+        "visibility": fact.visibility,
+        "created_at": iso(fact.created_at),
+        "valid_until": iso(fact.valid_until),
+    }

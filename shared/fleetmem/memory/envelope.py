@@ -1,0 +1,274 @@
+"""The one builder of the AGENT_OPERATOR v1 wire contract: error envelopes, rendered fixes and notices.
+
+Every transport (MCP over HTTP, Lambda, the CLI's --json) turns a `VerbError` into JSON here and
+nowhere else, so the fields never drift. `next` is computed at render time from the fix and the
+transport (AGENT_OPERATOR's decision table); it is never stored on a `Fix`.
+
+Pure: stdlib + fleetmem.protocol/errors only, so the domain may import it.
+
+Default `class` per code (the envelope's own `klass` wins when the raiser sets one):
+- `invalid_params`, `provenance_required`, `not_found`, `unknown_tool`, `budget_unsatisfiable`:
+  `caller` — the caller can correct its own call.
+- `scope_denied`, `unauthorized`: `host_only` — only the operator of the memory host can grant a
+  scope or mint a token (actor `host_admin`); the agent cannot fix it from its connection.
+- `unavailable`: `unavailable` (retryable only when the fix is a `wait`).
+- `rate_limited`: `retryable`.
+- `internal`: `server`, with a fix that has no runnable step, so `next` is `report`.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from collections.abc import Collection, Iterable, Mapping
+from typing import Any
+
+from fleetmem.errors import Fix, Notice, VerbError
+from fleetmem.protocol import CONTRACT_VERSION, NOTICE_KIND_ORDER, PROTOCOL_VERSION, ErrorClass, NextStep
+
+CALLER_CODES = frozenset(
+    {"invalid_params", "provenance_required", "not_found", "unknown_tool", "budget_unsatisfiable"}
+)
+HOST_ONLY_CODES = frozenset({"scope_denied", "unauthorized"})
+
+#: Where a call came from; everything except "cli" is an MCP/HTTP connection.
+CLI_TRANSPORT = "cli"
+
+NOTICE_PREFIX = "[fleetmem notice"
+NOTICES_META_KEY = "fleetmem/notices"
+
+# Marker tokens that must never open or close a block from inside a value (AGENT_OPERATOR
+# "Marker grammar"): data is never an instruction.
+_MARKERS = ("[fleetmem notice", "[AGENT]", "[/AGENT]", "[SHOW USER]", "[/SHOW USER]")
+
+
+def default_class(code: str) -> ErrorClass:
+    if code in CALLER_CODES:
+        return "caller"
+    if code in HOST_ONLY_CODES:
+        return "host_only"
+    if code == "unavailable":
+        return "unavailable"
+    if code == "rate_limited":
+        return "retryable"
+    return "server"
+
+
+def _on_cli(transport: str) -> bool:
+    return transport == CLI_TRANSPORT
+
+
+def _mcp_callable(fix: Fix, callable_tools: Collection[str] | None) -> bool:
+    if not fix.mcp or not fix.mcp.get("tool"):
+        return False
+    return callable_tools is None or fix.mcp["tool"] in callable_tools
+
+
+def effective_actor(fix: Fix, transport: str) -> str:
+    """A CLI-only fix rendered for an MCP/HTTP caller belongs to the host's operator (it runs on the
+    memory host, not on the agent's connection)."""
+    if fix.actor == "agent" and fix.argv and not fix.mcp and not _on_cli(transport):
+        return "host_admin"
+    return fix.actor
+
+
+def compute_next(fix: Fix, transport: str, *, callable_tools: Collection[str] | None = None) -> NextStep:
+    """AGENT_OPERATOR's `next` decision table; the first matching row wins.
+
+    `callable_tools` (when known) is what this caller can call on this connection: an `mcp` step
+    naming anything else is not runnable here.
+    """
+    if fix.asks_user:
+        return "ask_user"
+    mcp_ok = _mcp_callable(fix, callable_tools)
+    mcp_only_on_cli = bool(fix.mcp) and not fix.argv and _on_cli(transport)
+    if not fix.argv and not mcp_ok and not mcp_only_on_cli:
+        return "report"
+    actor = effective_actor(fix, transport)
+    if actor == "provider":
+        return "wait"
+    cli_only_on_mcp = bool(fix.argv) and not mcp_ok and not _on_cli(transport)
+    if actor in ("user", "host_admin") or cli_only_on_mcp or mcp_only_on_cli:
+        return "tell_user_to_run"
+    if fix.consent:
+        return "ask_user"
+    return "run"
+
+
+def _compact(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=False, default=str)
+
+
+def render_call(fix: Fix, transport: str = "mcp") -> str | None:
+    """The fix as one line a human or agent can run: `tool {"arg":1}` or a shell command."""
+    if fix.mcp and (not _on_cli(transport) or not fix.argv):
+        return f"{fix.mcp.get('tool')} {_compact(fix.mcp.get('arguments') or {})}"
+    if fix.argv:
+        return shlex.join(fix.argv)
+    return None
+
+
+def render_fix(fix: Fix, transport: str, *, callable_tools: Collection[str] | None = None) -> dict[str, Any]:
+    """RenderedAction: {mcp?, argv?, command?, consent, actor, next, why, verify?,
+    retry_after_seconds?, user_message?}."""
+    out: dict[str, Any] = {}
+    if fix.mcp:
+        out["mcp"] = {"tool": fix.mcp.get("tool"), "arguments": dict(fix.mcp.get("arguments") or {})}
+    if fix.argv:
+        out["argv"] = list(fix.argv)
+        out["command"] = shlex.join(fix.argv)
+    out["consent"] = list(fix.consent)
+    out["actor"] = effective_actor(fix, transport)
+    out["next"] = compute_next(fix, transport, callable_tools=callable_tools)
+    out["why"] = fix.why
+    if fix.verify:
+        out["verify"] = fix.verify
+    if fix.retry_after_seconds is not None:
+        out["retry_after_seconds"] = int(fix.retry_after_seconds)
+    if fix.user_message:
+        out["user_message"] = fix.user_message
+    out["requires_exclusive"] = False
+    return out
+
+
+def _suggestion(err: VerbError, fix: Fix | None, transport: str) -> str:
+    base = (err.suggestion or "").strip()
+    if not base:
+        # Never empty: problem, cause, then what to do.
+        parts = [err.message.strip(), (err.why or "").strip(), (fix.why if fix else "").strip()]
+        base = " ".join(p for p in parts if p) or f"The call failed with {err.code}."
+    call = render_call(fix, transport) if fix else None
+    if call and call not in base:
+        sep = "" if base.endswith((".", "!", "?")) else "."
+        base = f"{base}{sep} Next: {call}"
+    return base
+
+
+def build_envelope(
+    err: VerbError,
+    *,
+    tool: str,
+    arguments: Mapping[str, Any] | None,
+    correlation_id: str,
+    transport: str,
+    callable_tools: Collection[str] | None = None,
+) -> dict[str, Any]:
+    """The one error shape (PROTOCOL_NOTES §11, AGENT_OPERATOR "The error envelope").
+
+    `tool`/`arguments` name the failing call; they are used only when the error's own fix does not
+    carry a call (a `wait` retry repeats the same call)."""
+    fix = err.fix
+    if fix is not None and fix.mcp is None and fix.actor == "provider" and not fix.argv:
+        # A wait fix repeats the same request; make it runnable.
+        fix = Fix(**{**_fix_fields(fix), "mcp": {"tool": tool, "arguments": dict(arguments or {})}})
+    klass: ErrorClass = err.klass or default_class(err.code)
+    rendered_fix = render_fix(fix, transport, callable_tools=callable_tools) if fix else None
+    retryable = bool(err.retryable)
+    if err.code == "rate_limited" or (rendered_fix is not None and rendered_fix["next"] == "wait"):
+        retryable = True
+    env: dict[str, Any] = {
+        "error": err.code,
+        "code": err.code,
+        "message": err.message,
+        "suggestion": _suggestion(err, fix, transport),
+    }
+    if err.why:
+        env["why"] = err.why
+    if err.detail is not None:
+        env["detail"] = err.detail
+    if rendered_fix is not None:
+        env["fix"] = rendered_fix
+    env["class"] = klass
+    env["retryable"] = retryable
+    if err.notices:
+        env["notices"] = [
+            render_notice_meta(n, transport, callable_tools=callable_tools)
+            for n in order_notices(err.notices)
+        ]
+    env["protocol_version"] = PROTOCOL_VERSION
+    env["contract_version"] = CONTRACT_VERSION
+    env["correlation_id"] = correlation_id
+    return env
+
+
+def _fix_fields(fix: Fix) -> dict[str, Any]:
+    return {f: getattr(fix, f) for f in fix.__dataclass_fields__}
+
+
+def internal_error(tool: str) -> VerbError:
+    """What every unexpected exception becomes. Names the tool, never the exception's text."""
+    return VerbError(
+        "internal",
+        f"fleetmem hit an unexpected error while running {tool}.",
+        "The failure is on the server, not in your call. Tell the user the memory call failed and "
+        "quote the correlation_id to the memory host's operator; retry later only if the call is safe "
+        "to repeat.",
+        why="The server raised an error it does not recognise; the details are in the server log "
+        "under this correlation_id.",
+        fix=Fix(
+            why="Nothing in the call can fix this; the operator can find the cause in the server log by "
+            "correlation_id.",
+            actor="host_admin",
+            user_message="The memory service had an internal error. The operator can look it up with "
+            "the correlation id in the error.",
+        ),
+        klass="server",
+    )
+
+
+def internal_envelope(correlation_id: str, tool: str, *, transport: str = "mcp") -> dict[str, Any]:
+    """Envelope for an unexpected exception: no stack trace, SQL, credential or vector — nothing of
+    the exception reaches it."""
+    return build_envelope(
+        internal_error(tool), tool=tool, arguments={}, correlation_id=correlation_id, transport=transport
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Notices
+
+
+def order_notices(notices: Iterable[Notice]) -> list[Notice]:
+    """safety, degraded, ask, coaching, info (stable within a kind)."""
+    rank = {k: i for i, k in enumerate(NOTICE_KIND_ORDER)}
+    return sorted(notices, key=lambda n: rank.get(n.kind, len(rank)))
+
+
+def _flat(value: str) -> str:
+    text = " ".join(str(value).split())
+    for marker in _MARKERS:
+        if marker in text:
+            text = text.replace(marker, "(" + marker[1:])
+    return text
+
+
+def render_notice_meta(
+    notice: Notice, transport: str = "mcp", *, callable_tools: Collection[str] | None = None
+) -> dict[str, Any]:
+    """RenderedNotice for `_meta` and error envelopes."""
+    out: dict[str, Any] = {"code": notice.code, "kind": notice.kind, "why": notice.why}
+    if notice.fix is not None:
+        out["fix"] = render_fix(notice.fix, transport, callable_tools=callable_tools)
+    if notice.user_message:
+        out["user_message"] = notice.user_message
+    out["contract_version"] = CONTRACT_VERSION
+    return out
+
+
+def render_notice_block(
+    notice: Notice, transport: str = "mcp", *, callable_tools: Collection[str] | None = None
+) -> str:
+    """One text block: the fixed first line, then only the fields that are set, one line each."""
+    lines = [f"{NOTICE_PREFIX} {_flat(notice.code)} kind={notice.kind}]", f"why: {_flat(notice.why)}"]
+    if notice.fix is not None:
+        call = render_call(notice.fix, transport)
+        if call:
+            lines.append(f"fix: {_flat(call)}")
+        lines.append(f"next: {compute_next(notice.fix, transport, callable_tools=callable_tools)}")
+    if notice.user_message:
+        lines.append(f"user_message: {_flat(notice.user_message)}")
+    return "\n".join(lines)
+
+
+#: The rendered notice document (the `_meta` / `--json` form); the CLI's name for it.
+render_notice = render_notice_meta

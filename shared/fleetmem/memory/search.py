@@ -1,0 +1,179 @@
+"""The hybrid search arm shared by recall (pages and, per D13, facts) and synthesize's retrieval.
+
+Public API:
+- `hybrid_search(deps, tenant, text, *, kinds=("chunk",), world_only=True, k=50) -> SearchResult`:
+  embeds `text` with the configured embedder (one call), asks the SearchIndex for its keyword and
+  vector arms, and fuses them with RRF (`ranking.rrf`, k=60). No embedder, an embedder raising
+  `Unavailable`, or a failing vector arm -> keyword-only, with `degraded` holding the reason
+  (never an error).
+  Pass `embedded=query_vector(deps, text)` to reuse one embedding across several searches.
+- `query_vector(deps, text) -> (packed vector | None, degraded reason | None)`: the one embedding
+  call a search needs.
+- `SearchResult`: `hits` (fused, best first, each a `Fused`), `degraded: str | None`,
+  `query_tokens`.
+- `Fused`: `hit` (the SearchHit), `score` (RRF), `keyword_rank` / `vector_rank` (1-based or None),
+  `cosine` (vector-arm score or None).
+- `best_per_page(hits) -> list[Fused]`: first (best) chunk per page slug, order kept.
+- `tokens(text) -> list[str]`: the case-folded word tokens used for lexical evidence.
+- `evidence_for(query, fused, *, alias_hit_slugs, query_tokens, display_text) -> str`: the recall
+  evidence enum (PROTOCOL_NOTES §5), strongest first:
+  `alias_hit` — the normalized query equals a normalized alias of the page;
+  `exact_title_match` — the query equals the title or appears in it as a whole-word phrase
+  (case-insensitive);
+  `high_vector_match` — the page's best chunk has cosine >= 0.80 with the query;
+  `keyword_exact` — the keyword arm found the chunk AND every query token appears in the chunk or
+  title as a whole word (a lexical hit covering the whole query is the "strong score"; raw BM25
+  magnitudes differ between backends, so they are not compared);
+  `weak_semantic` — anything else.
+- `alias_slugs(deps, tenant, query, *, world_only) -> set[str]`: pages that carry the query as
+  an alias (one PageStore.lookup).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from fleetmem.errors import Unavailable
+from fleetmem.memory.ranking import rrf
+from fleetmem.memory.slugs import normalize_alias
+from fleetmem.memory.vectors import pack
+from fleetmem.models import SearchHit, SearchQuery
+from fleetmem.ports import Deps
+from fleetmem.protocol import HIGH_VECTOR_MATCH
+
+_TOKEN = re.compile(r"\w+", re.UNICODE)
+#: A query's embedding (packed vector or None) and why it is missing (None when present).
+Embedded = tuple[bytes | None, str | None]
+
+
+def tokens(text: str) -> list[str]:
+    return [t for t in _TOKEN.findall(text.casefold()) if t]
+
+
+@dataclass(frozen=True)
+class Fused:
+    hit: SearchHit
+    score: float
+    keyword_rank: int | None = None
+    vector_rank: int | None = None
+    cosine: float | None = None
+
+
+@dataclass
+class SearchResult:
+    hits: list[Fused] = field(default_factory=list)
+    degraded: str | None = None
+    query_tokens: list[str] = field(default_factory=list)
+
+
+def query_vector(deps: Deps, text: str) -> Embedded:
+    if deps.embedder is None:
+        return None, deps.embedder_problem or "no embedding model is configured"
+    try:
+        vec = deps.embedder.embed([text])[0]
+    except Unavailable as exc:
+        return None, f"embedding model unavailable ({exc.reason or 'provider error'})"
+    return pack(vec), None
+
+
+def hybrid_search(
+    deps: Deps,
+    tenant: str,
+    text: str,
+    *,
+    kinds: tuple[str, ...] = ("chunk",),
+    world_only: bool = True,
+    k: int = 50,
+    embedded: Embedded | None = None,
+) -> SearchResult:
+    vector, degraded = embedded if embedded is not None else query_vector(deps, text)
+    query = SearchQuery(
+        tenant=tenant,
+        text=text,
+        vector=vector,
+        vector_model=deps.embedder.model_id if (vector is not None and deps.embedder) else None,
+        kinds=kinds,  # type: ignore[arg-type]
+        world_only=world_only,
+        k=k,
+    )
+    found = deps.search.search(query)
+    vector_hits: tuple[SearchHit, ...] = ()
+    if vector is not None:
+        if found.vector is None:
+            degraded = found.vector_error or "the vector search arm did not run"
+        else:
+            vector_hits = found.vector
+    by_id: dict[str, SearchHit] = {}
+    kw_rank: dict[str, int] = {}
+    vec_rank: dict[str, int] = {}
+    cos: dict[str, float] = {}
+    for rank, h in enumerate(found.keyword, start=1):
+        by_id.setdefault(h.doc_id, h)
+        kw_rank.setdefault(h.doc_id, rank)
+    for rank, h in enumerate(vector_hits, start=1):
+        by_id.setdefault(h.doc_id, h)
+        vec_rank.setdefault(h.doc_id, rank)
+        cos.setdefault(h.doc_id, h.score)
+    fused = rrf([[h.doc_id for h in found.keyword], [h.doc_id for h in vector_hits]])
+    return SearchResult(
+        hits=[Fused(by_id[d], s, kw_rank.get(d), vec_rank.get(d), cos.get(d)) for d, s in fused],
+        degraded=degraded,
+        query_tokens=tokens(text),
+    )
+
+
+def best_per_page(hits: list[Fused]) -> list[Fused]:
+    seen: set[str] = set()
+    out = []
+    for f in hits:
+        if f.hit.slug in seen:
+            continue
+        seen.add(f.hit.slug)
+        out.append(f)
+    return out
+
+
+def alias_slugs(deps: Deps, tenant: str, query: str, *, world_only: bool) -> set[str]:
+    alias = normalize_alias(query)
+    if not alias:
+        return set()
+    matches = deps.pages.lookup(
+        tenant,
+        alias=alias,
+        title=query.strip().casefold(),
+        slugs=[],
+        suffix="",
+        world_only=world_only,
+        limit=20,
+    )
+    return {m.page.slug for m in matches if m.via == "alias"}
+
+
+def _phrase_in(phrase: str, text: str) -> bool:
+    phrase, text = normalize_alias(phrase), normalize_alias(text)
+    if not phrase:
+        return False
+    return phrase == text or re.search(rf"(?<!\w){re.escape(phrase)}(?!\w)", text) is not None
+
+
+def evidence_for(
+    query: str,
+    fused: Fused,
+    *,
+    alias_hit_slugs: set[str],
+    query_tokens: list[str],
+    display_text: str,
+) -> str:
+    hit = fused.hit
+    if hit.slug in alias_hit_slugs:
+        return "alias_hit"
+    if _phrase_in(query, hit.title):
+        return "exact_title_match"
+    if fused.cosine is not None and fused.cosine >= HIGH_VECTOR_MATCH:
+        return "high_vector_match"
+    if fused.keyword_rank is not None and query_tokens:
+        words = set(tokens(hit.title)) | set(tokens(display_text))
+        if all(t in words for t in query_tokens):
+            return "keyword_exact"
+    return "weak_semantic"

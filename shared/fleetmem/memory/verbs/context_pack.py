@@ -1,0 +1,151 @@
+"""`context_pack(entities, budget_tokens?, since?, session_id?, include_private?)` — a budget-packed
+bundle of entity cards + open threads + hot facts for session boundaries (PROTOCOL_NOTES §7).
+
+Public API: `ContextPackParams`, `run(deps, caller, params, ctx) -> Outcome`, `SPEC` (registered).
+
+- `entities`: comma-separated string; trimmed, empties dropped, capped at 8; echoed after capping.
+  Entities that do not resolve are silently omitted (an all-miss pack is an empty success).
+- `since` (ISO 8601, else invalid_params) keeps only open threads dated strictly after it.
+- facts arm ("hot memory"): the session's facts when `session_id` is given, else facts of the last
+  24 hours; newest first, at most 10.
+- Visibility: world-only on every arm unless the caller is trusted-local (remote=False) AND passed
+  include_private; then all arms widen together.
+- Budget: cards first (cost = title + summary + thread texts), then facts (cost = text); a prefix
+  walk (`budget.Packer`). `open_threads` = the packed cards' threads flattened (each with its slug);
+  `text` is rendered from the packed sets only.
+- D10: when `ctx.deadline_at` (time.monotonic) passes, the pack built so far is returned with
+  `degraded_reason`.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import timedelta
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
+
+from fleetmem.errors import Outcome
+from fleetmem.memory import budget, common
+from fleetmem.memory.cards import build_card, card_cost, fact_view
+from fleetmem.memory.entities import parse_entity_list, resolve_entity
+from fleetmem.memory.registry import ToolSpec, register
+from fleetmem.memory.render import render_context_pack
+from fleetmem.models import Caller
+from fleetmem.ports import CallContext, Deps
+from fleetmem.protocol import (
+    CONTEXT_PACK_MAX_ENTITIES,
+    HOT_FACTS_HOURS,
+    HOT_FACTS_LIMIT,
+    PROTOCOL_VERSION,
+    SESSION_ID_MAX,
+)
+
+TOOL = "context_pack"
+
+
+class ContextPackParams(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    entities: str = Field(
+        description="Comma-separated entity names or slugs (at most 8 are used), e.g. "
+        "\"acme-example, people/alice-example\".",
+    )
+    budget_tokens: Annotated[Any, WithJsonSchema({"type": "integer", "minimum": 1})] = Field(
+        default=None, description="Token budget (integer >= 1): cards pack first, then facts."
+    )
+    since: Annotated[Any, WithJsonSchema({"type": "string"})] = Field(
+        default=None, description="ISO 8601 date/datetime: only open threads dated after it."
+    )
+    session_id: str | None = Field(default=None, description="Hot facts come from this session when given.")
+    include_private: bool = Field(
+        default=False, description="Trusted local callers only: include private pages and facts."
+    )
+
+
+def deadline_passed(ctx: CallContext) -> bool:
+    return ctx.deadline_at is not None and time.monotonic() >= ctx.deadline_at
+
+
+def run(deps: Deps, caller: Caller, params: ContextPackParams, ctx: CallContext) -> Outcome:
+    now = deps.clock.now()
+    budget_tokens = common.check_budget(TOOL, params)
+    since = common.parse_since(TOOL, params, "since", now)
+    world_only = common.world_only(caller, params.include_private)
+    entities = parse_entity_list(params.entities, CONTEXT_PACK_MAX_ENTITIES)
+    session_id = (params.session_id or "").strip()[:SESSION_ID_MAX] or None
+
+    degraded: list[str] = []
+    cards: list[dict] = []
+    seen: set[str] = set()
+    for i, name in enumerate(entities):
+        if deadline_passed(ctx):
+            degraded.append(f"server deadline reached after {i} of {len(entities)} entities")
+            break
+        best = resolve_entity(deps, caller.tenant, name, world_only=world_only).best
+        if best is None or best.head.slug in seen:
+            continue
+        page = deps.pages.get(caller.tenant, best.head.slug)
+        if page is None or (world_only and page.visibility != "world"):
+            continue
+        seen.add(page.slug)
+        cards.append(build_card(deps, caller.tenant, page, world_only=world_only, now=now, since=since))
+
+    facts: list[dict] = []
+    if degraded or deadline_passed(ctx):
+        if not degraded:
+            degraded.append("server deadline reached before the facts arm")
+        else:
+            degraded.append("facts arm skipped")
+    elif session_id:
+        rows = deps.facts.by_session(
+            caller.tenant, session_id, now=now, world_only=world_only, limit=HOT_FACTS_LIMIT
+        )
+        facts = [fact_view(f) for f in rows]
+    else:
+        rows = deps.facts.recent(
+            caller.tenant, now=now, after=now - timedelta(hours=HOT_FACTS_HOURS), world_only=world_only,
+            limit=HOT_FACTS_LIMIT,
+        )
+        facts = [fact_view(f) for f in rows]
+
+    packer = budget.Packer(budget_tokens)
+    packed_cards = packer.take(cards, card_cost)
+    packed_facts = packer.take(facts, lambda f: budget.cost(f["text"]))
+    threads = [
+        {"slug": card["entity"]["slug"], **thread} for card in packed_cards for thread in card["open_threads"]
+    ]
+    body: dict = {
+        "protocol_version": PROTOCOL_VERSION,
+        "entities": entities,
+        "cards": packed_cards,
+        "open_threads": threads,
+        "facts": packed_facts,
+        "text": render_context_pack(entities, packed_cards, packed_facts),
+    }
+    if degraded:
+        body["degraded_reason"] = "; ".join(degraded)
+    body.update(packer.fields())
+    return Outcome(body=body)
+
+
+SPEC = register(
+    ToolSpec(
+        name=TOOL,
+        description=(
+            "MEMORY VERB (v1): context_pack(entities, budget_tokens?) returns one budget-packed bundle for "
+            "the thread's standing entities: entity cards + open threads + hot facts, plus a ready-to-inject "
+            "`text` block. Call it at SESSION START to warm context and right AFTER COMPACTION to restore "
+            "what the summary dropped — not per message (use entity for that). Zero LLM, sub-second. "
+            "`entities` is ONE comma-separated string, e.g. {\"entities\": \"acme-example, alice-example\", "
+            "\"budget_tokens\": 4000}. World-visible data only unless a trusted local caller passes "
+            "include_private."
+        ),
+        params=ContextPackParams,
+        run=run,
+        scope="read",
+        surface="verbs",
+        writes=False,
+        annotations={"readOnlyHint": True},
+    )
+)

@@ -1,0 +1,62 @@
+"""`delete_page(slug)` — delete a page and its search chunks (full surface, write scope).
+
+Public API: `DeletePageParams`, `run(deps, caller, params, ctx) -> Outcome`, `SPEC` (registered).
+Missing pages (and, for remote callers, private pages) -> `not_found`. Audit event "delete_page".
+Response `{slug, deleted: true, search_state, protocol_version}` (`current` when a write-through
+index dropped the chunks now, `pending` when the asynchronous indexer will).
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from fleetmem.errors import Outcome
+from fleetmem.memory.registry import ToolSpec, register
+from fleetmem.memory.verbs.get_page import page_not_found, visible_page
+from fleetmem.memory.verbs.put_page import unindex_page
+from fleetmem.models import AuditEvent, Caller
+from fleetmem.ports import CallContext, Deps
+from fleetmem.protocol import PROTOCOL_VERSION
+
+TOOL = "delete_page"
+
+
+class DeletePageParams(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    slug: str = Field(description='Exact slug of the page to delete, e.g. "people/alice-example".')
+
+
+def run(deps: Deps, caller: Caller, params: DeletePageParams, ctx: CallContext) -> Outcome:
+    page = visible_page(deps, caller, params.slug or "")
+    if page is None or not deps.pages.delete(caller.tenant, page.slug):
+        raise page_not_found(params.slug or "")
+    deps.audit.append(AuditEvent(
+        tenant=caller.tenant, subject=page.slug, action="delete_page", actor=caller.client_id,
+        at=deps.clock.now(), detail={"title": page.title},
+    ))
+    unindexed = unindex_page(deps, caller.tenant, page.slug)
+    return Outcome(body={
+        "slug": page.slug,
+        "deleted": True,
+        "search_state": "current" if unindexed else "pending",
+        "protocol_version": PROTOCOL_VERSION,
+    })
+
+
+SPEC = register(
+    ToolSpec(
+        name=TOOL,
+        description=(
+            "Delete one page by exact slug (its aliases, links, timeline and search chunks go with it; "
+            "facts about the entity stay). Example: {\"slug\": \"people/alice-example\"}. "
+            "Unknown slug -> not_found."
+        ),
+        params=DeletePageParams,
+        run=run,
+        scope="write",
+        surface="full",
+        writes=True,
+        annotations={"destructiveHint": True, "idempotentHint": False},
+    )
+)

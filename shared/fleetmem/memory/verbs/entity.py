@@ -1,0 +1,96 @@
+"""`entity(name)` — one known person/company/project card; never errors for data reasons.
+
+Public API: `EntityParams`, `run(deps, caller, params, ctx) -> Outcome`, `SPEC` (registered).
+Response `{protocol_version, found, latency_ms, card?, suggestions[]}`: a hit carries the best
+match's card (`fleetmem.memory.cards.build_card`) and up to 3 runners-up (`create_safety: exists`);
+a miss carries `found: false` and up to 3 keyword near-misses (`entities.near_misses`).
+Remote callers never resolve a private page (resolution runs world-only for them).
+"""
+
+from __future__ import annotations
+
+import time
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from fleetmem.errors import Fix, Outcome, VerbError
+from fleetmem.memory.cards import build_card
+from fleetmem.memory.entities import near_misses, resolve_entity
+from fleetmem.memory.registry import ToolSpec, register
+from fleetmem.models import Caller
+from fleetmem.ports import CallContext, Deps
+from fleetmem.protocol import PROTOCOL_VERSION
+
+TOOL = "entity"
+
+
+class EntityParams(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    name: str = Field(
+        description="The person, company or project: a name (\"Alice Example\"), an alias, or a page "
+        "slug (\"people/alice-example\").",
+    )
+
+
+def _empty_name_error() -> VerbError:
+    why = "entity looks up one named person, company or project; an empty name names nothing."
+    return VerbError(
+        "invalid_params",
+        "name must be a non-empty string.",
+        "Problem: entity was called with an empty name. Cause: name is required and must name a "
+        "person, company or project. Fix: call entity again with the name or slug you mean, e.g. "
+        "{\"name\": \"Alice Example\"}.",
+        why=why,
+        fix=Fix(
+            why=why, actor="user", asks_user=True,
+            user_message="Which person, company or project do you mean?",
+        ),
+        klass="caller",
+    )
+
+
+def run(deps: Deps, caller: Caller, params: EntityParams, ctx: CallContext) -> Outcome:
+    started = time.perf_counter()
+    name = (params.name or "").strip()
+    if not name:
+        raise _empty_name_error()
+    world_only = caller.remote
+    resolution = resolve_entity(deps, caller.tenant, name, world_only=world_only)
+    body: dict = {"protocol_version": PROTOCOL_VERSION, "found": False}
+    page = None
+    if resolution.best is not None:
+        page = deps.pages.get(caller.tenant, resolution.best.head.slug)
+        if page is not None and world_only and page.visibility != "world":
+            page = None
+    if page is not None:
+        body["found"] = True
+        body["card"] = build_card(deps, caller.tenant, page, world_only=world_only, now=deps.clock.now())
+        body["suggestions"] = [
+            {"slug": c.head.slug, "title": c.head.title, "type": c.head.type, "create_safety": "exists"}
+            for c in resolution.runners_up
+        ]
+    else:
+        body["suggestions"] = near_misses(deps, caller.tenant, name, world_only=world_only)
+    body["latency_ms"] = int((time.perf_counter() - started) * 1000)
+    return Outcome(body=body)
+
+
+SPEC = register(
+    ToolSpec(
+        name=TOOL,
+        description=(
+            "MEMORY VERB (v1): entity(name) returns the card of one known person, company or project: "
+            "summary, aliases, open threads (commitments and recent events), typed edges, backlink and "
+            "fact counts. Zero LLM, p99 < 100 ms: call it whenever a message names an entity, before "
+            "answering about it. Example: {\"name\": \"Alice Example\"}. A miss is not an error: "
+            "found=false with near-miss suggestions (create_safety says whether a page probably exists)."
+        ),
+        params=EntityParams,
+        run=run,
+        scope="read",
+        surface="verbs",
+        writes=False,
+        annotations={"readOnlyHint": True},
+    )
+)

@@ -1,0 +1,133 @@
+"""`get_page(slug)` — read one page (full surface, read scope).
+
+Public API: `GetPageParams`, `run(deps, caller, params, ctx) -> Outcome`, `SPEC` (registered),
+`page_not_found(slug) -> VerbError`, `visible_page(deps, caller, slug) -> Page | None`.
+
+Response `{slug, title, type, aliases, summary, visibility, content, links, timeline, created_at,
+updated_at, protocol_version}`. `content` is the frontmatter re-rendered (title, type, aliases,
+summary, visibility, non-mention links, timeline, then the other stored keys) + the body, so
+`put_page(slug, content)` round-trips. For a remote caller a private page is `not_found` exactly
+like a missing one, and private content (`pagefmt.strip_private`) is stripped from the body, the
+summary, the timeline and link contexts; links to private pages are hidden.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from fleetmem.errors import Fix, Outcome, VerbError
+from fleetmem.memory.pagefmt import render_page_content, strip_private
+from fleetmem.memory.registry import ToolSpec, register
+from fleetmem.memory.slugs import last_segment
+from fleetmem.models import Caller, Page
+from fleetmem.ports import CallContext, Deps
+from fleetmem.protocol import PROTOCOL_VERSION
+from fleetmem.timefmt import iso
+
+TOOL = "get_page"
+
+
+class GetPageParams(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    slug: str = Field(description='Page slug, e.g. "people/alice-example".')
+
+
+def page_not_found(slug: str) -> VerbError:
+    why = "No page with this slug exists (slugs are exact; names and aliases resolve via entity)."
+    name = last_segment(slug.strip()) or slug
+    return VerbError(
+        "not_found",
+        f"No page {slug!r}.",
+        f"Problem: there is no page {slug!r}. Cause: {why} Fix: resolve the name with entity "
+        f"{{\"name\": {name!r}}}, which returns the exact slug or near misses.",
+        why=why,
+        fix=Fix(why=why, mcp={"tool": "entity", "arguments": {"name": name}}),
+        klass="caller",
+    )
+
+
+def visible_page(deps: Deps, caller: Caller, slug: str) -> Page | None:
+    page = deps.pages.get(caller.tenant, slug.strip())
+    if page is None or (caller.remote and page.visibility != "world"):
+        return None
+    return page
+
+
+def _clean(text: str | None, world_only: bool) -> str | None:
+    if text is None or not world_only:
+        return text
+    return " ".join(strip_private(text).split()) or None
+
+
+def page_view(deps: Deps, caller: Caller, page: Page) -> dict:
+    world_only = caller.remote
+    links = list(page.links)
+    if world_only and links:
+        heads = deps.pages.heads(caller.tenant, [x.target for x in links])
+        private = {h.slug for h in heads if h.visibility != "world"}
+        links = [x for x in links if x.target not in private]
+    link_rows = [
+        {"type": x.type, "target": x.target, "context": _clean(x.context, world_only)} for x in links
+    ]
+    timeline = [
+        {"date": t.date, "text": text}
+        for t in page.timeline
+        if (text := _clean(t.text, world_only))
+    ]
+    summary = _clean(page.summary, world_only)
+    body = strip_private(page.body) if world_only else page.body
+    meta: dict = {"title": page.title}
+    if page.type:
+        meta["type"] = page.type
+    if page.aliases:
+        meta["aliases"] = list(page.aliases)
+    if summary:
+        meta["summary"] = summary
+    meta["visibility"] = page.visibility
+    explicit = [row for row in link_rows if row["type"] != "mentions"]
+    if explicit:
+        meta["links"] = [{k: v for k, v in row.items() if v is not None} for row in explicit]
+    if timeline:
+        meta["timeline"] = timeline
+    for key, value in page.frontmatter.items():
+        meta.setdefault(key, value)
+    return {
+        "slug": page.slug,
+        "title": page.title,
+        "type": page.type,
+        "aliases": list(page.aliases),
+        "summary": summary,
+        "visibility": page.visibility,
+        "content": render_page_content(meta, body),
+        "links": link_rows,
+        "timeline": timeline,
+        "created_at": iso(page.created_at),
+        "updated_at": iso(page.updated_at),
+        "protocol_version": PROTOCOL_VERSION,
+    }
+
+
+def run(deps: Deps, caller: Caller, params: GetPageParams, ctx: CallContext) -> Outcome:
+    page = visible_page(deps, caller, params.slug or "")
+    if page is None:
+        raise page_not_found(params.slug or "")
+    return Outcome(body=page_view(deps, caller, page))
+
+
+SPEC = register(
+    ToolSpec(
+        name=TOOL,
+        description=(
+            "Read one page by exact slug: title, type, aliases, summary, links, timeline and the markdown "
+            "`content` (frontmatter + body; put_page accepts it back). Example: {\"slug\": "
+            "\"people/alice-example\"}. Unknown slug -> not_found; resolve names with entity first."
+        ),
+        params=GetPageParams,
+        run=run,
+        scope="read",
+        surface="full",
+        writes=False,
+        annotations={"readOnlyHint": True},
+    )
+)

@@ -1,0 +1,70 @@
+"""`list_pages(limit?, cursor?, type?)` — page through the brain's pages by slug (full surface, read).
+
+Public API: `ListPagesParams`, `run(deps, caller, params, ctx) -> Outcome`, `SPEC` (registered).
+`limit` default 50, clamped to 1..200; `cursor` is the opaque `next_cursor` of the previous call (the
+last slug listed); `type` filters on the page type. Response `{pages[{slug, title, type,
+updated_at}], next_cursor (null on the last page), protocol_version}`. Remote callers never see
+private pages.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
+
+from fleetmem.errors import Outcome
+from fleetmem.memory import common
+from fleetmem.memory.registry import ToolSpec, register
+from fleetmem.models import Caller
+from fleetmem.ports import CallContext, Deps
+from fleetmem.protocol import PROTOCOL_VERSION
+from fleetmem.timefmt import iso
+
+TOOL = "list_pages"
+DEFAULT_LIMIT = 50
+MAX_LIMIT = 200
+
+
+class ListPagesParams(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    limit: Annotated[Any, WithJsonSchema({"type": "integer", "minimum": 1, "maximum": MAX_LIMIT})] = Field(
+        default=None, description=f"Pages per call (default {DEFAULT_LIMIT}, at most {MAX_LIMIT})."
+    )
+    cursor: str | None = Field(default=None, description="next_cursor from the previous call.")
+    type: str | None = Field(default=None, description='Only pages of this type, e.g. "person".')
+
+
+def run(deps: Deps, caller: Caller, params: ListPagesParams, ctx: CallContext) -> Outcome:
+    limit = common.clamp_limit(TOOL, params, default=DEFAULT_LIMIT, lo=1, hi=MAX_LIMIT)
+    heads = deps.pages.list(
+        caller.tenant, world_only=caller.remote, limit=limit + 1, after=(params.cursor or None),
+        type=(params.type or None),
+    )
+    shown = heads[:limit]
+    return Outcome(body={
+        "pages": [
+            {"slug": h.slug, "title": h.title, "type": h.type, "updated_at": iso(h.updated_at)} for h in shown
+        ],
+        "next_cursor": shown[-1].slug if len(heads) > limit else None,
+        "protocol_version": PROTOCOL_VERSION,
+    })
+
+
+SPEC = register(
+    ToolSpec(
+        name=TOOL,
+        description=(
+            "List pages by slug, 50 per call by default (limit up to 200), optionally of one type. Pass the "
+            "returned next_cursor as cursor to continue; next_cursor null means the end. Example: "
+            "{\"type\": \"person\", \"limit\": 100}."
+        ),
+        params=ListPagesParams,
+        run=run,
+        scope="read",
+        surface="full",
+        writes=False,
+        annotations={"readOnlyHint": True},
+    )
+)

@@ -1,0 +1,77 @@
+"""purge_fact (admin, D12) — hard-delete a fact and its search index entry for deletion requests.
+
+Public API: `PurgeFactParams`, `PurgeFactResult`, `run(deps, caller, params, ctx) -> Outcome`.
+
+`forget` stays the audited expiry; purge removes the stored fact itself. An audit row "purge"
+(who, when, reason) is kept, without the fact text. Unknown or foreign ids -> `not_found`.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from fleetmem.errors import Outcome
+from fleetmem.memory.indexing import fact_doc_id
+from fleetmem.memory.registry import ToolSpec, register
+from fleetmem.memory.verbs.forget import not_found
+from fleetmem.models import AuditEvent, Caller
+from fleetmem.ports import CallContext, Deps
+from fleetmem.protocol import PROTOCOL_VERSION, PROVENANCE_MAX
+
+TOOL = "purge_fact"
+
+
+class PurgeFactParams(BaseModel):
+    model_config = ConfigDict(extra="ignore", json_schema_extra={"required": ["id"]})
+
+    id: str = Field("", description='The fact\'s opaque string id, e.g. "f_01JD...".')
+    reason: str | None = Field(None, description='Why it is purged, e.g. "deletion request 2026-06-12".')
+
+
+class PurgeFactResult(BaseModel):
+    id: str
+    purged: bool
+    reason: str | None
+    protocol_version: int
+
+
+def run(deps: Deps, caller: Caller, params: PurgeFactParams, ctx: CallContext) -> Outcome:
+    fact_id = (params.id or "").strip()
+    fact = deps.facts.get(caller.tenant, fact_id) if fact_id else None
+    if fact is None:
+        raise not_found(TOOL, fact_id)
+    reason = params.reason[:PROVENANCE_MAX] if params.reason else None
+    purged = deps.facts.purge(caller.tenant, fact_id)
+    # Always, not only when written through: a purge must not wait for an asynchronous indexer.
+    deps.search.delete(caller.tenant, [fact_doc_id(fact_id)])
+    deps.audit.append(
+        AuditEvent(
+            tenant=caller.tenant,
+            subject=fact_id,
+            action="purge",
+            actor=caller.client_id,
+            at=deps.clock.now(),
+            reason=reason,
+            detail={"seq": fact.seq},
+        )
+    )
+    return Outcome({"id": fact_id, "purged": purged, "reason": reason, "protocol_version": PROTOCOL_VERSION})
+
+
+SPEC = register(
+    ToolSpec(
+        name=TOOL,
+        description=(
+            "Admin: permanently delete a fact and its search entry (for deletion requests), e.g. "
+            'purge_fact(id="f_01JD...", reason="user deletion request"). Irreversible; use forget to '
+            "expire a fact with an audit trail instead."
+        ),
+        params=PurgeFactParams,
+        result=PurgeFactResult,
+        run=run,
+        scope="admin",
+        surface="full",
+        writes=True,
+        annotations={"readOnlyHint": False, "destructiveHint": True, "idempotentHint": False},
+    )
+)

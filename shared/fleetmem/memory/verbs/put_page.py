@@ -1,0 +1,326 @@
+"""`put_page(slug, content, …)` — create or replace a page (full surface, write scope, D2 idempotent).
+
+Public API: `PutPageParams`, `run(deps, caller, params, ctx) -> Outcome`, `SPEC` (registered),
+`index_page(deps, page) -> bool`, `unindex_page(deps, tenant, slug) -> bool`.
+
+- `content` is markdown with optional YAML frontmatter (`pagefmt.parse_page_content`): title, type,
+  aliases, summary, visibility (world|private), links [{type, target, context}], timeline
+  [{date, text}]; other keys are kept verbatim in `Page.frontmatter`. Explicit arguments of the
+  same names override the frontmatter. `[[slug]]` in the body become `mentions` links.
+- `slug` must already be in slugified form (lowercase a-z0-9 and "-" per "/" segment); otherwise
+  invalid_params whose fix carries the slugified slug. Link targets are slugified.
+- title: argument > frontmatter > first `# ` heading > the last slug segment.
+- Body larger than 350 KB (UTF-8) -> invalid_params. Bad YAML -> invalid_params.
+- status: created | updated | unchanged (unchanged writes nothing, so delta does not re-deliver).
+  A remote caller may write a private page but cannot read it back; over an existing private page a
+  remote caller gets the answer a missing page would give (`created`), never `unchanged`.
+- Write-through search (`deps.search.write_through`): old chunks deleted, `indexing.docs_for_page`
+  embedded (`indexing.embed_docs`) and upserted -> `search_state: current`; otherwise `pending`.
+- Audit event "put_page". Response `{slug, status, search_state, protocol_version}`.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
+
+from fleetmem.errors import Fix, Outcome, PortError, TooLarge, VerbError
+from fleetmem.memory import common, indexing
+from fleetmem.memory.pagefmt import PageFormatError, first_h1, mentions, parse_page_content, split_frontmatter
+from fleetmem.memory.registry import ToolSpec, register
+from fleetmem.memory.slugs import is_canonical_slug, last_segment, slugify
+from fleetmem.models import AuditEvent, Caller, Link, Page, TimelineEntry
+from fleetmem.ports import CallContext, Deps
+from fleetmem.protocol import PAGE_BODY_MAX_BYTES, PROTOCOL_VERSION, VISIBILITIES
+from fleetmem.timefmt import parse_iso
+
+TOOL = "put_page"
+KNOWN_KEYS = ("title", "type", "aliases", "summary", "visibility", "links", "timeline")
+MENTIONS = "mentions"
+
+
+class LinkArg(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    type: str = Field(default="related", description='Edge type, e.g. "works_at", "invested_in", "related".')
+    target: str = Field(description='Slug of the other page, e.g. "companies/acme-example".')
+    context: str | None = Field(default=None, description="Short note on the relationship.")
+
+
+class TimelineArg(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    date: str = Field(description="ISO 8601 date or datetime, e.g. 2026-06-01.")
+    text: str = Field(description="What happened.")
+
+
+class PutPageParams(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    slug: str = Field(description='Page slug: lowercase path segments, e.g. "people/alice-example".')
+    content: str = Field(
+        description="Markdown body, optionally with YAML frontmatter (title, type, aliases, summary, "
+        "visibility, links, timeline). [[other/slug]] in the text records a mention.",
+    )
+    title: str | None = Field(default=None, description="Overrides the frontmatter title / first heading.")
+    type: str | None = Field(default=None, description='Page type, e.g. "person", "company", "project".')
+    aliases: list[str] | None = Field(default=None, description="Other names the entity is known by.")
+    summary: str | None = Field(default=None, description="One-sentence summary shown on entity cards.")
+    visibility: Annotated[Any, WithJsonSchema({"type": "string", "enum": list(VISIBILITIES)})] = Field(
+        default=None, description='"world" (default: every agent on this brain) or "private" (local only).'
+    )
+    links: list[LinkArg] | None = Field(default=None, description="Typed edges to other pages.")
+    timeline: list[TimelineArg] | None = Field(default=None, description="Dated events about the entity.")
+    idempotency_key: str | None = Field(
+        default=None,
+        description="Optional retry key: the same key and arguments within 24 h return the first result.",
+    )
+
+
+def _jsonable(value: Any) -> Any:
+    """Frontmatter values as JSON-safe data (YAML dates become ISO strings)."""
+    if isinstance(value, dt.datetime | dt.date | dt.time):
+        return value.isoformat()
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple | set):
+        return [_jsonable(v) for v in value]
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    return str(value)
+
+
+def _text(value: Any) -> str | None:
+    if value is None:
+        return None
+    text = str(_jsonable(value)).strip()
+    return text or None
+
+
+def _bad(params: PutPageParams, message: str, *, problem: str, cause: str, field: str, value: Any,
+         drop: bool = False) -> VerbError:
+    return common.invalid(
+        TOOL, params, message, problem=problem, cause=cause, field=field, value=value, drop=drop
+    )
+
+
+def _aliases(raw: Any) -> tuple[str, ...]:
+    if raw is None:
+        return ()
+    items = raw if isinstance(raw, list | tuple) else [raw]
+    out = [t for t in (_text(a) for a in items) if t]
+    return tuple(dict.fromkeys(out))
+
+
+def _links(params: PutPageParams, raw: Any, slug: str) -> list[Link]:
+    if raw is None:
+        return []
+    items = raw if isinstance(raw, list | tuple) else [raw]
+    links: list[Link] = []
+    for item in items:
+        if isinstance(item, BaseModel):
+            item = item.model_dump()
+        if isinstance(item, str):
+            item = {"target": item}
+        if not isinstance(item, dict) or not _text(item.get("target")):
+            raise _bad(
+                params, "Every link needs a target slug.",
+                problem=f"The link {item!r} has no target.",
+                cause="links are [{type, target, context}] with target a page slug.",
+                field="links", value=None, drop=True,
+            )
+        target = slugify(str(item["target"]))
+        if not target or target == slug:
+            continue
+        kind = _text(item.get("type")) or "related"
+        links.append(Link(type=kind, target=target, context=_text(item.get("context"))))
+    return links
+
+
+def _timeline(params: PutPageParams, raw: Any) -> list[TimelineEntry]:
+    if raw is None:
+        return []
+    items = raw if isinstance(raw, list | tuple) else [raw]
+    entries: list[TimelineEntry] = []
+    for item in items:
+        if isinstance(item, BaseModel):
+            item = item.model_dump()
+        date = _text(item.get("date")) if isinstance(item, dict) else None
+        text = _text(item.get("text")) if isinstance(item, dict) else None
+        ok = False
+        if date and text:
+            try:
+                parse_iso(date)
+                ok = True
+            except (ValueError, OverflowError):
+                ok = False
+        if not ok:
+            kept = [e.model_dump() for e in entries]
+            raise _bad(
+                params, f"Timeline entry {item!r} needs an ISO 8601 date and a text.",
+                problem=f"The timeline entry {item!r} is not usable.",
+                cause="timeline entries are {date: ISO 8601 date/datetime, text: what happened}.",
+                field="timeline", value=kept,
+            )
+        entries.append(TimelineEntry(date=date, text=text))  # type: ignore[arg-type]
+    return entries
+
+
+def index_page(deps: Deps, page: Page) -> bool:
+    """Replace the page's chunks in a write-through index. True when the index reflects the page."""
+    if not deps.search.write_through:
+        return False
+    docs, _problem = indexing.embed_docs(deps, indexing.docs_for_page(page))
+    try:
+        deps.search.delete_page(page.tenant, page.slug)
+        deps.search.upsert(docs)
+    except PortError:
+        return False
+    return True
+
+
+def unindex_page(deps: Deps, tenant: str, slug: str) -> bool:
+    if not deps.search.write_through:
+        return False
+    try:
+        deps.search.delete_page(tenant, slug)
+    except PortError:
+        return False
+    return True
+
+
+def _same(a: Page, b: Page) -> bool:
+    fields = ("title", "type", "aliases", "summary", "visibility", "body", "links", "timeline", "frontmatter")
+    return all(getattr(a, f) == getattr(b, f) for f in fields)
+
+
+def run(deps: Deps, caller: Caller, params: PutPageParams, ctx: CallContext) -> Outcome:
+    raw_slug = (params.slug or "").strip()
+    if not is_canonical_slug(raw_slug):
+        fixed = slugify(raw_slug) or slugify(params.title or "") or "pages/untitled"
+        raise _bad(
+            params, f"slug {raw_slug!r} is not a valid page slug.",
+            problem=f"The slug {raw_slug!r} is not in slug form.",
+            cause="slugs are lowercase path segments of a-z, 0-9 and '-', separated by '/'.",
+            field="slug", value=fixed,
+        )
+    slug = raw_slug
+    content = params.content or ""
+    try:
+        meta, body = parse_page_content(content)
+    except PageFormatError as exc:
+        _, body_only = split_frontmatter(content)
+        raise _bad(
+            params, f"The page frontmatter could not be read: {exc}.",
+            problem=f"The YAML frontmatter of {slug} does not parse ({exc}).",
+            cause="frontmatter must be a YAML mapping between '---' lines; the corrected call drops it "
+            "(pass title, aliases, … as arguments instead, or fix the YAML).",
+            field="content", value=body_only,
+        ) from None
+    if len(body.encode("utf-8")) > PAGE_BODY_MAX_BYTES:
+        why = f"A page body holds at most {PAGE_BODY_MAX_BYTES // 1024} KB of UTF-8 text."
+        raise VerbError(
+            "invalid_params",
+            f"The page body is larger than {PAGE_BODY_MAX_BYTES // 1024} KB.",
+            f"Problem: the body of {slug} is {len(body.encode('utf-8')) // 1024} KB. Cause: {why} Fix: split "
+            "it into several pages (e.g. one per section) linked with [[slug]] mentions, then put each.",
+            why=why,
+            detail={"max_bytes": PAGE_BODY_MAX_BYTES},
+            fix=Fix(why=why, actor="agent"),
+            klass="caller",
+        )
+
+    def pick(name: str) -> Any:
+        value = getattr(params, name)
+        return value if value is not None else meta.get(name)
+
+    visibility = _text(pick("visibility")) or "world"
+    if visibility not in VISIBILITIES:
+        raise _bad(
+            params, f"visibility must be world or private (got {visibility!r}).",
+            problem=f"visibility={visibility!r} is not a visibility.",
+            cause="visibility is 'world' (every agent on this brain) or 'private' (local CLI only).",
+            field="visibility", value="world",
+        )
+    links = _links(params, pick("links"), slug)
+    explicit_mentions = {(link.target) for link in links if link.type == MENTIONS}
+    for target in mentions(body):
+        target_slug = slugify(target)
+        if target_slug and target_slug != slug and target_slug not in explicit_mentions:
+            explicit_mentions.add(target_slug)
+            links.append(Link(type=MENTIONS, target=target_slug))
+    timeline = _timeline(params, pick("timeline"))
+    title = _text(pick("title")) or first_h1(body) or last_segment(slug)
+
+    now = deps.clock.now()
+    existing = deps.pages.get(caller.tenant, slug)
+    if existing is not None and caller.remote and existing.visibility != "world":
+        existing = None  # a remote caller cannot see it: answer as for a missing page
+    page = Page(
+        tenant=caller.tenant,
+        slug=slug,
+        title=title,
+        type=_text(pick("type")),
+        aliases=_aliases(pick("aliases")),
+        summary=_text(pick("summary")),
+        visibility=visibility,  # type: ignore[arg-type]
+        body=body,
+        links=tuple(links),
+        timeline=tuple(timeline),
+        frontmatter={k: _jsonable(v) for k, v in meta.items() if k not in KNOWN_KEYS},
+        created_at=existing.created_at if existing else now,
+        updated_at=now,
+        last_retrieved_at=existing.last_retrieved_at if existing else None,
+        author=caller.client_id,
+    )
+    if existing is not None and _same(existing, page):
+        return Outcome(body={
+            "slug": slug, "status": "unchanged",
+            "search_state": "current",
+            "protocol_version": PROTOCOL_VERSION,
+        })
+    status = "updated" if existing is not None else "created"
+    try:
+        deps.pages.put(page)
+    except TooLarge:
+        why = "The store refused the page as too large (aliases, links and timeline count too)."
+        raise VerbError(
+            "invalid_params", "The page is too large to store.",
+            f"Problem: {slug} could not be stored. Cause: {why} Fix: split it into smaller pages.",
+            why=why, fix=Fix(why=why, actor="agent"), klass="caller",
+        ) from None
+    deps.audit.append(AuditEvent(
+        tenant=caller.tenant, subject=slug, action="put_page", actor=caller.client_id, at=now,
+        detail={"status": status, "visibility": visibility},
+    ))
+    indexed = index_page(deps, page)
+    return Outcome(body={
+        "slug": slug,
+        "status": status,
+        "search_state": "current" if indexed else "pending",
+        "protocol_version": PROTOCOL_VERSION,
+    })
+
+
+SPEC = register(
+    ToolSpec(
+        name=TOOL,
+        description=(
+            "Create or replace a page (a person, company, project or topic) from markdown with optional YAML "
+            "frontmatter. Example: {\"slug\": \"people/alice-example\", \"content\": \"---\\ntitle: Alice "
+            "Example\\ntype: person\\naliases: [Alice]\\n---\\nAlice runs payments at "
+            "[[companies/acme-example]].\"}. Explicit title/type/aliases/links/timeline/visibility/summary "
+            "arguments override the frontmatter. "
+            "status says created | updated | unchanged."
+        ),
+        params=PutPageParams,
+        run=run,
+        scope="write",
+        surface="full",
+        writes=True,
+        annotations={"idempotentHint": True},
+        idempotency=True,
+    )
+)

@@ -1,0 +1,333 @@
+"""recall — saved facts plus (with `query`) budget-packed page snippets (MEMORY_VERBS v1; PROTOCOL_NOTES
+§3, §5, D4, D8, D9, D13).
+
+Public API: `RecallParams`, `RecallResult`, `run(deps, caller, params, ctx) -> Outcome`,
+`fact_item(fact) -> dict` (the legacy facts[] item; other verbs may reuse it).
+
+Facts arm — exactly one filter applies: entity > session_id > since > none. With no filter and a
+query, facts are ranked by hybrid relevance to the query (D13: RRF of the keyword and vector arms
+over fact docs; the vector arm ranks every fact, so this orders rather than filters); with no
+filter and no query, the most recent facts come first. Only active facts (not forgotten, not
+superseded, not past `valid_until`) unless `include_expired`. Remote callers see world facts
+only; `include_private` widens only for trusted-local callers.
+
+Search arm — only with a non-empty query: hybrid keyword+vector over page chunks, fused (RRF),
+best chunk per page, each result with evidence/create_safety (see `fleetmem.memory.search`).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
+
+from fleetmem.errors import Notice, Outcome
+from fleetmem.memory import search as search_arm
+from fleetmem.memory.budget import Packer, cost, costs
+from fleetmem.memory.common import (
+    check_budget,
+    clamp_limit,
+    degraded_recall_notice,
+    empty_retrieval_notice,
+    parse_since,
+    world_only,
+)
+from fleetmem.memory.entities import canonicalize_entity
+from fleetmem.memory.indexing import chunk_display
+from fleetmem.memory.registry import ToolSpec, register
+from fleetmem.models import Caller, Fact
+from fleetmem.ports import CallContext, Deps
+from fleetmem.protocol import (
+    CREATE_SAFETY_FOR,
+    DEFAULT_RECALL_LIMIT,
+    MAX_RECALL_LIMIT,
+    PROTOCOL_VERSION,
+    SESSION_ID_MAX,
+)
+from fleetmem.timefmt import iso
+
+TOOL = "recall"
+
+
+class RecallParams(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    query: str | None = Field(
+        None,
+        description="What to look for, in words. Runs the hybrid page search and, without another "
+        'filter, ranks saved facts by relevance. Example: "pricing decision for Acme".',
+    )
+    entity: str | None = Field(
+        None, description='Only facts about this entity (slug or name), e.g. "people/alice-example".'
+    )
+    session_id: str | None = Field(None, description="Only facts saved with this session_id.")
+    since: str | None = Field(
+        None, description='Only facts saved after this ISO 8601 date/datetime, e.g. "2026-06-01T00:00:00Z".'
+    )
+    limit: Annotated[Any, WithJsonSchema({"type": "integer", "minimum": 1, "maximum": MAX_RECALL_LIMIT})] = (
+        Field(
+            None,
+            description="Per-arm maximum (facts and search results each). Default 50, clamped to 1..100.",
+        )
+    )
+    budget_tokens: Annotated[Any, WithJsonSchema({"type": "integer", "minimum": 1})] = Field(
+        None,
+        description="Server-side token budget (chars/4): facts pack first, then search results; the "
+        "response reports budget_used and dropped_count. Integer >= 1; omit for no budget.",
+    )
+    include_expired: bool = Field(
+        False, description="Also return forgotten, superseded and TTL-expired facts."
+    )
+    include_private: bool = Field(
+        False, description="Include private facts/pages. Honoured only for the owner's local CLI."
+    )
+
+
+class RecallFact(BaseModel):
+    id: int = Field(description="Legacy integer id (per-brain sequence number).")
+    fact_id: str = Field(description="Opaque string id — the value forget accepts.")
+    fact: str
+    kind: str
+    entity_slug: str | None
+    provenance: str
+    visibility: str
+    created_at: str
+    valid_until: str | None
+    session_id: str | None
+
+
+class RecallHit(BaseModel):
+    slug: str
+    title: str
+    chunk: str
+    evidence: str
+    create_safety: str
+    provenance: str
+
+
+class RecallResult(BaseModel):
+    protocol_version: int
+    facts: list[RecallFact]
+    total: int
+    results: list[RecallHit]
+    search_degraded: str | None = None
+    budget_tokens: int | None = None
+    budget_used: int | None = None
+    dropped_count: int | None = None
+
+
+def fact_item(f: Fact) -> dict[str, Any]:
+    return {
+        "id": f.seq,
+        "fact_id": f.fact_id,
+        "fact": f.text,
+        "kind": f.kind,
+        "entity_slug": f.entity_slug,
+        "provenance": f.provenance,
+        "visibility": f.visibility,
+        "created_at": iso(f.created_at),
+        "valid_until": iso(f.valid_until),
+        "session_id": f.session_id,
+    }
+
+
+def _fact_cost(item: dict[str, Any]) -> int:
+    return cost(item["fact"])
+
+
+def _result_cost(item: dict[str, Any]) -> int:
+    return costs(item["title"], item["chunk"])
+
+
+def _ranked_facts(
+    deps: Deps,
+    caller: Caller,
+    query: str,
+    *,
+    limit: int,
+    world: bool,
+    include_expired: bool,
+    embedded: search_arm.Embedded,
+) -> tuple[list[Fact], str | None]:
+    found = search_arm.hybrid_search(
+        deps,
+        caller.tenant,
+        query,
+        kinds=("fact",),
+        world_only=world,
+        k=min(200, limit * 2 + 10),
+        embedded=embedded,
+    )
+    ids = [f.hit.fact_id for f in found.hits if f.hit.fact_id]
+    now = deps.clock.now()
+    out = []
+    for fact in deps.facts.many(caller.tenant, ids):
+        if world and fact.visibility != "world":
+            continue
+        if not include_expired and not fact.is_active(now):
+            continue
+        out.append(fact)
+        if len(out) >= limit:
+            break
+    return out, found.degraded
+
+
+def _facts_arm(
+    deps: Deps,
+    caller: Caller,
+    params: RecallParams,
+    *,
+    query: str,
+    since: datetime | None,
+    limit: int,
+    world: bool,
+    embedded: search_arm.Embedded | None,
+) -> tuple[list[Fact], str | None]:
+    now = deps.clock.now()
+    active_only = not params.include_expired
+    if params.entity and params.entity.strip():
+        slug = canonicalize_entity(deps, caller.tenant, params.entity.strip(), world_only=world)
+        facts = (
+            deps.facts.by_entity(
+                caller.tenant, slug, now=now, active_only=active_only, world_only=world, limit=limit
+            )
+            if slug
+            else []
+        )
+    elif params.session_id:
+        facts = deps.facts.by_session(
+            caller.tenant,
+            params.session_id[:SESSION_ID_MAX],
+            now=now,
+            active_only=active_only,
+            world_only=world,
+            limit=limit,
+        )
+    elif since is not None:
+        facts = deps.facts.recent(
+            caller.tenant, now=now, after=since, active_only=active_only, world_only=world, limit=limit
+        )
+    elif query and embedded is not None:
+        return _ranked_facts(
+            deps,
+            caller,
+            query,
+            limit=limit,
+            world=world,
+            include_expired=params.include_expired,
+            embedded=embedded,
+        )
+    else:
+        facts = deps.facts.recent(
+            caller.tenant, now=now, active_only=active_only, world_only=world, limit=limit
+        )
+    # The store filters too; this keeps read-time expiry (D8) and privacy exact whatever it does.
+    facts = [
+        f
+        for f in facts
+        if (not world or f.visibility == "world") and (params.include_expired or f.is_active(now))
+    ]
+    return facts[:limit], None
+
+
+def _search_arm(
+    deps: Deps,
+    caller: Caller,
+    query: str,
+    *,
+    limit: int,
+    world: bool,
+    embedded: search_arm.Embedded,
+) -> tuple[list[dict[str, Any]], str | None]:
+    found = search_arm.hybrid_search(
+        deps,
+        caller.tenant,
+        query,
+        kinds=("chunk",),
+        world_only=world,
+        k=min(200, limit * 3),
+        embedded=embedded,
+    )
+    pages = search_arm.best_per_page(found.hits)[:limit]
+    if not pages:
+        return [], found.degraded
+    aliases = search_arm.alias_slugs(deps, caller.tenant, query, world_only=world)
+    results = []
+    for f in pages:
+        chunk = chunk_display(f.hit.text)
+        evidence = search_arm.evidence_for(
+            query, f, alias_hit_slugs=aliases, query_tokens=found.query_tokens, display_text=chunk
+        )
+        results.append(
+            {
+                "slug": f.hit.slug,
+                "title": f.hit.title,
+                "chunk": chunk,
+                "evidence": evidence,
+                "create_safety": CREATE_SAFETY_FOR[evidence],
+                "provenance": f.hit.slug,
+            }
+        )
+    return results, found.degraded
+
+
+def run(deps: Deps, caller: Caller, params: RecallParams, ctx: CallContext) -> Outcome:
+    budget = check_budget(TOOL, params)
+    limit = clamp_limit(TOOL, params, default=DEFAULT_RECALL_LIMIT, hi=MAX_RECALL_LIMIT)
+    # Validated up front so a bad `since` fails even when a stronger filter wins.
+    since = parse_since(TOOL, params, "since", deps.clock.now())
+    world = world_only(caller, params.include_private)
+    query = (params.query or "").strip()
+    # One embedding call serves both arms.
+    embedded = search_arm.query_vector(deps, query) if query else None
+
+    facts, facts_degraded = _facts_arm(
+        deps, caller, params, query=query, since=since, limit=limit, world=world, embedded=embedded
+    )
+    results: list[dict[str, Any]] = []
+    degraded = facts_degraded
+    if query and embedded is not None:
+        results, degraded = _search_arm(deps, caller, query, limit=limit, world=world, embedded=embedded)
+        degraded = degraded or facts_degraded
+
+    packer = Packer(budget)
+    fact_items = packer.take([fact_item(f) for f in facts], _fact_cost)
+    result_items = packer.take(results, _result_cost)
+
+    body: dict[str, Any] = {
+        "protocol_version": PROTOCOL_VERSION,
+        "facts": fact_items,
+        "total": len(fact_items),
+        "results": result_items,
+    }
+    notices: list[Notice] = []
+    if degraded:
+        body["search_degraded"] = degraded
+        notices.append(degraded_recall_notice(degraded))
+    body.update(packer.fields())
+    if query and not facts and not results:
+        notices.append(empty_retrieval_notice(degraded))
+    return Outcome(body, notices)
+
+
+SPEC = register(
+    ToolSpec(
+        name=TOOL,
+        description=(
+            "MEMORY VERB (v1): Retrieve saved facts and, with `query`, budget-packed page snippets. "
+            'Use it for "what do we know about X": recall(query="Acme pricing", budget_tokens=1500) or '
+            'recall(entity="companies/acme"). Facts use one filter (entity > session_id > since > recent); '
+            "`limit` caps each arm (default 50, max 100). Each result says why it matched (`evidence`) and "
+            "whether a page already exists (`create_safety`). `search_degraded` means keyword-only search: "
+            "an empty degraded result is not proof there are no notes. Forget a fact with its `fact_id`."
+        ),
+        params=RecallParams,
+        result=RecallResult,
+        run=run,
+        scope="read",
+        surface="verbs",
+        writes=False,
+        annotations={"readOnlyHint": True},
+    )
+)

@@ -1,0 +1,423 @@
+"""remember — save ONE fact with mandatory provenance (MEMORY_VERBS v1; PROTOCOL_NOTES §4, D2, D5–D7, D11).
+
+Public API: `RememberParams`, `RememberResult`, `run(deps, caller, params, ctx) -> Outcome`.
+
+Validation order (each failure stops): fact trimmed non-empty -> provenance present -> provenance
+not blank (`provenance_required`) -> provenance <= 500 chars -> kind -> visibility -> ttl.
+
+Dedup/supersession: the new fact is compared with up to 5 nearest ACTIVE facts on the same entity
+(same tenant, same visibility; a remote caller writing a private fact only meets its own private
+facts, so nothing reveals another writer's private data). Identical normalized text is always a
+duplicate. With an embedder, cosine >= 0.95 decides: same kind and different normalized text ->
+the new fact supersedes the old; otherwise duplicate (id = the existing fact, nothing written).
+Without an embedder (or when it is unavailable) only exact-text dedup runs and the response says
+`degraded_dedup: true` (D7).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, cast
+
+from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
+
+from fleetmem.errors import Conflict, Fix, Outcome, Unavailable, VerbError
+from fleetmem.memory import indexing
+from fleetmem.memory.common import fix_call, given_args, invalid, normalize_text
+from fleetmem.memory.entities import canonicalize_entity
+from fleetmem.memory.registry import ToolSpec, register
+from fleetmem.memory.ttl import TtlError, parse_ttl
+from fleetmem.memory.vectors import cosine, pack
+from fleetmem.models import AuditEvent, Caller, Fact
+from fleetmem.ports import CallContext, Deps
+from fleetmem.protocol import (
+    DEDUP_NEIGHBOURS,
+    DEDUP_THRESHOLD,
+    FACT_KINDS,
+    PROTOCOL_VERSION,
+    PROVENANCE_MAX,
+    SESSION_ID_MAX,
+    VISIBILITIES,
+    FactKind,
+    Visibility,
+)
+from fleetmem.timefmt import iso
+
+TOOL = "remember"
+_CANDIDATE_SCAN = 500  # active facts of one entity loaded for the nearest-neighbour comparison
+
+
+class RememberParams(BaseModel):
+    model_config = ConfigDict(
+        extra="ignore",
+        json_schema_extra={"required": ["fact", "provenance"]},
+    )
+
+    fact: str = Field(
+        "",
+        description="The ONE fact to save, as a short self-contained sentence. "
+        'Example: "Alice prefers async standups over meetings".',
+    )
+    provenance: Annotated[Any, WithJsonSchema({"type": "string", "maxLength": PROVENANCE_MAX})] = Field(
+        None,
+        description="REQUIRED. Where the fact came from, free text up to 500 characters, stored verbatim. "
+        'Examples: "user said in chat 2026-06-12", "import: notes.md".',
+    )
+    entity: str | None = Field(
+        None,
+        description="Slug or name of the person/company/project the fact is about, e.g. "
+        '"people/alice-example" or "Acme". Set it whenever the fact is about a specific entity: '
+        "entity-scoped recall only finds attributed facts.",
+    )
+    kind: Annotated[Any, WithJsonSchema({"type": "string", "enum": list(FACT_KINDS)})] = Field(
+        None, description='One of event, preference, commitment, belief, fact (default "fact").'
+    )
+    visibility: Annotated[Any, WithJsonSchema({"type": "string", "enum": list(VISIBILITIES)})] = Field(
+        None,
+        description='"world" (default: readable by every agent connected to this brain) or "private" '
+        "(readable only by the owner's local CLI; remote agents cannot read or forget it).",
+    )
+    ttl: Annotated[Any, WithJsonSchema({"type": ["string", "null"]})] = Field(
+        None,
+        description='When the fact stops being true: a duration shorthand ("30d", "12h", "45m" = minutes, '
+        '"2w") or an absolute ISO 8601 date/datetime. ISO durations like "P30D" are not accepted. '
+        "Omit for never.",
+    )
+    session_id: str | None = Field(
+        None, description="Your conversation/session id, so recall(session_id=...) can find this fact later."
+    )
+    idempotency_key: str | None = Field(
+        None,
+        description="Optional retry key: repeating the call with the same key and arguments within 24 h "
+        "returns the first result instead of saving twice.",
+    )
+
+
+class RememberResult(BaseModel):
+    id: str = Field(description="Opaque fact id (the EXISTING fact's id when status is duplicate).")
+    status: str = Field(description="inserted | duplicate | superseded — branch on this.")
+    status_text: str
+    entity_slug: str | None
+    valid_until: str | None
+    protocol_version: int
+    search_state: str = Field(
+        description="current: search already reflects the write; pending: indexing is async."
+    )
+    degraded_dedup: bool | None = None
+    idempotent_replay: bool | None = None
+
+
+def _canonical_entity(deps: Deps, caller: Caller, name: str | None) -> str | None:
+    if name is None or not name.strip():
+        return None
+    # Remote writers never resolve through private pages (an alias must not reveal their slugs).
+    return canonicalize_entity(deps, caller.tenant, name.strip(), world_only=caller.remote) or None
+
+
+def _validate(deps: Deps, params: RememberParams) -> tuple[str, str, FactKind, Visibility, datetime | None]:
+    text = (params.fact or "").strip()
+    if not text:
+        raise VerbError(
+            "invalid_params",
+            "fact is empty.",
+            "The fact to save is empty. Cause: remember needs one non-empty sentence in `fact`. "
+            "Fix: call remember with the fact text and its provenance.",
+            why="An empty fact cannot be saved.",
+            klass="caller",
+        )
+    prov = params.provenance
+    if prov is None:
+        raise invalid(
+            TOOL,
+            params,
+            "provenance is missing.",
+            problem="The fact has no provenance.",
+            cause="every fact must say where it came from (free text, up to 500 characters).",
+            field="provenance",
+            value=f"agent conversation {iso(deps.clock.now())[:10]}",  # type: ignore[index]
+            why="provenance is required; the corrected call attributes the fact to this conversation.",
+        )
+    if not isinstance(prov, str):
+        raise invalid(
+            TOOL,
+            params,
+            "provenance must be a string.",
+            problem=f"provenance={prov!r} is not text.",
+            cause="provenance is free text describing the source.",
+            field="provenance",
+            value=str(prov),
+        )
+    if not prov.strip():
+        args = given_args(params)
+        args["provenance"] = f"agent conversation {iso(deps.clock.now())[:10]}"  # type: ignore[index]
+        raise VerbError(
+            "provenance_required",
+            "provenance is blank.",
+            "The fact was sent with a blank provenance. Cause: remember stores only attributed facts. "
+            'Fix: pass where the fact came from, e.g. provenance "user said in chat 2026-06-12", keeping '
+            "the other arguments.",
+            why="Every saved fact must name its source so later readers can judge it.",
+            fix=fix_call(
+                TOOL,
+                args,
+                "provenance must name the fact's source; this call attributes it "
+                "to the current conversation.",
+            ),
+            klass="caller",
+        )
+    if len(prov) > PROVENANCE_MAX:
+        raise invalid(
+            TOOL,
+            params,
+            f"provenance is longer than {PROVENANCE_MAX} characters ({len(prov)}).",
+            problem="The provenance is too long.",
+            cause=f"provenance is limited to {PROVENANCE_MAX} characters.",
+            field="provenance",
+            value=prov[:PROVENANCE_MAX],
+        )
+    kind = "fact" if params.kind is None else params.kind
+    if kind not in FACT_KINDS:
+        raise invalid(
+            TOOL,
+            params,
+            f"kind {kind!r} is not one of {', '.join(FACT_KINDS)}.",
+            problem=f"kind={kind!r} is unknown.",
+            cause=f"kind must be one of {', '.join(FACT_KINDS)}.",
+            field="kind",
+            value="fact",
+        )
+    visibility = "world" if params.visibility is None else params.visibility
+    if visibility not in VISIBILITIES:
+        raise invalid(
+            TOOL,
+            params,
+            f"visibility {visibility!r} is not world or private.",
+            problem=f"visibility={visibility!r} is unknown.",
+            cause="visibility must be world (default) or private.",
+            field="visibility",
+            value="world",
+        )
+    ttl = params.ttl
+    if ttl is not None and not isinstance(ttl, str):
+        guess = f"{ttl}d" if isinstance(ttl, int) and not isinstance(ttl, bool) and ttl > 0 else "30d"
+        raise invalid(
+            TOOL,
+            params,
+            "ttl must be a string.",
+            problem=f"ttl={ttl!r} is not a duration string.",
+            cause='ttl is a shorthand like "30d" / "12h" or an ISO 8601 date.',
+            field="ttl",
+            value=guess,
+        )
+    try:
+        valid_until = parse_ttl(ttl, deps.clock.now())
+    except TtlError as exc:
+        if exc.suggested:
+            raise invalid(
+                TOOL,
+                params,
+                f"ttl {ttl!r} is an ISO-8601 duration, which remember does not accept.",
+                problem=f"ttl={ttl!r} uses ISO-8601 duration syntax.",
+                cause=f'ttl takes the shorthand form; {ttl!r} is written "{exc.suggested}".',
+                field="ttl",
+                value=exc.suggested,
+            ) from None
+        raise invalid(
+            TOOL,
+            params,
+            f"ttl {ttl!r} is not a duration or an ISO 8601 date.",
+            problem=f"ttl={ttl!r} could not be read.",
+            cause='ttl is N + unit (s, m = minutes, h, d, w; e.g. "30d") or an ISO 8601 date/datetime.',
+            field="ttl",
+            value="30d",
+        ) from None
+    return text, prov, cast(FactKind, kind), cast(Visibility, visibility), valid_until
+
+
+def _candidates(deps: Deps, caller: Caller, fact: Fact) -> list[Fact]:
+    now = fact.created_at
+    if fact.entity_slug is not None:
+        pool = deps.facts.by_entity(
+            caller.tenant,
+            fact.entity_slug,
+            now=now,
+            active_only=True,
+            world_only=False,
+            limit=_CANDIDATE_SCAN,
+        )
+    else:
+        pool = [
+            f
+            for f in deps.facts.recent(
+                caller.tenant, now=now, active_only=True, world_only=False, limit=_CANDIDATE_SCAN
+            )
+            if f.entity_slug is None
+        ]
+    out = []
+    for f in pool:
+        if not f.is_active(now) or f.visibility != fact.visibility:
+            continue
+        if caller.remote and f.visibility == "private" and f.client_id != caller.client_id:
+            continue
+        out.append(f)
+    return out
+
+
+def _match(deps: Deps, caller: Caller, new: Fact, vec: list[float] | None) -> tuple[Fact | None, str]:
+    """-> (existing fact, "duplicate" | "superseded") or (None, "inserted")."""
+    candidates = _candidates(deps, caller, new)
+    norm = normalize_text(new.text)
+    for f in candidates:
+        if normalize_text(f.text) == norm:
+            return f, "duplicate"
+    if vec is None or deps.embedder is None:
+        return None, "inserted"
+    model = deps.embedder.model_id
+    scored = sorted(
+        ((cosine(vec, f.vector), f) for f in candidates if f.vector and f.vector_model == model),
+        key=lambda sf: -sf[0],
+    )[:DEDUP_NEIGHBOURS]
+    if scored and scored[0][0] >= DEDUP_THRESHOLD:
+        best = scored[0][1]
+        return best, ("superseded" if best.kind == new.kind else "duplicate")
+    return None, "inserted"
+
+
+def run(deps: Deps, caller: Caller, params: RememberParams, ctx: CallContext) -> Outcome:
+    text, provenance, kind, visibility, valid_until = _validate(deps, params)
+    now = deps.clock.now()
+    entity_slug = _canonical_entity(deps, caller, params.entity)
+    session_id = params.session_id[:SESSION_ID_MAX] if params.session_id else None
+
+    vec: list[float] | None = None
+    degraded = False
+    if deps.embedder is None:
+        degraded = True
+    else:
+        try:
+            vec = deps.embedder.embed([text])[0]
+        except Unavailable:
+            degraded = True
+
+    draft = Fact(
+        tenant=caller.tenant,
+        fact_id="pending",
+        seq=0,
+        text=text,
+        kind=kind,
+        entity_slug=entity_slug,
+        provenance=provenance,
+        visibility=visibility,
+        session_id=session_id,
+        client_id=caller.client_id,
+        created_at=now,
+        valid_until=valid_until,
+        vector=pack(vec) if vec is not None else None,
+        vector_model=deps.embedder.model_id if (vec is not None and deps.embedder) else None,
+    )
+    existing, status = _match(deps, caller, draft, vec)
+
+    write_through = bool(deps.search.write_through)
+    if status == "duplicate":
+        assert existing is not None
+        body: dict[str, Any] = {
+            "id": existing.fact_id,
+            "status": "duplicate",
+            "status_text": f"Duplicate of fact #{existing.seq}",
+            "entity_slug": existing.entity_slug,
+            "valid_until": iso(existing.valid_until),
+            "protocol_version": PROTOCOL_VERSION,
+            "search_state": "current" if write_through else "pending",
+        }
+        if degraded:
+            body["degraded_dedup"] = True
+        return Outcome(body)
+
+    fact = draft.model_copy(
+        update={
+            "fact_id": deps.ids.new_id("f_"),
+            "seq": deps.facts.next_seq(caller.tenant),
+            "supersedes": existing.fact_id if existing is not None else None,
+        }
+    )
+    try:
+        deps.facts.put(fact, supersede=existing if status == "superseded" else None)
+    except Conflict:
+        raise VerbError(
+            "unavailable",
+            "Another write changed this entity's facts at the same moment.",
+            "The fact was not saved because a concurrent write touched the fact it would replace. "
+            "Cause: two writers raced. Fix: send the same remember call again.",
+            fix=Fix(
+                why="A retry re-reads the entity's facts and applies the same rule.",
+                mcp={"tool": TOOL, "arguments": given_args(params)},
+                actor="provider",
+                retry_after_seconds=1,
+            ),
+            klass="retryable",
+            retryable=True,
+        ) from None
+    deps.audit.append(
+        AuditEvent(
+            tenant=caller.tenant,
+            subject=fact.fact_id,
+            action="write",
+            actor=caller.client_id,
+            at=now,
+            provenance=provenance,
+            detail={"seq": fact.seq, **({"supersedes": existing.fact_id} if existing else {})},
+        )
+    )
+    if existing is not None:
+        deps.audit.append(
+            AuditEvent(
+                tenant=caller.tenant,
+                subject=existing.fact_id,
+                action="supersede",
+                actor=caller.client_id,
+                at=now,
+                provenance=provenance,
+                detail={"superseded_by": fact.fact_id},
+            )
+        )
+    indexed = indexing.index_fact(deps, fact)
+    if existing is not None:
+        indexed = indexing.unindex_facts(deps, caller.tenant, [existing.fact_id]) and indexed
+
+    status_text = f"Saved fact #{fact.seq}" + (f" (supersedes #{existing.seq})" if existing else "")
+    body = {
+        "id": fact.fact_id,
+        "status": status,
+        "status_text": status_text,
+        "entity_slug": fact.entity_slug,
+        "valid_until": iso(fact.valid_until),
+        "protocol_version": PROTOCOL_VERSION,
+        "search_state": "current" if indexed else "pending",
+    }
+    if degraded:
+        body["degraded_dedup"] = True
+    return Outcome(body)
+
+
+SPEC = register(
+    ToolSpec(
+        name=TOOL,
+        description=(
+            'MEMORY VERB (v1): Save ONE fact with mandatory provenance, e.g. remember(fact="Alice prefers '
+            'async standups", provenance="user said in chat 2026-06-12", entity="people/alice"). '
+            "Set `entity` when the fact is about a person/company/project. Near-duplicates are detected: "
+            "branch on `status` (inserted | duplicate | superseded); a newer fact that contradicts an older "
+            'one on the same entity and kind supersedes it. `ttl` takes "30d"/"12h"/"45m" (minutes) or an '
+            'ISO date — not "P30D". Saved facts are readable by every agent on this brain unless '
+            'visibility is "private".'
+        ),
+        params=RememberParams,
+        result=RememberResult,
+        run=run,
+        scope="write",
+        surface="verbs",
+        writes=True,
+        annotations={"readOnlyHint": False, "idempotentHint": True, "destructiveHint": False},
+        idempotency=True,
+    )
+)

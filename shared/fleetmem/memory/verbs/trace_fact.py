@@ -1,0 +1,135 @@
+"""trace_fact (admin) — a fact's audit trail plus its supersession lineage.
+
+Public API: `TraceFactParams`, `TraceFactResult`, `run(deps, caller, params, ctx) -> Outcome`.
+
+The lineage walks `supersedes` back to the oldest ancestor and `superseded_by` forward to the
+newest fact (bounded), and lists every audit event of every fact in it, oldest first:
+`{fact_id, action, actor, at, reason, provenance}`. Unknown or foreign ids -> `not_found`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from fleetmem.errors import Outcome
+from fleetmem.memory.registry import ToolSpec, register
+from fleetmem.memory.verbs.forget import not_found
+from fleetmem.memory.verbs.recall import fact_item
+from fleetmem.models import Caller, Fact
+from fleetmem.ports import CallContext, Deps
+from fleetmem.protocol import PROTOCOL_VERSION
+from fleetmem.timefmt import iso
+
+TOOL = "trace_fact"
+MAX_LINEAGE = 50
+
+
+class TraceFactParams(BaseModel):
+    model_config = ConfigDict(extra="ignore", json_schema_extra={"required": ["id"]})
+
+    id: str = Field(
+        "", description='The fact\'s opaque string id (remember `id` / recall `fact_id`), e.g. "f_01JD...".'
+    )
+
+
+class TraceEvent(BaseModel):
+    fact_id: str
+    action: str
+    actor: str
+    at: str
+    reason: str | None
+    provenance: str | None
+
+
+class TraceFactResult(BaseModel):
+    id: str
+    fact: dict[str, Any]
+    lineage: list[dict[str, Any]] = Field(description="Facts oldest -> newest, with expiry state.")
+    events: list[TraceEvent]
+    protocol_version: int
+
+
+def _lineage(deps: Deps, tenant: str, fact: Fact) -> list[Fact]:
+    back: list[Fact] = []
+    cur = fact
+    seen = {fact.fact_id}
+    while cur.supersedes and len(back) < MAX_LINEAGE:
+        prev = deps.facts.get(tenant, cur.supersedes)
+        if prev is None or prev.fact_id in seen:
+            break
+        seen.add(prev.fact_id)
+        back.append(prev)
+        cur = prev
+    forward: list[Fact] = []
+    cur = fact
+    while cur.superseded_by and len(forward) < MAX_LINEAGE:
+        nxt = deps.facts.get(tenant, cur.superseded_by)
+        if nxt is None or nxt.fact_id in seen:
+            break
+        seen.add(nxt.fact_id)
+        forward.append(nxt)
+        cur = nxt
+    return [*reversed(back), fact, *forward]
+
+
+def _lineage_item(f: Fact) -> dict[str, Any]:
+    return {
+        **fact_item(f),
+        "expired_at": iso(f.expired_at),
+        "expired_reason": f.expired_reason,
+        "expired_by": f.expired_by,
+        "supersedes": f.supersedes,
+        "superseded_by": f.superseded_by,
+    }
+
+
+def run(deps: Deps, caller: Caller, params: TraceFactParams, ctx: CallContext) -> Outcome:
+    fact_id = (params.id or "").strip()
+    fact = deps.facts.get(caller.tenant, fact_id) if fact_id else None
+    if fact is None:
+        raise not_found(TOOL, fact_id)
+    chain = _lineage(deps, caller.tenant, fact)
+    events = []
+    for f in chain:
+        for e in deps.audit.for_subject(caller.tenant, f.fact_id):
+            events.append(
+                {
+                    "fact_id": f.fact_id,
+                    "action": e.action,
+                    "actor": e.actor,
+                    "at": iso(e.at),
+                    "reason": e.reason,
+                    "provenance": e.provenance,
+                }
+            )
+    # Same-instant events (a supersession happens in the new fact's write) list the write first.
+    events.sort(key=lambda e: (e["at"] or "", e["action"] != "write"))
+    return Outcome(
+        {
+            "id": fact.fact_id,
+            "fact": _lineage_item(fact),
+            "lineage": [_lineage_item(f) for f in chain],
+            "events": events,
+            "protocol_version": PROTOCOL_VERSION,
+        }
+    )
+
+
+SPEC = register(
+    ToolSpec(
+        name=TOOL,
+        description=(
+            "Admin: show a fact's audit trail (writes, supersessions, expiries with who/when/why) and its "
+            'supersession lineage, e.g. trace_fact(id="f_01JD..."). Read-only.'
+        ),
+        params=TraceFactParams,
+        result=TraceFactResult,
+        run=run,
+        scope="admin",
+        surface="full",
+        writes=False,
+        annotations={"readOnlyHint": True},
+    )
+)

@@ -1,0 +1,73 @@
+"""API tokens: minting, hashing and verification. Only the SHA-256 of a token is ever stored.
+
+Token format: "fm_" + 43 url-safe base64 characters (256 random bits). The public handle
+`token_id` is "tok_" + the first 10 hex digits of the hash, so `token list`/`token revoke` never
+need the secret.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from collections.abc import Iterable
+from datetime import datetime
+
+from fleetmem.models import Caller, ClientRecord
+from fleetmem.ports import ClientStore, Clock
+from fleetmem.protocol import SCOPES, Scope
+
+TOKEN_PREFIX = "fm_"  # noqa: S105 (a format marker, not a secret)
+_TOKEN_BODY_LEN = 43
+
+
+def mint_token() -> str:
+    return TOKEN_PREFIX + secrets.token_urlsafe(32)
+
+
+def hash_token(token: str) -> str:
+    return hashlib.sha256(token.encode("utf-8")).hexdigest()
+
+
+def token_id_for(token_hash: str) -> str:
+    return "tok_" + token_hash[:10]
+
+
+def looks_like_token(token: str) -> bool:
+    return token.startswith(TOKEN_PREFIX) and len(token) == len(TOKEN_PREFIX) + _TOKEN_BODY_LEN
+
+
+def create_client(
+    store: ClientStore, clock: Clock, *, tenant: str, client_id: str, scopes: Iterable[Scope]
+) -> tuple[str, ClientRecord]:
+    """Mint a token for (tenant, client_id) and store its hash. Returns (token, record); the token
+    is shown once and cannot be recovered."""
+    wanted = frozenset(scopes)
+    unknown = wanted - set(SCOPES)
+    if unknown or not wanted:
+        raise ValueError(f"scopes must be a non-empty subset of {', '.join(SCOPES)}")
+    if not tenant or not client_id:
+        raise ValueError("tenant and client_id are required")
+    token = mint_token()
+    digest = hash_token(token)
+    record = ClientRecord(
+        token_hash=digest,
+        token_id=token_id_for(digest),
+        tenant=tenant,
+        client_id=client_id,
+        scopes=wanted,
+        created_at=clock.now(),
+    )
+    store.create(record)
+    return token, record
+
+
+def verify_token(store: ClientStore, token: str, now: datetime) -> Caller | None:
+    """The remote Caller a token stands for, or None when it is malformed, unknown or revoked."""
+    if not token or not looks_like_token(token):
+        return None
+    record = store.by_hash(hash_token(token))
+    if record is None:
+        return None
+    if record.revoked_at is not None and record.revoked_at <= now:
+        return None
+    return Caller(tenant=record.tenant, client_id=record.client_id, scopes=record.scopes, remote=True)

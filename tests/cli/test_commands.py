@@ -1,0 +1,112 @@
+"""`fleetmem import`, `doctor` and `protocol`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fleetmem.memory.verbs import REGISTRY
+from fleetmem.protocol import PAGE_BODY_MAX_BYTES
+from tests.cli.conftest import Fleetmem
+
+
+def write(root: Path, rel: str, text: str | bytes) -> None:
+    path = root / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if isinstance(text, bytes):
+        path.write_bytes(text)
+    else:
+        path.write_text(text, encoding="utf-8")
+
+
+def test_import_reports_each_bad_file_by_name_and_imports_the_rest(fm: Fleetmem, tmp_path: Path) -> None:
+    root = tmp_path / "notes"
+    write(
+        root,
+        "people/alice-example.md",
+        "---\ntitle: Alice Example\naliases: [Ali]\n---\nAlice leads research.\n",
+    )
+    write(
+        root,
+        "companies/acme-example.md",
+        "---\ntitle: Acme Example\ntype: company\n---\nAcme sells anvils.\n",
+    )
+    write(root, "people/broken.md", b"\xff\xfe not utf-8 \x80")
+    write(root, "people/huge.md", "---\ntitle: Huge\n---\n" + "x" * (PAGE_BODY_MAX_BYTES + 10))
+    run = fm("import", str(root), "--json", subprocess=True)
+    assert run.code == 1
+    report = run.json()
+    assert (report["total"], report["imported"], report["failed"]) == (4, 2, 2)
+    assert sorted(e["file"] for e in report["errors"]) == ["people/broken.md", "people/huge.md"]
+    assert {e["code"] for e in report["errors"]} == {"invalid_params"}
+    assert "people/broken.md" in run.stderr and "people/huge.md" in run.stderr
+    card = fm("entity", "Ali", "--json").json()
+    assert card["card"]["entity"]["slug"] == "people/alice-example"
+    assert fm("entity", "companies/acme-example", "--json").json()["found"] is True
+
+
+def test_import_of_a_clean_folder_exits_0_with_a_summary(fm: Fleetmem, tmp_path: Path) -> None:
+    root = tmp_path / "notes"
+    write(root, "projects/apollo.md", "# Apollo\n\nA moonshot.\n")
+    run = fm("import", str(root))
+    assert run.code == 0, run.stderr
+    assert "1 of 1" in run.stderr
+
+
+def test_import_of_a_missing_folder_is_a_usage_error(fm: Fleetmem, tmp_path: Path) -> None:
+    run = fm("import", str(tmp_path / "nope"), "--json")
+    assert run.code == 2
+    assert run.json()["error"] == "command_failed"
+
+
+def test_doctor_reports_a_missing_embedder_with_the_build_fix(fm: Fleetmem) -> None:
+    run = fm("doctor", "--json", env={"FLEETMEM_EMBEDDER": "minilm"})
+    assert run.code == 0, run.stdout + run.stderr
+    report = run.json()
+    checks = {c["id"]: c for c in report["checks"]}
+    assert checks["data_dir"]["status"] == "ok"
+    assert checks["embedder"]["status"] == "warn"
+    assert checks["embedder"]["fix"]["argv"] == ["fleetmem", "embedder", "build"]
+    assert checks["tokens"]["status"] == "warn"
+    assert report["configured"]["data_dir"] == str(fm.data_dir)
+    assert report["status"] == "warn"
+
+
+def test_doctor_counts_active_tokens_and_unembedded_items(fm: Fleetmem) -> None:
+    fm("token", "create", "--client", "agent-a", "--scopes", "read")
+    fm("remember", "Keyword-only fact", "--provenance", "test", env={"FLEETMEM_EMBEDDER": "none"})
+    report = fm("doctor", "--json").json()
+    checks = {c["id"]: c for c in report["checks"]}
+    assert checks["tokens"]["status"] == "ok" and checks["tokens"]["count"] == 1
+    assert checks["unembedded"]["status"] == "warn"
+    assert checks["unembedded"]["fix"]["argv"] == ["fleetmem", "reindex"]
+
+
+def test_reindex_embeds_what_doctor_reported(fm: Fleetmem) -> None:
+    fm("remember", "Keyword-only fact", "--provenance", "test", env={"FLEETMEM_EMBEDDER": "none"})
+    run = fm("reindex", "--json")
+    assert run.code == 0, run.stdout + run.stderr
+    checks = {c["id"]: c for c in fm("doctor", "--json").json()["checks"]}
+    assert checks["unembedded"]["status"] == "ok"
+
+
+def test_protocol_json_describes_every_registry_tool(fm: Fleetmem) -> None:
+    run = fm("protocol", "--json")
+    assert run.code == 0, run.stderr
+    doc = run.json()
+    assert doc["protocol_version"] == 1
+    assert sorted(t["name"] for t in doc["tools"]) == sorted(REGISTRY)
+    for tool in doc["tools"]:
+        schema = tool["inputSchema"]
+        assert schema["type"] == "object" and "properties" in schema and "required" in schema
+        assert tool["scope"] in ("read", "write", "admin")
+
+
+def test_protocol_schemas_are_the_tools_list_objects(fm: Fleetmem) -> None:
+    from fleetmem.transport.mcp_app import tool_definition
+
+    doc = fm("protocol", "--json").json()
+    by_name = {t["name"]: t for t in doc["tools"]}
+    for name, spec in REGISTRY.items():
+        listed = tool_definition(spec).model_dump(by_alias=True, exclude_none=True, mode="json")
+        assert by_name[name]["inputSchema"] == listed["inputSchema"]
+        assert by_name[name]["description"] == listed["description"]

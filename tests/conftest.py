@@ -1,0 +1,77 @@
+"""Root fixtures shared by every test package: a fixed clock, in-memory local stores, Deps and callers."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime
+
+import pytest
+
+from fleetmem.adapters.local import LocalStores, open_local
+from fleetmem.adapters.local.clock import FixedClock
+from fleetmem.adapters.local.hash_embedder import HashEmbedder
+from fleetmem.adapters.local.ids import SortableIds
+from fleetmem.models import Caller
+from fleetmem.ports import Deps
+
+START = datetime(2026, 6, 11, 9, 30, 0, tzinfo=UTC)
+
+
+@pytest.fixture
+def clock() -> FixedClock:
+    return FixedClock(START)
+
+
+@pytest.fixture
+def stores() -> Iterator[LocalStores]:
+    s = open_local(":memory:")
+    try:
+        yield s
+    finally:
+        s.close()
+
+
+def _deps(stores: LocalStores, clock: FixedClock, **kw: object) -> Deps:
+    return Deps(
+        facts=stores.facts,
+        pages=stores.pages,
+        cursors=stores.cursors,
+        clients=stores.clients,
+        idempotency=stores.idempotency,
+        audit=stores.audit,
+        search=stores.search,
+        clock=clock,
+        ids=SortableIds(),
+        llm=None,
+        **kw,  # type: ignore[arg-type]
+    )
+
+
+@pytest.fixture
+def deps(stores: LocalStores, clock: FixedClock) -> Deps:
+    return _deps(stores, clock, embedder=HashEmbedder())
+
+
+@pytest.fixture
+def deps_keyword_only(stores: LocalStores, clock: FixedClock) -> Deps:
+    return _deps(stores, clock, embedder=None, embedder_problem="no embedder configured (tests)")
+
+
+@pytest.fixture
+def remote_caller() -> Caller:
+    return Caller(tenant="t1", client_id="agent-a", scopes=frozenset({"read", "write"}), remote=True)
+
+
+@pytest.fixture
+def local_caller() -> Caller:
+    return Caller(tenant="t1", client_id="local", scopes=frozenset({"read", "write", "admin"}), remote=False)
+
+
+@pytest.fixture
+def admin_caller() -> Caller:
+    return Caller(tenant="t1", client_id="admin-a", scopes=frozenset({"read", "write", "admin"}), remote=True)
+
+
+@pytest.fixture
+def other_tenant_caller() -> Caller:
+    return Caller(tenant="t2", client_id="agent-b", scopes=frozenset({"read", "write"}), remote=True)

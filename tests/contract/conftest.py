@@ -1,0 +1,117 @@
+"""Fixtures of the port contract suites: one parametrized fixture per port over the registered backends."""
+
+from __future__ import annotations
+
+import sys
+import uuid
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+_ROOT = Path(__file__).resolve().parents[2]
+if str(_ROOT) not in sys.path:
+    sys.path.insert(0, str(_ROOT))  # `tests.contract.backends` must be one module for every importer
+
+from tests.contract.backends import backend, backends_for  # noqa: E402
+
+NOW = datetime(2026, 6, 11, 9, 30, 0, tzinfo=UTC)
+
+
+def _open(request: pytest.FixtureRequest) -> Iterator[Any]:
+    with backend(request.param).factory(request) as obj:
+        yield obj
+
+
+@pytest.fixture(params=backends_for("facts"))
+def facts_backend(request: pytest.FixtureRequest) -> Iterator[Any]:
+    yield from _open(request)
+
+
+@pytest.fixture(params=backends_for("pages"))
+def pages_backend(request: pytest.FixtureRequest) -> Iterator[Any]:
+    yield from _open(request)
+
+
+@pytest.fixture(params=backends_for("cursors"))
+def cursors_backend(request: pytest.FixtureRequest) -> Iterator[Any]:
+    yield from _open(request)
+
+
+@pytest.fixture(params=backends_for("clients"))
+def clients_backend(request: pytest.FixtureRequest) -> Iterator[Any]:
+    yield from _open(request)
+
+
+@pytest.fixture(params=backends_for("idempotency"))
+def idempotency_backend(request: pytest.FixtureRequest) -> Iterator[Any]:
+    yield from _open(request)
+
+
+@pytest.fixture(params=backends_for("audit"))
+def audit_backend(request: pytest.FixtureRequest) -> Iterator[Any]:
+    yield from _open(request)
+
+
+@pytest.fixture(params=backends_for("search"))
+def search_backend(request: pytest.FixtureRequest) -> Iterator[Any]:
+    yield from _open(request)
+
+
+@pytest.fixture
+def facts(facts_backend: Any) -> Any:
+    return facts_backend.facts
+
+
+@pytest.fixture
+def pages(pages_backend: Any) -> Any:
+    return pages_backend.pages
+
+
+@pytest.fixture
+def cursors(cursors_backend: Any) -> Any:
+    return cursors_backend.cursors
+
+
+@pytest.fixture
+def clients(clients_backend: Any) -> Any:
+    return clients_backend.clients
+
+
+@pytest.fixture
+def idempotency(idempotency_backend: Any) -> Any:
+    return idempotency_backend.idempotency
+
+
+@pytest.fixture
+def audit(audit_backend: Any) -> Any:
+    return audit_backend.audit
+
+
+@pytest.fixture
+def search(search_backend: Any) -> Any:
+    return search_backend.search
+
+
+@pytest.fixture
+def settle(search_backend: Any) -> Callable[[], None]:
+    """Make preceding index writes visible (a no-op for write-through backends)."""
+    return getattr(search_backend, "settle", lambda: None)
+
+
+@pytest.fixture
+def tenant() -> str:
+    """A fresh tenant per test, so backends shared across a session never see each other's rows."""
+    return "t-" + uuid.uuid4().hex[:12]
+
+
+@pytest.fixture
+def other_tenant() -> str:
+    return "u-" + uuid.uuid4().hex[:12]
+
+
+@pytest.fixture
+def now() -> datetime:
+    return NOW

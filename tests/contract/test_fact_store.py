@@ -1,0 +1,223 @@
+"""FactStore contract (fleetmem.ports.FactStore), run against every backend that provides `facts`."""
+
+from __future__ import annotations
+
+import threading
+from datetime import timedelta
+
+import pytest
+from tests.contract.builders import at, fact, unit
+
+from fleetmem.errors import Conflict, NotFound
+
+
+def test_next_seq_counts_from_one_per_tenant(facts, tenant, other_tenant):
+    assert [facts.next_seq(tenant) for _ in range(3)] == [1, 2, 3]
+    assert facts.next_seq(other_tenant) == 1
+    assert facts.next_seq(tenant) == 4
+
+
+def test_next_seq_is_unique_under_concurrent_callers(facts, tenant):
+    got: list[int] = []
+    lock = threading.Lock()
+
+    def worker() -> None:
+        mine = [facts.next_seq(tenant) for _ in range(15)]
+        with lock:
+            got.extend(mine)
+
+    threads = [threading.Thread(target=worker) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(got) == list(range(1, 61))
+
+
+def test_put_then_get_round_trips_every_field(facts, tenant):
+    f = fact(
+        tenant,
+        1,
+        kind="preference",
+        entity_slug="people/alice",
+        visibility="private",
+        session_id="s1",
+        valid_until=at(60 * 24),
+        vector=unit(1, 2, 3),
+        vector_model="m-1",
+        supersedes=None,
+        created_at=at(0).replace(microsecond=123000),
+    )
+    facts.put(f)
+    assert facts.get(tenant, f.fact_id) == f
+
+
+def test_put_with_an_existing_id_raises_conflict(facts, tenant):
+    facts.put(fact(tenant, 1))
+    with pytest.raises(Conflict):
+        facts.put(fact(tenant, 1, text="other"))
+    assert facts.get(tenant, "f_0001").text == "fact number 1"
+
+
+def test_a_foreign_tenants_fact_is_missing(facts, tenant, other_tenant, now):
+    facts.put(fact(tenant, 1, entity_slug="e", session_id="s"))
+    assert facts.get(other_tenant, "f_0001") is None
+    assert facts.many(other_tenant, ["f_0001"]) == []
+    assert facts.by_entity(other_tenant, "e", now=now) == []
+    assert facts.by_session(other_tenant, "s", now=now) == []
+    assert facts.recent(other_tenant, now=now) == []
+    assert facts.count_active(other_tenant, "e", now=now) == 0
+    with pytest.raises(NotFound):
+        facts.expire(other_tenant, "f_0001", at=now, reason=None, actor="x")
+    assert facts.purge(other_tenant, "f_0001") is False
+    assert facts.get(tenant, "f_0001") is not None
+
+
+def test_by_entity_is_newest_first_with_seq_breaking_ties(facts, tenant, now):
+    facts.put(fact(tenant, 1, entity_slug="e", created_at=at(-10)))
+    facts.put(fact(tenant, 2, entity_slug="e", created_at=at(-5)))
+    facts.put(fact(tenant, 3, entity_slug="e", created_at=at(-5)))
+    facts.put(fact(tenant, 4, entity_slug="other", created_at=at(-1)))
+    assert [f.seq for f in facts.by_entity(tenant, "e", now=now)] == [3, 2, 1]
+    assert [f.seq for f in facts.by_entity(tenant, "e", now=now, limit=2)] == [3, 2]
+
+
+def test_world_only_hides_private_facts(facts, tenant, now):
+    facts.put(fact(tenant, 1, entity_slug="e", session_id="s", created_at=at(-2)))
+    facts.put(fact(tenant, 2, entity_slug="e", session_id="s", visibility="private", created_at=at(-1)))
+    assert [f.seq for f in facts.by_entity(tenant, "e", now=now)] == [1]
+    assert [f.seq for f in facts.by_entity(tenant, "e", now=now, world_only=False)] == [2, 1]
+    assert [f.seq for f in facts.by_session(tenant, "s", now=now)] == [1]
+    assert [f.seq for f in facts.recent(tenant, now=now)] == [1]
+    assert facts.count_active(tenant, "e", now=now) == 1
+    assert facts.count_active(tenant, "e", now=now, world_only=False) == 2
+
+
+def test_active_only_hides_forgotten_superseded_and_lapsed_facts(facts, tenant, now):
+    facts.put(fact(tenant, 1, entity_slug="e", created_at=at(-50)))
+    facts.put(fact(tenant, 2, entity_slug="e", created_at=at(-40), valid_until=now))  # lapses at now
+    facts.put(fact(tenant, 3, entity_slug="e", created_at=at(-30), valid_until=at(1)))
+    facts.put(fact(tenant, 4, entity_slug="e", created_at=at(-20)))
+    old = facts.get(tenant, "f_0001")
+    facts.put(fact(tenant, 5, entity_slug="e", created_at=at(-10), supersedes="f_0001"), supersede=old)
+    assert facts.expire(tenant, "f_0004", at=at(-5), reason="wrong", actor="agent-a") is True
+    assert [f.seq for f in facts.by_entity(tenant, "e", now=now)] == [5, 3]
+    assert facts.count_active(tenant, "e", now=now) == 2
+    assert [f.seq for f in facts.by_entity(tenant, "e", now=now, active_only=False)] == [5, 4, 3, 2, 1]
+    # read-time expiry: the same fact is active before its valid_until
+    assert [f.seq for f in facts.by_entity(tenant, "e", now=at(-1))] == [5, 3, 2]
+    assert [f.seq for f in facts.by_entity(tenant, "e", now=at(2))] == [5]
+
+
+def test_by_session_returns_that_sessions_facts_newest_first(facts, tenant, now):
+    facts.put(fact(tenant, 1, session_id="s1", created_at=at(-3)))
+    facts.put(fact(tenant, 2, session_id="s2", created_at=at(-2)))
+    facts.put(fact(tenant, 3, session_id="s1", created_at=at(-1)))
+    assert [f.seq for f in facts.by_session(tenant, "s1", now=now)] == [3, 1]
+
+
+def test_recent_returns_facts_strictly_after_the_bound(facts, tenant, now):
+    for n, minutes in [(1, -30), (2, -20), (3, -10)]:
+        facts.put(fact(tenant, n, created_at=at(minutes)))
+    assert [f.seq for f in facts.recent(tenant, now=now)] == [3, 2, 1]
+    assert [f.seq for f in facts.recent(tenant, now=now, after=at(-20))] == [3]
+    assert [f.seq for f in facts.recent(tenant, now=now, limit=1)] == [3]
+
+
+def test_many_follows_the_requested_order_and_skips_missing(facts, tenant, other_tenant):
+    for n in (1, 2, 3):
+        facts.put(fact(tenant, n))
+    facts.put(fact(other_tenant, 9))
+    got = facts.many(tenant, ["f_0003", "f_missing", "f_0001", "f_0009", "f_0002"])
+    assert [f.fact_id for f in got] == ["f_0003", "f_0001", "f_0002"]
+    assert facts.many(tenant, []) == []
+
+
+def test_expire_is_true_once_then_false_and_records_why(facts, tenant, now):
+    facts.put(fact(tenant, 1, created_at=at(-1)))
+    assert facts.expire(tenant, "f_0001", at=now, reason="obsolete", actor="agent-b") is True
+    assert facts.expire(tenant, "f_0001", at=at(5), reason="again", actor="agent-c") is False
+    stored = facts.get(tenant, "f_0001")
+    assert (stored.expired_at, stored.expired_reason, stored.expired_by) == (now, "obsolete", "agent-b")
+    assert not stored.is_active(now)
+
+
+def test_expire_of_a_missing_fact_raises_not_found(facts, tenant, now):
+    with pytest.raises(NotFound):
+        facts.expire(tenant, "f_nope", at=now, reason=None, actor="a")
+
+
+def test_expire_of_a_lapsed_or_superseded_fact_is_false(facts, tenant, now):
+    facts.put(fact(tenant, 1, created_at=at(-10), valid_until=at(-1)))
+    assert facts.expire(tenant, "f_0001", at=now, reason=None, actor="a") is False
+    facts.put(fact(tenant, 2, created_at=at(-10)))
+    facts.put(fact(tenant, 3, created_at=at(-5)), supersede=facts.get(tenant, "f_0002"))
+    assert facts.expire(tenant, "f_0002", at=now, reason=None, actor="a") is False
+
+
+def test_supersede_expires_the_old_fact_at_the_new_facts_creation(facts, tenant, now):
+    facts.put(fact(tenant, 1, entity_slug="e", created_at=at(-10)))
+    old = facts.get(tenant, "f_0001")
+    new = fact(tenant, 2, entity_slug="e", created_at=at(-2), supersedes="f_0001", client_id="agent-z")
+    facts.put(new, supersede=old)
+    stored_old = facts.get(tenant, "f_0001")
+    assert stored_old.superseded_by == "f_0002"
+    assert stored_old.expired_at == new.created_at
+    assert facts.get(tenant, "f_0002") == new
+
+
+def test_supersede_of_an_already_superseded_fact_conflicts_and_writes_nothing(facts, tenant, now):
+    facts.put(fact(tenant, 1, created_at=at(-10)))
+    old = facts.get(tenant, "f_0001")
+    facts.put(fact(tenant, 2, created_at=at(-5)), supersede=old)
+    with pytest.raises(Conflict):
+        facts.put(fact(tenant, 3, created_at=at(-4)), supersede=old)
+    assert facts.get(tenant, "f_0003") is None
+    assert facts.get(tenant, "f_0001").superseded_by == "f_0002"
+
+
+def test_supersede_of_a_forgotten_fact_conflicts(facts, tenant, now):
+    facts.put(fact(tenant, 1, created_at=at(-10)))
+    old = facts.get(tenant, "f_0001")
+    facts.expire(tenant, "f_0001", at=at(-6), reason=None, actor="a")
+    with pytest.raises(Conflict):
+        facts.put(fact(tenant, 2, created_at=at(-5)), supersede=old)
+    assert facts.get(tenant, "f_0002") is None
+
+
+def test_supersede_is_atomic_when_the_new_id_already_exists(facts, tenant, now):
+    facts.put(fact(tenant, 1, created_at=at(-10)))
+    facts.put(fact(tenant, 2, created_at=at(-9)))
+    old = facts.get(tenant, "f_0001")
+    with pytest.raises(Conflict):
+        facts.put(fact(tenant, 2, created_at=at(-5), text="dup id"), supersede=old)
+    stored = facts.get(tenant, "f_0001")
+    assert stored.superseded_by is None and stored.expired_at is None
+    assert facts.get(tenant, "f_0002").text == "fact number 2"
+
+
+def test_supersede_of_a_missing_fact_conflicts(facts, tenant):
+    ghost = fact(tenant, 1)
+    with pytest.raises(Conflict):
+        facts.put(fact(tenant, 2), supersede=ghost)
+    assert facts.get(tenant, "f_0002") is None
+
+
+def test_purge_deletes_once(facts, tenant, now):
+    facts.put(fact(tenant, 1, entity_slug="e"))
+    assert facts.purge(tenant, "f_0001") is True
+    assert facts.purge(tenant, "f_0001") is False
+    assert facts.get(tenant, "f_0001") is None
+    assert facts.by_entity(tenant, "e", now=now, active_only=False) == []
+
+
+def test_millisecond_timestamps_round_trip_and_order_exactly(facts, tenant, now):
+    base = at(0)
+    for n, micro in [(1, 1000), (2, 2000), (3, 999000)]:
+        facts.put(fact(tenant, n, created_at=base + timedelta(microseconds=micro)))
+    got = facts.recent(tenant, now=now + timedelta(days=1), after=base + timedelta(microseconds=1000))
+    assert [(f.seq, f.created_at) for f in got] == [
+        (3, base + timedelta(microseconds=999000)),
+        (2, base + timedelta(microseconds=2000)),
+    ]
+    assert all(f.created_at.utcoffset() == timedelta(0) for f in got)

@@ -1,0 +1,251 @@
+"""PageStore contract (fleetmem.ports.PageStore), run against every backend that provides `pages`."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from tests.contract.builders import at, page
+
+from fleetmem.models import Link, TimelineEntry
+
+
+def _slugs(items) -> list[str]:
+    return [getattr(i, "slug", None) or i.page.slug for i in items]
+
+
+def _ways(matches) -> set[tuple[str, str]]:
+    return {(m.page.slug, m.via) for m in matches}
+
+
+def _lookup(pages, tenant, *, alias="", title="", slugs=(), suffix="", world_only=True, limit=10):
+    return pages.lookup(
+        tenant, alias=alias, title=title, slugs=list(slugs), suffix=suffix, world_only=world_only, limit=limit
+    )
+
+
+def test_put_then_get_round_trips_every_field(pages, tenant):
+    p = page(
+        tenant,
+        "people/alice-example",
+        title="Alice Example",
+        type="person",
+        aliases=("Ally", "A. Example"),
+        summary="Engineer at Acme",
+        visibility="private",
+        body="# Alice\n\nLikes tea. ünïcødé ✓",
+        links=(Link(type="works_at", target="companies/acme", context="since 2020"), Link(target="x")),
+        timeline=(TimelineEntry(date="2026-01-02", text="joined"),),
+        frontmatter={"tags": ["a", "b"], "nested": {"n": 1}},
+        created_at=at(-60).replace(microsecond=5000),
+        updated_at=at(-1),
+        last_retrieved_at=at(-2),
+        author="agent-a",
+    )
+    pages.put(p)
+    assert pages.get(tenant, p.slug) == p
+
+
+def test_put_replaces_the_page_and_its_derived_rows(pages, tenant):
+    pages.put(page(tenant, "people/bob", aliases=("Bobby",), links=(Link(target="companies/acme"),)))
+    pages.put(page(tenant, "people/bob", title="Robert", aliases=("Rob",), updated_at=at(5)))
+    assert pages.get(tenant, "people/bob").title == "Robert"
+    assert _lookup(pages, tenant, alias="bobby") == []
+    assert _ways(_lookup(pages, tenant, alias="rob")) == {("people/bob", "alias")}
+    assert pages.backlinks(tenant, "companies/acme", world_only=True) == ([], 0)
+
+
+def test_a_foreign_tenants_page_is_missing(pages, tenant, other_tenant):
+    pages.put(page(tenant, "people/alice", title="Alice", aliases=("Ally",), links=(Link(target="x/y"),)))
+    assert pages.get(other_tenant, "people/alice") is None
+    assert pages.heads(other_tenant, ["people/alice"]) == []
+    assert pages.list(other_tenant, world_only=False, limit=10) == []
+    assert (
+        _lookup(
+            pages,
+            other_tenant,
+            alias="ally",
+            title="alice",
+            slugs=["people/alice"],
+            suffix="alice",
+            world_only=False,
+        )
+        == []
+    )
+    assert pages.backlinks(other_tenant, "x/y", world_only=False) == ([], 0)
+    assert pages.updated_since(other_tenant, since=at(-100), slug="", world_only=False, limit=10) == []
+    assert pages.keyword(other_tenant, "alice", world_only=False) == []
+    assert pages.delete(other_tenant, "people/alice") is False
+    assert pages.get(tenant, "people/alice") is not None
+
+
+def test_lookup_matches_each_way_it_applies(pages, tenant):
+    pages.put(page(tenant, "people/alice-example", title="Alice Example", aliases=("  Ally   EXAMPLE ",)))
+    pages.put(page(tenant, "team/people/alice-example", title="Other"))
+    pages.put(page(tenant, "alice-example", title="Top Level"))
+    got = _lookup(
+        pages,
+        tenant,
+        alias="ally example",
+        title="alice example",
+        slugs=["people/alice-example", "nope"],
+        suffix="alice-example",
+    )
+    assert _ways(got) == {
+        ("people/alice-example", "alias"),
+        ("people/alice-example", "title"),
+        ("people/alice-example", "slug"),
+        ("people/alice-example", "suffix"),
+        ("team/people/alice-example", "suffix"),
+    }
+
+
+def test_lookup_suffix_matches_whole_trailing_segments_only(pages, tenant):
+    pages.put(page(tenant, "people/alice"))
+    pages.put(page(tenant, "people/malice"))
+    pages.put(page(tenant, "team/people/alice"))
+    pages.put(page(tenant, "alice"))
+    assert _ways(_lookup(pages, tenant, suffix="alice")) == {
+        ("people/alice", "suffix"),
+        ("team/people/alice", "suffix"),
+    }
+    assert _ways(_lookup(pages, tenant, suffix="people/alice")) == {("team/people/alice", "suffix")}
+    assert _lookup(pages, tenant, suffix="") == []
+
+
+def test_lookup_world_only_never_matches_private_pages(pages, tenant):
+    pages.put(page(tenant, "people/secret", title="Secret", aliases=("hidden",), visibility="private"))
+    assert (
+        _lookup(pages, tenant, alias="hidden", title="secret", slugs=["people/secret"], suffix="secret") == []
+    )
+    got = _lookup(
+        pages,
+        tenant,
+        alias="hidden",
+        title="secret",
+        slugs=["people/secret"],
+        suffix="secret",
+        world_only=False,
+    )
+    assert {m.via for m in got} == {"alias", "title", "slug", "suffix"}
+
+
+def test_lookup_returns_at_most_limit_per_way(pages, tenant):
+    for i in range(5):
+        pages.put(page(tenant, f"group{i}/sam", title="Sam", aliases=("sammy",)))
+    got = _lookup(pages, tenant, alias="sammy", title="sam", suffix="sam", limit=2)
+    assert sorted(m.via for m in got) == ["alias", "alias", "suffix", "suffix", "title", "title"]
+
+
+def test_heads_skip_missing_slugs(pages, tenant):
+    pages.put(page(tenant, "a/one", type="t", updated_at=at(3)))
+    pages.put(page(tenant, "a/two"))
+    heads = pages.heads(tenant, ["a/two", "a/missing", "a/one"])
+    assert {h.slug for h in heads} == {"a/one", "a/two"}
+    one = next(h for h in heads if h.slug == "a/one")
+    assert (one.type, one.updated_at, one.title) == ("t", at(3), "One")
+
+
+def test_list_pages_by_slug_with_keyset_paging(pages, tenant):
+    slugs = ["b", "a/z", "a", "c/1", "B", "a/b"]
+    for s in slugs:
+        pages.put(page(tenant, s))
+    seen: list[str] = []
+    after = None
+    while True:
+        batch = pages.list(tenant, world_only=True, limit=2, after=after)
+        if not batch:
+            break
+        seen += [h.slug for h in batch]
+        after = batch[-1].slug
+    assert seen == sorted(slugs, key=lambda s: s.encode())
+
+
+def test_list_filters_by_type_and_visibility(pages, tenant):
+    pages.put(page(tenant, "p/1", type="person"))
+    pages.put(page(tenant, "p/2", type="person", visibility="private"))
+    pages.put(page(tenant, "c/1", type="company"))
+    assert _slugs(pages.list(tenant, world_only=True, limit=10, type="person")) == ["p/1"]
+    assert _slugs(pages.list(tenant, world_only=False, limit=10, type="person")) == ["p/1", "p/2"]
+    assert _slugs(pages.list(tenant, world_only=True, limit=10)) == ["c/1", "p/1"]
+
+
+def test_backlinks_list_incoming_links_and_count_non_mentions(pages, tenant):
+    target = "companies/acme"
+    pages.put(page(tenant, "people/a", links=(Link(type="works_at", target=target, context="cto"),)))
+    pages.put(page(tenant, "people/b", links=(Link(type="mention", target=target),)))
+    pages.put(page(tenant, "people/c", links=(Link(type="invests", target=target),), visibility="private"))
+    pages.put(page(tenant, target, links=(Link(type="related", target=target),)))  # self link
+    links, count = pages.backlinks(tenant, target, world_only=True)
+    assert {(b.source, b.type, b.context) for b in links} == {
+        ("people/a", "works_at", "cto"),
+        ("people/b", "mention", None),
+    }
+    assert count == 1
+    links, count = pages.backlinks(tenant, target, world_only=False)
+    assert {b.source for b in links} == {"people/a", "people/b", "people/c"}
+    assert count == 2
+    links, count = pages.backlinks(tenant, target, world_only=False, limit=1)
+    assert len(links) == 1 and count == 2
+
+
+def test_updated_since_pages_by_time_then_slug_byte_order(pages, tenant):
+    same = at(10)
+    for s in ["m/é", "m/z", "m/B", "m/a"]:
+        pages.put(page(tenant, s, updated_at=same))
+    pages.put(page(tenant, "m/early", updated_at=at(5)))
+    pages.put(page(tenant, "m/late", updated_at=at(20)))
+    pages.put(page(tenant, "m/private", updated_at=at(15), visibility="private"))
+    got: list[str] = []
+    since, slug = at(5), ""
+    while True:
+        batch = pages.updated_since(tenant, since=since, slug=slug, world_only=True, limit=2)
+        if not batch:
+            break
+        got += [h.slug for h in batch]
+        since, slug = batch[-1].updated_at, batch[-1].slug
+    assert got == ["m/early", "m/B", "m/a", "m/z", "m/é", "m/late"]
+    # strictly after (since, slug): a cursor on m/a at the shared timestamp resumes at m/z
+    resumed = pages.updated_since(tenant, since=same, slug="m/a", world_only=False, limit=10)
+    assert _slugs(resumed) == ["m/z", "m/é", "m/private", "m/late"]
+
+
+def test_updated_since_starts_strictly_after_the_given_instant(pages, tenant):
+    pages.put(page(tenant, "x/1", updated_at=at(1)))
+    pages.put(page(tenant, "x/2", updated_at=at(1) + timedelta(milliseconds=1)))
+    assert _slugs(pages.updated_since(tenant, since=at(1), slug="", world_only=True, limit=5)) == [
+        "x/1",
+        "x/2",
+    ]
+    assert _slugs(pages.updated_since(tenant, since=at(1), slug="x/1", world_only=True, limit=5)) == ["x/2"]
+
+
+def test_delete_removes_the_page_and_its_derived_rows(pages, tenant):
+    pages.put(
+        page(tenant, "people/dan", aliases=("danny",), links=(Link(type="knows", target="people/eve"),))
+    )
+    assert pages.delete(tenant, "people/dan") is True
+    assert pages.delete(tenant, "people/dan") is False
+    assert pages.get(tenant, "people/dan") is None
+    assert _lookup(pages, tenant, alias="danny", slugs=["people/dan"], suffix="dan", world_only=False) == []
+    assert pages.backlinks(tenant, "people/eve", world_only=False) == ([], 0)
+    assert pages.keyword(tenant, "dan", world_only=False) == []
+
+
+def test_keyword_finds_pages_sharing_words_with_the_text(pages, tenant):
+    pages.put(page(tenant, "people/alice-example", title="Alice Example"))
+    pages.put(page(tenant, "companies/acme", title="Acme Corp", aliases=("Roadrunner Supplies",)))
+    pages.put(page(tenant, "people/secret-alice", title="Secret Alice", visibility="private"))
+    assert _slugs(pages.keyword(tenant, "alice smith", world_only=True)) == ["people/alice-example"]
+    assert _slugs(pages.keyword(tenant, "roadrunner", world_only=True)) == ["companies/acme"]
+    assert set(_slugs(pages.keyword(tenant, "alice", world_only=False))) == {
+        "people/alice-example",
+        "people/secret-alice",
+    }
+    assert len(pages.keyword(tenant, "alice", world_only=False, limit=1)) == 1
+
+
+def test_keyword_treats_hostile_text_as_plain_words(pages, tenant):
+    pages.put(page(tenant, "people/near", title="Near Star"))
+    for text in ['"', "*", "NEAR(", "-", "star*", 'near" OR "x', "title:star", "(((", "", "   ", "ü∂ƒ"]:
+        assert isinstance(pages.keyword(tenant, text, world_only=True), list)
+    assert _slugs(pages.keyword(tenant, 'NEAR("star', world_only=True)) == ["people/near"]

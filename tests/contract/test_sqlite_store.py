@@ -1,0 +1,236 @@
+"""Behaviour specific to the local SQLite store: several processes on one file, lock contention,
+cache invalidation across processes, persistence, the maintenance API for reindexing."""
+
+from __future__ import annotations
+
+import multiprocessing
+import sqlite3
+from datetime import timedelta
+
+import pytest
+from tests.contract import sqlite_workers
+from tests.contract.builders import at, doc, fact, page, unit
+
+from fleetmem.adapters.local import open_local
+from fleetmem.adapters.local.sqlite import DB_FILENAME
+from fleetmem.errors import Unavailable
+from fleetmem.memory.vectors import pack
+from fleetmem.models import SearchQuery
+
+
+@pytest.fixture
+def data_dir(tmp_path):
+    return tmp_path / "data"
+
+
+def _spawn():
+    return multiprocessing.get_context("spawn")
+
+
+def test_several_processes_write_and_read_one_file_concurrently(data_dir):
+    open_local(data_dir).close()
+    workers, rounds = 4, 25
+    with _spawn().Pool(workers) as pool:
+        results = pool.starmap(sqlite_workers.hammer, [(str(data_dir), w, rounds) for w in range(workers)])
+    seqs = sorted(s for r in results for s in r)
+    assert seqs == list(range(1, workers * rounds + 1))
+    with open_local(data_dir) as stores:
+        now = at(60 * 24)
+        assert stores.facts.count_active("t1", "shared/entity", now=now) == workers * rounds
+        got = stores.facts.by_entity("t1", "shared/entity", now=now, limit=workers * rounds)
+        assert [f.seq for f in got] == list(range(workers * rounds, 0, -1))
+        for w in range(workers):
+            c = stores.cursors.get("t1", f"w{w}", "s", now=now)
+            assert c is not None and c.version == rounds
+
+
+def test_a_write_by_another_process_invalidates_the_vector_cache(data_dir):
+    with open_local(data_dir) as stores:
+        stores.search.upsert([doc("t1", "chunk:a/b#0", "first", vector=unit(1), vector_model="mp-8")])
+        query = SearchQuery(tenant="t1", text="", vector=unit(0, 0, 0, 1), vector_model="mp-8")
+        assert [h.doc_id for h in stores.search.search(query).vector] == ["chunk:a/b#0"]
+        child = _spawn().Process(target=sqlite_workers.add_doc, args=(str(data_dir), "chunk:late/page#0"))
+        child.start()
+        child.join(60)
+        assert child.exitcode == 0
+        assert next(h.doc_id for h in stores.search.search(query).vector) == "chunk:late/page#0"
+
+
+def test_a_held_write_lock_becomes_unavailable_after_bounded_retries(data_dir):
+    with open_local(data_dir, busy_timeout_ms=20, retries=2) as stores:
+        blocker = sqlite3.connect(data_dir / DB_FILENAME, isolation_level=None)
+        blocker.execute("BEGIN IMMEDIATE")
+        try:
+            with pytest.raises(Unavailable) as err:
+                stores.facts.next_seq("t1")
+            assert err.value.retry_after_seconds == 1
+        finally:
+            blocker.execute("ROLLBACK")
+            blocker.close()
+        assert stores.facts.next_seq("t1") == 1
+
+
+def test_a_short_lock_is_waited_out_invisibly(data_dir):
+    with open_local(data_dir) as stores:
+        blocker = sqlite3.connect(data_dir / DB_FILENAME, isolation_level=None, check_same_thread=False)
+        blocker.execute("BEGIN IMMEDIATE")
+        import threading
+
+        release = threading.Timer(0.2, lambda: blocker.execute("COMMIT"))
+        release.start()
+        try:
+            assert stores.facts.next_seq("t1") == 1
+        finally:
+            release.join()
+            blocker.close()
+
+
+def test_data_survives_reopening(data_dir):
+    with open_local(data_dir) as stores:
+        stores.facts.put(fact("t1", 1, created_at=at(0).replace(microsecond=456000)))
+        stores.pages.put(page("t1", "people/alice", aliases=("Ally",)))
+        stores.search.upsert([doc("t1", "chunk:people/alice#0", "alice notes")])
+    with open_local(data_dir) as stores:
+        assert stores.facts.get("t1", "f_0001").created_at == at(0).replace(microsecond=456000)
+        assert stores.pages.get("t1", "people/alice").aliases == ("Ally",)
+        hits = stores.search.search(SearchQuery(tenant="t1", text="alice"))
+        assert [h.doc_id for h in hits.keyword] == ["chunk:people/alice#0"]
+
+
+def test_the_suffix_lookup_seeks_the_leaf_index():
+    with open_local(":memory:") as stores:
+        plan = stores.db.read(
+            lambda c: c.execute(
+                "EXPLAIN QUERY PLAN SELECT slug FROM pages p "
+                "WHERE p.tenant = ? AND p.leaf = ? ORDER BY p.slug",
+                ("t1", "alice"),
+            ).fetchall()
+        )
+        assert any("pages_leaf" in str(row[-1]) for row in plan)
+
+
+def test_maintenance_finds_and_fills_missing_vectors():
+    with open_local(":memory:") as stores:
+        stores.search.upsert(
+            [
+                doc("t1", "chunk:a/x#0", "alpha"),
+                doc("t2", "chunk:a/y#0", "beta", vector=unit(1), vector_model="old-model"),
+                doc("t1", "chunk:a/z#0", "gamma", vector=unit(0, 1), vector_model="new-model"),
+            ]
+        )
+        stores.facts.put(fact("t1", 1))
+        stores.facts.put(fact("t1", 2, vector=unit(1), vector_model="new-model"))
+        assert stores.unembedded("new-model") == {"docs": 2, "facts": 1}
+        todo = stores.docs_without_vector("new-model", 10)
+        assert [(d.tenant, d.doc_id, d.vector) for d in todo] == [
+            ("t1", "chunk:a/x#0", None),
+            ("t2", "chunk:a/y#0", None),
+        ]
+        assert [f.fact_id for f in stores.facts_without_vector("new-model", 10)] == ["f_0001"]
+        query = SearchQuery(tenant="t2", text="", vector=unit(0, 0, 1), vector_model="new-model")
+        assert stores.search.search(query).vector == ()
+        assert stores.set_doc_vectors("new-model", [(d.tenant, d.doc_id, unit(0, 0, 1)) for d in todo]) == 2
+        assert stores.set_fact_vectors("new-model", [("t1", "f_0001", unit(0, 0, 1))]) == 1
+        assert stores.unembedded("new-model") == {"docs": 0, "facts": 0}
+        assert [h.doc_id for h in stores.search.search(query).vector] == ["chunk:a/y#0"]
+        assert stores.facts.get("t1", "f_0001").vector == unit(0, 0, 1)
+
+
+def test_many_tenants_keep_separate_vector_matrices():
+    with open_local(":memory:") as stores:
+        for t in range(5):
+            stores.search.upsert(
+                [
+                    doc(
+                        f"t{t}",
+                        f"chunk:p/{i}#0",
+                        f"text {i}",
+                        vector=pack([float(t), 1.0, i]),
+                        vector_model="m",
+                    )
+                    for i in range(3)
+                ]
+            )
+        for t in range(5):
+            hits = stores.search.search(
+                SearchQuery(tenant=f"t{t}", text="", vector=pack([float(t), 1.0, 2]), vector_model="m")
+            )
+            assert len(hits.vector) == 3 and hits.vector[0].doc_id == "chunk:p/2#0"
+
+
+def test_expired_idempotency_records_are_swept(data_dir):
+    from fleetmem.models import IdempotencyRecord
+
+    with open_local(data_dir) as stores:
+        store = stores.idempotency
+        for i in range(store.SWEEP_EVERY):
+            store.claim(
+                IdempotencyRecord(
+                    tenant="t1",
+                    client_id="c",
+                    verb="remember",
+                    key=f"k{i}",
+                    request_hash="h",
+                    created_at=at(0),
+                    expires_at=at(0) + timedelta(hours=1),
+                ),
+                now=at(0) if i < store.SWEEP_EVERY - 1 else at(120),
+            )
+        (left,) = stores.db.read(lambda c: c.execute("SELECT count(*) FROM idempotency").fetchone())
+        assert left == 1
+
+
+def test_the_vector_cache_catches_up_exactly_with_every_kind_of_change():
+    """After each change the cached (incrementally refreshed) matrix answers exactly like a cold load."""
+    import random
+
+    rng = random.Random(5)
+    with open_local(":memory:") as stores:
+        index = stores.search
+        live: set[str] = set()
+        for step in range(120):
+            op = rng.choice(
+                ["upsert", "upsert", "upsert", "delete", "delete_page", "revector", "other_model"]
+            )
+            n = rng.randrange(12)
+            doc_id = f"chunk:p/{n % 4}#{n}"
+            vec = unit(*(rng.uniform(-1, 1) for _ in range(8)))
+            if op == "upsert":
+                index.upsert(
+                    [
+                        doc(
+                            "t1",
+                            doc_id,
+                            f"d{n}",
+                            vector=vec,
+                            vector_model="m",
+                            visibility=rng.choice(["world", "private"]),
+                        )
+                    ]
+                )
+                live.add(doc_id)
+            elif op == "delete":
+                index.delete("t1", [doc_id])
+            elif op == "delete_page":
+                index.delete_page("t1", f"p/{n % 4}")
+            elif op == "revector":
+                stores.set_doc_vectors("m", [("t1", doc_id, vec)])
+            else:
+                index.upsert([doc("t1", doc_id, f"d{n}", vector=vec, vector_model="other")])
+            if step % 3 == 0:
+                continue  # let several changes pile up between searches
+            query = SearchQuery(
+                tenant="t1",
+                text="",
+                vector=unit(*(rng.uniform(-1, 1) for _ in range(8))),
+                vector_model="m",
+                world_only=rng.random() < 0.5,
+                k=20,
+            )
+            warm = index.search(query)
+            index.drop_cache()
+            cold = index.search(query)
+            assert [(h.doc_id, round(h.score, 5)) for h in warm.vector] == [
+                (h.doc_id, round(h.score, 5)) for h in cold.vector
+            ]
+        assert live

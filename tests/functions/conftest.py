@@ -1,0 +1,159 @@
+"""Fixtures for running the Lambda handlers in `functions/` on their `events/` files.
+
+Real local engines stand in for AWS: DynamoDB on moto's server (and DynamoDB Local where marked),
+OpenSearch on osmem-server, SQS / EventBridge / Secrets Manager on moto's server — all on
+127.0.0.1 free ports, started by the shared helpers in tests/aws/engines.py. Two things cannot run
+here and are replaced, each said where it is used: Bedrock (the deterministic HashEmbedder embeds
+instead, and synthesize has no LLM unless a test stubs one) and the Lambda service itself (an
+in-process stand-in runs the named function's handler with a JSON round trip).
+"""
+
+from __future__ import annotations
+
+import importlib
+import io
+import json
+import sys
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from fleetmem import lambda_runtime  # noqa: E402
+from fleetmem.adapters.local.clock import FixedClock  # noqa: E402
+from fleetmem.adapters.local.hash_embedder import HashEmbedder  # noqa: E402
+from fleetmem.adapters.local.ids import SortableIds  # noqa: E402
+from fleetmem.lambda_routes import TOOL_FUNCTIONS_ENV, function_group, function_name  # noqa: E402
+from fleetmem.ports import Deps  # noqa: E402
+from fleetmem.wiring import set_deps_override  # noqa: E402
+from tests.aws import engines  # noqa: E402
+
+EVENTS = ROOT / "events"
+PREFIX = "fleetmem-test"
+START = datetime(2026, 6, 11, 9, 30, 0, tzinfo=UTC)
+
+
+@dataclass
+class LambdaContext:
+    """The attributes Powertools and the runtime read from a real Lambda context."""
+
+    function_name: str = "fleetmem-test-fn"
+    function_version: str = "$LATEST"
+    memory_limit_in_mb: int = 1024
+    aws_request_id: str = "00000000-0000-4000-8000-000000000000"
+
+    @property
+    def invoked_function_arn(self) -> str:
+        return f"arn:aws:lambda:us-east-1:123456789012:function:{self.function_name}"
+
+    @property
+    def log_group_name(self) -> str:
+        return f"/aws/lambda/{self.function_name}"
+
+    log_stream_name: str = "2026/06/11/[$LATEST]0123456789abcdef"
+
+    def get_remaining_time_in_millis(self) -> int:
+        return 15_000
+
+
+def load_event(folder: str, name: str) -> dict[str, Any]:
+    return json.loads((EVENTS / folder / f"{name}.json").read_text())
+
+
+def handler_module(group: str) -> Any:
+    return importlib.import_module(f"functions.{group}.handler")
+
+
+def call(group: str, event: dict[str, Any]) -> Any:
+    """Invoke `functions/<group>/handler.py` as Lambda would."""
+    ctx = LambdaContext(function_name=function_name(PREFIX, group), aws_request_id=str(uuid.uuid4()))
+    return handler_module(group).handler(event, ctx)
+
+
+class InProcessLambda:
+    """Stands in for the Lambda service's Invoke API (not available here): runs the named
+    function's handler in this process, with the payload and answer JSON round-tripped exactly
+    as the service would carry them."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    def invoke(self, *, FunctionName: str, InvocationType: str, Payload: bytes) -> dict[str, Any]:
+        assert InvocationType == "RequestResponse"
+        group = FunctionName.removeprefix(f"{PREFIX}-").replace("-", "_")
+        self.calls.append(group)
+        out = call(group, json.loads(Payload))
+        return {"StatusCode": 200, "Payload": io.BytesIO(json.dumps(out).encode())}
+
+
+@pytest.fixture(scope="session")
+def moto_url(request: pytest.FixtureRequest) -> str:
+    return engines.moto_endpoint(request.config)
+
+
+@pytest.fixture
+def clock() -> FixedClock:
+    return FixedClock(START)
+
+
+@pytest.fixture
+def aws_env(monkeypatch: pytest.MonkeyPatch, moto_url: str) -> Iterator[None]:
+    """What CDK sets on every function, pointed at the local engines."""
+    from fleetmem.memory.verbs import REGISTRY
+
+    env = {
+        "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test", "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_REGION": "us-east-1", "AWS_ENDPOINT_URL_SQS": moto_url, "AWS_ENDPOINT_URL_EVENTBRIDGE": moto_url,
+        "AWS_ENDPOINT_URL_SECRETS_MANAGER": moto_url, "AWS_ENDPOINT_URL_DYNAMODB": moto_url,
+        "FLEETMEM_BACKEND": "aws", "FLEETMEM_SURFACE": "full", "FLEETMEM_TABLE_PREFIX": PREFIX,
+        "POWERTOOLS_METRICS_NAMESPACE": "fleetmem", "POWERTOOLS_SERVICE_NAME": "test",
+        TOOL_FUNCTIONS_ENV: json.dumps({t: function_name(PREFIX, function_group(t)) for t in REGISTRY}),
+    }
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.delenv("FLEETMEM_PUBLIC_URL", raising=False)
+    lambda_runtime.reset()
+    yield
+    lambda_runtime.reset()
+
+
+def make_deps(ddb_url: str, osmem: str, clock: Any) -> Deps:
+    """AWS adapters over the local engines; HashEmbedder instead of Bedrock (cannot run here)."""
+    from fleetmem.adapters.aws.opensearch import OpenSearchIndex
+
+    stores = engines.open_stores(ddb_url, engines.fresh_prefix())
+    search = OpenSearchIndex(osmem, model_id=HashEmbedder().model_id, dim=HashEmbedder().dim,
+                             prefix="fmf" + uuid.uuid4().hex[:8], service="none")
+    return Deps(facts=stores.facts, pages=stores.pages, cursors=stores.cursors, clients=stores.clients,
+                idempotency=stores.idempotency, audit=stores.audit, search=search, clock=clock,
+                ids=SortableIds(), embedder=HashEmbedder(), llm=None,
+                llm_problem="No LLM is configured (tests).", backend="aws")
+
+
+@pytest.fixture
+def deps(aws_env: None, moto_url: str, osmem_url: str, clock: FixedClock) -> Iterator[Deps]:
+    """What every handler's `get_deps()` returns in these tests."""
+    d = make_deps(moto_url, osmem_url, clock)
+    set_deps_override(d)
+    yield d
+    set_deps_override(None)
+
+
+@pytest.fixture
+def lambda_service(monkeypatch: pytest.MonkeyPatch, aws_env: None) -> InProcessLambda:
+    """The edge's LambdaInvoker, talking to the in-process Lambda stand-in."""
+    from fleetmem.transport.invoker import LambdaInvoker
+
+    service = InProcessLambda()
+    table = json.loads(__import__("os").environ[TOOL_FUNCTIONS_ENV])
+    invoker = LambdaInvoker(lambda tool: table[tool], client=service)
+    monkeypatch.setattr(lambda_runtime, "_edge_invoker", lambda: invoker)
+    return service

@@ -1,0 +1,183 @@
+"""The REQUEST authorizer on its events/authorizer files.
+
+API tokens are looked up by SHA-256 in the clients table (moto's DynamoDB); usage keys come from
+Secrets Manager (moto). Cognito cannot run here: its JWKS document is served from 127.0.0.1 by a
+test HTTP server, and access tokens are signed with a test RSA key in Cognito's claim layout."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator
+from datetime import timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import boto3
+import jwt
+import pytest
+from cryptography.hazmat.primitives.asymmetric import rsa
+
+from fleetmem.lambda_runtime import Unauthorized
+from fleetmem.models import ClientRecord
+from fleetmem.tokens import hash_token, token_id_for
+
+from .conftest import call, load_event
+
+pytestmark = pytest.mark.usefixtures("deps")
+
+APP_CLIENT = "4m2k8q1r7t6v5w3x9y0z"
+
+
+def bearer(event: dict) -> str:
+    return event["headers"]["Authorization"].split(" ", 1)[1]
+
+
+def seed(deps, token: str, client_id: str, scopes: set[str], *, revoked: bool = False) -> None:
+    h = hash_token(token)
+    now = deps.clock.now()
+    deps.clients.create(ClientRecord(token_hash=h, token_id=token_id_for(h), tenant="acme", client_id=client_id,
+                                     scopes=frozenset(scopes), created_at=now - timedelta(days=1)))
+    if revoked:
+        deps.clients.revoke(token_id_for(h), at=now - timedelta(minutes=1))
+
+
+@pytest.fixture
+def usage_keys(monkeypatch, aws_env) -> dict[str, str]:
+    sm = boto3.client("secretsmanager")
+    values = {"planner": "plannerusagekey0123456789abcdefghijklmn", "*": "defaultusagekey0123456789abcdefghijklm"}
+    arns = {}
+    for cid, value in values.items():
+        name = f"usage-{'default' if cid == '*' else cid}-{time.monotonic_ns()}"
+        arns[cid] = sm.create_secret(Name=name, SecretString=value)["ARN"]
+    monkeypatch.setenv("FLEETMEM_USAGE_KEY_SECRETS", json.dumps(arns))
+    return values
+
+
+class _Jwks(BaseHTTPRequestHandler):
+    document = b"{}"
+
+    def do_GET(self) -> None:  # noqa: N802
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.end_headers()
+        self.wfile.write(self.document)
+
+    def log_message(self, *args) -> None:
+        return None
+
+
+@pytest.fixture(scope="module")
+def signing_key() -> rsa.RSAPrivateKey:
+    return rsa.generate_private_key(public_exponent=65537, key_size=2048)
+
+
+@pytest.fixture(scope="module")
+def jwks_issuer(signing_key) -> Iterator[str]:
+    public = json.loads(jwt.algorithms.RSAAlgorithm.to_jwk(signing_key.public_key()))
+    handler = type("Jwks", (_Jwks,), {"document": json.dumps({"keys": [{**public, "kid": "k1", "use": "sig",
+                                                                          "alg": "RS256"}]}).encode()})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/us-east-1_TestPool"
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.fixture
+def cognito(monkeypatch, aws_env, jwks_issuer):
+    monkeypatch.setenv("FLEETMEM_COGNITO_ISSUER", jwks_issuer)
+    monkeypatch.setenv("FLEETMEM_COGNITO_CLIENTS", json.dumps(
+        [{"app_client_id": APP_CLIENT, "tenant": "acme", "client_id": "planner"}]))
+    monkeypatch.setenv("FLEETMEM_COGNITO_RESOURCE_SERVER", "fleetmem")
+    return jwks_issuer
+
+
+def access_token(key, issuer: str, **overrides) -> str:
+    now = int(time.time())
+    claims = {"sub": APP_CLIENT, "token_use": "access", "scope": "fleetmem/read fleetmem/write",
+              "auth_time": now, "iss": issuer, "exp": now + 3600, "iat": now, "version": 2,
+              "jti": "0f1e2d3c", "client_id": APP_CLIENT, **overrides}
+    return jwt.encode(claims, key, algorithm="RS256", headers={"kid": overrides.pop("kid", "k1")})
+
+
+def with_token(event_name: str, token: str) -> dict:
+    event = load_event("authorizer", event_name)
+    event["headers"]["Authorization"] = f"Bearer {token}"
+    return event
+
+
+def test_a_valid_api_token_is_allowed_with_tenant_scopes_and_usage_key(deps, usage_keys):
+    event = load_event("authorizer", "api_token_valid")
+    seed(deps, bearer(event), "planner", {"read", "write"})
+    out = call("authorizer", event)
+    assert out["principalId"] == "acme/planner"
+    assert out["context"] == {"tenant": "acme", "client_id": "planner", "scopes": "read write"}
+    assert out["usageIdentifierKey"] == usage_keys["planner"]
+    (stmt,) = out["policyDocument"]["Statement"]
+    assert stmt["Effect"] == "Allow"
+
+
+def test_the_allow_policy_covers_every_route_because_results_are_cached(deps, usage_keys):
+    event = load_event("authorizer", "v1_route")
+    seed(deps, bearer(event), "planner", {"read"})
+    (stmt,) = call("authorizer", event)["policyDocument"]["Statement"]
+    resources = stmt["Resource"] if isinstance(stmt["Resource"], list) else [stmt["Resource"]]
+    assert resources == ["arn:aws:execute-api:eu-west-1:123456789012:a1b2c3d4e5/dev/*/*"]
+
+
+def test_an_unconfigured_client_gets_the_shared_default_usage_key(deps, usage_keys):
+    event = load_event("authorizer", "api_token_valid")
+    seed(deps, bearer(event), "adhoc-bot", {"read"})
+    assert call("authorizer", event)["usageIdentifierKey"] == usage_keys["*"]
+
+
+@pytest.mark.parametrize("event_name", ["api_token_unknown", "missing_bearer_scheme"])
+def test_unknown_tokens_and_other_schemes_are_401(event_name, usage_keys):
+    with pytest.raises(Unauthorized):
+        call("authorizer", load_event("authorizer", event_name))
+
+
+def test_a_revoked_token_is_401(deps, usage_keys):
+    event = load_event("authorizer", "api_token_revoked")
+    seed(deps, bearer(event), "auditor", {"read"}, revoked=True)
+    with pytest.raises(Unauthorized):
+        call("authorizer", event)
+
+
+def test_a_denial_is_counted_for_the_authorizer_alarm(usage_keys, capsys):
+    with pytest.raises(Unauthorized):
+        call("authorizer", load_event("authorizer", "api_token_unknown"))
+    emf = [json.loads(line) for line in capsys.readouterr().out.splitlines() if '"_aws"' in line]
+    assert any(m.get("AuthorizerDenied") == [1.0] or m.get("AuthorizerDenied") == 1.0 for m in emf)
+
+
+def test_a_cognito_access_token_is_allowed_with_its_resource_server_scopes(cognito, signing_key, usage_keys):
+    out = call("authorizer", with_token("cognito_access_token", access_token(signing_key, cognito)))
+    assert out["context"] == {"tenant": "acme", "client_id": "planner", "scopes": "read write"}
+    assert out["usageIdentifierKey"] == usage_keys["planner"]
+
+
+@pytest.mark.parametrize("change", [
+    {"exp": int(time.time()) - 60},                 # expired
+    {"iss": "https://cognito-idp.us-east-1.amazonaws.com/other"},  # another pool
+    {"token_use": "id"},                              # an ID token, not an access token
+    {"client_id": "not-a-configured-client"},        # an app client of no configured fleetmem client
+    {"scope": "otherapi/read"},                      # no scope of this API
+])
+def test_cognito_tokens_failing_any_check_are_401(cognito, signing_key, usage_keys, change):
+    token = access_token(signing_key, cognito, **change)
+    with pytest.raises(Unauthorized):
+        call("authorizer", with_token("cognito_access_token", token))
+
+
+def test_a_jwt_signed_by_another_key_is_401(cognito, usage_keys):
+    other = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    with pytest.raises(Unauthorized):
+        call("authorizer", with_token("cognito_access_token", access_token(other, cognito)))
+
+
+def test_the_sample_cognito_event_itself_is_rejected_its_signature_is_fake(cognito, usage_keys):
+    with pytest.raises(Unauthorized):
+        call("authorizer", load_event("authorizer", "cognito_access_token"))

@@ -1,0 +1,214 @@
+"""context_pack: entity list echo and cap, cards, since-filtered threads, hot facts, budget arithmetic,
+world-only visibility (include_private honoured only for trusted-local callers) and the deadline.
+
+Runs the tool's `run` over the real local stores (in-memory SQLite) with a FixedClock.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import timedelta
+
+import pytest
+
+from fleetmem.errors import VerbError
+from fleetmem.memory.budget import cost
+from fleetmem.memory.render import DATA_NOTICE
+from fleetmem.memory.verbs import context_pack, put_page
+from fleetmem.models import Fact
+from fleetmem.ports import CallContext
+
+
+def put(deps, caller, slug, content="Body.", **kw):
+    ctx = CallContext("t")
+    return put_page.run(deps, caller, put_page.PutPageParams(slug=slug, content=content, **kw), ctx).body
+
+
+def pack(deps, caller, ctx=None, **kw):
+    return context_pack.run(deps, caller, context_pack.ContextPackParams(**kw), ctx or CallContext("t")).body
+
+
+def add_fact(
+    deps, text, *, visibility="world", entity_slug=None, kind="fact", session_id=None, age=timedelta(0)
+):
+    fact = Fact(
+        tenant="t1",
+        fact_id=deps.ids.new_id("f_"),
+        seq=deps.facts.next_seq("t1"),
+        text=text,
+        kind=kind,
+        entity_slug=entity_slug,
+        provenance="test",
+        visibility=visibility,
+        client_id="local",
+        session_id=session_id,
+        created_at=deps.clock.now() - age,
+    )
+    deps.facts.put(fact)
+    return fact
+
+
+def card_slugs(body):
+    return [c["entity"]["slug"] for c in body["cards"]]
+
+
+def test_entities_are_trimmed_empties_dropped_capped_at_eight_and_echoed(deps, remote_caller):
+    names = ", ".join(f"e{i}" for i in range(10))
+    body = pack(deps, remote_caller, entities=f" ,{names},, ")
+    assert body["entities"] == [f"e{i}" for i in range(8)]
+
+
+def test_unknown_entities_give_an_empty_successful_pack(deps, remote_caller):
+    body = pack(deps, remote_caller, entities="nobody, nothing")
+    assert body["cards"] == [] and body["open_threads"] == [] and body["facts"] == []
+    assert body["protocol_version"] == 1
+    assert body["text"].splitlines()[1] == DATA_NOTICE
+
+
+def test_cards_for_resolved_entities_only_in_request_order(deps, remote_caller):
+    put(deps, remote_caller, "companies/acme-example", "Acme builds rockets.")
+    put(deps, remote_caller, "people/alice-example", "---\naliases: [Alice]\n---\nAlice leads.")
+    body = pack(deps, remote_caller, entities="alice, ghost, acme-example, Alice")
+    assert card_slugs(body) == ["people/alice-example", "companies/acme-example"]
+    card = body["cards"][0]
+    assert set(card) == {
+        "entity",
+        "aka",
+        "summary",
+        "last_touched",
+        "open_threads",
+        "edges",
+        "backlink_count",
+        "active_fact_count",
+    }
+    assert "Alice leads." in body["text"] and "Acme builds rockets." in body["text"]
+    assert body["text"].splitlines()[1] == DATA_NOTICE
+
+
+def test_since_filters_open_threads_only(deps, remote_caller):
+    put(
+        deps,
+        remote_caller,
+        "people/carol",
+        "Carol.",
+        timeline=[{"date": "2026-06-01", "text": "Early"}, {"date": "2026-06-10", "text": "Late"}],
+    )
+    all_threads = pack(deps, remote_caller, entities="people/carol")["open_threads"]
+    assert [t["text"] for t in all_threads] == ["Late", "Early"]
+    body = pack(deps, remote_caller, entities="people/carol", since="2026-06-05")
+    assert [(t["slug"], t["text"]) for t in body["open_threads"]] == [("people/carol", "Late")]
+    assert card_slugs(body) == ["people/carol"]
+
+
+def test_an_unparseable_since_is_invalid_params(deps, remote_caller):
+    with pytest.raises(VerbError) as err:
+        pack(deps, remote_caller, entities="x", since="last week")
+    assert err.value.code == "invalid_params"
+    assert err.value.fix.mcp["arguments"]["entities"] == "x"
+
+
+@pytest.mark.parametrize("budget", [0, -3, 2.5])
+def test_a_budget_that_is_not_a_positive_integer_is_invalid_params(deps, remote_caller, budget):
+    with pytest.raises(VerbError) as err:
+        pack(deps, remote_caller, entities="x", budget_tokens=budget)
+    assert err.value.code == "invalid_params"
+
+
+def test_hot_facts_are_the_last_24_hours_newest_first_at_most_ten(deps, remote_caller):
+    add_fact(deps, "too old", age=timedelta(hours=25))
+    for i in range(12):
+        add_fact(deps, f"recent {i}", age=timedelta(minutes=60 - i))
+    facts = pack(deps, remote_caller, entities="")["facts"]
+    assert [f["text"] for f in facts] == [f"recent {i}" for i in range(11, 1, -1)]
+    assert {"fact_id", "id", "text", "kind", "created_at"} <= set(facts[0])
+
+
+def test_hot_facts_come_from_the_session_when_one_is_given(deps, remote_caller):
+    add_fact(deps, "other session", session_id="s2")
+    add_fact(deps, "old but in session", session_id="s1", age=timedelta(days=3))
+    add_fact(deps, "in session", session_id="s1")
+    facts = pack(deps, remote_caller, entities="", session_id="s1")["facts"]
+    assert [f["text"] for f in facts] == ["in session", "old but in session"]
+
+
+def test_budget_packs_cards_first_then_facts_as_a_prefix(deps, remote_caller):
+    put(deps, remote_caller, "people/ann", "---\ntitle: Ann\n---\nAnn writes code.")
+    put(deps, remote_caller, "people/ben", "---\ntitle: Ben\n---\nBen writes tests.")
+    add_fact(deps, "a hot fact")
+    card_costs = [cost("Ann") + cost("Ann writes code."), cost("Ben") + cost("Ben writes tests.")]
+    fact_cost = cost("a hot fact")
+
+    exact = pack(
+        deps, remote_caller, entities="people/ann,people/ben", budget_tokens=sum(card_costs) + fact_cost
+    )
+    assert card_slugs(exact) == ["people/ann", "people/ben"] and len(exact["facts"]) == 1
+    assert (exact["budget_used"], exact["dropped_count"]) == (sum(card_costs) + fact_cost, 0)
+
+    tight = pack(deps, remote_caller, entities="people/ann,people/ben", budget_tokens=card_costs[0] + 1)
+    assert card_slugs(tight) == ["people/ann"] and tight["facts"] == []
+    assert (tight["budget_tokens"], tight["budget_used"], tight["dropped_count"]) == (
+        card_costs[0] + 1,
+        card_costs[0],
+        2,
+    )
+    assert "Ben" not in tight["text"] and "a hot fact" not in tight["text"]
+
+    filled = pack(deps, remote_caller, entities="people/ann", budget_tokens=card_costs[0])
+    assert filled["facts"] == [] and filled["dropped_count"] == 1  # no remainder: the facts arm drops whole
+
+
+def test_without_a_budget_there_are_no_budget_fields(deps, remote_caller):
+    assert not {"budget_tokens", "budget_used", "dropped_count"} & set(pack(deps, remote_caller, entities=""))
+
+
+def test_open_threads_are_the_packed_cards_threads_flattened(deps, remote_caller):
+    put(deps, remote_caller, "people/ann", "Ann.", timeline=[{"date": "2026-06-10", "text": "Ann shipped"}])
+    put(deps, remote_caller, "people/ben", "Ben.", timeline=[{"date": "2026-06-09", "text": "Ben shipped"}])
+    both = pack(deps, remote_caller, entities="people/ann,people/ben")
+    assert [(t["slug"], t["text"]) for t in both["open_threads"]] == [
+        ("people/ann", "Ann shipped"),
+        ("people/ben", "Ben shipped"),
+    ]
+    one = pack(
+        deps, remote_caller, entities="people/ann,people/ben", budget_tokens=cost("ann") + cost("Ann.") + 3
+    )
+    assert [t["slug"] for t in one["open_threads"]] == ["people/ann"]
+
+
+def test_remote_callers_stay_world_only_even_with_include_private(deps, remote_caller, local_caller):
+    put(deps, local_caller, "people/secret", "---\nvisibility: private\n---\nSecret person.")
+    put(deps, local_caller, "people/open", "Open.<!-- private --> Hidden note.<!-- /private -->")
+    add_fact(deps, "private hot fact", visibility="private")
+    add_fact(deps, "world hot fact")
+    remote = pack(deps, remote_caller, entities="people/secret,people/open", include_private=True)
+    assert card_slugs(remote) == ["people/open"]
+    assert [f["text"] for f in remote["facts"]] == ["world hot fact"]
+    assert "Hidden note" not in remote["text"] and "private hot fact" not in remote["text"]
+
+    local_default = pack(deps, local_caller, entities="people/secret,people/open")
+    assert card_slugs(local_default) == ["people/open"]
+    assert [f["text"] for f in local_default["facts"]] == ["world hot fact"]
+
+    local_wide = pack(deps, local_caller, entities="people/secret,people/open", include_private=True)
+    assert card_slugs(local_wide) == ["people/secret", "people/open"]
+    assert [f["text"] for f in local_wide["facts"]] == ["world hot fact", "private hot fact"]
+
+
+def test_a_passed_deadline_returns_a_partial_pack_with_a_degraded_reason(deps, remote_caller):
+    put(deps, remote_caller, "people/ann", "Ann.")
+    add_fact(deps, "a hot fact")
+    expired = CallContext("t", deadline_at=time.monotonic() - 1)
+    body = pack(deps, remote_caller, ctx=expired, entities="people/ann")
+    assert body["degraded_reason"]
+    assert body["cards"] == [] and body["facts"] == []
+    assert "degraded_reason" not in pack(deps, remote_caller, entities="people/ann")
+
+
+def test_context_pack_is_a_read_only_verb_whose_entities_is_a_string():
+    spec = context_pack.SPEC
+    assert (spec.surface, spec.scope, spec.writes) == ("verbs", "read", False)
+    assert spec.annotations.get("readOnlyHint") is True
+    assert spec.description.startswith("MEMORY VERB (v1):")
+    schema = spec.input_schema()
+    assert schema["properties"]["entities"]["type"] == "string"
+    assert "entities" in schema["required"]
