@@ -19,11 +19,10 @@ import shlex
 import sys
 import tempfile
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, is_dataclass
 from pathlib import Path
 from typing import Any, NoReturn
 
-from fleetmem.protocol import CONTRACT_VERSION, PROTOCOL_VERSION, SCOPES, SURFACES
+from fleetmem.protocol import CONTRACT_VERSION, PROTOCOL_VERSION, SCOPES, SURFACES, Scope
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -35,7 +34,7 @@ EXIT_NO_RESULTS = 12
 CALLER_CODES = frozenset({"invalid_params", "provenance_required", "not_found", "unknown_tool", "usage"})
 
 LOCAL_CLIENT_ID = "local"
-ALL_SCOPES = frozenset(SCOPES)
+ALL_SCOPES: frozenset[Scope] = frozenset(SCOPES)
 
 
 class CommandFailed(Exception):
@@ -187,7 +186,7 @@ class ToolCommand:
     def name(self) -> str:
         return cli_name(self.spec.name)
 
-    def add_parser(self, sub: Any, common: argparse.ArgumentParser) -> None:
+    def add_parser(self, sub: Any, common: _Parser) -> None:
         first_line = (self.spec.description or "").strip().splitlines()[0] if self.spec.description else ""
         p = sub.add_parser(
             self.name, parents=[common], help=first_line[:100], description=self.spec.description
@@ -321,30 +320,11 @@ def _tool_commands() -> dict[str, ToolCommand]:
     return {spec.name: ToolCommand(spec) for spec in registry.values()}
 
 
-def _plain(value: Any) -> Any:
-    if is_dataclass(value) and not isinstance(value, type):
-        return {k: _plain(v) for k, v in asdict(value).items() if v not in (None, (), [], {})}
-    if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
-    return value
+def render_notices(notices: Sequence[Any]) -> list[dict[str, Any]]:
+    """Notices as the wire shows them (ordered by kind, `fix.next` computed for the CLI)."""
+    from fleetmem.memory.envelope import order_notices, render_notice
 
-
-def render_notice(notice: Any, transport: str = "cli") -> dict[str, Any]:
-    """A notice as the wire shows it (code, kind, why, fix with its computed `next`)."""
-    try:
-        from fleetmem.memory import envelope
-
-        renderer = getattr(envelope, "render_notice", None)
-        if renderer is not None:
-            try:
-                return dict(renderer(notice, transport=transport))
-            except TypeError:
-                return dict(renderer(notice))
-    except ImportError:
-        pass
-    doc = _plain(notice)
-    doc["contract_version"] = CONTRACT_VERSION
-    return doc
+    return [render_notice(n, "cli") for n in order_notices(notices)]
 
 
 def _fix_line(fix: dict[str, Any] | None, commands: dict[str, ToolCommand]) -> str | None:
@@ -482,7 +462,7 @@ def cmd_tool(args: argparse.Namespace, out: Output) -> int:
     deps = _build_deps(_settings(args))
     result = dispatch(cmd.spec.name, arguments, _local_caller(args.tenant), deps, transport="cli")
     commands = _tool_commands()
-    notices = [render_notice(n) for n in result.notices]
+    notices = render_notices(result.notices)
     body = dict(result.body)
     if result.is_error:
         if out.as_json:
@@ -995,6 +975,12 @@ def doctor_report(args: argparse.Namespace) -> dict[str, Any]:
                 )
         except Exception as exc:
             checks.append(_check("tokens", "fail", f"cannot list tokens: {type(exc).__name__}"))
+    if getattr(args, "data_dir", None):  # fixes name the data directory they are about
+        for c in checks:
+            fix = c.get("fix")
+            if fix and c["id"] != "data_dir" and fix["argv"][:1] == ["fleetmem"]:
+                fix["argv"] = [*fix["argv"], "--data-dir", str(args.data_dir)]
+                fix["command"] = shlex.join(fix["argv"])
     worst = "ok"
     for c in checks:
         if c["status"] == "fail":
@@ -1129,7 +1115,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     with_tools = argv is None or _command_word(argv) not in BUILTIN_COMMANDS
     # Each subcommand repeats --data-dir with a SUPPRESS default so it works before or after the
     # command name without the subparser resetting a value given earlier.
-    common = argparse.ArgumentParser(add_help=False)
+    common = _Parser(add_help=False)
     common.add_argument(
         "--data-dir",
         default=argparse.SUPPRESS,
@@ -1161,7 +1147,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
 
     tok = sub.add_parser("token", parents=[common], help="create, list and revoke API tokens")
     tsub = tok.add_subparsers(dest="token_command", metavar="ACTION", parser_class=_Parser, required=True)
-    backend = argparse.ArgumentParser(add_help=False)
+    backend = _Parser(add_help=False)
     backend.add_argument(
         "--backend",
         choices=("local", "aws"),

@@ -115,6 +115,9 @@ def build_embedder(model_dir: Path | str, *, progress: Progress = print, wheel: 
     with _build_lock(target.parent):
         if read_manifest(target) is not None:  # another process finished while we waited
             return target
+        # Holding the lock, any leftover work dir is from a killed build.
+        for stale in [*target.parent.glob(".minilm-build-*"), *target.parent.glob(f".{target.name}.old-*")]:
+            shutil.rmtree(stale, ignore_errors=True)
         started = time.monotonic()
         with tempfile.TemporaryDirectory(prefix=".minilm-build-", dir=target.parent) as tmp_name:
             tmp = Path(tmp_name)

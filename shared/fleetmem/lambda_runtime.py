@@ -421,7 +421,7 @@ def authorize(event: Mapping[str, Any], deps: Deps | None = None) -> dict[str, A
     )
 
     request = APIGatewayAuthorizerRequestEvent(dict(event))
-    header = request.get_header_value("authorization", default_value="", case_sensitive=False) or ""
+    header = request.headers.get("authorization") or ""
     scheme, _, token = header.partition(" ")
     caller = None
     if scheme.lower() == "bearer" and token.strip():

@@ -14,6 +14,7 @@ Conventions every implementation follows:
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Protocol, runtime_checkable
@@ -97,7 +98,7 @@ class PageStore(Protocol):
     def lookup(
         self, tenant: str, *, alias: str, title: str, slugs: Sequence[str], suffix: str,
         world_only: bool, limit: int = 10,
-    ) -> list[PageMatch]:
+    ) -> builtins.list[PageMatch]:
         """Resolution candidates, one per (page, way) it matched:
         `alias`: a stored normalized alias equals `alias`;
         `title`: lower-cased title equals `title` (already lower-cased);
@@ -106,29 +107,29 @@ class PageStore(Protocol):
         The domain ranks them; the store need not sort. At most `limit` per way."""
         ...
 
-    def heads(self, tenant: str, slugs: Sequence[str]) -> list[PageHead]:
+    def heads(self, tenant: str, slugs: Sequence[str]) -> builtins.list[PageHead]:
         """Batch head lookup; missing slugs skipped."""
         ...
 
     def list(
         self, tenant: str, *, world_only: bool, limit: int, after: str | None = None,
         type: str | None = None,
-    ) -> list[PageHead]:
+    ) -> builtins.list[PageHead]:
         """Pages ordered by slug ascending, strictly after `after` (keyset paging)."""
         ...
 
-    def backlinks(self, tenant: str, slug: str, *, world_only: bool, limit: int = 10) -> tuple[list[Backlink], int]:
+    def backlinks(self, tenant: str, slug: str, *, world_only: bool, limit: int = 10) -> tuple[builtins.list[Backlink], int]:
         """Incoming links from other pages (mentions included in the list, newest source first is
         not required), plus the count of incoming NON-mention links."""
         ...
 
     def updated_since(
         self, tenant: str, *, since: datetime, slug: str, world_only: bool, limit: int,
-    ) -> list[PageHead]:
+    ) -> builtins.list[PageHead]:
         """Keyset page: (updated_at, slug) > (since, slug) ascending, byte order on slug."""
         ...
 
-    def keyword(self, tenant: str, text: str, *, world_only: bool, limit: int = 3) -> list[PageHead]:
+    def keyword(self, tenant: str, text: str, *, world_only: bool, limit: int = 3) -> builtins.list[PageHead]:
         """Near-misses for an entity miss: pages whose title/slug/aliases share words with `text`."""
         ...
 
@@ -149,7 +150,7 @@ class CursorStore(Protocol):
 class ClientStore(Protocol):
     def create(self, record: ClientRecord) -> None: ...
     def by_hash(self, token_hash: str) -> ClientRecord | None: ...
-    def list(self, tenant: str | None = None) -> list[ClientRecord]: ...
+    def list(self, tenant: str | None = None) -> builtins.list[ClientRecord]: ...
     def revoke(self, token_id: str, *, at: datetime) -> bool: ...
 
 

@@ -8,14 +8,14 @@ round trip. The measurements are written to tests/aws/roundtrips.json, from whic
 
 Budgets (sequential round trips): entity ≤ 3, recall ≤ 2 (DynamoDB and OpenSearch in parallel),
 remember ≤ 2 plus one embedding call, delta ≤ 3, forget ≤ 2. Cases whose domain flow issues its
-port calls one after another exceed them today; they are marked xfail(strict) with the measured
-reason, so they turn red (and must be unmarked) the moment the flow meets the budget.
+port calls one after another exceed them today; they are marked xfail with the measured reason
+(not strict: the domain flow is being improved, and an XPASS shows up in the report and in the
+regenerated table, where the case can then be unmarked).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -40,8 +40,6 @@ ALICE = "people/alice-example"
 OVER = {
     "entity": "entity resolves (1 parallel round), then reads the page, the entity's facts, its "
     "backlinks and the active-fact count one after another (5)",
-    "recall-query": "recall searches chunks and facts as two searches, embedding the query for each "
-    "(2 embedding calls, budget 1)",
     "remember": "remember checks the entity, reads dedup neighbours, allocates the sequence number, "
     "writes the fact and writes the audit row one after another (5)",
     "delta": "a resumed delta reads the cursor, then pages, then facts, then advances the cursor (4)",
@@ -52,7 +50,7 @@ OVER = {
 CASES: list[tuple[str, str, dict[str, Any], int, int, str | None]] = [
     ("entity (alias hit)", "entity", {"name": "Ally"}, 3, 0, OVER["entity"]),
     ("entity (miss)", "entity", {"name": "Nobody Known"}, 3, 0, None),
-    ("recall (query)", "recall", {"query": "green tea"}, 2, 1, OVER["recall-query"]),
+    ("recall (query)", "recall", {"query": "green tea"}, 2, 1, None),
     ("recall (entity)", "recall", {"entity": ALICE}, 2, 0, None),
     ("recall (recent)", "recall", {}, 2, 0, None),
     (
@@ -69,79 +67,82 @@ CASES: list[tuple[str, str, dict[str, Any], int, int, str | None]] = [
     ("forget", "forget", {"id": "<fact>", "reason": "wrong"}, 2, 0, OVER["forget"]),
 ]
 
-_measured: dict[str, dict[str, Any]] = {}
-
 
 @pytest.fixture(scope="module")
-def world(request: pytest.FixtureRequest, osmem_server: Any) -> Iterator[dict[str, Any]]:
+def measured(request: pytest.FixtureRequest, osmem_server: Any) -> dict[str, dict[str, Any]]:
+    """Runs every case once, in order, on a freshly seeded brain, and writes roundtrips.json (each
+    pytest-xdist worker that gets a case measures them all, so the file is always complete)."""
     endpoint = engines.moto_endpoint(request.config)
     stores = engines.open_stores(endpoint, engines.fresh_prefix())
     embedder = HashEmbedder(dim=16)
     clone = osmem_server.clone()
-    search = OpenSearchIndex(clone.url, model_id=embedder.model_id, dim=embedder.dim, service="none")
-    deps = Deps(
-        facts=stores.facts,
-        pages=stores.pages,
-        cursors=stores.cursors,
-        clients=stores.clients,
-        idempotency=stores.idempotency,
-        audit=stores.audit,
-        search=search,
-        clock=FixedClock(datetime(2026, 6, 11, 9, 30, tzinfo=UTC)),
-        ids=SortableIds(),
-        embedder=embedder,
-        backend="aws",
-    )
-    seed = [
-        (
-            "put_page",
-            {
-                "slug": ALICE,
-                "content": "---\ntitle: Alice Example\naliases: [Ally]\n---\n"
-                "Alice drinks green tea. Works with [[companies/acme]].\n",
-            },
-        ),
-        ("put_page", {"slug": "companies/acme", "content": "---\ntitle: Acme\n---\nAcme sells tea.\n"}),
-        ("remember", {"fact": "Alice prefers oolong", "provenance": "chat", "entity": ALICE}),
-        (
-            "remember",
-            {
-                "fact": "Alice will send the report",
-                "provenance": "chat",
-                "entity": ALICE,
-                "kind": "commitment",
-            },
-        ),
-        ("delta", {"session_id": "s-old"}),
-    ]
-    fact_id = ""
-    for tool, args in seed:
-        result = dispatch(tool, args, CALLER, deps)
-        assert not result.is_error, result.body
-        fact_id = result.body.get("id", fact_id) if tool == "remember" else fact_id
-    search.ensure_index()
-    search.client.indices.refresh(index=search.index)
-    recorder = Recorder()
-    attach(recorder, stores.aws.dynamodb, search, embedder)
-    yield {"deps": deps, "recorder": recorder, "fact_id": fact_id}
-    clone.close()
-    OUT.write_text(json.dumps(dict(sorted(_measured.items())), indent=2) + "\n")
+    try:
+        search = OpenSearchIndex(clone.url, model_id=embedder.model_id, dim=embedder.dim, service="none")
+        deps = Deps(
+            facts=stores.facts,
+            pages=stores.pages,
+            cursors=stores.cursors,
+            clients=stores.clients,
+            idempotency=stores.idempotency,
+            audit=stores.audit,
+            search=search,
+            clock=FixedClock(datetime(2026, 6, 11, 9, 30, tzinfo=UTC)),
+            ids=SortableIds(),
+            embedder=embedder,
+            backend="aws",
+        )
+        seed = [
+            (
+                "put_page",
+                {
+                    "slug": ALICE,
+                    "content": "---\ntitle: Alice Example\naliases: [Ally]\n---\n"
+                    "Alice drinks green tea. Works with [[companies/acme]].\n",
+                },
+            ),
+            ("put_page", {"slug": "companies/acme", "content": "---\ntitle: Acme\n---\nAcme sells tea.\n"}),
+            ("remember", {"fact": "Alice prefers oolong", "provenance": "chat", "entity": ALICE}),
+            (
+                "remember",
+                {
+                    "fact": "Alice will send the report",
+                    "provenance": "chat",
+                    "entity": ALICE,
+                    "kind": "commitment",
+                },
+            ),
+            ("delta", {"session_id": "s-old"}),
+        ]
+        fact_id = ""
+        for tool, args in seed:
+            result = dispatch(tool, args, CALLER, deps)
+            assert not result.is_error, result.body
+            fact_id = result.body.get("id", fact_id) if tool == "remember" else fact_id
+        search.ensure_index()
+        search.client.indices.refresh(index=search.index)
+        recorder = Recorder()
+        attach(recorder, stores.aws.dynamodb, search, embedder)
+        out: dict[str, dict[str, Any]] = {}
+        for case_id, tool, args, budget, embeds, _ in CASES:
+            arguments = {k: (fact_id if v == "<fact>" else v) for k, v in args.items()}
+            recorder.reset()
+            result = dispatch(tool, arguments, CALLER, deps)
+            assert not result.is_error, (case_id, result.body)
+            out[case_id] = {"tool": tool, "budget": budget, "embedding_budget": embeds, **recorder.summary()}
+    finally:
+        clone.close()
+    OUT.write_text(json.dumps(out, indent=2) + "\n")
+    return out
 
 
 def _params():
-    for case_id, tool, args, budget, embeds, xfail in CASES:
-        marks = [pytest.mark.xfail(strict=True, reason=xfail)] if xfail else []
-        yield pytest.param(case_id, tool, args, budget, embeds, id=case_id, marks=marks)
+    for case_id, _, _, _, _, xfail in CASES:
+        marks = [pytest.mark.xfail(strict=False, reason=xfail)] if xfail else []
+        yield pytest.param(case_id, id=case_id, marks=marks)
 
 
-@pytest.mark.parametrize("case_id,tool,args,budget,embeds", list(_params()))
-def test_the_verb_stays_within_its_round_trip_budget(world, case_id, tool, args, budget, embeds):
-    recorder: Recorder = world["recorder"]
-    arguments = {k: (world["fact_id"] if v == "<fact>" else v) for k, v in args.items()}
-    recorder.reset()
-    result = dispatch(tool, arguments, CALLER, world["deps"])
-    assert not result.is_error, result.body
-    summary = recorder.summary()
-    _measured[case_id] = {"tool": tool, "budget": budget, "embedding_budget": embeds, **summary}
-    assert summary["embedding_calls"] <= embeds
-    assert summary["sequential_round_trips"] <= budget
+@pytest.mark.parametrize("case_id", list(_params()))
+def test_the_verb_stays_within_its_round_trip_budget(measured, case_id):
+    m = measured[case_id]
+    assert m["embedding_calls"] <= m["embedding_budget"]
+    assert m["sequential_round_trips"] <= m["budget"]

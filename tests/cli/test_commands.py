@@ -65,7 +65,13 @@ def test_doctor_reports_a_missing_embedder_with_the_build_fix(fm: Fleetmem) -> N
     checks = {c["id"]: c for c in report["checks"]}
     assert checks["data_dir"]["status"] == "ok"
     assert checks["embedder"]["status"] == "warn"
-    assert checks["embedder"]["fix"]["argv"] == ["fleetmem", "embedder", "build"]
+    assert checks["embedder"]["fix"]["argv"] == [
+        "fleetmem",
+        "embedder",
+        "build",
+        "--data-dir",
+        str(fm.data_dir),
+    ]
     assert checks["tokens"]["status"] == "warn"
     assert report["configured"]["data_dir"] == str(fm.data_dir)
     assert report["status"] == "warn"
@@ -78,7 +84,7 @@ def test_doctor_counts_active_tokens_and_unembedded_items(fm: Fleetmem) -> None:
     checks = {c["id"]: c for c in report["checks"]}
     assert checks["tokens"]["status"] == "ok" and checks["tokens"]["count"] == 1
     assert checks["unembedded"]["status"] == "warn"
-    assert checks["unembedded"]["fix"]["argv"] == ["fleetmem", "reindex"]
+    assert checks["unembedded"]["fix"]["argv"] == ["fleetmem", "reindex", "--data-dir", str(fm.data_dir)]
 
 
 def test_reindex_embeds_what_doctor_reported(fm: Fleetmem) -> None:

@@ -125,11 +125,11 @@ def aws_env(monkeypatch: pytest.MonkeyPatch, moto_url: str) -> Iterator[None]:
     lambda_runtime.reset()
 
 
-def make_deps(ddb_url: str, osmem: str, clock: Any) -> Deps:
+def make_deps(ddb_url: str, osmem: str, clock: Any, prefix: str | None = None) -> Deps:
     """AWS adapters over the local engines; HashEmbedder instead of Bedrock (cannot run here)."""
     from fleetmem.adapters.aws.opensearch import OpenSearchIndex
 
-    stores = engines.open_stores(ddb_url, engines.fresh_prefix())
+    stores = engines.open_stores(ddb_url, prefix or engines.fresh_prefix())
     search = OpenSearchIndex(osmem, model_id=HashEmbedder().model_id, dim=HashEmbedder().dim,
                              prefix="fmf" + uuid.uuid4().hex[:8], service="none")
     return Deps(facts=stores.facts, pages=stores.pages, cursors=stores.cursors, clients=stores.clients,

@@ -28,10 +28,16 @@ from fleetmem.memory.pagefmt import clip, first_sentence, strip_private
 from fleetmem.memory.slugs import normalize_alias
 from fleetmem.models import Fact, Page
 from fleetmem.ports import Deps
-from fleetmem.protocol import EDGES_MAX, OPEN_THREAD_TIMELINE_DAYS, OPEN_THREADS_MAX, SUMMARY_MAX_CHARS
+from fleetmem.protocol import (
+    EDGES_MAX,
+    MENTION_LINK_TYPE,
+    OPEN_THREAD_TIMELINE_DAYS,
+    OPEN_THREADS_MAX,
+    SUMMARY_MAX_CHARS,
+)
 from fleetmem.timefmt import iso, parse_iso
 
-MENTIONS = "mentions"
+MENTIONS = MENTION_LINK_TYPE
 _COMMITMENT_SCAN = 50
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import struct
+from operator import mul
 from collections.abc import Sequence
 
 
@@ -32,9 +33,10 @@ def cosine(a: Sequence[float] | bytes, b: Sequence[float] | bytes) -> float:
     x, y = _as_list(a), _as_list(b)
     if not x or len(x) != len(y):
         return 0.0
-    dot = sum(p * q for p, q in zip(x, y, strict=True))
-    nx = math.sqrt(sum(p * p for p in x))
-    ny = math.sqrt(sum(q * q for q in y))
+    # map(mul) runs the products in C: several times faster than a generator expression.
+    dot = sum(map(mul, x, y))
+    nx = math.sqrt(sum(map(mul, x, x)))
+    ny = math.sqrt(sum(map(mul, y, y)))
     if nx == 0.0 or ny == 0.0:
         return 0.0
     return dot / (nx * ny)

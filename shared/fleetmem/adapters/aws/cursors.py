@@ -105,6 +105,7 @@ class DynamoCursorStore:
             "KeyConditionExpression": "pk = :pk",
             "ExpressionAttributeValues": {":pk": {"S": cursor_pk(tenant, client_id)}},
             "ProjectionExpression": "sk, touched_at",
+            "ConsistentRead": True,  # the cursor just written must be counted
         }
         rows: list[tuple[str, str]] = []
         while True:

@@ -864,7 +864,8 @@ class SqlitePageStore:
             out: list[PageMatch] = []
             if alias:
                 for r in conn.execute(
-                    f"SELECT {head} FROM aliases a CROSS JOIN pages p ON p.tenant = a.tenant AND p.slug = a.slug "
+                    f"SELECT {head} FROM aliases a "
+                    "CROSS JOIN pages p ON p.tenant = a.tenant AND p.slug = a.slug "
                     f"WHERE a.tenant = ? AND a.alias = ?{vis} ORDER BY a.slug LIMIT ?",
                     (tenant, alias, lim),
                 ):
@@ -878,8 +879,9 @@ class SqlitePageStore:
                     out.append(PageMatch(page=_head_of(r), via="title"))
             if wanted_slugs:
                 for r in conn.execute(
-                    f"SELECT {head} FROM pages p WHERE p.tenant = ? AND p.slug IN ({_marks(len(wanted_slugs))})"
-                    f"{vis} ORDER BY p.slug LIMIT ?",
+                    f"SELECT {head} FROM pages p "
+                    f"WHERE p.tenant = ? AND p.slug IN ({_marks(len(wanted_slugs))}){vis} "
+                    "ORDER BY p.slug LIMIT ?",
                     (tenant, *wanted_slugs, lim),
                 ):
                     out.append(PageMatch(page=_head_of(r), via="slug"))
@@ -957,7 +959,7 @@ class SqlitePageStore:
                 (tenant, slug, max(0, int(limit))),
             ).fetchall()
             (count,) = conn.execute(
-                f"SELECT count(*) {base} AND l.type <> 'mention'", (tenant, slug)
+                f"SELECT count(*) {base} AND l.type NOT IN ('mention', 'mentions')", (tenant, slug)
             ).fetchone()
             return [Backlink(source=r[0], type=r[1], context=r[2]) for r in rows], int(count)
 

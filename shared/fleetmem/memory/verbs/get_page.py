@@ -21,7 +21,7 @@ from fleetmem.memory.registry import ToolSpec, register
 from fleetmem.memory.slugs import last_segment
 from fleetmem.models import Caller, Page
 from fleetmem.ports import CallContext, Deps
-from fleetmem.protocol import PROTOCOL_VERSION
+from fleetmem.protocol import MENTION_LINK_TYPE, PROTOCOL_VERSION
 from fleetmem.timefmt import iso
 
 TOOL = "get_page"
@@ -85,7 +85,7 @@ def page_view(deps: Deps, caller: Caller, page: Page) -> dict:
     if summary:
         meta["summary"] = summary
     meta["visibility"] = page.visibility
-    explicit = [row for row in link_rows if row["type"] != "mentions"]
+    explicit = [row for row in link_rows if row["type"] != MENTION_LINK_TYPE]
     if explicit:
         meta["links"] = [{k: v for k, v in row.items() if v is not None} for row in explicit]
     if timeline:

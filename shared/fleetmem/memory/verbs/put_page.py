@@ -33,12 +33,12 @@ from fleetmem.memory.registry import ToolSpec, register
 from fleetmem.memory.slugs import is_canonical_slug, last_segment, slugify
 from fleetmem.models import AuditEvent, Caller, Link, Page, TimelineEntry
 from fleetmem.ports import CallContext, Deps
-from fleetmem.protocol import PAGE_BODY_MAX_BYTES, PROTOCOL_VERSION, VISIBILITIES
+from fleetmem.protocol import MENTION_LINK_TYPE, PAGE_BODY_MAX_BYTES, PROTOCOL_VERSION, VISIBILITIES
 from fleetmem.timefmt import parse_iso
 
 TOOL = "put_page"
 KNOWN_KEYS = ("title", "type", "aliases", "summary", "visibility", "links", "timeline")
-MENTIONS = "mentions"
+MENTIONS = MENTION_LINK_TYPE
 
 
 class LinkArg(BaseModel):
