@@ -1,4 +1,4 @@
-"""The `context_pack` memory verb as its own function: the edge's invoke payload or `POST /v1/context_pack`."""
+"""The `context_pack` memory verb as its own function (edge invoke payload or `POST /v1/context_pack`)."""
 
 from aws_lambda_powertools import Logger
 

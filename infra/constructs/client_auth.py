@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import aws_cdk as cdk
 from aws_cdk import aws_cognito as cognito
-from constructs import Construct
 
+from constructs import Construct
 from fleetmem.protocol import SCOPES
 
 from ..config import DeployConfig
@@ -26,29 +26,49 @@ class ClientAuth(Construct):
         super().__init__(scope, id)
         stack = cdk.Stack.of(self)
         self.pool = cognito.UserPool(
-            self, "Pool",
+            self,
+            "Pool",
             user_pool_name=config.prefix,
             self_sign_up_enabled=False,
-            password_policy=cognito.PasswordPolicy(min_length=14, require_digits=True, require_lowercase=True,
-                                                   require_uppercase=True, require_symbols=True),
+            password_policy=cognito.PasswordPolicy(
+                min_length=14,
+                require_digits=True,
+                require_lowercase=True,
+                require_uppercase=True,
+                require_symbols=True,
+            ),
             mfa=cognito.Mfa.REQUIRED,
             mfa_second_factor=cognito.MfaSecondFactor(otp=True, sms=False),
             account_recovery=cognito.AccountRecovery.NONE,
             deletion_protection=config.tables.deletion_protection,
-            removal_policy=cdk.RemovalPolicy.RETAIN if config.tables.retain_on_delete else cdk.RemovalPolicy.DESTROY,
+            removal_policy=cdk.RemovalPolicy.RETAIN
+            if config.tables.retain_on_delete
+            else cdk.RemovalPolicy.DESTROY,
         )
-        acknowledge(self.pool, "AwsSolutions-COG3",
-                    "The pool has no users (self sign-up off; only client-credentials app clients), so "
-                    "user-risk threat protection (Plus plan) has nothing to protect.")
-        acknowledge(self.pool, "AwsSolutions-COG8",
-                    "Plus-plan features (threat protection, passwordless) protect human users; this pool "
-                    "issues client-credentials tokens only.")
-        self.scopes = {s: cognito.ResourceServerScope(scope_name=s, scope_description=_SCOPE_TEXT[s]) for s in SCOPES}
+        acknowledge(
+            self.pool,
+            "AwsSolutions-COG3",
+            "The pool has no users (self sign-up off; only client-credentials app clients), so "
+            "user-risk threat protection (Plus plan) has nothing to protect.",
+        )
+        acknowledge(
+            self.pool,
+            "AwsSolutions-COG8",
+            "Plus-plan features (threat protection, passwordless) protect human users; this pool "
+            "issues client-credentials tokens only.",
+        )
+        self.scopes = {
+            s: cognito.ResourceServerScope(scope_name=s, scope_description=_SCOPE_TEXT[s]) for s in SCOPES
+        }
         self.resource_server = self.pool.add_resource_server(
-            "ResourceServer", identifier=RESOURCE_SERVER, scopes=list(self.scopes.values()))
+            "ResourceServer", identifier=RESOURCE_SERVER, scopes=list(self.scopes.values())
+        )
         self.domain = self.pool.add_domain(
-            "Domain", cognito_domain=cognito.CognitoDomainOptions(domain_prefix=config.cognito_domain_prefix))
-        self.token_endpoint = f"https://{config.cognito_domain_prefix}.auth.{stack.region}.amazoncognito.com/oauth2/token"
+            "Domain", cognito_domain=cognito.CognitoDomainOptions(domain_prefix=config.cognito_domain_prefix)
+        )
+        self.token_endpoint = (
+            f"https://{config.cognito_domain_prefix}.auth.{stack.region}.amazoncognito.com/oauth2/token"
+        )
         self.issuer = f"https://cognito-idp.{stack.region}.amazonaws.com/{self.pool.user_pool_id}"
         self.app_clients: dict[str, cognito.UserPoolClient] = {}
         for c in config.clients:
@@ -58,8 +78,10 @@ class ClientAuth(Construct):
                 generate_secret=True,
                 o_auth=cognito.OAuthSettings(
                     flows=cognito.OAuthFlows(client_credentials=True),
-                    scopes=[cognito.OAuthScope.resource_server(self.resource_server, self.scopes[s])
-                            for s in c.scopes],
+                    scopes=[
+                        cognito.OAuthScope.resource_server(self.resource_server, self.scopes[s])
+                        for s in c.scopes
+                    ],
                 ),
                 access_token_validity=cdk.Duration.hours(1),
                 prevent_user_existence_errors=True,
@@ -68,6 +90,12 @@ class ClientAuth(Construct):
 
     def clients_by_app_id(self, config: DeployConfig) -> str:
         """JSON [{app_client_id, tenant, client_id}] for the authorizer (ids resolved at deploy)."""
-        mapping = [{"app_client_id": self.app_clients[c.client_id].user_pool_client_id,
-                    "tenant": c.tenant, "client_id": c.client_id} for c in config.clients]
+        mapping = [
+            {
+                "app_client_id": self.app_clients[c.client_id].user_pool_client_id,
+                "tenant": c.tenant,
+                "client_id": c.client_id,
+            }
+            for c in config.clients
+        ]
         return cdk.Stack.of(self).to_json_string(mapping)

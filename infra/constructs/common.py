@@ -9,18 +9,27 @@ import aws_cdk as cdk
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
+
 from constructs import Construct
 
 from ..config import DeployConfig
 
 _RETENTION = {
-    1: logs.RetentionDays.ONE_DAY, 3: logs.RetentionDays.THREE_DAYS, 5: logs.RetentionDays.FIVE_DAYS,
-    7: logs.RetentionDays.ONE_WEEK, 14: logs.RetentionDays.TWO_WEEKS, 30: logs.RetentionDays.ONE_MONTH,
-    60: logs.RetentionDays.TWO_MONTHS, 90: logs.RetentionDays.THREE_MONTHS,
-    180: logs.RetentionDays.SIX_MONTHS, 365: logs.RetentionDays.ONE_YEAR,
+    1: logs.RetentionDays.ONE_DAY,
+    3: logs.RetentionDays.THREE_DAYS,
+    5: logs.RetentionDays.FIVE_DAYS,
+    7: logs.RetentionDays.ONE_WEEK,
+    14: logs.RetentionDays.TWO_WEEKS,
+    30: logs.RetentionDays.ONE_MONTH,
+    60: logs.RetentionDays.TWO_MONTHS,
+    90: logs.RetentionDays.THREE_MONTHS,
+    180: logs.RetentionDays.SIX_MONTHS,
+    365: logs.RetentionDays.ONE_YEAR,
 }
 _RUNTIMES = {
-    "3.12": lambda_.Runtime.PYTHON_3_12, "3.13": lambda_.Runtime.PYTHON_3_13, "3.14": lambda_.Runtime.PYTHON_3_14,
+    "3.12": lambda_.Runtime.PYTHON_3_12,
+    "3.13": lambda_.Runtime.PYTHON_3_13,
+    "3.14": lambda_.Runtime.PYTHON_3_14,
 }
 
 
@@ -45,8 +54,11 @@ def grant_table(table, role: iam.IRole, *, write: bool = False) -> None:
     """Read (or write) one table's data; acknowledges the table's own `index/*` ARN, which
     Query on its GSIs needs."""
     (table.grant_write_data if write else table.grant_read_data)(role)
-    acknowledge(role, f"AwsSolutions-IAM5[Resource::{arn_ref(table)}/index/*]",
-                "Query on this table's own global secondary indexes (table/index/*); no other table.")
+    acknowledge(
+        role,
+        f"AwsSolutions-IAM5[Resource::{arn_ref(table)}/index/*]",
+        "Query on this table's own global secondary indexes (table/index/*); no other table.",
+    )
 
 
 @dataclass
@@ -65,21 +77,45 @@ class FunctionFactory:
         self.base_env = base_env
         self.code = lambda_.Code.from_asset(str(config.asset_path()))
         self.runtime = _RUNTIMES[config.python_runtime]
-        self.arch = lambda_.Architecture.ARM_64 if config.architecture == "arm64" else lambda_.Architecture.X86_64
+        self.arch = (
+            lambda_.Architecture.ARM_64 if config.architecture == "arm64" else lambda_.Architecture.X86_64
+        )
 
-    def make(self, scope: Construct, id: str, *, group: str, handler: str, description: str,
-             env: dict[str, str] | None = None, service: str | None = None) -> Fn:
+    def make(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        group: str,
+        handler: str,
+        description: str,
+        env: dict[str, str] | None = None,
+        service: str | None = None,
+    ) -> Fn:
         cfg = self.config
         name = f"{cfg.prefix}-{group.replace('_', '-')}"
-        role = iam.Role(scope, f"{id}Role", assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
-                        description=f"{name}: only what this function needs")
-        log_group = logs.LogGroup(scope, f"{id}Logs", log_group_name=f"/aws/lambda/{name}",
-                                  retention=retention(cfg), removal_policy=cdk.RemovalPolicy.DESTROY)
-        role.add_to_principal_policy(iam.PolicyStatement(
-            actions=["logs:CreateLogStream", "logs:PutLogEvents"], resources=[log_group.log_group_arn]))
+        role = iam.Role(
+            scope,
+            f"{id}Role",
+            assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
+            description=f"{name}: only what this function needs",
+        )
+        log_group = logs.LogGroup(
+            scope,
+            f"{id}Logs",
+            log_group_name=f"/aws/lambda/{name}",
+            retention=retention(cfg),
+            removal_policy=cdk.RemovalPolicy.DESTROY,
+        )
+        role.add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=["logs:CreateLogStream", "logs:PutLogEvents"], resources=[log_group.log_group_arn]
+            )
+        )
         size = cfg.size_for(group)
         function = lambda_.Function(
-            scope, id,
+            scope,
+            id,
             function_name=name,
             description=description,
             runtime=self.runtime,
@@ -96,7 +132,10 @@ class FunctionFactory:
             system_log_level_v2=lambda_.SystemLogLevel.WARN,
             log_group=log_group,
         )
-        acknowledge(role, "AwsSolutions-IAM5[Resource::*]",
-                    "Only X-Ray PutTraceSegments/PutTelemetryRecords use '*': X-Ray has no resource-level "
-                    "permissions.")
+        acknowledge(
+            role,
+            "AwsSolutions-IAM5[Resource::*]",
+            "Only X-Ray PutTraceSegments/PutTelemetryRecords use '*': X-Ray has no resource-level "
+            "permissions.",
+        )
         return Fn(function, role, log_group, group)

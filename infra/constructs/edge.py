@@ -16,8 +16,8 @@ from aws_cdk import aws_apigateway as apigw
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_secretsmanager as sm
-from constructs import Construct
 
+from constructs import Construct
 from fleetmem.lambda_routes import TOOL_FUNCTIONS_ENV
 from fleetmem.lambda_runtime import gateway_error_body, www_authenticate
 
@@ -35,8 +35,17 @@ def _envelope(code: str, message: str) -> str:
 
 
 class Edge(Construct):
-    def __init__(self, scope: Construct, id: str, *, config: DeployConfig, factory: FunctionFactory,
-                 tables: Tables, tools: ToolFunctions, auth: ClientAuth) -> None:
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        config: DeployConfig,
+        factory: FunctionFactory,
+        tables: Tables,
+        tools: ToolFunctions,
+        auth: ClientAuth,
+    ) -> None:
         super().__init__(scope, id)
         stack = cdk.Stack.of(self)
 
@@ -47,46 +56,70 @@ class Edge(Construct):
         for client_id, _tier in key_owners:
             label = "Default" if client_id == DEFAULT_KEY else client_id
             secret = sm.Secret(
-                self, f"UsageKey-{label}",
+                self,
+                f"UsageKey-{label}",
                 description=f"{config.prefix} API Gateway usage key for {label}",
                 generate_secret_string=sm.SecretStringGenerator(exclude_punctuation=True, password_length=40),
             )
-            acknowledge(secret, "AwsSolutions-SMG4",
-                        "A usage-plan key is a metering identifier, not a credential (callers never see it; the "
-                        "authorizer attaches it). Rotate by re-deploying; see docs/operate.md.")
+            acknowledge(
+                secret,
+                "AwsSolutions-SMG4",
+                "A usage-plan key is a metering identifier, not a credential (callers never see it; the "
+                "authorizer attaches it). Rotate by re-deploying; see docs/operate.md.",
+            )
             self.key_secrets[client_id] = secret
             self.keys[client_id] = apigw.ApiKey(
-                self, f"Key-{label}", api_key_name=f"{config.prefix}-{label if label != 'Default' else 'default'}",
-                value=secret.secret_value.unsafe_unwrap(), enabled=True)
+                self,
+                f"Key-{label}",
+                api_key_name=f"{config.prefix}-{label if label != 'Default' else 'default'}",
+                value=secret.secret_value.unsafe_unwrap(),
+                enabled=True,
+            )
 
         # -- functions ------------------------------------------------------------------------
         self.edge: Fn = factory.make(
-            self, "Mcp", group="mcp", handler="functions.mcp.handler.handler",
+            self,
+            "Mcp",
+            group="mcp",
+            handler="functions.mcp.handler.handler",
             description="fleetmem MCP edge (streamable HTTP, stateless JSON)",
-            env={TOOL_FUNCTIONS_ENV: stack.to_json_string(tools.tool_function_names),
-                 "FLEETMEM_AUTHORIZATION_SERVER": auth.issuer})
+            env={
+                TOOL_FUNCTIONS_ENV: stack.to_json_string(tools.tool_function_names),
+                "FLEETMEM_AUTHORIZATION_SERVER": auth.issuer,
+            },
+        )
         for fn in tools.by_group.values():
             # Only the edge may invoke tool functions (exact ARNs, no version wildcard).
-            self.edge.role.add_to_principal_policy(iam.PolicyStatement(
-                actions=["lambda:InvokeFunction"], resources=[fn.function.function_arn]))
+            self.edge.role.add_to_principal_policy(
+                iam.PolicyStatement(actions=["lambda:InvokeFunction"], resources=[fn.function.function_arn])
+            )
 
         self.authorizer_fn: Fn = factory.make(
-            self, "Authorizer", group="authorizer", handler="functions.authorizer.handler.handler",
+            self,
+            "Authorizer",
+            group="authorizer",
+            handler="functions.authorizer.handler.handler",
             description="fleetmem REQUEST authorizer: API token or Cognito access token",
-            env={"FLEETMEM_COGNITO_ISSUER": auth.issuer,
-                 "FLEETMEM_COGNITO_CLIENTS": auth.clients_by_app_id(config),
-                 "FLEETMEM_COGNITO_RESOURCE_SERVER": RESOURCE_SERVER,
-                 "FLEETMEM_USAGE_KEY_SECRETS": stack.to_json_string(
-                     {cid: s.secret_arn for cid, s in self.key_secrets.items()})})
+            env={
+                "FLEETMEM_COGNITO_ISSUER": auth.issuer,
+                "FLEETMEM_COGNITO_CLIENTS": auth.clients_by_app_id(config),
+                "FLEETMEM_COGNITO_RESOURCE_SERVER": RESOURCE_SERVER,
+                "FLEETMEM_USAGE_KEY_SECRETS": stack.to_json_string(
+                    {cid: s.secret_arn for cid, s in self.key_secrets.items()}
+                ),
+            },
+        )
         grant_table(tables["clients"], self.authorizer_fn.role)
         for secret in self.key_secrets.values():
             secret.grant_read(self.authorizer_fn.role)
 
         # -- the REST API ----------------------------------------------------------------------
-        access_logs = logs.LogGroup(self, "AccessLogs", retention=retention(config),
-                                    removal_policy=cdk.RemovalPolicy.DESTROY)
+        access_logs = logs.LogGroup(
+            self, "AccessLogs", retention=retention(config), removal_policy=cdk.RemovalPolicy.DESTROY
+        )
         self.api = apigw.RestApi(
-            self, "Api",
+            self,
+            "Api",
             rest_api_name=config.prefix,
             description="fleetmem: remote MCP memory for agent fleets",
             endpoint_types=[apigw.EndpointType.REGIONAL],
@@ -97,34 +130,53 @@ class Edge(Construct):
                 stage_name=config.stage,
                 access_log_destination=apigw.LogGroupLogDestination(access_logs),
                 access_log_format=apigw.AccessLogFormat.json_with_standard_fields(
-                    caller=False, http_method=True, ip=True, protocol=True, request_time=True,
-                    resource_path=True, response_length=True, status=True, user=False),
+                    caller=False,
+                    http_method=True,
+                    ip=True,
+                    protocol=True,
+                    request_time=True,
+                    resource_path=True,
+                    response_length=True,
+                    status=True,
+                    user=False,
+                ),
                 logging_level=apigw.MethodLoggingLevel.ERROR,
                 data_trace_enabled=False,
                 metrics_enabled=True,
                 tracing_enabled=True,
             ),
         )
-        acknowledge(self.api, "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/"
-                              "AmazonAPIGatewayPushToCloudWatchLogs]",
-                    "API Gateway's account-level CloudWatch role uses the AWS-managed "
-                    "AmazonAPIGatewayPushToCloudWatchLogs policy, the documented way to enable execution logs.")
-        acknowledge(self.api, "AwsSolutions-APIG3",
-                    "No WAF by default: every route needs a credential checked by the authorizer and is "
-                    "throttled per client by usage plans; attach a WebACL per stage if the threat model needs it.")
-        acknowledge(self.api, "AwsSolutions-COG4",
-                    "Callers present either a fleetmem API token or a Cognito access token; one Lambda REQUEST "
-                    "authorizer verifies both (JWT signature, issuer, expiry, client and scopes), which a "
-                    "Cognito-only authorizer cannot.")
+        acknowledge(
+            self.api,
+            "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/"
+            "AmazonAPIGatewayPushToCloudWatchLogs]",
+            "API Gateway's account-level CloudWatch role uses the AWS-managed "
+            "AmazonAPIGatewayPushToCloudWatchLogs policy, the documented way to enable execution logs.",
+        )
+        acknowledge(
+            self.api,
+            "AwsSolutions-APIG3",
+            "No WAF by default: every route needs a credential checked by the authorizer and is "
+            "throttled per client by usage plans; attach a WebACL per stage if the threat model needs it.",
+        )
+        acknowledge(
+            self.api,
+            "AwsSolutions-COG4",
+            "Callers present either a fleetmem API token or a Cognito access token; one Lambda REQUEST "
+            "authorizer verifies both (JWT signature, issuer, expiry, client and scopes), which a "
+            "Cognito-only authorizer cannot.",
+        )
         self.authorizer = apigw.RequestAuthorizer(
-            self, "RequestAuthorizer",
+            self,
+            "RequestAuthorizer",
             handler=self.authorizer_fn.function,
             identity_sources=[apigw.IdentitySource.header("Authorization")],
             results_cache_ttl=cdk.Duration.minutes(5),
             authorizer_name=f"{config.prefix}-authorizer",
         )
-        validator = self.api.add_request_validator("Validator", validate_request_body=True,
-                                                   validate_request_parameters=True)
+        validator = self.api.add_request_validator(
+            "Validator", validate_request_body=True, validate_request_parameters=True
+        )
         secured = dict(authorizer=self.authorizer, api_key_required=True, request_validator=validator)
 
         mcp = self.api.root.add_resource("mcp")
@@ -135,46 +187,84 @@ class Edge(Construct):
 
         v1 = self.api.root.add_resource("v1")
         for tool, fn in tools.by_tool.items():
-            v1.add_resource(tool).add_method("POST", apigw.LambdaIntegration(fn.function, proxy=True), **secured)
+            v1.add_resource(tool).add_method(
+                "POST", apigw.LambdaIntegration(fn.function, proxy=True), **secured
+            )
 
         # -- 401 with WWW-Authenticate; 429 in the envelope's shape --------------------------
-        base_url = cdk.Fn.join("", ["https://", self.api.rest_api_id, ".execute-api.", stack.region, ".",
-                                    stack.url_suffix, f"/{config.stage}"])
+        base_url = cdk.Fn.join(
+            "",
+            [
+                "https://",
+                self.api.rest_api_id,
+                ".execute-api.",
+                stack.region,
+                ".",
+                stack.url_suffix,
+                f"/{config.stage}",
+            ],
+        )
         www = f"'{www_authenticate(base_url)}'"
         json_type = "application/json"
         self.api.add_gateway_response(
-            "Unauthorized", type=apigw.ResponseType.UNAUTHORIZED, status_code="401",
+            "Unauthorized",
+            type=apigw.ResponseType.UNAUTHORIZED,
+            status_code="401",
             response_headers={"WWW-Authenticate": www, "Content-Type": f"'{json_type}'"},
-            templates={json_type: _envelope("unauthorized", "Missing, unknown, expired or revoked credential.")})
+            templates={
+                json_type: _envelope("unauthorized", "Missing, unknown, expired or revoked credential.")
+            },
+        )
         self.api.add_gateway_response(
-            "AccessDenied", type=apigw.ResponseType.ACCESS_DENIED, status_code="401",
+            "AccessDenied",
+            type=apigw.ResponseType.ACCESS_DENIED,
+            status_code="401",
             response_headers={"WWW-Authenticate": www, "Content-Type": f"'{json_type}'"},
-            templates={json_type: _envelope("unauthorized", "Credential not accepted.")})
-        for rt, label in ((apigw.ResponseType.THROTTLED, "Throttled"), (apigw.ResponseType.QUOTA_EXCEEDED, "Quota")):
+            templates={json_type: _envelope("unauthorized", "Credential not accepted.")},
+        )
+        for rt, label in (
+            (apigw.ResponseType.THROTTLED, "Throttled"),
+            (apigw.ResponseType.QUOTA_EXCEEDED, "Quota"),
+        ):
             self.api.add_gateway_response(
-                label, type=rt, status_code="429",
+                label,
+                type=rt,
+                status_code="429",
                 response_headers={"Retry-After": "'60'", "Content-Type": f"'{json_type}'"},
-                templates={json_type: _envelope("rate_limited", "This client's rate limit or quota is used up.")})
+                templates={
+                    json_type: _envelope("rate_limited", "This client's rate limit or quota is used up.")
+                },
+            )
 
         # Public by design: the OAuth protected-resource metadata (RFC 9728) tells a client where to
         # get a credential, and /health answers load balancers and uptime checks; neither holds data.
         well_known = self.api.root.add_resource(".well-known").add_resource("oauth-protected-resource")
-        public = [well_known.add_method("GET", edge_integration, request_validator=validator),
-                  well_known.add_resource("mcp").add_method("GET", edge_integration, request_validator=validator),
-                  self.api.root.add_resource("health").add_method("GET", edge_integration,
-                                                                  request_validator=validator)]
+        public = [
+            well_known.add_method("GET", edge_integration, request_validator=validator),
+            well_known.add_resource("mcp").add_method("GET", edge_integration, request_validator=validator),
+            self.api.root.add_resource("health").add_method(
+                "GET", edge_integration, request_validator=validator
+            ),
+        ]
         for method in public:
-            acknowledge(method, "AwsSolutions-APIG4",
-                        "Public by design: OAuth protected-resource metadata (clients read it to learn where "
-                        "to get a credential) or the health check; neither exposes memory data.")
-            acknowledge(method, "AwsSolutions-COG4",
-                        "Public metadata/health route; no authorizer by design (RFC 9728).")
+            acknowledge(
+                method,
+                "AwsSolutions-APIG4",
+                "Public by design: OAuth protected-resource metadata (clients read it to learn where "
+                "to get a credential) or the health check; neither exposes memory data.",
+            )
+            acknowledge(
+                method,
+                "AwsSolutions-COG4",
+                "Public metadata/health route; no authorizer by design (RFC 9728).",
+            )
 
         # -- usage plans: one per tier, each client's key in its tier ---------------------------
         self.plans: dict[str, apigw.UsagePlan] = {}
         for tier, t in config.tiers.items():
             self.plans[tier] = self.api.add_usage_plan(
-                f"Plan-{tier}", name=f"{config.prefix}-{tier}",
+                f"Plan-{tier}",
+                name=f"{config.prefix}-{tier}",
                 throttle=apigw.ThrottleSettings(rate_limit=t.rate_per_second, burst_limit=t.burst),
                 quota=apigw.QuotaSettings(limit=t.quota_per_day, period=apigw.Period.DAY),
                 api_stages=[apigw.UsagePlanPerApiStage(api=self.api, stage=self.api.deployment_stage)],

@@ -11,6 +11,7 @@ from aws_cdk import aws_scheduler as scheduler
 from aws_cdk import aws_scheduler_targets as scheduler_targets
 from aws_cdk import aws_secretsmanager as sm
 from aws_cdk import aws_sqs as sqs
+
 from constructs import Construct
 
 from ..config import DeployConfig
@@ -22,21 +23,33 @@ SOURCE = "fleetmem.heartbeat"
 
 
 def _queue(scope: Construct, id: str, name: str, dlq: sqs.IQueue | None = None) -> sqs.Queue:
-    q = sqs.Queue(scope, id, queue_name=name, encryption=sqs.QueueEncryption.SQS_MANAGED, enforce_ssl=True,
-                  retention_period=cdk.Duration.days(14),
-                  dead_letter_queue=sqs.DeadLetterQueue(queue=dlq, max_receive_count=5) if dlq else None)
+    q = sqs.Queue(
+        scope,
+        id,
+        queue_name=name,
+        encryption=sqs.QueueEncryption.SQS_MANAGED,
+        enforce_ssl=True,
+        retention_period=cdk.Duration.days(14),
+        dead_letter_queue=sqs.DeadLetterQueue(queue=dlq, max_receive_count=5) if dlq else None,
+    )
     if dlq is None:
         acknowledge(q, "AwsSolutions-SQS3", "This queue is itself a dead-letter queue.")
     return q
 
 
 class Heartbeat(Construct):
-    def __init__(self, scope: Construct, id: str, *, config: DeployConfig, factory: FunctionFactory,
-                 tables: Tables) -> None:
+    def __init__(
+        self, scope: Construct, id: str, *, config: DeployConfig, factory: FunctionFactory, tables: Tables
+    ) -> None:
         super().__init__(scope, id)
         self.dlq = _queue(self, "Dlq", f"{config.prefix}-heartbeat-dlq")
-        self.fn: Fn = factory.make(self, "Fn", group="heartbeat", handler="functions.heartbeat.handler.handler",
-                                   description="fleetmem heartbeat: scheduled delta -> SQS / webhook")
+        self.fn: Fn = factory.make(
+            self,
+            "Fn",
+            group="heartbeat",
+            handler="functions.heartbeat.handler.handler",
+            description="fleetmem heartbeat: scheduled delta -> SQS / webhook",
+        )
         for logical in ("facts", "pages", "cursors"):
             grant_table(tables[logical], self.fn.role)
         grant_table(tables["cursors"], self.fn.role, write=True)
@@ -54,46 +67,85 @@ class Heartbeat(Construct):
                 if self.bus is None:
                     self.bus = events.EventBus(self, "Bus", event_bus_name=f"{config.prefix}-heartbeat")
                     self.bus.grant_put_events_to(self.fn.role)
-                secret = sm.Secret(self, f"WebhookSecret-{name}",
-                                   description=f"Shared secret sent as X-Fleetmem-Key to {name}",
-                                   generate_secret_string=sm.SecretStringGenerator(exclude_punctuation=True,
-                                                                                   password_length=40))
-                acknowledge(secret, "AwsSolutions-SMG4",
-                            "Webhook shared secret: rotate together with the receiver (see docs/operate.md).")
-                conn = events.Connection(self, f"Conn-{name}", authorization=events.Authorization.api_key(
-                    "X-Fleetmem-Key", secret.secret_value))
-                dest = events.ApiDestination(self, f"Dest-{name}", connection=conn, endpoint=d.url,
-                                             http_method=events.HttpMethod.POST,
-                                             rate_limit_per_second=d.rate_per_second)
-                events.Rule(self, f"Rule-{name}", event_bus=self.bus,
-                            event_pattern=events.EventPattern(source=[SOURCE], detail_type=[DETAIL_TYPE],
-                                                              detail={"destination": [name]}),
-                            targets=[targets.ApiDestination(dest, dead_letter_queue=self.dlq, retry_attempts=10,
-                                                            max_event_age=cdk.Duration.hours(24),
-                                                            event=events.RuleTargetInput.from_event_path("$.detail"))])
+                secret = sm.Secret(
+                    self,
+                    f"WebhookSecret-{name}",
+                    description=f"Shared secret sent as X-Fleetmem-Key to {name}",
+                    generate_secret_string=sm.SecretStringGenerator(
+                        exclude_punctuation=True, password_length=40
+                    ),
+                )
+                acknowledge(
+                    secret,
+                    "AwsSolutions-SMG4",
+                    "Webhook shared secret: rotate together with the receiver (see docs/operate.md).",
+                )
+                conn = events.Connection(
+                    self,
+                    f"Conn-{name}",
+                    authorization=events.Authorization.api_key("X-Fleetmem-Key", secret.secret_value),
+                )
+                dest = events.ApiDestination(
+                    self,
+                    f"Dest-{name}",
+                    connection=conn,
+                    endpoint=d.url,
+                    http_method=events.HttpMethod.POST,
+                    rate_limit_per_second=d.rate_per_second,
+                )
+                events.Rule(
+                    self,
+                    f"Rule-{name}",
+                    event_bus=self.bus,
+                    event_pattern=events.EventPattern(
+                        source=[SOURCE], detail_type=[DETAIL_TYPE], detail={"destination": [name]}
+                    ),
+                    targets=[
+                        targets.ApiDestination(
+                            dest,
+                            dead_letter_queue=self.dlq,
+                            retry_attempts=10,
+                            max_event_age=cdk.Duration.hours(24),
+                            event=events.RuleTargetInput.from_event_path("$.detail"),
+                        )
+                    ],
+                )
                 payload_dest[name] = {"type": "https", "bus": self.bus.event_bus_name, "name": name}
 
         self.schedules: list[scheduler.Schedule] = []
         for h in config.heartbeats:
             expr = scheduler.ScheduleExpression.expression(
-                h.schedule, cdk.TimeZone.of(h.timezone) if h.timezone else None)
-            self.schedules.append(scheduler.Schedule(
-                self, f"Schedule-{h.name}",
-                schedule_name=config.heartbeat_schedule_name(h.name),
-                schedule=expr,
-                target=scheduler_targets.LambdaInvoke(
-                    self.fn.function,
-                    input=scheduler.ScheduleTargetInput.from_object({
-                        "tenant": h.tenant, "client_id": h.client_id, "session_id": h.session_id,
-                        "budget_tokens": h.budget_tokens, "destination": payload_dest[h.destination]}),
-                    dead_letter_queue=self.dlq,
-                    retry_attempts=3,
-                    max_event_age=cdk.Duration.hours(1),
-                ),
-                description=f"heartbeat {h.name}: delta for {h.tenant}/{h.client_id}/{h.session_id}",
-            ))
+                h.schedule, cdk.TimeZone.of(h.timezone) if h.timezone else None
+            )
+            self.schedules.append(
+                scheduler.Schedule(
+                    self,
+                    f"Schedule-{h.name}",
+                    schedule_name=config.heartbeat_schedule_name(h.name),
+                    schedule=expr,
+                    target=scheduler_targets.LambdaInvoke(
+                        self.fn.function,
+                        input=scheduler.ScheduleTargetInput.from_object(
+                            {
+                                "tenant": h.tenant,
+                                "client_id": h.client_id,
+                                "session_id": h.session_id,
+                                "budget_tokens": h.budget_tokens,
+                                "destination": payload_dest[h.destination],
+                            }
+                        ),
+                        dead_letter_queue=self.dlq,
+                        retry_attempts=3,
+                        max_event_age=cdk.Duration.hours(1),
+                    ),
+                    description=f"heartbeat {h.name}: delta for {h.tenant}/{h.client_id}/{h.session_id}",
+                )
+            )
         if self.schedules:
-            acknowledge(cdk.Stack.of(self), f"AwsSolutions-IAM5[Resource::{arn_ref(self.fn.function)}:*]",
-                        "EventBridge Scheduler's target role may invoke the heartbeat function and its "
-                        "versions/aliases (function:*), and nothing else.")
+            acknowledge(
+                cdk.Stack.of(self),
+                f"AwsSolutions-IAM5[Resource::{arn_ref(self.fn.function)}:*]",
+                "EventBridge Scheduler's target role may invoke the heartbeat function and its "
+                "versions/aliases (function:*), and nothing else.",
+            )
         self.all_queues = [self.dlq, *self.queues.values()]

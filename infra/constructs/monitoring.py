@@ -10,6 +10,7 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sns_subscriptions as subs
 from aws_cdk import aws_sqs as sqs
+
 from constructs import Construct
 
 from ..config import DeployConfig
@@ -21,57 +22,123 @@ FIVE_MIN = cdk.Duration.minutes(5)
 
 
 class Monitoring(Construct):
-    def __init__(self, scope: Construct, id: str, *, config: DeployConfig, tool_fns: dict[str, Fn],
-                 edge: Fn, authorizer: Fn, indexer: Fn, heartbeat: Fn, dlqs: dict[str, sqs.IQueue],
-                 api_name: str) -> None:
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        config: DeployConfig,
+        tool_fns: dict[str, Fn],
+        edge: Fn,
+        authorizer: Fn,
+        indexer: Fn,
+        heartbeat: Fn,
+        dlqs: dict[str, sqs.IQueue],
+        api_name: str,
+    ) -> None:
         super().__init__(scope, id)
-        self.topic = sns.Topic(self, "Alarms", topic_name=f"{config.prefix}-alarms", enforce_ssl=True,
-                               master_key=kms.Alias.from_alias_name(self, "SnsKey", "alias/aws/sns"))
+        self.topic = sns.Topic(
+            self,
+            "Alarms",
+            topic_name=f"{config.prefix}-alarms",
+            enforce_ssl=True,
+            master_key=kms.Alias.from_alias_name(self, "SnsKey", "alias/aws/sns"),
+        )
         if config.alarms.email:
             self.topic.add_subscription(subs.EmailSubscription(config.alarms.email))
         action = cw_actions.SnsAction(self.topic)
         self.alarms: list[cw.Alarm] = []
 
-        def alarm(id: str, metric: cw.IMetric, threshold: float, description: str,
-                  op: cw.ComparisonOperator = cw.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
-                  periods: int = 1) -> cw.Alarm:
-            a = cw.Alarm(self, id, alarm_name=f"{config.prefix}-{id}", metric=metric, threshold=threshold,
-                         evaluation_periods=periods, comparison_operator=op, alarm_description=description,
-                         treat_missing_data=cw.TreatMissingData.NOT_BREACHING)
+        def alarm(
+            id: str,
+            metric: cw.IMetric,
+            threshold: float,
+            description: str,
+            op: cw.ComparisonOperator = cw.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+            periods: int = 1,
+        ) -> cw.Alarm:
+            a = cw.Alarm(
+                self,
+                id,
+                alarm_name=f"{config.prefix}-{id}",
+                metric=metric,
+                threshold=threshold,
+                evaluation_periods=periods,
+                comparison_operator=op,
+                alarm_description=description,
+                treat_missing_data=cw.TreatMissingData.NOT_BREACHING,
+            )
             a.add_alarm_action(action)
             self.alarms.append(a)
             return a
 
-        every_fn = {**{f"tool-{g}": f for g, f in tool_fns.items()}, "edge": edge, "authorizer": authorizer,
-                    "indexer": indexer, "heartbeat": heartbeat}
+        every_fn = {
+            **{f"tool-{g}": f for g, f in tool_fns.items()},
+            "edge": edge,
+            "authorizer": authorizer,
+            "indexer": indexer,
+            "heartbeat": heartbeat,
+        }
         latency_widgets: list[cw.IWidget] = []
         error_metrics: list[cw.IMetric] = []
         for label, fn in every_fn.items():
             f = fn.function
             errors = f.metric_errors(period=FIVE_MIN, statistic="Sum")
             error_metrics.append(errors.with_(label=label))
-            alarm(f"{label}-errors", errors, 1, f"{f.function_name} raised unhandled errors (not tool errors).")
-            alarm(f"{label}-throttles", f.metric_throttles(period=FIVE_MIN, statistic="Sum"), 1,
-                  f"{f.function_name} was throttled: concurrency limit reached.")
+            alarm(
+                f"{label}-errors", errors, 1, f"{f.function_name} raised unhandled errors (not tool errors)."
+            )
+            alarm(
+                f"{label}-throttles",
+                f.metric_throttles(period=FIVE_MIN, statistic="Sum"),
+                1,
+                f"{f.function_name} was throttled: concurrency limit reached.",
+            )
             if label.startswith("tool-") or label == "edge":
                 group = fn.group
                 p99 = f.metric_duration(period=FIVE_MIN, statistic="p99")
-                alarm(f"{label}-p99", p99, config.p99_ms_for(group),
-                      f"{f.function_name} p99 duration above {config.p99_ms_for(group)} ms.",
-                      cw.ComparisonOperator.GREATER_THAN_THRESHOLD, periods=3)
-                latency_widgets.append(cw.GraphWidget(title=f"{group} duration", width=6,
-                                                      left=[f.metric_duration(period=FIVE_MIN, statistic=s)
-                                                            for s in ("p50", "p99")]))
+                alarm(
+                    f"{label}-p99",
+                    p99,
+                    config.p99_ms_for(group),
+                    f"{f.function_name} p99 duration above {config.p99_ms_for(group)} ms.",
+                    cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
+                    periods=3,
+                )
+                latency_widgets.append(
+                    cw.GraphWidget(
+                        title=f"{group} duration",
+                        width=6,
+                        left=[f.metric_duration(period=FIVE_MIN, statistic=s) for s in ("p50", "p99")],
+                    )
+                )
         for label, q in dlqs.items():
-            alarm(f"{label}-dlq", q.metric_approximate_number_of_messages_visible(period=FIVE_MIN, statistic="Max"),
-                  1, f"Messages are waiting in {label}: records that could not be processed.")
-        denied = cw.Metric(namespace=METRICS_NAMESPACE, metric_name=AUTHORIZER_DENIED,
-                           dimensions_map={"service": "authorizer"}, period=FIVE_MIN, statistic="Sum")
-        alarm("authorizer-denials", denied, config.alarms.authorizer_denials_per_5min,
-              "Many rejected credentials: a misconfigured client, a revoked token still in use, or probing.")
-        api_5xx = cw.Metric(namespace="AWS/ApiGateway", metric_name="5XXError",
-                            dimensions_map={"ApiName": api_name, "Stage": config.stage},
-                            period=FIVE_MIN, statistic="Sum")
+            alarm(
+                f"{label}-dlq",
+                q.metric_approximate_number_of_messages_visible(period=FIVE_MIN, statistic="Max"),
+                1,
+                f"Messages are waiting in {label}: records that could not be processed.",
+            )
+        denied = cw.Metric(
+            namespace=METRICS_NAMESPACE,
+            metric_name=AUTHORIZER_DENIED,
+            dimensions_map={"service": "authorizer"},
+            period=FIVE_MIN,
+            statistic="Sum",
+        )
+        alarm(
+            "authorizer-denials",
+            denied,
+            config.alarms.authorizer_denials_per_5min,
+            "Many rejected credentials: a misconfigured client, a revoked token still in use, or probing.",
+        )
+        api_5xx = cw.Metric(
+            namespace="AWS/ApiGateway",
+            metric_name="5XXError",
+            dimensions_map={"ApiName": api_name, "Stage": config.stage},
+            period=FIVE_MIN,
+            statistic="Sum",
+        )
         alarm("api-5xx", api_5xx, 5, "The API answered 5xx (integration or authorizer failures).")
 
         self.dashboard = cw.Dashboard(self, "Dashboard", dashboard_name=config.prefix)

@@ -15,6 +15,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_opensearchserverless as aoss
 from aws_cdk import aws_opensearchservice as opensearch
+
 from constructs import Construct
 
 from ..config import DeployConfig
@@ -38,8 +39,12 @@ class Search(Construct):
     def _build_domain(self, config: DeployConfig) -> None:
         s = config.search
         removal = cdk.RemovalPolicy.RETAIN if config.tables.retain_on_delete else cdk.RemovalPolicy.DESTROY
-        slow_search = logs.LogGroup(self, "SlowSearchLogs", retention=_retention(config), removal_policy=removal)
-        slow_index = logs.LogGroup(self, "SlowIndexLogs", retention=_retention(config), removal_policy=removal)
+        slow_search = logs.LogGroup(
+            self, "SlowSearchLogs", retention=_retention(config), removal_policy=removal
+        )
+        slow_index = logs.LogGroup(
+            self, "SlowIndexLogs", retention=_retention(config), removal_policy=removal
+        )
         app_logs = logs.LogGroup(self, "AppLogs", retention=_retention(config), removal_policy=removal)
         # The domain's own log-policy custom resource would add a Node.js Lambda with a managed
         # policy; one explicit resource policy does the same job with nothing to run.
@@ -69,7 +74,9 @@ class Search(Construct):
                 master_node_instance_type=s.instance_type if s.dedicated_master else None,
                 multi_az_with_standby_enabled=False,
             ),
-            ebs=opensearch.EbsOptions(volume_size=s.volume_gb, volume_type=cdk.aws_ec2.EbsDeviceVolumeType.GP3),
+            ebs=opensearch.EbsOptions(
+                volume_size=s.volume_gb, volume_type=cdk.aws_ec2.EbsDeviceVolumeType.GP3
+            ),
             zone_awareness=opensearch.ZoneAwarenessConfig(enabled=s.zone_awareness, availability_zone_count=2)
             if s.zone_awareness
             else None,
@@ -99,22 +106,40 @@ class Search(Construct):
         cfn = self.domain.node.default_child
         cfn.access_policies = {  # type: ignore[union-attr]
             "Version": "2012-10-17",
-            "Statement": [{"Effect": "Allow", "Principal": {"AWS": principals}, "Action": "es:ESHttp*",
-                           "Resource": resource}],
+            "Statement": [
+                {
+                    "Effect": "Allow",
+                    "Principal": {"AWS": principals},
+                    "Action": "es:ESHttp*",
+                    "Resource": resource,
+                }
+            ],
         }
-        acknowledge(self.domain, "AwsSolutions-OS1",
-                    "No VPC: the functions run outside a VPC (no NAT cost, faster cold starts); the domain "
-                    "accepts only SigV4-signed requests from the roles named in its access policy.")
-        acknowledge(self.domain, "AwsSolutions-OS3",
-                    "Access is by IAM principal (the function roles), not by source IP: Lambda has no fixed IPs.")
+        acknowledge(
+            self.domain,
+            "AwsSolutions-OS1",
+            "No VPC: the functions run outside a VPC (no NAT cost, faster cold starts); the domain "
+            "accepts only SigV4-signed requests from the roles named in its access policy.",
+        )
+        acknowledge(
+            self.domain,
+            "AwsSolutions-OS3",
+            "Access is by IAM principal (the function roles), not by source IP: Lambda has no fixed IPs.",
+        )
         if not self.dedicated_master:
-            acknowledge(self.domain, "AwsSolutions-OS4",
-                        "Dedicated masters are off in this stage's config (small single-purpose index); "
-                        "set search.dedicated_master for production sizes.")
+            acknowledge(
+                self.domain,
+                "AwsSolutions-OS4",
+                "Dedicated masters are off in this stage's config (small single-purpose index); "
+                "set search.dedicated_master for production sizes.",
+            )
         if not self.zone_awareness:
-            acknowledge(self.domain, "AwsSolutions-OS7",
-                        "Zone awareness is off in this stage's config; the index is derived data rebuilt "
-                        "from DynamoDB streams, so an AZ loss degrades search, not memory.")
+            acknowledge(
+                self.domain,
+                "AwsSolutions-OS7",
+                "Zone awareness is off in this stage's config; the index is derived data rebuilt "
+                "from DynamoDB streams, so an AZ loss degrades search, not memory.",
+            )
 
     # -- serverless collection --------------------------------------------------------------
     def _build_collection(self, config: DeployConfig) -> None:
@@ -125,8 +150,12 @@ class Search(Construct):
             "Encryption",
             name=f"{name}-enc"[:32],
             type="encryption",
-            policy=json.dumps({"Rules": [{"ResourceType": "collection", "Resource": [f"collection/{name}"]}],
-                               "AWSOwnedKey": True}),
+            policy=json.dumps(
+                {
+                    "Rules": [{"ResourceType": "collection", "Resource": [f"collection/{name}"]}],
+                    "AWSOwnedKey": True,
+                }
+            ),
         )
         # Serverless collections without a VPC endpoint are reached over public HTTPS; every request is
         # still SigV4-signed and checked against the data access policy below.
@@ -135,11 +164,18 @@ class Search(Construct):
             "Network",
             name=f"{name}-net"[:32],
             type="network",
-            policy=json.dumps([{"Rules": [{"ResourceType": "collection", "Resource": [f"collection/{name}"]}],
-                                "AllowFromPublic": True}]),
+            policy=json.dumps(
+                [
+                    {
+                        "Rules": [{"ResourceType": "collection", "Resource": [f"collection/{name}"]}],
+                        "AllowFromPublic": True,
+                    }
+                ]
+            ),
         )
-        self.collection = aoss.CfnCollection(self, "Collection", name=name, type="VECTORSEARCH",
-                                             standby_replicas="DISABLED")
+        self.collection = aoss.CfnCollection(
+            self, "Collection", name=name, type="VECTORSEARCH", standby_replicas="DISABLED"
+        )
         self.collection.node.add_dependency(enc)
         self.collection.node.add_dependency(net)
         self.endpoint = self.collection.attr_collection_endpoint
@@ -151,32 +187,58 @@ class Search(Construct):
         if self.flavour == "domain":
             arn = self.domain.domain_arn
             idx = f"{arn}/{self.index_prefix}*"
-            role.add_to_principal_policy(iam.PolicyStatement(
-                actions=["es:ESHttpGet", "es:ESHttpHead"], resources=[idx, f"{idx}/*"]))
-            role.add_to_principal_policy(iam.PolicyStatement(
-                actions=["es:ESHttpPost"], resources=[f"{idx}/_search", f"{idx}/_msearch", f"{arn}/_msearch"]))
+            role.add_to_principal_policy(
+                iam.PolicyStatement(actions=["es:ESHttpGet", "es:ESHttpHead"], resources=[idx, f"{idx}/*"])
+            )
+            role.add_to_principal_policy(
+                iam.PolicyStatement(
+                    actions=["es:ESHttpPost"],
+                    resources=[f"{idx}/_search", f"{idx}/_msearch", f"{arn}/_msearch"],
+                )
+            )
             ref = arn_ref(self.domain)
-            for pattern in (f"{self.index_prefix}*", f"{self.index_prefix}*/*", f"{self.index_prefix}*/_search",
-                            f"{self.index_prefix}*/_msearch"):
-                acknowledge(role, f"AwsSolutions-IAM5[Resource::{ref}/{pattern}]",
-                            f"Read-only access to the fleetmem indices ({self.index_prefix}*): GET/HEAD, and POST "
-                            "only to _search/_msearch — index names carry the model id, so a prefix is needed.")
+            for pattern in (
+                f"{self.index_prefix}*",
+                f"{self.index_prefix}*/*",
+                f"{self.index_prefix}*/_search",
+                f"{self.index_prefix}*/_msearch",
+            ):
+                acknowledge(
+                    role,
+                    f"AwsSolutions-IAM5[Resource::{ref}/{pattern}]",
+                    f"Read-only access to the fleetmem indices ({self.index_prefix}*): GET/HEAD, and POST "
+                    "only to _search/_msearch — index names carry the model id, so a prefix is needed.",
+                )
         else:
-            role.add_to_principal_policy(iam.PolicyStatement(
-                actions=["aoss:APIAccessAll"], resources=[self.collection.attr_arn]))
+            role.add_to_principal_policy(
+                iam.PolicyStatement(actions=["aoss:APIAccessAll"], resources=[self.collection.attr_arn])
+            )
 
     def grant_write(self, role: iam.IRole) -> None:
         self._writers.append(role)
         if self.flavour == "domain":
             arn = self.domain.domain_arn
-            role.add_to_principal_policy(iam.PolicyStatement(
-                actions=["es:ESHttpGet", "es:ESHttpHead", "es:ESHttpPost", "es:ESHttpPut", "es:ESHttpDelete"],
-                resources=[arn, f"{arn}/*"]))
-            acknowledge(role, f"AwsSolutions-IAM5[Resource::{arn_ref(self.domain)}/*]",
-                        "The indexer creates indices and writes through _bulk on this one domain.")
+            role.add_to_principal_policy(
+                iam.PolicyStatement(
+                    actions=[
+                        "es:ESHttpGet",
+                        "es:ESHttpHead",
+                        "es:ESHttpPost",
+                        "es:ESHttpPut",
+                        "es:ESHttpDelete",
+                    ],
+                    resources=[arn, f"{arn}/*"],
+                )
+            )
+            acknowledge(
+                role,
+                f"AwsSolutions-IAM5[Resource::{arn_ref(self.domain)}/*]",
+                "The indexer creates indices and writes through _bulk on this one domain.",
+            )
         else:
-            role.add_to_principal_policy(iam.PolicyStatement(
-                actions=["aoss:APIAccessAll"], resources=[self.collection.attr_arn]))
+            role.add_to_principal_policy(
+                iam.PolicyStatement(actions=["aoss:APIAccessAll"], resources=[self.collection.attr_arn])
+            )
 
     def finalize(self) -> None:
         """Write the resource-side policy once every role has been granted: the domain's access
@@ -191,19 +253,49 @@ class Search(Construct):
         index = f"index/{name}/{self.index_prefix}*"
         rules = []
         if self._readers:
-            rules.append({"Rules": [{"ResourceType": "index", "Resource": [index],
-                                     "Permission": ["aoss:ReadDocument", "aoss:DescribeIndex"]}],
-                          "Principal": [r.role_arn for r in self._readers]})
+            rules.append(
+                {
+                    "Rules": [
+                        {
+                            "ResourceType": "index",
+                            "Resource": [index],
+                            "Permission": ["aoss:ReadDocument", "aoss:DescribeIndex"],
+                        }
+                    ],
+                    "Principal": [r.role_arn for r in self._readers],
+                }
+            )
         if self._writers:
-            rules.append({"Rules": [
-                {"ResourceType": "index", "Resource": [index],
-                 "Permission": ["aoss:ReadDocument", "aoss:WriteDocument", "aoss:CreateIndex",
-                                "aoss:UpdateIndex", "aoss:DescribeIndex"]},
-                {"ResourceType": "collection", "Resource": [f"collection/{name}"],
-                 "Permission": ["aoss:DescribeCollectionItems"]}],
-                "Principal": [r.role_arn for r in self._writers]})
-        aoss.CfnAccessPolicy(self, "DataAccess", name=f"{name}-data"[:32], type="data",
-                             policy=cdk.Stack.of(self).to_json_string(rules))
+            rules.append(
+                {
+                    "Rules": [
+                        {
+                            "ResourceType": "index",
+                            "Resource": [index],
+                            "Permission": [
+                                "aoss:ReadDocument",
+                                "aoss:WriteDocument",
+                                "aoss:CreateIndex",
+                                "aoss:UpdateIndex",
+                                "aoss:DescribeIndex",
+                            ],
+                        },
+                        {
+                            "ResourceType": "collection",
+                            "Resource": [f"collection/{name}"],
+                            "Permission": ["aoss:DescribeCollectionItems"],
+                        },
+                    ],
+                    "Principal": [r.role_arn for r in self._writers],
+                }
+            )
+        aoss.CfnAccessPolicy(
+            self,
+            "DataAccess",
+            name=f"{name}-data"[:32],
+            type="data",
+            policy=cdk.Stack.of(self).to_json_string(rules),
+        )
 
 
 def _retention(config: DeployConfig) -> logs.RetentionDays:

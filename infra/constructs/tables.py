@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import aws_cdk as cdk
 from aws_cdk import aws_dynamodb as ddb
-from constructs import Construct
 
+from constructs import Construct
 from fleetmem.adapters.aws.tables import TABLES, KeyAttr, TableSpec
 
 from ..config import DeployConfig

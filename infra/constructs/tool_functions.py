@@ -13,8 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from aws_cdk import aws_iam as iam
-from constructs import Construct
 
+from constructs import Construct
 from fleetmem.lambda_routes import ADMIN_GROUP, PAGES_GROUP, function_name, groups
 
 from ..config import DeployConfig
@@ -74,13 +74,16 @@ def bedrock_model_arns(scope: Construct, model: str) -> list[str]:
 
     parts = model.split(".", 1)
     if len(parts) == 2 and parts[0] in {"us", "eu", "apac", "global", "ca", "jp", "au", "us-gov"}:
-        return [f"arn:{Aws.PARTITION}:bedrock:{Aws.REGION}:{Aws.ACCOUNT_ID}:inference-profile/{model}",
-                f"arn:{Aws.PARTITION}:bedrock:*::foundation-model/{parts[1]}"]
+        return [
+            f"arn:{Aws.PARTITION}:bedrock:{Aws.REGION}:{Aws.ACCOUNT_ID}:inference-profile/{model}",
+            f"arn:{Aws.PARTITION}:bedrock:*::foundation-model/{parts[1]}",
+        ]
     return [f"arn:{Aws.PARTITION}:bedrock:{Aws.REGION}::foundation-model/{model}"]
 
 
-def grant_data(fn: Fn, access: Access, *, tables: Tables, search: Search, config: DeployConfig,
-               scope: Construct) -> None:
+def grant_data(
+    fn: Fn, access: Access, *, tables: Tables, search: Search, config: DeployConfig, scope: Construct
+) -> None:
     for logical in sorted(access.read):
         grant_table(tables[logical], fn.role)
     for logical in sorted(access.write):
@@ -90,20 +93,34 @@ def grant_data(fn: Fn, access: Access, *, tables: Tables, search: Search, config
     if access.search_write:
         search.grant_write(fn.role)
     if access.embed:
-        fn.role.add_to_principal_policy(iam.PolicyStatement(
-            actions=["bedrock:InvokeModel"], resources=bedrock_model_arns(scope, config.embedding.model)))
+        fn.role.add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=["bedrock:InvokeModel"], resources=bedrock_model_arns(scope, config.embedding.model)
+            )
+        )
     if access.llm and config.llm.model:
-        fn.role.add_to_principal_policy(iam.PolicyStatement(
-            actions=["bedrock:InvokeModel", "bedrock:Converse"],
-            resources=bedrock_model_arns(scope, config.llm.model)))
+        fn.role.add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=["bedrock:InvokeModel", "bedrock:Converse"],
+                resources=bedrock_model_arns(scope, config.llm.model),
+            )
+        )
 
 
 class ToolFunctions(Construct):
     """`by_group[group]` and `by_tool[tool]` give the `Fn`; `tool_function_names` is what the edge
     needs to route each tools/call."""
 
-    def __init__(self, scope: Construct, id: str, *, config: DeployConfig, factory: FunctionFactory,
-                 tables: Tables, search: Search) -> None:
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        config: DeployConfig,
+        factory: FunctionFactory,
+        tables: Tables,
+        search: Search,
+    ) -> None:
         super().__init__(scope, id)
         self.tools_by_group = groups(registry_tools())
         self.by_group: dict[str, Fn] = {}
@@ -114,9 +131,12 @@ class ToolFunctions(Construct):
             if access.llm and config.llm.model:
                 env |= {"FLEETMEM_LLM": "bedrock", "FLEETMEM_BEDROCK_LLM_MODEL": config.llm.model}
             fn = factory.make(
-                self, group.title().replace("_", ""), group=group,
+                self,
+                group.title().replace("_", ""),
+                group=group,
                 handler=f"functions.{group}.handler.handler",
-                description=f"fleetmem {', '.join(tools)}", env=env,
+                description=f"fleetmem {', '.join(tools)}",
+                env=env,
             )
             grant_data(fn, access, tables=tables, search=search, config=config, scope=self)
             self.by_group[group] = fn

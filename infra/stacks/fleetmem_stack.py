@@ -4,6 +4,7 @@ heartbeats, monitoring. Names derive from `config.prefix` (fleetmem-<stage>)."""
 from __future__ import annotations
 
 import aws_cdk as cdk
+
 from constructs import Construct
 
 from ..config import DeployConfig
@@ -43,20 +44,31 @@ class FleetmemStack(cdk.Stack):
         self.tables = Tables(self, "Tables", config=config)
         self.search = Search(self, "Search", config=config)
         factory = FunctionFactory(config, base_environment(config, self.search))
-        self.tools = ToolFunctions(self, "Tools", config=config, factory=factory, tables=self.tables,
-                                   search=self.search)
+        self.tools = ToolFunctions(
+            self, "Tools", config=config, factory=factory, tables=self.tables, search=self.search
+        )
         self.auth = ClientAuth(self, "ClientAuth", config=config)
-        self.edge = Edge(self, "Edge", config=config, factory=factory, tables=self.tables, tools=self.tools,
-                         auth=self.auth)
-        self.indexer = Indexer(self, "Indexer", config=config, factory=factory, tables=self.tables,
-                               search=self.search)
+        self.edge = Edge(
+            self, "Edge", config=config, factory=factory, tables=self.tables, tools=self.tools, auth=self.auth
+        )
+        self.indexer = Indexer(
+            self, "Indexer", config=config, factory=factory, tables=self.tables, search=self.search
+        )
         self.heartbeat = Heartbeat(self, "Heartbeat", config=config, factory=factory, tables=self.tables)
         self.search.finalize()
         dlqs = {"indexer": self.indexer.dlq, "heartbeat": self.heartbeat.dlq}
         self.monitoring = Monitoring(
-            self, "Monitoring", config=config, tool_fns=self.tools.by_group, edge=self.edge.edge,
-            authorizer=self.edge.authorizer_fn, indexer=self.indexer.fn, heartbeat=self.heartbeat.fn,
-            dlqs=dlqs, api_name=config.prefix)
+            self,
+            "Monitoring",
+            config=config,
+            tool_fns=self.tools.by_group,
+            edge=self.edge.edge,
+            authorizer=self.edge.authorizer_fn,
+            indexer=self.indexer.fn,
+            heartbeat=self.heartbeat.fn,
+            dlqs=dlqs,
+            api_name=config.prefix,
+        )
 
         for name, value in {
             "McpUrl": self.edge.mcp_url,
@@ -69,5 +81,9 @@ class FleetmemStack(cdk.Stack):
         }.items():
             cdk.CfnOutput(self, name, value=value)
         for cid, client in self.auth.app_clients.items():
-            cdk.CfnOutput(self, f"CognitoClient{cid.title().replace('-', '').replace('_', '').replace('.', '')}",
-                          value=client.user_pool_client_id, description=f"Cognito app client id of {cid}")
+            cdk.CfnOutput(
+                self,
+                f"CognitoClient{cid.title().replace('-', '').replace('_', '').replace('.', '')}",
+                value=client.user_pool_client_id,
+                description=f"Cognito app client id of {cid}",
+            )

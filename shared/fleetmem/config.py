@@ -53,6 +53,8 @@ class Settings:
     opensearch_endpoint: str = ""
     opensearch_service: str = "es"  # es (managed domain) | aoss (serverless)
     opensearch_index_prefix: str = "fleetmem"
+    #: index writes synchronously (no stream indexer runs, e.g. DynamoDB Local + a local engine)
+    opensearch_write_through: bool = False
     bedrock_embedding_model: str = "amazon.titan-embed-text-v2:0"
     bedrock_embedding_dim: int = 1024
     bedrock_llm_model: str = ""
@@ -72,6 +74,8 @@ class Settings:
             opensearch_endpoint=_env("FLEETMEM_OPENSEARCH_ENDPOINT"),
             opensearch_service=_env("FLEETMEM_OPENSEARCH_SERVICE", "es"),
             opensearch_index_prefix=_env("FLEETMEM_OPENSEARCH_INDEX_PREFIX", "fleetmem"),
+            opensearch_write_through=_env("FLEETMEM_OPENSEARCH_WRITE_THROUGH").lower()
+            in {"1", "true", "yes"},
             bedrock_embedding_model=_env("FLEETMEM_BEDROCK_EMBEDDING_MODEL", "amazon.titan-embed-text-v2:0"),
             bedrock_embedding_dim=int(_env("FLEETMEM_BEDROCK_EMBEDDING_DIM", "1024")),
             bedrock_llm_model=_env("FLEETMEM_BEDROCK_LLM_MODEL"),

@@ -24,14 +24,14 @@ import logging
 import os
 from collections.abc import Callable, Iterable, Mapping
 from datetime import timedelta
-from typing import Any
+from typing import Any, cast
 
 from fleetmem.config import Settings
 from fleetmem.errors import VerbError
 from fleetmem.lambda_routes import tool_functions_from_env
 from fleetmem.models import Caller, Cursor
 from fleetmem.ports import Deps
-from fleetmem.protocol import SCOPES
+from fleetmem.protocol import SCOPES, Scope
 
 log = logging.getLogger("fleetmem.lambda")
 
@@ -91,8 +91,17 @@ def caller_from_authorizer(event: Mapping[str, Any] | None) -> Caller | None:
         return None
     raw = auth.get("scopes") or ""
     scopes = raw.replace(",", " ").split() if isinstance(raw, str) else list(raw)
-    return Caller(tenant=str(tenant), client_id=str(client_id),
-                  scopes=frozenset(s for s in scopes if s in SCOPES), remote=True)
+    return Caller(
+        tenant=str(tenant),
+        client_id=str(client_id),
+        scopes=_scopes(scopes),
+        remote=True,
+    )
+
+
+def _scopes(names: Iterable[str]) -> frozenset[Scope]:
+    """Only the protocol's scope names survive; anything else is dropped."""
+    return frozenset(cast(Scope, s) for s in names if s in SCOPES)
 
 
 def is_proxy_event(event: Mapping[str, Any]) -> bool:
@@ -120,8 +129,12 @@ def event_headers(event: Mapping[str, Any]) -> dict[str, str]:
 
 def proxy_response(status: int, body: Any, headers: Mapping[str, str] | None = None) -> dict[str, Any]:
     text = body if isinstance(body, str) else json.dumps(body, ensure_ascii=False)
-    return {"statusCode": status, "headers": {"Content-Type": "application/json", **(headers or {})},
-            "body": text, "isBase64Encoded": False}
+    return {
+        "statusCode": status,
+        "headers": {"Content-Type": "application/json", **(headers or {})},
+        "body": text,
+        "isBase64Encoded": False,
+    }
 
 
 def gateway_error_body(code: str, message: str, *, correlation_id: str) -> dict[str, Any]:
@@ -131,14 +144,23 @@ def gateway_error_body(code: str, message: str, *, correlation_id: str) -> dict[
     from fleetmem.protocol import CONTRACT_VERSION, PROTOCOL_VERSION
 
     retryable = code == "rate_limited"
-    suggestion = ("Wait, then retry the same call; this client's rate limit or daily quota is used up."
-                  if retryable else
-                  "Send `Authorization: Bearer <token>` with a valid fleetmem API token or Cognito access "
-                  "token; the operator mints one with `fleetmem token create --backend aws`.")
-    return {"error": code, "code": code, "message": message, "suggestion": suggestion,
-            "class": "retryable" if retryable else "caller", "retryable": retryable,
-            "protocol_version": PROTOCOL_VERSION, "contract_version": CONTRACT_VERSION,
-            "correlation_id": correlation_id}
+    suggestion = (
+        "Wait, then retry the same call; this client's rate limit or daily quota is used up."
+        if retryable
+        else "Send `Authorization: Bearer <token>` with a valid fleetmem API token or Cognito access "
+        "token; the operator mints one with `fleetmem token create --backend aws`."
+    )
+    return {
+        "error": code,
+        "code": code,
+        "message": message,
+        "suggestion": suggestion,
+        "class": "retryable" if retryable else "caller",
+        "retryable": retryable,
+        "protocol_version": PROTOCOL_VERSION,
+        "contract_version": CONTRACT_VERSION,
+        "correlation_id": correlation_id,
+    }
 
 
 def www_authenticate(base_url: str) -> str:
@@ -155,7 +177,9 @@ def _correlation_id(event: Mapping[str, Any]) -> str | None:
 # tool functions (one per verb; `pages` and `admin` serve several tools)
 
 
-def handle_tool_event(event: Mapping[str, Any], tools: Iterable[str], deps: Deps | None = None) -> dict[str, Any]:
+def handle_tool_event(
+    event: Mapping[str, Any], tools: Iterable[str], deps: Deps | None = None
+) -> dict[str, Any]:
     """Serve one call for a function that owns `tools`: the edge's invoke payload, or a
     `POST /v1/<tool>` proxy event. A tool this function does not own is `unknown_tool`."""
     owned = frozenset(tools)
@@ -174,9 +198,17 @@ def _unknown_tool_json(tool: str, correlation_id: str | None) -> dict[str, Any]:
     from fleetmem.transport.logs import new_correlation_id
 
     cid = correlation_id or new_correlation_id()
-    body = _envelope(VerbError("unknown_tool", "This function does not serve that tool.",
-                               "Call tools/list and use one of the tools it names."),
-                     tool=tool, arguments={}, correlation_id=cid, transport="mcp")
+    body = _envelope(
+        VerbError(
+            "unknown_tool",
+            "This function does not serve that tool.",
+            "Call tools/list and use one of the tools it names.",
+        ),
+        tool=tool,
+        arguments={},
+        correlation_id=cid,
+        transport="mcp",
+    )
     return DispatchResult(body, True, [], cid).to_json()
 
 
@@ -192,34 +224,68 @@ def _handle_v1(event: Mapping[str, Any], owned: frozenset[str], deps: Deps | Non
     from fleetmem.transport.logs import new_correlation_id
 
     cid = _correlation_id(event) or new_correlation_id()
-    tool = (event.get("pathParameters") or {}).get("tool") or str(event.get("path") or "").rstrip("/").rsplit("/", 1)[-1]
+    tool = (event.get("pathParameters") or {}).get("tool") or str(event.get("path") or "").rstrip("/").rsplit(
+        "/", 1
+    )[-1]
     if event.get("httpMethod") != "POST":
         return proxy_response(405, {"error": "method_not_allowed", "message": "Use POST."}, {"Allow": "POST"})
     caller = caller_from_authorizer(event)
     if caller is None:
-        body = _envelope(VerbError("unauthorized", "No authenticated caller reached this function.",
-                                   "Send `Authorization: Bearer <token>` with a valid fleetmem credential."),
-                         tool=tool, arguments={}, correlation_id=cid, transport="http")
+        body = _envelope(
+            VerbError(
+                "unauthorized",
+                "No authenticated caller reached this function.",
+                "Send `Authorization: Bearer <token>` with a valid fleetmem credential.",
+            ),
+            tool=tool,
+            arguments={},
+            correlation_id=cid,
+            transport="http",
+        )
         return proxy_response(401, body, {"WWW-Authenticate": 'Bearer realm="fleetmem"'})
     if tool not in owned:
-        body = _envelope(VerbError("unknown_tool", f"No tool {tool[:64]!r} at this route.",
-                                   "POST to /v1/<tool> with a tool name from tools/list."),
-                         tool=tool, arguments={}, correlation_id=cid, transport="http")
+        body = _envelope(
+            VerbError(
+                "unknown_tool",
+                f"No tool {tool[:64]!r} at this route.",
+                "POST to /v1/<tool> with a tool name from tools/list.",
+            ),
+            tool=tool,
+            arguments={},
+            correlation_id=cid,
+            transport="http",
+        )
         return proxy_response(404, body)
     raw = event_body(event)
     try:
         arguments = json.loads(raw) if raw.strip() else {}
     except ValueError:
-        body = _envelope(VerbError("invalid_params", "The request body is not valid JSON.",
-                                   "Send the tool's arguments as one JSON object."),
-                         tool=tool, arguments={}, correlation_id=cid, transport="http")
+        body = _envelope(
+            VerbError(
+                "invalid_params",
+                "The request body is not valid JSON.",
+                "Send the tool's arguments as one JSON object.",
+            ),
+            tool=tool,
+            arguments={},
+            correlation_id=cid,
+            transport="http",
+        )
         return proxy_response(400, body)
-    result = dispatch(tool, arguments, caller, deps or get_deps(), surface=settings().surface,
-                      correlation_id=cid, transport="http")
+    result = dispatch(
+        tool,
+        arguments,
+        caller,
+        deps or get_deps(),
+        surface=settings().surface,
+        correlation_id=cid,
+        transport="http",
+    )
     headers = {"X-Correlation-Id": result.correlation_id}
     if result.notices:
-        headers[NOTICES_HEADER] = json.dumps([render_notice_meta(n, "http") for n in result.notices],
-                                             ensure_ascii=True)
+        headers[NOTICES_HEADER] = json.dumps(
+            [render_notice_meta(n, "http") for n in result.notices], ensure_ascii=True
+        )
     status = HTTP_STATUS.get(str(result.body.get("code")), 500) if result.is_error else 200
     return proxy_response(status, result.body, headers)
 
@@ -233,7 +299,9 @@ def _edge_invoker() -> Any:
     from fleetmem.transport.invoker import LambdaInvoker
 
     table = tool_functions_from_env()
-    return LambdaInvoker(lambda tool: table[tool], surface=settings().surface, region=settings().region or None)
+    return LambdaInvoker(
+        lambda tool: table[tool], surface=settings().surface, region=settings().region or None
+    )
 
 
 def handle_edge_event(event: Mapping[str, Any], *, invoker: Any = None) -> dict[str, Any]:
@@ -262,9 +330,13 @@ async def _edge_async(event: Mapping[str, Any], invoker: Any) -> dict[str, Any]:
 
     s = settings()
     app = build_mcp_app(
-        None, surface=s.surface, invoker=invoker, behind_gateway=True,
+        None,
+        surface=s.surface,
+        invoker=invoker,
+        behind_gateway=True,
         caller_from_request=lambda request: caller_from_authorizer(request.scope.get("aws.event")),
-        authorization_server=s.authorization_server or None, public_url=public_url(event),
+        authorization_server=s.authorization_server or None,
+        public_url=public_url(event),
     )
     async with app.router.lifespan_context(app):
         return await call_asgi(app, event)
@@ -277,16 +349,25 @@ async def call_asgi(app: Callable[..., Any], event: Mapping[str, Any]) -> dict[s
     headers = event_headers(event)
     path = str(event.get("path") or "/")
     query = event.get("multiValueQueryStringParameters") or {
-        k: [v] for k, v in (event.get("queryStringParameters") or {}).items()}
+        k: [v] for k, v in (event.get("queryStringParameters") or {}).items()
+    }
     from urllib.parse import urlencode
 
     scope = {
-        "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1",
-        "method": str(event.get("httpMethod") or "POST").upper(), "scheme": "https",
-        "path": path, "raw_path": path.encode(), "root_path": "",
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": str(event.get("httpMethod") or "POST").upper(),
+        "scheme": "https",
+        "path": path,
+        "raw_path": path.encode(),
+        "root_path": "",
         "query_string": urlencode(query, doseq=True).encode(),
         "headers": [(k.encode("latin-1"), v.encode("latin-1")) for k, v in headers.items()],
-        "client": (((event.get("requestContext") or {}).get("identity") or {}).get("sourceIp") or "0.0.0.0", 0),
+        "client": (
+            ((event.get("requestContext") or {}).get("identity") or {}).get("sourceIp") or "0.0.0.0",  # noqa: S104
+            0,
+        ),
         "server": (headers.get("host", "lambda"), 443),
         "aws.event": event,
     }
@@ -324,8 +405,12 @@ async def call_asgi(app: Callable[..., Any], event: Mapping[str, Any]) -> dict[s
     try:
         return {"statusCode": status, "headers": out_headers, "body": raw.decode(), "isBase64Encoded": False}
     except UnicodeDecodeError:
-        return {"statusCode": status, "headers": out_headers, "body": base64.b64encode(raw).decode(),
-                "isBase64Encoded": True}
+        return {
+            "statusCode": status,
+            "headers": out_headers,
+            "body": base64.b64encode(raw).decode(),
+            "isBase64Encoded": True,
+        }
 
 
 # ---------------------------------------------------------------------------------------------
@@ -344,24 +429,35 @@ class CognitoVerifier:
     issuer, expiry, `token_use == "access"`, a configured app client, and at least one of this
     API's scopes."""
 
-    def __init__(self, issuer: str, clients: Mapping[str, Mapping[str, str]], resource_server: str,
-                 *, jwks_url: str | None = None) -> None:
+    def __init__(
+        self,
+        issuer: str,
+        clients: Mapping[str, Mapping[str, str]],
+        resource_server: str,
+        *,
+        jwks_url: str | None = None,
+    ) -> None:
         import jwt
 
         self.issuer = issuer.rstrip("/")
         self.clients = clients
         self.resource_server = resource_server
-        self.jwks = jwt.PyJWKClient(jwks_url or f"{self.issuer}/.well-known/jwks.json", cache_keys=True,
-                                    lifespan=3600, timeout=3)
+        self.jwks = jwt.PyJWKClient(
+            jwks_url or f"{self.issuer}/.well-known/jwks.json", cache_keys=True, lifespan=3600, timeout=3
+        )
 
     def verify(self, token: str) -> Caller | None:
         import jwt
 
         try:
             key = self.jwks.get_signing_key_from_jwt(token)
-            claims = jwt.decode(token, key.key, algorithms=["RS256"], issuer=self.issuer,
-                                options={"require": ["exp", "iss", "token_use", "client_id"],
-                                         "verify_aud": False})
+            claims = jwt.decode(
+                token,
+                key.key,
+                algorithms=["RS256"],
+                issuer=self.issuer,
+                options={"require": ["exp", "iss", "token_use", "client_id"], "verify_aud": False},
+            )
         except jwt.PyJWTError as exc:
             log.info("jwt rejected", extra={"event": "jwt_rejected", "exc_type": type(exc).__name__})
             return None
@@ -371,11 +467,16 @@ class CognitoVerifier:
         if not mapped:
             return None
         prefix = f"{self.resource_server}/"
-        scopes = frozenset(s[len(prefix):] for s in str(claims.get("scope") or "").split()
-                           if s.startswith(prefix) and s[len(prefix):] in SCOPES)
+        scopes = frozenset(
+            s[len(prefix) :]
+            for s in str(claims.get("scope") or "").split()
+            if s.startswith(prefix) and s[len(prefix) :] in SCOPES
+        )
         if not scopes:
             return None
-        return Caller(tenant=mapped["tenant"], client_id=mapped["client_id"], scopes=scopes, remote=True)
+        return Caller(
+            tenant=mapped["tenant"], client_id=mapped["client_id"], scopes=_scopes(scopes), remote=True
+        )
 
 
 @functools.lru_cache(maxsize=1)
@@ -432,8 +533,15 @@ def authorize(event: Mapping[str, Any], deps: Deps | None = None) -> dict[str, A
     arn = request.parsed_arn
     response = APIGatewayAuthorizerResponse(
         principal_id=f"{caller.tenant}/{caller.client_id}",
-        region=arn.region, aws_account_id=arn.aws_account_id, api_id=arn.api_id, stage=arn.stage,
-        context={"tenant": caller.tenant, "client_id": caller.client_id, "scopes": " ".join(sorted(caller.scopes))},
+        region=arn.region,
+        aws_account_id=arn.aws_account_id,
+        api_id=arn.api_id,
+        stage=arn.stage,
+        context={
+            "tenant": caller.tenant,
+            "client_id": caller.client_id,
+            "scopes": " ".join(sorted(caller.scopes)),
+        },
         usage_identifier_key=usage_key_for(caller.client_id),
         partition=arn.partition,
     )
@@ -467,13 +575,43 @@ def handle_stream_batch(event: Mapping[str, Any], context: Any, deps: Deps | Non
     d = deps or get_deps()
 
     def index_record(record: Any) -> None:
-        result = handle_batch([record.raw_event], index=d.search, embedder=d.embedder)
+        result = handle_batch([sdk_shaped_record(record.raw_event)], index=d.search, embedder=d.embedder)
         if result.failed:
             raise RecordNotIndexed()
 
     processor = BatchProcessor(event_type=EventType.DynamoDBStreams, raise_on_entire_batch_failure=False)
-    return process_partial_response(event=dict(event), record_handler=index_record, processor=processor,
-                                    context=context)
+    return dict(
+        process_partial_response(
+            event=dict(event), record_handler=index_record, processor=processor, context=context
+        )
+    )
+
+
+def sdk_shaped_record(record: Mapping[str, Any]) -> dict[str, Any]:
+    """A stream record as Lambda delivers it (JSON: binary attributes base64-encoded) -> the shape
+    the DynamoDB SDK returns (binary as bytes), which the adapters' item readers expect."""
+    out = dict(record)
+    ddb = dict(out.get("dynamodb") or {})
+    for image in ("Keys", "NewImage", "OldImage"):
+        if isinstance(ddb.get(image), Mapping):
+            ddb[image] = {k: _binary_to_bytes(v) for k, v in ddb[image].items()}
+    out["dynamodb"] = ddb
+    return out
+
+
+def _binary_to_bytes(value: Any) -> Any:
+    if not isinstance(value, Mapping) or len(value) != 1:
+        return value
+    ((kind, inner),) = value.items()
+    if kind == "B" and isinstance(inner, str):
+        return {"B": base64.b64decode(inner)}
+    if kind == "BS" and isinstance(inner, list):
+        return {"BS": [base64.b64decode(x) if isinstance(x, str) else x for x in inner]}
+    if kind == "M" and isinstance(inner, Mapping):
+        return {"M": {k: _binary_to_bytes(v) for k, v in inner.items()}}
+    if kind == "L" and isinstance(inner, list):
+        return {"L": [_binary_to_bytes(v) for v in inner]}
+    return value
 
 
 class RecordNotIndexed(Exception):
@@ -514,9 +652,16 @@ class Delivery:
             return
         if destination.get("type") == "https":
             detail = json.dumps({"destination": destination.get("name"), **message}, ensure_ascii=False)
-            out = self._client("events").put_events(Entries=[{
-                "Source": HEARTBEAT_SOURCE, "DetailType": HEARTBEAT_DETAIL_TYPE, "Detail": detail,
-                "EventBusName": destination["bus"]}])
+            out = self._client("events").put_events(
+                Entries=[
+                    {
+                        "Source": HEARTBEAT_SOURCE,
+                        "DetailType": HEARTBEAT_DETAIL_TYPE,
+                        "Detail": detail,
+                        "EventBusName": destination["bus"],
+                    }
+                ]
+            )
             if out.get("FailedEntryCount"):
                 raise RuntimeError("the event bus refused the heartbeat event")
             return
@@ -528,7 +673,9 @@ def _delivery() -> Delivery:
     return Delivery()
 
 
-def run_heartbeat(payload: Mapping[str, Any], deps: Deps | None = None, delivery: Delivery | None = None) -> dict[str, Any]:
+def run_heartbeat(
+    payload: Mapping[str, Any], deps: Deps | None = None, delivery: Delivery | None = None
+) -> dict[str, Any]:
     """One scheduled wake: run `delta` statelessly from the stored session cursor, deliver a
     non-empty result, and only then advance the cursor to what was delivered.
 
@@ -547,8 +694,12 @@ def run_heartbeat(payload: Mapping[str, Any], deps: Deps | None = None, delivery
     now = d.clock.now()
     cursor = d.cursors.get(tenant, client_id, session_id, now=now)
     if cursor is None:
-        d.cursors.put(Cursor(tenant=tenant, client_id=client_id, session_id=session_id, since=now, slug="",
-                             touched_at=now), expected_version=None)
+        d.cursors.put(
+            Cursor(
+                tenant=tenant, client_id=client_id, session_id=session_id, since=now, slug="", touched_at=now
+            ),
+            expected_version=None,
+        )
         return {"status": "established", "delivered": False}
 
     caller = Caller(tenant=tenant, client_id=client_id, scopes=frozenset({"read"}), remote=True)
@@ -558,14 +709,24 @@ def run_heartbeat(payload: Mapping[str, Any], deps: Deps | None = None, delivery
     result = dispatch("delta", arguments, caller, d, surface="verbs", transport="http")
     if result.is_error:
         # Leave the cursor; the next wake retries from the same place.
-        log.warning("heartbeat delta failed", extra={"event": "heartbeat_delta_error",
-                                                     "code": result.body.get("code")})
+        log.warning(
+            "heartbeat delta failed",
+            extra={"event": "heartbeat_delta_error", "code": result.body.get("code")},
+        )
         return {"status": "error", "code": result.body.get("code"), "delivered": False}
     body = result.body
     delivered = bool(body.get("pages") or body.get("facts") or body.get("threads"))
     if delivered:
-        send.send(payload["destination"], {"tenant": tenant, "client_id": client_id, "session_id": session_id,
-                                           "correlation_id": result.correlation_id, "delta": body})
+        send.send(
+            payload["destination"],
+            {
+                "tenant": tenant,
+                "client_id": client_id,
+                "session_id": session_id,
+                "correlation_id": result.correlation_id,
+                "delta": body,
+            },
+        )
         nxt = body.get("next_cursor") or {}
         new_since, new_slug, streak = parse_iso(nxt["since"]), nxt.get("slug") or "", 0
     elif body.get("has_more"):
@@ -575,10 +736,16 @@ def run_heartbeat(payload: Mapping[str, Any], deps: Deps | None = None, delivery
         if new_since != cursor.since:
             new_slug = ""
     try:
-        d.cursors.put(cursor.model_copy(update={"since": new_since, "slug": new_slug, "touched_at": now,
-                                                "incomplete_streak": streak}),
-                      expected_version=cursor.version)
+        d.cursors.put(
+            cursor.model_copy(
+                update={"since": new_since, "slug": new_slug, "touched_at": now, "incomplete_streak": streak}
+            ),
+            expected_version=cursor.version,
+        )
     except Conflict:
         log.info("heartbeat cursor moved concurrently", extra={"event": "heartbeat_cursor_race"})
-    return {"status": "delivered" if delivered else ("incomplete" if body.get("has_more") else "empty"),
-            "delivered": delivered, "next_cursor": {"since": iso(new_since), "slug": new_slug}}
+    return {
+        "status": "delivered" if delivered else ("incomplete" if body.get("has_more") else "empty"),
+        "delivered": delivered,
+        "next_cursor": {"since": iso(new_since), "slug": new_slug},
+    }

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -32,10 +30,3 @@ def ddb_endpoint(request: pytest.FixtureRequest) -> str:
     if request.param == "moto":
         return engines.moto_endpoint(request.config)
     return engines.dynamodb_local_endpoint(request.config)
-
-
-@pytest.fixture
-def aws_stores(ddb_endpoint: str) -> Iterator[Any]:
-    """Fresh tables (own prefix) on the engine, so tests never see each other's rows."""
-    stores = engines.open_stores(ddb_endpoint, engines.fresh_prefix())
-    yield stores

@@ -269,3 +269,12 @@ def test_after_a_failure_later_operations_on_the_same_document_wait_for_the_retr
     assert BatchResult(failed=failed).response() == {
         "batchItemFailures": [{"itemIdentifier": "1"}, {"itemIdentifier": "3"}]
     }
+
+
+def test_a_page_touch_that_changes_no_indexed_text_indexes_nothing(world):
+    stores, _, _, _, pages = world
+    original = page("t1", "people/alice", "Drinks tea.")
+    stores.pages.put(original)
+    stores.pages.put(original.model_copy(update={"last_retrieved_at": T0 + timedelta(hours=2)}))
+    ops, bad = records_to_operations(pages.read())
+    assert bad == [] and [op.action for op in ops] == ["upsert"]  # the insert only

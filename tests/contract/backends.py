@@ -13,7 +13,12 @@ also offer, optionally:
 - `settle()`: make preceding writes visible to reads (e.g. refresh an asynchronous search index);
   the suites call it after writing and before reading search results;
 - `sessions_per_client`: the cursor store's eviction limit when the backend was built with a
-  smaller one than `fleetmem.protocol.SESSIONS_PER_CLIENT` (keeps the eviction test cheap).
+  smaller one than `fleetmem.protocol.SESSIONS_PER_CLIENT` (keeps the eviction test cheap);
+- `vector_search = False`: the engine has no vector search; the SearchIndex suite then asserts
+  the documented degradation (`vector` None, `vector_error` set, keyword arm intact) instead.
+
+Import this module as `tests.contract.backends` (tests/contract/conftest.py puts the repository
+root on sys.path), so every importer shares one registry.
 
 Registering another backend (this is what tests/contract/backends_aws.py does at import):
 

@@ -188,7 +188,7 @@ def test_the_vector_cache_catches_up_exactly_with_every_kind_of_change():
     with open_local(":memory:") as stores:
         index = stores.search
         live: set[str] = set()
-        for step in range(120):
+        for step in range(450):  # enough appends to outgrow the spare buffer room
             op = rng.choice(
                 ["upsert", "upsert", "upsert", "delete", "delete_page", "revector", "other_model"]
             )
@@ -234,3 +234,31 @@ def test_the_vector_cache_catches_up_exactly_with_every_kind_of_change():
                 (h.doc_id, round(h.score, 5)) for h in cold.vector
             ]
         assert live
+
+
+def test_keyword_search_folds_case_and_accents_both_ways():
+    with open_local(":memory:") as stores:
+        stores.search.upsert(
+            [
+                doc("t1", "chunk:a/cafe#0", "Le Café de Zoë", title="Café"),
+                doc("t1", "chunk:a/naive#0", "a naive resume"),
+            ]
+        )
+        for text, expected in [
+            ("cafe", "chunk:a/cafe#0"),
+            ("ZOE", "chunk:a/cafe#0"),
+            ("naïve résumé", "chunk:a/naive#0"),
+        ]:
+            assert [h.doc_id for h in stores.search.search(SearchQuery(tenant="t1", text=text)).keyword] == [
+                expected
+            ]
+
+
+def test_visibility_changes_move_a_doc_between_keyword_partitions():
+    with open_local(":memory:") as stores:
+        stores.search.upsert([doc("t1", "chunk:a/x#0", "zebra stripes")])
+        stores.search.upsert([doc("t1", "chunk:a/x#0", "zebra stripes", visibility="private")])
+        world = SearchQuery(tenant="t1", text="zebra")
+        assert stores.search.search(world).keyword == ()
+        everyone = SearchQuery(tenant="t1", text="zebra", world_only=False)
+        assert [h.doc_id for h in stores.search.search(everyone).keyword] == ["chunk:a/x#0"]

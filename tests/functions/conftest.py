@@ -110,11 +110,19 @@ def aws_env(monkeypatch: pytest.MonkeyPatch, moto_url: str) -> Iterator[None]:
     from fleetmem.memory.verbs import REGISTRY
 
     env = {
-        "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test", "AWS_DEFAULT_REGION": "us-east-1",
-        "AWS_REGION": "us-east-1", "AWS_ENDPOINT_URL_SQS": moto_url, "AWS_ENDPOINT_URL_EVENTBRIDGE": moto_url,
-        "AWS_ENDPOINT_URL_SECRETS_MANAGER": moto_url, "AWS_ENDPOINT_URL_DYNAMODB": moto_url,
-        "FLEETMEM_BACKEND": "aws", "FLEETMEM_SURFACE": "full", "FLEETMEM_TABLE_PREFIX": PREFIX,
-        "POWERTOOLS_METRICS_NAMESPACE": "fleetmem", "POWERTOOLS_SERVICE_NAME": "test",
+        "AWS_ACCESS_KEY_ID": "test",
+        "AWS_SECRET_ACCESS_KEY": "test",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_REGION": "us-east-1",
+        "AWS_ENDPOINT_URL_SQS": moto_url,
+        "AWS_ENDPOINT_URL_EVENTBRIDGE": moto_url,
+        "AWS_ENDPOINT_URL_SECRETS_MANAGER": moto_url,
+        "AWS_ENDPOINT_URL_DYNAMODB": moto_url,
+        "FLEETMEM_BACKEND": "aws",
+        "FLEETMEM_SURFACE": "full",
+        "FLEETMEM_TABLE_PREFIX": PREFIX,
+        "POWERTOOLS_METRICS_NAMESPACE": "fleetmem",
+        "POWERTOOLS_SERVICE_NAME": "test",
         TOOL_FUNCTIONS_ENV: json.dumps({t: function_name(PREFIX, function_group(t)) for t in REGISTRY}),
     }
     for k, v in env.items():
@@ -130,12 +138,28 @@ def make_deps(ddb_url: str, osmem: str, clock: Any, prefix: str | None = None) -
     from fleetmem.adapters.aws.opensearch import OpenSearchIndex
 
     stores = engines.open_stores(ddb_url, prefix or engines.fresh_prefix())
-    search = OpenSearchIndex(osmem, model_id=HashEmbedder().model_id, dim=HashEmbedder().dim,
-                             prefix="fmf" + uuid.uuid4().hex[:8], service="none")
-    return Deps(facts=stores.facts, pages=stores.pages, cursors=stores.cursors, clients=stores.clients,
-                idempotency=stores.idempotency, audit=stores.audit, search=search, clock=clock,
-                ids=SortableIds(), embedder=HashEmbedder(), llm=None,
-                llm_problem="No LLM is configured (tests).", backend="aws")
+    search = OpenSearchIndex(
+        osmem,
+        model_id=HashEmbedder().model_id,
+        dim=HashEmbedder().dim,
+        prefix="fmf" + uuid.uuid4().hex[:8],
+        service="none",
+    )
+    return Deps(
+        facts=stores.facts,
+        pages=stores.pages,
+        cursors=stores.cursors,
+        clients=stores.clients,
+        idempotency=stores.idempotency,
+        audit=stores.audit,
+        search=search,
+        clock=clock,
+        ids=SortableIds(),
+        embedder=HashEmbedder(),
+        llm=None,
+        llm_problem="No LLM is configured (tests).",
+        backend="aws",
+    )
 
 
 @pytest.fixture

@@ -47,40 +47,75 @@ class Gateway:
                 return None
         return None
 
-    def _event(self, method: str, path: str, resource: str, headers: dict[str, str], body: bytes,
-               authorizer: dict[str, Any] | None, request_id: str) -> dict[str, Any]:
+    def _event(
+        self,
+        method: str,
+        path: str,
+        resource: str,
+        headers: dict[str, str],
+        body: bytes,
+        authorizer: dict[str, Any] | None,
+        request_id: str,
+    ) -> dict[str, Any]:
         host = self.base_url.split("://", 1)[1]
-        ctx: dict[str, Any] = {"resourcePath": resource, "httpMethod": method, "path": f"/{self.stage}{path}",
-                               "accountId": "123456789012", "protocol": "HTTP/1.1", "stage": self.stage,
-                               "requestId": request_id, "domainName": host, "apiId": "local",
-                               "identity": {"sourceIp": "127.0.0.1", "userAgent": headers.get("user-agent", "")}}
+        ctx: dict[str, Any] = {
+            "resourcePath": resource,
+            "httpMethod": method,
+            "path": f"/{self.stage}{path}",
+            "accountId": "123456789012",
+            "protocol": "HTTP/1.1",
+            "stage": self.stage,
+            "requestId": request_id,
+            "domainName": host,
+            "apiId": "local",
+            "identity": {"sourceIp": "127.0.0.1", "userAgent": headers.get("user-agent", "")},
+        }
         if authorizer is not None:
             ctx["authorizer"] = authorizer
         try:
             text, b64 = body.decode(), False
         except UnicodeDecodeError:
             text, b64 = base64.b64encode(body).decode(), True
-        return {"resource": resource, "path": path, "httpMethod": method, "headers": headers,
-                "multiValueHeaders": {k: [v] for k, v in headers.items()}, "queryStringParameters": None,
-                "multiValueQueryStringParameters": None,
-                "pathParameters": {"tool": path.rsplit("/", 1)[-1]} if path.startswith("/v1/") else None,
-                "stageVariables": None, "requestContext": ctx, "body": text or None, "isBase64Encoded": b64}
+        return {
+            "resource": resource,
+            "path": path,
+            "httpMethod": method,
+            "headers": headers,
+            "multiValueHeaders": {k: [v] for k, v in headers.items()},
+            "queryStringParameters": None,
+            "multiValueQueryStringParameters": None,
+            "pathParameters": {"tool": path.rsplit("/", 1)[-1]} if path.startswith("/v1/") else None,
+            "stageVariables": None,
+            "requestContext": ctx,
+            "body": text or None,
+            "isBase64Encoded": b64,
+        }
 
     def _authorize(self, headers: dict[str, str], method: str, resource: str) -> dict[str, Any] | None:
         if "authorization" not in headers:
             return None  # API Gateway answers 401 itself when the identity source is missing
-        event = {"type": "REQUEST", "methodArn": f"arn:aws:execute-api:us-east-1:123456789012:local/{self.stage}/"
-                 f"{method}{resource}", "resource": resource, "path": resource, "httpMethod": method,
-                 "headers": headers, "multiValueHeaders": {k: [v] for k, v in headers.items()},
-                 "queryStringParameters": {}, "pathParameters": {}, "stageVariables": {},
-                 "requestContext": {"stage": self.stage, "apiId": "local", "accountId": "123456789012"}}
+        event = {
+            "type": "REQUEST",
+            "methodArn": f"arn:aws:execute-api:us-east-1:123456789012:local/{self.stage}/{method}{resource}",
+            "resource": resource,
+            "path": resource,
+            "httpMethod": method,
+            "headers": headers,
+            "multiValueHeaders": {k: [v] for k, v in headers.items()},
+            "queryStringParameters": {},
+            "pathParameters": {},
+            "stageVariables": {},
+            "requestContext": {"stage": self.stage, "apiId": "local", "accountId": "123456789012"},
+        }
         try:
             out = call("authorizer", event)
         except Unauthorized:
             return None
         return {**out.get("context", {}), "principalId": out["principalId"]}
 
-    def _handle(self, method: str, path: str, headers: dict[str, str], body: bytes) -> tuple[int, dict, bytes]:
+    def _handle(
+        self, method: str, path: str, headers: dict[str, str], body: bytes
+    ) -> tuple[int, dict, bytes]:
         request_id = str(uuid.uuid4())
         routed = self._route(path)
         if routed is None:
@@ -90,13 +125,21 @@ class Gateway:
         if path not in PUBLIC:
             authorizer = self._authorize(headers, method, resource)
             if authorizer is None:
-                body_ = gateway_error_body("unauthorized", "Missing, unknown, expired or revoked credential.",
-                                           correlation_id=request_id)
-                return 401, {"content-type": "application/json",
-                             "www-authenticate": www_authenticate(self.base_url)}, json.dumps(body_).encode()
+                body_ = gateway_error_body(
+                    "unauthorized",
+                    "Missing, unknown, expired or revoked credential.",
+                    correlation_id=request_id,
+                )
+                return (
+                    401,
+                    {"content-type": "application/json", "www-authenticate": www_authenticate(self.base_url)},
+                    json.dumps(body_).encode(),
+                )
         out = call(group, self._event(method, path, resource, headers, body, authorizer, request_id))
         self.after_call()
-        raw = base64.b64decode(out["body"]) if out.get("isBase64Encoded") else (out.get("body") or "").encode()
+        raw = (
+            base64.b64decode(out["body"]) if out.get("isBase64Encoded") else (out.get("body") or "").encode()
+        )
         return int(out["statusCode"]), {k.lower(): v for k, v in (out.get("headers") or {}).items()}, raw
 
     # -- ASGI + server ------------------------------------------------------------------------
@@ -111,10 +154,19 @@ class Gateway:
                 break
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
         status, out_headers, raw = await anyio.to_thread.run_sync(
-            self._handle, scope["method"], scope["path"], headers, body)
-        await send({"type": "http.response.start", "status": status,
-                    "headers": [(k.encode(), str(v).encode()) for k, v in out_headers.items()
-                                if k not in ("content-length", "transfer-encoding")]})
+            self._handle, scope["method"], scope["path"], headers, body
+        )
+        await send(
+            {
+                "type": "http.response.start",
+                "status": status,
+                "headers": [
+                    (k.encode(), str(v).encode())
+                    for k, v in out_headers.items()
+                    if k not in ("content-length", "transfer-encoding")
+                ],
+            }
+        )
         await send({"type": "http.response.body", "body": raw})
 
     def start(self, port: int) -> str:

@@ -36,8 +36,16 @@ def bearer(event: dict) -> str:
 def seed(deps, token: str, client_id: str, scopes: set[str], *, revoked: bool = False) -> None:
     h = hash_token(token)
     now = deps.clock.now()
-    deps.clients.create(ClientRecord(token_hash=h, token_id=token_id_for(h), tenant="acme", client_id=client_id,
-                                     scopes=frozenset(scopes), created_at=now - timedelta(days=1)))
+    deps.clients.create(
+        ClientRecord(
+            token_hash=h,
+            token_id=token_id_for(h),
+            tenant="acme",
+            client_id=client_id,
+            scopes=frozenset(scopes),
+            created_at=now - timedelta(days=1),
+        )
+    )
     if revoked:
         deps.clients.revoke(token_id_for(h), at=now - timedelta(minutes=1))
 
@@ -45,7 +53,10 @@ def seed(deps, token: str, client_id: str, scopes: set[str], *, revoked: bool = 
 @pytest.fixture
 def usage_keys(monkeypatch, aws_env) -> dict[str, str]:
     sm = boto3.client("secretsmanager")
-    values = {"planner": "plannerusagekey0123456789abcdefghijklmn", "*": "defaultusagekey0123456789abcdefghijklm"}
+    values = {
+        "planner": "plannerusagekey0123456789abcdefghijklmn",
+        "*": "defaultusagekey0123456789abcdefghijklm",
+    }
     arns = {}
     for cid, value in values.items():
         name = f"usage-{'default' if cid == '*' else cid}-{time.monotonic_ns()}"
@@ -57,7 +68,7 @@ def usage_keys(monkeypatch, aws_env) -> dict[str, str]:
 class _Jwks(BaseHTTPRequestHandler):
     document = b"{}"
 
-    def do_GET(self) -> None:  # noqa: N802
+    def do_GET(self) -> None:
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.end_headers()
@@ -75,8 +86,11 @@ def signing_key() -> rsa.RSAPrivateKey:
 @pytest.fixture(scope="module")
 def jwks_issuer(signing_key) -> Iterator[str]:
     public = json.loads(jwt.algorithms.RSAAlgorithm.to_jwk(signing_key.public_key()))
-    handler = type("Jwks", (_Jwks,), {"document": json.dumps({"keys": [{**public, "kid": "k1", "use": "sig",
-                                                                          "alg": "RS256"}]}).encode()})
+    handler = type(
+        "Jwks",
+        (_Jwks,),
+        {"document": json.dumps({"keys": [{**public, "kid": "k1", "use": "sig", "alg": "RS256"}]}).encode()},
+    )
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
@@ -88,17 +102,29 @@ def jwks_issuer(signing_key) -> Iterator[str]:
 @pytest.fixture
 def cognito(monkeypatch, aws_env, jwks_issuer):
     monkeypatch.setenv("FLEETMEM_COGNITO_ISSUER", jwks_issuer)
-    monkeypatch.setenv("FLEETMEM_COGNITO_CLIENTS", json.dumps(
-        [{"app_client_id": APP_CLIENT, "tenant": "acme", "client_id": "planner"}]))
+    monkeypatch.setenv(
+        "FLEETMEM_COGNITO_CLIENTS",
+        json.dumps([{"app_client_id": APP_CLIENT, "tenant": "acme", "client_id": "planner"}]),
+    )
     monkeypatch.setenv("FLEETMEM_COGNITO_RESOURCE_SERVER", "fleetmem")
     return jwks_issuer
 
 
 def access_token(key, issuer: str, **overrides) -> str:
     now = int(time.time())
-    claims = {"sub": APP_CLIENT, "token_use": "access", "scope": "fleetmem/read fleetmem/write",
-              "auth_time": now, "iss": issuer, "exp": now + 3600, "iat": now, "version": 2,
-              "jti": "0f1e2d3c", "client_id": APP_CLIENT, **overrides}
+    claims = {
+        "sub": APP_CLIENT,
+        "token_use": "access",
+        "scope": "fleetmem/read fleetmem/write",
+        "auth_time": now,
+        "iss": issuer,
+        "exp": now + 3600,
+        "iat": now,
+        "version": 2,
+        "jti": "0f1e2d3c",
+        "client_id": APP_CLIENT,
+        **overrides,
+    }
     return jwt.encode(claims, key, algorithm="RS256", headers={"kid": overrides.pop("kid", "k1")})
 
 
@@ -159,13 +185,16 @@ def test_a_cognito_access_token_is_allowed_with_its_resource_server_scopes(cogni
     assert out["usageIdentifierKey"] == usage_keys["planner"]
 
 
-@pytest.mark.parametrize("change", [
-    {"exp": int(time.time()) - 60},                 # expired
-    {"iss": "https://cognito-idp.us-east-1.amazonaws.com/other"},  # another pool
-    {"token_use": "id"},                              # an ID token, not an access token
-    {"client_id": "not-a-configured-client"},        # an app client of no configured fleetmem client
-    {"scope": "otherapi/read"},                      # no scope of this API
-])
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"exp": int(time.time()) - 60},  # expired
+        {"iss": "https://cognito-idp.us-east-1.amazonaws.com/other"},  # another pool
+        {"token_use": "id"},  # an ID token, not an access token
+        {"client_id": "not-a-configured-client"},  # an app client of no configured fleetmem client
+        {"scope": "otherapi/read"},  # no scope of this API
+    ],
+)
 def test_cognito_tokens_failing_any_check_are_401(cognito, signing_key, usage_keys, change):
     token = access_token(signing_key, cognito, **change)
     with pytest.raises(Unauthorized):

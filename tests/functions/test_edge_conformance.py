@@ -9,12 +9,13 @@ stream caught up."""
 
 from __future__ import annotations
 
+import base64
 import json
 import socket
 import threading
+from datetime import datetime
 from typing import Any
 
-import boto3
 import pytest
 
 from fleetmem.adapters.aws.tables import TABLES
@@ -38,15 +39,21 @@ class StreamPump:
         session = engines.session()
         self.streams = session.client("dynamodbstreams", endpoint_url=endpoint)
         ddb = session.client("dynamodb", endpoint_url=endpoint)
-        self.arns = [ddb.describe_table(TableName=t.physical_name(prefix))["Table"]["LatestStreamArn"]
-                     for t in TABLES if t.stream]
+        self.arns = [
+            ddb.describe_table(TableName=t.physical_name(prefix))["Table"]["LatestStreamArn"]
+            for t in TABLES
+            if t.stream
+        ]
         self.last: dict[tuple[str, str], str] = {}
         self.lock = threading.Lock()
 
     def _iterator(self, arn: str, shard: str) -> str:
         last = self.last.get((arn, shard))
-        kw = ({"ShardIteratorType": "AFTER_SEQUENCE_NUMBER", "SequenceNumber": last} if last
-              else {"ShardIteratorType": "TRIM_HORIZON"})
+        kw = (
+            {"ShardIteratorType": "AFTER_SEQUENCE_NUMBER", "SequenceNumber": last}
+            if last
+            else {"ShardIteratorType": "TRIM_HORIZON"}
+        )
         return self.streams.get_shard_iterator(StreamArn=arn, ShardId=shard, **kw)["ShardIterator"]
 
     def pump(self) -> None:
@@ -56,7 +63,9 @@ class StreamPump:
                     iterator: str | None = self._iterator(arn, shard["ShardId"])
                     while iterator:
                         out = self.streams.get_records(ShardIterator=iterator)
-                        records: list[dict[str, Any]] = json.loads(json.dumps(out["Records"], default=str))
+                        records: list[dict[str, Any]] = json.loads(
+                            json.dumps(out["Records"], default=lambda_json)
+                        )
                         if not records:
                             break
                         for r in records:
@@ -65,6 +74,15 @@ class StreamPump:
                         assert result == {"batchItemFailures": []}, result
                         self.last[(arn, shard["ShardId"])] = records[-1]["dynamodb"]["SequenceNumber"]
                         iterator = out.get("NextShardIterator")
+
+
+def lambda_json(value: Any) -> Any:
+    """How Lambda serializes what the SDK returns as bytes / datetimes in a stream event."""
+    if isinstance(value, bytes | bytearray):
+        return base64.b64encode(value).decode()
+    if isinstance(value, datetime):
+        return int(value.timestamp())
+    raise TypeError(type(value).__name__)
 
 
 def free_port() -> int:
@@ -84,10 +102,16 @@ def deployed(request, aws_env, osmem_url, lambda_service, monkeypatch):
     port = free_port()
     monkeypatch.setenv("FLEETMEM_PUBLIC_URL", f"http://127.0.0.1:{port}")
     gateway.start(port)
-    token, _ = create_client(deps.clients, deps.clock, tenant="conformance", client_id="conformance",
-                             scopes=["read", "write", "admin"])
-    read_token, _ = create_client(deps.clients, deps.clock, tenant="conformance", client_id="conformance-ro",
-                                  scopes=["read"])
+    token, _ = create_client(
+        deps.clients,
+        deps.clock,
+        tenant="conformance",
+        client_id="conformance",
+        scopes=["read", "write", "admin"],
+    )
+    read_token, _ = create_client(
+        deps.clients, deps.clock, tenant="conformance", client_id="conformance-ro", scopes=["read"]
+    )
     yield gateway.base_url, token, read_token
     gateway.stop()
     set_deps_override(None)
@@ -97,10 +121,11 @@ def deployed(request, aws_env, osmem_url, lambda_service, monkeypatch):
 @pytest.mark.dynamodb_local
 def test_the_conformance_cases_pass_through_gateway_edge_and_verb_functions(deployed):
     url, token, read_token = deployed
-    report = run_conformance(f"{url}/mcp", token, json=True, read_token=read_token, surface="full",
-                             log=lambda _line: None)
+    report = run_conformance(
+        f"{url}/mcp", token, json=True, read_token=read_token, surface="full", log=lambda _line: None
+    )
     failed = [f"[{c['era']}] {c['id']}: {c['detail']}" for c in report["cases"] if c["status"] == "failed"]
     assert failed == []
     skipped = {c["id"] for c in report["cases"] if c["status"] == "skipped"}
     assert skipped <= SKIP_ON_FULL
-    assert report["passed"] > 0
+    assert {c["era"] for c in report["cases"] if c["status"] == "passed"} == {"http", "legacy", "auto"}

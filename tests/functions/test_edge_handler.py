@@ -57,18 +57,21 @@ def test_each_verb_tools_call_reaches_that_verbs_own_function(lambda_service, ve
 
 
 def test_a_stateless_era_tools_call_works(lambda_service):
-    body, is_error = tool_result("stateless_tools_call_recall")
+    _, is_error = tool_result("stateless_tools_call_recall")
     assert is_error is False
     assert lambda_service.calls == ["recall"]
 
 
-@pytest.mark.parametrize(("event", "code", "invoked"), [
-    ("tools_call_remember_blank_provenance", "provenance_required", True),
-    ("tools_call_remember_without_provenance", "invalid_params", True),
-    ("tools_call_forget_numeric_id", "invalid_params", True),
-    ("tools_call_unknown_tool", "unknown_tool", False),
-    ("tools_call_remember_read_only_client", "scope_denied", False),
-])
+@pytest.mark.parametrize(
+    ("event", "code", "invoked"),
+    [
+        ("tools_call_remember_blank_provenance", "provenance_required", True),
+        ("tools_call_remember_without_provenance", "invalid_params", True),
+        ("tools_call_forget_numeric_id", "invalid_params", True),
+        ("tools_call_unknown_tool", "unknown_tool", False),
+        ("tools_call_remember_read_only_client", "scope_denied", False),
+    ],
+)
 def test_tool_errors_are_results_with_the_envelope(lambda_service, event, code, invoked):
     body, is_error = tool_result(event)
     assert is_error is True
@@ -99,16 +102,19 @@ def test_warm_invocations_reuse_the_process_but_not_the_app(lambda_service):
     """The SDK's session manager runs once per app: a second invocation must still work."""
     for _ in range(3):
         assert rpc("tools_list")["result"]["tools"]
-    body, is_error = tool_result("tools_call_remember")
+    _, is_error = tool_result("tools_call_remember")
     assert is_error is False
-    body, is_error = tool_result("tools_call_recall")
+    _, is_error = tool_result("tools_call_recall")
     assert is_error is False
 
 
 def test_a_verb_function_failure_becomes_an_internal_envelope(lambda_service, monkeypatch):
     def broken(*, FunctionName, InvocationType, Payload):
-        return {"StatusCode": 200, "FunctionError": "Unhandled",
-                "Payload": __import__("io").BytesIO(b'{"errorMessage": "secret stack"}')}
+        return {
+            "StatusCode": 200,
+            "FunctionError": "Unhandled",
+            "Payload": __import__("io").BytesIO(b'{"errorMessage": "secret stack"}'),
+        }
 
     monkeypatch.setattr(lambda_service, "invoke", broken)
     body, is_error = tool_result("tools_call_recall")

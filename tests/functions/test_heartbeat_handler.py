@@ -86,8 +86,17 @@ def test_a_webhook_destination_goes_through_the_event_bus(aws_env, clock):
     tap = sqs.create_queue(QueueName=f"tap-{uuid.uuid4().hex[:8]}")["QueueUrl"]
     tap_arn = sqs.get_queue_attributes(QueueUrl=tap, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
     # Stands in for the rule -> API destination the stack creates (moto cannot call HTTPS targets).
-    events.put_rule(Name="tap", EventBusName=bus, EventPattern=json.dumps(
-        {"source": ["fleetmem.heartbeat"], "detail-type": ["fleetmem.delta"], "detail": {"destination": ["ops-webhook"]}}))
+    events.put_rule(
+        Name="tap",
+        EventBusName=bus,
+        EventPattern=json.dumps(
+            {
+                "source": ["fleetmem.heartbeat"],
+                "detail-type": ["fleetmem.delta"],
+                "detail": {"destination": ["ops-webhook"]},
+            }
+        ),
+    )
     events.put_targets(Rule="tap", EventBusName=bus, Targets=[{"Id": "q", "Arn": tap_arn}])
     event = load_event("heartbeat", "https_destination")
     event["destination"]["bus"] = bus

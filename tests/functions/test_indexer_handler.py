@@ -74,10 +74,16 @@ def test_when_opensearch_is_down_every_record_is_reported_for_retry(deps, monkey
     """Port 9 on 127.0.0.1 (discard) refuses connections: the index is unreachable."""
     from fleetmem.adapters.aws.opensearch import OpenSearchIndex
 
-    down = OpenSearchIndex("http://127.0.0.1:9", model_id=deps.search.model_id, dim=deps.search.dim,
-                           prefix="down", service="none")
+    down = OpenSearchIndex(
+        "http://127.0.0.1:9",
+        model_id=deps.search.model_id,
+        dim=deps.search.dim,
+        prefix="down",
+        service="none",
+    )
     monkeypatch.setattr(deps, "search", down)
     event = load_event("indexer", "facts_insert_and_expire")
     out = call("indexer", event)
     assert [f["itemIdentifier"] for f in out["batchItemFailures"]] == [
-        r["dynamodb"]["SequenceNumber"] for r in event["Records"]]
+        r["dynamodb"]["SequenceNumber"] for r in event["Records"]
+    ]

@@ -172,6 +172,7 @@ def test_purge_removes_the_fact_and_its_index_entry(deps):
 
 # -- POST /v1/<tool> ----------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("verb", VERB_NAMES)
 def test_every_verb_answers_its_v1_event_with_json_carrying_the_protocol_version(verb):
     out = call(verb, load_event(verb, "v1"))
@@ -206,8 +207,11 @@ def test_v1_takes_the_tenant_from_the_authorizer_never_from_the_body():
     remember()
     event = load_event("recall", "v1")
     event["body"] = json.dumps({"entity": "companies/acme", "tenant": "acme"})
-    event["requestContext"]["authorizer"] = {**event["requestContext"]["authorizer"], "tenant": "other",
-                                             "principalId": "other/planner"}
+    event["requestContext"]["authorizer"] = {
+        **event["requestContext"]["authorizer"],
+        "tenant": "other",
+        "principalId": "other/planner",
+    }
     out = call("recall", event)
     assert out["statusCode"] == 200
     assert body_of(out).get("facts") == []

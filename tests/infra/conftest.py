@@ -55,7 +55,9 @@ def _synth(tmp: Path, overrides: dict) -> Synth:
     if report.exists():
         for plugin in json.loads(report.read_text()).get("pluginReports", []):
             for v in plugin.get("violations", []):
-                violations.append((v["ruleName"], sorted(c["constructPath"] for c in v["violatingConstructs"])))
+                violations.append(
+                    (v["ruleName"], sorted(c["constructPath"] for c in v["violatingConstructs"]))
+                )
     name = config.prefix
     template = json.loads((outdir / f"{name}.template.json").read_text())
     metadata = json.loads((outdir / f"{name}.metadata.json").read_text())
@@ -64,8 +66,11 @@ def _synth(tmp: Path, overrides: dict) -> Synth:
 
 @pytest.fixture(scope="session")
 def _no_aws_env():
-    saved = {k: os.environ.pop(k) for k in list(os.environ)
-             if k.startswith("AWS_") or k in ("CDK_DEFAULT_ACCOUNT", "CDK_DEFAULT_REGION")}
+    saved = {
+        k: os.environ.pop(k)
+        for k in list(os.environ)
+        if k.startswith("AWS_") or k in ("CDK_DEFAULT_ACCOUNT", "CDK_DEFAULT_REGION")
+    }
     yield
     os.environ.update(saved)
 
@@ -77,6 +82,10 @@ def domain_synth(tmp_path_factory, _no_aws_env) -> Synth:
 
 @pytest.fixture(scope="session")
 def serverless_synth(tmp_path_factory, _no_aws_env) -> Synth:
-    search = json.loads((ROOT / "infra" / "config.example.json").read_text())["search"] | {"flavour": "serverless"}
-    return _synth(tmp_path_factory.mktemp("aoss"), {"stage": "prod", "search": search,
-                                                    "tables": {"deletion_protection": True}})
+    search = json.loads((ROOT / "infra" / "config.example.json").read_text())["search"] | {
+        "flavour": "serverless"
+    }
+    return _synth(
+        tmp_path_factory.mktemp("aoss"),
+        {"stage": "prod", "search": search, "tables": {"deletion_protection": True}},
+    )

@@ -78,10 +78,13 @@ def _fn_name(synth, group: str) -> str:
 
 # -- functions generated from the registry --------------------------------------------------------
 
+
 def test_each_of_the_seven_verbs_gets_its_own_function_generated_from_the_registry(domain_synth):
     from infra.constructs.tool_functions import registry_tools
 
-    names = {f["Properties"]["FunctionName"] for f in domain_synth.resources("AWS::Lambda::Function").values()}
+    names = {
+        f["Properties"]["FunctionName"] for f in domain_synth.resources("AWS::Lambda::Function").values()
+    }
     for verb in VERB_NAMES:
         assert _fn_name(domain_synth, verb) in names
     groups = {function_group(t) for t in registry_tools()}
@@ -113,11 +116,15 @@ def test_function_sizes_and_timeouts_follow_the_config(domain_synth):
 
 
 def test_every_function_has_its_own_role(domain_synth):
-    roles = [f["Properties"]["Role"]["Fn::GetAtt"][0] for f in domain_synth.resources("AWS::Lambda::Function").values()]
+    roles = [
+        f["Properties"]["Role"]["Fn::GetAtt"][0]
+        for f in domain_synth.resources("AWS::Lambda::Function").values()
+    ]
     assert len(roles) == len(set(roles))
 
 
 # -- least privilege --------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("verb", READ_ONLY_VERBS)
 def test_no_read_only_verb_role_can_write_any_table(domain_synth, verb):
@@ -134,8 +141,11 @@ def test_delta_writes_only_its_session_cursors(domain_synth):
 
 
 def test_only_the_edge_can_invoke_tool_functions(domain_synth):
-    tool_fn_ids = {lid for lid, f in domain_synth.resources("AWS::Lambda::Function").items()
-                   if f["Properties"]["Handler"].split(".")[1] not in ("mcp", "authorizer", "indexer", "heartbeat")}
+    tool_fn_ids = {
+        lid
+        for lid, f in domain_synth.resources("AWS::Lambda::Function").items()
+        if f["Properties"]["Handler"].split(".")[1] not in ("mcp", "authorizer", "indexer", "heartbeat")
+    }
     edge_role = _role_of(domain_synth, _fn_name(domain_synth, "mcp"))
     invokers = set()
     for role, stmts in _role_statements(domain_synth).items():
@@ -143,14 +153,21 @@ def test_only_the_edge_can_invoke_tool_functions(domain_synth):
             if _actions(s) & {"lambda:InvokeFunction", "lambda:*"} and _refs(s["Resource"]) & tool_fn_ids:
                 invokers.add(role)
     assert invokers == {edge_role}
-    edge_invokes = set().union(*[_refs(s["Resource"]) for s in _role_statements(domain_synth)[edge_role]
-                                 if "lambda:InvokeFunction" in _actions(s)])
+    edge_invokes = set().union(
+        *[
+            _refs(s["Resource"])
+            for s in _role_statements(domain_synth)[edge_role]
+            if "lambda:InvokeFunction" in _actions(s)
+        ]
+    )
     assert edge_invokes == tool_fn_ids
 
 
 def test_the_edge_role_touches_no_table(domain_synth):
     edge_role = _role_of(domain_synth, _fn_name(domain_synth, "mcp"))
-    assert not any(a.startswith("dynamodb:") for s in _role_statements(domain_synth)[edge_role] for a in _actions(s))
+    assert not any(
+        a.startswith("dynamodb:") for s in _role_statements(domain_synth)[edge_role] for a in _actions(s)
+    )
 
 
 def test_only_the_indexer_and_the_purge_function_can_write_to_opensearch(domain_synth):
@@ -164,8 +181,9 @@ def test_only_the_indexer_and_the_purge_function_can_write_to_opensearch(domain_
             if acts & {"es:ESHttpPut", "es:ESHttpDelete", "es:ESHttpPatch", "es:*"}:
                 writers.add(role)
             if "es:ESHttpPost" in acts:
-                posts_only_searches = all(json.dumps(r).rstrip('"]}').endswith(("_search", "_msearch"))
-                                          for r in _resources(s))
+                posts_only_searches = all(
+                    json.dumps(r).rstrip('"]}').endswith(("_search", "_msearch")) for r in _resources(s)
+                )
                 if not posts_only_searches:
                     writers.add(role)
     assert writers == {indexer_role, admin_role}
@@ -178,8 +196,10 @@ def test_the_opensearch_domain_policy_names_only_the_granted_roles(domain_synth)
     assert p["DomainEndpointOptions"]["EnforceHTTPS"]
     (stmt,) = p["AccessPolicies"]["Statement"]
     principals = {x["Fn::GetAtt"][0] for x in stmt["Principal"]["AWS"]}
-    searchers = {_role_of(domain_synth, _fn_name(domain_synth, g))
-                 for g in ("recall", "entity", "synthesize", "context_pack", "remember", "pages", "indexer", "admin")}
+    searchers = {
+        _role_of(domain_synth, _fn_name(domain_synth, g))
+        for g in ("recall", "entity", "synthesize", "context_pack", "remember", "pages", "indexer", "admin")
+    }
     assert principals == searchers
 
 
@@ -194,7 +214,7 @@ def test_serverless_flavour_grants_no_reading_verb_write_permissions(serverless_
     doc = pol["Properties"]["Policy"]
     # The policy is a Fn::Join of JSON text with role ARNs spliced in; find the writer rule's principals.
     text = "".join(p if isinstance(p, str) else "\x00" + json.dumps(p) + "\x00" for p in doc["Fn::Join"][1])
-    writer_part = text[text.index("aoss:WriteDocument"):]
+    writer_part = text[text.index("aoss:WriteDocument") :]
     assert indexer_role in writer_part
     for verb in READ_ONLY_VERBS:
         assert _role_of(serverless_synth, _fn_name(serverless_synth, verb)) not in writer_part
@@ -202,9 +222,12 @@ def test_serverless_flavour_grants_no_reading_verb_write_permissions(serverless_
 
 # -- tables -----------------------------------------------------------------------------------------
 
+
 def test_tables_come_from_the_shared_spec_with_pitr_ttl_streams_and_on_demand(domain_synth):
-    tables = {t["Properties"]["TableName"]: t["Properties"]
-              for t in domain_synth.resources("AWS::DynamoDB::GlobalTable").values()}
+    tables = {
+        t["Properties"]["TableName"]: t["Properties"]
+        for t in domain_synth.resources("AWS::DynamoDB::GlobalTable").values()
+    }
     assert set(tables) == {s.physical_name(domain_synth.config.prefix) for s in TABLES}
     for spec in TABLES:
         p = tables[spec.physical_name(domain_synth.config.prefix)]
@@ -222,13 +245,17 @@ def test_tables_come_from_the_shared_spec_with_pitr_ttl_streams_and_on_demand(do
 
 def test_deletion_protection_is_configurable(domain_synth, serverless_synth):
     def flags(s):
-        return {t["Properties"]["Replicas"][0].get("DeletionProtectionEnabled", False)
-                for t in s.resources("AWS::DynamoDB::GlobalTable").values()}
+        return {
+            t["Properties"]["Replicas"][0].get("DeletionProtectionEnabled", False)
+            for t in s.resources("AWS::DynamoDB::GlobalTable").values()
+        }
+
     assert flags(domain_synth) == {False}
     assert flags(serverless_synth) == {True}
 
 
 # -- edge, authorizer, usage plans ------------------------------------------------------------------
+
 
 def test_the_rest_api_is_regional_and_takes_usage_keys_from_the_authorizer(domain_synth):
     (api,) = domain_synth.resources("AWS::ApiGateway::RestApi").values()
@@ -270,8 +297,10 @@ def test_mcp_and_every_v1_route_need_the_authorizer_and_a_usage_key(domain_synth
 
 
 def test_unauthorized_answers_401_with_www_authenticate(domain_synth):
-    responses = {r["Properties"]["ResponseType"]: r["Properties"]
-                 for r in domain_synth.resources("AWS::ApiGateway::GatewayResponse").values()}
+    responses = {
+        r["Properties"]["ResponseType"]: r["Properties"]
+        for r in domain_synth.resources("AWS::ApiGateway::GatewayResponse").values()
+    }
     unauth = responses["UNAUTHORIZED"]
     assert unauth["StatusCode"] == "401"
     assert "gatewayresponse.header.WWW-Authenticate" in unauth["ResponseParameters"]
@@ -283,8 +312,10 @@ def test_unauthorized_answers_401_with_www_authenticate(domain_synth):
 
 def test_each_tier_is_a_usage_plan_with_throttle_and_quota_and_each_client_has_a_key(domain_synth):
     cfg = domain_synth.config
-    plans = {p["Properties"]["UsagePlanName"]: p["Properties"]
-             for p in domain_synth.resources("AWS::ApiGateway::UsagePlan").values()}
+    plans = {
+        p["Properties"]["UsagePlanName"]: p["Properties"]
+        for p in domain_synth.resources("AWS::ApiGateway::UsagePlan").values()
+    }
     for tier, t in cfg.tiers.items():
         p = plans[f"{cfg.prefix}-{tier}"]
         assert p["Throttle"] == {"BurstLimit": t.burst, "RateLimit": t.rate_per_second}
@@ -297,6 +328,7 @@ def test_each_tier_is_a_usage_plan_with_throttle_and_quota_and_each_client_has_a
 
 
 # -- client auth ------------------------------------------------------------------------------------
+
 
 def test_cognito_exposes_the_protocol_scopes_and_one_client_credentials_app_per_client(domain_synth):
     (rs,) = domain_synth.resources("AWS::Cognito::UserPoolResourceServer").values()
@@ -316,12 +348,15 @@ def test_cognito_exposes_the_protocol_scopes_and_one_client_credentials_app_per_
 def test_the_authorizer_reads_only_the_clients_table(domain_synth):
     tables = _table_ids(domain_synth)
     stmts = _role_statements(domain_synth)[_role_of(domain_synth, _fn_name(domain_synth, "authorizer"))]
-    touched = set().union(*[_refs(s["Resource"]) for s in stmts if any(a.startswith("dynamodb:") for a in _actions(s))])
+    touched = set().union(
+        *[_refs(s["Resource"]) for s in stmts if any(a.startswith("dynamodb:") for a in _actions(s))]
+    )
     assert touched & set(tables.values()) == {tables["clients"]}
     assert not any(_actions(s) & DDB_WRITES for s in stmts)
 
 
 # -- indexer, heartbeat -----------------------------------------------------------------------------
+
 
 def test_streams_feed_the_indexer_with_bisect_retries_partial_failures_and_a_dlq(domain_synth):
     mappings = domain_synth.resources("AWS::Lambda::EventSourceMapping")
@@ -339,7 +374,10 @@ def test_streams_feed_the_indexer_with_bisect_retries_partial_failures_and_a_dlq
 
 def test_heartbeat_schedules_come_from_config_and_carry_the_session_payload(domain_synth):
     cfg = domain_synth.config
-    schedules = {s["Properties"]["Name"]: s["Properties"] for s in domain_synth.resources("AWS::Scheduler::Schedule").values()}
+    schedules = {
+        s["Properties"]["Name"]: s["Properties"]
+        for s in domain_synth.resources("AWS::Scheduler::Schedule").values()
+    }
     assert len(schedules) == len(cfg.heartbeats)
     for h in cfg.heartbeats:
         p = schedules[cfg.heartbeat_schedule_name(h.name)]
@@ -349,10 +387,12 @@ def test_heartbeat_schedules_come_from_config_and_carry_the_session_payload(doma
             assert value in text
         assert "DeadLetterConfig" in p["Target"]
     assert len(domain_synth.resources("AWS::Events::ApiDestination")) == sum(
-        1 for d in cfg.destinations.values() if d.type == "https")
+        1 for d in cfg.destinations.values() if d.type == "https"
+    )
 
 
 # -- monitoring -------------------------------------------------------------------------------------
+
 
 def test_alarms_cover_errors_throttles_p99_per_verb_dlqs_and_authorizer_denials(domain_synth):
     names = {a["Properties"]["AlarmName"] for a in domain_synth.resources("AWS::CloudWatch::Alarm").values()}
@@ -360,12 +400,17 @@ def test_alarms_cover_errors_throttles_p99_per_verb_dlqs_and_authorizer_denials(
     for verb in VERB_NAMES:
         for kind in ("errors", "throttles", "p99"):
             assert f"{prefix}-tool-{verb}-{kind}" in names
-    assert {f"{prefix}-indexer-dlq", f"{prefix}-heartbeat-dlq", f"{prefix}-authorizer-denials",
-            f"{prefix}-authorizer-errors"} <= names
+    assert {
+        f"{prefix}-indexer-dlq",
+        f"{prefix}-heartbeat-dlq",
+        f"{prefix}-authorizer-denials",
+        f"{prefix}-authorizer-errors",
+    } <= names
     assert len(domain_synth.resources("AWS::CloudWatch::Dashboard")) == 1
 
 
 # -- cdk-nag ------------------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("flavour", ["domain_synth", "serverless_synth"])
 def test_cdk_nag_aws_solutions_reports_no_unacknowledged_finding(flavour, request):
@@ -376,8 +421,13 @@ def test_cdk_nag_aws_solutions_reports_no_unacknowledged_finding(flavour, reques
 @pytest.mark.parametrize("flavour", ["domain_synth", "serverless_synth"])
 def test_every_cdk_nag_acknowledgment_carries_a_reason(flavour, request):
     synth = request.getfixturevalue(flavour)
-    acks = [(path, rule, reason) for path, entries in synth.metadata.items() for e in entries
-            if e["type"] == "aws:cdk:acknowledged-rules" for rule, reason in e["data"].items()]
+    acks = [
+        (path, rule, reason)
+        for path, entries in synth.metadata.items()
+        for e in entries
+        if e["type"] == "aws:cdk:acknowledged-rules"
+        for rule, reason in e["data"].items()
+    ]
     assert acks
     for _, rule, reason in acks:
         assert rule.startswith("AwsSolutions::")

@@ -147,6 +147,68 @@ def test_hostile_arguments_never_break_dispatch(tool: str, args: Any) -> None:
     check(stores, deps, tool, args)
 
 
+_PLAUSIBLE_TEXT = st.sampled_from(
+    [
+        "Alice",
+        "people/alice",
+        "Acme",
+        "tea",
+        "30d",
+        "2w",
+        "2026-06-10",
+        "world",
+        "private",
+        "commitment",
+        "s-1",
+        "1970-01-01T00:00:00.000Z",
+        "Alice, Acme, Bob",
+        "Alice prefers tea",
+        "chat 2026-06-11",
+    ]
+)
+# Mostly plausible values (so calls reach the tools' own rules and some succeed), some hostile ones.
+PLAUSIBLE = st.one_of(
+    _PLAUSIBLE_TEXT,
+    _PLAUSIBLE_TEXT,
+    st.integers(min_value=-3, max_value=300),
+    st.booleans(),
+    st.lists(
+        st.fixed_dictionaries(
+            {},
+            optional={
+                "type": _PLAUSIBLE_TEXT,
+                "target": _PLAUSIBLE_TEXT,
+                "context": leaf,
+                "date": leaf,
+                "text": _PLAUSIBLE_TEXT,
+            },
+        ),
+        max_size=3,
+    ),
+    json_value,
+)
+
+
+def tool_and_own_arguments() -> st.SearchStrategy[tuple[str, dict[str, Any]]]:
+    """Arguments built from the tool's own parameter names, so calls get past the D3 gate and
+    reach the tool's rules."""
+
+    def for_tool(name: str) -> st.SearchStrategy[tuple[str, dict[str, Any]]]:
+        fields = sorted(REGISTRY[name].params.model_fields)
+        return st.tuples(
+            st.just(name), st.dictionaries(st.sampled_from(fields), PLAUSIBLE, max_size=len(fields))
+        )
+
+    return st.sampled_from(TOOLS).flatmap(for_tool)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(call=tool_and_own_arguments())
+def test_plausible_but_wrong_arguments_never_break_dispatch(call: tuple[str, dict[str, Any]]) -> None:
+    stores, deps = shared()
+    check(stores, deps, *call)
+
+
 @settings(max_examples=100, deadline=None)
 @given(tool=st.sampled_from(TOOLS), args=json_value)
 def test_arguments_of_any_json_type_never_break_dispatch(tool: str, args: Any) -> None:

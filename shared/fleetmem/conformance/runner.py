@@ -27,7 +27,7 @@ from importlib import resources
 from typing import Any
 from urllib.parse import urljoin
 
-from fleetmem.protocol import CREATE_SAFETY_FOR, PROTOCOL_VERSION, VERB_NAMES
+from fleetmem.protocol import CREATE_SAFETY_FOR, PROTOCOL_VERSION, VERB_ERROR_CODES, VERB_NAMES
 
 ISO_MS = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$")
 ERROR_CLASSES = ("caller", "consent", "retryable", "unavailable", "server", "host_only")
@@ -179,12 +179,18 @@ class CallOutcome:
             self.body = json.loads(texts[0])
         except json.JSONDecodeError as exc:
             raise CaseFailed(f"{tool}: content[0] is not JSON ({exc})") from exc
+        self.raw = texts[0]
         self.structured = result.structured_content
         meta = getattr(result, "meta", None)
-        self.notice_text = "\n".join(t for t in texts[1:] if t) + "\n" + json.dumps(meta or {}, default=str)
+        self.block_text = "\n".join(t for t in texts[1:] if t)
+        self.meta_text = json.dumps(meta or {}, default=str)
 
     def has_notice(self, code: str) -> bool:
-        return re.search(rf"(?<![A-Za-z0-9_]){re.escape(code)}(?![A-Za-z0-9_])", self.notice_text) is not None
+        """PROTOCOL_NOTES §1: a notice rides BOTH an extra content block and `_meta`."""
+        pattern = rf"(?<![A-Za-z0-9_]){re.escape(code)}(?![A-Za-z0-9_])"
+        return (
+            re.search(pattern, self.block_text) is not None and re.search(pattern, self.meta_text) is not None
+        )
 
 
 def check_call(out: CallOutcome, expect: dict[str, Any]) -> None:
@@ -232,7 +238,9 @@ def check_call(out: CallOutcome, expect: dict[str, Any]) -> None:
                     f"create_safety {r.get('create_safety')!r} (expected {want!r})"
                 )
     if "notice" in expect and not out.has_notice(expect["notice"]):
-        raise CaseFailed(f"{out.tool}: expected a {expect['notice']} notice (content[1:] or _meta)")
+        raise CaseFailed(f"{out.tool}: expected a {expect['notice']} notice in content[1:] and in _meta")
+    if "raw_eq" in expect and out.raw != expect["raw_eq"]:
+        raise CaseFailed(f"{out.tool}: content[0] must be byte-identical to the earlier call's")
     if "no_notice" in expect and out.has_notice(expect["no_notice"]):
         raise CaseFailed(f"{out.tool}: unexpected {expect['no_notice']} notice")
     if "fix_run_keeps" in expect or "fix_sets" in expect or "fix_drops" in expect:
@@ -247,6 +255,8 @@ def check_envelope(out: CallOutcome, code: str) -> None:
     if body.get("code") != code:
         raise CaseFailed(f"{where}: expected code {code}, got {body.get('code')} ({body.get('message')})")
     check_value(get_path(body, "error"), {"type": "str", "nonempty": True}, f"{where}.error")
+    if code in VERB_ERROR_CODES:  # §11: error = code for every verb code
+        check_value(get_path(body, "error"), {"eq": code}, f"{where}.error")
     for key in ("message", "suggestion", "correlation_id"):
         check_value(get_path(body, key), {"type": "str", "nonempty": True}, f"{where}.{key}")
     check_value(get_path(body, "class"), {"in": list(ERROR_CLASSES)}, f"{where}.class")
@@ -470,7 +480,7 @@ class Runner:
         out = CallOutcome(tool, args, result)
         check_call(out, step.get("expect") or {})
         for name, path in (step.get("save") or {}).items():
-            value = get_path(out.body, path)
+            value = out.raw if path == "$raw" else get_path(out.body, path)
             if value is _MISSING:
                 raise CaseFailed(f"{tool}: cannot save {name} — {path} is absent")
             variables[name] = value

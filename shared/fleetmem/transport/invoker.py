@@ -102,12 +102,17 @@ def handle_invoke_payload(payload: Mapping[str, Any], deps: Deps) -> dict[str, A
     return result.to_json()
 
 
+#: Seconds to wait for a synchronous verb invocation (synthesize can take a minute).
+INVOKE_READ_TIMEOUT = 150
+
+
 class LambdaInvoker:
     """Invokes the verb's own function synchronously (RequestResponse).
 
-    `client` is a boto3 Lambda client (built lazily on first use when not injected, so nothing
-    connects at import or construction). A function error or an unreadable answer becomes the
-    `internal` envelope; the function's error text is never relayed."""
+    `client` is a boto3 Lambda client (built lazily on first use by the AWS adapters' client
+    factory when not injected, so nothing connects at import or construction). A function error
+    or an unreadable answer becomes the `internal` envelope; the function's error text is never
+    relayed; a throttled invoke is `unavailable` with a wait fix."""
 
     def __init__(
         self,
@@ -125,9 +130,10 @@ class LambdaInvoker:
     @property
     def client(self) -> Any:
         if self._client is None:
-            import boto3
+            # The AWS adapters own the SDK; their process-cached client factory is used here.
+            from fleetmem.adapters.aws import sdk_client
 
-            self._client = boto3.client("lambda", region_name=self.region or None)
+            self._client = sdk_client("lambda", region=self.region or "", read_timeout=INVOKE_READ_TIMEOUT)
         return self._client
 
     def invoke(

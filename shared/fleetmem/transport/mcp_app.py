@@ -146,7 +146,7 @@ def unauthorized_error(*, token_presented: bool) -> VerbError:
         why="Every MCP call is authenticated; the tenant and scopes come from the token.",
         fix=Fix(
             why="Mints a token for one client; it is printed once.",
-            argv=["fleetmem", "token", "create", "--client", "<client-name>", "--scopes", "read,write"],
+            argv=["fleetmem", "token", "create", "--client", "my-agent", "--scopes", "read,write"],
             actor="host_admin",
             user_message="The memory server did not accept my token. Its operator can create one with "
             "`fleetmem token create --client NAME --scopes read,write`; add it to my MCP "

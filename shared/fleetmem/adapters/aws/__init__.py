@@ -13,11 +13,12 @@ from fleetmem.config import Settings
 
 
 class NoSearchIndex:
-    """The SearchIndex used when no OpenSearch endpoint is configured: writes are dropped, every
-    search answers with empty arms and says why, so recall degrades instead of failing."""
+    """The SearchIndex when no OpenSearch endpoint is configured. Writes are dropped (there is no
+    index to keep current); a search raises Unavailable naming the missing setting, because
+    answering "nothing found" would hide a configuration gap."""
 
     write_through = False
-    problem = "no OpenSearch endpoint is configured (FLEETMEM_OPENSEARCH_ENDPOINT)"
+    problem = "no OpenSearch endpoint is configured (set FLEETMEM_OPENSEARCH_ENDPOINT)"
 
     def upsert(self, docs: Any) -> None:
         return None
@@ -29,9 +30,9 @@ class NoSearchIndex:
         return None
 
     def search(self, query: Any) -> Any:
-        from fleetmem.models import SearchHits
+        from fleetmem.errors import Unavailable
 
-        return SearchHits(keyword=(), vector=None, vector_error=self.problem if query.vector else None)
+        raise Unavailable(self.problem, reason="not_configured")
 
 
 @dataclass
@@ -89,6 +90,7 @@ def open_aws(
             region=settings.region,
             session=session,
             client=search_client,
+            write_through=settings.opensearch_write_through,
         )
     else:
         search = NoSearchIndex()

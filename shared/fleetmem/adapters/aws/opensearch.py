@@ -313,6 +313,7 @@ class OpenSearchIndex:
         client: Any = None,
         session: Any = None,
         refresh: bool = False,
+        write_through: bool = False,
     ) -> None:
         self.endpoint = endpoint
         self.model_id = model_id
@@ -324,7 +325,9 @@ class OpenSearchIndex:
         self._client = client
         self._ready = False
         # Serverless has no explicit refresh; a managed domain refreshes on its interval anyway.
-        self._refresh = refresh and service != "aoss"
+        self._refresh = (refresh or write_through) and service != "aoss"
+        # Without a stream indexer (local engines) the domain indexes synchronously instead.
+        self.write_through = write_through
 
     @property
     def client(self) -> Any:

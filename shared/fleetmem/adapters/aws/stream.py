@@ -103,10 +103,13 @@ def record_to_operations(record: dict[str, Any]) -> list[IndexOp]:
             return [IndexOp(rid, "delete_page", tenant, slug=slug)]
         page = item_to_page(new)
         docs = tuple(docs_for_page(page))
+        old_docs = tuple(docs_for_page(item_to_page(old))) if old is not None and old.get("title") else None
+        if event == "MODIFY" and old_docs == docs:
+            return []  # e.g. only last_retrieved_at changed: nothing indexed changed, nothing to embed
         ops = [IndexOp(rid, "upsert", page.tenant, docs=docs, slug=page.slug)]
-        if old is not None and old.get("title") is not None:
+        if old_docs:
             keep = {d.doc_id for d in docs}
-            stale = tuple(d.doc_id for d in docs_for_page(item_to_page(old)) if d.doc_id not in keep)
+            stale = tuple(d.doc_id for d in old_docs if d.doc_id not in keep)
             if stale:
                 ops.append(IndexOp(rid, "delete", page.tenant, doc_ids=stale))
         return ops

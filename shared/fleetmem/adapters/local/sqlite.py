@@ -26,6 +26,7 @@ import re
 import sqlite3
 import threading
 import time
+import unicodedata
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -216,7 +217,7 @@ CREATE TABLE IF NOT EXISTS audit (
 CREATE INDEX IF NOT EXISTS audit_subject ON audit (tenant, subject, at, id);
 
 CREATE TABLE IF NOT EXISTS docs (
-  id INTEGER PRIMARY KEY, tenant TEXT NOT NULL, tags TEXT NOT NULL, doc_id TEXT NOT NULL,
+  id INTEGER PRIMARY KEY, tenant TEXT NOT NULL, doc_id TEXT NOT NULL,
   kind TEXT NOT NULL, slug TEXT NOT NULL, title TEXT NOT NULL, text TEXT NOT NULL,
   visibility TEXT NOT NULL, fact_id TEXT, updated_at INTEGER NOT NULL, vector BLOB, vector_model TEXT,
   rev INTEGER NOT NULL DEFAULT 0,
@@ -226,25 +227,30 @@ CREATE INDEX IF NOT EXISTS docs_rev ON docs (tenant, rev);
 CREATE INDEX IF NOT EXISTS docs_slug ON docs (tenant, slug, kind);
 CREATE INDEX IF NOT EXISTS docs_model ON docs (tenant, vector_model);
 
--- `tags` holds filter tokens (tenant, kind, visibility) so that every filter is part of the MATCH
--- and `ORDER BY rank LIMIT k` runs inside FTS5 without touching the docs rows
+-- Contentless keyword index. Every word is indexed as a token prefixed with the key of its
+-- (tenant, kind, visibility) partition (`fm_fts_terms`, registered on every connection), so a
+-- query names only tokens of the partitions it may see: filtering costs nothing, another
+-- tenant's documents are never even candidates, and document frequencies are per partition.
 CREATE VIRTUAL TABLE IF NOT EXISTS docs_fts USING fts5 (
-  tags, title, text, content = 'docs', content_rowid = 'id',
-  tokenize = 'unicode61 remove_diacritics 2'
+  title, text, content = '', tokenize = 'unicode61 remove_diacritics 0'
 );
 CREATE TRIGGER IF NOT EXISTS docs_ai AFTER INSERT ON docs BEGIN
-  INSERT INTO docs_fts (rowid, tags, title, text)
-  VALUES (new.id, new.tags, new.title, new.text);
+  INSERT INTO docs_fts (rowid, title, text) VALUES (
+    new.id, fm_fts_terms(new.tenant, new.kind, new.visibility, new.title),
+    fm_fts_terms(new.tenant, new.kind, new.visibility, new.text));
 END;
 CREATE TRIGGER IF NOT EXISTS docs_ad AFTER DELETE ON docs BEGIN
-  INSERT INTO docs_fts (docs_fts, rowid, tags, title, text)
-  VALUES ('delete', old.id, old.tags, old.title, old.text);
+  INSERT INTO docs_fts (docs_fts, rowid, title, text) VALUES (
+    'delete', old.id, fm_fts_terms(old.tenant, old.kind, old.visibility, old.title),
+    fm_fts_terms(old.tenant, old.kind, old.visibility, old.text));
 END;
-CREATE TRIGGER IF NOT EXISTS docs_au AFTER UPDATE OF tags, title, text ON docs BEGIN
-  INSERT INTO docs_fts (docs_fts, rowid, tags, title, text)
-  VALUES ('delete', old.id, old.tags, old.title, old.text);
-  INSERT INTO docs_fts (rowid, tags, title, text)
-  VALUES (new.id, new.tags, new.title, new.text);
+CREATE TRIGGER IF NOT EXISTS docs_au AFTER UPDATE OF tenant, kind, visibility, title, text ON docs BEGIN
+  INSERT INTO docs_fts (docs_fts, rowid, title, text) VALUES (
+    'delete', old.id, fm_fts_terms(old.tenant, old.kind, old.visibility, old.title),
+    fm_fts_terms(old.tenant, old.kind, old.visibility, old.text));
+  INSERT INTO docs_fts (rowid, title, text) VALUES (
+    new.id, fm_fts_terms(new.tenant, new.kind, new.visibility, new.title),
+    fm_fts_terms(new.tenant, new.kind, new.visibility, new.text));
 END;
 
 -- Vector cache validity. Every write transaction on a tenant's docs first bumps `gen` and stamps
@@ -298,6 +304,7 @@ class Database:
                 self._retry(lambda: conn.execute("PRAGMA journal_mode = WAL").fetchone())
                 conn.execute("PRAGMA synchronous = NORMAL")
             conn.execute("PRAGMA temp_store = MEMORY")
+            conn.create_function("fm_fts_terms", 4, fts_terms, deterministic=True)
         except sqlite3.Error as exc:
             raise _translate(exc) from None
         with self._all_lock:
@@ -335,7 +342,7 @@ class Database:
                 return
             for stmt in _split_script(_SCHEMA):
                 conn.execute(stmt)
-            conn.execute("INSERT INTO docs_fts (docs_fts, rank) VALUES ('rank', 'bm25(0.0, 3.0, 1.0)')")
+            conn.execute("INSERT INTO docs_fts (docs_fts, rank) VALUES ('rank', 'bm25(3.0, 1.0)')")
             conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
         self.write(create)
@@ -549,10 +556,8 @@ class SqliteFactStore:
                     "WHERE tenant = ? AND fact_id = ?",
                     (created, "superseded", fact.client_id, fact.fact_id, fact.tenant, supersede.fact_id),
                 )
-            try:
-                conn.execute(f"INSERT INTO facts ({_FACT_COLS}) VALUES ({_marks(19)})", _fact_row(fact))
-            except sqlite3.IntegrityError:
-                raise Conflict("a fact with this id already exists") from None
+            # a duplicate fact_id violates UNIQUE: `_translate` turns that into Conflict
+            conn.execute(f"INSERT INTO facts ({_FACT_COLS}) VALUES ({_marks(19)})", _fact_row(fact))
 
         self.db.write(run)
 
@@ -1013,33 +1018,55 @@ _STOPWORDS = frozenset(
 _MAX_TERMS = 32
 
 
+_FOLDED_WORD = re.compile(r"[^\W_]+")
+
+
+def fold_words(text: str) -> list[str]:
+    """Words as the keyword index sees them: case-folded, accents removed, split on anything that
+    is not a letter or digit."""
+    folded = text.casefold()
+    if not folded.isascii():
+        folded = "".join(ch for ch in unicodedata.normalize("NFKD", folded) if not unicodedata.combining(ch))
+    return _FOLDED_WORD.findall(folded)
+
+
+def partition_key(tenant: str, kind: str, visibility: str) -> str:
+    """Fixed-length alphanumeric prefix of the keyword tokens of one (tenant, kind, visibility)."""
+    raw = f"{tenant}\x00{kind}\x00{visibility}".encode()
+    return "p" + blake2b(raw, digest_size=10).hexdigest()
+
+
+def fts_terms(tenant: str, kind: str, visibility: str, text: str | None) -> str:
+    prefix = partition_key(tenant, kind, visibility)
+    return " ".join(prefix + w for w in fold_words(text or ""))
+
+
 def query_terms(text: str) -> list[str]:
-    words = list(dict.fromkeys(w for w in _WORD.findall(text.casefold()) if w.strip("_")))
+    words = list(dict.fromkeys(fold_words(text)))
     kept = [w for w in words if w not in _STOPWORDS] or words
     return kept[:_MAX_TERMS]
 
 
-def doc_tags(tenant: str, kind: str, visibility: str) -> str:
-    return f"{tenant_key(tenant)} k{kind} v{visibility}"
+def docs_match(text: str, tenant: str, kinds: Sequence[str], world_only: bool) -> str | None:
+    """The MATCH expression for free user text over the partitions a query may see, or None when
+    the text holds no searchable word. Terms are double-quoted alphanumeric tokens, so no user
+    input is ever read as FTS syntax (operators, column filters, NEAR, prefixes)."""
+    terms = query_terms(text)
+    if not terms:
+        return None
+    visibilities = ("world",) if world_only else ("world", "private")
+    prefixes = [partition_key(tenant, k, v) for k in kinds for v in visibilities]
+    return " OR ".join(f'"{p}{t}"' for t in terms for p in prefixes)
 
 
-def fts_match(
-    text: str, tenant: str, *, column: str = "tenant_key", kinds: Sequence[str] = (), world_only: bool = False
-) -> str | None:
-    """An FTS5 MATCH expression for free user text restricted to one tenant (and, on the docs
-    index, to `kinds` and world visibility), or None when the text holds no searchable word.
-    Every term is a double-quoted string, so no user input is ever read as FTS syntax (operators,
-    column filters, NEAR, prefixes); the \\w-only terms hold no quote."""
+def fts_match(text: str, tenant: str) -> str | None:
+    """The MATCH expression for `page_names_fts`: any word of `text`, within the tenant's rows.
+    Terms are double-quoted alphanumeric tokens, never FTS syntax."""
     terms = query_terms(text)
     if not terms:
         return None
     ors = " OR ".join(f'"{t}"' for t in terms)
-    filters = [f'"{tenant_key(tenant)}"']
-    if kinds:
-        filters.append("(" + " OR ".join(f'"k{k}"' for k in kinds) + ")")
-    if world_only:
-        filters.append('"vworld"')
-    return f"{column} : ({' AND '.join(filters)}) AND ({ors})"
+    return f'tenant_key : "{tenant_key(tenant)}" AND ({ors})'
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1161,21 +1188,18 @@ class SqliteClientStore:
 
     def create(self, record: ClientRecord) -> None:
         def run(conn: sqlite3.Connection) -> None:
-            try:
-                conn.execute(
-                    f"INSERT INTO clients ({_CLIENT_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                    (
-                        record.token_hash,
-                        record.token_id,
-                        record.tenant,
-                        record.client_id,
-                        json.dumps(sorted(record.scopes)),
-                        ms(record.created_at),
-                        ms_opt(record.revoked_at),
-                    ),
-                )
-            except sqlite3.IntegrityError:
-                raise Conflict("a client with this token already exists") from None
+            conn.execute(
+                f"INSERT INTO clients ({_CLIENT_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (
+                    record.token_hash,
+                    record.token_id,
+                    record.tenant,
+                    record.client_id,
+                    json.dumps(sorted(record.scopes)),
+                    ms(record.created_at),
+                    ms_opt(record.revoked_at),
+                ),
+            )
 
         self.db.write(run)
 
@@ -1338,15 +1362,29 @@ class SqliteAuditLog:
 
 @dataclass
 class _Matrix:
+    """One (tenant, model, dim) vector matrix at search generation `gen`.
+
+    The arrays are buffers with spare capacity: rows [0, n) are valid. A catch-up appends new rows
+    in place and clears `alive` for replaced or deleted rows, then publishes a new `_Matrix` over
+    the same buffers with a larger `n`; holders of the older object keep reading their prefix.
+    Catch-ups are serialised (`SqliteSearchIndex._refresh_lock`).
+    """
+
     gen: int
+    n: int
     ids: np.ndarray  # int64 docs.id
     is_fact: np.ndarray  # bool
     is_world: np.ndarray  # bool
-    vectors: np.ndarray  # float32 (n, dim), rows unit-normalised
+    alive: np.ndarray  # bool: False once the row was replaced or deleted
+    vectors: np.ndarray  # float32 (capacity, dim), rows unit-normalised
 
     @property
     def nbytes(self) -> int:
-        return int(self.vectors.nbytes + self.ids.nbytes + self.is_fact.nbytes + self.is_world.nbytes)
+        return int(self.vectors.nbytes + self.ids.nbytes * 2)
+
+    @property
+    def dead(self) -> int:
+        return int(self.n - np.count_nonzero(self.alive[: self.n]))
 
 
 _DOC_COLS = "tenant, doc_id, kind, slug, title, text, visibility, fact_id, updated_at, vector, vector_model"
@@ -1376,6 +1414,7 @@ class SqliteSearchIndex:
         self.cache_bytes = cache_bytes
         self._cache: OrderedDict[tuple[str, str, int], _Matrix] = OrderedDict()
         self._cache_lock = threading.Lock()
+        self._refresh_lock = threading.Lock()
 
     # -- writes
 
@@ -1386,9 +1425,9 @@ class SqliteSearchIndex:
         def run(conn: sqlite3.Connection) -> None:
             gens = {t: _bump_gen(conn, t) for t in {d.tenant for d in docs}}
             conn.executemany(
-                "INSERT INTO docs (tenant, tags, doc_id, kind, slug, title, text, visibility, fact_id, "
-                "updated_at, vector, vector_model, rev) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
-                "ON CONFLICT (tenant, doc_id) DO UPDATE SET tags = excluded.tags, kind = excluded.kind, "
+                "INSERT INTO docs (tenant, doc_id, kind, slug, title, text, visibility, fact_id, "
+                "updated_at, vector, vector_model, rev) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+                "ON CONFLICT (tenant, doc_id) DO UPDATE SET kind = excluded.kind, "
                 "slug = excluded.slug, title = excluded.title, text = excluded.text, "
                 "visibility = excluded.visibility, fact_id = excluded.fact_id, "
                 "updated_at = excluded.updated_at, "
@@ -1396,7 +1435,6 @@ class SqliteSearchIndex:
                 [
                     (
                         d.tenant,
-                        doc_tags(d.tenant, d.kind, d.visibility),
                         d.doc_id,
                         d.kind,
                         d.slug,
@@ -1457,7 +1495,7 @@ class SqliteSearchIndex:
         return SearchHits(keyword=tuple(keyword), vector=tuple(vector))
 
     def _keyword(self, query: SearchQuery, kinds: tuple[str, ...], k: int) -> list[SearchHit]:
-        match = fts_match(query.text, query.tenant, column="tags", kinds=kinds, world_only=query.world_only)
+        match = docs_match(query.text, query.tenant, kinds, query.world_only)
         if match is None:
             return []
         sql = (
@@ -1477,7 +1515,7 @@ class SqliteSearchIndex:
                 doc_id=r[0], kind=r[1], slug=r[2], title=r[3], text=r[4], fact_id=r[5], score=-float(r[6])
             )
             for r in rows
-            # the tags already filtered; re-checking the real columns costs nothing
+            # the partition tokens already filtered; re-checking the real columns costs nothing
             if r[7] == query.tenant and r[1] in kinds and (not query.world_only or r[8] == "world")
         ]
 
@@ -1488,32 +1526,37 @@ class SqliteSearchIndex:
         return (0, 0) if row is None else (int(row[0]), int(row[1]))
 
     def _matrix(self, tenant: str, model: str, dim: int) -> _Matrix:
-        gen, floor = self._gen(tenant)
         key = (tenant, model, dim)
+        gen, floor = self._gen(tenant)
         with self._cache_lock:
             cached = self._cache.get(key)
             if cached is not None:
                 self._cache.move_to_end(key)
         if cached is not None and cached.gen == gen:
             return cached
-        matrix = None
-        if cached is not None and cached.gen >= floor:
-            matrix = self.db.read(lambda c: self._catch_up(c, cached, tenant, model, dim))
-        if matrix is None:
-            matrix = self.db.read(lambda c: self._load(c, tenant, model, dim))
-        with self._cache_lock:
-            current = self._cache.get(key)
-            if current is None or current.gen <= matrix.gen:
+        with self._refresh_lock:
+            with self._cache_lock:
+                cached = self._cache.get(key)  # another thread may have refreshed meanwhile
+            gen, floor = self._gen(tenant)
+            if cached is not None and cached.gen == gen:
+                return cached
+            matrix = None
+            if cached is not None and cached.gen >= floor:
+                base = cached
+                matrix = self.db.read(lambda c: self._catch_up(c, base, tenant, model, dim))
+            if matrix is None:
+                matrix = self.db.read(lambda c: self._load(c, tenant, model, dim))
+            with self._cache_lock:
                 self._cache[key] = matrix
                 self._cache.move_to_end(key)
-            total = sum(m.nbytes for m in self._cache.values())
-            while total > self.cache_bytes and len(self._cache) > 1:
-                _, old = self._cache.popitem(last=False)
-                total -= old.nbytes
+                total = sum(m.nbytes for m in self._cache.values())
+                while total > self.cache_bytes and len(self._cache) > 1:
+                    _, old = self._cache.popitem(last=False)
+                    total -= old.nbytes
         return matrix
 
     @staticmethod
-    def _stack(rows: Sequence[Sequence[Any]], dim: int) -> tuple[np.ndarray, ...]:
+    def _rows_to_arrays(rows: Sequence[Sequence[Any]], dim: int) -> tuple[np.ndarray, ...]:
         """(ids, is_fact, is_world, unit vectors) from (id, kind, visibility, vector) rows."""
         n = len(rows)
         vectors = np.frombuffer(b"".join(r[3] for r in rows), dtype="<f4").reshape(n, dim).astype(np.float32)
@@ -1528,6 +1571,24 @@ class SqliteSearchIndex:
             vectors,
         )
 
+    @staticmethod
+    def _with_capacity(gen: int, arrays: tuple[np.ndarray, ...], dim: int, spare: int) -> _Matrix:
+        ids, is_fact, is_world, vectors = arrays
+        n = len(ids)
+        cap = n + spare
+        m = _Matrix(
+            gen=gen,
+            n=n,
+            ids=np.zeros(cap, dtype=np.int64),
+            is_fact=np.zeros(cap, dtype=bool),
+            is_world=np.zeros(cap, dtype=bool),
+            alive=np.zeros(cap, dtype=bool),
+            vectors=np.zeros((cap, dim), dtype=np.float32),
+        )
+        m.ids[:n], m.is_fact[:n], m.is_world[:n], m.vectors[:n] = ids, is_fact, is_world, vectors
+        m.alive[:n] = True
+        return m
+
     def _load(self, conn: sqlite3.Connection, tenant: str, model: str, dim: int) -> _Matrix:
         conn.execute("BEGIN")  # the generation and the rows must come from one snapshot
         try:
@@ -1539,13 +1600,13 @@ class SqliteSearchIndex:
             ).fetchall()
         finally:
             conn.execute("COMMIT")
-        ids, is_fact, is_world, vectors = self._stack(rows, dim)
-        return _Matrix(0 if row is None else int(row[0]), ids, is_fact, is_world, vectors)
+        gen = 0 if row is None else int(row[0])
+        return self._with_capacity(gen, self._rows_to_arrays(rows, dim), dim, spare=max(256, len(rows) // 8))
 
     def _catch_up(
         self, conn: sqlite3.Connection, m: _Matrix, tenant: str, model: str, dim: int
     ) -> _Matrix | None:
-        """Apply the rows written and deleted since `m.gen`; None when a full reload is cheaper."""
+        """Apply the rows written and deleted since `m.gen`; None when a full reload is better."""
         conn.execute("BEGIN")
         try:
             row = conn.execute("SELECT gen, floor FROM search_gen WHERE tenant = ?", (tenant,)).fetchone()
@@ -1563,19 +1624,25 @@ class SqliteSearchIndex:
             ]
         finally:
             conn.execute("COMMIT")
-        if len(changed) + len(gone) > max(2000, len(m.ids) // 4):
-            return None
-        drop = np.fromiter([r[0] for r in changed] + gone, dtype=np.int64)
-        keep = ~np.isin(m.ids, drop) if len(drop) else np.ones(len(m.ids), dtype=bool)
         fresh = [r for r in changed if r[4] == model and r[3] is not None and len(r[3]) == dim * 4]
-        ids, is_fact, is_world, vectors = self._stack(fresh, dim)
-        return _Matrix(
-            gen=int(row[0]),
-            ids=np.concatenate([m.ids[keep], ids]),
-            is_fact=np.concatenate([m.is_fact[keep], is_fact]),
-            is_world=np.concatenate([m.is_world[keep], is_world]),
-            vectors=np.concatenate([m.vectors[keep], vectors]),
-        )
+        if len(changed) + len(gone) > max(2000, m.n // 4) or m.dead + len(changed) + len(gone) > max(
+            1000, m.n // 4
+        ):
+            return None  # many changes or many dead rows: rebuild compactly
+        n = m.n
+        drop = np.fromiter([r[0] for r in changed] + gone, dtype=np.int64)
+        if len(drop):
+            m.alive[:n][np.isin(m.ids[:n], drop)] = False
+        if n + len(fresh) > len(m.ids):  # out of spare room: move to bigger buffers
+            keep = tuple(a[:n] for a in (m.ids, m.is_fact, m.is_world, m.vectors))
+            grown = self._with_capacity(m.gen, keep, dim, spare=max(256, n // 4 + len(fresh)))
+            grown.alive[:n] = m.alive[:n]
+            m = grown
+        ids, is_fact, is_world, vectors = self._rows_to_arrays(fresh, dim)
+        end = n + len(fresh)
+        m.ids[n:end], m.is_fact[n:end], m.is_world[n:end], m.vectors[n:end] = ids, is_fact, is_world, vectors
+        m.alive[n:end] = True
+        return _Matrix(int(row[0]), end, m.ids, m.is_fact, m.is_world, m.alive, m.vectors)
 
     def _vector(self, query: SearchQuery, kinds: tuple[str, ...], k: int) -> list[SearchHit]:
         assert query.vector is not None and query.vector_model is not None
@@ -1587,22 +1654,22 @@ class SqliteSearchIndex:
             raise ValueError("the query vector has zero length")
         q /= norm
         m = self._matrix(query.tenant, query.vector_model, q.shape[0])
-        if not len(m.ids):
+        n = m.n
+        if not n:
             return []
         # einsum, not BLAS: a matrix-vector product is memory-bound, and multi-threaded BLAS on a
         # busy machine costs tens of milliseconds waiting for its threads
-        scores = np.einsum("ij,j->i", m.vectors, q)
-        mask = np.ones(len(m.ids), dtype=bool)
+        mask = m.alive[:n].copy()
         if "fact" not in kinds:
-            mask &= ~m.is_fact
+            mask &= ~m.is_fact[:n]
         if "chunk" not in kinds:
-            mask &= m.is_fact
+            mask &= m.is_fact[:n]
         if query.world_only:
-            mask &= m.is_world
+            mask &= m.is_world[:n]
         candidates = np.flatnonzero(mask)
         if not len(candidates):
             return []
-        cand_scores = scores[candidates]
+        cand_scores = np.einsum("ij,j->i", m.vectors[:n], q)[candidates]
         if len(candidates) > k:
             top = np.argpartition(-cand_scores, k - 1)[:k]
         else:
@@ -1615,10 +1682,12 @@ class SqliteSearchIndex:
             return {
                 r[0]: r
                 for r in conn.execute(
-                    "SELECT id, doc_id, kind, slug, title, text, fact_id, visibility FROM docs "
-                    f"WHERE tenant = ? AND id IN ({_marks(len(ids))})",
-                    (query.tenant, *ids),
+                    # rowid seeks; the tenant is checked on the rows (an index on tenant would scan)
+                    "SELECT id, doc_id, kind, slug, title, text, fact_id, visibility, tenant FROM docs "
+                    f"WHERE id IN ({_marks(len(ids))})",
+                    ids,
                 )
+                if r[8] == query.tenant
             }
 
         rows = self.db.read(fetch)
