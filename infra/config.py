@@ -56,6 +56,8 @@ class LlmConfig(_Model):
 class FunctionSize(_Model):
     memory_mb: int = 1024
     timeout_s: int = 15
+    #: Warm sandboxes kept ready (edge only): the MCP SDK import dominates the edge's cold start.
+    provisioned_concurrency: int = Field(default=0, ge=0)
 
 
 class TierConfig(_Model):

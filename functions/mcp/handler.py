@@ -3,11 +3,11 @@ its verb's function."""
 
 from aws_lambda_powertools import Logger
 
-from fleetmem.lambda_runtime import handle_edge_event
+from fleetmem.lambda_runtime import CORRELATION_PATH, handle_edge_event
 
 logger = Logger(service="mcp")
 
 
-@logger.inject_lambda_context(clear_state=True)
+@logger.inject_lambda_context(correlation_id_path=CORRELATION_PATH, clear_state=True)
 def handler(event, context):
     return handle_edge_event(event)

@@ -2,12 +2,12 @@
 
 from aws_lambda_powertools import Logger
 
-from fleetmem.lambda_runtime import handle_tool_event
+from fleetmem.lambda_runtime import CORRELATION_PATH, handle_tool_event
 
 TOOLS = ("recall",)
 logger = Logger(service="recall")
 
 
-@logger.inject_lambda_context(clear_state=True)
+@logger.inject_lambda_context(correlation_id_path=CORRELATION_PATH, clear_state=True)
 def handler(event, context):
     return handle_tool_event(event, TOOLS)

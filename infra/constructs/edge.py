@@ -14,6 +14,7 @@ import json
 import aws_cdk as cdk
 from aws_cdk import aws_apigateway as apigw
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_secretsmanager as sm
 
@@ -180,7 +181,17 @@ class Edge(Construct):
         secured = dict(authorizer=self.authorizer, api_key_required=True, request_validator=validator)
 
         mcp = self.api.root.add_resource("mcp")
-        edge_integration = apigw.LambdaIntegration(self.edge.function, proxy=True)
+        warm = config.size_for("mcp").provisioned_concurrency
+        edge_target: lambda_.IFunction = self.edge.function
+        if warm:
+            edge_target = lambda_.Alias(
+                self,
+                "McpLive",
+                alias_name="live",
+                version=self.edge.function.current_version,
+                provisioned_concurrent_executions=warm,
+            )
+        edge_integration = apigw.LambdaIntegration(edge_target, proxy=True)
         # GET/DELETE reach the edge so it can answer 405 itself (the SDK would stream GET forever).
         for method in ("POST", "GET", "DELETE"):
             mcp.add_method(method, edge_integration, **secured)

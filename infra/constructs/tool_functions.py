@@ -127,7 +127,7 @@ class ToolFunctions(Construct):
         self.by_tool: dict[str, Fn] = {}
         for group, tools in self.tools_by_group.items():
             access = ACCESS[group]
-            env = {"FLEETMEM_TOOLS": ",".join(tools)}
+            env: dict[str, str] = {}
             if access.llm and config.llm.model:
                 env |= {"FLEETMEM_LLM": "bedrock", "FLEETMEM_BEDROCK_LLM_MODEL": config.llm.model}
             fn = factory.make(

@@ -49,6 +49,9 @@ HTTP_STATUS = {
     "unavailable": 503,
 }
 NOTICES_HEADER = "Fleetmem-Notices"
+#: Where a handler's log lines find the call's correlation id (Powertools `correlation_id_path`,
+#: JMESPath): the edge's invoke payload, else API Gateway's request id.
+CORRELATION_PATH = "correlation_id || requestContext.requestId"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -169,8 +172,8 @@ def www_authenticate(base_url: str) -> str:
 
 
 def _correlation_id(event: Mapping[str, Any]) -> str | None:
-    headers = event_headers(event)
-    return headers.get("x-correlation-id") or (event.get("requestContext") or {}).get("requestId") or None
+    """API Gateway's request id: the same id is in the access log, so one search finds both."""
+    return (event.get("requestContext") or {}).get("requestId") or None
 
 
 # ---------------------------------------------------------------------------------------------

@@ -10,8 +10,11 @@ must never pass by silently skipping an engine); locally the test is skipped wit
 
 from __future__ import annotations
 
+import atexit
+import ctypes
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import threading
@@ -42,6 +45,15 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def _die_with_parent() -> None:
+    """Runs in the child before exec: the kernel sends SIGTERM when the process that started it
+    ends, however it ends (xdist workers and killed runs skip pytest's cleanups)."""
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except OSError:
+        pass
 
 
 def _wait_port(port: int, proc: subprocess.Popen[bytes], timeout: float = 60.0) -> None:
@@ -112,6 +124,7 @@ def dynamodb_local_endpoint(config: pytest.Config) -> str:
             cwd=jar_dir,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
+            preexec_fn=_die_with_parent if os.name == "posix" else None,
         )
         try:
             _wait_port(port, proc)
@@ -121,6 +134,8 @@ def dynamodb_local_endpoint(config: pytest.Config) -> str:
             raise
 
         def stop() -> None:
+            if proc.poll() is not None:
+                return
             proc.terminate()
             try:
                 proc.wait(timeout=10)
@@ -128,6 +143,7 @@ def dynamodb_local_endpoint(config: pytest.Config) -> str:
                 proc.kill()
                 proc.wait()
 
+        atexit.register(stop)
         return f"http://127.0.0.1:{port}", stop
 
     return _once("dynamodb-local", config, start)

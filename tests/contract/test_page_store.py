@@ -7,6 +7,7 @@ from datetime import timedelta
 from tests.contract.builders import at, page
 
 from fleetmem.models import Link, TimelineEntry
+from fleetmem.protocol import MENTION_LINK_TYPE
 
 
 def _slugs(items) -> list[str]:
@@ -170,23 +171,21 @@ def test_list_filters_by_type_and_visibility(pages, tenant):
 
 
 def test_backlinks_list_incoming_links_and_count_non_mentions(pages, tenant):
-    """Both spellings of a mention link ("mention", and "mentions" as put_page writes them) are
-    listed but not counted."""
+    """Mention links (`protocol.MENTION_LINK_TYPE`) are listed but not counted; self links are
+    not incoming links."""
     target = "companies/acme"
     pages.put(page(tenant, "people/a", links=(Link(type="works_at", target=target, context="cto"),)))
-    pages.put(page(tenant, "people/b", links=(Link(type="mention", target=target),)))
-    pages.put(page(tenant, "people/d", links=(Link(type="mentions", target=target),)))
+    pages.put(page(tenant, "people/b", links=(Link(type=MENTION_LINK_TYPE, target=target),)))
     pages.put(page(tenant, "people/c", links=(Link(type="invests", target=target),), visibility="private"))
     pages.put(page(tenant, target, links=(Link(type="related", target=target),)))  # self link
     links, count = pages.backlinks(tenant, target, world_only=True)
     assert {(b.source, b.type, b.context) for b in links} == {
         ("people/a", "works_at", "cto"),
-        ("people/b", "mention", None),
-        ("people/d", "mentions", None),
+        ("people/b", MENTION_LINK_TYPE, None),
     }
     assert count == 1
     links, count = pages.backlinks(tenant, target, world_only=False)
-    assert {b.source for b in links} == {"people/a", "people/b", "people/c", "people/d"}
+    assert {b.source for b in links} == {"people/a", "people/b", "people/c"}
     assert count == 2
     links, count = pages.backlinks(tenant, target, world_only=False, limit=1)
     assert len(links) == 1 and count == 2

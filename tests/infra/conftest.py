@@ -87,5 +87,13 @@ def serverless_synth(tmp_path_factory, _no_aws_env) -> Synth:
     }
     return _synth(
         tmp_path_factory.mktemp("aoss"),
-        {"stage": "prod", "search": search, "tables": {"deletion_protection": True}},
+        {
+            "stage": "prod",
+            "search": search,
+            "tables": {"deletion_protection": True},
+            "functions": {
+                "default": {"memory_mb": 1024, "timeout_s": 15},
+                "mcp": {"memory_mb": 1024, "timeout_s": 29, "provisioned_concurrency": 2},
+            },
+        },
     )

@@ -432,3 +432,14 @@ def test_every_cdk_nag_acknowledgment_carries_a_reason(flavour, request):
     for _, rule, reason in acks:
         assert rule.startswith("AwsSolutions::")
         assert len(reason.split()) >= 5
+
+
+def test_the_edge_can_keep_warm_sandboxes_behind_an_alias(domain_synth, serverless_synth):
+    assert domain_synth.resources("AWS::Lambda::Alias") == {}
+    ((alias_id, alias),) = serverless_synth.resources("AWS::Lambda::Alias").items()
+    assert alias["Properties"]["ProvisionedConcurrencyConfig"] == {"ProvisionedConcurrentExecutions": 2}
+    integrations = [
+        json.dumps(m["Properties"].get("Integration", {}))
+        for m in serverless_synth.resources("AWS::ApiGateway::Method").values()
+    ]
+    assert any(alias_id in i for i in integrations)

@@ -43,7 +43,9 @@ def test_eval_set_has_name_sharing_distractors_and_both_answer_places():
     qtypes = {q.qtype for q in data.questions}
     assert qtypes == {"fact/paraphrase", "fact/lexical", "page/paraphrase", "page/lexical"}
     page_slugs = {slug for slug, _title, _content in data.pages}
-    assert {q.target for q in data.questions if q.qtype.startswith("page/")} == page_slugs
+    assert {t for q in data.questions if q.qtype.startswith("page/") for t in q.targets} == page_slugs
+    fact_keys = {key for key, _person, _text in data.facts}
+    assert all(set(q.targets) <= fact_keys for q in data.questions if q.qtype.startswith("fact/"))
 
 
 @pytest.mark.slow

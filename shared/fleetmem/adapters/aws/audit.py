@@ -12,7 +12,7 @@ import secrets
 import time
 from typing import Any
 
-from fleetmem.adapters.aws.dynamo import AwsClients, call, from_ddb, parse_ts, to_ddb, ts
+from fleetmem.adapters.aws.dynamo import AwsClients, call, conditional_put, from_ddb, parse_ts, to_ddb, ts
 from fleetmem.adapters.aws.tables import AUDIT
 from fleetmem.models import AuditEvent
 
@@ -51,11 +51,12 @@ class DynamoAuditLog:
         return self._c.dynamodb
 
     def append(self, event: AuditEvent) -> None:
-        call(
-            self._db.put_item,
-            TableName=self.table,
-            Item=to_ddb(audit_item(event)),
-            ConditionExpression="attribute_not_exists(pk)",
+        conditional_put(
+            self._db,
+            table=self.table,
+            item=to_ddb(audit_item(event)),
+            key_names=("pk", "sk"),
+            condition="attribute_not_exists(pk)",
         )
 
     def for_subject(self, tenant: str, subject: str) -> list[AuditEvent]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from fleetmem.adapters.aws.dynamo import AwsClients, call, from_ddb, parse_ts, to_ddb, ts
+from fleetmem.adapters.aws.dynamo import AwsClients, call, conditional_put, from_ddb, parse_ts, to_ddb, ts
 from fleetmem.adapters.aws.tables import CLIENTS
 from fleetmem.errors import Conflict
 from fleetmem.models import ClientRecord
@@ -50,11 +50,12 @@ class DynamoClientStore:
         return self._c.dynamodb
 
     def create(self, record: ClientRecord) -> None:
-        call(
-            self._db.put_item,
-            TableName=self.table,
-            Item=to_ddb(_item(record)),
-            ConditionExpression="attribute_not_exists(pk)",
+        conditional_put(
+            self._db,
+            table=self.table,
+            item=to_ddb(_item(record)),
+            key_names=("pk",),
+            condition="attribute_not_exists(pk)",
         )
 
     def by_hash(self, token_hash: str) -> ClientRecord | None:

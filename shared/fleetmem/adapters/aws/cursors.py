@@ -11,7 +11,17 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
-from fleetmem.adapters.aws.dynamo import AwsClients, as_int, call, epoch, from_ddb, parse_ts, to_ddb, ts
+from fleetmem.adapters.aws.dynamo import (
+    AwsClients,
+    as_int,
+    call,
+    conditional_put,
+    epoch,
+    from_ddb,
+    parse_ts,
+    to_ddb,
+    ts,
+)
 from fleetmem.adapters.aws.tables import CURSORS
 from fleetmem.models import Cursor
 from fleetmem.protocol import SESSION_IDLE_DAYS, SESSIONS_PER_CLIENT
@@ -86,12 +96,13 @@ class DynamoCursorStore:
         else:
             cond = "version = :v"
             values = {":v": {"N": str(expected_version)}}
-        call(
-            self._db.put_item,
-            TableName=self.table,
-            Item=to_ddb(_item(stored, version)),
-            ConditionExpression=cond,
-            ExpressionAttributeValues=values,
+        conditional_put(
+            self._db,
+            table=self.table,
+            item=to_ddb(_item(stored, version)),
+            key_names=("pk", "sk"),
+            condition=cond,
+            values=values,
         )
         if expected_version is None:
             self._evict(cursor.tenant, cursor.client_id)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextvars
 import itertools
+import secrets
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -324,4 +325,52 @@ def call(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     try:
         return fn(*args, **kwargs)
     except (ClientError, BotoCoreError) as exc:
+        raise translate_client_error(exc) from None
+
+
+WRITE_ID = "_w"
+
+
+def write_id() -> dict[str, str]:
+    """A fresh id stamped on a conditional write, so a retry can recognise its own earlier write."""
+    return {"S": secrets.token_hex(8)}
+
+
+def conditional_put(
+    client: Any,
+    *,
+    table: str,
+    item: dict[str, Any],
+    key_names: Sequence[str],
+    condition: str,
+    values: dict[str, Any] | None = None,
+    names: dict[str, str] | None = None,
+) -> None:
+    """PutItem under a condition, safe under the SDK's automatic retries: when a first attempt
+    landed but its response was lost (a timeout), the retry fails its condition against our own
+    write. Each call stamps a fresh write id on the item (the SDK resends the same request body
+    on a retry), so a failed condition over an item carrying OUR write id counts as success;
+    any other stored item is a real Conflict."""
+    stamp = write_id()
+    req: dict[str, Any] = {
+        "TableName": table,
+        "Item": {**item, WRITE_ID: stamp},
+        "ConditionExpression": condition,
+        "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+    }
+    if values:
+        req["ExpressionAttributeValues"] = values
+    if names:
+        req["ExpressionAttributeNames"] = names
+    from botocore.exceptions import ClientError
+
+    try:
+        client.put_item(**req)
+    except ClientError as exc:
+        if exc.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
+            stored = exc.response.get("Item") or {}
+            if stored.get(WRITE_ID) == stamp:
+                return
+        raise translate_client_error(exc) from None
+    except Exception as exc:
         raise translate_client_error(exc) from None

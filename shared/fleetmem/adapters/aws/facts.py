@@ -12,6 +12,7 @@ from fleetmem.adapters.aws.dynamo import (
     as_int,
     call,
     chunks,
+    conditional_put,
     from_ddb,
     parse_ts,
     to_ddb,
@@ -116,11 +117,8 @@ class DynamoFactStore:
     def put(self, fact: Fact, *, supersede: Fact | None = None) -> None:
         item = to_ddb(fact_to_item(fact))
         if supersede is None:
-            call(
-                self._db.put_item,
-                TableName=self.table,
-                Item=item,
-                ConditionExpression="attribute_not_exists(pk)",
+            conditional_put(
+                self._db, table=self.table, item=item, key_names=("pk",), condition="attribute_not_exists(pk)"
             )
             return
         if supersede.tenant != fact.tenant:

@@ -12,6 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from fleetmem.adapters.aws.dynamo import (
+    WRITE_ID,
     AwsClients,
     call,
     epoch,
@@ -20,6 +21,7 @@ from fleetmem.adapters.aws.dynamo import (
     to_ddb,
     translate_client_error,
     ts,
+    write_id,
 )
 from fleetmem.adapters.aws.tables import IDEMPOTENCY
 from fleetmem.errors import Conflict
@@ -68,10 +70,12 @@ class DynamoIdempotencyStore:
             "expires_at": ts(record.expires_at),
             "ttl": epoch(record.expires_at),
         }
+        stamp = write_id()
+        stored = {**to_ddb(item), WRITE_ID: stamp}
         try:
             self._db.put_item(
                 TableName=self.table,
-                Item=to_ddb(item),
+                Item=stored,
                 ConditionExpression="attribute_not_exists(pk) OR expires_at <= :now",
                 ExpressionAttributeValues={":now": {"S": ts(now)}},
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",
@@ -80,6 +84,8 @@ class DynamoIdempotencyStore:
         except ClientError as exc:
             if exc.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
                 raise translate_client_error(exc) from None
+            if (exc.response.get("Item") or {}).get(WRITE_ID) == stamp:
+                return None  # our own earlier attempt landed; the SDK retried after a lost response
             old = from_ddb(exc.response.get("Item"))
             if not old:  # the live record vanished between check and read: report a lost race
                 raise Conflict("idempotency record changed concurrently") from None

@@ -369,6 +369,7 @@ class DynamoPageStore:
         terms = words(text)[:8]
         if not terms or limit <= 0:
             return []
+
         def by_word(word: str) -> builtins.list[dict[str, Any]]:
             return builtins.list(self._gsi("by_word", "wk", f"{tenant}#{word}", limit=50))
 

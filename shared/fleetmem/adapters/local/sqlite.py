@@ -57,7 +57,7 @@ from fleetmem.models import (
     SearchQuery,
     TimelineEntry,
 )
-from fleetmem.protocol import SESSION_IDLE_DAYS, SESSIONS_PER_CLIENT
+from fleetmem.protocol import MENTION_LINK_TYPE, SESSION_IDLE_DAYS, SESSIONS_PER_CLIENT
 from fleetmem.timefmt import to_ms
 
 T = TypeVar("T")
@@ -707,6 +707,8 @@ class SqliteFactStore:
 # ---------------------------------------------------------------------------------------------
 # pages
 
+#: link types that are mentions: listed as backlinks but not counted (the singular is tolerated)
+_MENTION_TYPES = (MENTION_LINK_TYPE, "mention")
 _HEAD_COLS = "slug, title, type, visibility, updated_at, last_retrieved_at"
 _PAGE_COLS = (
     "tenant, slug, title, type, aliases, summary, visibility, body, links, timeline, frontmatter, "
@@ -964,7 +966,7 @@ class SqlitePageStore:
                 (tenant, slug, max(0, int(limit))),
             ).fetchall()
             (count,) = conn.execute(
-                f"SELECT count(*) {base} AND l.type NOT IN ('mention', 'mentions')", (tenant, slug)
+                f"SELECT count(*) {base} AND l.type NOT IN (?, ?)", (tenant, slug, *_MENTION_TYPES)
             ).fetchone()
             return [Backlink(source=r[0], type=r[1], context=r[2]) for r in rows], int(count)
 
@@ -1590,18 +1592,30 @@ class SqliteSearchIndex:
         return m
 
     def _load(self, conn: sqlite3.Connection, tenant: str, model: str, dim: int) -> _Matrix:
+        """Read the tenant's vectors of one model into a fresh matrix, streaming in batches so the
+        peak memory stays near the matrix itself."""
+        where = "WHERE tenant = ? AND vector_model = ? AND length(vector) = ?"
+        args = (tenant, model, dim * 4)
         conn.execute("BEGIN")  # the generation and the rows must come from one snapshot
         try:
             row = conn.execute("SELECT gen FROM search_gen WHERE tenant = ?", (tenant,)).fetchone()
-            rows = conn.execute(
-                "SELECT id, kind, visibility, vector FROM docs "
-                "WHERE tenant = ? AND vector_model = ? AND length(vector) = ?",
-                (tenant, model, dim * 4),
-            ).fetchall()
+            (count,) = conn.execute(f"SELECT count(*) FROM docs {where}", args).fetchone()
+            gen = 0 if row is None else int(row[0])
+            empty = tuple(np.zeros((0, dim), np.float32) if a == 3 else np.zeros(0) for a in range(4))
+            m = self._with_capacity(gen, empty, dim, spare=count + max(256, count // 8))
+            m.n = 0
+            cur = conn.execute(f"SELECT id, kind, visibility, vector FROM docs {where}", args)
+            while batch := cur.fetchmany(4096):
+                ids, is_fact, is_world, vectors = self._rows_to_arrays(batch, dim)
+                a, b = m.n, m.n + len(batch)
+                if b > len(m.ids):  # cannot happen: the count and the rows share one snapshot
+                    break
+                m.ids[a:b], m.is_fact[a:b], m.is_world[a:b], m.vectors[a:b] = ids, is_fact, is_world, vectors
+                m.alive[a:b] = True
+                m.n = b
         finally:
             conn.execute("COMMIT")
-        gen = 0 if row is None else int(row[0])
-        return self._with_capacity(gen, self._rows_to_arrays(rows, dim), dim, spare=max(256, len(rows) // 8))
+        return m
 
     def _catch_up(
         self, conn: sqlite3.Connection, m: _Matrix, tenant: str, model: str, dim: int
