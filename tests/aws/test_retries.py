@@ -69,3 +69,11 @@ def test_a_retried_idempotency_claim_is_still_ours_and_a_second_claim_sees_it(st
     assert attempts[:2] == [1, 2]
     again = stores.idempotency.claim(record, now=T0)
     assert again is not None and again.request_hash == "h" and again.result is None
+
+
+def test_a_retried_sequence_allocation_does_not_skip_a_number(stores):
+    assert stores.facts.next_seq("t1") == 1
+    attempts = retry_once(stores, "UpdateItem")
+    assert stores.facts.next_seq("t1") == 2
+    assert attempts[:2] == [1, 2]
+    assert stores.facts.next_seq("t1") == 3

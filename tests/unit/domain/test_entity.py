@@ -278,11 +278,6 @@ def test_edges_list_out_links_first_exclude_mentions_and_cap_at_ten(deps, remote
     assert all(e["type"] != "mentions" for e in edges)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the local PageStore.backlinks excludes link type 'mention' from the count, but put_page "
-    "stores [[slug]] mentions as protocol.MENTION_LINK_TYPE ('mentions', PROTOCOL_NOTES §6)",
-)
 def test_backlink_count_counts_incoming_links_except_mentions(deps, remote_caller):
     put(deps, remote_caller, "people/hub", "Hub.")
     for i in range(4):

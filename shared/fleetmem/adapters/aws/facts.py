@@ -7,6 +7,7 @@ from datetime import datetime
 from typing import Any
 
 from fleetmem.adapters.aws.dynamo import (
+    WRITE_ID,
     AwsClients,
     as_bytes,
     as_int,
@@ -18,6 +19,7 @@ from fleetmem.adapters.aws.dynamo import (
     to_ddb,
     translate_client_error,
     ts,
+    write_id,
 )
 from fleetmem.adapters.aws.tables import FACTS
 from fleetmem.errors import Conflict, NotFound
@@ -104,15 +106,32 @@ class DynamoFactStore:
         return self._c.dynamodb
 
     def next_seq(self, tenant: str) -> int:
-        out = call(
-            self._db.update_item,
-            TableName=self.table,
-            Key={"pk": {"S": fact_pk(tenant, _SEQ_ID)}},
-            UpdateExpression="ADD n :one SET typ = :typ",
-            ExpressionAttributeValues={":one": {"N": "1"}, ":typ": {"S": "counter"}},
-            ReturnValues="UPDATED_NEW",
-        )
-        return int(out["Attributes"]["n"]["N"])
+        from botocore.exceptions import ClientError
+
+        # ADD is not idempotent: if a response is lost and the SDK retries, the counter would move
+        # twice. The write id makes the retry fail its condition and read back our own number.
+        stamp = write_id()
+        try:
+            out = self._db.update_item(
+                TableName=self.table,
+                Key={"pk": {"S": fact_pk(tenant, _SEQ_ID)}},
+                UpdateExpression="ADD n :one SET typ = :typ, #w = :stamp",
+                ConditionExpression="attribute_not_exists(#w) OR #w <> :stamp",
+                ExpressionAttributeNames={"#w": WRITE_ID},
+                ExpressionAttributeValues={":one": {"N": "1"}, ":typ": {"S": "counter"}, ":stamp": stamp},
+                ReturnValues="UPDATED_NEW",
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
+            return int(out["Attributes"]["n"]["N"])
+        except ClientError as exc:
+            old = exc.response.get("Item") or {}
+            if exc.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException" and (
+                old.get(WRITE_ID) == stamp
+            ):
+                return int(old["n"]["N"])
+            raise translate_client_error(exc) from None
+        except Exception as exc:
+            raise translate_client_error(exc) from None
 
     def put(self, fact: Fact, *, supersede: Fact | None = None) -> None:
         item = to_ddb(fact_to_item(fact))
