@@ -123,6 +123,9 @@ class DeployConfig(_Model):
     destinations: dict[str, DestinationConfig] = Field(default_factory=dict)
     heartbeats: tuple[HeartbeatConfig, ...] = ()
     alarms: AlarmsConfig = AlarmsConfig()
+    #: Public base URL when a custom domain fronts the API (e.g. "https://memory.example.com"); by
+    #: default the execute-api URL with the stage is used in 401 challenges and OAuth metadata.
+    public_url: str | None = None
     #: Directory holding the built Lambda code (scripts/build-lambda); FLEETMEM_LAMBDA_ASSET overrides.
     asset_dir: str | None = None
 

@@ -87,6 +87,7 @@ class Edge(Construct):
             env={
                 TOOL_FUNCTIONS_ENV: stack.to_json_string(tools.tool_function_names),
                 "FLEETMEM_AUTHORIZATION_SERVER": auth.issuer,
+                **({"FLEETMEM_PUBLIC_URL": config.public_url.rstrip("/")} if config.public_url else {}),
             },
         )
         for fn in tools.by_group.values():
@@ -215,7 +216,7 @@ class Edge(Construct):
                 f"/{config.stage}",
             ],
         )
-        www = f"'{www_authenticate(base_url)}'"
+        www = f"'{www_authenticate(config.public_url.rstrip('/') if config.public_url else base_url)}'"
         json_type = "application/json"
         self.api.add_gateway_response(
             "Unauthorized",

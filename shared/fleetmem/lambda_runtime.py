@@ -697,12 +697,13 @@ def run_heartbeat(
     now = d.clock.now()
     cursor = d.cursors.get(tenant, client_id, session_id, now=now)
     if cursor is None:
-        d.cursors.put(
-            Cursor(
-                tenant=tenant, client_id=client_id, session_id=session_id, since=now, slug="", touched_at=now
-            ),
-            expected_version=None,
+        fresh = Cursor(
+            tenant=tenant, client_id=client_id, session_id=session_id, since=now, slug="", touched_at=now
         )
+        try:
+            d.cursors.put(fresh, expected_version=None)
+        except Conflict:
+            pass  # another wake created it first; either way the session starts now
         return {"status": "established", "delivered": False}
 
     caller = Caller(tenant=tenant, client_id=client_id, scopes=frozenset({"read"}), remote=True)

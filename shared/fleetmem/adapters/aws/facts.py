@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator, Sequence
 from datetime import datetime
 from typing import Any
@@ -25,6 +26,7 @@ from fleetmem.adapters.aws.tables import FACTS
 from fleetmem.errors import Conflict, NotFound
 from fleetmem.models import Fact
 
+_SEQ_LOCK = threading.Lock()
 _SEQ_ID = "~seq"  # not a valid fact id (ids are "<prefix>_<ulid>"), so it cannot collide
 _ACTIVE = "attribute_not_exists(expired_at) AND attribute_not_exists(superseded_by)"
 
@@ -108,30 +110,34 @@ class DynamoFactStore:
     def next_seq(self, tenant: str) -> int:
         from botocore.exceptions import ClientError
 
-        # ADD is not idempotent: if a response is lost and the SDK retries, the counter would move
-        # twice. The write id makes the retry fail its condition and read back our own number.
+        # ADD is atomic in DynamoDB but not idempotent: if a response is lost and the SDK retries,
+        # the counter would move twice. The write id makes such a retry fail its condition and read
+        # back our own number instead. The process lock only serialises this process's own
+        # allocations (DynamoDB orders concurrent processes itself; moto's server does not order
+        # concurrent requests, so without it local runs could hand out one number twice).
         stamp = write_id()
-        try:
-            out = self._db.update_item(
-                TableName=self.table,
-                Key={"pk": {"S": fact_pk(tenant, _SEQ_ID)}},
-                UpdateExpression="ADD n :one SET typ = :typ, #w = :stamp",
-                ConditionExpression="attribute_not_exists(#w) OR #w <> :stamp",
-                ExpressionAttributeNames={"#w": WRITE_ID},
-                ExpressionAttributeValues={":one": {"N": "1"}, ":typ": {"S": "counter"}, ":stamp": stamp},
-                ReturnValues="UPDATED_NEW",
-                ReturnValuesOnConditionCheckFailure="ALL_OLD",
-            )
-            return int(out["Attributes"]["n"]["N"])
-        except ClientError as exc:
-            old = exc.response.get("Item") or {}
-            if exc.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException" and (
-                old.get(WRITE_ID) == stamp
-            ):
-                return int(old["n"]["N"])
-            raise translate_client_error(exc) from None
-        except Exception as exc:
-            raise translate_client_error(exc) from None
+        with _SEQ_LOCK:
+            try:
+                out = self._db.update_item(
+                    TableName=self.table,
+                    Key={"pk": {"S": fact_pk(tenant, _SEQ_ID)}},
+                    UpdateExpression="ADD n :one SET typ = :typ, #w = :stamp",
+                    ConditionExpression="attribute_not_exists(#w) OR #w <> :stamp",
+                    ExpressionAttributeNames={"#w": WRITE_ID},
+                    ExpressionAttributeValues={":one": {"N": "1"}, ":typ": {"S": "counter"}, ":stamp": stamp},
+                    ReturnValues="UPDATED_NEW",
+                    ReturnValuesOnConditionCheckFailure="ALL_OLD",
+                )
+                return int(out["Attributes"]["n"]["N"])
+            except ClientError as exc:
+                old = exc.response.get("Item") or {}
+                if exc.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException" and (
+                    old.get(WRITE_ID) == stamp
+                ):
+                    return int(old["n"]["N"])
+                raise translate_client_error(exc) from None
+            except Exception as exc:
+                raise translate_client_error(exc) from None
 
     def put(self, fact: Fact, *, supersede: Fact | None = None) -> None:
         item = to_ddb(fact_to_item(fact))
