@@ -15,9 +15,9 @@ Conventions every implementation follows:
 from __future__ import annotations
 
 import builtins
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from fleetmem.models import (
     AuditEvent,
@@ -41,10 +41,11 @@ class FactStore(Protocol):
         """Allocate the tenant's next integer fact sequence number (1, 2, 3, ...; atomic)."""
         ...
 
-    def put(self, fact: Fact, *, supersede: Fact | None = None) -> None:
+    def put(self, fact: Fact, *, supersede: Fact | None = None, audit: Sequence[AuditEvent] = ()) -> None:
         """Insert `fact`. With `supersede`, atomically also mark that stored fact expired at
         `fact.created_at` with `superseded_by = fact.fact_id` (raises Conflict if it is no longer
-        active or was changed). Raises Conflict if `fact.fact_id` already exists."""
+        active or was changed). Raises Conflict if `fact.fact_id` already exists. The `audit`
+        events are written in the same transaction: a fact is never written without its trail."""
         ...
 
     def get(self, tenant: str, fact_id: str) -> Fact | None: ...
@@ -76,9 +77,13 @@ class FactStore(Protocol):
 
     def count_active(self, tenant: str, entity_slug: str, *, now: datetime, world_only: bool = True) -> int: ...
 
-    def expire(self, tenant: str, fact_id: str, *, at: datetime, reason: str | None, actor: str) -> bool:
+    def expire(
+        self, tenant: str, fact_id: str, *, at: datetime, reason: str | None, actor: str,
+        audit: AuditEvent | None = None,
+    ) -> bool:
         """Mark a fact expired. True if it was active and is now expired; False if already
-        expired/superseded (idempotent). Raises NotFound if it does not exist for the tenant."""
+        expired/superseded (idempotent). Raises NotFound if it does not exist for the tenant.
+        `audit` is written in the same transaction, and only when the fact was expired."""
         ...
 
     def purge(self, tenant: str, fact_id: str) -> bool:
@@ -243,6 +248,7 @@ class Deps:
         llm_problem: str | None = None,
         backend: str = "local",
         deadline_ms: int = 2000,
+        parallel: Callable[[Sequence[Callable[[], Any]]], list[Any]] | None = None,
     ) -> None:
         self.facts = facts
         self.pages = pages
@@ -261,6 +267,15 @@ class Deps:
         self.backend = backend
         #: Server-side deadline for context_pack/delta (D10).
         self.deadline_ms = deadline_ms
+        #: Runs independent port calls concurrently (network backends); None runs them in order.
+        self._parallel = parallel
+
+    def gather(self, *calls: Callable[[], Any]) -> list[Any]:
+        """Run independent port calls — concurrently when the backend pays a network round trip
+        per call, in order otherwise — and return their results in order (first error re-raised)."""
+        if self._parallel is None or len(calls) <= 1:
+            return [call() for call in calls]
+        return self._parallel(calls)
 
 
 class CallContext:

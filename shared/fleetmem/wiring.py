@@ -103,13 +103,23 @@ def _build_local(settings: Settings) -> Deps:
 
 def _build_aws(settings: Settings) -> Deps:
     from fleetmem.adapters.aws import BedrockEmbedder, BedrockLLM, open_aws
+    from fleetmem.adapters.aws.dynamo import parallel
     from fleetmem.adapters.local.clock import SystemClock
     from fleetmem.adapters.local.ids import SortableIds
 
-    stores = open_aws(settings)
-    embedder = BedrockEmbedder(settings)
+    embedder: Any
+    if settings.embedder == "bedrock":
+        embedder, embedder_problem = BedrockEmbedder(settings), None
+    else:
+        # DynamoDB + OpenSearch with a local model (a self-hosted stage, or tests on local engines).
+        embedder, embedder_problem = local_embedder(settings)
+    stores = open_aws(
+        settings,
+        search_model_id=embedder.model_id if embedder is not None else None,
+        search_dim=embedder.dim if embedder is not None else None,
+    )
     llm = None
-    llm_problem: str | None = LLM_NOT_CONFIGURED
+    llm_problem = LLM_NOT_CONFIGURED
     if settings.llm == "bedrock" and settings.bedrock_llm_model:
         llm = BedrockLLM(settings)
         llm_problem = None
@@ -118,9 +128,10 @@ def _build_aws(settings: Settings) -> Deps:
         clock=SystemClock(),
         ids=SortableIds(),
         embedder=embedder,
-        embedder_problem=None,
+        embedder_problem=embedder_problem,
         llm=llm,
         llm_problem=llm_problem,
         backend="aws",
         deadline_ms=settings.deadline_ms,
+        parallel=parallel,
     )

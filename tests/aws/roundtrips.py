@@ -1,6 +1,7 @@
 """Counting AWS API calls per verb: botocore `before-call` hooks on the DynamoDB client and a
-wrapper around the OpenSearch transport. Calls made inside one parallel fan-out of the adapters
-(`fleetmem.adapters.aws.dynamo.parallel`) share a group and cost one sequential round trip."""
+wrapper around the OpenSearch transport. Each call records its place in the (possibly nested)
+parallel fan-outs of `fleetmem.adapters.aws.dynamo.parallel`; the sequential round trips are the
+critical path: calls in one lane add up, a fan-out costs its slowest lane."""
 
 from __future__ import annotations
 
@@ -8,14 +9,14 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from fleetmem.adapters.aws.dynamo import fanout_group
+from fleetmem.adapters.aws.dynamo import fanout_path
 
 
 @dataclass
 class Call:
     service: str
     operation: str
-    group: int | None
+    path: tuple[tuple[int, int], ...]
 
 
 @dataclass
@@ -26,7 +27,7 @@ class Recorder:
 
     def add(self, service: str, operation: str) -> None:
         with self._lock:
-            self.calls.append(Call(service, operation, fanout_group()))
+            self.calls.append(Call(service, operation, fanout_path()))
 
     def reset(self) -> None:
         with self._lock:
@@ -35,8 +36,7 @@ class Recorder:
 
     @property
     def sequential(self) -> int:
-        groups = {c.group for c in self.calls if c.group is not None}
-        return sum(1 for c in self.calls if c.group is None) + len(groups)
+        return _lane_cost([c.path for c in self.calls], depth=0)
 
     def summary(self) -> dict[str, Any]:
         return {
@@ -44,10 +44,26 @@ class Recorder:
             "api_calls": len(self.calls),
             "embedding_calls": self.embeds,
             "operations": [
-                f"{c.service}:{c.operation}" + (f"[parallel {c.group}]" if c.group else "")
+                f"{c.service}:{c.operation}"
+                + "".join(f"[parallel {group}.{lane}]" for group, lane in c.path)
                 for c in self.calls
             ],
         }
+
+
+def _lane_cost(paths: list[tuple[tuple[int, int], ...]], depth: int) -> int:
+    """Round trips of one lane: its own calls one after another, plus each fan-out it started,
+    which costs as much as its slowest lane."""
+    own = sum(1 for p in paths if len(p) == depth)
+    lanes: dict[int, dict[int, list[tuple[tuple[int, int], ...]]]] = {}
+    for p in paths:
+        if len(p) > depth:
+            group, lane = p[depth]
+            lanes.setdefault(group, {}).setdefault(lane, []).append(p)
+    return own + sum(
+        max(_lane_cost(members, depth + 1) for members in group_lanes.values())
+        for group_lanes in lanes.values()
+    )
 
 
 def attach(recorder: Recorder, dynamodb_client: Any, search: Any = None, embedder: Any = None) -> None:

@@ -7,10 +7,9 @@ round trip. The measurements are written to tests/aws/roundtrips.json, from whic
 `python tests/aws/render_roundtrips.py` renders the table in docs/table-design.md.
 
 Budgets (sequential round trips): entity ≤ 3, recall ≤ 2 (DynamoDB and OpenSearch in parallel),
-remember ≤ 2 plus one embedding call, delta ≤ 3, forget ≤ 2. Cases whose domain flow issues its
-port calls one after another exceed them today; they are marked xfail with the measured reason
-(not strict: the domain flow is being improved, and an XPASS shows up in the report and in the
-regenerated table, where the case can then be unmarked).
+remember ≤ 2 plus one embedding call, delta ≤ 3, forget ≤ 2. The domain meets them by gathering
+independent port calls into one concurrent round (`Deps.gather`) and by writing audit rows in the
+same transaction as the fact they describe.
 """
 
 from __future__ import annotations
@@ -22,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from fleetmem.adapters.aws.dynamo import parallel
 from fleetmem.adapters.aws.opensearch import OpenSearchIndex
 from fleetmem.adapters.local.clock import FixedClock
 from fleetmem.adapters.local.hash_embedder import HashEmbedder
@@ -36,35 +36,24 @@ OUT = Path(__file__).parent / "roundtrips.json"
 CALLER = Caller(tenant="t1", client_id="agent-a", scopes=frozenset({"read", "write"}), remote=True)
 ALICE = "people/alice-example"
 
-#: Why a case is over budget today: the domain flow calls its ports one after another.
-OVER = {
-    "entity": "entity resolves (1 parallel round), then reads the page, the entity's facts, its "
-    "backlinks and the active-fact count one after another (5)",
-    "remember": "remember checks the entity, reads dedup neighbours, allocates the sequence number, "
-    "writes the fact and writes the audit row one after another (5)",
-    "delta": "a resumed delta reads the cursor, then pages, then facts, then advances the cursor (4)",
-    "forget": "forget reads the fact, expires it, then appends the audit row (3)",
-}
-
-#: (case id, tool, arguments, budget of sequential round trips, embedding calls allowed, xfail reason)
-CASES: list[tuple[str, str, dict[str, Any], int, int, str | None]] = [
-    ("entity (alias hit)", "entity", {"name": "Ally"}, 3, 0, OVER["entity"]),
-    ("entity (miss)", "entity", {"name": "Nobody Known"}, 3, 0, None),
-    ("recall (query)", "recall", {"query": "green tea"}, 2, 1, None),
-    ("recall (entity)", "recall", {"entity": ALICE}, 2, 0, None),
-    ("recall (recent)", "recall", {}, 2, 0, None),
+#: (case id, tool, arguments, budget of sequential round trips, embedding calls allowed)
+CASES: list[tuple[str, str, dict[str, Any], int, int]] = [
+    ("entity (alias hit)", "entity", {"name": "Ally"}, 3, 0),
+    ("entity (miss)", "entity", {"name": "Nobody Known"}, 3, 0),
+    ("recall (query)", "recall", {"query": "green tea"}, 2, 1),
+    ("recall (entity)", "recall", {"entity": ALICE}, 2, 0),
+    ("recall (recent)", "recall", {}, 2, 0),
     (
         "remember",
         "remember",
         {"fact": "Alice moved to Lisbon", "provenance": "chat", "entity": ALICE},
         2,
         1,
-        OVER["remember"],
     ),
-    ("delta (first wake)", "delta", {"session_id": "s-new"}, 3, 0, None),
-    ("delta (next wake)", "delta", {"session_id": "s-old"}, 3, 0, OVER["delta"]),
-    ("delta (since)", "delta", {"since": "2026-01-01T00:00:00Z"}, 3, 0, None),
-    ("forget", "forget", {"id": "<fact>", "reason": "wrong"}, 2, 0, OVER["forget"]),
+    ("delta (first wake)", "delta", {"session_id": "s-new"}, 3, 0),
+    ("delta (next wake)", "delta", {"session_id": "s-old"}, 3, 0),
+    ("delta (since)", "delta", {"since": "2026-01-01T00:00:00Z"}, 3, 0),
+    ("forget", "forget", {"id": "<fact>", "reason": "wrong"}, 2, 0),
 ]
 
 
@@ -90,6 +79,7 @@ def measured(request: pytest.FixtureRequest, osmem_server: Any) -> dict[str, dic
             ids=SortableIds(),
             embedder=embedder,
             backend="aws",
+            parallel=parallel,
         )
         seed = [
             (
@@ -123,7 +113,7 @@ def measured(request: pytest.FixtureRequest, osmem_server: Any) -> dict[str, dic
         recorder = Recorder()
         attach(recorder, stores.aws.dynamodb, search, embedder)
         out: dict[str, dict[str, Any]] = {}
-        for case_id, tool, args, budget, embeds, _ in CASES:
+        for case_id, tool, args, budget, embeds in CASES:
             arguments = {k: (fact_id if v == "<fact>" else v) for k, v in args.items()}
             recorder.reset()
             result = dispatch(tool, arguments, CALLER, deps)
@@ -135,13 +125,7 @@ def measured(request: pytest.FixtureRequest, osmem_server: Any) -> dict[str, dic
     return out
 
 
-def _params():
-    for case_id, _, _, _, _, xfail in CASES:
-        marks = [pytest.mark.xfail(strict=False, reason=xfail)] if xfail else []
-        yield pytest.param(case_id, id=case_id, marks=marks)
-
-
-@pytest.mark.parametrize("case_id", list(_params()))
+@pytest.mark.parametrize("case_id", [case[0] for case in CASES])
 def test_the_verb_stays_within_its_round_trip_budget(measured, case_id):
     m = measured[case_id]
     assert m["embedding_calls"] <= m["embedding_budget"]

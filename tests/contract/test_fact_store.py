@@ -9,6 +9,7 @@ import pytest
 from tests.contract.builders import at, fact, unit
 
 from fleetmem.errors import Conflict, NotFound
+from fleetmem.models import AuditEvent
 
 
 def test_next_seq_counts_from_one_per_tenant(facts, tenant, other_tenant):
@@ -221,3 +222,37 @@ def test_millisecond_timestamps_round_trip_and_order_exactly(facts, tenant, now)
         (2, base + timedelta(microseconds=2000)),
     ]
     assert all(f.created_at.utcoffset() == timedelta(0) for f in got)
+
+
+def _event(tenant, subject, action, when, actor="agent-a"):
+    return AuditEvent(tenant=tenant, subject=subject, action=action, actor=actor, at=when, provenance="chat")
+
+
+def test_a_write_and_its_audit_rows_land_together(facts_backend, tenant, now):
+    facts, audit = facts_backend.facts, facts_backend.audit
+    facts.put(fact(tenant, 1, created_at=at(-10)))
+    old = facts.get(tenant, "f_0001")
+    trail = [_event(tenant, "f_0002", "write", at(-2)), _event(tenant, "f_0001", "supersede", at(-2))]
+    facts.put(fact(tenant, 2, created_at=at(-2)), supersede=old, audit=trail)
+    assert [e.action for e in audit.for_subject(tenant, "f_0002")] == ["write"]
+    assert [e.action for e in audit.for_subject(tenant, "f_0001")] == ["supersede"]
+
+
+def test_a_refused_write_leaves_no_audit_row(facts_backend, tenant, now):
+    facts, audit = facts_backend.facts, facts_backend.audit
+    facts.put(fact(tenant, 1, created_at=at(-10)))
+    with pytest.raises(Conflict):
+        facts.put(fact(tenant, 1, text="same id"), audit=[_event(tenant, "f_0001", "write", at(-1))])
+    assert audit.for_subject(tenant, "f_0001") == []
+
+
+def test_expire_writes_its_audit_row_only_when_it_expires(facts_backend, tenant, now):
+    facts, audit = facts_backend.facts, facts_backend.audit
+    facts.put(fact(tenant, 1, created_at=at(-10)))
+    event = _event(tenant, "f_0001", "expire", now)
+    assert facts.expire(tenant, "f_0001", at=now, reason="old", actor="agent-a", audit=event) is True
+    assert facts.expire(tenant, "f_0001", at=at(1), reason="again", actor="agent-a", audit=event) is False
+    assert [e.action for e in audit.for_subject(tenant, "f_0001")] == ["expire"]
+    with pytest.raises(NotFound):
+        facts.expire(tenant, "f_nope", at=now, reason=None, actor="a", audit=_event(tenant, "f_nope", "expire", now))
+    assert audit.for_subject(tenant, "f_nope") == []

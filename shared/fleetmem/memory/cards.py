@@ -1,7 +1,9 @@
 """The entity card (PROTOCOL_NOTES §6), shared by `entity` and `context_pack`.
 
 Public functions:
-- `build_card(deps, tenant, page, *, world_only, now, since=None) -> dict`: the full card
+- `read_card(deps, tenant, slug, *, world_only, now) -> (Page | None, CardInputs)`: the page and
+  every other read a card needs, in ONE round of concurrent port calls (network backends).
+- `build_card(deps, tenant, page, *, world_only, now, since=None, inputs=None) -> dict`: the full card
   `{entity{slug,title,type}, aka[], summary, last_touched{updated_at,last_retrieved_at,
   last_timeline_date}, open_threads[], edges[], backlink_count, active_fact_count}`.
   `world_only` (remote callers, and packs without include_private) strips private content from the
@@ -21,12 +23,13 @@ Public functions:
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from fleetmem.memory import budget
 from fleetmem.memory.pagefmt import clip, first_sentence, strip_private
 from fleetmem.memory.slugs import normalize_alias
-from fleetmem.models import Fact, Page
+from fleetmem.models import Backlink, Fact, Page
 from fleetmem.ports import Deps
 from fleetmem.protocol import (
     EDGES_MAX,
@@ -39,6 +42,26 @@ from fleetmem.timefmt import iso, parse_iso
 
 MENTIONS = MENTION_LINK_TYPE
 _COMMITMENT_SCAN = 50
+
+
+@dataclass(frozen=True)
+class CardInputs:
+    facts: list[Fact]  # the entity's active facts, newest first (commitments become open threads)
+    incoming: list[Backlink]
+    backlink_count: int
+    active_fact_count: int
+
+
+def read_card(
+    deps: Deps, tenant: str, slug: str, *, world_only: bool, now: datetime, with_page: bool = True
+) -> tuple[Page | None, CardInputs]:
+    page, facts, (incoming, backlink_count), active = deps.gather(
+        (lambda: deps.pages.get(tenant, slug)) if with_page else (lambda: None),
+        lambda: deps.facts.by_entity(tenant, slug, now=now, world_only=world_only, limit=_COMMITMENT_SCAN),
+        lambda: deps.pages.backlinks(tenant, slug, world_only=world_only, limit=EDGES_MAX * 5),
+        lambda: deps.facts.count_active(tenant, slug, now=now, world_only=world_only),
+    )
+    return page, CardInputs(facts, incoming, backlink_count, active)
 
 
 def page_summary(page: Page, *, world_only: bool) -> str:
@@ -64,9 +87,11 @@ def _timeline_dates(page: Page) -> list[tuple[datetime, str]]:
 
 def open_threads(
     deps: Deps, tenant: str, page: Page, *, world_only: bool, now: datetime, since: datetime | None = None,
+    facts: list[Fact] | None = None,
 ) -> list[dict]:
     threads: list[dict] = []
-    facts = deps.facts.by_entity(tenant, page.slug, now=now, world_only=world_only, limit=_COMMITMENT_SCAN)
+    if facts is None:
+        facts = deps.facts.by_entity(tenant, page.slug, now=now, world_only=world_only, limit=_COMMITMENT_SCAN)
     for fact in facts:
         if fact.kind != "commitment" or (since is not None and fact.created_at <= since):
             continue
@@ -88,7 +113,7 @@ def open_threads(
     return threads
 
 
-def _edges(deps: Deps, tenant: str, page: Page, *, world_only: bool) -> tuple[list[dict], int]:
+def _edges(deps: Deps, tenant: str, page: Page, inputs: CardInputs, *, world_only: bool) -> list[dict]:
     out_links = [link for link in page.links if link.type != MENTIONS and link.target != page.slug]
     if world_only and out_links:
         private = {
@@ -106,10 +131,7 @@ def _edges(deps: Deps, tenant: str, page: Page, *, world_only: bool) -> tuple[li
         {"type": link.type, "direction": "out", "slug": link.target, "context": context(link.context)}
         for link in out_links[:EDGES_MAX]
     ]
-    incoming, backlink_count = deps.pages.backlinks(
-        tenant, page.slug, world_only=world_only, limit=EDGES_MAX * 5
-    )
-    for link in incoming:
+    for link in inputs.incoming:
         if len(edges) >= EDGES_MAX:
             break
         if link.type == MENTIONS or link.source == page.slug:
@@ -117,14 +139,17 @@ def _edges(deps: Deps, tenant: str, page: Page, *, world_only: bool) -> tuple[li
         edges.append(
             {"type": link.type, "direction": "in", "slug": link.source, "context": context(link.context)}
         )
-    return edges, backlink_count
+    return edges
 
 
 def build_card(
     deps: Deps, tenant: str, page: Page, *, world_only: bool, now: datetime, since: datetime | None = None,
+    inputs: CardInputs | None = None,
 ) -> dict:
+    if inputs is None:
+        _, inputs = read_card(deps, tenant, page.slug, world_only=world_only, now=now, with_page=False)
     dates = [d for d, _ in _timeline_dates(page)]
-    edges, backlink_count = _edges(deps, tenant, page, world_only=world_only)
+    edges = _edges(deps, tenant, page, inputs, world_only=world_only)
     return {
         "entity": {"slug": page.slug, "title": page.title, "type": page.type},
         "aka": sorted({normalize_alias(a) for a in page.aliases if normalize_alias(a)}),
@@ -134,10 +159,12 @@ def build_card(
             "last_retrieved_at": iso(page.last_retrieved_at),
             "last_timeline_date": iso(max(dates)) if dates else None,
         },
-        "open_threads": open_threads(deps, tenant, page, world_only=world_only, now=now, since=since),
+        "open_threads": open_threads(
+            deps, tenant, page, world_only=world_only, now=now, since=since, facts=inputs.facts
+        ),
         "edges": edges,
-        "backlink_count": backlink_count,
-        "active_fact_count": deps.facts.count_active(tenant, page.slug, now=now, world_only=world_only),
+        "backlink_count": inputs.backlink_count,
+        "active_fact_count": inputs.active_fact_count,
     }
 
 

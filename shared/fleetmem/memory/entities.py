@@ -124,12 +124,15 @@ def canonicalize_entity(deps: Deps, tenant: str, name: str, *, world_only: bool 
     raw = name.strip()
     if not raw:
         return ""
-    if deps.pages.heads(tenant, [raw]):
-        return raw
     alias = normalize_alias(raw)
-    matches = deps.pages.lookup(
-        tenant, alias=alias, title="", slugs=[], suffix="", world_only=world_only, limit=2
+    heads, matches = deps.gather(
+        lambda: deps.pages.heads(tenant, [raw]),
+        lambda: deps.pages.lookup(
+            tenant, alias=alias, title="", slugs=[], suffix="", world_only=world_only, limit=2
+        ),
     )
+    if heads:
+        return raw
     alias_slugs = {
         m.page.slug for m in matches
         if m.via == "alias" and (not world_only or m.page.visibility == "world")

@@ -176,40 +176,46 @@ class AwsClients:
 
 
 # ---------------------------------------------------------------------------------------------
-# parallel fan-out: independent requests of one port call go out together, so they cost one
-# sequential round trip. The round-trip budget test reads `fanout_group()` from its botocore hook.
+# parallel fan-out: independent requests go out together, so they cost one sequential round trip.
+# Fan-outs nest (the domain gathers port calls, and a port call may fan out itself): each level has
+# its own executor, so a worker waiting on a deeper level can never starve it. Every SDK call can
+# name its place (`fanout_path()`): the round-trip budget test derives the critical path from it.
 
-_GROUP: contextvars.ContextVar[int | None] = contextvars.ContextVar("fleetmem_aws_fanout", default=None)
+_PATH: contextvars.ContextVar[tuple[tuple[int, int], ...]] = contextvars.ContextVar(
+    "fleetmem_aws_fanout", default=()
+)
 _GROUP_IDS = itertools.count(1)
-_EXECUTOR: ThreadPoolExecutor | None = None
+_EXECUTORS: dict[int, ThreadPoolExecutor] = {}
 _EXECUTOR_LOCK = threading.Lock()
 
 
-def fanout_group() -> int | None:
-    """The id of the parallel batch the current SDK call belongs to (None: a sequential call)."""
-    return _GROUP.get()
+def fanout_path() -> tuple[tuple[int, int], ...]:
+    """Where the current SDK call runs: one (fan-out id, lane) per enclosing parallel level."""
+    return _PATH.get()
 
 
-def _executor() -> ThreadPoolExecutor:
-    global _EXECUTOR
-    if _EXECUTOR is None:
-        with _EXECUTOR_LOCK:
-            if _EXECUTOR is None:
-                _EXECUTOR = ThreadPoolExecutor(max_workers=8, thread_name_prefix="fleetmem-aws")
-    return _EXECUTOR
+def _executor(depth: int) -> ThreadPoolExecutor:
+    with _EXECUTOR_LOCK:
+        pool = _EXECUTORS.get(depth)
+        if pool is None:
+            pool = ThreadPoolExecutor(max_workers=16, thread_name_prefix=f"fleetmem-aws-{depth}")
+            _EXECUTORS[depth] = pool
+    return pool
 
 
 def parallel(thunks: Sequence[Callable[[], T]]) -> list[T]:
     """Run independent calls concurrently; results in order; the first error is re-raised."""
-    if len(thunks) <= 1 or _GROUP.get() is not None:
+    if len(thunks) <= 1:
         return [t() for t in thunks]
+    path = _PATH.get()
     group = next(_GROUP_IDS)
 
-    def run(t: Callable[[], T]) -> T:
-        _GROUP.set(group)
+    def run(lane: int, t: Callable[[], T]) -> T:
+        _PATH.set((*path, (group, lane)))
         return t()
 
-    futures = [_executor().submit(contextvars.copy_context().run, run, t) for t in thunks]
+    pool = _executor(len(path))
+    futures = [pool.submit(contextvars.copy_context().run, run, i, t) for i, t in enumerate(thunks)]
     return [f.result() for f in futures]
 
 

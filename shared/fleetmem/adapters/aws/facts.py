@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import uuid
 from collections.abc import Iterator, Sequence
 from datetime import datetime
 from typing import Any
@@ -22,9 +23,10 @@ from fleetmem.adapters.aws.dynamo import (
     ts,
     write_id,
 )
-from fleetmem.adapters.aws.tables import FACTS
+from fleetmem.adapters.aws.audit import audit_item
+from fleetmem.adapters.aws.tables import AUDIT, FACTS
 from fleetmem.errors import Conflict, NotFound
-from fleetmem.models import Fact
+from fleetmem.models import AuditEvent, Fact
 
 _SEQ_LOCK = threading.Lock()
 _SEQ_ID = "~seq"  # not a valid fact id (ids are "<prefix>_<ulid>"), so it cannot collide
@@ -102,6 +104,7 @@ class DynamoFactStore:
     def __init__(self, clients: AwsClients, prefix: str) -> None:
         self._c = clients
         self.table = FACTS.physical_name(prefix)
+        self.audit_table = AUDIT.physical_name(prefix)
 
     @property
     def _db(self) -> Any:
@@ -139,26 +142,37 @@ class DynamoFactStore:
             except Exception as exc:
                 raise translate_client_error(exc) from None
 
-    def put(self, fact: Fact, *, supersede: Fact | None = None) -> None:
+    def _audit_puts(self, events: Sequence[AuditEvent]) -> list[dict[str, Any]]:
+        return [
+            {
+                "Put": {
+                    "TableName": self.audit_table,
+                    "Item": to_ddb(audit_item(e)),
+                    "ConditionExpression": "attribute_not_exists(pk)",
+                }
+            }
+            for e in events
+        ]
+
+    def _transact(self, items: list[dict[str, Any]]) -> None:
+        # The request token makes an SDK retry of a transaction that already landed a no-op.
+        call(self._db.transact_write_items, TransactItems=items, ClientRequestToken=uuid.uuid4().hex)
+
+    def put(self, fact: Fact, *, supersede: Fact | None = None, audit: Sequence[AuditEvent] = ()) -> None:
         item = to_ddb(fact_to_item(fact))
-        if supersede is None:
+        if supersede is None and not audit:
             conditional_put(
                 self._db, table=self.table, item=item, key_names=("pk",), condition="attribute_not_exists(pk)"
             )
             return
-        if supersede.tenant != fact.tenant:
+        if supersede is not None and supersede.tenant != fact.tenant:
             raise Conflict("the superseded fact belongs to another tenant")
-        # One transaction: the new fact appears and the old one expires together, or neither.
-        call(
-            self._db.transact_write_items,
-            TransactItems=[
-                {
-                    "Put": {
-                        "TableName": self.table,
-                        "Item": item,
-                        "ConditionExpression": "attribute_not_exists(pk)",
-                    }
-                },
+        # One transaction: the new fact, the old one's expiry and the audit trail land together.
+        items: list[dict[str, Any]] = [
+            {"Put": {"TableName": self.table, "Item": item, "ConditionExpression": "attribute_not_exists(pk)"}}
+        ]
+        if supersede is not None:
+            items.append(
                 {
                     "Update": {
                         "TableName": self.table,
@@ -170,9 +184,9 @@ class DynamoFactStore:
                             ":by": {"S": fact.fact_id},
                         },
                     }
-                },
-            ],
-        )
+                }
+            )
+        self._transact(items + self._audit_puts(audit))
 
     def get(self, tenant: str, fact_id: str) -> Fact | None:
         out = call(self._db.get_item, TableName=self.table, Key={"pk": {"S": fact_pk(tenant, fact_id)}})
@@ -296,7 +310,10 @@ class DynamoFactStore:
 
     # -- changes -------------------------------------------------------------------------------
 
-    def expire(self, tenant: str, fact_id: str, *, at: datetime, reason: str | None, actor: str) -> bool:
+    def expire(
+        self, tenant: str, fact_id: str, *, at: datetime, reason: str | None, actor: str,
+        audit: AuditEvent | None = None,
+    ) -> bool:
         from botocore.exceptions import ClientError
 
         values: dict[str, Any] = {":at": {"S": ts(at)}, ":by": {"S": actor}}
@@ -304,16 +321,33 @@ class DynamoFactStore:
         if reason is not None:
             sets += ", expired_reason = :reason"
             values[":reason"] = {"S": reason}
+        condition = (
+            f"attribute_exists(pk) AND typ = :fact AND {_ACTIVE}"
+            " AND (attribute_not_exists(valid_until) OR valid_until > :at)"
+        )
+        if audit is not None:
+            update = {
+                "TableName": self.table,
+                "Key": {"pk": {"S": fact_pk(tenant, fact_id)}},
+                "UpdateExpression": sets,
+                "ConditionExpression": condition,
+                "ExpressionAttributeValues": {**values, ":fact": {"S": "fact"}},
+            }
+            try:
+                self._transact([{"Update": update}, *self._audit_puts([audit])])
+                return True
+            except Conflict:
+                # The fact's condition failed: one read tells a missing fact from an expired one.
+                if self.get(tenant, fact_id) is None:
+                    raise NotFound("no such fact") from None
+                return False
         try:
             self._db.update_item(
                 TableName=self.table,
                 Key={"pk": {"S": fact_pk(tenant, fact_id)}},
                 UpdateExpression=sets,
                 # read-time expiry (valid_until) counts as already expired, like the other stores
-                ConditionExpression=(
-                    f"attribute_exists(pk) AND typ = :fact AND {_ACTIVE}"
-                    " AND (attribute_not_exists(valid_until) OR valid_until > :at)"
-                ),
+                ConditionExpression=condition,
                 ExpressionAttributeValues={**values, ":fact": {"S": "fact"}},
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )

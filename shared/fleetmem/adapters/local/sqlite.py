@@ -515,6 +515,24 @@ def _active_clause(now: datetime) -> tuple[str, list[Any]]:
     )
 
 
+def _insert_audit(conn: sqlite3.Connection, event: AuditEvent) -> None:
+    """One audit row; called inside the caller's write transaction so a write and its trail commit together."""
+    conn.execute(
+        "INSERT INTO audit (tenant, subject, action, actor, at, reason, provenance, detail) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            event.tenant,
+            event.subject,
+            event.action,
+            event.actor,
+            ms(event.at),
+            event.reason,
+            event.provenance,
+            json.dumps(event.detail, default=str, ensure_ascii=False),
+        ),
+    )
+
+
 class SqliteFactStore:
     def __init__(self, db: Database) -> None:
         self.db = db
@@ -530,7 +548,7 @@ class SqliteFactStore:
 
         return self.db.write(run)
 
-    def put(self, fact: Fact, *, supersede: Fact | None = None) -> None:
+    def put(self, fact: Fact, *, supersede: Fact | None = None, audit: Sequence[AuditEvent] = ()) -> None:
         if supersede is not None and supersede.tenant != fact.tenant:
             raise Conflict("the superseded fact belongs to another tenant")
 
@@ -558,6 +576,8 @@ class SqliteFactStore:
                 )
             # a duplicate fact_id violates UNIQUE: `_translate` turns that into Conflict
             conn.execute(f"INSERT INTO facts ({_FACT_COLS}) VALUES ({_marks(19)})", _fact_row(fact))
+            for event in audit:
+                _insert_audit(conn, event)
 
         self.db.write(run)
 
@@ -673,7 +693,10 @@ class SqliteFactStore:
             sql += " AND visibility = 'world'"
         return int(self.db.read(lambda c: c.execute(sql, (tenant, entity_slug, *extra)).fetchone()[0]))
 
-    def expire(self, tenant: str, fact_id: str, *, at: datetime, reason: str | None, actor: str) -> bool:
+    def expire(
+        self, tenant: str, fact_id: str, *, at: datetime, reason: str | None, actor: str,
+        audit: AuditEvent | None = None,
+    ) -> bool:
         """A fact already past its `valid_until` at `at` is not active: False, left untouched."""
 
         def run(conn: sqlite3.Connection) -> bool:
@@ -691,6 +714,8 @@ class SqliteFactStore:
                 "WHERE tenant = ? AND fact_id = ?",
                 (when, reason, actor, tenant, fact_id),
             )
+            if audit is not None:
+                _insert_audit(conn, audit)
             return True
 
         return self.db.write(run)
@@ -1317,23 +1342,7 @@ class SqliteAuditLog:
         self.db = db
 
     def append(self, event: AuditEvent) -> None:
-        detail = json.dumps(event.detail, default=str, ensure_ascii=False)
-        self.db.write(
-            lambda c: c.execute(
-                "INSERT INTO audit (tenant, subject, action, actor, at, reason, provenance, detail) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    event.tenant,
-                    event.subject,
-                    event.action,
-                    event.actor,
-                    ms(event.at),
-                    event.reason,
-                    event.provenance,
-                    detail,
-                ),
-            )
-        )
+        self.db.write(lambda c: _insert_audit(c, event))
 
     def for_subject(self, tenant: str, subject: str) -> list[AuditEvent]:
         rows = self.db.read(

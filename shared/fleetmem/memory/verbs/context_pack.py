@@ -27,7 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 
 from fleetmem.errors import Outcome
 from fleetmem.memory import budget, common
-from fleetmem.memory.cards import build_card, card_cost, fact_view
+from fleetmem.memory.cards import build_card, card_cost, fact_view, read_card
 from fleetmem.memory.entities import parse_entity_list, resolve_entity
 from fleetmem.memory.registry import ToolSpec, register
 from fleetmem.memory.render import render_context_pack
@@ -85,11 +85,13 @@ def run(deps: Deps, caller: Caller, params: ContextPackParams, ctx: CallContext)
         best = resolve_entity(deps, caller.tenant, name, world_only=world_only).best
         if best is None or best.head.slug in seen:
             continue
-        page = deps.pages.get(caller.tenant, best.head.slug)
+        page, inputs = read_card(deps, caller.tenant, best.head.slug, world_only=world_only, now=now)
         if page is None or (world_only and page.visibility != "world"):
             continue
         seen.add(page.slug)
-        cards.append(build_card(deps, caller.tenant, page, world_only=world_only, now=now, since=since))
+        cards.append(
+            build_card(deps, caller.tenant, page, world_only=world_only, now=now, since=since, inputs=inputs)
+        )
 
     facts: list[dict] = []
     if degraded or deadline_passed(ctx):

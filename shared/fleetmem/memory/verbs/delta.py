@@ -241,28 +241,26 @@ def run(deps: Deps, caller: Caller, params: DeltaParams, ctx: CallContext) -> Ou
         eff_since, eff_slug = cursor.since, cursor.slug
 
     degraded: list[str] = []
-    fetched = deps.pages.updated_since(
-        caller.tenant, since=eff_since, slug=eff_slug, world_only=world_only, limit=DELTA_PAGE_LIMIT + 1
+    skipped_arms = _deadline_passed(ctx)
+    if skipped_arms:
+        degraded.append("server deadline reached before the facts arm; facts and threads skipped")
+    # Pages and facts are independent reads: one concurrent round on network backends.
+    fetched, rows = deps.gather(
+        lambda: deps.pages.updated_since(
+            caller.tenant, since=eff_since, slug=eff_slug, world_only=world_only, limit=DELTA_PAGE_LIMIT + 1
+        ),
+        (lambda: []) if skipped_arms else lambda: deps.facts.recent(
+            caller.tenant, now=now, after=eff_since, world_only=world_only, limit=DELTA_FACT_LIMIT + 1
+        ),
     )
     page_overflow = len(fetched) > DELTA_PAGE_LIMIT
-    fact_overflow = False
     pages = [
         {"slug": h.slug, "title": h.title, "type": h.type, "updated_at": iso(h.updated_at)}
         for h in fetched[:DELTA_PAGE_LIMIT]
     ]
     page_times = {h.slug: h.updated_at for h in fetched}
-
-    skipped_arms = False
-    facts: list[dict] = []
-    if _deadline_passed(ctx):
-        degraded.append("server deadline reached before the facts arm; facts and threads skipped")
-        skipped_arms = True
-    else:
-        rows = deps.facts.recent(
-            caller.tenant, now=now, after=eff_since, world_only=world_only, limit=DELTA_FACT_LIMIT + 1
-        )
-        fact_overflow = len(rows) > DELTA_FACT_LIMIT
-        facts = [fact_view(f) for f in rows[:DELTA_FACT_LIMIT]]
+    fact_overflow = len(rows) > DELTA_FACT_LIMIT
+    facts: list[dict] = [fact_view(f) for f in rows[:DELTA_FACT_LIMIT]]
 
     threads: list[dict] = []
     names = parse_entity_list(params.entities, DELTA_MAX_THREAD_ENTITIES)

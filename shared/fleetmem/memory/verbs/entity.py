@@ -14,7 +14,7 @@ import time
 from pydantic import BaseModel, ConfigDict, Field
 
 from fleetmem.errors import Fix, Outcome, VerbError
-from fleetmem.memory.cards import build_card
+from fleetmem.memory.cards import build_card, read_card
 from fleetmem.memory.entities import near_misses, resolve_entity
 from fleetmem.memory.registry import ToolSpec, register
 from fleetmem.models import Caller
@@ -59,13 +59,14 @@ def run(deps: Deps, caller: Caller, params: EntityParams, ctx: CallContext) -> O
     resolution = resolve_entity(deps, caller.tenant, name, world_only=world_only)
     body: dict = {"protocol_version": PROTOCOL_VERSION, "found": False}
     page = None
+    now = deps.clock.now()
     if resolution.best is not None:
-        page = deps.pages.get(caller.tenant, resolution.best.head.slug)
+        page, inputs = read_card(deps, caller.tenant, resolution.best.head.slug, world_only=world_only, now=now)
         if page is not None and world_only and page.visibility != "world":
             page = None
     if page is not None:
         body["found"] = True
-        body["card"] = build_card(deps, caller.tenant, page, world_only=world_only, now=deps.clock.now())
+        body["card"] = build_card(deps, caller.tenant, page, world_only=world_only, now=now, inputs=inputs)
         body["suggestions"] = [
             {"slug": c.head.slug, "title": c.head.title, "type": c.head.type, "create_safety": "exists"}
             for c in resolution.runners_up

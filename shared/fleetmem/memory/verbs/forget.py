@@ -94,22 +94,21 @@ def run(deps: Deps, caller: Caller, params: ForgetParams, ctx: CallContext) -> O
     now = deps.clock.now()
     expired = False
     if fact.is_active(now):
+        trail = AuditEvent(
+            tenant=caller.tenant,
+            subject=fact_id,
+            action="expire",
+            actor=caller.client_id,
+            at=now,
+            reason=reason,
+            provenance=fact.provenance,
+        )
         try:
-            expired = deps.facts.expire(caller.tenant, fact_id, at=now, reason=reason, actor=caller.client_id)
+            expired = deps.facts.expire(
+                caller.tenant, fact_id, at=now, reason=reason, actor=caller.client_id, audit=trail
+            )
         except NotFound:
             raise not_found(TOOL, fact_id) from None
-        if expired:
-            deps.audit.append(
-                AuditEvent(
-                    tenant=caller.tenant,
-                    subject=fact_id,
-                    action="expire",
-                    actor=caller.client_id,
-                    at=now,
-                    reason=reason,
-                    provenance=fact.provenance,
-                )
-            )
     # Inactive either way now: an expired fact must not be found by search.
     indexing.unindex_facts(deps, caller.tenant, [fact_id])
     return Outcome(

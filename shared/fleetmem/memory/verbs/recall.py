@@ -282,14 +282,18 @@ def run(deps: Deps, caller: Caller, params: RecallParams, ctx: CallContext) -> O
     # One embedding call serves both arms.
     embedded = search_arm.query_vector(deps, query) if query else None
 
-    facts, facts_degraded = _facts_arm(
-        deps, caller, params, query=query, since=since, limit=limit, world=world, embedded=embedded
+    # The two arms are independent: one concurrent round on network backends.
+    (facts, facts_degraded), (results, degraded) = deps.gather(
+        lambda: _facts_arm(
+            deps, caller, params, query=query, since=since, limit=limit, world=world, embedded=embedded
+        ),
+        lambda: (
+            _search_arm(deps, caller, query, limit=limit, world=world, embedded=embedded)
+            if query and embedded is not None
+            else ([], None)
+        ),
     )
-    results: list[dict[str, Any]] = []
-    degraded = facts_degraded
-    if query and embedded is not None:
-        results, degraded = _search_arm(deps, caller, query, limit=limit, world=world, embedded=embedded)
-        degraded = degraded or facts_degraded
+    degraded = degraded or facts_degraded
 
     packer = Packer(budget)
     fact_items = packer.take([fact_item(f) for f in facts], _fact_cost)

@@ -25,6 +25,7 @@ from fleetmem.errors import Conflict, Fix, Outcome, Unavailable, VerbError
 from fleetmem.memory import indexing
 from fleetmem.memory.common import fix_call, given_args, invalid, normalize_text
 from fleetmem.memory.entities import canonicalize_entity
+from fleetmem.memory.slugs import slugify
 from fleetmem.memory.registry import ToolSpec, register
 from fleetmem.memory.ttl import TtlError, parse_ttl
 from fleetmem.memory.vectors import cosine, pack
@@ -112,6 +113,13 @@ def _canonical_entity(deps: Deps, caller: Caller, name: str | None) -> str | Non
         return None
     # Remote writers never resolve through private pages (an alias must not reveal their slugs).
     return canonicalize_entity(deps, caller.tenant, name.strip(), world_only=caller.remote) or None
+
+
+def _slug_guess(name: str | None) -> str | None:
+    """The slug `canonicalize_entity` returns in the common case (a slug or a plain name)."""
+    if name is None or not name.strip():
+        return None
+    return slugify(name.strip()) or None
 
 
 def _validate(deps: Deps, params: RememberParams) -> tuple[str, str, FactKind, Visibility, datetime | None]:
@@ -234,25 +242,21 @@ def _validate(deps: Deps, params: RememberParams) -> tuple[str, str, FactKind, V
     return text, prov, cast(FactKind, kind), cast(Visibility, visibility), valid_until
 
 
-def _candidates(deps: Deps, caller: Caller, fact: Fact) -> list[Fact]:
-    now = fact.created_at
-    if fact.entity_slug is not None:
-        pool = deps.facts.by_entity(
-            caller.tenant,
-            fact.entity_slug,
-            now=now,
-            active_only=True,
-            world_only=False,
-            limit=_CANDIDATE_SCAN,
+def _pool(deps: Deps, tenant: str, entity_slug: str | None, now: datetime) -> list[Fact]:
+    """The active facts a new fact on `entity_slug` is compared with (all visibilities)."""
+    if entity_slug is not None:
+        return deps.facts.by_entity(
+            tenant, entity_slug, now=now, active_only=True, world_only=False, limit=_CANDIDATE_SCAN
         )
-    else:
-        pool = [
-            f
-            for f in deps.facts.recent(
-                caller.tenant, now=now, active_only=True, world_only=False, limit=_CANDIDATE_SCAN
-            )
-            if f.entity_slug is None
-        ]
+    return [
+        f
+        for f in deps.facts.recent(tenant, now=now, active_only=True, world_only=False, limit=_CANDIDATE_SCAN)
+        if f.entity_slug is None
+    ]
+
+
+def _candidates(caller: Caller, fact: Fact, pool: list[Fact]) -> list[Fact]:
+    now = fact.created_at
     out = []
     for f in pool:
         if not f.is_active(now) or f.visibility != fact.visibility:
@@ -263,9 +267,11 @@ def _candidates(deps: Deps, caller: Caller, fact: Fact) -> list[Fact]:
     return out
 
 
-def _match(deps: Deps, caller: Caller, new: Fact, vec: list[float] | None) -> tuple[Fact | None, str]:
+def _match(
+    deps: Deps, caller: Caller, new: Fact, vec: list[float] | None, pool: list[Fact]
+) -> tuple[Fact | None, str]:
     """-> (existing fact, "duplicate" | "superseded") or (None, "inserted")."""
-    candidates = _candidates(deps, caller, new)
+    candidates = _candidates(caller, new, pool)
     norm = normalize_text(new.text)
     for f in candidates:
         if normalize_text(f.text) == norm:
@@ -286,18 +292,29 @@ def _match(deps: Deps, caller: Caller, new: Fact, vec: list[float] | None) -> tu
 def run(deps: Deps, caller: Caller, params: RememberParams, ctx: CallContext) -> Outcome:
     text, provenance, kind, visibility, valid_until = _validate(deps, params)
     now = deps.clock.now()
-    entity_slug = _canonical_entity(deps, caller, params.entity)
     session_id = params.session_id[:SESSION_ID_MAX] if params.session_id else None
 
-    vec: list[float] | None = None
-    degraded = False
-    if deps.embedder is None:
-        degraded = True
-    else:
+    def embed() -> list[float] | None:
+        if deps.embedder is None:
+            return None
         try:
-            vec = deps.embedder.embed([text])[0]
+            return deps.embedder.embed([text])[0]
         except Unavailable:
-            degraded = True
+            return None
+
+    # One round of independent reads. The dedup pool is read for the entity's likely canonical
+    # slug at the same time as the canonicalization itself (re-read only when they differ), and
+    # the sequence number is allocated up front (a duplicate leaves a gap, never a reuse).
+    guess = _slug_guess(params.entity)
+    entity_slug, vec, seq, pool = deps.gather(
+        lambda: _canonical_entity(deps, caller, params.entity),
+        embed,
+        lambda: deps.facts.next_seq(caller.tenant),
+        lambda: _pool(deps, caller.tenant, guess, now),
+    )
+    if entity_slug != guess:
+        pool = _pool(deps, caller.tenant, entity_slug, now)
+    degraded = vec is None
 
     draft = Fact(
         tenant=caller.tenant,
@@ -315,7 +332,7 @@ def run(deps: Deps, caller: Caller, params: RememberParams, ctx: CallContext) ->
         vector=pack(vec) if vec is not None else None,
         vector_model=deps.embedder.model_id if (vec is not None and deps.embedder) else None,
     )
-    existing, status = _match(deps, caller, draft, vec)
+    existing, status = _match(deps, caller, draft, vec, pool)
 
     write_through = bool(deps.search.write_through)
     if status == "duplicate":
@@ -336,12 +353,35 @@ def run(deps: Deps, caller: Caller, params: RememberParams, ctx: CallContext) ->
     fact = draft.model_copy(
         update={
             "fact_id": deps.ids.new_id("f_"),
-            "seq": deps.facts.next_seq(caller.tenant),
+            "seq": seq,
             "supersedes": existing.fact_id if existing is not None else None,
         }
     )
+    trail = [
+        AuditEvent(
+            tenant=caller.tenant,
+            subject=fact.fact_id,
+            action="write",
+            actor=caller.client_id,
+            at=now,
+            provenance=provenance,
+            detail={"seq": fact.seq, **({"supersedes": existing.fact_id} if existing else {})},
+        )
+    ]
+    if existing is not None:
+        trail.append(
+            AuditEvent(
+                tenant=caller.tenant,
+                subject=existing.fact_id,
+                action="supersede",
+                actor=caller.client_id,
+                at=now,
+                provenance=provenance,
+                detail={"superseded_by": fact.fact_id},
+            )
+        )
     try:
-        deps.facts.put(fact, supersede=existing if status == "superseded" else None)
+        deps.facts.put(fact, supersede=existing if status == "superseded" else None, audit=trail)
     except Conflict:
         raise VerbError(
             "unavailable",
@@ -357,29 +397,6 @@ def run(deps: Deps, caller: Caller, params: RememberParams, ctx: CallContext) ->
             klass="retryable",
             retryable=True,
         ) from None
-    deps.audit.append(
-        AuditEvent(
-            tenant=caller.tenant,
-            subject=fact.fact_id,
-            action="write",
-            actor=caller.client_id,
-            at=now,
-            provenance=provenance,
-            detail={"seq": fact.seq, **({"supersedes": existing.fact_id} if existing else {})},
-        )
-    )
-    if existing is not None:
-        deps.audit.append(
-            AuditEvent(
-                tenant=caller.tenant,
-                subject=existing.fact_id,
-                action="supersede",
-                actor=caller.client_id,
-                at=now,
-                provenance=provenance,
-                detail={"superseded_by": fact.fact_id},
-            )
-        )
     indexed = indexing.index_fact(deps, fact)
     if existing is not None:
         indexed = indexing.unindex_facts(deps, caller.tenant, [existing.fact_id]) and indexed
