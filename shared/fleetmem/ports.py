@@ -123,7 +123,9 @@ class PageStore(Protocol):
         """Pages ordered by slug ascending, strictly after `after` (keyset paging)."""
         ...
 
-    def backlinks(self, tenant: str, slug: str, *, world_only: bool, limit: int = 10) -> tuple[builtins.list[Backlink], int]:
+    def backlinks(
+        self, tenant: str, slug: str, *, world_only: bool, limit: int = 10
+    ) -> tuple[builtins.list[Backlink], int]:
         """Incoming links from other pages (mentions included in the list, newest source first is
         not required), plus the count of incoming NON-mention links."""
         ...

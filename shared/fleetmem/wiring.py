@@ -119,7 +119,7 @@ def _build_aws(settings: Settings) -> Deps:
         search_dim=embedder.dim if embedder is not None else None,
     )
     llm = None
-    llm_problem = LLM_NOT_CONFIGURED
+    llm_problem: str | None = LLM_NOT_CONFIGURED
     if settings.llm == "bedrock" and settings.bedrock_llm_model:
         llm = BedrockLLM(settings)
         llm_problem = None

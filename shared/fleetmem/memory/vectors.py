@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import math
 import struct
-from operator import mul
 from collections.abc import Sequence
+from operator import mul
 
 
 def pack(vec: Sequence[float]) -> bytes:

@@ -8,6 +8,7 @@ from collections.abc import Iterator, Sequence
 from datetime import datetime
 from typing import Any
 
+from fleetmem.adapters.aws.audit import audit_item
 from fleetmem.adapters.aws.dynamo import (
     WRITE_ID,
     AwsClients,
@@ -23,7 +24,6 @@ from fleetmem.adapters.aws.dynamo import (
     ts,
     write_id,
 )
-from fleetmem.adapters.aws.audit import audit_item
 from fleetmem.adapters.aws.tables import AUDIT, FACTS
 from fleetmem.errors import Conflict, NotFound
 from fleetmem.models import AuditEvent, Fact

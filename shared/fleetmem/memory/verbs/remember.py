@@ -25,8 +25,8 @@ from fleetmem.errors import Conflict, Fix, Outcome, Unavailable, VerbError
 from fleetmem.memory import indexing
 from fleetmem.memory.common import fix_call, given_args, invalid, normalize_text
 from fleetmem.memory.entities import canonicalize_entity
-from fleetmem.memory.slugs import slugify
 from fleetmem.memory.registry import ToolSpec, register
+from fleetmem.memory.slugs import slugify
 from fleetmem.memory.ttl import TtlError, parse_ttl
 from fleetmem.memory.vectors import cosine, pack
 from fleetmem.models import AuditEvent, Caller, Fact
