@@ -3,9 +3,9 @@ generated from the tool registry — nothing here lists the verbs by hand.
 
 Each function's grants come from `ACCESS`: the tables it reads, the tables it writes, whether it
 searches, embeds or calls the LLM. Reading verbs write no table; `delta` is the one reading verb
-that writes, and only its session cursors (the at-least-once cursor is part of the verb). Besides
-the stream indexer, only the admin function may write the search index: `purge_fact` removes a
-fact's index entries at once (a deletion request must not wait for the asynchronous indexer).
+that writes, and only its session cursors (the at-least-once cursor is part of the verb). No tool
+function writes the search index: the stream indexer alone does (a purged fact's REMOVE record
+deletes its index entry; until then it cannot surface, because fact reads go to DynamoDB).
 """
 
 from __future__ import annotations
@@ -28,8 +28,6 @@ class Access:
     read: frozenset[str] = frozenset()
     write: frozenset[str] = frozenset()
     search: bool = False
-    #: Hard purge (D12) deletes index entries itself rather than wait for the stream indexer.
-    search_write: bool = False
     embed: bool = False
     llm: bool = False
 
@@ -47,24 +45,15 @@ ACCESS: dict[str, Access] = {
     "context_pack": _a("facts pages", search=True, embed=True),
     "delta": _a("facts pages cursors", "cursors"),
     PAGES_GROUP: _a("facts pages idempotency", "pages idempotency audit", search=True, embed=True),
-    ADMIN_GROUP: _a("facts pages audit", "facts audit", search_write=True),
+    ADMIN_GROUP: _a("facts pages audit", "facts audit"),
 }
 
 
 def registry_tools() -> list[str]:
-    """Every tool name in the registry (the seven verbs first), falling back to the protocol's
-    declared names while the domain package is not importable."""
-    try:
-        from fleetmem.memory.verbs import REGISTRY
+    """Every tool name in the registry, the seven verbs first."""
+    from fleetmem.memory.verbs import REGISTRY
 
-        names = list(REGISTRY)
-    except ImportError:
-        names = []
-    if not names:
-        from fleetmem.protocol import ADMIN_TOOLS, PAGE_TOOLS, VERB_NAMES
-
-        names = [*VERB_NAMES, *PAGE_TOOLS, *ADMIN_TOOLS]
-    return names
+    return list(REGISTRY)
 
 
 def bedrock_model_arns(scope: Construct, model: str) -> list[str]:
@@ -90,8 +79,6 @@ def grant_data(
         grant_table(tables[logical], fn.role, write=True)
     if access.search:
         search.grant_read(fn.role)
-    if access.search_write:
-        search.grant_write(fn.role)
     if access.embed:
         fn.role.add_to_principal_policy(
             iam.PolicyStatement(

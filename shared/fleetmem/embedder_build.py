@@ -178,9 +178,7 @@ def _build_modules() -> tuple[Any, Any]:
     except ImportError:
         missing.append("safetensors")
     if missing:
-        raise EmbedderBuildError(
-            f"building the local embedder needs {' and '.join(missing)}: run `{INSTALL_HINT}`"
-        )
+        raise EmbedderBuildError(f"building the local embedder needs {' and '.join(missing)}: run `{INSTALL_HINT}`")
     return onnx, safetensors_numpy
 
 
@@ -278,9 +276,7 @@ def build_onnx_graph(onnx: Any, w: dict[str, Any], config: dict[str, Any]) -> An
         )
 
     def linear(x: str, prefix: str) -> str:
-        return node(
-            "Add", [node("MatMul", [x, weight(prefix + ".weight", transpose=True)]), weight(prefix + ".bias")]
-        )
+        return node("Add", [node("MatMul", [x, weight(prefix + ".weight", transpose=True)]), weight(prefix + ".bias")])
 
     one_f = const("one_f", np.array(1.0, dtype=np.float32))
     half_f = const("half_f", np.array(0.5, dtype=np.float32))
@@ -335,9 +331,7 @@ def build_onnx_graph(onnx: Any, w: dict[str, Any], config: dict[str, Any]) -> An
         scores = node("Add", [node("Mul", [node("MatMul", [q, k]), scale]), ext_mask])
         ctx = node("MatMul", [node("Softmax", [scores], axis=-1), v])
         ctx = node("Reshape", [node("Transpose", [ctx], perm=[0, 2, 1, 3]), merge_heads])
-        h = layer_norm(
-            node("Add", [linear(ctx, f"{p}.attention.output.dense"), h]), f"{p}.attention.output.LayerNorm"
-        )
+        h = layer_norm(node("Add", [linear(ctx, f"{p}.attention.output.dense"), h]), f"{p}.attention.output.LayerNorm")
         inter = linear(h, f"{p}.intermediate.dense")
         # exact GELU, as BERT's "gelu": 0.5 * x * (1 + erf(x / sqrt(2)))
         gelu = node(

@@ -32,6 +32,7 @@ from fleetmem.lambda_routes import tool_functions_from_env
 from fleetmem.models import Caller, Cursor
 from fleetmem.ports import Deps
 from fleetmem.protocol import SCOPES, Scope
+from fleetmem.transport.gateway import caller_from_authorizer
 
 log = logging.getLogger("fleetmem.lambda")
 
@@ -77,34 +78,6 @@ def reset() -> None:
 
 # ---------------------------------------------------------------------------------------------
 # API Gateway REST proxy events
-
-
-def caller_from_authorizer(event: Mapping[str, Any] | None) -> Caller | None:
-    """The caller the Lambda authorizer vouched for, or None (then the request is denied).
-
-    REST APIs put the authorizer's context under `requestContext.authorizer`; HTTP APIs under
-    `requestContext.authorizer.lambda`. Context values are strings: scopes are space-separated."""
-    if not isinstance(event, Mapping):
-        return None
-    auth = (event.get("requestContext") or {}).get("authorizer") or {}
-    if isinstance(auth.get("lambda"), Mapping):
-        auth = auth["lambda"]
-    tenant, client_id = auth.get("tenant"), auth.get("client_id")
-    if not tenant or not client_id:
-        return None
-    raw = auth.get("scopes") or ""
-    scopes = raw.replace(",", " ").split() if isinstance(raw, str) else list(raw)
-    return Caller(
-        tenant=str(tenant),
-        client_id=str(client_id),
-        scopes=_scopes(scopes),
-        remote=True,
-    )
-
-
-def _scopes(names: Iterable[str]) -> frozenset[Scope]:
-    """Only the protocol's scope names survive; anything else is dropped."""
-    return frozenset(cast(Scope, s) for s in names if s in SCOPES)
 
 
 def is_proxy_event(event: Mapping[str, Any]) -> bool:
@@ -329,7 +302,7 @@ def public_url(event: Mapping[str, Any]) -> str:
 
 
 async def _edge_async(event: Mapping[str, Any], invoker: Any) -> dict[str, Any]:
-    from fleetmem.transport.mcp_app import build_mcp_app
+    from fleetmem.transport.mcp_app import build_mcp_app, gateway_caller
 
     s = settings()
     app = build_mcp_app(
@@ -337,7 +310,7 @@ async def _edge_async(event: Mapping[str, Any], invoker: Any) -> dict[str, Any]:
         surface=s.surface,
         invoker=invoker,
         behind_gateway=True,
-        caller_from_request=lambda request: caller_from_authorizer(request.scope.get("aws.event")),
+        caller_from_request=gateway_caller,
         authorization_server=s.authorization_server or None,
         public_url=public_url(event),
     )
@@ -478,7 +451,7 @@ class CognitoVerifier:
         if not scopes:
             return None
         return Caller(
-            tenant=mapped["tenant"], client_id=mapped["client_id"], scopes=_scopes(scopes), remote=True
+            tenant=mapped["tenant"], client_id=mapped["client_id"], scopes=cast(frozenset[Scope], scopes), remote=True
         )
 
 
@@ -642,9 +615,9 @@ class Delivery:
     def _client(self, name: str) -> Any:
         current = getattr(self, f"_{name}")
         if current is None:
-            import boto3
+            from fleetmem.adapters.aws import sdk_client
 
-            current = boto3.client(name, region_name=settings().region or None)
+            current = sdk_client(name, region=settings().region)
             setattr(self, f"_{name}", current)
         return current
 

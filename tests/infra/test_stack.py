@@ -170,10 +170,9 @@ def test_the_edge_role_touches_no_table(domain_synth):
     )
 
 
-def test_only_the_indexer_and_the_purge_function_can_write_to_opensearch(domain_synth):
-    """purge_fact (admin) deletes index entries synchronously; every other tool only searches."""
+def test_only_the_indexer_can_write_to_opensearch(domain_synth):
+    """Every tool function only searches; the stream indexer alone writes the index."""
     indexer_role = _role_of(domain_synth, _fn_name(domain_synth, "indexer"))
-    admin_role = _role_of(domain_synth, _fn_name(domain_synth, "admin"))
     writers = set()
     for role, stmts in _role_statements(domain_synth).items():
         for s in stmts:
@@ -186,7 +185,7 @@ def test_only_the_indexer_and_the_purge_function_can_write_to_opensearch(domain_
                 )
                 if not posts_only_searches:
                     writers.add(role)
-    assert writers == {indexer_role, admin_role}
+    assert writers == {indexer_role}
 
 
 def test_the_opensearch_domain_policy_names_only_the_granted_roles(domain_synth):
@@ -198,7 +197,7 @@ def test_the_opensearch_domain_policy_names_only_the_granted_roles(domain_synth)
     principals = {x["Fn::GetAtt"][0] for x in stmt["Principal"]["AWS"]}
     searchers = {
         _role_of(domain_synth, _fn_name(domain_synth, g))
-        for g in ("recall", "entity", "synthesize", "context_pack", "remember", "pages", "indexer", "admin")
+        for g in ("recall", "entity", "synthesize", "context_pack", "remember", "pages", "indexer")
     }
     assert principals == searchers
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable
-from typing import Any, cast
+from typing import Any
 
 import anyio
 import mcp_types as types
@@ -51,8 +51,8 @@ from fleetmem.memory.registry import ToolSpec
 from fleetmem.models import Caller
 from fleetmem.ports import Deps
 from fleetmem.protocol import PROTOCOL_VERSION, SCOPES, SERVER_NAME, Surface
-from fleetmem.protocol import Scope as ScopeName
 from fleetmem.transport.dispatch import DispatchResult, precheck, visible_tools
+from fleetmem.transport.gateway import caller_from_authorizer
 from fleetmem.transport.invoker import InProcessInvoker, Invoker
 from fleetmem.transport.logs import correlation, new_correlation_id
 
@@ -381,22 +381,6 @@ def bearer_caller(deps_factory: Callable[[], Deps]) -> CallerFromRequest:
 
 
 def gateway_caller(request: Request) -> Caller | None:
-    """Behind API Gateway: the authorizer already verified the credential; its context (put in the
-    ASGI scope as `aws.event` by the edge handler) names tenant, client and scopes. REST API
-    (`requestContext.authorizer.{…}`) and HTTP API (`requestContext.authorizer.lambda.{…}`) shapes
-    are both read; scopes may be a list or a space/comma separated string."""
-    event = request.scope.get("aws.event")
-    if not isinstance(event, dict):
-        return None
-    auth = (event.get("requestContext") or {}).get("authorizer") or {}
-    if isinstance(auth.get("lambda"), dict):
-        auth = auth["lambda"]
-    tenant = auth.get("tenant") or auth.get("tenant_id")
-    client_id = auth.get("client_id") or auth.get("clientId")
-    if not tenant or not client_id:
-        return None
-    raw_scopes = auth.get("scopes") or ""
-    if isinstance(raw_scopes, str):
-        raw_scopes = raw_scopes.replace(",", " ").split()
-    scopes = frozenset(cast(ScopeName, s) for s in raw_scopes if s in SCOPES)
-    return Caller(tenant=str(tenant), client_id=str(client_id), scopes=scopes, remote=True)
+    """Behind API Gateway: the caller from the authorizer context of the event the edge handler put
+    in the ASGI scope as `aws.event` (see `fleetmem.transport.gateway`)."""
+    return caller_from_authorizer(request.scope.get("aws.event"))

@@ -16,9 +16,7 @@ STOPWORDS = set(
 
 
 def _content_words(text: str) -> set[str]:
-    return {w for w in re.findall(r"[a-z0-9]+", text.replace("{e}", "").lower()) if w not in STOPWORDS} - {
-        "s"
-    }
+    return {w for w in re.findall(r"[a-z0-9]+", text.replace("{e}", "").lower()) if w not in STOPWORDS} - {"s"}
 
 
 def test_eval_set_is_deterministic():

@@ -33,6 +33,7 @@ INTRA_OP_THREADS = 2
 #: Recent single-text (query) vectors kept in memory: one recall embeds its query once per search
 #: arm, and agents repeat queries. The model is deterministic, so a cached vector is exact.
 QUERY_CACHE_SIZE = 256
+QUERY_CACHE_MAX_CHARS = 2000
 #: A batch may hold at most this many times its real tokens once padded to its longest text.
 PAD_FACTOR = 2
 BUILD_FIX = "run `fleetmem embedder build` (or scripts/build-embedder)"
@@ -67,7 +68,7 @@ class MiniLMEmbedder:
             raise TypeError("embed() takes a sequence of texts, not one string")
         if not texts:
             return []
-        if len(texts) == 1:
+        if len(texts) == 1 and len(str(texts[0])) <= QUERY_CACHE_MAX_CHARS:
             return [self._embed_one(str(texts[0]))]
         return self._embed_many(texts)
 
@@ -94,9 +95,7 @@ class MiniLMEmbedder:
         except Unavailable:
             raise
         except Exception as exc:
-            raise Unavailable(
-                f"local embedder failed: {type(exc).__name__}", reason="embedder_failed"
-            ) from exc
+            raise Unavailable(f"local embedder failed: {type(exc).__name__}", reason="embedder_failed") from exc
         if not np.all(np.isfinite(out)):
             raise Unavailable("local embedder produced non-finite vectors", reason="embedder_failed")
         return out.tolist()
@@ -123,9 +122,7 @@ class MiniLMEmbedder:
 
     def _require(self, name: str) -> Path:
         if read_manifest(self.path) is None:
-            raise Unavailable(
-                f"the local embedder model is missing or incomplete: {BUILD_FIX}", reason="model_missing"
-            )
+            raise Unavailable(f"the local embedder model is missing or incomplete: {BUILD_FIX}", reason="model_missing")
         return self.path / name
 
     def _get_tokenizer(self) -> Any:
@@ -192,9 +189,7 @@ def _batches(lengths: list[int]) -> list[list[int]]:
     return batches
 
 
-def load_local_embedder(
-    model_dir: Path | str, *, warm: bool = True
-) -> tuple[MiniLMEmbedder | None, str | None]:
+def load_local_embedder(model_dir: Path | str, *, warm: bool = True) -> tuple[MiniLMEmbedder | None, str | None]:
     """The MiniLM embedder if its model is built and loads, else (None, what is wrong + the fix).
 
     `warm=True` loads the tokenizer and the session now (about half a second) so a broken model

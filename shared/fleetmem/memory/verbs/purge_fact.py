@@ -11,7 +11,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field
 
 from fleetmem.errors import Outcome
-from fleetmem.memory.indexing import fact_doc_id
+from fleetmem.memory import indexing
 from fleetmem.memory.registry import ToolSpec, register
 from fleetmem.memory.verbs.forget import not_found
 from fleetmem.models import AuditEvent, Caller
@@ -42,8 +42,9 @@ def run(deps: Deps, caller: Caller, params: PurgeFactParams, ctx: CallContext) -
         raise not_found(TOOL, fact_id)
     reason = params.reason[:PROVENANCE_MAX] if params.reason else None
     purged = deps.facts.purge(caller.tenant, fact_id)
-    # Always, not only when written through: a purge must not wait for an asynchronous indexer.
-    deps.search.delete(caller.tenant, [fact_doc_id(fact_id)])
+    # Written-through indexes drop the entry now; stream-fed ones (AWS) drop it when the purge's
+    # REMOVE record reaches the indexer. Meanwhile it cannot surface: fact reads go to the store.
+    indexing.unindex_facts(deps, caller.tenant, [fact_id])
     deps.audit.append(
         AuditEvent(
             tenant=caller.tenant,
