@@ -138,7 +138,7 @@ def clamp_limit(tool: str, params: BaseModel, default: int = 50, lo: int = 1, hi
             problem=f"limit={raw!r} is not a number.",
             cause=f"limit is the per-arm maximum ({lo}..{hi}, default {default}).",
             field="limit",
-            value=10,
+            value=default,
         )
     return max(lo, min(hi, n))
 

@@ -502,8 +502,19 @@ class _Call:
             if finfo is None or finfo.is_required():
                 derivable = False
                 continue
+            given = self.args.get(top)
+            if (
+                e.get("type") == "string_type" and len(loc) == 1
+                and isinstance(given, int | float) and not isinstance(given, bool)
+            ):
+                # A number where text belongs: the same value as text is the evident correction.
+                fixed[top] = str(given)
+                continue
             default = finfo.get_default(call_default_factory=True)
-            if default is None:
+            if default == "":
+                # An empty default only stands in for "not given"; sending it would fail again.
+                derivable = False
+            elif default is None:
                 fixed.pop(top, None)
             else:
                 fixed[top] = to_jsonable_python(default)

@@ -163,7 +163,7 @@ def test_limit_caps_at_one_hundred(deps, remote_caller):
 def test_a_non_numeric_limit_is_invalid_params_with_a_fix_keeping_the_query(deps, remote_caller):
     err = ask_error(deps, remote_caller, query="tea", limit="abc")
     assert err.code == "invalid_params"
-    assert err.fix.mcp == {"tool": "recall", "arguments": {"query": "tea", "limit": 10}}
+    assert err.fix.mcp == {"tool": "recall", "arguments": {"query": "tea", "limit": 50}}
 
 
 # --- visibility, tenancy, expiry ------------------------------------------------------------------
