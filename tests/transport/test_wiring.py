@@ -73,14 +73,21 @@ def test_an_unknown_backend_is_refused(tmp_path: Path) -> None:
 
 
 def test_the_aws_backend_wires_dynamodb_stores_and_bedrock_without_connecting(tmp_path: Path) -> None:
-    deps = wiring.build_deps(settings(tmp_path, backend="aws", region="eu-west-1"))
+    deps = wiring.build_deps(settings(tmp_path, backend="aws", region="eu-west-1", embedder="bedrock"))
     assert deps.backend == "aws"
     assert deps.embedder is not None and deps.embedder.model_id == Settings().bedrock_embedding_model
     assert deps.llm is None and deps.llm_problem
 
 
 def test_the_aws_backend_uses_bedrock_for_synthesis_when_a_model_is_configured(tmp_path: Path) -> None:
-    s = settings(tmp_path, backend="aws", region="eu-west-1", llm="bedrock", bedrock_llm_model="test-model")
+    s = settings(tmp_path, backend="aws", region="eu-west-1", embedder="bedrock", llm="bedrock", bedrock_llm_model="test-model")
     deps = wiring.build_deps(s)
     assert deps.llm is not None and deps.llm.model_id == "test-model"
     assert deps.llm_problem is None
+
+
+def test_the_aws_backend_can_run_with_a_local_embedder(tmp_path: Path) -> None:
+    """DynamoDB + OpenSearch with the hashing embedder (how the local engine suites run it)."""
+    deps = wiring.build_deps(settings(tmp_path, backend="aws", region="eu-west-1", embedder="hash"))
+    assert deps.backend == "aws"
+    assert deps.embedder is not None and deps.embedder.model_id == "hash-384"
