@@ -24,7 +24,7 @@ FACTS_PER_TARGET = 20
 FACTS_PER_PAGE = 2
 BATCH = 500
 
-_WORDS = (
+WORDS = (
     "pricing roadmap hiring churn onboarding security audit migration launch budget forecast partnership "
     "latency outage retention renewal contract pilot feedback compliance research design analytics infra "
     "billing support expansion procurement training offsite strategy review quarterly platform mobile"
@@ -49,7 +49,7 @@ def title_for(i: int) -> str:
 
 
 def _body(rng: random.Random, i: int) -> str:
-    words = " ".join(rng.choice(_WORDS) for _ in range(24))
+    words = " ".join(rng.choice(WORDS) for _ in range(24))
     return f"# {title_for(i)}\n\n{title_for(i)} works on {words}.\n"
 
 
@@ -81,7 +81,7 @@ def seed_corpus(
             tenant=tenant,
             fact_id=f"f_bench{i:07d}{k:03d}",
             seq=seq,
-            text=f"{title_for(i)} fact {k}: {rng.choice(_WORDS)} {rng.choice(_WORDS)} is on track",
+            text=f"{title_for(i)} fact {k}: {rng.choice(WORDS)} {rng.choice(WORDS)} is on track",
             kind="commitment" if k == 0 and i < TARGETS else "fact",
             entity_slug=slug,
             provenance="bench corpus",

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from fleetmem.bench.corpus import Corpus, seed_corpus, slug_for
+from fleetmem.bench.corpus import WORDS, Corpus, seed_corpus, slug_for
 from fleetmem.config import Settings
 from fleetmem.models import Caller
 from fleetmem.timefmt import iso
@@ -48,7 +48,7 @@ def workloads(corpus: Corpus, delta_since: str) -> dict[str, tuple[str, ArgsFn]]
         "entity (title)": ("entity", lambda r, i: {"name": r.choice(titles)}),
         "entity (alias, any page)": ("entity", lambda r, i: {"name": f"alias-{r.randrange(n):06d}"}),
         "recall (entity)": ("recall", lambda r, i: {"entity": r.choice(targets)}),
-        "recall (query)": ("recall", lambda r, i: {"query": "pricing roadmap", "limit": 10}),
+        "recall (query)": ("recall", lambda r, i: {"query": " ".join(r.sample(WORDS, 2)), "limit": 10}),
         "context_pack (8)": (
             "context_pack",
             lambda r, i: {"entities": ",".join(r.sample(targets, 8)), "budget_tokens": 2000},
@@ -115,6 +115,12 @@ def ensure_corpus(data_dir: Path, pages: int, embedder: str) -> tuple[Any, Corpu
         _log(f"bench: seeded in {corpus.seconds:.1f}s")
     from fleetmem.transport.dispatch import dispatch
 
+    probe = dispatch("recall", {"query": WORDS[0], "limit": 1}, CALLER, deps, transport="cli")
+    if probe.is_error or not probe.body.get("results"):
+        raise RuntimeError(
+            f"the corpus in {data_dir} answers no search results (written by an older store "
+            "schema?): delete it or pass another --data-dir"
+        )
     since = iso(deps.clock.now())
     rng = random.Random(7)
     for k in range(CHANGES):
@@ -186,9 +192,7 @@ def http_server(data_dir: Path, embedder: str) -> Iterator[tuple[str, str]]:
             while True:
                 if proc.poll() is not None or time.monotonic() > deadline:
                     log.seek(0)
-                    raise RuntimeError(
-                        f"fleetmem serve did not start: {log.read()[-2000:].decode(errors='replace')}"
-                    )
+                    raise RuntimeError(f"fleetmem serve did not start: {log.read()[-2000:].decode(errors='replace')}")
                 try:
                     with socket.create_connection(("127.0.0.1", port), timeout=0.2):
                         break
@@ -237,9 +241,7 @@ class HttpCaller:
         self.client.close()
 
 
-def http_latency(
-    url: str, token: str, work: dict[str, tuple[str, ArgsFn]], iterations: int
-) -> dict[str, Stats]:
+def http_latency(url: str, token: str, work: dict[str, tuple[str, ArgsFn]], iterations: int) -> dict[str, Stats]:
     caller, out = HttpCaller(url, token), {}
     try:
         for label, (tool, make) in work.items():
@@ -258,9 +260,7 @@ def http_latency(
     return out
 
 
-def http_throughput(
-    url: str, token: str, tool: str, make: ArgsFn, clients: int, total: int
-) -> tuple[float, int]:
+def http_throughput(url: str, token: str, tool: str, make: ArgsFn, clients: int, total: int) -> tuple[float, int]:
     """Requests per second with `clients` concurrent keep-alive clients sharing `total` requests."""
     per = max(1, total // clients)
     errors = [0] * clients
@@ -305,9 +305,7 @@ def run(args: argparse.Namespace) -> str:
         work = workloads(corpus, since)
         delta_label = f"delta ({CHANGES} changes)"
         if n not in sizes:  # the small corpus only serves the delta ratio
-            delta_p50[n] = op_layer(deps, {delta_label: work[delta_label]}, args.iterations)[delta_label].pct(
-                0.5
-            )
+            delta_p50[n] = op_layer(deps, {delta_label: work[delta_label]}, args.iterations)[delta_label].pct(0.5)
             continue
         _log(f"bench: op layer at {n:,} pages")
         # Reads first on both layers, writes last, so every delta call sees the same CHANGES.
@@ -325,9 +323,7 @@ def run(args: argparse.Namespace) -> str:
                 http = http_latency(url, token, reads, args.iterations)
                 entity_tool, entity_args = work["entity (title)"]
                 for c in args.clients:
-                    tput[c] = http_throughput(
-                        url, token, entity_tool, entity_args, c, args.throughput_requests
-                    )
+                    tput[c] = http_throughput(url, token, entity_tool, entity_args, c, args.throughput_requests)
                 ops.update(op_layer(deps, writes, args.iterations))
                 http.update(http_latency(url, token, writes, args.iterations))
         lines += [
@@ -342,15 +338,11 @@ def run(args: argparse.Namespace) -> str:
             errors = ops[label].errors + (h.errors if h else 0)
             name = f"{label} ({errors} errors)" if errors else label
             http_cols = f"{_ms(h.pct(0.5))} | {_ms(h.pct(0.99))}" if h else "– | –"
-            lines.append(
-                f"| {name} | {_ms(ops[label].pct(0.5))} | {_ms(ops[label].pct(0.99))} | {http_cols} |"
-            )
+            lines.append(f"| {name} | {_ms(ops[label].pct(0.5))} | {_ms(ops[label].pct(0.99))} | {http_cols} |")
         if tput:
             lines += ["", "| HTTP throughput, entity(title) | requests/s |", "|---|---:|"]
             for c, (rps, errs) in tput.items():
-                lines.append(
-                    f"| {c} client{'s' if c > 1 else ''} | {rps:.0f}{f' ({errs} errors)' if errs else ''} |"
-                )
+                lines.append(f"| {c} client{'s' if c > 1 else ''} | {rps:.0f}{f' ({errs} errors)' if errs else ''} |")
         lines.append("")
     if args.delta_baseline in delta_p50:
         for n in sizes:
@@ -369,12 +361,8 @@ def run(args: argparse.Namespace) -> str:
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="fleetmem bench", description=__doc__)
     p.add_argument("--pages", nargs="+", default=["20000"], help="corpus sizes, e.g. --pages 20000 200000")
-    p.add_argument(
-        "--iterations", type=int, default=300, help="measured calls per verb (after 20 warm-up calls)"
-    )
-    p.add_argument(
-        "--clients", type=int, nargs="+", default=[1, 8], help="concurrent HTTP clients for throughput"
-    )
+    p.add_argument("--iterations", type=int, default=300, help="measured calls per verb (after 20 warm-up calls)")
+    p.add_argument("--clients", type=int, nargs="+", default=[1, 8], help="concurrent HTTP clients for throughput")
     p.add_argument("--throughput-requests", type=int, default=800, help="requests per throughput run")
     p.add_argument("--delta-baseline", type=int, default=2000, help="small corpus for the delta ratio")
     p.add_argument(
