@@ -96,14 +96,8 @@ def main() -> None:
             Settings(backend="aws", region=REGION, table_prefix="fleetmem-dev"), dynamodb_endpoint=endpoint
         )
         clock = FixedClock(datetime(2026, 6, 11, 9, 30, tzinfo=UTC))
-        deps = Deps(
-            facts=stores.facts,
-            pages=stores.pages,
-            cursors=stores.cursors,
-            clients=stores.clients,
-            idempotency=stores.idempotency,
-            audit=stores.audit,
-            search=stores.search,
+        deps = Deps.over(
+            stores,
             clock=clock,
             ids=SortableIds(),
             embedder=HashEmbedder(),

@@ -32,14 +32,8 @@ def stores() -> Iterator[LocalStores]:
 
 
 def _deps(stores: LocalStores, clock: FixedClock, **kw: object) -> Deps:
-    return Deps(
-        facts=stores.facts,
-        pages=stores.pages,
-        cursors=stores.cursors,
-        clients=stores.clients,
-        idempotency=stores.idempotency,
-        audit=stores.audit,
-        search=stores.search,
+    return Deps.over(
+        stores,
         clock=clock,
         ids=SortableIds(),
         llm=None,

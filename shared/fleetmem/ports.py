@@ -272,6 +272,15 @@ class Deps:
         #: Runs independent port calls concurrently (network backends); None runs them in order.
         self._parallel = parallel
 
+    PORTS = ("facts", "pages", "cursors", "clients", "idempotency", "audit", "search")
+
+    @classmethod
+    def over(cls, stores: Any, *, clock: Clock, ids: IdGen, **kw: Any) -> Deps:
+        """Deps over an adapter set's stores (anything with the seven port attributes); a port given
+        as a keyword (e.g. `search=`) replaces the store's own."""
+        ports = {name: kw.pop(name) if name in kw else getattr(stores, name) for name in cls.PORTS}
+        return cls(**ports, clock=clock, ids=ids, **kw)
+
     def gather(self, *calls: Callable[[], Any]) -> list[Any]:
         """Run independent port calls — concurrently when the backend pays a network round trip
         per call, in order otherwise — and return their results in order (first error re-raised)."""

@@ -54,13 +54,6 @@ def _build_cached(settings: Settings) -> Deps:
     raise ValueError(f"unknown backend {settings.backend!r} (expected 'local' or 'aws')")
 
 
-def _ports(stores: Any) -> dict[str, Any]:
-    return {
-        name: getattr(stores, name)
-        for name in ("facts", "pages", "cursors", "clients", "idempotency", "audit", "search")
-    }
-
-
 def local_embedder(settings: Settings) -> tuple[Any, str | None]:
     """(embedder | None, problem | None) for the local backend, per `settings.embedder`."""
     choice = settings.embedder
@@ -88,8 +81,8 @@ def _build_local(settings: Settings) -> Deps:
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     stores = open_local(settings.data_dir)
     embedder, embedder_problem = local_embedder(settings)
-    return Deps(
-        **_ports(stores),
+    return Deps.over(
+        stores,
         clock=SystemClock(),
         ids=SortableIds(),
         embedder=embedder,
@@ -123,8 +116,8 @@ def _build_aws(settings: Settings) -> Deps:
     if settings.llm == "bedrock" and settings.bedrock_llm_model:
         llm = BedrockLLM(settings)
         llm_problem = None
-    return Deps(
-        **_ports(stores),
+    return Deps.over(
+        stores,
         clock=SystemClock(),
         ids=SortableIds(),
         embedder=embedder,

@@ -67,13 +67,8 @@ def measured(request: pytest.FixtureRequest, osmem_server: Any) -> dict[str, dic
     clone = osmem_server.clone()
     try:
         search = OpenSearchIndex(clone.url, model_id=embedder.model_id, dim=embedder.dim, service="none")
-        deps = Deps(
-            facts=stores.facts,
-            pages=stores.pages,
-            cursors=stores.cursors,
-            clients=stores.clients,
-            idempotency=stores.idempotency,
-            audit=stores.audit,
+        deps = Deps.over(
+            stores,
             search=search,
             clock=FixedClock(datetime(2026, 6, 11, 9, 30, tzinfo=UTC)),
             ids=SortableIds(),

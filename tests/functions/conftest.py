@@ -145,13 +145,8 @@ def make_deps(ddb_url: str, osmem: str, clock: Any, prefix: str | None = None) -
         prefix="fmf" + uuid.uuid4().hex[:8],
         service="none",
     )
-    return Deps(
-        facts=stores.facts,
-        pages=stores.pages,
-        cursors=stores.cursors,
-        clients=stores.clients,
-        idempotency=stores.idempotency,
-        audit=stores.audit,
+    return Deps.over(
+        stores,
         search=search,
         clock=clock,
         ids=SortableIds(),

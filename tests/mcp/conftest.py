@@ -47,14 +47,8 @@ def file_stores(data_dir: Path) -> Iterator[LocalStores]:
 
 @pytest.fixture
 def http_deps(file_stores: LocalStores, clock: FixedClock) -> Deps:
-    return Deps(
-        facts=file_stores.facts,
-        pages=file_stores.pages,
-        cursors=file_stores.cursors,
-        clients=file_stores.clients,
-        idempotency=file_stores.idempotency,
-        audit=file_stores.audit,
-        search=file_stores.search,
+    return Deps.over(
+        file_stores,
         clock=clock,
         ids=SortableIds(),
         embedder=HashEmbedder(),

@@ -81,14 +81,8 @@ ADMIN = Caller(tenant="t1", client_id="fuzz", scopes=frozenset({"admin"}), remot
 
 def fresh() -> tuple[LocalStores, Deps]:
     stores = open_local(":memory:")
-    deps = Deps(
-        facts=stores.facts,
-        pages=stores.pages,
-        cursors=stores.cursors,
-        clients=stores.clients,
-        idempotency=stores.idempotency,
-        audit=stores.audit,
-        search=stores.search,
+    deps = Deps.over(
+        stores,
         clock=FixedClock(datetime(2026, 6, 11, 9, 30, tzinfo=UTC)),
         ids=SortableIds(),
         embedder=HashEmbedder(),

@@ -80,7 +80,9 @@ def test_the_aws_backend_wires_dynamodb_stores_and_bedrock_without_connecting(tm
 
 
 def test_the_aws_backend_uses_bedrock_for_synthesis_when_a_model_is_configured(tmp_path: Path) -> None:
-    s = settings(tmp_path, backend="aws", region="eu-west-1", embedder="bedrock", llm="bedrock", bedrock_llm_model="test-model")
+    s = settings(
+        tmp_path, backend="aws", region="eu-west-1", embedder="bedrock", llm="bedrock", bedrock_llm_model="test-model"
+    )
     deps = wiring.build_deps(s)
     assert deps.llm is not None and deps.llm.model_id == "test-model"
     assert deps.llm_problem is None

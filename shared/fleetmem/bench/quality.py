@@ -387,14 +387,8 @@ def _deps(stores: Any, embedder: Any, problem: str | None) -> Any:
     from fleetmem.adapters.local.ids import SortableIds
     from fleetmem.ports import Deps
 
-    return Deps(
-        facts=stores.facts,
-        pages=stores.pages,
-        cursors=stores.cursors,
-        clients=stores.clients,
-        idempotency=stores.idempotency,
-        audit=stores.audit,
-        search=stores.search,
+    return Deps.over(
+        stores,
         clock=FixedClock(datetime(2026, 6, 11, 9, 30, tzinfo=UTC)),
         ids=SortableIds(),
         embedder=embedder,

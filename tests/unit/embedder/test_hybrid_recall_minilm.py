@@ -53,14 +53,8 @@ BY_MEANING = [
 
 @pytest.fixture
 def minilm_deps(stores, clock, minilm_model_dir):
-    return Deps(
-        facts=stores.facts,
-        pages=stores.pages,
-        cursors=stores.cursors,
-        clients=stores.clients,
-        idempotency=stores.idempotency,
-        audit=stores.audit,
-        search=stores.search,
+    return Deps.over(
+        stores,
         clock=clock,
         ids=SortableIds(),
         embedder=MiniLMEmbedder(minilm_model_dir),
