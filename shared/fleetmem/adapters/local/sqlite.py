@@ -980,7 +980,7 @@ class SqlitePageStore:
     ) -> tuple[builtins.list[Backlink], int]:
         vis = " AND p.visibility = 'world'" if world_only else ""
         base = (
-            "FROM links l CROSS JOIN pages p ON p.tenant = l.tenant AND p.slug = l.source "
+            "FROM links l INDEXED BY links_target CROSS JOIN pages p ON p.tenant = l.tenant AND p.slug = l.source "
             f"WHERE l.tenant = ? AND l.target = ? AND l.source <> l.target{vis}"
         )
 
