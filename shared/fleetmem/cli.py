@@ -895,20 +895,14 @@ def _data_dir_check(data_dir: Path) -> dict[str, Any]:
 
 
 def maintenance_stores(deps: Any) -> Any:
-    """The object the local maintenance functions take (`LocalStores`), for the built deps."""
-    stores = getattr(deps, "stores", None)
-    if stores is not None:
-        return stores
-    if deps.backend != "local":
+    """The adapter set's bundle the local maintenance functions take (`LocalStores`)."""
+    if deps.backend != "local" or deps.stores is None:
         raise CommandFailed(
             "unavailable",
             f"Maintenance runs on the local backend only (this is {deps.backend}).",
             "On AWS the stream indexer embeds every write; run this against a data directory.",
         )
-    # Every local port shares one database; the maintenance methods live on the bundle over it.
-    from fleetmem.adapters.local import LocalStores
-
-    return LocalStores(deps.facts.db)
+    return deps.stores
 
 
 def doctor_report(args: argparse.Namespace) -> dict[str, Any]:
@@ -1083,7 +1077,12 @@ def cmd_conformance(args: argparse.Namespace, out: Output) -> int:
 
 def cmd_bench(args: argparse.Namespace, out: Output) -> int:
     rest = list(args.rest)
-    what = rest.pop(0) if rest and rest[0] in ("latency", "quality") else "latency"
+    what = rest.pop(0) if rest and rest[0] in ("latency", "quality", "search") else "latency"
+    if what == "search":
+        from fleetmem.bench.search import main as search_main
+
+        out.text(search_main(rest, model_dir=_settings(args).model_dir, log=Output.err))
+        return EXIT_OK
     if what == "quality":
         from fleetmem.bench.quality import run_quality
 
@@ -1225,7 +1224,8 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         "bench",
         parents=[common],
         add_help=False,
-        help="latency/throughput benchmark; `bench quality`: search quality (`fleetmem bench --help`)",
+        help="latency/throughput benchmark; `bench quality`: search quality; `bench search`: embedding and "
+        "hybrid recall speed, vector memory (`fleetmem bench --help`)",
     )
     p.add_argument("rest", nargs=argparse.REMAINDER, help="[latency|quality] and the benchmark's options")
     p.set_defaults(handler=cmd_bench)

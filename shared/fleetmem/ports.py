@@ -251,6 +251,7 @@ class Deps:
         backend: str = "local",
         deadline_ms: int = 2000,
         parallel: Callable[[Sequence[Callable[[], Any]]], list[Any]] | None = None,
+        stores: Any = None,
     ) -> None:
         self.facts = facts
         self.pages = pages
@@ -271,6 +272,8 @@ class Deps:
         self.deadline_ms = deadline_ms
         #: Runs independent port calls concurrently (network backends); None runs them in order.
         self._parallel = parallel
+        #: The adapter set's own bundle (e.g. LocalStores, for local maintenance such as reindex).
+        self.stores = stores
 
     PORTS = ("facts", "pages", "cursors", "clients", "idempotency", "audit", "search")
 
@@ -279,7 +282,7 @@ class Deps:
         """Deps over an adapter set's stores (anything with the seven port attributes); a port given
         as a keyword (e.g. `search=`) replaces the store's own."""
         ports = {name: kw.pop(name) if name in kw else getattr(stores, name) for name in cls.PORTS}
-        return cls(**ports, clock=clock, ids=ids, **kw)
+        return cls(**ports, clock=clock, ids=ids, stores=stores, **kw)
 
     def gather(self, *calls: Callable[[], Any]) -> list[Any]:
         """Run independent port calls — concurrently when the backend pays a network round trip

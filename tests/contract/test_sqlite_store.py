@@ -262,3 +262,18 @@ def test_visibility_changes_move_a_doc_between_keyword_partitions():
         assert stores.search.search(world).keyword == ()
         everyone = SearchQuery(tenant="t1", text="zebra", world_only=False)
         assert [h.doc_id for h in stores.search.search(everyone).keyword] == ["chunk:a/x#0"]
+
+
+def test_a_data_directory_written_by_a_newer_schema_is_refused(tmp_path):
+    import sqlite3
+
+    from fleetmem.adapters.local import open_local
+    from fleetmem.adapters.local.sqlite import SCHEMA_VERSION
+    from fleetmem.errors import Unavailable
+
+    db = sqlite3.connect(tmp_path / "fleetmem.db")
+    db.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+    db.close()
+    with pytest.raises(Unavailable) as info:
+        open_local(tmp_path)
+    assert info.value.reason == "schema_newer"

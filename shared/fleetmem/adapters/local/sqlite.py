@@ -338,7 +338,14 @@ class Database:
     def _init_schema(self) -> None:
         def create(conn: sqlite3.Connection) -> None:
             (version,) = conn.execute("PRAGMA user_version").fetchone()
-            if version >= SCHEMA_VERSION:
+            if version > SCHEMA_VERSION:
+                # Never guess at a layout we do not know: a newer release wrote this file.
+                raise Unavailable(
+                    f"this data directory uses store schema {version}; this fleetmem reads schema "
+                    f"{SCHEMA_VERSION} — upgrade fleetmem or point --data-dir elsewhere",
+                    reason="schema_newer",
+                )
+            if version == SCHEMA_VERSION:
                 return
             for stmt in _split_script(_SCHEMA):
                 conn.execute(stmt)

@@ -52,8 +52,8 @@ def _query(rng: random.Random) -> str:
     return " ".join(rng.choice(_VOCAB[50:5000]) for _ in range(3))
 
 
-def _unit(rng: np.random.Generator, n: int) -> np.ndarray:
-    v = rng.standard_normal((n, DIM)).astype(np.float32)
+def _unit(rng: np.random.Generator, n: int, dim: int = DIM) -> np.ndarray:
+    v = rng.standard_normal((n, dim)).astype(np.float32)
     return v / np.linalg.norm(v, axis=1, keepdims=True)
 
 
@@ -70,7 +70,9 @@ def _timed(fn: Callable[[], object], runs: int) -> dict[str, float]:
     }
 
 
-def seed(stores, *, tenant: str, pages: int, chunks_per_page: int, seed: int = 7) -> None:
+def seed(
+    stores, *, tenant: str, pages: int, chunks_per_page: int, seed: int = 7, model: str = MODEL, dim: int = DIM
+) -> None:
     rng = random.Random(seed)
     nrng = np.random.default_rng(seed)
     batch: list[SearchDoc] = []
@@ -89,7 +91,7 @@ def seed(stores, *, tenant: str, pages: int, chunks_per_page: int, seed: int = 7
                 updated_at=when,
             )
         )
-        vecs = _unit(nrng, chunks_per_page)
+        vecs = _unit(nrng, chunks_per_page, dim)
         for c in range(chunks_per_page):
             batch.append(
                 SearchDoc(
@@ -101,7 +103,7 @@ def seed(stores, *, tenant: str, pages: int, chunks_per_page: int, seed: int = 7
                     text=f"{title}\n{_text(rng, 60)}",
                     updated_at=when,
                     vector=vecs[c].astype("<f4").tobytes(),
-                    vector_model=MODEL,
+                    vector_model=model,
                 )
             )
         if len(batch) >= 2000:
