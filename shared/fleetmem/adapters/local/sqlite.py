@@ -522,6 +522,26 @@ def _active_clause(now: datetime) -> tuple[str, list[Any]]:
     )
 
 
+def _batch_get(
+    db: Database, select: str, column: str, tenant: str, keys: Sequence[str], make: Callable[[Any], T], *, key: int
+) -> dict[str, T]:
+    """Rows of one tenant whose `column` is one of `keys` (in chunks under SQLite's variable limit),
+    built with `make` and keyed by the row's field `key`."""
+    wanted = list(dict.fromkeys(keys))
+    if not wanted:
+        return {}
+
+    def run(conn: sqlite3.Connection) -> dict[str, T]:
+        found: dict[str, T] = {}
+        for part in _chunks(wanted):
+            sql = f"{select} WHERE tenant = ? AND {column} IN ({_marks(len(part))})"
+            for r in conn.execute(sql, (tenant, *part)):
+                found[r[key]] = make(r)
+        return found
+
+    return db.read(run)
+
+
 def _insert_audit(conn: sqlite3.Connection, event: AuditEvent) -> None:
     """One audit row; called inside the caller's write transaction so a write and its trail commit together."""
     conn.execute(
@@ -676,21 +696,7 @@ class SqliteFactStore:
         )
 
     def many(self, tenant: str, fact_ids: Sequence[str]) -> list[Fact]:
-        wanted = list(dict.fromkeys(fact_ids))
-        if not wanted:
-            return []
-
-        def run(conn: sqlite3.Connection) -> dict[str, Fact]:
-            found: dict[str, Fact] = {}
-            for part in _chunks(wanted):
-                for r in conn.execute(
-                    f"SELECT {_FACT_COLS} FROM facts WHERE tenant = ? AND fact_id IN ({_marks(len(part))})",
-                    (tenant, *part),
-                ):
-                    found[r[1]] = _fact_of(r)
-            return found
-
-        found = self.db.read(run)
+        found = _batch_get(self.db, f"SELECT {_FACT_COLS} FROM facts", "fact_id", tenant, fact_ids, _fact_of, key=1)
         return [found[i] for i in fact_ids if i in found]
 
     def count_active(self, tenant: str, entity_slug: str, *, now: datetime, world_only: bool = True) -> int:
@@ -942,22 +948,8 @@ class SqlitePageStore:
         return self.db.read(run)
 
     def heads(self, tenant: str, slugs: Sequence[str]) -> list[PageHead]:
-        wanted = list(dict.fromkeys(slugs))
-        if not wanted:
-            return []
-
-        def run(conn: sqlite3.Connection) -> dict[str, PageHead]:
-            found: dict[str, PageHead] = {}
-            for part in _chunks(wanted):
-                for r in conn.execute(
-                    f"SELECT {_HEAD_COLS} FROM pages WHERE tenant = ? AND slug IN ({_marks(len(part))})",
-                    (tenant, *part),
-                ):
-                    found[r[0]] = _head_of(r)
-            return found
-
-        found = self.db.read(run)
-        return [found[s] for s in wanted if s in found]
+        found = _batch_get(self.db, f"SELECT {_HEAD_COLS} FROM pages", "slug", tenant, slugs, _head_of, key=0)
+        return [found[s] for s in dict.fromkeys(slugs) if s in found]
 
     def list(
         self,
