@@ -50,13 +50,18 @@ def test_get_mcp_is_405_and_never_opens_an_event_stream(server_url: str, tokens:
     )
     assert r.status_code == 405
     assert r.headers["allow"] == "POST"
+    env = r.json()
+    assert env["code"] == "invalid_params" and env["suggestion"] and env["correlation_id"]
 
 
 @pytest.mark.parametrize("accept", ["", "application/json", "text/event-stream", "text/html"])
 def test_a_post_without_the_dual_accept_header_is_406(
     server_url: str, tokens: dict[str, str], accept: str | None
 ) -> None:
-    assert post(server_url, LIST, tokens["read"], accept=accept).status_code == 406
+    r = post(server_url, LIST, tokens["read"], accept=accept)
+    assert r.status_code == 406
+    env = r.json()
+    assert env["code"] == "invalid_params" and env["suggestion"] and env["contract_version"] == 1
 
 
 def test_a_missing_token_is_401_with_the_resource_metadata_challenge_and_an_envelope(server_url: str) -> None:

@@ -239,6 +239,18 @@ def protected_resource_document(base: str, authorization_server: str | None) -> 
     }
 
 
+def _refusal(status: int, message: str, suggestion: str, *, headers: dict[str, str] | None = None) -> Response:
+    """An HTTP-level refusal (wrong method, wrong Accept) as the same envelope every error uses."""
+    body = build_envelope(
+        VerbError("invalid_params", message, suggestion, klass="caller"),
+        tool="",
+        arguments={},
+        correlation_id=new_correlation_id(),
+        transport="http",
+    )
+    return JSONResponse(body, status_code=status, headers=headers)
+
+
 class _EdgeGuard:
     """Pure-ASGI guard in front of the SDK's /mcp handler: method, Accept, authentication."""
 
@@ -255,16 +267,22 @@ class _EdgeGuard:
             return
         request = Request(scope, receive)
         if request.method != "POST":
-            await Response(status_code=405, headers={"Allow": "POST"})(scope, receive, send)
+            await _refusal(
+                405,
+                f"{request.method} /mcp is not served: this endpoint is stateless and answers POST only.",
+                "Problem: the request used another HTTP method. Cause: a stateless MCP server opens no "
+                "event stream. Fix: send each JSON-RPC message as POST /mcp.",
+                headers={"Allow": "POST"},
+            )(scope, receive, send)
             return
         has_json, has_sse = check_accept_headers(request)
         if not (has_json and has_sse):
-            await JSONResponse(
-                {
-                    "error": "not_acceptable",
-                    "message": "POST /mcp needs `Accept: application/json, text/event-stream`.",
-                },
-                status_code=406,
+            await _refusal(
+                406,
+                "POST /mcp needs `Accept: application/json, text/event-stream`.",
+                "Problem: the Accept header does not list both media types. Cause: streamable HTTP "
+                "clients must accept JSON and event-stream responses. Fix: send "
+                "`Accept: application/json, text/event-stream`.",
             )(scope, receive, send)
             return
         presented = bool(request.headers.get("authorization"))
