@@ -1005,12 +1005,12 @@ def _unembedded_check(deps: Any, embedder: Any) -> dict[str, Any]:
         return _check(
             "unembedded",
             "warn",
-            f"{detail} lack a {embedder.model_id} vector",
+            f"{detail} lack a vector of {embedder.model_id}",
             "fleetmem reindex",
             counts=counts,
         )
     return _check(
-        "unembedded", "ok", f"every search doc and fact has a {embedder.model_id} vector", counts=counts
+        "unembedded", "ok", f"every search doc and fact has a vector of {embedder.model_id}", counts=counts
     )
 
 
