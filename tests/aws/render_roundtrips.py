@@ -17,7 +17,7 @@ BEGIN, END = "<!-- ROUNDTRIPS:BEGIN -->", "<!-- ROUNDTRIPS:END -->"
 
 def table(data: dict) -> str:
     lines = [
-        "| verb (case) | sequential round trips | budget | API calls | embedding calls | calls, in order |",
+        "| verb (case) | sequential round trips | budget | API calls | embedding calls | calls by step and lane |",
         "| --- | --- | --- | --- | --- | --- |",
     ]
     for case, m in data.items():

@@ -43,12 +43,29 @@ class Recorder:
             "sequential_round_trips": self.sequential,
             "api_calls": len(self.calls),
             "embedding_calls": self.embeds,
-            "operations": [
-                f"{c.service}:{c.operation}"
-                + "".join(f"[parallel {group}.{lane}]" for group, lane in c.path)
-                for c in self.calls
-            ],
+            "operations": _listing(self.calls),
         }
+
+
+def _listing(calls: list[Call]) -> list[str]:
+    """The calls in a stable order and with stable labels: concurrent calls are recorded in whatever
+    order the threads ran, so each is labelled by its top-level step and its lane(s), and sorted."""
+    first: dict[Any, int] = {}
+    for i, c in enumerate(calls):
+        first.setdefault(("group", c.path[0][0]) if c.path else ("call", i), i)
+    step = {key: n for n, key in enumerate(sorted(first, key=first.__getitem__), start=1)}
+
+    def key(i: int) -> tuple[int, tuple[int, ...], int]:
+        c = calls[i]
+        top = step[("group", c.path[0][0]) if c.path else ("call", i)]
+        return top, tuple(lane for _, lane in c.path), i
+
+    out = []
+    for i in sorted(range(len(calls)), key=key):
+        top, lanes, _ = key(i)
+        label = f" [step {top}, lane {'.'.join(map(str, lanes))}]" if lanes else f" [step {top}]"
+        out.append(f"{calls[i].service}:{calls[i].operation}{label}")
+    return out
 
 
 def _lane_cost(paths: list[tuple[tuple[int, int], ...]], depth: int) -> int:
