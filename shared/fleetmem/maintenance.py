@@ -67,26 +67,22 @@ def reindex(
     done = {"docs": 0, "facts": 0}
     try:
         report(0)
-        while True:
-            docs = stores.docs_without_vector(model_id, batch)
-            if not docs:
-                break
-            vectors = _embed(embedder, [d.text for d in docs])
-            items = [(d.tenant, d.doc_id, v) for d, v in zip(docs, vectors, strict=True)]
-            if stores.set_doc_vectors(model_id, items) == 0:
-                raise ReindexStalled("search docs could not be updated")
-            done["docs"] += len(docs)
-            report(done["docs"] + done["facts"])
-        while True:
-            facts = stores.facts_without_vector(model_id, batch)
-            if not facts:
-                break
-            vectors = _embed(embedder, [f.text for f in facts])
-            items = [(f.tenant, f.fact_id, v) for f, v in zip(facts, vectors, strict=True)]
-            if stores.set_fact_vectors(model_id, items) == 0:
-                raise ReindexStalled("facts could not be updated")
-            done["facts"] += len(facts)
-            report(done["docs"] + done["facts"])
+        # Search docs and facts are re-embedded the same way; only how each is read and written differs.
+        passes: tuple[tuple[str, Any, Any, Any], ...] = (
+            ("docs", stores.docs_without_vector, lambda d: d.doc_id, stores.set_doc_vectors),
+            ("facts", stores.facts_without_vector, lambda f: f.fact_id, stores.set_fact_vectors),
+        )
+        for kind, pending, id_of, store in passes:
+            while True:
+                items = pending(model_id, batch)
+                if not items:
+                    break
+                vectors = _embed(embedder, [item.text for item in items])
+                rows = [(item.tenant, id_of(item), v) for item, v in zip(items, vectors, strict=True)]
+                if store(model_id, rows) == 0:
+                    raise ReindexStalled(f"{kind} could not be updated")
+                done[kind] += len(items)
+                report(done["docs"] + done["facts"])
     finally:
         report(None)
     left = stores.unembedded(model_id)
