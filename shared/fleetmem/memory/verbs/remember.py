@@ -337,18 +337,9 @@ def run(deps: Deps, caller: Caller, params: RememberParams, ctx: CallContext) ->
     write_through = bool(deps.search.write_through)
     if status == "duplicate":
         assert existing is not None
-        body: dict[str, Any] = {
-            "id": existing.fact_id,
-            "status": "duplicate",
-            "status_text": f"Duplicate of fact #{existing.seq}",
-            "entity_slug": existing.entity_slug,
-            "valid_until": iso(existing.valid_until),
-            "protocol_version": PROTOCOL_VERSION,
-            "search_state": "current" if write_through else "pending",
-        }
-        if degraded:
-            body["degraded_dedup"] = True
-        return Outcome(body)
+        return _response(
+            existing, "duplicate", f"Duplicate of fact #{existing.seq}", current=write_through, degraded=degraded
+        )
 
     fact = draft.model_copy(
         update={
@@ -402,19 +393,23 @@ def run(deps: Deps, caller: Caller, params: RememberParams, ctx: CallContext) ->
         indexed = indexing.unindex_facts(deps, caller.tenant, [existing.fact_id]) and indexed
 
     status_text = f"Saved fact #{fact.seq}" + (f" (supersedes #{existing.seq})" if existing else "")
-    body = {
+    return _response(fact, status, status_text, current=indexed, degraded=degraded)
+
+
+def _response(fact: Fact, status: str, status_text: str, *, current: bool, degraded: bool) -> Outcome:
+    """remember's body; `fact` is the saved fact, or the existing one for a duplicate."""
+    body: dict[str, Any] = {
         "id": fact.fact_id,
         "status": status,
         "status_text": status_text,
         "entity_slug": fact.entity_slug,
         "valid_until": iso(fact.valid_until),
         "protocol_version": PROTOCOL_VERSION,
-        "search_state": "current" if indexed else "pending",
+        "search_state": "current" if current else "pending",
     }
     if degraded:
         body["degraded_dedup"] = True
     return Outcome(body)
-
 
 SPEC = register(
     ToolSpec(
