@@ -15,6 +15,9 @@ Public functions:
   `{kind, text, date}`: active commitment facts about the page (newest first), then timeline
   entries dated within the last 90 days before `now` (newest first; future-dated entries count as
   open too). Timeline dates that do not parse are skipped.
+- `flat_card(card) -> dict`: the card as context_pack lists it — the reference's flat shape,
+  `slug`, `title`, `type` at the top level next to `summary`, `open_threads`, `edges`,
+  `backlink_count` (the nested `entity`, `aka`, `last_touched`, `active_fact_count` stay as extras).
 - `card_cost(card) -> int`: the packing cost of a card: title + summary + each thread text.
 - `fact_view(fact) -> dict`: a fact as context_pack/delta list it
   `{id (legacy integer seq), fact_id, text, kind, entity_slug, provenance, visibility, created_at,
@@ -166,6 +169,11 @@ def build_card(
         "backlink_count": inputs.backlink_count,
         "active_fact_count": inputs.active_fact_count,
     }
+
+
+def flat_card(card: dict) -> dict:
+    ent = card["entity"]
+    return {"slug": ent["slug"], "title": ent["title"], "type": ent["type"], **card}
 
 
 def card_cost(card: dict) -> int:

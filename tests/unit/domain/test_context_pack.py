@@ -49,7 +49,7 @@ def add_fact(
 
 
 def card_slugs(body):
-    return [c["entity"]["slug"] for c in body["cards"]]
+    return [c["slug"] for c in body["cards"]]
 
 
 def test_entities_are_trimmed_empties_dropped_capped_at_eight_and_echoed(deps, remote_caller):
@@ -72,6 +72,9 @@ def test_cards_for_resolved_entities_only_in_request_order(deps, remote_caller):
     assert card_slugs(body) == ["people/alice-example", "companies/acme-example"]
     card = body["cards"][0]
     assert set(card) == {
+        "slug",
+        "title",
+        "type",
         "entity",
         "aka",
         "summary",
@@ -119,8 +122,8 @@ def test_hot_facts_are_the_last_24_hours_newest_first_at_most_ten(deps, remote_c
     for i in range(12):
         add_fact(deps, f"recent {i}", age=timedelta(minutes=60 - i))
     facts = pack(deps, remote_caller, entities="")["facts"]
-    assert [f["text"] for f in facts] == [f"recent {i}" for i in range(11, 1, -1)]
-    assert {"fact_id", "id", "text", "kind", "created_at"} <= set(facts[0])
+    assert [f["fact"] for f in facts] == [f"recent {i}" for i in range(11, 1, -1)]
+    assert {"fact_id", "id", "fact", "kind", "created_at"} <= set(facts[0]) and "text" not in facts[0]
 
 
 def test_hot_facts_come_from_the_session_when_one_is_given(deps, remote_caller):
@@ -128,7 +131,7 @@ def test_hot_facts_come_from_the_session_when_one_is_given(deps, remote_caller):
     add_fact(deps, "old but in session", session_id="s1", age=timedelta(days=3))
     add_fact(deps, "in session", session_id="s1")
     facts = pack(deps, remote_caller, entities="", session_id="s1")["facts"]
-    assert [f["text"] for f in facts] == ["in session", "old but in session"]
+    assert [f["fact"] for f in facts] == ["in session", "old but in session"]
 
 
 def test_budget_packs_cards_first_then_facts_as_a_prefix(deps, remote_caller):
@@ -182,16 +185,16 @@ def test_remote_callers_stay_world_only_even_with_include_private(deps, remote_c
     add_fact(deps, "world hot fact")
     remote = pack(deps, remote_caller, entities="people/secret,people/open", include_private=True)
     assert card_slugs(remote) == ["people/open"]
-    assert [f["text"] for f in remote["facts"]] == ["world hot fact"]
+    assert [f["fact"] for f in remote["facts"]] == ["world hot fact"]
     assert "Hidden note" not in remote["text"] and "private hot fact" not in remote["text"]
 
     local_default = pack(deps, local_caller, entities="people/secret,people/open")
     assert card_slugs(local_default) == ["people/open"]
-    assert [f["text"] for f in local_default["facts"]] == ["world hot fact"]
+    assert [f["fact"] for f in local_default["facts"]] == ["world hot fact"]
 
     local_wide = pack(deps, local_caller, entities="people/secret,people/open", include_private=True)
     assert card_slugs(local_wide) == ["people/secret", "people/open"]
-    assert [f["text"] for f in local_wide["facts"]] == ["world hot fact", "private hot fact"]
+    assert [f["fact"] for f in local_wide["facts"]] == ["world hot fact", "private hot fact"]
 
 
 def test_a_passed_deadline_returns_a_partial_pack_with_a_degraded_reason(deps, remote_caller):
@@ -212,3 +215,88 @@ def test_context_pack_is_a_read_only_verb_whose_entities_is_a_string():
     schema = spec.input_schema()
     assert schema["properties"]["entities"]["type"] == "string"
     assert "entities" in schema["required"]
+
+
+# --- the text honours the budget; flat cards; fact items like recall's (issue 8, items 8, 9) ------------
+
+
+def _busy_brain(deps, caller):
+    put(
+        deps,
+        caller,
+        "people/ann",
+        "---\ntitle: Ann Example\ntype: person\naliases: [Annie]\nsummary: Ann leads the payments team and "
+        "owns the ledger migration.\n---\nAnn.",
+        timeline=[{"date": "2026-06-10", "text": "Ann shipped the refund flow to every region"}],
+    )
+    put(deps, caller, "people/ben", "---\ntitle: Ben\n---\nBen writes tests for the ledger service.")
+    for i in range(6):
+        add_fact(deps, f"Unrelated hot fact number {i} about the office plants", age=timedelta(minutes=i))
+    add_fact(deps, "Ann prefers written updates", entity_slug="people/ann", age=timedelta(minutes=30))
+
+
+@pytest.mark.parametrize("budget", [1, 10, 50, 120, 200, 400])
+def test_the_text_costs_at_most_the_budget_frame_included(deps, remote_caller, budget):
+    _busy_brain(deps, remote_caller)
+    body = pack(deps, remote_caller, entities="people/ann, people/ben", budget_tokens=budget)
+    assert cost(body["text"]) <= budget
+    assert body["budget_used"] <= budget
+    if body["text"]:
+        assert body["text"].splitlines()[1] == DATA_NOTICE
+        assert body["text"].endswith("</fleetmem-context>")
+    shown_cards = [c for c in body["cards"] if f"({c['slug']}" in body["text"]]
+    assert shown_cards == body["cards"][: len(shown_cards)]  # the text shows a prefix of the packed cards
+
+
+def test_a_budget_too_small_for_the_frame_gives_an_empty_text(deps, remote_caller):
+    _busy_brain(deps, remote_caller)
+    assert pack(deps, remote_caller, entities="people/ann", budget_tokens=1)["text"] == ""
+    assert pack(deps, remote_caller, entities="people/ann", budget_tokens=10)["text"] == ""
+
+
+def test_a_huge_budget_shows_everything_packed(deps, remote_caller):
+    _busy_brain(deps, remote_caller)
+    body = pack(deps, remote_caller, entities="people/ann, people/ben", budget_tokens=1_000_000)
+    unbudgeted = pack(deps, remote_caller, entities="people/ann, people/ben")
+    assert body["text"] == unbudgeted["text"]
+    assert body["dropped_count"] == 0 and len(body["facts"]) == 7 and len(body["cards"]) == 2
+    assert all(f["fact"] in body["text"] for f in body["facts"])
+    assert "did not fit" not in body["text"]
+
+
+def test_a_text_that_leaves_packed_items_out_says_how_many(deps, remote_caller):
+    _busy_brain(deps, remote_caller)
+    full = pack(deps, remote_caller, entities="people/ann, people/ben")
+    budget = cost(full["text"]) - 1
+    body = pack(deps, remote_caller, entities="people/ann, people/ben", budget_tokens=budget)
+    assert cost(body["text"]) <= budget
+    assert all(f"({c['slug']}" in body["text"] for c in body["cards"])  # only the last fact is left out
+    left_out = sum(1 for f in body["facts"] if f["fact"] not in body["text"])
+    assert left_out >= 1 and f"({left_out} more item" in body["text"]
+
+
+def test_hot_facts_about_the_requested_entities_come_first(deps, remote_caller):
+    _busy_brain(deps, remote_caller)
+    for i in range(10):
+        add_fact(deps, f"Newer unrelated fact {i}", age=timedelta(seconds=i))
+    facts = pack(deps, remote_caller, entities="Annie")["facts"]
+    assert facts[0]["fact"] == "Ann prefers written updates" and facts[0]["entity_slug"] == "people/ann"
+    assert len(facts) == 10
+    rest = [f["created_at"] for f in facts[1:]]
+    assert rest == sorted(rest, reverse=True)  # newest first after the entity's facts
+    assert pack(deps, remote_caller, entities="people/ben")["facts"][0]["fact"] == "Newer unrelated fact 0"
+
+
+def test_cards_are_the_references_flat_cards_and_facts_have_recalls_shape(deps, remote_caller):
+    from fleetmem.memory.verbs.recall import fact_item
+
+    _busy_brain(deps, remote_caller)
+    body = pack(deps, remote_caller, entities="people/ann")
+    card = body["cards"][0]
+    assert (card["slug"], card["title"], card["type"]) == ("people/ann", "Ann Example", "person")
+    assert card["entity"] == {"slug": "people/ann", "title": "Ann Example", "type": "person"}
+    for key in ("summary", "open_threads", "edges", "backlink_count"):
+        assert key in card
+    ann_fact = next(f for f in body["facts"] if f["entity_slug"] == "people/ann")
+    assert ann_fact == fact_item(deps.facts.get("t1", ann_fact["fact_id"]))
+    context_pack.ContextPackResult.model_validate(body)

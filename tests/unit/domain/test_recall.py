@@ -12,6 +12,7 @@ from fleetmem.memory.registry import REGISTRY
 from fleetmem.memory.verbs import forget, recall, remember
 from fleetmem.models import Page
 from fleetmem.ports import CallContext
+from fleetmem.timefmt import iso
 
 CTX = CallContext("test-correlation")
 
@@ -432,3 +433,54 @@ def test_recall_is_registered_as_a_read_only_verb():
     assert spec.description.startswith("MEMORY VERB (v1):")
     props = spec.input_schema()["properties"]
     assert props["budget_tokens"]["type"] == "integer" and props["limit"]["type"] == "integer"
+
+
+# --- include_expired tells live facts from dead ones; limit clamping is said (issue 8, items 7, 11) ---
+
+
+def test_include_expired_gives_every_fact_its_status_and_why(deps, remote_caller, clock):
+    old = save(deps, remote_caller, fact="Alice works at Acme", provenance="p", entity="people/a")
+    stored = deps.facts.get("t1", old["id"])
+    clock.advance(minutes=1)
+    replacement = stored.model_copy(
+        update={"fact_id": "f_new", "seq": deps.facts.next_seq("t1"), "text": "Alice left Acme",
+                "created_at": clock.now(), "supersedes": stored.fact_id}
+    )
+    deps.facts.put(replacement, supersede=stored)  # what remember does when it supersedes
+    new = {"id": "f_new"}
+    gone = save(deps, remote_caller, fact="Alice owns a boat", provenance="p", entity="people/a")
+    forget.run(deps, remote_caller, forget.ForgetParams(id=gone["id"]), CTX)
+    clock.advance(minutes=1)
+    brief = save(deps, remote_caller, fact="Alice is at the offsite", provenance="p", entity="people/a", ttl="1h")
+    clock.advance(minutes=61)
+
+    items = {f["fact_id"]: f for f in ask(deps, remote_caller, entity="people/a", include_expired=True).body["facts"]}
+    superseded_at = deps.facts.get("t1", old["id"]).expired_at
+    assert {k: items[old["id"]].get(k) for k in ("status", "superseded_by")} == {
+        "status": "superseded",
+        "superseded_by": new["id"],
+    }
+    assert items[old["id"]]["expired_at"] == iso(superseded_at)
+    assert items[new["id"]]["status"] == "active"
+    assert "expired_at" not in items[new["id"]] and "superseded_by" not in items[new["id"]]
+    assert items[gone["id"]]["status"] == "forgotten" and items[gone["id"]]["expired_at"].endswith("Z")
+    assert "superseded_by" not in items[gone["id"]]
+    assert items[brief["id"]]["status"] == "expired"
+    assert items[brief["id"]]["expired_at"] == brief["valid_until"]
+    recall.RecallResult.model_validate(ask(deps, remote_caller, entity="people/a", include_expired=True).body)
+    # without include_expired the items keep their frozen shape
+    plain = ask(deps, remote_caller, entity="people/a").body["facts"]
+    assert [f["fact_id"] for f in plain] == [new["id"]] and "status" not in plain[0]
+
+
+@pytest.mark.parametrize(
+    ("limit", "clamped"),
+    [(0, True), (-3, True), (101, True), (500, True), (1, False), (100, False), ("3", False), (2.5, False)],
+)
+def test_a_limit_outside_one_to_one_hundred_is_clamped_with_a_notice(deps, remote_caller, limit, clamped):
+    save(deps, remote_caller, fact="one fact", provenance="p")
+    out = ask(deps, remote_caller, limit=limit)
+    assert ("clamped" in codes(out)) is clamped
+    if clamped:
+        notice = next(n for n in out.notices if n.code == "clamped")
+        assert str(limit) in notice.why and ("100" in notice.why or "limit 1 " in notice.why)

@@ -412,3 +412,46 @@ def test_remember_is_registered_as_an_idempotent_write_verb():
     schema = spec.input_schema()
     assert {"fact", "provenance"} <= set(schema["required"])
     assert schema["properties"]["kind"]["enum"] == ["event", "preference", "commitment", "belief", "fact"]
+
+
+# --- sameness: only facts that say the same thing merge (issue 8, item 5) ------------------------------
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        ("Invoice 2026-118 to Orchid Health was paid", "Invoice 2026-119 to Orchid Health was paid"),
+        (
+            "Stand-up 2026-06-03: Priya finished the ledger migration",
+            "Stand-up 2026-06-04: Priya finished the ledger migration",
+        ),
+        ("Alice promised the Q2 report to Bob", "Alice promised the Q3 report to Bob"),
+    ],
+)
+def test_near_identical_facts_with_different_identifiers_stay_two_facts(deps, remote_caller, old, new):
+    deps.embedder = TableEmbedder({old: _at(1.0), new: _at(0.99)})
+    first = save(deps, remote_caller, fact=old, provenance="p", entity="companies/orchid")
+    second = save(deps, remote_caller, fact=new, provenance="p", entity="companies/orchid")
+    assert second["status"] == "inserted" and second["id"] != first["id"]
+    assert {f["fact"] for f in facts_of(deps, remote_caller, entity="companies/orchid")} == {old, new}
+
+
+def test_a_genuine_update_of_the_same_attribute_supersedes(deps, remote_caller):
+    old, new = "Alice's phone is 555-0100", "Alice's phone is now 555-0199"
+    deps.embedder = TableEmbedder({old: _at(1.0), new: _at(0.97)})
+    save(deps, remote_caller, fact=old, provenance="p", entity="people/alice")
+    body = save(deps, remote_caller, fact=new, provenance="q", entity="people/alice")
+    assert body["status"] == "superseded"
+    assert [f["fact"] for f in facts_of(deps, remote_caller, entity="people/alice")] == [new]
+
+
+def test_a_distinct_nearest_neighbour_does_not_hide_a_restatement_behind_it(deps, remote_caller):
+    a, b = "Invoice 2026-118 was paid", "Invoice 2026-119 was paid"
+    # the restatement of b lies closer to a than to b: the nearest neighbour is the wrong fact
+    deps.embedder = TableEmbedder({a: _at(1.0), b: _at(0.99), "Invoice 2026-119 was paid.": _at(1.0)})
+    save(deps, remote_caller, fact=a, provenance="p", entity="companies/orchid")
+    kept = save(deps, remote_caller, fact=b, provenance="p", entity="companies/orchid")
+    again = save(deps, remote_caller, fact="Invoice 2026-119 was paid.", provenance="p", entity="companies/orchid")
+    assert again["status"] == "superseded"
+    assert deps.facts.get("t1", kept["id"]).superseded_by == again["id"]
+    assert deps.facts.get("t1", facts_of(deps, remote_caller, entity="companies/orchid")[-1]["fact_id"]).text == a

@@ -7,12 +7,16 @@ Public API: `ContextPackParams`, `run(deps, caller, params, ctx) -> Outcome`, `S
   Entities that do not resolve are silently omitted (an all-miss pack is an empty success).
 - `since` (ISO 8601, else invalid_params) keeps only open threads dated strictly after it.
 - facts arm ("hot memory"): the session's facts when `session_id` is given, else facts of the last
-  24 hours; newest first, at most 10.
+  24 hours; facts about the requested (resolved) entities first, then newest first, at most 10.
+  Fact items have recall's shape (`fact`, `kind`, ...). Cards are the reference's flat cards
+  (`cards.flat_card`).
 - Visibility: world-only on every arm unless the caller is trusted-local (remote=False) AND passed
   include_private; then all arms widen together.
 - Budget: cards first (cost = title + summary + thread texts), then facts (cost = text); a prefix
   walk (`budget.Packer`). `open_threads` = the packed cards' threads flattened (each with its slug);
-  `text` is rendered from the packed sets only.
+  `text` is rendered from the packed sets only and, with a budget, itself costs at most
+  `budget_tokens` including its frame (it shows the prefix of the packed items that fits and
+  counts the rest; `render.render_context_pack`).
 - D10: when `ctx.deadline_at` (time.monotonic) passes, the pack built so far is returned with
   `degraded_reason`.
 """
@@ -27,11 +31,12 @@ from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 
 from fleetmem.errors import Outcome
 from fleetmem.memory import budget, common
-from fleetmem.memory.cards import build_card, card_cost, fact_view, read_card
+from fleetmem.memory.cards import build_card, card_cost, flat_card, read_card
 from fleetmem.memory.entities import parse_entity_list, resolve_entity
 from fleetmem.memory.registry import ToolSpec, register
 from fleetmem.memory.render import render_context_pack
-from fleetmem.models import Caller
+from fleetmem.memory.verbs.recall import RecallFact, fact_item
+from fleetmem.models import Caller, Fact
 from fleetmem.ports import CallContext, Deps
 from fleetmem.protocol import (
     CONTEXT_PACK_MAX_ENTITIES,
@@ -42,6 +47,7 @@ from fleetmem.protocol import (
 )
 
 TOOL = "context_pack"
+_HOT_SCAN = 50  # hot facts read before the requested entities' facts are moved first and cut to 10
 
 
 class ContextPackParams(BaseModel):
@@ -61,6 +67,33 @@ class ContextPackParams(BaseModel):
     include_private: bool = Field(
         default=False, description="Trusted local callers only: include private pages and facts."
     )
+
+
+class ContextPackCard(BaseModel):
+    """The reference's flat card; our extra fields (`entity`, `aka`, `last_touched`, ...) may follow."""
+
+    model_config = ConfigDict(extra="allow")
+
+    slug: str
+    title: str
+    type: str | None
+    summary: str
+    open_threads: list[dict[str, Any]]
+    edges: list[dict[str, Any]]
+    backlink_count: int
+
+
+class ContextPackResult(BaseModel):
+    protocol_version: int
+    entities: list[str]
+    cards: list[ContextPackCard]
+    open_threads: list[dict[str, Any]]
+    facts: list[RecallFact]
+    text: str = Field(description="Ready-to-inject block; with a budget it costs at most budget_tokens.")
+    degraded_reason: str | None = None
+    budget_tokens: int | None = None
+    budget_used: int | None = None
+    dropped_count: int | None = None
 
 
 def deadline_passed(ctx: CallContext) -> bool:
@@ -90,40 +123,39 @@ def run(deps: Deps, caller: Caller, params: ContextPackParams, ctx: CallContext)
             continue
         seen.add(page.slug)
         cards.append(
-            build_card(deps, caller.tenant, page, world_only=world_only, now=now, since=since, inputs=inputs)
+            flat_card(
+                build_card(deps, caller.tenant, page, world_only=world_only, now=now, since=since, inputs=inputs)
+            )
         )
 
-    facts: list[dict] = []
+    rows: list[Fact] = []
     if degraded or deadline_passed(ctx):
         if not degraded:
             degraded.append("server deadline reached before the facts arm")
         else:
             degraded.append("facts arm skipped")
     elif session_id:
-        rows = deps.facts.by_session(
-            caller.tenant, session_id, now=now, world_only=world_only, limit=HOT_FACTS_LIMIT
-        )
-        facts = [fact_view(f) for f in rows]
+        rows = deps.facts.by_session(caller.tenant, session_id, now=now, world_only=world_only, limit=_HOT_SCAN)
     else:
         rows = deps.facts.recent(
             caller.tenant, now=now, after=now - timedelta(hours=HOT_FACTS_HOURS), world_only=world_only,
-            limit=HOT_FACTS_LIMIT,
+            limit=_HOT_SCAN,
         )
-        facts = [fact_view(f) for f in rows]
+    # The store returns newest first; a stable sort keeps that order within each group.
+    rows = sorted(rows, key=lambda f: f.entity_slug not in seen)[:HOT_FACTS_LIMIT]
+    facts = [fact_item(f) for f in rows]
 
     packer = budget.Packer(budget_tokens)
     packed_cards = packer.take(cards, card_cost)
-    packed_facts = packer.take(facts, lambda f: budget.cost(f["text"]))
-    threads = [
-        {"slug": card["entity"]["slug"], **thread} for card in packed_cards for thread in card["open_threads"]
-    ]
+    packed_facts = packer.take(facts, lambda f: budget.cost(f["fact"]))
+    threads = [{"slug": card["slug"], **thread} for card in packed_cards for thread in card["open_threads"]]
     body: dict = {
         "protocol_version": PROTOCOL_VERSION,
         "entities": entities,
         "cards": packed_cards,
         "open_threads": threads,
         "facts": packed_facts,
-        "text": render_context_pack(entities, packed_cards, packed_facts),
+        "text": render_context_pack(entities, packed_cards, packed_facts, budget=budget_tokens),
     }
     if degraded:
         body["degraded_reason"] = "; ".join(degraded)
@@ -144,6 +176,7 @@ SPEC = register(
             "include_private."
         ),
         params=ContextPackParams,
+        result=ContextPackResult,
         run=run,
         scope="read",
         surface="verbs",

@@ -2,14 +2,20 @@
 §3, §5, D4, D8, D9, D13).
 
 Public API: `RecallParams`, `RecallResult`, `run(deps, caller, params, ctx) -> Outcome`,
-`fact_item(fact) -> dict` (the legacy facts[] item; other verbs may reuse it).
+`fact_item(fact) -> dict` (the legacy facts[] item; other verbs may reuse it),
+`fact_status(fact, now) -> dict` (`status` and, where they apply, `superseded_by`/`expired_at`).
 
 Facts arm — exactly one filter applies: entity > session_id > since > none. With no filter and a
 query, facts are ranked by hybrid relevance to the query (D13: RRF of the keyword and vector arms
 over fact docs; the vector arm ranks every fact, so this orders rather than filters); with no
 filter and no query, the most recent facts come first. Only active facts (not forgotten, not
-superseded, not past `valid_until`) unless `include_expired`. Remote callers see world facts
-only; `include_private` widens only for trusted-local callers.
+superseded, not past `valid_until`) unless `include_expired`; then every fact item also carries
+`status` (active | forgotten | superseded | expired) and, where they apply, `superseded_by` (the
+replacing fact's id) and `expired_at` (when it stopped being live: the forget or supersession
+instant, or the passed `valid_until`). Remote callers see world facts only; `include_private`
+widens only for trusted-local callers.
+
+`limit` outside 1..100 is clamped and the response carries a `clamped` notice saying so.
 
 Search arm — only with a non-empty query: hybrid keyword+vector over page chunks, fused (RRF),
 best chunk per page, each result with evidence/create_safety (see `fleetmem.memory.search`).
@@ -17,8 +23,9 @@ best chunk per page, each result with evidence/create_safety (see `fleetmem.memo
 
 from __future__ import annotations
 
+import math
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 
@@ -30,6 +37,7 @@ from fleetmem.memory.common import (
     clamp_limit,
     degraded_recall_notice,
     empty_retrieval_notice,
+    loose_int,
     parse_since,
     world_only,
 )
@@ -95,6 +103,13 @@ class RecallFact(BaseModel):
     created_at: str
     valid_until: str | None
     session_id: str | None
+    status: Literal["active", "forgotten", "superseded", "expired"] | None = Field(
+        None, description="Only with include_expired: whether the fact is live, and why not."
+    )
+    superseded_by: str | None = Field(None, description="Only for status superseded: the replacing fact's id.")
+    expired_at: str | None = Field(
+        None, description="Only for a fact that is not active: when it stopped being live."
+    )
 
 
 class RecallHit(BaseModel):
@@ -130,6 +145,33 @@ def fact_item(f: Fact) -> dict[str, Any]:
         "valid_until": iso(f.valid_until),
         "session_id": f.session_id,
     }
+
+
+def fact_status(f: Fact, now: datetime) -> dict[str, Any]:
+    """`status` of a fact at `now`, with `superseded_by` / `expired_at` where they apply."""
+    if f.superseded_by is not None:
+        return {"status": "superseded", "superseded_by": f.superseded_by, "expired_at": iso(f.expired_at)}
+    if f.valid_until is not None and f.valid_until <= now and (f.expired_at is None or f.valid_until <= f.expired_at):
+        return {"status": "expired", "expired_at": iso(f.valid_until)}
+    if f.expired_at is not None:
+        return {"status": "forgotten", "expired_at": iso(f.expired_at)}
+    return {"status": "active"}
+
+
+def _out_of_range(raw: Any) -> bool:
+    """Whether `clamp_limit` moved a given limit (a fraction it merely rounds is not clamping)."""
+    n = loose_int(raw)
+    if n is None and isinstance(raw, float) and math.isfinite(raw):
+        n = round(raw)
+    return n is not None and not 1 <= n <= MAX_RECALL_LIMIT
+
+
+def _clamped_notice(raw: Any, limit: int) -> Notice:
+    return Notice(
+        code="clamped",
+        kind="info",
+        why=f"limit {raw!r} is outside 1..{MAX_RECALL_LIMIT}; recall used limit {limit} for each arm.",
+    )
 
 
 def _fact_cost(item: dict[str, Any]) -> int:
@@ -296,7 +338,11 @@ def run(deps: Deps, caller: Caller, params: RecallParams, ctx: CallContext) -> O
     degraded = degraded or facts_degraded
 
     packer = Packer(budget)
-    fact_items = packer.take([fact_item(f) for f in facts], _fact_cost)
+    items = [fact_item(f) for f in facts]
+    if params.include_expired:
+        now = deps.clock.now()
+        items = [{**item, **fact_status(f, now)} for item, f in zip(items, facts, strict=True)]
+    fact_items = packer.take(items, _fact_cost)
     result_items = packer.take(results, _result_cost)
 
     body: dict[str, Any] = {
@@ -306,6 +352,8 @@ def run(deps: Deps, caller: Caller, params: RecallParams, ctx: CallContext) -> O
         "results": result_items,
     }
     notices: list[Notice] = []
+    if _out_of_range(params.limit):
+        notices.append(_clamped_notice(params.limit, limit))
     if degraded:
         body["search_degraded"] = degraded
         notices.append(degraded_recall_notice(degraded))

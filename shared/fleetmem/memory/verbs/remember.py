@@ -8,8 +8,11 @@ not blank (`provenance_required`) -> provenance <= 500 chars -> kind -> visibili
 Dedup/supersession: the new fact is compared with up to 5 nearest ACTIVE facts on the same entity
 (same tenant, same visibility; a remote caller writing a private fact only meets its own private
 facts, so nothing reveals another writer's private data). Identical normalized text is always a
-duplicate. With an embedder, cosine >= 0.95 decides: same kind and different normalized text ->
-the new fact supersedes the old; otherwise duplicate (id = the existing fact, nothing written).
+duplicate. With an embedder, the nearest neighbours (cosine >= 0.95) go through
+`fleetmem.memory.sameness.decide`: a restatement (the distinguishing tokens — numbers, dates,
+identifiers, quoted strings, proper nouns — agree) of the same kind supersedes, of another kind is
+a duplicate (id = the existing fact, nothing written); a genuine update of the same attribute
+supersedes; anything else is a second fact.
 Without an embedder (or when it is unavailable) only exact-text dedup runs and the response says
 `degraded_dedup: true` (D7).
 """
@@ -22,7 +25,7 @@ from typing import Annotated, Any, cast
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 
 from fleetmem.errors import Conflict, Fix, Outcome, Unavailable, VerbError
-from fleetmem.memory import indexing
+from fleetmem.memory import indexing, sameness
 from fleetmem.memory.common import fix_call, given_args, invalid, normalize_text
 from fleetmem.memory.entities import canonicalize_entity
 from fleetmem.memory.registry import ToolSpec, register
@@ -33,7 +36,6 @@ from fleetmem.models import AuditEvent, Caller, Fact
 from fleetmem.ports import CallContext, Deps
 from fleetmem.protocol import (
     DEDUP_NEIGHBOURS,
-    DEDUP_THRESHOLD,
     FACT_KINDS,
     PROTOCOL_VERSION,
     PROVENANCE_MAX,
@@ -283,9 +285,13 @@ def _match(
         ((cosine(vec, f.vector), f) for f in candidates if f.vector and f.vector_model == model),
         key=lambda sf: -sf[0],
     )[:DEDUP_NEIGHBOURS]
-    if scored and scored[0][0] >= DEDUP_THRESHOLD:
-        best = scored[0][1]
-        return best, ("superseded" if best.kind == new.kind else "duplicate")
+    # Nearest first; the first neighbour that says the same thing decides (`sameness.decide`).
+    for similarity, f in scored:
+        decision = sameness.decide(new.text, new.kind, f.text, f.kind, similarity)
+        if decision == "duplicate":
+            return f, "duplicate"
+        if decision == "supersede":
+            return f, "superseded"
     return None, "inserted"
 
 
