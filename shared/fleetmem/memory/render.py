@@ -62,7 +62,7 @@ def _context_text(entities: Sequence[str], cards: Sequence[dict], facts: Sequenc
         lines.append("## Recent facts")
         lines += [_fact_line(f) for f in facts]
     if left_out:
-        lines.append(f"({left_out} more item{'s' if left_out != 1 else ''} in cards/facts did not fit the budget.)")
+        lines.append(f"({left_out} more over the budget)")
     elif not cards and not facts:
         lines.append("(nothing known for these entities)")
     lines.append("</fleetmem-context>")

@@ -261,7 +261,7 @@ def test_a_huge_budget_shows_everything_packed(deps, remote_caller):
     assert body["text"] == unbudgeted["text"]
     assert body["dropped_count"] == 0 and len(body["facts"]) == 7 and len(body["cards"]) == 2
     assert all(f["fact"] in body["text"] for f in body["facts"])
-    assert "did not fit" not in body["text"]
+    assert "over the budget" not in body["text"]
 
 
 def test_a_text_that_leaves_packed_items_out_says_how_many(deps, remote_caller):
@@ -272,7 +272,7 @@ def test_a_text_that_leaves_packed_items_out_says_how_many(deps, remote_caller):
     assert cost(body["text"]) <= budget
     assert all(f"({c['slug']}" in body["text"] for c in body["cards"])  # only the last fact is left out
     left_out = sum(1 for f in body["facts"] if f["fact"] not in body["text"])
-    assert left_out >= 1 and f"({left_out} more item" in body["text"]
+    assert left_out >= 1 and f"({left_out} more over the budget)" in body["text"]
 
 
 def test_hot_facts_about_the_requested_entities_come_first(deps, remote_caller):
