@@ -19,7 +19,7 @@ Public functions:
   `slug`, `title`, `type` at the top level next to `summary`, `open_threads`, `edges`,
   `backlink_count` (the nested `entity`, `aka`, `last_touched`, `active_fact_count` stay as extras).
 - `card_cost(card) -> int`: the packing cost of a card: title + summary + each thread text.
-- `fact_view(fact) -> dict`: a fact as context_pack/delta list it
+- `fact_view(fact) -> dict`: a fact as delta lists it (context_pack uses recall's `fact_item`)
   `{id (legacy integer seq), fact_id, text, kind, entity_slug, provenance, visibility, created_at,
   valid_until}`; its packing cost is `budget.cost(text)`.
 """
