@@ -32,9 +32,8 @@ from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 
 from fleetmem.errors import Fix, Outcome, PortError, TooLarge, VerbError
 from fleetmem.memory import common, indexing
-from fleetmem.memory.pagefmt import PageFormatError, first_h1, mentions, parse_page_content, split_frontmatter
+from fleetmem.memory.pagefmt import PageFormatError, clip, first_h1, mentions, parse_page_content, split_frontmatter
 from fleetmem.memory.registry import ToolSpec, register
-from fleetmem.memory.pagefmt import clip
 from fleetmem.memory.slugs import is_canonical_slug, last_segment, shorten_slug, slug_size_problem, slugify
 from fleetmem.models import AuditEvent, Caller, Link, Page, TimelineEntry
 from fleetmem.ports import CallContext, Deps

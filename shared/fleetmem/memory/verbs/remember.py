@@ -486,7 +486,7 @@ def _new_entity_notice(
     name = (params.entity or "").strip()
     picks = [{"slug": h.slug, "title": h.title} for h in target.ambiguous[:SUGGESTIONS_MAX]]
     if len(picks) < SUGGESTIONS_MAX:
-        taken = tuple(p["slug"] for p in picks) + (target.slug,)
+        taken = (*(p["slug"] for p in picks), target.slug)
         more = near_misses(deps, caller.tenant, name, world_only=caller.remote, exclude=taken)
         picks += [{"slug": m["slug"], "title": m["title"]} for m in more][: SUGGESTIONS_MAX - len(picks)]
     why = f"No page matches entity {name!r}, so the fact was filed under the new slug {target.slug!r}."
