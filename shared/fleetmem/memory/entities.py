@@ -22,7 +22,8 @@ Public functions:
   reveal a private page's slug; trusted-local callers pass `world_only=False`.
 - `near_misses(deps, tenant, name, *, world_only, exclude=()) -> list[dict]`: up to 3
   near-misses `{slug, title, type, create_safety}`: pages sharing a word with the name, or with a
-  word of title/alias/slug that STARTS with a word of the name ("Pri" -> "Priya Raman").
+  word of title/alias/slug that STARTS with a word of the name ("Pri" -> "Priya Raman"); a
+  slug-shaped name ("people/pri") is matched by its last segment.
   create_safety: `probable` when every word of the normalized name is a word of the page's title
   or slug (the page very likely is the entity under another spelling), otherwise `unknown`.
 - `parse_entity_list(text, cap) -> list[str]`: a comma-separated entity string, trimmed, empties
@@ -39,7 +40,7 @@ import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from fleetmem.memory.slugs import normalize_alias, slugify
+from fleetmem.memory.slugs import last_segment, normalize_alias, slugify
 from fleetmem.models import PageHead, PageMatch
 from fleetmem.ports import Deps
 from fleetmem.protocol import SUGGESTIONS_MAX, TITLE_MAX
@@ -117,7 +118,9 @@ def _suggestion(head: PageHead, wanted: set[str]) -> dict:
 def near_misses(
     deps: Deps, tenant: str, name: str, *, world_only: bool, exclude: tuple[str, ...] = ()
 ) -> list[dict]:
-    text = name.strip()[:TITLE_MAX]
+    # A slug-shaped name is matched by its last segment: "people/" names a folder, not the entity
+    # (otherwise every people/ page would look like a near-miss of "people/bob").
+    text = last_segment(name.strip()[:TITLE_MAX]) or name.strip()[:TITLE_MAX]
     wanted = _words(text)
     out: list[dict] = []
     limit = SUGGESTIONS_MAX + len(exclude)

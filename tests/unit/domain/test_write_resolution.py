@@ -115,3 +115,12 @@ def test_the_write_limits_are_advertised_in_the_input_schemas():
     assert page["title"]["maxLength"] == TITLE_MAX
     assert page["aliases"]["maxItems"] == ALIASES_MAX
     assert page["aliases"]["items"]["maxLength"] == ALIAS_MAX
+
+
+def test_a_slug_shaped_name_is_matched_by_its_last_segment_not_its_folder(deps, remote_caller):
+    put(deps, remote_caller, "people/alice-example", title="Alice Example")
+    put(deps, remote_caller, "people/bobby-tables", title="Bobby Tables")
+    out = save(deps, remote_caller, fact="Bob called", provenance="chat", entity="people/bob")
+    (notice,) = [n for n in out.notices if n.code == "new_entity"]
+    assert "people/bobby-tables" in notice.why
+    assert "people/alice-example" not in notice.why
