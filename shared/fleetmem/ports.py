@@ -137,7 +137,8 @@ class PageStore(Protocol):
         ...
 
     def keyword(self, tenant: str, text: str, *, world_only: bool, limit: int = 3) -> builtins.list[PageHead]:
-        """Near-misses for an entity miss: pages whose title/slug/aliases share words with `text`."""
+        """Near-misses for an entity miss: pages whose title/slug/aliases share words with `text`,
+        or have a word starting with a word of `text` of 3+ characters ("pri" -> "priya")."""
         ...
 
 

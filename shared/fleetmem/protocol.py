@@ -73,6 +73,13 @@ SESSION_ID_MAX: Final = 200
 SESSION_IDLE_DAYS: Final = 7
 SESSIONS_PER_CLIENT: Final = 1000
 PROVENANCE_MAX: Final = 500
+#: Size limits (D16): over -> invalid_params whose fix says what to do instead.
+FACT_MAX: Final = 2000  # characters of one fact (longer text belongs on a page: put_page)
+SLUG_MAX: Final = 200  # characters of a slug ...
+SLUG_SEGMENT_MAX: Final = 100  # ... and of each "/"-separated segment
+TITLE_MAX: Final = 300  # characters of a page title (also the longest name an entity input can match)
+ALIAS_MAX: Final = 200  # characters of one alias
+ALIASES_MAX: Final = 50  # aliases per page
 DEDUP_NEIGHBOURS: Final = 5
 DEDUP_THRESHOLD: Final = 0.95
 HIGH_VECTOR_MATCH: Final = 0.80

@@ -116,3 +116,20 @@ def test_protocol_schemas_are_the_tools_list_objects(fm: Fleetmem) -> None:
         listed = tool_definition(spec).model_dump(by_alias=True, exclude_none=True, mode="json")
         assert by_name[name]["inputSchema"] == listed["inputSchema"]
         assert by_name[name]["description"] == listed["description"]
+
+
+def test_import_refuses_oversized_slugs_titles_and_aliases_by_file(fm: Fleetmem, tmp_path: Path) -> None:
+    """D16 on the import path: each page over a size limit is reported by name, nothing of it is
+    stored, and the rest still import."""
+    root = tmp_path / "notes"
+    write(root, "people/fine.md", "---\ntitle: Fine\n---\nok\n")
+    write(root, "people/" + "a" * 101 + ".md", "a long segment\n")
+    write(root, "people/long-title.md", "---\ntitle: " + "T" * 301 + "\n---\nx\n")
+    write(root, "people/many-aliases.md", "---\naliases: [" + ", ".join(f"n{i}" for i in range(51)) + "]\n---\nx\n")
+    run = fm("import", str(root), "--json", subprocess=True)
+    assert run.code == 1
+    report = run.json()
+    assert (report["imported"], report["failed"]) == (1, 3)
+    assert {e["code"] for e in report["errors"]} == {"invalid_params"}
+    listed = fm("list-pages", "--json").json()
+    assert [p["slug"] for p in listed["pages"]] == ["people/fine"]

@@ -17,6 +17,9 @@ Public API:
 - `clamp_limit(tool, params, default=50, lo=1, hi=100) -> int`: `limit` clamped (never rejected for
   being out of range); a non-number -> `invalid_params` with limit=default.
 - `parse_since(tool, params, field, now) -> datetime | None`: ISO 8601 or `invalid_params`.
+- `too_long(message, *, problem, cause, instead, detail=None) -> VerbError`: `invalid_params` for a
+  size limit (D16). Cutting text, a name or a slug changes what the caller meant, so the fix has
+  no runnable step (`next: report`): the suggestion and `why` say what to do instead.
 - `degraded_recall_notice(reason) -> Notice` (kind degraded), `empty_retrieval_notice(degraded)
   -> Notice` (kind info), `doctor_fix(why) -> Fix` (host-admin diagnosis step).
 """
@@ -190,4 +193,17 @@ def empty_retrieval_notice(degraded: str | None) -> Notice:
         user_message="I found no saved notes on that topic."
         if not degraded
         else "I found no notes on that topic; the brain searched keywords only right now.",
+    )
+
+
+def too_long(message: str, *, problem: str, cause: str, instead: str, detail: Any = None) -> VerbError:
+    why = f"{problem} {instead[0].upper()}{instead[1:]}"
+    return VerbError(
+        "invalid_params",
+        message,
+        f"Problem: {problem} Cause: {cause} Fix: {instead}",
+        why=why,
+        detail=detail,
+        fix=Fix(why=why, actor="agent"),
+        klass="caller",
     )

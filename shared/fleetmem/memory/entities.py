@@ -1,26 +1,37 @@
-"""Entity names -> page slugs, for writes (canonicalization) and for the `entity` verb (resolution).
+"""Entity names -> page slugs: ONE resolution serves the `entity` verb, writes (remember) and
+recall's entity filter, so a name that `entity()` resolves exactly is the name a fact is filed under.
 
 Public functions:
-- `canonicalize_entity(deps, tenant, name, *, world_only=True) -> str`: the slug a fact about `name`
-  is stored under (remember, recall's entity filter). Order (PROTOCOL_NOTES §4, D6 no fuzzy):
-  1. `name` is an existing page slug as given -> `name`;
-  2. `name` is the alias of exactly one page -> that page's slug;
-  3. `name` is a bare single token and exactly one page is `people/<tok>` / `people/<tok>-…` /
-     `companies/<tok>` / `companies/<tok>-…` -> that page's slug;
-  4. otherwise `slugify(name)` per path segment ("" when nothing is sluggable).
-  With `world_only` (the default, fail-closed) private pages take no part in steps 2 and 3, so an
-  alias cannot reveal a private page's slug; trusted-local callers pass `world_only=False`.
 - `resolve_entity(deps, tenant, name, *, world_only) -> Resolution`: ranked candidates for the
   `entity` verb (PROTOCOL_NOTES §6): rank 0 exact normalized alias; rank 1 exact title
   (case-insensitive) or exact slug (raw or slugified); rank 2 slug suffix `*/<slugify(name)>`.
   A page counts once, at its best rank; ties break on the most recent of updated_at /
   last_retrieved_at (then slug, for a stable order). `Resolution.best` is None on a miss.
-- `near_misses(deps, tenant, name, *, world_only) -> list[dict]`: up to 3 keyword near-misses
-  `{slug, title, type, create_safety}` for a miss. create_safety rule: `probable` when every word
-  of the normalized name is a word of the page's title or slug (the page very likely is the entity
-  under another spelling), otherwise `unknown`.
+- `canonicalize_entity(deps, tenant, name, *, world_only=True) -> EntityTarget`: the slug a fact
+  about `name` is stored under (remember) or filtered by (recall). The same store lookup as
+  `resolve_entity`, restricted to its EXACT ways and taken only when unambiguous (PROTOCOL_NOTES
+  §4, D6: exact is not fuzzy; D15: exact titles resolve on writes), in this order:
+  1. exact normalized alias of exactly one page;
+  2. exact title (case-insensitive) of exactly one page;
+  3. exact slug (as given or slugified);
+  4. a bare single token and exactly one page is `people/<tok>` / `people/<tok>-…` /
+     `companies/<tok>` / `companies/<tok>-…`;
+  5. otherwise `slugify(name)` per path segment ("" when nothing is sluggable): `page` is None
+     and `ambiguous` lists the pages that tied at a rank (the caller's suggestions).
+  With `world_only` (the default, fail-closed) private pages take no part, so a name cannot
+  reveal a private page's slug; trusted-local callers pass `world_only=False`.
+- `near_misses(deps, tenant, name, *, world_only, exclude=()) -> list[dict]`: up to 3
+  near-misses `{slug, title, type, create_safety}`: pages sharing a word with the name, or with a
+  word of title/alias/slug that STARTS with a word of the name ("Pri" -> "Priya Raman"); a
+  slug-shaped name ("people/pri") is matched by its last segment.
+  create_safety: `probable` when every word of the normalized name is a word of the page's title
+  or slug (the page very likely is the entity under another spelling), otherwise `unknown`.
 - `parse_entity_list(text, cap) -> list[str]`: a comma-separated entity string, trimmed, empties
   dropped, capped (duplicates kept: the echo shows what was asked; cards are deduplicated later).
+
+Names longer than TITLE_MAX (the longest name, alias or slug a page can have, D16) match nothing:
+resolution returns a miss (reads answer "not found", never an error); writes reject them before
+calling here (remember's validation).
 """
 
 from __future__ import annotations
@@ -29,10 +40,10 @@ import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from fleetmem.memory.slugs import normalize_alias, slugify
-from fleetmem.models import PageHead
+from fleetmem.memory.slugs import last_segment, normalize_alias, slugify
+from fleetmem.models import PageHead, PageMatch
 from fleetmem.ports import Deps
-from fleetmem.protocol import SUGGESTIONS_MAX
+from fleetmem.protocol import SUGGESTIONS_MAX, TITLE_MAX
 
 _RANK = {"alias": 0, "title": 1, "slug": 1, "suffix": 2}
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -58,22 +69,25 @@ class Resolution:
     runners_up: list[Candidate] = field(default_factory=list)
 
 
-def _lookup(deps: Deps, tenant: str, name: str, *, world_only: bool) -> list[Candidate]:
-    raw = name.strip()
+def _matches(deps: Deps, tenant: str, raw: str, *, world_only: bool, suffix: bool) -> list[PageMatch]:
+    """The one store lookup behind every resolution: alias, title, slug (and suffix for entity)."""
     slug = slugify(raw)
     matches = deps.pages.lookup(
         tenant,
         alias=normalize_alias(raw),
         title=raw.lower(),
         slugs=[s for s in dict.fromkeys((raw, slug)) if s],
-        suffix=slug,
+        suffix=slug if suffix else "",
         world_only=world_only,
         limit=10,
     )
+    # defence in depth: the store already filters
+    return [m for m in matches if not world_only or m.page.visibility == "world"]
+
+
+def _ranked(matches: list[PageMatch]) -> list[Candidate]:
     best: dict[str, Candidate] = {}
     for m in matches:
-        if world_only and m.page.visibility != "world":
-            continue  # defence in depth: the store already filters
         rank = _RANK[m.via]
         seen = best.get(m.page.slug)
         if seen is None or rank < seen.rank:
@@ -82,7 +96,10 @@ def _lookup(deps: Deps, tenant: str, name: str, *, world_only: bool) -> list[Can
 
 
 def resolve_entity(deps: Deps, tenant: str, name: str, *, world_only: bool) -> Resolution:
-    ranked = _lookup(deps, tenant, name, world_only=world_only)
+    raw = name.strip()
+    if not raw or len(raw) > TITLE_MAX:
+        return Resolution(best=None)
+    ranked = _ranked(_matches(deps, tenant, raw, world_only=world_only, suffix=True))
     if not ranked:
         return Resolution(best=None)
     return Resolution(best=ranked[0], runners_up=ranked[1 : 1 + SUGGESTIONS_MAX])
@@ -92,59 +109,78 @@ def _words(text: str) -> set[str]:
     return set(_WORD.findall(slugify(text).replace("/", " ").replace("-", " ")))
 
 
-def near_misses(deps: Deps, tenant: str, name: str, *, world_only: bool) -> list[dict]:
-    wanted = _words(name)
+def _suggestion(head: PageHead, wanted: set[str]) -> dict:
+    have = _words(head.title) | _words(head.slug)
+    safety = "probable" if wanted and wanted <= have else "unknown"
+    return {"slug": head.slug, "title": head.title, "type": head.type, "create_safety": safety}
+
+
+def near_misses(
+    deps: Deps, tenant: str, name: str, *, world_only: bool, exclude: tuple[str, ...] = ()
+) -> list[dict]:
+    # A slug-shaped name is matched by its last segment: "people/" names a folder, not the entity
+    # (otherwise every people/ page would look like a near-miss of "people/bob").
+    text = last_segment(name.strip()[:TITLE_MAX]) or name.strip()[:TITLE_MAX]
+    wanted = _words(text)
     out: list[dict] = []
-    for head in deps.pages.keyword(tenant, name.strip(), world_only=world_only, limit=SUGGESTIONS_MAX):
-        if world_only and head.visibility != "world":
+    limit = SUGGESTIONS_MAX + len(exclude)
+    for head in deps.pages.keyword(tenant, text, world_only=world_only, limit=limit):
+        if (world_only and head.visibility != "world") or head.slug in exclude:
             continue
-        have = _words(head.title) | _words(head.slug)
-        safety = "probable" if wanted and wanted <= have else "unknown"
-        out.append({"slug": head.slug, "title": head.title, "type": head.type, "create_safety": safety})
+        out.append(_suggestion(head, wanted))
     return out[:SUGGESTIONS_MAX]
 
 
-def _unique_entity_page(deps: Deps, tenant: str, token: str, *, world_only: bool) -> str | None:
-    found: list[str] = []
+def _unique_entity_page(deps: Deps, tenant: str, token: str, *, world_only: bool) -> PageHead | None:
+    found: list[PageHead] = []
     for prefix in _ENTITY_PREFIXES:
         exact = f"{prefix}{token}"
         heads = deps.pages.heads(tenant, [exact])
-        found += [h.slug for h in heads if not world_only or h.visibility == "world"]
+        found += [h for h in heads if not world_only or h.visibility == "world"]
         # Slugs after `exact` in byte order start with the "-" continuations (0x2d sorts before
         # "/", digits and letters), so the first two rows tell unique from ambiguous.
         for head in deps.pages.list(tenant, world_only=world_only, limit=2, after=exact):
             if head.slug.startswith(exact + "-"):
-                found.append(head.slug)
+                found.append(head)
         if len(found) > 1:
             return None
     return found[0] if len(found) == 1 else None
 
 
-def canonicalize_entity(deps: Deps, tenant: str, name: str, *, world_only: bool = True) -> str:
+@dataclass
+class EntityTarget:
+    """Where a write files a fact: `slug` ("" = nothing sluggable), the page it resolved to (None
+    when the slug was made from the name), how (`alias|title|slug|token|new`), and the pages that
+    tied at some exact rank (why a name that looked known did not resolve)."""
+
+    slug: str
+    page: PageHead | None = None
+    via: str = "new"
+    ambiguous: list[PageHead] = field(default_factory=list)
+
+
+_WRITE_WAYS = ("alias", "title", "slug")
+
+
+def canonicalize_entity(deps: Deps, tenant: str, name: str, *, world_only: bool = True) -> EntityTarget:
     raw = name.strip()
-    if not raw:
-        return ""
-    alias = normalize_alias(raw)
-    heads, matches = deps.gather(
-        lambda: deps.pages.heads(tenant, [raw]),
-        lambda: deps.pages.lookup(
-            tenant, alias=alias, title="", slugs=[], suffix="", world_only=world_only, limit=2
-        ),
-    )
-    if heads:
-        return raw
-    alias_slugs = {
-        m.page.slug for m in matches
-        if m.via == "alias" and (not world_only or m.page.visibility == "world")
-    }
-    if len(alias_slugs) == 1:
-        return alias_slugs.pop()
+    if not raw or len(raw) > TITLE_MAX:
+        return EntityTarget(slug="")
+    matches = _matches(deps, tenant, raw, world_only=world_only, suffix=False)
+    ambiguous: dict[str, PageHead] = {}
+    for via in _WRITE_WAYS:
+        pages = {m.page.slug: m.page for m in matches if m.via == via}
+        if len(pages) == 1:
+            (head,) = pages.values()
+            return EntityTarget(slug=head.slug, page=head, via=via)
+        ambiguous.update(pages)
     slug = slugify(raw)
     if "/" not in slug and len(raw.split()) == 1 and slug:
         unique = _unique_entity_page(deps, tenant, slug, world_only=world_only)
         if unique:
-            return unique
-    return slug
+            return EntityTarget(slug=unique.slug, page=unique, via="token")
+    ranked = _ranked([m for m in matches if m.page.slug in ambiguous])
+    return EntityTarget(slug=slug, ambiguous=[c.head for c in ranked])
 
 
 def parse_entity_list(text: str | None, cap: int) -> list[str]:

@@ -310,8 +310,8 @@ def test_remote_callers_do_not_see_edges_to_or_from_private_pages(deps, remote_c
 
 def test_canonicalize_prefers_an_existing_slug_then_a_unique_alias(deps, remote_caller):
     put(deps, remote_caller, "people/alice-example", "---\naliases: [Ally]\n---\nAlice.")
-    assert canonicalize_entity(deps, "t1", "people/alice-example") == "people/alice-example"
-    assert canonicalize_entity(deps, "t1", " ally ") == "people/alice-example"
+    assert canonicalize_entity(deps, "t1", "people/alice-example").slug == "people/alice-example"
+    assert canonicalize_entity(deps, "t1", " ally ").slug == "people/alice-example"
 
 
 def test_canonicalize_maps_a_bare_token_to_a_unique_people_or_company_page(deps, remote_caller):
@@ -319,23 +319,23 @@ def test_canonicalize_maps_a_bare_token_to_a_unique_people_or_company_page(deps,
     put(deps, remote_caller, "companies/globex", "Globex.")
     put(deps, remote_caller, "people/bob-one", "Bob 1.")
     put(deps, remote_caller, "companies/bob-two", "Bob 2.")
-    assert canonicalize_entity(deps, "t1", "Alice") == "people/alice-example"
-    assert canonicalize_entity(deps, "t1", "globex") == "companies/globex"
-    assert canonicalize_entity(deps, "t1", "bob") == "bob"  # ambiguous: no guess
-    assert canonicalize_entity(deps, "t1", "Alice Smith") == "alice-smith"  # not a bare token
+    assert canonicalize_entity(deps, "t1", "Alice").slug == "people/alice-example"
+    assert canonicalize_entity(deps, "t1", "globex").slug == "companies/globex"
+    assert canonicalize_entity(deps, "t1", "bob").slug == "bob"  # ambiguous: no guess
+    assert canonicalize_entity(deps, "t1", "Alice Smith").slug == "alice-smith"  # not a bare token
 
 
 def test_canonicalize_never_fuzzy_matches_and_slugifies_otherwise(deps, remote_caller):
     put(deps, remote_caller, "people/alicia", "Alicia.")
-    assert canonicalize_entity(deps, "t1", "Alice") == "alice"
-    assert canonicalize_entity(deps, "t1", "Projects/Big Launch") == "projects/big-launch"
-    assert canonicalize_entity(deps, "t1", "   ") == ""
+    assert canonicalize_entity(deps, "t1", "Alice").slug == "alice"
+    assert canonicalize_entity(deps, "t1", "Projects/Big Launch").slug == "projects/big-launch"
+    assert canonicalize_entity(deps, "t1", "   ").slug == ""
 
 
 def test_canonicalize_ignores_private_aliases_unless_asked(deps, local_caller):
     put(deps, local_caller, "people/hidden", "---\naliases: [Mask]\nvisibility: private\n---\nX.")
-    assert canonicalize_entity(deps, "t1", "Mask") == "mask"
-    assert canonicalize_entity(deps, "t1", "Mask", world_only=False) == "people/hidden"
+    assert canonicalize_entity(deps, "t1", "Mask").slug == "mask"
+    assert canonicalize_entity(deps, "t1", "Mask", world_only=False).slug == "people/hidden"
 
 
 def test_entity_is_a_read_only_verb_on_the_verbs_surface():

@@ -2,8 +2,10 @@
 
 One partition per page (`pk = "<tenant>#<slug>"`): the page row (`sk = "P"`, everything the page
 holds) plus derived rows that exist only to be indexed: `A#<alias>` (resolution by alias),
-`L#<target>#<type>` (backlinks) and `W#<word>` (near-miss suggestions). A put replaces the derived
-rows in the same transaction as the page row.
+`L#<target>#<type>` (backlinks), `W#<word>` (near-miss suggestions by word) and `X#<first 3
+letters>` (near-miss suggestions by word prefix: the row lists the page's words that start with
+those letters, so "Pri" finds "Priya Raman"). A put replaces the derived rows in the same
+transaction as the page row. Pages written before the `X#` rows existed get them on their next put.
 """
 
 from __future__ import annotations
@@ -57,6 +59,16 @@ def words(*texts: str) -> list[str]:
             if len(w) >= 3:
                 seen.setdefault(w, None)
     return list(seen)
+
+
+#: Near-miss prefixes are looked up by their first PREFIX_LEN letters (the length of the shortest
+#: word `words` keeps), then filtered on the words the row lists.
+PREFIX_LEN = 3
+
+
+def prefix_key(tenant: str, prefix: str) -> str:
+    """`wk` of an `X#` row: "*" never occurs in a word, so prefix keys never meet word keys."""
+    return f"{tenant}#{prefix}*"
 
 
 def _head_attrs(page: Page) -> dict[str, Any]:
@@ -154,8 +166,14 @@ def derived_rows(page: Page) -> list[dict[str, Any]]:
             "src_visibility": page.visibility,
             "src_updated_at": ts(page.updated_at),
         }
+    by_prefix: dict[str, list[str]] = {}
     for w in words(page.title, page.slug.replace("/", " "), *page.aliases):
         rows[f"W#{w}"] = {"pk": pk, "sk": f"W#{w}", "typ": "word", "wk": f"{page.tenant}#{w}", **head}
+        by_prefix.setdefault(w[:PREFIX_LEN], []).append(w)
+    for pre, ws in by_prefix.items():
+        rows[f"X#{pre}"] = {
+            "pk": pk, "sk": f"X#{pre}", "typ": "prefix", "wk": prefix_key(page.tenant, pre), "pw": ws, **head,
+        }
     return list(rows.values())
 
 
@@ -373,17 +391,31 @@ class DynamoPageStore:
         def by_word(word: str) -> builtins.list[dict[str, Any]]:
             return builtins.list(self._gsi("by_word", "wk", f"{tenant}#{word}", limit=50))
 
-        per_word = parallel([functools.partial(by_word, w) for w in terms])
-        score: dict[str, int] = {}
+        def by_prefix(word: str) -> builtins.list[dict[str, Any]]:
+            rows = self._gsi("by_word", "wk", prefix_key(tenant, word[:PREFIX_LEN]), limit=100)
+            return [i for i in rows if any(str(w).startswith(word) for w in i.get("pw") or ())]
+
+        # one concurrent round: whole-word rows and prefix rows for every term
+        found = parallel(
+            [functools.partial(by_word, w) for w in terms] + [functools.partial(by_prefix, w) for w in terms]
+        )
+        exact: dict[str, int] = {}
+        matched: dict[str, set[str]] = {}
         heads: dict[str, PageHead] = {}
-        for items in per_word:
+        for n, items in enumerate(found):
+            term = terms[n % len(terms)]
             for item in items:
                 if not self._visible(item, world_only):
                     continue
                 s = item["slug"]
-                score[s] = score.get(s, 0) + 1
+                matched.setdefault(s, set()).add(term)
+                if n < len(terms):
+                    exact[s] = exact.get(s, 0) + 1
                 heads[s] = item_to_head(item)
-        ranked = sorted(heads.values(), key=lambda h: (-score[h.slug], -h.updated_at.timestamp(), h.slug))
+        ranked = sorted(
+            heads.values(),
+            key=lambda h: (-len(matched[h.slug]), -exact.get(h.slug, 0), -h.updated_at.timestamp(), h.slug),
+        )
         return ranked[:limit]
 
     # -- writes --------------------------------------------------------------------------------

@@ -1085,13 +1085,19 @@ def docs_match(text: str, tenant: str, kinds: Sequence[str], world_only: bool) -
     return " OR ".join(f'"{p}{t}"' for t in terms for p in prefixes)
 
 
+#: Words of at least this many characters also match as prefixes in near-miss lookups ("pri" ->
+#: "priya"); shorter ones match whole words only (a 1-2 letter prefix matches nearly everything).
+PREFIX_MIN = 3
+
+
 def fts_match(text: str, tenant: str) -> str | None:
-    """The MATCH expression for `page_names_fts`: any word of `text`, within the tenant's rows.
-    Terms are double-quoted alphanumeric tokens, never FTS syntax."""
+    """The MATCH expression for `page_names_fts`: any word of `text` as a word or (3+ characters)
+    a word prefix, within the tenant's rows. Terms are double-quoted alphanumeric tokens (a
+    prefix star is added outside the quotes), never FTS syntax."""
     terms = query_terms(text)
     if not terms:
         return None
-    ors = " OR ".join(f'"{t}"' for t in terms)
+    ors = " OR ".join(f'"{t}"*' if len(t) >= PREFIX_MIN else f'"{t}"' for t in terms)
     return f'tenant_key : "{tenant_key(tenant)}" AND ({ors})'
 
 

@@ -5,6 +5,9 @@ Response `{protocol_version, found, latency_ms, card?, suggestions[]}`: a hit ca
 match's card (`fleetmem.memory.cards.build_card`) and up to 3 runners-up (`create_safety: exists`);
 a miss carries `found: false` and up to 3 keyword near-misses (`entities.near_misses`).
 Remote callers never resolve a private page (resolution runs world-only for them).
+Near-misses count prefix matches too ("Pri" suggests "Priya Raman"). A name longer than 300
+characters (the longest title; D16) cannot name a page: it is a miss (suggestions from its first
+300 characters), never an error.
 """
 
 from __future__ import annotations

@@ -16,9 +16,10 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field
 
 from fleetmem.errors import Fix, Outcome, VerbError
+from fleetmem.memory.common import too_long
 from fleetmem.memory.pagefmt import render_page_content, strip_private
 from fleetmem.memory.registry import ToolSpec, register
-from fleetmem.memory.slugs import last_segment
+from fleetmem.memory.slugs import last_segment, slug_size_problem
 from fleetmem.models import Caller, Page
 from fleetmem.ports import CallContext, Deps
 from fleetmem.protocol import MENTION_LINK_TYPE, PROTOCOL_VERSION
@@ -48,6 +49,15 @@ def page_not_found(slug: str) -> VerbError:
 
 
 def visible_page(deps: Deps, caller: Caller, slug: str) -> Page | None:
+    """The page a caller may see; a slug over the size limits (D16) is `invalid_params`."""
+    problem = slug_size_problem(slug.strip())
+    if problem:
+        raise too_long(
+            f"slug is too long: {problem}.",
+            problem=f"No page can have this slug: {problem}.",
+            cause="page slugs have size limits, so an over-long slug names nothing.",
+            instead="pass the exact slug of an existing page (list_pages or entity(name) show them).",
+        )
     page = deps.pages.get(caller.tenant, slug.strip())
     if page is None or (caller.remote and page.visibility != "world"):
         return None

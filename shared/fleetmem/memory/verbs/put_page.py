@@ -10,6 +10,10 @@ Public API: `PutPageParams`, `run(deps, caller, params, ctx) -> Outcome`, `SPEC`
 - `slug` must already be in slugified form (lowercase a-z0-9 and "-" per "/" segment); otherwise
   invalid_params whose fix carries the slugified slug. Link targets are slugified.
 - title: argument > frontmatter > first `# ` heading > the last slug segment.
+- Size limits (D16), checked before anything is stored: slug <= 200 characters with each segment
+  <= 100; a given title (argument or frontmatter) <= 300 (a title taken from the first heading is
+  clipped to 300 instead); each alias <= 200 and at most 50 aliases. Over -> invalid_params whose
+  fix has no runnable step (a shortened name is a different name) and says what to do instead.
 - Body larger than 350 KB (UTF-8) -> invalid_params. Bad YAML -> invalid_params.
 - status: created | updated | unchanged (unchanged writes nothing, so delta does not re-deliver).
   A remote caller may write a private page but cannot read it back; over an existing private page a
@@ -28,12 +32,21 @@ from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 
 from fleetmem.errors import Fix, Outcome, PortError, TooLarge, VerbError
 from fleetmem.memory import common, indexing
-from fleetmem.memory.pagefmt import PageFormatError, first_h1, mentions, parse_page_content, split_frontmatter
+from fleetmem.memory.pagefmt import PageFormatError, clip, first_h1, mentions, parse_page_content, split_frontmatter
 from fleetmem.memory.registry import ToolSpec, register
-from fleetmem.memory.slugs import is_canonical_slug, last_segment, slugify
+from fleetmem.memory.slugs import is_canonical_slug, last_segment, shorten_slug, slug_size_problem, slugify
 from fleetmem.models import AuditEvent, Caller, Link, Page, TimelineEntry
 from fleetmem.ports import CallContext, Deps
-from fleetmem.protocol import MENTION_LINK_TYPE, PAGE_BODY_MAX_BYTES, PROTOCOL_VERSION, VISIBILITIES
+from fleetmem.protocol import (
+    ALIAS_MAX,
+    ALIASES_MAX,
+    MENTION_LINK_TYPE,
+    PAGE_BODY_MAX_BYTES,
+    PROTOCOL_VERSION,
+    SLUG_MAX,
+    TITLE_MAX,
+    VISIBILITIES,
+)
 from fleetmem.timefmt import parse_iso
 
 TOOL = "put_page"
@@ -59,14 +72,26 @@ class TimelineArg(BaseModel):
 class PutPageParams(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
-    slug: str = Field(description='Page slug: lowercase path segments, e.g. "people/alice-example".')
+    slug: str = Field(
+        description='Page slug: lowercase path segments, e.g. "people/alice-example" (at most 200 characters, '
+        "each segment at most 100).",
+        json_schema_extra={"maxLength": SLUG_MAX},
+    )
     content: str = Field(
         description="Markdown body, optionally with YAML frontmatter (title, type, aliases, summary, "
         "visibility, links, timeline). [[other/slug]] in the text records a mention.",
     )
-    title: str | None = Field(default=None, description="Overrides the frontmatter title / first heading.")
+    title: str | None = Field(
+        default=None,
+        description="Overrides the frontmatter title / first heading (at most 300 characters).",
+        json_schema_extra={"maxLength": TITLE_MAX},
+    )
     type: str | None = Field(default=None, description='Page type, e.g. "person", "company", "project".')
-    aliases: list[str] | None = Field(default=None, description="Other names the entity is known by.")
+    aliases: list[str] | None = Field(
+        default=None,
+        description="Other names the entity is known by (at most 50, each at most 200 characters).",
+        json_schema_extra={"maxItems": ALIASES_MAX, "items": {"type": "string", "maxLength": ALIAS_MAX}},
+    )
     summary: str | None = Field(default=None, description="One-sentence summary shown on entity cards.")
     visibility: Annotated[Any, WithJsonSchema({"type": "string", "enum": list(VISIBILITIES)})] = Field(
         default=None, description='"world" (default: every agent on this brain) or "private" (local only).'
@@ -191,6 +216,49 @@ def unindex_page(deps: Deps, tenant: str, slug: str) -> bool:
     return True
 
 
+_LIMIT_CAUSE = "pages have size limits so one name cannot crowd every budgeted read or lookup."
+
+
+def _slug_too_long(slug: str, problem: str) -> VerbError:
+    example = shorten_slug(slug)
+    return common.too_long(
+        f"slug is too long: {problem}.",
+        problem=f"The slug {slug[:60]!r}… is too long: {problem}.",
+        cause=_LIMIT_CAUSE,
+        instead=f"choose a shorter slug (for example {example!r}) and put the full name in the title.",
+        detail={"max_slug": SLUG_MAX},
+    )
+
+
+def _check_names(slug: str, title: str | None, aliases: tuple[str, ...]) -> None:
+    if title is not None and len(title) > TITLE_MAX:
+        raise common.too_long(
+            f"title is longer than {TITLE_MAX} characters ({len(title)}).",
+            problem=f"The title of {slug} is {len(title)} characters long; a title holds at most {TITLE_MAX}.",
+            cause=_LIMIT_CAUSE,
+            instead="give a shorter title and move the rest into the summary or the body.",
+            detail={"max_title": TITLE_MAX},
+        )
+    if len(aliases) > ALIASES_MAX:
+        raise common.too_long(
+            f"{len(aliases)} aliases given; a page holds at most {ALIASES_MAX}.",
+            problem=f"{slug} has {len(aliases)} aliases; a page holds at most {ALIASES_MAX}.",
+            cause=_LIMIT_CAUSE,
+            instead=f"keep the {ALIASES_MAX} names people actually use and mention the others in the body.",
+            detail={"max_aliases": ALIASES_MAX},
+        )
+    for alias in aliases:
+        if len(alias) > ALIAS_MAX:
+            raise common.too_long(
+                f"alias {alias[:40]!r}… is longer than {ALIAS_MAX} characters ({len(alias)}).",
+                problem=f"An alias of {slug} is {len(alias)} characters long; an alias holds at most "
+                f"{ALIAS_MAX}.",
+                cause=_LIMIT_CAUSE,
+                instead="use a short name as the alias and put descriptions in the summary or the body.",
+                detail={"max_alias": ALIAS_MAX},
+            )
+
+
 def _same(a: Page, b: Page) -> bool:
     fields = ("title", "type", "aliases", "summary", "visibility", "body", "links", "timeline", "frontmatter")
     return all(getattr(a, f) == getattr(b, f) for f in fields)
@@ -198,6 +266,9 @@ def _same(a: Page, b: Page) -> bool:
 
 def run(deps: Deps, caller: Caller, params: PutPageParams, ctx: CallContext) -> Outcome:
     raw_slug = (params.slug or "").strip()
+    too_long = slug_size_problem(raw_slug) and slug_size_problem(slugify(raw_slug) or raw_slug)
+    if too_long:
+        raise _slug_too_long(slugify(raw_slug) or raw_slug, too_long)
     if not is_canonical_slug(raw_slug):
         fixed = slugify(raw_slug) or slugify(params.title or "") or "pages/untitled"
         raise _bad(
@@ -252,7 +323,11 @@ def run(deps: Deps, caller: Caller, params: PutPageParams, ctx: CallContext) -> 
             explicit_mentions.add(target_slug)
             links.append(Link(type=MENTIONS, target=target_slug))
     timeline = _timeline(params, pick("timeline"))
-    title = _text(pick("title")) or first_h1(body) or last_segment(slug)
+    given_title = _text(pick("title"))
+    aliases = _aliases(pick("aliases"))
+    _check_names(slug, given_title, aliases)
+    heading = first_h1(body)
+    title = given_title or (clip(heading, TITLE_MAX) if heading else None) or last_segment(slug)
 
     now = deps.clock.now()
     existing = deps.pages.get(caller.tenant, slug)
@@ -263,7 +338,7 @@ def run(deps: Deps, caller: Caller, params: PutPageParams, ctx: CallContext) -> 
         slug=slug,
         title=title,
         type=_text(pick("type")),
-        aliases=_aliases(pick("aliases")),
+        aliases=aliases,
         summary=_text(pick("summary")),
         visibility=visibility,  # type: ignore[arg-type]
         body=body,

@@ -229,7 +229,7 @@ def _facts_arm(
     now = deps.clock.now()
     active_only = not params.include_expired
     if params.entity and params.entity.strip():
-        slug = canonicalize_entity(deps, caller.tenant, params.entity.strip(), world_only=world)
+        slug = canonicalize_entity(deps, caller.tenant, params.entity.strip(), world_only=world).slug
         facts = (
             deps.facts.by_entity(
                 caller.tenant, slug, now=now, active_only=active_only, world_only=world, limit=limit

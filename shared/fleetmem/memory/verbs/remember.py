@@ -2,8 +2,18 @@
 
 Public API: `RememberParams`, `RememberResult`, `run(deps, caller, params, ctx) -> Outcome`.
 
-Validation order (each failure stops): fact trimmed non-empty -> provenance present -> provenance
-not blank (`provenance_required`) -> provenance <= 500 chars -> kind -> visibility -> ttl.
+Validation order (each failure stops): fact trimmed non-empty -> fact <= 2,000 chars -> provenance
+present -> provenance not blank (`provenance_required`) -> provenance <= 500 chars -> kind ->
+visibility -> ttl -> entity <= 300 chars -> (after resolution) the entity's slug within the slug
+limits (D16). Nothing is written before every check passed.
+
+Entity: resolved by `entities.canonicalize_entity` (the resolution `entity()` and recall use; D6,
+D15). When nothing resolves, the fact is filed under the slugified name and, if no page and no
+fact visible to the caller uses that slug yet, a `new_entity` notice names up to 3 near-miss pages
+with a fix that re-runs the call with the first one.
+
+Born expired: a `valid_until` already past stores the fact expired (history), without dedup or
+supersession (`status: inserted` + an `already_expired` notice).
 
 Dedup/supersession: the new fact is compared with up to 5 nearest ACTIVE facts on the same entity
 (same tenant, same visibility; a remote caller writing a private fact only meets its own private
@@ -24,12 +34,12 @@ from typing import Annotated, Any, cast
 
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 
-from fleetmem.errors import Conflict, Fix, Outcome, Unavailable, VerbError
+from fleetmem.errors import Conflict, Fix, Notice, Outcome, Unavailable, VerbError
 from fleetmem.memory import indexing, sameness
-from fleetmem.memory.common import fix_call, given_args, invalid, normalize_text
-from fleetmem.memory.entities import canonicalize_entity
+from fleetmem.memory.common import fix_call, given_args, invalid, normalize_text, too_long
+from fleetmem.memory.entities import EntityTarget, canonicalize_entity, near_misses
 from fleetmem.memory.registry import ToolSpec, register
-from fleetmem.memory.slugs import slugify
+from fleetmem.memory.slugs import slug_size_problem, slugify
 from fleetmem.memory.ttl import TtlError, parse_ttl
 from fleetmem.memory.vectors import cosine, pack
 from fleetmem.models import AuditEvent, Caller, Fact
@@ -37,9 +47,12 @@ from fleetmem.ports import CallContext, Deps
 from fleetmem.protocol import (
     DEDUP_NEIGHBOURS,
     FACT_KINDS,
+    FACT_MAX,
     PROTOCOL_VERSION,
     PROVENANCE_MAX,
     SESSION_ID_MAX,
+    SUGGESTIONS_MAX,
+    TITLE_MAX,
     VISIBILITIES,
     FactKind,
     Visibility,
@@ -58,8 +71,9 @@ class RememberParams(BaseModel):
 
     fact: str = Field(
         "",
-        description="The ONE fact to save, as a short self-contained sentence. "
-        'Example: "Alice prefers async standups over meetings".',
+        description="The ONE fact to save, as a short self-contained sentence (at most 2,000 characters; "
+        'store longer text as a page with put_page). Example: "Alice prefers async standups over meetings".',
+        json_schema_extra={"maxLength": FACT_MAX},
     )
     provenance: Annotated[Any, WithJsonSchema({"type": "string", "maxLength": PROVENANCE_MAX})] = Field(
         None,
@@ -70,7 +84,9 @@ class RememberParams(BaseModel):
         None,
         description="Slug or name of the person/company/project the fact is about, e.g. "
         '"people/alice-example" or "Acme". Set it whenever the fact is about a specific entity: '
-        "entity-scoped recall only finds attributed facts.",
+        "entity-scoped recall only finds attributed facts. An exact alias, title or slug of an existing "
+        "page files the fact under that page's slug.",
+        json_schema_extra={"maxLength": TITLE_MAX},
     )
     kind: Annotated[Any, WithJsonSchema({"type": "string", "enum": list(FACT_KINDS)})] = Field(
         None, description='One of event, preference, commitment, belief, fact (default "fact").'
@@ -110,11 +126,11 @@ class RememberResult(BaseModel):
     idempotent_replay: bool | None = None
 
 
-def _canonical_entity(deps: Deps, caller: Caller, name: str | None) -> str | None:
+def _canonical_entity(deps: Deps, caller: Caller, name: str | None) -> EntityTarget | None:
     if name is None or not name.strip():
         return None
     # Remote writers never resolve through private pages (an alias must not reveal their slugs).
-    return canonicalize_entity(deps, caller.tenant, name.strip(), world_only=caller.remote) or None
+    return canonicalize_entity(deps, caller.tenant, name.strip(), world_only=caller.remote)
 
 
 def _slug_guess(name: str | None) -> str | None:
@@ -122,6 +138,41 @@ def _slug_guess(name: str | None) -> str | None:
     if name is None or not name.strip():
         return None
     return slugify(name.strip()) or None
+
+
+_TOO_LONG_CAUSE = "remember keeps facts and names short so one item cannot crowd every budgeted read."
+
+
+def _too_long(message: str, *, problem: str, instead: str) -> VerbError:
+    return too_long(
+        message, problem=problem, cause=_TOO_LONG_CAUSE, instead=instead,
+        detail={"limits": {"fact": FACT_MAX, "entity": TITLE_MAX}},
+    )
+
+
+def _check_entity(params: RememberParams) -> None:
+    name = (params.entity or "").strip()
+    if len(name) > TITLE_MAX:
+        raise _too_long(
+            f"entity is longer than {TITLE_MAX} characters ({len(name)}).",
+            problem=f"The entity name is {len(name)} characters long; names, aliases and slugs are at "
+            f"most {TITLE_MAX}.",
+            instead="pass the entity's name or page slug (look it up with entity(name)), and put "
+            "descriptive text in the fact itself.",
+        )
+
+
+def _check_slug(params: RememberParams, target: EntityTarget | None) -> None:
+    if target is None or target.page is not None or not target.slug:
+        return
+    problem = slug_size_problem(target.slug)
+    if problem:
+        raise _too_long(
+            f"entity {(params.entity or '').strip()[:60]!r}… makes a slug that is too long: {problem}.",
+            problem=f"No page matches the entity name and the slug made from it is too long ({problem}).",
+            instead="pass a shorter name, or the slug of an existing page (look it up with entity(name)); "
+            "create a page for a new entity with put_page.",
+        )
 
 
 def _validate(deps: Deps, params: RememberParams) -> tuple[str, str, FactKind, Visibility, datetime | None]:
@@ -134,6 +185,14 @@ def _validate(deps: Deps, params: RememberParams) -> tuple[str, str, FactKind, V
             "Fix: call remember with the fact text and its provenance.",
             why="An empty fact cannot be saved.",
             klass="caller",
+        )
+    if len(text) > FACT_MAX:
+        raise _too_long(
+            f"fact is longer than {FACT_MAX} characters ({len(text)}).",
+            problem=f"The fact is {len(text)} characters long; a fact holds at most {FACT_MAX}.",
+            instead="store long text as a page with put_page (slug, content) and remember one short "
+            "sentence that names the page, or split it into several facts of at most "
+            f"{FACT_MAX} characters each.",
         )
     prov = params.provenance
     if prov is None:
@@ -297,6 +356,7 @@ def _match(
 
 def run(deps: Deps, caller: Caller, params: RememberParams, ctx: CallContext) -> Outcome:
     text, provenance, kind, visibility, valid_until = _validate(deps, params)
+    _check_entity(params)
     now = deps.clock.now()
     session_id = params.session_id[:SESSION_ID_MAX] if params.session_id else None
 
@@ -312,15 +372,20 @@ def run(deps: Deps, caller: Caller, params: RememberParams, ctx: CallContext) ->
     # slug at the same time as the canonicalization itself (re-read only when they differ), and
     # the sequence number is allocated up front (a duplicate leaves a gap, never a reuse).
     guess = _slug_guess(params.entity)
-    entity_slug, vec, seq, pool = deps.gather(
+    if guess is not None and slug_size_problem(guess):
+        guess = ""  # never read with an over-long key; the resolved slug is read below
+    target, vec, seq, pool = deps.gather(
         lambda: _canonical_entity(deps, caller, params.entity),
         embed,
         lambda: deps.facts.next_seq(caller.tenant),
-        lambda: _pool(deps, caller.tenant, guess, now),
+        lambda: _pool(deps, caller.tenant, guess, now) if guess != "" else [],
     )
+    _check_slug(params, target)
+    entity_slug = (target.slug or None) if target is not None else None
     if entity_slug != guess:
         pool = _pool(deps, caller.tenant, entity_slug, now)
     degraded = vec is None
+    notices = [_new_entity_notice(deps, caller, params, target, pool)] if target is not None else []
 
     draft = Fact(
         tenant=caller.tenant,
@@ -338,13 +403,20 @@ def run(deps: Deps, caller: Caller, params: RememberParams, ctx: CallContext) ->
         vector=pack(vec) if vec is not None else None,
         vector_model=deps.embedder.model_id if (vec is not None and deps.embedder) else None,
     )
-    existing, status = _match(deps, caller, draft, vec, pool)
+    born_expired = valid_until is not None and valid_until <= now
+    if born_expired:
+        # stored as history: it neither deduplicates against nor supersedes a live fact
+        existing, status = None, "inserted"
+        notices.append(_already_expired_notice(valid_until))  # type: ignore[arg-type]
+    else:
+        existing, status = _match(deps, caller, draft, vec, pool)
 
     write_through = bool(deps.search.write_through)
     if status == "duplicate":
         assert existing is not None
         return _response(
-            existing, "duplicate", f"Duplicate of fact #{existing.seq}", current=write_through, degraded=degraded
+            existing, "duplicate", f"Duplicate of fact #{existing.seq}", current=write_through, degraded=degraded,
+            notices=notices,
         )
 
     fact = draft.model_copy(
@@ -399,10 +471,67 @@ def run(deps: Deps, caller: Caller, params: RememberParams, ctx: CallContext) ->
         indexed = indexing.unindex_facts(deps, caller.tenant, [existing.fact_id]) and indexed
 
     status_text = f"Saved fact #{fact.seq}" + (f" (supersedes #{existing.seq})" if existing else "")
-    return _response(fact, status, status_text, current=indexed, degraded=degraded)
+    if born_expired:
+        status_text += " (already expired)"
+    return _response(fact, status, status_text, current=indexed, degraded=degraded, notices=notices)
 
 
-def _response(fact: Fact, status: str, status_text: str, *, current: bool, degraded: bool) -> Outcome:
+def _new_entity_notice(
+    deps: Deps, caller: Caller, params: RememberParams, target: EntityTarget, pool: list[Fact]
+) -> Notice | None:
+    """`new_entity` when the fact starts a slug: no page resolved and no fact the caller can see
+    is filed under it yet. Suggestions: the pages that tied at an exact rank, then near-misses."""
+    if target.page is not None or not target.slug:
+        return None
+    if any(
+        f.entity_slug == target.slug
+        and (not caller.remote or f.visibility == "world" or f.client_id == caller.client_id)
+        for f in pool
+    ):
+        return None
+    name = (params.entity or "").strip()
+    picks = [{"slug": h.slug, "title": h.title} for h in target.ambiguous[:SUGGESTIONS_MAX]]
+    if len(picks) < SUGGESTIONS_MAX:
+        taken = (*(p["slug"] for p in picks), target.slug)
+        more = near_misses(deps, caller.tenant, name, world_only=caller.remote, exclude=taken)
+        picks += [{"slug": m["slug"], "title": m["title"]} for m in more][: SUGGESTIONS_MAX - len(picks)]
+    why = f"No page matches entity {name!r}, so the fact was filed under the new slug {target.slug!r}."
+    if target.ambiguous:
+        why += " The name matches several pages exactly, so none was chosen."
+    if not picks:
+        why += " No similar page exists; create one with put_page to give the entity a card."
+        return Notice(code="new_entity", kind="info", why=why)
+    listed = "; ".join(f"{p['slug']} ({p['title']})" for p in picks)
+    best = picks[0]["slug"]
+    why += (
+        f" Similar pages: {listed}. If you meant {best}, forget the fact just saved and run the fix, "
+        "which saves it again under that page's slug."
+    )
+    args = given_args(params)
+    args.pop("idempotency_key", None)  # a new call: the old key would replay the first result
+    args["entity"] = best
+    return Notice(
+        code="new_entity",
+        kind="info",
+        why=why,
+        fix=fix_call(TOOL, args, f"The same fact filed under {best}, the closest existing page."),
+    )
+
+
+def _already_expired_notice(valid_until: datetime) -> Notice:
+    return Notice(
+        code="already_expired",
+        kind="info",
+        why=f"valid_until {iso(valid_until)} is already past, so the fact was stored expired: it replaced "
+        "or merged with no other fact, and recall shows it only with include_expired: true. Omit ttl "
+        "or give a future date to save a current fact.",
+    )
+
+
+def _response(
+    fact: Fact, status: str, status_text: str, *, current: bool, degraded: bool,
+    notices: list[Notice | None] | None = None,
+) -> Outcome:
     """remember's body; `fact` is the saved fact, or the existing one for a duplicate."""
     body: dict[str, Any] = {
         "id": fact.fact_id,
@@ -415,7 +544,7 @@ def _response(fact: Fact, status: str, status_text: str, *, current: bool, degra
     }
     if degraded:
         body["degraded_dedup"] = True
-    return Outcome(body)
+    return Outcome(body, [n for n in notices or () if n is not None])
 
 SPEC = register(
     ToolSpec(
