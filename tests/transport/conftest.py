@@ -24,6 +24,17 @@ class ProbeParams(BaseModel):
     note: str | None = None
 
 
+class ProbeResult(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    limit: int
+    correlation_seen: str
+    n: int
+    protocol_version: int
+    idempotent_replay: bool | None = None
+
+
 @dataclass
 class Probe:
     """Controls what the probe tool does when run."""
@@ -57,6 +68,7 @@ def _make_probe(
         name=name,
         description="test-only probe",
         params=ProbeParams,
+        result=ProbeResult,
         run=run,
         scope=scope,
         surface=surface,

@@ -1,5 +1,5 @@
 """`context_pack(entities, budget_tokens?, since?, session_id?, include_private?)` — a budget-packed
-bundle of entity cards + open threads + hot facts for session boundaries (PROTOCOL_NOTES §7).
+bundle of entity cards + open threads + hot facts for session boundaries (docs/protocol.md: context_pack).
 
 Public API: `ContextPackParams`, `run(deps, caller, params, ctx) -> Outcome`, `SPEC` (registered).
 
@@ -21,17 +21,17 @@ from __future__ import annotations
 
 import time
 from datetime import timedelta
-from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
+from pydantic import ConfigDict, Field
 
 from fleetmem.errors import Outcome
 from fleetmem.memory import budget, common
 from fleetmem.memory.cards import build_card, card_cost, fact_view, read_card
+from fleetmem.memory.common import Budget, Params, Since
 from fleetmem.memory.entities import parse_entity_list, resolve_entity
 from fleetmem.memory.registry import ToolSpec, register
 from fleetmem.memory.render import render_context_pack
-from fleetmem.models import Caller
+from fleetmem.models import BudgetFields, Caller, PackCard, PackFact, SlugThread
 from fleetmem.ports import CallContext, Deps
 from fleetmem.protocol import (
     CONTEXT_PACK_MAX_ENTITIES,
@@ -44,23 +44,33 @@ from fleetmem.protocol import (
 TOOL = "context_pack"
 
 
-class ContextPackParams(BaseModel):
+class ContextPackParams(Params):
     model_config = ConfigDict(extra="ignore")
 
     entities: str = Field(
         description="Comma-separated entity names or slugs (at most 8 are used), e.g. "
         "\"acme-example, people/alice-example\".",
     )
-    budget_tokens: Annotated[Any, WithJsonSchema({"type": "integer", "minimum": 1})] = Field(
+    budget_tokens: Budget = Field(
         default=None, description="Token budget (integer >= 1): cards pack first, then facts."
     )
-    since: Annotated[Any, WithJsonSchema({"type": "string"})] = Field(
+    since: Since = Field(
         default=None, description="ISO 8601 date/datetime: only open threads dated after it."
     )
     session_id: str | None = Field(default=None, description="Hot facts come from this session when given.")
     include_private: bool = Field(
         default=False, description="Trusted local callers only: include private pages and facts."
     )
+
+
+class ContextPackResult(BudgetFields):
+    protocol_version: int
+    entities: list[str]
+    cards: list[PackCard]
+    open_threads: list[SlugThread]
+    facts: list[PackFact]
+    text: str
+    degraded_reason: str | None = None
 
 
 def deadline_passed(ctx: CallContext) -> bool:
@@ -144,6 +154,7 @@ SPEC = register(
             "include_private."
         ),
         params=ContextPackParams,
+        result=ContextPackResult,
         run=run,
         scope="read",
         surface="verbs",

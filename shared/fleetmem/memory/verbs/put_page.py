@@ -22,16 +22,16 @@ Public API: `PutPageParams`, `run(deps, caller, params, ctx) -> Outcome`, `SPEC`
 from __future__ import annotations
 
 import datetime as dt
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from fleetmem.errors import Fix, Outcome, PortError, TooLarge, VerbError
 from fleetmem.memory import common, indexing
 from fleetmem.memory.pagefmt import PageFormatError, first_h1, mentions, parse_page_content, split_frontmatter
 from fleetmem.memory.registry import ToolSpec, register
 from fleetmem.memory.slugs import is_canonical_slug, last_segment, slugify
-from fleetmem.models import AuditEvent, Caller, Link, Page, TimelineEntry
+from fleetmem.models import AuditEvent, Caller, Link, Page, SearchState, TimelineEntry, Wire
 from fleetmem.ports import CallContext, Deps
 from fleetmem.protocol import MENTION_LINK_TYPE, PAGE_BODY_MAX_BYTES, PROTOCOL_VERSION, VISIBILITIES
 from fleetmem.timefmt import parse_iso
@@ -56,7 +56,12 @@ class TimelineArg(BaseModel):
     text: str = Field(description="What happened.")
 
 
-class PutPageParams(BaseModel):
+def _blank_as_none(value: Any) -> Any:
+    """visibility as put_page reads it from frontmatter too: trimmed, blank = not given."""
+    return (value.strip() or None) if isinstance(value, str) else value
+
+
+class PutPageParams(common.Params):
     model_config = ConfigDict(extra="ignore")
 
     slug: str = Field(description='Page slug: lowercase path segments, e.g. "people/alice-example".')
@@ -68,7 +73,7 @@ class PutPageParams(BaseModel):
     type: str | None = Field(default=None, description='Page type, e.g. "person", "company", "project".')
     aliases: list[str] | None = Field(default=None, description="Other names the entity is known by.")
     summary: str | None = Field(default=None, description="One-sentence summary shown on entity cards.")
-    visibility: Annotated[Any, WithJsonSchema({"type": "string", "enum": list(VISIBILITIES)})] = Field(
+    visibility: Annotated[common.VisibilityArg, BeforeValidator(_blank_as_none)] = Field(
         default=None, description='"world" (default: every agent on this brain) or "private" (local only).'
     )
     links: list[LinkArg] | None = Field(default=None, description="Typed edges to other pages.")
@@ -77,6 +82,14 @@ class PutPageParams(BaseModel):
         default=None,
         description="Optional retry key: the same key and arguments within 24 h return the first result.",
     )
+
+
+class PutPageResult(Wire):
+    slug: str
+    status: Literal["created", "updated", "unchanged"]
+    search_state: SearchState
+    protocol_version: int
+    idempotent_replay: bool | None = None
 
 
 def _jsonable(value: Any) -> Any:
@@ -316,6 +329,7 @@ SPEC = register(
             "status says created | updated | unchanged."
         ),
         params=PutPageParams,
+        result=PutPageResult,
         run=run,
         scope="write",
         surface="full",

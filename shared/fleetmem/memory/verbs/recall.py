@@ -1,5 +1,5 @@
-"""recall — saved facts plus (with `query`) budget-packed page snippets (MEMORY_VERBS v1; PROTOCOL_NOTES
-§3, §5, D4, D8, D9, D13).
+"""recall — saved facts plus (with `query`) budget-packed page snippets (docs/protocol.md: recall,
+budgets; D4, D8, D9, D13).
 
 Public API: `RecallParams`, `RecallResult`, `run(deps, caller, params, ctx) -> Outcome`,
 `fact_item(fact) -> dict` (the legacy facts[] item; other verbs may reuse it).
@@ -18,14 +18,18 @@ best chunk per page, each result with evidence/create_safety (see `fleetmem.memo
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
+from pydantic import ConfigDict, Field
 
 from fleetmem.errors import Notice, Outcome
 from fleetmem.memory import search as search_arm
 from fleetmem.memory.budget import Packer, cost, costs
 from fleetmem.memory.common import (
+    Budget,
+    Limit,
+    Params,
+    Since,
     check_budget,
     clamp_limit,
     degraded_recall_notice,
@@ -36,7 +40,7 @@ from fleetmem.memory.common import (
 from fleetmem.memory.entities import canonicalize_entity
 from fleetmem.memory.indexing import chunk_display
 from fleetmem.memory.registry import ToolSpec, register
-from fleetmem.models import Caller, Fact
+from fleetmem.models import BudgetFields, Caller, CreateSafety, Evidence, Fact, FactItem, Wire
 from fleetmem.ports import CallContext, Deps
 from fleetmem.protocol import (
     CREATE_SAFETY_FOR,
@@ -50,7 +54,7 @@ from fleetmem.timefmt import iso
 TOOL = "recall"
 
 
-class RecallParams(BaseModel):
+class RecallParams(Params):
     model_config = ConfigDict(extra="ignore")
 
     query: str | None = Field(
@@ -62,16 +66,14 @@ class RecallParams(BaseModel):
         None, description='Only facts about this entity (slug or name), e.g. "people/alice-example".'
     )
     session_id: str | None = Field(None, description="Only facts saved with this session_id.")
-    since: str | None = Field(
+    since: Since = Field(
         None, description='Only facts saved after this ISO 8601 date/datetime, e.g. "2026-06-01T00:00:00Z".'
     )
-    limit: Annotated[Any, WithJsonSchema({"type": "integer", "minimum": 1, "maximum": MAX_RECALL_LIMIT})] = (
-        Field(
-            None,
-            description="Per-arm maximum (facts and search results each). Default 50, clamped to 1..100.",
-        )
+    limit: Limit(DEFAULT_RECALL_LIMIT, MAX_RECALL_LIMIT) = Field(  # type: ignore[valid-type]
+        None,
+        description="Per-arm maximum (facts and search results each). Default 50, clamped to 1..100.",
     )
-    budget_tokens: Annotated[Any, WithJsonSchema({"type": "integer", "minimum": 1})] = Field(
+    budget_tokens: Budget = Field(
         None,
         description="Server-side token budget (chars/4): facts pack first, then search results; the "
         "response reports budget_used and dropped_count. Integer >= 1; omit for no budget.",
@@ -83,38 +85,25 @@ class RecallParams(BaseModel):
         False, description="Include private facts/pages. Honoured only for the owner's local CLI."
     )
 
-
-class RecallFact(BaseModel):
-    id: int = Field(description="Legacy integer id (per-brain sequence number).")
-    fact_id: str = Field(description="Opaque string id — the value forget accepts.")
-    fact: str
-    kind: str
-    entity_slug: str | None
-    provenance: str
-    visibility: str
-    created_at: str
-    valid_until: str | None
-    session_id: str | None
+    #: budget, then limit, then since (§ recall), whatever their place in the model.
+    check_order = ("budget_tokens", "limit", "since")
 
 
-class RecallHit(BaseModel):
+class RecallHit(Wire):
     slug: str
     title: str
     chunk: str
-    evidence: str
-    create_safety: str
+    evidence: Evidence
+    create_safety: CreateSafety
     provenance: str
 
 
-class RecallResult(BaseModel):
+class RecallResult(BudgetFields):
     protocol_version: int
-    facts: list[RecallFact]
+    facts: list[FactItem]
     total: int
     results: list[RecallHit]
     search_degraded: str | None = None
-    budget_tokens: int | None = None
-    budget_used: int | None = None
-    dropped_count: int | None = None
 
 
 def fact_item(f: Fact) -> dict[str, Any]:
