@@ -218,9 +218,6 @@ class Completion(Record):
 # describe its body exactly, so a field added without updating the contract fails validation.
 
 FactStatus = Literal["active", "forgotten", "superseded", "expired"]
-Evidence = Literal["alias_hit", "exact_title_match", "high_vector_match", "keyword_exact", "weak_semantic"]
-CreateSafety = Literal["exists", "probable", "unknown"]
-SearchState = Literal["current", "pending"]
 
 
 class Wire(BaseModel):

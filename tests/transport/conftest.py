@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from fleetmem.adapters.local import LocalStores
 from fleetmem.errors import Notice, Outcome
 from fleetmem.memory.registry import REGISTRY, ToolSpec, register
+from tests.result_contract import validate_every_dispatch
 
 
 class ProbeParams(BaseModel):
@@ -117,3 +118,11 @@ def snapshot(stores: LocalStores) -> dict[str, list[tuple[Any, ...]]]:
         return out
 
     return stores.db.read(run)
+
+
+@pytest.fixture(autouse=True)
+def responses_match_their_result_models(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Every successful dispatch in these tests must match its tool's result model."""
+    checks = validate_every_dispatch(monkeypatch)
+    yield
+    checks.assert_clean()

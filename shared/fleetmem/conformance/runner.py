@@ -7,6 +7,9 @@ A case is `{id, rule, steps[], requires?, needs?, surface?, era?}`. Steps:
 - `{"http": "GET"|"POST", "path": "/mcp", "auth": "token"|"none"|"bogus", "headers": {...},
    "json": {...} | "raw": "...", "expect": {"status": 405, "headers": {name: check}, "paths": {...}}}`
 
+Every successful tool response is also validated against the tool's result model (the registry's
+`ToolSpec.result`, the shapes docs/protocol.md describes); a body that does not match fails the case.
+
 Strings may hold `{{var}}` templates (`marker`, `slug`, `alias`, `title`, `now`, saved values).
 Checks are small operator maps (`eq`, `type`, `present`, `nonempty`, `in`, `len`, `len_le`, ...);
 see `check_value`. A case whose precondition the target cannot meet (a page tool on a verbs-only
@@ -193,8 +196,29 @@ class CallOutcome:
         )
 
 
+def check_result_model(out: CallOutcome) -> None:
+    """A success body must match its tool's result model exactly (a dry run is not a tool result)."""
+    from pydantic import ValidationError
+
+    from fleetmem.memory.registry import REGISTRY
+
+    spec = REGISTRY.get(out.tool)
+    body = out.body
+    if out.is_error or spec is None or (body.get("dry_run") is True and body.get("ran") is False):
+        return
+    try:
+        spec.validate_result(body)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or '(body)'}: {e['msg']}"
+            for e in exc.errors(include_url=False, include_input=False)[:5]
+        )
+        raise CaseFailed(f"{out.tool}: the response does not match {spec.result.__name__} — {problems}") from None
+
+
 def check_call(out: CallOutcome, expect: dict[str, Any]) -> None:
     body = out.body
+    check_result_model(out)
     if "allow_error" in expect and out.is_error:
         check_envelope(out, expect["allow_error"])
         return

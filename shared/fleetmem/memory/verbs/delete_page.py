@@ -15,9 +15,9 @@ from fleetmem.memory.common import Params
 from fleetmem.memory.registry import ToolSpec, register
 from fleetmem.memory.verbs.get_page import page_not_found, visible_page
 from fleetmem.memory.verbs.put_page import unindex_page
-from fleetmem.models import AuditEvent, Caller, SearchState, Wire
+from fleetmem.models import AuditEvent, Caller, Wire
 from fleetmem.ports import CallContext, Deps
-from fleetmem.protocol import PROTOCOL_VERSION
+from fleetmem.protocol import PROTOCOL_VERSION, SearchState
 
 TOOL = "delete_page"
 

@@ -18,9 +18,9 @@ from fleetmem.memory.cards import build_card, read_card
 from fleetmem.memory.common import Params
 from fleetmem.memory.entities import near_misses, resolve_entity
 from fleetmem.memory.registry import ToolSpec, register
-from fleetmem.models import Caller, Card, CreateSafety, Wire
+from fleetmem.models import Caller, Card, Wire
 from fleetmem.ports import CallContext, Deps
-from fleetmem.protocol import PROTOCOL_VERSION
+from fleetmem.protocol import PROTOCOL_VERSION, CreateSafety
 
 TOOL = "entity"
 

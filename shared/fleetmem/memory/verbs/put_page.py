@@ -31,9 +31,9 @@ from fleetmem.memory import common, indexing
 from fleetmem.memory.pagefmt import PageFormatError, first_h1, mentions, parse_page_content, split_frontmatter
 from fleetmem.memory.registry import ToolSpec, register
 from fleetmem.memory.slugs import is_canonical_slug, last_segment, slugify
-from fleetmem.models import AuditEvent, Caller, Link, Page, SearchState, TimelineEntry, Wire
+from fleetmem.models import AuditEvent, Caller, Link, Page, TimelineEntry, Wire
 from fleetmem.ports import CallContext, Deps
-from fleetmem.protocol import MENTION_LINK_TYPE, PAGE_BODY_MAX_BYTES, PROTOCOL_VERSION, VISIBILITIES
+from fleetmem.protocol import MENTION_LINK_TYPE, PAGE_BODY_MAX_BYTES, PROTOCOL_VERSION, VISIBILITIES, SearchState
 from fleetmem.timefmt import parse_iso
 
 TOOL = "put_page"

@@ -40,7 +40,7 @@ from fleetmem.memory.common import (
 from fleetmem.memory.entities import canonicalize_entity
 from fleetmem.memory.indexing import chunk_display
 from fleetmem.memory.registry import ToolSpec, register
-from fleetmem.models import BudgetFields, Caller, CreateSafety, Evidence, Fact, FactItem, Wire
+from fleetmem.models import BudgetFields, Caller, Fact, FactItem, Wire
 from fleetmem.ports import CallContext, Deps
 from fleetmem.protocol import (
     CREATE_SAFETY_FOR,
@@ -48,6 +48,8 @@ from fleetmem.protocol import (
     MAX_RECALL_LIMIT,
     PROTOCOL_VERSION,
     SESSION_ID_MAX,
+    CreateSafety,
+    Evidence,
 )
 from fleetmem.timefmt import iso
 

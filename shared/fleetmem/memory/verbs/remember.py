@@ -17,7 +17,7 @@ Without an embedder (or when it is unavailable) only exact-text dedup runs and t
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from pydantic import AfterValidator, BeforeValidator, ConfigDict, Field, StringConstraints, WithJsonSchema
 from pydantic_core import PydanticCustomError
@@ -30,7 +30,7 @@ from fleetmem.memory.registry import ToolSpec, register
 from fleetmem.memory.slugs import slugify
 from fleetmem.memory.ttl import TtlError, parse_ttl
 from fleetmem.memory.vectors import cosine, pack
-from fleetmem.models import AuditEvent, Caller, Fact, SearchState, Wire
+from fleetmem.models import AuditEvent, Caller, Fact, Wire
 from fleetmem.ports import CallContext, Deps
 from fleetmem.protocol import (
     DEDUP_NEIGHBOURS,
@@ -40,6 +40,8 @@ from fleetmem.protocol import (
     PROVENANCE_MAX,
     SESSION_ID_MAX,
     FactKind,
+    RememberStatus,
+    SearchState,
     Visibility,
 )
 from fleetmem.timefmt import iso
@@ -159,7 +161,7 @@ class RememberParams(Params):
 
 class RememberResult(Wire):
     id: str = Field(description="Opaque fact id (the EXISTING fact's id when status is duplicate).")
-    status: Literal["inserted", "duplicate", "superseded"] = Field(description="Branch on this.")
+    status: RememberStatus = Field(description="Branch on this.")
     status_text: str
     entity_slug: str | None
     valid_until: str | None
