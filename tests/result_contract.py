@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from fleetmem.memory.registry import REGISTRY
+from fleetmem.memory.verbs import REGISTRY
 from fleetmem.transport import dispatch as dispatch_module
 
 

@@ -589,7 +589,7 @@ def render_body(tool: str, body: dict[str, Any], out: Output) -> None:
     tools without a dedicated view, and any body that strays from its model, print as YAML."""
     from pydantic import ValidationError
 
-    from fleetmem.memory.registry import REGISTRY
+    from fleetmem.memory.verbs import REGISTRY
 
     spec = REGISTRY.get(tool)
     renderer = _RENDERERS.get(tool)

@@ -221,7 +221,7 @@ FactStatus = Literal["active", "forgotten", "superseded", "expired"]
 
 
 class Wire(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
 
 class BudgetFields(Wire):

@@ -189,7 +189,7 @@ class CallOutcome:
         self.meta_text = json.dumps(meta or {}, default=str)
 
     def has_notice(self, code: str) -> bool:
-        """PROTOCOL_NOTES §1: a notice rides BOTH an extra content block and `_meta`."""
+        """docs/protocol.md, notices: a notice rides BOTH an extra content block and `_meta`."""
         pattern = rf"(?<![A-Za-z0-9_]){re.escape(code)}(?![A-Za-z0-9_])"
         return (
             re.search(pattern, self.block_text) is not None and re.search(pattern, self.meta_text) is not None
@@ -200,7 +200,7 @@ def check_result_model(out: CallOutcome) -> None:
     """A success body must match its tool's result model exactly (a dry run is not a tool result)."""
     from pydantic import ValidationError
 
-    from fleetmem.memory.registry import REGISTRY
+    from fleetmem.memory.verbs import REGISTRY
 
     spec = REGISTRY.get(out.tool)
     body = out.body
@@ -328,7 +328,7 @@ def check_fix(out: CallOutcome, expect: dict[str, Any]) -> None:
 
 
 def check_budget(out: CallOutcome) -> None:
-    """PROTOCOL_NOTES §3: integer fields, used <= budget, and the packed count matches `total`."""
+    """docs/protocol.md, budgets: integer fields, used <= budget, and the packed count matches `total`."""
     body = out.body
     for key in ("budget_tokens", "budget_used", "dropped_count"):
         check_value(get_path(body, key), {"type": "int", "ge": 0}, f"{out.tool}.{key}")

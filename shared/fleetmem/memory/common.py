@@ -28,7 +28,7 @@ Typed parameters (docs/protocol.md, "Parameters and validation"):
 - `Hint(accepts, cause=None, fix=..., remedy=None)`: per-field metadata (`Annotated[..., Hint(...)]`)
   the builder reads: what the field accepts and the corrected value (a constant, or a function of the
   rejected value and the current time; `NO_FIX` for none, `DROP` to leave the field out).
-- `Budget`, `Limit`, `Since`, `Visibility`: the shared typed fields (D4 budget, per-arm limit,
+- `Budget`, `Limit`, `Since`/`SinceText`, `VisibilityArg`: the shared typed fields (D4 budget, per-arm limit,
   ISO `since`, world|private).
 """
 
@@ -478,20 +478,17 @@ def Limit(default: int, hi: int) -> Any:
     ]
 
 
-#: ISO 8601 text; its grammar is read by `parse_since` in the verb.
+#: ISO 8601 text (or null); its grammar is read by `parse_since` in the verb.
 Since = Annotated[
     str | None,
-    WithJsonSchema({"type": "string"}),
     Hint(
         accepts="an ISO 8601 date or datetime",
         cause="since must be ISO 8601, e.g. 2026-06-01 or 2026-06-01T09:30:00Z (UTC).",
         fix=_since_example,
     ),
 ]
-
-
-def _strip_text(value: Any) -> Any:
-    return value.strip() if isinstance(value, str) else value
+#: The same, served as a plain string in the inputSchema (context_pack, delta).
+SinceText = Annotated[Since, WithJsonSchema({"type": "string"})]
 
 
 VisibilityArg = Annotated[

@@ -27,7 +27,7 @@ from pydantic import ConfigDict, Field
 from fleetmem.errors import Outcome
 from fleetmem.memory import budget, common
 from fleetmem.memory.cards import build_card, card_cost, fact_view, read_card
-from fleetmem.memory.common import Budget, Params, Since
+from fleetmem.memory.common import Budget, Params, SinceText
 from fleetmem.memory.entities import parse_entity_list, resolve_entity
 from fleetmem.memory.registry import ToolSpec, register
 from fleetmem.memory.render import render_context_pack
@@ -54,7 +54,7 @@ class ContextPackParams(Params):
     budget_tokens: Budget = Field(
         default=None, description="Token budget (integer >= 1): cards pack first, then facts."
     )
-    since: Since = Field(
+    since: SinceText = Field(
         default=None, description="ISO 8601 date/datetime: only open threads dated after it."
     )
     session_id: str | None = Field(default=None, description="Hot facts come from this session when given.")

@@ -45,7 +45,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from fleetmem.errors import Conflict, Fix, Notice, Outcome, Unavailable, VerbError
 from fleetmem.memory import budget, common
 from fleetmem.memory.cards import fact_view, open_threads
-from fleetmem.memory.common import Budget, Params, Since
+from fleetmem.memory.common import Budget, Params, SinceText
 from fleetmem.memory.entities import parse_entity_list, resolve_entity
 from fleetmem.memory.registry import ToolSpec, register
 from fleetmem.memory.render import render_delta
@@ -71,7 +71,7 @@ INCOMPLETE_REPORT_STREAK = 3
 class DeltaParams(Params):
     model_config = ConfigDict(extra="ignore")
 
-    since: Since = Field(
+    since: SinceText = Field(
         default=None,
         description="ISO 8601 date/datetime: changes strictly after it. Wins over the session cursor.",
     )

@@ -1,4 +1,4 @@
-"""forget — expire a fact by its opaque string id, with an audit row (MEMORY_VERBS v1; PROTOCOL_NOTES §9).
+"""forget — expire a fact by its opaque string id, with an audit row (docs/protocol.md, forget).
 
 Public API: `ForgetParams`, `ForgetResult`, `run(deps, caller, params, ctx) -> Outcome`.
 

@@ -82,9 +82,10 @@ def _ttl_fix(raw: Any, now: datetime) -> str:
 
 
 class RememberParams(Params):
-    """Checked in the documented order (§ remember): fact, provenance (absent -> invalid_params,
-    blank -> provenance_required, > 500 chars -> invalid_params), kind, visibility, ttl (its grammar
-    is read by `ttl.parse_ttl`)."""
+    # Checked in the documented order (docs/protocol.md, remember): fact, provenance (absent ->
+    # invalid_params, blank -> provenance_required, > 500 chars -> invalid_params), kind,
+    # visibility, ttl (its grammar is read by `ttl.parse_ttl`). No docstring: it would become the
+    # inputSchema's description.
 
     model_config = ConfigDict(extra="ignore", json_schema_extra={"required": ["fact", "provenance"]})
 

@@ -1,4 +1,4 @@
-"""synthesize — an LLM answer combining retrieved pages and facts (MEMORY_VERBS v1; PROTOCOL_NOTES §9).
+"""synthesize — an LLM answer combining retrieved pages and facts (docs/protocol.md, synthesize).
 
 Public API: `SynthesizeParams`, `SynthesizeResult`, `run(deps, caller, params, ctx) -> Outcome`.
 
