@@ -10,8 +10,8 @@ Order of checks, each answering with the one envelope builder (`fleetmem.memory.
 3. D3 unknown parameters: reads ignore them with an `unknown_param` notice; writes refuse them with
    `invalid_params` whose fix is the same call without the key (or with the closest known name).
    `_meta` and `dry_run` are always allowed; `idempotency_key` on tools that take one.
-4. pydantic validation -> `invalid_params` naming the field, with a fix when one is derivable (the
-   field's default, other arguments kept).
+4. typed parameters (`fleetmem.memory.common.Params`) -> the tool's `invalid_params` naming the
+   first bad field, with the fix its hint (or default) gives and the other arguments kept.
 5. D2 idempotency: claim before run, complete after, release on error.
 6. run; `VerbError` -> envelope; `PortError` -> mapped envelope; anything else -> `internal`
    (logged with the correlation id and the exception TYPE only).
@@ -19,6 +19,9 @@ Order of checks, each answering with the one envelope builder (`fleetmem.memory.
 `dry_run: true` on a tool whose parameters do not define it checks the arguments against the schema
 and returns `{dry_run: true, ran: false, ...}` without running the tool (nothing is written); a
 non-boolean `dry_run` is refused rather than read as false.
+
+Every answer but success is a `VerbError` built in `fleetmem.transport.errors`; the contract these
+steps enforce is docs/protocol.md ("Parameters and validation", "Errors").
 """
 
 from __future__ import annotations
@@ -149,8 +152,11 @@ def precheck(
         call = _Call(tool, arguments, caller, None, surface, correlation_id, transport)  # type: ignore[arg-type]
         if isinstance(arguments, dict):
             call.args = {k: v for k, v in arguments.items() if k != "_meta"}
-        resolved = call._resolve()
-    return resolved if isinstance(resolved, DispatchResult) else None
+        try:
+            call._resolve()
+        except VerbError as err:
+            return call._error(err)
+    return None
 
 
 def _log_internal(tool: str, exc: BaseException) -> None:
@@ -212,6 +218,32 @@ class _Call:
     # -- the pipeline --------------------------------------------------------------------------
 
     def run(self) -> DispatchResult:
+        try:
+            spec = self._spec()  # 1. surface and scope, 2. an object of valid text
+            notices = self._unknown_params(spec)  # 3. D3
+            args = {k: v for k, v in self.args.items() if k in self._known(spec)}
+            key = self._idempotency_key(spec, args)  # D2 (taken out of `args` unless a parameter)
+            dry_run = self._dry_run_flag(spec, args)  # taken out of `args` unless a parameter
+            params = self._validate(spec, args)  # 4. typed parameters
+        except VerbError as err:
+            return self._error(err)
+        if dry_run:
+            # The arguments passed the schema; the tool's own rules run only on a real call.
+            body = {
+                "dry_run": True,
+                "tool": spec.name,
+                "ran": False,
+                "arguments": params.model_dump(mode="json"),
+                "protocol_version": PROTOCOL_VERSION,
+            }
+            return DispatchResult(body, False, notices, self.cid)
+        if key is None:
+            return self._execute(spec, params, notices)  # 6. run
+        return self._execute_idempotent(spec, params, key, notices)  # 5. + 6.
+
+    # -- the steps (each raises the VerbError that answers the call) ----------------------------
+
+    def _spec(self) -> ToolSpec:
         bad_text: str | None = None
         if isinstance(self.raw_arguments, dict):
             raw = {k: v for k, v in self.raw_arguments.items() if k != "_meta"}
@@ -219,77 +251,62 @@ class _Call:
             # What fixes echo back must itself be valid UTF-8.
             self.args = errors.scrub(raw) if bad_text is not None else raw
         spec = self._resolve()
-        if isinstance(spec, DispatchResult):
-            return spec
         if self.raw_arguments is not None and not isinstance(self.raw_arguments, dict):
-            return self._error(errors.not_an_object(spec))
+            raise errors.not_an_object(spec)
         if bad_text is not None:
-            return self._error(errors.unencodable(self._view(), spec, bad_text))
+            raise errors.unencodable(self._view(), spec, bad_text)
+        return spec
+
+    def _known(self, spec: ToolSpec) -> set[str]:
+        return set(_field_names(spec.params)) | ALWAYS_ALLOWED | ({IDEMPOTENCY_KEY} if spec.idempotency else set())
+
+    def _unknown_params(self, spec: ToolSpec) -> list[Notice]:
         fields = _field_names(spec.params)
-        known = set(fields) | ALWAYS_ALLOWED | ({IDEMPOTENCY_KEY} if spec.idempotency else set())
-        unknown = [k for k in self.args if k not in known]
-        notices: list[Notice] = []
-        if unknown:
-            if spec.writes:
-                return self._error(errors.unknown_on_write(self._view(), spec, unknown, fields))
-            notices.extend(errors.unknown_on_read(self._view(), spec, unknown, fields))
+        unknown = [k for k in self.args if k not in self._known(spec)]
+        if unknown and spec.writes:
+            raise errors.unknown_on_write(self._view(), spec, unknown, fields)
+        return errors.unknown_on_read(self._view(), spec, unknown, fields) if unknown else []
 
-        validate_args = {k: v for k, v in self.args.items() if k not in unknown}
-        key: str | None = None
-        if spec.idempotency and IDEMPOTENCY_KEY in validate_args:
-            raw_key = (
-                validate_args[IDEMPOTENCY_KEY]
-                if IDEMPOTENCY_KEY in fields
-                else validate_args.pop(IDEMPOTENCY_KEY)
-            )
-            if raw_key is not None:
-                if not isinstance(raw_key, str) or not raw_key.strip() or len(raw_key) > IDEMPOTENCY_KEY_MAX:
-                    return self._error(errors.bad_key(self._view(), spec))
-                key = raw_key
-        dry_run = False
-        if "dry_run" in validate_args and "dry_run" not in fields:
-            flag = validate_args.pop("dry_run")
-            if flag is not None and not isinstance(flag, bool):
-                # Never guess "false" for an unclear flag: that would run a write the caller may
-                # have meant only to check. The safe reading is offered as the fix.
-                return self._error(errors.bad_dry_run(self._view(), spec))
-            dry_run = flag is True
+    def _idempotency_key(self, spec: ToolSpec, args: dict[str, Any]) -> str | None:
+        if not spec.idempotency or IDEMPOTENCY_KEY not in args:
+            return None
+        is_param = IDEMPOTENCY_KEY in _field_names(spec.params)
+        raw_key = args[IDEMPOTENCY_KEY] if is_param else args.pop(IDEMPOTENCY_KEY)
+        if raw_key is None:
+            return None
+        if not isinstance(raw_key, str) or not raw_key.strip() or len(raw_key) > IDEMPOTENCY_KEY_MAX:
+            raise errors.bad_key(self._view(), spec)
+        return raw_key
 
-        # Typed parameters: a failure is the tool's own invalid_params (fleetmem.memory.common), its
-        # fix echoing what this pipeline took out of the arguments.
-        keep = {k: self.args[k] for k in ("dry_run", IDEMPOTENCY_KEY) if k in self.args and k not in validate_args}
-        context = {"tool": spec.name, "now": self.deps.clock.now(), "keep": keep}
+    def _dry_run_flag(self, spec: ToolSpec, args: dict[str, Any]) -> bool:
+        if "dry_run" not in args or "dry_run" in _field_names(spec.params):
+            return False
+        flag = args.pop("dry_run")
+        if flag is not None and not isinstance(flag, bool):
+            # Never guess "false" for an unclear flag: that would run a write the caller may have
+            # meant only to check. The safe reading is offered as the fix.
+            raise errors.bad_dry_run(self._view(), spec)
+        return flag is True
+
+    def _validate(self, spec: ToolSpec, args: dict[str, Any]) -> BaseModel:
+        # A failure is the tool's own invalid_params (fleetmem.memory.common), its fix echoing what
+        # the steps above took out of the arguments.
+        keep = {k: self.args[k] for k in ("dry_run", IDEMPOTENCY_KEY) if k in self.args and k not in args}
+        now = self.deps.clock.now()
         try:
-            params = spec.params.model_validate(validate_args, context=context)
-        except VerbError as err:
-            return self._error(err)
+            return spec.params.model_validate(args, context={"tool": spec.name, "now": now, "keep": keep})
         except ValidationError as exc:  # a parameter model that is not a `Params` (test probes)
-            return self._error(invalid_from_validation(spec.params, validate_args, exc, **context))
+            raise invalid_from_validation(spec.params, args, exc, tool=spec.name, now=now, keep=keep) from None
 
-        if dry_run:
-            body = {
-                "dry_run": True,
-                "tool": spec.name,
-                # The arguments passed the schema; the tool's own rules run only on a real call.
-                "ran": False,
-                "arguments": params.model_dump(mode="json"),
-                "protocol_version": PROTOCOL_VERSION,
-            }
-            return DispatchResult(body, False, notices, self.cid)
-
-        if key is None:
-            return self._execute(spec, params, notices)
-        return self._execute_idempotent(spec, params, key, notices)
-
-    def _resolve(self) -> ToolSpec | DispatchResult:
+    def _resolve(self) -> ToolSpec:
         name = self.tool if isinstance(self.tool, str) else ""
         spec = REGISTRY.get(name)
         on_surface = spec is not None and (self.surface == "full" or spec.surface == "verbs")
         if not on_surface:
-            return self._error(errors.unknown_tool(self._view(), name, spec))
+            raise errors.unknown_tool(self._view(), name, spec)
         assert spec is not None
         if spec.name not in self.allowed:
-            return self._error(errors.scope_denied(self._view(), spec))
+            raise errors.scope_denied(self._view(), spec)
         return spec
 
     def _execute(self, spec: ToolSpec, params: BaseModel, notices: list[Notice]) -> DispatchResult:

@@ -115,7 +115,7 @@ class RememberParams(Params):
             fix=_provenance_fix,
         ),
     ] = Field(
-        None,  # type: ignore[assignment]  (absent is reported as missing, not defaulted)
+        None,  # absent is reported as missing, never used as a value
         validate_default=True,
         description="REQUIRED. Where the fact came from, free text up to 500 characters, stored verbatim. "
         'Examples: "user said in chat 2026-06-12", "import: notes.md".',

@@ -117,7 +117,7 @@ def run(deps: Deps, caller: Caller, params: TraceFactParams, ctx: CallContext) -
             )
     # Same-instant events (a supersession happens in the new fact's write) list the write first.
     events.sort(key=lambda e: (e["at"] or "", e["action"] != "write"))
-    return Outcome(
+    result = TraceFactResult.model_validate(
         {
             "id": fact.fact_id,
             "fact": _lineage_item(fact),
@@ -126,6 +126,7 @@ def run(deps: Deps, caller: Caller, params: TraceFactParams, ctx: CallContext) -
             "protocol_version": PROTOCOL_VERSION,
         }
     )
+    return Outcome(result.model_dump(exclude_unset=True))
 
 
 SPEC = register(
