@@ -758,7 +758,7 @@ def protocol_document() -> dict[str, Any]:
         entry["surface"] = spec.surface
         entry["writes"] = spec.writes
         entry["idempotency_key"] = bool(spec.idempotency)
-        entry["responseSchema"] = spec.result.model_json_schema() if spec.result is not None else None
+        entry["responseSchema"] = spec.result.model_json_schema()
         tools.append(entry)
     return {
         "protocol_version": PROTOCOL_VERSION,

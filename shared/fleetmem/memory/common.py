@@ -474,7 +474,7 @@ def Limit(default: int, hi: int) -> Any:
         Annotated[int, Strict()] | None,
         BeforeValidator(_loose_rounded_or_raw),
         WithJsonSchema({"type": "integer", "minimum": 1, "maximum": hi}),
-        Hint(accepts="a number", cause=f"limit is the per-arm maximum (1..{hi}, default {default}).", fix=default),
+        Hint(accepts="a number", cause=f"limit is a number, clamped to 1..{hi} (default {default}).", fix=default),
     ]
 
 
