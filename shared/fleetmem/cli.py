@@ -496,99 +496,110 @@ def _yaml(value: Any) -> str:
     return yaml.safe_dump(value, sort_keys=False, allow_unicode=True, width=100).rstrip()
 
 
-def _budget_line(body: dict[str, Any]) -> str | None:
-    if "budget_tokens" not in body:
+def _budget_line(result: Any) -> str | None:
+    if result.budget_tokens is None:  # no budget asked: the response has no budget fields
         return None
-    return (
-        f"budget: {body.get('budget_used')}/{body.get('budget_tokens')} tokens used, "
-        f"{body.get('dropped_count')} dropped"
-    )
+    return f"budget: {result.budget_used}/{result.budget_tokens} tokens used, {result.dropped_count} dropped"
+
+
+def _render_remember(r: Any, out: Output) -> None:
+    out.text(f"{r.status_text or r.status}")
+    out.text(f"  id: {r.id}   entity: {r.entity_slug}   valid_until: {r.valid_until}")
+
+
+def _render_recall(r: Any, out: Output) -> None:
+    out.text(f"{len(r.facts)} fact(s)")
+    for f in r.facts:
+        where = " · ".join(str(x) for x in (f.entity_slug, f.provenance) if x)
+        out.text(f"  #{f.id} [{f.kind}] {f.fact}")
+        out.text(f"      {where}  (fact_id {f.fact_id})")
+    out.text(f"{len(r.results)} search result(s)")
+    for hit in r.results:
+        out.text(f"  {hit.slug} — {hit.title} [{hit.evidence}, {hit.create_safety}]")
+        chunk = " ".join(hit.chunk.split())
+        out.text(f"      {chunk[:200]}{'…' if len(chunk) > 200 else ''}")
+    for line in (_budget_line(r), r.search_degraded and f"search degraded: {r.search_degraded}"):
+        if line:
+            out.text(line)
+
+
+def _render_entity(r: Any, out: Output) -> None:
+    if not r.found or r.card is None:
+        out.text("No entity matched.")
+        for s in r.suggestions:
+            out.text(f"  did you mean {s.slug} ({s.title}) [{s.create_safety}]")
+        return
+    card, ent = r.card, r.card.entity
+    out.text(f"{ent.title}  ({ent.slug}, {ent.type})")
+    if card.aka:
+        out.text(f"  aka: {', '.join(card.aka)}")
+    if card.summary:
+        out.text(f"  {card.summary}")
+    for t in card.open_threads:
+        out.text(f"  open: [{t.kind}] {t.text} {t.date or ''}".rstrip())
+    for e in card.edges:
+        out.text(f"  {'→' if e.direction == 'out' else '←'} {e.type} {e.slug}")
+    out.text(f"  facts: {card.active_fact_count}   backlinks: {card.backlink_count}   ({r.latency_ms} ms)")
+    for s in r.suggestions:
+        out.text(f"  also: {s.slug} ({s.title})")
+
+
+def _render_pack(r: Any, out: Output) -> None:
+    """context_pack and delta: the ready-to-inject text on stdout, the bookkeeping on stderr."""
+    out.text(r.text)
+    extra = [_budget_line(r)]
+    if hasattr(r, "has_more"):
+        extra.append(f"has_more: {r.has_more}   next_cursor: {json.dumps(r.next_cursor.model_dump())}")
+    if r.degraded_reason:
+        extra.append(f"degraded: {r.degraded_reason}")
+    for line in extra:
+        if line:
+            Output.err(line)
+
+
+def _render_forget(r: Any, out: Output) -> None:
+    verb = "Expired" if r.expired else "Already expired (nothing changed):"
+    out.text(f"{verb} {r.id}" + (f" — {r.reason}" if r.reason else ""))
+
+
+def _render_page(r: Any, out: Output) -> None:
+    # The page itself (frontmatter + body): `fleetmem get-page X > x.md` round-trips via put-page.
+    out.text(r.content.rstrip("\n"))
+
+
+def _render_synthesize(r: Any, out: Output) -> None:
+    out.text(r.answer)
+    out.text(_yaml(r.model_dump(exclude={"answer", "protocol_version"}, exclude_unset=True)))
+
+
+_RENDERERS: dict[str, Callable[[Any, Output], None]] = {
+    "remember": _render_remember,
+    "recall": _render_recall,
+    "entity": _render_entity,
+    "context_pack": _render_pack,
+    "delta": _render_pack,
+    "forget": _render_forget,
+    "get_page": _render_page,
+    "synthesize": _render_synthesize,
+}
 
 
 def render_body(tool: str, body: dict[str, Any], out: Output) -> None:
-    body = {k: v for k, v in body.items() if k != "protocol_version"}
-    if tool == "remember":
-        out.text(f"{body.get('status_text') or body.get('status')}")
-        out.text(
-            f"  id: {body.get('id')}   entity: {body.get('entity_slug')}   valid_until: "
-            f"{body.get('valid_until')}"
-        )
-        return
-    if tool == "recall":
-        facts = body.get("facts") or []
-        out.text(f"{len(facts)} fact(s)")
-        for f in facts:
-            where = " · ".join(str(x) for x in (f.get("entity_slug"), f.get("provenance")) if x)
-            out.text(f"  #{f.get('id')} [{f.get('kind', 'fact')}] {f.get('text') or f.get('fact')}")
-            out.text(f"      {where}  (fact_id {f.get('fact_id')})")
-        results = body.get("results")
-        if results is not None:
-            out.text(f"{len(results)} search result(s)")
-            for r in results:
-                out.text(
-                    f"  {r.get('slug')} — {r.get('title')} [{r.get('evidence')}, {r.get('create_safety')}]"
-                )
-                chunk = " ".join(str(r.get("chunk", "")).split())
-                out.text(f"      {chunk[:200]}{'…' if len(chunk) > 200 else ''}")
-        for line in (
-            _budget_line(body),
-            body.get("search_degraded") and f"search degraded: {body['search_degraded']}",
-        ):
-            if line:
-                out.text(line)
-        return
-    if tool == "entity":
-        if not body.get("found"):
-            out.text("No entity matched.")
-            for s in body.get("suggestions") or []:
-                out.text(f"  did you mean {s.get('slug')} ({s.get('title')}) [{s.get('create_safety')}]")
+    """A success for humans, read through the tool's result model (the one statement of its shape);
+    tools without a dedicated view, and any body that strays from its model, print as YAML."""
+    from pydantic import ValidationError
+
+    from fleetmem.memory.verbs import REGISTRY
+
+    spec = REGISTRY.get(tool)
+    renderer = _RENDERERS.get(tool)
+    if spec is not None and renderer is not None:
+        try:
+            renderer(spec.validate_result(body), out)
             return
-        card = body.get("card") or {}
-        ent = card.get("entity") or {}
-        out.text(f"{ent.get('title')}  ({ent.get('slug')}, {ent.get('type')})")
-        if card.get("aka"):
-            out.text(f"  aka: {', '.join(card['aka'])}")
-        if card.get("summary"):
-            out.text(f"  {card['summary']}")
-        for t in card.get("open_threads") or []:
-            out.text(f"  open: [{t.get('kind')}] {t.get('text')} {t.get('date') or ''}".rstrip())
-        for e in card.get("edges") or []:
-            arrow = "→" if e.get("direction") == "out" else "←"
-            out.text(f"  {arrow} {e.get('type')} {e.get('slug')}")
-        out.text(
-            f"  facts: {card.get('active_fact_count')}   backlinks: {card.get('backlink_count')}   "
-            f"({body.get('latency_ms')} ms)"
-        )
-        for s in body.get("suggestions") or []:
-            out.text(f"  also: {s.get('slug')} ({s.get('title')})")
-        return
-    if tool in ("context_pack", "delta") and isinstance(body.get("text"), str):
-        out.text(body["text"])
-        extra = [_budget_line(body)]
-        if tool == "delta":
-            extra.append(
-                f"has_more: {body.get('has_more')}   next_cursor: {json.dumps(body.get('next_cursor'))}"
-            )
-        if body.get("degraded_reason"):
-            extra.append(f"degraded: {body['degraded_reason']}")
-        for line in extra:
-            if line:
-                Output.err(line)
-        return
-    if tool == "forget":
-        verb = "Expired" if body.get("expired") else "Already expired (nothing changed):"
-        out.text(f"{verb} {body.get('id')}" + (f" — {body['reason']}" if body.get("reason") else ""))
-        return
-    if tool == "get_page" and isinstance(body.get("content"), str):
-        # The page itself (frontmatter + body): `fleetmem get-page X > x.md` round-trips via put-page.
-        out.text(body["content"].rstrip("\n"))
-        return
-    if tool == "synthesize":
-        out.text(str(body.get("answer", "")))
-        rest = {k: v for k, v in body.items() if k != "answer"}
-        out.text(_yaml(rest))
-        return
-    out.text(_yaml(body))
+        except ValidationError:
+            pass
+    out.text(_yaml({k: v for k, v in body.items() if k != "protocol_version"}))
 
 
 # --------------------------------------------------------------------------- serve / tokens
@@ -747,7 +758,7 @@ def protocol_document() -> dict[str, Any]:
         entry["surface"] = spec.surface
         entry["writes"] = spec.writes
         entry["idempotency_key"] = bool(spec.idempotency)
-        entry["responseSchema"] = spec.result.model_json_schema() if spec.result is not None else None
+        entry["responseSchema"] = spec.result.model_json_schema()
         tools.append(entry)
     return {
         "protocol_version": PROTOCOL_VERSION,

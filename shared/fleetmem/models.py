@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from fleetmem.protocol import FactKind, Scope, Visibility
 
@@ -210,3 +210,123 @@ class Completion(Record):
     input_tokens: int | None = None
     output_tokens: int | None = None
     usd_estimate: float | None = None
+
+
+# --------------------------------------------------------------------------- wire items
+# Shapes that appear inside more than one tool's response (docs/protocol.md, "Responses"). Each
+# tool's result model (in its verb module) is built from these; `extra="forbid"` makes a model
+# describe its body exactly, so a field added without updating the contract fails validation.
+
+FactStatus = Literal["active", "forgotten", "superseded", "expired"]
+
+
+class Wire(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class BudgetFields(Wire):
+    """Present together when the call had `budget_tokens` (§ budgets), absent otherwise."""
+
+    budget_tokens: int | None = None
+    budget_used: int | None = None
+    dropped_count: int | None = None
+
+
+class FactItem(Wire):
+    """A fact in recall (and trace_fact lineage): the legacy integer `id` (D9) plus the opaque
+    `fact_id` forget takes."""
+
+    id: int
+    fact_id: str
+    fact: str
+    kind: FactKind
+    entity_slug: str | None
+    provenance: str
+    visibility: Visibility
+    created_at: str
+    valid_until: str | None
+    session_id: str | None
+    # With include_expired: the fact's state and, where they apply, its successor and expiry time.
+    status: FactStatus | None = None
+    superseded_by: str | None = None
+    expired_at: str | None = None
+
+
+class PackFact(FactItem):
+    """A fact as context_pack and delta list it: recall's item (text under `fact`, with `kind`);
+    delta marks an item cut to fit its budget with `truncated: true`."""
+
+    truncated: bool | None = None
+
+
+class OpenThread(Wire):
+    kind: Literal["commitment", "recent_event"]
+    text: str
+    date: str | None
+
+
+class SlugThread(OpenThread):
+    slug: str  # the entity the thread belongs to
+
+
+class Edge(Wire):
+    type: str
+    direction: Literal["out", "in"]
+    slug: str
+    context: str | None
+
+
+class CardEntity(Wire):
+    slug: str
+    title: str
+    type: str | None
+
+
+class LastTouched(Wire):
+    updated_at: str | None
+    last_retrieved_at: str | None
+    last_timeline_date: str | None
+
+
+class Card(Wire):
+    """entity's card (§ entity)."""
+
+    entity: CardEntity
+    aka: list[str]
+    summary: str
+    last_touched: LastTouched
+    open_threads: list[OpenThread]
+    edges: list[Edge]
+    backlink_count: int
+    active_fact_count: int
+
+
+class PackCard(Wire):
+    """A context_pack card: the reference's flat card (`slug`, `title`, `type`, `summary`,
+    `open_threads`, `edges`, `backlink_count` at the top level) with the entity card's other fields;
+    the entity is named flat or under `entity` (at least one)."""
+
+    entity: CardEntity | None = None
+    slug: str | None = None
+    title: str | None = None
+    type: str | None = None
+    aka: list[str]
+    summary: str
+    last_touched: LastTouched
+    open_threads: list[OpenThread]
+    edges: list[Edge]
+    backlink_count: int
+    active_fact_count: int
+
+    @model_validator(mode="after")
+    def _named(self) -> PackCard:
+        if self.entity is None and (self.slug is None or self.title is None):
+            raise ValueError("a card names its entity: `slug` and `title` (or `entity`)")
+        return self
+
+
+class PageItem(Wire):
+    slug: str
+    title: str
+    type: str | None
+    updated_at: str

@@ -94,9 +94,9 @@ SUMMARY_MAX_CHARS: Final = 160
 SUGGESTIONS_MAX: Final = 3
 
 #: Link type of a `[[slug]]` mention in a page body: listed as a link, never counted as a backlink
-#: nor shown as a card edge (PROTOCOL_NOTES §6).
+#: nor shown as a card edge (docs/protocol.md, entity).
 MENTION_LINK_TYPE: Final = "mentions"
 
-#: Reserved cursor namespaces (PROTOCOL_NOTES §8).
+#: Reserved cursor namespaces (docs/protocol.md, delta).
 LOCAL_CLIENT: Final = "local"
 REMOTE_CLIENT: Final = "remote"

@@ -21,6 +21,7 @@ from fleetmem.models import Caller
 from fleetmem.ports import Deps
 from fleetmem.tokens import create_client, verify_token
 from fleetmem.transport.http_local import build_local_app, serve_in_thread
+from tests.result_contract import validate_every_dispatch
 
 #: The scope sets tokens are minted with, by name.
 TOKEN_SCOPES: dict[str, tuple[str, ...]] = {
@@ -102,3 +103,11 @@ async def mcp_session(base_url: str, token: str | None, mode: str) -> AsyncItera
     async with httpx2.AsyncClient(headers=headers) as http:
         async with Client(streamable_http_client(base_url + "/mcp", http_client=http), mode=mode) as client:  # type: ignore[arg-type]
             yield client
+
+
+@pytest.fixture(autouse=True)
+def responses_match_their_result_models(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Every successful dispatch in these tests must match its tool's result model."""
+    checks = validate_every_dispatch(monkeypatch)
+    yield
+    checks.assert_clean()

@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from fleetmem.adapters.local import LocalStores
 from fleetmem.errors import Notice, Outcome
 from fleetmem.memory.registry import REGISTRY, ToolSpec, register
+from tests.result_contract import validate_every_dispatch
 
 
 class ProbeParams(BaseModel):
@@ -22,6 +23,17 @@ class ProbeParams(BaseModel):
     name: str = Field(description="Required text.")
     limit: int = Field(50, description="How many (default 50)")
     note: str | None = None
+
+
+class ProbeResult(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    limit: int
+    correlation_seen: str
+    n: int
+    protocol_version: int
+    idempotent_replay: bool | None = None
 
 
 @dataclass
@@ -57,6 +69,7 @@ def _make_probe(
         name=name,
         description="test-only probe",
         params=ProbeParams,
+        result=ProbeResult,
         run=run,
         scope=scope,
         surface=surface,
@@ -105,3 +118,11 @@ def snapshot(stores: LocalStores) -> dict[str, list[tuple[Any, ...]]]:
         return out
 
     return stores.db.read(run)
+
+
+@pytest.fixture(autouse=True)
+def responses_match_their_result_models(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Every successful dispatch in these tests must match its tool's result model."""
+    checks = validate_every_dispatch(monkeypatch)
+    yield
+    checks.assert_clean()

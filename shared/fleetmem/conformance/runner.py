@@ -7,6 +7,9 @@ A case is `{id, rule, steps[], requires?, needs?, surface?, era?}`. Steps:
 - `{"http": "GET"|"POST", "path": "/mcp", "auth": "token"|"none"|"bogus", "headers": {...},
    "json": {...} | "raw": "...", "expect": {"status": 405, "headers": {name: check}, "paths": {...}}}`
 
+Every successful tool response is also validated against the tool's result model (the registry's
+`ToolSpec.result`, the shapes docs/protocol.md describes); a body that does not match fails the case.
+
 Strings may hold `{{var}}` templates (`marker`, `slug`, `alias`, `title`, `now`, saved values).
 Checks are small operator maps (`eq`, `type`, `present`, `nonempty`, `in`, `len`, `len_le`, ...);
 see `check_value`. A case whose precondition the target cannot meet (a page tool on a verbs-only
@@ -186,15 +189,36 @@ class CallOutcome:
         self.meta_text = json.dumps(meta or {}, default=str)
 
     def has_notice(self, code: str) -> bool:
-        """PROTOCOL_NOTES §1: a notice rides BOTH an extra content block and `_meta`."""
+        """docs/protocol.md, notices: a notice rides BOTH an extra content block and `_meta`."""
         pattern = rf"(?<![A-Za-z0-9_]){re.escape(code)}(?![A-Za-z0-9_])"
         return (
             re.search(pattern, self.block_text) is not None and re.search(pattern, self.meta_text) is not None
         )
 
 
+def check_result_model(out: CallOutcome) -> None:
+    """A success body must match its tool's result model exactly (a dry run is not a tool result)."""
+    from pydantic import ValidationError
+
+    from fleetmem.memory.verbs import REGISTRY
+
+    spec = REGISTRY.get(out.tool)
+    body = out.body
+    if out.is_error or spec is None or (body.get("dry_run") is True and body.get("ran") is False):
+        return
+    try:
+        spec.validate_result(body)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or '(body)'}: {e['msg']}"
+            for e in exc.errors(include_url=False, include_input=False)[:5]
+        )
+        raise CaseFailed(f"{out.tool}: the response does not match {spec.result.__name__} — {problems}") from None
+
+
 def check_call(out: CallOutcome, expect: dict[str, Any]) -> None:
     body = out.body
+    check_result_model(out)
     if "allow_error" in expect and out.is_error:
         check_envelope(out, expect["allow_error"])
         return
@@ -304,7 +328,7 @@ def check_fix(out: CallOutcome, expect: dict[str, Any]) -> None:
 
 
 def check_budget(out: CallOutcome) -> None:
-    """PROTOCOL_NOTES §3: integer fields, used <= budget, and the packed count matches `total`."""
+    """docs/protocol.md, budgets: integer fields, used <= budget, and the packed count matches `total`."""
     body = out.body
     for key in ("budget_tokens", "budget_used", "dropped_count"):
         check_value(get_path(body, key), {"type": "int", "ge": 0}, f"{out.tool}.{key}")

@@ -1,4 +1,4 @@
-"""Server-side budget packing (PROTOCOL_NOTES §3): a prefix walk, never a knapsack.
+"""Server-side budget packing (docs/protocol.md, budgets): a prefix walk, never a knapsack.
 
 Public API:
 - `cost(text: str | None) -> int`: ceil(len/4); empty or None -> 0.

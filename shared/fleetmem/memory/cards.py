@@ -1,4 +1,4 @@
-"""The entity card (PROTOCOL_NOTES §6), shared by `entity` and `context_pack`.
+"""The entity card (docs/protocol.md, entity), shared by `entity` and `context_pack`.
 
 Public functions:
 - `read_card(deps, tenant, slug, *, world_only, now) -> (Page | None, CardInputs)`: the page and

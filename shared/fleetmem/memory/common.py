@@ -22,6 +22,17 @@ Public API:
   no runnable step (`next: report`): the suggestion and `why` say what to do instead.
 - `degraded_recall_notice(reason) -> Notice` (kind degraded), `empty_retrieval_notice(degraded)
   -> Notice` (kind info), `doctor_fix(why) -> Fix` (host-admin diagnosis step).
+
+Typed parameters (docs/protocol.md, "Parameters and validation"):
+- `Params`: the base of every tool's parameter model. Validation failures of its typed fields become
+  ONE `invalid_params` (or `provenance_required`) `VerbError` raised straight out of
+  `model_validate`, built by `invalid_from_validation` — the one generic builder dispatch uses too.
+  Errors are reported in the model's field order (`check_order` fields first).
+- `Hint(accepts, cause=None, fix=..., remedy=None)`: per-field metadata (`Annotated[..., Hint(...)]`)
+  the builder reads: what the field accepts and the corrected value (a constant, or a function of the
+  rejected value and the current time; `NO_FIX` for none, `DROP` to leave the field out).
+- `Budget`, `Limit`, `Since`/`SinceText`, `VisibilityArg`: the shared typed fields (D4 budget, per-arm limit,
+  ISO `since`, world|private).
 """
 
 from __future__ import annotations
@@ -29,13 +40,27 @@ from __future__ import annotations
 import json
 import math
 import re
-from datetime import datetime, timedelta
-from typing import Any
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import BaseModel
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    Strict,
+    ValidationError,
+    ValidationInfo,
+    WithJsonSchema,
+    model_validator,
+)
+from pydantic_core import to_jsonable_python
 
 from fleetmem.errors import Fix, Notice, VerbError
 from fleetmem.models import Caller
+from fleetmem.protocol import VISIBILITIES
 from fleetmem.timefmt import iso, parse_iso
 
 _WS = re.compile(r"\s+")
@@ -73,21 +98,47 @@ def invalid(
     verify: dict[str, Any] | None = None,
     detail: Any = None,
 ) -> VerbError:
-    args = given_args(params)
-    if drop:
+    return _invalid_args(
+        tool, given_args(params), message, problem=problem, cause=cause, field=field, value=value,
+        why=why, drop=drop, verify=verify, detail=detail,
+    )
+
+
+def _invalid_args(
+    tool: str,
+    args: dict[str, Any],
+    message: str,
+    *,
+    problem: str,
+    cause: str,
+    field: str,
+    value: Any = None,
+    why: str | None = None,
+    drop: bool = False,
+    no_fix: str | None = None,
+    verify: dict[str, Any] | None = None,
+    detail: Any = None,
+    code: str = "invalid_params",
+) -> VerbError:
+    args = dict(args)
+    if no_fix is not None:
+        remedy = no_fix
+    elif drop:
         args.pop(field, None)
         remedy = f"call {tool} again without `{field}`"
     else:
         args[field] = value
         remedy = f"pass `{field}` as {json.dumps(value, ensure_ascii=False, default=str)}"
-    suggestion = f"{problem} Cause: {cause} Fix: {remedy}, keeping the other arguments."
+    suggestion = f"{problem} Cause: {cause} Fix: {remedy}" + (
+        "." if no_fix is not None else ", keeping the other arguments."
+    )
     return VerbError(
-        "invalid_params",
+        code,
         message,
         suggestion,
         why=why or cause,
         detail=detail,
-        fix=fix_call(tool, args, why or cause, verify=verify),
+        fix=None if no_fix is not None else fix_call(tool, args, why or cause, verify=verify),
         klass="caller",
     )
 
@@ -105,45 +156,19 @@ def loose_int(value: Any) -> int | None:
 
 
 def check_budget(tool: str, params: BaseModel) -> int | None:
+    """D4: the validated `budget_tokens` (the `Budget` type already refused anything but an integer
+    >= 1), or None for no budget."""
     raw = getattr(params, "budget_tokens", None)
-    if raw is None:
-        return None
-    n = loose_int(raw)
-    if n is not None and n >= 1:
-        return n
-    if isinstance(raw, int | float) and not isinstance(raw, bool) and math.isfinite(raw) and raw >= 1:
-        corrected = max(1, math.floor(raw))
-    else:
-        corrected = DEFAULT_BUDGET_FIX
-    raise invalid(
-        tool,
-        params,
-        f"budget_tokens must be an integer >= 1 (got {raw!r}).",
-        problem=f"budget_tokens={raw!r} is not a usable token budget.",
-        cause="budget_tokens is a whole number of tokens, at least 1; omit it for no budget.",
-        field="budget_tokens",
-        value=corrected,
-    )
+    return raw if isinstance(raw, int) and raw >= 1 else None
 
 
 def clamp_limit(tool: str, params: BaseModel, default: int = 50, lo: int = 1, hi: int = 100) -> int:
+    """`limit` clamped to lo..hi (never rejected for being out of range; the `Limit` type already
+    refused non-numbers); absent -> default."""
     raw = getattr(params, "limit", None)
     if raw is None:
         return default
-    n = loose_int(raw)
-    if n is None and isinstance(raw, float) and math.isfinite(raw):
-        n = round(raw)
-    if n is None:
-        raise invalid(
-            tool,
-            params,
-            f"limit must be a number (got {raw!r}).",
-            problem=f"limit={raw!r} is not a number.",
-            cause=f"limit is the per-arm maximum ({lo}..{hi}, default {default}).",
-            field="limit",
-            value=default,
-        )
-    return max(lo, min(hi, n))
+    return max(lo, min(hi, int(raw)))
 
 
 def parse_since(tool: str, params: BaseModel, field: str, now: datetime) -> datetime | None:
@@ -207,3 +232,281 @@ def too_long(message: str, *, problem: str, cause: str, instead: str, detail: An
         fix=Fix(why=why, actor="agent"),
         klass="caller",
     )
+# --------------------------------------------------------------------------- typed parameters
+
+#: `Hint.fix` values: no corrected call exists / the corrected call leaves the field out.
+NO_FIX: Any = object()
+DROP: Any = object()
+_FROM_DEFAULT: Any = object()
+
+#: pydantic error types that are their own envelope code (the rest are `invalid_params`).
+_OWN_CODES = frozenset({"provenance_required"})
+
+
+@dataclass(frozen=True)
+class Hint:
+    """What a field accepts and how to correct it; read by `invalid_from_validation`.
+
+    `fix`: the corrected value — a constant, or `fn(rejected_value, now) -> value` (`NO_FIX`: no
+    corrected call, `remedy` says what to do instead; `DROP`: leave the field out). Without `fix`
+    the field's default is used (left out when the default is None).
+    """
+
+    accepts: str
+    cause: str | None = None
+    fix: Any = _FROM_DEFAULT
+    remedy: str | None = None
+
+    def value(self, raw: Any, now: datetime, default: Any) -> Any:
+        if self.fix is _FROM_DEFAULT:
+            return DROP if default is None else to_jsonable_python(default)
+        if callable(self.fix):
+            return self.fix(raw, now)
+        return self.fix
+
+
+def _hint_of(model: type[BaseModel], name: str) -> Hint | None:
+    info = model.model_fields.get(name)
+    if info is None:
+        return None
+    return next((m for m in info.metadata if isinstance(m, Hint)), None)
+
+
+class Params(BaseModel):
+    """Base of every tool's parameter model (registered tools set `tool`).
+
+    A failed validation raises the tool's `VerbError` directly (see `invalid_from_validation`), so
+    every caller of `model_validate` — dispatch, the CLI, tests — gets the same envelope. Pass
+    `context={"tool": name, "now": datetime, "keep": {...}}` to date example values by the deps' clock and to echo
+    arguments dispatch handles itself (`dry_run`, `idempotency_key`) in fixes.
+    """
+
+    model_config = ConfigDict(extra="ignore")
+    tool: ClassVar[str] = ""
+    #: Fields whose errors are reported first, in this order (then the declaration order).
+    check_order: ClassVar[tuple[str, ...]] = ()
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _one_error(cls, data: Any, handler: Callable[[Any], Any], info: ValidationInfo) -> Any:
+        try:
+            return handler(data)
+        except ValidationError as exc:
+            ctx = info.context or {}
+            raise invalid_from_validation(
+                cls,
+                data if isinstance(data, Mapping) else {},
+                exc,
+                tool=ctx.get("tool"),
+                now=ctx.get("now"),
+                keep=ctx.get("keep"),
+            ) from None
+
+
+def invalid_from_validation(
+    model: type[BaseModel],
+    data: Mapping[str, Any],
+    exc: ValidationError,
+    *,
+    tool: str | None = None,
+    now: datetime | None = None,
+    keep: Mapping[str, Any] | None = None,
+) -> VerbError:
+    """THE builder of `invalid_params` for a failed parameter validation.
+
+    The first failing field (model order, `check_order` first) decides. With a `Hint` it answers in
+    the verbs' problem/cause/fix form with the hint's corrected value; otherwise it names every bad
+    field and, when derivable, fixes each to its default (other arguments kept).
+    """
+    tool = tool or getattr(model, "tool", "") or model.__name__
+    now = now or datetime.now(UTC)
+    fields = model.model_fields
+    by_alias = {f.alias: n for n, f in fields.items() if f.alias}
+    order = list(getattr(model, "check_order", ())) + [n for n in fields]
+    rank = {n: i for i, n in reversed(list(enumerate(order)))}
+    raw_errors = exc.errors(include_url=False, include_input=False)
+
+    def top(e: Any) -> str | None:
+        loc = e.get("loc") or ()
+        return loc[0] if loc and isinstance(loc[0], str) else None
+
+    raw_errors = sorted(raw_errors, key=lambda e: rank.get(by_alias.get(top(e) or "", top(e) or ""), len(order)))
+    errors = [
+        {
+            "field": ".".join(str(p) for p in (e.get("loc") or ())) or None,
+            "type": e.get("type"),
+            "message": e.get("msg"),
+        }
+        for e in raw_errors
+    ]
+    args = {**{k: v for k, v in data.items()}, **dict(keep or {})}
+    first_field = top(raw_errors[0]) if raw_errors else None
+    hint = _hint_of(model, by_alias.get(first_field, first_field)) if first_field else None
+    if first_field is not None and hint is not None:
+        name = by_alias.get(first_field, first_field)
+        raw = data.get(first_field)
+        first = raw_errors[0]
+        custom = first.get("type") in _OWN_CODES or str(first.get("type", "")).startswith("fm_")
+        shown = json.dumps(raw, ensure_ascii=False, default=str)[:80]
+        message = str(first.get("msg")) if custom else f"{first_field} must be {hint.accepts} (got {shown})."
+        problem = message if custom else f"{first_field}={shown} is not {hint.accepts}."
+        value = hint.value(raw, now, fields[name].get_default(call_default_factory=True))
+        return _invalid_args(
+            tool,
+            args,
+            message,
+            problem=problem,
+            cause=hint.cause or f"{first_field} must be {hint.accepts}.",
+            field=first_field,
+            value=None if value in (DROP, NO_FIX) else value,
+            drop=value is DROP,
+            no_fix=(hint.remedy or "correct the call") if value is NO_FIX else None,
+            detail={"errors": errors},
+            code=first["type"] if first.get("type") in _OWN_CODES else "invalid_params",
+        )
+    return _generic_invalid(tool, model, args, raw_errors, errors)
+
+
+def _generic_invalid(
+    tool: str, model: type[BaseModel], args: dict[str, Any], raw_errors: list[Any], errors: list[dict[str, Any]]
+) -> VerbError:
+    fields = model.model_fields
+    by_alias = {f.alias: n for n, f in fields.items() if f.alias}
+    fixed = dict(args)
+    derivable = True
+    bad: list[str] = []
+    for e in raw_errors:
+        loc = e.get("loc") or ()
+        top = loc[0] if loc and isinstance(loc[0], str) else None
+        if top is None:
+            derivable = False
+            continue
+        if top not in bad:
+            bad.append(top)
+        finfo = fields.get(by_alias.get(top, top))
+        if finfo is None or finfo.is_required():
+            derivable = False
+            continue
+        given = args.get(top)
+        if (
+            e.get("type") == "string_type" and len(loc) == 1
+            and isinstance(given, int | float) and not isinstance(given, bool)
+        ):
+            # A number where text belongs: the same value as text is the evident correction.
+            fixed[top] = str(given)
+            continue
+        default = finfo.get_default(call_default_factory=True)
+        if default == "":
+            # An empty default only stands in for "not given"; sending it would fail again.
+            derivable = False
+        elif default is None:
+            fixed.pop(top, None)
+        else:
+            fixed[top] = to_jsonable_python(default)
+    first = errors[0] if errors else {"field": None, "message": "invalid"}
+    field_name = bad[0] if bad else None
+    described = ""
+    if field_name:
+        finfo = fields.get(by_alias.get(field_name, field_name))
+        if finfo is not None and finfo.description:
+            described = f" ({finfo.description.strip().rstrip('.')})"
+    if field_name:
+        message = f'Parameter "{field_name}" is invalid: {first["message"]}.'
+    else:
+        message = f"The arguments of {tool} are invalid: {first['message']}."
+    others = bad[1:]
+    suggestion = (
+        (f"Correct `{field_name}`{described}" if field_name else f"Correct the arguments of {tool}")
+        + (f" and also {', '.join(f'`{o}`' for o in others)}" if others else "")
+        + f"; tools/list shows {tool}'s inputSchema."
+    )
+    fix = None
+    if derivable and bad:
+        keep = "your other arguments kept and " + ", ".join(
+            f"`{b}` {'set to ' + _compact(fixed[b]) if b in fixed else 'left out (its default applies)'}"
+            for b in bad
+        )
+        fix = Fix(
+            why=f"The call failed validation before it ran, so nothing changed. This is the same call with {keep}.",
+            mcp={"tool": tool, "arguments": fixed},
+        )
+    return VerbError(
+        "invalid_params",
+        message,
+        suggestion,
+        why="The call failed validation before it ran, so nothing changed.",
+        detail={"errors": errors},
+        fix=fix,
+    )
+
+
+def _compact(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+
+
+# -- the shared typed fields ----------------------------------------------------------------------
+
+
+def _loose_int_or_raw(value: Any) -> Any:
+    n = loose_int(value)
+    return value if n is None else n
+
+
+def _loose_rounded_or_raw(value: Any) -> Any:
+    n = loose_int(value)
+    if n is None and isinstance(value, float) and math.isfinite(value):
+        n = round(value)
+    return value if n is None else n
+
+
+def _budget_fix(raw: Any, now: datetime) -> int:
+    if isinstance(raw, int | float) and not isinstance(raw, bool) and math.isfinite(raw) and raw >= 1:
+        return max(1, math.floor(raw))
+    return DEFAULT_BUDGET_FIX
+
+
+def _since_example(raw: Any, now: datetime) -> str:
+    return iso(now - timedelta(days=1)) or ""
+
+
+#: D4: an integer >= 1 (integral floats and digit strings read as integers), or null for no budget.
+Budget = Annotated[
+    Annotated[int, Strict(), Field(ge=1)] | None,
+    BeforeValidator(_loose_int_or_raw),
+    WithJsonSchema({"type": "integer", "minimum": 1}),
+    Hint(
+        accepts="an integer >= 1",
+        cause="budget_tokens is a whole number of tokens, at least 1; omit it for no budget.",
+        fix=_budget_fix,
+    ),
+]
+
+
+def Limit(default: int, hi: int) -> Any:
+    """A per-call maximum: any number (rounded) is accepted and clamped to 1..hi by the verb."""
+    return Annotated[
+        Annotated[int, Strict()] | None,
+        BeforeValidator(_loose_rounded_or_raw),
+        WithJsonSchema({"type": "integer", "minimum": 1, "maximum": hi}),
+        Hint(accepts="a number", cause=f"limit is a number, clamped to 1..{hi} (default {default}).", fix=default),
+    ]
+
+
+#: ISO 8601 text (or null); its grammar is read by `parse_since` in the verb.
+Since = Annotated[
+    str | None,
+    Hint(
+        accepts="an ISO 8601 date or datetime",
+        cause="since must be ISO 8601, e.g. 2026-06-01 or 2026-06-01T09:30:00Z (UTC).",
+        fix=_since_example,
+    ),
+]
+#: The same, served as a plain string in the inputSchema (context_pack, delta).
+SinceText = Annotated[Since, WithJsonSchema({"type": "string"})]
+
+
+VisibilityArg = Annotated[
+    Literal["world", "private"] | None,
+    WithJsonSchema({"type": "string", "enum": list(VISIBILITIES)}),
+    Hint(accepts="world or private", cause="visibility must be world (default) or private.", fix="world"),
+]

@@ -153,7 +153,7 @@ def build_envelope(
     transport: str,
     callable_tools: Collection[str] | None = None,
 ) -> dict[str, Any]:
-    """The one error shape (PROTOCOL_NOTES §11, AGENT_OPERATOR "The error envelope").
+    """The one error shape (docs/protocol.md, errors; AGENT_OPERATOR "The error envelope").
 
     `tool`/`arguments` name the failing call; they are used only when the error's own fix does not
     carry a call (a `wait` retry repeats the same call)."""

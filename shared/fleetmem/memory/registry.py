@@ -3,6 +3,10 @@
 
 Each verb module registers itself with `register(ToolSpec(...))`; `fleetmem.memory.verbs`
 imports every module so that `REGISTRY` is complete once `fleetmem.memory` is imported.
+
+Every tool has a typed parameter model (a `common.Params`, whose failures become the tool's
+`invalid_params`) and a result model that describes its success body (`validate_result`); the
+contract they spell out is docs/protocol.md.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from fleetmem.errors import Outcome
+from fleetmem.memory.common import Params
 from fleetmem.models import Caller
 from fleetmem.ports import CallContext, Deps
 from fleetmem.protocol import Scope, Surface
@@ -25,13 +30,13 @@ RunFn = Callable[[Deps, Caller, Any, CallContext], Outcome]
 class ToolSpec:
     name: str
     description: str  # written for the model: what, when, an example, the common fix
-    params: type[BaseModel]  # pydantic model; its JSON schema is the tool's inputSchema
+    params: type[Params]  # pydantic model; its JSON schema is the tool's inputSchema
     run: RunFn
+    result: type[BaseModel]  # the success body's shape (`protocol --json`, conformance, tests)
     scope: Scope  # the scope needed to list and call it
     surface: Surface  # "verbs": one of the seven (on both surfaces); "full": full surface only
     writes: bool  # D3: writes reject unknown params, reads ignore them with a notice
     annotations: dict[str, bool] = field(default_factory=dict)  # readOnlyHint, idempotentHint, ...
-    result: type[BaseModel] | None = None  # response shape (for `protocol --json` and conformance)
     idempotency: bool = False  # D2: accepts `idempotency_key`
 
     def input_schema(self) -> dict[str, Any]:
@@ -41,6 +46,11 @@ class ToolSpec:
         schema.setdefault("required", [])
         return schema
 
+    def validate_result(self, body: dict[str, Any]) -> BaseModel:
+        """The success body as this tool's result model (raises pydantic's ValidationError when the
+        body does not match its contract). A replayed write (D2) adds only `idempotent_replay`."""
+        return self.result.model_validate(body)
+
 
 REGISTRY: dict[str, ToolSpec] = {}
 
@@ -48,6 +58,8 @@ REGISTRY: dict[str, ToolSpec] = {}
 def register(spec: ToolSpec) -> ToolSpec:
     if spec.name in REGISTRY:
         raise ValueError(f"tool {spec.name!r} registered twice")
+    if issubclass(spec.params, Params):
+        spec.params.tool = spec.name  # the tool its invalid_params fixes call
     REGISTRY[spec.name] = spec
     return spec
 

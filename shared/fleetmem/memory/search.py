@@ -16,7 +16,7 @@ Public API:
 - `best_per_page(hits) -> list[Fused]`: first (best) chunk per page slug, order kept.
 - `tokens(text) -> list[str]`: the case-folded word tokens used for lexical evidence.
 - `evidence_for(query, fused, *, alias_hit_slugs, query_tokens, display_text) -> str`: the recall
-  evidence enum (PROTOCOL_NOTES §5), strongest first:
+  evidence enum (docs/protocol.md, recall), strongest first:
   `alias_hit` — the normalized query equals a normalized alias of the page;
   `exact_title_match` — the query equals the title or appears in it as a whole-word phrase
   (case-insensitive);

@@ -1,4 +1,4 @@
-"""TTL grammar for `remember` (PROTOCOL_NOTES §4, D5).
+"""TTL grammar for `remember` (docs/protocol.md, remember; D5).
 
 Public API:
 - `parse_ttl(value: str | None, now: datetime) -> datetime | None`: the absolute expiry instant.

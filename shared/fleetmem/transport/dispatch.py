@@ -10,8 +10,8 @@ Order of checks, each answering with the one envelope builder (`fleetmem.memory.
 3. D3 unknown parameters: reads ignore them with an `unknown_param` notice; writes refuse them with
    `invalid_params` whose fix is the same call without the key (or with the closest known name).
    `_meta` and `dry_run` are always allowed; `idempotency_key` on tools that take one.
-4. pydantic validation -> `invalid_params` naming the field, with a fix when one is derivable (the
-   field's default, other arguments kept).
+4. typed parameters (`fleetmem.memory.common.Params`) -> the tool's `invalid_params` naming the
+   first bad field, with the fix its hint (or default) gives and the other arguments kept.
 5. D2 idempotency: claim before run, complete after, release on error.
 6. run; `VerbError` -> envelope; `PortError` -> mapped envelope; anything else -> `internal`
    (logged with the correlation id and the exception TYPE only).
@@ -19,15 +19,16 @@ Order of checks, each answering with the one envelope builder (`fleetmem.memory.
 `dry_run: true` on a tool whose parameters do not define it checks the arguments against the schema
 and returns `{dry_run: true, ran: false, ...}` without running the tool (nothing is written); a
 non-boolean `dry_run` is refused rather than read as false.
+
+Every answer but success is a `VerbError` built in `fleetmem.transport.errors`; the contract these
+steps enforce is docs/protocol.md ("Parameters and validation", "Errors").
 """
 
 from __future__ import annotations
 
-import difflib
 import hashlib
 import json
 import logging
-import re
 import time
 import traceback
 from collections.abc import Mapping
@@ -36,25 +37,22 @@ from datetime import timedelta
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
-from pydantic_core import to_jsonable_python
 
 import fleetmem.memory.verbs  # noqa: F401  (completes REGISTRY)
-from fleetmem.errors import Conflict, Fix, NotFound, Notice, PortError, TooLarge, Unavailable, VerbError
+from fleetmem.errors import Fix, Notice, PortError, VerbError
+from fleetmem.memory.common import invalid_from_validation
 from fleetmem.memory.envelope import build_envelope, internal_envelope
 from fleetmem.memory.registry import REGISTRY, ToolSpec, tools_for
 from fleetmem.models import Caller, IdempotencyRecord
 from fleetmem.ports import CallContext, Deps
 from fleetmem.protocol import IDEMPOTENCY_TTL_HOURS, PROTOCOL_VERSION, Surface
+from fleetmem.transport import errors
+from fleetmem.transport.errors import IDEMPOTENCY_KEY, IDEMPOTENCY_KEY_MAX, CallView
 from fleetmem.transport.logs import correlation, new_correlation_id
 
 log = logging.getLogger("fleetmem.transport.dispatch")
 
 ALWAYS_ALLOWED = frozenset({"_meta", "dry_run"})
-IDEMPOTENCY_KEY = "idempotency_key"
-IDEMPOTENCY_KEY_MAX = 200
-#: How long a caller waits before retrying while the first call with the same key is in flight.
-IN_FLIGHT_RETRY_SECONDS = 1
-CONFLICT_RETRY_SECONDS = 1
 
 
 @dataclass
@@ -154,8 +152,11 @@ def precheck(
         call = _Call(tool, arguments, caller, None, surface, correlation_id, transport)  # type: ignore[arg-type]
         if isinstance(arguments, dict):
             call.args = {k: v for k, v in arguments.items() if k != "_meta"}
-        resolved = call._resolve()
-    return resolved if isinstance(resolved, DispatchResult) else None
+        try:
+            call._resolve()
+        except VerbError as err:
+            return call._error(err)
+    return None
 
 
 def _log_internal(tool: str, exc: BaseException) -> None:
@@ -211,92 +212,101 @@ class _Call:
         )
         return DispatchResult(body, True, [], self.cid)
 
-    def _same_call(self, arguments: dict[str, Any], tool: str | None = None) -> dict[str, Any]:
-        return {"tool": tool or self.tool, "arguments": arguments}
+    def _view(self) -> CallView:
+        return CallView(str(self.tool), self.args, self.caller, self.surface, frozenset(self.allowed))
 
     # -- the pipeline --------------------------------------------------------------------------
 
     def run(self) -> DispatchResult:
-        bad_text: str | None = None
-        if isinstance(self.raw_arguments, dict):
-            raw = {k: v for k, v in self.raw_arguments.items() if k != "_meta"}
-            bad_text = _unencodable_path(raw)
-            # What fixes echo back must itself be valid UTF-8.
-            self.args = _scrub(raw) if bad_text is not None else raw
-        spec = self._resolve()
-        if isinstance(spec, DispatchResult):
-            return spec
-        if self.raw_arguments is not None and not isinstance(self.raw_arguments, dict):
-            return self._error(
-                VerbError(
-                    "invalid_params",
-                    f"The arguments of {spec.name} must be a JSON object.",
-                    f"Send the arguments as an object of named parameters, e.g. {spec.name} {{...}}; "
-                    f"tools/list shows {spec.name}'s inputSchema.",
-                    why="Tool arguments are named; a list, string or number cannot be matched to parameters.",
-                )
-            )
-        if bad_text is not None:
-            return self._error(self._unencodable(spec, bad_text))
-        fields = _field_names(spec.params)
-        known = set(fields) | ALWAYS_ALLOWED | ({IDEMPOTENCY_KEY} if spec.idempotency else set())
-        unknown = [k for k in self.args if k not in known]
-        notices: list[Notice] = []
-        if unknown:
-            if spec.writes:
-                return self._error(self._unknown_on_write(spec, unknown, fields))
-            notices.extend(self._unknown_on_read(spec, unknown, fields))
-
-        validate_args = {k: v for k, v in self.args.items() if k not in unknown}
-        key: str | None = None
-        if spec.idempotency and IDEMPOTENCY_KEY in validate_args:
-            raw_key = (
-                validate_args[IDEMPOTENCY_KEY]
-                if IDEMPOTENCY_KEY in fields
-                else validate_args.pop(IDEMPOTENCY_KEY)
-            )
-            if raw_key is not None:
-                if not isinstance(raw_key, str) or not raw_key.strip() or len(raw_key) > IDEMPOTENCY_KEY_MAX:
-                    return self._error(self._bad_key(spec))
-                key = raw_key
-        dry_run = False
-        if "dry_run" in validate_args and "dry_run" not in fields:
-            flag = validate_args.pop("dry_run")
-            if flag is not None and not isinstance(flag, bool):
-                # Never guess "false" for an unclear flag: that would run a write the caller may
-                # have meant only to check. The safe reading is offered as the fix.
-                return self._error(self._bad_dry_run(spec))
-            dry_run = flag is True
-
         try:
-            params = spec.params.model_validate(validate_args)
-        except ValidationError as exc:
-            return self._error(self._invalid(spec, exc))
-
+            spec = self._spec()  # 1. surface and scope, 2. an object of valid text
+            notices = self._unknown_params(spec)  # 3. D3
+            args = {k: v for k, v in self.args.items() if k in self._known(spec)}
+            key = self._idempotency_key(spec, args)  # D2 (taken out of `args` unless a parameter)
+            dry_run = self._dry_run_flag(spec, args)  # taken out of `args` unless a parameter
+            params = self._validate(spec, args)  # 4. typed parameters
+        except VerbError as err:
+            return self._error(err)
         if dry_run:
+            # The arguments passed the schema; the tool's own rules run only on a real call.
             body = {
                 "dry_run": True,
                 "tool": spec.name,
-                # The arguments passed the schema; the tool's own rules run only on a real call.
                 "ran": False,
                 "arguments": params.model_dump(mode="json"),
                 "protocol_version": PROTOCOL_VERSION,
             }
             return DispatchResult(body, False, notices, self.cid)
-
         if key is None:
-            return self._execute(spec, params, notices)
-        return self._execute_idempotent(spec, params, key, notices)
+            return self._execute(spec, params, notices)  # 6. run
+        return self._execute_idempotent(spec, params, key, notices)  # 5. + 6.
 
-    def _resolve(self) -> ToolSpec | DispatchResult:
+    # -- the steps (each raises the VerbError that answers the call) ----------------------------
+
+    def _spec(self) -> ToolSpec:
+        bad_text: str | None = None
+        if isinstance(self.raw_arguments, dict):
+            raw = {k: v for k, v in self.raw_arguments.items() if k != "_meta"}
+            bad_text = errors.unencodable_path(raw)
+            # What fixes echo back must itself be valid UTF-8.
+            self.args = errors.scrub(raw) if bad_text is not None else raw
+        spec = self._resolve()
+        if self.raw_arguments is not None and not isinstance(self.raw_arguments, dict):
+            raise errors.not_an_object(spec)
+        if bad_text is not None:
+            raise errors.unencodable(self._view(), spec, bad_text)
+        return spec
+
+    def _known(self, spec: ToolSpec) -> set[str]:
+        return set(_field_names(spec.params)) | ALWAYS_ALLOWED | ({IDEMPOTENCY_KEY} if spec.idempotency else set())
+
+    def _unknown_params(self, spec: ToolSpec) -> list[Notice]:
+        fields = _field_names(spec.params)
+        unknown = [k for k in self.args if k not in self._known(spec)]
+        if unknown and spec.writes:
+            raise errors.unknown_on_write(self._view(), spec, unknown, fields)
+        return errors.unknown_on_read(self._view(), spec, unknown, fields) if unknown else []
+
+    def _idempotency_key(self, spec: ToolSpec, args: dict[str, Any]) -> str | None:
+        if not spec.idempotency or IDEMPOTENCY_KEY not in args:
+            return None
+        is_param = IDEMPOTENCY_KEY in _field_names(spec.params)
+        raw_key = args[IDEMPOTENCY_KEY] if is_param else args.pop(IDEMPOTENCY_KEY)
+        if raw_key is None:
+            return None
+        if not isinstance(raw_key, str) or not raw_key.strip() or len(raw_key) > IDEMPOTENCY_KEY_MAX:
+            raise errors.bad_key(self._view(), spec)
+        return raw_key
+
+    def _dry_run_flag(self, spec: ToolSpec, args: dict[str, Any]) -> bool:
+        if "dry_run" not in args or "dry_run" in _field_names(spec.params):
+            return False
+        flag = args.pop("dry_run")
+        if flag is not None and not isinstance(flag, bool):
+            # Never guess "false" for an unclear flag: that would run a write the caller may have
+            # meant only to check. The safe reading is offered as the fix.
+            raise errors.bad_dry_run(self._view(), spec)
+        return flag is True
+
+    def _validate(self, spec: ToolSpec, args: dict[str, Any]) -> BaseModel:
+        # A failure is the tool's own invalid_params (fleetmem.memory.common), its fix echoing what
+        # the steps above took out of the arguments.
+        keep = {k: self.args[k] for k in ("dry_run", IDEMPOTENCY_KEY) if k in self.args and k not in args}
+        now = self.deps.clock.now()
+        try:
+            return spec.params.model_validate(args, context={"tool": spec.name, "now": now, "keep": keep})
+        except ValidationError as exc:  # a parameter model that is not a `Params` (test probes)
+            raise invalid_from_validation(spec.params, args, exc, tool=spec.name, now=now, keep=keep) from None
+
+    def _resolve(self) -> ToolSpec:
         name = self.tool if isinstance(self.tool, str) else ""
         spec = REGISTRY.get(name)
         on_surface = spec is not None and (self.surface == "full" or spec.surface == "verbs")
         if not on_surface:
-            return self._error(self._unknown_tool(name, spec))
+            raise errors.unknown_tool(self._view(), name, spec)
         assert spec is not None
         if spec.name not in self.allowed:
-            return self._error(self._scope_denied(spec))
+            raise errors.scope_denied(self._view(), spec)
         return spec
 
     def _execute(self, spec: ToolSpec, params: BaseModel, notices: list[Notice]) -> DispatchResult:
@@ -307,7 +317,7 @@ class _Call:
         except VerbError as err:
             return self._error(err)
         except PortError as exc:
-            return self._error(self._port_error(spec, exc))
+            return self._error(errors.port_error(self._view(), spec, exc))
         return DispatchResult(dict(outcome.body), False, notices + list(outcome.notices), self.cid)
 
     def _execute_idempotent(
@@ -328,12 +338,12 @@ class _Call:
         try:
             existing = self.deps.idempotency.claim(record, now=now)
         except PortError as exc:
-            return self._error(self._port_error(spec, exc))
+            return self._error(errors.port_error(self._view(), spec, exc))
         if existing is not None:
             if existing.request_hash != request_hash:
-                return self._error(self._key_conflict(spec))
+                return self._error(errors.key_conflict(self._view(), spec))
             if existing.result is None:
-                return self._error(self._in_flight(spec))
+                return self._error(errors.in_flight(self._view(), spec))
             body = dict(existing.result)
             body["idempotent_replay"] = True
             return DispatchResult(body, False, notices, self.cid)
@@ -367,368 +377,6 @@ class _Call:
                 extra={"event": "idempotency_release_failed", "tool": spec.name},
             )
 
-    # -- error builders ------------------------------------------------------------------------
-
-    def _unknown_tool(self, name: str, spec: ToolSpec | None) -> VerbError:
-        names = sorted(self.allowed)
-        listed = ", ".join(names) if names else "(none for this credential)"
-        if spec is not None:
-            # Exists, but not on this server's surface: only the host's operator can widen it.
-            return VerbError(
-                "unknown_tool",
-                f"No tool named {name!r} on this server's surface.",
-                f"This server exposes the '{self.surface}' surface; call one of: {listed}.",
-                why="The memory host serves a reduced tool surface; hidden tools cannot be called.",
-                fix=Fix(
-                    why="Serving the full surface (page and admin tools) is the memory host's choice.",
-                    argv=["fleetmem", "serve", "--surface", "full"],
-                    actor="host_admin",
-                    user_message=f"The memory server does not offer {name} on its current surface; its "
-                    "operator can restart it with --surface full.",
-                ),
-            )
-        close = difflib.get_close_matches(name, names, n=1, cutoff=0.6)
-        fix = None
-        if close:
-            fix = Fix(
-                why=f"{close[0]} is the closest tool name this server offers.",
-                mcp=self._same_call(dict(self.args), close[0]),
-            )
-        return VerbError(
-            "unknown_tool",
-            f"No tool named {name[:64]!r}.",
-            f"Call one of: {listed}." + (f" Did you mean {close[0]}?" if close else ""),
-            why="Tool names come from tools/list; this name is not among them.",
-            fix=fix,
-        )
-
-    def _scope_denied(self, spec: ToolSpec) -> VerbError:
-        scopes = sorted({"read", "write"} if spec.scope == "write" else {spec.scope})
-        return VerbError(
-            "scope_denied",
-            f"This credential may not call {spec.name} (needs the '{spec.scope}' scope).",
-            f"{spec.name} needs a token with the '{spec.scope}' scope; this client's token has "
-            f"{', '.join(sorted(self.caller.scopes)) or 'no scopes'}. Ask the memory host's operator "
-            f"for a token with '{spec.scope}'.",
-            why="Scopes are granted per client token; tools/list shows only what this token may call.",
-            detail={"needed_scope": spec.scope, "granted_scopes": sorted(self.caller.scopes)},
-            fix=Fix(
-                why="Only the memory host's operator can mint a token with more scopes.",
-                argv=[
-                    "fleetmem",
-                    "token",
-                    "create",
-                    "--client",
-                    self.caller.client_id,
-                    "--scopes",
-                    ",".join(scopes),
-                ],
-                actor="host_admin",
-                user_message=f"My memory token cannot use {spec.name}; it needs the '{spec.scope}' scope. "
-                "The memory server's operator can create a token that has it.",
-            ),
-        )
-
-    def _unknown_on_write(self, spec: ToolSpec, unknown: list[str], fields: list[str]) -> VerbError:
-        fixed = dict(self.args)
-        renames: list[str] = []
-        for key in unknown:
-            value = fixed.pop(key)
-            close = difflib.get_close_matches(key, fields, n=1, cutoff=0.6)
-            if close and close[0] not in fixed:
-                fixed[close[0]] = value
-                renames.append(f"{key} -> {close[0]}")
-        names = ", ".join(f"`{k}`" for k in unknown)
-        how = ("renamed " + ", ".join(renames)) if renames else "without the unknown parameter(s)"
-        return VerbError(
-            "invalid_params",
-            f"{spec.name} does not take {names}.",
-            f"{spec.name} writes, so it refuses parameters it does not know rather than guess. "
-            f"Known parameters: {', '.join(fields)}. Send the same call {how}.",
-            why="An unknown parameter on a write usually means a typo that would silently change what "
-            "is stored; nothing was written.",
-            detail={"unknown_params": unknown},
-            fix=Fix(why=f"The same call {how}; nothing was written.", mcp=self._same_call(fixed)),
-        )
-
-    def _unknown_on_read(self, spec: ToolSpec, unknown: list[str], fields: list[str]) -> list[Notice]:
-        out = []
-        for key in unknown:
-            close = difflib.get_close_matches(key, fields, n=1, cutoff=0.6)
-            fix = None
-            if close and close[0] not in self.args:
-                fixed = {k: v for k, v in self.args.items() if k not in unknown}
-                fixed[close[0]] = self.args[key]
-                fix = Fix(
-                    why=f"`{close[0]}` is the closest parameter {spec.name} knows.",
-                    mcp=self._same_call(fixed),
-                )
-            out.append(
-                Notice(
-                    code="unknown_param",
-                    kind="info",
-                    why=f"{spec.name} ignored the unknown parameter `{key[:64]}`"
-                    + (f" (did you mean `{close[0]}`?)" if close else "")
-                    + f". Known parameters: {', '.join(fields)}.",
-                    fix=fix,
-                )
-            )
-        return out
-
-    def _invalid(self, spec: ToolSpec, exc: ValidationError) -> VerbError:
-        model_fields = spec.params.model_fields
-        by_alias = {f.alias: n for n, f in model_fields.items() if f.alias}
-        fixed = dict({k: v for k, v in self.args.items() if k in self._validated_keys(spec)})
-        derivable = True
-        bad: list[str] = []
-        errors = []
-        for e in exc.errors(include_url=False, include_input=False):
-            loc = e.get("loc") or ()
-            top = loc[0] if loc and isinstance(loc[0], str) else None
-            errors.append(
-                {
-                    "field": ".".join(str(p) for p in loc) or None,
-                    "type": e.get("type"),
-                    "message": e.get("msg"),
-                }
-            )
-            if top is None:
-                derivable = False
-                continue
-            if top not in bad:
-                bad.append(top)
-            name = by_alias.get(top, top)
-            finfo = model_fields.get(name)
-            if finfo is None or finfo.is_required():
-                derivable = False
-                continue
-            given = self.args.get(top)
-            if (
-                e.get("type") == "string_type" and len(loc) == 1
-                and isinstance(given, int | float) and not isinstance(given, bool)
-            ):
-                # A number where text belongs: the same value as text is the evident correction.
-                fixed[top] = str(given)
-                continue
-            default = finfo.get_default(call_default_factory=True)
-            if default == "":
-                # An empty default only stands in for "not given"; sending it would fail again.
-                derivable = False
-            elif default is None:
-                fixed.pop(top, None)
-            else:
-                fixed[top] = to_jsonable_python(default)
-        first = errors[0] if errors else {"field": None, "message": "invalid"}
-        field_name = bad[0] if bad else None
-        described = ""
-        if field_name:
-            finfo = model_fields.get(by_alias.get(field_name, field_name))
-            if finfo is not None and finfo.description:
-                described = f" ({finfo.description.strip().rstrip('.')})"
-        if field_name:
-            message = f'Parameter "{field_name}" is invalid: {first["message"]}.'
-        else:
-            message = f"The arguments of {spec.name} are invalid: {first['message']}."
-        others = [b for b in bad[1:]]
-        suggestion = (
-            (f"Correct `{field_name}`{described}" if field_name else f"Correct the arguments of {spec.name}")
-            + (f" and also {', '.join(f'`{o}`' for o in others)}" if others else "")
-            + (f"; tools/list shows {spec.name}'s inputSchema.")
-        )
-        fix = None
-        if derivable and bad:
-            keep = "your other arguments kept and " + ", ".join(
-                f"`{b}` {'set to ' + _compact(fixed[b]) if b in fixed else 'left out (its default applies)'}"
-                for b in bad
-            )
-            fix = Fix(
-                why=f"The call failed validation before it ran, so nothing changed. This is the same "
-                f"call with {keep}.",
-                mcp=self._same_call(fixed),
-            )
-        return VerbError(
-            "invalid_params",
-            message,
-            suggestion,
-            why="The call failed validation before it ran, so nothing changed.",
-            detail={"errors": errors},
-            fix=fix,
-        )
-
-    def _validated_keys(self, spec: ToolSpec) -> set[str]:
-        fields = _field_names(spec.params)
-        return set(fields) | ALWAYS_ALLOWED | ({IDEMPOTENCY_KEY} if spec.idempotency else set())
-
-    def _unencodable(self, spec: ToolSpec, path: str) -> VerbError:
-        return VerbError(
-            "invalid_params",
-            f'Parameter "{path}" holds text that is not valid Unicode (an unpaired surrogate).',
-            "Send text as valid UTF-8; the fix replaces each unpaired surrogate with U+FFFD.",
-            why="Unpaired UTF-16 surrogates cannot be stored or returned as UTF-8; nothing was written.",
-            detail={"field": path},
-            fix=Fix(
-                why="The same call with the invalid characters replaced; nothing changed.",
-                mcp=self._same_call(_scrub(self.args)),
-            ),
-        )
-
-    def _bad_dry_run(self, spec: ToolSpec) -> VerbError:
-        return VerbError(
-            "invalid_params",
-            'Parameter "dry_run" must be true or false.',
-            f"Pass dry_run as a JSON boolean: true checks the {spec.name} call without running it, "
-            "false (or leaving it out) runs it.",
-            why="An unclear dry_run is not guessed; nothing ran.",
-            fix=Fix(
-                why="The same call as a dry run: it validates the arguments and changes nothing.",
-                mcp=self._same_call({**self.args, "dry_run": True}),
-            ),
-        )
-
-    def _bad_key(self, spec: ToolSpec) -> VerbError:
-        fixed = {k: v for k, v in self.args.items() if k != IDEMPOTENCY_KEY}
-        return VerbError(
-            "invalid_params",
-            f'Parameter "{IDEMPOTENCY_KEY}" must be a non-empty string of at most '
-            f"{IDEMPOTENCY_KEY_MAX} characters.",
-            f"Pass a unique string per logical write (a UUID works) as `{IDEMPOTENCY_KEY}`, or leave it out.",
-            why="The key identifies one logical write across retries.",
-            fix=Fix(
-                why="The same call without the idempotency key; nothing changed.", mcp=self._same_call(fixed)
-            ),
-        )
-
-    def _key_conflict(self, spec: ToolSpec) -> VerbError:
-        fixed = {k: v for k, v in self.args.items() if k != IDEMPOTENCY_KEY}
-        return VerbError(
-            "invalid_params",
-            f"This {IDEMPOTENCY_KEY} was already used for a different {spec.name} call.",
-            f"Reuse an {IDEMPOTENCY_KEY} only to retry the SAME call; for a new write use a new key or "
-            "leave it out.",
-            why=f"Keys are scoped to this client and tool for {IDEMPOTENCY_TTL_HOURS} h; the first call with "
-            "this key had different arguments, so replaying its result would be wrong. Nothing was written.",
-            detail={"reason": "idempotency_key_reused"},
-            fix=Fix(
-                why="The same call without the reused key; nothing was written.", mcp=self._same_call(fixed)
-            ),
-        )
-
-    def _in_flight(self, spec: ToolSpec) -> VerbError:
-        return VerbError(
-            "unavailable",
-            f"The first {spec.name} call with this {IDEMPOTENCY_KEY} is still running.",
-            f"Retry the same call after {IN_FLIGHT_RETRY_SECONDS} s; it will return the first call's result.",
-            why="A retry arrived before the original call finished.",
-            detail={"reason": "idempotency_in_flight"},
-            fix=Fix(
-                why="Retrying with the same key returns the first call's result once it is stored.",
-                mcp=self._same_call(dict(self.args)),
-                actor="provider",
-                retry_after_seconds=IN_FLIGHT_RETRY_SECONDS,
-            ),
-            retryable=True,
-        )
-
-    def _port_error(self, spec: ToolSpec, exc: PortError) -> VerbError:
-        same = self._same_call(dict(self.args))
-        if isinstance(exc, Unavailable):
-            detail = {"reason": exc.reason} if exc.reason else None
-            if exc.retry_after_seconds is not None:
-                return VerbError(
-                    "unavailable",
-                    f"A service {spec.name} depends on is busy or briefly unavailable.",
-                    f"Wait {exc.retry_after_seconds} s, then retry the same call.",
-                    why="The storage or model provider throttled or refused the request; it recovers on "
-                    "its own.",
-                    detail=detail,
-                    fix=Fix(
-                        why="The same call after the provider's stated delay.",
-                        mcp=same,
-                        actor="provider",
-                        retry_after_seconds=int(exc.retry_after_seconds),
-                    ),
-                    retryable=True,
-                )
-            return VerbError(
-                "unavailable",
-                f"A service {spec.name} depends on is not available.",
-                "Tell the user the memory service cannot serve this call right now; its operator can "
-                "check the configuration with the command below.",
-                why="A storage or model dependency is down or not configured; retrying will not help until "
-                "the operator fixes it.",
-                detail=detail,
-                fix=Fix(
-                    why="Shows what is configured and what is degraded, each with a fix.",
-                    argv=["fleetmem", "doctor", "--json"],
-                    actor="host_admin",
-                    user_message="The memory service cannot reach one of its dependencies; its operator "
-                    "can run `fleetmem doctor` to see why.",
-                ),
-            )
-        if isinstance(exc, Conflict):
-            return VerbError(
-                "unavailable",
-                f"{spec.name} lost a race with a concurrent write.",
-                f"Retry the same call after {CONFLICT_RETRY_SECONDS} s.",
-                why="Another call changed the same item between read and write; nothing was half-written.",
-                detail={"reason": "conflict"},
-                fix=Fix(
-                    why="A retry reads the new state and applies the call to it.",
-                    mcp=same,
-                    actor="provider",
-                    retry_after_seconds=CONFLICT_RETRY_SECONDS,
-                ),
-                retryable=True,
-            )
-        if isinstance(exc, NotFound):
-            return VerbError(
-                "not_found",
-                f"{spec.name} found nothing with that id for this caller.",
-                "Check the id: use an id returned by remember or recall (fact_id) or a slug from list_pages.",
-                why="The item does not exist, was removed, or is not visible to this credential.",
-            )
-        if isinstance(exc, TooLarge):
-            return VerbError(
-                "invalid_params",
-                f"The item {spec.name} would store is too large.",
-                "Split the content into smaller pieces and store them separately.",
-                why="The store caps the size of one item; nothing was written.",
-            )
-        raise exc
-
-
-_SURROGATES = re.compile("[\ud800-\udfff]")
-
-
-def _unencodable_path(value: Any, path: str = "") -> str | None:
-    """Dotted path of the first string (or key) holding an unpaired surrogate, else None."""
-    if isinstance(value, str):
-        return (path or "arguments") if _SURROGATES.search(value) else None
-    if isinstance(value, dict):
-        for k, v in value.items():
-            sub = f"{path}.{k}" if path else str(k)
-            if isinstance(k, str) and _SURROGATES.search(k):
-                return _SURROGATES.sub("\ufffd", sub)
-            found = _unencodable_path(v, sub)
-            if found is not None:
-                return _SURROGATES.sub("\ufffd", found)
-    if isinstance(value, list):
-        for i, v in enumerate(value):
-            found = _unencodable_path(v, f"{path}[{i}]")
-            if found is not None:
-                return found
-    return None
-
-
-def _scrub(value: Any) -> Any:
-    if isinstance(value, str):
-        return _SURROGATES.sub("\ufffd", value)
-    if isinstance(value, dict):
-        return {_scrub(k): _scrub(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_scrub(v) for v in value]
-    return value
-
 
 def _field_names(model: type[BaseModel]) -> list[str]:
     names: list[str] = []
@@ -741,7 +389,3 @@ def _request_hash(params: BaseModel) -> str:
     data = params.model_dump(mode="json", exclude={IDEMPOTENCY_KEY} & set(type(params).model_fields))
     canonical = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
     return hashlib.sha256(canonical.encode()).hexdigest()
-
-
-def _compact(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)

@@ -5,7 +5,7 @@ One app serves both protocol eras (the SDK routes them): handshake clients (`ini
 `Mcp-Name` headers). tools/list comes from the registry filtered by surface and the caller's scopes;
 tools/call goes to an invoker (in-process locally, one Lambda per verb on AWS) that runs `dispatch`.
 
-Around the SDK app (PROTOCOL_NOTES §1, §10):
+Around the SDK app (docs/protocol.md: conventions; trust, scopes and tenancy):
 - `GET /mcp` (and any other non-POST) -> 405: the SDK would open an event stream that never ends.
 - `POST /mcp` without `Accept: application/json, text/event-stream` -> 406.
 - no / unknown / revoked token -> 401, `WWW-Authenticate: Bearer resource_metadata="…"` and an

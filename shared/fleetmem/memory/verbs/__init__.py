@@ -3,6 +3,9 @@
 `from fleetmem.memory.verbs import REGISTRY` gives all thirteen tools: the seven memory verbs
 (recall, remember, entity, synthesize, forget, context_pack, delta), the page tools (put_page,
 get_page, list_pages, delete_page) and the admin tools (trace_fact, purge_fact).
+
+Each module holds its tool's typed parameter model, its result model and `run`; what they mean on
+the wire, and the decisions `D1`…`D16` the docstrings cite, are written up in docs/protocol.md.
 """
 
 from fleetmem.memory.registry import REGISTRY

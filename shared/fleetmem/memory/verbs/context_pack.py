@@ -1,5 +1,5 @@
 """`context_pack(entities, budget_tokens?, since?, session_id?, include_private?)` — a budget-packed
-bundle of entity cards + open threads + hot facts for session boundaries (PROTOCOL_NOTES §7).
+bundle of entity cards + open threads + hot facts for session boundaries (docs/protocol.md: context_pack).
 
 Public API: `ContextPackParams`, `run(deps, caller, params, ctx) -> Outcome`, `SPEC` (registered).
 
@@ -25,18 +25,18 @@ from __future__ import annotations
 
 import time
 from datetime import timedelta
-from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
+from pydantic import ConfigDict, Field
 
 from fleetmem.errors import Outcome
 from fleetmem.memory import budget, common
 from fleetmem.memory.cards import build_card, card_cost, flat_card, read_card
+from fleetmem.memory.common import Budget, Params, SinceText
 from fleetmem.memory.entities import parse_entity_list, resolve_entity
 from fleetmem.memory.registry import ToolSpec, register
 from fleetmem.memory.render import render_context_pack
-from fleetmem.memory.verbs.recall import RecallFact, fact_item
-from fleetmem.models import Caller, Fact
+from fleetmem.memory.verbs.recall import fact_item
+from fleetmem.models import BudgetFields, Caller, Fact, PackCard, PackFact, SlugThread
 from fleetmem.ports import CallContext, Deps
 from fleetmem.protocol import (
     CONTEXT_PACK_MAX_ENTITIES,
@@ -50,17 +50,17 @@ TOOL = "context_pack"
 _HOT_SCAN = 50  # hot facts read before the requested entities' facts are moved first and cut to 10
 
 
-class ContextPackParams(BaseModel):
+class ContextPackParams(Params):
     model_config = ConfigDict(extra="ignore")
 
     entities: str = Field(
         description="Comma-separated entity names or slugs (at most 8 are used), e.g. "
         "\"acme-example, people/alice-example\".",
     )
-    budget_tokens: Annotated[Any, WithJsonSchema({"type": "integer", "minimum": 1})] = Field(
+    budget_tokens: Budget = Field(
         default=None, description="Token budget (integer >= 1): cards pack first, then facts."
     )
-    since: Annotated[Any, WithJsonSchema({"type": "string"})] = Field(
+    since: SinceText = Field(
         default=None, description="ISO 8601 date/datetime: only open threads dated after it."
     )
     session_id: str | None = Field(default=None, description="Hot facts come from this session when given.")
@@ -69,31 +69,14 @@ class ContextPackParams(BaseModel):
     )
 
 
-class ContextPackCard(BaseModel):
-    """The reference's flat card; our extra fields (`entity`, `aka`, `last_touched`, ...) may follow."""
-
-    model_config = ConfigDict(extra="allow")
-
-    slug: str
-    title: str
-    type: str | None
-    summary: str
-    open_threads: list[dict[str, Any]]
-    edges: list[dict[str, Any]]
-    backlink_count: int
-
-
-class ContextPackResult(BaseModel):
+class ContextPackResult(BudgetFields):
     protocol_version: int
     entities: list[str]
-    cards: list[ContextPackCard]
-    open_threads: list[dict[str, Any]]
-    facts: list[RecallFact]
-    text: str = Field(description="Ready-to-inject block; with a budget it costs at most budget_tokens.")
+    cards: list[PackCard]
+    open_threads: list[SlugThread]
+    facts: list[PackFact]
+    text: str
     degraded_reason: str | None = None
-    budget_tokens: int | None = None
-    budget_used: int | None = None
-    dropped_count: int | None = None
 
 
 def deadline_passed(ctx: CallContext) -> bool:

@@ -8,23 +8,31 @@ index dropped the chunks now, `pending` when the asynchronous indexer will).
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
 from fleetmem.errors import Outcome
+from fleetmem.memory.common import Params
 from fleetmem.memory.registry import ToolSpec, register
 from fleetmem.memory.verbs.get_page import page_not_found, visible_page
 from fleetmem.memory.verbs.put_page import unindex_page
-from fleetmem.models import AuditEvent, Caller
+from fleetmem.models import AuditEvent, Caller, Wire
 from fleetmem.ports import CallContext, Deps
-from fleetmem.protocol import PROTOCOL_VERSION
+from fleetmem.protocol import PROTOCOL_VERSION, SearchState
 
 TOOL = "delete_page"
 
 
-class DeletePageParams(BaseModel):
+class DeletePageParams(Params):
     model_config = ConfigDict(extra="ignore")
 
     slug: str = Field(description='Exact slug of the page to delete, e.g. "people/alice-example".')
+
+
+class DeletePageResult(Wire):
+    slug: str
+    deleted: bool
+    search_state: SearchState
+    protocol_version: int
 
 
 def run(deps: Deps, caller: Caller, params: DeletePageParams, ctx: CallContext) -> Outcome:
@@ -36,12 +44,11 @@ def run(deps: Deps, caller: Caller, params: DeletePageParams, ctx: CallContext) 
         at=deps.clock.now(), detail={"title": page.title},
     ))
     unindexed = unindex_page(deps, caller.tenant, page.slug)
-    return Outcome(body={
-        "slug": page.slug,
-        "deleted": True,
-        "search_state": "current" if unindexed else "pending",
-        "protocol_version": PROTOCOL_VERSION,
-    })
+    result = DeletePageResult(
+        slug=page.slug, deleted=True, search_state="current" if unindexed else "pending",
+        protocol_version=PROTOCOL_VERSION,
+    )
+    return Outcome(body=result.model_dump())
 
 
 SPEC = register(
@@ -53,6 +60,7 @@ SPEC = register(
             "Unknown slug -> not_found."
         ),
         params=DeletePageParams,
+        result=DeletePageResult,
         run=run,
         scope="write",
         surface="full",

@@ -1,5 +1,5 @@
 """`delta(since?, session_id?, since_slug?, entities?, budget_tokens?, include_private?)` — what changed
-since a cursor, for heartbeats (PROTOCOL_NOTES §8). At-least-once, never silent loss.
+since a cursor, for heartbeats (docs/protocol.md: delta; D10, D14). At-least-once, never silent loss.
 
 Public API: `DeltaParams`, `run(deps, caller, params, ctx) -> Outcome`, `SPEC` (registered),
 `cursor_client(caller) -> str`.
@@ -39,17 +39,17 @@ from __future__ import annotations
 
 import time
 from datetime import datetime, timedelta
-from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
+from pydantic import BaseModel, ConfigDict, Field
 
 from fleetmem.errors import Conflict, Fix, Notice, Outcome, Unavailable, VerbError
 from fleetmem.memory import budget, common
 from fleetmem.memory.cards import fact_view, open_threads
+from fleetmem.memory.common import Budget, Params, SinceText
 from fleetmem.memory.entities import parse_entity_list, resolve_entity
 from fleetmem.memory.registry import ToolSpec, register
 from fleetmem.memory.render import render_delta
-from fleetmem.models import Caller, Cursor
+from fleetmem.models import BudgetFields, Caller, Cursor, PackFact, PageItem, SlugThread
 from fleetmem.ports import CallContext, Deps
 from fleetmem.protocol import (
     DELTA_FACT_LIMIT,
@@ -68,10 +68,10 @@ RETRY_AFTER_SECONDS = 30
 INCOMPLETE_REPORT_STREAK = 3
 
 
-class DeltaParams(BaseModel):
+class DeltaParams(Params):
     model_config = ConfigDict(extra="ignore")
 
-    since: Annotated[Any, WithJsonSchema({"type": "string"})] = Field(
+    since: SinceText = Field(
         default=None,
         description="ISO 8601 date/datetime: changes strictly after it. Wins over the session cursor.",
     )
@@ -87,12 +87,42 @@ class DeltaParams(BaseModel):
         default=None,
         description="Comma-separated entity names/slugs (up to 8) whose open-thread events to include.",
     )
-    budget_tokens: Annotated[Any, WithJsonSchema({"type": "integer", "minimum": 1})] = Field(
+    budget_tokens: Budget = Field(
         default=None, description="Token budget (integer >= 1): pages pack first, then facts."
     )
     include_private: bool = Field(
         default=False, description="Trusted local callers only: include private pages and facts."
     )
+
+
+class DeltaPage(PageItem):
+    truncated: bool | None = None  # D14: the first pending item alone exceeded the budget
+
+
+class DeltaFact(PackFact):
+    truncated: bool | None = None
+
+
+class NextCursor(BaseModel):
+    """Where to resume statelessly: `since` + `slug` of the last delivered page (extra cursor keys
+    such as the facts' own position may ride along)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    since: str | None
+    slug: str
+
+
+class DeltaResult(BudgetFields):
+    protocol_version: int
+    since: str | None
+    pages: list[DeltaPage]
+    facts: list[DeltaFact]
+    threads: list[SlugThread]
+    text: str
+    has_more: bool
+    next_cursor: NextCursor
+    degraded_reason: str | None = None
 
 
 def cursor_client(caller: Caller) -> str:
@@ -349,6 +379,7 @@ SPEC = register(
             "\"budget_tokens\": 1500}. Zero LLM, sub-second."
         ),
         params=DeltaParams,
+        result=DeltaResult,
         run=run,
         scope="read",
         surface="verbs",

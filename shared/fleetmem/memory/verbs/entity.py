@@ -14,26 +14,42 @@ from __future__ import annotations
 
 import time
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
 from fleetmem.errors import Fix, Outcome, VerbError
 from fleetmem.memory.cards import build_card, read_card
+from fleetmem.memory.common import Params
 from fleetmem.memory.entities import near_misses, resolve_entity
 from fleetmem.memory.registry import ToolSpec, register
-from fleetmem.models import Caller
+from fleetmem.models import Caller, Card, Wire
 from fleetmem.ports import CallContext, Deps
-from fleetmem.protocol import PROTOCOL_VERSION
+from fleetmem.protocol import PROTOCOL_VERSION, CreateSafety
 
 TOOL = "entity"
 
 
-class EntityParams(BaseModel):
+class EntityParams(Params):
     model_config = ConfigDict(extra="ignore")
 
     name: str = Field(
         description="The person, company or project: a name (\"Alice Example\"), an alias, or a page "
         "slug (\"people/alice-example\").",
     )
+
+
+class EntitySuggestion(Wire):
+    slug: str
+    title: str
+    type: str | None
+    create_safety: CreateSafety
+
+
+class EntityResult(Wire):
+    protocol_version: int
+    found: bool
+    card: Card | None = None  # only when found
+    suggestions: list[EntitySuggestion]  # runners-up when found, near-misses otherwise ([] if none)
+    latency_ms: int
 
 
 def _empty_name_error() -> VerbError:
@@ -91,6 +107,7 @@ SPEC = register(
             "found=false with near-miss suggestions (create_safety says whether a page probably exists)."
         ),
         params=EntityParams,
+        result=EntityResult,
         run=run,
         scope="read",
         surface="verbs",

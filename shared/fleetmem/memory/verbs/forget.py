@@ -1,4 +1,4 @@
-"""forget — expire a fact by its opaque string id, with an audit row (MEMORY_VERBS v1; PROTOCOL_NOTES §9).
+"""forget — expire a fact by its opaque string id, with an audit row (docs/protocol.md, forget).
 
 Public API: `ForgetParams`, `ForgetResult`, `run(deps, caller, params, ctx) -> Outcome`.
 
@@ -10,25 +10,38 @@ The fact leaves the search index when the index is written through.
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
+from pydantic import ConfigDict, Field, WithJsonSchema
 
 from fleetmem.errors import Fix, NotFound, Outcome, VerbError
 from fleetmem.memory import indexing
-from fleetmem.memory.common import invalid
+from fleetmem.memory.common import Hint, Params
 from fleetmem.memory.registry import ToolSpec, register
-from fleetmem.models import AuditEvent, Caller
+from fleetmem.models import AuditEvent, Caller, Wire
 from fleetmem.ports import CallContext, Deps
 from fleetmem.protocol import PROTOCOL_VERSION, PROVENANCE_MAX
 
 TOOL = "forget"
 
 
-class ForgetParams(BaseModel):
+def _id_as_text(raw: Any, now: datetime) -> str:
+    return str(raw).lower() if isinstance(raw, bool) else str(raw)
+
+
+class ForgetParams(Params):
     model_config = ConfigDict(extra="ignore", json_schema_extra={"required": ["id"]})
 
-    id: Annotated[Any, WithJsonSchema({"type": "string"})] = Field(
+    id: Annotated[
+        str | None,
+        WithJsonSchema({"type": "string"}),
+        Hint(
+            accepts="a string",
+            cause="fact ids are opaque strings (remember's `id`, recall's `fact_id`).",
+            fix=_id_as_text,
+        ),
+    ] = Field(
         None,
         description="The fact's opaque STRING id: remember's `id` or recall's `facts[].fact_id` "
         '(e.g. "f_01JD..."). Never a page slug, never the numeric legacy `facts[].id`.',
@@ -36,7 +49,7 @@ class ForgetParams(BaseModel):
     reason: str | None = Field(None, description="Why the fact is being expired (kept in the audit trail).")
 
 
-class ForgetResult(BaseModel):
+class ForgetResult(Wire):
     id: str
     expired: bool = Field(description="true: expired now; false: it was already inactive (still success).")
     reason: str | None
@@ -74,17 +87,6 @@ def run(deps: Deps, caller: Caller, params: ForgetParams, ctx: CallContext) -> O
             ),
             klass="caller",
         )
-    if not isinstance(raw, str):
-        as_text = str(raw).lower() if isinstance(raw, bool) else str(raw)
-        raise invalid(
-            TOOL,
-            params,
-            "id must be a string.",
-            problem=f"id={raw!r} was sent as a JSON {type(raw).__name__}.",
-            cause="fact ids are opaque strings (remember's `id`, recall's `fact_id`).",
-            field="id",
-            value=as_text,
-        )
     fact_id = raw.strip()
     reason = params.reason[:PROVENANCE_MAX] if params.reason else None
     fact = deps.facts.get(caller.tenant, fact_id)
@@ -112,7 +114,7 @@ def run(deps: Deps, caller: Caller, params: ForgetParams, ctx: CallContext) -> O
     # Inactive either way now: an expired fact must not be found by search.
     indexing.unindex_facts(deps, caller.tenant, [fact_id])
     return Outcome(
-        {"id": fact_id, "expired": expired, "reason": reason, "protocol_version": PROTOCOL_VERSION}
+        ForgetResult(id=fact_id, expired=expired, reason=reason, protocol_version=PROTOCOL_VERSION).model_dump()
     )
 
 

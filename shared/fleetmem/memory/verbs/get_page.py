@@ -13,22 +13,22 @@ summary, the timeline and link contexts; links to private pages are hidden.
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
 from fleetmem.errors import Fix, Outcome, VerbError
-from fleetmem.memory.common import too_long
+from fleetmem.memory.common import Params, too_long
 from fleetmem.memory.pagefmt import render_page_content, strip_private
 from fleetmem.memory.registry import ToolSpec, register
 from fleetmem.memory.slugs import last_segment, slug_size_problem
-from fleetmem.models import Caller, Page
+from fleetmem.models import Caller, Page, Wire
 from fleetmem.ports import CallContext, Deps
-from fleetmem.protocol import MENTION_LINK_TYPE, PROTOCOL_VERSION
+from fleetmem.protocol import MENTION_LINK_TYPE, PROTOCOL_VERSION, Visibility
 from fleetmem.timefmt import iso
 
 TOOL = "get_page"
 
 
-class GetPageParams(BaseModel):
+class GetPageParams(Params):
     model_config = ConfigDict(extra="ignore")
 
     slug: str = Field(description='Page slug, e.g. "people/alice-example".')
@@ -62,6 +62,32 @@ def visible_page(deps: Deps, caller: Caller, slug: str) -> Page | None:
     if page is None or (caller.remote and page.visibility != "world"):
         return None
     return page
+
+
+class PageLink(Wire):
+    type: str
+    target: str
+    context: str | None
+
+
+class PageTimelineEntry(Wire):
+    date: str
+    text: str
+
+
+class GetPageResult(Wire):
+    slug: str
+    title: str
+    type: str | None
+    aliases: list[str]
+    summary: str | None
+    visibility: Visibility
+    content: str  # frontmatter + body: put_page accepts it back
+    links: list[PageLink]
+    timeline: list[PageTimelineEntry]
+    created_at: str
+    updated_at: str
+    protocol_version: int
 
 
 def _clean(text: str | None, world_only: bool) -> str | None:
@@ -122,7 +148,7 @@ def run(deps: Deps, caller: Caller, params: GetPageParams, ctx: CallContext) -> 
     page = visible_page(deps, caller, params.slug or "")
     if page is None:
         raise page_not_found(params.slug or "")
-    return Outcome(body=page_view(deps, caller, page))
+    return Outcome(body=GetPageResult.model_validate(page_view(deps, caller, page)).model_dump())
 
 
 SPEC = register(
@@ -134,6 +160,7 @@ SPEC = register(
             "\"people/alice-example\"}. Unknown slug -> not_found; resolve names with entity first."
         ),
         params=GetPageParams,
+        result=GetPageResult,
         run=run,
         scope="read",
         surface="full",

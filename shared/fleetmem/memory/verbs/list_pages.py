@@ -9,14 +9,12 @@ private pages.
 
 from __future__ import annotations
 
-from typing import Annotated, Any
-
-from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
+from pydantic import ConfigDict, Field
 
 from fleetmem.errors import Outcome
 from fleetmem.memory import common
 from fleetmem.memory.registry import ToolSpec, register
-from fleetmem.models import Caller
+from fleetmem.models import Caller, PageItem, Wire
 from fleetmem.ports import CallContext, Deps
 from fleetmem.protocol import PROTOCOL_VERSION
 from fleetmem.timefmt import iso
@@ -26,14 +24,20 @@ DEFAULT_LIMIT = 50
 MAX_LIMIT = 200
 
 
-class ListPagesParams(BaseModel):
+class ListPagesParams(common.Params):
     model_config = ConfigDict(extra="ignore")
 
-    limit: Annotated[Any, WithJsonSchema({"type": "integer", "minimum": 1, "maximum": MAX_LIMIT})] = Field(
+    limit: common.Limit(DEFAULT_LIMIT, MAX_LIMIT) = Field(  # type: ignore[valid-type]
         default=None, description=f"Pages per call (default {DEFAULT_LIMIT}, at most {MAX_LIMIT})."
     )
     cursor: str | None = Field(default=None, description="next_cursor from the previous call.")
     type: str | None = Field(default=None, description='Only pages of this type, e.g. "person".')
+
+
+class ListPagesResult(Wire):
+    pages: list[PageItem]
+    next_cursor: str | None  # null: the end
+    protocol_version: int
 
 
 def run(deps: Deps, caller: Caller, params: ListPagesParams, ctx: CallContext) -> Outcome:
@@ -43,13 +47,13 @@ def run(deps: Deps, caller: Caller, params: ListPagesParams, ctx: CallContext) -
         type=(params.type or None),
     )
     shown = heads[:limit]
-    return Outcome(body={
+    return Outcome(body=ListPagesResult.model_validate({
         "pages": [
             {"slug": h.slug, "title": h.title, "type": h.type, "updated_at": iso(h.updated_at)} for h in shown
         ],
         "next_cursor": shown[-1].slug if len(heads) > limit else None,
         "protocol_version": PROTOCOL_VERSION,
-    })
+    }).model_dump())
 
 
 SPEC = register(
@@ -61,6 +65,7 @@ SPEC = register(
             "{\"type\": \"person\", \"limit\": 100}."
         ),
         params=ListPagesParams,
+        result=ListPagesResult,
         run=run,
         scope="read",
         surface="full",

@@ -8,27 +8,28 @@ Public API: `PurgeFactParams`, `PurgeFactResult`, `run(deps, caller, params, ctx
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
 from fleetmem.errors import Outcome
 from fleetmem.memory import indexing
+from fleetmem.memory.common import Params
 from fleetmem.memory.registry import ToolSpec, register
 from fleetmem.memory.verbs.forget import not_found
-from fleetmem.models import AuditEvent, Caller
+from fleetmem.models import AuditEvent, Caller, Wire
 from fleetmem.ports import CallContext, Deps
 from fleetmem.protocol import PROTOCOL_VERSION, PROVENANCE_MAX
 
 TOOL = "purge_fact"
 
 
-class PurgeFactParams(BaseModel):
+class PurgeFactParams(Params):
     model_config = ConfigDict(extra="ignore", json_schema_extra={"required": ["id"]})
 
     id: str = Field("", description='The fact\'s opaque string id, e.g. "f_01JD...".')
     reason: str | None = Field(None, description='Why it is purged, e.g. "deletion request 2026-06-12".')
 
 
-class PurgeFactResult(BaseModel):
+class PurgeFactResult(Wire):
     id: str
     purged: bool
     reason: str | None
@@ -56,7 +57,8 @@ def run(deps: Deps, caller: Caller, params: PurgeFactParams, ctx: CallContext) -
             detail={"seq": fact.seq},
         )
     )
-    return Outcome({"id": fact_id, "purged": purged, "reason": reason, "protocol_version": PROTOCOL_VERSION})
+    result = PurgeFactResult(id=fact_id, purged=purged, reason=reason, protocol_version=PROTOCOL_VERSION)
+    return Outcome(result.model_dump())
 
 
 SPEC = register(

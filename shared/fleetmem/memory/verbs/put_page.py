@@ -26,16 +26,16 @@ Public API: `PutPageParams`, `run(deps, caller, params, ctx) -> Outcome`, `SPEC`
 from __future__ import annotations
 
 import datetime as dt
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from fleetmem.errors import Fix, Outcome, PortError, TooLarge, VerbError
 from fleetmem.memory import common, indexing
 from fleetmem.memory.pagefmt import PageFormatError, clip, first_h1, mentions, parse_page_content, split_frontmatter
 from fleetmem.memory.registry import ToolSpec, register
 from fleetmem.memory.slugs import is_canonical_slug, last_segment, shorten_slug, slug_size_problem, slugify
-from fleetmem.models import AuditEvent, Caller, Link, Page, TimelineEntry
+from fleetmem.models import AuditEvent, Caller, Link, Page, TimelineEntry, Wire
 from fleetmem.ports import CallContext, Deps
 from fleetmem.protocol import (
     ALIAS_MAX,
@@ -46,6 +46,7 @@ from fleetmem.protocol import (
     SLUG_MAX,
     TITLE_MAX,
     VISIBILITIES,
+    SearchState,
 )
 from fleetmem.timefmt import parse_iso
 
@@ -69,7 +70,12 @@ class TimelineArg(BaseModel):
     text: str = Field(description="What happened.")
 
 
-class PutPageParams(BaseModel):
+def _blank_as_none(value: Any) -> Any:
+    """visibility as put_page reads it from frontmatter too: trimmed, blank = not given."""
+    return (value.strip() or None) if isinstance(value, str) else value
+
+
+class PutPageParams(common.Params):
     model_config = ConfigDict(extra="ignore")
 
     slug: str = Field(
@@ -93,7 +99,7 @@ class PutPageParams(BaseModel):
         json_schema_extra={"maxItems": ALIASES_MAX, "items": {"type": "string", "maxLength": ALIAS_MAX}},
     )
     summary: str | None = Field(default=None, description="One-sentence summary shown on entity cards.")
-    visibility: Annotated[Any, WithJsonSchema({"type": "string", "enum": list(VISIBILITIES)})] = Field(
+    visibility: Annotated[common.VisibilityArg, BeforeValidator(_blank_as_none)] = Field(
         default=None, description='"world" (default: every agent on this brain) or "private" (local only).'
     )
     links: list[LinkArg] | None = Field(default=None, description="Typed edges to other pages.")
@@ -102,6 +108,14 @@ class PutPageParams(BaseModel):
         default=None,
         description="Optional retry key: the same key and arguments within 24 h return the first result.",
     )
+
+
+class PutPageResult(Wire):
+    slug: str
+    status: Literal["created", "updated", "unchanged"]
+    search_state: SearchState
+    protocol_version: int
+    idempotent_replay: bool | None = None
 
 
 def _jsonable(value: Any) -> Any:
@@ -391,6 +405,7 @@ SPEC = register(
             "status says created | updated | unchanged."
         ),
         params=PutPageParams,
+        result=PutPageResult,
         run=run,
         scope="write",
         surface="full",

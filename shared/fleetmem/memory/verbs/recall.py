@@ -1,5 +1,5 @@
-"""recall — saved facts plus (with `query`) budget-packed page snippets (MEMORY_VERBS v1; PROTOCOL_NOTES
-§3, §5, D4, D8, D9, D13).
+"""recall — saved facts plus (with `query`) budget-packed page snippets (docs/protocol.md: recall,
+budgets; D4, D8, D9, D13).
 
 Public API: `RecallParams`, `RecallResult`, `run(deps, caller, params, ctx) -> Outcome`,
 `fact_item(fact) -> dict` (the legacy facts[] item; other verbs may reuse it),
@@ -25,14 +25,18 @@ from __future__ import annotations
 
 import math
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
+from pydantic import ConfigDict, Field
 
 from fleetmem.errors import Notice, Outcome
 from fleetmem.memory import search as search_arm
 from fleetmem.memory.budget import Packer, cost, costs
 from fleetmem.memory.common import (
+    Budget,
+    Limit,
+    Params,
+    Since,
     check_budget,
     clamp_limit,
     degraded_recall_notice,
@@ -44,7 +48,7 @@ from fleetmem.memory.common import (
 from fleetmem.memory.entities import canonicalize_entity
 from fleetmem.memory.indexing import chunk_display
 from fleetmem.memory.registry import ToolSpec, register
-from fleetmem.models import Caller, Fact
+from fleetmem.models import BudgetFields, Caller, Fact, FactItem, Wire
 from fleetmem.ports import CallContext, Deps
 from fleetmem.protocol import (
     CREATE_SAFETY_FOR,
@@ -52,13 +56,15 @@ from fleetmem.protocol import (
     MAX_RECALL_LIMIT,
     PROTOCOL_VERSION,
     SESSION_ID_MAX,
+    CreateSafety,
+    Evidence,
 )
 from fleetmem.timefmt import iso
 
 TOOL = "recall"
 
 
-class RecallParams(BaseModel):
+class RecallParams(Params):
     model_config = ConfigDict(extra="ignore")
 
     query: str | None = Field(
@@ -70,16 +76,14 @@ class RecallParams(BaseModel):
         None, description='Only facts about this entity (slug or name), e.g. "people/alice-example".'
     )
     session_id: str | None = Field(None, description="Only facts saved with this session_id.")
-    since: str | None = Field(
+    since: Since = Field(
         None, description='Only facts saved after this ISO 8601 date/datetime, e.g. "2026-06-01T00:00:00Z".'
     )
-    limit: Annotated[Any, WithJsonSchema({"type": "integer", "minimum": 1, "maximum": MAX_RECALL_LIMIT})] = (
-        Field(
-            None,
-            description="Per-arm maximum (facts and search results each). Default 50, clamped to 1..100.",
-        )
+    limit: Limit(DEFAULT_RECALL_LIMIT, MAX_RECALL_LIMIT) = Field(  # type: ignore[valid-type]
+        None,
+        description="Per-arm maximum (facts and search results each). Default 50, clamped to 1..100.",
     )
-    budget_tokens: Annotated[Any, WithJsonSchema({"type": "integer", "minimum": 1})] = Field(
+    budget_tokens: Budget = Field(
         None,
         description="Server-side token budget (chars/4): facts pack first, then search results; the "
         "response reports budget_used and dropped_count. Integer >= 1; omit for no budget.",
@@ -91,45 +95,25 @@ class RecallParams(BaseModel):
         False, description="Include private facts/pages. Honoured only for the owner's local CLI."
     )
 
-
-class RecallFact(BaseModel):
-    id: int = Field(description="Legacy integer id (per-brain sequence number).")
-    fact_id: str = Field(description="Opaque string id — the value forget accepts.")
-    fact: str
-    kind: str
-    entity_slug: str | None
-    provenance: str
-    visibility: str
-    created_at: str
-    valid_until: str | None
-    session_id: str | None
-    status: Literal["active", "forgotten", "superseded", "expired"] | None = Field(
-        None, description="Only with include_expired: whether the fact is live, and why not."
-    )
-    superseded_by: str | None = Field(None, description="Only for status superseded: the replacing fact's id.")
-    expired_at: str | None = Field(
-        None, description="Only for a fact that is not active: when it stopped being live."
-    )
+    #: budget, then limit, then since (§ recall), whatever their place in the model.
+    check_order = ("budget_tokens", "limit", "since")
 
 
-class RecallHit(BaseModel):
+class RecallHit(Wire):
     slug: str
     title: str
     chunk: str
-    evidence: str
-    create_safety: str
+    evidence: Evidence
+    create_safety: CreateSafety
     provenance: str
 
 
-class RecallResult(BaseModel):
+class RecallResult(BudgetFields):
     protocol_version: int
-    facts: list[RecallFact]
+    facts: list[FactItem]
     total: int
     results: list[RecallHit]
     search_degraded: str | None = None
-    budget_tokens: int | None = None
-    budget_used: int | None = None
-    dropped_count: int | None = None
 
 
 def fact_item(f: Fact) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""remember — save ONE fact with mandatory provenance (MEMORY_VERBS v1; PROTOCOL_NOTES §4, D2, D5–D7, D11).
+"""remember — save ONE fact with mandatory provenance (docs/protocol.md: remember; D2, D5–D7, D11).
 
 Public API: `RememberParams`, `RememberResult`, `run(deps, caller, params, ctx) -> Outcome`.
 
@@ -30,19 +30,30 @@ Without an embedder (or when it is unavailable) only exact-text dedup runs and t
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any, cast
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
+from pydantic import AfterValidator, BeforeValidator, ConfigDict, Field, StringConstraints, WithJsonSchema
+from pydantic_core import PydanticCustomError
 
 from fleetmem.errors import Conflict, Fix, Notice, Outcome, Unavailable, VerbError
 from fleetmem.memory import indexing, sameness
-from fleetmem.memory.common import fix_call, given_args, invalid, normalize_text, too_long
+from fleetmem.memory.common import (
+    NO_FIX,
+    Hint,
+    Params,
+    VisibilityArg,
+    fix_call,
+    given_args,
+    invalid,
+    normalize_text,
+    too_long,
+)
 from fleetmem.memory.entities import EntityTarget, canonicalize_entity, near_misses
 from fleetmem.memory.registry import ToolSpec, register
 from fleetmem.memory.slugs import slug_size_problem, slugify
 from fleetmem.memory.ttl import TtlError, parse_ttl
 from fleetmem.memory.vectors import cosine, pack
-from fleetmem.models import AuditEvent, Caller, Fact
+from fleetmem.models import AuditEvent, Caller, Fact, Wire
 from fleetmem.ports import CallContext, Deps
 from fleetmem.protocol import (
     DEDUP_NEIGHBOURS,
@@ -53,8 +64,9 @@ from fleetmem.protocol import (
     SESSION_ID_MAX,
     SUGGESTIONS_MAX,
     TITLE_MAX,
-    VISIBILITIES,
     FactKind,
+    RememberStatus,
+    SearchState,
     Visibility,
 )
 from fleetmem.timefmt import iso
@@ -63,20 +75,74 @@ TOOL = "remember"
 _CANDIDATE_SCAN = 500  # active facts of one entity loaded for the nearest-neighbour comparison
 
 
-class RememberParams(BaseModel):
-    model_config = ConfigDict(
-        extra="ignore",
-        json_schema_extra={"required": ["fact", "provenance"]},
-    )
+def _fact_text(value: Any) -> Any:
+    if isinstance(value, str) and not value.strip():
+        raise PydanticCustomError("fm_fact_empty", "fact is empty.")
+    return value
 
-    fact: str = Field(
+
+def _provenance_gate(value: Any) -> Any:
+    if value is None:
+        raise PydanticCustomError("fm_provenance_missing", "provenance is missing.")
+    if isinstance(value, str) and not value.strip():
+        raise PydanticCustomError("provenance_required", "provenance is blank.")
+    return value
+
+
+def _fact_fix(raw: Any, now: datetime) -> Any:
+    return str(raw) if isinstance(raw, int | float) and not isinstance(raw, bool) else NO_FIX
+
+
+def _provenance_fix(raw: Any, now: datetime) -> str:
+    if isinstance(raw, str) and raw.strip():
+        return raw[:PROVENANCE_MAX]
+    if raw is not None and not isinstance(raw, str):
+        return str(raw)
+    # The corrected call attributes the fact to this conversation.
+    return f"agent conversation {(iso(now) or '')[:10]}"
+
+
+def _ttl_fix(raw: Any, now: datetime) -> str:
+    return f"{raw}d" if isinstance(raw, int) and not isinstance(raw, bool) and raw > 0 else "30d"
+
+
+class RememberParams(Params):
+    # Checked in the documented order (docs/protocol.md, remember): fact, provenance (absent ->
+    # invalid_params, blank -> provenance_required, > 500 chars -> invalid_params), kind,
+    # visibility, ttl (its grammar is read by `ttl.parse_ttl`). No docstring: it would become the
+    # inputSchema's description.
+
+    model_config = ConfigDict(extra="ignore", json_schema_extra={"required": ["fact", "provenance"]})
+
+    fact: Annotated[
+        str,
+        AfterValidator(_fact_text),
+        Hint(
+            accepts="one non-empty sentence",
+            cause="remember needs one non-empty sentence in `fact`.",
+            fix=_fact_fix,
+            remedy="call remember with the fact text and its provenance",
+        ),
+    ] = Field(
         "",
+        validate_default=True,
         description="The ONE fact to save, as a short self-contained sentence (at most 2,000 characters; "
         'store longer text as a page with put_page). Example: "Alice prefers async standups over meetings".',
         json_schema_extra={"maxLength": FACT_MAX},
     )
-    provenance: Annotated[Any, WithJsonSchema({"type": "string", "maxLength": PROVENANCE_MAX})] = Field(
-        None,
+    provenance: Annotated[
+        str,
+        BeforeValidator(_provenance_gate),
+        StringConstraints(max_length=PROVENANCE_MAX),
+        WithJsonSchema({"type": "string", "maxLength": PROVENANCE_MAX}),
+        Hint(
+            accepts=f"free text of 1 to {PROVENANCE_MAX} characters",
+            cause=f"every fact must say where it came from (free text, up to {PROVENANCE_MAX} characters).",
+            fix=_provenance_fix,
+        ),
+    ] = Field(
+        None,  # absent is reported as missing, never used as a value
+        validate_default=True,
         description="REQUIRED. Where the fact came from, free text up to 500 characters, stored verbatim. "
         'Examples: "user said in chat 2026-06-12", "import: notes.md".',
     )
@@ -88,15 +154,25 @@ class RememberParams(BaseModel):
         "page files the fact under that page's slug.",
         json_schema_extra={"maxLength": TITLE_MAX},
     )
-    kind: Annotated[Any, WithJsonSchema({"type": "string", "enum": list(FACT_KINDS)})] = Field(
-        None, description='One of event, preference, commitment, belief, fact (default "fact").'
-    )
-    visibility: Annotated[Any, WithJsonSchema({"type": "string", "enum": list(VISIBILITIES)})] = Field(
+    kind: Annotated[
+        FactKind | None,
+        WithJsonSchema({"type": "string", "enum": list(FACT_KINDS)}),
+        Hint(accepts=f"one of {', '.join(FACT_KINDS)}", fix="fact"),
+    ] = Field(None, description='One of event, preference, commitment, belief, fact (default "fact").')
+    visibility: VisibilityArg = Field(
         None,
         description='"world" (default: readable by every agent connected to this brain) or "private" '
         "(readable only by the owner's local CLI; remote agents cannot read or forget it).",
     )
-    ttl: Annotated[Any, WithJsonSchema({"type": ["string", "null"]})] = Field(
+    ttl: Annotated[
+        str | None,
+        WithJsonSchema({"type": ["string", "null"]}),
+        Hint(
+            accepts="a duration string or an ISO 8601 date",
+            cause='ttl is a shorthand like "30d" / "12h" or an ISO 8601 date.',
+            fix=_ttl_fix,
+        ),
+    ] = Field(
         None,
         description='When the fact stops being true: a duration shorthand ("30d", "12h", "45m" = minutes, '
         '"2w") or an absolute ISO 8601 date/datetime. ISO durations like "P30D" are not accepted. '
@@ -112,14 +188,14 @@ class RememberParams(BaseModel):
     )
 
 
-class RememberResult(BaseModel):
+class RememberResult(Wire):
     id: str = Field(description="Opaque fact id (the EXISTING fact's id when status is duplicate).")
-    status: str = Field(description="inserted | duplicate | superseded — branch on this.")
+    status: RememberStatus = Field(description="Branch on this.")
     status_text: str
     entity_slug: str | None
     valid_until: str | None
     protocol_version: int
-    search_state: str = Field(
+    search_state: SearchState = Field(
         description="current: search already reflects the write; pending: indexing is async."
     )
     degraded_dedup: bool | None = None
@@ -176,16 +252,8 @@ def _check_slug(params: RememberParams, target: EntityTarget | None) -> None:
 
 
 def _validate(deps: Deps, params: RememberParams) -> tuple[str, str, FactKind, Visibility, datetime | None]:
-    text = (params.fact or "").strip()
-    if not text:
-        raise VerbError(
-            "invalid_params",
-            "fact is empty.",
-            "The fact to save is empty. Cause: remember needs one non-empty sentence in `fact`. "
-            "Fix: call remember with the fact text and its provenance.",
-            why="An empty fact cannot be saved.",
-            klass="caller",
-        )
+    """The parts of the documented order the parameter types cannot check: the fact's size (D16), the ttl grammar."""
+    text = params.fact.strip()
     if len(text) > FACT_MAX:
         raise _too_long(
             f"fact is longer than {FACT_MAX} characters ({len(text)}).",
@@ -194,90 +262,7 @@ def _validate(deps: Deps, params: RememberParams) -> tuple[str, str, FactKind, V
             "sentence that names the page, or split it into several facts of at most "
             f"{FACT_MAX} characters each.",
         )
-    prov = params.provenance
-    if prov is None:
-        raise invalid(
-            TOOL,
-            params,
-            "provenance is missing.",
-            problem="The fact has no provenance.",
-            cause="every fact must say where it came from (free text, up to 500 characters).",
-            field="provenance",
-            value=f"agent conversation {iso(deps.clock.now())[:10]}",  # type: ignore[index]
-            why="provenance is required; the corrected call attributes the fact to this conversation.",
-        )
-    if not isinstance(prov, str):
-        raise invalid(
-            TOOL,
-            params,
-            "provenance must be a string.",
-            problem=f"provenance={prov!r} is not text.",
-            cause="provenance is free text describing the source.",
-            field="provenance",
-            value=str(prov),
-        )
-    if not prov.strip():
-        args = given_args(params)
-        args["provenance"] = f"agent conversation {iso(deps.clock.now())[:10]}"  # type: ignore[index]
-        raise VerbError(
-            "provenance_required",
-            "provenance is blank.",
-            "The fact was sent with a blank provenance. Cause: remember stores only attributed facts. "
-            'Fix: pass where the fact came from, e.g. provenance "user said in chat 2026-06-12", keeping '
-            "the other arguments.",
-            why="Every saved fact must name its source so later readers can judge it.",
-            fix=fix_call(
-                TOOL,
-                args,
-                "provenance must name the fact's source; this call attributes it "
-                "to the current conversation.",
-            ),
-            klass="caller",
-        )
-    if len(prov) > PROVENANCE_MAX:
-        raise invalid(
-            TOOL,
-            params,
-            f"provenance is longer than {PROVENANCE_MAX} characters ({len(prov)}).",
-            problem="The provenance is too long.",
-            cause=f"provenance is limited to {PROVENANCE_MAX} characters.",
-            field="provenance",
-            value=prov[:PROVENANCE_MAX],
-        )
-    kind = "fact" if params.kind is None else params.kind
-    if kind not in FACT_KINDS:
-        raise invalid(
-            TOOL,
-            params,
-            f"kind {kind!r} is not one of {', '.join(FACT_KINDS)}.",
-            problem=f"kind={kind!r} is unknown.",
-            cause=f"kind must be one of {', '.join(FACT_KINDS)}.",
-            field="kind",
-            value="fact",
-        )
-    visibility = "world" if params.visibility is None else params.visibility
-    if visibility not in VISIBILITIES:
-        raise invalid(
-            TOOL,
-            params,
-            f"visibility {visibility!r} is not world or private.",
-            problem=f"visibility={visibility!r} is unknown.",
-            cause="visibility must be world (default) or private.",
-            field="visibility",
-            value="world",
-        )
     ttl = params.ttl
-    if ttl is not None and not isinstance(ttl, str):
-        guess = f"{ttl}d" if isinstance(ttl, int) and not isinstance(ttl, bool) and ttl > 0 else "30d"
-        raise invalid(
-            TOOL,
-            params,
-            "ttl must be a string.",
-            problem=f"ttl={ttl!r} is not a duration string.",
-            cause='ttl is a shorthand like "30d" / "12h" or an ISO 8601 date.',
-            field="ttl",
-            value=guess,
-        )
     try:
         valid_until = parse_ttl(ttl, deps.clock.now())
     except TtlError as exc:
@@ -300,7 +285,7 @@ def _validate(deps: Deps, params: RememberParams) -> tuple[str, str, FactKind, V
             field="ttl",
             value="30d",
         ) from None
-    return text, prov, cast(FactKind, kind), cast(Visibility, visibility), valid_until
+    return params.fact.strip(), params.provenance, params.kind or "fact", params.visibility or "world", valid_until
 
 
 def _pool(deps: Deps, tenant: str, entity_slug: str | None, now: datetime) -> list[Fact]:
@@ -544,7 +529,10 @@ def _response(
     }
     if degraded:
         body["degraded_dedup"] = True
-    return Outcome(body, [n for n in notices or () if n is not None])
+    return Outcome(
+        RememberResult.model_validate(body).model_dump(exclude_unset=True),
+        [n for n in notices or () if n is not None],
+    )
 
 SPEC = register(
     ToolSpec(

@@ -1,4 +1,4 @@
-"""synthesize — an LLM answer combining retrieved pages and facts (MEMORY_VERBS v1; PROTOCOL_NOTES §9).
+"""synthesize — an LLM answer combining retrieved pages and facts (docs/protocol.md, synthesize).
 
 Public API: `SynthesizeParams`, `SynthesizeResult`, `run(deps, caller, params, ctx) -> Outcome`.
 
@@ -20,17 +20,17 @@ import json
 import re
 import time
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
 from fleetmem.errors import Fix, Notice, Outcome, Unavailable, VerbError
 from fleetmem.memory import search as search_arm
-from fleetmem.memory.common import degraded_recall_notice, empty_retrieval_notice, parse_since, world_only
+from fleetmem.memory.common import Params, degraded_recall_notice, empty_retrieval_notice, parse_since, world_only
 from fleetmem.memory.indexing import chunk_display
 from fleetmem.memory.pagefmt import clip
 from fleetmem.memory.registry import ToolSpec, register
-from fleetmem.models import Caller, Completion, Fact
+from fleetmem.models import Caller, Completion, Fact, Wire
 from fleetmem.ports import CallContext, Deps
 from fleetmem.protocol import PROTOCOL_VERSION
 from fleetmem.timefmt import iso
@@ -50,7 +50,7 @@ SYSTEM_PROMPT = (
 )
 
 
-class SynthesizeParams(BaseModel):
+class SynthesizeParams(Params):
     model_config = ConfigDict(extra="ignore", json_schema_extra={"required": ["question"]})
 
     question: str = Field(
@@ -62,25 +62,25 @@ class SynthesizeParams(BaseModel):
     until: str | None = Field(None, description="Only use facts saved before this ISO 8601 date/datetime.")
 
 
-class SynthesizeSource(BaseModel):
+class SynthesizeSource(Wire):
     slug: str
     title: str
 
 
-class SynthesizeCost(BaseModel):
+class SynthesizeCost(Wire):
     model: str | None
     input_tokens: int | None
     output_tokens: int | None
     usd_estimate: float | None
 
 
-class SynthesizeResult(BaseModel):
+class SynthesizeResult(Wire):
     answer: str
     sources: list[SynthesizeSource]
     gaps: list[str]
     cost: SynthesizeCost
     protocol_version: int
-    synthesis_status: str | None = None
+    synthesis_status: Literal["extractive_fallback"] | None = None
 
 
 def _no_llm(deps: Deps) -> VerbError:

@@ -11,13 +11,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
 from fleetmem.errors import Outcome
+from fleetmem.memory.common import Params
 from fleetmem.memory.registry import ToolSpec, register
 from fleetmem.memory.verbs.forget import not_found
 from fleetmem.memory.verbs.recall import fact_item
-from fleetmem.models import Caller, Fact
+from fleetmem.models import Caller, Fact, FactItem, Wire
 from fleetmem.ports import CallContext, Deps
 from fleetmem.protocol import PROTOCOL_VERSION
 from fleetmem.timefmt import iso
@@ -26,7 +27,7 @@ TOOL = "trace_fact"
 MAX_LINEAGE = 50
 
 
-class TraceFactParams(BaseModel):
+class TraceFactParams(Params):
     model_config = ConfigDict(extra="ignore", json_schema_extra={"required": ["id"]})
 
     id: str = Field(
@@ -34,7 +35,7 @@ class TraceFactParams(BaseModel):
     )
 
 
-class TraceEvent(BaseModel):
+class TraceEvent(Wire):
     fact_id: str
     action: str
     actor: str
@@ -43,10 +44,20 @@ class TraceEvent(BaseModel):
     provenance: str | None
 
 
-class TraceFactResult(BaseModel):
+class LineageFact(FactItem):
+    """A recall fact item with its full expiry state."""
+
+    expired_at: str | None
+    expired_reason: str | None
+    expired_by: str | None
+    supersedes: str | None
+    superseded_by: str | None
+
+
+class TraceFactResult(Wire):
     id: str
-    fact: dict[str, Any]
-    lineage: list[dict[str, Any]] = Field(description="Facts oldest -> newest, with expiry state.")
+    fact: LineageFact
+    lineage: list[LineageFact] = Field(description="Facts oldest -> newest, with expiry state.")
     events: list[TraceEvent]
     protocol_version: int
 
@@ -106,7 +117,7 @@ def run(deps: Deps, caller: Caller, params: TraceFactParams, ctx: CallContext) -
             )
     # Same-instant events (a supersession happens in the new fact's write) list the write first.
     events.sort(key=lambda e: (e["at"] or "", e["action"] != "write"))
-    return Outcome(
+    result = TraceFactResult.model_validate(
         {
             "id": fact.fact_id,
             "fact": _lineage_item(fact),
@@ -115,6 +126,7 @@ def run(deps: Deps, caller: Caller, params: TraceFactParams, ctx: CallContext) -
             "protocol_version": PROTOCOL_VERSION,
         }
     )
+    return Outcome(result.model_dump(exclude_unset=True))
 
 
 SPEC = register(

@@ -1,0 +1,326 @@
+"""The error answers of the dispatch pipeline (`fleetmem.transport.dispatch`), one function each.
+
+Each returns a `VerbError` that dispatch turns into the one envelope (`fleetmem.memory.envelope`);
+what each says and which fix it carries is described in docs/protocol.md ("Errors"). Parameter
+validation errors are built by `fleetmem.memory.common.invalid_from_validation`, not here.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from fleetmem.errors import Conflict, Fix, NotFound, Notice, PortError, TooLarge, Unavailable, VerbError
+from fleetmem.memory.registry import ToolSpec
+from fleetmem.models import Caller
+from fleetmem.protocol import IDEMPOTENCY_TTL_HOURS, Surface
+
+IDEMPOTENCY_KEY = "idempotency_key"
+IDEMPOTENCY_KEY_MAX = 200
+#: How long a caller waits before retrying while the first call with the same key is in flight.
+IN_FLIGHT_RETRY_SECONDS = 1
+CONFLICT_RETRY_SECONDS = 1
+
+
+@dataclass(frozen=True)
+class CallView:
+    """What an error answer may echo: the tool as called, the caller's arguments (minus `_meta`),
+    the caller, the surface and the tools this caller can call there."""
+
+    tool: str
+    args: dict[str, Any]
+    caller: Caller
+    surface: Surface
+    allowed: frozenset[str]
+
+    def same_call(self, arguments: dict[str, Any], tool: str | None = None) -> dict[str, Any]:
+        return {"tool": tool or self.tool, "arguments": arguments}
+
+
+def not_an_object(spec: ToolSpec) -> VerbError:
+    return VerbError(
+        "invalid_params",
+        f"The arguments of {spec.name} must be a JSON object.",
+        f"Send the arguments as an object of named parameters, e.g. {spec.name} {{...}}; "
+        f"tools/list shows {spec.name}'s inputSchema.",
+        why="Tool arguments are named; a list, string or number cannot be matched to parameters.",
+    )
+
+
+def unknown_tool(call: CallView, name: str, spec: ToolSpec | None) -> VerbError:
+    names = sorted(call.allowed)
+    listed = ", ".join(names) if names else "(none for this credential)"
+    if spec is not None:
+        # Exists, but not on this server's surface: only the host's operator can widen it.
+        return VerbError(
+            "unknown_tool",
+            f"No tool named {name!r} on this server's surface.",
+            f"This server exposes the '{call.surface}' surface; call one of: {listed}.",
+            why="The memory host serves a reduced tool surface; hidden tools cannot be called.",
+            fix=Fix(
+                why="Serving the full surface (page and admin tools) is the memory host's choice.",
+                argv=["fleetmem", "serve", "--surface", "full"],
+                actor="host_admin",
+                user_message=f"The memory server does not offer {name} on its current surface; its "
+                "operator can restart it with --surface full.",
+            ),
+        )
+    close = difflib.get_close_matches(name, names, n=1, cutoff=0.6)
+    fix = None
+    if close:
+        fix = Fix(
+            why=f"{close[0]} is the closest tool name this server offers.",
+            mcp=call.same_call(dict(call.args), close[0]),
+        )
+    return VerbError(
+        "unknown_tool",
+        f"No tool named {name[:64]!r}.",
+        f"Call one of: {listed}." + (f" Did you mean {close[0]}?" if close else ""),
+        why="Tool names come from tools/list; this name is not among them.",
+        fix=fix,
+    )
+
+def scope_denied(call: CallView, spec: ToolSpec) -> VerbError:
+    scopes = sorted({"read", "write"} if spec.scope == "write" else {spec.scope})
+    return VerbError(
+        "scope_denied",
+        f"This credential may not call {spec.name} (needs the '{spec.scope}' scope).",
+        f"{spec.name} needs a token with the '{spec.scope}' scope; this client's token has "
+        f"{', '.join(sorted(call.caller.scopes)) or 'no scopes'}. Ask the memory host's operator "
+        f"for a token with '{spec.scope}'.",
+        why="Scopes are granted per client token; tools/list shows only what this token may call.",
+        detail={"needed_scope": spec.scope, "granted_scopes": sorted(call.caller.scopes)},
+        fix=Fix(
+            why="Only the memory host's operator can mint a token with more scopes.",
+            argv=[
+                "fleetmem",
+                "token",
+                "create",
+                "--client",
+                call.caller.client_id,
+                "--scopes",
+                ",".join(scopes),
+            ],
+            actor="host_admin",
+            user_message=f"My memory token cannot use {spec.name}; it needs the '{spec.scope}' scope. "
+            "The memory server's operator can create a token that has it.",
+        ),
+    )
+
+def unknown_on_write(call: CallView, spec: ToolSpec, unknown: list[str], fields: list[str]) -> VerbError:
+    fixed = dict(call.args)
+    renames: list[str] = []
+    for key in unknown:
+        value = fixed.pop(key)
+        close = difflib.get_close_matches(key, fields, n=1, cutoff=0.6)
+        if close and close[0] not in fixed:
+            fixed[close[0]] = value
+            renames.append(f"{key} -> {close[0]}")
+    names = ", ".join(f"`{k}`" for k in unknown)
+    how = ("renamed " + ", ".join(renames)) if renames else "without the unknown parameter(s)"
+    return VerbError(
+        "invalid_params",
+        f"{spec.name} does not take {names}.",
+        f"{spec.name} writes, so it refuses parameters it does not know rather than guess. "
+        f"Known parameters: {', '.join(fields)}. Send the same call {how}.",
+        why="An unknown parameter on a write usually means a typo that would silently change what "
+        "is stored; nothing was written.",
+        detail={"unknown_params": unknown},
+        fix=Fix(why=f"The same call {how}; nothing was written.", mcp=call.same_call(fixed)),
+    )
+
+def unknown_on_read(call: CallView, spec: ToolSpec, unknown: list[str], fields: list[str]) -> list[Notice]:
+    out = []
+    for key in unknown:
+        close = difflib.get_close_matches(key, fields, n=1, cutoff=0.6)
+        fix = None
+        if close and close[0] not in call.args:
+            fixed = {k: v for k, v in call.args.items() if k not in unknown}
+            fixed[close[0]] = call.args[key]
+            fix = Fix(
+                why=f"`{close[0]}` is the closest parameter {spec.name} knows.",
+                mcp=call.same_call(fixed),
+            )
+        out.append(
+            Notice(
+                code="unknown_param",
+                kind="info",
+                why=f"{spec.name} ignored the unknown parameter `{key[:64]}`"
+                + (f" (did you mean `{close[0]}`?)" if close else "")
+                + f". Known parameters: {', '.join(fields)}.",
+                fix=fix,
+            )
+        )
+    return out
+
+def unencodable(call: CallView, spec: ToolSpec, path: str) -> VerbError:
+    return VerbError(
+        "invalid_params",
+        f'Parameter "{path}" holds text that is not valid Unicode (an unpaired surrogate).',
+        "Send text as valid UTF-8; the fix replaces each unpaired surrogate with U+FFFD.",
+        why="Unpaired UTF-16 surrogates cannot be stored or returned as UTF-8; nothing was written.",
+        detail={"field": path},
+        fix=Fix(
+            why="The same call with the invalid characters replaced; nothing changed.",
+            mcp=call.same_call(scrub(call.args)),
+        ),
+    )
+
+def bad_dry_run(call: CallView, spec: ToolSpec) -> VerbError:
+    return VerbError(
+        "invalid_params",
+        'Parameter "dry_run" must be true or false.',
+        f"Pass dry_run as a JSON boolean: true checks the {spec.name} call without running it, "
+        "false (or leaving it out) runs it.",
+        why="An unclear dry_run is not guessed; nothing ran.",
+        fix=Fix(
+            why="The same call as a dry run: it validates the arguments and changes nothing.",
+            mcp=call.same_call({**call.args, "dry_run": True}),
+        ),
+    )
+
+def bad_key(call: CallView, spec: ToolSpec) -> VerbError:
+    fixed = {k: v for k, v in call.args.items() if k != IDEMPOTENCY_KEY}
+    return VerbError(
+        "invalid_params",
+        f'Parameter "{IDEMPOTENCY_KEY}" must be a non-empty string of at most '
+        f"{IDEMPOTENCY_KEY_MAX} characters.",
+        f"Pass a unique string per logical write (a UUID works) as `{IDEMPOTENCY_KEY}`, or leave it out.",
+        why="The key identifies one logical write across retries.",
+        fix=Fix(
+            why="The same call without the idempotency key; nothing changed.", mcp=call.same_call(fixed)
+        ),
+    )
+
+def key_conflict(call: CallView, spec: ToolSpec) -> VerbError:
+    fixed = {k: v for k, v in call.args.items() if k != IDEMPOTENCY_KEY}
+    return VerbError(
+        "invalid_params",
+        f"This {IDEMPOTENCY_KEY} was already used for a different {spec.name} call.",
+        f"Reuse an {IDEMPOTENCY_KEY} only to retry the SAME call; for a new write use a new key or "
+        "leave it out.",
+        why=f"Keys are scoped to this client and tool for {IDEMPOTENCY_TTL_HOURS} h; the first call with "
+        "this key had different arguments, so replaying its result would be wrong. Nothing was written.",
+        detail={"reason": "idempotency_key_reused"},
+        fix=Fix(
+            why="The same call without the reused key; nothing was written.", mcp=call.same_call(fixed)
+        ),
+    )
+
+def in_flight(call: CallView, spec: ToolSpec) -> VerbError:
+    return VerbError(
+        "unavailable",
+        f"The first {spec.name} call with this {IDEMPOTENCY_KEY} is still running.",
+        f"Retry the same call after {IN_FLIGHT_RETRY_SECONDS} s; it will return the first call's result.",
+        why="A retry arrived before the original call finished.",
+        detail={"reason": "idempotency_in_flight"},
+        fix=Fix(
+            why="Retrying with the same key returns the first call's result once it is stored.",
+            mcp=call.same_call(dict(call.args)),
+            actor="provider",
+            retry_after_seconds=IN_FLIGHT_RETRY_SECONDS,
+        ),
+        retryable=True,
+    )
+
+def port_error(call: CallView, spec: ToolSpec, exc: PortError) -> VerbError:
+    same = call.same_call(dict(call.args))
+    if isinstance(exc, Unavailable):
+        detail = {"reason": exc.reason} if exc.reason else None
+        if exc.retry_after_seconds is not None:
+            return VerbError(
+                "unavailable",
+                f"A service {spec.name} depends on is busy or briefly unavailable.",
+                f"Wait {exc.retry_after_seconds} s, then retry the same call.",
+                why="The storage or model provider throttled or refused the request; it recovers on "
+                "its own.",
+                detail=detail,
+                fix=Fix(
+                    why="The same call after the provider's stated delay.",
+                    mcp=same,
+                    actor="provider",
+                    retry_after_seconds=int(exc.retry_after_seconds),
+                ),
+                retryable=True,
+            )
+        return VerbError(
+            "unavailable",
+            f"A service {spec.name} depends on is not available.",
+            "Tell the user the memory service cannot serve this call right now; its operator can "
+            "check the configuration with the command below.",
+            why="A storage or model dependency is down or not configured; retrying will not help until "
+            "the operator fixes it.",
+            detail=detail,
+            fix=Fix(
+                why="Shows what is configured and what is degraded, each with a fix.",
+                argv=["fleetmem", "doctor", "--json"],
+                actor="host_admin",
+                user_message="The memory service cannot reach one of its dependencies; its operator "
+                "can run `fleetmem doctor` to see why.",
+            ),
+        )
+    if isinstance(exc, Conflict):
+        return VerbError(
+            "unavailable",
+            f"{spec.name} lost a race with a concurrent write.",
+            f"Retry the same call after {CONFLICT_RETRY_SECONDS} s.",
+            why="Another call changed the same item between read and write; nothing was half-written.",
+            detail={"reason": "conflict"},
+            fix=Fix(
+                why="A retry reads the new state and applies the call to it.",
+                mcp=same,
+                actor="provider",
+                retry_after_seconds=CONFLICT_RETRY_SECONDS,
+            ),
+            retryable=True,
+        )
+    if isinstance(exc, NotFound):
+        return VerbError(
+            "not_found",
+            f"{spec.name} found nothing with that id for this caller.",
+            "Check the id: use an id returned by remember or recall (fact_id) or a slug from list_pages.",
+            why="The item does not exist, was removed, or is not visible to this credential.",
+        )
+    if isinstance(exc, TooLarge):
+        return VerbError(
+            "invalid_params",
+            f"The item {spec.name} would store is too large.",
+            "Split the content into smaller pieces and store them separately.",
+            why="The store caps the size of one item; nothing was written.",
+        )
+    raise exc
+
+
+_SURROGATES = re.compile("[\ud800-\udfff]")
+
+
+def unencodable_path(value: Any, path: str = "") -> str | None:
+    """Dotted path of the first string (or key) holding an unpaired surrogate, else None."""
+    if isinstance(value, str):
+        return (path or "arguments") if _SURROGATES.search(value) else None
+    if isinstance(value, dict):
+        for k, v in value.items():
+            sub = f"{path}.{k}" if path else str(k)
+            if isinstance(k, str) and _SURROGATES.search(k):
+                return _SURROGATES.sub("\ufffd", sub)
+            found = unencodable_path(v, sub)
+            if found is not None:
+                return _SURROGATES.sub("\ufffd", found)
+    if isinstance(value, list):
+        for i, v in enumerate(value):
+            found = unencodable_path(v, f"{path}[{i}]")
+            if found is not None:
+                return found
+    return None
+
+
+def scrub(value: Any) -> Any:
+    if isinstance(value, str):
+        return _SURROGATES.sub("\ufffd", value)
+    if isinstance(value, dict):
+        return {scrub(k): scrub(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [scrub(v) for v in value]
+    return value
