@@ -24,7 +24,7 @@ from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
 from fleetmem.errors import Fix, Notice, VerbError
-from fleetmem.protocol import CONTRACT_VERSION, NOTICE_KIND_ORDER, PROTOCOL_VERSION, ErrorClass, NextStep
+from fleetmem.protocol import CONTRACT_VERSION, NOTICE_KIND_ORDER, PROTOCOL_VERSION, Actor, ErrorClass, NextStep
 
 CALLER_CODES = frozenset(
     {"invalid_params", "provenance_required", "not_found", "unknown_tool", "budget_unsatisfiable"}
@@ -205,7 +205,7 @@ def _fix_fields(fix: Fix) -> dict[str, Any]:
 def no_step_fix(err: VerbError) -> Fix:
     """The fix of an error that brings none: no runnable step, so `next` renders `report` (decision
     table row 2). Every envelope carries a fix, so an agent always finds `fix.next`."""
-    owner = "host_admin" if default_class(err.code) == "host_only" else "agent"
+    owner: Actor = "host_admin" if default_class(err.code) == "host_only" else "agent"
     return Fix(
         why="No corrected call can be derived from this one, so there is nothing to run: tell the user "
         "what failed (the message) and follow the suggestion.",
