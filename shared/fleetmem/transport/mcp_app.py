@@ -470,7 +470,7 @@ def _enveloped(scope: Scope, receive: Receive, send: Send) -> Send:
             if status >= 400 and not _is_json_type(headers.get("content-type", "")):
                 replaced = True
                 refusal = status_refusal(status, scope.get("method", ""), scope.get("path", ""), headers)
-                await refusal({**scope, "type": "http"}, receive, send)
+                await refusal(scope, receive, send)
                 return
         elif replaced:
             return  # the replaced answer's own body
