@@ -13,6 +13,7 @@ on stdout and everything else on stderr. Exit codes: 0 ok, 1 failed, 2 usage or 
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import os
 import re
@@ -188,10 +189,14 @@ class ToolCommand:
         return cli_name(self.spec.name)
 
     def summary(self, width: int = 72) -> str:
-        """The description's first sentence (after the `MEMORY VERB (v1):` tag), for `--help` lists."""
+        """The description's first sentence (after the `MEMORY VERB (v1):` tag), for `--help` lists;
+        synthesize's leading cost warning shrinks to a short `(slow, costs money)` mark."""
         text = " ".join((self.spec.description or "").split())
-        text = text.removeprefix("MEMORY VERB (v1):").strip()
+        costly = text.startswith("[EXPENSIVE")
+        text = re.sub(r"^\[EXPENSIVE[^\]]*\]\s*", "", text).removeprefix("MEMORY VERB (v1):").strip()
         first = re.split(r"(?<!e\.g)(?<!i\.e)\.\s", text, maxsplit=1)[0].rstrip(".")
+        if costly:
+            first = f"(slow, costs money) {first}"
         return first if len(first) <= width else first[: width - 1].rstrip() + "…"
 
     def add_parser(self, sub: Any, common: _Parser) -> None:
@@ -378,9 +383,27 @@ def exit_code_for(body: dict[str, Any]) -> int:
     return EXIT_FAILED
 
 
-def _is_empty_result(tool: str, body: dict[str, Any]) -> bool:
+def _is_empty_result(tool: str, body: dict[str, Any], arguments: dict[str, Any] | None = None) -> bool:
+    """FLEETMEM_FAIL_ON_EMPTY: did the call find nothing? A query recall's page results always
+    include weak vector neighbours, and without a filter its facts arm ranks every fact (D13), so
+    neither counts by its presence: the recall is empty unless a result has evidence stronger than
+    `weak_semantic`, or a fact holds every word of the query (the `keyword_exact` rule; recall gives
+    facts no evidence field, so a fact found only by meaning does not count here)."""
     if tool == "recall":
-        return not body.get("facts") and not body.get("results")
+        args = arguments or {}
+        query = str(args.get("query") or "").strip()
+        facts = body.get("facts") or []
+        results = body.get("results") or []
+        if not query:
+            return not facts and not results
+        if any(r.get("evidence") != "weak_semantic" for r in results):
+            return False
+        if any(str(args.get(k) or "").strip() for k in ("entity", "session_id", "since")):
+            return not facts  # a filter selects facts: each one is a hit
+        from fleetmem.memory.search import tokens
+
+        words = tokens(query)
+        return not any(set(words) <= set(tokens(str(f.get("fact") or ""))) for f in facts)
     if tool == "entity":
         return body.get("found") is False
     return False
@@ -457,7 +480,23 @@ def _agent_block(payload: dict[str, Any]) -> str:
 def cmd_tool(args: argparse.Namespace, out: Output) -> int:
     cmd: ToolCommand = args.tool
     arguments = cmd.arguments(args)
-    if cmd.needs_confirmation and not args.yes:
+    if cmd.needs_confirmation and not args.yes and arguments.get("dry_run") is not True:
+        # Check first (a dry run deletes nothing): an unknown id answers not_found, not a question.
+        from fleetmem.transport.dispatch import dispatch
+
+        check = dispatch(
+            cmd.spec.name,
+            {**arguments, "dry_run": True},
+            _local_caller(args.tenant),
+            _build_deps(_settings(args, embedder="none")),  # an id lookup needs no model
+            transport="cli",
+        )
+        if check.is_error:
+            if out.as_json:
+                out.document(check.body)
+            else:
+                _print_error(check.body, _tool_commands())
+            return exit_code_for(check.body)
         payload = _confirmation_payload(cmd, arguments, args)
         if out.as_json:
             out.document(payload)
@@ -482,7 +521,7 @@ def cmd_tool(args: argparse.Namespace, out: Output) -> int:
     else:
         render_body(cmd.spec.name, body, out)
         _print_notices(notices, commands)
-    if os.environ.get("FLEETMEM_FAIL_ON_EMPTY") == "1" and _is_empty_result(cmd.spec.name, body):
+    if os.environ.get("FLEETMEM_FAIL_ON_EMPTY") == "1" and _is_empty_result(cmd.spec.name, body, arguments):
         return EXIT_NO_RESULTS
     return EXIT_OK
 
@@ -606,10 +645,32 @@ def render_body(tool: str, body: dict[str, Any], out: Output) -> None:
 
 
 def cmd_serve(args: argparse.Namespace, out: Output) -> int:
-    from fleetmem.transport.http_local import run_server
+    from fleetmem.transport.http_local import PortUnavailable, run_server
 
-    run_server(_settings(args), out=sys.stderr)
+    settings = _settings(args)
+    try:
+        run_server(settings, out=sys.stderr)
+    except PortUnavailable as exc:
+        raise CommandFailed(
+            "port_unavailable",
+            f"fleetmem serve {exc.strerror}; nothing was started.",
+            f"Stop the other server, or pick a free port: fleetmem serve --port {settings.port + 1}"
+            if exc.errno == errno.EADDRINUSE
+            else "Pick another address or a port of 1024 or above: fleetmem serve --host 127.0.0.1 --port 8765",
+            exit_code=EXIT_FAILED,
+        ) from None
     return EXIT_OK
+
+
+def _port(text: str) -> int:
+    """argparse type for --port: 0..65535 (0 = any free port)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"{value} is not a port number (0-65535; 0 picks a free port)")
+    return value
 
 
 def _token_deps(args: argparse.Namespace) -> Any:
@@ -1129,7 +1190,7 @@ def _command_word(argv: Sequence[str]) -> str | None:
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     """The full parser. Given the argv it will parse, tool subcommands are generated only when the
     command is not a built-in one (loading the registry costs more than the rest of a token command)."""
-    with_tools = argv is None or _command_word(argv) not in BUILTIN_COMMANDS
+    with_tools = argv is None or (_command_word(argv) not in BUILTIN_COMMANDS and list(argv) != ["--version"])
     # Each subcommand repeats --data-dir with a SUPPRESS default so it works before or after the
     # command name without the subparser resetting a value given earlier.
     common = _Parser(add_help=False)
@@ -1146,11 +1207,12 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         metavar="DIR",
         help="data directory (default: $FLEETMEM_DATA_DIR, else a per-user directory)",
     )
+    parser.add_argument("--version", action="store_true", help="print the fleetmem version and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
     p = sub.add_parser("serve", parents=[common], help="serve MCP over streamable HTTP at POST /mcp")
     p.add_argument("--host", default=None, help="bind address (default 127.0.0.1)")
-    p.add_argument("--port", type=int, default=None, help="port (default 8765)")
+    p.add_argument("--port", type=_port, default=None, help="port (default 8765; 0 = any free port)")
     p.add_argument(
         "--surface", choices=SURFACES, default=None, help="verbs: the seven verbs only; full (default)"
     )
@@ -1259,6 +1321,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             args.rest = words[words.index("bench") + 1 :]
         else:
             args = parser.parse_args(argv)
+        if getattr(args, "version", False):
+            from fleetmem import __version__
+
+            print(f"fleetmem {__version__} (protocol {PROTOCOL_VERSION}, contract {CONTRACT_VERSION})")
+            return EXIT_OK
         handler: Callable[[argparse.Namespace, Output], int] | None = getattr(args, "handler", None)
         if handler is None:
             parser.print_help(sys.stderr)

@@ -26,6 +26,19 @@ class Fix:
     retry_after_seconds: int | None = None
     user_message: str | None = None
     asks_user: bool = False
+    #: The failing call again with these arguments set (`amend`) and these left out (`drop`), every
+    #: other argument kept. The envelope builder turns it into `mcp` for the call it answers, so the
+    #: raiser need not know the call. Only for corrections that keep the caller's meaning.
+    amend: dict[str, Any] | None = None
+    drop: tuple[str, ...] = ()
+    #: Values to obtain before running: [{"name", "how"}]; `argv` holds `<name>` only for these.
+    inputs: tuple[dict[str, str], ...] = ()
+
+    def __post_init__(self) -> None:
+        # Sequences arrive as lists after a JSON round trip (Lambda invoke); keep one form.
+        object.__setattr__(self, "consent", tuple(self.consent))
+        object.__setattr__(self, "drop", tuple(self.drop))
+        object.__setattr__(self, "inputs", tuple(dict(i) for i in self.inputs))
 
 
 @dataclass(frozen=True)

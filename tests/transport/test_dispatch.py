@@ -180,7 +180,9 @@ def test_a_missing_required_field_is_invalid_params_without_a_guessed_fix(
     make_probe()
     r = dispatch("zz_probe", {"limit": 3}, caller("read"), deps)
     assert r.body["code"] == "invalid_params"
-    assert "fix" not in r.body
+    # Every envelope has a fix; with no derivable value it has no step to run (next: report).
+    assert r.body["fix"]["next"] == "report"
+    assert "mcp" not in r.body["fix"] and "argv" not in r.body["fix"]
     assert r.body["suggestion"]
 
 
@@ -273,8 +275,8 @@ def test_a_key_on_a_tool_without_idempotency_is_an_unknown_param(deps: Deps, rem
         (Unavailable("throttled", retry_after_seconds=4), "unavailable", "wait", True),
         (Unavailable("down", reason="config"), "unavailable", "tell_user_to_run", False),
         (Conflict("lost race"), "unavailable", "wait", True),
-        (NotFound("gone"), "not_found", None, False),
-        (TooLarge("big"), "invalid_params", None, False),
+        (NotFound("gone"), "not_found", "report", False),
+        (TooLarge("big"), "invalid_params", "report", False),
     ],
 )
 def test_port_errors_map_to_their_envelopes(
@@ -282,7 +284,7 @@ def test_port_errors_map_to_their_envelopes(
     make_probe: Callable[..., Probe],
     exc: Exception,
     code: str,
-    next_step: str | None,
+    next_step: str,
     retryable: bool,
 ) -> None:
     probe = make_probe()
@@ -290,7 +292,7 @@ def test_port_errors_map_to_their_envelopes(
     r = dispatch("zz_probe", {"name": "x"}, caller("read"), deps)
     assert r.body["code"] == code
     assert r.body["retryable"] is retryable
-    assert r.body.get("fix", {}).get("next") == next_step
+    assert r.body["fix"]["next"] == next_step
     if next_step == "wait":
         assert r.body["fix"]["mcp"] == {"tool": "zz_probe", "arguments": {"name": "x"}}
 

@@ -112,7 +112,32 @@ def test_an_empty_suggestion_is_filled_from_message_why_and_fix() -> None:
 
 def test_optional_fields_are_absent_when_not_set() -> None:
     env = envelope(VerbError("not_found", "No such fact.", "Use a fact_id from recall."))
-    assert "fix" not in env and "why" not in env and "detail" not in env
+    assert "why" not in env and "detail" not in env
+
+
+def test_an_error_without_a_fix_still_gets_one_with_no_step() -> None:
+    """AGENT_OPERATOR: every error carries a fix; with nothing to run, `next` is `report`."""
+    env = envelope(VerbError("not_found", "No such fact.", "Use a fact_id from recall."))
+    assert env["fix"]["next"] == "report"
+    assert env["fix"]["why"] and env["fix"]["consent"] == [] and env["fix"]["actor"] == "agent"
+    assert "mcp" not in env["fix"] and "argv" not in env["fix"]
+    assert env["suggestion"] == "Use a fact_id from recall."
+    denied = envelope(VerbError("scope_denied", "Needs write.", "Ask the operator."))
+    assert denied["fix"]["actor"] == "host_admin" and denied["fix"]["next"] == "report"
+
+
+def test_an_amend_fix_is_the_failing_call_with_the_argument_corrected() -> None:
+    err = VerbError("invalid_params", "bad ttl", "Use 365d.", fix=Fix(why="same", amend={"ttl": "365d"}))
+    env = build_envelope(
+        err, tool="remember", arguments={"fact": "f", "ttl": "1y"}, correlation_id="c_1", transport="mcp"
+    )
+    assert env["fix"]["mcp"] == {"tool": "remember", "arguments": {"fact": "f", "ttl": "365d"}}
+    assert env["fix"]["next"] == "run"
+    dropped = VerbError("invalid_params", "bad ttl", "Leave it out.", fix=Fix(why="same", drop=("ttl",)))
+    env = build_envelope(
+        dropped, tool="remember", arguments={"fact": "f", "ttl": "forever"}, correlation_id="c_1", transport="mcp"
+    )
+    assert env["fix"]["mcp"] == {"tool": "remember", "arguments": {"fact": "f"}}
 
 
 @pytest.mark.parametrize(

@@ -108,7 +108,20 @@ def check(stores: LocalStores, deps: Deps, tool: str, args: Any) -> None:
         assert body["code"] != "internal", (tool, args, body)
         assert isinstance(body["suggestion"], str) and body["suggestion"].strip()
         assert body["protocol_version"] == 1 and body["correlation_id"]
+        assert_fix(body)
         assert snapshot(stores) == before, (tool, args, body["code"])
+
+
+NEXT_STEPS = {"run", "ask_user", "tell_user_to_run", "wait", "report"}
+
+
+def assert_fix(body: dict[str, Any]) -> None:
+    """AGENT_OPERATOR: every tool error has a fix; a `run` fix is a call this caller can make."""
+    fix = body.get("fix")
+    assert isinstance(fix, dict), body
+    assert fix["next"] in NEXT_STEPS and isinstance(fix["why"], str) and fix["why"].strip(), body
+    if fix["next"] == "run":
+        assert fix["mcp"]["tool"] in REGISTRY and isinstance(fix["mcp"]["arguments"], dict), body
 
 
 STORES, DEPS = None, None

@@ -288,6 +288,8 @@ def check_envelope(out: CallOutcome, code: str) -> None:
     check_value(get_path(body, "protocol_version"), {"eq": PROTOCOL_VERSION}, f"{where}.protocol_version")
     check_value(get_path(body, "contract_version"), {"eq": 1}, f"{where}.contract_version")
     fix = body.get("fix")
+    if not isinstance(fix, dict):  # AGENT_OPERATOR: every error has a fix (a step, or none: `report`)
+        raise CaseFailed(f"{where}: every error carries a fix, this one has {_short(fix)}")
     if fix is not None:
         check_value(get_path(fix, "next"), {"in": list(NEXT_STEPS)}, f"{where}.fix.next")
         check_value(get_path(fix, "actor"), {"in": list(ACTORS)}, f"{where}.fix.actor")

@@ -198,6 +198,7 @@ def doctor_fix(why: str) -> Fix:
 
 
 def degraded_recall_notice(reason: str) -> Notice:
+    reason = reason.strip().rstrip(".")  # a reason may be a whole sentence; it ends this one
     return Notice(
         code="degraded_recall",
         kind="degraded",

@@ -24,7 +24,7 @@ from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
 from fleetmem.errors import Fix, Notice, VerbError
-from fleetmem.protocol import CONTRACT_VERSION, NOTICE_KIND_ORDER, PROTOCOL_VERSION, ErrorClass, NextStep
+from fleetmem.protocol import CONTRACT_VERSION, NOTICE_KIND_ORDER, PROTOCOL_VERSION, Actor, ErrorClass, NextStep
 
 CALLER_CODES = frozenset(
     {"invalid_params", "provenance_required", "not_found", "unknown_tool", "budget_unsatisfiable"}
@@ -110,7 +110,7 @@ def render_call(fix: Fix, transport: str = "mcp") -> str | None:
 
 def render_fix(fix: Fix, transport: str, *, callable_tools: Collection[str] | None = None) -> dict[str, Any]:
     """RenderedAction: {mcp?, argv?, command?, consent, actor, next, why, verify?,
-    retry_after_seconds?, user_message?}."""
+    retry_after_seconds?, user_message?, inputs?}."""
     out: dict[str, Any] = {}
     if fix.mcp:
         out["mcp"] = {"tool": fix.mcp.get("tool"), "arguments": dict(fix.mcp.get("arguments") or {})}
@@ -127,6 +127,8 @@ def render_fix(fix: Fix, transport: str, *, callable_tools: Collection[str] | No
         out["retry_after_seconds"] = int(fix.retry_after_seconds)
     if fix.user_message:
         out["user_message"] = fix.user_message
+    if fix.inputs:
+        out["inputs"] = [dict(i) for i in fix.inputs]
     out["requires_exclusive"] = False
     return out
 
@@ -156,15 +158,21 @@ def build_envelope(
     """The one error shape (docs/protocol.md, errors; AGENT_OPERATOR "The error envelope").
 
     `tool`/`arguments` name the failing call; they are used only when the error's own fix does not
-    carry a call (a `wait` retry repeats the same call)."""
-    fix = err.fix
-    if fix is not None and fix.mcp is None and fix.actor == "provider" and not fix.argv:
+    carry a call: a `wait` retry repeats the same call, an `amend`/`drop` fix is the same call with
+    the bad argument corrected. An error without a fix gets `no_step_fix` (`next: report`)."""
+    fix = err.fix if err.fix is not None else no_step_fix(err)
+    if fix.mcp is None and (fix.amend is not None or fix.drop) and tool:
+        # "The same call with this argument corrected": the call is the one this envelope answers.
+        same = {k: v for k, v in (arguments or {}).items() if k not in fix.drop}
+        same.update(fix.amend or {})
+        fix = Fix(**{**_fix_fields(fix), "mcp": {"tool": tool, "arguments": same}})
+    if fix.mcp is None and fix.actor == "provider" and not fix.argv:
         # A wait fix repeats the same request; make it runnable.
         fix = Fix(**{**_fix_fields(fix), "mcp": {"tool": tool, "arguments": dict(arguments or {})}})
     klass: ErrorClass = err.klass or default_class(err.code)
-    rendered_fix = render_fix(fix, transport, callable_tools=callable_tools) if fix else None
+    rendered_fix = render_fix(fix, transport, callable_tools=callable_tools)
     retryable = bool(err.retryable)
-    if err.code == "rate_limited" or (rendered_fix is not None and rendered_fix["next"] == "wait"):
+    if err.code == "rate_limited" or rendered_fix["next"] == "wait":
         retryable = True
     env: dict[str, Any] = {
         "error": err.code,
@@ -176,8 +184,7 @@ def build_envelope(
         env["why"] = err.why
     if err.detail is not None:
         env["detail"] = err.detail
-    if rendered_fix is not None:
-        env["fix"] = rendered_fix
+    env["fix"] = rendered_fix
     env["class"] = klass
     env["retryable"] = retryable
     if err.notices:
@@ -193,6 +200,17 @@ def build_envelope(
 
 def _fix_fields(fix: Fix) -> dict[str, Any]:
     return {f: getattr(fix, f) for f in fix.__dataclass_fields__}
+
+
+def no_step_fix(err: VerbError) -> Fix:
+    """The fix of an error that brings none: no runnable step, so `next` renders `report` (decision
+    table row 2). Every envelope carries a fix, so an agent always finds `fix.next`."""
+    owner: Actor = "host_admin" if default_class(err.code) == "host_only" else "agent"
+    return Fix(
+        why="No corrected call can be derived from this one, so there is nothing to run: tell the user "
+        "what failed (the message) and follow the suggestion.",
+        actor=owner,
+    )
 
 
 def internal_error(tool: str) -> VerbError:

@@ -1,4 +1,4 @@
-"""TTL grammar for `remember` (docs/protocol.md, remember; D5).
+"""TTL grammar for `remember` (docs/protocol.md, remember; D5), and the one error a bad TTL gets.
 
 Public API:
 - `parse_ttl(value: str | None, now: datetime) -> datetime | None`: the absolute expiry instant.
@@ -6,17 +6,31 @@ Public API:
   non-negative integer and unit s|sec|second(s), m|min|minute(s) (m is MINUTES), h|hr|hour(s),
   d|day(s), w|week(s), case-insensitive, optional space ("30d", "12 h", "2 weeks") -> now + N
   units. Otherwise an absolute ISO 8601 date or datetime (past instants accepted; naive means UTC).
-  Raises `TtlError` for everything else.
-- `TtlError(ValueError)`: `.suggested` holds a corrected value when one can be derived (an ISO-8601
-  duration such as "P30D" -> "30d", "PT12H" -> "12h"), else None.
+  Anything else raises `TtlInvalid` (an `invalid_params` VerbError) built by `ttl_error`.
+- `ttl_error(value) -> TtlInvalid`: the envelope-ready error for a TTL that does not parse. Its fix
+  is `run` ONLY when the correction keeps the caller's meaning (AGENT_OPERATOR: the same call with
+  the bad argument fixed): an ISO-8601 duration ("P30D" -> "30d"), years and months ("1y" ->
+  "365d", "2 months" -> "60d"; 365/30 days, the conventional reading ISO durations get too), a
+  fraction that is a whole number of a smaller unit ("1.5h" -> "90m"), and "forever"/"never"/
+  "permanent" (-> the same call without `ttl`, which never expires). A negative duration ("-5m"),
+  an unknown unit or free text has no meaning-keeping correction: the fix has no step
+  (`next: report`) and says what to send instead — it never guesses "30d".
+- `suggest_ttl(value) -> str | None`: the corrected ttl for the run-fix cases ("" = leave ttl
+  out), None when there is none.
+- `TtlError(ValueError)`: kept for callers that catch it; `.suggested` as `suggest_ttl`.
 - `iso_duration_to_shorthand(text) -> str | None`: "P1DT12H" -> "36h"; None when not a duration.
+
+`TtlInvalid` is deliberately not a `TtlError`: `parse_ttl` raises the complete error (message,
+suggestion, fix) so every caller answers a bad TTL the same way.
 """
 
 from __future__ import annotations
 
 import re
 from datetime import datetime, timedelta
+from fractions import Fraction
 
+from fleetmem.errors import Fix, VerbError
 from fleetmem.timefmt import parse_iso, to_ms
 
 _UNIT_SECONDS = {
@@ -42,16 +56,40 @@ _UNIT_SECONDS = {
     "week": 604800,
     "weeks": 604800,
 }
+#: Units remember does not take, with the conventional length their correction uses.
+_CALENDAR_SECONDS = {
+    "y": 365 * 86400,
+    "yr": 365 * 86400,
+    "yrs": 365 * 86400,
+    "year": 365 * 86400,
+    "years": 365 * 86400,
+    "mo": 30 * 86400,
+    "mos": 30 * 86400,
+    "mon": 30 * 86400,
+    "month": 30 * 86400,
+    "months": 30 * 86400,
+}
+#: Words that mean "never expires": the corrected call leaves ttl out.
+_FOREVER = frozenset(
+    {"forever", "never", "none", "null", "permanent", "permanently", "infinite", "infinity", "inf",
+     "indefinite", "indefinitely", "no expiry", "no expiration", "unlimited"}
+)
 _SHORTHAND = re.compile(r"^(\d{1,9})\s*([a-z]+)$", re.I)
+_NUMBER_UNIT = re.compile(r"^([+-]?)\s*(\d{0,9}(?:\.\d{1,9})?)\s*([a-z]+)$", re.I)
 _ISO_DURATION = re.compile(
     r"^P(?:(\d+)Y)?(?:(\d+)M)?(?:(\d+)W)?(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+)S)?)?$", re.I
 )
+_ACCEPTED = 'N + unit (s, m = minutes, h, d, w; e.g. "30d", "12h") or an ISO 8601 date/datetime'
 
 
 class TtlError(ValueError):
     def __init__(self, message: str, suggested: str | None = None) -> None:
         super().__init__(message)
         self.suggested = suggested
+
+
+class TtlInvalid(VerbError):
+    """`invalid_params` for a ttl that does not parse (see `ttl_error`)."""
 
 
 def _shorthand_for_seconds(total: int) -> str:
@@ -71,6 +109,94 @@ def iso_duration_to_shorthand(text: str) -> str | None:
     return _shorthand_for_seconds(total)
 
 
+def _number_unit(text: str) -> tuple[str, Fraction, str] | None:
+    """(sign, amount, unit) of "-5m", "1.5 h", "2years"; None when the text is not N + word."""
+    m = _NUMBER_UNIT.match(text)
+    if not m or not m.group(2) or m.group(2) == ".":
+        return None
+    return m.group(1), Fraction(m.group(2)), m.group(3).lower()
+
+
+def suggest_ttl(value: str) -> str | None:
+    """The meaning-keeping correction of an unparseable ttl ("" = leave ttl out), else None."""
+    text = " ".join(value.split()).lower()
+    if text in _FOREVER:
+        return ""
+    iso = iso_duration_to_shorthand(text)
+    if iso is not None:
+        return iso
+    parsed = _number_unit(text)
+    if parsed is None:
+        return None
+    sign, amount, unit = parsed
+    size = _UNIT_SECONDS.get(unit) or _CALENDAR_SECONDS.get(unit)
+    if sign == "-" or size is None:
+        return None
+    seconds = amount * size
+    if seconds.denominator != 1:
+        return None  # not a whole number of seconds: nothing exact to offer
+    return _shorthand_for_seconds(int(seconds))
+
+
+def ttl_error(value: str) -> TtlInvalid:
+    """The error for a ttl `parse_ttl` cannot read; a run-fix only when it keeps the meaning."""
+    text = value.strip()
+    suggested = suggest_ttl(text)
+    parsed = _number_unit(" ".join(text.split()).lower())
+    if suggested == "":
+        return TtlInvalid(
+            "invalid_params",
+            f"ttl {value!r} is not a duration.",
+            f"ttl={value!r} is not a duration. Cause: a fact saved without ttl never expires. "
+            "Fix: call remember again without `ttl`, keeping the other arguments.",
+            why="A fact without ttl never expires, which is what this ttl asks for.",
+            fix=Fix(why="The same call without ttl: the fact never expires.", drop=("ttl",)),
+            klass="caller",
+        )
+    if suggested is not None:
+        if iso_duration_to_shorthand(text) is not None:
+            message = f"ttl {value!r} is an ISO-8601 duration, which remember does not accept."
+            cause = f'ttl takes the shorthand form; {value!r} is written "{suggested}".'
+        elif parsed is not None and parsed[2] in _CALENDAR_SECONDS:
+            message = f"ttl {value!r} uses a calendar unit, which remember does not accept."
+            cause = (
+                f"ttl units are s, m (minutes), h, d and w; {value!r} is written \"{suggested}\" "
+                "(a year is 365 days, a month 30)."
+            )
+        else:
+            message = f"ttl {value!r} is not a whole number of units."
+            cause = f'ttl takes whole numbers; {value!r} is exactly "{suggested}".'
+        return TtlInvalid(
+            "invalid_params",
+            message,
+            f"ttl={value!r} is not in the accepted form. Cause: {cause} Fix: pass `ttl` as "
+            f'"{suggested}", keeping the other arguments.',
+            why=cause,
+            fix=Fix(why=f'The same call with ttl "{suggested}", which means the same duration.',
+                    amend={"ttl": suggested}),
+            klass="caller",
+        )
+    if parsed is not None and parsed[0] == "-":
+        problem = f"ttl {value!r} is negative."
+        cause = "ttl is how long the fact stays valid from now, so it cannot be negative."
+    else:
+        problem = f"ttl {value!r} is not a duration or an ISO 8601 date."
+        cause = f"ttl is {_ACCEPTED}."
+    instead = (
+        'No corrected call keeps your meaning, so none is offered: send the ttl you intended as a '
+        'positive duration ("45m", "30d") or an ISO 8601 date, leave ttl out for a fact that never '
+        "expires, or call forget to end a fact that is no longer true."
+    )
+    return TtlInvalid(
+        "invalid_params",
+        problem,
+        f"{problem} Cause: {cause} Fix: {instead}",
+        why=cause,
+        fix=Fix(why=instead),
+        klass="caller",
+    )
+
+
 def parse_ttl(value: str | None, now: datetime) -> datetime | None:
     if value is None:
         return None
@@ -82,11 +208,10 @@ def parse_ttl(value: str | None, now: datetime) -> datetime | None:
         unit = m.group(2).lower()
         if unit in _UNIT_SECONDS:
             return to_ms(now + timedelta(seconds=int(m.group(1)) * _UNIT_SECONDS[unit]))
-        raise TtlError(f"unknown TTL unit {m.group(2)!r}")
-    shorthand = iso_duration_to_shorthand(text)
-    if shorthand is not None:
-        raise TtlError("ISO-8601 durations are not accepted as ttl", suggested=shorthand)
+        raise ttl_error(value)
+    if iso_duration_to_shorthand(text) is not None:
+        raise ttl_error(value)
     try:
         return parse_iso(text)
     except (ValueError, OverflowError):
-        raise TtlError("ttl is neither a duration shorthand nor an ISO 8601 date/datetime") from None
+        raise ttl_error(value) from None

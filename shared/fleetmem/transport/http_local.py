@@ -2,15 +2,22 @@
 
 Every request verifies its bearer token against the client store (no cache), so `fleetmem token
 create/revoke` run from another terminal against the same data directory take effect at once.
+
+`run_server` binds the listening socket BEFORE it prints the banner or loads anything, so a port
+that is taken fails at once with `PortUnavailable` (the CLI exits 1 with a clear message) and no
+banner claims a server that never ran.
 """
 
 from __future__ import annotations
 
+import errno
+import ipaddress
 import socket
 import sys
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any, TextIO
 
 import uvicorn
@@ -19,7 +26,33 @@ from fleetmem.config import Settings
 from fleetmem.ports import Deps
 from fleetmem.protocol import Surface
 from fleetmem.transport.logs import configure_logging
-from fleetmem.transport.mcp_app import MCP_PATH, bearer_caller, build_mcp_app
+from fleetmem.transport.mcp_app import DEFAULT_TOKEN_COMMAND, MCP_PATH, bearer_caller, build_mcp_app
+
+
+class PortUnavailable(OSError):
+    """The address cannot be bound (in use, not permitted, not a local address)."""
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def token_command(data_dir: Path | None, host: str) -> tuple[list[str], list[dict[str, str]]]:
+    """The command that mints a token this server accepts: `token create` on the SAME data
+    directory. On a loopback bind the fix names the directory; on any other bind the path is not
+    shown to unauthenticated callers, so it is an AGENT_OPERATOR input the operator fills in."""
+    argv = list(DEFAULT_TOKEN_COMMAND)
+    if data_dir is None:
+        return argv, []
+    if is_loopback(host):
+        return [*argv, "--data-dir", str(data_dir)], []
+    how = "the data directory `fleetmem serve` printed at startup (its --data-dir)"
+    return [*argv, "--data-dir", "<data_dir>"], [{"name": "data_dir", "how": how}]
 
 
 def build_local_app(
@@ -28,15 +61,45 @@ def build_local_app(
     surface: Surface = "full",
     authorization_server: str | None = None,
     host: str = "127.0.0.1",
+    data_dir: Path | None = None,
 ) -> Any:
-    """The app `fleetmem serve` runs: bearer tokens from the local client store, in-process dispatch."""
+    """The app `fleetmem serve` runs: bearer tokens from the local client store, in-process dispatch.
+    `data_dir` (the store the tokens live in) goes into the 401 fix's `token create` command."""
+    argv, inputs = token_command(data_dir, host)
     return build_mcp_app(
         deps_factory,
         surface=surface,
         caller_from_request=bearer_caller(deps_factory),
         authorization_server=authorization_server or None,
         host=host,
+        token_command=argv,
+        token_inputs=inputs,
     )
+
+
+def bind_socket(host: str, port: int) -> socket.socket:
+    """A listening-ready TCP socket bound to host:port (port 0 = a free one), or `PortUnavailable`."""
+    try:
+        infos = socket.getaddrinfo(host.strip("[]"), port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except (socket.gaierror, UnicodeError) as exc:
+        raise PortUnavailable(errno.EADDRNOTAVAIL, f"{host!r} is not a usable address ({exc})") from None
+    family, kind, proto, _, address = infos[0]
+    # proto=IPPROTO_TCP matters: asyncio only sets TCP_NODELAY on accepted sockets whose listener
+    # declares TCP, and without it every keep-alive response waits ~40 ms on delayed ACKs.
+    sock = socket.socket(family, kind, proto or socket.IPPROTO_TCP)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind(address)
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            why = "another process is already listening there"
+        elif exc.errno == errno.EACCES:
+            why = "this user may not bind that port"
+        else:
+            why = exc.strerror or "the system refused the address"
+        raise PortUnavailable(exc.errno or 0, f"cannot listen on {host}:{port}: {why}") from None
+    return sock
 
 
 def banner(settings: Settings, url: str) -> str:
@@ -55,21 +118,28 @@ def banner(settings: Settings, url: str) -> str:
 
 
 def run_server(settings: Settings, *, out: TextIO | None = None) -> None:
-    """Serve until interrupted (Ctrl-C)."""
+    """Serve until interrupted (Ctrl-C). Raises `PortUnavailable` before printing anything when
+    the address cannot be bound."""
     from fleetmem.wiring import build_deps
 
-    configure_logging()
-    deps = build_deps(settings)
-    app = build_local_app(
-        lambda: deps,
-        surface=settings.surface,
-        authorization_server=settings.authorization_server,
-        host=settings.host,
-    )
-    host = settings.host
-    url_host = f"[{host}]" if ":" in host else host
-    print(banner(settings, f"http://{url_host}:{settings.port}"), file=out or sys.stdout, flush=True)
-    uvicorn.run(app, host=settings.host, port=settings.port, log_level="warning", lifespan="on")
+    sock = bind_socket(settings.host, settings.port)
+    try:
+        configure_logging()
+        deps = build_deps(settings)
+        app = build_local_app(
+            lambda: deps,
+            surface=settings.surface,
+            authorization_server=settings.authorization_server,
+            host=settings.host,
+            data_dir=settings.data_dir,
+        )
+        host = settings.host
+        url_host = f"[{host}]" if ":" in host else host
+        port = sock.getsockname()[1]
+        print(banner(settings, f"http://{url_host}:{port}"), file=out or sys.stdout, flush=True)
+        uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on")).run(sockets=[sock])
+    finally:
+        sock.close()
 
 
 class _SignallingServer(uvicorn.Server):
@@ -88,11 +158,7 @@ class _SignallingServer(uvicorn.Server):
 def serve_in_thread(app: Any, *, host: str = "127.0.0.1", timeout: float = 20.0) -> Iterator[str]:
     """Serve `app` on a free port of `host` in a background thread; yields the base URL and stops the
     server on exit. For tests, the conformance runner and the bench."""
-    # proto=IPPROTO_TCP matters: asyncio only sets TCP_NODELAY on accepted sockets whose listener
-    # declares TCP, and without it every keep-alive response waits ~40 ms on delayed ACKs.
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, 0))
+    sock = bind_socket(host, 0)
     port = sock.getsockname()[1]
     server = _SignallingServer(uvicorn.Config(app, log_level="warning", lifespan="on"))
     thread = threading.Thread(

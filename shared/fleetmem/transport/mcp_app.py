@@ -8,8 +8,12 @@ tools/call goes to an invoker (in-process locally, one Lambda per verb on AWS) t
 Around the SDK app (docs/protocol.md: conventions; trust, scopes and tenancy):
 - `GET /mcp` (and any other non-POST) -> 405: the SDK would open an event stream that never ends.
 - `POST /mcp` without `Accept: application/json, text/event-stream` -> 406.
+- `POST /mcp` whose Content-Type is not `application/json` -> 400; a body over `MAX_REQUEST_BYTES`
+  (4 MiB) -> 413.
 - no / unknown / revoked token -> 401, `WWW-Authenticate: Bearer resource_metadata="…"` and an
-  `unauthorized` envelope from the one builder.
+  `unauthorized` envelope from the one builder, whose fix names `token_command`.
+- unknown paths -> 404, wrong methods elsewhere -> 405, a foreign Host/Origin (local DNS-rebinding
+  protection) -> 421/403: every non-2xx answer is the JSON envelope with `suggestion` and `fix`.
 - `/health`, and the OAuth protected-resource metadata document at
   `/.well-known/oauth-protected-resource` (and `…/mcp`).
 Malformed JSON-RPC and unknown methods stay JSON-RPC errors (the SDK answers them).
@@ -23,7 +27,8 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable
+import shlex
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import anyio
@@ -32,10 +37,11 @@ from mcp.server import Server
 from mcp.server.streamable_http import check_accept_headers
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.applications import Starlette
+from starlette.datastructures import Headers
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 import fleetmem
 from fleetmem.errors import Fix, VerbError
@@ -137,7 +143,16 @@ def _error_result(body: dict[str, Any]) -> types.CallToolResult:
     return types.CallToolResult(content=[types.TextContent(type="text", text=_text(body))], is_error=True)
 
 
-def unauthorized_error(*, token_presented: bool) -> VerbError:
+#: What mints a token for this server when nothing more specific is known (`build_mcp_app`'s
+#: `token_command` names the server's own store, e.g. the local server's `--data-dir`).
+DEFAULT_TOKEN_COMMAND = ("fleetmem", "token", "create", "--client", "my-agent", "--scopes", "read,write")
+
+
+def unauthorized_error(
+    *, token_presented: bool, token_command: Sequence[str] = DEFAULT_TOKEN_COMMAND,
+    inputs: Sequence[Mapping[str, str]] = (),
+) -> VerbError:
+    command = shlex.join(token_command)
     return VerbError(
         "unauthorized",
         "The token is missing, unknown or revoked." if token_presented else "No bearer token was sent.",
@@ -145,12 +160,12 @@ def unauthorized_error(*, token_presented: bool) -> VerbError:
         "creates one with the command below.",
         why="Every MCP call is authenticated; the tenant and scopes come from the token.",
         fix=Fix(
-            why="Mints a token for one client; it is printed once.",
-            argv=["fleetmem", "token", "create", "--client", "my-agent", "--scopes", "read,write"],
+            why="Mints a token for one client in the store this server reads; it is printed once.",
+            argv=list(token_command),
             actor="host_admin",
             user_message="The memory server did not accept my token. Its operator can create one with "
-            "`fleetmem token create --client NAME --scopes read,write`; add it to my MCP "
-            "configuration as an Authorization: Bearer header.",
+            f"`{command}`; add it to my MCP configuration as an Authorization: Bearer header.",
+            inputs=tuple(dict(i) for i in inputs),
         ),
     )
 
@@ -230,40 +245,156 @@ def resource_metadata_url(base: str) -> str:
 
 
 def protected_resource_document(base: str, authorization_server: str | None) -> dict[str, Any]:
-    return {
-        "resource": f"{base}{MCP_PATH}",
-        "authorization_servers": [authorization_server or base],
-        "scopes_supported": list(SCOPES),
-        "bearer_methods_supported": ["header"],
-        "resource_name": SERVER_NAME,
-    }
+    """RFC 9728 metadata. `authorization_servers` only when one is configured (Cognito on AWS): the
+    local server issues its own bearer tokens (`fleetmem token create`) and has no OAuth server, so
+    naming one (e.g. itself) would send clients to an endpoint that answers 404."""
+    doc: dict[str, Any] = {"resource": f"{base}{MCP_PATH}"}
+    if authorization_server:
+        doc["authorization_servers"] = [authorization_server]
+    doc.update(
+        {
+            "scopes_supported": list(SCOPES),
+            "bearer_methods_supported": ["header"],
+            "resource_name": SERVER_NAME,
+        }
+    )
+    return doc
 
 
-def _refusal(status: int, message: str, suggestion: str, *, headers: dict[str, str] | None = None) -> Response:
-    """An HTTP-level refusal (wrong method, wrong Accept) as the same envelope every error uses."""
+#: The largest request body POST /mcp accepts (4 MiB, the SDK's own default, which we set
+#: explicitly). A page body holds at most 350 KB of UTF-8, which stays far below this even fully
+#: JSON-escaped; larger requests answer 413 before anything is parsed.
+MAX_REQUEST_BYTES = 4 * 1024 * 1024
+
+#: What this server answers, named in 404 and 405 envelopes.
+SERVED = "POST /mcp, GET /health and GET /.well-known/oauth-protected-resource"
+
+
+def _refusal(
+    status: int,
+    message: str,
+    suggestion: str,
+    fix_why: str,
+    *,
+    code: str = "invalid_params",
+    detail: Any = None,
+    headers: Mapping[str, str] | None = None,
+) -> Response:
+    """An HTTP-level refusal as the same envelope every error uses (AGENT_OPERATOR). No corrected
+    MCP call exists for a malformed HTTP request, so the fix has no step (`next: report`) and its
+    `why` says what the client must send instead."""
     body = build_envelope(
-        VerbError("invalid_params", message, suggestion, klass="caller"),
+        VerbError(code, message, suggestion, detail=detail, fix=Fix(why=fix_why), klass="caller"),
         tool="",
         arguments={},
         correlation_id=new_correlation_id(),
         transport="http",
     )
-    return JSONResponse(body, status_code=status, headers=headers)
+    return JSONResponse(body, status_code=status, headers=dict(headers or {}))
+
+
+def status_refusal(status: int, method: str, path: str, headers: Mapping[str, str] | None = None) -> Response:
+    """The envelope for a non-2xx answer produced below the guard (Starlette's router, the SDK's
+    transport checks), by status: every non-2xx answer of this server is the JSON envelope."""
+    where = f"{method} {path[:200]}"
+    if status == 404:
+        return _refusal(
+            404,
+            f"Nothing is served at {where}.",
+            f"Problem: the path does not exist on this server. Cause: it serves {SERVED} only. "
+            "Fix: send MCP messages as POST /mcp.",
+            f"The MCP endpoint is POST /mcp; this server serves {SERVED}.",
+            code="not_found",
+        )
+    if status == 405:
+        allow = (headers or {}).get("allow", "")
+        return _refusal(
+            405,
+            f"{where} is not served: this path answers {allow or 'other methods'} only.",
+            f"Problem: the request used a method this path does not answer. Cause: the server serves "
+            f"{SERVED}. Fix: use the method the path answers.",
+            f"This path answers {allow or 'other methods'}; the MCP endpoint answers POST only.",
+            headers={"Allow": allow} if allow else None,
+        )
+    if status == 413:
+        return _too_large()
+    if status == 400:
+        return _bad_content_type()
+    if status in (403, 421):
+        return _refusal(
+            status,
+            f"{where} was refused: the Host or Origin header does not name this server.",
+            "Problem: the request is addressed to another host or comes from a foreign web origin. "
+            "Cause: a local server answers only requests for its own address (DNS-rebinding "
+            "protection). Fix: connect to the URL the server printed at startup, e.g. "
+            "http://127.0.0.1:8765/mcp.",
+            "Use the URL the server printed at startup; requests for other host names are refused.",
+        )
+    if status >= 500:
+        return JSONResponse(internal_envelope(new_correlation_id(), path[:64], transport="http"), status_code=status)
+    return _refusal(
+        status,
+        f"{where} was refused (HTTP {status}).",
+        f"Problem: the HTTP request was refused. Cause: this server serves {SERVED}. Fix: send MCP "
+        "messages as POST /mcp with `Content-Type: application/json` and "
+        "`Accept: application/json, text/event-stream`.",
+        "The request does not match what the MCP endpoint accepts.",
+    )
+
+
+def _too_large() -> Response:
+    return _refusal(
+        413,
+        f"The request body is larger than {MAX_REQUEST_BYTES} bytes.",
+        f"Problem: the request body exceeds the server's limit of {MAX_REQUEST_BYTES} bytes "
+        f"({MAX_REQUEST_BYTES // (1024 * 1024)} MiB). Cause: one request carries one MCP message, and "
+        "no tool takes that much text (a page body holds at most 350 KB). Fix: split the content, "
+        "e.g. one put_page per section linked with [[slug]] mentions.",
+        "Send less in one request: split long text into several pages or facts.",
+        detail={"max_bytes": MAX_REQUEST_BYTES},
+    )
+
+
+def _bad_content_type() -> Response:
+    return _refusal(
+        400,
+        "POST /mcp needs `Content-Type: application/json`.",
+        "Problem: the request body is not declared as JSON. Cause: MCP over streamable HTTP sends "
+        "each JSON-RPC message as application/json. Fix: send `Content-Type: application/json`.",
+        "Send the JSON-RPC message with `Content-Type: application/json`.",
+    )
+
+
+def _is_json_type(content_type: str) -> bool:
+    return content_type.split(";", 1)[0].strip().lower() == "application/json"
 
 
 class _EdgeGuard:
-    """Pure-ASGI guard in front of the SDK's /mcp handler: method, Accept, authentication."""
+    """Pure-ASGI guard in front of the app: on POST /mcp method (405), Accept (406), Content-Type
+    (400), declared body size (413) and authentication (401); on every path, any non-2xx answer
+    from below that is not JSON (Starlette's 404/405, the SDK's 413/421 texts) becomes the envelope."""
 
     def __init__(
-        self, app: ASGIApp, *, caller_from_request: CallerFromRequest, public_url: str | None
+        self,
+        app: ASGIApp,
+        *,
+        caller_from_request: CallerFromRequest,
+        public_url: str | None,
+        token_command: Sequence[str] = DEFAULT_TOKEN_COMMAND,
+        token_inputs: Sequence[Mapping[str, str]] = (),
     ) -> None:
         self.app = app
         self.caller_from_request = caller_from_request
         self.public_url = public_url
+        self.token_command = tuple(token_command)
+        self.token_inputs = tuple(token_inputs)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope.get("path", "").rstrip("/") != MCP_PATH:
+        if scope["type"] != "http":
             await self.app(scope, receive, send)
+            return
+        if scope.get("path", "").rstrip("/") != MCP_PATH:
+            await self.app(scope, receive, _enveloped(scope, receive, send))
             return
         request = Request(scope, receive)
         if request.method != "POST":
@@ -272,6 +403,7 @@ class _EdgeGuard:
                 f"{request.method} /mcp is not served: this endpoint is stateless and answers POST only.",
                 "Problem: the request used another HTTP method. Cause: a stateless MCP server opens no "
                 "event stream. Fix: send each JSON-RPC message as POST /mcp.",
+                "Send each JSON-RPC message as POST /mcp; there is no event stream to GET.",
                 headers={"Allow": "POST"},
             )(scope, receive, send)
             return
@@ -283,7 +415,15 @@ class _EdgeGuard:
                 "Problem: the Accept header does not list both media types. Cause: streamable HTTP "
                 "clients must accept JSON and event-stream responses. Fix: send "
                 "`Accept: application/json, text/event-stream`.",
+                "Send `Accept: application/json, text/event-stream` with every POST /mcp.",
             )(scope, receive, send)
+            return
+        if not _is_json_type(request.headers.get("content-type", "")):
+            await _bad_content_type()(scope, receive, send)
+            return
+        declared = request.headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > MAX_REQUEST_BYTES:
+            await _too_large()(scope, receive, send)
             return
         presented = bool(request.headers.get("authorization"))
         try:
@@ -295,7 +435,9 @@ class _EdgeGuard:
             base = public_base_url(request, self.public_url)
             cid = new_correlation_id()
             body = build_envelope(
-                unauthorized_error(token_presented=presented),
+                unauthorized_error(
+                    token_presented=presented, token_command=self.token_command, inputs=self.token_inputs
+                ),
                 tool="",
                 arguments={},
                 correlation_id=cid,
@@ -311,7 +453,30 @@ class _EdgeGuard:
             )
             return
         scope[CALLER_SCOPE_KEY] = caller
-        await self.app(scope, receive, send)
+        # A body without Content-Length is counted by the SDK's limit (the same MAX_REQUEST_BYTES).
+        await self.app(scope, receive, _enveloped(scope, receive, send))
+
+
+def _enveloped(scope: Scope, receive: Receive, send: Send) -> Send:
+    """`send` that turns a non-2xx answer whose body is not JSON into the envelope for its status.
+    JSON answers pass untouched (JSON-RPC errors stay JSON-RPC errors, PROTOCOL_NOTES §1)."""
+    replaced = False
+
+    async def wrapped(message: Message) -> None:
+        nonlocal replaced
+        if message["type"] == "http.response.start":
+            status = int(message["status"])
+            headers = Headers(raw=message.get("headers") or [])
+            if status >= 400 and not _is_json_type(headers.get("content-type", "")):
+                replaced = True
+                refusal = status_refusal(status, scope.get("method", ""), scope.get("path", ""), headers)
+                await refusal(scope, receive, send)
+                return
+        elif replaced:
+            return  # the replaced answer's own body
+        await send(message)
+
+    return wrapped
 
 
 def build_mcp_app(
@@ -324,8 +489,13 @@ def build_mcp_app(
     authorization_server: str | None = None,
     public_url: str | None = None,
     host: str = "127.0.0.1",
+    token_command: Sequence[str] = DEFAULT_TOKEN_COMMAND,
+    token_inputs: Sequence[Mapping[str, str]] = (),
 ) -> Starlette:
     """A Starlette app serving POST /mcp (both eras), /health and the protected-resource document.
+
+    `token_command` is the command a 401's fix names (it must mint a token in the store this server
+    reads); `token_inputs` names any `<placeholder>` in it (AGENT_OPERATOR `inputs`).
 
     `invoker` defaults to an `InProcessInvoker` over `deps_factory`. Behind API Gateway, DNS-rebinding
     protection is off (the gateway's Host header is not localhost); locally it is on.
@@ -361,13 +531,20 @@ def build_mcp_app(
         json_response=True,
         transport_security=security,
         host=host,
+        max_request_body_size=MAX_REQUEST_BYTES,
         custom_starlette_routes=[
             Route("/health", health, methods=["GET"]),
             Route(PRM_PATH, protected_resource, methods=["GET"]),
             Route(PRM_PATH + MCP_PATH, protected_resource, methods=["GET"]),
         ],
     )
-    app.add_middleware(_EdgeGuard, caller_from_request=caller_from_request, public_url=public_url)
+    app.add_middleware(
+        _EdgeGuard,
+        caller_from_request=caller_from_request,
+        public_url=public_url,
+        token_command=token_command,
+        token_inputs=token_inputs,
+    )
     return app
 
 

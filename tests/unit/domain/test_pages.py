@@ -9,7 +9,6 @@ from __future__ import annotations
 import pytest
 
 from fleetmem.errors import VerbError
-from fleetmem.memory.pagefmt import parse_page_content
 from fleetmem.memory.verbs import delete_page, get_page, list_pages, put_page
 from fleetmem.models import SearchQuery
 from fleetmem.ports import CallContext
@@ -144,13 +143,16 @@ def test_an_invalid_slug_is_rejected_with_the_slugified_slug_in_the_fix(deps, re
     assert deps.pages.get("t1", "people/alice-example") is None
 
 
-def test_bad_yaml_frontmatter_is_invalid_params_with_a_runnable_fix(deps, remote_caller):
+def test_bad_yaml_frontmatter_is_invalid_params_without_a_run_fix(deps, remote_caller):
+    """Dropping the frontmatter would lose its title, aliases and visibility (a private page would
+    become world-visible): no corrected call keeps the writer's meaning, so the fix has no step."""
     with pytest.raises(VerbError) as err:
-        put(deps, remote_caller, "notes/bad", "---\ntitle: [unclosed\n---\nBody text.")
+        put(deps, remote_caller, "notes/bad", "---\ntitle: [unclosed\nvisibility: private\n---\nBody text.")
     assert err.value.code == "invalid_params"
-    fixed_args = err.value.fix.mcp["arguments"]
-    assert fixed_args["slug"] == "notes/bad"
-    assert parse_page_content(fixed_args["content"]) == ({}, "Body text.")
+    fix = err.value.fix
+    assert fix is not None and fix.mcp is None and not fix.argv and fix.amend is None
+    assert "line" in err.value.message  # says where the YAML breaks
+    assert deps.pages.get("t1", "notes/bad") is None
 
 
 def test_an_oversized_body_is_invalid_params(deps, remote_caller):

@@ -188,7 +188,8 @@ def test_synthesize_is_registered_as_an_expensive_read_only_verb():
     spec = REGISTRY["synthesize"]
     assert (spec.scope, spec.surface, spec.writes) == ("read", "verbs", False)
     assert spec.annotations.get("readOnlyHint") is True
+    # PROTOCOL_NOTES §1: the cost warning comes first, then the verb tag (the reference's order).
     assert spec.description.startswith(
-        "MEMORY VERB (v1): [EXPENSIVE / SLOW — makes LLM calls, seconds-to-minutes latency, costs money]"
+        "[EXPENSIVE / SLOW — makes LLM calls, seconds-to-minutes latency, costs money] MEMORY VERB (v1): "
     )
     assert spec.input_schema()["required"] == ["question"]

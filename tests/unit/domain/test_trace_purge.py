@@ -77,7 +77,13 @@ def test_trace_of_an_unknown_or_foreign_fact_is_not_found(deps, remote_caller, o
 def test_purge_removes_the_fact_and_its_index_entry_and_keeps_an_audit_row(deps, remote_caller, admin_caller):
     saved = save(deps, remote_caller, fact="Delete my phone number 555", provenance="p")
     body = purge(deps, admin_caller, saved["id"], reason="deletion request")
-    assert body == {"id": saved["id"], "purged": True, "reason": "deletion request", "protocol_version": 1}
+    assert body == {
+        "id": saved["id"],
+        "purged": True,
+        "reason": "deletion request",
+        "dry_run": False,
+        "protocol_version": 1,
+    }
     assert deps.facts.get("t1", saved["id"]) is None
     assert deps.search.search(SearchQuery(tenant="t1", text="phone", kinds=("fact",))).keyword == ()
     events = deps.audit.for_subject("t1", saved["id"])

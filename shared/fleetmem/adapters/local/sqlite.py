@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import builtins
 import json
+import os
 import random
 import re
 import sqlite3
@@ -1835,17 +1836,40 @@ class LocalStores:
         return self.db.write(run)
 
 
+def _private_store(directory: Path) -> Path:
+    """Create or open `directory` for the store, readable by its owner only: the directory 0700
+    when this call creates it (or it is still empty before the store's first open), the database
+    file 0600 (created so before SQLite opens it, which then gives its -wal/-shm siblings the same
+    mode) and existing -wal/-shm files 0600. Facts, pages and token hashes live in that file."""
+    created = not directory.exists()
+    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    path = directory / DB_FILENAME
+    if created or (not path.exists() and not any(directory.iterdir())):
+        directory.chmod(0o700)
+    try:
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+    except FileExistsError:
+        pass  # an existing store (or another process created it a moment ago)
+    for name in (DB_FILENAME, f"{DB_FILENAME}-wal", f"{DB_FILENAME}-shm"):
+        member = directory / name
+        try:
+            if member.stat().st_mode & 0o077:
+                member.chmod(0o600)
+        except (FileNotFoundError, PermissionError):
+            pass  # absent, or another user's file: SQLite reports what it cannot open
+    return path
+
+
 def open_local(data_dir: Path | str, **options: Any) -> LocalStores:
     """Open (creating when needed) the local store in `data_dir`, or a private in-memory store for
-    ":memory:". Options: `sessions_per_client`, `busy_timeout_ms`, `retries`."""
+    ":memory:". Options: `sessions_per_client`, `busy_timeout_ms`, `retries`. Files are private to
+    their owner (`_private_store`)."""
     db_options = {k: options.pop(k) for k in ("busy_timeout_ms", "retries") if k in options}
     if str(data_dir) == ":memory:":
         path = ":memory:"
     else:
-        directory = Path(data_dir).expanduser()
         try:
-            directory.mkdir(parents=True, exist_ok=True)
+            path = str(_private_store(Path(data_dir).expanduser()))
         except OSError:
             raise Unavailable("the data directory cannot be created", reason="data_dir") from None
-        path = str(directory / DB_FILENAME)
     return LocalStores(Database(path, **db_options), **options)

@@ -4,6 +4,10 @@ Public API: `PurgeFactParams`, `PurgeFactResult`, `run(deps, caller, params, ctx
 
 `forget` stays the audited expiry; purge removes the stored fact itself. An audit row "purge"
 (who, when, reason) is kept, without the fact text. Unknown or foreign ids -> `not_found`.
+
+`dry_run: true` checks the id and deletes nothing: `{id, purged: false, dry_run: true, ...}` when
+the fact exists, `not_found` when it does not. The CLI runs it before asking for confirmation, so
+an unknown id answers `not_found` instead of asking the user to approve deleting nothing.
 """
 
 from __future__ import annotations
@@ -27,12 +31,16 @@ class PurgeFactParams(Params):
 
     id: str = Field("", description='The fact\'s opaque string id, e.g. "f_01JD...".')
     reason: str | None = Field(None, description='Why it is purged, e.g. "deletion request 2026-06-12".')
+    dry_run: bool = Field(
+        False, description="true: only check that the fact exists (not_found when it does not); nothing is deleted."
+    )
 
 
 class PurgeFactResult(Wire):
     id: str
     purged: bool
     reason: str | None
+    dry_run: bool
     protocol_version: int
 
 
@@ -42,6 +50,11 @@ def run(deps: Deps, caller: Caller, params: PurgeFactParams, ctx: CallContext) -
     if fact is None:
         raise not_found(TOOL, fact_id)
     reason = params.reason[:PROVENANCE_MAX] if params.reason else None
+    if params.dry_run:
+        checked = PurgeFactResult(
+            id=fact_id, purged=False, reason=reason, dry_run=True, protocol_version=PROTOCOL_VERSION
+        )
+        return Outcome(checked.model_dump())
     purged = deps.facts.purge(caller.tenant, fact_id)
     # Written-through indexes drop the entry now; stream-fed ones (AWS) drop it when the purge's
     # REMOVE record reaches the indexer. Meanwhile it cannot surface: fact reads go to the store.
@@ -57,7 +70,9 @@ def run(deps: Deps, caller: Caller, params: PurgeFactParams, ctx: CallContext) -
             detail={"seq": fact.seq},
         )
     )
-    result = PurgeFactResult(id=fact_id, purged=purged, reason=reason, protocol_version=PROTOCOL_VERSION)
+    result = PurgeFactResult(
+        id=fact_id, purged=purged, reason=reason, dry_run=False, protocol_version=PROTOCOL_VERSION
+    )
     return Outcome(result.model_dump())
 
 

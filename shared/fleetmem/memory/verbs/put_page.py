@@ -14,7 +14,8 @@ Public API: `PutPageParams`, `run(deps, caller, params, ctx) -> Outcome`, `SPEC`
   <= 100; a given title (argument or frontmatter) <= 300 (a title taken from the first heading is
   clipped to 300 instead); each alias <= 200 and at most 50 aliases. Over -> invalid_params whose
   fix has no runnable step (a shortened name is a different name) and says what to do instead.
-- Body larger than 350 KB (UTF-8) -> invalid_params. Bad YAML -> invalid_params.
+- Body larger than 350 KB (UTF-8) -> invalid_params. Bad YAML -> invalid_params with no run-fix
+  (only the writer can correct it).
 - status: created | updated | unchanged (unchanged writes nothing, so delta does not re-deliver).
   A remote caller may write a private page but cannot read it back; over an existing private page a
   remote caller gets the answer a missing page would give (`created`), never `unchanged`.
@@ -32,7 +33,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from fleetmem.errors import Fix, Outcome, PortError, TooLarge, VerbError
 from fleetmem.memory import common, indexing
-from fleetmem.memory.pagefmt import PageFormatError, clip, first_h1, mentions, parse_page_content, split_frontmatter
+from fleetmem.memory.pagefmt import PageFormatError, clip, first_h1, mentions, parse_page_content
 from fleetmem.memory.registry import ToolSpec, register
 from fleetmem.memory.slugs import is_canonical_slug, last_segment, shorten_slug, slug_size_problem, slugify
 from fleetmem.models import AuditEvent, Caller, Link, Page, TimelineEntry, Wire
@@ -296,13 +297,23 @@ def run(deps: Deps, caller: Caller, params: PutPageParams, ctx: CallContext) -> 
     try:
         meta, body = parse_page_content(content)
     except PageFormatError as exc:
-        _, body_only = split_frontmatter(content)
-        raise _bad(
-            params, f"The page frontmatter could not be read: {exc}.",
-            problem=f"The YAML frontmatter of {slug} does not parse ({exc}).",
-            cause="frontmatter must be a YAML mapping between '---' lines; the corrected call drops it "
-            "(pass title, aliases, … as arguments instead, or fix the YAML).",
-            field="content", value=body_only,
+        # No run-fix: dropping the frontmatter would silently lose the title, aliases, links and
+        # visibility it holds (a private page would be stored world-visible). Only the writer can
+        # correct the YAML.
+        cause = "frontmatter must be a YAML mapping (key: value lines) between '---' lines."
+        instead = (
+            f"Correct the YAML at the place named ({exc}) and put the page again; quote values that "
+            "hold ':' or start with '[', '{', '*', '&' or '#'. Title, aliases, type, summary and "
+            "visibility may also be passed as arguments instead of frontmatter."
+        )
+        raise VerbError(
+            "invalid_params",
+            f"The page frontmatter of {slug} could not be read: {exc}.",
+            f"The YAML frontmatter of {slug} does not parse. Cause: {cause} Fix: {instead}",
+            why=cause,
+            detail={"field": "content", "reason": "frontmatter_yaml"},
+            fix=Fix(why=instead),
+            klass="caller",
         ) from None
     if len(body.encode("utf-8")) > PAGE_BODY_MAX_BYTES:
         why = f"A page body holds at most {PAGE_BODY_MAX_BYTES // 1024} KB of UTF-8 text."

@@ -84,7 +84,8 @@ class SynthesizeResult(Wire):
 
 
 def _no_llm(deps: Deps) -> VerbError:
-    problem = deps.llm_problem or "no LLM is configured for this brain"
+    # The configured reason is a sentence; it is embedded mid-sentence here (no doubled full stop).
+    problem = (deps.llm_problem or "no LLM is configured for this brain").strip().rstrip(".")
     return VerbError(
         "unavailable",
         "synthesize needs an LLM and none is configured.",
@@ -260,7 +261,7 @@ SPEC = register(
     ToolSpec(
         name=TOOL,
         description=(
-            "MEMORY VERB (v1): [EXPENSIVE / SLOW — makes LLM calls, seconds-to-minutes latency, costs money] "
+            "[EXPENSIVE / SLOW — makes LLM calls, seconds-to-minutes latency, costs money] MEMORY VERB (v1): "
             "Answer a question that needs evidence combined across pages, with sources, gaps and a cost "
             'block, e.g. synthesize(question="Why did we pick Stripe over Adyen?"). Prefer recall or entity '
             "for lookups; never call this on a hot path. Without a configured LLM it returns `unavailable`."
