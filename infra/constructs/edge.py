@@ -262,6 +262,21 @@ class Edge(Construct):
             response_headers={"WWW-Authenticate": www, "Content-Type": f"'{json_type}'"},
             templates={json_type: _envelope("unauthorized", "Credential not accepted.")},
         )
+        # A valid credential whose client is not in the config has no usage-plan key (none is
+        # shared): API Gateway refuses it (InvalidKeyParameter, 403); say why instead of "Forbidden".
+        self.api.add_gateway_response(
+            "NoUsageKey",
+            type=apigw.ResponseType.INVALID_API_KEY,
+            status_code="403",
+            response_headers={"Content-Type": f"'{json_type}'"},
+            templates={
+                json_type: _envelope(
+                    "unauthorized",
+                    "This credential's client is not configured on this stage, so it has no usage plan; "
+                    "the operator adds the client to the deploy config's clients and deploys.",
+                )
+            },
+        )
         for rt, label in (
             (apigw.ResponseType.THROTTLED, "Throttled"),
             (apigw.ResponseType.QUOTA_EXCEEDED, "Quota"),

@@ -226,8 +226,9 @@ class DynamoFactStore:
                 return
             req["ExclusiveStartKey"] = lek
 
+    @staticmethod
     def _take(
-        self, facts: Iterator[Fact], *, now: datetime, active_only: bool, world_only: bool, limit: int
+        facts: Iterator[Fact], *, now: datetime, active_only: bool, world_only: bool, limit: int
     ) -> list[Fact]:
         out: list[Fact] = []
         if limit <= 0:
@@ -240,34 +241,7 @@ class DynamoFactStore:
             out.append(f)
             if len(out) >= limit:
                 break
-        return self._with_vectors(out)
-
-    def _with_vectors(self, facts: list[Fact]) -> list[Fact]:
-        """The GSIs do not project `vector` (FACT_INDEX_ATTRS): read the vectors of the facts a
-        query returns from the base table, so query results are whole facts like `get`'s."""
-        wanted = [f for f in facts if f.vector is None and f.vector_model]
-        vectors: dict[str, bytes] = {}
-        for group in chunks(wanted, 100):
-            request: dict[str, Any] = {
-                self.table: {
-                    "Keys": [{"pk": {"S": fact_pk(f.tenant, f.fact_id)}} for f in group],
-                    "ProjectionExpression": "pk, vector",
-                }
-            }
-            while request:
-                out = call(self._db.batch_get_item, RequestItems=request)
-                for raw in out.get("Responses", {}).get(self.table, []):
-                    item = from_ddb(raw) or {}
-                    vec = as_bytes(item.get("vector"))
-                    if vec is not None:
-                        vectors[item["pk"]] = vec
-                request = out.get("UnprocessedKeys") or {}
-        if not vectors:
-            return facts
-        return [
-            f.model_copy(update={"vector": vectors[pk]}) if (pk := fact_pk(f.tenant, f.fact_id)) in vectors else f
-            for f in facts
-        ]
+        return out
 
     @staticmethod
     def _page_size(limit: int) -> int:
@@ -297,6 +271,8 @@ class DynamoFactStore:
         world_only: bool = True,
         limit: int = 50,
     ) -> list[Fact]:
+        """Facts of one session, newest first, without `vector`: the by_session index does not
+        carry it (tables.FACT_INDEX_ATTRS) because its readers (recall, context_pack) never use it."""
         it = self._query("by_session", "sess", f"{tenant}#{session_id}", page_size=self._page_size(limit))
         return self._take(it, now=now, active_only=active_only, world_only=world_only, limit=limit)
 
