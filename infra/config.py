@@ -22,6 +22,16 @@ EXAMPLE = Path(__file__).resolve().parent / "config.example.json"
 DEFAULT_ASSET = ROOT / "build" / "lambda"
 
 
+#: Function groups that are not verbs: the edge, the authorizer and the stream/schedule workers.
+NON_VERB_GROUPS = frozenset({"mcp", "authorizer", "indexer", "heartbeat"})
+#: The largest heartbeat budget: a token is ~4 characters (fleetmem.memory.budget), a character
+#: is at most 6 bytes once JSON-escaped (\uXXXX), so 8,000 tokens stay under 192 KB of text and
+#: leave 64 KB of EventBridge's 256 KB event limit for ids, timestamps and the envelope.
+HEARTBEAT_MAX_BUDGET_TOKENS = 8000
+#: Seconds the synthesize function needs beside the LLM call (connect, retrieval, fallback answer).
+LLM_HEADROOM_S = 5
+
+
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -58,6 +68,10 @@ class FunctionSize(_Model):
     timeout_s: int = 15
     #: Warm sandboxes kept ready (edge only): the MCP SDK import dominates the edge's cold start.
     provisioned_concurrency: int = Field(default=0, ge=0)
+    #: Reserved concurrency: a ceiling on this function's concurrent executions (and a share of
+    #: the account's pool kept for it), so a flood of calls to one route cannot starve the others.
+    #: None leaves the function on the account's unreserved pool.
+    reserved_concurrency: int | None = Field(default=None, ge=1)
 
 
 class TierConfig(_Model):
@@ -93,8 +107,45 @@ class HeartbeatConfig(_Model):
     session_id: str = Field(min_length=1, max_length=200)
     schedule: str  # rate(...) | cron(...) | at(...)
     timezone: str | None = None
-    budget_tokens: int = Field(default=2000, ge=1)
+    #: At most HEARTBEAT_MAX_BUDGET_TOKENS, so one delivery stays under EventBridge's 256 KB event
+    #: limit (a larger delta fails PutEvents and the cursor does not move).
+    budget_tokens: int = Field(default=2000, ge=1, le=HEARTBEAT_MAX_BUDGET_TOKENS)
     destination: str
+
+
+class WafConfig(_Model):
+    #: Associate a WAF web ACL with the API stage (about $5/month + $1 per rule + $0.60 per million
+    #: requests; docs/deploy.md). Off by default.
+    enabled: bool = False
+    #: Requests one source IP may send in any 5-minute window before WAF blocks it (AWS minimum: 10).
+    rate_limit_per_5min: int = Field(default=1000, ge=10, le=2_000_000_000)
+
+
+class ApiConfig(_Model):
+    """The public REST API: the timeout chain, the unauthenticated routes' throttle, usage keys."""
+
+    #: API Gateway's REST integration timeout. 29 s is the default ceiling; more needs a quota
+    #: increase for the account (regional APIs only).
+    integration_timeout_s: int = Field(default=29, ge=1, le=300)
+    #: How long the MCP edge waits for a verb function it invokes synchronously
+    #: (env FLEETMEM_INVOKE_READ_TIMEOUT_S of the edge).
+    invoke_read_timeout_s: int = Field(default=26, ge=1)
+    #: Stage-level throttle of the unauthenticated routes (/health and the OAuth metadata): they
+    #: carry no credential, so no usage plan can throttle them per client.
+    public_rate_per_second: float = Field(default=5, gt=0)
+    public_burst: int = Field(default=10, ge=1)
+    #: The usage-plan keys' version. Bump it (and deploy) to rotate every key: the deploy creates
+    #: new keys and secrets together and points the authorizer at the new secrets; see
+    #: docs/operate.md "Rotating the usage-plan keys".
+    usage_key_version: int = Field(default=1, ge=1)
+    waf: WafConfig = WafConfig()
+
+
+class CognitoConfig(_Model):
+    #: Lifetime of a client-credentials access token. Cognito cannot revoke these tokens (no refresh
+    #: token; the authorizer checks them offline), so a short life bounds a leaked token; the
+    #: authorizer's deny-list covers the rest (docs/operate.md). Cognito allows 5 min .. 1 day.
+    access_token_minutes: int = Field(default=15, ge=5, le=1440)
 
 
 class AlarmsConfig(_Model):
@@ -123,6 +174,8 @@ class DeployConfig(_Model):
     destinations: dict[str, DestinationConfig] = Field(default_factory=dict)
     heartbeats: tuple[HeartbeatConfig, ...] = ()
     alarms: AlarmsConfig = AlarmsConfig()
+    api: ApiConfig = ApiConfig()
+    cognito: CognitoConfig = CognitoConfig()
     #: Public base URL when a custom domain fronts the API (e.g. "https://memory.example.com"); by
     #: default the execute-api URL with the stage is used in 401 challenges and OAuth metadata.
     public_url: str | None = None
@@ -145,7 +198,32 @@ class DeployConfig(_Model):
         for h in self.heartbeats:
             if h.destination not in self.destinations:
                 raise ValueError(f"heartbeat {h.name!r}: unknown destination {h.destination!r}")
+        self._timeouts_nest()
         return self
+
+    def _timeouts_nest(self) -> None:
+        """Every layer gives up before the one that called it, so each caller gets an answer (the
+        callee's error or a degraded result) instead of a timeout that keeps billing below it:
+        LLM deadline < synthesize function <= any verb function < edge's invoke read timeout <
+        edge function < API integration timeout (< the client's own timeout, docs/deploy.md)."""
+        from fleetmem.adapters.aws.bedrock import LLM_DEADLINE_S
+
+        api, read = self.api.integration_timeout_s, self.api.invoke_read_timeout_s
+        edge = self.size_for("mcp").timeout_s
+        verbs = {g: self.size_for(g).timeout_s for g in (*self.functions, "default") if g not in NON_VERB_GROUPS}
+        slowest = max(verbs, key=lambda g: verbs[g])
+        if not verbs[slowest] < read < edge < api:
+            raise ValueError(
+                f"timeouts must nest: verb function ({slowest}: {verbs[slowest]} s) < "
+                f"api.invoke_read_timeout_s ({read} s) < mcp function ({edge} s) < "
+                f"api.integration_timeout_s ({api} s)"
+            )
+        synth = self.size_for("synthesize").timeout_s
+        if self.llm.model and synth < LLM_DEADLINE_S + LLM_HEADROOM_S:
+            raise ValueError(
+                f"the synthesize function ({synth} s) must outlast the LLM deadline ({LLM_DEADLINE_S} s) "
+                f"plus {LLM_HEADROOM_S} s for the connection, the retrieval and the fallback answer"
+            )
 
     # Names every resource derives from, so the CLI and docs can compute them too.
     @property

@@ -83,7 +83,8 @@ class ClientAuth(Construct):
                         for s in c.scopes
                     ],
                 ),
-                access_token_validity=cdk.Duration.hours(1),
+                # Short-lived: these tokens cannot be revoked (see CognitoConfig).
+                access_token_validity=cdk.Duration.minutes(config.cognito.access_token_minutes),
                 prevent_user_existence_errors=True,
                 enable_token_revocation=True,
             )

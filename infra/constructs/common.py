@@ -125,6 +125,7 @@ class FunctionFactory:
             role=role,
             memory_size=size.memory_mb,
             timeout=cdk.Duration.seconds(size.timeout_s),
+            reserved_concurrent_executions=size.reserved_concurrency,
             environment={**self.base_env, "POWERTOOLS_SERVICE_NAME": service or group, **(env or {})},
             tracing=lambda_.Tracing.ACTIVE,
             logging_format=lambda_.LoggingFormat.JSON,

@@ -1,10 +1,20 @@
 """The public edge: a regional REST API with `POST /mcp` (the MCP edge function) and
 `POST /v1/<tool>` (straight to that tool's function), a cached Lambda REQUEST authorizer, one API
-key per configured client (plus a shared default key) in per-tier usage plans, and access logs.
+key per configured client in per-tier usage plans, access logs and execution logs with retention.
 
 The authorizer returns each caller's API key as `usageIdentifierKey`, so throttles and quotas
-follow the credential, not the network. Its 401 carries `WWW-Authenticate` through the gateway
-response; throttling and quota answer 429 in the protocol's error-envelope shape.
+follow the credential, not the network. A credential whose client is not named in the config has
+no key, and API Gateway refuses it (403): every client gets its own throttle, none shares one.
+Its 401 carries `WWW-Authenticate` through the gateway response; throttling and quota answer 429
+in the protocol's error-envelope shape.
+
+Usage keys are versioned (`api.usage_key_version`): a new version creates a new secret and a new
+key in the same deploy that points the authorizer at the new secrets, so the key API Gateway
+knows and the key the authorizer hands out cannot diverge; the previous version's keys stay in
+the plans so authorizer answers cached before the deploy keep working.
+
+Unauthenticated routes (/health, the OAuth metadata) are throttled at the stage, and an optional
+WAF web ACL rate-limits every route per source IP.
 """
 
 from __future__ import annotations
@@ -17,6 +27,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_secretsmanager as sm
+from aws_cdk import aws_wafv2 as wafv2
 
 from constructs import Construct
 from fleetmem.lambda_routes import TOOL_FUNCTIONS_ENV
@@ -25,10 +36,13 @@ from fleetmem.lambda_runtime import gateway_error_body, www_authenticate
 from ..config import DeployConfig
 from .client_auth import RESOURCE_SERVER, ClientAuth
 from .common import Fn, FunctionFactory, acknowledge, grant_table, retention
+from .signing import InvokeSigning
 from .tables import Tables
 from .tool_functions import ToolFunctions
 
-DEFAULT_KEY = "*"
+INVOKE_READ_TIMEOUT_ENV = "FLEETMEM_INVOKE_READ_TIMEOUT_S"
+#: Routes that answer without a credential (RFC 9728 metadata, health); throttled at the stage.
+PUBLIC_PATHS = ("/.well-known/oauth-protected-resource", "/.well-known/oauth-protected-resource/mcp", "/health")
 
 
 def _envelope(code: str, message: str) -> str:
@@ -46,36 +60,23 @@ class Edge(Construct):
         tables: Tables,
         tools: ToolFunctions,
         auth: ClientAuth,
+        signing: InvokeSigning,
     ) -> None:
         super().__init__(scope, id)
         stack = cdk.Stack.of(self)
 
         # -- per-client API keys (values generated into Secrets Manager, never in the template) --
+        # keys[version][client_id]; the authorizer reads the current version's secrets only.
+        version = config.api.usage_key_version
         self.key_secrets: dict[str, sm.Secret] = {}
-        self.keys: dict[str, apigw.ApiKey] = {}
-        key_owners = [(c.client_id, c.tier) for c in config.clients] + [(DEFAULT_KEY, config.default_tier)]
-        for client_id, _tier in key_owners:
-            label = "Default" if client_id == DEFAULT_KEY else client_id
-            secret = sm.Secret(
-                self,
-                f"UsageKey-{label}",
-                description=f"{config.prefix} API Gateway usage key for {label}",
-                generate_secret_string=sm.SecretStringGenerator(exclude_punctuation=True, password_length=40),
-            )
-            acknowledge(
-                secret,
-                "AwsSolutions-SMG4",
-                "A usage-plan key is a metering identifier, not a credential (callers never see it; the "
-                "authorizer attaches it). Rotate by re-deploying; see docs/operate.md.",
-            )
-            self.key_secrets[client_id] = secret
-            self.keys[client_id] = apigw.ApiKey(
-                self,
-                f"Key-{label}",
-                api_key_name=f"{config.prefix}-{label if label != 'Default' else 'default'}",
-                value=secret.secret_value.unsafe_unwrap(),
-                enabled=True,
-            )
+        self.keys: dict[int, dict[str, apigw.ApiKey]] = {}
+        for v in sorted({max(1, version - 1), version}):
+            self.keys[v] = {}
+            for c in config.clients:
+                secret, key = self._usage_key(config, c.client_id, v)
+                self.keys[v][c.client_id] = key
+                if v == version:
+                    self.key_secrets[c.client_id] = secret
 
         # -- functions ------------------------------------------------------------------------
         self.edge: Fn = factory.make(
@@ -87,9 +88,12 @@ class Edge(Construct):
             env={
                 TOOL_FUNCTIONS_ENV: stack.to_json_string(tools.tool_function_names),
                 "FLEETMEM_AUTHORIZATION_SERVER": auth.issuer,
+                INVOKE_READ_TIMEOUT_ENV: str(config.api.invoke_read_timeout_s),
+                **signing.env,
                 **({"FLEETMEM_PUBLIC_URL": config.public_url.rstrip("/")} if config.public_url else {}),
             },
         )
+        signing.grant(self.edge.role)
         for fn in tools.by_group.values():
             # Only the edge may invoke tool functions (exact ARNs, no version wildcard).
             self.edge.role.add_to_principal_policy(
@@ -119,6 +123,13 @@ class Edge(Construct):
         access_logs = logs.LogGroup(
             self, "AccessLogs", retention=retention(config), removal_policy=cdk.RemovalPolicy.DESTROY
         )
+        # Unauthenticated routes carry no credential, so no usage plan throttles them: the stage does.
+        public_throttle = apigw.MethodDeploymentOptions(
+            throttling_rate_limit=config.api.public_rate_per_second,
+            throttling_burst_limit=config.api.public_burst,
+            logging_level=apigw.MethodLoggingLevel.ERROR,
+            metrics_enabled=True,
+        )
         self.api = apigw.RestApi(
             self,
             "Api",
@@ -146,8 +157,19 @@ class Edge(Construct):
                 data_trace_enabled=False,
                 metrics_enabled=True,
                 tracing_enabled=True,
+                method_options={f"{path}/GET": public_throttle for path in PUBLIC_PATHS},
             ),
         )
+        # API Gateway would create the execution log group itself, without retention, on the first
+        # logged request; created here first (the stage waits for it) it keeps the stage's retention.
+        execution_logs = logs.LogGroup(
+            self,
+            "ExecutionLogs",
+            log_group_name=f"API-Gateway-Execution-Logs_{self.api.rest_api_id}/{config.stage}",
+            retention=retention(config),
+            removal_policy=cdk.RemovalPolicy.DESTROY,
+        )
+        self.api.deployment_stage.node.add_dependency(execution_logs)
         acknowledge(
             self.api,
             "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/"
@@ -155,12 +177,16 @@ class Edge(Construct):
             "API Gateway's account-level CloudWatch role uses the AWS-managed "
             "AmazonAPIGatewayPushToCloudWatchLogs policy, the documented way to enable execution logs.",
         )
-        acknowledge(
-            self.api,
-            "AwsSolutions-APIG3",
-            "No WAF by default: every route needs a credential checked by the authorizer and is "
-            "throttled per client by usage plans; attach a WebACL per stage if the threat model needs it.",
-        )
+        if config.api.waf.enabled:
+            self._waf(config)
+        else:
+            acknowledge(
+                self.api,
+                "AwsSolutions-APIG3",
+                "WAF is off in this stage's config (api.waf.enabled): every data route needs a "
+                "credential and is throttled per client by usage plans; the public routes are "
+                "throttled at the stage.",
+            )
         acknowledge(
             self.api,
             "AwsSolutions-COG4",
@@ -192,7 +218,9 @@ class Edge(Construct):
                 version=self.edge.function.current_version,
                 provisioned_concurrent_executions=warm,
             )
-        edge_integration = apigw.LambdaIntegration(edge_target, proxy=True)
+        # Explicit, and the outer end of the timeout chain checked in infra/config.py.
+        integration_timeout = cdk.Duration.seconds(config.api.integration_timeout_s)
+        edge_integration = apigw.LambdaIntegration(edge_target, proxy=True, timeout=integration_timeout)
         # GET/DELETE reach the edge so it can answer 405 itself (the SDK would stream GET forever).
         for method in ("POST", "GET", "DELETE"):
             mcp.add_method(method, edge_integration, **secured)
@@ -200,7 +228,7 @@ class Edge(Construct):
         v1 = self.api.root.add_resource("v1")
         for tool, fn in tools.by_tool.items():
             v1.add_resource(tool).add_method(
-                "POST", apigw.LambdaIntegration(fn.function, proxy=True), **secured
+                "POST", apigw.LambdaIntegration(fn.function, proxy=True, timeout=integration_timeout), **secured
             )
 
         # -- 401 with WWW-Authenticate; 429 in the envelope's shape --------------------------
@@ -234,6 +262,21 @@ class Edge(Construct):
             response_headers={"WWW-Authenticate": www, "Content-Type": f"'{json_type}'"},
             templates={json_type: _envelope("unauthorized", "Credential not accepted.")},
         )
+        # A valid credential whose client is not in the config has no usage-plan key (none is
+        # shared): API Gateway refuses it (InvalidKeyParameter, 403); say why instead of "Forbidden".
+        self.api.add_gateway_response(
+            "NoUsageKey",
+            type=apigw.ResponseType.INVALID_API_KEY,
+            status_code="403",
+            response_headers={"Content-Type": f"'{json_type}'"},
+            templates={
+                json_type: _envelope(
+                    "unauthorized",
+                    "This credential's client is not configured on this stage, so it has no usage plan; "
+                    "the operator adds the client to the deploy config's clients and deploys.",
+                )
+            },
+        )
         for rt, label in (
             (apigw.ResponseType.THROTTLED, "Throttled"),
             (apigw.ResponseType.QUOTA_EXCEEDED, "Quota"),
@@ -250,14 +293,13 @@ class Edge(Construct):
 
         # Public by design: the OAuth protected-resource metadata (RFC 9728) tells a client where to
         # get a credential, and /health answers load balancers and uptime checks; neither holds data.
-        well_known = self.api.root.add_resource(".well-known").add_resource("oauth-protected-resource")
-        public = [
-            well_known.add_method("GET", edge_integration, request_validator=validator),
-            well_known.add_resource("mcp").add_method("GET", edge_integration, request_validator=validator),
-            self.api.root.add_resource("health").add_method(
-                "GET", edge_integration, request_validator=validator
-            ),
-        ]
+        # Each is throttled at the stage (PUBLIC_PATHS, api.public_rate_per_second).
+        public = []
+        for path in PUBLIC_PATHS:
+            resource = self.api.root
+            for part in path.strip("/").split("/"):
+                resource = resource.get_resource(part) or resource.add_resource(part)
+            public.append(resource.add_method("GET", edge_integration, request_validator=validator))
         for method in public:
             acknowledge(
                 method,
@@ -281,8 +323,69 @@ class Edge(Construct):
                 quota=apigw.QuotaSettings(limit=t.quota_per_day, period=apigw.Period.DAY),
                 api_stages=[apigw.UsagePlanPerApiStage(api=self.api, stage=self.api.deployment_stage)],
             )
-        for client_id, tier in key_owners:
-            self.plans[tier].add_api_key(self.keys[client_id])
+        tier_of = {c.client_id: c.tier for c in config.clients}
+        for keys in self.keys.values():
+            for client_id, key in keys.items():
+                self.plans[tier_of[client_id]].add_api_key(key)
 
         self.base_url = base_url
         self.mcp_url = cdk.Fn.join("", [base_url, "/mcp"])
+
+    def _usage_key(self, config: DeployConfig, client_id: str, version: int) -> tuple[sm.Secret, apigw.ApiKey]:
+        """One client's usage-plan key of one version: a generated secret and the API key made
+        from it. Version 1 keeps the original logical ids, so existing stages do not churn."""
+        suffix = "" if version == 1 else f"-v{version}"
+        secret = sm.Secret(
+            self,
+            f"UsageKey-{client_id}{suffix}",
+            description=f"{config.prefix} API Gateway usage key for {client_id} (version {version})",
+            generate_secret_string=sm.SecretStringGenerator(exclude_punctuation=True, password_length=40),
+        )
+        acknowledge(
+            secret,
+            "AwsSolutions-SMG4",
+            "A usage-plan key is a metering identifier, not a credential (callers never see it; the "
+            "authorizer attaches it). Rotate by bumping api.usage_key_version and deploying, which "
+            "replaces key and secret together; see docs/operate.md.",
+        )
+        key = apigw.ApiKey(
+            self,
+            f"Key-{client_id}{suffix}",
+            api_key_name=f"{config.prefix}-{client_id}{suffix}",
+            value=secret.secret_value.unsafe_unwrap(),
+            enabled=True,
+        )
+        return secret, key
+
+    def _waf(self, config: DeployConfig) -> None:
+        """A regional web ACL on the stage with one rate-based rule per source IP."""
+        name = f"{config.prefix}-api"
+        acl = wafv2.CfnWebACL(
+            self,
+            "WebAcl",
+            name=name,
+            scope="REGIONAL",
+            default_action=wafv2.CfnWebACL.DefaultActionProperty(allow={}),
+            visibility_config=wafv2.CfnWebACL.VisibilityConfigProperty(
+                cloud_watch_metrics_enabled=True, metric_name=name.replace("-", ""), sampled_requests_enabled=True
+            ),
+            rules=[
+                wafv2.CfnWebACL.RuleProperty(
+                    name="rate-per-ip",
+                    priority=0,
+                    action=wafv2.CfnWebACL.RuleActionProperty(block={}),
+                    statement=wafv2.CfnWebACL.StatementProperty(
+                        rate_based_statement=wafv2.CfnWebACL.RateBasedStatementProperty(
+                            aggregate_key_type="IP", limit=config.api.waf.rate_limit_per_5min
+                        )
+                    ),
+                    visibility_config=wafv2.CfnWebACL.VisibilityConfigProperty(
+                        cloud_watch_metrics_enabled=True, metric_name="ratePerIp", sampled_requests_enabled=True
+                    ),
+                )
+            ],
+        )
+        self.web_acl = acl
+        wafv2.CfnWebACLAssociation(
+            self, "WebAclAssociation", resource_arn=self.api.deployment_stage.stage_arn, web_acl_arn=acl.attr_arn
+        )

@@ -6,6 +6,7 @@ from __future__ import annotations
 import aws_cdk as cdk
 from aws_cdk import aws_cloudwatch as cw
 from aws_cdk import aws_cloudwatch_actions as cw_actions
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sns_subscriptions as subs
@@ -37,12 +38,31 @@ class Monitoring(Construct):
         api_name: str,
     ) -> None:
         super().__init__(scope, id)
+        # A customer-managed key: CloudWatch alarms cannot publish to a topic encrypted with the
+        # AWS-managed SNS key (its policy cannot be changed to let cloudwatch.amazonaws.com use it).
+        self.key = kms.Key(
+            self,
+            "AlarmTopicKey",
+            description=f"{config.prefix}: encrypts the alarm topic; CloudWatch may use it to publish",
+            enable_key_rotation=True,
+            removal_policy=cdk.RemovalPolicy.RETAIN if config.tables.retain_on_delete else cdk.RemovalPolicy.DESTROY,
+            pending_window=cdk.Duration.days(7),
+        )
+        self.key.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid="CloudWatchAlarmsPublish",
+                principals=[iam.ServicePrincipal("cloudwatch.amazonaws.com")],
+                actions=["kms:Decrypt", "kms:GenerateDataKey*"],
+                resources=["*"],  # in a key policy "*" means this key
+                conditions={"StringEquals": {"aws:SourceAccount": cdk.Stack.of(self).account}},
+            )
+        )
         self.topic = sns.Topic(
             self,
             "Alarms",
             topic_name=f"{config.prefix}-alarms",
             enforce_ssl=True,
-            master_key=kms.Alias.from_alias_name(self, "SnsKey", "alias/aws/sns"),
+            master_key=self.key,
         )
         if config.alarms.email:
             self.topic.add_subscription(subs.EmailSubscription(config.alarms.email))

@@ -1,9 +1,10 @@
 """The derived search index: a managed OpenSearch domain or an OpenSearch Serverless vector
 collection, chosen by config. DynamoDB stays the source of truth; only the indexer writes here.
 
-Access is identity-based and path-scoped: readers may GET/HEAD the fleetmem indices and POST only to
-their `_search`/`_msearch` endpoints; the indexer may write. The domain carries no open resource
-policy, so no principal outside those roles has any access.
+Access is path-scoped on both sides (the role policies and the domain's access policy): readers
+may GET/HEAD the fleetmem indices and POST only to their `_search`/`_msearch` endpoints; only the
+indexer may PUT/DELETE or POST elsewhere (`_bulk`). On Serverless the data access policy gives
+readers ReadDocument/DescribeIndex only. No principal outside those roles has any access.
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ class Search(Construct):
         app_logs = logs.LogGroup(self, "AppLogs", retention=_retention(config), removal_policy=removal)
         # The domain's own log-policy custom resource would add a Node.js Lambda with a managed
         # policy; one explicit resource policy does the same job with nothing to run.
-        logs.ResourcePolicy(
+        log_policy = logs.ResourcePolicy(
             self,
             "OpenSearchLogsPolicy",
             policy_statements=[
@@ -95,26 +96,49 @@ class Search(Construct):
             suppress_logs_resource_policy=True,
             removal_policy=removal,
         )
+        # OpenSearch checks at creation that it may write its log groups: without this ordering
+        # CloudFormation may create the domain first and the creation fails.
+        self.domain.node.add_dependency(log_policy)
         self.endpoint = "https://" + self.domain.domain_endpoint
         self.service = "es"
 
     def _finalize_domain(self) -> None:
         stack = cdk.Stack.of(self)
         # Built from the name, not the domain's ARN attribute: the policy lives on the domain itself.
-        resource = f"arn:{stack.partition}:es:{stack.region}:{stack.account}:domain/{self.domain_name}/*"
-        principals = [r.role_arn for r in (*self._readers, *self._writers)]
-        cfn = self.domain.node.default_child
-        cfn.access_policies = {  # type: ignore[union-attr]
-            "Version": "2012-10-17",
-            "Statement": [
+        domain = f"arn:{stack.partition}:es:{stack.region}:{stack.account}:domain/{self.domain_name}"
+        statements = []
+        if self._readers:
+            # Readers: GET/HEAD on the fleetmem indices, POST only to their _search/_msearch.
+            idx = f"{domain}/{self.index_prefix}*"
+            readers = [r.role_arn for r in self._readers]
+            statements += [
                 {
+                    "Sid": "ReadersGetHead",
                     "Effect": "Allow",
-                    "Principal": {"AWS": principals},
-                    "Action": "es:ESHttp*",
-                    "Resource": resource,
+                    "Principal": {"AWS": readers},
+                    "Action": ["es:ESHttpGet", "es:ESHttpHead"],
+                    "Resource": [idx, f"{idx}/*"],
+                },
+                {
+                    "Sid": "ReadersSearch",
+                    "Effect": "Allow",
+                    "Principal": {"AWS": readers},
+                    "Action": "es:ESHttpPost",
+                    "Resource": [f"{idx}/_search", f"{idx}/_msearch", f"{domain}/_msearch"],
+                },
+            ]
+        if self._writers:
+            statements.append(
+                {
+                    "Sid": "IndexerWrites",
+                    "Effect": "Allow",
+                    "Principal": {"AWS": [r.role_arn for r in self._writers]},
+                    "Action": ["es:ESHttpGet", "es:ESHttpHead", "es:ESHttpPost", "es:ESHttpPut", "es:ESHttpDelete"],
+                    "Resource": [domain, f"{domain}/*"],
                 }
-            ],
-        }
+            )
+        cfn = self.domain.node.default_child
+        cfn.access_policies = {"Version": "2012-10-17", "Statement": statements}  # type: ignore[union-attr]
         acknowledge(
             self.domain,
             "AwsSolutions-OS1",

@@ -20,6 +20,7 @@ from fleetmem.lambda_routes import ADMIN_GROUP, PAGES_GROUP, function_name, grou
 from ..config import DeployConfig
 from .common import Fn, FunctionFactory, grant_table
 from .search import Search
+from .signing import InvokeSigning
 from .tables import Tables
 
 
@@ -86,11 +87,10 @@ def grant_data(
             )
         )
     if access.llm and config.llm.model:
+        # The Converse API is authorised as bedrock:InvokeModel (there is no bedrock:Converse
+        # action); synthesize does not stream, so InvokeModelWithResponseStream is not granted.
         fn.role.add_to_principal_policy(
-            iam.PolicyStatement(
-                actions=["bedrock:InvokeModel", "bedrock:Converse"],
-                resources=bedrock_model_arns(scope, config.llm.model),
-            )
+            iam.PolicyStatement(actions=["bedrock:InvokeModel"], resources=bedrock_model_arns(scope, config.llm.model))
         )
 
 
@@ -107,6 +107,7 @@ class ToolFunctions(Construct):
         factory: FunctionFactory,
         tables: Tables,
         search: Search,
+        signing: InvokeSigning,
     ) -> None:
         super().__init__(scope, id)
         self.tools_by_group = groups(registry_tools())
@@ -114,7 +115,7 @@ class ToolFunctions(Construct):
         self.by_tool: dict[str, Fn] = {}
         for group, tools in self.tools_by_group.items():
             access = ACCESS[group]
-            env: dict[str, str] = {}
+            env: dict[str, str] = dict(signing.env)
             if access.llm and config.llm.model:
                 env |= {"FLEETMEM_LLM": "bedrock", "FLEETMEM_BEDROCK_LLM_MODEL": config.llm.model}
             fn = factory.make(
@@ -126,6 +127,7 @@ class ToolFunctions(Construct):
                 env=env,
             )
             grant_data(fn, access, tables=tables, search=search, config=config, scope=self)
+            signing.grant(fn.role)
             self.by_group[group] = fn
             for tool in tools:
                 self.by_tool[tool] = fn

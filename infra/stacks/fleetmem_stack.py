@@ -15,6 +15,7 @@ from ..constructs.heartbeat import Heartbeat
 from ..constructs.indexer import Indexer
 from ..constructs.monitoring import METRICS_NAMESPACE, Monitoring
 from ..constructs.search import Search
+from ..constructs.signing import InvokeSigning
 from ..constructs.tables import Tables
 from ..constructs.tool_functions import ToolFunctions
 
@@ -44,16 +45,28 @@ class FleetmemStack(cdk.Stack):
         self.tables = Tables(self, "Tables", config=config)
         self.search = Search(self, "Search", config=config)
         factory = FunctionFactory(config, base_environment(config, self.search))
+        self.signing = InvokeSigning(self, "InvokeSigning", config=config)
         self.tools = ToolFunctions(
-            self, "Tools", config=config, factory=factory, tables=self.tables, search=self.search
+            self,
+            "Tools",
+            config=config,
+            factory=factory,
+            tables=self.tables,
+            search=self.search,
+            signing=self.signing,
         )
         self.auth = ClientAuth(self, "ClientAuth", config=config)
         self.edge = Edge(
-            self, "Edge", config=config, factory=factory, tables=self.tables, tools=self.tools, auth=self.auth
+            self,
+            "Edge",
+            config=config,
+            factory=factory,
+            tables=self.tables,
+            tools=self.tools,
+            auth=self.auth,
+            signing=self.signing,
         )
-        self.indexer = Indexer(
-            self, "Indexer", config=config, factory=factory, tables=self.tables, search=self.search
-        )
+        self.indexer = Indexer(self, "Indexer", config=config, factory=factory, tables=self.tables, search=self.search)
         self.heartbeat = Heartbeat(self, "Heartbeat", config=config, factory=factory, tables=self.tables)
         self.search.finalize()
         dlqs = {"indexer": self.indexer.dlq, "heartbeat": self.heartbeat.dlq}

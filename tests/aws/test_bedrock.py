@@ -165,3 +165,58 @@ def test_provider_errors_become_unavailable(runtime, code, retry):
     with pytest.raises(Unavailable) as err:
         BedrockLLM("amazon.nova-lite-v1:0", client=client).complete("s", "p")
     assert bool(err.value.retry_after_seconds) is retry
+
+
+@pytest.fixture
+def slow_bedrock(monkeypatch):
+    """A local HTTP server standing in for Bedrock Runtime's Converse endpoint (Bedrock itself cannot
+    run here): it answers a valid Converse response, but only after 2 s, and counts the requests."""
+    import threading
+    import time
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    seen: list[str] = []
+
+    class Slow(BaseHTTPRequestHandler):
+        def do_POST(self):
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            seen.append(self.path)
+            time.sleep(2)
+            body = json.dumps(converse_response("late answer", 5, 2)).encode()
+            try:
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+            except OSError:
+                pass  # the client gave up first
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Slow)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    monkeypatch.setenv("AWS_ENDPOINT_URL_BEDROCK_RUNTIME", f"http://127.0.0.1:{server.server_port}")
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "test")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "test")
+    monkeypatch.delenv("AWS_PROFILE", raising=False)
+    yield seen
+    server.shutdown()
+    server.server_close()
+
+
+def test_the_llm_call_gives_up_at_its_deadline_once_without_retrying(slow_bedrock, monkeypatch):
+    """The LLM client built by the wiring path (no injected client) waits at most LLM_DEADLINE_S
+    for one attempt, then raises Unavailable, which synthesize turns into its extractive answer;
+    a 10 s read timeout with three attempts would outlive the API's 29 s integration timeout."""
+    from fleetmem.adapters.aws import bedrock
+
+    monkeypatch.setattr(bedrock, "LLM_DEADLINE_S", 0.5)
+    llm = BedrockLLM("amazon.nova-lite-v1:0", region="us-east-1")
+    with pytest.raises(Unavailable) as err:
+        llm.complete("s", "p")
+    assert err.value.reason == "connection"
+    assert len(slow_bedrock) == 1  # one attempt, no retry
+    assert llm.client.meta.config.read_timeout == 0.5

@@ -51,3 +51,76 @@ def test_importing_the_aws_adapters_loads_no_sdk_and_connects_nowhere():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr[-400:]
+
+
+def test_the_facts_indexes_project_what_their_queries_read_and_the_vector_only_where_read():
+    """The three facts GSIs used to project ALL, copying each fact's ~4 KB vector into every index.
+    Each now carries exactly the attributes a fact query reads; only by_entity and by_time, whose
+    results feed remember's near-duplicate check, also carry the vector."""
+    from datetime import UTC, datetime
+
+    from fleetmem.adapters.aws.facts import fact_to_item
+    from fleetmem.adapters.aws.tables import FACT_INDEX_ATTRS, FACTS
+    from fleetmem.models import Fact
+
+    f = Fact(
+        tenant="t", fact_id="f_1", seq=1, text="x", provenance="p", client_id="c",
+        created_at=datetime(2026, 1, 1, tzinfo=UTC),
+    )
+    # every attribute a fact item carries, less the vector and the key attributes (which
+    # item_to_fact does not read; an index always holds its own and the table's keys)
+    keys = {FACTS.partition.name} | {a.name for g in FACTS.gsis for a in (g.partition, g.sort) if a}
+    written = set(fact_to_item(f)) - {"vector"} - keys
+    assert set(FACT_INDEX_ATTRS) == written
+    with_vector = {"by_entity", "by_time"}
+    req = create_table_request(FACTS, "p")
+    for g in FACTS.gsis:
+        assert isinstance(g.projection, tuple)
+        assert set(g.projection) == written | ({"vector"} if g.name in with_vector else set())
+        (idx,) = [i for i in req["GlobalSecondaryIndexes"] if i["IndexName"] == g.name]
+        assert idx["Projection"] == {"ProjectionType": "INCLUDE", "NonKeyAttributes": list(g.projection)}
+
+
+def test_fact_queries_return_what_their_index_projects(ddb_endpoint):
+    """On both local engines: the by_session index rows really lack the vector (read straight from
+    the GSI) and by_session returns the facts without it but otherwise whole; by_entity and recent
+    return each fact exactly as `get` does, vector included (remember's dedup reads it)."""
+    from datetime import UTC, datetime, timedelta
+
+    from fleetmem.models import Fact
+
+    prefix = engines.fresh_prefix()
+    stores = engines.open_stores(ddb_endpoint, prefix)
+    now = datetime(2026, 3, 1, tzinfo=UTC)
+    made = []
+    for i in range(3):
+        f = Fact(
+            tenant="acme",
+            fact_id=f"f_{i}",
+            seq=stores.facts.next_seq("acme"),
+            text=f"fact {i}",
+            provenance="test",
+            client_id="planner",
+            entity_slug="people/alice",
+            session_id="s1",
+            created_at=now - timedelta(minutes=i),
+            vector=bytes([i + 1]) * 16 if i < 2 else None,
+            vector_model="m-1" if i < 2 else None,
+        )
+        stores.facts.put(f)
+        made.append(f)
+    client = engines.dynamodb_client(ddb_endpoint)
+    rows = client.query(
+        TableName=f"{prefix}-facts",
+        IndexName="by_session",
+        KeyConditionExpression="sess = :s",
+        ExpressionAttributeValues={":s": {"S": "acme#s1"}},
+    )["Items"]
+    assert len(rows) == 3 and not any("vector" in r for r in rows)
+    whole = [stores.facts.get("acme", f.fact_id) for f in made]
+    assert whole == made
+    assert stores.facts.by_entity("acme", "people/alice", now=now, world_only=False) == whole
+    assert stores.facts.recent("acme", now=now, world_only=False) == whole
+    assert stores.facts.by_session("acme", "s1", now=now, world_only=False) == [
+        f.model_copy(update={"vector": None}) for f in whole
+    ]

@@ -28,6 +28,7 @@ class Synth:
     metadata: dict
     violations: list
     stack: object
+    template_text: str = ""
 
     def resources(self, type_: str) -> dict[str, dict]:
         return {k: v for k, v in self.template["Resources"].items() if v["Type"] == type_}
@@ -59,9 +60,9 @@ def _synth(tmp: Path, overrides: dict) -> Synth:
                     (v["ruleName"], sorted(c["constructPath"] for c in v["violatingConstructs"]))
                 )
     name = config.prefix
-    template = json.loads((outdir / f"{name}.template.json").read_text())
+    text = (outdir / f"{name}.template.json").read_text()
     metadata = json.loads((outdir / f"{name}.metadata.json").read_text())
-    return Synth(config, template, metadata, violations, stack)
+    return Synth(config, json.loads(text), metadata, violations, stack, text)
 
 
 @pytest.fixture(scope="session")
@@ -93,7 +94,26 @@ def serverless_synth(tmp_path_factory, _no_aws_env) -> Synth:
             "tables": {"deletion_protection": True},
             "functions": {
                 "default": {"memory_mb": 1024, "timeout_s": 15},
-                "mcp": {"memory_mb": 1024, "timeout_s": 29, "provisioned_concurrency": 2},
+                "synthesize": {"memory_mb": 1536, "timeout_s": 25},
+                "mcp": {"memory_mb": 1024, "timeout_s": 28, "provisioned_concurrency": 2},
             },
+            # no Cognito app clients (API tokens only), no usage keys
+            "clients": [],
+        },
+    )
+
+
+@pytest.fixture(scope="session")
+def waf_synth(tmp_path_factory, _no_aws_env) -> Synth:
+    """Managed domain with the optional WAF rule, rotated usage keys (version 3) and no LLM."""
+    api = json.loads((ROOT / "infra" / "config.example.json").read_text())["api"]
+    return _synth(
+        tmp_path_factory.mktemp("waf"),
+        {
+            "stage": "edge",
+            "api": api | {"usage_key_version": 3, "waf": {"enabled": True, "rate_limit_per_5min": 500}},
+            "llm": {"model": ""},
+            "search": {"flavour": "domain", "instance_count": 2, "zone_awareness": True},
+            "alarms": {"email": "ops@example.com"},
         },
     )

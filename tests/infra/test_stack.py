@@ -15,6 +15,10 @@ from fleetmem.adapters.aws.tables import TABLES
 from fleetmem.lambda_routes import function_group
 from fleetmem.protocol import SCOPES, VERB_NAMES
 
+#: Every synthesized variant (tests/infra/conftest.py): each search flavour, with and without
+#: Cognito app clients, WAF and the LLM.
+VARIANTS = ("domain_synth", "serverless_synth", "waf_synth")
+
 DDB_WRITES = {"dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:BatchWriteItem"}
 READ_ONLY_VERBS = ("recall", "entity", "synthesize", "context_pack")
 
@@ -70,6 +74,30 @@ def _table_ids(synth) -> dict[str, str]:
     for lid, t in synth.resources("AWS::DynamoDB::GlobalTable").items():
         out[t["Properties"]["TableName"].rsplit("-", 1)[-1]] = lid
     return out
+
+
+def _text(value) -> str:
+    """A CloudFormation string value as text, each Ref/GetAtt rendered as <logical id>."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict) and "Fn::Join" in value:
+        sep, parts = value["Fn::Join"]
+        return sep.join(_text(p) for p in parts)
+    if isinstance(value, dict) and "Ref" in value:
+        return f"<{value['Ref']}>"
+    if isinstance(value, dict) and "Fn::GetAtt" in value:
+        return f"<{value['Fn::GetAtt'][0]}>"
+    return json.dumps(value)
+
+
+def _env(synth, group: str) -> dict:
+    return _function(synth, _fn_name(synth, group))[1]["Properties"]["Environment"]["Variables"]
+
+
+def _usage_key_secrets(synth) -> dict[str, str]:
+    """client_id -> logical id of the secret the authorizer reads that client's usage key from."""
+    raw = json.loads(_text(_env(synth, "authorizer")["FLEETMEM_USAGE_KEY_SECRETS"]))
+    return {cid: ref.strip("<>") for cid, ref in raw.items()}
 
 
 def _fn_name(synth, group: str) -> str:
@@ -188,18 +216,34 @@ def test_only_the_indexer_can_write_to_opensearch(domain_synth):
     assert writers == {indexer_role}
 
 
-def test_the_opensearch_domain_policy_names_only_the_granted_roles(domain_synth):
+def test_the_opensearch_domain_policy_lets_readers_only_search_and_only_the_indexer_write(domain_synth):
+    """The domain's own access policy (not just the role policies) keeps read-only verbs to
+    GET/HEAD and POST on _search/_msearch; PUT/DELETE and any other POST belong to the indexer."""
     (domain,) = domain_synth.resources("AWS::OpenSearchService::Domain").values()
     p = domain["Properties"]
     assert p["EncryptionAtRestOptions"]["Enabled"] and p["NodeToNodeEncryptionOptions"]["Enabled"]
     assert p["DomainEndpointOptions"]["EnforceHTTPS"]
-    (stmt,) = p["AccessPolicies"]["Statement"]
-    principals = {x["Fn::GetAtt"][0] for x in stmt["Principal"]["AWS"]}
-    searchers = {
+    indexer = _role_of(domain_synth, _fn_name(domain_synth, "indexer"))
+    readers = {
         _role_of(domain_synth, _fn_name(domain_synth, g))
-        for g in ("recall", "entity", "synthesize", "context_pack", "remember", "pages", "indexer")
+        for g in ("recall", "entity", "synthesize", "context_pack", "remember", "pages")
     }
-    assert principals == searchers
+    granted: set[str] = set()
+    for stmt in p["AccessPolicies"]["Statement"]:
+        principals = {x["Fn::GetAtt"][0] for x in stmt["Principal"]["AWS"]}
+        granted |= principals
+        acts = _actions(stmt)
+        assert "es:ESHttp*" not in acts and "es:*" not in acts
+        if principals != {indexer}:
+            assert principals == readers
+            assert acts <= {"es:ESHttpGet", "es:ESHttpHead", "es:ESHttpPost"}
+            if "es:ESHttpPost" in acts:
+                assert acts == {"es:ESHttpPost"}
+                for r in _resources(stmt):
+                    assert json.dumps(r).rstrip('"]}').endswith(("/_search", "/_msearch"))
+        else:
+            assert acts >= {"es:ESHttpPut", "es:ESHttpDelete"}
+    assert granted == readers | {indexer}
 
 
 def test_serverless_flavour_grants_no_reading_verb_write_permissions(serverless_synth):
@@ -217,6 +261,13 @@ def test_serverless_flavour_grants_no_reading_verb_write_permissions(serverless_
     assert indexer_role in writer_part
     for verb in READ_ONLY_VERBS:
         assert _role_of(serverless_synth, _fn_name(serverless_synth, verb)) not in writer_part
+    first = text.index('{"Rules"')
+    reader_part = text[: text.index('{"Rules"', first + 1)]  # the first rule set: the readers'
+    assert indexer_role not in reader_part
+    assert reader_part.count('"Permission"') == 1  # the readers' rule: read permissions only
+    perms = reader_part[reader_part.index('"Permission"') :]
+    assert "aoss:ReadDocument" in perms and "aoss:DescribeIndex" in perms
+    assert not any(w in perms for w in ("WriteDocument", "CreateIndex", "UpdateIndex", "DeleteIndex", "*"))
 
 
 # -- tables -----------------------------------------------------------------------------------------
@@ -307,6 +358,11 @@ def test_unauthorized_answers_401_with_www_authenticate(domain_synth):
     assert json.loads(body.replace("$context.requestId", "x"))["code"] == "unauthorized"
     for rt in ("THROTTLED", "QUOTA_EXCEEDED"):
         assert responses[rt]["StatusCode"] == "429"
+    # a credential of a client with no usage-plan key (not in the config) is told why
+    no_key = responses["INVALID_API_KEY"]
+    assert no_key["StatusCode"] == "403"
+    body = json.loads(no_key["ResponseTemplates"]["application/json"].replace("$context.requestId", "x"))
+    assert body["code"] == "unauthorized" and "not configured" in body["message"]
 
 
 def test_each_tier_is_a_usage_plan_with_throttle_and_quota_and_each_client_has_a_key(domain_synth):
@@ -320,10 +376,22 @@ def test_each_tier_is_a_usage_plan_with_throttle_and_quota_and_each_client_has_a
         assert p["Throttle"] == {"BurstLimit": t.burst, "RateLimit": t.rate_per_second}
         assert p["Quota"] == {"Limit": t.quota_per_day, "Period": "DAY"}
     keys = domain_synth.resources("AWS::ApiGateway::ApiKey")
-    assert len(keys) == len(cfg.clients) + 1  # plus the shared default key
-    assert len(domain_synth.resources("AWS::ApiGateway::UsagePlanKey")) == len(keys)
-    for k in keys.values():  # key values come from Secrets Manager, never from the template
+    assert len(keys) == len(cfg.clients)  # one per client, no shared default key
+    plan_ids = {
+        p["Properties"]["UsagePlanName"].rsplit("-", 1)[-1]: lid
+        for lid, p in domain_synth.resources("AWS::ApiGateway::UsagePlan").items()
+    }
+    plan_of_key = {
+        pk["Properties"]["KeyId"]["Ref"]: pk["Properties"]["UsagePlanId"]["Ref"]
+        for pk in domain_synth.resources("AWS::ApiGateway::UsagePlanKey").values()
+    }
+    assert set(plan_of_key) == set(keys)
+    for lid, k in keys.items():  # key values come from Secrets Manager, never from the template
         assert "resolve:secretsmanager" in json.dumps(k["Properties"]["Value"])
+        client = next(c for c in cfg.clients if k["Properties"]["Name"] == f"{cfg.prefix}-{c.client_id}")
+        assert plan_of_key[lid] == plan_ids[client.tier]
+    secrets = _usage_key_secrets(domain_synth)
+    assert set(secrets) == {c.client_id for c in cfg.clients}  # no "*" default entry
 
 
 # -- client auth ------------------------------------------------------------------------------------
@@ -411,13 +479,13 @@ def test_alarms_cover_errors_throttles_p99_per_verb_dlqs_and_authorizer_denials(
 # -- cdk-nag ------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("flavour", ["domain_synth", "serverless_synth"])
+@pytest.mark.parametrize("flavour", VARIANTS)
 def test_cdk_nag_aws_solutions_reports_no_unacknowledged_finding(flavour, request):
     synth = request.getfixturevalue(flavour)
     assert synth.violations == []
 
 
-@pytest.mark.parametrize("flavour", ["domain_synth", "serverless_synth"])
+@pytest.mark.parametrize("flavour", VARIANTS)
 def test_every_cdk_nag_acknowledgment_carries_a_reason(flavour, request):
     synth = request.getfixturevalue(flavour)
     acks = [
@@ -442,3 +510,294 @@ def test_the_edge_can_keep_warm_sandboxes_behind_an_alias(domain_synth, serverle
         for m in serverless_synth.resources("AWS::ApiGateway::Method").values()
     ]
     assert any(alias_id in i for i in integrations)
+
+
+# -- issue 9: blockers a real deploy would hit ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("flavour", VARIANTS)
+def test_the_alarm_topic_uses_a_customer_managed_key_cloudwatch_may_use(flavour, request):
+    """CloudWatch cannot publish to a topic under the AWS-managed SNS key: the topic's key must be
+    ours, with a key policy that lets cloudwatch.amazonaws.com decrypt and make data keys."""
+    synth = request.getfixturevalue(flavour)
+    (topic,) = synth.resources("AWS::SNS::Topic").values()
+    key_ref = topic["Properties"]["KmsMasterKeyId"]
+    assert "alias/aws/sns" not in json.dumps(key_ref)
+    key_id = key_ref["Fn::GetAtt"][0]
+    key = synth.template["Resources"][key_id]
+    assert key["Type"] == "AWS::KMS::Key" and key["Properties"]["EnableKeyRotation"] is True
+    cw = [
+        st
+        for st in key["Properties"]["KeyPolicy"]["Statement"]
+        if st.get("Principal", {}).get("Service") == "cloudwatch.amazonaws.com"
+    ]
+    assert cw and {"kms:Decrypt", "kms:GenerateDataKey*"} <= set().union(*(_actions(st) for st in cw))
+    alarm_actions = {
+        json.dumps(a)
+        for al in synth.resources("AWS::CloudWatch::Alarm").values()
+        for a in al["Properties"]["AlarmActions"]
+    }
+    topic_id = next(iter(synth.resources("AWS::SNS::Topic")))
+    assert alarm_actions == {json.dumps({"Ref": topic_id})}
+
+
+@pytest.mark.parametrize("flavour", VARIANTS)
+def test_every_timeout_nests_inside_the_one_that_calls_it(flavour, request):
+    """LLM deadline < synthesize function <= every verb function < the edge's invoke read timeout <
+    the edge function < the API integration timeout (29 s), read back from the template."""
+    from infra.config import LLM_HEADROOM_S
+    from infra.constructs.edge import INVOKE_READ_TIMEOUT_ENV
+
+    from fleetmem.adapters.aws.bedrock import LLM_DEADLINE_S
+
+    synth = request.getfixturevalue(flavour)
+    integration_ms = {
+        m["Properties"]["Integration"].get("TimeoutInMillis")
+        for m in synth.resources("AWS::ApiGateway::Method").values()
+        if m["Properties"].get("Integration", {}).get("Type") == "AWS_PROXY"
+    }
+    assert integration_ms == {29_000}  # explicit on every Lambda integration
+    edge = _function(synth, _fn_name(synth, "mcp"))[1]["Properties"]
+    read = int(edge["Environment"]["Variables"][INVOKE_READ_TIMEOUT_ENV])
+    from infra.constructs.tool_functions import registry_tools
+
+    verbs = {function_group(t) for t in registry_tools()}
+    slowest = max(_function(synth, _fn_name(synth, g))[1]["Properties"]["Timeout"] for g in verbs)
+    assert slowest < read < edge["Timeout"] < 29
+    synth_timeout = _function(synth, _fn_name(synth, "synthesize"))[1]["Properties"]["Timeout"]
+    assert LLM_DEADLINE_S + LLM_HEADROOM_S <= synth_timeout
+
+
+def test_a_config_whose_timeouts_do_not_nest_is_refused():
+    """The example config used to give synthesize 120 s behind a 29 s API: such a config now fails
+    to load, naming the chain."""
+    import json as _json
+
+    from infra.config import EXAMPLE, DeployConfig
+    from pydantic import ValidationError
+
+    raw = _json.loads(EXAMPLE.read_text())
+    DeployConfig.model_validate(raw)  # the example itself nests
+    for group, seconds in (("synthesize", 120), ("mcp", 29), ("default", 27)):
+        bad = _json.loads(EXAMPLE.read_text())
+        bad["functions"][group] = {"memory_mb": 1024, "timeout_s": seconds}
+        with pytest.raises(ValidationError, match="timeouts must nest"):
+            DeployConfig.model_validate(bad)
+    short = _json.loads(EXAMPLE.read_text())
+    short["functions"]["synthesize"] = {"memory_mb": 1024, "timeout_s": 10}
+    with pytest.raises(ValidationError, match="LLM deadline"):
+        DeployConfig.model_validate(short)
+
+
+@pytest.mark.parametrize("flavour", ["domain_synth", "waf_synth"])
+def test_the_managed_domain_waits_for_its_log_resource_policy(flavour, request):
+    synth = request.getfixturevalue(flavour)
+    (domain,) = synth.resources("AWS::OpenSearchService::Domain").values()
+    (policy_id,) = synth.resources("AWS::Logs::ResourcePolicy")
+    assert policy_id in domain.get("DependsOn", [])
+
+
+def test_rotating_usage_keys_replaces_key_and_secret_together(waf_synth):
+    """api.usage_key_version 3: every client has a v3 secret and a v3 key made from that same
+    secret, the authorizer reads the v3 secrets, and the v2 keys stay in the plans for answers the
+    authorizer cached before the deploy. One deploy changes both sides, so they cannot diverge."""
+    cfg = waf_synth.config
+    keys = {k["Properties"]["Name"]: k for k in waf_synth.resources("AWS::ApiGateway::ApiKey").values()}
+    assert set(keys) == {f"{cfg.prefix}-{c.client_id}{v}" for c in cfg.clients for v in ("-v2", "-v3")}
+    secrets = _usage_key_secrets(waf_synth)
+    assert set(secrets) == {c.client_id for c in cfg.clients}
+    for c in cfg.clients:
+        current = keys[f"{cfg.prefix}-{c.client_id}-v3"]["Properties"]["Value"]
+        assert _refs(current) == {secrets[c.client_id]}  # the key API Gateway knows = the one handed out
+        previous = keys[f"{cfg.prefix}-{c.client_id}-v2"]["Properties"]["Value"]
+        assert _refs(previous) != {secrets[c.client_id]}
+    planned = {pk["Properties"]["KeyId"]["Ref"] for pk in waf_synth.resources("AWS::ApiGateway::UsagePlanKey").values()}
+    assert planned == set(waf_synth.resources("AWS::ApiGateway::ApiKey"))
+
+
+@pytest.mark.parametrize("flavour", VARIANTS)
+def test_no_role_is_granted_the_nonexistent_bedrock_converse_action(flavour, request):
+    synth = request.getfixturevalue(flavour)
+    for stmts in _role_statements(synth).values():
+        for st in stmts:
+            assert "bedrock:Converse" not in _actions(st)
+    synth_stmts = _role_statements(synth)[_role_of(synth, _fn_name(synth, "synthesize"))]
+    llm_arns = [
+        json.dumps(st["Resource"])
+        for st in synth_stmts
+        if "bedrock:InvokeModel" in _actions(st)
+        and synth.config.llm.model
+        and synth.config.llm.model in json.dumps(st["Resource"])
+    ]
+    assert bool(llm_arns) is bool(synth.config.llm.model)
+
+
+# -- issue 9: security and cost -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("flavour", VARIANTS)
+def test_the_edge_and_every_verb_function_can_read_the_stage_signing_secret(flavour, request):
+    from infra.constructs.signing import SIGNING_SECRET_ENV
+    from infra.constructs.tool_functions import registry_tools
+
+    synth = request.getfixturevalue(flavour)
+    signing = [
+        lid
+        for lid, sec in synth.resources("AWS::SecretsManager::Secret").items()
+        if "signing" in sec["Properties"].get("Description", "")
+    ]
+    assert len(signing) == 1
+    (secret_id,) = signing
+    assert "GenerateSecretString" in synth.template["Resources"][secret_id]["Properties"]
+    signers = {"mcp"} | {function_group(t) for t in registry_tools()}
+    for fn in synth.resources("AWS::Lambda::Function").values():
+        group = fn["Properties"]["Handler"].split(".")[1]
+        env = fn["Properties"]["Environment"]["Variables"]
+        if group in signers:
+            assert env[SIGNING_SECRET_ENV] == {"Ref": secret_id}
+        else:
+            assert SIGNING_SECRET_ENV not in env
+    for group in signers:
+        stmts = _role_statements(synth)[_role_of(synth, _fn_name(synth, group))]
+        assert any(
+            "secretsmanager:GetSecretValue" in _actions(st) and secret_id in _refs(st["Resource"]) for st in stmts
+        )
+    readers = {
+        role
+        for role, stmts in _role_statements(synth).items()
+        for st in stmts
+        if "secretsmanager:GetSecretValue" in _actions(st) and secret_id in _refs(st["Resource"])
+    }
+    assert readers == {_role_of(synth, _fn_name(synth, g)) for g in signers}
+
+
+def test_public_routes_are_throttled_at_the_stage(domain_synth):
+    from infra.constructs.edge import PUBLIC_PATHS
+
+    (stage,) = domain_synth.resources("AWS::ApiGateway::Stage").values()
+    settings = {(m["ResourcePath"], m["HttpMethod"]): m for m in stage["Properties"].get("MethodSettings", [])}
+    api = domain_synth.config.api
+    for path in PUBLIC_PATHS:
+        m = settings[("/" + path.replace("/", "~1"), "GET")]  # API Gateway's encoding of the path
+        assert (m["ThrottlingRateLimit"], m["ThrottlingBurstLimit"]) == (api.public_rate_per_second, api.public_burst)
+        assert (m["MetricsEnabled"], m["LoggingLevel"]) == (True, "ERROR")  # the stage's own settings kept
+    unauthenticated = [
+        m
+        for m in domain_synth.resources("AWS::ApiGateway::Method").values()
+        if m["Properties"].get("AuthorizationType", "NONE") == "NONE" and m["Properties"]["HttpMethod"] != "OPTIONS"
+    ]
+    assert len(unauthenticated) == len(PUBLIC_PATHS)
+
+
+@pytest.mark.parametrize("flavour", VARIANTS)
+def test_reserved_concurrency_follows_the_config(flavour, request):
+    synth = request.getfixturevalue(flavour)
+    for fn in synth.resources("AWS::Lambda::Function").values():
+        group = fn["Properties"]["FunctionName"].removeprefix(f"{synth.config.prefix}-").replace("-", "_")
+        assert fn["Properties"].get("ReservedConcurrentExecutions") == synth.config.size_for(group).reserved_concurrency
+    if flavour == "domain_synth":  # the example reserves for the edge and the verbs
+        assert _function(synth, _fn_name(synth, "mcp"))[1]["Properties"]["ReservedConcurrentExecutions"] == 50
+        assert _function(synth, _fn_name(synth, "synthesize"))[1]["Properties"]["ReservedConcurrentExecutions"] == 10
+
+
+def test_the_optional_waf_rate_rule_is_associated_with_the_stage(domain_synth, waf_synth):
+    assert domain_synth.resources("AWS::WAFv2::WebACL") == {}
+    ((acl_id, acl),) = waf_synth.resources("AWS::WAFv2::WebACL").items()
+    assert acl["Properties"]["Scope"] == "REGIONAL"
+    (rule,) = acl["Properties"]["Rules"]
+    assert rule["Statement"]["RateBasedStatement"] == {"AggregateKeyType": "IP", "Limit": 500}
+    assert "Block" in rule["Action"]
+    (assoc,) = waf_synth.resources("AWS::WAFv2::WebACLAssociation").values()
+    (stage_id,) = waf_synth.resources("AWS::ApiGateway::Stage")
+    assert stage_id in _refs(assoc["Properties"]["ResourceArn"])  # so it is created after the stage
+    assert assoc["Properties"]["WebACLArn"] == {"Fn::GetAtt": [acl_id, "Arn"]}
+
+
+def test_cognito_access_tokens_are_short_lived_from_config(domain_synth):
+    minutes = domain_synth.config.cognito.access_token_minutes
+    assert minutes <= 60
+    for c in domain_synth.resources("AWS::Cognito::UserPoolClient").values():
+        p = c["Properties"]
+        assert (p["AccessTokenValidity"], p["TokenValidityUnits"]["AccessToken"]) == (minutes, "minutes")
+
+
+@pytest.mark.parametrize("flavour", VARIANTS)
+def test_the_api_execution_log_group_is_created_first_with_retention(flavour, request):
+    synth = request.getfixturevalue(flavour)
+    groups = {
+        lid: g
+        for lid, g in synth.resources("AWS::Logs::LogGroup").items()
+        if "API-Gateway-Execution-Logs_" in _text(g["Properties"].get("LogGroupName", ""))
+    }
+    ((lid, group),) = groups.items()
+    (stage,) = synth.resources("AWS::ApiGateway::Stage").values()
+    assert _text(group["Properties"]["LogGroupName"]).endswith(f"/{synth.config.stage}")
+    assert group["Properties"]["RetentionInDays"] == synth.config.log_retention_days
+    assert lid in stage.get("DependsOn", [])
+
+
+# -- cfn-lint ------------------------------------------------------------------------------------------
+
+#: cfn-lint findings this project accepts, each with its reason. Anything else fails the test.
+CFN_LINT_IGNORED = {
+    "W3005": "CDK adds an explicit DependsOn from each function to its role (and its policy) so the "
+    "policy exists before the function is invoked; the role's half is also implied by the GetAtt. "
+    "Redundant, harmless, and generated by aws-cdk-lib, not by this code.",
+}
+
+
+@pytest.mark.parametrize("flavour", VARIANTS)
+def test_cfn_lint_finds_no_error_and_only_explained_warnings(flavour, request):
+    from cfnlint.api import ManualArgs, lint
+
+    synth = request.getfixturevalue(flavour)
+    matches = lint(synth.template_text, config=ManualArgs(regions=[synth.config.region]))
+    findings = [(m.rule.id, "/".join(map(str, m.path)), m.message) for m in matches]
+    assert [f for f in findings if f[0].startswith("E")] == []
+    assert [f for f in findings if f[0] not in CFN_LINT_IGNORED] == []
+    for rule, reason in CFN_LINT_IGNORED.items():
+        assert rule.startswith("W") and len(reason.split()) >= 10
+
+
+def test_a_heartbeat_budget_that_could_exceed_the_eventbridge_event_limit_is_refused():
+    """A delta delivered through EventBridge must stay under 256 KB; the budget is capped so the
+    worst case (6 bytes per character once JSON-escaped, 4 characters per token) fits."""
+    import json as _json
+
+    from infra.config import EXAMPLE, HEARTBEAT_MAX_BUDGET_TOKENS, DeployConfig
+    from pydantic import ValidationError
+
+    assert HEARTBEAT_MAX_BUDGET_TOKENS * 4 * 6 <= 256 * 1024 - 64 * 1024
+    raw = _json.loads(EXAMPLE.read_text())
+    raw["heartbeats"][0]["budget_tokens"] = HEARTBEAT_MAX_BUDGET_TOKENS
+    DeployConfig.model_validate(raw)
+    raw["heartbeats"][0]["budget_tokens"] = HEARTBEAT_MAX_BUDGET_TOKENS + 1
+    with pytest.raises(ValidationError, match="budget_tokens"):
+        DeployConfig.model_validate(raw)
+
+
+@pytest.mark.parametrize("flavour", ["domain_synth", "serverless_synth"])
+def test_the_idle_cost_table_in_deploy_md_counts_what_the_example_deploys(flavour, request):
+    """docs/deploy.md prices secrets and alarms by count; the counts must be the example config's."""
+    import re
+    from pathlib import Path
+
+    synth = request.getfixturevalue(flavour)
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "deploy.md").read_text()
+    secrets = int(re.search(r"\((\d+) secrets:", doc).group(1))
+    alarms = int(re.search(r"\((\d+) standard alarms", doc).group(1))
+    if flavour == "domain_synth":  # the example config itself
+        assert len(synth.resources("AWS::SecretsManager::Secret")) == secrets
+        assert len(synth.resources("AWS::CloudWatch::Alarm")) == alarms
+    else:  # same functions and alarms; no usage keys because this variant lists no clients
+        assert len(synth.resources("AWS::CloudWatch::Alarm")) == alarms
+        assert len(synth.resources("AWS::SecretsManager::Secret")) == secrets - len(domain_cfg_clients())
+    assert len(synth.resources("AWS::KMS::Key")) == 1
+
+
+def domain_cfg_clients():
+    import json as _json
+
+    from infra.config import EXAMPLE
+
+    return _json.loads(EXAMPLE.read_text())["clients"]

@@ -42,6 +42,12 @@ PRICES_PER_1K: dict[str, tuple[float, float]] = {
 }
 _PROFILE_PREFIXES = ("us.", "eu.", "apac.", "global.", "us-gov.")
 
+#: Seconds the LLM call may take before synthesize answers with its extractive fallback: one
+#: attempt, no retry (a retry could not finish inside the API's 29 s integration timeout). The
+#: deployment checks that the synthesize function's timeout leaves room for it and for the 2 s
+#: connect timeout and the retrieval before it (infra/config.py).
+LLM_DEADLINE_S = 18.0
+
 
 def base_model_id(model_id: str) -> str:
     for p in _PROFILE_PREFIXES:
@@ -72,10 +78,12 @@ def converse_request(model_id: str, system: str, prompt: str, max_tokens: int) -
     return req
 
 
-def _runtime(clients: AwsClients | None, client: Any, region: str) -> tuple[AwsClients | None, Any]:
+def _runtime(
+    clients: AwsClients | None, client: Any, region: str, **client_options: Any
+) -> tuple[AwsClients | None, Any]:
     if client is not None:
         return None, client
-    return clients or AwsClients(region=region), None
+    return clients or AwsClients(region=region, **client_options), None
 
 
 class BedrockEmbedder:
@@ -150,7 +158,9 @@ class BedrockLLM:
         if not model_id:
             raise ValueError("a Bedrock model id is required (FLEETMEM_BEDROCK_LLM_MODEL)")
         self.model_id = model_id
-        self._clients, self._client = _runtime(clients, client, region)
+        # Bounded: one attempt that gives up after LLM_DEADLINE_S, so synthesize can still answer
+        # (extractively) before the function, the edge and the API time out.
+        self._clients, self._client = _runtime(clients, client, region, read_timeout=LLM_DEADLINE_S, retries=0)
 
     @property
     def client(self) -> Any:

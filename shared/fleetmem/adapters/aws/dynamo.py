@@ -129,8 +129,11 @@ class AwsClients:
         clients: dict[str, Any] | None = None,
         max_pool_connections: int = 16,
         read_timeout: float = 10,
+        retries: int = 3,
     ) -> None:
         self._read_timeout = read_timeout
+        #: retries after the first attempt (botocore's `max_attempts` counts retries only)
+        self._retries = retries
         self._region = region or None
         self._session = session
         self._endpoints = dict(endpoints or {})
@@ -156,7 +159,7 @@ class AwsClients:
                 from botocore.config import Config
 
                 cfg = Config(
-                    retries={"max_attempts": 3, "mode": "standard"},
+                    retries={"max_attempts": self._retries, "mode": "standard"},
                     max_pool_connections=self._pool,
                     connect_timeout=2,
                     read_timeout=self._read_timeout,

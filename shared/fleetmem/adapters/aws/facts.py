@@ -271,6 +271,8 @@ class DynamoFactStore:
         world_only: bool = True,
         limit: int = 50,
     ) -> list[Fact]:
+        """Facts of one session, newest first, without `vector`: the by_session index does not
+        carry it (tables.FACT_INDEX_ATTRS) because its readers (recall, context_pack) never use it."""
         it = self._query("by_session", "sess", f"{tenant}#{session_id}", page_size=self._page_size(limit))
         return self._take(it, now=now, active_only=active_only, world_only=world_only, limit=limit)
 

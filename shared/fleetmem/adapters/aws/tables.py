@@ -50,16 +50,27 @@ class TableSpec:
 #: no second read.
 HEAD_ATTRS: tuple[str, ...] = ("slug", "title", "ptype", "visibility", "updated_at", "last_retrieved_at")
 
+#: What the facts GSIs carry besides their keys: the fact attributes the queries read. The ~4 KB
+#: `vector` is projected only where a query reads it: remember's near-duplicate check compares
+#: vectors of the facts it gets from `by_entity` and `by_time` (within its two round trips, so it
+#: cannot fetch them afterwards); `by_session` (recall / context_pack by session) never reads it.
+FACT_INDEX_ATTRS: tuple[str, ...] = (
+    "typ", "tenant", "fact_id", "seq", "text", "kind", "entity_slug", "provenance", "visibility",
+    "session_id", "client_id", "created_at", "valid_until", "expired_at", "expired_reason",
+    "expired_by", "superseded_by", "supersedes", "vector_model",
+)  # fmt: skip
+FACT_INDEX_ATTRS_WITH_VECTOR: tuple[str, ...] = (*FACT_INDEX_ATTRS, "vector")
+
 FACTS = TableSpec(
     logical="facts",
     partition=KeyAttr("pk"),  # "<tenant>#<fact_id>"; the counter item is "<tenant>#~seq"
     gsis=(
         # facts about one entity, newest first
-        Gsi("by_entity", KeyAttr("ent"), KeyAttr("ck")),  # ent = "<tenant>#<entity_slug>"
+        Gsi("by_entity", KeyAttr("ent"), KeyAttr("ck"), FACT_INDEX_ATTRS_WITH_VECTOR),  # ent = "<tenant>#<entity_slug>"
         # facts written in one session, newest first
-        Gsi("by_session", KeyAttr("sess"), KeyAttr("ck")),  # sess = "<tenant>#<session_id>"
+        Gsi("by_session", KeyAttr("sess"), KeyAttr("ck"), FACT_INDEX_ATTRS),  # sess = "<tenant>#<session_id>"
         # the tenant's facts by creation time (recent facts, since filters)
-        Gsi("by_time", KeyAttr("tp"), KeyAttr("ck")),  # tp = "<tenant>"
+        Gsi("by_time", KeyAttr("tp"), KeyAttr("ck"), FACT_INDEX_ATTRS_WITH_VECTOR),  # tp = "<tenant>"
     ),
     stream="NEW_AND_OLD_IMAGES",
     purpose="facts (source of truth) and the per-tenant fact sequence counter",
