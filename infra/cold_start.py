@@ -16,6 +16,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from fleetmem.config import ENV_BACKEND
+
 ROOT = Path(__file__).resolve().parent.parent
 TARGET_MS = 400
 
@@ -81,7 +83,7 @@ def measure(group: str, runs: int) -> dict[str, float | bool | str]:
     env = {
         **os.environ,
         "PYTHONDONTWRITEBYTECODE": "0",
-        "FLEETMEM_BACKEND": "aws",
+        ENV_BACKEND: "aws",
         "AWS_DEFAULT_REGION": os.environ.get("AWS_DEFAULT_REGION", "us-east-1"),
     }
     samples = []

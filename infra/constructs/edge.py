@@ -19,8 +19,16 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import aws_secretsmanager as sm
 
 from constructs import Construct
+from fleetmem.config import (
+    ENV_AUTHORIZATION_SERVER,
+    ENV_COGNITO_CLIENTS,
+    ENV_COGNITO_ISSUER,
+    ENV_COGNITO_RESOURCE_SERVER,
+    ENV_PUBLIC_URL,
+    ENV_USAGE_KEY_SECRETS,
+)
 from fleetmem.lambda_routes import TOOL_FUNCTIONS_ENV
-from fleetmem.lambda_runtime import gateway_error_body, www_authenticate
+from fleetmem.transport.aws_lambda.proxy import gateway_error_body, www_authenticate
 
 from ..config import DeployConfig
 from .client_auth import RESOURCE_SERVER, ClientAuth
@@ -86,8 +94,8 @@ class Edge(Construct):
             description="fleetmem MCP edge (streamable HTTP, stateless JSON)",
             env={
                 TOOL_FUNCTIONS_ENV: stack.to_json_string(tools.tool_function_names),
-                "FLEETMEM_AUTHORIZATION_SERVER": auth.issuer,
-                **({"FLEETMEM_PUBLIC_URL": config.public_url.rstrip("/")} if config.public_url else {}),
+                ENV_AUTHORIZATION_SERVER: auth.issuer,
+                **({ENV_PUBLIC_URL: config.public_url.rstrip("/")} if config.public_url else {}),
             },
         )
         for fn in tools.by_group.values():
@@ -103,10 +111,10 @@ class Edge(Construct):
             handler="functions.authorizer.handler.handler",
             description="fleetmem REQUEST authorizer: API token or Cognito access token",
             env={
-                "FLEETMEM_COGNITO_ISSUER": auth.issuer,
-                "FLEETMEM_COGNITO_CLIENTS": auth.clients_by_app_id(config),
-                "FLEETMEM_COGNITO_RESOURCE_SERVER": RESOURCE_SERVER,
-                "FLEETMEM_USAGE_KEY_SECRETS": stack.to_json_string(
+                ENV_COGNITO_ISSUER: auth.issuer,
+                ENV_COGNITO_CLIENTS: auth.clients_by_app_id(config),
+                ENV_COGNITO_RESOURCE_SERVER: RESOURCE_SERVER,
+                ENV_USAGE_KEY_SECRETS: stack.to_json_string(
                     {cid: s.secret_arn for cid, s in self.key_secrets.items()}
                 ),
             },

@@ -20,6 +20,7 @@ from fleetmem.ports import Deps
 from fleetmem.protocol import Surface
 from fleetmem.transport.logs import configure_logging
 from fleetmem.transport.mcp_app import MCP_PATH, bearer_caller, build_mcp_app
+from fleetmem.wiring import build_auth
 
 
 def build_local_app(
@@ -33,7 +34,7 @@ def build_local_app(
     return build_mcp_app(
         deps_factory,
         surface=surface,
-        caller_from_request=bearer_caller(deps_factory),
+        caller_from_request=bearer_caller(lambda: build_auth(deps_factory())),
         authorization_server=authorization_server or None,
         host=host,
     )
