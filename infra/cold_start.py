@@ -25,6 +25,7 @@ TARGET_MS = 400
 FIRST_CALL = {
     "tool": [
         "fleetmem.transport.invoker",
+        "fleetmem.adapters.aws.invoker",
         "fleetmem.wiring",
         "fleetmem.adapters.aws",
         "fleetmem.adapters.aws.facts",
@@ -34,10 +35,11 @@ FIRST_CALL = {
         "boto3",
         "opensearchpy",
     ],
-    "mcp": ["fleetmem.transport.mcp_app", "fleetmem.transport.invoker", "boto3"],
+    "mcp": ["fleetmem.transport.mcp_app", "fleetmem.adapters.aws.invoker", "boto3"],
     "authorizer": [
         "fleetmem.tokens",
         "fleetmem.wiring",
+        "fleetmem.adapters.aws.auth",
         "fleetmem.adapters.aws.clients",
         "boto3",
         "jwt",
@@ -51,7 +53,13 @@ FIRST_CALL = {
         "boto3",
         "opensearchpy",
     ],
-    "heartbeat": ["fleetmem.transport.dispatch", "fleetmem.wiring", "fleetmem.adapters.aws.cursors", "boto3"],
+    "heartbeat": [
+        "fleetmem.transport.dispatch",
+        "fleetmem.wiring",
+        "fleetmem.adapters.aws.cursors",
+        "fleetmem.adapters.aws.delivery",
+        "boto3",
+    ],
 }
 
 # Wall time and CPU time: on a busy machine the CPU time is the better estimate of an

@@ -8,7 +8,8 @@ How it walks: from each `functions/<name>/handler.py`, every `import` in a `flee
 first use, which is every invocation's path) — together with the parent packages' `__init__`
 that Python executes on the way. Imports under `if TYPE_CHECKING:` or guarded by
 `except ImportError` are skipped. Third-party modules are checked to exist, not walked (pip
-resolved their own dependencies).
+resolved their own dependencies) — except `NO_DEPS`, installed with `--no-deps`, whose imports
+are walked too (that is how a missing `events` package for opensearch-py shows).
 
 `LOCAL_ONLY` names the modules of the local backend (SQLite + numpy, the ONNX embedder): a
 function-level import of one is the wiring choosing the local backend and is not followed; a
@@ -31,6 +32,8 @@ LOCAL_ONLY = frozenset(
     {"fleetmem.adapters.local.sqlite", "fleetmem.adapters.local.embedder", "fleetmem.adapters.local.storebench"}
 )
 OWN = ("fleetmem", "functions")
+#: Installed with --no-deps (pip resolved nothing for them), so their imports are walked like ours.
+NO_DEPS = ("opensearchpy",)
 
 
 def module_file(root: Path, name: str) -> Path | None:
@@ -117,7 +120,7 @@ def check(root: Path) -> list[str]:
         for target, names, nested, line in imports_of(path, module):
             top = target.split(".")[0]
             where = f"{path.relative_to(root)}:{line}"
-            if top in OWN:
+            if top in OWN or top in NO_DEPS:
                 candidates = [target] + [f"{target}.{n}" for n in names if module_file(root, f"{target}.{n}")]
                 for name in candidates:
                     if name in LOCAL_ONLY:

@@ -17,17 +17,16 @@ from fleetmem.memory import heartbeat as policy
 from fleetmem.transport.aws_lambda import runtime
 
 from .conftest import call, load_event
+from .test_heartbeat_handler import queue_event  # noqa: F401 (fixture)
 
 pytestmark = pytest.mark.usefixtures("deps")
 
 
 @pytest.fixture
-def queue_event(aws_env) -> tuple[dict, str]:
-    sqs = boto3.client("sqs")
-    url = sqs.create_queue(QueueName=f"bound-{uuid.uuid4().hex[:8]}")["QueueUrl"]
-    event = load_event("heartbeat", "sqs_destination")
+def bound_event(request: pytest.FixtureRequest) -> tuple[dict, str]:
+    """test_heartbeat_handler's SQS event, with its own session and the default budget."""
+    event, url = request.getfixturevalue("queue_event")
     event["session_id"] = f"bound-{uuid.uuid4().hex[:8]}"
-    event["destination"]["queue_url"] = url
     event.pop("budget_tokens", None)
     return event, url
 
@@ -55,8 +54,8 @@ def test_the_schedule_budget_is_bounded():
     assert policy.MAX_BUDGET_TOKENS * 4 * 2 < 256 * 1024
 
 
-def test_an_oversize_delta_is_fetched_again_with_a_smaller_budget_and_fits(queue_event, clock, deps):
-    event, url = queue_event
+def test_an_oversize_delta_is_fetched_again_with_a_smaller_budget_and_fits(bound_event, clock, deps):
+    event, url = bound_event
     call("heartbeat", event)
     clock.advance(minutes=1)
     for n in range(6):
@@ -72,8 +71,8 @@ def test_an_oversize_delta_is_fetched_again_with_a_smaller_budget_and_fits(queue
     assert 0 < len(delta["facts"]) < 6 and delta["has_more"] is True
 
 
-def test_a_delta_too_large_even_at_the_floor_is_cut_to_heads_and_the_cursor_moves_on(queue_event, clock, deps):
-    event, url = queue_event
+def test_a_delta_too_large_even_at_the_floor_is_cut_to_heads_and_the_cursor_moves_on(bound_event, clock, deps):
+    event, url = bound_event
     call("heartbeat", event)
     clock.advance(minutes=1)
     # one page whose title alone (~2,000 characters, 500 tokens) is over the floor budget and the limit
@@ -96,8 +95,8 @@ def test_a_delta_too_large_even_at_the_floor_is_cut_to_heads_and_the_cursor_move
     assert call("heartbeat", event)["status"] == "empty"  # not the same oversize delta again
 
 
-def test_a_facts_only_change_is_delivered_once_not_on_every_wake(queue_event, clock, deps):
-    event, url = queue_event
+def test_a_facts_only_change_is_delivered_once_not_on_every_wake(bound_event, clock, deps):
+    event, url = bound_event
     call("heartbeat", event)
     clock.advance(minutes=1)
     remember("Acme renewal moved to Friday")
