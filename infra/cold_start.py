@@ -16,6 +16,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from fleetmem.config import ENV_BACKEND
+
 ROOT = Path(__file__).resolve().parent.parent
 TARGET_MS = 400
 
@@ -23,6 +25,7 @@ TARGET_MS = 400
 FIRST_CALL = {
     "tool": [
         "fleetmem.transport.invoker",
+        "fleetmem.adapters.aws.invoker",
         "fleetmem.wiring",
         "fleetmem.adapters.aws",
         "fleetmem.adapters.aws.facts",
@@ -32,10 +35,11 @@ FIRST_CALL = {
         "boto3",
         "opensearchpy",
     ],
-    "mcp": ["fleetmem.transport.mcp_app", "fleetmem.transport.invoker", "boto3"],
+    "mcp": ["fleetmem.transport.mcp_app", "fleetmem.adapters.aws.invoker", "boto3"],
     "authorizer": [
         "fleetmem.tokens",
         "fleetmem.wiring",
+        "fleetmem.adapters.aws.auth",
         "fleetmem.adapters.aws.clients",
         "boto3",
         "jwt",
@@ -49,7 +53,13 @@ FIRST_CALL = {
         "boto3",
         "opensearchpy",
     ],
-    "heartbeat": ["fleetmem.transport.dispatch", "fleetmem.wiring", "fleetmem.adapters.aws.cursors", "boto3"],
+    "heartbeat": [
+        "fleetmem.transport.dispatch",
+        "fleetmem.wiring",
+        "fleetmem.adapters.aws.cursors",
+        "fleetmem.adapters.aws.delivery",
+        "boto3",
+    ],
 }
 
 # Wall time and CPU time: on a busy machine the CPU time is the better estimate of an
@@ -81,7 +91,7 @@ def measure(group: str, runs: int) -> dict[str, float | bool | str]:
     env = {
         **os.environ,
         "PYTHONDONTWRITEBYTECODE": "0",
-        "FLEETMEM_BACKEND": "aws",
+        ENV_BACKEND: "aws",
         "AWS_DEFAULT_REGION": os.environ.get("AWS_DEFAULT_REGION", "us-east-1"),
     }
     samples = []

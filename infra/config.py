@@ -158,7 +158,7 @@ class DeployConfig(_Model):
     stage: str = Field(pattern=r"^[a-z][a-z0-9-]{0,15}$")
     region: str
     account: str | None = None
-    python_runtime: Literal["3.12", "3.13", "3.14"] = "3.14"
+    python_runtime: Literal["3.12", "3.13", "3.14"] = "3.13"
     architecture: Literal["arm64", "x86_64"] = "arm64"
     surface: Literal["verbs", "full"] = "full"
     log_retention_days: int = 30

@@ -2,8 +2,9 @@
 
 from aws_lambda_powertools import Logger
 
-from fleetmem.lambda_runtime import CORRELATION_PATH, handle_tool_event
 from fleetmem.protocol import ADMIN_TOOLS
+from fleetmem.transport.aws_lambda import CORRELATION_PATH
+from fleetmem.transport.aws_lambda.tools import handle_tool_event
 
 logger = Logger(service="admin")
 

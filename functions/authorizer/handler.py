@@ -3,7 +3,7 @@ policy with context {tenant, client_id, scopes} and the client's usage key; othe
 
 from aws_lambda_powertools import Logger
 
-from fleetmem.lambda_runtime import authorize
+from fleetmem.transport.aws_lambda.authorizer import authorize
 
 logger = Logger(service="authorizer")
 

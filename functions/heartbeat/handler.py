@@ -2,7 +2,7 @@
 
 from aws_lambda_powertools import Logger
 
-from fleetmem.lambda_runtime import run_heartbeat
+from fleetmem.transport.aws_lambda.heartbeat import run_heartbeat
 
 logger = Logger(service="heartbeat")
 

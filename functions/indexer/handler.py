@@ -2,7 +2,7 @@
 
 from aws_lambda_powertools import Logger
 
-from fleetmem.lambda_runtime import handle_stream_batch
+from fleetmem.transport.aws_lambda.indexer import handle_stream_batch
 
 logger = Logger(service="indexer")
 

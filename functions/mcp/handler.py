@@ -3,7 +3,8 @@ its verb's function."""
 
 from aws_lambda_powertools import Logger
 
-from fleetmem.lambda_runtime import CORRELATION_PATH, handle_edge_event
+from fleetmem.transport.aws_lambda import CORRELATION_PATH
+from fleetmem.transport.aws_lambda.edge import handle_edge_event
 
 logger = Logger(service="mcp")
 

@@ -2,7 +2,8 @@
 
 from aws_lambda_powertools import Logger
 
-from fleetmem.lambda_runtime import CORRELATION_PATH, handle_tool_event
+from fleetmem.transport.aws_lambda import CORRELATION_PATH
+from fleetmem.transport.aws_lambda.tools import handle_tool_event
 
 TOOLS = ("synthesize",)
 logger = Logger(service="synthesize")

@@ -133,6 +133,13 @@ class FunctionFactory:
             system_log_level_v2=lambda_.SystemLogLevel.WARN,
             log_group=log_group,
         )
+        if cfg.python_runtime != max(_RUNTIMES):
+            acknowledge(
+                function,
+                "AwsSolutions-L1",
+                "The runtime is the newest Python the asset test (tests/functions/test_asset.py) runs "
+                "the built asset under on the test machine; see docs/deploy.md section 7.",
+            )
         acknowledge(
             role,
             "AwsSolutions-IAM5[Resource::*]",

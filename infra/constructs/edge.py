@@ -30,8 +30,17 @@ from aws_cdk import aws_secretsmanager as sm
 from aws_cdk import aws_wafv2 as wafv2
 
 from constructs import Construct
+from fleetmem.config import (
+    ENV_AUTHORIZATION_SERVER,
+    ENV_COGNITO_CLIENTS,
+    ENV_COGNITO_ISSUER,
+    ENV_COGNITO_RESOURCE_SERVER,
+    ENV_INVOKE_READ_TIMEOUT_S,
+    ENV_PUBLIC_URL,
+    ENV_USAGE_KEY_SECRETS,
+)
 from fleetmem.lambda_routes import TOOL_FUNCTIONS_ENV
-from fleetmem.lambda_runtime import gateway_error_body, www_authenticate
+from fleetmem.transport.aws_lambda.proxy import gateway_error_body, www_authenticate
 
 from ..config import DeployConfig
 from .client_auth import RESOURCE_SERVER, ClientAuth
@@ -40,7 +49,6 @@ from .signing import InvokeSigning
 from .tables import Tables
 from .tool_functions import ToolFunctions
 
-INVOKE_READ_TIMEOUT_ENV = "FLEETMEM_INVOKE_READ_TIMEOUT_S"
 #: Routes that answer without a credential (RFC 9728 metadata, health); throttled at the stage.
 PUBLIC_PATHS = ("/.well-known/oauth-protected-resource", "/.well-known/oauth-protected-resource/mcp", "/health")
 
@@ -87,10 +95,10 @@ class Edge(Construct):
             description="fleetmem MCP edge (streamable HTTP, stateless JSON)",
             env={
                 TOOL_FUNCTIONS_ENV: stack.to_json_string(tools.tool_function_names),
-                "FLEETMEM_AUTHORIZATION_SERVER": auth.issuer,
-                INVOKE_READ_TIMEOUT_ENV: str(config.api.invoke_read_timeout_s),
+                ENV_AUTHORIZATION_SERVER: auth.issuer,
+                ENV_INVOKE_READ_TIMEOUT_S: str(config.api.invoke_read_timeout_s),
                 **signing.env,
-                **({"FLEETMEM_PUBLIC_URL": config.public_url.rstrip("/")} if config.public_url else {}),
+                **({ENV_PUBLIC_URL: config.public_url.rstrip("/")} if config.public_url else {}),
             },
         )
         signing.grant(self.edge.role)
@@ -107,10 +115,10 @@ class Edge(Construct):
             handler="functions.authorizer.handler.handler",
             description="fleetmem REQUEST authorizer: API token or Cognito access token",
             env={
-                "FLEETMEM_COGNITO_ISSUER": auth.issuer,
-                "FLEETMEM_COGNITO_CLIENTS": auth.clients_by_app_id(config),
-                "FLEETMEM_COGNITO_RESOURCE_SERVER": RESOURCE_SERVER,
-                "FLEETMEM_USAGE_KEY_SECRETS": stack.to_json_string(
+                ENV_COGNITO_ISSUER: auth.issuer,
+                ENV_COGNITO_CLIENTS: auth.clients_by_app_id(config),
+                ENV_COGNITO_RESOURCE_SERVER: RESOURCE_SERVER,
+                ENV_USAGE_KEY_SECRETS: stack.to_json_string(
                     {cid: s.secret_arn for cid, s in self.key_secrets.items()}
                 ),
             },

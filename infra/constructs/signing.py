@@ -13,11 +13,10 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_secretsmanager as sm
 
 from constructs import Construct
+from fleetmem.config import ENV_INVOKE_SIGNING_SECRET_ARN
 
 from ..config import DeployConfig
 from .common import acknowledge
-
-SIGNING_SECRET_ENV = "FLEETMEM_INVOKE_SIGNING_SECRET_ARN"  # noqa: S105 (a variable name)
 
 
 class InvokeSigning(Construct):
@@ -39,7 +38,7 @@ class InvokeSigning(Construct):
 
     @property
     def env(self) -> dict[str, str]:
-        return {SIGNING_SECRET_ENV: self.secret.secret_arn}
+        return {ENV_INVOKE_SIGNING_SECRET_ARN: self.secret.secret_arn}
 
     def grant(self, role: iam.IRole) -> None:
         self.secret.grant_read(role)

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from aws_cdk import aws_iam as iam
 
 from constructs import Construct
+from fleetmem.config import ENV_BEDROCK_LLM_MODEL, ENV_LLM
 from fleetmem.lambda_routes import ADMIN_GROUP, PAGES_GROUP, function_name, groups
 
 from ..config import DeployConfig
@@ -117,7 +118,7 @@ class ToolFunctions(Construct):
             access = ACCESS[group]
             env: dict[str, str] = dict(signing.env)
             if access.llm and config.llm.model:
-                env |= {"FLEETMEM_LLM": "bedrock", "FLEETMEM_BEDROCK_LLM_MODEL": config.llm.model}
+                env |= {ENV_LLM: "bedrock", ENV_BEDROCK_LLM_MODEL: config.llm.model}
             fn = factory.make(
                 self,
                 group.title().replace("_", ""),

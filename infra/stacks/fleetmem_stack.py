@@ -6,6 +6,18 @@ from __future__ import annotations
 import aws_cdk as cdk
 
 from constructs import Construct
+from fleetmem.config import (
+    ENV_BACKEND,
+    ENV_BEDROCK_EMBEDDING_DIM,
+    ENV_BEDROCK_EMBEDDING_MODEL,
+    ENV_EMBEDDER,
+    ENV_LLM,
+    ENV_OPENSEARCH_ENDPOINT,
+    ENV_OPENSEARCH_INDEX_PREFIX,
+    ENV_OPENSEARCH_SERVICE,
+    ENV_SURFACE,
+    ENV_TABLE_PREFIX,
+)
 
 from ..config import DeployConfig
 from ..constructs.client_auth import ClientAuth
@@ -23,16 +35,16 @@ from ..constructs.tool_functions import ToolFunctions
 def base_environment(config: DeployConfig, search: Search) -> dict[str, str]:
     """What `fleetmem.config.Settings.from_env` reads in every function."""
     return {
-        "FLEETMEM_BACKEND": "aws",
-        "FLEETMEM_EMBEDDER": "bedrock",
-        "FLEETMEM_LLM": "none",
-        "FLEETMEM_SURFACE": config.surface,
-        "FLEETMEM_TABLE_PREFIX": config.prefix,
-        "FLEETMEM_OPENSEARCH_ENDPOINT": search.endpoint,
-        "FLEETMEM_OPENSEARCH_SERVICE": search.service,
-        "FLEETMEM_OPENSEARCH_INDEX_PREFIX": config.search.index_prefix,
-        "FLEETMEM_BEDROCK_EMBEDDING_MODEL": config.embedding.model,
-        "FLEETMEM_BEDROCK_EMBEDDING_DIM": str(config.embedding.dimension),
+        ENV_BACKEND: "aws",
+        ENV_EMBEDDER: "bedrock",
+        ENV_LLM: "none",
+        ENV_SURFACE: config.surface,
+        ENV_TABLE_PREFIX: config.prefix,
+        ENV_OPENSEARCH_ENDPOINT: search.endpoint,
+        ENV_OPENSEARCH_SERVICE: search.service,
+        ENV_OPENSEARCH_INDEX_PREFIX: config.search.index_prefix,
+        ENV_BEDROCK_EMBEDDING_MODEL: config.embedding.model,
+        ENV_BEDROCK_EMBEDDING_DIM: str(config.embedding.dimension),
         "POWERTOOLS_METRICS_NAMESPACE": METRICS_NAMESPACE,
         "POWERTOOLS_LOG_LEVEL": "INFO",
     }

@@ -776,6 +776,21 @@ def cmd_token_revoke(args: argparse.Namespace, out: Output) -> int:
     return EXIT_OK
 
 
+def cmd_token_deny_cognito(args: argparse.Namespace, out: Output) -> int:
+    from fleetmem.tokens import deny_cognito_client
+
+    deps = _token_deps(args)
+    record = deny_cognito_client(deps.clients, deps.clock, app_client_id=args.app_client_id)
+    if out.as_json:
+        out.document({"app_client_id": args.app_client_id, "token_id": record.token_id, "denied": True})
+    else:
+        Output.err(
+            f"Denied Cognito app client {args.app_client_id}; the authorizer refuses its access tokens "
+            "(at once for new tokens, after the authorizer cache TTL for cached ones)."
+        )
+    return EXIT_OK
+
+
 # --------------------------------------------------------------------------- protocol / import
 
 
@@ -1247,6 +1262,12 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     p.add_argument("token_id")
     p.add_argument("--json", action="store_true")
     p.set_defaults(handler=cmd_token_revoke)
+    p = tsub.add_parser(
+        "deny-cognito", parents=[common, backend], help="refuse every access token of a Cognito app client"
+    )
+    p.add_argument("app_client_id")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(handler=cmd_token_deny_cognito)
 
     if with_tools:
         for cmd in _tool_commands().values():

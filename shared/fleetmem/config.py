@@ -1,20 +1,56 @@
 """Settings, read once from the environment (and CLI flags that override them).
 
 Every knob the wiring needs lives here, so `fleetmem doctor` can show them and `wiring.py` can
-build adapters from one object. Nothing here connects to anything.
+build adapters from one object. Nothing here connects to anything. The environment variable
+names are defined once, below; the CDK app (`infra/`) imports them to set them on the functions.
 """
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from fleetmem.protocol import Surface
 
+# Environment variable names (the CDK app sets them with these constants).
+ENV_BACKEND = "FLEETMEM_BACKEND"
+ENV_DATA_DIR = "FLEETMEM_DATA_DIR"
+ENV_MODEL_DIR = "FLEETMEM_MODEL_DIR"
+ENV_EMBEDDER = "FLEETMEM_EMBEDDER"
+ENV_LLM = "FLEETMEM_LLM"
+ENV_SURFACE = "FLEETMEM_SURFACE"
+ENV_DEADLINE_MS = "FLEETMEM_DEADLINE_MS"
+ENV_TABLE_PREFIX = "FLEETMEM_TABLE_PREFIX"
+ENV_OPENSEARCH_ENDPOINT = "FLEETMEM_OPENSEARCH_ENDPOINT"
+ENV_OPENSEARCH_SERVICE = "FLEETMEM_OPENSEARCH_SERVICE"
+ENV_OPENSEARCH_INDEX_PREFIX = "FLEETMEM_OPENSEARCH_INDEX_PREFIX"
+ENV_OPENSEARCH_WRITE_THROUGH = "FLEETMEM_OPENSEARCH_WRITE_THROUGH"
+ENV_BEDROCK_EMBEDDING_MODEL = "FLEETMEM_BEDROCK_EMBEDDING_MODEL"
+ENV_BEDROCK_EMBEDDING_DIM = "FLEETMEM_BEDROCK_EMBEDDING_DIM"
+ENV_BEDROCK_LLM_MODEL = "FLEETMEM_BEDROCK_LLM_MODEL"
+ENV_AUTHORIZATION_SERVER = "FLEETMEM_AUTHORIZATION_SERVER"
+ENV_PUBLIC_URL = "FLEETMEM_PUBLIC_URL"
+#: tool name -> deployed function name (JSON), on the edge
+ENV_TOOL_FUNCTIONS = "FLEETMEM_TOOL_FUNCTIONS"
+ENV_COGNITO_ISSUER = "FLEETMEM_COGNITO_ISSUER"
+#: [{app_client_id, tenant, client_id}] (JSON), on the authorizer
+ENV_COGNITO_CLIENTS = "FLEETMEM_COGNITO_CLIENTS"
+ENV_COGNITO_RESOURCE_SERVER = "FLEETMEM_COGNITO_RESOURCE_SERVER"
+#: client id (or "*") -> Secrets Manager ARN of its usage-plan key (JSON), on the authorizer
+ENV_USAGE_KEY_SECRETS = "FLEETMEM_USAGE_KEY_SECRETS"
+#: Secrets Manager ARN of the per-stage HMAC key the edge signs invoke payloads with
+ENV_INVOKE_SIGNING_SECRET_ARN = "FLEETMEM_INVOKE_SIGNING_SECRET_ARN"  # noqa: S105 (a variable name)
+#: seconds the edge waits for a verb function's answer (below the API integration timeout)
+ENV_INVOKE_READ_TIMEOUT_S = "FLEETMEM_INVOKE_READ_TIMEOUT_S"
+ENV_REGION = "AWS_REGION"
+ENV_DEFAULT_REGION = "AWS_DEFAULT_REGION"
+
 
 def default_data_dir() -> Path:
-    env = os.environ.get("FLEETMEM_DATA_DIR")
+    env = os.environ.get(ENV_DATA_DIR)
     if env:
         return Path(env).expanduser()
     from platformdirs import user_data_dir
@@ -23,7 +59,7 @@ def default_data_dir() -> Path:
 
 
 def default_model_dir() -> Path:
-    env = os.environ.get("FLEETMEM_MODEL_DIR")
+    env = os.environ.get(ENV_MODEL_DIR)
     if env:
         return Path(env).expanduser()
     from platformdirs import user_cache_dir
@@ -60,28 +96,63 @@ class Settings:
     bedrock_llm_model: str = ""
     #: Cognito issuer for the protected-resource metadata document (AWS); empty locally.
     authorization_server: str = ""
+    #: Lambda glue (AWS). JSON values stay text so Settings stays hashable; the properties parse.
+    public_url: str = ""
+    tool_functions_json: str = ""
+    cognito_issuer: str = ""
+    cognito_clients_json: str = ""
+    cognito_resource_server: str = "fleetmem"
+    usage_key_secrets_json: str = ""
+    invoke_signing_secret_arn: str = ""
+    invoke_read_timeout_s: int = 26
+
+    @property
+    def tool_functions(self) -> dict[str, str]:
+        """tool -> deployed function name."""
+        return _json(self.tool_functions_json, {})
+
+    @property
+    def cognito_clients(self) -> dict[str, dict[str, str]]:
+        """Cognito app client id -> {tenant, client_id}."""
+        raw = _json(self.cognito_clients_json, [])
+        return {c["app_client_id"]: {"tenant": c["tenant"], "client_id": c["client_id"]} for c in raw}
+
+    @property
+    def usage_key_secrets(self) -> dict[str, str]:
+        return _json(self.usage_key_secrets_json, {})
 
     @classmethod
     def from_env(cls, **overrides: object) -> Settings:
         s = cls(
-            backend=_env("FLEETMEM_BACKEND", "local"),
-            embedder=_env("FLEETMEM_EMBEDDER", "minilm"),
-            llm=_env("FLEETMEM_LLM", "none"),
-            surface=_env("FLEETMEM_SURFACE", "full"),  # type: ignore[arg-type]
-            deadline_ms=int(_env("FLEETMEM_DEADLINE_MS", "2000")),
-            region=_env("AWS_REGION", _env("AWS_DEFAULT_REGION", "")),
-            table_prefix=_env("FLEETMEM_TABLE_PREFIX", "fleetmem"),
-            opensearch_endpoint=_env("FLEETMEM_OPENSEARCH_ENDPOINT"),
-            opensearch_service=_env("FLEETMEM_OPENSEARCH_SERVICE", "es"),
-            opensearch_index_prefix=_env("FLEETMEM_OPENSEARCH_INDEX_PREFIX", "fleetmem"),
-            opensearch_write_through=_env("FLEETMEM_OPENSEARCH_WRITE_THROUGH").lower()
-            in {"1", "true", "yes"},
-            bedrock_embedding_model=_env("FLEETMEM_BEDROCK_EMBEDDING_MODEL", "amazon.titan-embed-text-v2:0"),
-            bedrock_embedding_dim=int(_env("FLEETMEM_BEDROCK_EMBEDDING_DIM", "1024")),
-            bedrock_llm_model=_env("FLEETMEM_BEDROCK_LLM_MODEL"),
-            authorization_server=_env("FLEETMEM_AUTHORIZATION_SERVER"),
+            backend=_env(ENV_BACKEND, "local"),
+            embedder=_env(ENV_EMBEDDER, "minilm"),
+            llm=_env(ENV_LLM, "none"),
+            surface=_env(ENV_SURFACE, "full"),  # type: ignore[arg-type]
+            deadline_ms=int(_env(ENV_DEADLINE_MS, "2000")),
+            region=_env(ENV_REGION, _env(ENV_DEFAULT_REGION, "")),
+            table_prefix=_env(ENV_TABLE_PREFIX, "fleetmem"),
+            opensearch_endpoint=_env(ENV_OPENSEARCH_ENDPOINT),
+            opensearch_service=_env(ENV_OPENSEARCH_SERVICE, "es"),
+            opensearch_index_prefix=_env(ENV_OPENSEARCH_INDEX_PREFIX, "fleetmem"),
+            opensearch_write_through=_env(ENV_OPENSEARCH_WRITE_THROUGH).lower() in {"1", "true", "yes"},
+            bedrock_embedding_model=_env(ENV_BEDROCK_EMBEDDING_MODEL, "amazon.titan-embed-text-v2:0"),
+            bedrock_embedding_dim=int(_env(ENV_BEDROCK_EMBEDDING_DIM, "1024")),
+            bedrock_llm_model=_env(ENV_BEDROCK_LLM_MODEL),
+            authorization_server=_env(ENV_AUTHORIZATION_SERVER),
+            public_url=_env(ENV_PUBLIC_URL).rstrip("/"),
+            tool_functions_json=_env(ENV_TOOL_FUNCTIONS),
+            cognito_issuer=_env(ENV_COGNITO_ISSUER),
+            cognito_clients_json=_env(ENV_COGNITO_CLIENTS),
+            cognito_resource_server=_env(ENV_COGNITO_RESOURCE_SERVER, "fleetmem"),
+            usage_key_secrets_json=_env(ENV_USAGE_KEY_SECRETS),
+            invoke_signing_secret_arn=_env(ENV_INVOKE_SIGNING_SECRET_ARN),
+            invoke_read_timeout_s=int(_env(ENV_INVOKE_READ_TIMEOUT_S, "26") or 26),
         )
         clean = {k: v for k, v in overrides.items() if v is not None}
         if "data_dir" in clean:
             clean["data_dir"] = Path(str(clean["data_dir"])).expanduser()
         return replace(s, **clean)  # type: ignore[arg-type]
+
+
+def _json(text: str, default: Any) -> Any:
+    return json.loads(text) if text.strip() else default

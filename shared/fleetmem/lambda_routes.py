@@ -8,16 +8,16 @@ No third-party imports: the CDK app and the Lambda runtime both read this.
 
 from __future__ import annotations
 
-import json
-import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 
+from fleetmem.config import ENV_TOOL_FUNCTIONS
 from fleetmem.protocol import ADMIN_TOOLS, PAGE_TOOLS, VERB_NAMES
 
 PAGES_GROUP = "pages"
 ADMIN_GROUP = "admin"
-#: Environment variable (set on the edge by CDK) mapping tool name -> deployed function name.
-TOOL_FUNCTIONS_ENV = "FLEETMEM_TOOL_FUNCTIONS"
+#: Environment variable (set on the edge by CDK) mapping tool name -> deployed function name;
+#: read by `Settings.tool_functions`.
+TOOL_FUNCTIONS_ENV = ENV_TOOL_FUNCTIONS
 
 
 def function_group(tool: str) -> str:
@@ -41,9 +41,3 @@ def groups(tools: Iterable[str]) -> dict[str, tuple[str, ...]]:
 
 def function_name(prefix: str, group: str) -> str:
     return f"{prefix}-{group.replace('_', '-')}"
-
-
-def tool_functions_from_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
-    """tool -> function name, as CDK wrote it into the edge's environment."""
-    raw = (environ if environ is not None else os.environ).get(TOOL_FUNCTIONS_ENV, "")
-    return json.loads(raw) if raw else {}

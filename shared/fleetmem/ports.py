@@ -22,6 +22,7 @@ from typing import Any, Protocol, runtime_checkable
 from fleetmem.models import (
     AuditEvent,
     Backlink,
+    Caller,
     ClientRecord,
     Completion,
     Cursor,
@@ -222,6 +223,13 @@ class Clock(Protocol):
     def now(self) -> datetime:
         """Aware UTC, millisecond precision."""
         ...
+
+
+class Auth(Protocol):
+    """A bearer credential -> the remote caller it stands for (tenant, client, scopes), or None.
+    Used by the local server and the Lambda authorizer alike."""
+
+    def verify(self, token: str) -> Caller | None: ...
 
 
 class IdGen(Protocol):

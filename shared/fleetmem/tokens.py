@@ -71,3 +71,54 @@ def verify_token(store: ClientStore, token: str, now: datetime) -> Caller | None
     if record.revoked_at is not None and record.revoked_at <= now:
         return None
     return Caller(tenant=record.tenant, client_id=record.client_id, scopes=record.scopes, remote=True)
+
+
+class ApiTokenAuth:
+    """The `Auth` port for `fm_…` API tokens over any `ClientStore` (the SQLite store locally, the
+    DynamoDB clients table on AWS). No cache: a revoke takes effect on the next request."""
+
+    def __init__(self, store: ClientStore, clock: Clock) -> None:
+        self.store = store
+        self.clock = clock
+
+    def verify(self, token: str) -> Caller | None:
+        return verify_token(self.store, token, self.clock.now())
+
+
+# Cognito client-credentials tokens cannot be revoked at Cognito (no refresh token; the authorizer
+# checks JWTs offline), so a deny-list entry in the clients table stands for "refuse every token of
+# this app client". It is a ClientRecord keyed by a hash no API token can have (API token hashes are
+# of "fm_…" strings), revoked at creation; `cognito_client_denied` is one lookup by that key.
+_COGNITO_DENY_PREFIX = "cognito-app-client:"
+
+
+def cognito_deny_hash(app_client_id: str) -> str:
+    return hash_token(_COGNITO_DENY_PREFIX + app_client_id)
+
+
+def deny_cognito_client(store: ClientStore, clock: Clock, *, app_client_id: str, tenant: str = "-") -> ClientRecord:
+    """Put a Cognito app client on the deny-list; its tokens are refused from the next request
+    (after the API Gateway authorizer cache, at most its TTL)."""
+    if not app_client_id:
+        raise ValueError("app_client_id is required")
+    now = clock.now()
+    digest = cognito_deny_hash(app_client_id)
+    existing = store.by_hash(digest)
+    if existing is not None:
+        return existing
+    record = ClientRecord(
+        token_hash=digest,
+        token_id="cog_" + digest[:10],
+        tenant=tenant,
+        client_id=f"cognito:{app_client_id}",
+        scopes=frozenset({"read"}),
+        created_at=now,
+        revoked_at=now,
+    )
+    store.create(record)
+    return record
+
+
+def cognito_client_denied(store: ClientStore, app_client_id: str, now: datetime) -> bool:
+    record = store.by_hash(cognito_deny_hash(app_client_id))
+    return record is not None and record.revoked_at is not None and record.revoked_at <= now

@@ -16,7 +16,7 @@ import threading
 from typing import Any
 
 from fleetmem.config import Settings
-from fleetmem.ports import Deps
+from fleetmem.ports import Auth, Deps
 
 _override: Deps | None = None
 _lock = threading.Lock()
@@ -128,3 +128,72 @@ def _build_aws(settings: Settings) -> Deps:
         deadline_ms=settings.deadline_ms,
         parallel=parallel,
     )
+
+
+# ---------------------------------------------------------------------------------------------
+# the Lambda glue's adapters (AWS) and the bearer-token check both transports share
+
+
+_auth_cache: list[tuple[Deps, Auth]] = []
+
+
+def build_auth(deps: Deps, settings: Settings | None = None) -> Auth:
+    """The `Auth` port: `fm_…` API tokens in the backend's client store (the local server passes
+    no settings); on AWS, when a Cognito pool is configured, also Cognito access tokens (refusing
+    deny-listed app clients). One per Deps (the Cognito adapter caches the pool's keys)."""
+    for known, cached in _auth_cache:
+        if known is deps:
+            return cached
+    from fleetmem.tokens import ApiTokenAuth
+
+    api_tokens = ApiTokenAuth(deps.clients, deps.clock)
+    auth: Auth = api_tokens
+    if settings is not None and settings.backend == "aws":
+        from fleetmem.adapters.aws.auth import BearerAuth, CognitoAuth
+
+        cognito = (
+            CognitoAuth(
+                settings.cognito_issuer,
+                settings.cognito_clients,
+                settings.cognito_resource_server,
+                deny_store=deps.clients,
+                clock=deps.clock,
+            )
+            if settings.cognito_issuer
+            else None
+        )
+        auth = BearerAuth(api_tokens, cognito)
+    _auth_cache[:] = [(deps, auth)]  # one live Deps per process; never grow
+    return auth
+
+
+def clear_auth_cache() -> None:
+    _auth_cache.clear()
+
+
+def build_signer(settings: Settings) -> Any:
+    """The invoke-payload signer of this stage (key read from Secrets Manager on first use)."""
+    from fleetmem.adapters.aws.invoker import PayloadSigner
+
+    return PayloadSigner(secret_arn=settings.invoke_signing_secret_arn, region=settings.region)
+
+
+def build_lambda_invoker(settings: Settings, signer: Any) -> Any:
+    """The edge's invoker: one function per verb (`Settings.tool_functions`), signed payloads."""
+    from fleetmem.adapters.aws.invoker import LambdaInvoker
+
+    table = settings.tool_functions
+    return LambdaInvoker(
+        lambda tool: table[tool],
+        surface=settings.surface,
+        region=settings.region or None,
+        signer=signer,
+        read_timeout=settings.invoke_read_timeout_s,
+    )
+
+
+def build_delivery(settings: Settings) -> Any:
+    """Heartbeat delivery to SQS / EventBridge."""
+    from fleetmem.adapters.aws.delivery import Delivery
+
+    return Delivery(region=settings.region)

@@ -27,12 +27,12 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from fleetmem import lambda_runtime  # noqa: E402
 from fleetmem.adapters.local.clock import FixedClock  # noqa: E402
 from fleetmem.adapters.local.hash_embedder import HashEmbedder  # noqa: E402
 from fleetmem.adapters.local.ids import SortableIds  # noqa: E402
 from fleetmem.lambda_routes import TOOL_FUNCTIONS_ENV, function_group, function_name  # noqa: E402
 from fleetmem.ports import Deps  # noqa: E402
+from fleetmem.transport.aws_lambda import runtime as lambda_runtime  # noqa: E402
 from fleetmem.wiring import set_deps_override  # noqa: E402
 from tests.aws import engines  # noqa: E402
 
@@ -72,8 +72,11 @@ def handler_module(group: str) -> Any:
     return importlib.import_module(f"functions.{group}.handler")
 
 
-def call(group: str, event: dict[str, Any]) -> Any:
-    """Invoke `functions/<group>/handler.py` as Lambda would."""
+def call(group: str, event: dict[str, Any], *, sign: bool = True) -> Any:
+    """Invoke `functions/<group>/handler.py` as Lambda would. An edge invoke payload (the
+    `<verb>/invoke*.json` events) is signed first, as the edge signs it, unless `sign=False`."""
+    if sign and "tool" in event and "httpMethod" not in event and "signature" not in event:
+        event = lambda_runtime.signer().sign(event)
     ctx = LambdaContext(function_name=function_name(PREFIX, group), aws_request_id=str(uuid.uuid4()))
     return handler_module(group).handler(event, ctx)
 
@@ -90,7 +93,7 @@ class InProcessLambda:
         assert InvocationType == "RequestResponse"
         group = FunctionName.removeprefix(f"{PREFIX}-").replace("-", "_")
         self.calls.append(group)
-        out = call(group, json.loads(Payload))
+        out = call(group, json.loads(Payload), sign=False)
         return {"StatusCode": 200, "Payload": io.BytesIO(json.dumps(out).encode())}
 
 
@@ -104,9 +107,20 @@ def clock() -> FixedClock:
     return FixedClock(START)
 
 
+@pytest.fixture(scope="session")
+def signing_secret_arn(moto_url: str) -> str:
+    """The stage's invoke-signing key in Secrets Manager (moto server)."""
+    import boto3
+
+    sm = boto3.client("secretsmanager", endpoint_url=moto_url, **engines.CREDENTIALS)
+    name = f"fleetmem-test-invoke-signing-{uuid.uuid4().hex[:8]}"
+    return str(sm.create_secret(Name=name, SecretString=uuid.uuid4().hex + uuid.uuid4().hex)["ARN"])
+
+
 @pytest.fixture
-def aws_env(monkeypatch: pytest.MonkeyPatch, moto_url: str) -> Iterator[None]:
+def aws_env(monkeypatch: pytest.MonkeyPatch, moto_url: str, signing_secret_arn: str) -> Iterator[None]:
     """What CDK sets on every function, pointed at the local engines."""
+    from fleetmem.config import ENV_INVOKE_SIGNING_SECRET_ARN
     from fleetmem.memory.verbs import REGISTRY
 
     env = {
@@ -124,6 +138,7 @@ def aws_env(monkeypatch: pytest.MonkeyPatch, moto_url: str) -> Iterator[None]:
         "POWERTOOLS_METRICS_NAMESPACE": "fleetmem",
         "POWERTOOLS_SERVICE_NAME": "test",
         TOOL_FUNCTIONS_ENV: json.dumps({t: function_name(PREFIX, function_group(t)) for t in REGISTRY}),
+        ENV_INVOKE_SIGNING_SECRET_ARN: signing_secret_arn,
     }
     for k, v in env.items():
         monkeypatch.setenv(k, v)
@@ -168,11 +183,11 @@ def deps(aws_env: None, moto_url: str, osmem_url: str, clock: FixedClock) -> Ite
 
 @pytest.fixture
 def lambda_service(monkeypatch: pytest.MonkeyPatch, aws_env: None) -> InProcessLambda:
-    """The edge's LambdaInvoker, talking to the in-process Lambda stand-in."""
-    from fleetmem.transport.invoker import LambdaInvoker
+    """The edge's LambdaInvoker (signing as deployed), talking to the in-process Lambda stand-in."""
+    from fleetmem.adapters.aws.invoker import LambdaInvoker
 
     service = InProcessLambda()
     table = json.loads(__import__("os").environ[TOOL_FUNCTIONS_ENV])
-    invoker = LambdaInvoker(lambda tool: table[tool], client=service)
-    monkeypatch.setattr(lambda_runtime, "_edge_invoker", lambda: invoker)
+    invoker = LambdaInvoker(lambda tool: table[tool], client=service, signer=lambda_runtime.signer())
+    monkeypatch.setattr(lambda_runtime, "edge_invoker", lambda: invoker)
     return service

@@ -20,7 +20,8 @@ import anyio
 import uvicorn
 
 from fleetmem.lambda_routes import function_group
-from fleetmem.lambda_runtime import Unauthorized, gateway_error_body, www_authenticate
+from fleetmem.transport.aws_lambda.authorizer import Unauthorized
+from fleetmem.transport.aws_lambda.proxy import gateway_error_body, www_authenticate
 
 from .conftest import call
 

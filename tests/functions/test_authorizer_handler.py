@@ -18,9 +18,9 @@ import jwt
 import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from fleetmem.lambda_runtime import Unauthorized
 from fleetmem.models import ClientRecord
 from fleetmem.tokens import hash_token, token_id_for
+from fleetmem.transport.aws_lambda.authorizer import Unauthorized
 
 from .conftest import call, load_event
 
@@ -210,3 +210,26 @@ def test_a_jwt_signed_by_another_key_is_401(cognito, usage_keys):
 def test_the_sample_cognito_event_itself_is_rejected_its_signature_is_fake(cognito, usage_keys):
     with pytest.raises(Unauthorized):
         call("authorizer", load_event("authorizer", "cognito_access_token"))
+
+
+def test_a_cognito_app_client_on_the_deny_list_is_401(cognito, signing_key, usage_keys, deps):
+    """Cognito cannot revoke client-credentials tokens; the deny-list in the clients table can."""
+    from fleetmem.tokens import deny_cognito_client
+
+    token = access_token(signing_key, cognito)
+    assert call("authorizer", with_token("cognito_access_token", token))["context"]["client_id"] == "planner"
+    deny_cognito_client(deps.clients, deps.clock, app_client_id=APP_CLIENT)
+    with pytest.raises(Unauthorized):
+        call("authorizer", with_token("cognito_access_token", token))
+
+
+def test_the_cli_puts_a_cognito_app_client_on_the_deny_list(deps):
+    """`fleetmem token deny-cognito` writes through the wiring's client store (here the AWS
+    stores on moto, as `--backend aws` would)."""
+    from fleetmem.cli import main
+    from fleetmem.tokens import cognito_client_denied
+
+    assert not cognito_client_denied(deps.clients, "cli-app-client", deps.clock.now())
+    assert main(["token", "deny-cognito", "cli-app-client", "--json"]) == 0
+    assert cognito_client_denied(deps.clients, "cli-app-client", deps.clock.now())
+    assert not cognito_client_denied(deps.clients, "another-app-client", deps.clock.now())

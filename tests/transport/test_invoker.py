@@ -13,9 +13,10 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
+from fleetmem.adapters.aws.invoker import LambdaInvoker
 from fleetmem.models import Caller
 from fleetmem.ports import Deps
-from fleetmem.transport.invoker import InProcessInvoker, LambdaInvoker, handle_invoke_payload
+from fleetmem.transport.invoker import InProcessInvoker, handle_invoke_payload
 
 REMEMBER = {"fact": "Alice prefers tea", "provenance": "chat", "entity": "Alice"}
 

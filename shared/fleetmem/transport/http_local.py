@@ -27,6 +27,7 @@ from fleetmem.ports import Deps
 from fleetmem.protocol import Surface
 from fleetmem.transport.logs import configure_logging
 from fleetmem.transport.mcp_app import DEFAULT_TOKEN_COMMAND, MCP_PATH, bearer_caller, build_mcp_app
+from fleetmem.wiring import build_auth
 
 
 class PortUnavailable(OSError):
@@ -69,7 +70,7 @@ def build_local_app(
     return build_mcp_app(
         deps_factory,
         surface=surface,
-        caller_from_request=bearer_caller(deps_factory),
+        caller_from_request=bearer_caller(lambda: build_auth(deps_factory())),
         authorization_server=authorization_server or None,
         host=host,
         token_command=argv,

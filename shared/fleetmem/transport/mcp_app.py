@@ -55,7 +55,7 @@ from fleetmem.memory.envelope import (
 )
 from fleetmem.memory.registry import ToolSpec
 from fleetmem.models import Caller
-from fleetmem.ports import Deps
+from fleetmem.ports import Auth, Deps
 from fleetmem.protocol import PROTOCOL_VERSION, SCOPES, SERVER_NAME, Surface
 from fleetmem.transport.dispatch import DispatchResult, precheck, visible_tools
 from fleetmem.transport.gateway import caller_from_authorizer
@@ -560,17 +560,16 @@ def bearer_token(request: Request) -> str | None:
     return token.strip()
 
 
-def bearer_caller(deps_factory: Callable[[], Deps]) -> CallerFromRequest:
-    """Local server: the token is verified against the client store on every request (no cache), so
-    tokens created or revoked by the CLI while the server runs take effect at once."""
-    from fleetmem.tokens import verify_token
+def bearer_caller(auth_factory: Callable[[], Auth]) -> CallerFromRequest:
+    """Local server: the token is verified through the `Auth` port on every request (the token
+    store has no cache), so tokens created or revoked by the CLI while the server runs take effect
+    at once."""
 
     def caller(request: Request) -> Caller | None:
         token = bearer_token(request)
         if token is None:
             return None
-        deps = deps_factory()
-        return verify_token(deps.clients, token, deps.clock.now())
+        return auth_factory().verify(token)
 
     return caller
 

@@ -1,8 +1,23 @@
 """Local adapters: one SQLite file for every store and the search index, a real clock, sortable ids.
 
-`open_local(data_dir)` is the entry point the wiring uses (":memory:" for tests).
+`open_local(data_dir)` is the entry point the wiring uses (":memory:" for tests). The SQLite store
+(and with it numpy) loads only when a caller asks for it: the Lambda functions import the clock
+and ids from this package and must never pay for — or ship — numpy.
 """
 
-from fleetmem.adapters.local.sqlite import LocalStores, open_local
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from fleetmem.adapters.local.sqlite import LocalStores, open_local
 
 __all__ = ["LocalStores", "open_local"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in __all__:
+        from fleetmem.adapters.local import sqlite
+
+        return getattr(sqlite, name)
+    raise AttributeError(name)

@@ -1,0 +1,193 @@
+"""The edge's way to a verb: one Lambda function per verb, invoked synchronously with a signed
+payload, and the verb function's check of that signature.
+
+Signing (HMAC-SHA256): the edge signs the canonical JSON of the payload and the signing time
+with a per-stage secret (Secrets Manager, ARN in `FLEETMEM_INVOKE_SIGNING_SECRET_ARN`, read once
+per sandbox); the verb function recomputes it and compares in constant time, and refuses a
+payload that is unsigned, forged, or signed more than `SIGNATURE_VALIDITY` ago (or ahead). So a
+principal that may only call `lambda:InvokeFunction` cannot act as another tenant.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import logging
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from fleetmem.errors import Fix, VerbError
+from fleetmem.memory.envelope import build_envelope, internal_envelope
+from fleetmem.models import Caller
+from fleetmem.protocol import Surface
+from fleetmem.transport.dispatch import DispatchResult
+from fleetmem.transport.invoker import make_payload
+from fleetmem.transport.logs import correlation
+
+log = logging.getLogger("fleetmem.invoker")
+
+SIGNATURE_FIELD = "signature"
+#: How long a signed payload stays valid (seconds, either side of the verifier's clock).
+SIGNATURE_VALIDITY = 60
+
+
+def _canonical(payload: Mapping[str, Any], signed_at: int) -> bytes:
+    body = {k: v for k, v in payload.items() if k != SIGNATURE_FIELD}
+    return json.dumps([signed_at, body], sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode()
+
+
+class PayloadSigner:
+    """HMAC-SHA256 over an invoke payload with the stage's secret. `secret` is the key itself
+    (tests) or loaded on first use from Secrets Manager by `secret_arn` and kept for the sandbox."""
+
+    def __init__(
+        self,
+        *,
+        secret: bytes | None = None,
+        secret_arn: str = "",
+        region: str = "",
+        now: Callable[[], float] = time.time,
+    ) -> None:
+        self._secret = secret
+        self.secret_arn = secret_arn
+        self.region = region
+        self.now = now
+
+    @property
+    def configured(self) -> bool:
+        return self._secret is not None or bool(self.secret_arn)
+
+    def secret(self) -> bytes:
+        if self._secret is None:
+            if not self.secret_arn:
+                raise RuntimeError("no invoke signing secret is configured")
+            from fleetmem.adapters.aws import sdk_client
+
+            value = sdk_client("secretsmanager", region=self.region).get_secret_value(SecretId=self.secret_arn)
+            self._secret = str(value["SecretString"]).encode()
+        return self._secret
+
+    def sign(self, payload: Mapping[str, Any]) -> dict[str, Any]:
+        at = int(self.now())
+        mac = hmac.new(self.secret(), _canonical(payload, at), hashlib.sha256).hexdigest()
+        return {**payload, SIGNATURE_FIELD: {"v": 1, "at": at, "mac": mac}}
+
+    def verify(self, payload: Mapping[str, Any]) -> bool:
+        sig = payload.get(SIGNATURE_FIELD)
+        if not isinstance(sig, Mapping) or sig.get("v") != 1:
+            return False
+        at, mac = sig.get("at"), sig.get("mac")
+        if not isinstance(at, int) or not isinstance(mac, str):
+            return False
+        if abs(self.now() - at) > SIGNATURE_VALIDITY:
+            return False
+        expected = hmac.new(self.secret(), _canonical(payload, at), hashlib.sha256).hexdigest()
+        return hmac.compare_digest(expected, mac)
+
+
+#: Seconds to wait for a synchronous verb invocation by default: below the edge function's and the
+#: API integration's timeouts, above every verb function's (the deploy sets it per stage).
+INVOKE_READ_TIMEOUT = 26
+
+
+class LambdaInvoker:
+    """Invokes the verb's own function synchronously (RequestResponse).
+
+    `client` is a boto3 Lambda client (built lazily on first use by the AWS adapters' client
+    factory when not injected, so nothing connects at import or construction). A function error
+    or an unreadable answer becomes the `internal` envelope; the function's error text is never
+    relayed; a throttled invoke is `unavailable` with a wait fix."""
+
+    def __init__(
+        self,
+        function_name_for: Callable[[str], str],
+        *,
+        client: Any = None,
+        surface: Surface = "full",
+        region: str | None = None,
+        signer: PayloadSigner | None = None,
+        read_timeout: int = INVOKE_READ_TIMEOUT,
+    ) -> None:
+        self.function_name_for = function_name_for
+        self._client = client
+        self.surface = surface
+        self.region = region
+        self.signer = signer
+        self.read_timeout = read_timeout
+
+    @property
+    def client(self) -> Any:
+        if self._client is None:
+            from fleetmem.adapters.aws import sdk_client
+
+            self._client = sdk_client("lambda", region=self.region or "", read_timeout=self.read_timeout)
+        return self._client
+
+    def invoke(
+        self, tool: str, arguments: dict[str, Any] | None, caller: Caller, correlation_id: str
+    ) -> DispatchResult:
+        with correlation(correlation_id):
+            return self._invoke(tool, arguments, caller, correlation_id)
+
+    def _invoke(
+        self, tool: str, arguments: dict[str, Any] | None, caller: Caller, correlation_id: str
+    ) -> DispatchResult:
+        payload = make_payload(tool, arguments, caller, correlation_id, self.surface)
+        try:
+            if self.signer is not None:
+                payload = self.signer.sign(payload)
+            response = self.client.invoke(
+                FunctionName=self.function_name_for(tool),
+                InvocationType="RequestResponse",
+                Payload=json.dumps(payload).encode(),
+            )
+            raw = response["Payload"].read()
+            if response.get("FunctionError"):
+                log.error(
+                    "verb function failed",
+                    extra={
+                        "event": "lambda_function_error",
+                        "tool": tool[:64],
+                        "function_error": str(response.get("FunctionError")),
+                    },
+                )
+                return _internal(correlation_id, tool)
+            return DispatchResult.from_json(json.loads(raw))
+        except Exception as exc:
+            code = (getattr(exc, "response", None) or {}).get("Error", {}).get("Code", "")
+            if code in _THROTTLED:
+                return _throttled(correlation_id, tool, arguments)
+            log.error(
+                "verb function unreachable",
+                extra={"event": "lambda_invoke_failed", "tool": tool[:64], "exc_type": type(exc).__name__},
+            )
+            return _internal(correlation_id, tool)
+
+
+_THROTTLED = frozenset({"TooManyRequestsException", "ThrottlingException", "EC2ThrottledException"})
+THROTTLE_RETRY_SECONDS = 1
+
+
+def _throttled(correlation_id: str, tool: str, arguments: dict[str, Any] | None) -> DispatchResult:
+    err = VerbError(
+        "unavailable",
+        f"The {tool} function is at its concurrency limit.",
+        f"Wait {THROTTLE_RETRY_SECONDS} s, then retry the same call.",
+        why="The platform throttled the invocation before it ran; nothing was done.",
+        detail={"reason": "throttled"},
+        fix=Fix(
+            why="The same call after a short wait.",
+            mcp={"tool": tool, "arguments": dict(arguments or {})},
+            actor="provider",
+            retry_after_seconds=THROTTLE_RETRY_SECONDS,
+        ),
+        retryable=True,
+    )
+    body = build_envelope(err, tool=tool, arguments=arguments, correlation_id=correlation_id, transport="mcp")
+    return DispatchResult(body, True, [], correlation_id)
+
+
+def _internal(correlation_id: str, tool: str) -> DispatchResult:
+    return DispatchResult(internal_envelope(correlation_id, tool), True, [], correlation_id)

@@ -1,0 +1,164 @@
+"""API Gateway REST proxy events: body and headers in, proxy responses out, and the bridge that runs
+one event through an ASGI app."""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Callable, Mapping
+from typing import Any
+
+#: HTTP status for each envelope code on the plain `/v1/<tool>` route (MCP always answers 200).
+HTTP_STATUS = {
+    "invalid_params": 400,
+    "provenance_required": 400,
+    "budget_unsatisfiable": 400,
+    "unauthorized": 401,
+    "scope_denied": 403,
+    "not_found": 404,
+    "unknown_tool": 404,
+    "rate_limited": 429,
+    "internal": 500,
+    "unavailable": 503,
+}
+NOTICES_HEADER = "Fleetmem-Notices"
+
+
+def is_proxy_event(event: Mapping[str, Any]) -> bool:
+    return "requestContext" in event and "httpMethod" in event
+
+
+def event_body(event: Mapping[str, Any]) -> bytes:
+    body = event.get("body") or ""
+    if event.get("isBase64Encoded"):
+        return base64.b64decode(body)
+    return body.encode() if isinstance(body, str) else bytes(body)
+
+
+def event_headers(event: Mapping[str, Any]) -> dict[str, str]:
+    """Lower-cased single-value headers (multi-value headers joined the HTTP way)."""
+    out: dict[str, str] = {}
+    for k, v in (event.get("multiValueHeaders") or {}).items():
+        if v:
+            out[k.lower()] = ", ".join(v)
+    for k, v in (event.get("headers") or {}).items():
+        if v is not None:
+            out[k.lower()] = v
+    return out
+
+
+def proxy_response(status: int, body: Any, headers: Mapping[str, str] | None = None) -> dict[str, Any]:
+    text = body if isinstance(body, str) else json.dumps(body, ensure_ascii=False)
+    return {
+        "statusCode": status,
+        "headers": {"Content-Type": "application/json", **(headers or {})},
+        "body": text,
+        "isBase64Encoded": False,
+    }
+
+
+def gateway_error_body(code: str, message: str, *, correlation_id: str) -> dict[str, Any]:
+    """The body API Gateway itself answers with (gateway responses: 401 before any function runs,
+    429 from usage plans), in the protocol's envelope shape. CDK renders it with
+    `correlation_id="$context.requestId"`."""
+    from fleetmem.protocol import CONTRACT_VERSION, PROTOCOL_VERSION
+
+    retryable = code == "rate_limited"
+    suggestion = (
+        "Wait, then retry the same call; this client's rate limit or daily quota is used up."
+        if retryable
+        else "Send `Authorization: Bearer <token>` with a valid fleetmem API token or Cognito access "
+        "token; the operator mints one with `fleetmem token create --backend aws`."
+    )
+    return {
+        "error": code,
+        "code": code,
+        "message": message,
+        "suggestion": suggestion,
+        "class": "retryable" if retryable else "caller",
+        "retryable": retryable,
+        "protocol_version": PROTOCOL_VERSION,
+        "contract_version": CONTRACT_VERSION,
+        "correlation_id": correlation_id,
+    }
+
+
+def www_authenticate(base_url: str) -> str:
+    """The 401 challenge: where the protected-resource metadata (and so the token issuer) is."""
+    return f'Bearer realm="fleetmem", resource_metadata="{base_url}/.well-known/oauth-protected-resource/mcp"'
+
+
+def request_id(event: Mapping[str, Any]) -> str | None:
+    """API Gateway's request id: the same id is in the access log, so one search finds both."""
+    return (event.get("requestContext") or {}).get("requestId") or None
+
+
+async def call_asgi(app: Callable[..., Any], event: Mapping[str, Any]) -> dict[str, Any]:
+    """Run one REST proxy event through an ASGI app and shape the proxy response."""
+    import anyio
+
+    headers = event_headers(event)
+    path = str(event.get("path") or "/")
+    query = event.get("multiValueQueryStringParameters") or {
+        k: [v] for k, v in (event.get("queryStringParameters") or {}).items()
+    }
+    from urllib.parse import urlencode
+
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": str(event.get("httpMethod") or "POST").upper(),
+        "scheme": "https",
+        "path": path,
+        "raw_path": path.encode(),
+        "root_path": "",
+        "query_string": urlencode(query, doseq=True).encode(),
+        "headers": [(k.encode("latin-1"), v.encode("latin-1")) for k, v in headers.items()],
+        "client": (
+            ((event.get("requestContext") or {}).get("identity") or {}).get("sourceIp") or "0.0.0.0",  # noqa: S104
+            0,
+        ),
+        "server": (headers.get("host", "lambda"), 443),
+        "aws.event": event,
+    }
+    body = event_body(event)
+    sent_body = False
+    done = anyio.Event()
+    status = 500
+    out_headers: dict[str, str] = {}
+    chunks: list[bytes] = []
+
+    async def receive() -> dict[str, Any]:
+        nonlocal sent_body
+        if not sent_body:
+            sent_body = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        await done.wait()  # the client "disconnects" only once the response is complete
+        return {"type": "http.disconnect"}
+
+    async def send(message: dict[str, Any]) -> None:
+        nonlocal status
+        if message["type"] == "http.response.start":
+            status = int(message["status"])
+            for k, v in message.get("headers") or []:
+                name = k.decode("latin-1")
+                if name.lower() != "content-length":
+                    out_headers[name] = v.decode("latin-1")
+        elif message["type"] == "http.response.body":
+            chunks.append(message.get("body") or b"")
+            if not message.get("more_body"):
+                done.set()
+
+    await app(scope, receive, send)
+    done.set()
+    raw = b"".join(chunks)
+    try:
+        return {"statusCode": status, "headers": out_headers, "body": raw.decode(), "isBase64Encoded": False}
+    except UnicodeDecodeError:
+        return {
+            "statusCode": status,
+            "headers": out_headers,
+            "body": base64.b64encode(raw).decode(),
+            "isBase64Encoded": True,
+        }

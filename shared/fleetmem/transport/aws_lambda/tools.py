@@ -1,0 +1,166 @@
+"""A tool function (one per verb; `pages` and `admin` serve several tools): the edge's signed invoke
+payload, or a `POST /v1/<tool>` proxy event whose caller the authorizer vouched for."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from fleetmem.errors import VerbError
+from fleetmem.ports import Deps
+from fleetmem.transport.aws_lambda import runtime
+from fleetmem.transport.aws_lambda.proxy import (
+    HTTP_STATUS,
+    NOTICES_HEADER,
+    event_body,
+    is_proxy_event,
+    proxy_response,
+    request_id,
+)
+from fleetmem.transport.gateway import caller_from_authorizer
+
+log = logging.getLogger("fleetmem.lambda")
+
+
+def handle_tool_event(event: Mapping[str, Any], tools: Iterable[str], deps: Deps | None = None) -> dict[str, Any]:
+    """Serve one call for a function that owns `tools`: the edge's invoke payload, or a
+    `POST /v1/<tool>` proxy event. A tool this function does not own is `unknown_tool`."""
+    owned = frozenset(tools)
+    if is_proxy_event(event):
+        return _handle_v1(event, owned, deps)
+    from fleetmem.transport.invoker import handle_invoke_payload
+
+    if not _signed_by_the_edge(event):
+        return _refused_json(str(event.get("tool") or ""), event.get("correlation_id"))
+    if event.get("tool") not in owned:
+        # The edge routes by the same table; anything else is a misrouted payload.
+        return _unknown_tool_json(str(event.get("tool") or ""), event.get("correlation_id"))
+    return handle_invoke_payload(event, deps or runtime.get_deps())
+
+
+def _signed_by_the_edge(event: Mapping[str, Any]) -> bool:
+    """Only the edge can sign an invoke payload; without a configured key nothing is accepted
+    (fail closed: the tenant and scopes in the payload are trusted only when signed)."""
+    s = runtime.signer()
+    if not s.configured:
+        log.error("no invoke signing secret configured", extra={"event": "invoke_unsigned_config"})
+        return False
+    try:
+        ok = bool(s.verify(event))
+    except Exception as exc:
+        log.error("signing secret unreadable", extra={"event": "invoke_secret_error", "exc_type": type(exc).__name__})
+        return False
+    if not ok:
+        log.warning("invoke payload refused", extra={"event": "invoke_signature_refused"})
+    return ok
+
+
+def _refused_json(tool: str, correlation_id: str | None) -> dict[str, Any]:
+    return _error_json(
+        VerbError(
+            "unauthorized",
+            "This invocation does not carry a valid signature from the MCP edge.",
+            "Call the tool through the MCP endpoint or POST /v1/<tool> with a bearer token.",
+        ),
+        tool,
+        correlation_id,
+    )
+
+
+def _unknown_tool_json(tool: str, correlation_id: str | None) -> dict[str, Any]:
+    return _error_json(
+        VerbError(
+            "unknown_tool",
+            "This function does not serve that tool.",
+            "Call tools/list and use one of the tools it names.",
+        ),
+        tool,
+        correlation_id,
+    )
+
+
+def _error_json(err: VerbError, tool: str, correlation_id: str | None) -> dict[str, Any]:
+    from fleetmem.transport.dispatch import DispatchResult
+    from fleetmem.transport.logs import new_correlation_id
+
+    cid = correlation_id or new_correlation_id()
+    body = _envelope(err, tool=tool, arguments={}, correlation_id=cid, transport="mcp")
+    return DispatchResult(body, True, [], cid).to_json()
+
+
+def _envelope(err: VerbError, **kw: Any) -> dict[str, Any]:
+    from fleetmem.memory.envelope import build_envelope
+
+    return build_envelope(err, **kw)
+
+
+def _handle_v1(event: Mapping[str, Any], owned: frozenset[str], deps: Deps | None) -> dict[str, Any]:
+    from fleetmem.memory.envelope import render_notice_meta
+    from fleetmem.transport.dispatch import dispatch
+    from fleetmem.transport.logs import new_correlation_id
+
+    cid = request_id(event) or new_correlation_id()
+    tool = (event.get("pathParameters") or {}).get("tool") or str(event.get("path") or "").rstrip("/").rsplit("/", 1)[
+        -1
+    ]
+    if event.get("httpMethod") != "POST":
+        return proxy_response(405, {"error": "method_not_allowed", "message": "Use POST."}, {"Allow": "POST"})
+    caller = caller_from_authorizer(event)
+    if caller is None:
+        body = _envelope(
+            VerbError(
+                "unauthorized",
+                "No authenticated caller reached this function.",
+                "Send `Authorization: Bearer <token>` with a valid fleetmem credential.",
+            ),
+            tool=tool,
+            arguments={},
+            correlation_id=cid,
+            transport="http",
+        )
+        return proxy_response(401, body, {"WWW-Authenticate": 'Bearer realm="fleetmem"'})
+    if tool not in owned:
+        body = _envelope(
+            VerbError(
+                "unknown_tool",
+                f"No tool {tool[:64]!r} at this route.",
+                "POST to /v1/<tool> with a tool name from tools/list.",
+            ),
+            tool=tool,
+            arguments={},
+            correlation_id=cid,
+            transport="http",
+        )
+        return proxy_response(404, body)
+    raw = event_body(event)
+    try:
+        arguments = json.loads(raw) if raw.strip() else {}
+    except ValueError:
+        body = _envelope(
+            VerbError(
+                "invalid_params",
+                "The request body is not valid JSON.",
+                "Send the tool's arguments as one JSON object.",
+            ),
+            tool=tool,
+            arguments={},
+            correlation_id=cid,
+            transport="http",
+        )
+        return proxy_response(400, body)
+    result = dispatch(
+        tool,
+        arguments,
+        caller,
+        deps or runtime.get_deps(),
+        surface=runtime.settings().surface,
+        correlation_id=cid,
+        transport="http",
+    )
+    headers = {"X-Correlation-Id": result.correlation_id}
+    if result.notices:
+        headers[NOTICES_HEADER] = json.dumps([render_notice_meta(n, "http") for n in result.notices], ensure_ascii=True)
+    status = HTTP_STATUS.get(str(result.body.get("code")), 500) if result.is_error else 200
+    return proxy_response(status, result.body, headers)
