@@ -75,19 +75,20 @@ def test_a_delta_too_large_even_at_the_floor_is_cut_to_heads_and_the_cursor_move
     event, url = bound_event
     call("heartbeat", event)
     clock.advance(minutes=1)
-    # one page whose title alone (~2,000 characters, 500 tokens) is over the floor budget and the limit
-    title = "Acme renewal " * 150
+    # one page with a title at its 300-character limit and a ~1,600-character fact: at the floor
+    # budget the message is still over a 900-byte limit, so it is cut
+    title = ("Acme renewal " * 23)[:300]
     put = load_event("pages", "invoke_put_page")
     put["arguments"] = {"slug": "companies/acme", "content": f"---\ntitle: {title}\n---\nRenewal notes.\n"}
     assert call("pages", put)["is_error"] is False
     remember(long_fact(1))
     clock.advance(minutes=1)
-    runtime.delivery().max_bytes = 1_500
+    runtime.delivery().max_bytes = 900
     before = deps.cursors.get("acme", "planner", event["session_id"], now=clock.now())
     out = call("heartbeat", event)
     assert out["status"] == "delivered" and out["truncated"] is True
     (body,) = received(url)
-    assert len(body.encode()) <= 1_500
+    assert len(body.encode()) <= 900
     assert json.loads(body)["delta"]["truncated"] is True
     after = deps.cursors.get("acme", "planner", event["session_id"], now=clock.now())
     assert (after.since, after.slug) != (before.since, before.slug)
