@@ -74,14 +74,14 @@ def load_profiles(path: Path | None = None) -> dict[str, Profile]:
     return out
 
 
-def write_private_json(path: Path, doc: Any) -> None:
+def write_private_json(path: Path, doc: Any, *, sort_keys: bool = True) -> None:
     """Write `doc` to `path` atomically, readable by the owner only (0600), parents created 0700."""
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
         os.fchmod(fd, 0o600)
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(doc, fh, indent=2, sort_keys=True)
+            json.dump(doc, fh, indent=2, sort_keys=sort_keys)
             fh.write("\n")
         os.replace(tmp, path)
     except BaseException:

@@ -135,3 +135,9 @@ def slow_server() -> Iterator[SlowServer]:
         yield server
     finally:
         server.close()
+
+
+@pytest.fixture
+def fm_local(tmp_path: Path) -> Fleetmem:
+    """The CLI (in process) on a fresh local data directory, with temporary config/state dirs."""
+    return Fleetmem(tmp_path / "data", base_env(tmp_path))

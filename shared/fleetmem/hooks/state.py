@@ -61,7 +61,8 @@ class StateFile:
             entries.pop(key, None)
             entries[key] = entry
             if len(entries) > self.max_entries:
+                # Stable sort: entries updated within the same millisecond keep their update order.
                 keep = sorted(entries.items(), key=lambda kv: str(kv[1].get("updated_at", "")))
                 entries = dict(keep[-self.max_entries :])
-            write_private_json(self.path, {"entries": entries})
+            write_private_json(self.path, {"entries": entries}, sort_keys=False)
         return entry

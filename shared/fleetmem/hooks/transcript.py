@@ -18,10 +18,10 @@ from typing import Any
 
 DEFAULT_TAIL_BYTES = 64 * 1024
 
-_SLUG = re.compile(r"(?<![\w/.:@-])([a-z0-9][a-z0-9_-]*(?:/[a-z0-9][a-z0-9_-]*){1,2})(?![\w/.-])")
+_SLUG = re.compile(r"(?<![\w/.:@-])([a-z0-9][a-z0-9_-]*(?:/[a-z0-9][a-z0-9_-]*){1,2})(?![\w/-]|\.\w)")
 _WIKI = re.compile(r"\[\[([^\[\]|]{1,120})(?:\|[^\[\]]*)?\]\]")
 _NAME = re.compile(r"(?<![\w/.-])([A-Z][\w&'-]*[a-z][\w&'-]*(?:[ \t]+[A-Z][\w&'-]*[a-z][\w&'-]*){0,3})(?![\w/-])")
-_KEBAB = re.compile(r"(?<![\w/.-])([a-z][a-z0-9]+(?:-[a-z0-9]+){1,4})(?![\w/.-])")
+_KEBAB = re.compile(r"(?<![\w/.-])([a-z][a-z0-9]+(?:-[a-z0-9]+){1,4})(?![\w/-]|\.\w)")
 
 #: Capitalized words that start sentences or name no one; dropped as single words and from span edges.
 STOPWORDS = frozenset(
