@@ -156,11 +156,11 @@ def test_the_hook_works_on_the_local_lane_too(tmp_path: Path, brain: Served) -> 
 # --------------------------------------------------------------------------- failure modes
 
 
-def failing_project(tmp_path: Path, url: str, token_file: Path) -> dict[str, str]:
+def failing_project(tmp_path: Path, url: str, token_file: Path, timeout: float = 1) -> dict[str, str]:
     project = tmp_path / "p"
     project.mkdir(exist_ok=True)
     (project / ".fleetmem.json").write_text(json.dumps(
-        {"url": url, "token_file": str(token_file), "entities": ["people/hook-alice"], "timeout_seconds": 1}))
+        {"url": url, "token_file": str(token_file), "entities": ["people/hook-alice"], "timeout_seconds": timeout}))
     return {**base_env(tmp_path), "CLAUDE_PROJECT_DIR": str(project)}
 
 
@@ -169,7 +169,7 @@ def assert_silent_success(proc: subprocess.CompletedProcess[str], needle: str) -
     assert proc.stdout == ""
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1, proc.stderr
-    assert needle in lines[0] and "nothing injected" in lines[0]
+    assert needle in lines[0] and "nothing injected" in lines[0], proc.stderr
 
 
 EVENTS = [
@@ -183,7 +183,7 @@ EVENTS = [
 def test_a_down_server_leaves_the_harness_output_empty(tmp_path: Path, brain: Served, event: dict[str, Any]) -> None:
     from tests.conformance.test_conformance_local import free_port
 
-    env = failing_project(tmp_path, f"http://127.0.0.1:{free_port()}/mcp", brain.token_file)
+    env = failing_project(tmp_path, f"http://127.0.0.1:{free_port()}/mcp", brain.token_file, timeout=30)
     path = transcript(tmp_path / "t.jsonl", [("user", "Hook Alice and Hook Acme")])
     proc = run_hook(env, {"session_id": "down", "transcript_path": str(path), **event})
     assert_silent_success(proc, "cannot reach")
@@ -192,7 +192,7 @@ def test_a_down_server_leaves_the_harness_output_empty(tmp_path: Path, brain: Se
 @pytest.mark.parametrize("event", EVENTS, ids=lambda e: f"{e['hook_event_name']}-{e.get('source', e.get('trigger'))}")
 def test_a_refused_token_leaves_the_harness_output_empty(tmp_path: Path, brain: Served, event: dict[str, Any]) -> None:
     bad = write_token(tmp_path / "bad", "fm_" + "y" * 43)
-    env = failing_project(tmp_path, brain.url, bad)
+    env = failing_project(tmp_path, brain.url, bad, timeout=30)  # the refusal, not the clock, must stop it
     path = transcript(tmp_path / "t.jsonl", [("user", "Hook Alice and Hook Acme")])
     proc = run_hook(env, {"session_id": "bad-token", "transcript_path": str(path), **event})
     assert_silent_success(proc, "unauthorized")
@@ -204,11 +204,12 @@ def test_a_refused_token_leaves_the_harness_output_empty(tmp_path: Path, brain: 
 def test_a_hanging_server_times_out_and_leaves_the_harness_output_empty(
     tmp_path: Path, brain: Served, slow_server: SlowServer, event: dict[str, Any]
 ) -> None:
-    env = failing_project(tmp_path, slow_server.url, brain.token_file)
+    # long enough for a busy machine to connect; the server then never answers
+    env = failing_project(tmp_path, slow_server.url, brain.token_file, timeout=5)
     path = transcript(tmp_path / "t.jsonl", [("user", "Hook Alice and Hook Acme")])
     proc = run_hook(env, {"session_id": "slow", "transcript_path": str(path), **event})
-    assert slow_server.accepted.is_set()  # the hook did reach the server, which never answered
-    assert_silent_success(proc, "no answer within 1 s")
+    assert slow_server.accepted.wait(10)  # the hook did reach the server, which never answered
+    assert_silent_success(proc, "no answer within 5 s")
 
 
 @pytest.mark.parametrize("stdin", ["", "not json", "[1, 2]"])

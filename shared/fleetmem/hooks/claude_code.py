@@ -40,6 +40,7 @@ from fleetmem.profiles import state_dir
 
 PROJECT_CONFIG = ".fleetmem.json"
 DEFAULT_TIMEOUT_S = 2.0
+GUARD_GRACE_S = 0.5
 #: Token budgets per boundary (the README's cadence table): a start can afford more than a rehydration.
 START_BUDGET_TOKENS = 2000
 COMPACT_BUDGET_TOKENS = 1500
@@ -282,7 +283,7 @@ def _bounded(work: Callable[[], Any], timeout: float) -> Any:
     thread.start()
     thread.join(timeout)
     if thread.is_alive():
-        raise HookSkipped(f"no answer within {timeout:g} s")
+        raise HookSkipped(f"no answer within {timeout - GUARD_GRACE_S:g} s")
     if "error" in box:
         raise box["error"]
     return box.get("value")
@@ -327,7 +328,8 @@ def run_hook(args: Any, stdin_text: str) -> str | None:
             doc = {"hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext": text}}
             return json.dumps(doc, ensure_ascii=False)
 
-        result: str | None = _bounded(work, timeout)
+        # The remote client enforces `timeout` itself; the guard is the backstop (a stuck local store).
+        result: str | None = _bounded(work, timeout + GUARD_GRACE_S)
         return result
     except HookSkipped as exc:
         log.failure(str(exc))
