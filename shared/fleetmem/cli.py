@@ -4,6 +4,7 @@ Every tool in the registry is a subcommand generated from its params model, so t
 drifts from tools/list. Tool subcommands act directly on the data directory as the trusted-local
 caller (remote=False: `--include-private` works here and nowhere else) through the same
 `dispatch()` the MCP server uses, so validation, idempotency and error envelopes are identical.
+With `--url`/`--profile` the same subcommand is a remote MCP call instead (`fleetmem.remote`).
 
 Output contract (AGENT_OPERATOR): human text by default; with `--json` exactly one JSON document
 on stdout and everything else on stderr. Exit codes: 0 ok, 1 failed, 2 usage or invalid input,
