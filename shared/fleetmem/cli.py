@@ -4,6 +4,7 @@ Every tool in the registry is a subcommand generated from its params model, so t
 drifts from tools/list. Tool subcommands act directly on the data directory as the trusted-local
 caller (remote=False: `--include-private` works here and nowhere else) through the same
 `dispatch()` the MCP server uses, so validation, idempotency and error envelopes are identical.
+With `--url`/`--profile` the same subcommand is a remote MCP call instead (`fleetmem.remote`).
 
 Output contract (AGENT_OPERATOR): human text by default; with `--json` exactly one JSON document
 on stdout and everything else on stderr. Exit codes: 0 ok, 1 failed, 2 usage or invalid input,
@@ -164,7 +165,9 @@ class ToolCommand:
     """How one registry tool maps to argv: an option per parameter, one positional shortcut."""
 
     #: Arguments the CLI adds itself; a parameter with the same name would be shadowed.
-    RESERVED = frozenset({"json", "data_dir", "tenant", "yes", "file", "help"})
+    RESERVED = frozenset(
+        {"json", "data_dir", "tenant", "yes", "file", "help", "url", "token_file", "profile", "timeout"}
+    )
 
     def __init__(self, spec: Any) -> None:
         self.spec = spec
@@ -247,6 +250,9 @@ class ToolCommand:
         if self.needs_confirmation:
             p.add_argument("--yes", action="store_true", help="confirm this permanent deletion")
         p.add_argument("--json", action="store_true", help="print the response body as one JSON document")
+        from fleetmem.remote import add_remote_options
+
+        add_remote_options(p)
 
     @staticmethod
     def _convert(kind: str, raw: Any) -> Any:
@@ -413,6 +419,10 @@ def _confirmation_payload(
     cmd: ToolCommand, arguments: dict[str, Any], args: argparse.Namespace
 ) -> dict[str, Any]:
     argv = [*cmd.argv(arguments), "--yes"]
+    from fleetmem.remote import endpoint_from_args
+
+    endpoint = endpoint_from_args(args)
+    argv += list(endpoint.argv) if endpoint else []
     if args.data_dir:
         argv += ["--data-dir", str(args.data_dir)]
     if args.tenant:
@@ -503,14 +513,19 @@ def cmd_tool(args: argparse.Namespace, out: Output) -> int:
         else:
             Output.err(_agent_block(payload))
         return EXIT_CONFIRM
-    from fleetmem.transport.dispatch import dispatch
+    from fleetmem.remote import endpoint_from_args, remote_reply
 
-    deps = _build_deps(_settings(args))
-    result = dispatch(cmd.spec.name, arguments, _local_caller(args.tenant), deps, transport="cli")
+    endpoint = endpoint_from_args(args)
+    if endpoint is not None:  # a remote MCP call: the server's body, notices and envelope as they are
+        body, is_error, notices = remote_reply(endpoint, cmd.spec.name, arguments)
+    else:
+        from fleetmem.transport.dispatch import dispatch
+
+        deps = _build_deps(_settings(args))
+        result = dispatch(cmd.spec.name, arguments, _local_caller(args.tenant), deps, transport="cli")
+        notices, body, is_error = render_notices(result.notices), dict(result.body), result.is_error
     commands = _tool_commands()
-    notices = render_notices(result.notices)
-    body = dict(result.body)
-    if result.is_error:
+    if is_error:
         if out.as_json:
             out.document(body)
         else:
@@ -1187,6 +1202,8 @@ def cmd_bench(args: argparse.Namespace, out: Output) -> int:
 BUILTIN_COMMANDS = frozenset(
     {"serve", "token", "protocol", "import", "doctor", "embedder", "reindex", "conformance", "bench"}
 )
+#: The ambient-recall commands (fleetmem.hooks.commands): built-in too, so a hook skips the registry.
+BUILTIN_COMMANDS = BUILTIN_COMMANDS | {"profile", "hook", "heartbeat"}
 
 
 def _command_word(argv: Sequence[str]) -> str | None:
@@ -1323,6 +1340,10 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     )
     p.add_argument("rest", nargs=argparse.REMAINDER, help="[latency|quality] and the benchmark's options")
     p.set_defaults(handler=cmd_bench)
+
+    from fleetmem.hooks.commands import add_commands
+
+    add_commands(sub, common)
     return parser
 
 

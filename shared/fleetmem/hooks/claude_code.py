@@ -1,0 +1,478 @@
+"""`fleetmem hook claude-code`: ambient recall at Claude Code's session boundaries.
+
+The Claude Code hook contract this follows (Hooks reference, code.claude.com/docs/en/hooks):
+- a command hook gets one JSON object on stdin with `session_id`, `transcript_path`, `cwd`,
+  `hook_event_name`, plus `source` (startup | resume | clear | compact) for SessionStart and
+  `trigger` (manual | auto) for PreCompact;
+- SessionStart may add context with `{"hookSpecificOutput": {"hookEventName": "SessionStart",
+  "additionalContext": "..."}}` on stdout (exit 0); PreCompact cannot add context (its only
+  output is a decision to block compaction), so it prints nothing;
+- settings.json: `{"hooks": {EVENT: [{"matcher": "...", "hooks": [{"type": "command",
+  "command": "...", "timeout": SECONDS}]}]}}`; the matcher filters on `source` / `trigger`.
+
+SessionStart injects a budget-packed `context_pack` for the session's standing entities: those
+configured for the project (`.fleetmem.json`) and those banked for this session by PreCompact
+(banked first after a compaction, when they are what the summary dropped). PreCompact banks the
+window's standing entities: candidate names from the transcript tail, resolved through `entity`
+(only `found: true` is banked), kept per session id (at most 8 per session, 200 sessions).
+
+The hook never blocks or breaks the harness: any failure (server down, bad token, timeout, bad
+input, bad config) prints nothing on stdout, logs one line on stderr and in the state directory's
+`hook.log`, and exits 0.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import sys
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from fleetmem.hooks.state import StateFile, now_iso
+from fleetmem.hooks.transcript import DEFAULT_TAIL_BYTES, candidates, read_tail_texts
+from fleetmem.profiles import state_dir
+
+PROJECT_CONFIG = ".fleetmem.json"
+DEFAULT_TIMEOUT_S = 2.0
+GUARD_GRACE_S = 0.5
+#: Token budgets per boundary (the README's cadence table): a start can afford more than a rehydration.
+START_BUDGET_TOKENS = 2000
+COMPACT_BUDGET_TOKENS = 1500
+BANK_CAP = 8
+MAX_SESSIONS = 200
+MAX_LOOKUPS = 24
+PACK_MAX_ENTITIES = 8
+HOOK_EVENTS = ("SessionStart", "PreCompact")
+SESSION_START_MATCHER = "startup|resume|clear|compact"
+PRE_COMPACT_MATCHER = "manual|auto"
+#: What identifies our entries in settings.json (uninstall removes only these).
+HOOK_SUBCOMMAND = "hook claude-code"
+HARNESS_TIMEOUT_S = 10
+BANK_FILE = "hook-sessions.json"
+LOG_FILE = "hook.log"
+LOG_MAX_BYTES = 256 * 1024
+
+
+class HookSkipped(Exception):
+    """The hook gives up quietly (one log line, nothing injected)."""
+
+
+@dataclass
+class ProjectConfig:
+    """`.fleetmem.json` in the project directory (or a parent): what the hook needs per project."""
+
+    path: Path | None = None
+    entities: list[str] = field(default_factory=list)
+    budget_tokens: int = START_BUDGET_TOKENS
+    compact_budget_tokens: int = COMPACT_BUDGET_TOKENS
+    profile: str | None = None
+    url: str | None = None
+    token_file: str | None = None
+    data_dir: str | None = None
+    timeout_seconds: float | None = None
+    include_private: bool = False
+    transcript_tail_bytes: int = DEFAULT_TAIL_BYTES
+    problems: list[str] = field(default_factory=list)
+
+    @classmethod
+    def find(cls, start: Path) -> ProjectConfig:
+        for directory in (start, *start.parents):
+            candidate = directory / PROJECT_CONFIG
+            if candidate.is_file():
+                return cls.load(candidate)
+        return cls()
+
+    @classmethod
+    def load(cls, path: Path) -> ProjectConfig:
+        cfg = cls(path=path)
+        try:
+            raw = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError) as exc:
+            cfg.problems.append(f"{path} is unreadable ({type(exc).__name__}); using defaults")
+            return cfg
+        if not isinstance(raw, dict):
+            cfg.problems.append(f"{path} is not a JSON object; using defaults")
+            return cfg
+        if "token" in raw:
+            cfg.problems.append(f"{path} holds a token, which is ignored: use token_file or a profile")
+        ents = raw.get("entities")
+        if isinstance(ents, str):
+            ents = ents.split(",")
+        cfg.entities = [str(e).strip() for e in ents or [] if str(e).strip()]
+        for name in ("budget_tokens", "compact_budget_tokens", "transcript_tail_bytes"):
+            value = raw.get(name)
+            if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+                setattr(cfg, name, value)
+        for name in ("profile", "url", "token_file", "data_dir"):
+            value = raw.get(name)
+            if isinstance(value, str) and value.strip():
+                setattr(cfg, name, os.path.expanduser(value.strip()))
+        if cfg.token_file and not os.path.isabs(cfg.token_file):
+            cfg.token_file = str(path.parent / cfg.token_file)
+        if cfg.data_dir and not os.path.isabs(cfg.data_dir):
+            cfg.data_dir = str(path.parent / cfg.data_dir)
+        timeout = raw.get("timeout_seconds")
+        if isinstance(timeout, int | float) and not isinstance(timeout, bool) and timeout > 0:
+            cfg.timeout_seconds = float(timeout)
+        cfg.include_private = raw.get("include_private") is True
+        return cfg
+
+
+# --------------------------------------------------------------------------- logging
+
+
+class HookLog:
+    def __init__(self, event: str, session_id: str) -> None:
+        self.prefix = f"fleetmem hook {event or '?'} session={session_id[:40] or '?'}"
+
+    def _file(self, line: str) -> None:
+        try:
+            path = state_dir() / LOG_FILE
+            path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            if path.exists() and path.stat().st_size > LOG_MAX_BYTES:
+                path.replace(path.with_name(LOG_FILE + ".1"))
+            with path.open("a", encoding="utf-8") as fh:
+                fh.write(f"{now_iso()} {line}\n")
+        except OSError:
+            pass
+
+    def info(self, what: str) -> None:
+        self._file(f"{self.prefix}: {what}")
+
+    def failure(self, what: str) -> None:
+        line = f"{self.prefix}: {' '.join(what.split())} (nothing injected)"
+        sys.stderr.write(line + "\n")
+        sys.stderr.flush()
+        self._file(line)
+
+
+# --------------------------------------------------------------------------- bank
+
+
+def bank_file() -> StateFile:
+    return StateFile(BANK_FILE, MAX_SESSIONS)
+
+
+def banked_entities(session_id: str) -> list[str]:
+    entry = bank_file().get(session_id) or {}
+    return [str(e) for e in entry.get("entities") or []]
+
+
+def bank_entities(session_id: str, slugs: list[str], project: str | None = None) -> list[str]:
+    """Newest first, deduplicated, at most BANK_CAP per session."""
+
+    def change(entry: dict[str, Any] | None) -> dict[str, Any]:
+        merged: list[str] = []
+        for slug in [*slugs, *((entry or {}).get("entities") or [])]:
+            if slug not in merged:
+                merged.append(slug)
+        return {"entities": merged[:BANK_CAP], "project": project}
+
+    return list(bank_file().update(session_id, change)["entities"])
+
+
+# --------------------------------------------------------------------------- the two events
+
+
+def _ordered_entities(configured: list[str], banked: list[str], *, compact: bool) -> list[str]:
+    out: list[str] = []
+    for name in [*banked, *configured] if compact else [*configured, *banked]:
+        if name.lower() not in {o.lower() for o in out}:
+            out.append(name)
+    return out[:PACK_MAX_ENTITIES]
+
+
+def session_start(event: dict[str, Any], cfg: ProjectConfig, lane: Any, log: HookLog) -> str | None:
+    """The additionalContext text, or None when there is nothing to inject."""
+    session_id = str(event.get("session_id") or "")
+    source = str(event.get("source") or "startup")
+    compact = source == "compact"
+    banked = banked_entities(session_id) if session_id else []
+    entities = _ordered_entities(cfg.entities, banked, compact=compact)
+    budget = cfg.compact_budget_tokens if compact else cfg.budget_tokens
+    arguments: dict[str, Any] = {"entities": ",".join(entities), "budget_tokens": budget}
+    if cfg.include_private and not lane.remote:
+        arguments["include_private"] = True  # honoured on the trusted-local lane only
+    reply = lane.call("context_pack", arguments)
+    if reply.is_error:
+        raise HookSkipped(f"context_pack failed: [{reply.body.get('code')}] {reply.body.get('message', '')}")
+    text = reply.body.get("text")
+    if not isinstance(text, str) or not (reply.body.get("cards") or reply.body.get("facts")):
+        log.info(f"source={source}: nothing known for {len(entities)} entit(ies); nothing injected")
+        return None
+    log.info(
+        f"source={source}: injected a pack of {len(reply.body.get('cards') or [])} card(s), "
+        f"{reply.body.get('budget_used')}/{budget} tokens"
+    )
+    return text
+
+
+def pre_compact(event: dict[str, Any], cfg: ProjectConfig, lane: Any, log: HookLog) -> list[str]:
+    """Bank the window's standing entities for this session; returns the slugs banked now."""
+    session_id = str(event.get("session_id") or "")
+    transcript = event.get("transcript_path")
+    if not session_id or not isinstance(transcript, str) or not transcript:
+        raise HookSkipped("no session_id or transcript_path in the hook input")
+    try:
+        texts = read_tail_texts(os.path.expanduser(transcript), cfg.transcript_tail_bytes)
+    except OSError as exc:
+        raise HookSkipped(f"cannot read the transcript: {type(exc).__name__}") from exc
+    names = candidates(texts, limit=MAX_LOOKUPS)
+    if not names:
+        log.info("no candidate names in the transcript tail")
+        return []
+    replies = lane.call_many([("entity", {"name": name}) for name in names])
+    found: list[str] = []
+    for reply in replies:
+        if reply.is_error:
+            code = reply.body.get("code")
+            if code in ("unauthorized", "scope_denied"):
+                raise HookSkipped(f"entity failed: [{code}] {reply.body.get('message', '')}")
+            continue
+        card = reply.body.get("card") or {}
+        slug = (card.get("entity") or {}).get("slug")
+        if reply.body.get("found") is True and isinstance(slug, str) and slug not in found:
+            found.append(slug)
+        if len(found) >= BANK_CAP:
+            break
+    if found:
+        project = str(cfg.path.parent) if cfg.path else None
+        bank_entities(session_id, found, project)
+    log.info(f"banked {len(found)} of {len(names)} candidate(s): {', '.join(found) or '-'}")
+    return found
+
+
+# --------------------------------------------------------------------------- the command
+
+
+def _lane_for(args: Any, cfg: ProjectConfig, timeout: float) -> Any:
+    from fleetmem.remote import LocalLane, RemoteLane, resolve_endpoint
+
+    url = getattr(args, "url", None)
+    token_file = getattr(args, "token_file", None)
+    profile = getattr(args, "profile", None)
+    data_dir = getattr(args, "data_dir", None)
+    if not (url or profile or data_dir):  # nothing on the command line: the project's config
+        url, profile, data_dir = cfg.url, cfg.profile, cfg.data_dir
+        token_file = token_file or cfg.token_file
+    endpoint = resolve_endpoint(
+        url=url, token_file=token_file, profile=profile, timeout=timeout, local_requested=bool(data_dir)
+    )
+    if endpoint is not None:
+        return RemoteLane(endpoint)
+    return LocalLane(data_dir=data_dir, embedder="none")  # the ambient verbs need no embedder
+
+
+def _bounded(work: Callable[[], Any], timeout: float) -> Any:
+    """Run `work` in a daemon thread; give up (HookSkipped) when it has not finished in time."""
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["value"] = work()
+        except BaseException as exc:
+            box["error"] = exc
+
+    thread = threading.Thread(target=target, name="fleetmem-hook", daemon=True)
+    thread.start()
+    thread.join(timeout)
+    if thread.is_alive():
+        raise HookSkipped(f"no answer within {timeout - GUARD_GRACE_S:g} s")
+    if "error" in box:
+        raise box["error"]
+    return box.get("value")
+
+
+def run_hook(args: Any, stdin_text: str) -> str | None:
+    """The stdout document for one hook event, or None. Never raises."""
+    try:
+        event = json.loads(stdin_text) if stdin_text.strip() else {}
+    except json.JSONDecodeError:
+        event = None
+    if not isinstance(event, dict):
+        HookLog("?", "").failure("the hook input on stdin is not a JSON object")
+        return None
+    name = str(event.get("hook_event_name") or getattr(args, "event", None) or "")
+    log = HookLog(name, str(event.get("session_id") or ""))
+    try:
+        if name not in HOOK_EVENTS:
+            log.info(f"event {name or '(none)'} is not handled; nothing to do")
+            return None
+        project = os.environ.get("CLAUDE_PROJECT_DIR") or event.get("cwd") or os.getcwd()
+        cfg = ProjectConfig.find(Path(str(project)).expanduser())
+        for problem in cfg.problems:
+            log.info(problem)
+        timeout = (
+            getattr(args, "timeout", None)
+            or _env_float("FLEETMEM_HOOK_TIMEOUT")
+            or cfg.timeout_seconds
+            or DEFAULT_TIMEOUT_S
+        )
+
+        lane = _lane_for(args, cfg, timeout)
+        lane.warm()  # imports happen before the clock starts: the limit is for the memory server
+
+        def work() -> str | None:
+            if name == "PreCompact":
+                pre_compact(event, cfg, lane, log)
+                return None
+            text = session_start(event, cfg, lane, log)
+            if not text:
+                return None
+            doc = {"hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext": text}}
+            return json.dumps(doc, ensure_ascii=False)
+
+        # The remote client enforces `timeout` itself; the guard is the backstop (a stuck local store).
+        result: str | None = _bounded(work, timeout + GUARD_GRACE_S)
+        return result
+    except HookSkipped as exc:
+        log.failure(str(exc))
+    except Exception as exc:
+        log.failure(_describe(exc))
+    return None
+
+
+def _describe(exc: BaseException) -> str:
+    from fleetmem.cli import CommandFailed
+    from fleetmem.remote import RemoteUnavailable
+
+    if isinstance(exc, RemoteUnavailable):
+        return f"cannot reach {exc.url}: {exc.reason}"
+    if isinstance(exc, CommandFailed):
+        return f"[{exc.code}] {exc.message}"
+    return f"{type(exc).__name__}: {exc}"
+
+
+def _env_float(name: str) -> float | None:
+    try:
+        value = float(os.environ.get(name, ""))
+    except ValueError:
+        return None
+    return value if value > 0 else None
+
+
+# --------------------------------------------------------------------------- install / uninstall
+
+
+def fleetmem_executable() -> list[str]:
+    script = Path(sys.executable).parent / "fleetmem"
+    if script.exists():
+        return [str(script)]
+    found = shutil.which("fleetmem")
+    return [found] if found else [sys.executable, "-m", "fleetmem.cli"]
+
+
+def hook_command(extra: list[str]) -> str:
+    return shlex.join([*fleetmem_executable(), *HOOK_SUBCOMMAND.split(), *extra])
+
+
+def is_ours(handler: Any) -> bool:
+    return isinstance(handler, dict) and f" {HOOK_SUBCOMMAND}" in str(handler.get("command", ""))
+
+
+def settings_path(project: Path) -> Path:
+    return project / ".claude" / "settings.json"
+
+
+def _read_settings(path: Path) -> dict[str, Any]:
+    from fleetmem.cli import EXIT_FAILED, CommandFailed
+
+    if not path.exists():
+        return {}
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise CommandFailed(
+            "invalid_params",
+            f"{path} is not valid JSON ({type(exc).__name__}: {exc}); nothing was changed.",
+            f"Fix {path} by hand (Claude Code cannot read it either), then run the command again.",
+            exit_code=EXIT_FAILED,
+        ) from exc
+    if not isinstance(doc, dict) or not isinstance(doc.get("hooks", {}), dict):
+        raise CommandFailed(
+            "invalid_params",
+            f"{path} does not hold a settings object with a `hooks` object; nothing was changed.",
+            f"Fix {path} by hand, then run the command again.",
+            exit_code=EXIT_FAILED,
+        )
+    return doc
+
+
+def _without_ours(hooks: dict[str, Any]) -> tuple[dict[str, Any], int]:
+    removed = 0
+    out: dict[str, Any] = {}
+    for event, groups in hooks.items():
+        if not isinstance(groups, list):
+            out[event] = groups
+            continue
+        kept_groups = []
+        for group in groups:
+            handlers = group.get("hooks") if isinstance(group, dict) else None
+            if not isinstance(handlers, list):
+                kept_groups.append(group)
+                continue
+            kept = [h for h in handlers if not is_ours(h)]
+            removed += len(handlers) - len(kept)
+            if kept:
+                kept_groups.append({**group, "hooks": kept})
+            elif not handlers:
+                kept_groups.append(group)
+        if kept_groups:
+            out[event] = kept_groups
+    return out, removed
+
+
+def _write_settings(path: Path, old_text: str | None, doc: dict[str, Any]) -> Path | None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    backup = None
+    if old_text is not None:
+        backup = path.with_name(path.name + ".fleetmem.bak")
+        backup.write_text(old_text, encoding="utf-8")
+    tmp = path.with_name(f".{path.name}.fleetmem.tmp")
+    tmp.write_text(json.dumps(doc, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+    return backup
+
+
+def install(project: Path, extra_args: list[str], timeout_s: int = HARNESS_TIMEOUT_S) -> dict[str, Any]:
+    """Merge our SessionStart and PreCompact hooks into the project's .claude/settings.json."""
+    path = settings_path(project)
+    old_text = path.read_text(encoding="utf-8") if path.exists() else None
+    doc = _read_settings(path)
+    hooks, replaced = _without_ours(doc.get("hooks") or {})
+    command = hook_command(extra_args)
+    handler = {"type": "command", "command": command, "timeout": timeout_s}
+    for event, matcher in (("SessionStart", SESSION_START_MATCHER), ("PreCompact", PRE_COMPACT_MATCHER)):
+        hooks.setdefault(event, []).append({"matcher": matcher, "hooks": [dict(handler)]})
+    doc["hooks"] = hooks
+    backup = _write_settings(path, old_text, doc)
+    return {
+        "settings": str(path),
+        "backup": str(backup) if backup else None,
+        "command": command,
+        "events": list(HOOK_EVENTS),
+        "replaced": replaced,
+    }
+
+
+def uninstall(project: Path) -> dict[str, Any]:
+    path = settings_path(project)
+    if not path.exists():
+        return {"settings": str(path), "backup": None, "removed": 0}
+    old_text = path.read_text(encoding="utf-8")
+    doc = _read_settings(path)
+    hooks, removed = _without_ours(doc.get("hooks") or {})
+    if not removed:
+        return {"settings": str(path), "backup": None, "removed": 0}
+    if hooks:
+        doc["hooks"] = hooks
+    else:
+        doc.pop("hooks", None)
+    backup = _write_settings(path, old_text, doc)
+    return {"settings": str(path), "backup": str(backup) if backup else None, "removed": removed}

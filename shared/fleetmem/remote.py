@@ -1,0 +1,363 @@
+"""The CLI as a remote client: the same verb subcommands against an MCP endpoint instead of a data dir.
+
+`--url URL` with a token from `--token-file PATH` or `$FLEETMEM_TOKEN`, or a named profile
+(`--profile NAME` / `$FLEETMEM_PROFILE`, see `fleetmem.profiles`). There is deliberately no
+`--token` option: a token on the command line ends up in shell history and process listings.
+
+A remote call is a real MCP `tools/call` over streamable HTTP with the official `mcp` client, so
+the caller is REMOTE (PROTOCOL_NOTES §10): the server decides visibility and ignores
+`include_private`. Error bodies come back exactly as the server built them (envelope and fix);
+an HTTP-level refusal (401 and friends) carries the same envelope in its JSON body and is kept too.
+
+`Lane` is what the hook and heartbeat commands act through: `RemoteLane` (this module) or
+`LocalLane` (the trusted-local dispatch the CLI uses on a data directory).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import stat
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from fleetmem.cli import EXIT_USAGE, CommandFailed
+
+#: The protocol version the client pins: the stateless era, one HTTP round trip per call.
+DEFAULT_MODE = "2026-07-28"
+DEFAULT_TIMEOUT_S = 30.0
+NOTICES_META_KEY = "fleetmem/notices"
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    url: str
+    token: str = field(repr=False)
+    timeout: float = DEFAULT_TIMEOUT_S
+    #: Where the endpoint came from (`--url`, `profile NAME`), for messages; never the token.
+    source: str = "--url"
+    #: argv that names this endpoint again (for fixes and confirmations), without the token.
+    argv: tuple[str, ...] = ()
+
+
+@dataclass
+class ToolReply:
+    body: dict[str, Any]
+    is_error: bool = False
+    notices: list[dict[str, Any]] = field(default_factory=list)
+
+
+class RemoteUnavailable(Exception):
+    """The endpoint could not be reached or did not answer in time (no envelope to show)."""
+
+    def __init__(self, url: str, reason: str) -> None:
+        super().__init__(f"{url}: {reason}")
+        self.url = url
+        self.reason = reason
+
+
+# --------------------------------------------------------------------------- options and resolution
+
+
+def add_remote_options(p: argparse.ArgumentParser) -> None:
+    """The options every verb subcommand (and hook/heartbeat) takes to act on an MCP endpoint."""
+    g = p.add_argument_group("remote endpoint (instead of a data directory)")
+    g.add_argument("--url", default=None, metavar="URL", help="MCP endpoint, e.g. http://127.0.0.1:8765/mcp")
+    g.add_argument(
+        "--token-file",
+        default=None,
+        metavar="PATH",
+        help="file holding the bearer token (default: $FLEETMEM_TOKEN); tokens are never taken as arguments",
+    )
+    g.add_argument(
+        "--profile", default=None, metavar="NAME", help="a saved endpoint (fleetmem profile add; $FLEETMEM_PROFILE)"
+    )
+    g.add_argument(
+        "--timeout",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help=f"remote call timeout (default {DEFAULT_TIMEOUT_S:g})",
+    )
+
+
+def _usage(message: str, suggestion: str) -> CommandFailed:
+    return CommandFailed("usage", message, suggestion, exit_code=EXIT_USAGE)
+
+
+def read_token_file(path: str) -> str:
+    p = Path(path).expanduser()
+    try:
+        token = p.read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise _usage(
+            f"Cannot read the token file {p}: {type(exc).__name__}",
+            "Put the token (fm_…, as printed by `fleetmem token create`) alone in a file readable by you, "
+            "and pass it with --token-file PATH.",
+        ) from exc
+    if not token:
+        raise _usage(f"The token file {p} is empty.", "Write the token into it, e.g. from `fleetmem token create`.")
+    try:
+        if p.stat().st_mode & (stat.S_IRWXG | stat.S_IRWXO):
+            sys.stderr.write(f"Note [token_file_mode]: {p} is readable by others. Fix: chmod 600 {p}\n")
+    except OSError:
+        pass
+    return token
+
+
+def resolve_endpoint(
+    *,
+    url: str | None,
+    token_file: str | None,
+    profile: str | None,
+    timeout: float | None = None,
+    local_requested: bool = False,
+    env: dict[str, str] | None = None,
+) -> Endpoint | None:
+    """The endpoint the options name, or None for the local lane.
+
+    Precedence: `--url` > `--profile` > an explicit local `--data-dir` > `$FLEETMEM_PROFILE` > local.
+    """
+    env = dict(os.environ) if env is None else env
+    if url and profile:
+        raise _usage("--url and --profile both name an endpoint.", "Pass one of them.")
+    if (url or profile) and local_requested:
+        raise _usage(
+            "--data-dir names a local store but --url/--profile names a remote endpoint.",
+            "Pass --data-dir to act on a local data directory, or --url/--profile for an endpoint, not both.",
+        )
+    if not url and not profile:
+        profile = None if local_requested else (env.get("FLEETMEM_PROFILE") or None)
+    seconds = DEFAULT_TIMEOUT_S if timeout is None else timeout
+    if seconds <= 0:
+        raise _usage(f"--timeout must be positive, got {seconds:g}", "Pass e.g. --timeout 10")
+    if url:
+        if not url.startswith(("http://", "https://")):
+            raise _usage(f"--url {url!r} is not an http(s) URL.", "Pass the MCP endpoint, e.g. --url http://127.0.0.1:8765/mcp")
+        token = read_token_file(token_file) if token_file else env.get("FLEETMEM_TOKEN", "").strip()
+        if not token:
+            raise _usage(
+                f"No token for {url}.",
+                "Pass --token-file PATH (a file holding the fm_… token) or set FLEETMEM_TOKEN; "
+                "tokens are never taken on the command line.",
+            )
+        argv = ("--url", url, *(("--token-file", token_file) if token_file else ()))
+        return Endpoint(url, token, seconds, "--url", argv)
+    if profile:
+        from fleetmem.profiles import load_profiles
+
+        try:
+            profiles = load_profiles()
+        except ValueError as exc:
+            raise CommandFailed(
+                "invalid_params",
+                f"The profile file is unreadable: {exc}",
+                "Fix or remove it, then: fleetmem profile list",
+            ) from exc
+        found = profiles.get(profile)
+        if found is None:
+            known = ", ".join(sorted(profiles)) or "none saved"
+            raise _usage(
+                f"No profile named {profile!r} ({known}).",
+                f"Save it first: fleetmem profile add {profile} --url URL --token-file PATH",
+            )
+        path = token_file or found.token_file
+        token = read_token_file(path) if path else env.get("FLEETMEM_TOKEN", "").strip()
+        if not token:
+            raise _usage(
+                f"Profile {profile!r} names no token file and FLEETMEM_TOKEN is not set.",
+                f"Re-save it with one: fleetmem profile add {profile} --url {found.url} --token-file PATH",
+            )
+        return Endpoint(found.url, token, seconds, f"profile {profile}", ("--profile", profile))
+    return None
+
+
+def endpoint_from_args(args: argparse.Namespace) -> Endpoint | None:
+    """resolve_endpoint() for a parsed verb subcommand; also refuses `--tenant` on a remote call."""
+    endpoint = resolve_endpoint(
+        url=getattr(args, "url", None),
+        token_file=getattr(args, "token_file", None),
+        profile=getattr(args, "profile", None),
+        timeout=getattr(args, "timeout", None),
+        local_requested=bool(getattr(args, "data_dir", None)),
+    )
+    if endpoint is not None and getattr(args, "tenant", None):
+        raise _usage(
+            "--tenant cannot be chosen for a remote call: the tenant comes from the token.",
+            "Drop --tenant, or use a token minted for that tenant.",
+        )
+    return endpoint
+
+
+# --------------------------------------------------------------------------- the MCP client
+
+
+def _leaf(exc: BaseException) -> BaseException:
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return exc
+
+
+def _reply_of(result: Any) -> ToolReply:
+    texts = [getattr(block, "text", None) for block in result.content]
+    body: Any = None
+    if texts and texts[0] is not None:
+        try:
+            body = json.loads(texts[0])
+        except json.JSONDecodeError:
+            body = None
+    if not isinstance(body, dict):
+        body = result.structured_content if isinstance(result.structured_content, dict) else {}
+    meta = getattr(result, "meta", None) or {}
+    notices = meta.get(NOTICES_META_KEY) if isinstance(meta, dict) else None
+    return ToolReply(body=body, is_error=bool(result.is_error), notices=list(notices or []))
+
+
+async def _call_all(
+    endpoint: Endpoint, calls: Sequence[tuple[str, dict[str, Any]]], mode: str, concurrency: int
+) -> list[ToolReply]:
+    import httpx2
+    from mcp.client import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    refusals: list[dict[str, Any]] = []
+
+    async def keep_refusal(response: Any) -> None:
+        # The SDK turns a non-JSON-RPC error body into a generic error; the envelope is in the body.
+        if response.status_code in (401, 403, 429) or response.status_code >= 500:
+            try:
+                await response.aread()
+                doc = json.loads(response.content)
+            except Exception:
+                doc = None
+            if isinstance(doc, dict) and doc.get("code"):
+                refusals.append(doc)
+
+    headers = {"Authorization": f"Bearer {endpoint.token}"}
+    try:
+        async with httpx2.AsyncClient(
+            headers=headers, timeout=endpoint.timeout, event_hooks={"response": [keep_refusal]}
+        ) as http:
+            async with Client(streamable_http_client(endpoint.url, http_client=http), mode=mode) as client:
+                gate = asyncio.Semaphore(max(1, concurrency))
+
+                async def one(tool: str, arguments: dict[str, Any]) -> ToolReply:
+                    async with gate:
+                        return _reply_of(await client.call_tool(tool, arguments))
+
+                return list(await asyncio.gather(*(one(t, a) for t, a in calls)))
+    except Exception as exc:
+        if refusals:
+            return [ToolReply(body=refusals[0], is_error=True) for _ in calls]
+        leaf = _leaf(exc)
+        raise RemoteUnavailable(endpoint.url, f"{type(leaf).__name__}: {leaf}".rstrip(": ")) from exc
+
+
+def call_remote(
+    endpoint: Endpoint,
+    calls: Sequence[tuple[str, dict[str, Any]]],
+    *,
+    mode: str | None = None,
+    concurrency: int = 4,
+) -> list[ToolReply]:
+    """Run `calls` over one MCP connection; the whole batch is bounded by `endpoint.timeout`."""
+    mode = mode or os.environ.get("FLEETMEM_MCP_MODE") or DEFAULT_MODE
+
+    async def bounded() -> list[ToolReply]:
+        try:
+            return await asyncio.wait_for(_call_all(endpoint, calls, mode, concurrency), endpoint.timeout)
+        except TimeoutError:
+            raise RemoteUnavailable(endpoint.url, f"no answer within {endpoint.timeout:g} s") from None
+
+    return asyncio.run(bounded())
+
+
+def unavailable_failure(exc: RemoteUnavailable) -> CommandFailed:
+    return CommandFailed(
+        "unavailable",
+        f"Could not reach the memory endpoint {exc.url} ({exc.reason}).",
+        "Check that the server is running and the URL ends in /mcp (locally: fleetmem serve), then retry; "
+        "raise --timeout for a slow network.",
+    )
+
+
+# --------------------------------------------------------------------------- lanes
+
+
+class Lane(Protocol):
+    #: A label for logs and state keys: the endpoint URL or `local:<data dir>`.
+    label: str
+    remote: bool
+
+    def warm(self) -> None: ...
+
+    def call_many(self, calls: Sequence[tuple[str, dict[str, Any]]]) -> list[ToolReply]: ...
+
+
+class RemoteLane:
+    remote = True
+
+    def __init__(self, endpoint: Endpoint) -> None:
+        self.endpoint = endpoint
+        self.label = endpoint.url
+
+    def warm(self) -> None:
+        """Import the MCP client now, so a caller's time limit measures the server, not the imports."""
+        import httpx2  # noqa: F401
+        import mcp.client
+        import mcp.client.streamable_http  # noqa: F401
+
+    def call_many(self, calls: Sequence[tuple[str, dict[str, Any]]]) -> list[ToolReply]:
+        return call_remote(self.endpoint, calls) if calls else []
+
+    def call(self, tool: str, arguments: dict[str, Any]) -> ToolReply:
+        return self.call_many([(tool, arguments)])[0]
+
+
+class LocalLane:
+    """The trusted-local lane: the CLI's own dispatch on a data directory (remote=False)."""
+
+    remote = False
+
+    def __init__(self, data_dir: str | None = None, tenant: str | None = None, embedder: str | None = None) -> None:
+        from fleetmem.cli import _settings
+
+        ns = argparse.Namespace(data_dir=data_dir, embedder=embedder)
+        self.settings = _settings(ns)
+        self.tenant = tenant
+        self.label = f"local:{self.settings.data_dir}"
+        self._deps: Any = None
+
+    def warm(self) -> None:
+        import fleetmem.transport.dispatch
+        import fleetmem.wiring  # noqa: F401
+
+    def call_many(self, calls: Sequence[tuple[str, dict[str, Any]]]) -> list[ToolReply]:
+        from fleetmem.cli import _build_deps, _local_caller, render_notices
+        from fleetmem.transport.dispatch import dispatch
+
+        if self._deps is None:
+            self._deps = _build_deps(self.settings)
+        caller = _local_caller(self.tenant)
+        out = []
+        for tool, arguments in calls:
+            result = dispatch(tool, arguments, caller, self._deps, transport="cli")
+            out.append(ToolReply(dict(result.body), bool(result.is_error), render_notices(result.notices)))
+        return out
+
+    def call(self, tool: str, arguments: dict[str, Any]) -> ToolReply:
+        return self.call_many([(tool, arguments)])[0]
+
+
+def remote_reply(endpoint: Endpoint, tool: str, arguments: dict[str, Any]) -> tuple[dict[str, Any], bool, list[Any]]:
+    """One verb subcommand over MCP: (body, is_error, notices) for the CLI's one set of renderers."""
+    try:
+        reply = RemoteLane(endpoint).call(tool, arguments)
+    except RemoteUnavailable as exc:
+        raise unavailable_failure(exc) from exc
+    return reply.body, reply.is_error, reply.notices

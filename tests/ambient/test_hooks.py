@@ -1,0 +1,286 @@
+"""`fleetmem hook claude-code` driven the way Claude Code drives it: a subprocess per event, the event
+JSON on stdin, the context document on stdout (see fleetmem.hooks.claude_code for the contract)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.ambient.conftest import Served, SlowServer, base_env, write_token
+from tests.cli.conftest import Fleetmem, fleetmem_command
+
+PAGES = {
+    "people/hook-alice": "---\ntitle: Hook Alice\ntype: person\nsummary: Hook Alice leads payments.\n---\n"
+    "Hook Alice leads the payments team.\n",
+    "companies/hook-acme": "---\ntitle: Hook Acme\ntype: company\nsummary: Hook Acme sells anvils.\n---\n"
+    "Hook Acme sells anvils.\n",
+    "projects/hook-standing": "---\ntitle: Hook Standing\ntype: project\nsummary: The standing project.\n---\n"
+    "A project configured for the whole repository.\n",
+}
+UNKNOWN = "Quillon Vantablack"
+
+
+def transcript(path: Path, lines: list[tuple[str, str]], padding: int = 0) -> Path:
+    records: list[dict[str, Any]] = [
+        {"type": "user", "message": {"role": "user", "content": "filler " * 50}} for _ in range(padding)
+    ]
+    for role, text in lines:
+        content: Any = text if role == "user" else [{"type": "text", "text": text}]
+        records.append({"type": role, "message": {"role": role, "content": content}})
+    path.write_text("\n".join(json.dumps(r) for r in records) + "\n", encoding="utf-8")
+    return path
+
+
+def run_hook(env: dict[str, str], event: dict[str, Any], *extra: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*fleetmem_command(), "hook", "claude-code", *extra],
+        input=json.dumps(event),
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+
+
+@pytest.fixture(scope="module")
+def brain(served: Served, tmp_path_factory: pytest.TempPathFactory) -> Served:
+    fm = Fleetmem(served.data_dir, base_env(tmp_path_factory.mktemp("hook-seed")))
+    for slug, text in PAGES.items():
+        assert fm("put-page", slug, stdin=text).code == 0
+    return served
+
+
+@pytest.fixture
+def project(tmp_path: Path, brain: Served) -> Path:
+    project = tmp_path / "project"
+    project.mkdir()
+    config = {
+        "url": brain.url,
+        "token_file": str(brain.token_file),
+        "entities": ["projects/hook-standing"],
+        "compact_budget_tokens": 400,
+        "timeout_seconds": 30,  # generous: the machine running the tests may be busy
+    }
+    (project / ".fleetmem.json").write_text(json.dumps(config), encoding="utf-8")
+    return project
+
+
+def context_of(proc: subprocess.CompletedProcess[str]) -> str:
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["hookSpecificOutput"]["hookEventName"] == "SessionStart"
+    text = doc["hookSpecificOutput"]["additionalContext"]
+    assert isinstance(text, str)
+    return text
+
+
+def test_a_session_start_remember_precompact_compact_cycle_rehydrates_the_banked_entities(
+    tmp_path: Path, brain: Served, project: Path
+) -> None:
+    env = {**base_env(tmp_path), "CLAUDE_PROJECT_DIR": str(project)}
+    session = "0b5c4a9e-hook-cycle"
+    path = tmp_path / "t.jsonl"
+    base = {"session_id": session, "transcript_path": str(path), "cwd": str(project)}
+
+    start = run_hook(env, {**base, "hook_event_name": "SessionStart", "source": "startup"})
+    text = context_of(start)
+    assert "Hook Standing (projects/hook-standing" in text  # the project's standing entity
+    assert "Hook Alice" not in text  # nothing banked yet
+
+    fm = Fleetmem(brain.data_dir, env)
+    for fact, slug in (("Hook Alice wants the refund report by Friday", "people/hook-alice"),
+                       ("Hook Acme renewed for two years", "companies/hook-acme")):
+        r = fm("remember", fact, "--provenance", "session 0b5c", "--entity", slug,
+               "--url", brain.url, "--token-file", str(brain.token_file), data_dir=False)
+        assert r.code == 0, r.stderr
+
+    transcript(path, [
+        ("user", f"Can you ask Hook Alice about the Hook Acme renewal? {UNKNOWN} asked too."),
+        ("assistant", f"Hook Alice confirmed; Hook Acme renewed. I could not find {UNKNOWN}."),
+    ])
+    pre = run_hook(env, {**base, "hook_event_name": "PreCompact", "trigger": "auto", "custom_instructions": ""})
+    assert pre.returncode == 0, pre.stderr
+    assert pre.stdout == ""  # PreCompact cannot add context: it prints nothing
+    bank = json.loads((tmp_path / "state" / "hook-sessions.json").read_text())
+    assert sorted(bank["entries"][session]["entities"]) == ["companies/hook-acme", "people/hook-alice"]
+
+    after = context_of(run_hook(env, {**base, "hook_event_name": "SessionStart", "source": "compact"}))
+    assert "Hook Alice (people/hook-alice" in after
+    assert "Hook Acme (companies/hook-acme" in after
+    assert UNKNOWN not in after
+    # banked entities come first after a compaction, then the configured one
+    asked = next(line for line in after.splitlines() if line.startswith("Entities asked:"))
+    banked_last = max(asked.index("people/hook-alice"), asked.index("companies/hook-acme"))
+    assert asked.index("projects/hook-standing") > banked_last
+    # what was injected is exactly the server's pack at the compaction budget the project set (400)
+    entities = asked.removeprefix("Entities asked:").strip()
+    pack = fm("context-pack", "--entities", entities, "--budget-tokens", "400", "--json",
+              "--url", brain.url, "--token-file", str(brain.token_file), data_dir=False).json()
+    assert pack["text"] == after
+    assert pack["budget_tokens"] == 400 and 0 < pack["budget_used"] <= 400
+
+
+def test_the_transcript_is_read_only_from_its_tail(tmp_path: Path, brain: Served, project: Path) -> None:
+    env = {**base_env(tmp_path), "CLAUDE_PROJECT_DIR": str(project)}
+    cfg = json.loads((project / ".fleetmem.json").read_text())
+    (project / ".fleetmem.json").write_text(json.dumps({**cfg, "transcript_tail_bytes": 4096}))
+    path = tmp_path / "t.jsonl"
+    records = [{"type": "user", "message": {"role": "user", "content": "Hook Alice started this."}}]
+    records += [{"type": "user", "message": {"role": "user", "content": "filler " * 60}} for _ in range(40)]
+    records += [{"type": "assistant", "message": {"role": "assistant", "content": [
+        {"type": "text", "text": "Now about Hook Acme."}]}}]
+    path.write_text("\n".join(json.dumps(r) for r in records) + "\n")
+    event = {"session_id": "tail-only", "transcript_path": str(path), "cwd": str(project),
+             "hook_event_name": "PreCompact", "trigger": "manual"}
+    assert run_hook(env, event).returncode == 0
+    bank = json.loads((tmp_path / "state" / "hook-sessions.json").read_text())
+    assert bank["entries"]["tail-only"]["entities"] == ["companies/hook-acme"]
+
+
+def test_the_hook_works_on_the_local_lane_too(tmp_path: Path, brain: Served) -> None:
+    project = tmp_path / "local-project"
+    project.mkdir()
+    (project / ".fleetmem.json").write_text(json.dumps(
+        {"data_dir": str(brain.data_dir), "entities": "people/hook-alice", "timeout_seconds": 30}))
+    env = {**base_env(tmp_path), "CLAUDE_PROJECT_DIR": str(project)}
+    proc = run_hook(env, {"session_id": "local-1", "cwd": str(project), "hook_event_name": "SessionStart",
+                          "source": "startup", "transcript_path": None})
+    assert "Hook Alice (people/hook-alice" in context_of(proc)
+
+
+# --------------------------------------------------------------------------- failure modes
+
+
+def failing_project(tmp_path: Path, url: str, token_file: Path, timeout: float = 1) -> dict[str, str]:
+    project = tmp_path / "p"
+    project.mkdir(exist_ok=True)
+    (project / ".fleetmem.json").write_text(json.dumps(
+        {"url": url, "token_file": str(token_file), "entities": ["people/hook-alice"], "timeout_seconds": timeout}))
+    return {**base_env(tmp_path), "CLAUDE_PROJECT_DIR": str(project)}
+
+
+def assert_silent_success(proc: subprocess.CompletedProcess[str], needle: str) -> None:
+    assert proc.returncode == 0
+    assert proc.stdout == ""
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert needle in lines[0] and "nothing injected" in lines[0], proc.stderr
+
+
+EVENTS = [
+    {"hook_event_name": "SessionStart", "source": "startup"},
+    {"hook_event_name": "SessionStart", "source": "compact"},
+    {"hook_event_name": "PreCompact", "trigger": "auto"},
+]
+
+
+@pytest.mark.parametrize("event", EVENTS, ids=lambda e: f"{e['hook_event_name']}-{e.get('source', e.get('trigger'))}")
+def test_a_down_server_leaves_the_harness_output_empty(tmp_path: Path, brain: Served, event: dict[str, Any]) -> None:
+    from tests.conformance.test_conformance_local import free_port
+
+    env = failing_project(tmp_path, f"http://127.0.0.1:{free_port()}/mcp", brain.token_file, timeout=30)
+    path = transcript(tmp_path / "t.jsonl", [("user", "Hook Alice and Hook Acme")])
+    proc = run_hook(env, {"session_id": "down", "transcript_path": str(path), **event})
+    assert_silent_success(proc, "cannot reach")
+
+
+@pytest.mark.parametrize("event", EVENTS, ids=lambda e: f"{e['hook_event_name']}-{e.get('source', e.get('trigger'))}")
+def test_a_refused_token_leaves_the_harness_output_empty(tmp_path: Path, brain: Served, event: dict[str, Any]) -> None:
+    bad = write_token(tmp_path / "bad", "fm_" + "y" * 43)
+    env = failing_project(tmp_path, brain.url, bad, timeout=30)  # the refusal, not the clock, must stop it
+    path = transcript(tmp_path / "t.jsonl", [("user", "Hook Alice and Hook Acme")])
+    proc = run_hook(env, {"session_id": "bad-token", "transcript_path": str(path), **event})
+    assert_silent_success(proc, "unauthorized")
+    assert "y" * 20 not in proc.stderr
+    assert not (tmp_path / "state" / "hook-sessions.json").exists()  # nothing was banked
+
+
+@pytest.mark.parametrize("event", EVENTS, ids=lambda e: f"{e['hook_event_name']}-{e.get('source', e.get('trigger'))}")
+def test_a_hanging_server_times_out_and_leaves_the_harness_output_empty(
+    tmp_path: Path, brain: Served, slow_server: SlowServer, event: dict[str, Any]
+) -> None:
+    # long enough for a busy machine to connect; the server then never answers
+    env = failing_project(tmp_path, slow_server.url, brain.token_file, timeout=5)
+    path = transcript(tmp_path / "t.jsonl", [("user", "Hook Alice and Hook Acme")])
+    proc = run_hook(env, {"session_id": "slow", "transcript_path": str(path), **event})
+    assert slow_server.accepted.wait(10)  # the hook did reach the server, which never answered
+    assert_silent_success(proc, "no answer within 5 s")
+
+
+@pytest.mark.parametrize("stdin", ["", "not json", "[1, 2]"])
+def test_unreadable_hook_input_is_ignored(tmp_path: Path, stdin: str) -> None:
+    proc = subprocess.run([*fleetmem_command(), "hook", "claude-code"], input=stdin, capture_output=True, text=True,
+                          env=base_env(tmp_path), timeout=120, check=False)
+    assert proc.returncode == 0 and proc.stdout == ""
+
+
+# --------------------------------------------------------------------------- install / uninstall
+
+
+def test_install_merges_keeps_a_backup_and_uninstall_removes_only_ours(tmp_path: Path) -> None:
+    fm = Fleetmem(tmp_path / "data", base_env(tmp_path))
+    project = tmp_path / "proj"
+    (project / ".claude").mkdir(parents=True)
+    theirs = {
+        "permissions": {"allow": ["Bash(ls:*)"]},
+        "hooks": {
+            "SessionStart": [{"matcher": "startup", "hooks": [{"type": "command", "command": "echo hi"}]}],
+            "PostToolUse": [{"matcher": "Edit", "hooks": [{"type": "command", "command": "ruff format"}]}],
+        },
+    }
+    settings = project / ".claude" / "settings.json"
+    settings.write_text(json.dumps(theirs, indent=2))
+
+    r = fm("hook", "install", "--harness", "claude-code", "--project", str(project), "--profile", "stage", "--json",
+           data_dir=False)
+    assert r.code == 0, r.stderr
+    report = r.json()
+    assert json.loads(Path(report["backup"]).read_text()) == theirs
+    doc = json.loads(settings.read_text())
+    assert doc["permissions"] == theirs["permissions"]
+    assert doc["hooks"]["PostToolUse"] == theirs["hooks"]["PostToolUse"]
+    starts = doc["hooks"]["SessionStart"]
+    assert starts[0] == theirs["hooks"]["SessionStart"][0]
+    ours = starts[1]
+    assert ours["matcher"] == "startup|resume|clear|compact"
+    assert ours["hooks"][0]["type"] == "command"
+    assert ours["hooks"][0]["command"].endswith("hook claude-code --profile stage")
+    assert isinstance(ours["hooks"][0]["timeout"], int)
+    assert doc["hooks"]["PreCompact"] == [{"matcher": "manual|auto", "hooks": ours["hooks"]}]
+
+    again = fm("hook", "install", "--harness", "claude-code", "--project", str(project), "--json", data_dir=False)
+    assert again.code == 0 and again.json()["replaced"] == 2
+    doc = json.loads(settings.read_text())
+    assert len(doc["hooks"]["SessionStart"]) == 2 and len(doc["hooks"]["PreCompact"]) == 1
+
+    gone = fm("hook", "uninstall", "--harness", "claude-code", "--project", str(project), "--json", data_dir=False)
+    assert gone.code == 0 and gone.json()["removed"] == 2
+    assert json.loads(settings.read_text()) == theirs
+
+
+def test_install_refuses_to_overwrite_settings_it_cannot_read(tmp_path: Path) -> None:
+    fm = Fleetmem(tmp_path / "data", base_env(tmp_path))
+    project = tmp_path / "proj"
+    (project / ".claude").mkdir(parents=True)
+    settings = project / ".claude" / "settings.json"
+    settings.write_text("{ not json")
+    r = fm("hook", "install", "--harness", "claude-code", "--project", str(project), data_dir=False)
+    assert r.code == 1 and "nothing was changed" in r.stderr
+    assert settings.read_text() == "{ not json"
+
+
+def test_install_into_a_fresh_project_creates_the_settings_file(tmp_path: Path) -> None:
+    fm = Fleetmem(tmp_path / "data", base_env(tmp_path))
+    project = tmp_path / "fresh"
+    project.mkdir()
+    r = fm("hook", "install", "--harness", "claude-code", "--project", str(project), "--json", data_dir=False)
+    assert r.code == 0 and r.json()["backup"] is None
+    doc = json.loads((project / ".claude" / "settings.json").read_text())
+    assert set(doc["hooks"]) == {"SessionStart", "PreCompact"}
+    assert fm("hook", "uninstall", "--harness", "claude-code", "--project", str(project), data_dir=False).code == 0
+    assert json.loads((project / ".claude" / "settings.json").read_text()) == {}
