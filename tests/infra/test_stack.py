@@ -546,9 +546,9 @@ def test_every_timeout_nests_inside_the_one_that_calls_it(flavour, request):
     """LLM deadline < synthesize function <= every verb function < the edge's invoke read timeout <
     the edge function < the API integration timeout (29 s), read back from the template."""
     from infra.config import LLM_HEADROOM_S
-    from fleetmem.config import ENV_INVOKE_READ_TIMEOUT_S as INVOKE_READ_TIMEOUT_ENV
 
     from fleetmem.adapters.aws.bedrock import LLM_DEADLINE_S
+    from fleetmem.config import ENV_INVOKE_READ_TIMEOUT_S as INVOKE_READ_TIMEOUT_ENV
 
     synth = request.getfixturevalue(flavour)
     integration_ms = {
@@ -637,8 +637,9 @@ def test_no_role_is_granted_the_nonexistent_bedrock_converse_action(flavour, req
 
 @pytest.mark.parametrize("flavour", VARIANTS)
 def test_the_edge_and_every_verb_function_can_read_the_stage_signing_secret(flavour, request):
-    from fleetmem.config import ENV_INVOKE_SIGNING_SECRET_ARN as SIGNING_SECRET_ENV
     from infra.constructs.tool_functions import registry_tools
+
+    from fleetmem.config import ENV_INVOKE_SIGNING_SECRET_ARN as SIGNING_SECRET_ENV
 
     synth = request.getfixturevalue(flavour)
     signing = [
