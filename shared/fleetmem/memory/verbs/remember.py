@@ -44,14 +44,13 @@ from fleetmem.memory.common import (
     VisibilityArg,
     fix_call,
     given_args,
-    invalid,
     normalize_text,
     too_long,
 )
 from fleetmem.memory.entities import EntityTarget, canonicalize_entity, near_misses
 from fleetmem.memory.registry import ToolSpec, register
 from fleetmem.memory.slugs import slug_size_problem, slugify
-from fleetmem.memory.ttl import TtlError, parse_ttl
+from fleetmem.memory.ttl import parse_ttl
 from fleetmem.memory.vectors import cosine, pack
 from fleetmem.models import AuditEvent, Caller, Fact, Wire
 from fleetmem.ports import CallContext, Deps
@@ -100,10 +99,6 @@ def _provenance_fix(raw: Any, now: datetime) -> str:
         return str(raw)
     # The corrected call attributes the fact to this conversation.
     return f"agent conversation {(iso(now) or '')[:10]}"
-
-
-def _ttl_fix(raw: Any, now: datetime) -> str:
-    return f"{raw}d" if isinstance(raw, int) and not isinstance(raw, bool) and raw > 0 else "30d"
 
 
 class RememberParams(Params):
@@ -169,8 +164,10 @@ class RememberParams(Params):
         WithJsonSchema({"type": ["string", "null"]}),
         Hint(
             accepts="a duration string or an ISO 8601 date",
-            cause='ttl is a shorthand like "30d" / "12h" or an ISO 8601 date.',
-            fix=_ttl_fix,
+            cause='ttl is text: a shorthand like "30d" / "12h" or an ISO 8601 date.',
+            # A bare number has no unit (seconds? days?): no corrected call keeps its meaning.
+            fix=NO_FIX,
+            remedy='pass ttl as text with its unit, e.g. "30d" for thirty days or "12h" for twelve hours',
         ),
     ] = Field(
         None,
@@ -262,29 +259,7 @@ def _validate(deps: Deps, params: RememberParams) -> tuple[str, str, FactKind, V
             "sentence that names the page, or split it into several facts of at most "
             f"{FACT_MAX} characters each.",
         )
-    ttl = params.ttl
-    try:
-        valid_until = parse_ttl(ttl, deps.clock.now())
-    except TtlError as exc:
-        if exc.suggested:
-            raise invalid(
-                TOOL,
-                params,
-                f"ttl {ttl!r} is an ISO-8601 duration, which remember does not accept.",
-                problem=f"ttl={ttl!r} uses ISO-8601 duration syntax.",
-                cause=f'ttl takes the shorthand form; {ttl!r} is written "{exc.suggested}".',
-                field="ttl",
-                value=exc.suggested,
-            ) from None
-        raise invalid(
-            TOOL,
-            params,
-            f"ttl {ttl!r} is not a duration or an ISO 8601 date.",
-            problem=f"ttl={ttl!r} could not be read.",
-            cause='ttl is N + unit (s, m = minutes, h, d, w; e.g. "30d") or an ISO 8601 date/datetime.',
-            field="ttl",
-            value="30d",
-        ) from None
+    valid_until = parse_ttl(params.ttl, deps.clock.now())  # a bad ttl raises its own invalid_params
     return params.fact.strip(), params.provenance, params.kind or "fact", params.visibility or "world", valid_until
 
 
@@ -541,8 +516,9 @@ SPEC = register(
             'MEMORY VERB (v1): Save ONE fact with mandatory provenance, e.g. remember(fact="Alice prefers '
             'async standups", provenance="user said in chat 2026-06-12", entity="people/alice"). '
             "Set `entity` when the fact is about a person/company/project. Near-duplicates are detected: "
-            "branch on `status` (inserted | duplicate | superseded); a newer fact that contradicts an older "
-            'one on the same entity and kind supersedes it. `ttl` takes "30d"/"12h"/"45m" (minutes) or an '
+            "branch on `status` (inserted | duplicate | superseded); a newer fact on the same entity and kind "
+            "that restates or updates an older one supersedes it, while facts whose names, numbers, dates or "
+            'ids differ stay separate. `ttl` takes "30d"/"12h"/"45m" (minutes) or an '
             'ISO date — not "P30D". Saved facts are readable by every agent on this brain unless '
             'visibility is "private".'
         ),
