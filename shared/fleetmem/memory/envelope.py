@@ -80,6 +80,8 @@ def compute_next(fix: Fix, transport: str, *, callable_tools: Collection[str] | 
     """
     if fix.asks_user:
         return "ask_user"
+    if fix.actor == "provider" and fix.retry_after_seconds is not None and not fix.mcp and not fix.argv:
+        return "wait"  # the same request again, later (e.g. a gateway throttle that cannot name the call)
     mcp_ok = _mcp_callable(fix, callable_tools)
     mcp_only_on_cli = bool(fix.mcp) and not fix.argv and _on_cli(transport)
     if not fix.argv and not mcp_ok and not mcp_only_on_cli:
@@ -166,7 +168,7 @@ def build_envelope(
         same = {k: v for k, v in (arguments or {}).items() if k not in fix.drop}
         same.update(fix.amend or {})
         fix = Fix(**{**_fix_fields(fix), "mcp": {"tool": tool, "arguments": same}})
-    if fix.mcp is None and fix.actor == "provider" and not fix.argv:
+    if fix.mcp is None and fix.actor == "provider" and not fix.argv and tool:
         # A wait fix repeats the same request; make it runnable.
         fix = Fix(**{**_fix_fields(fix), "mcp": {"tool": tool, "arguments": dict(arguments or {})}})
     klass: ErrorClass = err.klass or default_class(err.code)

@@ -57,30 +57,41 @@ def proxy_response(status: int, body: Any, headers: Mapping[str, str] | None = N
     }
 
 
+#: The command a deployed stage's operator mints an API token with (named in 401 fixes).
+AWS_TOKEN_COMMAND = (
+    *("fleetmem", "token", "create", "--backend", "aws"),
+    *("--client", "my-agent", "--scopes", "read,write"),
+)
+#: Seconds a throttled caller is told to wait (API Gateway gives no Retry-After of its own).
+GATEWAY_RETRY_AFTER_S = 1
+
+
 def gateway_error_body(code: str, message: str, *, correlation_id: str) -> dict[str, Any]:
     """The body API Gateway itself answers with (gateway responses: 401 before any function runs,
-    429 from usage plans), in the protocol's envelope shape. CDK renders it with
+    429 from usage plans), built by the one envelope builder. CDK renders it with
     `correlation_id="$context.requestId"`."""
-    from fleetmem.protocol import CONTRACT_VERSION, PROTOCOL_VERSION
+    from fleetmem.errors import Fix, VerbError
+    from fleetmem.memory.envelope import build_envelope
+    from fleetmem.transport.mcp_app import unauthorized_error
 
-    retryable = code == "rate_limited"
-    suggestion = (
-        "Wait, then retry the same call; this client's rate limit or daily quota is used up."
-        if retryable
-        else "Send `Authorization: Bearer <token>` with a valid fleetmem API token or Cognito access "
-        "token; the operator mints one with `fleetmem token create --backend aws`."
-    )
-    return {
-        "error": code,
-        "code": code,
-        "message": message,
-        "suggestion": suggestion,
-        "class": "retryable" if retryable else "caller",
-        "retryable": retryable,
-        "protocol_version": PROTOCOL_VERSION,
-        "contract_version": CONTRACT_VERSION,
-        "correlation_id": correlation_id,
-    }
+    if code == "unauthorized":
+        err = unauthorized_error(token_presented=True, token_command=AWS_TOKEN_COMMAND)
+    else:
+        err = VerbError(
+            code,
+            message,
+            "Wait, then retry the same call; this client's rate limit or daily quota is used up.",
+            why="API Gateway throttles each client by its usage plan.",
+            fix=Fix(
+                why="The same request once the rate limit allows it.",
+                actor="provider",
+                retry_after_seconds=GATEWAY_RETRY_AFTER_S,
+            ),
+            retryable=True,
+        )
+    body = build_envelope(err, tool="", arguments=None, correlation_id=correlation_id, transport="http")
+    body["message"] = message
+    return body
 
 
 def www_authenticate(base_url: str) -> str:
