@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field
 
 from fleetmem.protocol import FactKind, Scope, Visibility
 
@@ -301,28 +301,13 @@ class Card(Wire):
     active_fact_count: int
 
 
-class PackCard(Wire):
-    """A context_pack card: the reference's flat card (`slug`, `title`, `type`, `summary`,
-    `open_threads`, `edges`, `backlink_count` at the top level) with the entity card's other fields;
-    the entity is named flat or under `entity` (at least one)."""
+class PackCard(Card):
+    """A context_pack card: the reference's flat card (`slug`, `title`, `type` at the top level, beside
+    `summary`, `open_threads`, `edges`, `backlink_count`) plus the entity card's other fields."""
 
-    entity: CardEntity | None = None
-    slug: str | None = None
-    title: str | None = None
-    type: str | None = None
-    aka: list[str]
-    summary: str
-    last_touched: LastTouched
-    open_threads: list[OpenThread]
-    edges: list[Edge]
-    backlink_count: int
-    active_fact_count: int
-
-    @model_validator(mode="after")
-    def _named(self) -> PackCard:
-        if self.entity is None and (self.slug is None or self.title is None):
-            raise ValueError("a card names its entity: `slug` and `title` (or `entity`)")
-        return self
+    slug: str
+    title: str
+    type: str | None
 
 
 class PageItem(Wire):

@@ -153,10 +153,11 @@ def test_upcoming_optional_fields_are_part_of_the_contract() -> None:
     fact = {
         "id": 1, "fact_id": "f_1", "kind": "fact", "entity_slug": None, "provenance": "p",
         "visibility": "world", "created_at": "2026-06-11T00:00:00.000Z", "valid_until": None,
+        "session_id": None,
     }
     recall = {
         "protocol_version": 1, "total": 1, "results": [],
-        "facts": [{**fact, "fact": "x", "session_id": None, "status": "superseded", "superseded_by": "f_2",
+        "facts": [{**fact, "fact": "x", "status": "superseded", "superseded_by": "f_2",
                    "expired_at": "2026-06-12T00:00:00.000Z"}],
     }
     assert mismatch("recall", recall) is None
@@ -171,6 +172,7 @@ def test_upcoming_optional_fields_are_part_of_the_contract() -> None:
     assert mismatch("delta", delta) is None
     assert mismatch("delta", {**delta, "facts": [{**fact}]}) is not None  # a fact item without its text
     card = {
+        "entity": {"slug": "people/a", "title": "A", "type": None},
         "slug": "people/a", "title": "A", "type": None, "aka": [], "summary": "", "open_threads": [],
         "edges": [], "backlink_count": 0, "active_fact_count": 0,
         "last_touched": {"updated_at": None, "last_retrieved_at": None, "last_timeline_date": None},
