@@ -50,9 +50,16 @@ class TableSpec:
 #: no second read.
 HEAD_ATTRS: tuple[str, ...] = ("slug", "title", "ptype", "visibility", "updated_at", "last_retrieved_at")
 
+#: What delta's fact arm reads from the `by_change` index: the fact without its vector.
+FACT_CHANGE_ATTRS: tuple[str, ...] = (
+    "typ", "tenant", "fact_id", "seq", "text", "kind", "entity_slug", "provenance", "visibility",
+    "session_id", "client_id", "created_at", "valid_until", "expired_at", "expired_reason", "expired_by",
+    "superseded_by", "supersedes", "vector_model",
+)
+
 FACTS = TableSpec(
     logical="facts",
-    partition=KeyAttr("pk"),  # "<tenant>#<fact_id>"; the counter item is "<tenant>#~seq"
+    partition=KeyAttr("pk"),  # "<tenant>#<fact_id>"; counters "<tenant>#~seq" and "<tenant>#~chg"
     gsis=(
         # facts about one entity, newest first
         Gsi("by_entity", KeyAttr("ent"), KeyAttr("ck")),  # ent = "<tenant>#<entity_slug>"
@@ -60,6 +67,8 @@ FACTS = TableSpec(
         Gsi("by_session", KeyAttr("sess"), KeyAttr("ck")),  # sess = "<tenant>#<session_id>"
         # the tenant's facts by creation time (recent facts, since filters)
         Gsi("by_time", KeyAttr("tp"), KeyAttr("ck")),  # tp = "<tenant>"
+        # D14: the tenant's facts in commit order (cs = change sequence, assigned in the write)
+        Gsi("by_change", KeyAttr("tp"), KeyAttr("cs", "N"), projection=FACT_CHANGE_ATTRS),
     ),
     stream="NEW_AND_OLD_IMAGES",
     purpose="facts (source of truth) and the per-tenant fact sequence counter",
@@ -69,6 +78,7 @@ PAGES = TableSpec(
     logical="pages",
     partition=KeyAttr("pk"),  # "<tenant>#<slug>"
     sort=KeyAttr("sk"),  # "P" the page; "A#<alias>", "L#<target>#<type>", "W#<word>" derived rows
+    # (pk "<tenant>#~chg", sk "C" is the tenant's page change counter)
     gsis=(
         Gsi("by_alias", KeyAttr("ak")),  # "A#" rows: ak = "<tenant>#<normalized alias>"
         Gsi("by_title", KeyAttr("tk")),  # page row: tk = "<tenant>#<lower(title)>"
@@ -77,6 +87,8 @@ PAGES = TableSpec(
         Gsi("by_word", KeyAttr("wk")),  # "W#" rows: wk = "<tenant>#<word>"
         Gsi("by_updated", KeyAttr("tp"), KeyAttr("us")),  # page row: us = "<updated_at iso>#<slug>"
         Gsi("by_slug", KeyAttr("tp"), KeyAttr("slug")),  # page row: list pages by slug
+        # D14: page rows in commit order (cs = change sequence of the page's last write)
+        Gsi("by_change", KeyAttr("tp"), KeyAttr("cs", "N"), projection=(*HEAD_ATTRS, "tenant")),
     ),
     stream="NEW_AND_OLD_IMAGES",
     purpose="pages with their alias, link and word rows",
