@@ -388,7 +388,7 @@ def conditional_put(
 # commit: the loser retries with the next number, so numbers are assigned in commit order.
 
 CHANGE_ID = "~chg"  # not a valid slug or fact id, so the counter key cannot collide
-_CHANGE_ATTEMPTS = 60
+_CHANGE_ATTEMPTS = 200
 _change_guess: dict[tuple[str, str], int] = {}
 
 
@@ -444,8 +444,11 @@ def transact_with_change(
                 lost = first.get("Code") == "ConditionalCheckFailed"
                 conflict = any((r or {}).get("Code") == "TransactionConflict" for r in reasons)
                 if lost or conflict:
+                    # Retry at once with the value the failed condition returned (sleeping would
+                    # make it stale); without one, back off a little and read the counter again.
                     prev = _counter_value(first.get("Item")) if lost else None
-                    _time.sleep(min(0.05, 0.002 * (attempt + 1)) * (0.5 + _random.random()))
+                    if prev is None:
+                        _time.sleep(0.002 * min(attempt + 1, 10) * _random.random())
                     continue
             raise translate_client_error(exc) from None
         except Exception as exc:
