@@ -68,10 +68,10 @@ class Reader:
         self.facts.update(f["fact_id"] for f in body["facts"])
         if self.session_id is None:
             nxt = body["next_cursor"]
-            self.args = {
-                "since": nxt["since"], "since_slug": nxt["slug"], "since_page_seq": nxt["page_seq"],
-                "since_fact_seq": nxt["fact_seq"],
-            }
+            self.args = {"since": nxt["since"], "since_slug": nxt["slug"]}
+            for field in ("page_seq", "fact_seq"):  # the exact positions (D14), when given
+                if nxt.get(field) is not None:
+                    self.args[f"since_{field}"] = nxt[field]
         return bool(body["has_more"])
 
     def drain(self, limit: int = 10_000) -> None:
