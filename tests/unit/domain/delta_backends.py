@@ -38,8 +38,9 @@ def open_deps(name: str, request: pytest.FixtureRequest, clock: Any, *, file: bo
         finally:
             stores.close()
         return
-    from fleetmem.adapters.aws.opensearch import OpenSearchIndex
     from tests.aws import engines
+
+    from fleetmem.adapters.aws.opensearch import OpenSearchIndex
 
     endpoint = engines.dynamodb_local_endpoint(request.config)
     stores = engines.open_stores(endpoint, engines.fresh_prefix())

@@ -20,13 +20,13 @@ import threading
 from typing import Any
 
 import pytest
+from tests.unit.domain.delta_backends import BACKENDS, open_deps
 
 from fleetmem.adapters.local.clock import SystemClock
 from fleetmem.memory.verbs import delta, put_page, remember
 from fleetmem.models import Caller
 from fleetmem.ports import CallContext
 from fleetmem.timefmt import iso
-from tests.unit.domain.delta_backends import BACKENDS, open_deps
 
 ROUNDS = int(os.environ.get("FLEETMEM_DELTA_STRESS_ROUNDS", "1"))
 DEFAULT_SIZES = {"sqlite": (600, 300), "dynamodb-local": (150, 75)}

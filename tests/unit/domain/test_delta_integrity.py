@@ -14,12 +14,12 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from tests.unit.domain.delta_backends import BACKENDS, open_deps
 
 from fleetmem.memory.budget import cost
 from fleetmem.memory.verbs import delta, put_page
 from fleetmem.models import Caller, Fact, Page
 from fleetmem.ports import CallContext
-from tests.unit.domain.delta_backends import BACKENDS, open_deps
 
 CTX = CallContext("t")
 EPOCH = "1970-01-01T00:00:00Z"

@@ -889,7 +889,7 @@ class SqlitePageStore:
 
         def run(conn: sqlite3.Connection) -> None:
             row = conn.execute("SELECT rowid FROM pages WHERE tenant = ? AND slug = ?", (t, s)).fetchone()
-            values = (
+            values: tuple[Any, ...] = (
                 leaf_of(s),
                 page.title,
                 page.title.lower(),
@@ -905,8 +905,8 @@ class SqlitePageStore:
                 ms(page.updated_at),
                 ms_opt(page.last_retrieved_at),
                 page.author,
+                _next_change(conn, t, "page"),  # D14: numbered inside this write transaction
             )
-            values = (*values, _next_change(conn, t, "page"))
             rowid: int | None
             if row is None:
                 rowid = conn.execute(
