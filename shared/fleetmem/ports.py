@@ -98,9 +98,9 @@ class FactStore(Protocol):
         has seen change_seq N has seen every fact below N that still exists."""
         ...
 
-    def change_floor(self, tenant: str, *, after: datetime) -> int:
+    def change_floor(self, tenant: str, *, after: datetime | None) -> int:
         """D14: the change position a timestamp resumes from: min(current counter, smallest
-        change_seq of a fact created strictly after `after`, minus 1)."""
+        change_seq of a fact created strictly after `after`, minus 1); `after=None`: the counter."""
         ...
 
 
@@ -161,9 +161,10 @@ class PageStore(Protocol):
         order, so a reader that has seen N has seen every write below N."""
         ...
 
-    def change_floor(self, tenant: str, *, since: datetime, slug: str) -> int:
+    def change_floor(self, tenant: str, *, since: datetime | None, slug: str = "") -> int:
         """D14: the change position a (since, slug) keyset position resumes from: min(current
-        counter, smallest change_seq of a page with (updated_at, slug) > (since, slug), minus 1)."""
+        counter, smallest change_seq of a page with (updated_at, slug) > (since, slug), minus 1);
+        `since=None`: the counter (everything committed so far)."""
         ...
 
 

@@ -415,7 +415,9 @@ def transact_with_change(
     from botocore.exceptions import ClientError
 
     slot = (table, str(next(iter(key["pk"].values()))))
-    prev: int | None = _change_guess.get(slot)
+    # Start from this process's last number (0 when none): a wrong guess costs one failed attempt
+    # that returns the current value, so a write is one round trip when the guess is right.
+    prev: int | None = _change_guess.get(slot, 0)
     for attempt in range(_CHANGE_ATTEMPTS):
         if prev is None:
             out = call(client.get_item, TableName=table, Key=key, ConsistentRead=True)

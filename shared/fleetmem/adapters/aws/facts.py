@@ -413,8 +413,10 @@ class DynamoFactStore:
             req["ExclusiveStartKey"] = lek
         return out_
 
-    def change_floor(self, tenant: str, *, after: datetime) -> int:
+    def change_floor(self, tenant: str, *, after: datetime | None) -> int:
         top = read_counter(self._db, table=self.table, key=self._counter_key(tenant))
+        if after is None:
+            return top
         req: dict[str, Any] = {
             "TableName": self.table,
             "IndexName": "by_time",

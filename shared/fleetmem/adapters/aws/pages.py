@@ -445,8 +445,10 @@ class DynamoPageStore:
                 break
         return out
 
-    def change_floor(self, tenant: str, *, since: datetime, slug: str) -> int:
+    def change_floor(self, tenant: str, *, since: datetime | None, slug: str = "") -> int:
         top = read_counter(self._db, table=self.table, key=self._counter_key(tenant))
+        if since is None:
+            return top
         req: dict[str, Any] = {
             "TableName": self.table,
             "IndexName": "by_updated",

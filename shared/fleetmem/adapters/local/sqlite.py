@@ -465,11 +465,15 @@ def _next_change(conn: sqlite3.Connection, tenant: str, kind: str) -> int:
     return int(row[0])
 
 
-def _change_floor(conn: sqlite3.Connection, tenant: str, kind: str, min_sql: str, args: Sequence[Any]) -> int:
+def _change_floor(
+    conn: sqlite3.Connection, tenant: str, kind: str, min_sql: str | None, args: Sequence[Any]
+) -> int:
     """min(counter, smallest matching change_seq - 1); the counter is read first, so a write that
-    commits between the two reads has a number above it."""
+    commits between the two reads has a number above it. No `min_sql`: the counter."""
     row = conn.execute("SELECT seq FROM change_seq WHERE tenant = ? AND kind = ?", (tenant, kind)).fetchone()
     top = int(row[0]) if row else 0
+    if min_sql is None:
+        return top
     (low,) = conn.execute(min_sql, (tenant, *args)).fetchone()
     return top if low is None else min(top, int(low) - 1)
 
@@ -811,7 +815,9 @@ class SqliteFactStore:
         args = (tenant, int(seq), *extra, max(0, int(limit)))
         return [(r[19], _fact_of(r)) for r in self.db.read(lambda c: c.execute(sql, args).fetchall())]
 
-    def change_floor(self, tenant: str, *, after: datetime) -> int:
+    def change_floor(self, tenant: str, *, after: datetime | None) -> int:
+        if after is None:
+            return self.db.read(lambda c: _change_floor(c, tenant, "fact", None, ()))
         sql = "SELECT min(change_seq) FROM facts WHERE tenant = ? AND created_at > ?"
         return self.db.read(lambda c: _change_floor(c, tenant, "fact", sql, (ms(after),)))
 
@@ -1099,7 +1105,9 @@ class SqlitePageStore:
         args = (tenant, int(seq), max(0, int(limit)))
         return [(r[6], _head_of(r)) for r in self.db.read(lambda c: c.execute(sql, args).fetchall())]
 
-    def change_floor(self, tenant: str, *, since: datetime, slug: str) -> int:
+    def change_floor(self, tenant: str, *, since: datetime | None, slug: str = "") -> int:
+        if since is None:
+            return self.db.read(lambda c: _change_floor(c, tenant, "page", None, ()))
         sql = "SELECT min(change_seq) FROM pages WHERE tenant = ? AND (updated_at, slug) > (?, ?)"
         return self.db.read(lambda c: _change_floor(c, tenant, "page", sql, (ms(since), slug)))
 

@@ -354,14 +354,20 @@ def run(deps: Deps, caller: Caller, params: DeltaParams, ctx: CallContext) -> Ou
     cursor: Cursor | None = None
     if session_id is not None:
         try:
-            cursor = deps.cursors.get(tenant, client, session_id, now=now)
+            if explicit_since is None:
+                # The change counters are read with the cursor (one round on network backends):
+                # a first wake needs them, and everything committed before it lies behind them.
+                cursor, top_page, top_fact = deps.gather(
+                    lambda: deps.cursors.get(tenant, client, session_id, now=now),
+                    lambda: deps.pages.change_floor(tenant, since=None),
+                    lambda: deps.facts.change_floor(tenant, after=None),
+                )
+            else:
+                cursor = deps.cursors.get(tenant, client, session_id, now=now)
             if cursor is None and explicit_since is None:
                 # First wake (or the old cursor idled out): establish at now and at the current
                 # change counters, deliver nothing. A concurrent first wake set the same position.
-                seqs = (
-                    deps.pages.change_floor(tenant, since=now, slug=""),
-                    deps.facts.change_floor(tenant, after=now),
-                )
+                seqs = (top_page, top_fact)
                 _store_cursor(
                     deps, caller, client, session_id, now, None, _Target(), incomplete=False,
                     hold=(now, ""), hold_seqs=seqs,
