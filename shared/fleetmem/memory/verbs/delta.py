@@ -383,11 +383,16 @@ def run(deps: Deps, caller: Caller, params: DeltaParams, ctx: CallContext) -> Ou
         assert cursor is not None
         eff_since, eff_slug = cursor.since, cursor.slug
         page_pos, fact_pos = cursor.page_seq, cursor.fact_seq
-    # A position not known exactly is derived from the timestamp (D14: change_floor).
-    if page_pos is None:
-        page_pos = deps.pages.change_floor(tenant, since=eff_since, slug=eff_slug)
-    if fact_pos is None:
-        fact_pos = deps.facts.change_floor(tenant, after=eff_since)
+    # A position not known exactly is derived from the timestamp (D14: change_floor); both arms
+    # in one concurrent round on network backends.
+    if page_pos is None or fact_pos is None:
+        known_page, known_fact = page_pos, fact_pos
+        page_pos, fact_pos = deps.gather(
+            (lambda: known_page) if known_page is not None
+            else lambda: deps.pages.change_floor(tenant, since=eff_since, slug=eff_slug),
+            (lambda: known_fact) if known_fact is not None
+            else lambda: deps.facts.change_floor(tenant, after=eff_since),
+        )
 
     degraded: list[str] = []
     skipped_arms = _deadline_passed(ctx)
