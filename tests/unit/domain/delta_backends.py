@@ -2,6 +2,10 @@
 file store for the threaded test) and the AWS set (DynamoDB Local + the OpenSearch engine of
 tests/contract/backends_aws.py, osmem). The AWS set needs no Bedrock: the tests use the
 HashEmbedder or none, and no LLM.
+
+Clocks on the AWS set must be near the real time: DynamoDB Local runs the cursors table's TTL
+(`ttl` = touched_at + 7 days) against the wall clock, so a cursor touched at a fixed date in the
+past is deleted by the engine at a random moment.
 """
 
 from __future__ import annotations
@@ -23,6 +27,8 @@ _ROOT = Path(__file__).resolve().parents[3]
 if str(_ROOT) not in sys.path:
     sys.path.insert(0, str(_ROOT))
 
+_PREFIXES: dict[str, str] = {}
+
 BACKENDS = [
     pytest.param("sqlite", id="sqlite"),
     pytest.param("dynamodb-local", id="dynamodb-local", marks=pytest.mark.dynamodb_local),
@@ -43,7 +49,9 @@ def open_deps(name: str, request: pytest.FixtureRequest, clock: Any, *, file: bo
     from fleetmem.adapters.aws.opensearch import OpenSearchIndex
 
     endpoint = engines.dynamodb_local_endpoint(request.config)
-    stores = engines.open_stores(endpoint, engines.fresh_prefix())
+    # one set of tables per session (as the contract suites do); tests use their own tenants
+    prefix = _PREFIXES.setdefault(endpoint, engines.fresh_prefix())
+    stores = engines.open_stores(endpoint, prefix)
     search = OpenSearchIndex(
         request.getfixturevalue("osmem_url"),
         model_id="delta-test-8",
@@ -57,3 +65,4 @@ def open_deps(name: str, request: pytest.FixtureRequest, clock: Any, *, file: bo
         )
     finally:
         search.client.close()
+

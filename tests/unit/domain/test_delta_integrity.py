@@ -10,30 +10,40 @@ first one is slower between stamping and committing).
 
 from __future__ import annotations
 
-from datetime import timedelta
+import uuid
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 from tests.unit.domain.delta_backends import BACKENDS, open_deps
 
+from fleetmem.adapters.local.clock import FixedClock
 from fleetmem.memory.budget import cost
 from fleetmem.memory.verbs import delta, put_page
 from fleetmem.models import Caller, Fact, Page
 from fleetmem.ports import CallContext
+from fleetmem.timefmt import to_ms
 
 CTX = CallContext("t")
 EPOCH = "1970-01-01T00:00:00Z"
 
 
+@pytest.fixture
+def clock() -> FixedClock:
+    """Fixed, but at the real time: DynamoDB Local expires cursors by their TTL on the wall clock."""
+    return FixedClock(to_ms(datetime.now(UTC)))
+
+
 @pytest.fixture(params=BACKENDS)
 def bdeps(request: pytest.FixtureRequest, clock: Any) -> Any:
     with open_deps(request.param, request, clock) as d:
+        d.test_tenant = "t-" + uuid.uuid4().hex[:12]  # a fresh tenant per test (shared tables)
         yield d
 
 
 @pytest.fixture
-def caller() -> Caller:
-    return Caller(tenant="t1", client_id="agent-a", scopes=frozenset({"read", "write"}), remote=True)
+def caller(bdeps: Any) -> Caller:
+    return Caller(tenant=bdeps.test_tenant, client_id="agent-a", scopes=frozenset({"read", "write"}), remote=True)
 
 
 def wake(deps: Any, caller: Caller, **kw: Any) -> dict:
@@ -46,14 +56,15 @@ def put(deps: Any, caller: Caller, slug: str, **kw: Any) -> None:
 
 def stamped_page(deps: Any, slug: str, at: Any, *, title: str | None = None) -> Page:
     """A page written straight to the store with an explicit updated_at (a write stamped at `at`)."""
-    page = Page(tenant="t1", slug=slug, title=title or slug, created_at=at, updated_at=at, body="Body.")
+    page = Page(tenant=deps.test_tenant, slug=slug, title=title or slug, created_at=at, updated_at=at, body="Body.")
     deps.pages.put(page)
     return page
 
 
 def stamped_fact(deps: Any, text: str, at: Any, *, kind: str = "fact") -> Fact:
     fact = Fact(
-        tenant="t1", fact_id=deps.ids.new_id("f_"), seq=deps.facts.next_seq("t1"), text=text, kind=kind,
+        tenant=deps.test_tenant, fact_id=deps.ids.new_id("f_"), seq=deps.facts.next_seq(deps.test_tenant),
+        text=text, kind=kind,
         provenance="test", client_id="agent-a", created_at=at,
     )
     deps.facts.put(fact)
