@@ -91,6 +91,19 @@ class FactStore(Protocol):
         """Hard-delete a fact (D12). True if something was deleted."""
         ...
 
+    def changed_after(
+        self, tenant: str, *, seq: int, now: datetime, world_only: bool = True, limit: int = 50
+    ) -> list[tuple[int, Fact]]:
+        """D14: (change_seq, fact) of active facts whose change_seq > seq, ascending. `put` assigns
+        the tenant's next fact change_seq inside its own write, in commit order, so a reader that
+        has seen change_seq N has seen every fact below N that still exists."""
+        ...
+
+    def change_floor(self, tenant: str, *, after: datetime | None) -> int:
+        """D14: the change position a timestamp resumes from: min(current counter, smallest
+        change_seq of a fact created strictly after `after`, minus 1); `after=None`: the counter."""
+        ...
+
 
 class PageStore(Protocol):
     def get(self, tenant: str, slug: str) -> Page | None: ...
@@ -140,6 +153,20 @@ class PageStore(Protocol):
     def keyword(self, tenant: str, text: str, *, world_only: bool, limit: int = 3) -> builtins.list[PageHead]:
         """Near-misses for an entity miss: pages whose title/slug/aliases share words with `text`,
         or have a word starting with a word of `text` of 3+ characters ("pri" -> "priya")."""
+        ...
+
+    def changed_after(
+        self, tenant: str, *, seq: int, world_only: bool, limit: int
+    ) -> builtins.list[tuple[int, PageHead]]:
+        """D14: (change_seq, head) of pages whose change_seq > seq, ascending. Every
+        `put` assigns the page the tenant's next page change_seq inside its own write, in commit
+        order, so a reader that has seen N has seen every write below N."""
+        ...
+
+    def change_floor(self, tenant: str, *, since: datetime | None, slug: str = "") -> int:
+        """D14: the change position a (since, slug) keyset position resumes from: min(current
+        counter, smallest change_seq of a page with (updated_at, slug) > (since, slug), minus 1);
+        `since=None`: the counter (everything committed so far)."""
         ...
 
 

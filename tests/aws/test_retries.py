@@ -37,7 +37,8 @@ def retry_once(stores: Any, operation: str) -> list[int]:
 
 
 def test_a_retried_fact_put_is_not_a_conflict(stores):
-    attempts = retry_once(stores, "PutItem")
+    # a fact is written in one transaction with its D14 change counter
+    attempts = retry_once(stores, "TransactWriteItems")
     fact = Fact(tenant="t1", fact_id="f_1", seq=1, text="x", provenance="p", client_id="c", created_at=T0)
     stores.facts.put(fact)
     assert attempts[:2] == [1, 2]

@@ -19,7 +19,6 @@ Public functions:
   `slug`, `title`, `type` at the top level next to `summary`, `open_threads`, `edges`,
   `backlink_count` (the nested `entity`, `aka`, `last_touched`, `active_fact_count` stay as extras).
 - `card_cost(card) -> int`: the packing cost of a card: title + summary + each thread text.
-- `fact_view(fact) -> dict`: a fact as delta lists it (context_pack uses recall's `fact_item`)
   `{id (legacy integer seq), fact_id, text, kind, entity_slug, provenance, visibility, created_at,
   valid_until}`; its packing cost is `budget.cost(text)`.
 """
@@ -180,15 +179,3 @@ def card_cost(card: dict) -> int:
     return budget.costs(card["entity"]["title"], card["summary"], *(t["text"] for t in card["open_threads"]))
 
 
-def fact_view(fact: Fact) -> dict:
-    return {
-        "id": fact.seq,
-        "fact_id": fact.fact_id,
-        "text": fact.text,
-        "kind": fact.kind,
-        "entity_slug": fact.entity_slug,
-        "provenance": fact.provenance,
-        "visibility": fact.visibility,
-        "created_at": iso(fact.created_at),
-        "valid_until": iso(fact.valid_until),
-    }

@@ -493,6 +493,20 @@ def Limit(default: int, hi: int) -> Any:
     ]
 
 
+#: D14: a change position delta returned (`next_cursor.page_seq` / `fact_seq`); a bad one is dropped,
+#: since without it the position is derived from `since`.
+ChangePosition = Annotated[
+    Annotated[int, Strict(), Field(ge=0)] | None,
+    BeforeValidator(_loose_int_or_raw),
+    WithJsonSchema({"type": "integer", "minimum": 0}),
+    Hint(
+        accepts="an integer >= 0",
+        cause="it is the whole number delta returned in next_cursor; without it the position is derived "
+        "from since.",
+        fix=DROP,
+    ),
+]
+
 #: ISO 8601 text (or null); its grammar is read by `parse_since` in the verb.
 Since = Annotated[
     str | None,

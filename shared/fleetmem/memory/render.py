@@ -31,8 +31,8 @@ def _clean(text: str | None) -> str:
 
 def _fact_line(fact: dict) -> str:
     about = f" [{fact['entity_slug']}]" if fact.get("entity_slug") else ""
-    text = _clean(fact.get("fact", fact.get("text")))
-    return f"- ({fact.get('kind', 'fact')}{about}, {fact.get('created_at') or ''}) {text}"
+    text = fact.get("fact", fact.get("text"))  # delta/recall items say `fact`
+    return f"- ({fact.get('kind', 'fact')}{about}, {fact.get('created_at') or ''}) {_clean(text)}"
 
 
 def _thread_line(thread: dict) -> str:

@@ -87,7 +87,10 @@ def test_the_first_wake_creates_the_cursor_at_now_and_returns_an_empty_delta(dep
     assert out.body["since"] == "2026-06-11T09:30:05.000Z"
     assert (out.body["pages"], out.body["facts"], out.body["threads"]) == ([], [], [])
     assert out.body["has_more"] is False
-    assert out.body["next_cursor"] == {"since": "2026-06-11T09:30:05.000Z", "slug": ""}
+    # D14: the exact positions start at the current change counters (one page, one fact so far)
+    assert out.body["next_cursor"] == {
+        "since": "2026-06-11T09:30:05.000Z", "slug": "", "page_seq": 1, "fact_seq": 1,
+    }
     assert (out.body["budget_used"], out.body["dropped_count"]) == (0, 0)
     assert out.notices == []
     stored = cursor(deps, "agent-a", "hb")
@@ -104,9 +107,11 @@ def test_later_wakes_deliver_changes_once_and_then_move_to_now_minus_two_seconds
     add_fact(deps, "second fact")
     second = wake(deps, remote_caller, session_id="hb").body
     assert page_slugs(second) == ["notes/b", "notes/a"]  # oldest first
-    assert [f["text"] for f in second["facts"]] == ["second fact", "first fact"]  # newest first
+    assert [f["fact"] for f in second["facts"]] == ["first fact", "second fact"]  # oldest first (D14)
     assert second["has_more"] is False
-    assert second["next_cursor"] == {"since": "2026-06-11T09:30:20.000Z", "slug": "notes/a"}
+    assert second["next_cursor"] == {
+        "since": "2026-06-11T09:30:20.000Z", "slug": "notes/a", "page_seq": 2, "fact_seq": 2,
+    }
     assert "notes/a" in second["text"] and "second fact" in second["text"]
     stored = cursor(deps, "agent-a", "hb")
     assert (iso(stored.since), stored.slug) == ("2026-06-11T09:30:20.000Z", "notes/a")
@@ -132,7 +137,7 @@ def test_a_cluster_of_equal_timestamps_larger_than_the_fetch_limit_drains_across
         body = wake(deps, remote_caller, session_id="bulk").body
         seen += page_slugs(body)
         more.append(body["has_more"])
-    assert seen == slugs  # each exactly once, in slug order
+    assert seen == list(reversed(slugs))  # each exactly once, in commit (change) order
     assert more == [True, True, False]
 
 
@@ -185,19 +190,21 @@ def test_budget_drops_advance_the_session_only_to_the_last_delivered_page(deps, 
     assert page_slugs(second) == ["p/c"] and second["has_more"] is False
 
 
-def test_drops_with_nothing_delivered_hold_the_cursor_and_say_wait_then_report(deps, remote_caller, clock):
+def test_held_back_with_nothing_delivered_holds_the_cursor_and_says_wait_then_report(deps, remote_caller, clock):
+    """Only the deadline can now hold everything back (the budget always delivers the first item)."""
     wake(deps, remote_caller, session_id="hb")
     before = cursor(deps, "agent-a", "hb")
     clock.advance(seconds=1)
-    put(deps, remote_caller, "p/a-page-with-a-long-title", title="A title far too long for the budget")
+    add_fact(deps, "a fact the deadline keeps back")
+    expired = CallContext("t", deadline_at=time.monotonic() - 1)
     streak_fixes = []
     for _ in range(3):
         clock.advance(seconds=30)
-        out = wake(deps, remote_caller, session_id="hb", budget_tokens=1)
-        assert out.body["pages"] == [] and out.body["has_more"] is True
-        assert out.body["next_cursor"] == {"since": iso(before.since), "slug": before.slug}
+        out = delta.run(deps, remote_caller, delta.DeltaParams(session_id="hb", budget_tokens=1), expired)
+        assert out.body["pages"] == [] and out.body["facts"] == [] and out.body["has_more"] is True
+        assert out.body["next_cursor"]["fact_seq"] == before.fact_seq
         stored = cursor(deps, "agent-a", "hb")
-        assert (stored.since, stored.slug) == (before.since, before.slug)
+        assert (stored.since, stored.slug, stored.fact_seq) == (before.since, before.slug, before.fact_seq)
         [notice] = out.notices
         assert (notice.code, notice.kind) == ("delta_incomplete", "degraded")
         streak_fixes.append(notice.fix)
@@ -208,17 +215,18 @@ def test_drops_with_nothing_delivered_hold_the_cursor_and_say_wait_then_report(d
     }
     assert streak_fixes[1].mcp is not None
     assert streak_fixes[2].mcp is None and streak_fixes[2].argv is None  # third in a row: report
-    delivered = wake(deps, remote_caller, session_id="hb")
-    assert page_slugs(delivered.body) == ["p/a-page-with-a-long-title"] and delivered.notices == []
+    delivered = wake(deps, remote_caller, session_id="hb", budget_tokens=1)
+    assert [f["truncated"] for f in delivered.body["facts"]] == [True] and delivered.notices == []
     assert cursor(deps, "agent-a", "hb").incomplete_streak == 0
 
 
 def test_stateless_callers_with_nothing_delivered_always_get_the_wait_fix(deps, remote_caller, clock):
     start = iso(clock.now())
     clock.advance(seconds=1)
-    put(deps, remote_caller, "p/long-enough-slug")
+    add_fact(deps, "a fact the deadline keeps back")
+    expired = CallContext("t", deadline_at=time.monotonic() - 1)
     for _ in range(4):
-        out = wake(deps, remote_caller, since=start, budget_tokens=1)
+        out = delta.run(deps, remote_caller, delta.DeltaParams(since=start, budget_tokens=1), expired)
         [notice] = out.notices
         assert notice.code == "delta_incomplete" and notice.fix.mcp["tool"] == "delta"
 
@@ -289,12 +297,12 @@ def test_remote_callers_get_world_only_data_even_when_asking_for_private(
     add_fact(deps, "private fact", visibility="private")
     add_fact(deps, "world fact")
     remote = wake(deps, remote_caller, since=start, include_private=True).body
-    assert page_slugs(remote) == ["p/public"] and [f["text"] for f in remote["facts"]] == ["world fact"]
+    assert page_slugs(remote) == ["p/public"] and [f["fact"] for f in remote["facts"]] == ["world fact"]
     local_default = wake(deps, local_caller, since=start).body
     assert page_slugs(local_default) == ["p/public"]
     local_wide = wake(deps, local_caller, since=start, include_private=True).body
     assert page_slugs(local_wide) == ["p/private", "p/public"]
-    assert [f["text"] for f in local_wide["facts"]] == ["world fact", "private fact"]
+    assert [f["fact"] for f in local_wide["facts"]] == ["private fact", "world fact"]
 
 
 def test_threads_report_open_thread_events_after_the_cursor_for_named_entities(deps, remote_caller, clock):
@@ -316,14 +324,20 @@ def test_threads_report_open_thread_events_after_the_cursor_for_named_entities(d
     ]
 
 
-def test_more_than_fifty_new_facts_set_has_more(deps, remote_caller, clock):
+def test_more_than_fifty_new_facts_set_has_more_and_the_rest_follows_the_cursor(deps, remote_caller, clock):
     start = iso(clock.now())
     clock.advance(seconds=1)
     for i in range(51):
         add_fact(deps, f"fact {i}")
     body = wake(deps, remote_caller, since=start).body
     assert len(body["facts"]) == 50 and body["has_more"] is True
-    assert body["facts"][0]["text"] == "fact 50"
+    assert body["facts"][0]["fact"] == "fact 0"  # oldest first (D14)
+    nxt = body["next_cursor"]
+    rest = wake(
+        deps, remote_caller, since=nxt["since"], since_slug=nxt["slug"], since_page_seq=nxt["page_seq"],
+        since_fact_seq=nxt["fact_seq"],
+    ).body
+    assert [f["fact"] for f in rest["facts"]] == ["fact 50"] and rest["has_more"] is False
 
 
 def test_delta_is_a_read_only_verb_on_the_verbs_surface():
@@ -385,7 +399,7 @@ def test_a_lost_cursor_race_is_retried_once_and_never_moves_the_cursor_backwards
     assert (stored.since, stored.slug) == rival  # the rival was ahead: ours did not pull it back
 
 
-def test_a_deadline_cut_wake_does_not_move_the_session_cursor(deps, remote_caller, clock):
+def test_a_deadline_cut_wake_moves_only_the_delivered_arm(deps, remote_caller, clock):
     wake(deps, remote_caller, session_id="hb")
     before = cursor(deps, "agent-a", "hb")
     clock.advance(seconds=1)
@@ -395,6 +409,7 @@ def test_a_deadline_cut_wake_does_not_move_the_session_cursor(deps, remote_calle
     body = delta.run(deps, remote_caller, delta.DeltaParams(session_id="hb"), expired).body
     assert page_slugs(body) == ["p/a"] and body["has_more"] is True
     after = cursor(deps, "agent-a", "hb")
-    assert (after.since, after.slug) == (before.since, before.slug)
+    # D14: the delivered page arm moves; the skipped fact arm keeps its position
+    assert after.page_seq == before.page_seq + 1 and after.fact_seq == before.fact_seq
     again = wake(deps, remote_caller, session_id="hb").body
-    assert page_slugs(again) == ["p/a"] and [f["text"] for f in again["facts"]] == ["a fact"]
+    assert page_slugs(again) == [] and [f["fact"] for f in again["facts"]] == ["a fact"]

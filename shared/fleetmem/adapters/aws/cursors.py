@@ -44,6 +44,8 @@ def _item(c: Cursor, version: int) -> dict[str, Any]:
         "touched_at": ts(c.touched_at),
         "incomplete_streak": c.incomplete_streak,
         "version": version,
+        "page_seq": c.page_seq,
+        "fact_seq": c.fact_seq,
         "ttl": epoch(c.touched_at + _IDLE),
     }
 
@@ -58,6 +60,8 @@ def _cursor(item: dict[str, Any]) -> Cursor:
         touched_at=parse_ts(item["touched_at"]),  # type: ignore[arg-type]
         incomplete_streak=as_int(item.get("incomplete_streak")),
         version=as_int(item.get("version")),
+        page_seq=None if item.get("page_seq") is None else as_int(item["page_seq"]),
+        fact_seq=None if item.get("fact_seq") is None else as_int(item["fact_seq"]),
     )
 
 

@@ -383,3 +383,87 @@ def conditional_put(
         raise translate_client_error(exc) from None
     except Exception as exc:
         raise translate_client_error(exc) from None
+
+
+# ---------------------------------------------------------------------------------------------
+# D14 change sequences: a per-tenant counter item updated in the SAME transaction as the write it
+# numbers, conditional on its previous value. Two writers that read the same value cannot both
+# commit: the loser retries with the next number, so numbers are assigned in commit order.
+
+CHANGE_ID = "~chg"  # not a valid slug or fact id, so the counter key cannot collide
+_CHANGE_ATTEMPTS = 200
+_change_guess: dict[tuple[str, str], int] = {}
+
+
+def _counter_value(item: dict[str, Any] | None) -> int | None:
+    if not item or "n" not in item:
+        return None
+    return int(item["n"]["N"])
+
+
+def transact_with_change(
+    client: Any,
+    *,
+    table: str,
+    key: dict[str, Any],
+    build: Callable[[int], list[dict[str, Any]]],
+) -> int:
+    """Run TransactWriteItems `[counter n-1 -> n] + build(n)` and return n. `build` gets the change
+    number the write carries. A lost race on the counter (condition failed or a transaction
+    conflict) re-reads it and retries with jitter; any other failed condition is a Conflict."""
+    import random as _random
+    import time as _time
+    import uuid as _uuid
+
+    from botocore.exceptions import ClientError
+
+    slot = (table, str(next(iter(key["pk"].values()))))
+    # Start from this process's last number (0 when none): a wrong guess costs one failed attempt
+    # that returns the current value, so a write is one round trip when the guess is right.
+    prev: int | None = _change_guess.get(slot, 0)
+    for attempt in range(_CHANGE_ATTEMPTS):
+        if prev is None:
+            out = call(client.get_item, TableName=table, Key=key, ConsistentRead=True)
+            prev = _counter_value(out.get("Item")) or 0
+        n = prev + 1
+        update: dict[str, Any] = {
+            "TableName": table,
+            "Key": key,
+            "UpdateExpression": "SET n = :n, typ = :typ",
+            "ExpressionAttributeValues": {":n": {"N": str(n)}, ":typ": {"S": "counter"}},
+            "ConditionExpression": "attribute_not_exists(n)",
+            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+        }
+        if prev:
+            update["ConditionExpression"] = "n = :prev"
+            update["ExpressionAttributeValues"][":prev"] = {"N": str(prev)}
+        try:
+            client.transact_write_items(
+                TransactItems=[{"Update": update}, *build(n)], ClientRequestToken=_uuid.uuid4().hex
+            )
+        except ClientError as exc:
+            err = exc.response.get("Error", {}) or {}
+            reasons = exc.response.get("CancellationReasons", []) or []
+            if err.get("Code") == "TransactionCanceledException" and reasons:
+                first = reasons[0] or {}
+                lost = first.get("Code") == "ConditionalCheckFailed"
+                conflict = any((r or {}).get("Code") == "TransactionConflict" for r in reasons)
+                if lost or conflict:
+                    # Retry at once with the value the failed condition returned (sleeping would
+                    # make it stale); without one, back off a little and read the counter again.
+                    prev = _counter_value(first.get("Item")) if lost else None
+                    if prev is None:
+                        _time.sleep(0.002 * min(attempt + 1, 10) * _random.random())
+                    continue
+            raise translate_client_error(exc) from None
+        except Exception as exc:
+            raise translate_client_error(exc) from None
+        _change_guess[slot] = n
+        return n
+    raise Unavailable("dynamodb change counter is contended", retry_after_seconds=1, reason="contended")
+
+
+def read_counter(client: Any, *, table: str, key: dict[str, Any]) -> int:
+    """The counter's current value (strongly consistent; 0 when it does not exist yet)."""
+    out = call(client.get_item, TableName=table, Key=key, ConsistentRead=True)
+    return _counter_value(out.get("Item")) or 0

@@ -10,16 +10,18 @@ from typing import Any
 
 from fleetmem.adapters.aws.audit import audit_item
 from fleetmem.adapters.aws.dynamo import (
+    CHANGE_ID,
     WRITE_ID,
     AwsClients,
     as_bytes,
     as_int,
     call,
     chunks,
-    conditional_put,
     from_ddb,
     parse_ts,
+    read_counter,
     to_ddb,
+    transact_with_change,
     translate_client_error,
     ts,
     write_id,
@@ -159,18 +161,36 @@ class DynamoFactStore:
         call(self._db.transact_write_items, TransactItems=items, ClientRequestToken=uuid.uuid4().hex)
 
     def put(self, fact: Fact, *, supersede: Fact | None = None, audit: Sequence[AuditEvent] = ()) -> None:
-        item = to_ddb(fact_to_item(fact))
-        if supersede is None and not audit:
-            conditional_put(
-                self._db, table=self.table, item=item, key_names=("pk",), condition="attribute_not_exists(pk)"
-            )
-            return
         if supersede is not None and supersede.tenant != fact.tenant:
             raise Conflict("the superseded fact belongs to another tenant")
-        # One transaction: the new fact, the old one's expiry and the audit trail land together.
-        items: list[dict[str, Any]] = [
-            {"Put": {"TableName": self.table, "Item": item, "ConditionExpression": "attribute_not_exists(pk)"}}
-        ]
+        base = fact_to_item(fact)
+        tail = self._supersede_actions(fact, supersede) + self._audit_puts(audit)
+        stamp = write_id()
+
+        def build(n: int) -> list[dict[str, Any]]:
+            # One transaction: the change counter (D14), the new fact carrying its change number,
+            # the old one's expiry and the audit trail land together.
+            item = {**to_ddb({**base, "cs": n}), WRITE_ID: stamp}
+            put = {"TableName": self.table, "Item": item, "ConditionExpression": "attribute_not_exists(pk)"}
+            return [{"Put": put}, *tail]
+
+        try:
+            transact_with_change(self._db, table=self.table, key=self._counter_key(fact.tenant), build=build)
+        except Conflict:
+            # An SDK retry of a transaction that already landed fails its own conditions: the
+            # stored fact carrying OUR write id means the write succeeded.
+            out = call(
+                self._db.get_item, TableName=self.table, Key={"pk": {"S": fact_pk(fact.tenant, fact.fact_id)}},
+                ConsistentRead=True,
+            )
+            if (out.get("Item") or {}).get(WRITE_ID) != stamp:
+                raise
+
+    def _counter_key(self, tenant: str) -> dict[str, Any]:
+        return {"pk": {"S": fact_pk(tenant, CHANGE_ID)}}
+
+    def _supersede_actions(self, fact: Fact, supersede: Fact | None) -> list[dict[str, Any]]:
+        items: list[dict[str, Any]] = []
         if supersede is not None:
             items.append(
                 {
@@ -186,7 +206,7 @@ class DynamoFactStore:
                     }
                 }
             )
-        self._transact(items + self._audit_puts(audit))
+        return items
 
     def get(self, tenant: str, fact_id: str) -> Fact | None:
         out = call(self._db.get_item, TableName=self.table, Key={"pk": {"S": fact_pk(tenant, fact_id)}})
@@ -363,6 +383,61 @@ class DynamoFactStore:
             return False
         except Exception as exc:
             raise translate_client_error(exc) from None
+
+    def changed_after(
+        self, tenant: str, *, seq: int, now: datetime, world_only: bool = True, limit: int = 50
+    ) -> list[tuple[int, Fact]]:
+        req: dict[str, Any] = {
+            "TableName": self.table,
+            "IndexName": "by_change",
+            "KeyConditionExpression": "tp = :k AND cs > :s",
+            "ExpressionAttributeValues": {":k": {"S": tenant}, ":s": {"N": str(int(seq))}},
+            "ScanIndexForward": True,
+            "Limit": self._page_size(limit),
+        }
+
+        out_: list[tuple[int, Fact]] = []
+        while limit > 0:
+            out = call(self._db.query, **req)
+            for raw in out.get("Items", []):
+                item = from_ddb(raw)
+                if not item or not is_fact_item(item):
+                    continue
+                fact = item_to_fact(item)
+                if not fact.is_active(now) or (world_only and fact.visibility != "world"):
+                    continue
+                out_.append((as_int(item["cs"]), fact))
+                if len(out_) >= limit:
+                    return out_
+            lek = out.get("LastEvaluatedKey")
+            if not lek:
+                break
+            req["ExclusiveStartKey"] = lek
+        return out_
+
+    def change_floor(self, tenant: str, *, after: datetime | None) -> int:
+        top = read_counter(self._db, table=self.table, key=self._counter_key(tenant))
+        if after is None:
+            return top
+        req: dict[str, Any] = {
+            "TableName": self.table,
+            "IndexName": "by_time",
+            "KeyConditionExpression": "tp = :k AND ck > :after",
+            "ExpressionAttributeValues": {":k": {"S": tenant}, ":after": {"S": f"{ts(after)}#~"}},
+            "ProjectionExpression": "cs",
+        }
+        low: int | None = None
+        while True:
+            out = call(self._db.query, **req)
+            for raw in out.get("Items", []):
+                if "cs" in raw:
+                    n = int(raw["cs"]["N"])
+                    low = n if low is None else min(low, n)
+            lek = out.get("LastEvaluatedKey")
+            if not lek:
+                break
+            req["ExclusiveStartKey"] = lek
+        return top if low is None else min(top, low - 1)
 
     def purge(self, tenant: str, fact_id: str) -> bool:
         try:

@@ -20,15 +20,19 @@ from datetime import datetime
 from typing import Any
 
 from fleetmem.adapters.aws.dynamo import (
+    CHANGE_ID,
     ITEM_LIMIT_BYTES,
     AwsClients,
     approx_item_size,
+    as_int,
     call,
     chunks,
     from_ddb,
     parallel,
     parse_ts,
+    read_counter,
     to_ddb,
+    transact_with_change,
     ts,
 )
 from fleetmem.adapters.aws.tables import HEAD_ATTRS, PAGES
@@ -37,6 +41,7 @@ from fleetmem.memory.slugs import last_segment, normalize_alias
 from fleetmem.models import Backlink, Link, Page, PageHead, PageMatch, TimelineEntry
 
 PAGE_SK = "P"
+CHANGE_SK = "C"  # with pk "<tenant>#~chg": the tenant's page change counter (D14)
 #: a transaction holds at most 100 actions; bigger rewrites fall back to batches (not atomic)
 _TX_MAX = 100
 #: link types that are mere mentions (not counted as backlinks); both spellings are in use
@@ -429,8 +434,62 @@ class DynamoPageStore:
         keep = {r["sk"] for r in rows} | {PAGE_SK}
         pk = page_pk(page.tenant, page.slug)
         stale = [sk for sk in existing if sk not in keep]
-        puts = [*rows, item]  # the page row last: readers see it only with its rows (batch fallback)
-        self._write(puts, [{"pk": pk, "sk": sk} for sk in stale])
+        deletes = [{"pk": pk, "sk": sk} for sk in stale]
+        if len(rows) + len(deletes) + 2 > _TX_MAX:
+            # too many rows for one transaction: derived rows first, then the page row with its
+            # change number (readers see the page only with its rows)
+            self._write(rows, deletes)
+            rows, deletes = [], []
+
+        def build(n: int) -> builtins.list[dict[str, Any]]:
+            # D14: the page row carries the change number committed with it
+            actions: builtins.list[dict[str, Any]] = [
+                {"Delete": {"TableName": self.table, "Key": to_ddb(k)}} for k in deletes
+            ]
+            actions += [{"Put": {"TableName": self.table, "Item": to_ddb(p)}} for p in rows]
+            actions.append({"Put": {"TableName": self.table, "Item": to_ddb({**item, "cs": n})}})
+            return actions
+
+        transact_with_change(self._db, table=self.table, key=self._counter_key(page.tenant), build=build)
+
+    def _counter_key(self, tenant: str) -> dict[str, Any]:
+        return {"pk": {"S": page_pk(tenant, CHANGE_ID)}, "sk": {"S": CHANGE_SK}}
+
+    def changed_after(
+        self, tenant: str, *, seq: int, world_only: bool, limit: int
+    ) -> builtins.list[tuple[int, PageHead]]:
+        out: builtins.list[tuple[int, PageHead]] = []
+        if limit <= 0:
+            return out
+        req: dict[str, Any] = {
+            "TableName": self.table,
+            "IndexName": "by_change",
+            "KeyConditionExpression": "tp = :k AND cs > :s",
+            "ExpressionAttributeValues": {":k": {"S": tenant}, ":s": {"N": str(int(seq))}},
+            "ScanIndexForward": True,
+            "Limit": max(10, min(limit * 2, 500)),
+        }
+        for item in self._query(req):
+            if not self._visible(item, world_only):
+                continue
+            out.append((as_int(item["cs"]), item_to_head(item)))
+            if len(out) >= limit:
+                break
+        return out
+
+    def change_floor(self, tenant: str, *, since: datetime | None, slug: str = "") -> int:
+        top = read_counter(self._db, table=self.table, key=self._counter_key(tenant))
+        if since is None:
+            return top
+        req: dict[str, Any] = {
+            "TableName": self.table,
+            "IndexName": "by_updated",
+            "KeyConditionExpression": "tp = :k AND us > :s",
+            "ExpressionAttributeValues": {":k": {"S": tenant}, ":s": {"S": f"{ts(since)}#{slug}"}},
+            "ProjectionExpression": "cs",
+        }
+        low = min((as_int(i.get("cs", {}).get("N")) for i in self._query_raw(req) if "cs" in i), default=None)
+        return top if low is None else min(top, low - 1)
 
     def delete(self, tenant: str, slug: str) -> bool:
         existing = self._partition_keys(tenant, slug)

@@ -63,7 +63,7 @@ FACT_INDEX_ATTRS_WITH_VECTOR: tuple[str, ...] = (*FACT_INDEX_ATTRS, "vector")
 
 FACTS = TableSpec(
     logical="facts",
-    partition=KeyAttr("pk"),  # "<tenant>#<fact_id>"; the counter item is "<tenant>#~seq"
+    partition=KeyAttr("pk"),  # "<tenant>#<fact_id>"; counters "<tenant>#~seq" and "<tenant>#~chg"
     gsis=(
         # facts about one entity, newest first
         Gsi("by_entity", KeyAttr("ent"), KeyAttr("ck"), FACT_INDEX_ATTRS_WITH_VECTOR),  # ent = "<tenant>#<entity_slug>"
@@ -71,6 +71,8 @@ FACTS = TableSpec(
         Gsi("by_session", KeyAttr("sess"), KeyAttr("ck"), FACT_INDEX_ATTRS),  # sess = "<tenant>#<session_id>"
         # the tenant's facts by creation time (recent facts, since filters)
         Gsi("by_time", KeyAttr("tp"), KeyAttr("ck"), FACT_INDEX_ATTRS_WITH_VECTOR),  # tp = "<tenant>"
+        # D14: the tenant's facts in commit order (cs = change sequence, assigned in the write)
+        Gsi("by_change", KeyAttr("tp"), KeyAttr("cs", "N"), projection=FACT_INDEX_ATTRS),
     ),
     stream="NEW_AND_OLD_IMAGES",
     purpose="facts (source of truth) and the per-tenant fact sequence counter",
@@ -80,6 +82,7 @@ PAGES = TableSpec(
     logical="pages",
     partition=KeyAttr("pk"),  # "<tenant>#<slug>"
     sort=KeyAttr("sk"),  # "P" the page; "A#<alias>", "L#<target>#<type>", "W#<word>" derived rows
+    # (pk "<tenant>#~chg", sk "C" is the tenant's page change counter)
     gsis=(
         Gsi("by_alias", KeyAttr("ak")),  # "A#" rows: ak = "<tenant>#<normalized alias>"
         Gsi("by_title", KeyAttr("tk")),  # page row: tk = "<tenant>#<lower(title)>"
@@ -88,6 +91,8 @@ PAGES = TableSpec(
         Gsi("by_word", KeyAttr("wk")),  # "W#" rows: wk = "<tenant>#<word>"
         Gsi("by_updated", KeyAttr("tp"), KeyAttr("us")),  # page row: us = "<updated_at iso>#<slug>"
         Gsi("by_slug", KeyAttr("tp"), KeyAttr("slug")),  # page row: list pages by slug
+        # D14: page rows in commit order (cs = change sequence of the page's last write)
+        Gsi("by_change", KeyAttr("tp"), KeyAttr("cs", "N"), projection=(*HEAD_ATTRS, "tenant")),
     ),
     stream="NEW_AND_OLD_IMAGES",
     purpose="pages with their alias, link and word rows",

@@ -64,7 +64,7 @@ from fleetmem.timefmt import to_ms
 T = TypeVar("T")
 
 DB_FILENAME = "fleetmem.db"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: D14 change sequences (pages/facts change_seq, cursors page_seq/fact_seq)
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MS = timedelta(milliseconds=1)
 _IN_CHUNK = 400  # bound on host parameters per IN (...) list
@@ -151,24 +151,32 @@ CREATE TABLE IF NOT EXISTS facts (
   kind TEXT NOT NULL, entity_slug TEXT, provenance TEXT NOT NULL, visibility TEXT NOT NULL,
   session_id TEXT, client_id TEXT NOT NULL, created_at INTEGER NOT NULL, valid_until INTEGER,
   expired_at INTEGER, expired_reason TEXT, expired_by TEXT, superseded_by TEXT, supersedes TEXT,
-  vector BLOB, vector_model TEXT,
+  vector BLOB, vector_model TEXT, change_seq INTEGER NOT NULL DEFAULT 0,
   UNIQUE (tenant, fact_id)
 );
 CREATE INDEX IF NOT EXISTS facts_entity ON facts (tenant, entity_slug, created_at, seq);
 CREATE INDEX IF NOT EXISTS facts_session ON facts (tenant, session_id, created_at, seq);
 CREATE INDEX IF NOT EXISTS facts_created ON facts (tenant, created_at, seq);
+CREATE INDEX IF NOT EXISTS facts_change ON facts (tenant, change_seq);
 
 CREATE TABLE IF NOT EXISTS pages (
   tenant TEXT NOT NULL, slug TEXT NOT NULL, leaf TEXT, title TEXT NOT NULL, title_lc TEXT NOT NULL,
   type TEXT, aliases TEXT NOT NULL, summary TEXT, visibility TEXT NOT NULL, body TEXT NOT NULL,
   links TEXT NOT NULL, timeline TEXT NOT NULL, frontmatter TEXT NOT NULL,
   created_at INTEGER NOT NULL, updated_at INTEGER NOT NULL, last_retrieved_at INTEGER, author TEXT,
+  change_seq INTEGER NOT NULL DEFAULT 0,
   UNIQUE (tenant, slug)
 );
 CREATE INDEX IF NOT EXISTS pages_leaf ON pages (tenant, leaf, slug);
 CREATE INDEX IF NOT EXISTS pages_title ON pages (tenant, title_lc, slug);
 CREATE INDEX IF NOT EXISTS pages_updated ON pages (tenant, updated_at, slug);
 CREATE INDEX IF NOT EXISTS pages_type ON pages (tenant, type, slug);
+CREATE INDEX IF NOT EXISTS pages_change ON pages (tenant, change_seq);
+
+-- D14: per-tenant commit-ordered change counters ('page', 'fact'), bumped inside each write
+CREATE TABLE IF NOT EXISTS change_seq (
+  tenant TEXT NOT NULL, kind TEXT NOT NULL, seq INTEGER NOT NULL, PRIMARY KEY (tenant, kind)
+) WITHOUT ROWID;
 
 CREATE TABLE IF NOT EXISTS aliases (
   tenant TEXT NOT NULL, alias TEXT NOT NULL, slug TEXT NOT NULL, PRIMARY KEY (tenant, alias, slug)
@@ -193,7 +201,8 @@ CREATE VIRTUAL TABLE IF NOT EXISTS page_names_fts USING fts5 (
 CREATE TABLE IF NOT EXISTS cursors (
   tenant TEXT NOT NULL, client_id TEXT NOT NULL, session_id TEXT NOT NULL, since INTEGER NOT NULL,
   slug TEXT NOT NULL, touched_at INTEGER NOT NULL, incomplete_streak INTEGER NOT NULL,
-  version INTEGER NOT NULL, PRIMARY KEY (tenant, client_id, session_id)
+  version INTEGER NOT NULL, page_seq INTEGER, fact_seq INTEGER,
+  PRIMARY KEY (tenant, client_id, session_id)
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS cursors_touched ON cursors (tenant, client_id, touched_at);
 
@@ -348,9 +357,12 @@ class Database:
                 )
             if version == SCHEMA_VERSION:
                 return
+            if version == 1:
+                _migrate_1_to_2(conn)
             for stmt in _split_script(_SCHEMA):
                 conn.execute(stmt)
-            conn.execute("INSERT INTO docs_fts (docs_fts, rank) VALUES ('rank', 'bm25(3.0, 1.0)')")
+            if version == 0:
+                conn.execute("INSERT INTO docs_fts (docs_fts, rank) VALUES ('rank', 'bm25(3.0, 1.0)')")
             conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
         self.write(create)
@@ -415,6 +427,56 @@ def _rollback(conn: sqlite3.Connection) -> None:
             conn.execute("ROLLBACK")
     except sqlite3.Error:
         pass
+
+
+def _migrate_1_to_2(conn: sqlite3.Connection) -> None:
+    """Schema 1 -> 2 (D14), inside the schema transaction: add the change-sequence columns and
+    number the existing rows per tenant in their old delta order — pages by (updated_at, slug),
+    facts by (created_at, seq) — so a session cursor from before the upgrade resumes from its
+    (since, slug) without loss. The counters start after the last number given."""
+    conn.execute("ALTER TABLE pages ADD COLUMN change_seq INTEGER NOT NULL DEFAULT 0")
+    conn.execute("ALTER TABLE facts ADD COLUMN change_seq INTEGER NOT NULL DEFAULT 0")
+    conn.execute("ALTER TABLE cursors ADD COLUMN page_seq INTEGER")
+    conn.execute("ALTER TABLE cursors ADD COLUMN fact_seq INTEGER")
+    conn.execute(
+        "CREATE TABLE IF NOT EXISTS change_seq (tenant TEXT NOT NULL, kind TEXT NOT NULL, "
+        "seq INTEGER NOT NULL, PRIMARY KEY (tenant, kind)) WITHOUT ROWID"
+    )
+    for table, kind, order in (("pages", "page", "updated_at, slug"), ("facts", "fact", "created_at, seq")):
+        counters: dict[str, int] = {}
+        updates: list[tuple[int, int]] = []
+        for tenant, rowid in conn.execute(f"SELECT tenant, rowid FROM {table} ORDER BY tenant, {order}"):
+            counters[tenant] = counters.get(tenant, 0) + 1
+            updates.append((counters[tenant], rowid))
+        conn.executemany(f"UPDATE {table} SET change_seq = ? WHERE rowid = ?", updates)
+        conn.executemany(
+            "INSERT INTO change_seq (tenant, kind, seq) VALUES (?, ?, ?)",
+            [(tenant, kind, n) for tenant, n in counters.items()],
+        )
+
+
+def _next_change(conn: sqlite3.Connection, tenant: str, kind: str) -> int:
+    """D14: the tenant's next change number of `kind`, inside the caller's write transaction.
+    Writes hold the database lock from BEGIN IMMEDIATE to COMMIT, so numbers commit in order."""
+    row = conn.execute(
+        "INSERT INTO change_seq (tenant, kind, seq) VALUES (?, ?, 1) "
+        "ON CONFLICT (tenant, kind) DO UPDATE SET seq = seq + 1 RETURNING seq",
+        (tenant, kind),
+    ).fetchone()
+    return int(row[0])
+
+
+def _change_floor(
+    conn: sqlite3.Connection, tenant: str, kind: str, min_sql: str | None, args: Sequence[Any]
+) -> int:
+    """min(counter, smallest matching change_seq - 1); the counter is read first, so a write that
+    commits between the two reads has a number above it. No `min_sql`: the counter."""
+    row = conn.execute("SELECT seq FROM change_seq WHERE tenant = ? AND kind = ?", (tenant, kind)).fetchone()
+    top = int(row[0]) if row else 0
+    if min_sql is None:
+        return top
+    (low,) = conn.execute(min_sql, (tenant, *args)).fetchone()
+    return top if low is None else min(top, int(low) - 1)
 
 
 def _split_script(script: str) -> list[str]:
@@ -603,7 +665,8 @@ class SqliteFactStore:
                     (created, "superseded", fact.client_id, fact.fact_id, fact.tenant, supersede.fact_id),
                 )
             # a duplicate fact_id violates UNIQUE: `_translate` turns that into Conflict
-            conn.execute(f"INSERT INTO facts ({_FACT_COLS}) VALUES ({_marks(19)})", _fact_row(fact))
+            row = (*_fact_row(fact), _next_change(conn, fact.tenant, "fact"))
+            conn.execute(f"INSERT INTO facts ({_FACT_COLS}, change_seq) VALUES ({_marks(20)})", row)
             for event in audit:
                 _insert_audit(conn, event)
 
@@ -742,6 +805,23 @@ class SqliteFactStore:
             )
         )
 
+    def changed_after(
+        self, tenant: str, *, seq: int, now: datetime, world_only: bool = True, limit: int = 50
+    ) -> list[tuple[int, Fact]]:
+        clause, extra = _active_clause(now)
+        sql = f"SELECT {_FACT_COLS}, change_seq FROM facts WHERE tenant = ? AND change_seq > ?{clause}"
+        if world_only:
+            sql += " AND visibility = 'world'"
+        sql += " ORDER BY change_seq LIMIT ?"
+        args = (tenant, int(seq), *extra, max(0, int(limit)))
+        return [(r[19], _fact_of(r)) for r in self.db.read(lambda c: c.execute(sql, args).fetchall())]
+
+    def change_floor(self, tenant: str, *, after: datetime | None) -> int:
+        if after is None:
+            return self.db.read(lambda c: _change_floor(c, tenant, "fact", None, ()))
+        sql = "SELECT min(change_seq) FROM facts WHERE tenant = ? AND created_at > ?"
+        return self.db.read(lambda c: _change_floor(c, tenant, "fact", sql, (ms(after),)))
+
 
 # ---------------------------------------------------------------------------------------------
 # pages
@@ -816,7 +896,7 @@ class SqlitePageStore:
 
         def run(conn: sqlite3.Connection) -> None:
             row = conn.execute("SELECT rowid FROM pages WHERE tenant = ? AND slug = ?", (t, s)).fetchone()
-            values = (
+            values: tuple[Any, ...] = (
                 leaf_of(s),
                 page.title,
                 page.title.lower(),
@@ -832,13 +912,14 @@ class SqlitePageStore:
                 ms(page.updated_at),
                 ms_opt(page.last_retrieved_at),
                 page.author,
+                _next_change(conn, t, "page"),  # D14: numbered inside this write transaction
             )
             rowid: int | None
             if row is None:
                 rowid = conn.execute(
                     "INSERT INTO pages (leaf, title, title_lc, type, aliases, summary, visibility, body, "
                     "links, timeline, frontmatter, created_at, updated_at, last_retrieved_at, author, "
-                    f"tenant, slug) VALUES ({_marks(17)})",
+                    f"change_seq, tenant, slug) VALUES ({_marks(18)})",
                     (*values, t, s),
                 ).lastrowid
             else:
@@ -846,7 +927,7 @@ class SqlitePageStore:
                 conn.execute(
                     "UPDATE pages SET leaf = ?, title = ?, title_lc = ?, type = ?, aliases = ?, summary = ?, "
                     "visibility = ?, body = ?, links = ?, timeline = ?, frontmatter = ?, created_at = ?, "
-                    "updated_at = ?, last_retrieved_at = ?, author = ? WHERE rowid = ?",
+                    "updated_at = ?, last_retrieved_at = ?, author = ?, change_seq = ? WHERE rowid = ?",
                     (*values, rowid),
                 )
             assert rowid is not None
@@ -1014,6 +1095,23 @@ class SqlitePageStore:
         args = (tenant, ms(since), slug, max(0, int(limit)))
         return [_head_of(r) for r in self.db.read(lambda c: c.execute(sql, args).fetchall())]
 
+    def changed_after(
+        self, tenant: str, *, seq: int, world_only: bool, limit: int
+    ) -> builtins.list[tuple[int, PageHead]]:
+        vis = " AND visibility = 'world'" if world_only else ""
+        sql = (
+            f"SELECT {_HEAD_COLS}, change_seq FROM pages WHERE tenant = ? AND change_seq > ?{vis} "
+            "ORDER BY change_seq LIMIT ?"
+        )
+        args = (tenant, int(seq), max(0, int(limit)))
+        return [(r[6], _head_of(r)) for r in self.db.read(lambda c: c.execute(sql, args).fetchall())]
+
+    def change_floor(self, tenant: str, *, since: datetime | None, slug: str = "") -> int:
+        if since is None:
+            return self.db.read(lambda c: _change_floor(c, tenant, "page", None, ()))
+        sql = "SELECT min(change_seq) FROM pages WHERE tenant = ? AND (updated_at, slug) > (?, ?)"
+        return self.db.read(lambda c: _change_floor(c, tenant, "page", sql, (ms(since), slug)))
+
     def keyword(self, tenant: str, text: str, *, world_only: bool, limit: int = 3) -> builtins.list[PageHead]:
         match = fts_match(text, tenant)
         if match is None:
@@ -1116,6 +1214,8 @@ def _cursor_of(r: Sequence[Any]) -> Cursor:
         touched_at=dt_of(r[5]),
         incomplete_streak=r[6],
         version=r[7],
+        page_seq=r[8],
+        fact_seq=r[9],
     )
 
 
@@ -1134,8 +1234,8 @@ class SqliteCursorStore:
     def get(self, tenant: str, client_id: str, session_id: str, *, now: datetime) -> Cursor | None:
         row = self.db.read(
             lambda c: c.execute(
-                "SELECT tenant, client_id, session_id, since, slug, touched_at, incomplete_streak, version "
-                "FROM cursors WHERE tenant = ? AND client_id = ? AND session_id = ?",
+                "SELECT tenant, client_id, session_id, since, slug, touched_at, incomplete_streak, version, "
+                "page_seq, fact_seq FROM cursors WHERE tenant = ? AND client_id = ? AND session_id = ?",
                 (tenant, client_id, session_id),
             ).fetchone()
         )
@@ -1168,10 +1268,11 @@ class SqliteCursorStore:
             )
             conn.execute(
                 "INSERT INTO cursors (tenant, client_id, session_id, since, slug, touched_at, "
-                "incomplete_streak, version) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
+                "incomplete_streak, version, page_seq, fact_seq) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
                 "ON CONFLICT (tenant, client_id, session_id) DO UPDATE SET since = excluded.since, "
                 "slug = excluded.slug, touched_at = excluded.touched_at, "
-                "incomplete_streak = excluded.incomplete_streak, version = excluded.version",
+                "incomplete_streak = excluded.incomplete_streak, version = excluded.version, "
+                "page_seq = excluded.page_seq, fact_seq = excluded.fact_seq",
                 (
                     *key,
                     ms(stored.since),
@@ -1179,6 +1280,8 @@ class SqliteCursorStore:
                     ms(stored.touched_at),
                     stored.incomplete_streak,
                     version,
+                    stored.page_seq,
+                    stored.fact_seq,
                 ),
             )
             if row is None:

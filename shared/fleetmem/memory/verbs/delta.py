@@ -1,55 +1,69 @@
-"""`delta(since?, session_id?, since_slug?, entities?, budget_tokens?, include_private?)` — what changed
-since a cursor, for heartbeats (docs/protocol.md: delta; D10, D14). At-least-once, never silent loss.
+"""`delta(since?, session_id?, since_slug?, since_page_seq?, since_fact_seq?, entities?, budget_tokens?,
+include_private?)` — what changed since a cursor, for heartbeats (docs/protocol.md: delta; D10, D14).
+At-least-once under any interleaving of writers and wakes, never silent loss.
 
-Public API: `DeltaParams`, `run(deps, caller, params, ctx) -> Outcome`, `SPEC` (registered),
-`cursor_client(caller) -> str`.
+Public API: `DeltaParams`, `DeltaResult`, `run(deps, caller, params, ctx) -> Outcome`, `SPEC`
+(registered), `cursor_client(caller) -> str`.
 
 Rules:
 - Input: `since` (ISO 8601, must parse; echoed normalized `…T…:…:….000Z`) and/or `session_id`
-  (clipped to 200 chars); neither -> invalid_params. `since_slug` (with `since`) resumes a keyset
-  position statelessly. An explicit `since` wins over the session's cursor.
+  (clipped to 200 chars); neither -> invalid_params. With `since`: `since_slug` resumes a (updated_at,
+  slug) keyset position, and `since_page_seq` / `since_fact_seq` (integers >= 0, from
+  `next_cursor.page_seq` / `next_cursor.fact_seq`) resume the EXACT positions. An explicit `since`
+  wins over the session's cursor.
+- Change sequences (D14): every page write and every new fact gets the tenant's next page / fact
+  change number inside its own write transaction, so numbers are commit-ordered: once a reader has
+  seen number N, every write below N has committed. Pages and facts are each listed by change
+  number strictly after their own position, ascending, 50 per call (51 fetched to detect
+  overflow); facts active only. A position not given (a reference client passing only since /
+  since_slug, or a session cursor from before change numbers) is derived from the timestamp:
+  min(current counter, smallest number of an item after it - 1) — `change_floor`.
 - Session cursors are keyed (tenant, cursor_client(caller), session_id): a trusted-local caller
   uses its client id (the CLI's is "local"); a remote caller uses its authenticated client id, or
   the shared "remote" namespace when it has none — and never "local", which is reserved for the
-  trusted lane. First wake (or a wake after 7 idle days): the cursor is created at now and the
-  delta is empty (`since` = now, `has_more: false`).
-- Pages: keyset (updated_at, slug) strictly after the effective cursor, ascending, 50 per call
-  (51 fetched to detect overflow). Facts: created strictly after the effective `since`, newest
-  first, at most 50. Threads: open-thread events (commitments, timeline entries) dated after the
-  effective `since` for up to 8 `entities` (comma-separated, like context_pack).
-- Budget: pages first (cost of `title + " " + slug`), then facts (cost of text); a prefix walk.
+  trusted lane. First wake (or a wake after 7 idle days): the cursor is created at now (its change
+  positions at the current counters) and the delta is empty (`since` = now, `has_more: false`).
+- Budget: pages first (cost of `title + " " + slug`), then facts (cost of the fact text); a prefix
+  walk. When the FIRST pending item of a call alone exceeds the budget it is delivered truncated
+  to the budget (`truncated: true`), so every call with something pending delivers something.
   `has_more` = page or fact fetch overflow, or anything dropped by the budget or the deadline.
-- `next_cursor` = the last DELIVERED page's (updated_at, slug); none delivered -> the effective
-  since/slug.
+- Fact items: `{id, fact_id, fact, kind, entity_slug, provenance, visibility, created_at,
+  valid_until}` (`fact` as in recall). `text` is rendered from the packed sets only.
+- `next_cursor` = `{since, slug}` of the last DELIVERED page (none delivered -> the effective
+  since/slug; the reference wire) plus `page_seq` / `fact_seq`: the change numbers delivered up to
+  (the exact cursor; pass them back as since_page_seq / since_fact_seq).
 - Session advance (conditional write on the cursor version; on a lost race re-read and retry once;
-  never backwards). Pages carry the cursor: pages delivered -> to the last delivered page; no page
-  delivered and nothing held back -> now − 2 s (covers in-flight writes); no page delivered but
-  something held back by the budget, the deadline or the page fetch limit -> no move and a
+  no position ever moves backwards): page_seq to the last delivered page, fact_seq to the last
+  delivered fact, each only past what was DELIVERED; since/slug to the last delivered page, or to
+  now − 2 s when nothing was pending (the threads arm filters by it). A wake that delivered
+  nothing but held something back (only the deadline can now) moves nothing and carries a
   `delta_incomplete` notice (kind degraded) whose fix says wait and retry the same call; from the
-  3rd consecutive incomplete wake of a session the fix carries no call (`next: report`).
-  Stateless callers always get the wait fix. Facts are listed newest first (the frozen order), so
-  more than 50 new facts between two wakes sets has_more but the older surplus is not re-offered
-  by the cursor; `recall(since=…)` reads them.
+  3rd consecutive incomplete wake of a session the fix carries no call (`next: report`). An
+  explicit `since` on a session moves an arm's position only when it read from at or before it.
+- Threads: open-thread events (commitments, timeline entries) dated after the effective `since`
+  for up to 8 `entities` (comma-separated, like context_pack).
 - Visibility: world-only unless trusted-local AND include_private (as context_pack).
 - D10: past `ctx.deadline_at` the remaining arms are skipped, `degraded_reason` says so, the
-  skipped arms count as dropped (has_more) and the session cursor does not move (no silent loss).
+  skipped arms count as dropped (has_more) and their positions do not move (no silent loss).
 """
 
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
 from fleetmem.errors import Conflict, Fix, Notice, Outcome, Unavailable, VerbError
 from fleetmem.memory import budget, common
-from fleetmem.memory.cards import fact_view, open_threads
-from fleetmem.memory.common import Budget, Params, SinceText
+from fleetmem.memory.cards import open_threads
+from fleetmem.memory.common import Budget, ChangePosition, Params, SinceText
 from fleetmem.memory.entities import parse_entity_list, resolve_entity
 from fleetmem.memory.registry import ToolSpec, register
 from fleetmem.memory.render import render_delta
-from fleetmem.models import BudgetFields, Caller, Cursor, PackFact, PageItem, SlugThread
+from fleetmem.memory.verbs.recall import fact_item
+from fleetmem.models import BudgetFields, Caller, Cursor, PackFact, PageItem, SlugThread, Wire
 from fleetmem.ports import CallContext, Deps
 from fleetmem.protocol import (
     DELTA_FACT_LIMIT,
@@ -79,6 +93,14 @@ class DeltaParams(Params):
         default=None,
         description="With since: resume after this slug (pass back next_cursor.since + next_cursor.slug).",
     )
+    since_page_seq: ChangePosition = Field(
+        default=None,
+        description="With since: the exact page position (pass back next_cursor.page_seq).",
+    )
+    since_fact_seq: ChangePosition = Field(
+        default=None,
+        description="With since: the exact fact position (pass back next_cursor.fact_seq).",
+    )
     session_id: str | None = Field(
         default=None,
         description="A stable id for this heartbeat loop: the server keeps and advances its cursor.",
@@ -99,25 +121,21 @@ class DeltaPage(PageItem):
     truncated: bool | None = None  # D14: the first pending item alone exceeded the budget
 
 
-class DeltaFact(PackFact):
-    truncated: bool | None = None
-
-
-class NextCursor(BaseModel):
-    """Where to resume statelessly: `since` + `slug` of the last delivered page (extra cursor keys
-    such as the facts' own position may ride along)."""
-
-    model_config = ConfigDict(extra="allow")
+class NextCursor(Wire):
+    """Where to resume statelessly: `since` + `slug` of the last delivered page (the reference's
+    fields) and the exact change positions of both arms (D14)."""
 
     since: str | None
     slug: str
+    page_seq: int = Field(description="Page change number delivered up to; pass back as since_page_seq.")
+    fact_seq: int = Field(description="Fact change number delivered up to; pass back as since_fact_seq.")
 
 
 class DeltaResult(BudgetFields):
     protocol_version: int
     since: str | None
     pages: list[DeltaPage]
-    facts: list[DeltaFact]
+    facts: list[PackFact]
     threads: list[SlugThread]
     text: str
     has_more: bool
@@ -165,32 +183,54 @@ def _missing_input_error(params: DeltaParams, now: datetime) -> VerbError:
     )
 
 
+@dataclass(frozen=True)
+class _Target:
+    """Where a wake moves the session cursor; None for a field means "leave it"."""
+
+    page_seq: int | None = None
+    fact_seq: int | None = None
+    position: tuple[datetime, str] | None = None
+
+
 def _store_cursor(
     deps: Deps, caller: Caller, client: str, session_id: str, now: datetime, current: Cursor | None,
-    target: tuple[datetime, str] | None, *, incomplete: bool, hold: tuple[datetime, str] | None = None,
+    target: _Target, *, incomplete: bool, hold: tuple[datetime, str], hold_seqs: tuple[int, int],
 ) -> Cursor | None:
     """Conditionally write the advanced cursor; on a lost race re-read and retry once.
 
-    `target` None means "do not move" (a missing cursor is then created at `hold`, the position
-    this wake read from). The position never moves backwards. Returns the stored cursor, or None
-    when both attempts lost the race (delivery stays at-least-once: the cursor simply did not move).
+    A missing cursor is created at `target` or, field by field, at `hold`/`hold_seqs` (the position
+    this wake read from). No position moves backwards. Returns the stored cursor, or None when both
+    attempts lost the race (delivery stays at-least-once: the cursor simply did not move).
     """
+
+    def later(old: int | None, new: int | None) -> int | None:
+        if new is None:
+            return old
+        return new if old is None or new > old else old
+
     for attempt in range(2):
+        streak = 0
         if current is None:
-            since, slug = target or hold or (now, "")
-            streak = 1 if incomplete else 0
+            since, slug = target.position or hold
             new = Cursor(
                 tenant=caller.tenant, client_id=client, session_id=session_id, since=to_ms(since), slug=slug,
-                touched_at=now, incomplete_streak=streak,
+                touched_at=now, incomplete_streak=1 if incomplete else 0,
+                page_seq=later(hold_seqs[0], target.page_seq), fact_seq=later(hold_seqs[1], target.fact_seq),
             )
             expected = None
         else:
             since, slug = current.since, current.slug
-            if target is not None and (to_ms(target[0]), target[1]) > (current.since, current.slug):
-                since, slug = to_ms(target[0]), target[1]
+            if target.position is not None and (to_ms(target.position[0]), target.position[1]) > (since, slug):
+                since, slug = to_ms(target.position[0]), target.position[1]
             streak = current.incomplete_streak + 1 if incomplete else 0
             new = current.model_copy(
-                update={"since": since, "slug": slug, "touched_at": now, "incomplete_streak": streak}
+                update={
+                    "since": since, "slug": slug, "touched_at": now, "incomplete_streak": streak,
+                    "page_seq": later(current.page_seq if current.page_seq is not None else hold_seqs[0],
+                                      target.page_seq),
+                    "fact_seq": later(current.fact_seq if current.fact_seq is not None else hold_seqs[1],
+                                      target.fact_seq),
+                }
             )
             expected = current.version
         try:
@@ -202,7 +242,7 @@ def _store_cursor(
     return None
 
 
-def _empty_body(since: datetime, slug: str, budget_tokens: int | None) -> dict:
+def _empty_body(since: datetime, slug: str, seqs: tuple[int, int], budget_tokens: int | None) -> dict:
     body: dict = {
         "protocol_version": PROTOCOL_VERSION,
         "since": iso(since),
@@ -211,10 +251,31 @@ def _empty_body(since: datetime, slug: str, budget_tokens: int | None) -> dict:
         "threads": [],
         "text": render_delta(iso(since) or "", [], [], [], has_more=False),
         "has_more": False,
-        "next_cursor": {"since": iso(since), "slug": slug},
+        "next_cursor": {"since": iso(since), "slug": slug, "page_seq": seqs[0], "fact_seq": seqs[1]},
     }
     body.update(budget.Packer(budget_tokens).fields())
     return body
+
+
+def _truncate_page(page: dict, budget_tokens: int) -> dict:
+    """Cut the title (then the slug) so `title + " " + slug` costs at most the budget."""
+    room = 4 * budget_tokens - 1  # characters for title + slug around the one space
+    slug = page["slug"][:room]
+    title = page["title"][: max(0, room - len(slug))]
+    return {**page, "title": title, "slug": slug, "truncated": True}
+
+
+def _truncate_fact(fact: dict, budget_tokens: int) -> dict:
+    room = 4 * budget_tokens
+    return {**fact, "fact": fact["fact"][: room - 1] + "…", "truncated": True}
+
+
+def _page_cost(p: dict) -> int:
+    return budget.cost(f"{p['title']} {p['slug']}")
+
+
+def _fact_cost(f: dict) -> int:
+    return budget.cost(f["fact"])
 
 
 def _incomplete_notice(params: DeltaParams, streak: int | None) -> Notice:
@@ -248,27 +309,53 @@ def run(deps: Deps, caller: Caller, params: DeltaParams, ctx: CallContext) -> Ou
     if explicit_since is None and session_id is None:
         raise _missing_input_error(params, now)
     budget_tokens = common.check_budget(TOOL, params)
+    page_param, fact_param = params.since_page_seq, params.since_fact_seq
     world_only = common.world_only(caller, params.include_private)
     client = cursor_client(caller)
+    tenant = caller.tenant
 
     cursor: Cursor | None = None
     if session_id is not None:
         try:
-            cursor = deps.cursors.get(caller.tenant, client, session_id, now=now)
+            if explicit_since is None:
+                # The change counters are read with the cursor (one round on network backends):
+                # a first wake needs them, and everything committed before it lies behind them.
+                cursor, top_page, top_fact = deps.gather(
+                    lambda: deps.cursors.get(tenant, client, session_id, now=now),
+                    lambda: deps.pages.change_floor(tenant, since=None),
+                    lambda: deps.facts.change_floor(tenant, after=None),
+                )
+            else:
+                cursor = deps.cursors.get(tenant, client, session_id, now=now)
             if cursor is None and explicit_since is None:
-                # First wake (or the old cursor idled out): establish at now, deliver nothing. A
-                # concurrent first wake that won the race set the same position.
-                _store_cursor(deps, caller, client, session_id, now, None, (now, ""), incomplete=False)
-                return Outcome(body=_empty_body(now, "", budget_tokens))
+                # First wake (or the old cursor idled out): establish at now and at the current
+                # change counters, deliver nothing. A concurrent first wake set the same position.
+                seqs = (top_page, top_fact)
+                _store_cursor(
+                    deps, caller, client, session_id, now, None, _Target(), incomplete=False,
+                    hold=(now, ""), hold_seqs=seqs,
+                )
+                return Outcome(body=_empty_body(now, "", seqs, budget_tokens))
         except Unavailable as exc:
             raise _session_unavailable(exc) from None
 
     if explicit_since is not None:
-        eff_since = explicit_since
-        eff_slug = (params.since_slug or "").strip()
+        eff_since, eff_slug = explicit_since, (params.since_slug or "").strip()
+        page_pos, fact_pos = page_param, fact_param
     else:
         assert cursor is not None
         eff_since, eff_slug = cursor.since, cursor.slug
+        page_pos, fact_pos = cursor.page_seq, cursor.fact_seq
+    # A position not known exactly is derived from the timestamp (D14: change_floor); both arms
+    # in one concurrent round on network backends.
+    if page_pos is None or fact_pos is None:
+        known_page, known_fact = page_pos, fact_pos
+        page_pos, fact_pos = deps.gather(
+            (lambda: known_page) if known_page is not None
+            else lambda: deps.pages.change_floor(tenant, since=eff_since, slug=eff_slug),
+            (lambda: known_fact) if known_fact is not None
+            else lambda: deps.facts.change_floor(tenant, after=eff_since),
+        )
 
     degraded: list[str] = []
     skipped_arms = _deadline_passed(ctx)
@@ -276,21 +363,19 @@ def run(deps: Deps, caller: Caller, params: DeltaParams, ctx: CallContext) -> Ou
         degraded.append("server deadline reached before the facts arm; facts and threads skipped")
     # Pages and facts are independent reads: one concurrent round on network backends.
     fetched, rows = deps.gather(
-        lambda: deps.pages.updated_since(
-            caller.tenant, since=eff_since, slug=eff_slug, world_only=world_only, limit=DELTA_PAGE_LIMIT + 1
-        ),
-        (lambda: []) if skipped_arms else lambda: deps.facts.recent(
-            caller.tenant, now=now, after=eff_since, world_only=world_only, limit=DELTA_FACT_LIMIT + 1
+        lambda: deps.pages.changed_after(tenant, seq=page_pos, world_only=world_only, limit=DELTA_PAGE_LIMIT + 1),
+        (lambda: []) if skipped_arms else lambda: deps.facts.changed_after(
+            tenant, seq=fact_pos, now=now, world_only=world_only, limit=DELTA_FACT_LIMIT + 1
         ),
     )
     page_overflow = len(fetched) > DELTA_PAGE_LIMIT
+    heads = fetched[:DELTA_PAGE_LIMIT]
     pages = [
-        {"slug": h.slug, "title": h.title, "type": h.type, "updated_at": iso(h.updated_at)}
-        for h in fetched[:DELTA_PAGE_LIMIT]
+        {"slug": h.slug, "title": h.title, "type": h.type, "updated_at": iso(h.updated_at)} for _, h in heads
     ]
-    page_times = {h.slug: h.updated_at for h in fetched}
     fact_overflow = len(rows) > DELTA_FACT_LIMIT
-    facts: list[dict] = [fact_view(f) for f in rows[:DELTA_FACT_LIMIT]]
+    kept_facts = rows[:DELTA_FACT_LIMIT]
+    facts: list[dict] = [fact_item(f) for _, f in kept_facts]
 
     threads: list[dict] = []
     names = parse_entity_list(params.entities, DELTA_MAX_THREAD_ENTITIES)
@@ -302,46 +387,61 @@ def run(deps: Deps, caller: Caller, params: DeltaParams, ctx: CallContext) -> Ou
             degraded.append(f"server deadline reached after {i} of {len(names)} thread entities")
             skipped_arms = True
             break
-        best = resolve_entity(deps, caller.tenant, name, world_only=world_only).best
+        best = resolve_entity(deps, tenant, name, world_only=world_only).best
         if best is None or best.head.slug in seen:
             continue
         seen.add(best.head.slug)
-        page = deps.pages.get(caller.tenant, best.head.slug)
+        page = deps.pages.get(tenant, best.head.slug)
         if page is None or (world_only and page.visibility != "world"):
             continue
-        events = open_threads(deps, caller.tenant, page, world_only=world_only, now=now, since=eff_since)
+        events = open_threads(deps, tenant, page, world_only=world_only, now=now, since=eff_since)
         threads += [{"slug": page.slug, **thread} for thread in events]
 
+    # D14: the first pending item of a call is always delivered, truncated if it alone is over.
+    if budget_tokens is not None:
+        if pages and _page_cost(pages[0]) > budget_tokens:
+            pages[0] = _truncate_page(pages[0], budget_tokens)
+        elif not pages and facts and _fact_cost(facts[0]) > budget_tokens:
+            facts[0] = _truncate_fact(facts[0], budget_tokens)
     packer = budget.Packer(budget_tokens)
-    packed_pages = packer.take(pages, lambda p: budget.cost(f"{p['title']} {p['slug']}"))
-    packed_facts = packer.take(facts, lambda f: budget.cost(f["text"]))
+    packed_pages = packer.take(pages, _page_cost)
+    packed_facts = packer.take(facts, _fact_cost)
     dropped = packer.dropped > 0 or skipped_arms
     has_more = page_overflow or fact_overflow or dropped
 
+    next_page_seq = heads[len(packed_pages) - 1][0] if packed_pages else page_pos
+    next_fact_seq = kept_facts[len(packed_facts) - 1][0] if packed_facts else fact_pos
     if packed_pages:
-        last = packed_pages[-1]
-        next_since, next_slug = page_times[last["slug"]], last["slug"]
+        last = heads[len(packed_pages) - 1][1]
+        next_since, next_slug = last.updated_at, last.slug
     else:
         next_since, next_slug = eff_since, eff_slug
 
     notices: list[Notice] = []
-    # Pages carry the cursor. With no page delivered, anything held back by the budget, the deadline
-    # or the page fetch limit keeps the cursor in place (it would be skipped otherwise).
-    incomplete = not packed_pages and (dropped or page_overflow)
+    delivered = bool(packed_pages or packed_facts)
+    # Each arm carries its own position; with nothing delivered, anything held back (only the
+    # deadline can hold back everything now) keeps the cursor in place.
+    incomplete = not delivered and (dropped or page_overflow or fact_overflow)
     if session_id is not None:
-        if skipped_arms:
-            # The deadline cut the facts/threads arms: moving past delivered pages would skip them.
-            target: tuple[datetime, str] | None = None
-        elif packed_pages:
-            target = (next_since, next_slug)
-        elif not incomplete:
-            target = (now - IN_FLIGHT_MARGIN, "")
-        else:
-            target = None
+        target = _Target(
+            page_seq=next_page_seq if packed_pages else None,
+            fact_seq=next_fact_seq if packed_facts else None,
+            position=(next_since, next_slug) if packed_pages else None,
+        )
+        if not delivered and not incomplete:
+            target = _Target(position=(now - IN_FLIGHT_MARGIN, ""))
+        if cursor is not None and explicit_since is not None:
+            # A one-off read from an explicit since moves an arm only if it read from at or
+            # before the session's own position (it must not skip what the session has not seen).
+            target = _Target(
+                page_seq=target.page_seq if cursor.page_seq is None or page_pos <= cursor.page_seq else None,
+                fact_seq=target.fact_seq if cursor.fact_seq is None or fact_pos <= cursor.fact_seq else None,
+                position=target.position,
+            )
         try:
             stored = _store_cursor(
                 deps, caller, client, session_id, now, cursor, target, incomplete=incomplete,
-                hold=(eff_since, eff_slug),
+                hold=(eff_since, eff_slug), hold_seqs=(page_pos, fact_pos),
             )
         except Unavailable as exc:
             raise _session_unavailable(exc) from None
@@ -358,7 +458,9 @@ def run(deps: Deps, caller: Caller, params: DeltaParams, ctx: CallContext) -> Ou
         "threads": threads,
         "text": render_delta(iso(eff_since) or "", packed_pages, packed_facts, threads, has_more=has_more),
         "has_more": has_more,
-        "next_cursor": {"since": iso(next_since), "slug": next_slug},
+        "next_cursor": {
+            "since": iso(next_since), "slug": next_slug, "page_seq": next_page_seq, "fact_seq": next_fact_seq,
+        },
     }
     if degraded:
         body["degraded_reason"] = "; ".join(degraded)
@@ -376,7 +478,8 @@ SPEC = register(
             "session_id — the server keeps your cursor, delivery is at-least-once, and has_more=true means "
             "call again. The first wake of a session only sets the cursor (empty delta). Stateless: pass "
             "since (+ since_slug from next_cursor). Example: {\"session_id\": \"ops-bot-heartbeat\", "
-            "\"budget_tokens\": 1500}. Zero LLM, sub-second."
+            "\"budget_tokens\": 1500}. Stateless callers pass back every next_cursor field (page_seq as "
+            "since_page_seq, fact_seq as since_fact_seq) for exact resumption. Zero LLM, sub-second."
         ),
         params=DeltaParams,
         result=DeltaResult,

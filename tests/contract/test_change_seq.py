@@ -1,0 +1,65 @@
+"""D14 change sequences, on every PageStore / FactStore backend: each write gets the tenant's next
+number inside the write, `changed_after` lists by it (ascending, strictly after), a rewrite moves a
+page to a new number, `change_floor` turns a timestamp position into a number, tenants count apart."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from tests.contract.builders import fact as make_fact
+from tests.contract.builders import page as make_page
+
+
+def test_pages_are_numbered_in_write_order_and_a_rewrite_moves_the_page(pages, tenant, other_tenant, now):
+    pages.put(make_page(tenant, "p/late-stamp", updated_at=now + timedelta(seconds=5)))
+    pages.put(make_page(tenant, "p/early-stamp", updated_at=now))
+    pages.put(make_page(other_tenant, "p/elsewhere", updated_at=now))
+    listed = pages.changed_after(tenant, seq=0, world_only=False, limit=10)
+    assert [(n, h.slug) for n, h in listed] == [(1, "p/late-stamp"), (2, "p/early-stamp")]
+    pages.put(make_page(tenant, "p/late-stamp", updated_at=now + timedelta(seconds=6)))
+    assert [(n, h.slug) for n, h in pages.changed_after(tenant, seq=1, world_only=False, limit=10)] == [
+        (2, "p/early-stamp"),
+        (3, "p/late-stamp"),
+    ]
+    assert [h.slug for _, h in pages.changed_after(other_tenant, seq=0, world_only=False, limit=10)] == [
+        "p/elsewhere"
+    ]
+
+
+def test_page_change_floor_resumes_a_timestamp_position(pages, tenant, now):
+    assert pages.change_floor(tenant, since=now, slug="") == 0
+    pages.put(make_page(tenant, "p/a", updated_at=now))
+    pages.put(make_page(tenant, "p/b", updated_at=now + timedelta(seconds=2)))
+    pages.put(make_page(tenant, "p/c", updated_at=now + timedelta(seconds=1)))  # committed last
+    assert pages.change_floor(tenant, since=now, slug="p/a") == 1  # p/b (2) and p/c (3) follow
+    assert pages.change_floor(tenant, since=now + timedelta(seconds=1), slug="p/c") == 1
+    assert pages.change_floor(tenant, since=now + timedelta(days=1), slug="") == 3  # nothing after: the counter
+
+
+def test_private_pages_are_hidden_from_world_only_change_lists(pages, tenant, now):
+    pages.put(make_page(tenant, "p/secret", updated_at=now, visibility="private"))
+    pages.put(make_page(tenant, "p/open", updated_at=now))
+    assert [h.slug for _, h in pages.changed_after(tenant, seq=0, world_only=True, limit=10)] == ["p/open"]
+
+
+def test_facts_are_numbered_in_write_order_and_listed_active_only(facts, tenant, other_tenant, now):
+    late = make_fact(tenant, 1, fact_id="f_late", created_at=now + timedelta(seconds=5))
+    early = make_fact(tenant, 2, fact_id="f_early", created_at=now)
+    gone = make_fact(tenant, 3, fact_id="f_gone", created_at=now)
+    for f in (late, early, gone, make_fact(other_tenant, 1, fact_id="f_other", created_at=now)):
+        facts.put(f)
+    facts.expire(tenant, "f_gone", at=now, reason="test", actor="t")
+    listed = facts.changed_after(tenant, seq=0, now=now + timedelta(seconds=10), world_only=False, limit=10)
+    assert [(n, f.fact_id) for n, f in listed] == [(1, "f_late"), (2, "f_early")]
+    assert listed[0][1] == late
+    after = facts.changed_after(tenant, seq=1, now=now + timedelta(seconds=10), world_only=False, limit=10)
+    assert [f.fact_id for _, f in after] == ["f_early"]
+
+
+def test_fact_change_floor_resumes_a_timestamp_position(facts, tenant, now):
+    assert facts.change_floor(tenant, after=now) == 0
+    facts.put(make_fact(tenant, 1, fact_id="f_1", created_at=now))
+    facts.put(make_fact(tenant, 2, fact_id="f_2", created_at=now + timedelta(seconds=2)))
+    facts.put(make_fact(tenant, 3, fact_id="f_3", created_at=now + timedelta(seconds=1)))
+    assert facts.change_floor(tenant, after=now) == 1
+    assert facts.change_floor(tenant, after=now + timedelta(seconds=5)) == 3
