@@ -167,7 +167,7 @@ def test_upcoming_optional_fields_are_part_of_the_contract() -> None:
         "has_more": True, "pages": [{"slug": "a", "title": "A", "type": None,
                                      "updated_at": "2026-06-11T00:00:00.000Z", "truncated": True}],
         "facts": [{**fact, "fact": "x", "truncated": True}],
-        "next_cursor": {"since": "2026-06-11T00:00:00.000Z", "slug": "a", "fact_since": "x", "fact_id": "f_1"},
+        "next_cursor": {"since": "2026-06-11T00:00:00.000Z", "slug": "a", "page_seq": 3, "fact_seq": 7},
     }
     assert mismatch("delta", delta) is None
     assert mismatch("delta", {**delta, "facts": [{**fact}]}) is not None  # a fact item without its text

@@ -60,6 +60,13 @@ FACT_INDEX_ATTRS: tuple[str, ...] = (
     "expired_by", "superseded_by", "supersedes", "vector_model",
 )  # fmt: skip
 FACT_INDEX_ATTRS_WITH_VECTOR: tuple[str, ...] = (*FACT_INDEX_ATTRS, "vector")
+#: `by_time` also carries `cs` (delta turns a `since` into a change position through it); to stay
+#: within DynamoDB's 20 projected attributes per index it leaves out who expired a fact and why,
+#: which only trace_fact shows (from the base item).
+FACT_TIME_ATTRS: tuple[str, ...] = (
+    *(a for a in FACT_INDEX_ATTRS_WITH_VECTOR if a not in ("expired_reason", "expired_by")),
+    "cs",
+)
 
 FACTS = TableSpec(
     logical="facts",
@@ -70,7 +77,7 @@ FACTS = TableSpec(
         # facts written in one session, newest first
         Gsi("by_session", KeyAttr("sess"), KeyAttr("ck"), FACT_INDEX_ATTRS),  # sess = "<tenant>#<session_id>"
         # the tenant's facts by creation time (recent facts, since filters)
-        Gsi("by_time", KeyAttr("tp"), KeyAttr("ck"), FACT_INDEX_ATTRS_WITH_VECTOR),  # tp = "<tenant>"
+        Gsi("by_time", KeyAttr("tp"), KeyAttr("ck"), FACT_TIME_ATTRS),  # tp = "<tenant>"
         # D14: the tenant's facts in commit order (cs = change sequence, assigned in the write)
         Gsi("by_change", KeyAttr("tp"), KeyAttr("cs", "N"), projection=FACT_INDEX_ATTRS),
     ),
