@@ -125,11 +125,11 @@ class Cursor(Record):
     slug: str = ""
     touched_at: datetime  # last wake; idle cursors expire after SESSION_IDLE_DAYS
     incomplete_streak: int = 0
-    version: int = 0
+    version: int = 0  # optimistic concurrency: advance is conditional on the stored version
     #: D14 exact positions: the page and fact change sequences delivered up to (None: a cursor
     #: written before change sequences existed; the position is then derived from since/slug).
     page_seq: int | None = None
-    fact_seq: int | None = None  # optimistic concurrency: advance is conditional on the stored version
+    fact_seq: int | None = None
 
 
 class ClientRecord(Record):

@@ -93,7 +93,14 @@ def test_a_delta_too_large_even_at_the_floor_is_cut_to_heads_and_the_cursor_move
     after = deps.cursors.get("acme", "planner", event["session_id"], now=clock.now())
     assert (after.since, after.slug) != (before.since, before.slug)
     clock.advance(minutes=1)
-    assert call("heartbeat", event)["status"] == "empty"  # not the same oversize delta again
+    # not the same oversize delta again: the page is behind the cursor; the fact the floor budget
+    # left out comes next (cut to the budget, D14), and then nothing
+    assert call("heartbeat", event)["status"] == "delivered"
+    (body,) = received(url)
+    nxt = json.loads(body)["delta"]
+    assert nxt["pages"] == [] and len(nxt["facts"]) == 1
+    clock.advance(minutes=1)
+    assert call("heartbeat", event)["status"] == "empty"
 
 
 def test_a_facts_only_change_is_delivered_once_not_on_every_wake(bound_event, clock, deps):
@@ -107,3 +114,24 @@ def test_a_facts_only_change_is_delivered_once_not_on_every_wake(bound_event, cl
     clock.advance(minutes=1)
     assert call("heartbeat", event)["status"] == "empty"
     assert received(url) == []
+
+
+def test_facts_a_smaller_budget_left_out_arrive_on_later_wakes(bound_event, clock, deps):
+    """D14 through the heartbeat: a wake that delivers only part of the facts keeps the facts'
+    own position, so every fact arrives on some wake (none is skipped when the cursor moves)."""
+    event, url = bound_event
+    call("heartbeat", event)
+    clock.advance(minutes=1)
+    for n in range(6):
+        remember(long_fact(n))
+    clock.advance(minutes=1)
+    runtime.delivery().max_bytes = 8_000
+    delivered: set[str] = set()
+    for _ in range(8):
+        out = call("heartbeat", event)
+        for body in received(url):
+            delivered |= {f["fact"].split()[1] for f in json.loads(body)["delta"]["facts"]}
+        clock.advance(minutes=1)
+        if out["status"] == "empty":
+            break
+    assert delivered == {str(n) for n in range(6)}

@@ -22,7 +22,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from fleetmem.models import Cursor
-from fleetmem.timefmt import parse_iso
+from fleetmem.timefmt import iso, parse_iso
 
 DEFAULT_BUDGET_TOKENS = 4_000
 MAX_BUDGET_TOKENS = 20_000
@@ -80,4 +80,24 @@ def advance(cursor: Cursor, body: dict[str, Any], *, delivered: bool, now: datet
         since, slug, streak = max(cursor.since, now - IN_FLIGHT_MARGIN), cursor.slug, 0
         if since != cursor.since:
             slug = ""
-    return cursor.model_copy(update={"since": since, "slug": slug, "touched_at": now, "incomplete_streak": streak})
+    update: dict[str, Any] = {"since": since, "slug": slug, "touched_at": now, "incomplete_streak": streak}
+    if delivered:
+        # D14: the exact positions move past what this delivery carried (pages and facts alike).
+        nxt = body.get("next_cursor") or {}
+        update.update({k: nxt[k] for k in ("page_seq", "fact_seq") if nxt.get(k) is not None})
+    return cursor.model_copy(update=update)
+
+
+def delta_arguments(cursor: Cursor, budget_tokens: int) -> dict[str, Any]:
+    """The stateless delta call of one wake: the cursor's keyset position and, where known, its
+    exact change positions (D14), so no page or fact is skipped whatever the commit order."""
+    args: dict[str, Any] = {
+        "since": iso(cursor.since),
+        "since_slug": cursor.slug or None,
+        "budget_tokens": budget_tokens,
+    }
+    if cursor.page_seq is not None:
+        args["since_page_seq"] = cursor.page_seq
+    if cursor.fact_seq is not None:
+        args["since_fact_seq"] = cursor.fact_seq
+    return args

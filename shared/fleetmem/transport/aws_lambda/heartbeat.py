@@ -46,7 +46,7 @@ def run_heartbeat(payload: Mapping[str, Any], deps: Deps | None = None, send: An
     truncated = False
     too_large: tuple[dict[str, Any], dict[str, Any]] | None = None  # last (body, message) over the limit
     while True:
-        arguments = {"since": iso(cursor.since), "since_slug": cursor.slug or None, "budget_tokens": budget}
+        arguments = policy.delta_arguments(cursor, budget)
         result = dispatch("delta", arguments, caller, d, surface="verbs", transport="http")
         if result.is_error:
             # Leave the cursor; the next wake retries from the same place.
@@ -97,5 +97,7 @@ def run_heartbeat(payload: Mapping[str, Any], deps: Deps | None = None, send: An
         "delivered": delivered,
         "truncated": truncated,
         "budget_tokens": budget,
-        "next_cursor": {"since": iso(moved.since), "slug": moved.slug},
+        "next_cursor": {
+            "since": iso(moved.since), "slug": moved.slug, "page_seq": moved.page_seq, "fact_seq": moved.fact_seq
+        },
     }
