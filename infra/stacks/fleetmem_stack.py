@@ -10,6 +10,7 @@ from fleetmem.config import (
     ENV_BACKEND,
     ENV_BEDROCK_EMBEDDING_DIM,
     ENV_BEDROCK_EMBEDDING_MODEL,
+    ENV_CHANGE_SETTLE_MS,
     ENV_EMBEDDER,
     ENV_LLM,
     ENV_OPENSEARCH_ENDPOINT,
@@ -31,6 +32,9 @@ from ..constructs.signing import InvokeSigning
 from ..constructs.tables import Tables
 from ..constructs.tool_functions import ToolFunctions
 
+#: GSI propagation is typically well under a second; writes finish within the verb timeout chain.
+CHANGE_SETTLE_MS = 5_000
+
 
 def base_environment(config: DeployConfig, search: Search) -> dict[str, str]:
     """What `fleetmem.config.Settings.from_env` reads in every function."""
@@ -45,6 +49,9 @@ def base_environment(config: DeployConfig, search: Search) -> dict[str, str]:
         ENV_OPENSEARCH_INDEX_PREFIX: config.search.index_prefix,
         ENV_BEDROCK_EMBEDDING_MODEL: config.embedding.model,
         ENV_BEDROCK_EMBEDDING_DIM: str(config.embedding.dimension),
+        # D14: delta lists a change once it is this old, so the eventually consistent change
+        # indexes (GSIs) cannot show a higher change number before a lower one
+        ENV_CHANGE_SETTLE_MS: str(CHANGE_SETTLE_MS),
         "POWERTOOLS_METRICS_NAMESPACE": METRICS_NAMESPACE,
         "POWERTOOLS_LOG_LEVEL": "INFO",
     }

@@ -43,6 +43,8 @@ ENV_COGNITO_RESOURCE_SERVER = "FLEETMEM_COGNITO_RESOURCE_SERVER"
 ENV_USAGE_KEY_SECRETS = "FLEETMEM_USAGE_KEY_SECRETS"
 #: Secrets Manager ARN of the per-stage HMAC key the edge signs invoke payloads with
 ENV_INVOKE_SIGNING_SECRET_ARN = "FLEETMEM_INVOKE_SIGNING_SECRET_ARN"  # noqa: S105 (a variable name)
+#: D14 on DynamoDB: milliseconds a change must be old before delta lists it (covers GSI propagation)
+ENV_CHANGE_SETTLE_MS = "FLEETMEM_CHANGE_SETTLE_MS"
 #: seconds the edge waits for a verb function's answer (below the API integration timeout)
 ENV_INVOKE_READ_TIMEOUT_S = "FLEETMEM_INVOKE_READ_TIMEOUT_S"
 ENV_REGION = "AWS_REGION"
@@ -105,6 +107,8 @@ class Settings:
     usage_key_secrets_json: str = ""
     invoke_signing_secret_arn: str = ""
     invoke_read_timeout_s: int = 26
+    #: D14 settle horizon for the DynamoDB change indexes (0: read them as written, e.g. DynamoDB Local)
+    change_settle_ms: int = 0
 
     @property
     def tool_functions(self) -> dict[str, str]:
@@ -147,6 +151,7 @@ class Settings:
             usage_key_secrets_json=_env(ENV_USAGE_KEY_SECRETS),
             invoke_signing_secret_arn=_env(ENV_INVOKE_SIGNING_SECRET_ARN),
             invoke_read_timeout_s=int(_env(ENV_INVOKE_READ_TIMEOUT_S, "26") or 26),
+            change_settle_ms=int(_env(ENV_CHANGE_SETTLE_MS, "0") or 0),
         )
         clean = {k: v for k, v in overrides.items() if v is not None}
         if "data_dir" in clean:

@@ -156,7 +156,7 @@ class PageStore(Protocol):
         ...
 
     def changed_after(
-        self, tenant: str, *, seq: int, world_only: bool, limit: int
+        self, tenant: str, *, seq: int, world_only: bool, limit: int, now: datetime | None = None
     ) -> builtins.list[tuple[int, PageHead]]:
         """D14: (change_seq, head) of pages whose change_seq > seq, ascending. Every
         `put` assigns the page the tenant's next page change_seq inside its own write, in commit

@@ -229,3 +229,30 @@ def test_delta_fact_items_carry_fact_and_kind_and_the_text_block_renders_them(bd
     assert "text" not in item
     assert "Alice will send the contract" in body["text"]
     delta.DeltaResult.model_validate(body)
+
+
+# -- the settle horizon of the DynamoDB change indexes -----------------------------------------------
+
+
+@pytest.mark.dynamodb_local
+@pytest.mark.parametrize("bdeps", [BACKENDS[1]], indirect=True)
+def test_on_dynamodb_a_change_is_listed_only_once_it_has_settled(bdeps, caller, clock):
+    """The change indexes are GSIs (eventually consistent on the service, not on DynamoDB Local):
+    with a settle horizon, delta lists changes in change-number order only up to the first one
+    younger than the horizon, so a higher number is never delivered while a lower one may still be
+    on its way into the index. Nothing is skipped: the held-back change comes on a later wake."""
+    from datetime import timedelta as td
+
+    bdeps.pages.settle = bdeps.facts.settle = td(seconds=5)
+    t0 = clock.now()
+    stamped_page(bdeps, "p/old", t0)
+    stamped_fact(bdeps, "fact old", t0)
+    clock.advance(seconds=4)
+    stamped_page(bdeps, "p/new", clock.now())
+    stamped_fact(bdeps, "fact new", clock.now())
+    clock.advance(seconds=2)  # t0 + 6 s: the first writes have settled, the second have not
+    first = wake(bdeps, caller, since=EPOCH)
+    assert [p["slug"] for p in first["pages"]] == ["p/old"] and texts(first) == ["fact old"]
+    clock.advance(seconds=4)  # t0 + 10 s: everything has settled
+    second = wake(bdeps, caller, **follow(first))
+    assert [p["slug"] for p in second["pages"]] == ["p/new"] and texts(second) == ["fact new"]

@@ -95,8 +95,8 @@ def open_aws(
     else:
         search = NoSearchIndex()
     return AwsStores(
-        facts=DynamoFactStore(aws, prefix),
-        pages=DynamoPageStore(aws, prefix),
+        facts=DynamoFactStore(aws, prefix, settle_ms=settings.change_settle_ms),
+        pages=DynamoPageStore(aws, prefix, settle_ms=settings.change_settle_ms),
         cursors=DynamoCursorStore(aws, prefix),
         clients=DynamoClientStore(aws, prefix),
         idempotency=DynamoIdempotencyStore(aws, prefix),

@@ -13,7 +13,7 @@ import secrets
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any, TypeVar
 
@@ -461,6 +461,13 @@ def transact_with_change(
         _change_guess[slot] = n
         return n
     raise Unavailable("dynamodb change counter is contended", retry_after_seconds=1, reason="contended")
+
+
+def settle_horizon(now: datetime | None, settle: timedelta) -> datetime | None:
+    """D14 on DynamoDB: the change indexes are GSIs, which are eventually consistent, so a reader
+    lists changes (in change-number order) only up to the first one written after `now - settle`:
+    a number below a listed one can no longer be missing from the index. None: no horizon."""
+    return now - settle if now is not None and settle > timedelta(0) else None
 
 
 def read_counter(client: Any, *, table: str, key: dict[str, Any]) -> int:

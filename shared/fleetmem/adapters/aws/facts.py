@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import uuid
 from collections.abc import Iterator, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from fleetmem.adapters.aws.audit import audit_item
@@ -20,6 +20,7 @@ from fleetmem.adapters.aws.dynamo import (
     from_ddb,
     parse_ts,
     read_counter,
+    settle_horizon,
     to_ddb,
     transact_with_change,
     translate_client_error,
@@ -103,9 +104,10 @@ def is_fact_item(item: dict[str, Any]) -> bool:
 
 
 class DynamoFactStore:
-    def __init__(self, clients: AwsClients, prefix: str) -> None:
+    def __init__(self, clients: AwsClients, prefix: str, *, settle_ms: int = 0) -> None:
         self._c = clients
         self.table = FACTS.physical_name(prefix)
+        self.settle = timedelta(milliseconds=settle_ms)
         self.audit_table = AUDIT.physical_name(prefix)
 
     @property
@@ -397,12 +399,15 @@ class DynamoFactStore:
         }
 
         out_: list[tuple[int, Fact]] = []
+        horizon = settle_horizon(now, self.settle)
         while limit > 0:
             out = call(self._db.query, **req)
             for raw in out.get("Items", []):
                 item = from_ddb(raw)
                 if not item or not is_fact_item(item):
                     continue
+                if horizon is not None and item.get("created_at", "") > ts(horizon):
+                    return out_  # not settled: an earlier number may still be on its way into the index
                 fact = item_to_fact(item)
                 if not fact.is_active(now) or (world_only and fact.visibility != "world"):
                     continue

@@ -16,7 +16,7 @@ import json
 import re
 import unicodedata
 from collections.abc import Callable, Iterator, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from fleetmem.adapters.aws.dynamo import (
@@ -31,6 +31,7 @@ from fleetmem.adapters.aws.dynamo import (
     parallel,
     parse_ts,
     read_counter,
+    settle_horizon,
     to_ddb,
     transact_with_change,
     ts,
@@ -183,9 +184,10 @@ def derived_rows(page: Page) -> list[dict[str, Any]]:
 
 
 class DynamoPageStore:
-    def __init__(self, clients: AwsClients, prefix: str) -> None:
+    def __init__(self, clients: AwsClients, prefix: str, *, settle_ms: int = 0) -> None:
         self._c = clients
         self.table = PAGES.physical_name(prefix)
+        self.settle = timedelta(milliseconds=settle_ms)
 
     @property
     def _db(self) -> Any:
@@ -456,11 +458,12 @@ class DynamoPageStore:
         return {"pk": {"S": page_pk(tenant, CHANGE_ID)}, "sk": {"S": CHANGE_SK}}
 
     def changed_after(
-        self, tenant: str, *, seq: int, world_only: bool, limit: int
+        self, tenant: str, *, seq: int, world_only: bool, limit: int, now: datetime | None = None
     ) -> builtins.list[tuple[int, PageHead]]:
         out: builtins.list[tuple[int, PageHead]] = []
         if limit <= 0:
             return out
+        horizon = settle_horizon(now, self.settle)
         req: dict[str, Any] = {
             "TableName": self.table,
             "IndexName": "by_change",
@@ -470,6 +473,8 @@ class DynamoPageStore:
             "Limit": max(10, min(limit * 2, 500)),
         }
         for item in self._query(req):
+            if horizon is not None and item.get("updated_at", "") > ts(horizon):
+                break  # not settled: an earlier number may still be on its way into the index
             if not self._visible(item, world_only):
                 continue
             out.append((as_int(item["cs"]), item_to_head(item)))

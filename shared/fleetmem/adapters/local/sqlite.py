@@ -1096,8 +1096,9 @@ class SqlitePageStore:
         return [_head_of(r) for r in self.db.read(lambda c: c.execute(sql, args).fetchall())]
 
     def changed_after(
-        self, tenant: str, *, seq: int, world_only: bool, limit: int
+        self, tenant: str, *, seq: int, world_only: bool, limit: int, now: datetime | None = None
     ) -> builtins.list[tuple[int, PageHead]]:
+        # One writer at a time commits in change order and readers see every commit: no horizon.
         vis = " AND visibility = 'world'" if world_only else ""
         sql = (
             f"SELECT {_HEAD_COLS}, change_seq FROM pages WHERE tenant = ? AND change_seq > ?{vis} "

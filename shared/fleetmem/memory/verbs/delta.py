@@ -363,7 +363,9 @@ def run(deps: Deps, caller: Caller, params: DeltaParams, ctx: CallContext) -> Ou
         degraded.append("server deadline reached before the facts arm; facts and threads skipped")
     # Pages and facts are independent reads: one concurrent round on network backends.
     fetched, rows = deps.gather(
-        lambda: deps.pages.changed_after(tenant, seq=page_pos, world_only=world_only, limit=DELTA_PAGE_LIMIT + 1),
+        lambda: deps.pages.changed_after(
+            tenant, seq=page_pos, world_only=world_only, limit=DELTA_PAGE_LIMIT + 1, now=now
+        ),
         (lambda: []) if skipped_arms else lambda: deps.facts.changed_after(
             tenant, seq=fact_pos, now=now, world_only=world_only, limit=DELTA_FACT_LIMIT + 1
         ),
