@@ -488,42 +488,37 @@ def _agent_block(payload: dict[str, Any]) -> str:
 
 
 def cmd_tool(args: argparse.Namespace, out: Output) -> int:
+    from fleetmem.remote import endpoint_from_args, remote_reply
+
     cmd: ToolCommand = args.tool
     arguments = cmd.arguments(args)
-    if cmd.needs_confirmation and not args.yes and arguments.get("dry_run") is not True:
-        # Check first (a dry run deletes nothing): an unknown id answers not_found, not a question.
+    endpoint = endpoint_from_args(args)
+
+    def call(arguments: dict[str, Any], *, embedder: str | None = None) -> tuple[dict[str, Any], bool, list[Any]]:
+        if endpoint is not None:  # a remote MCP call: the server's body, notices and envelope as they are
+            return remote_reply(endpoint, cmd.spec.name, arguments)
         from fleetmem.transport.dispatch import dispatch
 
-        check = dispatch(
-            cmd.spec.name,
-            {**arguments, "dry_run": True},
-            _local_caller(args.tenant),
-            _build_deps(_settings(args, embedder="none")),  # an id lookup needs no model
-            transport="cli",
-        )
-        if check.is_error:
+        settings = _settings(args, embedder=embedder) if embedder else _settings(args)
+        result = dispatch(cmd.spec.name, arguments, _local_caller(args.tenant), _build_deps(settings), transport="cli")
+        return dict(result.body), result.is_error, render_notices(result.notices)
+
+    if cmd.needs_confirmation and not args.yes and arguments.get("dry_run") is not True:
+        # Check first (a dry run deletes nothing): an unknown id answers not_found, not a question.
+        check, failed, _ = call({**arguments, "dry_run": True}, embedder="none")  # an id lookup needs no model
+        if failed:
             if out.as_json:
-                out.document(check.body)
+                out.document(check)
             else:
-                _print_error(check.body, _tool_commands())
-            return exit_code_for(check.body)
+                _print_error(check, _tool_commands())
+            return exit_code_for(check)
         payload = _confirmation_payload(cmd, arguments, args)
         if out.as_json:
             out.document(payload)
         else:
             Output.err(_agent_block(payload))
         return EXIT_CONFIRM
-    from fleetmem.remote import endpoint_from_args, remote_reply
-
-    endpoint = endpoint_from_args(args)
-    if endpoint is not None:  # a remote MCP call: the server's body, notices and envelope as they are
-        body, is_error, notices = remote_reply(endpoint, cmd.spec.name, arguments)
-    else:
-        from fleetmem.transport.dispatch import dispatch
-
-        deps = _build_deps(_settings(args))
-        result = dispatch(cmd.spec.name, arguments, _local_caller(args.tenant), deps, transport="cli")
-        notices, body, is_error = render_notices(result.notices), dict(result.body), result.is_error
+    body, is_error, notices = call(arguments)
     commands = _tool_commands()
     if is_error:
         if out.as_json:

@@ -9,8 +9,9 @@ from typing import Any
 
 import pytest
 
-from tests.ambient.conftest import Served, write_token
+from tests.ambient.conftest import Served, base_env, write_token
 from tests.cli.conftest import Fleetmem
+from tests.conformance.test_conformance_local import mint
 
 ALICE = """---
 title: Alice Remote
@@ -179,8 +180,14 @@ def test_profiles_are_saved_0600_without_the_token_and_used_by_name(
     assert fmx("profile", "list", "--json", data_dir=False).json()["profiles"] == []
 
 
-def test_purge_confirmation_names_the_remote_endpoint(fmx: Fleetmem, seeded: Served) -> None:
-    r = fmx("purge-fact", "f_x", "--json", *remote(seeded), data_dir=False)
+def test_purge_confirmation_names_the_remote_endpoint(fmx: Fleetmem, seeded: Served, tmp_path: Path) -> None:
+    saved = fmx("remember", "A fact to purge", "--provenance", "test", "--json", *remote(seeded), data_dir=False)
+    # the existence check runs on the server: a token without admin scope is refused there
+    denied = fmx("purge-fact", saved.json()["id"], "--json", *remote(seeded), data_dir=False)
+    assert denied.code == 1 and denied.json()["code"] == "scope_denied"
+    admin = write_token(tmp_path / "admin.token", mint(base_env(tmp_path), seeded.data_dir, "read,write,admin", "ops"))
+    r = fmx("purge-fact", saved.json()["id"], "--json", "--url", seeded.url, "--token-file", str(admin),
+            data_dir=False)
     assert r.code == 3
     argv = r.json()["fix"]["argv"]
     assert argv[argv.index("--url") + 1] == seeded.url

@@ -94,6 +94,11 @@ def wake(
         stateless["since"], slug = start
         if slug:
             stateless["since_slug"] = slug
+        if isinstance(resume, dict):
+            # D14: the exact positions, so items the budget left out (or cut) are neither lost nor repeated
+            for field in ("page_seq", "fact_seq"):
+                if resume.get(field) is not None:
+                    stateless[f"since_{field}"] = resume[field]
         caught = lane.call("delta", stateless)
         if caught.is_error:
             return {"error": caught.body, "notices": caught.notices}
