@@ -1,8 +1,9 @@
 """A local stand-in for API Gateway (which cannot run here), on 127.0.0.1: it routes like the
 deployed REST API — `/mcp` to the edge handler, `/v1/<tool>` to the tool's handler, `/v1/tools`
-and `/v1/openapi.json` to the edge, the health and OAuth metadata routes unauthenticated — calls the REQUEST authorizer handler first on protected
-routes, answers the stack's 401 gateway response when it denies, and passes the authorizer context
-in `requestContext.authorizer`, exactly the shape the functions read in AWS.
+and `/v1/openapi.json` to the edge, the health and OAuth metadata routes unauthenticated — calls
+the REQUEST authorizer handler first on protected routes, answers the stack's 401 gateway response
+when it denies, and passes the authorizer context in `requestContext.authorizer`, exactly the shape
+the functions read in AWS.
 
 `after_call` runs after each function call (the conformance test pumps DynamoDB streams into the
 indexer there, so search sees writes the way it would once the stream caught up)."""

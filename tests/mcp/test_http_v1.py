@@ -56,15 +56,14 @@ def test_v1_calls_give_the_same_bodies_as_mcp_tools_for_the_same_data(server_url
 
 
 def test_v1_tools_is_tools_list_for_this_callers_scopes(server_url, tokens):
+    async def listed(token: str) -> list[dict[str, Any]]:
+        async with mcp_session(server_url, token, "legacy") as client:
+            tools = (await client.list_tools()).tools
+            return [t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in tools]
+
     for scope in ("read", "write"):
         got = httpx.get(f"{server_url}/v1/tools", headers={"Authorization": f"Bearer {tokens[scope]}"}).json()
-
-        async def listed() -> list[dict[str, Any]]:
-            async with mcp_session(server_url, tokens[scope], "legacy") as client:
-                tools = (await client.list_tools()).tools
-                return [t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in tools]
-
-        assert got["tools"] == anyio.run(listed)
+        assert got["tools"] == anyio.run(listed, tokens[scope])
     read_names = {t["name"] for t in httpx.get(
         f"{server_url}/v1/tools", headers={"Authorization": f"Bearer {tokens['read']}"}
     ).json()["tools"]}

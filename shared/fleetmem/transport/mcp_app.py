@@ -25,7 +25,6 @@ notices), `structuredContent` = the body, one extra text block per notice, and
 
 from __future__ import annotations
 
-import json
 import logging
 import shlex
 from collections.abc import Callable, Mapping, Sequence
@@ -116,13 +115,8 @@ def list_tool_definitions(surface: Surface, caller: Caller | None) -> list[types
 
 
 def _text(value: dict[str, Any]) -> str:
-    text = json.dumps(value, ensure_ascii=False)
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        # An unpaired surrogate cannot travel as UTF-8; JSON escapes keep the document valid.
-        text = json.dumps(value)
-    return text
+    # An unpaired surrogate cannot travel as UTF-8; render_json falls back to JSON escapes.
+    return render_json(value).decode("utf-8")
 
 
 def to_call_tool_result(
