@@ -65,3 +65,19 @@ def test_the_edge_refuses_v1_routes_without_an_authorizer_context(lambda_service
     del event["requestContext"]["authorizer"]
     out = call("mcp", event)
     assert out["statusCode"] == 401 and json.loads(out["body"])["code"] == "unauthorized"
+
+
+def _strict(text: str) -> dict:
+    def refuse(name: str) -> None:
+        raise ValueError(f"{name} is not JSON")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+def test_post_v1_refuses_a_number_that_overflows_json_and_answers_strict_json():
+    """Regression: `1e999` parsed to infinity and came back as the non-JSON token `Infinity`."""
+    event = load_event("recall", "v1")
+    event["body"] = '{"query": "x", "limit": 1e999}'
+    out = call("recall", event)
+    body = _strict(out["body"])
+    assert (out["statusCode"], body["code"]) == (400, "invalid_params")
