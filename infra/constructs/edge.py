@@ -1,5 +1,6 @@
-"""The public edge: a regional REST API with `POST /mcp` (the MCP edge function) and
-`POST /v1/<tool>` (straight to that tool's function), a cached Lambda REQUEST authorizer, one API
+"""The public edge: a regional REST API with `POST /mcp` (the MCP edge function),
+`POST /v1/<tool>` (straight to that tool's function), `GET /v1/tools` and `GET /v1/openapi.json`
+(the edge function), a cached Lambda REQUEST authorizer, one API
 key per configured client in per-tier usage plans, access logs and execution logs with retention.
 
 The authorizer returns each caller's API key as `usageIdentifierKey`, so throttles and quotas
@@ -41,6 +42,7 @@ from fleetmem.config import (
 )
 from fleetmem.lambda_routes import TOOL_FUNCTIONS_ENV
 from fleetmem.transport.aws_lambda.proxy import gateway_error_body, www_authenticate
+from fleetmem.transport.http_api import OPENAPI_PATH, TOOLS_PATH
 
 from ..config import DeployConfig
 from .client_auth import RESOURCE_SERVER, ClientAuth
@@ -48,6 +50,9 @@ from .common import Fn, FunctionFactory, acknowledge, grant_table, retention
 from .signing import InvokeSigning
 from .tables import Tables
 from .tool_functions import ToolFunctions
+
+#: `GET /v1/<part>` routes the edge function answers (`fleetmem.transport.http_api`).
+V1_EDGE_PATHS = (TOOLS_PATH.rsplit("/", 1)[1], OPENAPI_PATH.rsplit("/", 1)[1])
 
 #: Routes that answer without a credential (RFC 9728 metadata, health); throttled at the stage.
 PUBLIC_PATHS = ("/.well-known/oauth-protected-resource", "/.well-known/oauth-protected-resource/mcp", "/health")
@@ -238,6 +243,10 @@ class Edge(Construct):
             v1.add_resource(tool).add_method(
                 "POST", apigw.LambdaIntegration(fn.function, proxy=True, timeout=integration_timeout), **secured
             )
+        # The tool list and the OpenAPI document of /v1: answered by the edge (it holds the
+        # registry and the caller's scopes), behind the same authorizer and usage plans.
+        for part in V1_EDGE_PATHS:
+            v1.add_resource(part).add_method("GET", edge_integration, **secured)
 
         # -- 401 with WWW-Authenticate; 429 in the envelope's shape --------------------------
         base_url = cdk.Fn.join(

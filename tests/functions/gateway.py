@@ -1,8 +1,9 @@
 """A local stand-in for API Gateway (which cannot run here), on 127.0.0.1: it routes like the
-deployed REST API — `/mcp` to the edge handler, `/v1/<tool>` to the tool's handler, the health and
-OAuth metadata routes unauthenticated — calls the REQUEST authorizer handler first on protected
-routes, answers the stack's 401 gateway response when it denies, and passes the authorizer context
-in `requestContext.authorizer`, exactly the shape the functions read in AWS.
+deployed REST API — `/mcp` to the edge handler, `/v1/<tool>` to the tool's handler, `/v1/tools`
+and `/v1/openapi.json` to the edge, the health and OAuth metadata routes unauthenticated — calls
+the REQUEST authorizer handler first on protected routes, answers the stack's 401 gateway response
+when it denies, and passes the authorizer context in `requestContext.authorizer`, exactly the shape
+the functions read in AWS.
 
 `after_call` runs after each function call (the conformance test pumps DynamoDB streams into the
 indexer there, so search sees writes the way it would once the stream caught up)."""
@@ -25,6 +26,7 @@ from fleetmem.transport.aws_lambda.proxy import gateway_error_body, www_authenti
 
 from .conftest import call
 
+EDGE_V1 = {"/v1/tools", "/v1/openapi.json"}  # infra/constructs/edge.py: answered by the edge
 PUBLIC = {"/health", "/.well-known/oauth-protected-resource", "/.well-known/oauth-protected-resource/mcp"}
 
 
@@ -38,7 +40,7 @@ class Gateway:
 
     # -- routing -----------------------------------------------------------------------------
     def _route(self, path: str) -> tuple[str, str] | None:
-        if path == "/mcp" or path in PUBLIC:
+        if path == "/mcp" or path in PUBLIC or path in EDGE_V1:
             return "mcp", path
         if path.startswith("/v1/"):
             tool = path.removeprefix("/v1/")
@@ -85,7 +87,9 @@ class Gateway:
             "multiValueHeaders": {k: [v] for k, v in headers.items()},
             "queryStringParameters": None,
             "multiValueQueryStringParameters": None,
-            "pathParameters": {"tool": path.rsplit("/", 1)[-1]} if path.startswith("/v1/") else None,
+            "pathParameters": (
+                {"tool": path.rsplit("/", 1)[-1]} if path.startswith("/v1/") and path not in EDGE_V1 else None
+            ),
             "stageVariables": None,
             "requestContext": ctx,
             "body": text or None,

@@ -346,6 +346,30 @@ def test_mcp_and_every_v1_route_need_the_authorizer_and_a_usage_key(domain_synth
         assert routed[f"/v1/{tool}"] == {"POST"}
 
 
+def test_the_v1_tool_list_and_openapi_routes_reach_the_edge_behind_the_same_authorizer(domain_synth):
+    raw = domain_synth.resources("AWS::ApiGateway::Resource")
+    methods = domain_synth.resources("AWS::ApiGateway::Method")
+    mcp_post = next(
+        m["Properties"]
+        for m in methods.values()
+        if m["Properties"]["HttpMethod"] == "POST"
+        and raw.get(m["Properties"]["ResourceId"].get("Ref", ""), {}).get("Properties", {}).get("PathPart") == "mcp"
+    )
+    v1 = next(lid for lid, r in raw.items() if r["Properties"]["PathPart"] == "v1")
+    for part in ("tools", "openapi.json"):
+        lid = next(
+            lid
+            for lid, r in raw.items()
+            if r["Properties"]["PathPart"] == part and r["Properties"]["ParentId"] == {"Ref": v1}
+        )
+        (method,) = [m["Properties"] for m in methods.values() if m["Properties"]["ResourceId"] == {"Ref": lid}]
+        assert method["HttpMethod"] == "GET"
+        assert method["AuthorizationType"] == "CUSTOM"
+        assert method["AuthorizerId"] == mcp_post["AuthorizerId"]
+        assert method["ApiKeyRequired"] is True
+        assert method["Integration"]["Uri"] == mcp_post["Integration"]["Uri"]  # the edge function
+
+
 def test_unauthorized_answers_401_with_www_authenticate(domain_synth):
     responses = {
         r["Properties"]["ResponseType"]: r["Properties"]

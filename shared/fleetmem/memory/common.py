@@ -77,7 +77,10 @@ def world_only(caller: Caller, include_private: bool | None = False) -> bool:
 
 def given_args(params: BaseModel) -> dict[str, Any]:
     given = params.model_fields_set
-    return {name: getattr(params, name) for name in type(params).model_fields if name in given}
+    # As JSON values: a nested argument model (put_page's timeline/links items) must not reach a
+    # fix, which is rendered as JSON.
+    dumped = params.model_dump(mode="json", include=set(given))
+    return {name: dumped[name] for name in type(params).model_fields if name in given}
 
 
 def fix_call(tool: str, args: dict[str, Any], why: str, *, verify: dict[str, Any] | None = None) -> Fix:

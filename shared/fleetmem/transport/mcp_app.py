@@ -25,7 +25,6 @@ notices), `structuredContent` = the body, one extra text block per notice, and
 
 from __future__ import annotations
 
-import json
 import logging
 import shlex
 from collections.abc import Callable, Mapping, Sequence
@@ -59,6 +58,17 @@ from fleetmem.ports import Auth, Deps
 from fleetmem.protocol import PROTOCOL_VERSION, SCOPES, SERVER_NAME, Surface
 from fleetmem.transport.dispatch import DispatchResult, precheck, visible_tools
 from fleetmem.transport.gateway import caller_from_authorizer
+from fleetmem.transport.http_api import (
+    CORRELATION_HEADER,
+    OPENAPI_PATH,
+    TOOLS_PATH,
+    V1_PREFIX,
+    openapi_document,
+    parse_arguments,
+    render_json,
+    tools_document,
+    v1_answer,
+)
 from fleetmem.transport.invoker import InProcessInvoker, Invoker
 from fleetmem.transport.logs import correlation, new_correlation_id
 
@@ -105,13 +115,8 @@ def list_tool_definitions(surface: Surface, caller: Caller | None) -> list[types
 
 
 def _text(value: dict[str, Any]) -> str:
-    text = json.dumps(value, ensure_ascii=False)
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        # An unpaired surrogate cannot travel as UTF-8; JSON escapes keep the document valid.
-        text = json.dumps(value)
-    return text
+    # An unpaired surrogate cannot travel as UTF-8; render_json falls back to JSON escapes.
+    return render_json(value).decode("utf-8")
 
 
 def to_call_tool_result(
@@ -267,7 +272,10 @@ def protected_resource_document(base: str, authorization_server: str | None) -> 
 MAX_REQUEST_BYTES = 4 * 1024 * 1024
 
 #: What this server answers, named in 404 and 405 envelopes.
-SERVED = "POST /mcp, GET /health and GET /.well-known/oauth-protected-resource"
+SERVED = (
+    "POST /mcp, POST /v1/<tool>, GET /v1/tools, GET /v1/openapi.json, GET /health and "
+    "GET /.well-known/oauth-protected-resource"
+)
 
 
 def _refusal(
@@ -283,14 +291,15 @@ def _refusal(
     """An HTTP-level refusal as the same envelope every error uses (AGENT_OPERATOR). No corrected
     MCP call exists for a malformed HTTP request, so the fix has no step (`next: report`) and its
     `why` says what the client must send instead."""
+    cid = new_correlation_id()
     body = build_envelope(
         VerbError(code, message, suggestion, detail=detail, fix=Fix(why=fix_why), klass="caller"),
         tool="",
         arguments={},
-        correlation_id=new_correlation_id(),
+        correlation_id=cid,
         transport="http",
     )
-    return JSONResponse(body, status_code=status, headers=dict(headers or {}))
+    return JSONResponse(body, status_code=status, headers={CORRELATION_HEADER: cid, **(headers or {})})
 
 
 def status_refusal(status: int, method: str, path: str, headers: Mapping[str, str] | None = None) -> Response:
@@ -331,7 +340,10 @@ def status_refusal(status: int, method: str, path: str, headers: Mapping[str, st
             "Use the URL the server printed at startup; requests for other host names are refused.",
         )
     if status >= 500:
-        return JSONResponse(internal_envelope(new_correlation_id(), path[:64], transport="http"), status_code=status)
+        cid = new_correlation_id()
+        return JSONResponse(
+            internal_envelope(cid, path[:64], transport="http"), status_code=status, headers={CORRELATION_HEADER: cid}
+        )
     return _refusal(
         status,
         f"{where} was refused (HTTP {status}).",
@@ -393,7 +405,11 @@ class _EdgeGuard:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        if scope.get("path", "").rstrip("/") != MCP_PATH:
+        path = scope.get("path", "")
+        if path.startswith(V1_PREFIX + "/"):
+            await self._v1(scope, receive, send)
+            return
+        if path.rstrip("/") != MCP_PATH:
             await self.app(scope, receive, _enveloped(scope, receive, send))
             return
         request = Request(scope, receive)
@@ -425,6 +441,22 @@ class _EdgeGuard:
         if declared.isdigit() and int(declared) > MAX_REQUEST_BYTES:
             await _too_large()(scope, receive, send)
             return
+        if await self._authenticate(scope, receive, send, request):
+            # A body without Content-Length is counted by the SDK's limit (the same MAX_REQUEST_BYTES).
+            await self.app(scope, receive, _enveloped(scope, receive, send))
+
+    async def _v1(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """`/v1/...`: the same bearer authentication as /mcp, the size limit, then the routes."""
+        request = Request(scope, receive)
+        declared = request.headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > MAX_REQUEST_BYTES:
+            await _too_large()(scope, receive, send)
+            return
+        if await self._authenticate(scope, receive, send, request):
+            await self.app(scope, receive, _enveloped(scope, receive, send))
+
+    async def _authenticate(self, scope: Scope, receive: Receive, send: Send, request: Request) -> bool:
+        """Puts the caller in the scope and returns True, or answers 401 and returns False."""
         presented = bool(request.headers.get("authorization"))
         try:
             caller = await anyio.to_thread.run_sync(self.caller_from_request, request)
@@ -448,13 +480,11 @@ class _EdgeGuard:
                 challenge += ', error="invalid_token"'
             with correlation(cid):
                 log.info("unauthorized", extra={"event": "unauthorized", "token_presented": presented})
-            await JSONResponse(body, status_code=401, headers={"WWW-Authenticate": challenge})(
-                scope, receive, send
-            )
-            return
+            headers = {"WWW-Authenticate": challenge, CORRELATION_HEADER: cid}
+            await JSONResponse(body, status_code=401, headers=headers)(scope, receive, send)
+            return False
         scope[CALLER_SCOPE_KEY] = caller
-        # A body without Content-Length is counted by the SDK's limit (the same MAX_REQUEST_BYTES).
-        await self.app(scope, receive, _enveloped(scope, receive, send))
+        return True
 
 
 def _enveloped(scope: Scope, receive: Receive, send: Send) -> Send:
@@ -521,6 +551,17 @@ def build_mcp_app(
         base = public_base_url(request, public_url)
         return JSONResponse(protected_resource_document(base, authorization_server))
 
+    async def v1_tools(request: Request) -> Response:
+        doc = tools_document(surface, request.scope.get(CALLER_SCOPE_KEY))
+        return JSONResponse(doc, headers={CORRELATION_HEADER: new_correlation_id()})
+
+    async def v1_openapi(request: Request) -> Response:
+        doc = openapi_document(surface, server_url=public_base_url(request, public_url))
+        return JSONResponse(doc, headers={CORRELATION_HEADER: new_correlation_id()})
+
+    async def v1_call(request: Request) -> Response:
+        return await call_v1(request, invoker, surface)
+
     if behind_gateway:
         security = TransportSecuritySettings(enable_dns_rebinding_protection=False)
     else:
@@ -536,6 +577,9 @@ def build_mcp_app(
             Route("/health", health, methods=["GET"]),
             Route(PRM_PATH, protected_resource, methods=["GET"]),
             Route(PRM_PATH + MCP_PATH, protected_resource, methods=["GET"]),
+            Route(TOOLS_PATH, v1_tools, methods=["GET"]),
+            Route(OPENAPI_PATH, v1_openapi, methods=["GET"]),
+            Route(V1_PREFIX + "/{tool}", v1_call, methods=["POST"]),
         ],
     )
     app.add_middleware(
@@ -546,6 +590,52 @@ def build_mcp_app(
         token_inputs=token_inputs,
     )
     return app
+
+
+async def call_v1(request: Request, invoker: Invoker, surface: Surface) -> Response:
+    """`POST /v1/<tool>` on an authenticated request: the JSON body is the tool's arguments; the
+    same gate and invoker as MCP tools/call, answered by `http_api.v1_answer`."""
+    tool = request.path_params.get("tool", "")
+    caller: Caller = request.scope[CALLER_SCOPE_KEY]
+    cid = new_correlation_id()
+    raw = await request.body()
+    if len(raw) > MAX_REQUEST_BYTES:
+        return _too_large()
+    try:
+        arguments = parse_arguments(raw)
+    except ValueError:  # also a body that is not UTF-8
+        body = build_envelope(
+            VerbError(
+                "invalid_params",
+                "The request body is not valid JSON.",
+                f"Problem: the body of POST /v1/{tool[:64]} could not be parsed. Cause: it is not one "
+                "JSON object in UTF-8. Fix: send the tool's arguments as a JSON object, e.g. {}.",
+                fix=Fix(why="Send the tool's arguments as one JSON object with Content-Type: application/json."),
+                klass="caller",
+            ),
+            tool=tool,
+            arguments={},
+            correlation_id=cid,
+            transport="http",
+        )
+        return _v1_response(*v1_answer(DispatchResult(body, True, [], cid)))
+    try:
+        result = precheck(tool, arguments, caller, surface=surface, correlation_id=cid, transport="http")
+        if result is None:
+            result = await anyio.to_thread.run_sync(invoker.invoke, tool, arguments, caller, cid)
+    except Exception as exc:  # the same last line of defence as tools/call
+        with correlation(cid):
+            log.error(
+                "tool call failed at the edge",
+                extra={"event": "edge_internal_error", "tool": str(tool)[:64], "exc_type": type(exc).__name__},
+            )
+        result = DispatchResult(internal_envelope(cid, str(tool), transport="http"), True, [], cid)
+    allowed = {s.name for s in visible_tools(surface, caller)}
+    return _v1_response(*v1_answer(result, callable_tools=allowed))
+
+
+def _v1_response(status: int, body: dict[str, Any], headers: dict[str, str]) -> Response:
+    return Response(render_json(body), status_code=status, headers=headers, media_type="application/json")
 
 
 # ---------------------------------------------------------------------------------------------

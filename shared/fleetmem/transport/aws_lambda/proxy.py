@@ -8,21 +8,6 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
-#: HTTP status for each envelope code on the plain `/v1/<tool>` route (MCP always answers 200).
-HTTP_STATUS = {
-    "invalid_params": 400,
-    "provenance_required": 400,
-    "budget_unsatisfiable": 400,
-    "unauthorized": 401,
-    "scope_denied": 403,
-    "not_found": 404,
-    "unknown_tool": 404,
-    "rate_limited": 429,
-    "internal": 500,
-    "unavailable": 503,
-}
-NOTICES_HEADER = "Fleetmem-Notices"
-
 
 def is_proxy_event(event: Mapping[str, Any]) -> bool:
     return "requestContext" in event and "httpMethod" in event

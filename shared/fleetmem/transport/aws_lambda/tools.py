@@ -3,7 +3,6 @@ payload, or a `POST /v1/<tool>` proxy event whose caller the authorizer vouched 
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -12,8 +11,6 @@ from fleetmem.errors import VerbError
 from fleetmem.ports import Deps
 from fleetmem.transport.aws_lambda import runtime
 from fleetmem.transport.aws_lambda.proxy import (
-    HTTP_STATUS,
-    NOTICES_HEADER,
     event_body,
     is_proxy_event,
     proxy_response,
@@ -97,70 +94,76 @@ def _envelope(err: VerbError, **kw: Any) -> dict[str, Any]:
 
 
 def _handle_v1(event: Mapping[str, Any], owned: frozenset[str], deps: Deps | None) -> dict[str, Any]:
-    from fleetmem.memory.envelope import render_notice_meta
-    from fleetmem.transport.dispatch import dispatch
+    """`POST /v1/<tool>` behind the authorizer: the same dispatch as the MCP edge's invoke, answered
+    by `http_api.v1_answer` (the one status map, notices in the body, `X-Correlation-Id`)."""
+    from fleetmem.transport.dispatch import DispatchResult, dispatch, visible_tools
+    from fleetmem.transport.http_api import parse_arguments, v1_answer
     from fleetmem.transport.logs import new_correlation_id
 
     cid = request_id(event) or new_correlation_id()
     tool = (event.get("pathParameters") or {}).get("tool") or str(event.get("path") or "").rstrip("/").rsplit("/", 1)[
         -1
     ]
+
+    def refuse(err: VerbError, extra: Mapping[str, str] | None = None) -> dict[str, Any]:
+        body = _envelope(err, tool=tool, arguments={}, correlation_id=cid, transport="http")
+        status, body, headers = v1_answer(DispatchResult(body, True, [], cid))
+        return proxy_response(status, body, {**headers, **(extra or {})})
+
     if event.get("httpMethod") != "POST":
-        return proxy_response(405, {"error": "method_not_allowed", "message": "Use POST."}, {"Allow": "POST"})
+        return _method_not_allowed(tool, cid)
     caller = caller_from_authorizer(event)
     if caller is None:
-        body = _envelope(
+        return refuse(
             VerbError(
                 "unauthorized",
                 "No authenticated caller reached this function.",
                 "Send `Authorization: Bearer <token>` with a valid fleetmem credential.",
             ),
-            tool=tool,
-            arguments={},
-            correlation_id=cid,
-            transport="http",
+            {"WWW-Authenticate": 'Bearer realm="fleetmem"'},
         )
-        return proxy_response(401, body, {"WWW-Authenticate": 'Bearer realm="fleetmem"'})
     if tool not in owned:
-        body = _envelope(
+        return refuse(
             VerbError(
                 "unknown_tool",
                 f"No tool {tool[:64]!r} at this route.",
-                "POST to /v1/<tool> with a tool name from tools/list.",
-            ),
-            tool=tool,
-            arguments={},
-            correlation_id=cid,
-            transport="http",
+                "POST to /v1/<tool> with a tool name from GET /v1/tools.",
+            )
         )
-        return proxy_response(404, body)
-    raw = event_body(event)
     try:
-        arguments = json.loads(raw) if raw.strip() else {}
+        arguments = parse_arguments(event_body(event))
     except ValueError:
-        body = _envelope(
+        return refuse(
             VerbError(
                 "invalid_params",
                 "The request body is not valid JSON.",
                 "Send the tool's arguments as one JSON object.",
-            ),
-            tool=tool,
-            arguments={},
-            correlation_id=cid,
-            transport="http",
+            )
         )
-        return proxy_response(400, body)
+    surface = runtime.settings().surface
     result = dispatch(
         tool,
         arguments,
         caller,
         deps or runtime.get_deps(),
-        surface=runtime.settings().surface,
+        surface=surface,
         correlation_id=cid,
         transport="http",
     )
-    headers = {"X-Correlation-Id": result.correlation_id}
-    if result.notices:
-        headers[NOTICES_HEADER] = json.dumps([render_notice_meta(n, "http") for n in result.notices], ensure_ascii=True)
-    status = HTTP_STATUS.get(str(result.body.get("code")), 500) if result.is_error else 200
-    return proxy_response(status, result.body, headers)
+    status, body, headers = v1_answer(result, callable_tools={s.name for s in visible_tools(surface, caller)})
+    return proxy_response(status, body, headers)
+
+
+def _method_not_allowed(tool: str, cid: str) -> dict[str, Any]:
+    body = _envelope(
+        VerbError(
+            "invalid_params",
+            f"/v1/{tool[:64]} answers POST only.",
+            "Send the tool's arguments as a JSON object with POST /v1/<tool>.",
+        ),
+        tool="",
+        arguments={},
+        correlation_id=cid,
+        transport="http",
+    )
+    return proxy_response(405, body, {"Allow": "POST", "X-Correlation-Id": cid})

@@ -1,0 +1,98 @@
+"""`/v1` on the local server over real HTTP (uvicorn on 127.0.0.1): the same bodies as MCP
+tools/call for the same data, the same tool list as tools/list, the one status map, and the served
+OpenAPI document is the generated one."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import anyio
+import httpx
+
+from fleetmem.transport.http_api import CORRELATION_HEADER, HTTP_STATUS, openapi_document
+from tests.mcp.conftest import mcp_session
+
+
+def _strip(body: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in body.items() if k != "correlation_id"}
+
+
+def test_v1_calls_give_the_same_bodies_as_mcp_tools_for_the_same_data(server_url, tokens):
+    auth = {"Authorization": f"Bearer {tokens['write']}"}
+    fact = {"fact": "Carol prefers morning meetings", "provenance": "chat 2026-06-11", "entity": "Carol"}
+    saved = httpx.post(f"{server_url}/v1/remember", json=fact, headers=auth)
+    assert saved.status_code == 200 and saved.headers[CORRELATION_HEADER]
+    calls = [
+        ("recall", {"entity": "Carol"}),
+        ("recall", {"query": "morning meetings"}),
+        ("entity", {"name": "Carol"}),
+        ("context_pack", {"entities": ["Carol"]}),
+        ("forget", {"id": "f_missing"}),  # an error: the same envelope on both
+        ("remember", {"fact": "x", "provenance": " "}),
+    ]
+    over_http = []
+    for tool, args in calls:
+        r = httpx.post(f"{server_url}/v1/{tool}", json=args, headers=auth)
+        body = r.json()
+        if "code" in body:
+            assert r.status_code == HTTP_STATUS[body["code"]]
+            assert body["correlation_id"] == r.headers[CORRELATION_HEADER]
+        else:
+            assert r.status_code == 200
+        over_http.append(_strip(body))
+
+    async def over_mcp() -> list[dict[str, Any]]:
+        out = []
+        async with mcp_session(server_url, tokens["write"], "legacy") as client:
+            for tool, args in calls:
+                result = await client.call_tool(tool, args)
+                out.append(_strip(json.loads(result.content[0].text)))
+        return out
+
+    assert anyio.run(over_mcp) == over_http
+    assert over_http[0]["facts"], "the remembered fact is recalled"
+    assert {b.get("code") for b in over_http[-2:]} == {"not_found", "provenance_required"}
+
+
+def test_v1_tools_is_tools_list_for_this_callers_scopes(server_url, tokens):
+    async def listed(token: str) -> list[dict[str, Any]]:
+        async with mcp_session(server_url, token, "legacy") as client:
+            tools = (await client.list_tools()).tools
+            return [t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in tools]
+
+    for scope in ("read", "write"):
+        got = httpx.get(f"{server_url}/v1/tools", headers={"Authorization": f"Bearer {tokens[scope]}"}).json()
+        assert got["tools"] == anyio.run(listed, tokens[scope])
+    read_names = {t["name"] for t in httpx.get(
+        f"{server_url}/v1/tools", headers={"Authorization": f"Bearer {tokens['read']}"}
+    ).json()["tools"]}
+    assert "recall" in read_names and "remember" not in read_names
+
+
+def test_v1_without_a_token_is_401_and_a_write_with_a_read_token_is_403(server_url, tokens):
+    for method, path in (("GET", "/v1/tools"), ("GET", "/v1/openapi.json"), ("POST", "/v1/recall")):
+        r = httpx.request(method, f"{server_url}{path}", json={} if method == "POST" else None)
+        assert r.status_code == 401 and r.json()["code"] == "unauthorized" and r.json()["suggestion"]
+    r = httpx.post(
+        f"{server_url}/v1/remember",
+        json={"fact": "x", "provenance": "p"},
+        headers={"Authorization": f"Bearer {tokens['read']}"},
+    )
+    assert r.status_code == 403 and r.json()["code"] == "scope_denied"
+
+
+def test_non_finite_json_numbers_are_refused_as_invalid_json(server_url, tokens):
+    """Regression: `1e999` parsed to infinity, was echoed into a fix, and the answer failed to
+    render (500 text/plain)."""
+    r = httpx.post(
+        f"{server_url}/v1/recall",
+        content=b'{"query": "x", "limit": 1e999}',
+        headers={"Authorization": f"Bearer {tokens['read']}", "Content-Type": "application/json"},
+    )
+    assert r.status_code == 400 and r.json()["code"] == "invalid_params"
+
+
+def test_the_served_document_is_generated_from_the_registry(server_url, tokens):
+    r = httpx.get(f"{server_url}/v1/openapi.json", headers={"Authorization": f"Bearer {tokens['read']}"})
+    assert r.json() == openapi_document("full", server_url=server_url)
