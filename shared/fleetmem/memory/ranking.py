@@ -10,6 +10,14 @@ Public functions:
 
 from __future__ import annotations
 
+import re
+import unicodedata
+
+from fleetmem.memory.temporal import dates_in, mentioned_days, written_day
+from fleetmem.models import SearchHit
+
+_TOKEN = re.compile(r"\w+", re.UNICODE)
+
 RRF_K = 60
 
 
@@ -23,4 +31,86 @@ def rrf(arms: list[list[str]], k: int = RRF_K) -> list[tuple[str, float]]:
             seen.add(item)
             scores[item] = scores.get(item, 0.0) + 1.0 / (k + rank)
     order = {item: i for i, item in enumerate(scores)}
+    return sorted(scores.items(), key=lambda kv: (-kv[1], order[kv[0]]))
+
+
+KEYWORD, VECTOR, PLAIN, SHIPPED = "keyword", "vector", "rrf", "shipped"
+RANKINGS = (KEYWORD, VECTOR, PLAIN, SHIPPED)
+
+
+def fuse(ranking: str, query: str, keyword: list[SearchHit], vector: list[SearchHit]) -> list[tuple[str, float]]:
+    """(doc_id, score) best first under one of RANKINGS (see the module docstring)."""
+    if ranking == KEYWORD:
+        return rrf([[h.doc_id for h in keyword]])
+    if ranking == VECTOR:
+        return rrf([[h.doc_id for h in vector]])
+    if ranking == PLAIN:
+        return rrf([[h.doc_id for h in keyword], [h.doc_id for h in vector]])
+    return shipped(query, keyword, vector)
+
+
+#: Words that carry no content in a question (lexical evidence ignores them).
+STOPWORDS = frozenset(
+    "a about after all also am an and any are as at be been before being but by can could did do does "
+    "doing for from had has have he her here hers him his how i if in into is it its just me more most "
+    "my no nor not now of on or our out over own s same she should so some such t than that the their "
+    "theirs them then there these they this those through to too under until up very was we were what "
+    "when where which while who whom why will with would you your yours tell told say said share shared "
+    "talk talked mention mentioned week day days".split()
+)
+#: Arm weights of the shipped fusion (tuned on tests/data/conversations.json; see README).
+KEYWORD_WEIGHT, VECTOR_WEIGHT = 1.0, 1.0
+#: Score multipliers: a hit whose title names an entity of the question; a hit about the asked day.
+ENTITY_BOOST, DATE_BOOST = 1.0, 2.0
+#: A hit with at least INFORMATIVE_WORDS content words gets the full prior (chit-chat gets less).
+INFORMATIVE_BOOST, INFORMATIVE_WORDS = 0.2, 6
+_RELATIVE = re.compile(r"\b(day|week|month)\s+(after|before)\b", re.I)
+_WINDOWS = {"day": (1, 2), "week": (4, 10), "month": (20, 40)}
+
+
+def _words(text: str) -> set[str]:
+    """Content words, case- and accent-folded (a slug "tomas" names "Tomás")."""
+    folded = "".join(c for c in unicodedata.normalize("NFKD", text.casefold()) if not unicodedata.combining(c))
+    return {w for w in _TOKEN.findall(folded) if w not in STOPWORDS}
+
+
+def shipped(query: str, keyword: list[SearchHit], vector: list[SearchHit]) -> list[tuple[str, float]]:
+    """RRF of the two arms, where a keyword hit counts only when it matches a content word of the
+    query (not just a name that titles it), times a boost for hits titled by an entity the query names
+    and for hits about a day the query names."""
+    q = _words(query)
+    hits: dict[str, SearchHit] = {}
+    for h in [*keyword, *vector]:
+        hits.setdefault(h.doc_id, h)
+    titles = {d: _words(h.title) for d, h in hits.items()}
+    entity = q & set().union(*titles.values()) if titles else set()
+    content = q - entity
+    lexical = [h.doc_id for h in keyword if content & _words(h.text)]
+    if not vector:  # keyword-only (degraded): a name-only match is still the best there is
+        lexical += [h.doc_id for h in keyword if not content & _words(h.text)]
+    scores: dict[str, float] = {}
+    for weight, arm in ((KEYWORD_WEIGHT, lexical), (VECTOR_WEIGHT, [h.doc_id for h in vector])):
+        for rank, d in enumerate(dict.fromkeys(arm), start=1):
+            scores[d] = scores.get(d, 0.0) + weight / (RRF_K + rank)
+    asked = dates_in(query)
+    for d in scores:
+        boost = 1.0 + INFORMATIVE_BOOST * min(1.0, len(_words(hits[d].text) - titles[d]) / INFORMATIVE_WORDS)
+        if entity and entity & titles[d]:
+            boost += ENTITY_BOOST
+        if asked and any(a.matches(day) for a in asked for day in mentioned_days(hits[d].text)):
+            boost += DATE_BOOST
+        scores[d] *= boost
+    shift = _RELATIVE.search(query)
+    if shift and scores:
+        # "the week after <event>": the best hit is the event; boost what was written in the window.
+        anchor = max(scores, key=lambda d: scores[d])
+        anchor_day = written_day(hits[anchor].text)
+        if anchor_day is not None:
+            lo, hi = _WINDOWS[shift[1].lower()]
+            sign = 1 if shift[2].lower() == "after" else -1
+            for d in scores:
+                day = written_day(hits[d].text)
+                if d != anchor and day is not None and lo <= (day - anchor_day).days * sign <= hi:
+                    scores[d] *= 1.0 + DATE_BOOST
+    order = {d: i for i, d in enumerate(scores)}
     return sorted(scores.items(), key=lambda kv: (-kv[1], order[kv[0]]))

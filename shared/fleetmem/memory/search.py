@@ -35,7 +35,7 @@ import re
 from dataclasses import dataclass, field
 
 from fleetmem.errors import Unavailable
-from fleetmem.memory.ranking import rrf
+from fleetmem.memory.ranking import SHIPPED, fuse
 from fleetmem.memory.slugs import normalize_alias
 from fleetmem.memory.vectors import pack
 from fleetmem.models import SearchHit, SearchQuery
@@ -86,6 +86,7 @@ def hybrid_search(
     world_only: bool = True,
     k: int = 50,
     embedded: Embedded | None = None,
+    ranking: str = SHIPPED,
 ) -> SearchResult:
     vector, degraded = embedded if embedded is not None else query_vector(deps, text)
     query = SearchQuery(
@@ -115,7 +116,7 @@ def hybrid_search(
         by_id.setdefault(h.doc_id, h)
         vec_rank.setdefault(h.doc_id, rank)
         cos.setdefault(h.doc_id, h.score)
-    fused = rrf([[h.doc_id for h in found.keyword], [h.doc_id for h in vector_hits]])
+    fused = fuse(ranking, text, list(found.keyword), list(vector_hits))
     return SearchResult(
         hits=[Fused(by_id[d], s, kw_rank.get(d), vec_rank.get(d), cos.get(d)) for d, s in fused],
         degraded=degraded,
