@@ -30,14 +30,25 @@ from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
 
-from fleetmem.bench.quality import _deps
 from fleetmem.memory.ranking import RANKINGS
 
 K = 30
 FORMS = ("pages", "facts")
 KINDS = ("single-hop", "multi-hop", "temporal", "paraphrase", "adversarial", "all")
-MONTHS = ["January", "February", "March", "April", "May", "June", "July", "August", "September",
-          "October", "November", "December"]
+MONTHS = [
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
+]
 
 
 def default_set_path() -> Path:
@@ -77,10 +88,7 @@ def ingest(stores: Any, embedder: Any, conv: dict[str, Any]) -> tuple[dict[str, 
         deps = Deps.over(stores, clock=FixedClock(when), ids=ids, embedder=embedder, llm=None)
         day = human(turn["date"])
         slug = f"turns/{turn['id']}"
-        content = (
-            f"---\ntitle: {turn['speaker']}, {day}\ntype: note\n---\n"
-            f"{turn['speaker']} ({day}): {turn['text']}\n"
-        )
+        content = f"---\ntitle: {turn['speaker']}, {day}\ntype: note\n---\n{turn['speaker']} ({day}): {turn['text']}\n"
         res = dispatch("put_page", {"slug": slug, "content": content}, caller, deps)
         if res.is_error:
             raise RuntimeError(f"put_page failed: {res.body.get('code')}")
@@ -162,8 +170,11 @@ def run_conversations(
         stores = open_stores(Path(tmp))
         try:
             deps = Deps.over(
-                stores, clock=FixedClock(datetime(2026, 12, 31, tzinfo=UTC)), ids=SortableIds(),
-                embedder=embedder, llm=None,
+                stores,
+                clock=FixedClock(datetime(2026, 12, 31, tzinfo=UTC)),
+                ids=SortableIds(),
+                embedder=embedder,
+                llm=None,
             )
             for conv in data["conversations"]:
                 if wanted is not None and conv["id"] not in wanted:
@@ -198,8 +209,12 @@ def run_conversations(
     }
     table = conversations_table(results)
     out(table)
-    return {"results": results, "table": table, "questions": counts.get("all", 0),
-            "seconds": round(time.monotonic() - started, 1)}
+    return {
+        "results": results,
+        "table": table,
+        "questions": counts.get("all", 0),
+        "seconds": round(time.monotonic() - started, 1),
+    }
 
 
 def conversations_table(results: dict[str, Any]) -> str:
