@@ -38,6 +38,7 @@ from fleetmem.memory.temporal import dates_in, mentioned_days, written_day
 from fleetmem.models import SearchHit
 
 _TOKEN = re.compile(r"\w+", re.UNICODE)
+_COMBINING = re.compile("[\u0300-\u036f]")
 
 RRF_K = 60
 
@@ -89,7 +90,9 @@ _WINDOWS = {"day": (1, 2), "week": (4, 10), "month": (20, 40)}
 
 def _words(text: str) -> set[str]:
     """Content words, case- and accent-folded (a slug "tomas" names "Tomás")."""
-    folded = "".join(c for c in unicodedata.normalize("NFKD", text.casefold()) if not unicodedata.combining(c))
+    folded = text.casefold()
+    if not folded.isascii():
+        folded = _COMBINING.sub("", unicodedata.normalize("NFKD", folded))
     return {w for w in _TOKEN.findall(folded) if w not in STOPWORDS}
 
 
@@ -104,9 +107,10 @@ def shipped(query: str, keyword: list[SearchHit], vector: list[SearchHit]) -> li
     titles = {d: _words(h.title) for d, h in hits.items()}
     entity = q & set().union(*titles.values()) if titles else set()
     content = q - entity
-    lexical = [h.doc_id for h in keyword if content & _words(h.text)]
+    matched = {h.doc_id for h in keyword if content & _words(h.text)}
+    lexical = [h.doc_id for h in keyword if h.doc_id in matched]
     if not vector:  # keyword-only (degraded): a name-only match is still the best there is
-        lexical += [h.doc_id for h in keyword if not content & _words(h.text)]
+        lexical += [h.doc_id for h in keyword if h.doc_id not in matched]
     scores: dict[str, float] = {}
     for weight, arm in ((KEYWORD_WEIGHT, lexical), (VECTOR_WEIGHT, [h.doc_id for h in vector])):
         for rank, d in enumerate(dict.fromkeys(arm), start=1):
@@ -128,7 +132,7 @@ def shipped(query: str, keyword: list[SearchHit], vector: list[SearchHit]) -> li
             lo, hi = _WINDOWS[shift[1].lower()]
             sign = 1 if shift[2].lower() == "after" else -1
             for d in scores:
-                day = written_day(hits[d].text)
+                day = written_day(hits[d].text) if d != anchor else None
                 if d != anchor and day is not None and lo <= (day - anchor_day).days * sign <= hi:
                     scores[d] *= 1.0 + DATE_BOOST
     order = {d: i for i, d in enumerate(scores)}
