@@ -88,12 +88,17 @@ _RELATIVE = re.compile(r"\b(day|week|month)\s+(after|before)\b", re.I)
 _WINDOWS = {"day": (1, 2), "week": (4, 10), "month": (20, 40)}
 
 
-def _words(text: str) -> set[str]:
-    """Content words, case- and accent-folded (a slug "tomas" names "Tomás")."""
+def _fold(text: str) -> str:
+    """Case- and accent-folded (a slug "tomas" names "Tomás")."""
     folded = text.casefold()
     if not folded.isascii():
         folded = _COMBINING.sub("", unicodedata.normalize("NFKD", folded))
-    return {w for w in _TOKEN.findall(folded) if w not in STOPWORDS}
+    return folded
+
+
+def _words(text: str) -> set[str]:
+    """Content words of `text`, folded."""
+    return {w for w in _TOKEN.findall(_fold(text)) if w not in STOPWORDS}
 
 
 def shipped(query: str, keyword: list[SearchHit], vector: list[SearchHit]) -> list[tuple[str, float]]:
@@ -107,7 +112,9 @@ def shipped(query: str, keyword: list[SearchHit], vector: list[SearchHit]) -> li
     titles = {d: _words(h.title) for d, h in hits.items()}
     entity = q & set().union(*titles.values()) if titles else set()
     content = q - entity
-    matched = {h.doc_id for h in keyword if content & _words(h.text)}
+    # One regex over each keyword hit's folded text (cheaper than tokenizing every chunk).
+    has_content = re.compile(r"\b(?:" + "|".join(map(re.escape, sorted(content))) + r")\b") if content else None
+    matched = {h.doc_id for h in keyword if has_content and has_content.search(_fold(h.text))}
     lexical = [h.doc_id for h in keyword if h.doc_id in matched]
     if not vector:  # keyword-only (degraded): a name-only match is still the best there is
         lexical += [h.doc_id for h in keyword if h.doc_id not in matched]
