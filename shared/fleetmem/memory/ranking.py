@@ -68,6 +68,8 @@ def fuse(ranking: str, query: str, keyword: list[SearchHit], vector: list[Search
         return rrf([[h.doc_id for h in vector]])
     if ranking == PLAIN:
         return rrf([[h.doc_id for h in keyword], [h.doc_id for h in vector]])
+    if ranking != SHIPPED:
+        raise ValueError(f"unknown ranking {ranking!r}; expected one of {RANKINGS}")
     return shipped(query, keyword, vector)
 
 

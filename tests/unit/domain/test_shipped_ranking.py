@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from datetime import date
 
+import pytest
+
 from fleetmem.memory.ranking import PLAIN, SHIPPED, fuse, shipped
 from fleetmem.memory.temporal import Day, dates_in, mentioned_days, written_day
 from fleetmem.models import SearchHit
@@ -77,3 +79,8 @@ def test_the_week_after_an_event_lifts_what_was_said_in_that_window():
     ]
     ranked = ids(shipped("What did Maya do the week after the Rotterdam half marathon?", kw, vec))
     assert ranked.index("next") < ranked.index("far")
+
+
+def test_an_unknown_ranking_is_refused():
+    with pytest.raises(ValueError, match="unknown ranking"):
+        fuse("bm42", "q", [], [])
