@@ -1184,6 +1184,11 @@ def cmd_bench(args: argparse.Namespace, out: Output) -> int:
         from fleetmem.bench.quality import run_quality
 
         model_dir = _settings(args).model_dir
+        if rest[:2] == ["--set", "conversations"]:
+            from fleetmem.bench.conversations import run_conversations
+
+            run_conversations(Path(rest[2]) if len(rest) > 2 else model_dir, out=out.text)
+            return EXIT_OK
         run_quality(Path(rest[0]) if rest else model_dir, out=out.text)
         return EXIT_OK
     from fleetmem.bench import main as bench_main

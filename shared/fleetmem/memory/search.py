@@ -1,9 +1,12 @@
 """The hybrid search arm shared by recall (pages and, per D13, facts) and synthesize's retrieval.
 
 Public API:
-- `hybrid_search(deps, tenant, text, *, kinds=("chunk",), world_only=True, k=50) -> SearchResult`:
+- `hybrid_search(deps, tenant, text, *, kinds=("chunk",), world_only=True, k=50, ranking="shipped")
+  -> SearchResult`:
   embeds `text` with the configured embedder (one call), asks the SearchIndex for its keyword and
-  vector arms, and fuses them with RRF (`ranking.rrf`, k=60). No embedder, an embedder raising
+  vector arms, and fuses them with the shipped ranking (`ranking.shipped`: RRF k=60 with
+  content-word, entity and date awareness; `ranking=` picks another of `ranking.RANKINGS` for the
+  benchmark). No embedder, an embedder raising
   `Unavailable`, or a failing vector arm -> keyword-only, with `degraded` holding the reason
   (never an error).
   Pass `embedded=query_vector(deps, text)` to reuse one embedding across several searches.
@@ -11,7 +14,7 @@ Public API:
   call a search needs.
 - `SearchResult`: `hits` (fused, best first, each a `Fused`), `degraded: str | None`,
   `query_tokens`.
-- `Fused`: `hit` (the SearchHit), `score` (RRF), `keyword_rank` / `vector_rank` (1-based or None),
+- `Fused`: `hit` (the SearchHit), `score` (fused), `keyword_rank` / `vector_rank` (1-based or None),
   `cosine` (vector-arm score or None).
 - `best_per_page(hits) -> list[Fused]`: first (best) chunk per page slug, order kept.
 - `tokens(text) -> list[str]`: the case-folded word tokens used for lexical evidence.
@@ -35,7 +38,7 @@ import re
 from dataclasses import dataclass, field
 
 from fleetmem.errors import Unavailable
-from fleetmem.memory.ranking import rrf
+from fleetmem.memory.ranking import SHIPPED, fuse
 from fleetmem.memory.slugs import normalize_alias
 from fleetmem.memory.vectors import pack
 from fleetmem.models import SearchHit, SearchQuery
@@ -86,6 +89,7 @@ def hybrid_search(
     world_only: bool = True,
     k: int = 50,
     embedded: Embedded | None = None,
+    ranking: str = SHIPPED,
 ) -> SearchResult:
     vector, degraded = embedded if embedded is not None else query_vector(deps, text)
     query = SearchQuery(
@@ -115,7 +119,7 @@ def hybrid_search(
         by_id.setdefault(h.doc_id, h)
         vec_rank.setdefault(h.doc_id, rank)
         cos.setdefault(h.doc_id, h.score)
-    fused = rrf([[h.doc_id for h in found.keyword], [h.doc_id for h in vector_hits]])
+    fused = fuse(ranking, text, list(found.keyword), list(vector_hits))
     return SearchResult(
         hits=[Fused(by_id[d], s, kw_rank.get(d), vec_rank.get(d), cos.get(d)) for d, s in fused],
         degraded=degraded,

@@ -1,0 +1,241 @@
+"""Conversational-memory retrieval quality: `scripts/bench quality --set conversations`.
+
+The set is `tests/data/conversations.json` (made by `tests/data/make_conversations.py`; format and
+question kinds in tests/data/README.md). Every conversation gets its own tenant and is ingested
+twice through the real `dispatch`, with the clock set to each session's date:
+- as pages — `put_page` of one page per turn (`turns/<turn id>`), title "<speaker>, <date>", body
+  "<speaker> (<date>): <turn text>";
+- as facts — `remember` of "<date>: <turn text>" with entity = the speaker (dedup applies: a turn
+  that restates an earlier one of the same speaker maps to that fact).
+
+Every question is then asked of both forms under four rankings of the same two arms (one
+`SearchIndex.search` call each, k=30 as recall uses at limit 10): keyword-only, vector-only, plain
+RRF (k=60) and the shipped ranking (`fleetmem.memory.ranking.shipped`, what recall uses). Pages are
+ranked best chunk per page (as recall shows them), facts by their fact doc.
+
+Metrics per question kind and overall: any@5 (an evidence turn in the top 5), all@5 (every evidence
+turn in the top 5), any@10, MRR (first evidence turn, cut at 10).
+
+`run_conversations(model_dir, open_stores=...)` takes the adapter set as a parameter: a callable
+(temporary directory) -> stores; the default is the local SQLite set (`open_local`).
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+import time
+from collections.abc import Callable, Iterable
+from datetime import UTC, date, datetime
+from pathlib import Path
+from typing import Any
+
+from fleetmem.memory.ranking import RANKINGS
+
+K = 30
+FORMS = ("pages", "facts")
+KINDS = ("single-hop", "multi-hop", "temporal", "paraphrase", "adversarial", "all")
+MONTHS = [
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
+]
+
+
+def default_set_path() -> Path:
+    return Path(__file__).resolve().parents[3] / "tests" / "data" / "conversations.json"
+
+
+def human(iso_date: str) -> str:
+    d = date.fromisoformat(iso_date)
+    return f"{d.day} {MONTHS[d.month - 1]} {d.year}"
+
+
+def load_set(path: Path | None = None) -> dict[str, Any]:
+    return json.loads((path or default_set_path()).read_text(encoding="utf-8"))
+
+
+def _sqlite(tmp: Path) -> Any:
+    from fleetmem.adapters.local import open_local
+
+    return open_local(tmp)
+
+
+def ingest(stores: Any, embedder: Any, conv: dict[str, Any]) -> tuple[dict[str, str], dict[str, set[str]]]:
+    """Store one conversation as pages and facts; returns (page slug -> turn id, fact id -> turn ids)."""
+    import fleetmem.memory.verbs.put_page  # noqa: F401  (registers the page tools)
+    from fleetmem.adapters.local.clock import FixedClock
+    from fleetmem.adapters.local.ids import SortableIds
+    from fleetmem.models import Caller
+    from fleetmem.ports import Deps
+    from fleetmem.transport.dispatch import dispatch
+
+    caller = Caller(tenant=conv["id"], client_id="bench", scopes=frozenset({"read", "write"}), remote=True)
+    ids = SortableIds()
+    slugs: dict[str, str] = {}
+    facts: dict[str, set[str]] = {}
+    for turn in conv["turns"]:
+        when = datetime.fromisoformat(turn["date"]).replace(hour=20, tzinfo=UTC)
+        deps = Deps.over(stores, clock=FixedClock(when), ids=ids, embedder=embedder, llm=None)
+        day = human(turn["date"])
+        slug = f"turns/{turn['id']}"
+        content = f"---\ntitle: {turn['speaker']}, {day}\ntype: note\n---\n{turn['speaker']} ({day}): {turn['text']}\n"
+        res = dispatch("put_page", {"slug": slug, "content": content}, caller, deps)
+        if res.is_error:
+            raise RuntimeError(f"put_page failed: {res.body.get('code')}")
+        slugs[slug] = turn["id"]
+        res = dispatch(
+            "remember",
+            {"fact": f"{day}: {turn['text']}", "entity": turn["speaker"], "provenance": "conversation"},
+            caller,
+            deps,
+        )
+        if res.is_error:
+            raise RuntimeError(f"remember failed: {res.body.get('code')}")
+        facts.setdefault(res.body["id"], set()).add(turn["id"])
+    return slugs, facts
+
+
+def _score(ranked: list[set[str]], evidence: Iterable[str]) -> dict[str, float]:
+    wanted = set(evidence)
+
+    def covered(k: int) -> set[str]:
+        return set().union(*ranked[:k]) & wanted if ranked[:k] else set()
+
+    first = next((i for i, turns in enumerate(ranked[:10], start=1) if turns & wanted), None)
+    return {
+        "any@5": float(bool(covered(5))),
+        "all@5": float(covered(5) == wanted),
+        "any@10": float(bool(covered(10))),
+        "mrr": 1.0 / first if first else 0.0,
+    }
+
+
+def evaluate(
+    deps: Any, tenant: str, question: str, slugs: dict[str, str], facts: dict[str, set[str]], evidence: list[str]
+) -> dict[tuple[str, str], dict[str, float]]:
+    """Scores of one question per (form, ranking); each form costs one embedding and one search."""
+    from fleetmem.memory import search as search_arm
+
+    embedded = search_arm.query_vector(deps, question)
+    out = {}
+    for form in FORMS:
+        kinds = ("chunk",) if form == "pages" else ("fact",)
+        for ranking in RANKINGS:
+            found = search_arm.hybrid_search(
+                deps, tenant, question, kinds=kinds, k=K, embedded=embedded, ranking=ranking
+            )
+            if found.degraded:
+                raise RuntimeError(f"search degraded: {found.degraded}")
+            if form == "pages":
+                ranked = [{slugs[f.hit.slug]} for f in search_arm.best_per_page(found.hits) if f.hit.slug in slugs]
+            else:
+                ranked = [facts.get(f.hit.fact_id or "", set()) for f in found.hits]
+            out[(form, ranking)] = _score(ranked, evidence)
+    return out
+
+
+def run_conversations(
+    model_dir: Path | str,
+    *,
+    open_stores: Callable[[Path], Any] = _sqlite,
+    data_path: Path | None = None,
+    conversations: Iterable[str] | None = None,
+    out: Callable[[str], Any] = print,
+) -> dict[str, Any]:
+    """Ingest the set, score every question under every ranking and form, print the tables."""
+    from fleetmem.adapters.local.clock import FixedClock
+    from fleetmem.adapters.local.embedder import load_local_embedder
+    from fleetmem.adapters.local.ids import SortableIds
+    from fleetmem.ports import Deps
+
+    embedder, problem = load_local_embedder(model_dir)
+    if embedder is None:
+        raise RuntimeError(problem or "the local embedder is unavailable")
+    data = load_set(data_path)
+    wanted = set(conversations) if conversations is not None else None
+    started = time.monotonic()
+    sums: dict[tuple[str, str, str], dict[str, float]] = {}
+    counts: dict[str, int] = {}
+    with tempfile.TemporaryDirectory(prefix="fleetmem-conversations-") as tmp:
+        stores = open_stores(Path(tmp))
+        try:
+            deps = Deps.over(
+                stores,
+                clock=FixedClock(datetime(2026, 12, 31, tzinfo=UTC)),
+                ids=SortableIds(),
+                embedder=embedder,
+                llm=None,
+            )
+            for conv in data["conversations"]:
+                if wanted is not None and conv["id"] not in wanted:
+                    continue
+                slugs, facts = ingest(stores, embedder, conv)
+                for q in data["questions"]:
+                    if q["conversation"] != conv["id"]:
+                        continue
+                    for kind in (q["kind"], "all"):
+                        counts[kind] = counts.get(kind, 0) + 1
+                    for (form, ranking), scores in evaluate(
+                        deps, conv["id"], q["question"], slugs, facts, q["evidence"]
+                    ).items():
+                        for kind in (q["kind"], "all"):
+                            acc = sums.setdefault((form, ranking, kind), {})
+                            for m, v in scores.items():
+                                acc[m] = acc.get(m, 0.0) + v
+        finally:
+            close = getattr(stores, "close", None)
+            if close:
+                close()
+    results = {
+        form: {
+            ranking: {
+                kind: {**{m: v / counts[kind] for m, v in sums[(form, ranking, kind)].items()}, "n": counts[kind]}
+                for kind in KINDS
+                if (form, ranking, kind) in sums
+            }
+            for ranking in RANKINGS
+        }
+        for form in FORMS
+    }
+    table = conversations_table(results)
+    out(table)
+    return {
+        "results": results,
+        "table": table,
+        "questions": counts.get("all", 0),
+        "seconds": round(time.monotonic() - started, 1),
+    }
+
+
+def conversations_table(results: dict[str, Any]) -> str:
+    lines = []
+    for form, per_ranking in results.items():
+        lines += [
+            f"\n{form}: any@5 / all@5 / any@10 / MRR",
+            "",
+            "| kind | n | " + " | ".join(per_ranking) + " |",
+            "| --- | ---: |" + " --- |" * len(per_ranking),
+        ]
+        for kind in KINDS:
+            cells = []
+            n = 0
+            for m in per_ranking.values():
+                s = m.get(kind)
+                if s is None:
+                    cells.append("")
+                    continue
+                n = s["n"]
+                cells.append(f"{s['any@5']:.2f} / {s['all@5']:.2f} / {s['any@10']:.2f} / {s['mrr']:.3f}")
+            if n:
+                lines.append(f"| {kind} | {n} | " + " | ".join(cells) + " |")
+    return "\n".join(lines).lstrip()

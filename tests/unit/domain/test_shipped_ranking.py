@@ -1,0 +1,86 @@
+"""The shipped fusion (`ranking.shipped`) and the date reading it uses (`memory.temporal`): pure
+functions over SearchHits, so both backends rank the same."""
+
+from __future__ import annotations
+
+from datetime import date
+
+import pytest
+
+from fleetmem.memory.ranking import PLAIN, SHIPPED, fuse, shipped
+from fleetmem.memory.temporal import Day, dates_in, mentioned_days, written_day
+from fleetmem.models import SearchHit
+
+
+def hit(doc_id: str, text: str, title: str = "") -> SearchHit:
+    return SearchHit(doc_id=doc_id, kind="fact", slug=title, title=title, text=text, fact_id=doc_id, score=1.0)
+
+
+def ids(ranked: list[tuple[str, float]]) -> list[str]:
+    return [d for d, _ in ranked]
+
+
+def test_dates_in_reads_iso_day_month_and_month_day_forms():
+    assert dates_in("2026-03-14 and 3rd of April 2026, then May 7, 2026 and 9 June") == [
+        Day(2026, 3, 14),
+        Day(2026, 4, 3),
+        Day(2026, 5, 7),
+        Day(None, 6, 9),
+    ]
+    assert dates_in("nothing dated here, may we?") == []
+    assert Day(None, 6, 9).matches(date(2031, 6, 9)) and not Day(2026, 6, 9).matches(date(2031, 6, 9))
+
+
+def test_relative_expressions_resolve_against_the_texts_own_date():
+    # 17 April 2026 is a Friday.
+    text = "17 April 2026: Yesterday we moved, two days ago I packed, and last Saturday I sold the sofa."
+    assert written_day(text) == date(2026, 4, 17)
+    assert mentioned_days(text) == {
+        date(2026, 4, 17),
+        date(2026, 4, 16),
+        date(2026, 4, 15),
+        date(2026, 4, 11),
+    }
+    assert mentioned_days("no date, yesterday") == set()
+
+
+def test_a_name_only_keyword_match_does_not_count_when_the_vector_arm_ran():
+    kw = [hit("chat", "Maya: good night, talk tomorrow", "maya"), hit("cello", "Maya: cello lessons", "maya")]
+    vec = [hit("cello", "Maya: cello lessons", "maya"), hit("chat", "Maya: good night, talk tomorrow", "maya")]
+    query = "Which instrument does Maya play?"  # shares only the name with every turn
+    plain = ids(fuse(PLAIN, query, kw, vec))
+    assert plain[0] == "chat"  # both arms, keyword first: plain RRF keeps the name-only match on top
+    assert ids(shipped(query, kw, vec))[0] == "cello"
+    # Keyword-only (no vector arm): name-only matches are still returned, not dropped.
+    assert set(ids(fuse(SHIPPED, query, kw, []))) == {"chat", "cello"}
+
+
+def test_a_person_named_in_the_question_lifts_that_persons_hits():
+    vec = [hit("omar", "I adopted a beagle puppy", "omar"), hit("maya", "We brought home a beagle", "maya")]
+    assert ids(fuse(PLAIN, "What dog did Maya adopt?", [], vec))[0] == "omar"
+    assert ids(shipped("What dog did Maya adopt?", [], vec))[0] == "maya"
+
+
+def test_a_date_in_the_question_lifts_hits_about_that_day_relative_ones_included():
+    vec = [
+        hit("a", "12 March 2026: I ran the half marathon", "maya"),
+        hit("b", "15 March 2026: Yesterday I signed up for pottery", "maya"),
+    ]
+    assert ids(shipped("What did Maya do on 14 March 2026?", [], vec))[0] == "b"
+    assert ids(shipped("What did Maya do on March 12?", [], vec))[0] == "a"
+
+
+def test_the_week_after_an_event_lifts_what_was_said_in_that_window():
+    kw = [hit("event", "1 March 2026: I ran the Rotterdam half marathon", "maya")]
+    vec = [
+        hit("event", "1 March 2026: I ran the Rotterdam half marathon", "maya"),
+        hit("far", "30 March 2026: I bought a guitar", "maya"),
+        hit("next", "8 March 2026: I started pottery", "maya"),
+    ]
+    ranked = ids(shipped("What did Maya do the week after the Rotterdam half marathon?", kw, vec))
+    assert ranked.index("next") < ranked.index("far")
+
+
+def test_an_unknown_ranking_is_refused():
+    with pytest.raises(ValueError, match="unknown ranking"):
+        fuse("bm42", "q", [], [])

@@ -1,0 +1,83 @@
+"""The conversational-memory evaluation set (tests/data/conversations.json) and the guard that the
+shipped ranking beats plain RRF on it (`fleetmem.bench.conversations`, real MiniLM, SQLite)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+from pathlib import Path
+
+from fleetmem.bench.conversations import KINDS, default_set_path, run_conversations
+
+DATA = Path(__file__).resolve().parents[2] / "data"
+STOPWORDS = set(
+    "a an the is are was were be been to of in on for at by with and or but from that this it its as do does "
+    "did what which who where when why how our we us not no than there their they so has have had will can "
+    "after before over into out about per i my me now s t is all".split()
+)
+
+
+def _generator():
+    spec = importlib.util.spec_from_file_location("make_conversations", DATA / "make_conversations.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _content(text: str, names: set[str]) -> set[str]:
+    return {w for w in re.findall(r"[a-z0-9]+", text.lower()) if w not in STOPWORDS and w not in names}
+
+
+def test_committed_set_is_what_the_generator_makes():
+    gen = _generator()
+    made = json.loads(json.dumps(gen.build(), ensure_ascii=False))
+    assert json.loads(default_set_path().read_text(encoding="utf-8")) == made
+
+
+def test_set_shape_and_evidence():
+    data = json.loads(default_set_path().read_text(encoding="utf-8"))
+    convs = data["conversations"]
+    assert len(convs) >= 15
+    turn_ids = set()
+    for conv in convs:
+        assert 2 <= len(conv["people"]) <= 3
+        assert 30 <= len(conv["turns"]) <= 60
+        dates = [s["date"] for s in conv["sessions"]]
+        assert dates == sorted(dates) and len(set(dates)) == len(dates)
+        assert any("[photo:" in t["text"] for t in conv["turns"])
+        turn_ids |= {t["id"] for t in conv["turns"]}
+    questions = data["questions"]
+    assert len(questions) >= 400
+    assert {q["kind"] for q in questions} == set(KINDS) - {"all"}
+    assert all(q["evidence"] and set(q["evidence"]) <= turn_ids for q in questions)
+    assert all(len(q["evidence"]) >= 2 for q in questions if q["kind"] == "multi-hop")
+    # Question texts are not one repeated shape: many distinct openings per kind.
+    for kind in set(KINDS) - {"all"}:
+        openings = {" ".join(q["question"].split()[:2]) for q in questions if q["kind"] == kind}
+        assert len(openings) >= 5, kind
+
+
+def test_paraphrase_questions_share_no_content_word_with_their_evidence():
+    data = json.loads(default_set_path().read_text(encoding="utf-8"))
+    turns = {t["id"]: t for c in data["conversations"] for t in c["turns"]}
+    names = {n.lower() for c in data["conversations"] for n in c["people"]} | {"tom\u00e1s"}
+    checked = 0
+    for q in data["questions"]:
+        if q["kind"] != "paraphrase":
+            continue
+        for tid in q["evidence"]:
+            shared = _content(q["question"], names) & _content(turns[tid]["text"], names)
+            assert not shared, (q["question"], turns[tid]["text"], shared)
+            checked += 1
+    assert checked >= 100
+
+
+def test_shipped_ranking_beats_plain_rrf_on_a_subset(minilm_model_dir):
+    result = run_conversations(minilm_model_dir, conversations=["c01", "c02"], out=lambda _t: None)
+    for form in ("pages", "facts"):
+        plain, shipped = result["results"][form]["rrf"], result["results"][form]["shipped"]
+        assert shipped["all"]["any@5"] >= plain["all"]["any@5"] + 0.05, form
+        for kind in KINDS:
+            assert shipped[kind]["any@5"] >= plain[kind]["any@5"] - 0.02, (form, kind)
