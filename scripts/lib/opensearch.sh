@@ -4,7 +4,7 @@
 # tests. The result is an OpenSearch home in the cache, reused by every later run:
 #
 #   $FM_OPENSEARCH_HOME/lib/                   core org.opensearch:opensearch and its runtime jars
-#   $FM_OPENSEARCH_HOME/modules/<name>/        transport-netty4, lang-painless, analysis-common
+#   $FM_OPENSEARCH_HOME/modules/<name>/        transport-netty4, lang-painless, analysis-common, reindex
 #   $FM_OPENSEARCH_HOME/plugins/opensearch-knn the org.opensearch.plugin:opensearch-knn zip, unpacked
 #   $FM_OPENSEARCH_HOME/config/                opensearch.yml, log4j2.properties (copied per start)
 #
@@ -14,6 +14,8 @@
 
 FM_OPENSEARCH_VERSION="2.19.1"
 FM_OPENSEARCH_KNN_VERSION="2.19.1.0"
+# bumped when the assembly changes, so a cached home of an older recipe is rebuilt
+FM_OPENSEARCH_RECIPE="$FM_OPENSEARCH_VERSION knn=$FM_OPENSEARCH_KNN_VERSION recipe=2"
 FM_OPENSEARCH_HOME="${FLEETMEM_OPENSEARCH_HOME:-${XDG_CACHE_HOME:-$HOME/.cache}/fleetmem/engines/opensearch-$FM_OPENSEARCH_VERSION}"
 
 _fm_os_pom() { # _fm_os_pom GROUP ARTIFACT VERSION [EXTRA_DEPENDENCY_XML]
@@ -31,7 +33,7 @@ EOF
 
 # _fm_os_copy_deps DIR OUT: the runtime closure of the pom in DIR, as jars in OUT.
 _fm_os_copy_deps() {
-  (cd "$1" && mvn -q -B dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory="$2") >&2
+  (cd "$1" && mvn -q -B -Dstyle.color=never dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory="$2") >&2
 }
 
 _fm_os_module() { # _fm_os_module BUILD NAME ARTIFACT CLASSNAME DESCRIPTION [EXTENDED]
@@ -91,8 +93,23 @@ EOF
   _fm_os_module "$build" analysis-common analysis-common org.opensearch.analysis.common.CommonAnalysisPlugin \
     "Adds common text analysis to OpenSearch"
 
+  # _delete_by_query (page deletes) is served by the reindex module
+  _fm_os_module "$build" reindex reindex-client org.opensearch.index.reindex.ReindexPlugin \
+    "The Reindex module adds APIs to reindex from one index to another or update documents in place"
+  cat >"$home/modules/reindex/plugin-security.policy" <<'EOF'
+grant {
+  permission java.net.SocketPermission "*", "connect";
+};
+grant codeBase "${codebase.opensearch-rest-client}" {
+  permission java.net.NetPermission "getProxySelector";
+};
+grant codeBase "${codebase.httpasyncclient}" {
+  permission java.net.NetPermission "getProxySelector";
+};
+EOF
+
   mkdir -p "$build/fetch/knn" "$home/plugins/opensearch-knn"
-  (cd "$build/fetch/knn" && mvn -q -B dependency:copy \
+  (cd "$build/fetch/knn" && mvn -q -B -Dstyle.color=never dependency:copy \
     -Dartifact="org.opensearch.plugin:opensearch-knn:$FM_OPENSEARCH_KNN_VERSION:zip" -DoutputDirectory=.) >&2
   (cd "$home/plugins/opensearch-knn" && unzip -q "$build/fetch/knn/opensearch-knn-$FM_OPENSEARCH_KNN_VERSION.zip")
 
@@ -119,7 +136,7 @@ logger.node.level = info
 logger.plugins.name = org.opensearch.plugins.PluginsService
 logger.plugins.level = info
 EOF
-  echo "$FM_OPENSEARCH_VERSION knn=$FM_OPENSEARCH_KNN_VERSION" >"$home/.fleetmem-complete"
+  echo "$FM_OPENSEARCH_RECIPE" >"$home/.fleetmem-complete"
 }
 
 # fm_ensure_opensearch — the OpenSearch home in the cache (assembled once; needs mvn and unzip).
@@ -127,7 +144,10 @@ EOF
 # locally with the fix.
 fm_ensure_opensearch() {
   local build
-  [ -f "$FM_OPENSEARCH_HOME/.fleetmem-complete" ] && return 0
+  if [ -f "$FM_OPENSEARCH_HOME/.fleetmem-complete" ] &&
+    [ "$(cat "$FM_OPENSEARCH_HOME/.fleetmem-complete")" = "$FM_OPENSEARCH_RECIPE" ]; then
+    return 0
+  fi
   if ! command -v java >/dev/null 2>&1; then
     fm_log "java not found: cannot assemble the OpenSearch test engine"
     return 0
