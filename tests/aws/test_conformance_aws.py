@@ -1,5 +1,5 @@
 """The conformance suite against `fleetmem serve` on the AWS adapter set: DynamoDB Local (Java,
-127.0.0.1 free port) for every store and osmem-server for the OpenSearch index.
+127.0.0.1 free port) for every store and a real single-node OpenSearch with k-NN for the index.
 
 No stream indexer runs locally, so the server indexes synchronously
 (`FLEETMEM_OPENSEARCH_WRITE_THROUGH=1`). Bedrock cannot run here: its endpoint is pointed at a
@@ -27,15 +27,11 @@ from tests.cli.conftest import fleetmem_command
 pytestmark = [pytest.mark.dynamodb_local, pytest.mark.slow]
 
 
-def wait_until_listening(
-    proc: subprocess.Popen[bytes], port: int, log: Path, deadline_s: float = 90.0
-) -> None:
+def wait_until_listening(proc: subprocess.Popen[bytes], port: int, log: Path, deadline_s: float = 90.0) -> None:
     end = time.monotonic() + deadline_s
     while time.monotonic() < end:
         if proc.poll() is not None:
-            raise RuntimeError(
-                f"fleetmem serve exited with {proc.returncode}\n{log.read_text(errors='replace')}"
-            )
+            raise RuntimeError(f"fleetmem serve exited with {proc.returncode}\n{log.read_text(errors='replace')}")
         try:
             with socket.create_connection(("127.0.0.1", port), timeout=0.2):
                 return
@@ -48,7 +44,7 @@ def wait_until_listening(
 
 
 @pytest.fixture
-def aws_server(request: pytest.FixtureRequest, osmem_url: str, tmp_path: Path) -> Iterator[dict[str, Any]]:
+def aws_server(request: pytest.FixtureRequest, opensearch_url: str, tmp_path: Path) -> Iterator[dict[str, Any]]:
     ddb = engines.dynamodb_local_endpoint(request.config)
     prefix = engines.fresh_prefix()
     create_tables(engines.dynamodb_client(ddb), prefix)
@@ -57,7 +53,7 @@ def aws_server(request: pytest.FixtureRequest, osmem_url: str, tmp_path: Path) -
         {
             "FLEETMEM_BACKEND": "aws",
             "FLEETMEM_TABLE_PREFIX": prefix,
-            "FLEETMEM_OPENSEARCH_ENDPOINT": osmem_url,
+            "FLEETMEM_OPENSEARCH_ENDPOINT": opensearch_url,
             "FLEETMEM_OPENSEARCH_SERVICE": "none",
             "FLEETMEM_OPENSEARCH_INDEX_PREFIX": prefix,
             "FLEETMEM_OPENSEARCH_WRITE_THROUGH": "1",
@@ -104,10 +100,8 @@ def aws_server(request: pytest.FixtureRequest, osmem_url: str, tmp_path: Path) -
                 proc.wait()
 
 
-def test_the_conformance_suite_passes_on_dynamodb_local_and_osmem(aws_server):
-    report = run_conformance(
-        aws_server["url"], aws_server["token"], json=True, read_token=aws_server["read_token"]
-    )
+def test_the_conformance_suite_passes_on_dynamodb_local_and_opensearch(aws_server):
+    report = run_conformance(aws_server["url"], aws_server["token"], json=True, read_token=aws_server["read_token"])
     failed = [(c["id"], c["era"], c.get("detail")) for c in report["cases"] if c["status"] == "failed"]
     assert failed == []
     skipped = {c["id"] for c in report["cases"] if c["status"] == "skipped"}
