@@ -273,12 +273,23 @@ def opensearch_endpoint(config: pytest.Config) -> str:
     run = os.environ.get("PYTEST_XDIST_TESTRUNUID") or f"pid{os.getpid()}"
     state = Path(tempfile.gettempdir()) / f"fleetmem-opensearch-{run}"
 
+    def lock_state() -> Any:
+        """Open and lock `state/start.lock`; retry when the owner removed the state meanwhile."""
+        while True:
+            state.mkdir(exist_ok=True)
+            f = (state / "start.lock").open("a+")
+            fcntl.flock(f, fcntl.LOCK_EX)
+            try:
+                if os.stat(state / "start.lock").st_ino == os.fstat(f.fileno()).st_ino:
+                    return f
+            except FileNotFoundError:
+                pass
+            f.close()
+
     def start() -> tuple[str, Callable[[], None]]:
-        state.mkdir(exist_ok=True)
+        start_lock = lock_state()
         url_file = state / "url"
-        start_lock = (state / "start.lock").open("a+")
         users = (state / "users.lock").open("a+")
-        fcntl.flock(start_lock, fcntl.LOCK_EX)
         try:
             url = url_file.read_text().strip() if url_file.exists() else ""
             stop_node: Callable[[], None] | None = None
@@ -296,8 +307,7 @@ def opensearch_endpoint(config: pytest.Config) -> str:
                 try:
                     fcntl.flock(users, fcntl.LOCK_EX)  # every other worker is done with it
                     stop_node()
-                    url_file.unlink(missing_ok=True)
-                    fcntl.flock(users, fcntl.LOCK_UN)
+                    shutil.rmtree(state, ignore_errors=True)  # a later asker starts afresh
                 finally:
                     fcntl.flock(start_lock, fcntl.LOCK_UN)
             users.close()
