@@ -37,6 +37,6 @@ def test_a_page_over_the_item_limit_is_refused_and_nothing_changes(pages):
         pages.put(page("x" * (PAGE_BODY_MAX_BYTES - 1), timeline=timeline, aliases=("Other",)))
     stored = pages.get("t1", "notes/big")
     assert stored.body == "small" and stored.aliases == ("Bigly",)
-    assert [m.page.slug for m in pages.lookup("t1", alias="bigly", title="", slugs=(), suffix="", world_only=True)] == [
-        "notes/big"
-    ]
+    assert [
+        m.page.slug for m in pages.lookup("t1", alias="bigly", title="", slugs=(), suffix="", world_only=True)
+    ] == ["notes/big"]

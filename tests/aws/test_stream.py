@@ -69,9 +69,9 @@ class StreamReader:
         self.streams = engines.session().client("dynamodbstreams", endpoint_url=endpoint)
         arn = ddb.describe_table(TableName=table)["Table"]["LatestStreamArn"]
         shard = self.streams.describe_stream(StreamArn=arn)["StreamDescription"]["Shards"][0]["ShardId"]
-        self.it = self.streams.get_shard_iterator(StreamArn=arn, ShardId=shard, ShardIteratorType="TRIM_HORIZON")[
-            "ShardIterator"
-        ]
+        self.it = self.streams.get_shard_iterator(
+            StreamArn=arn, ShardId=shard, ShardIteratorType="TRIM_HORIZON"
+        )["ShardIterator"]
 
     def read(self) -> list[dict[str, Any]]:
         out = self.streams.get_records(ShardIterator=self.it)
@@ -84,7 +84,9 @@ def world(moto_endpoint, osmem_url):
     prefix = engines.fresh_prefix()
     stores = engines.open_stores(moto_endpoint, prefix)
     embedder = HashEmbedder(dim=16)
-    index = OpenSearchIndex(osmem_url, model_id=embedder.model_id, dim=embedder.dim, service="none", prefix=prefix)
+    index = OpenSearchIndex(
+        osmem_url, model_id=embedder.model_id, dim=embedder.dim, service="none", prefix=prefix
+    )
     facts = StreamReader(moto_endpoint, FACTS.physical_name(prefix))
     pages = StreamReader(moto_endpoint, PAGES.physical_name(prefix))
     return stores, index, embedder, facts, pages

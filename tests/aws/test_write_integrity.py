@@ -83,14 +83,8 @@ def brain(request: pytest.FixtureRequest) -> Iterator[Deps]:
         stores = engines.open_stores(endpoint, engines.fresh_prefix())
         search = OpenSearchIndex(clone.url, model_id=embedder.model_id, dim=embedder.dim, service="none")
         yield Deps.over(
-            stores,
-            search=search,
-            clock=clock,
-            ids=SortableIds(),
-            embedder=embedder,
-            llm=None,
-            backend="aws",
-            parallel=parallel,
+            stores, search=search, clock=clock, ids=SortableIds(), embedder=embedder, llm=None,
+            backend="aws", parallel=parallel,
         )
     finally:
         clone.close()

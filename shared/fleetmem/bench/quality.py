@@ -414,7 +414,7 @@ def run_quality(
     """Ingest the evaluation set, ask every question keyword-only and hybrid, print a markdown table.
 
     `open_stores(tmp_dir, embedder)` picks the adapter set (default: the local SQLite stores);
-    tests/aws/test_quality_parity.py passes the AWS set on DynamoDB Local and OpenSearch.
+    tests/aws/bench_quality_parity.py passes the AWS set on DynamoDB Local and OpenSearch.
 
     Returns {"modes": {mode: {qtype: metrics}}, "table": markdown, "questions": n, ...}.
     """
