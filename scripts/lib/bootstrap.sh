@@ -91,3 +91,6 @@ fm_ensure_embedder() {
     fm_log "the local embedder could not be built; search runs keyword-only (see: fleetmem doctor)"
   fi
 }
+
+# fm_ensure_opensearch — the OpenSearch + k-NN test engine, assembled from Maven Central once.
+. "$FM_ROOT/scripts/lib/opensearch.sh"

@@ -12,13 +12,17 @@ from __future__ import annotations
 
 import atexit
 import ctypes
+import fcntl
+import json
 import os
 import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import threading
 import time
+import urllib.request
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -56,11 +60,11 @@ def _die_with_parent() -> None:
         pass
 
 
-def _wait_port(port: int, proc: subprocess.Popen[bytes], timeout: float = 60.0) -> None:
+def _wait_port(port: int, proc: subprocess.Popen[bytes], timeout: float = 60.0, name: str = "DynamoDB Local") -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise RuntimeError(f"DynamoDB Local exited during start-up (code {proc.returncode})")
+            raise RuntimeError(f"{name} exited during start-up (code {proc.returncode})")
         try:
             with socket.create_connection(("127.0.0.1", port), timeout=0.2):
                 return
@@ -70,7 +74,7 @@ def _wait_port(port: int, proc: subprocess.Popen[bytes], timeout: float = 60.0) 
                 proc.wait(timeout=0.1)
             except subprocess.TimeoutExpired:
                 pass
-    raise RuntimeError("DynamoDB Local did not open its port in time")
+    raise RuntimeError(f"{name} did not open its port in time")
 
 
 def _once(name: str, config: pytest.Config, start: Callable[[], tuple[str, Callable[[], None]]]) -> str:
@@ -147,6 +151,171 @@ def dynamodb_local_endpoint(config: pytest.Config) -> str:
         return f"http://127.0.0.1:{port}", stop
 
     return _once("dynamodb-local", config, start)
+
+
+OPENSEARCH_VERSION = "2.19.1"
+
+
+def opensearch_home() -> Path:
+    """Where scripts/lib/opensearch.sh assembles the node (same defaults as the script)."""
+    if os.environ.get("FLEETMEM_OPENSEARCH_HOME"):
+        return Path(os.environ["FLEETMEM_OPENSEARCH_HOME"])
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return cache / "fleetmem" / "engines" / f"opensearch-{OPENSEARCH_VERSION}"
+
+
+def _http_json(url: str, timeout: float = 2.0) -> Any:
+    with urllib.request.urlopen(url, timeout=timeout) as resp:
+        return json.load(resp)
+
+
+def _opensearch_answers(url: str) -> bool:
+    try:
+        return bool(_http_json(url + "/_cluster/health").get("status") in {"green", "yellow"})
+    except (OSError, ValueError):
+        return False
+
+
+def _start_opensearch(java: str, home: Path, state: Path) -> tuple[str, Callable[[], None]]:
+    """Start the node from `home` with data, config copy and logs under a fresh temp dir."""
+    work = Path(tempfile.mkdtemp(prefix="node-", dir=state))
+    shutil.copytree(home / "config", work / "config")  # the node writes its keystore there
+    for d in ("data", "logs", "tmp"):
+        (work / d).mkdir()
+    http_port, transport_port = free_port(), free_port()
+    jvm = [
+        "-Xms256m",
+        "-Xmx512m",
+        "-XX:+UseSerialGC",
+        "-Xss1m",
+        "-Djava.awt.headless=true",
+        "-Dfile.encoding=UTF-8",
+        "-Dio.netty.noUnsafe=true",
+        "-Dio.netty.noKeySetOptimization=true",
+        "-Dio.netty.recycler.maxCapacityPerThread=0",
+        "-Dlog4j.shutdownHookEnabled=false",
+        "-Dlog4j2.disable.jmx=true",
+        f"-Djava.io.tmpdir={work / 'tmp'}",
+        f"-Dopensearch.path.home={home}",
+        f"-Dopensearch.path.conf={work / 'config'}",
+        "-Dopensearch.distribution.type=tar",
+        "-Dopensearch.bundled_jdk=false",
+    ]
+    if os.geteuid() == 0:
+        # OpenSearch refuses to run as root, and checks it through JNA; CI containers run as
+        # root. Without JNA's native library the node skips that check (and mlockall and the
+        # seccomp filter, which a loopback test node does not need).
+        jvm += ["-Djna.nosys=true", "-Djna.noclasspath=true"]
+    cmd = [
+        java,
+        *jvm,
+        "-cp",
+        str(home / "lib" / "*"),
+        "org.opensearch.bootstrap.OpenSearch",
+        f"-Ehttp.port={http_port}",
+        f"-Etransport.port={transport_port}",
+        f"-Epath.data={work / 'data'}",
+        f"-Epath.logs={work / 'logs'}",
+    ]
+    log = (work / "node.log").open("wb")
+    proc = subprocess.Popen(
+        cmd,
+        cwd=work,
+        stdin=subprocess.DEVNULL,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        preexec_fn=_die_with_parent if os.name == "posix" else None,
+    )
+    url = f"http://127.0.0.1:{http_port}"
+
+    def stop() -> None:
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        log.close()
+        shutil.rmtree(work, ignore_errors=True)
+
+    try:
+        _wait_port(http_port, proc, timeout=240.0, name="OpenSearch")
+        deadline = time.monotonic() + 120.0
+        while not _opensearch_answers(url):
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("OpenSearch did not become healthy")
+            time.sleep(0.2)
+    except Exception as exc:
+        tail = (work / "node.log").read_text(errors="replace")[-3000:]
+        stop()
+        raise RuntimeError(f"{exc}; node output:\n{tail}") from None
+    atexit.register(stop)
+    return url, stop
+
+
+def opensearch_endpoint(config: pytest.Config) -> str:
+    """The URL of the test run's OpenSearch node (k-NN plugin loaded).
+
+    One node per test run, not per xdist worker: under a file lock the first worker that asks
+    starts it and writes its URL; every worker holds a shared lock on `users` while it may use
+    it. The starting worker, at its session end, waits for the exclusive lock (all other workers
+    done) before stopping the node, and a worker asking after that starts a fresh one."""
+    java = shutil.which("java")
+    if java is None:
+        missing("java (Java 17, for OpenSearch)", "apt-get install -y openjdk-17-jre-headless")
+    home = opensearch_home()
+    if not (home / ".fleetmem-complete").exists():
+        missing(
+            f"the OpenSearch test engine ({home})",
+            "run scripts/test, or: bash -c '. scripts/lib/bootstrap.sh && fm_ensure_opensearch'",
+        )
+    run = os.environ.get("PYTEST_XDIST_TESTRUNUID") or f"pid{os.getpid()}"
+    state = Path(tempfile.gettempdir()) / f"fleetmem-opensearch-{run}"
+
+    def lock_state() -> Any:
+        """Open and lock `state/start.lock`; retry when the owner removed the state meanwhile."""
+        while True:
+            state.mkdir(exist_ok=True)
+            f = (state / "start.lock").open("a+")
+            fcntl.flock(f, fcntl.LOCK_EX)
+            try:
+                if os.stat(state / "start.lock").st_ino == os.fstat(f.fileno()).st_ino:
+                    return f
+            except FileNotFoundError:
+                pass
+            f.close()
+
+    def start() -> tuple[str, Callable[[], None]]:
+        start_lock = lock_state()
+        url_file = state / "url"
+        users = (state / "users.lock").open("a+")
+        try:
+            url = url_file.read_text().strip() if url_file.exists() else ""
+            stop_node: Callable[[], None] | None = None
+            if not url or not _opensearch_answers(url):
+                url, stop_node = _start_opensearch(str(java), home, state)
+                url_file.write_text(url)
+            fcntl.flock(users, fcntl.LOCK_SH)
+        finally:
+            fcntl.flock(start_lock, fcntl.LOCK_UN)
+
+        def release() -> None:
+            fcntl.flock(users, fcntl.LOCK_UN)
+            if stop_node is not None:
+                fcntl.flock(start_lock, fcntl.LOCK_EX)
+                try:
+                    fcntl.flock(users, fcntl.LOCK_EX)  # every other worker is done with it
+                    stop_node()
+                    shutil.rmtree(state, ignore_errors=True)  # a later asker starts afresh
+                finally:
+                    fcntl.flock(start_lock, fcntl.LOCK_UN)
+            users.close()
+            start_lock.close()
+
+        return url, release
+
+    return _once("opensearch", config, start)
 
 
 def session() -> Any:

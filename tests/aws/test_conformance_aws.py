@@ -1,5 +1,5 @@
 """The conformance suite against `fleetmem serve` on the AWS adapter set: DynamoDB Local (Java,
-127.0.0.1 free port) for every store and osmem-server for the OpenSearch index.
+127.0.0.1 free port) for every store and a real single-node OpenSearch with k-NN for the index.
 
 No stream indexer runs locally, so the server indexes synchronously
 (`FLEETMEM_OPENSEARCH_WRITE_THROUGH=1`). Bedrock cannot run here: its endpoint is pointed at a
@@ -48,7 +48,7 @@ def wait_until_listening(
 
 
 @pytest.fixture
-def aws_server(request: pytest.FixtureRequest, osmem_url: str, tmp_path: Path) -> Iterator[dict[str, Any]]:
+def aws_server(request: pytest.FixtureRequest, opensearch_url: str, tmp_path: Path) -> Iterator[dict[str, Any]]:
     ddb = engines.dynamodb_local_endpoint(request.config)
     prefix = engines.fresh_prefix()
     create_tables(engines.dynamodb_client(ddb), prefix)
@@ -57,7 +57,7 @@ def aws_server(request: pytest.FixtureRequest, osmem_url: str, tmp_path: Path) -
         {
             "FLEETMEM_BACKEND": "aws",
             "FLEETMEM_TABLE_PREFIX": prefix,
-            "FLEETMEM_OPENSEARCH_ENDPOINT": osmem_url,
+            "FLEETMEM_OPENSEARCH_ENDPOINT": opensearch_url,
             "FLEETMEM_OPENSEARCH_SERVICE": "none",
             "FLEETMEM_OPENSEARCH_INDEX_PREFIX": prefix,
             "FLEETMEM_OPENSEARCH_WRITE_THROUGH": "1",
@@ -104,7 +104,7 @@ def aws_server(request: pytest.FixtureRequest, osmem_url: str, tmp_path: Path) -
                 proc.wait()
 
 
-def test_the_conformance_suite_passes_on_dynamodb_local_and_osmem(aws_server):
+def test_the_conformance_suite_passes_on_dynamodb_local_and_opensearch(aws_server):
     report = run_conformance(
         aws_server["url"], aws_server["token"], json=True, read_token=aws_server["read_token"]
     )

@@ -1,14 +1,14 @@
 """AWS backends of the port contract suites: the DynamoDB stores on moto (server mode) and on
-DynamoDB Local, and the OpenSearch index on osmem-server. All engines run on 127.0.0.1 and are
-started by tests/aws/engines.py once per session.
+DynamoDB Local, and the OpenSearch index on a real single-node OpenSearch 2.19.1 with the k-NN
+plugin (assembled from Maven Central by scripts/lib/opensearch.sh). All engines run on 127.0.0.1
+and are started by tests/aws/engines.py once per session.
 
 Tables are created once per engine per session; every contract test uses a fresh tenant, so the
 tests never see each other's rows.
 
-osmem has BM25, filters, bulk and delete_by_query but answers 400 to `knn`: on that backend the
-vector arm honestly reports `vector_error` (the suites accept that only for backends that declare
-`vector_search = False`). With OPENSEARCH_URL set, the "opensearch-live" backend runs the whole
-SearchIndex suite, vector arm included, against that endpoint.
+The "opensearch" backend runs the whole SearchIndex suite, vector arm included (k-NN `lucene`
+engine, no native library needed). With OPENSEARCH_URL set, the "opensearch-live" backend runs it
+once more against that endpoint (a domain or collection of yours).
 """
 
 from __future__ import annotations
@@ -86,13 +86,12 @@ class _Search:
 
 
 @contextmanager
-def _osmem(request: pytest.FixtureRequest) -> Iterator[Any]:
-    url = request.getfixturevalue("osmem_url")
-    s = _Search(url, vector_search=False)
+def _opensearch(request: pytest.FixtureRequest) -> Iterator[Any]:
+    s = _Search(engines.opensearch_endpoint(request.config), vector_search=True)
     try:
         yield s
     finally:
-        s.search.client.close()
+        s.close()
 
 
 @contextmanager
@@ -106,10 +105,8 @@ def _live(request: pytest.FixtureRequest) -> Iterator[Any]:
 
 
 register_backend("moto", _ddb("moto"), ports=DDB_PORTS)
-register_backend(
-    "dynamodb-local", _ddb("dynamodb-local"), ports=DDB_PORTS, marks=(pytest.mark.dynamodb_local,)
-)
-register_backend("osmem", _osmem, ports={"search"})
+register_backend("dynamodb-local", _ddb("dynamodb-local"), ports=DDB_PORTS, marks=(pytest.mark.dynamodb_local,))
+register_backend("opensearch", _opensearch, ports={"search"})
 if os.environ.get("OPENSEARCH_URL"):
     # registered only with an endpoint; tests/aws/test_live_opensearch.py reports the skip once
     register_backend("opensearch-live", _live, ports={"search"}, marks=(pytest.mark.live_opensearch,))

@@ -405,8 +405,16 @@ def _metrics(ranks: list[int | None]) -> dict[str, float]:
     return out
 
 
-def run_quality(model_dir: Path | str, *, out: Callable[[str], Any] = print) -> dict[str, Any]:
+def run_quality(
+    model_dir: Path | str,
+    *,
+    out: Callable[[str], Any] = print,
+    open_stores: Callable[[Path, Any], Any] | None = None,
+) -> dict[str, Any]:
     """Ingest the evaluation set, ask every question keyword-only and hybrid, print a markdown table.
+
+    `open_stores(tmp_dir, embedder)` picks the adapter set (default: the local SQLite stores);
+    tests/aws/bench_quality_parity.py passes the AWS set on DynamoDB Local and OpenSearch.
 
     Returns {"modes": {mode: {qtype: metrics}}, "table": markdown, "questions": n, ...}.
     """
@@ -423,7 +431,7 @@ def run_quality(model_dir: Path | str, *, out: Callable[[str], Any] = print) -> 
     caller = Caller(tenant=TENANT, client_id="bench", scopes=frozenset({"read", "write"}), remote=True)
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="fleetmem-quality-") as tmp:
-        stores = open_local(Path(tmp))
+        stores = open_stores(Path(tmp), embedder) if open_stores else open_local(Path(tmp))
         try:
             hybrid = _deps(stores, embedder, None)
             keyword = _deps(stores, None, "keyword-only baseline")
