@@ -2,14 +2,28 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 import pytest
-from tests.contract.builders import at
+from tests.contract import builders
 
 from fleetmem.errors import Conflict
 from fleetmem.models import Cursor
 from fleetmem.protocol import SESSION_IDLE_DAYS, SESSIONS_PER_CLIENT
+
+#: Cursor times are near the real time: DynamoDB Local deletes items whose TTL attribute
+#: (touched_at + 7 days) is past on the WALL clock, at moments of its own choosing, so cursors
+#: touched at a fixed date in the past would vanish at random during a test.
+BASE = datetime.now(UTC).replace(microsecond=0)
+
+
+def at(minutes: float = 0) -> datetime:
+    return builders.at(minutes, base=BASE)
+
+
+@pytest.fixture
+def now() -> datetime:
+    return at(0)
 
 
 def cur(tenant: str, session: str = "s1", *, client: str = "agent-a", touched=None, **kw) -> Cursor:
