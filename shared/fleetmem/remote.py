@@ -5,7 +5,7 @@
 `--token` option: a token on the command line ends up in shell history and process listings.
 
 A remote call is a real MCP `tools/call` over streamable HTTP with the official `mcp` client, so
-the caller is REMOTE (PROTOCOL_NOTES §10): the server decides visibility and ignores
+the caller is REMOTE (docs/protocol.md: trust): the server decides visibility and ignores
 `include_private`. Error bodies come back exactly as the server built them (envelope and fix);
 an HTTP-level refusal (401 and friends) carries the same envelope in its JSON body and is kept too.
 

@@ -5,7 +5,7 @@ keeps the session's cursor, but an idle cursor expires after 7 days (or is evict
 wake re-establishes it at now with an empty delta — whatever changed in between would be skipped.
 So the last-seen position of each (endpoint, session) is kept in a small state file, and when a
 wake comes back looking freshly established, a stateless `delta(since=last_seen)` catch-up runs
-first (PROTOCOL_NOTES §8, AMBIENT_RECALL "Heartbeat cursor + dedup"). A catch-up that could not
+first (docs/protocol.md: delta; docs/ambient.md). A catch-up that could not
 deliver everything (has_more) keeps its own cursor in the state and resumes on the next wake.
 
 "Looks freshly established": an empty delta (no pages, facts or threads, has_more false) whose

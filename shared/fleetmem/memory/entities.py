@@ -3,14 +3,14 @@ recall's entity filter, so a name that `entity()` resolves exactly is the name a
 
 Public functions:
 - `resolve_entity(deps, tenant, name, *, world_only) -> Resolution`: ranked candidates for the
-  `entity` verb (PROTOCOL_NOTES §6): rank 0 exact normalized alias; rank 1 exact title
+  `entity` verb (docs/protocol.md: entity): rank 0 exact normalized alias; rank 1 exact title
   (case-insensitive) or exact slug (raw or slugified); rank 2 slug suffix `*/<slugify(name)>`.
   A page counts once, at its best rank; ties break on the most recent of updated_at /
   last_retrieved_at (then slug, for a stable order). `Resolution.best` is None on a miss.
 - `canonicalize_entity(deps, tenant, name, *, world_only=True) -> EntityTarget`: the slug a fact
   about `name` is stored under (remember) or filtered by (recall). The same store lookup as
-  `resolve_entity`, restricted to its EXACT ways and taken only when unambiguous (PROTOCOL_NOTES
-  §4, D6: exact is not fuzzy; D15: exact titles resolve on writes), in this order:
+  `resolve_entity`, restricted to its EXACT ways and taken only when unambiguous (docs/protocol.md:
+  remember, D6: exact is not fuzzy; D15: exact titles resolve on writes), in this order:
   1. exact normalized alias of exactly one page;
   2. exact title (case-insensitive) of exactly one page;
   3. exact slug (as given or slugified);

@@ -1,4 +1,4 @@
-"""The heartbeat's policy (PROTOCOL_NOTES §8): how big one scheduled delivery may be and where the
+"""The heartbeat's policy (docs/protocol.md: delta): how big one scheduled delivery may be and where the
 session cursor goes after a wake. Pure functions; the Lambda glue runs them
 (`fleetmem.transport.aws_lambda.heartbeat`).
 

@@ -1,4 +1,4 @@
-"""When do two facts say the same thing? The dedup/supersession rule of `remember` (PROTOCOL_NOTES §4).
+"""When do two facts say the same thing? The dedup/supersession rule of `remember` (docs/protocol.md: remember).
 
 Public API:
 - `decide(new_text, new_kind, old_text, old_kind, similarity) -> Decision`: one of

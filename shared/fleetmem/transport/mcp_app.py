@@ -489,7 +489,7 @@ class _EdgeGuard:
 
 def _enveloped(scope: Scope, receive: Receive, send: Send) -> Send:
     """`send` that turns a non-2xx answer whose body is not JSON into the envelope for its status.
-    JSON answers pass untouched (JSON-RPC errors stay JSON-RPC errors, PROTOCOL_NOTES §1)."""
+    JSON answers pass untouched (JSON-RPC errors stay JSON-RPC errors, docs/protocol.md: framing)."""
     replaced = False
 
     async def wrapped(message: Message) -> None:
