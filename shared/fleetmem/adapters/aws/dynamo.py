@@ -474,3 +474,27 @@ def read_counter(client: Any, *, table: str, key: dict[str, Any]) -> int:
     """The counter's current value (strongly consistent; 0 when it does not exist yet)."""
     out = call(client.get_item, TableName=table, Key=key, ConsistentRead=True)
     return _counter_value(out.get("Item")) or 0
+
+
+def query_all(client: Any, req: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """Every raw item of a Query, following LastEvaluatedKey."""
+    req = dict(req)
+    while True:
+        out = call(client.query, **req)
+        yield from out.get("Items", [])
+        lek = out.get("LastEvaluatedKey")
+        if not lek:
+            return
+        req["ExclusiveStartKey"] = lek
+
+
+def change_floor(client: Any, *, table: str, counter_key: dict[str, Any], since_query: dict[str, Any] | None) -> int:
+    """The highest change number below every change written after a time position (D14 cursors from
+    `since`): the counter's value, lowered to just under the smallest `cs` that `since_query` (a Query
+    on a time-ordered index, without TableName) returns. None: no time position, the counter itself."""
+    top = read_counter(client, table=table, key=counter_key)
+    if since_query is None:
+        return top
+    req = {"TableName": table, "ProjectionExpression": "cs", **since_query}
+    low = min((as_int(i["cs"]["N"]) for i in query_all(client, req) if "cs" in i), default=None)
+    return top if low is None else min(top, low - 1)

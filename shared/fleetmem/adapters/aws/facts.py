@@ -16,10 +16,11 @@ from fleetmem.adapters.aws.dynamo import (
     as_bytes,
     as_int,
     call,
+    change_floor,
     chunks,
     from_ddb,
     parse_ts,
-    read_counter,
+    query_all,
     settle_horizon,
     to_ddb,
     transact_with_change,
@@ -237,16 +238,10 @@ class DynamoFactStore:
             values[":after"] = {"S": f"{ts(after)}#~"}
         req["KeyConditionExpression"] = cond
         req["ExpressionAttributeValues"] = values
-        while True:
-            out = call(self._db.query, **req)
-            for raw in out.get("Items", []):
-                item = from_ddb(raw)
-                if item and is_fact_item(item):
-                    yield item_to_fact(item)
-            lek = out.get("LastEvaluatedKey")
-            if not lek:
-                return
-            req["ExclusiveStartKey"] = lek
+        for raw in query_all(self._db, req):
+            item = from_ddb(raw)
+            if item and is_fact_item(item):
+                yield item_to_fact(item)
 
     @staticmethod
     def _take(
@@ -421,28 +416,14 @@ class DynamoFactStore:
         return out_
 
     def change_floor(self, tenant: str, *, after: datetime | None) -> int:
-        top = read_counter(self._db, table=self.table, key=self._counter_key(tenant))
-        if after is None:
-            return top
-        req: dict[str, Any] = {
-            "TableName": self.table,
-            "IndexName": "by_time",
-            "KeyConditionExpression": "tp = :k AND ck > :after",
-            "ExpressionAttributeValues": {":k": {"S": tenant}, ":after": {"S": f"{ts(after)}#~"}},
-            "ProjectionExpression": "cs",
-        }
-        low: int | None = None
-        while True:
-            out = call(self._db.query, **req)
-            for raw in out.get("Items", []):
-                if "cs" in raw:
-                    n = int(raw["cs"]["N"])
-                    low = n if low is None else min(low, n)
-            lek = out.get("LastEvaluatedKey")
-            if not lek:
-                break
-            req["ExclusiveStartKey"] = lek
-        return top if low is None else min(top, low - 1)
+        since_query = None
+        if after is not None:
+            since_query = {
+                "IndexName": "by_time",
+                "KeyConditionExpression": "tp = :k AND ck > :after",
+                "ExpressionAttributeValues": {":k": {"S": tenant}, ":after": {"S": f"{ts(after)}#~"}},
+            }
+        return change_floor(self._db, table=self.table, counter_key=self._counter_key(tenant), since_query=since_query)
 
     def purge(self, tenant: str, fact_id: str) -> bool:
         try:

@@ -26,11 +26,12 @@ from fleetmem.adapters.aws.dynamo import (
     approx_item_size,
     as_int,
     call,
+    change_floor,
     chunks,
     from_ddb,
     parallel,
     parse_ts,
-    read_counter,
+    query_all,
     settle_horizon,
     to_ddb,
     transact_with_change,
@@ -216,14 +217,7 @@ class DynamoPageStore:
         return [i["sk"]["S"] for i in self._query_raw(req)]
 
     def _query_raw(self, req: dict[str, Any]) -> Iterator[dict[str, Any]]:
-        req = dict(req)
-        while True:
-            out = call(self._db.query, **req)
-            yield from out.get("Items", [])
-            lek = out.get("LastEvaluatedKey")
-            if not lek:
-                return
-            req["ExclusiveStartKey"] = lek
+        return query_all(self._db, req)
 
     def _query(self, req: dict[str, Any]) -> Iterator[dict[str, Any]]:
         for raw in self._query_raw(req):
@@ -483,18 +477,14 @@ class DynamoPageStore:
         return out
 
     def change_floor(self, tenant: str, *, since: datetime | None, slug: str = "") -> int:
-        top = read_counter(self._db, table=self.table, key=self._counter_key(tenant))
-        if since is None:
-            return top
-        req: dict[str, Any] = {
-            "TableName": self.table,
-            "IndexName": "by_updated",
-            "KeyConditionExpression": "tp = :k AND us > :s",
-            "ExpressionAttributeValues": {":k": {"S": tenant}, ":s": {"S": f"{ts(since)}#{slug}"}},
-            "ProjectionExpression": "cs",
-        }
-        low = min((as_int(i.get("cs", {}).get("N")) for i in self._query_raw(req) if "cs" in i), default=None)
-        return top if low is None else min(top, low - 1)
+        since_query = None
+        if since is not None:
+            since_query = {
+                "IndexName": "by_updated",
+                "KeyConditionExpression": "tp = :k AND us > :s",
+                "ExpressionAttributeValues": {":k": {"S": tenant}, ":s": {"S": f"{ts(since)}#{slug}"}},
+            }
+        return change_floor(self._db, table=self.table, counter_key=self._counter_key(tenant), since_query=since_query)
 
     def delete(self, tenant: str, slug: str) -> bool:
         existing = self._partition_keys(tenant, slug)
