@@ -345,23 +345,31 @@ def render_notices(notices: Sequence[Any]) -> list[dict[str, Any]]:
     return [render_notice(n, "cli") for n in order_notices(notices)]
 
 
-def _fix_line(fix: dict[str, Any] | None, commands: dict[str, ToolCommand]) -> str | None:
+def _fix_line(fix: dict[str, Any] | None, commands: dict[str, ToolCommand], remote: Sequence[str] = ()) -> str | None:
+    """The fix as a command line; `remote` (the endpoint flags of a remote call) is appended to
+    fleetmem verb commands, so the fix of a remote call targets the same server."""
     if not fix:
         return None
+    argv: list[str] | None = None
     if fix.get("argv"):
-        return shlex.join(fix["argv"])
-    mcp = fix.get("mcp")
-    if mcp and mcp.get("tool") in commands:
-        return shlex.join(commands[mcp["tool"]].argv(mcp.get("arguments") or {}))
+        argv = [str(a) for a in fix["argv"]]
+    elif (mcp := fix.get("mcp")) and mcp.get("tool") in commands:
+        argv = commands[mcp["tool"]].argv(mcp.get("arguments") or {})
+    if argv is not None:
+        if remote and argv[:1] == ["fleetmem"] and argv[1:2] and argv[1] in {c.name for c in commands.values()}:
+            argv += remote
+        return shlex.join(argv)
     if fix.get("command"):
         return str(fix["command"])
     return None
 
 
-def _print_notices(notices: list[dict[str, Any]], commands: dict[str, ToolCommand]) -> None:
+def _print_notices(
+    notices: list[dict[str, Any]], commands: dict[str, ToolCommand], remote: Sequence[str] = ()
+) -> None:
     for n in notices:
         line = f"Note [{n.get('code')}]: {n.get('why', '')}"
-        fix = _fix_line(n.get("fix"), commands)
+        fix = _fix_line(n.get("fix"), commands, remote)
         if fix:
             line += f" Fix: {fix}"
         if n.get("user_message"):
@@ -369,11 +377,11 @@ def _print_notices(notices: list[dict[str, Any]], commands: dict[str, ToolComman
         Output.err(line)
 
 
-def _print_error(body: dict[str, Any], commands: dict[str, ToolCommand]) -> None:
+def _print_error(body: dict[str, Any], commands: dict[str, ToolCommand], remote: Sequence[str] = ()) -> None:
     Output.err(f"Error [{body.get('code') or body.get('error')}]: {body.get('message', '')}")
     if body.get("suggestion"):
         Output.err(f"  {body['suggestion']}")
-    fix = _fix_line(body.get("fix"), commands)
+    fix = _fix_line(body.get("fix"), commands, remote)
     if fix:
         Output.err(f"  Fix: {fix}")
     if body.get("correlation_id"):
@@ -493,6 +501,7 @@ def cmd_tool(args: argparse.Namespace, out: Output) -> int:
     cmd: ToolCommand = args.tool
     arguments = cmd.arguments(args)
     endpoint = endpoint_from_args(args)
+    remote = list(endpoint.argv) if endpoint is not None else []
 
     def call(arguments: dict[str, Any], *, embedder: str | None = None) -> tuple[dict[str, Any], bool, list[Any]]:
         if endpoint is not None:  # a remote MCP call: the server's body, notices and envelope as they are
@@ -510,7 +519,7 @@ def cmd_tool(args: argparse.Namespace, out: Output) -> int:
             if out.as_json:
                 out.document(check)
             else:
-                _print_error(check, _tool_commands())
+                _print_error(check, _tool_commands(), remote)
             return exit_code_for(check)
         payload = _confirmation_payload(cmd, arguments, args)
         if out.as_json:
@@ -524,13 +533,13 @@ def cmd_tool(args: argparse.Namespace, out: Output) -> int:
         if out.as_json:
             out.document(body)
         else:
-            _print_error(body, commands)
+            _print_error(body, commands, remote)
         return exit_code_for(body)
     if out.as_json:
         out.document({**body, "notices": notices} if notices else body)
     else:
         render_body(cmd.spec.name, body, out)
-        _print_notices(notices, commands)
+        _print_notices(notices, commands, remote)
     if os.environ.get("FLEETMEM_FAIL_ON_EMPTY") == "1" and _is_empty_result(cmd.spec.name, body, arguments):
         return EXIT_NO_RESULTS
     return EXIT_OK

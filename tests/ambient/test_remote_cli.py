@@ -100,6 +100,18 @@ def test_a_server_error_keeps_its_envelope_fix_and_exit_code(fmx: Fleetmem, seed
     assert body["suggestion"]
 
 
+def test_the_human_fix_of_a_remote_error_targets_the_same_endpoint(fmx: Fleetmem, seeded: Served) -> None:
+    local = fmx("recall", "--budget-tokens", "0")
+    over_http = fmx("recall", "--budget-tokens", "0", *remote(seeded), data_dir=False)
+    assert local.code == over_http.code == 2
+    local_fix = next(line for line in local.stderr.splitlines() if line.strip().startswith("Fix:"))
+    remote_fix = next(line for line in over_http.stderr.splitlines() if line.strip().startswith("Fix:"))
+    assert "--url" not in local_fix
+    assert remote_fix.strip().startswith("Fix: fleetmem recall")
+    assert remote_fix.endswith(" ".join(remote(seeded)))
+    assert remote_fix.removesuffix(" " + " ".join(remote(seeded))) == local_fix
+
+
 def test_a_refused_token_shows_the_servers_401_envelope(fmx: Fleetmem, seeded: Served, tmp_path: Path) -> None:
     bad = write_token(tmp_path / "bad-token", "fm_" + "x" * 43)
     r = fmx("entity", "Alice Remote", "--json", "--url", seeded.url, "--token-file", str(bad), data_dir=False)
