@@ -1,0 +1,184 @@
+"""Every storage port over ONE SQLite file (`<data_dir>/fleetmem.db`), plus the local search index.
+
+Modules: `db` (connections, schema, migrations, the writer path, shared helpers), one module per
+store (`facts`, `pages`, `cursors`, `clients`, `idempotency`, `audit`), `search` (the search index
+and the FTS query building), and this package (the `LocalStores` bundle and `open_local`).
+
+Layout and rules:
+- WAL mode, `busy_timeout`, `BEGIN IMMEDIATE` for every write transaction and a bounded retry on
+  SQLITE_BUSY, so the server (threads) and CLI commands (other processes) can share the file.
+  "database is locked" never reaches a caller: after the retries it becomes `Unavailable`.
+- One connection per thread for files; ":memory:" uses one connection behind a lock (an in-memory
+  database exists only inside its connection).
+- Datetimes are stored as integer epoch milliseconds: exact round-trips at wire precision and
+  correct ordering. They come back as aware UTC.
+- Every key and every query includes the tenant; a foreign id is indistinguishable from a missing one.
+- sqlite3 errors are translated into `fleetmem.errors` port errors in `_translate` only.
+- Search: FTS5 (bm25, title weighted) for the keyword arm; float32 BLOB vectors tagged with their
+  model for the vector arm, compared by exact cosine in numpy over a per-(tenant, model) matrix
+  that is loaded lazily and cached until that tenant's search generation changes (the generation
+  row is bumped in the same transaction as every index write, so writes by other processes
+  invalidate the cache too).
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from fleetmem.adapters.local.sqlite.audit import SqliteAuditLog
+from fleetmem.adapters.local.sqlite.clients import SqliteClientStore
+from fleetmem.adapters.local.sqlite.cursors import SqliteCursorStore
+from fleetmem.adapters.local.sqlite.db import DB_FILENAME, SCHEMA_VERSION, Database
+from fleetmem.adapters.local.sqlite.facts import _FACT_COLS, SqliteFactStore, _fact_of
+from fleetmem.adapters.local.sqlite.idempotency import SqliteIdempotencyStore
+from fleetmem.adapters.local.sqlite.pages import SqlitePageStore
+from fleetmem.adapters.local.sqlite.search import _DOC_COLS, SqliteSearchIndex, _bump_gen, _doc_of
+from fleetmem.errors import Unavailable
+from fleetmem.models import Fact, SearchDoc
+from fleetmem.protocol import SESSIONS_PER_CLIENT
+
+__all__ = ["DB_FILENAME", "SCHEMA_VERSION", "Database", "LocalStores", "open_local"]
+
+
+# ---------------------------------------------------------------------------------------------
+# the bundle
+
+
+class LocalStores:
+    """All local ports over one database, plus the maintenance the embedder tooling needs."""
+
+    def __init__(self, db: Database, *, sessions_per_client: int = SESSIONS_PER_CLIENT) -> None:
+        self.db = db
+        self.facts = SqliteFactStore(db)
+        self.pages = SqlitePageStore(db)
+        self.cursors = SqliteCursorStore(db, sessions_per_client=sessions_per_client)
+        self.clients = SqliteClientStore(db)
+        self.idempotency = SqliteIdempotencyStore(db)
+        self.audit = SqliteAuditLog(db)
+        self.search = SqliteSearchIndex(db)
+
+    @property
+    def path(self) -> str:
+        return self.db.path
+
+    def close(self) -> None:
+        self.search.drop_cache()
+        self.db.close()
+
+    def __enter__(self) -> LocalStores:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- maintenance (local only)
+
+    def unembedded(self, model_id: str) -> dict[str, int]:
+        """How many search docs and facts lack a vector of `model_id` (all tenants)."""
+
+        def run(conn: sqlite3.Connection) -> dict[str, int]:
+            (docs,) = conn.execute(
+                "SELECT count(*) FROM docs WHERE vector IS NULL OR vector_model IS NOT ?", (model_id,)
+            ).fetchone()
+            (facts,) = conn.execute(
+                "SELECT count(*) FROM facts WHERE vector IS NULL OR vector_model IS NOT ?", (model_id,)
+            ).fetchone()
+            return {"docs": int(docs), "facts": int(facts)}
+
+        return self.db.read(run)
+
+    def docs_without_vector(self, model_id: str, limit: int) -> list[SearchDoc]:
+        """Docs (any tenant) lacking a `model_id` vector, oldest row first; returned without vectors."""
+        rows = self.db.read(
+            lambda c: c.execute(
+                f"SELECT {_DOC_COLS} FROM docs "
+                "WHERE vector IS NULL OR vector_model IS NOT ? ORDER BY id LIMIT ?",
+                (model_id, max(0, int(limit))),
+            ).fetchall()
+        )
+        return [_doc_of(r, with_vector=False) for r in rows]
+
+    def facts_without_vector(self, model_id: str, limit: int) -> list[Fact]:
+        rows = self.db.read(
+            lambda c: c.execute(
+                f"SELECT {_FACT_COLS} FROM facts WHERE vector IS NULL OR vector_model IS NOT ? "
+                "ORDER BY rowid LIMIT ?",
+                (model_id, max(0, int(limit))),
+            ).fetchall()
+        )
+        return [_fact_of(r) for r in rows]
+
+    def set_doc_vectors(self, model_id: str, items: Sequence[tuple[str, str, bytes]]) -> int:
+        """Attach `model_id` vectors to docs; returns how many docs were updated."""
+        if not items:
+            return 0
+
+        def run(conn: sqlite3.Connection) -> int:
+            gens = {t: _bump_gen(conn, t) for t in {i[0] for i in items}}
+            n = 0
+            for tenant, doc_id, vec in items:
+                n += conn.execute(
+                    "UPDATE docs SET vector = ?, vector_model = ?, rev = ? WHERE tenant = ? AND doc_id = ?",
+                    (vec, model_id, gens[tenant], tenant, doc_id),
+                ).rowcount
+            return n
+
+        return self.db.write(run)
+
+    def set_fact_vectors(self, model_id: str, items: Sequence[tuple[str, str, bytes]]) -> int:
+        if not items:
+            return 0
+
+        def run(conn: sqlite3.Connection) -> int:
+            n = 0
+            for tenant, fact_id, vec in items:
+                n += conn.execute(
+                    "UPDATE facts SET vector = ?, vector_model = ? WHERE tenant = ? AND fact_id = ?",
+                    (vec, model_id, tenant, fact_id),
+                ).rowcount
+            return n
+
+        return self.db.write(run)
+
+
+def _private_store(directory: Path) -> Path:
+    """Create or open `directory` for the store, readable by its owner only: the directory 0700
+    when this call creates it (or it is still empty before the store's first open), the database
+    file 0600 (created so before SQLite opens it, which then gives its -wal/-shm siblings the same
+    mode) and existing -wal/-shm files 0600. Facts, pages and token hashes live in that file."""
+    created = not directory.exists()
+    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    path = directory / DB_FILENAME
+    if created or (not path.exists() and not any(directory.iterdir())):
+        directory.chmod(0o700)
+    try:
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+    except FileExistsError:
+        pass  # an existing store (or another process created it a moment ago)
+    for name in (DB_FILENAME, f"{DB_FILENAME}-wal", f"{DB_FILENAME}-shm"):
+        member = directory / name
+        try:
+            if member.stat().st_mode & 0o077:
+                member.chmod(0o600)
+        except (FileNotFoundError, PermissionError):
+            pass  # absent, or another user's file: SQLite reports what it cannot open
+    return path
+
+
+def open_local(data_dir: Path | str, **options: Any) -> LocalStores:
+    """Open (creating when needed) the local store in `data_dir`, or a private in-memory store for
+    ":memory:". Options: `sessions_per_client`, `busy_timeout_ms`, `retries`. Files are private to
+    their owner (`_private_store`)."""
+    db_options = {k: options.pop(k) for k in ("busy_timeout_ms", "retries") if k in options}
+    if str(data_dir) == ":memory:":
+        path = ":memory:"
+    else:
+        try:
+            path = str(_private_store(Path(data_dir).expanduser()))
+        except OSError:
+            raise Unavailable("the data directory cannot be created", reason="data_dir") from None
+    return LocalStores(Database(path, **db_options), **options)
