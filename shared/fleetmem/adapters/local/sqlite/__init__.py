@@ -24,8 +24,6 @@ Layout and rules:
 from __future__ import annotations
 
 import os
-import sqlite3
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -33,12 +31,12 @@ from fleetmem.adapters.local.sqlite.audit import SqliteAuditLog
 from fleetmem.adapters.local.sqlite.clients import SqliteClientStore
 from fleetmem.adapters.local.sqlite.cursors import SqliteCursorStore
 from fleetmem.adapters.local.sqlite.db import DB_FILENAME, SCHEMA_VERSION, Database
-from fleetmem.adapters.local.sqlite.facts import _FACT_COLS, SqliteFactStore, _fact_of
+from fleetmem.adapters.local.sqlite.facts import SqliteFactStore
 from fleetmem.adapters.local.sqlite.idempotency import SqliteIdempotencyStore
+from fleetmem.adapters.local.sqlite.maintenance import SqliteVectorMaintenance
 from fleetmem.adapters.local.sqlite.pages import SqlitePageStore
-from fleetmem.adapters.local.sqlite.search import _DOC_COLS, SqliteSearchIndex, _bump_gen, _doc_of
+from fleetmem.adapters.local.sqlite.search import SqliteSearchIndex
 from fleetmem.errors import Unavailable
-from fleetmem.models import Fact, SearchDoc
 from fleetmem.protocol import SESSIONS_PER_CLIENT
 
 __all__ = ["DB_FILENAME", "SCHEMA_VERSION", "Database", "LocalStores", "open_local"]
@@ -49,7 +47,8 @@ __all__ = ["DB_FILENAME", "SCHEMA_VERSION", "Database", "LocalStores", "open_loc
 
 
 class LocalStores:
-    """All local ports over one database, plus the maintenance the embedder tooling needs."""
+    """All local ports over one database (a `fleetmem.ports.StoreSet`), plus the re-embedding
+    queries (`maintenance`, a `fleetmem.ports.VectorMaintenance`)."""
 
     def __init__(self, db: Database, *, sessions_per_client: int = SESSIONS_PER_CLIENT) -> None:
         self.db = db
@@ -60,6 +59,7 @@ class LocalStores:
         self.idempotency = SqliteIdempotencyStore(db)
         self.audit = SqliteAuditLog(db)
         self.search = SqliteSearchIndex(db)
+        self.maintenance = SqliteVectorMaintenance(db)
 
     @property
     def path(self) -> str:
@@ -74,75 +74,6 @@ class LocalStores:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-    # -- maintenance (local only)
-
-    def unembedded(self, model_id: str) -> dict[str, int]:
-        """How many search docs and facts lack a vector of `model_id` (all tenants)."""
-
-        def run(conn: sqlite3.Connection) -> dict[str, int]:
-            (docs,) = conn.execute(
-                "SELECT count(*) FROM docs WHERE vector IS NULL OR vector_model IS NOT ?", (model_id,)
-            ).fetchone()
-            (facts,) = conn.execute(
-                "SELECT count(*) FROM facts WHERE vector IS NULL OR vector_model IS NOT ?", (model_id,)
-            ).fetchone()
-            return {"docs": int(docs), "facts": int(facts)}
-
-        return self.db.read(run)
-
-    def docs_without_vector(self, model_id: str, limit: int) -> list[SearchDoc]:
-        """Docs (any tenant) lacking a `model_id` vector, oldest row first; returned without vectors."""
-        rows = self.db.read(
-            lambda c: c.execute(
-                f"SELECT {_DOC_COLS} FROM docs "
-                "WHERE vector IS NULL OR vector_model IS NOT ? ORDER BY id LIMIT ?",
-                (model_id, max(0, int(limit))),
-            ).fetchall()
-        )
-        return [_doc_of(r, with_vector=False) for r in rows]
-
-    def facts_without_vector(self, model_id: str, limit: int) -> list[Fact]:
-        rows = self.db.read(
-            lambda c: c.execute(
-                f"SELECT {_FACT_COLS} FROM facts WHERE vector IS NULL OR vector_model IS NOT ? "
-                "ORDER BY rowid LIMIT ?",
-                (model_id, max(0, int(limit))),
-            ).fetchall()
-        )
-        return [_fact_of(r) for r in rows]
-
-    def set_doc_vectors(self, model_id: str, items: Sequence[tuple[str, str, bytes]]) -> int:
-        """Attach `model_id` vectors to docs; returns how many docs were updated."""
-        if not items:
-            return 0
-
-        def run(conn: sqlite3.Connection) -> int:
-            gens = {t: _bump_gen(conn, t) for t in {i[0] for i in items}}
-            n = 0
-            for tenant, doc_id, vec in items:
-                n += conn.execute(
-                    "UPDATE docs SET vector = ?, vector_model = ?, rev = ? WHERE tenant = ? AND doc_id = ?",
-                    (vec, model_id, gens[tenant], tenant, doc_id),
-                ).rowcount
-            return n
-
-        return self.db.write(run)
-
-    def set_fact_vectors(self, model_id: str, items: Sequence[tuple[str, str, bytes]]) -> int:
-        if not items:
-            return 0
-
-        def run(conn: sqlite3.Connection) -> int:
-            n = 0
-            for tenant, fact_id, vec in items:
-                n += conn.execute(
-                    "UPDATE facts SET vector = ?, vector_model = ? WHERE tenant = ? AND fact_id = ?",
-                    (vec, model_id, tenant, fact_id),
-                ).rowcount
-            return n
-
-        return self.db.write(run)
 
 
 def _private_store(directory: Path) -> Path:
