@@ -70,6 +70,31 @@ def test_a_held_write_lock_becomes_unavailable_after_bounded_retries(data_dir):
         assert stores.facts.next_seq("t1") == 1
 
 
+def test_writer_threads_of_one_process_queue_for_the_writer_instead_of_failing_busy(data_dir):
+    """50 threads write at once with a 20 ms busy timeout and no retry: were they contending for
+    SQLite's file lock, some would time out as `Unavailable`; on the one writer they all commit."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    writers, rounds = 50, 10
+    with open_local(data_dir, busy_timeout_ms=20, retries=1) as stores:
+        start = threading.Barrier(writers)
+
+        def write(w: int) -> list[int]:
+            start.wait()
+            seqs = []
+            for _ in range(rounds):
+                seqs.append(stores.facts.next_seq("t1"))
+                stores.facts.put(fact("t1", seqs[-1], entity_slug="shared/entity", created_at=at(1)))
+                stores.facts.count_active("t1", "shared/entity", now=at(60))  # reads interleave
+            return seqs
+
+        with ThreadPoolExecutor(max_workers=writers) as pool:
+            seqs = sorted(s for got in pool.map(write, range(writers)) for s in got)
+        assert seqs == list(range(1, writers * rounds + 1))
+        assert stores.facts.count_active("t1", "shared/entity", now=at(60)) == writers * rounds
+
+
 def test_a_short_lock_is_waited_out_invisibly(data_dir):
     with open_local(data_dir) as stores:
         blocker = sqlite3.connect(data_dir / DB_FILENAME, isolation_level=None, check_same_thread=False)

@@ -5,11 +5,13 @@ store (`facts`, `pages`, `cursors`, `clients`, `idempotency`, `audit`), `search`
 and the FTS query building), and this package (the `LocalStores` bundle and `open_local`).
 
 Layout and rules:
-- WAL mode, `busy_timeout`, `BEGIN IMMEDIATE` for every write transaction and a bounded retry on
-  SQLITE_BUSY, so the server (threads) and CLI commands (other processes) can share the file.
-  "database is locked" never reaches a caller: after the retries it becomes `Unavailable`.
-- One connection per thread for files; ":memory:" uses one connection behind a lock (an in-memory
-  database exists only inside its connection).
+- WAL mode. Every write transaction of the process runs on one writer connection behind a lock
+  (`BEGIN IMMEDIATE`), so threads queue for it instead of contending for the file lock; reads run
+  on one connection per thread and never wait for a write. `busy_timeout` and a bounded retry on
+  SQLITE_BUSY cover other processes (CLI commands next to the server) on the same file; only
+  after those retries does "database is locked" become `Unavailable`.
+- ":memory:" uses one connection behind a lock for both (an in-memory database exists only inside
+  its connection).
 - Datetimes are stored as integer epoch milliseconds: exact round-trips at wire precision and
   correct ordering. They come back as aware UTC.
 - Every key and every query includes the tenant; a foreign id is indistinguishable from a missing one.

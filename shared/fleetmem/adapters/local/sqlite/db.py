@@ -238,17 +238,37 @@ END;
 
 
 class Database:
-    """Connections, transactions, retries and error translation for one SQLite file."""
+    """Connections, transactions, retries and error translation for one SQLite file.
 
-    def __init__(self, path: str, *, busy_timeout_ms: int = 5000, retries: int = 6) -> None:
+    The writer path: every write transaction of this process runs on ONE writer connection, one
+    at a time, behind `_write_lock` (callers queue on the lock instead of racing for SQLite's file
+    lock, so contention inside the process never surfaces as "busy"). Reads run on per-thread
+    connections; in WAL mode they never wait for the writer. Other processes on the same file
+    (CLI commands next to a server) are the only source of SQLITE_BUSY: `BEGIN IMMEDIATE` waits
+    up to `busy_timeout_ms` for them, then the transaction is retried `retries` times with backoff
+    before the caller sees `Unavailable`.
+    """
+
+    def __init__(
+        self,
+        path: str,
+        *,
+        busy_timeout_ms: int = 30_000,
+        retries: int = 6,
+        write_wait_s: float = 300.0,
+    ) -> None:
         self.path = path
         self.memory = path == ":memory:"
         self.busy_timeout_ms = busy_timeout_ms
         self.retries = retries
+        #: bound on the wait for this process's writer (only a stuck write could exhaust it)
+        self.write_wait_s = write_wait_s
         self._local = threading.local()
         self._all: list[sqlite3.Connection] = []
         self._all_lock = threading.Lock()
         self._memory_lock = threading.RLock()
+        self._write_lock = threading.Lock()
+        self._writer: sqlite3.Connection | None = None
         self._closed = False
         self._shared: sqlite3.Connection | None = None
         if self.memory:
@@ -301,6 +321,24 @@ class Database:
             self._local.conn = conn
         yield conn
 
+    @contextmanager
+    def _writer_conn(self) -> Iterator[sqlite3.Connection]:
+        """The writer connection, held exclusively for one write transaction (with its retries)."""
+        if self._closed or self._shared is not None:
+            with self._conn() as conn:  # closed: raises; in memory: the one connection, locked
+                yield conn
+            return
+        if not self._write_lock.acquire(timeout=self.write_wait_s):
+            raise Unavailable("the local store is busy", retry_after_seconds=1, reason="busy")
+        try:
+            if self._closed:
+                raise Unavailable("the local store is closed", reason="closed")
+            if self._writer is None:
+                self._writer = self._connect()
+            yield self._writer
+        finally:
+            self._write_lock.release()
+
     def _init_schema(self) -> None:
         def create(conn: sqlite3.Connection) -> None:
             (version,) = conn.execute("PRAGMA user_version").fetchone()
@@ -337,29 +375,33 @@ class Database:
         raise Unavailable("the local store is busy", retry_after_seconds=1, reason="busy")
 
     def write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        """Run `fn` inside one `BEGIN IMMEDIATE` transaction; retried as a whole when busy. Port
-        errors raised by `fn` (e.g. Conflict) roll the transaction back and propagate."""
+        """Run `fn` inside one `BEGIN IMMEDIATE` transaction on the writer connection; retried as
+        a whole when another process holds the file. Port errors raised by `fn` (e.g. Conflict)
+        roll the transaction back and propagate. `fn` must not call `write` itself."""
+        with self._writer_conn() as conn:
+            return self._transaction(conn, fn)
+
+    def _transaction(self, conn: sqlite3.Connection, fn: Callable[[sqlite3.Connection], T]) -> T:
         for attempt in range(self.retries):
-            with self._conn() as conn:
-                try:
-                    conn.execute("BEGIN IMMEDIATE")
-                except sqlite3.Error as exc:
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.Error as exc:
+                if _is_busy(exc) and attempt < self.retries - 1:
+                    self._backoff(attempt)
+                    continue
+                raise _translate(exc) from None
+            try:
+                result = fn(conn)
+                conn.execute("COMMIT")
+                return result
+            except BaseException as exc:
+                _rollback(conn)
+                if isinstance(exc, sqlite3.Error):
                     if _is_busy(exc) and attempt < self.retries - 1:
                         self._backoff(attempt)
                         continue
                     raise _translate(exc) from None
-                try:
-                    result = fn(conn)
-                    conn.execute("COMMIT")
-                    return result
-                except BaseException as exc:
-                    _rollback(conn)
-                    if isinstance(exc, sqlite3.Error):
-                        if _is_busy(exc) and attempt < self.retries - 1:
-                            self._backoff(attempt)
-                            continue
-                        raise _translate(exc) from None
-                    raise
+                raise
         raise Unavailable("the local store is busy", retry_after_seconds=1, reason="busy")
 
     @staticmethod
