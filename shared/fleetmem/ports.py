@@ -332,6 +332,7 @@ class Deps:
         llm_problem: str | None = None,
         maintenance: VectorMaintenance | None = None,
         deadline_ms: int = 2000,
+        idempotency_wait_s: float = 30.0,
         parallel: Callable[[Sequence[Callable[[], Any]]], list[Any]] | None = None,
     ) -> None:
         self.facts = facts
@@ -352,6 +353,9 @@ class Deps:
         self.maintenance = maintenance
         #: Server-side deadline for context_pack/delta (D10).
         self.deadline_ms = deadline_ms
+        #: How long a call waits for an earlier call with its idempotency key to finish (then
+        #: it is told the first call is still running).
+        self.idempotency_wait_s = idempotency_wait_s
         #: Runs independent port calls concurrently (network backends); None runs them in order.
         self._parallel = parallel
 
