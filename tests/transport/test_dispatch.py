@@ -234,12 +234,15 @@ class _FirstCallEnds:
     on the retry's second look at the key, the first call either stores its result or fails and
     releases its claim."""
 
-    def __init__(self, store: Any, *, result: dict[str, Any] | None) -> None:
-        self.store, self.result, self.looks = store, result, 0
+    def __init__(self, store: Any, *, result: dict[str, Any] | None, ends_on: int = 2) -> None:
+        self.store, self.result, self.ends_on, self.looks = store, result, ends_on, 0
 
     def claim(self, record: IdempotencyRecord, *, now: Any) -> IdempotencyRecord | None:
         self.looks += 1
-        if self.looks == 2:
+        if self.looks == self.ends_on - 1 and self.ends_on > 2:
+            # DynamoDB's answer when the record vanished between its check and its read
+            raise Conflict("idempotency record changed concurrently")
+        if self.looks == self.ends_on:
             args = (record.tenant, record.client_id, record.verb, record.key)
             if self.result is None:
                 self.store.release(*args)
@@ -291,6 +294,18 @@ def test_a_retry_waits_for_the_first_call_and_returns_its_result(
     assert not r.is_error
     assert r.body == {**first, "idempotent_replay": True}
     assert probe.calls == [] and store.looks >= 2  # it waited and did not run the tool itself
+
+
+def test_a_record_that_changes_under_a_look_is_looked_at_again(
+    deps: Deps, remote_caller: Caller, make_probe: Callable[..., Probe]
+) -> None:
+    probe = make_probe("zz_write", writes=True, scope="write", idempotency=True)
+    _first_call_in_flight(deps, "k-8")
+    first = {"name": "x", "limit": 50, "correlation_seen": "c-first", "n": 1, "protocol_version": 1}
+    deps.idempotency = store = _FirstCallEnds(deps.idempotency, result=first, ends_on=3)  # type: ignore[assignment]
+    r = dispatch("zz_write", {"name": "x", "idempotency_key": "k-8"}, remote_caller, deps)
+    assert r.body == {**first, "idempotent_replay": True}
+    assert probe.calls == [] and store.looks == 3
 
 
 def test_a_retry_runs_when_the_first_call_failed_while_it_waited(

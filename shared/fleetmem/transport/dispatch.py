@@ -39,7 +39,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 import fleetmem.memory.verbs  # noqa: F401  (completes REGISTRY)
-from fleetmem.errors import Fix, Notice, PortError, VerbError
+from fleetmem.errors import Conflict, Fix, Notice, PortError, VerbError
 from fleetmem.memory.common import invalid_from_validation
 from fleetmem.memory.envelope import build_envelope, internal_envelope
 from fleetmem.memory.registry import REGISTRY, ToolSpec, tools_for
@@ -375,20 +375,28 @@ class _Call:
         """Claim the key, or wait for the call that holds it: while that call is in flight (same
         arguments, no result yet) claim again with a growing pause, up to `deps.idempotency_wait_s`.
         Every waiter then returns the first call's stored result; when the first call failed (its
-        claim released), the store lets exactly one waiter claim the key and run."""
-        existing = self.deps.idempotency.claim(record, now=record.created_at)
+        claim released), the store lets exactly one waiter claim the key and run. A record that
+        changed between the store's check and read (`Conflict`) is looked at again."""
         give_up = time.monotonic() + self.deps.idempotency_wait_s
         pause = _WAIT_FIRST_PAUSE_S
-        while (
-            existing is not None
-            and existing.result is None
-            and existing.request_hash == record.request_hash
-            and time.monotonic() < give_up
-        ):
+        now = record.created_at
+        while True:
+            try:
+                existing = self.deps.idempotency.claim(record, now=now)
+            except Conflict:
+                if time.monotonic() >= give_up:
+                    raise
+            else:
+                in_flight = (
+                    existing is not None
+                    and existing.result is None
+                    and existing.request_hash == record.request_hash
+                )
+                if not in_flight or time.monotonic() >= give_up:
+                    return existing
             time.sleep(min(pause, max(0.0, give_up - time.monotonic())))
             pause = min(pause * 2, _WAIT_MAX_PAUSE_S)
-            existing = self.deps.idempotency.claim(record, now=self.deps.clock.now())
-        return existing
+            now = self.deps.clock.now()
 
     def _release(self, spec: ToolSpec, key: str) -> None:
         try:
