@@ -23,9 +23,12 @@ import sys
 import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from fleetmem.protocol import CONTRACT_VERSION, PROTOCOL_VERSION, SCOPES, SURFACES, Scope
+
+if TYPE_CHECKING:
+    from fleetmem.ports import Deps, VectorMaintenance
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -1000,15 +1003,15 @@ def _data_dir_check(data_dir: Path) -> dict[str, Any]:
     return _check("data_dir", "ok", f"{data_dir} is writable")
 
 
-def maintenance_stores(deps: Any) -> Any:
-    """The adapter set's bundle the local maintenance functions take (`LocalStores`)."""
-    if deps.backend != "local" or deps.stores is None:
+def maintenance_stores(deps: Deps) -> VectorMaintenance:
+    """The re-embedding queries `fleetmem reindex` and `doctor` use (the local backend's)."""
+    if deps.maintenance is None:
         raise CommandFailed(
             "unavailable",
-            f"Maintenance runs on the local backend only (this is {deps.backend}).",
+            "Maintenance runs on the local backend only (this backend embeds every write itself).",
             "On AWS the stream indexer embeds every write; run this against a data directory.",
         )
-    return deps.stores
+    return deps.maintenance
 
 
 def doctor_report(args: argparse.Namespace) -> dict[str, Any]:

@@ -11,31 +11,20 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable
-from typing import Any, Protocol, TextIO
+from typing import Any, TextIO
 
 from fleetmem.memory.vectors import pack
-from fleetmem.models import Fact, SearchDoc
-from fleetmem.ports import Embedder
+from fleetmem.ports import Embedder, VectorMaintenance
 
 #: progress=True: a text bar on stderr; a stream: the bar on that stream; a callable: (done, total).
 ProgressArg = bool | TextIO | Callable[[int, int], Any] | None
-
-
-class MaintainableStores(Protocol):
-    """The local-only maintenance methods of `fleetmem.adapters.local.LocalStores`."""
-
-    def unembedded(self, model_id: str) -> dict[str, int]: ...
-    def docs_without_vector(self, model_id: str, limit: int) -> list[SearchDoc]: ...
-    def facts_without_vector(self, model_id: str, limit: int) -> list[Fact]: ...
-    def set_doc_vectors(self, model_id: str, items: list[tuple[str, str, bytes]]) -> int: ...
-    def set_fact_vectors(self, model_id: str, items: list[tuple[str, str, bytes]]) -> int: ...
 
 
 class ReindexStalled(RuntimeError):
     """A batch was embedded but none of its rows could be updated (would loop forever)."""
 
 
-def unembedded(stores: MaintainableStores, embedder: Embedder) -> dict[str, Any]:
+def unembedded(stores: VectorMaintenance, embedder: Embedder) -> dict[str, Any]:
     """How many search docs and facts lack a vector of the embedder's model."""
     counts = stores.unembedded(embedder.model_id)
     return {
@@ -47,7 +36,7 @@ def unembedded(stores: MaintainableStores, embedder: Embedder) -> dict[str, Any]
 
 
 def reindex(
-    stores: MaintainableStores,
+    stores: VectorMaintenance,
     embedder: Embedder,
     *,
     progress: ProgressArg = True,

@@ -229,6 +229,52 @@ class SearchIndex(Protocol):
         ...
 
 
+class VectorMaintenance(Protocol):
+    """Re-embedding for a model switch (`fleetmem reindex`, `fleetmem doctor`): the local adapter
+    implements it; on AWS the stream indexer embeds every write, so there is none."""
+
+    def unembedded(self, model_id: str) -> dict[str, int]:
+        """How many search docs and facts (all tenants) lack a vector of `model_id`:
+        {"docs": n, "facts": n}."""
+        ...
+
+    def docs_without_vector(self, model_id: str, limit: int) -> list[SearchDoc]:
+        """Docs lacking a `model_id` vector, oldest first, returned without vectors."""
+        ...
+
+    def facts_without_vector(self, model_id: str, limit: int) -> list[Fact]: ...
+
+    def set_doc_vectors(self, model_id: str, items: Sequence[tuple[str, str, bytes]]) -> int:
+        """Attach (tenant, doc_id, vector) items; returns how many docs were updated."""
+        ...
+
+    def set_fact_vectors(self, model_id: str, items: Sequence[tuple[str, str, bytes]]) -> int:
+        """Attach (tenant, fact_id, vector) items; returns how many facts were updated."""
+        ...
+
+
+class StoreSet(Protocol):
+    """An adapter set's bundle of the seven storage ports (`LocalStores`, `AwsStores`); read-only
+    members, so a bundle may declare its own concrete store types."""
+
+    @property
+    def facts(self) -> FactStore: ...
+    @property
+    def pages(self) -> PageStore: ...
+    @property
+    def cursors(self) -> CursorStore: ...
+    @property
+    def clients(self) -> ClientStore: ...
+    @property
+    def idempotency(self) -> IdempotencyStore: ...
+    @property
+    def audit(self) -> AuditLog: ...
+    @property
+    def search(self) -> SearchIndex: ...
+
+    def close(self) -> None: ...
+
+
 class Embedder(Protocol):
     model_id: str
     dim: int
@@ -284,10 +330,10 @@ class Deps:
         llm: LLM | None = None,
         embedder_problem: str | None = None,
         llm_problem: str | None = None,
-        backend: str = "local",
+        maintenance: VectorMaintenance | None = None,
         deadline_ms: int = 2000,
+        idempotency_wait_s: float = 30.0,
         parallel: Callable[[Sequence[Callable[[], Any]]], list[Any]] | None = None,
-        stores: Any = None,
     ) -> None:
         self.facts = facts
         self.pages = pages
@@ -303,22 +349,24 @@ class Deps:
         #: Why no embedder/LLM is configured (shown in search_degraded / unavailable fixes).
         self.embedder_problem = embedder_problem
         self.llm_problem = llm_problem
-        self.backend = backend
+        #: Re-embedding queries (`fleetmem reindex`); None where the backend embeds by itself.
+        self.maintenance = maintenance
         #: Server-side deadline for context_pack/delta (D10).
         self.deadline_ms = deadline_ms
+        #: How long a call waits for an earlier call with its idempotency key to finish (then
+        #: it is told the first call is still running).
+        self.idempotency_wait_s = idempotency_wait_s
         #: Runs independent port calls concurrently (network backends); None runs them in order.
         self._parallel = parallel
-        #: The adapter set's own bundle (e.g. LocalStores, for local maintenance such as reindex).
-        self.stores = stores
 
     PORTS = ("facts", "pages", "cursors", "clients", "idempotency", "audit", "search")
 
     @classmethod
-    def over(cls, stores: Any, *, clock: Clock, ids: IdGen, **kw: Any) -> Deps:
-        """Deps over an adapter set's stores (anything with the seven port attributes); a port given
-        as a keyword (e.g. `search=`) replaces the store's own."""
+    def over(cls, stores: StoreSet, *, clock: Clock, ids: IdGen, **kw: Any) -> Deps:
+        """Deps over an adapter set's stores; a port given as a keyword (e.g. `search=`) replaces
+        the store's own."""
         ports = {name: kw.pop(name) if name in kw else getattr(stores, name) for name in cls.PORTS}
-        return cls(**ports, clock=clock, ids=ids, stores=stores, **kw)
+        return cls(**ports, clock=clock, ids=ids, **kw)
 
     def gather(self, *calls: Callable[[], Any]) -> list[Any]:
         """Run independent port calls — concurrently when the backend pays a network round trip

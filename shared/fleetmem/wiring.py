@@ -89,7 +89,7 @@ def _build_local(settings: Settings) -> Deps:
         embedder_problem=embedder_problem,
         llm=None,
         llm_problem=LLM_NOT_CONFIGURED,
-        backend="local",
+        maintenance=stores.maintenance,
         deadline_ms=settings.deadline_ms,
     )
 
@@ -124,7 +124,6 @@ def _build_aws(settings: Settings) -> Deps:
         embedder_problem=embedder_problem,
         llm=llm,
         llm_problem=llm_problem,
-        backend="aws",
         deadline_ms=settings.deadline_ms,
         parallel=parallel,
     )

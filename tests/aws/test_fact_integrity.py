@@ -85,7 +85,6 @@ def deps(request: pytest.FixtureRequest, minilm: MiniLMEmbedder) -> Iterator[Dep
         ids=SortableIds(),
         embedder=minilm,
         llm=None,
-        backend="aws",
         parallel=parallel,
     )
 

@@ -73,7 +73,6 @@ def measured(request: pytest.FixtureRequest, osmem_server: Any) -> dict[str, dic
             clock=FixedClock(datetime(2026, 6, 11, 9, 30, tzinfo=UTC)),
             ids=SortableIds(),
             embedder=embedder,
-            backend="aws",
             parallel=parallel,
         )
         seed = [

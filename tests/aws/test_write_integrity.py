@@ -84,7 +84,7 @@ def brain(request: pytest.FixtureRequest) -> Iterator[Deps]:
         search = OpenSearchIndex(clone.url, model_id=embedder.model_id, dim=embedder.dim, service="none")
         yield Deps.over(
             stores, search=search, clock=clock, ids=SortableIds(), embedder=embedder, llm=None,
-            backend="aws", parallel=parallel,
+            parallel=parallel,
         )
     finally:
         clone.close()

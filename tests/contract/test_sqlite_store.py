@@ -70,6 +70,31 @@ def test_a_held_write_lock_becomes_unavailable_after_bounded_retries(data_dir):
         assert stores.facts.next_seq("t1") == 1
 
 
+def test_writer_threads_of_one_process_queue_for_the_writer_instead_of_failing_busy(data_dir):
+    """50 threads write at once with a 20 ms busy timeout and no retry: were they contending for
+    SQLite's file lock, some would time out as `Unavailable`; on the one writer they all commit."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    writers, rounds = 50, 10
+    with open_local(data_dir, busy_timeout_ms=20, retries=1) as stores:
+        start = threading.Barrier(writers)
+
+        def write(w: int) -> list[int]:
+            start.wait()
+            seqs = []
+            for _ in range(rounds):
+                seqs.append(stores.facts.next_seq("t1"))
+                stores.facts.put(fact("t1", seqs[-1], entity_slug="shared/entity", created_at=at(1)))
+                stores.facts.count_active("t1", "shared/entity", now=at(60))  # reads interleave
+            return seqs
+
+        with ThreadPoolExecutor(max_workers=writers) as pool:
+            seqs = sorted(s for got in pool.map(write, range(writers)) for s in got)
+        assert seqs == list(range(1, writers * rounds + 1))
+        assert stores.facts.count_active("t1", "shared/entity", now=at(60)) == writers * rounds
+
+
 def test_a_short_lock_is_waited_out_invisibly(data_dir):
     with open_local(data_dir) as stores:
         blocker = sqlite3.connect(data_dir / DB_FILENAME, isolation_level=None, check_same_thread=False)
@@ -120,18 +145,18 @@ def test_maintenance_finds_and_fills_missing_vectors():
         )
         stores.facts.put(fact("t1", 1))
         stores.facts.put(fact("t1", 2, vector=unit(1), vector_model="new-model"))
-        assert stores.unembedded("new-model") == {"docs": 2, "facts": 1}
-        todo = stores.docs_without_vector("new-model", 10)
+        assert stores.maintenance.unembedded("new-model") == {"docs": 2, "facts": 1}
+        todo = stores.maintenance.docs_without_vector("new-model", 10)
         assert [(d.tenant, d.doc_id, d.vector) for d in todo] == [
             ("t1", "chunk:a/x#0", None),
             ("t2", "chunk:a/y#0", None),
         ]
-        assert [f.fact_id for f in stores.facts_without_vector("new-model", 10)] == ["f_0001"]
+        assert [f.fact_id for f in stores.maintenance.facts_without_vector("new-model", 10)] == ["f_0001"]
         query = SearchQuery(tenant="t2", text="", vector=unit(0, 0, 1), vector_model="new-model")
         assert stores.search.search(query).vector == ()
-        assert stores.set_doc_vectors("new-model", [(d.tenant, d.doc_id, unit(0, 0, 1)) for d in todo]) == 2
-        assert stores.set_fact_vectors("new-model", [("t1", "f_0001", unit(0, 0, 1))]) == 1
-        assert stores.unembedded("new-model") == {"docs": 0, "facts": 0}
+        assert stores.maintenance.set_doc_vectors("new-model", [(d.tenant, d.doc_id, unit(0, 0, 1)) for d in todo]) == 2
+        assert stores.maintenance.set_fact_vectors("new-model", [("t1", "f_0001", unit(0, 0, 1))]) == 1
+        assert stores.maintenance.unembedded("new-model") == {"docs": 0, "facts": 0}
         assert [h.doc_id for h in stores.search.search(query).vector] == ["chunk:a/y#0"]
         assert stores.facts.get("t1", "f_0001").vector == unit(0, 0, 1)
 
@@ -214,7 +239,7 @@ def test_the_vector_cache_catches_up_exactly_with_every_kind_of_change():
             elif op == "delete_page":
                 index.delete_page("t1", f"p/{n % 4}")
             elif op == "revector":
-                stores.set_doc_vectors("m", [("t1", doc_id, vec)])
+                stores.maintenance.set_doc_vectors("m", [("t1", doc_id, vec)])
             else:
                 index.upsert([doc("t1", doc_id, f"d{n}", vector=vec, vector_model="other")])
             if step % 3 == 0:

@@ -168,7 +168,6 @@ def make_deps(ddb_url: str, osmem: str, clock: Any, prefix: str | None = None) -
         embedder=HashEmbedder(),
         llm=None,
         llm_problem="No LLM is configured (tests).",
-        backend="aws",
     )
 
 

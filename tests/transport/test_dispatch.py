@@ -7,6 +7,7 @@ import io
 import json
 import logging
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -228,28 +229,96 @@ def test_a_failed_call_releases_its_key_so_a_corrected_retry_runs(deps: Deps, re
     assert not good.is_error and "idempotent_replay" not in good.body
 
 
-def test_a_retry_while_the_first_call_is_in_flight_is_told_to_wait(
-    deps: Deps, remote_caller: Caller, make_probe: Callable[..., Probe]
-) -> None:
-    make_probe("zz_write", writes=True, scope="write", idempotency=True)
+class _FirstCallEnds:
+    """The idempotency store, with the first call (holding the key) ending while this call waits:
+    on the retry's second look at the key, the first call either stores its result or fails and
+    releases its claim."""
+
+    def __init__(self, store: Any, *, result: dict[str, Any] | None, ends_on: int = 2) -> None:
+        self.store, self.result, self.ends_on, self.looks = store, result, ends_on, 0
+
+    def claim(self, record: IdempotencyRecord, *, now: Any) -> IdempotencyRecord | None:
+        self.looks += 1
+        if self.looks == self.ends_on - 1 and self.ends_on > 2:
+            # DynamoDB's answer when the record vanished between its check and its read
+            raise Conflict("idempotency record changed concurrently")
+        if self.looks == self.ends_on:
+            args = (record.tenant, record.client_id, record.verb, record.key)
+            if self.result is None:
+                self.store.release(*args)
+            else:
+                self.store.complete(*args, self.result)
+        return self.store.claim(record, now=now)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.store, name)
+
+
+def _first_call_in_flight(deps: Deps, key: str) -> None:
+    """The first call is still running: its claim is stored without a result, same request hash."""
     now = deps.clock.now()
-    # The first call is still running: its claim is stored without a result, under the same request hash.
     deps.idempotency.claim(
         IdempotencyRecord(
             tenant="t1",
             client_id="agent-a",
             verb="zz_write",
-            key="k-5",
+            key=key,
             request_hash=_request_hash(ProbeParams(name="x")),
             created_at=now,
             expires_at=now.replace(year=now.year + 1),
         ),
         now=now,
     )
+
+
+def test_a_retry_while_the_first_call_is_in_flight_is_told_to_wait(
+    deps: Deps, remote_caller: Caller, make_probe: Callable[..., Probe]
+) -> None:
+    make_probe("zz_write", writes=True, scope="write", idempotency=True)
+    deps.idempotency_wait_s = 0.2  # the retry waits this long for the first call, then gives up
+    _first_call_in_flight(deps, "k-5")
     r = dispatch("zz_write", {"name": "x", "idempotency_key": "k-5"}, remote_caller, deps)
     assert r.body["code"] == "unavailable"
     assert r.body["fix"]["next"] == "wait"
     assert r.body["retryable"] is True
+
+
+def test_a_retry_waits_for_the_first_call_and_returns_its_result(
+    deps: Deps, remote_caller: Caller, make_probe: Callable[..., Probe]
+) -> None:
+    probe = make_probe("zz_write", writes=True, scope="write", idempotency=True)
+    _first_call_in_flight(deps, "k-6")
+    first = {"name": "x", "limit": 50, "correlation_seen": "c-first", "n": 1, "protocol_version": 1}
+    deps.idempotency = store = _FirstCallEnds(deps.idempotency, result=first)  # type: ignore[assignment]
+    r = dispatch("zz_write", {"name": "x", "idempotency_key": "k-6"}, remote_caller, deps)
+    assert not r.is_error
+    assert r.body == {**first, "idempotent_replay": True}
+    assert probe.calls == [] and store.looks >= 2  # it waited and did not run the tool itself
+
+
+def test_a_record_that_changes_under_a_look_is_looked_at_again(
+    deps: Deps, remote_caller: Caller, make_probe: Callable[..., Probe]
+) -> None:
+    probe = make_probe("zz_write", writes=True, scope="write", idempotency=True)
+    _first_call_in_flight(deps, "k-8")
+    first = {"name": "x", "limit": 50, "correlation_seen": "c-first", "n": 1, "protocol_version": 1}
+    deps.idempotency = store = _FirstCallEnds(deps.idempotency, result=first, ends_on=3)  # type: ignore[assignment]
+    r = dispatch("zz_write", {"name": "x", "idempotency_key": "k-8"}, remote_caller, deps)
+    assert r.body == {**first, "idempotent_replay": True}
+    assert probe.calls == [] and store.looks == 3
+
+
+def test_a_retry_runs_when_the_first_call_failed_while_it_waited(
+    deps: Deps, remote_caller: Caller, make_probe: Callable[..., Probe]
+) -> None:
+    probe = make_probe("zz_write", writes=True, scope="write", idempotency=True)
+    _first_call_in_flight(deps, "k-7")
+    deps.idempotency = _FirstCallEnds(deps.idempotency, result=None)  # type: ignore[assignment]
+    r = dispatch("zz_write", {"name": "x", "idempotency_key": "k-7"}, remote_caller, deps)
+    assert not r.is_error and "idempotent_replay" not in r.body
+    assert len(probe.calls) == 1
+    replay = dispatch("zz_write", {"name": "x", "idempotency_key": "k-7"}, remote_caller, deps)
+    assert replay.body["idempotent_replay"] is True and replay.body["n"] == 1
 
 
 @pytest.mark.parametrize("key", ["", "   ", 12, "k" * 201])

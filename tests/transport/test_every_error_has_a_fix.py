@@ -94,6 +94,7 @@ def test_a_reused_idempotency_key_and_an_in_flight_one_have_fixes(
     assert assert_error_with_fix(other, "invalid_params")["next"] == "run"
 
     make_probe("zz_write", writes=True, scope="write", idempotency=True)
+    deps.idempotency_wait_s = 0.2  # the retry waits this long for the first call, then gives up
     now = deps.clock.now()
     deps.idempotency.claim(
         IdempotencyRecord(

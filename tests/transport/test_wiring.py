@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 
 from fleetmem import wiring
+from fleetmem.adapters.aws.facts import DynamoFactStore
+from fleetmem.adapters.local.sqlite.facts import SqliteFactStore
 from fleetmem.config import Settings
 from fleetmem.models import Caller
 from fleetmem.ports import Deps
@@ -28,7 +30,8 @@ def settings(tmp_path: Path, **kw: object) -> Settings:
 
 def test_the_local_backend_opens_a_working_store_in_the_data_dir(tmp_path: Path) -> None:
     deps = wiring.build_deps(settings(tmp_path, embedder="hash"))
-    assert deps.backend == "local"
+    assert isinstance(deps.facts, SqliteFactStore)
+    assert deps.maintenance is not None  # `fleetmem reindex` works here
     assert deps.embedder is not None and deps.embedder.model_id == "hash-384"
     who = Caller(tenant="t1", client_id="a", scopes=frozenset({"write"}))
     r = dispatch(
@@ -74,7 +77,8 @@ def test_an_unknown_backend_is_refused(tmp_path: Path) -> None:
 
 def test_the_aws_backend_wires_dynamodb_stores_and_bedrock_without_connecting(tmp_path: Path) -> None:
     deps = wiring.build_deps(settings(tmp_path, backend="aws", region="eu-west-1", embedder="bedrock"))
-    assert deps.backend == "aws"
+    assert isinstance(deps.facts, DynamoFactStore)
+    assert deps.maintenance is None  # the stream indexer embeds every write
     assert deps.embedder is not None and deps.embedder.model_id == Settings().bedrock_embedding_model
     assert deps.llm is None and deps.llm_problem
 
@@ -91,5 +95,5 @@ def test_the_aws_backend_uses_bedrock_for_synthesis_when_a_model_is_configured(t
 def test_the_aws_backend_can_run_with_a_local_embedder(tmp_path: Path) -> None:
     """DynamoDB + OpenSearch with the hashing embedder (how the local engine suites run it)."""
     deps = wiring.build_deps(settings(tmp_path, backend="aws", region="eu-west-1", embedder="hash"))
-    assert deps.backend == "aws"
+    assert isinstance(deps.facts, DynamoFactStore)
     assert deps.embedder is not None and deps.embedder.model_id == "hash-384"

@@ -39,7 +39,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 import fleetmem.memory.verbs  # noqa: F401  (completes REGISTRY)
-from fleetmem.errors import Fix, Notice, PortError, VerbError
+from fleetmem.errors import Conflict, Fix, Notice, PortError, VerbError
 from fleetmem.memory.common import invalid_from_validation
 from fleetmem.memory.envelope import build_envelope, internal_envelope
 from fleetmem.memory.registry import REGISTRY, ToolSpec, tools_for
@@ -53,6 +53,9 @@ from fleetmem.transport.logs import correlation, new_correlation_id
 log = logging.getLogger("fleetmem.transport.dispatch")
 
 ALWAYS_ALLOWED = frozenset({"_meta", "dry_run"})
+#: pauses between looks at an in-flight idempotency key (doubling from the first to the cap)
+_WAIT_FIRST_PAUSE_S = 0.01
+_WAIT_MAX_PAUSE_S = 0.25
 
 
 @dataclass
@@ -336,7 +339,7 @@ class _Call:
             expires_at=now + timedelta(hours=IDEMPOTENCY_TTL_HOURS),
         )
         try:
-            existing = self.deps.idempotency.claim(record, now=now)
+            existing = self._claim(record)
         except PortError as exc:
             return self._error(errors.port_error(self._view(), spec, exc))
         if existing is not None:
@@ -367,6 +370,33 @@ class _Call:
                 extra={"event": "idempotency_complete_failed", "tool": spec.name},
             )
         return result
+
+    def _claim(self, record: IdempotencyRecord) -> IdempotencyRecord | None:
+        """Claim the key, or wait for the call that holds it: while that call is in flight (same
+        arguments, no result yet) claim again with a growing pause, up to `deps.idempotency_wait_s`.
+        Every waiter then returns the first call's stored result; when the first call failed (its
+        claim released), the store lets exactly one waiter claim the key and run. A record that
+        changed between the store's check and read (`Conflict`) is looked at again."""
+        give_up = time.monotonic() + self.deps.idempotency_wait_s
+        pause = _WAIT_FIRST_PAUSE_S
+        now = record.created_at
+        while True:
+            try:
+                existing = self.deps.idempotency.claim(record, now=now)
+            except Conflict:
+                if time.monotonic() >= give_up:
+                    raise
+            else:
+                in_flight = (
+                    existing is not None
+                    and existing.result is None
+                    and existing.request_hash == record.request_hash
+                )
+                if not in_flight or time.monotonic() >= give_up:
+                    return existing
+            time.sleep(min(pause, max(0.0, give_up - time.monotonic())))
+            pause = min(pause * 2, _WAIT_MAX_PAUSE_S)
+            now = self.deps.clock.now()
 
     def _release(self, spec: ToolSpec, key: str) -> None:
         try:

@@ -214,7 +214,7 @@ def in_flight(call: CallView, spec: ToolSpec) -> VerbError:
         "unavailable",
         f"The first {spec.name} call with this {IDEMPOTENCY_KEY} is still running.",
         f"Retry the same call after {IN_FLIGHT_RETRY_SECONDS} s; it will return the first call's result.",
-        why="A retry arrived before the original call finished.",
+        why="This call waited for the first call with the same key, which had not finished in time.",
         detail={"reason": "idempotency_in_flight"},
         fix=Fix(
             why="Retrying with the same key returns the first call's result once it is stored.",

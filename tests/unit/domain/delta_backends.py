@@ -61,7 +61,7 @@ def open_deps(name: str, request: pytest.FixtureRequest, clock: Any, *, file: bo
     )
     try:
         yield Deps.over(
-            stores, search=search, clock=clock, ids=SortableIds(), llm=None, embedder=None, backend="aws"
+            stores, search=search, clock=clock, ids=SortableIds(), llm=None, embedder=None
         )
     finally:
         search.client.close()

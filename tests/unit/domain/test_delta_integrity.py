@@ -18,6 +18,7 @@ import pytest
 from tests.unit.domain.delta_backends import BACKENDS, open_deps
 
 from fleetmem.adapters.local.clock import FixedClock
+from fleetmem.adapters.local.sqlite.facts import SqliteFactStore
 from fleetmem.memory.budget import cost
 from fleetmem.memory.verbs import delta, put_page
 from fleetmem.models import Caller, Fact, Page
@@ -204,7 +205,7 @@ def test_an_oversized_first_fact_is_delivered_truncated_and_the_session_moves_on
 def test_an_oversized_first_page_is_delivered_truncated_and_a_stateless_drain_ends(bdeps, caller, clock):
     # DynamoDB index keys cap a slug near 1 KB and a title near 2 KB; SQLite takes the issue's
     # 3,000-character slug. Either way title + slug cost more than the budget of 500.
-    local = bdeps.backend == "local"
+    local = isinstance(bdeps.facts, SqliteFactStore)
     long_slug = "s/" + "a" * (3000 if local else 900)
     clock.advance(seconds=1)
     stamped_page(bdeps, long_slug, clock.now(), title="Long title " * (300 if local else 172))

@@ -77,17 +77,17 @@ def local():
 
 def test_unembedded_counts_docs_and_facts_lacking_the_models_vectors(local):
     _seed(local, docs=5, facts=3)
-    assert unembedded(local, HashEmbedder()) == {"model_id": "hash-384", "docs": 5, "facts": 3, "total": 8}
+    assert unembedded(local.maintenance, HashEmbedder()) == {"model_id": "hash-384", "docs": 5, "facts": 3, "total": 8}
 
 
 def test_reindex_embeds_everything_in_batches(local):
     _seed(local, docs=7, facts=5)
     embedder = HashEmbedder()
 
-    result = reindex(local, embedder, progress=False, batch=3)
+    result = reindex(local.maintenance, embedder, progress=False, batch=3)
 
     assert (result["docs"], result["facts"], result["remaining"]) == (7, 5, 0)
-    assert unembedded(local, embedder)["total"] == 0
+    assert unembedded(local.maintenance, embedder)["total"] == 0
     fact = local.facts.get("t1", "f_t1_0002")
     assert fact.vector_model == "hash-384"
     assert unpack(fact.vector) == pytest.approx(embedder.embed([fact.text])[0], abs=1e-6)
@@ -98,38 +98,38 @@ def test_interrupted_reindex_keeps_finished_batches_and_resumes(local):
     embedder = HashEmbedder()
 
     with pytest.raises(Unavailable):
-        reindex(local, FailingAfter(embedder, ok_batches=2), progress=False, batch=4)
-    after_crash = unembedded(local, embedder)
+        reindex(local.maintenance, FailingAfter(embedder, ok_batches=2), progress=False, batch=4)
+    after_crash = unembedded(local.maintenance, embedder)
     assert (after_crash["docs"], after_crash["facts"]) == (2, 6)  # the two finished batches stayed
 
-    result = reindex(local, embedder, progress=False, batch=4)
+    result = reindex(local.maintenance, embedder, progress=False, batch=4)
 
     assert (result["docs"], result["facts"], result["remaining"]) == (2, 6, 0)
 
 
 def test_reindex_for_a_new_model_replaces_other_models_vectors(local):
     _seed(local, docs=3, facts=2)
-    reindex(local, HashEmbedder(384), progress=False)
+    reindex(local.maintenance, HashEmbedder(384), progress=False)
     other = HashEmbedder(256)
-    assert unembedded(local, other)["total"] == 5
+    assert unembedded(local.maintenance, other)["total"] == 5
 
-    reindex(local, other, progress=False)
+    reindex(local.maintenance, other, progress=False)
 
-    assert unembedded(local, other)["total"] == 0
+    assert unembedded(local.maintenance, other)["total"] == 0
     assert local.facts.get("t1", "f_t1_0000").vector_model == "hash-256"
 
 
 def test_reindex_covers_every_tenant(local):
     _seed(local, docs=2, facts=2, tenant="t1")
     _seed(local, docs=2, facts=2, tenant="t2")
-    result = reindex(local, HashEmbedder(), progress=False)
+    result = reindex(local.maintenance, HashEmbedder(), progress=False)
     assert (result["docs"], result["facts"], result["remaining"]) == (4, 4, 0)
 
 
 def test_reindex_draws_a_text_progress_bar(local):
     _seed(local, docs=4, facts=1)
     stream = io.StringIO()
-    reindex(local, HashEmbedder(), progress=stream, batch=2)
+    reindex(local.maintenance, HashEmbedder(), progress=stream, batch=2)
     out = stream.getvalue()
     assert "5/5" in out
     assert out.endswith("\n")
@@ -138,15 +138,15 @@ def test_reindex_draws_a_text_progress_bar(local):
 def test_reindex_reports_progress_to_a_callable(local):
     _seed(local, docs=3, facts=2)
     seen: list[tuple[int, int]] = []
-    reindex(local, HashEmbedder(), progress=lambda done, total: seen.append((done, total)), batch=2)
+    reindex(local.maintenance, HashEmbedder(), progress=lambda done, total: seen.append((done, total)), batch=2)
     assert seen[-1] == (5, 5)
     assert [d for d, _ in seen] == sorted(d for d, _ in seen)
 
 
 def test_reindex_of_an_embedded_store_does_nothing(local):
     _seed(local, docs=2, facts=2)
-    reindex(local, HashEmbedder(), progress=False)
-    result = reindex(local, HashEmbedder(), progress=False)
+    reindex(local.maintenance, HashEmbedder(), progress=False)
+    result = reindex(local.maintenance, HashEmbedder(), progress=False)
     assert (result["docs"], result["facts"], result["remaining"]) == (0, 0, 0)
 
 
@@ -154,7 +154,7 @@ def test_reindex_of_an_embedded_store_does_nothing(local):
 def test_reindex_with_minilm_stores_the_models_vectors(local, minilm_model_dir):
     _seed(local, docs=3, facts=3)
     embedder = MiniLMEmbedder(minilm_model_dir)
-    reindex(local, embedder, progress=False)
+    reindex(local.maintenance, embedder, progress=False)
     fact = local.facts.get("t1", "f_t1_0001")
     assert fact.vector_model == "all-MiniLM-L6-v2"
     stored = np.array(unpack(fact.vector))

@@ -10,6 +10,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fleetmem.config import Settings
+from fleetmem.ports import (
+    AuditLog,
+    ClientStore,
+    CursorStore,
+    FactStore,
+    IdempotencyStore,
+    PageStore,
+    SearchIndex,
+)
 
 
 class NoSearchIndex:
@@ -37,15 +46,16 @@ class NoSearchIndex:
 
 @dataclass
 class AwsStores:
-    """The ports over AWS; same attribute names as `LocalStores`."""
+    """The ports over AWS (a `fleetmem.ports.StoreSet`, like `LocalStores`). No re-embedding
+    queries: the stream indexer embeds every write."""
 
-    facts: Any
-    pages: Any
-    cursors: Any
-    clients: Any
-    idempotency: Any
-    audit: Any
-    search: Any
+    facts: FactStore
+    pages: PageStore
+    cursors: CursorStore
+    clients: ClientStore
+    idempotency: IdempotencyStore
+    audit: AuditLog
+    search: SearchIndex
     aws: Any = field(repr=False, default=None)  # the AwsClients the stores share
 
     def close(self) -> None:
@@ -77,7 +87,7 @@ def open_aws(
     endpoints = {"dynamodb": dynamodb_endpoint} if dynamodb_endpoint else {}
     aws = AwsClients(region=settings.region, session=session, endpoints=endpoints, clients=clients)
     prefix = settings.table_prefix
-    search: Any
+    search: SearchIndex
     if settings.opensearch_endpoint:
         from fleetmem.adapters.aws.opensearch import OpenSearchIndex
 

@@ -52,6 +52,7 @@ from fleetmem.memory.registry import ToolSpec, register
 from fleetmem.memory.slugs import slug_size_problem, slugify
 from fleetmem.memory.ttl import parse_ttl
 from fleetmem.memory.vectors import cosine, pack
+from fleetmem.memory.writegate import FACT_WRITES
 from fleetmem.models import AuditEvent, Caller, Fact, Wire
 from fleetmem.ports import CallContext, Deps
 from fleetmem.protocol import (
@@ -314,6 +315,64 @@ def _match(
     return None, "inserted"
 
 
+#: decide-and-write rounds before a write that keeps losing races to other processes gives up
+_WRITE_ATTEMPTS = 4
+
+
+def _saved(deps: Deps, caller: Caller, draft: Fact, seq: int, existing: Fact | None) -> Fact:
+    return draft.model_copy(
+        update={
+            "fact_id": deps.ids.new_id("f_"),
+            "seq": seq,
+            "supersedes": existing.fact_id if existing is not None else None,
+        }
+    )
+
+
+def _trail(caller: Caller, fact: Fact, existing: Fact | None) -> list[AuditEvent]:
+    trail = [
+        AuditEvent(
+            tenant=caller.tenant,
+            subject=fact.fact_id,
+            action="write",
+            actor=caller.client_id,
+            at=fact.created_at,
+            provenance=fact.provenance,
+            detail={"seq": fact.seq, **({"supersedes": existing.fact_id} if existing else {})},
+        )
+    ]
+    if existing is not None:
+        trail.append(
+            AuditEvent(
+                tenant=caller.tenant,
+                subject=existing.fact_id,
+                action="supersede",
+                actor=caller.client_id,
+                at=fact.created_at,
+                provenance=fact.provenance,
+                detail={"superseded_by": fact.fact_id},
+            )
+        )
+    return trail
+
+
+def _lost_race(params: RememberParams) -> VerbError:
+    return VerbError(
+        "unavailable",
+        "Another write changed this entity's facts at the same moment.",
+        "The fact was not saved because concurrent writes kept changing the fact it would replace. "
+        "Cause: writers in other processes raced. Fix: send the same remember call again.",
+        fix=Fix(
+            why="A retry re-reads the entity's facts and applies the same rule.",
+            mcp={"tool": TOOL, "arguments": given_args(params)},
+            actor="provider",
+            retry_after_seconds=1,
+        ),
+        klass="retryable",
+        retryable=True,
+    )
+
+
 def run(deps: Deps, caller: Caller, params: RememberParams, ctx: CallContext) -> Outcome:
     text, provenance, kind, visibility, valid_until = _validate(deps, params)
     _check_entity(params)
@@ -334,6 +393,7 @@ def run(deps: Deps, caller: Caller, params: RememberParams, ctx: CallContext) ->
     guess = _slug_guess(params.entity)
     if guess is not None and slug_size_problem(guess):
         guess = ""  # never read with an over-long key; the resolved slug is read below
+    seen = FACT_WRITES.version(caller.tenant, guess)  # before the pool is read
     target, vec, seq, pool = deps.gather(
         lambda: _canonical_entity(deps, caller, params.entity),
         embed,
@@ -343,6 +403,7 @@ def run(deps: Deps, caller: Caller, params: RememberParams, ctx: CallContext) ->
     _check_slug(params, target)
     entity_slug = (target.slug or None) if target is not None else None
     if entity_slug != guess:
+        seen = FACT_WRITES.version(caller.tenant, entity_slug)
         pool = _pool(deps, caller.tenant, entity_slug, now)
     degraded = vec is None
     notices = [_new_entity_notice(deps, caller, params, target, pool)] if target is not None else []
@@ -365,67 +426,38 @@ def run(deps: Deps, caller: Caller, params: RememberParams, ctx: CallContext) ->
     )
     born_expired = valid_until is not None and valid_until <= now
     if born_expired:
-        # stored as history: it neither deduplicates against nor supersedes a live fact
-        existing, status = None, "inserted"
         notices.append(_already_expired_notice(valid_until))  # type: ignore[arg-type]
-    else:
-        existing, status = _match(deps, caller, draft, vec, pool)
-
     write_through = bool(deps.search.write_through)
-    if status == "duplicate":
-        assert existing is not None
-        return _response(
-            existing, "duplicate", f"Duplicate of fact #{existing.seq}", current=write_through, degraded=degraded,
-            notices=notices,
-        )
 
-    fact = draft.model_copy(
-        update={
-            "fact_id": deps.ids.new_id("f_"),
-            "seq": seq,
-            "supersedes": existing.fact_id if existing is not None else None,
-        }
-    )
-    trail = [
-        AuditEvent(
-            tenant=caller.tenant,
-            subject=fact.fact_id,
-            action="write",
-            actor=caller.client_id,
-            at=now,
-            provenance=provenance,
-            detail={"seq": fact.seq, **({"supersedes": existing.fact_id} if existing else {})},
-        )
-    ]
-    if existing is not None:
-        trail.append(
-            AuditEvent(
-                tenant=caller.tenant,
-                subject=existing.fact_id,
-                action="supersede",
-                actor=caller.client_id,
-                at=now,
-                provenance=provenance,
-                detail={"superseded_by": fact.fact_id},
-            )
-        )
-    try:
-        deps.facts.put(fact, supersede=existing if status == "superseded" else None, audit=trail)
-    except Conflict:
-        raise VerbError(
-            "unavailable",
-            "Another write changed this entity's facts at the same moment.",
-            "The fact was not saved because a concurrent write touched the fact it would replace. "
-            "Cause: two writers raced. Fix: send the same remember call again.",
-            fix=Fix(
-                why="A retry re-reads the entity's facts and applies the same rule.",
-                mcp={"tool": TOOL, "arguments": given_args(params)},
-                actor="provider",
-                retry_after_seconds=1,
-            ),
-            klass="retryable",
-            retryable=True,
-        ) from None
+    # From the decision to the write, one remember per entity at a time (`writegate`): each
+    # decides against the facts the previous one left. The pool is re-read only when a write on
+    # this entity went through since it was read.
+    with FACT_WRITES.hold(caller.tenant, entity_slug) as version:
+        if version != seen:
+            pool = _pool(deps, caller.tenant, entity_slug, now)
+        for attempt in range(_WRITE_ATTEMPTS):
+            if born_expired:
+                # stored as history: it neither deduplicates against nor supersedes a live fact
+                existing, status = None, "inserted"
+            else:
+                existing, status = _match(deps, caller, draft, vec, pool)
+            if status == "duplicate":
+                assert existing is not None
+                return _response(
+                    existing, "duplicate", f"Duplicate of fact #{existing.seq}", current=write_through,
+                    degraded=degraded, notices=notices,
+                )
+            fact = _saved(deps, caller, draft, seq, existing)
+            try:
+                deps.facts.put(
+                    fact, supersede=existing if status == "superseded" else None, audit=_trail(caller, fact, existing)
+                )
+                break
+            except Conflict:
+                # another process wrote this entity's facts in between: decide again on fresh state
+                if attempt == _WRITE_ATTEMPTS - 1:
+                    raise _lost_race(params) from None
+                pool = _pool(deps, caller.tenant, entity_slug, now)
     indexed = indexing.index_fact(deps, fact)
     if existing is not None:
         indexed = indexing.unindex_facts(deps, caller.tenant, [existing.fact_id]) and indexed

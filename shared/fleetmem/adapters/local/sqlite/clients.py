@@ -1,0 +1,80 @@
+"""API clients (token hashes)."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from fleetmem.adapters.local.sqlite.db import Database, dt_of, dt_opt, ms, ms_opt
+from fleetmem.models import (
+    ClientRecord,
+)
+
+
+def _client_of(r: Sequence[Any]) -> ClientRecord:
+    return ClientRecord(
+        token_hash=r[0],
+        token_id=r[1],
+        tenant=r[2],
+        client_id=r[3],
+        scopes=frozenset(json.loads(r[4])),
+        created_at=dt_of(r[5]),
+        revoked_at=dt_opt(r[6]),
+    )
+
+
+_CLIENT_COLS = "token_hash, token_id, tenant, client_id, scopes, created_at, revoked_at"
+
+
+class SqliteClientStore:
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    def create(self, record: ClientRecord) -> None:
+        def run(conn: sqlite3.Connection) -> None:
+            conn.execute(
+                f"INSERT INTO clients ({_CLIENT_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (
+                    record.token_hash,
+                    record.token_id,
+                    record.tenant,
+                    record.client_id,
+                    json.dumps(sorted(record.scopes)),
+                    ms(record.created_at),
+                    ms_opt(record.revoked_at),
+                ),
+            )
+
+        self.db.write(run)
+
+    def by_hash(self, token_hash: str) -> ClientRecord | None:
+        row = self.db.read(
+            lambda c: c.execute(
+                f"SELECT {_CLIENT_COLS} FROM clients WHERE token_hash = ?", (token_hash,)
+            ).fetchone()
+        )
+        return None if row is None else _client_of(row)
+
+    def list(self, tenant: str | None = None) -> list[ClientRecord]:
+        args: tuple[str, ...] = ()
+        if tenant is None:
+            sql = f"SELECT {_CLIENT_COLS} FROM clients ORDER BY tenant, created_at, token_id"
+        else:
+            sql = f"SELECT {_CLIENT_COLS} FROM clients WHERE tenant = ? ORDER BY created_at, token_id"
+            args = (tenant,)
+        return [_client_of(r) for r in self.db.read(lambda c: c.execute(sql, args).fetchall())]
+
+    def revoke(self, token_id: str, *, at: datetime) -> bool:
+        """True when a live token was revoked now; False when unknown or already revoked."""
+        return self.db.write(
+            lambda c: (
+                c.execute(
+                    "UPDATE clients SET revoked_at = ? WHERE token_id = ? AND revoked_at IS NULL",
+                    (ms(at), token_id),
+                ).rowcount
+                > 0
+            )
+        )

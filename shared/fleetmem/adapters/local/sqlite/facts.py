@@ -1,0 +1,290 @@
+"""The fact store."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from fleetmem.adapters.local.sqlite.audit import _insert_audit
+from fleetmem.adapters.local.sqlite.db import (
+    Database,
+    _batch_get,
+    _change_floor,
+    _marks,
+    _next_change,
+    dt_of,
+    dt_opt,
+    ms,
+    ms_opt,
+)
+from fleetmem.errors import Conflict, NotFound
+from fleetmem.models import (
+    AuditEvent,
+    Fact,
+)
+
+# ---------------------------------------------------------------------------------------------
+# facts
+
+_FACT_COLS = (
+    "tenant, fact_id, seq, text, kind, entity_slug, provenance, visibility, session_id, client_id, "
+    "created_at, valid_until, expired_at, expired_reason, expired_by, superseded_by, supersedes, "
+    "vector, vector_model"
+)
+
+
+def _fact_row(f: Fact) -> tuple[Any, ...]:
+    return (
+        f.tenant,
+        f.fact_id,
+        f.seq,
+        f.text,
+        f.kind,
+        f.entity_slug,
+        f.provenance,
+        f.visibility,
+        f.session_id,
+        f.client_id,
+        ms(f.created_at),
+        ms_opt(f.valid_until),
+        ms_opt(f.expired_at),
+        f.expired_reason,
+        f.expired_by,
+        f.superseded_by,
+        f.supersedes,
+        f.vector,
+        f.vector_model,
+    )
+
+
+def _fact_of(r: sqlite3.Row | tuple[Any, ...]) -> Fact:
+    return Fact(
+        tenant=r[0],
+        fact_id=r[1],
+        seq=r[2],
+        text=r[3],
+        kind=r[4],
+        entity_slug=r[5],
+        provenance=r[6],
+        visibility=r[7],
+        session_id=r[8],
+        client_id=r[9],
+        created_at=dt_of(r[10]),
+        valid_until=dt_opt(r[11]),
+        expired_at=dt_opt(r[12]),
+        expired_reason=r[13],
+        expired_by=r[14],
+        superseded_by=r[15],
+        supersedes=r[16],
+        vector=r[17],
+        vector_model=r[18],
+    )
+
+
+def _active_clause(now: datetime) -> tuple[str, list[Any]]:
+    return (
+        " AND expired_at IS NULL AND superseded_by IS NULL AND (valid_until IS NULL OR valid_until > ?)",
+        [ms(now)],
+    )
+
+
+class SqliteFactStore:
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    def next_seq(self, tenant: str) -> int:
+        def run(conn: sqlite3.Connection) -> int:
+            row = conn.execute(
+                "INSERT INTO fact_seq (tenant, seq) VALUES (?, 1) "
+                "ON CONFLICT (tenant) DO UPDATE SET seq = seq + 1 RETURNING seq",
+                (tenant,),
+            ).fetchone()
+            return int(row[0])
+
+        return self.db.write(run)
+
+    def put(self, fact: Fact, *, supersede: Fact | None = None, audit: Sequence[AuditEvent] = ()) -> None:
+        if supersede is not None and supersede.tenant != fact.tenant:
+            raise Conflict("the superseded fact belongs to another tenant")
+
+        def run(conn: sqlite3.Connection) -> None:
+            if supersede is not None:
+                row = conn.execute(
+                    "SELECT text, valid_until, expired_at, superseded_by FROM facts "
+                    "WHERE tenant = ? AND fact_id = ?",
+                    (fact.tenant, supersede.fact_id),
+                ).fetchone()
+                created = ms(fact.created_at)
+                if (
+                    row is None
+                    or row[2] is not None
+                    or row[3] is not None
+                    or (row[1] is not None and row[1] <= created)
+                    or row[0] != supersede.text
+                    or row[1] != ms_opt(supersede.valid_until)
+                ):
+                    raise Conflict("the superseded fact is no longer active or was changed")
+                conn.execute(
+                    "UPDATE facts SET expired_at = ?, expired_reason = ?, expired_by = ?, superseded_by = ? "
+                    "WHERE tenant = ? AND fact_id = ?",
+                    (created, "superseded", fact.client_id, fact.fact_id, fact.tenant, supersede.fact_id),
+                )
+            # a duplicate fact_id violates UNIQUE: `_translate` turns that into Conflict
+            row = (*_fact_row(fact), _next_change(conn, fact.tenant, "fact"))
+            conn.execute(f"INSERT INTO facts ({_FACT_COLS}, change_seq) VALUES ({_marks(20)})", row)
+            for event in audit:
+                _insert_audit(conn, event)
+
+        self.db.write(run)
+
+    def get(self, tenant: str, fact_id: str) -> Fact | None:
+        row = self.db.read(
+            lambda c: c.execute(
+                f"SELECT {_FACT_COLS} FROM facts WHERE tenant = ? AND fact_id = ?", (tenant, fact_id)
+            ).fetchone()
+        )
+        return None if row is None else _fact_of(row)
+
+    def _query(
+        self,
+        tenant: str,
+        where: str,
+        params: list[Any],
+        *,
+        now: datetime,
+        active_only: bool,
+        world_only: bool,
+        limit: int,
+    ) -> list[Fact]:
+        sql = f"SELECT {_FACT_COLS} FROM facts WHERE tenant = ?{where}"
+        args: list[Any] = [tenant, *params]
+        if active_only:
+            clause, extra = _active_clause(now)
+            sql += clause
+            args += extra
+        if world_only:
+            sql += " AND visibility = 'world'"
+        sql += " ORDER BY created_at DESC, seq DESC LIMIT ?"
+        args.append(max(0, int(limit)))
+        rows = self.db.read(lambda c: c.execute(sql, args).fetchall())
+        return [_fact_of(r) for r in rows]
+
+    def by_entity(
+        self,
+        tenant: str,
+        entity_slug: str,
+        *,
+        now: datetime,
+        active_only: bool = True,
+        world_only: bool = True,
+        limit: int = 50,
+    ) -> list[Fact]:
+        return self._query(
+            tenant,
+            " AND entity_slug = ?",
+            [entity_slug],
+            now=now,
+            active_only=active_only,
+            world_only=world_only,
+            limit=limit,
+        )
+
+    def by_session(
+        self,
+        tenant: str,
+        session_id: str,
+        *,
+        now: datetime,
+        active_only: bool = True,
+        world_only: bool = True,
+        limit: int = 50,
+    ) -> list[Fact]:
+        return self._query(
+            tenant,
+            " AND session_id = ?",
+            [session_id],
+            now=now,
+            active_only=active_only,
+            world_only=world_only,
+            limit=limit,
+        )
+
+    def recent(
+        self,
+        tenant: str,
+        *,
+        now: datetime,
+        after: datetime | None = None,
+        active_only: bool = True,
+        world_only: bool = True,
+        limit: int = 50,
+    ) -> list[Fact]:
+        where, params = ("", []) if after is None else (" AND created_at > ?", [ms(after)])
+        return self._query(
+            tenant, where, params, now=now, active_only=active_only, world_only=world_only, limit=limit
+        )
+
+    def many(self, tenant: str, fact_ids: Sequence[str]) -> list[Fact]:
+        found = _batch_get(self.db, f"SELECT {_FACT_COLS} FROM facts", "fact_id", tenant, fact_ids, _fact_of, key=1)
+        return [found[i] for i in fact_ids if i in found]
+
+    def count_active(self, tenant: str, entity_slug: str, *, now: datetime, world_only: bool = True) -> int:
+        clause, extra = _active_clause(now)
+        sql = f"SELECT count(*) FROM facts WHERE tenant = ? AND entity_slug = ?{clause}"
+        if world_only:
+            sql += " AND visibility = 'world'"
+        return int(self.db.read(lambda c: c.execute(sql, (tenant, entity_slug, *extra)).fetchone()[0]))
+
+    def expire(
+        self, tenant: str, fact_id: str, *, at: datetime, reason: str | None, actor: str,
+        audit: AuditEvent | None = None,
+    ) -> bool:
+        """A fact already past its `valid_until` at `at` is not active: False, left untouched."""
+
+        def run(conn: sqlite3.Connection) -> bool:
+            row = conn.execute(
+                "SELECT expired_at, superseded_by, valid_until FROM facts WHERE tenant = ? AND fact_id = ?",
+                (tenant, fact_id),
+            ).fetchone()
+            if row is None:
+                raise NotFound("no such fact")
+            when = ms(at)
+            if row[0] is not None or row[1] is not None or (row[2] is not None and row[2] <= when):
+                return False
+            conn.execute(
+                "UPDATE facts SET expired_at = ?, expired_reason = ?, expired_by = ? "
+                "WHERE tenant = ? AND fact_id = ?",
+                (when, reason, actor, tenant, fact_id),
+            )
+            if audit is not None:
+                _insert_audit(conn, audit)
+            return True
+
+        return self.db.write(run)
+
+    def purge(self, tenant: str, fact_id: str) -> bool:
+        return self.db.write(
+            lambda c: (
+                c.execute("DELETE FROM facts WHERE tenant = ? AND fact_id = ?", (tenant, fact_id)).rowcount
+                > 0
+            )
+        )
+
+    def changed_after(
+        self, tenant: str, *, seq: int, now: datetime, world_only: bool = True, limit: int = 50
+    ) -> list[tuple[int, Fact]]:
+        clause, extra = _active_clause(now)
+        sql = f"SELECT {_FACT_COLS}, change_seq FROM facts WHERE tenant = ? AND change_seq > ?{clause}"
+        if world_only:
+            sql += " AND visibility = 'world'"
+        sql += " ORDER BY change_seq LIMIT ?"
+        args = (tenant, int(seq), *extra, max(0, int(limit)))
+        return [(r[19], _fact_of(r)) for r in self.db.read(lambda c: c.execute(sql, args).fetchall())]
+
+    def change_floor(self, tenant: str, *, after: datetime | None) -> int:
+        if after is None:
+            return self.db.read(lambda c: _change_floor(c, tenant, "fact", None, ()))
+        sql = "SELECT min(change_seq) FROM facts WHERE tenant = ? AND created_at > ?"
+        return self.db.read(lambda c: _change_floor(c, tenant, "fact", sql, (ms(after),)))

@@ -1,0 +1,90 @@
+"""Idempotency records."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from fleetmem.adapters.local.sqlite.db import Database, dt_of, ms
+from fleetmem.models import (
+    IdempotencyRecord,
+)
+
+_IDEM_COLS = "tenant, client_id, verb, key, request_hash, result, created_at, expires_at"
+
+
+def _idem_of(r: Sequence[Any]) -> IdempotencyRecord:
+    return IdempotencyRecord(
+        tenant=r[0],
+        client_id=r[1],
+        verb=r[2],
+        key=r[3],
+        request_hash=r[4],
+        result=None if r[5] is None else json.loads(r[5]),
+        created_at=dt_of(r[6]),
+        expires_at=dt_of(r[7]),
+    )
+
+
+class SqliteIdempotencyStore:
+    #: expired records are swept every this many claims (bounded work per call)
+    SWEEP_EVERY = 256
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+        self._claims = 0
+
+    def claim(self, record: IdempotencyRecord, *, now: datetime) -> IdempotencyRecord | None:
+        key = (record.tenant, record.client_id, record.verb, record.key)
+        self._claims += 1
+        sweep = self._claims % self.SWEEP_EVERY == 0
+
+        def run(conn: sqlite3.Connection) -> IdempotencyRecord | None:
+            if sweep:
+                conn.execute(
+                    "DELETE FROM idempotency WHERE (tenant, client_id, verb, key) IN ("
+                    "SELECT tenant, client_id, verb, key FROM idempotency WHERE expires_at <= ? LIMIT 500)",
+                    (ms(now),),
+                )
+            row = conn.execute(
+                f"SELECT {_IDEM_COLS} FROM idempotency "
+                "WHERE tenant = ? AND client_id = ? AND verb = ? AND key = ?",
+                key,
+            ).fetchone()
+            if row is not None and row[7] > ms(now):
+                return _idem_of(row)
+            conn.execute(
+                f"INSERT OR REPLACE INTO idempotency ({_IDEM_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    *key,
+                    record.request_hash,
+                    None if record.result is None else json.dumps(record.result),
+                    ms(record.created_at),
+                    ms(record.expires_at),
+                ),
+            )
+            return None
+
+        return self.db.write(run)
+
+    def complete(self, tenant: str, client_id: str, verb: str, key: str, result: dict) -> None:
+        payload = json.dumps(result, default=str, ensure_ascii=False)
+        self.db.write(
+            lambda c: c.execute(
+                "UPDATE idempotency SET result = ? "
+                "WHERE tenant = ? AND client_id = ? AND verb = ? AND key = ?",
+                (payload, tenant, client_id, verb, key),
+            )
+        )
+
+    def release(self, tenant: str, client_id: str, verb: str, key: str) -> None:
+        self.db.write(
+            lambda c: c.execute(
+                "DELETE FROM idempotency WHERE tenant = ? AND client_id = ? AND verb = ? AND key = ? "
+                "AND result IS NULL",
+                (tenant, client_id, verb, key),
+            )
+        )

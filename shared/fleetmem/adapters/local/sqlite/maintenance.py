@@ -1,0 +1,85 @@
+"""Re-embedding queries over the local store (`fleetmem.ports.VectorMaintenance`)."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+
+from fleetmem.adapters.local.sqlite.db import Database
+from fleetmem.adapters.local.sqlite.facts import _FACT_COLS, _fact_of
+from fleetmem.adapters.local.sqlite.search import _DOC_COLS, _bump_gen, _doc_of
+from fleetmem.models import Fact, SearchDoc
+
+
+class SqliteVectorMaintenance:
+    """The docs and facts lacking a model's vectors (all tenants), and attaching new vectors."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    def unembedded(self, model_id: str) -> dict[str, int]:
+        """How many search docs and facts lack a vector of `model_id` (all tenants)."""
+
+        def run(conn: sqlite3.Connection) -> dict[str, int]:
+            (docs,) = conn.execute(
+                "SELECT count(*) FROM docs WHERE vector IS NULL OR vector_model IS NOT ?", (model_id,)
+            ).fetchone()
+            (facts,) = conn.execute(
+                "SELECT count(*) FROM facts WHERE vector IS NULL OR vector_model IS NOT ?", (model_id,)
+            ).fetchone()
+            return {"docs": int(docs), "facts": int(facts)}
+
+        return self.db.read(run)
+
+    def docs_without_vector(self, model_id: str, limit: int) -> list[SearchDoc]:
+        """Docs (any tenant) lacking a `model_id` vector, oldest row first; returned without vectors."""
+        rows = self.db.read(
+            lambda c: c.execute(
+                f"SELECT {_DOC_COLS} FROM docs "
+                "WHERE vector IS NULL OR vector_model IS NOT ? ORDER BY id LIMIT ?",
+                (model_id, max(0, int(limit))),
+            ).fetchall()
+        )
+        return [_doc_of(r, with_vector=False) for r in rows]
+
+    def facts_without_vector(self, model_id: str, limit: int) -> list[Fact]:
+        rows = self.db.read(
+            lambda c: c.execute(
+                f"SELECT {_FACT_COLS} FROM facts WHERE vector IS NULL OR vector_model IS NOT ? "
+                "ORDER BY rowid LIMIT ?",
+                (model_id, max(0, int(limit))),
+            ).fetchall()
+        )
+        return [_fact_of(r) for r in rows]
+
+    def set_doc_vectors(self, model_id: str, items: Sequence[tuple[str, str, bytes]]) -> int:
+        """Attach `model_id` vectors to docs; returns how many docs were updated."""
+        if not items:
+            return 0
+
+        def run(conn: sqlite3.Connection) -> int:
+            gens = {t: _bump_gen(conn, t) for t in {i[0] for i in items}}
+            n = 0
+            for tenant, doc_id, vec in items:
+                n += conn.execute(
+                    "UPDATE docs SET vector = ?, vector_model = ?, rev = ? WHERE tenant = ? AND doc_id = ?",
+                    (vec, model_id, gens[tenant], tenant, doc_id),
+                ).rowcount
+            return n
+
+        return self.db.write(run)
+
+    def set_fact_vectors(self, model_id: str, items: Sequence[tuple[str, str, bytes]]) -> int:
+        if not items:
+            return 0
+
+        def run(conn: sqlite3.Connection) -> int:
+            n = 0
+            for tenant, fact_id, vec in items:
+                n += conn.execute(
+                    "UPDATE facts SET vector = ?, vector_model = ? WHERE tenant = ? AND fact_id = ?",
+                    (vec, model_id, tenant, fact_id),
+                ).rowcount
+            return n
+
+        return self.db.write(run)

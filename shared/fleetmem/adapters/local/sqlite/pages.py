@@ -1,0 +1,346 @@
+"""The page store (with its aliases, links, timeline and near-miss name index)."""
+
+from __future__ import annotations
+
+import builtins
+import json
+import re
+import sqlite3
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from fleetmem.adapters.local.sqlite.db import (
+    _IN_CHUNK,
+    Database,
+    _batch_get,
+    _change_floor,
+    _marks,
+    _next_change,
+    dt_of,
+    dt_opt,
+    leaf_of,
+    ms,
+    ms_opt,
+    tenant_key,
+)
+from fleetmem.adapters.local.sqlite.search import fts_match
+from fleetmem.errors import TooLarge, Unavailable
+from fleetmem.memory.slugs import normalize_alias
+from fleetmem.models import (
+    Backlink,
+    Link,
+    Page,
+    PageHead,
+    PageMatch,
+    TimelineEntry,
+)
+from fleetmem.protocol import MENTION_LINK_TYPE
+
+# ---------------------------------------------------------------------------------------------
+# pages
+
+#: link types that are mentions: listed as backlinks but not counted (the singular is tolerated)
+_MENTION_TYPES = (MENTION_LINK_TYPE, "mention")
+_HEAD_COLS = "slug, title, type, visibility, updated_at, last_retrieved_at"
+_PAGE_COLS = (
+    "tenant, slug, title, type, aliases, summary, visibility, body, links, timeline, frontmatter, "
+    "created_at, updated_at, last_retrieved_at, author"
+)
+_WORD = re.compile(r"\w+")
+
+
+def _head_of(r: Sequence[Any]) -> PageHead:
+    return PageHead(
+        slug=r[0],
+        title=r[1],
+        type=r[2],
+        visibility=r[3],
+        updated_at=dt_of(r[4]),
+        last_retrieved_at=dt_opt(r[5]),
+    )
+
+
+def _page_of(r: Sequence[Any]) -> Page:
+    return Page(
+        tenant=r[0],
+        slug=r[1],
+        title=r[2],
+        type=r[3],
+        aliases=tuple(json.loads(r[4])),
+        summary=r[5],
+        visibility=r[6],
+        body=r[7],
+        links=tuple(Link(**x) for x in json.loads(r[8])),
+        timeline=tuple(TimelineEntry(**x) for x in json.loads(r[9])),
+        frontmatter=json.loads(r[10]),
+        created_at=dt_of(r[11]),
+        updated_at=dt_of(r[12]),
+        last_retrieved_at=dt_opt(r[13]),
+        author=r[14],
+    )
+
+
+def _names_text(page: Page) -> str:
+    """What `keyword` near-misses match on: title, slug words and aliases."""
+    return " ".join([page.title, page.slug.replace("/", " ").replace("-", " "), *page.aliases])
+
+
+class SqlitePageStore:
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    def get(self, tenant: str, slug: str) -> Page | None:
+        row = self.db.read(
+            lambda c: c.execute(
+                f"SELECT {_PAGE_COLS} FROM pages WHERE tenant = ? AND slug = ?", (tenant, slug)
+            ).fetchone()
+        )
+        return None if row is None else _page_of(row)
+
+    def put(self, page: Page) -> None:
+        try:
+            frontmatter = json.dumps(page.frontmatter, default=str, ensure_ascii=False)
+        except (TypeError, ValueError):
+            raise TooLarge("the page frontmatter cannot be stored") from None
+        links = json.dumps([ln.model_dump() for ln in page.links], ensure_ascii=False)
+        timeline = json.dumps([t.model_dump() for t in page.timeline], ensure_ascii=False)
+        aliases = json.dumps(list(page.aliases), ensure_ascii=False)
+        t, s = page.tenant, page.slug
+
+        def run(conn: sqlite3.Connection) -> None:
+            row = conn.execute("SELECT rowid FROM pages WHERE tenant = ? AND slug = ?", (t, s)).fetchone()
+            values: tuple[Any, ...] = (
+                leaf_of(s),
+                page.title,
+                page.title.lower(),
+                page.type,
+                aliases,
+                page.summary,
+                page.visibility,
+                page.body,
+                links,
+                timeline,
+                frontmatter,
+                ms(page.created_at),
+                ms(page.updated_at),
+                ms_opt(page.last_retrieved_at),
+                page.author,
+                _next_change(conn, t, "page"),  # D14: numbered inside this write transaction
+            )
+            rowid: int | None
+            if row is None:
+                rowid = conn.execute(
+                    "INSERT INTO pages (leaf, title, title_lc, type, aliases, summary, visibility, body, "
+                    "links, timeline, frontmatter, created_at, updated_at, last_retrieved_at, author, "
+                    f"change_seq, tenant, slug) VALUES ({_marks(18)})",
+                    (*values, t, s),
+                ).lastrowid
+            else:
+                rowid = row[0]
+                conn.execute(
+                    "UPDATE pages SET leaf = ?, title = ?, title_lc = ?, type = ?, aliases = ?, summary = ?, "
+                    "visibility = ?, body = ?, links = ?, timeline = ?, frontmatter = ?, created_at = ?, "
+                    "updated_at = ?, last_retrieved_at = ?, author = ?, change_seq = ? WHERE rowid = ?",
+                    (*values, rowid),
+                )
+            assert rowid is not None
+            self._delete_derived(conn, t, s, rowid)
+            conn.executemany(
+                "INSERT OR IGNORE INTO aliases (tenant, alias, slug) VALUES (?, ?, ?)",
+                [(t, a, s) for a in {normalize_alias(a) for a in page.aliases} if a],
+            )
+            conn.executemany(
+                "INSERT INTO links (tenant, source, ord, target, type, context) VALUES (?, ?, ?, ?, ?, ?)",
+                [(t, s, i, ln.target, ln.type, ln.context) for i, ln in enumerate(page.links)],
+            )
+            conn.executemany(
+                "INSERT INTO timeline (tenant, slug, ord, date, text) VALUES (?, ?, ?, ?, ?)",
+                [(t, s, i, e.date, e.text) for i, e in enumerate(page.timeline)],
+            )
+            conn.execute(
+                "INSERT INTO page_names_fts (rowid, tenant_key, names) VALUES (?, ?, ?)",
+                (rowid, tenant_key(t), _names_text(page)),
+            )
+
+        self.db.write(run)
+
+    @staticmethod
+    def _delete_derived(conn: sqlite3.Connection, tenant: str, slug: str, rowid: int) -> None:
+        conn.execute("DELETE FROM aliases WHERE tenant = ? AND slug = ?", (tenant, slug))
+        conn.execute("DELETE FROM links WHERE tenant = ? AND source = ?", (tenant, slug))
+        conn.execute("DELETE FROM timeline WHERE tenant = ? AND slug = ?", (tenant, slug))
+        conn.execute("DELETE FROM page_names_fts WHERE rowid = ?", (rowid,))
+
+    def delete(self, tenant: str, slug: str) -> bool:
+        def run(conn: sqlite3.Connection) -> bool:
+            row = conn.execute(
+                "SELECT rowid FROM pages WHERE tenant = ? AND slug = ?", (tenant, slug)
+            ).fetchone()
+            if row is None:
+                return False
+            self._delete_derived(conn, tenant, slug, row[0])
+            conn.execute("DELETE FROM pages WHERE rowid = ?", (row[0],))
+            return True
+
+        return self.db.write(run)
+
+    def lookup(
+        self,
+        tenant: str,
+        *,
+        alias: str,
+        title: str,
+        slugs: Sequence[str],
+        suffix: str,
+        world_only: bool,
+        limit: int = 10,
+    ) -> list[PageMatch]:
+        vis = " AND p.visibility = 'world'" if world_only else ""
+        lim = max(0, int(limit))
+        head = "p.slug, p.title, p.type, p.visibility, p.updated_at, p.last_retrieved_at"
+        wanted_slugs = list(dict.fromkeys(slugs))[:_IN_CHUNK]
+
+        def run(conn: sqlite3.Connection) -> list[PageMatch]:
+            out: list[PageMatch] = []
+            if alias:
+                for r in conn.execute(
+                    f"SELECT {head} FROM aliases a "
+                    "CROSS JOIN pages p ON p.tenant = a.tenant AND p.slug = a.slug "
+                    f"WHERE a.tenant = ? AND a.alias = ?{vis} ORDER BY a.slug LIMIT ?",
+                    (tenant, alias, lim),
+                ):
+                    out.append(PageMatch(page=_head_of(r), via="alias"))
+            if title:
+                for r in conn.execute(
+                    f"SELECT {head} FROM pages p WHERE p.tenant = ? AND p.title_lc = ?{vis} "
+                    "ORDER BY p.slug LIMIT ?",
+                    (tenant, title, lim),
+                ):
+                    out.append(PageMatch(page=_head_of(r), via="title"))
+            if wanted_slugs:
+                for r in conn.execute(
+                    f"SELECT {head} FROM pages p "
+                    f"WHERE p.tenant = ? AND p.slug IN ({_marks(len(wanted_slugs))}){vis} "
+                    "ORDER BY p.slug LIMIT ?",
+                    (tenant, *wanted_slugs, lim),
+                ):
+                    out.append(PageMatch(page=_head_of(r), via="slug"))
+            if suffix:
+                # index seek on (tenant, leaf); a multi-segment suffix is checked on the few rows found
+                tail = "/" + suffix
+                n = 0
+                for r in conn.execute(
+                    f"SELECT {head} FROM pages p WHERE p.tenant = ? AND p.leaf = ?{vis} ORDER BY p.slug",
+                    (tenant, suffix.rsplit("/", 1)[-1]),
+                ):
+                    if n >= lim:
+                        break
+                    if r[0].endswith(tail):
+                        out.append(PageMatch(page=_head_of(r), via="suffix"))
+                        n += 1
+            return out
+
+        return self.db.read(run)
+
+    def heads(self, tenant: str, slugs: Sequence[str]) -> list[PageHead]:
+        found = _batch_get(self.db, f"SELECT {_HEAD_COLS} FROM pages", "slug", tenant, slugs, _head_of, key=0)
+        return [found[s] for s in dict.fromkeys(slugs) if s in found]
+
+    def list(
+        self,
+        tenant: str,
+        *,
+        world_only: bool,
+        limit: int,
+        after: str | None = None,
+        type: str | None = None,
+    ) -> list[PageHead]:
+        sql = f"SELECT {_HEAD_COLS} FROM pages WHERE tenant = ?"
+        args: list[Any] = [tenant]
+        if type is not None:
+            sql += " AND type = ?"
+            args.append(type)
+        if after is not None:
+            sql += " AND slug > ?"
+            args.append(after)
+        if world_only:
+            sql += " AND visibility = 'world'"
+        sql += " ORDER BY slug LIMIT ?"
+        args.append(max(0, int(limit)))
+        return [_head_of(r) for r in self.db.read(lambda c: c.execute(sql, args).fetchall())]
+
+    def backlinks(
+        self, tenant: str, slug: str, *, world_only: bool, limit: int = 10
+    ) -> tuple[builtins.list[Backlink], int]:
+        vis = " AND p.visibility = 'world'" if world_only else ""
+        base = (
+            "FROM links l INDEXED BY links_target CROSS JOIN pages p ON p.tenant = l.tenant AND p.slug = l.source "
+            f"WHERE l.tenant = ? AND l.target = ? AND l.source <> l.target{vis}"
+        )
+
+        def run(conn: sqlite3.Connection) -> tuple[builtins.list[Backlink], int]:
+            rows = conn.execute(
+                f"SELECT l.source, l.type, l.context {base} "
+                "ORDER BY p.updated_at DESC, l.source, l.ord LIMIT ?",
+                (tenant, slug, max(0, int(limit))),
+            ).fetchall()
+            (count,) = conn.execute(
+                f"SELECT count(*) {base} AND l.type NOT IN (?, ?)", (tenant, slug, *_MENTION_TYPES)
+            ).fetchone()
+            return [Backlink(source=r[0], type=r[1], context=r[2]) for r in rows], int(count)
+
+        return self.db.read(run)
+
+    def updated_since(
+        self,
+        tenant: str,
+        *,
+        since: datetime,
+        slug: str,
+        world_only: bool,
+        limit: int,
+    ) -> builtins.list[PageHead]:
+        vis = " AND visibility = 'world'" if world_only else ""
+        sql = (
+            f"SELECT {_HEAD_COLS} FROM pages WHERE tenant = ? AND (updated_at, slug) > (?, ?){vis} "
+            "ORDER BY updated_at, slug LIMIT ?"
+        )
+        args = (tenant, ms(since), slug, max(0, int(limit)))
+        return [_head_of(r) for r in self.db.read(lambda c: c.execute(sql, args).fetchall())]
+
+    def changed_after(
+        self, tenant: str, *, seq: int, world_only: bool, limit: int, now: datetime | None = None
+    ) -> builtins.list[tuple[int, PageHead]]:
+        # One writer at a time commits in change order and readers see every commit: no horizon.
+        vis = " AND visibility = 'world'" if world_only else ""
+        sql = (
+            f"SELECT {_HEAD_COLS}, change_seq FROM pages WHERE tenant = ? AND change_seq > ?{vis} "
+            "ORDER BY change_seq LIMIT ?"
+        )
+        args = (tenant, int(seq), max(0, int(limit)))
+        return [(r[6], _head_of(r)) for r in self.db.read(lambda c: c.execute(sql, args).fetchall())]
+
+    def change_floor(self, tenant: str, *, since: datetime | None, slug: str = "") -> int:
+        if since is None:
+            return self.db.read(lambda c: _change_floor(c, tenant, "page", None, ()))
+        sql = "SELECT min(change_seq) FROM pages WHERE tenant = ? AND (updated_at, slug) > (?, ?)"
+        return self.db.read(lambda c: _change_floor(c, tenant, "page", sql, (ms(since), slug)))
+
+    def keyword(self, tenant: str, text: str, *, world_only: bool, limit: int = 3) -> builtins.list[PageHead]:
+        match = fts_match(text, tenant)
+        if match is None:
+            return []
+        vis = " AND p.visibility = 'world'" if world_only else ""
+        sql = (
+            f"SELECT p.slug, p.title, p.type, p.visibility, p.updated_at, p.last_retrieved_at "
+            "FROM page_names_fts f JOIN pages p ON p.rowid = f.rowid "
+            f"WHERE page_names_fts MATCH ? AND p.tenant = ?{vis} ORDER BY f.rank, p.slug LIMIT ?"
+        )
+        try:
+            rows = self.db.read(lambda c: c.execute(sql, (match, tenant, max(0, int(limit)))).fetchall())
+        except Unavailable as exc:
+            if exc.reason == "busy":
+                raise
+            return []  # a query the FTS engine rejects yields no near-misses, never an error
+        return [_head_of(r) for r in rows]

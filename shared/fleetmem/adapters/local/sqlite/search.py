@@ -1,0 +1,476 @@
+"""The local search index: FTS5 keyword arm, exact-cosine vector arm over a cached matrix, and the
+FTS query building both it and the page near-miss lookup use."""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+import threading
+import unicodedata
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from hashlib import blake2b
+from typing import Any
+
+import numpy as np
+
+from fleetmem.adapters.local.sqlite.db import Database, _chunks, _marks, dt_of, ms, tenant_key
+from fleetmem.errors import PortError, Unavailable
+from fleetmem.models import (
+    SearchDoc,
+    SearchHit,
+    SearchHits,
+    SearchQuery,
+)
+
+#: how many generations of tombstones are kept for incremental vector cache refreshes
+TOMBSTONE_GENERATIONS = 5000
+
+
+def _bump_gen(conn: sqlite3.Connection, tenant: str) -> int:
+    """Start a new search generation for `tenant` (call first in the write transaction)."""
+    row = conn.execute(
+        "INSERT INTO search_gen (tenant, gen) VALUES (?, 1) "
+        "ON CONFLICT (tenant) DO UPDATE SET gen = gen + 1 RETURNING gen",
+        (tenant,),
+    ).fetchone()
+    return int(row[0])
+
+
+def _prune_tombstones(conn: sqlite3.Connection, tenant: str, gen: int) -> None:
+    floor = gen - TOMBSTONE_GENERATIONS
+    if floor > 0 and gen % 100 == 0:
+        conn.execute("DELETE FROM docs_gone WHERE tenant = ? AND rev <= ?", (tenant, floor))
+        conn.execute("UPDATE search_gen SET floor = ? WHERE tenant = ?", (floor, tenant))
+
+
+# ---------------------------------------------------------------------------------------------
+# FTS query building
+
+#: Function words dropped from keyword queries (they match nearly everything and cost time);
+#: kept when a query consists of nothing else.
+_STOPWORDS = frozenset(
+    "a an and are as at be but by for from has have i in is it its of on or that the this to was "
+    "were what when where which who why will with".split()
+)
+_MAX_TERMS = 32
+
+
+_FOLDED_WORD = re.compile(r"[^\W_]+")
+
+
+def fold_words(text: str) -> list[str]:
+    """Words as the keyword index sees them: case-folded, accents removed, split on anything that
+    is not a letter or digit."""
+    folded = text.casefold()
+    if not folded.isascii():
+        folded = "".join(ch for ch in unicodedata.normalize("NFKD", folded) if not unicodedata.combining(ch))
+    return _FOLDED_WORD.findall(folded)
+
+
+def partition_key(tenant: str, kind: str, visibility: str) -> str:
+    """Fixed-length alphanumeric prefix of the keyword tokens of one (tenant, kind, visibility)."""
+    raw = f"{tenant}\x00{kind}\x00{visibility}".encode()
+    return "p" + blake2b(raw, digest_size=10).hexdigest()
+
+
+def fts_terms(tenant: str, kind: str, visibility: str, text: str | None) -> str:
+    prefix = partition_key(tenant, kind, visibility)
+    return " ".join(prefix + w for w in fold_words(text or ""))
+
+
+def query_terms(text: str) -> list[str]:
+    words = list(dict.fromkeys(fold_words(text)))
+    kept = [w for w in words if w not in _STOPWORDS] or words
+    return kept[:_MAX_TERMS]
+
+
+def docs_match(text: str, tenant: str, kinds: Sequence[str], world_only: bool) -> str | None:
+    """The MATCH expression for free user text over the partitions a query may see, or None when
+    the text holds no searchable word. Terms are double-quoted alphanumeric tokens, so no user
+    input is ever read as FTS syntax (operators, column filters, NEAR, prefixes)."""
+    terms = query_terms(text)
+    if not terms:
+        return None
+    visibilities = ("world",) if world_only else ("world", "private")
+    prefixes = [partition_key(tenant, k, v) for k in kinds for v in visibilities]
+    return " OR ".join(f'"{p}{t}"' for t in terms for p in prefixes)
+
+
+#: Words of at least this many characters also match as prefixes in near-miss lookups ("pri" ->
+#: "priya"); shorter ones match whole words only (a 1-2 letter prefix matches nearly everything).
+PREFIX_MIN = 3
+
+
+def fts_match(text: str, tenant: str) -> str | None:
+    """The MATCH expression for `page_names_fts`: any word of `text` as a word or (3+ characters)
+    a word prefix, within the tenant's rows. Terms are double-quoted alphanumeric tokens (a
+    prefix star is added outside the quotes), never FTS syntax."""
+    terms = query_terms(text)
+    if not terms:
+        return None
+    ors = " OR ".join(f'"{t}"*' if len(t) >= PREFIX_MIN else f'"{t}"' for t in terms)
+    return f'tenant_key : "{tenant_key(tenant)}" AND ({ors})'
+
+
+# ---------------------------------------------------------------------------------------------
+# search index
+
+
+@dataclass
+class _Matrix:
+    """One (tenant, model, dim) vector matrix at search generation `gen`.
+
+    The arrays are buffers with spare capacity: rows [0, n) are valid. A catch-up appends new rows
+    in place and clears `alive` for replaced or deleted rows, then publishes a new `_Matrix` over
+    the same buffers with a larger `n`; holders of the older object keep reading their prefix.
+    Catch-ups are serialised (`SqliteSearchIndex._refresh_lock`).
+    """
+
+    gen: int
+    n: int
+    ids: np.ndarray  # int64 docs.id
+    is_fact: np.ndarray  # bool
+    is_world: np.ndarray  # bool
+    alive: np.ndarray  # bool: False once the row was replaced or deleted
+    vectors: np.ndarray  # float32 (capacity, dim), rows unit-normalised
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.vectors.nbytes + self.ids.nbytes * 2)
+
+    @property
+    def dead(self) -> int:
+        return int(self.n - np.count_nonzero(self.alive[: self.n]))
+
+
+_DOC_COLS = "tenant, doc_id, kind, slug, title, text, visibility, fact_id, updated_at, vector, vector_model"
+
+
+def _doc_of(r: Sequence[Any], *, with_vector: bool = True) -> SearchDoc:
+    return SearchDoc(
+        tenant=r[0],
+        doc_id=r[1],
+        kind=r[2],
+        slug=r[3],
+        title=r[4],
+        text=r[5],
+        visibility=r[6],
+        fact_id=r[7],
+        updated_at=dt_of(r[8]),
+        vector=r[9] if with_vector else None,
+        vector_model=r[10] if with_vector else None,
+    )
+
+
+class SqliteSearchIndex:
+    write_through = True
+
+    def __init__(self, db: Database, *, cache_bytes: int = 768 * 1024 * 1024) -> None:
+        self.db = db
+        self.cache_bytes = cache_bytes
+        self._cache: OrderedDict[tuple[str, str, int], _Matrix] = OrderedDict()
+        self._cache_lock = threading.Lock()
+        self._refresh_lock = threading.Lock()
+
+    # -- writes
+
+    def upsert(self, docs: Sequence[SearchDoc]) -> None:
+        if not docs:
+            return
+
+        def run(conn: sqlite3.Connection) -> None:
+            gens = {t: _bump_gen(conn, t) for t in {d.tenant for d in docs}}
+            conn.executemany(
+                "INSERT INTO docs (tenant, doc_id, kind, slug, title, text, visibility, fact_id, "
+                "updated_at, vector, vector_model, rev) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+                "ON CONFLICT (tenant, doc_id) DO UPDATE SET kind = excluded.kind, "
+                "slug = excluded.slug, title = excluded.title, text = excluded.text, "
+                "visibility = excluded.visibility, fact_id = excluded.fact_id, "
+                "updated_at = excluded.updated_at, "
+                "vector = excluded.vector, vector_model = excluded.vector_model, rev = excluded.rev",
+                [
+                    (
+                        d.tenant,
+                        d.doc_id,
+                        d.kind,
+                        d.slug,
+                        d.title,
+                        d.text,
+                        d.visibility,
+                        d.fact_id,
+                        ms(d.updated_at),
+                        d.vector if d.vector_model else None,
+                        d.vector_model if d.vector else None,
+                        gens[d.tenant],
+                    )
+                    for d in docs
+                ],
+            )
+
+        self.db.write(run)
+
+    def delete(self, tenant: str, doc_ids: Sequence[str]) -> None:
+        ids = list(dict.fromkeys(doc_ids))
+        if not ids:
+            return
+
+        def run(conn: sqlite3.Connection) -> None:
+            gen = _bump_gen(conn, tenant)
+            for part in _chunks(ids):
+                conn.execute(
+                    f"DELETE FROM docs WHERE tenant = ? AND doc_id IN ({_marks(len(part))})", (tenant, *part)
+                )
+            _prune_tombstones(conn, tenant, gen)
+
+        self.db.write(run)
+
+    def delete_page(self, tenant: str, slug: str) -> None:
+        def run(conn: sqlite3.Connection) -> None:
+            gen = _bump_gen(conn, tenant)
+            conn.execute("DELETE FROM docs WHERE tenant = ? AND slug = ? AND kind = 'chunk'", (tenant, slug))
+            _prune_tombstones(conn, tenant, gen)
+
+        self.db.write(run)
+
+    # -- search
+
+    def search(self, query: SearchQuery) -> SearchHits:
+        kinds = tuple(sorted(set(query.kinds)))
+        k = max(0, int(query.k))
+        keyword = self._keyword(query, kinds, k) if k and kinds else []
+        if query.vector is None:
+            return SearchHits(keyword=tuple(keyword))
+        if not query.vector_model:
+            return SearchHits(keyword=tuple(keyword), vector_error="the query vector names no model")
+        try:
+            vector = self._vector(query, kinds, k) if k and kinds else []
+        except ValueError as exc:
+            return SearchHits(keyword=tuple(keyword), vector_error=str(exc))
+        except PortError:
+            return SearchHits(keyword=tuple(keyword), vector_error="the local vector index failed")
+        return SearchHits(keyword=tuple(keyword), vector=tuple(vector))
+
+    def _keyword(self, query: SearchQuery, kinds: tuple[str, ...], k: int) -> list[SearchHit]:
+        match = docs_match(query.text, query.tenant, kinds, query.world_only)
+        if match is None:
+            return []
+        sql = (
+            "SELECT d.doc_id, d.kind, d.slug, d.title, d.text, d.fact_id, r.score, d.tenant, d.visibility "
+            "FROM (SELECT rowid AS id, rank AS score FROM docs_fts "
+            "WHERE docs_fts MATCH ? ORDER BY rank LIMIT ?) r "
+            "CROSS JOIN docs d ON d.id = r.id ORDER BY r.score, d.id"
+        )
+        try:
+            rows = self.db.read(lambda c: c.execute(sql, (match, k)).fetchall())
+        except Unavailable as exc:
+            if exc.reason == "busy":
+                raise
+            return []  # the FTS engine rejecting a query must not fail the call
+        return [
+            SearchHit(
+                doc_id=r[0], kind=r[1], slug=r[2], title=r[3], text=r[4], fact_id=r[5], score=-float(r[6])
+            )
+            for r in rows
+            # the partition tokens already filtered; re-checking the real columns costs nothing
+            if r[7] == query.tenant and r[1] in kinds and (not query.world_only or r[8] == "world")
+        ]
+
+    def _gen(self, tenant: str) -> tuple[int, int]:
+        row = self.db.read(
+            lambda c: c.execute("SELECT gen, floor FROM search_gen WHERE tenant = ?", (tenant,)).fetchone()
+        )
+        return (0, 0) if row is None else (int(row[0]), int(row[1]))
+
+    def _matrix(self, tenant: str, model: str, dim: int) -> _Matrix:
+        key = (tenant, model, dim)
+        gen, floor = self._gen(tenant)
+        with self._cache_lock:
+            cached = self._cache.get(key)
+            if cached is not None:
+                self._cache.move_to_end(key)
+        if cached is not None and cached.gen == gen:
+            return cached
+        with self._refresh_lock:
+            with self._cache_lock:
+                cached = self._cache.get(key)  # another thread may have refreshed meanwhile
+            gen, floor = self._gen(tenant)
+            if cached is not None and cached.gen == gen:
+                return cached
+            matrix = None
+            if cached is not None and cached.gen >= floor:
+                base = cached
+                matrix = self.db.read(lambda c: self._catch_up(c, base, tenant, model, dim))
+            if matrix is None:
+                matrix = self.db.read(lambda c: self._load(c, tenant, model, dim))
+            with self._cache_lock:
+                self._cache[key] = matrix
+                self._cache.move_to_end(key)
+                total = sum(m.nbytes for m in self._cache.values())
+                while total > self.cache_bytes and len(self._cache) > 1:
+                    _, old = self._cache.popitem(last=False)
+                    total -= old.nbytes
+        return matrix
+
+    @staticmethod
+    def _rows_to_arrays(rows: Sequence[Sequence[Any]], dim: int) -> tuple[np.ndarray, ...]:
+        """(ids, is_fact, is_world, unit vectors) from (id, kind, visibility, vector) rows."""
+        n = len(rows)
+        vectors = np.frombuffer(b"".join(r[3] for r in rows), dtype="<f4").reshape(n, dim).astype(np.float32)
+        if n:
+            norms = np.linalg.norm(vectors, axis=1)
+            norms[norms == 0] = 1.0
+            vectors /= norms[:, None]
+        return (
+            np.fromiter((r[0] for r in rows), dtype=np.int64, count=n),
+            np.fromiter((r[1] == "fact" for r in rows), dtype=bool, count=n),
+            np.fromiter((r[2] == "world" for r in rows), dtype=bool, count=n),
+            vectors,
+        )
+
+    @staticmethod
+    def _with_capacity(gen: int, arrays: tuple[np.ndarray, ...], dim: int, spare: int) -> _Matrix:
+        ids, is_fact, is_world, vectors = arrays
+        n = len(ids)
+        cap = n + spare
+        m = _Matrix(
+            gen=gen,
+            n=n,
+            ids=np.zeros(cap, dtype=np.int64),
+            is_fact=np.zeros(cap, dtype=bool),
+            is_world=np.zeros(cap, dtype=bool),
+            alive=np.zeros(cap, dtype=bool),
+            vectors=np.zeros((cap, dim), dtype=np.float32),
+        )
+        m.ids[:n], m.is_fact[:n], m.is_world[:n], m.vectors[:n] = ids, is_fact, is_world, vectors
+        m.alive[:n] = True
+        return m
+
+    def _load(self, conn: sqlite3.Connection, tenant: str, model: str, dim: int) -> _Matrix:
+        """Read the tenant's vectors of one model into a fresh matrix, streaming in batches so the
+        peak memory stays near the matrix itself."""
+        where = "WHERE tenant = ? AND vector_model = ? AND length(vector) = ?"
+        args = (tenant, model, dim * 4)
+        conn.execute("BEGIN")  # the generation and the rows must come from one snapshot
+        try:
+            row = conn.execute("SELECT gen FROM search_gen WHERE tenant = ?", (tenant,)).fetchone()
+            (count,) = conn.execute(f"SELECT count(*) FROM docs {where}", args).fetchone()
+            gen = 0 if row is None else int(row[0])
+            empty = tuple(np.zeros((0, dim), np.float32) if a == 3 else np.zeros(0) for a in range(4))
+            m = self._with_capacity(gen, empty, dim, spare=count + max(256, count // 8))
+            m.n = 0
+            cur = conn.execute(f"SELECT id, kind, visibility, vector FROM docs {where}", args)
+            while batch := cur.fetchmany(4096):
+                ids, is_fact, is_world, vectors = self._rows_to_arrays(batch, dim)
+                a, b = m.n, m.n + len(batch)
+                if b > len(m.ids):  # cannot happen: the count and the rows share one snapshot
+                    break
+                m.ids[a:b], m.is_fact[a:b], m.is_world[a:b], m.vectors[a:b] = ids, is_fact, is_world, vectors
+                m.alive[a:b] = True
+                m.n = b
+        finally:
+            conn.execute("COMMIT")
+        return m
+
+    def _catch_up(
+        self, conn: sqlite3.Connection, m: _Matrix, tenant: str, model: str, dim: int
+    ) -> _Matrix | None:
+        """Apply the rows written and deleted since `m.gen`; None when a full reload is better."""
+        conn.execute("BEGIN")
+        try:
+            row = conn.execute("SELECT gen, floor FROM search_gen WHERE tenant = ?", (tenant,)).fetchone()
+            if row is None or m.gen < int(row[1]):
+                return None
+            changed = conn.execute(
+                "SELECT id, kind, visibility, vector, vector_model FROM docs WHERE tenant = ? AND rev > ?",
+                (tenant, m.gen),
+            ).fetchall()
+            gone = [
+                r[0]
+                for r in conn.execute(
+                    "SELECT id FROM docs_gone WHERE tenant = ? AND rev > ?", (tenant, m.gen)
+                )
+            ]
+        finally:
+            conn.execute("COMMIT")
+        fresh = [r for r in changed if r[4] == model and r[3] is not None and len(r[3]) == dim * 4]
+        if len(changed) + len(gone) > max(2000, m.n // 4) or m.dead + len(changed) + len(gone) > max(
+            1000, m.n // 4
+        ):
+            return None  # many changes or many dead rows: rebuild compactly
+        n = m.n
+        drop = np.fromiter([r[0] for r in changed] + gone, dtype=np.int64)
+        if len(drop):
+            m.alive[:n][np.isin(m.ids[:n], drop)] = False
+        if n + len(fresh) > len(m.ids):  # out of spare room: move to bigger buffers
+            keep = tuple(a[:n] for a in (m.ids, m.is_fact, m.is_world, m.vectors))
+            grown = self._with_capacity(m.gen, keep, dim, spare=max(256, n // 4 + len(fresh)))
+            grown.alive[:n] = m.alive[:n]
+            m = grown
+        ids, is_fact, is_world, vectors = self._rows_to_arrays(fresh, dim)
+        end = n + len(fresh)
+        m.ids[n:end], m.is_fact[n:end], m.is_world[n:end], m.vectors[n:end] = ids, is_fact, is_world, vectors
+        m.alive[n:end] = True
+        return _Matrix(int(row[0]), end, m.ids, m.is_fact, m.is_world, m.alive, m.vectors)
+
+    def _vector(self, query: SearchQuery, kinds: tuple[str, ...], k: int) -> list[SearchHit]:
+        assert query.vector is not None and query.vector_model is not None
+        if len(query.vector) % 4 or not query.vector:
+            raise ValueError("the query vector is malformed")
+        q = np.frombuffer(query.vector, dtype="<f4").astype(np.float32)
+        norm = float(np.linalg.norm(q))
+        if not np.isfinite(norm) or norm == 0.0:
+            raise ValueError("the query vector has zero length")
+        q /= norm
+        m = self._matrix(query.tenant, query.vector_model, q.shape[0])
+        n = m.n
+        if not n:
+            return []
+        # einsum, not BLAS: a matrix-vector product is memory-bound, and multi-threaded BLAS on a
+        # busy machine costs tens of milliseconds waiting for its threads
+        mask = m.alive[:n].copy()
+        if "fact" not in kinds:
+            mask &= ~m.is_fact[:n]
+        if "chunk" not in kinds:
+            mask &= m.is_fact[:n]
+        if query.world_only:
+            mask &= m.is_world[:n]
+        candidates = np.flatnonzero(mask)
+        if not len(candidates):
+            return []
+        cand_scores = np.einsum("ij,j->i", m.vectors[:n], q)[candidates]
+        if len(candidates) > k:
+            top = np.argpartition(-cand_scores, k - 1)[:k]
+        else:
+            top = np.arange(len(candidates))
+        top = top[np.argsort(-cand_scores[top], kind="stable")]
+        picked = [(int(m.ids[candidates[i]]), float(cand_scores[i])) for i in top]
+        ids = [p[0] for p in picked]
+
+        def fetch(conn: sqlite3.Connection) -> dict[int, tuple[Any, ...]]:
+            return {
+                r[0]: r
+                for r in conn.execute(
+                    # rowid seeks; the tenant is checked on the rows (an index on tenant would scan)
+                    "SELECT id, doc_id, kind, slug, title, text, fact_id, visibility, tenant FROM docs "
+                    f"WHERE id IN ({_marks(len(ids))})",
+                    ids,
+                )
+                if r[8] == query.tenant
+            }
+
+        rows = self.db.read(fetch)
+        hits = []
+        for doc_id, score in picked:
+            r = rows.get(doc_id)
+            if r is None or r[2] not in kinds or (query.world_only and r[7] != "world"):
+                continue  # changed since the matrix was read
+            hits.append(
+                SearchHit(doc_id=r[1], kind=r[2], slug=r[3], title=r[4], text=r[5], fact_id=r[6], score=score)
+            )
+        return hits
+
+    def drop_cache(self) -> None:
+        with self._cache_lock:
+            self._cache.clear()
