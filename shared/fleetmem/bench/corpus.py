@@ -118,8 +118,10 @@ def seed_corpus(
             aliases=(f"alias-{i:06d}",),
             summary=None,
             body=_body(rng, i),
-            links=(Link(type="works_with", target=slug_for((i * 7919 + 1) % pages), context=None),)
-            + hub_link(i, pages),
+            links=(
+                Link(type="works_with", target=slug_for((i * 7919 + 1) % pages), context=None),
+                *hub_link(i, pages),
+            ),
             timeline=(TimelineEntry(date=(now - timedelta(days=5)).date().isoformat(), text="kickoff"),)
             if i < TARGETS
             else (),

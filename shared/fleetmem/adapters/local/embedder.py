@@ -174,7 +174,7 @@ class MiniLMEmbedder:
 
 
 class _Request:
-    __slots__ = ("texts", "wake", "finished", "vectors", "error")
+    __slots__ = ("error", "finished", "texts", "vectors", "wake")
 
     def __init__(self, texts: list[str]) -> None:
         self.texts = texts
@@ -243,12 +243,11 @@ class MicroBatcher:
                     return
                 batch = self._take()
                 self.batches += 1
+            error: BaseException | None = None
             try:
                 vectors = self.embed_now([t for r in batch for t in r.texts])
             except BaseException as exc:  # every caller of the batch gets the failure
                 vectors, error = [], exc
-            else:
-                error = None
             at = 0
             for r in batch:
                 r.error = error

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from hashlib import blake2b
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 import numpy as np
 
@@ -1230,7 +1230,7 @@ class TermCounts:
 
     TTL = 30.0
     MAX_ENTRIES = 50_000
-    _all: weakref.WeakKeyDictionary[object, TermCounts] = weakref.WeakKeyDictionary()
+    _all: ClassVar[weakref.WeakKeyDictionary[object, TermCounts]] = weakref.WeakKeyDictionary()
     _all_lock = threading.Lock()
 
     def __init__(self) -> None:
