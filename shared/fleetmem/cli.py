@@ -21,7 +21,7 @@ import re
 import shlex
 import sys
 import tempfile
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -898,47 +898,7 @@ def _import_files(root: Path) -> list[Path]:
     )
 
 
-#: Files read ahead of the writer by the import's reader threads (file I/O overlaps the writes).
-IMPORT_READ_AHEAD = 64
-IMPORT_READERS = 4
-#: Texts per embedding batch in the import's second pass.
-IMPORT_EMBED_BATCH = 128
-
-
-def _read_page_file(path: Path) -> str | BaseException:
-    try:
-        return path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        return exc
-
-
-def _read_ahead(files: Sequence[Path]) -> Iterator[str | BaseException]:
-    """Each file's text (or its read error), in order, read by a few threads ahead of the caller."""
-    from collections import deque
-    from concurrent.futures import ThreadPoolExecutor
-
-    with ThreadPoolExecutor(IMPORT_READERS, thread_name_prefix="fleetmem-import-read") as pool:
-        window: deque[Any] = deque()
-        it = iter(files)
-        for path in it:
-            window.append(pool.submit(_read_page_file, path))
-            if len(window) >= IMPORT_READ_AHEAD:
-                break
-        for path in it:
-            yield window.popleft().result()
-            window.append(pool.submit(_read_page_file, path))
-        while window:
-            yield window.popleft().result()
-
-
 def cmd_import(args: argparse.Namespace, out: Output) -> int:
-    """Two passes: every page through `put_page` with embedding deferred (pages, links and keyword
-    index written at once), then the vectors in batches of IMPORT_EMBED_BATCH, as `fleetmem
-    reindex` does (resumable: an interrupted import leaves pages searchable by keyword, and
-    `fleetmem reindex` finishes the vectors). On a backend without the maintenance API, or without
-    an embedder, each page is embedded as it is written."""
-    import copy
-
     from fleetmem.transport.dispatch import dispatch
 
     root = Path(args.path).expanduser()
@@ -951,29 +911,26 @@ def cmd_import(args: argparse.Namespace, out: Output) -> int:
         )
     files = _import_files(root)
     deps = _build_deps(_settings(args))
-    defer = deps.embedder is not None and deps.backend == "local" and deps.stores is not None
-    writer = deps
-    if defer:
-        writer = copy.copy(deps)
-        writer.embedder, writer.embedder_problem = None, "embedding deferred to the end of the import"
     caller = _local_caller(args.tenant)
     progress = Progress(len(files), "import")
     imported: list[str] = []
     errors: list[dict[str, Any]] = []
-    for i, (path, content) in enumerate(zip(files, _read_ahead(files), strict=True), 1):
+    for i, path in enumerate(files, 1):
         rel = path.relative_to(root).as_posix()
         slug = rel[: -len(".md")]
-        if isinstance(content, BaseException):
+        try:
+            content = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
             errors.append(
                 {
                     "file": rel,
                     "slug": slug,
                     "code": "invalid_params",
-                    "message": f"not readable as UTF-8 text: {type(content).__name__}",
+                    "message": f"not readable as UTF-8 text: {type(exc).__name__}",
                 }
             )
         else:
-            result = dispatch("put_page", {"slug": slug, "content": content}, caller, writer, transport="cli")
+            result = dispatch("put_page", {"slug": slug, "content": content}, caller, deps, transport="cli")
             if result.is_error:
                 errors.append(
                     {
@@ -992,19 +949,7 @@ def cmd_import(args: argparse.Namespace, out: Output) -> int:
             Output.err(f"  {rel}: [{errors[-1]['code']}] {errors[-1]['message']}")
         progress.update(i, rel)
     progress.close()
-    embedded: dict[str, Any] | None = None
-    if defer and imported:
-        from fleetmem.errors import Unavailable
-        from fleetmem.maintenance import reindex
-
-        assert deps.embedder is not None
-        try:
-            embedded = reindex(deps.stores, deps.embedder, progress=sys.stderr, batch=IMPORT_EMBED_BATCH)
-        except Unavailable as exc:
-            Output.err(f"Embedding stopped ({exc}); pages are searchable by keyword. Finish with: fleetmem reindex")
     summary = f"Imported {len(imported)} of {len(files)} page(s) from {root}; {len(errors)} failed."
-    if embedded is not None:
-        summary += f" Embedded {embedded['docs'] + embedded['facts']} search item(s)."
     Output.err(summary)
     if out.as_json:
         out.document(
