@@ -55,3 +55,66 @@ def test_a_tiny_benchmark_run_prints_a_row_per_call_without_errors(fm: Fleetmem,
         row = next(line for line in table.splitlines() if line.startswith(f"| {label}"))
         assert "errors" not in row
     assert "delta p50 for 20 changes" in table
+
+
+def test_bench_options_parse_and_refuse_a_zero_concurrency() -> None:
+    import pytest
+
+    from fleetmem.bench.runner import parser
+
+    args = parser().parse_args(["--mixed", "--concurrency", "4", "--seconds", "2.5", "--pages", "200"])
+    assert (args.mixed, args.concurrency, args.seconds, args.pages, args.embedder) == (True, 4, 2.5, ["200"], None)
+    defaults = parser().parse_args([])
+    assert (defaults.mixed, defaults.concurrency, defaults.seconds) == (False, 32, 30.0)
+    with pytest.raises(SystemExit):
+        parser().parse_args(["--mixed", "--concurrency", "0"])
+
+
+def test_mixed_results_aggregate_calls_errors_and_percentiles_per_verb() -> None:
+    from fleetmem.bench.mixed import MIX, MixedResult, format_mixed
+
+    result = MixedResult(clients=3, seconds=2.0)
+    for ms in (1.0, 2.0, 3.0, 4.0):
+        result.record("recall", ms, None)
+    result.record("remember", 9.0, "invalid_params")
+    result.record("remember", 5.0, "transport:ReadTimeout")
+    result.record("entity", 1.5, None)
+    assert result.calls == 7 and result.rate() == 3.5
+    assert dict(result.errors) == {"invalid_params": 1, "transport:ReadTimeout": 1}
+    assert result.verbs["recall"].pct(0.5) in (2.0, 3.0) and result.verbs["recall"].pct(0.99) == 4.0
+    table = format_mixed(result, pages=100, embedder="hash")
+    assert "7 calls, 4 calls/s, 2 errors" in table
+    rows = {line.split(" | ")[0].lstrip("| "): line for line in table if line.startswith("| ")}
+    assert all(verb in rows for verb, _ in MIX)
+    assert rows["remember"].startswith("| remember | 2 | 2 |") and rows["put_page"] == "| put_page | 0 | 0 | – | – |"
+    assert rows["invalid_params"] == "| invalid_params | 1 |"
+
+
+def test_a_short_mixed_run_over_real_mcp_sessions_counts_every_verb_without_errors(
+    fm: Fleetmem, tmp_path: Path
+) -> None:
+    run = fm(
+        "bench",
+        "--mixed",
+        "--concurrency",
+        "3",
+        "--seconds",
+        "3",
+        "--pages",
+        "80",
+        "--embedder",
+        "hash",
+        "--data-dir",
+        str(tmp_path / "bench"),
+        data_dir=False,
+    )
+    assert run.code == 0, run.stderr
+    table = run.stdout
+    summary = next(line for line in table.splitlines() if " calls/s, " in line)
+    calls = int(summary.split(" calls,")[0].replace(",", ""))
+    assert calls > 0 and summary.endswith(" 0 errors"), summary
+    rows = [line.split(" | ") for line in table.splitlines() if line.startswith("| ") and "---" not in line]
+    verbs = {r[0].lstrip("| "): r for r in rows[1:]}
+    assert set(verbs) == {"recall", "entity", "remember", "context_pack", "delta", "put_page"}
+    assert sum(int(r[1].replace(",", "")) for r in verbs.values()) == calls
+    assert all(r[2] == "0" for r in verbs.values())

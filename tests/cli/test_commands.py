@@ -133,3 +133,24 @@ def test_import_refuses_oversized_slugs_titles_and_aliases_by_file(fm: Fleetmem,
     assert {e["code"] for e in report["errors"]} == {"invalid_params"}
     listed = fm("list-pages", "--json").json()
     assert [p["slug"] for p in listed["pages"]] == ["people/fine"]
+
+
+def test_import_of_many_files_stores_every_good_page_with_its_vectors(fm: Fleetmem, tmp_path: Path) -> None:
+    """150 pages and one unreadable file in the middle: every good page is stored, the bad one is
+    reported by name, and no search doc is left without a vector."""
+    from fleetmem.adapters.local import open_local
+    from fleetmem.adapters.local.hash_embedder import HashEmbedder
+
+    root = tmp_path / "notes"
+    for i in range(150):
+        write(root, f"people/p{i:03d}.md", f"---\ntitle: Person {i}\n---\nPerson {i} likes topic {i % 7}.\n")
+    write(root, "people/p075-bad.md", b"\xff\xfe not utf-8")
+    run = fm("import", str(root), "--json")
+    assert run.code == 1
+    report = run.json()
+    assert (report["total"], report["imported"], report["failed"]) == (151, 150, 1)
+    assert [e["file"] for e in report["errors"]] == ["people/p075-bad.md"]
+    with open_local(fm.data_dir) as stores:
+        assert stores.maintenance.unembedded(HashEmbedder().model_id)["docs"] == 0
+        heads = stores.pages.list("default", world_only=False, limit=500)
+        assert [h.slug for h in heads] == [f"people/p{i:03d}" for i in range(150)]

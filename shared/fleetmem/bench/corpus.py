@@ -1,7 +1,8 @@
 """A synthetic corpus shaped like the reference implementation's entity-card perf test.
 
 N pages (half people, half companies), ~1 alias and ~1 typed link per page, 2 facts per page, and
-50 "target" entities with 20 extra facts each (the entities the benchmark asks about). Everything
+50 "target" entities with 20 extra facts each (the entities the benchmark asks about), the first
+8 of them hubs that every 6th page also links to (~400 backlinks each at 20K pages). Everything
 is written through the store ports (`pages.put`, `facts.put`, `search.upsert` in batches), never
 through one dispatch per page and never with raw SQL, so the seeded rows are exactly what the
 verbs would have written — only faster.
@@ -15,14 +16,18 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from fleetmem.memory.indexing import doc_for_fact, docs_for_page
+from fleetmem.memory.indexing import doc_for_fact, docs_for_page, embed_docs
 from fleetmem.models import Fact, Link, Page, TimelineEntry
 from fleetmem.ports import Deps
 
 TARGETS = 50
 FACTS_PER_TARGET = 20
 FACTS_PER_PAGE = 2
+HUBS = 8
+HUB_EVERY = 6
 BATCH = 500
+#: Bumped whenever the corpus shape changes, so a reused data directory is seeded anew.
+CORPUS_VERSION = 2
 
 WORDS = (
     "pricing roadmap hiring churn onboarding security audit migration launch budget forecast partnership "
@@ -48,6 +53,13 @@ def title_for(i: int) -> str:
     return f"Person {i:06d}" if i % 2 == 0 else f"Company {i:06d}"
 
 
+def hub_link(i: int, pages: int) -> tuple[Link, ...]:
+    """Every HUB_EVERY-th non-target page also links to one of the HUBS first targets."""
+    if i < TARGETS or i % HUB_EVERY or pages <= HUBS:
+        return ()
+    return (Link(type="works_with", target=slug_for((i // HUB_EVERY) % HUBS), context=None),)
+
+
 def _body(rng: random.Random, i: int) -> str:
     words = " ".join(rng.choice(WORDS) for _ in range(24))
     return f"# {title_for(i)}\n\n{title_for(i)} works on {words}.\n"
@@ -61,9 +73,11 @@ def seed_corpus(
     now: datetime,
     progress: Callable[[int, int], None] | None = None,
     index_facts: bool = True,
+    embed: bool = False,
 ) -> Corpus:
     """Write the corpus into `deps`' stores. Page timestamps lie 400..30 days before `now`, so a
-    benchmark's own writes are the only recent changes (delta measures O(changes))."""
+    benchmark's own writes are the only recent changes (delta measures O(changes)). With `embed`,
+    every indexed doc gets its vector from `deps.embedder` (in batches, as an import would)."""
     rng = random.Random(pages)  # deterministic per size
     started = time.perf_counter()
     old = now - timedelta(days=400)
@@ -72,7 +86,7 @@ def seed_corpus(
 
     def flush(force: bool = False) -> None:
         if docs and (force or len(docs) >= BATCH):
-            deps.search.upsert(list(docs))
+            deps.search.upsert(embed_docs(deps, docs)[0] if embed else list(docs))
             docs.clear()
 
     def fact(i: int, k: int, slug: str, created: datetime) -> Fact:
@@ -104,7 +118,10 @@ def seed_corpus(
             aliases=(f"alias-{i:06d}",),
             summary=None,
             body=_body(rng, i),
-            links=(Link(type="works_with", target=slug_for((i * 7919 + 1) % pages), context=None),),
+            links=(
+                Link(type="works_with", target=slug_for((i * 7919 + 1) % pages), context=None),
+                *hub_link(i, pages),
+            ),
             timeline=(TimelineEntry(date=(now - timedelta(days=5)).date().isoformat(), text="kickoff"),)
             if i < TARGETS
             else (),

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from fleetmem.bench.corpus import WORDS, Corpus, seed_corpus, slug_for
+from fleetmem.bench.corpus import CORPUS_VERSION, WORDS, Corpus, seed_corpus, slug_for
 from fleetmem.config import Settings
 from fleetmem.models import Caller
 from fleetmem.timefmt import iso
@@ -87,10 +87,16 @@ def ensure_corpus(data_dir: Path, pages: int, embedder: str) -> tuple[Any, Corpu
     """Seed once per data directory (a marker remembers it), then make CHANGES fresh page edits."""
     deps = open_deps(data_dir, embedder)
     marker = data_dir / MARKER
-    if marker.exists() and json.loads(marker.read_text()).get("pages") == pages:
+    wanted = {"pages": pages, "version": CORPUS_VERSION, "embedded": embedder != "none"}
+    if marker.exists() and all(json.loads(marker.read_text()).get(k) == v for k, v in wanted.items()):
         info = json.loads(marker.read_text())
         corpus = Corpus(TENANT, pages, info["targets"], info["target_titles"], info["seconds"])
         _log(f"bench: reusing the {pages:,}-page corpus in {data_dir}")
+    elif marker.exists():
+        raise RuntimeError(
+            f"{data_dir} holds a corpus of another size, shape or embedder than asked "
+            f"({marker.read_text().strip()[:200]}): delete it or pass another --data-dir"
+        )
     else:
         _log(f"bench: seeding {pages:,} pages into {data_dir} …")
         corpus = seed_corpus(
@@ -98,6 +104,7 @@ def ensure_corpus(data_dir: Path, pages: int, embedder: str) -> tuple[Any, Corpu
             tenant=TENANT,
             pages=pages,
             now=deps.clock.now(),
+            embed=embedder != "none",
             progress=lambda done, total: (
                 _log(f"  seeded {done:,}/{total:,}") if done % 20000 == 0 or done == total else None
             ),
@@ -105,7 +112,7 @@ def ensure_corpus(data_dir: Path, pages: int, embedder: str) -> tuple[Any, Corpu
         marker.write_text(
             json.dumps(
                 {
-                    "pages": pages,
+                    **wanted,
                     "targets": corpus.targets,
                     "target_titles": corpus.target_titles,
                     "seconds": corpus.seconds,
@@ -292,6 +299,10 @@ def _ms(v: float) -> str:
 def run(args: argparse.Namespace) -> str:
     base = Path(args.data_dir) if args.data_dir else Path(tempfile.mkdtemp(prefix="fleetmem-bench-"))
     sizes = [int(s.replace("_", "").replace(",", "")) for s in args.pages]
+    if args.embedder is None:  # the mixed load runs the embedded default (MiniLM); latency keyword-only
+        args.embedder = "minilm" if args.mixed else "none"
+    if args.mixed:
+        return run_mixed_bench(args, base, sizes)
     lines = [
         f"fleetmem bench — {platform.system()} {platform.machine()}, {os.cpu_count()} cores, "
         f"Python {platform.python_version()}, embedder `{args.embedder}`, {args.iterations} calls per verb",
@@ -358,6 +369,41 @@ def run(args: argparse.Namespace) -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
+def run_mixed_bench(args: argparse.Namespace, base: Path, sizes: list[int]) -> str:
+    """`--mixed`: N MCP sessions against a real server for `--seconds` per corpus size."""
+    from fleetmem.bench.mixed import format_mixed, run_mixed
+
+    lines = [
+        f"fleetmem bench --mixed — {platform.system()} {platform.machine()}, {os.cpu_count()} cores, "
+        f"Python {platform.python_version()}, embedder `{args.embedder}`",
+        "",
+    ]
+    for n in sizes:
+        data_dir = base / f"pages-{n}-{args.embedder}"
+        data_dir.mkdir(parents=True, exist_ok=True)
+        _, corpus, _ = ensure_corpus(data_dir, n, args.embedder)
+        _log(f"bench: {args.concurrency} MCP clients, mixed workload, {args.seconds:g} s at {n:,} pages")
+        with http_server(data_dir, args.embedder) as (url, token):
+            result = run_mixed(url, token, corpus, clients=args.concurrency, seconds=args.seconds)
+        lines += [*format_mixed(result, pages=n, embedder=args.embedder), ""]
+    if not args.data_dir:
+        _log(f"bench: corpus left in {base} (pass --data-dir to reuse it next time)")
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def _positive(kind: type) -> Callable[[str], Any]:
+    def parse(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        if value <= 0:
+            raise argparse.ArgumentTypeError(f"{text!r} must be greater than 0")
+        return value
+
+    return parse
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="fleetmem bench", description=__doc__)
     p.add_argument("--pages", nargs="+", default=["20000"], help="corpus sizes, e.g. --pages 20000 200000")
@@ -367,10 +413,19 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--delta-baseline", type=int, default=2000, help="small corpus for the delta ratio")
     p.add_argument(
         "--embedder",
-        default="none",
+        default=None,
         choices=("none", "hash", "minilm"),
-        help="embedder for the corpus and calls (none: keyword-only, fastest seeding)",
+        help="embedder for the corpus and calls (default: none — keyword-only, fastest seeding; "
+        "minilm with --mixed)",
     )
+    p.add_argument(
+        "--mixed",
+        action="store_true",
+        help="fleet throughput: --concurrency MCP sessions issue recall, entity, remember, context_pack, "
+        "put_page and delta against a real server for --seconds",
+    )
+    p.add_argument("--concurrency", type=_positive(int), default=32, help="concurrent MCP clients (--mixed)")
+    p.add_argument("--seconds", type=_positive(float), default=30.0, help="duration of the mixed run (--mixed)")
     p.add_argument("--no-http", action="store_true", help="op layer only")
     p.add_argument("--data-dir", default=None, help="where corpora live (reused across runs)")
     return p

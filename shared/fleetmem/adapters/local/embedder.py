@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +36,8 @@ QUERY_CACHE_SIZE = 256
 QUERY_CACHE_MAX_CHARS = 2000
 #: A batch may hold at most this many times its real tokens once padded to its longest text.
 PAD_FACTOR = 2
+#: Concurrent embed calls of at most this many texts each are combined into one forward pass.
+COMBINE_MAX_TEXTS = 64
 BUILD_FIX = "run `fleetmem embedder build` (or scripts/build-embedder)"
 
 
@@ -62,6 +64,7 @@ class MiniLMEmbedder:
         self._session: Any = None
         self._numpy: _NumpyBert | None = None
         self._cache: OrderedDict[str, list[float]] = OrderedDict()
+        self._batcher = MicroBatcher(self._embed_now, max_texts=COMBINE_MAX_TEXTS)
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
         if isinstance(texts, str):
@@ -86,6 +89,9 @@ class MiniLMEmbedder:
         return list(vector)
 
     def _embed_many(self, texts: Sequence[str]) -> list[list[float]]:
+        return self._batcher.run([str(t) for t in texts])
+
+    def _embed_now(self, texts: list[str]) -> list[list[float]]:
         try:
             tokenizer = self._get_tokenizer()
             encodings = tokenizer.encode_batch([str(t) for t in texts])
@@ -165,6 +171,90 @@ class MiniLMEmbedder:
                     config = json.loads((self.path / "config.json").read_text(encoding="utf-8"))
                     self._numpy = _NumpyBert(path, config)
         return self._numpy
+
+
+class _Request:
+    __slots__ = ("error", "finished", "texts", "vectors", "wake")
+
+    def __init__(self, texts: list[str]) -> None:
+        self.texts = texts
+        self.wake = threading.Event()  # set when finished, or when promoted to lead
+        self.finished = False
+        self.vectors: list[list[float]] = []
+        self.error: BaseException | None = None
+
+
+class MicroBatcher:
+    """Combines concurrent `run(texts)` calls into one call of `embed_now` (flat combining).
+
+    The first caller to find no batch running becomes the leader: it embeds everything pending in
+    one call and hands each caller its own rows, until its own request is done; then it passes the
+    lead to the oldest waiting caller, if any. So a lone request runs at once (no added delay), and
+    N concurrent requests on the server threads cost one padded forward pass instead of N passes
+    competing for the cores. Requests of more than `max_texts` texts (imports, reindex) bypass it.
+    """
+
+    def __init__(self, embed_now: Callable[[list[str]], list[list[float]]], *, max_texts: int) -> None:
+        self.embed_now = embed_now
+        self.max_texts = max_texts
+        self._lock = threading.Lock()
+        self._pending: list[_Request] = []
+        self._leading = False
+        self.batches = 0  # combined forward calls made (read by tests and the bench)
+
+    def run(self, texts: list[str]) -> list[list[float]]:
+        if len(texts) > self.max_texts:
+            return self.embed_now(texts)
+        request = _Request(texts)
+        with self._lock:
+            self._pending.append(request)
+            lead = not self._leading
+            self._leading = True
+        while True:
+            if lead:
+                self._lead(request)
+            request.wake.wait()
+            if request.finished:
+                break
+            request.wake.clear()  # promoted: lead the next batches
+            lead = True
+        if request.error is not None:
+            raise request.error
+        return request.vectors
+
+    def _take(self) -> list[_Request]:
+        """Pending requests up to max_texts texts (always at least one); the lock is held."""
+        taken: list[_Request] = []
+        count = 0
+        while self._pending and (not taken or count + len(self._pending[0].texts) <= self.max_texts):
+            request = self._pending.pop(0)
+            taken.append(request)
+            count += len(request.texts)
+        return taken
+
+    def _lead(self, own: _Request) -> None:
+        while True:
+            with self._lock:
+                if own.finished:
+                    if self._pending:
+                        self._pending[0].wake.set()  # hand over the lead; _leading stays True
+                    else:
+                        self._leading = False
+                    return
+                batch = self._take()
+                self.batches += 1
+            error: BaseException | None = None
+            try:
+                vectors = self.embed_now([t for r in batch for t in r.texts])
+            except BaseException as exc:  # every caller of the batch gets the failure
+                vectors, error = [], exc
+            at = 0
+            for r in batch:
+                r.error = error
+                r.vectors = vectors[at : at + len(r.texts)] if error is None else []
+                at += len(r.texts)
+                r.finished = True
+                r.wake.set()
 
 
 def _batches(lengths: list[int]) -> list[list[int]]:

@@ -6,12 +6,14 @@ from __future__ import annotations
 import re
 import sqlite3
 import threading
+import time
 import unicodedata
+import weakref
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from hashlib import blake2b
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -86,16 +88,95 @@ def query_terms(text: str) -> list[str]:
     return kept[:_MAX_TERMS]
 
 
-def docs_match(text: str, tenant: str, kinds: Sequence[str], world_only: bool) -> str | None:
+def _partitions(tenant: str, kinds: Sequence[str], world_only: bool) -> list[str]:
+    visibilities = ("world",) if world_only else ("world", "private")
+    return [partition_key(tenant, k, v) for k in kinds for v in visibilities]
+
+
+def match_tokens(text: str, tenant: str, kinds: Sequence[str], world_only: bool) -> list[str]:
+    """The partition tokens a query's MATCH names (whose doc counts `docs_match` may bound by)."""
+    prefixes = _partitions(tenant, kinds, world_only)
+    return [p + t for t in query_terms(text) for p in prefixes]
+
+
+#: The keyword arm's work bound: when a query's words together occur in more docs than this (in
+#: the partitions it may see), the most common words are left out of the MATCH, most common first,
+#: until the rest fit (the rarest word with any match is always kept). BM25 gives such words little
+#: weight, and FTS5 otherwise scores every row holding them ("person" in 20K pages). Below the bound
+#: the MATCH is every word, as before.
+KEYWORD_MAX_ROWS = 1000
+
+
+def bound_terms(terms: Sequence[str], docs_with: Callable[[str], int], max_rows: int | None = None) -> list[str]:
+    """`terms` without the most common ones while their doc counts add up to more than `max_rows`
+    (default KEYWORD_MAX_ROWS)."""
+    max_rows = KEYWORD_MAX_ROWS if max_rows is None else max_rows
+    counts = {t: docs_with(t) for t in terms}
+    if sum(counts.values()) <= max_rows:
+        return list(terms)
+    kept, total = set(), 0
+    for t in sorted(terms, key=lambda t: counts[t]):
+        if counts[t] == 0 or total == 0 or total + counts[t] <= max_rows:
+            kept.add(t)
+            total += counts[t]
+    return [t for t in terms if t in kept]
+
+
+def docs_match(
+    text: str, tenant: str, kinds: Sequence[str], world_only: bool, counts: dict[str, int] | None = None
+) -> str | None:
     """The MATCH expression for free user text over the partitions a query may see, or None when
     the text holds no searchable word. Terms are double-quoted alphanumeric tokens, so no user
-    input is ever read as FTS syntax (operators, column filters, NEAR, prefixes)."""
+    input is ever read as FTS syntax (operators, column filters, NEAR, prefixes). With `counts`
+    (docs per partition token, from `TermCounts`) the terms are bounded by `bound_terms`."""
     terms = query_terms(text)
     if not terms:
         return None
-    visibilities = ("world",) if world_only else ("world", "private")
-    prefixes = [partition_key(tenant, k, v) for k in kinds for v in visibilities]
+    prefixes = _partitions(tenant, kinds, world_only)
+    if counts is not None:
+        terms = bound_terms(terms, lambda t: sum(counts.get(p + t, 0) for p in prefixes))
     return " OR ".join(f'"{p}{t}"' for t in terms for p in prefixes)
+
+
+class TermCounts:
+    """Docs per keyword token (FTS5 vocab), cached per database for `TTL` seconds: the counts only
+    steer which common words the keyword arm leaves out, so a slightly stale count is harmless."""
+
+    TTL = 30.0
+    MAX_ENTRIES = 50_000
+    _all: ClassVar[weakref.WeakKeyDictionary[object, TermCounts]] = weakref.WeakKeyDictionary()
+    _all_lock = threading.Lock()
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._counts: dict[str, tuple[int, float]] = {}
+
+    @classmethod
+    def of(cls, db: object) -> TermCounts:
+        with cls._all_lock:
+            counts = cls._all.get(db)
+            if counts is None:
+                counts = cls._all[db] = cls()
+            return counts
+
+    def get(self, conn: sqlite3.Connection, tokens: Sequence[str]) -> dict[str, int]:
+        now = time.monotonic()
+        with self._lock:
+            out = {t: v[0] for t in tokens if (v := self._counts.get(t)) and now - v[1] < self.TTL}
+        missing = [t for t in dict.fromkeys(tokens) if t not in out]
+        if missing:
+            conn.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.fm_docs_vocab USING fts5vocab(main, docs_fts, row)")
+            found: dict[str, int] = {}
+            for part in _chunks(missing):
+                sql = f"SELECT term, doc FROM temp.fm_docs_vocab WHERE term IN ({_marks(len(part))})"
+                found.update(conn.execute(sql, tuple(part)).fetchall())
+            with self._lock:
+                if len(self._counts) > self.MAX_ENTRIES:
+                    self._counts.clear()
+                for t in missing:
+                    out[t] = int(found.get(t, 0))
+                    self._counts[t] = (out[t], now)
+        return out
 
 
 #: Words of at least this many characters also match as prefixes in near-miss lookups ("pri" ->
@@ -253,7 +334,14 @@ class SqliteSearchIndex:
         return SearchHits(keyword=tuple(keyword), vector=tuple(vector))
 
     def _keyword(self, query: SearchQuery, kinds: tuple[str, ...], k: int) -> list[SearchHit]:
-        match = docs_match(query.text, query.tenant, kinds, query.world_only)
+        tokens = match_tokens(query.text, query.tenant, kinds, query.world_only)
+        if not tokens:
+            return []
+        try:
+            counts = self.db.read(lambda c: TermCounts.of(self.db).get(c, tokens))
+        except PortError:
+            counts = None  # no counts: the full MATCH, as without the bound
+        match = docs_match(query.text, query.tenant, kinds, query.world_only, counts)
         if match is None:
             return []
         sql = (
