@@ -1,5 +1,5 @@
 """Fact integrity through the one `dispatch`, on SQLite and on the AWS adapter set (moto server and
-DynamoDB Local for the tables, osmem-server for the OpenSearch index), with the real MiniLM model:
+DynamoDB Local for the tables, the real OpenSearch node for the index), with the real MiniLM model:
 
 - remember merges only facts that say the same thing (distinct invoices and templated stand-up
   notes stay two facts; a marked new value of the same attribute supersedes);
@@ -71,7 +71,7 @@ def deps(request: pytest.FixtureRequest, minilm: MiniLMEmbedder) -> Iterator[Dep
     prefix = engines.fresh_prefix()
     stores = engines.open_stores(endpoint, prefix)
     search = OpenSearchIndex(
-        request.getfixturevalue("osmem_url"),
+        request.getfixturevalue("opensearch_url"),
         model_id=minilm.model_id,
         dim=minilm.dim,
         service="none",

@@ -8,7 +8,7 @@
 - a fact born expired is stored expired and never supersedes or deduplicates a live fact.
 
 Every test runs through the one `dispatch` over the local SQLite stores and over the AWS stores
-(DynamoDB on moto in server mode and on DynamoDB Local, OpenSearch on osmem-server), all on
+(DynamoDB on moto in server mode and on DynamoDB Local, OpenSearch on the real OpenSearch node), all on
 127.0.0.1. The embedder is a deterministic table (below) so the 0.95 dedup threshold is hit
 exactly; nothing is mocked.
 """
@@ -77,17 +77,29 @@ def brain(request: pytest.FixtureRequest) -> Iterator[Deps]:
         if request.param == "aws-moto"
         else engines.dynamodb_local_endpoint(request.config)
     )
-    osmem = request.getfixturevalue("osmem_server")
-    clone = osmem.clone()
+    prefix = engines.fresh_prefix()
+    search = OpenSearchIndex(
+        request.getfixturevalue("opensearch_url"),
+        model_id=embedder.model_id,
+        dim=embedder.dim,
+        service="none",
+        prefix=prefix,
+    )
     try:
-        stores = engines.open_stores(endpoint, engines.fresh_prefix())
-        search = OpenSearchIndex(clone.url, model_id=embedder.model_id, dim=embedder.dim, service="none")
+        stores = engines.open_stores(endpoint, prefix)
         yield Deps.over(
-            stores, search=search, clock=clock, ids=SortableIds(), embedder=embedder, llm=None,
-            backend="aws", parallel=parallel,
+            stores,
+            search=search,
+            clock=clock,
+            ids=SortableIds(),
+            embedder=embedder,
+            llm=None,
+            backend="aws",
+            parallel=parallel,
         )
     finally:
-        clone.close()
+        search.client.indices.delete(index=search.index, ignore_unavailable=True)
+        search.client.close()
 
 
 def call(deps: Deps, tool: str, **args: Any) -> Any:
