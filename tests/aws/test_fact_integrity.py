@@ -60,34 +60,13 @@ def deps(request: pytest.FixtureRequest, minilm: MiniLMEmbedder) -> Iterator[Dep
         finally:
             stores.close()
         return
-    from fleetmem.adapters.aws.dynamo import parallel
-    from fleetmem.adapters.aws.opensearch import OpenSearchIndex
-
     endpoint = (
         engines.moto_endpoint(request.config)
         if request.param == "moto"
         else engines.dynamodb_local_endpoint(request.config)
     )
-    prefix = engines.fresh_prefix()
-    stores = engines.open_stores(endpoint, prefix)
-    search = OpenSearchIndex(
-        request.getfixturevalue("opensearch_url"),
-        model_id=minilm.model_id,
-        dim=minilm.dim,
-        service="none",
-        prefix=prefix,
-        write_through=True,
-    )
-    yield Deps.over(
-        stores,
-        search=search,
-        clock=clock,
-        ids=SortableIds(),
-        embedder=minilm,
-        llm=None,
-        backend="aws",
-        parallel=parallel,
-    )
+    with engines.aws_deps(request.config, endpoint, embedder=minilm, clock=clock, write_through=True) as deps:
+        yield deps
 
 
 def call(deps: Deps, tool: str, **args: Any) -> dict[str, Any]:

@@ -22,8 +22,6 @@ from typing import Any
 
 import pytest
 
-from fleetmem.adapters.aws.dynamo import parallel
-from fleetmem.adapters.aws.opensearch import OpenSearchIndex
 from fleetmem.adapters.local import open_local
 from fleetmem.adapters.local.clock import FixedClock
 from fleetmem.adapters.local.ids import SortableIds
@@ -77,29 +75,8 @@ def brain(request: pytest.FixtureRequest) -> Iterator[Deps]:
         if request.param == "aws-moto"
         else engines.dynamodb_local_endpoint(request.config)
     )
-    prefix = engines.fresh_prefix()
-    search = OpenSearchIndex(
-        request.getfixturevalue("opensearch_url"),
-        model_id=embedder.model_id,
-        dim=embedder.dim,
-        service="none",
-        prefix=prefix,
-    )
-    try:
-        stores = engines.open_stores(endpoint, prefix)
-        yield Deps.over(
-            stores,
-            search=search,
-            clock=clock,
-            ids=SortableIds(),
-            embedder=embedder,
-            llm=None,
-            backend="aws",
-            parallel=parallel,
-        )
-    finally:
-        search.client.indices.delete(index=search.index, ignore_unavailable=True)
-        search.client.close()
+    with engines.aws_deps(request.config, endpoint, embedder=embedder, clock=clock) as deps:
+        yield deps
 
 
 def call(deps: Deps, tool: str, **args: Any) -> Any:
