@@ -88,4 +88,6 @@ def serverless_index(url: str, **kwargs: Any) -> tuple[OpenSearchIndex, Serverle
     ServerlessTransport to the (unsigned) local node."""
     client = OpenSearch(hosts=[url], transport_class=ServerlessTransport)
     index = OpenSearchIndex(url, service="none", flavour="serverless", client=client, **kwargs)
-    return index, client.transport
+    transport = client.transport
+    assert isinstance(transport, ServerlessTransport)
+    return index, transport
