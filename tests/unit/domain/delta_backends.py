@@ -64,5 +64,6 @@ def open_deps(name: str, request: pytest.FixtureRequest, clock: Any, *, file: bo
             stores, search=search, clock=clock, ids=SortableIds(), llm=None, embedder=None, backend="aws"
         )
     finally:
+        search.client.indices.delete(index=search.index, ignore_unavailable=True)
         search.client.close()
 
