@@ -17,6 +17,16 @@ from fleetmem.ports import Deps
 START = datetime(2026, 6, 11, 9, 30, 0, tzinfo=UTC)
 
 
+@pytest.fixture(scope="session")
+def opensearch_url(request: pytest.FixtureRequest) -> str:
+    """A real single-node OpenSearch 2.19.1 with the k-NN plugin, one per test run
+    (tests/aws/engines.py: started on 127.0.0.1, stopped at the end; under CI=true a missing
+    engine fails instead of skipping). Tests isolate themselves by index prefix."""
+    from tests.aws import engines
+
+    return engines.opensearch_endpoint(request.config)
+
+
 @pytest.fixture
 def clock() -> FixedClock:
     return FixedClock(START)

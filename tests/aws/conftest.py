@@ -31,8 +31,3 @@ def ddb_endpoint(request: pytest.FixtureRequest) -> str:
         return engines.moto_endpoint(request.config)
     return engines.dynamodb_local_endpoint(request.config)
 
-
-@pytest.fixture(scope="session")
-def opensearch_url(request: pytest.FixtureRequest) -> str:
-    """A real single-node OpenSearch 2.19.1 with the k-NN plugin (see engines.opensearch_endpoint)."""
-    return engines.opensearch_endpoint(request.config)

@@ -24,7 +24,8 @@ import threading
 import time
 import urllib.request
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -343,6 +344,42 @@ def tables_for(endpoint: str, prefix: str) -> None:
         if (endpoint, prefix) not in _tables:
             create_tables(dynamodb_client(endpoint), prefix)
             _tables[(endpoint, prefix)] = True
+
+
+@contextmanager
+def aws_deps(
+    config: pytest.Config, ddb_endpoint: str, *, embedder: Any, clock: Any, write_through: bool = False
+) -> Iterator[Any]:
+    """Deps over the AWS stores on `ddb_endpoint` and an index on the run's OpenSearch node, both
+    under one fresh prefix; the index is deleted at the end."""
+    from fleetmem.adapters.aws.dynamo import parallel
+    from fleetmem.adapters.aws.opensearch import OpenSearchIndex
+    from fleetmem.adapters.local.ids import SortableIds
+    from fleetmem.ports import Deps
+
+    prefix = fresh_prefix()
+    search = OpenSearchIndex(
+        opensearch_endpoint(config),
+        model_id=embedder.model_id,
+        dim=embedder.dim,
+        service="none",
+        prefix=prefix,
+        write_through=write_through,
+    )
+    try:
+        stores = open_stores(ddb_endpoint, prefix)
+        yield Deps.over(
+            stores,
+            search=search,
+            clock=clock,
+            ids=SortableIds(),
+            embedder=embedder,
+            llm=None,
+            parallel=parallel,
+        )
+    finally:
+        search.client.indices.delete(index=search.index, ignore_unavailable=True)
+        search.client.close()
 
 
 def open_stores(endpoint: str, prefix: str, **kw: Any) -> Any:

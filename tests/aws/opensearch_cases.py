@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 from fleetmem.memory.vectors import pack
 from fleetmem.models import SearchDoc, SearchQuery
 
-INDEX = "fleetmem-docs-amazon-titan-embed-text-v2-0-4-v1"
+INDEX = "fleetmem-docs-amazon-titan-embed-text-v2-0-4-v2"
 MODEL = "amazon.titan-embed-text-v2:0"
 VECTOR = [0.5, 0.5, 0.5, 0.5]
 QUERY = SearchQuery(

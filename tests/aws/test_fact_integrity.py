@@ -1,5 +1,5 @@
 """Fact integrity through the one `dispatch`, on SQLite and on the AWS adapter set (moto server and
-DynamoDB Local for the tables, osmem-server for the OpenSearch index), with the real MiniLM model:
+DynamoDB Local for the tables, the real OpenSearch node for the index), with the real MiniLM model:
 
 - remember merges only facts that say the same thing (distinct invoices and templated stand-up
   notes stay two facts; a marked new value of the same attribute supersedes);
@@ -60,33 +60,13 @@ def deps(request: pytest.FixtureRequest, minilm: MiniLMEmbedder) -> Iterator[Dep
         finally:
             stores.close()
         return
-    from fleetmem.adapters.aws.dynamo import parallel
-    from fleetmem.adapters.aws.opensearch import OpenSearchIndex
-
     endpoint = (
         engines.moto_endpoint(request.config)
         if request.param == "moto"
         else engines.dynamodb_local_endpoint(request.config)
     )
-    prefix = engines.fresh_prefix()
-    stores = engines.open_stores(endpoint, prefix)
-    search = OpenSearchIndex(
-        request.getfixturevalue("osmem_url"),
-        model_id=minilm.model_id,
-        dim=minilm.dim,
-        service="none",
-        prefix=prefix,
-        write_through=True,
-    )
-    yield Deps.over(
-        stores,
-        search=search,
-        clock=clock,
-        ids=SortableIds(),
-        embedder=minilm,
-        llm=None,
-        parallel=parallel,
-    )
+    with engines.aws_deps(request.config, endpoint, embedder=minilm, clock=clock, write_through=True) as deps:
+        yield deps
 
 
 def call(deps: Deps, tool: str, **args: Any) -> dict[str, Any]:

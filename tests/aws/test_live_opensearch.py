@@ -4,8 +4,12 @@ per test run by tests/aws/engines.py. Nothing here is a stand-in: the `_msearch`
 with its efficient filter, the cosine score scale, the per-model indices and the deletes are the
 node's own behaviour.
 
+Every test that takes the `flavour` fixture runs twice: as a managed domain (`_id` = doc_key) and
+under serverless constraints (the `serverless` flavour through tests/aws/serverless.py's
+transport, which fails the test on any custom `_id` or `_delete_by_query` the adapter sends).
+
 The port contract suite (tests/contract/test_search_index.py) runs on the same node as the
-"opensearch" backend; with OPENSEARCH_URL set it runs once more against that endpoint
+"opensearch" and "opensearch-serverless" backends; with OPENSEARCH_URL set it runs once more against that endpoint
 ("opensearch-live", SigV4 per OPENSEARCH_SERVICE=es|aoss)."""
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import pytest
 
 from fleetmem.adapters.aws.opensearch import OpenSearchIndex
 from fleetmem.models import SearchQuery
+from tests.aws.serverless import ServerlessViolation, serverless_index
 from tests.contract.builders import doc, unit
 
 pytestmark = pytest.mark.live_opensearch
@@ -56,8 +61,29 @@ class _Recorder:
         return getattr(self.client, name)
 
 
-def _index(url: str, prefix: str, *, model_id: str = MODEL, dim: int = DIM) -> OpenSearchIndex:
+@pytest.fixture(params=["domain", "serverless"])
+def flavour(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+def _index(url: str, prefix: str, flavour: str, *, model_id: str = MODEL, dim: int = DIM) -> OpenSearchIndex:
+    if flavour == "serverless":
+        return serverless_index(url, model_id=model_id, dim=dim, prefix=prefix)[0]
     return OpenSearchIndex(url, model_id=model_id, dim=dim, prefix=prefix, service="none", refresh=True)
+
+
+def settle(ix: OpenSearchIndex) -> None:
+    """Make the writes searchable (the serverless flavour sends no refresh; a collection refreshes
+    on its own)."""
+    ix.ensure_index()
+    ix.client.indices.refresh(index=ix.index)
+
+
+def stored(ix: OpenSearchIndex, tenant: str) -> list[str]:
+    """The doc ids of `tenant` as the node holds them, duplicates included."""
+    settle(ix)
+    body = {"size": 100, "query": {"term": {"tenant": tenant}}}
+    return sorted(h["_source"]["doc_id"] for h in ix.client.search(index=ix.index, body=body)["hits"]["hits"])
 
 
 @pytest.fixture
@@ -72,8 +98,8 @@ def prefix(opensearch_url: str) -> Iterator[str]:
 
 
 @pytest.fixture
-def index(opensearch_url: str, prefix: str) -> Iterator[OpenSearchIndex]:
-    ix = _index(opensearch_url, prefix)
+def index(opensearch_url: str, prefix: str, flavour: str) -> Iterator[OpenSearchIndex]:
+    ix = _index(opensearch_url, prefix, flavour)
     yield ix
     ix.client.close()
 
@@ -112,6 +138,7 @@ def test_keyword_and_knn_arms_go_out_in_one_msearch(index: OpenSearchIndex) -> N
             doc("t1", "chunk:drinks/tea#0", "green tea is mild", vector=vec(0, 1), vector_model=MODEL),
         ]
     )
+    settle(index)
     rec = _Recorder(index.client)
     index._client = rec
     hits = index.search(q("t1", "coffee", vector=vec(0.1, 1)))
@@ -133,6 +160,7 @@ def test_vector_scores_come_back_as_cosine(index: OpenSearchIndex) -> None:
             doc("t1", "chunk:b#0", "beta", vector=vec(*b), vector_model=MODEL),
         ]
     )
+    settle(index)
     hits = index.search(q("t1", vector=vec(*query)))
     scores = {h.doc_id: h.score for h in hits.vector or ()}
     assert scores["chunk:a#0"] == pytest.approx(cosine(a, query), abs=1e-4)
@@ -150,6 +178,7 @@ def test_knn_filters_are_efficient_a_small_tenant_still_gets_k_hits(index: OpenS
         doc("t1", f"chunk:mine/{n}#0", f"mine {n}", vector=vec(0.1 * n, 1, 0, 0), vector_model=MODEL) for n in range(3)
     ]
     index.upsert([*crowd, *mine])
+    settle(index)
     hits = index.search(q("t1", vector=vec(1, 0, 0, 0), k=3))
     assert sorted(ids(hits.vector)) == sorted(d.doc_id for d in mine)
 
@@ -162,6 +191,7 @@ def test_knn_filters_kind_and_visibility(index: OpenSearchIndex) -> None:
             doc("t1", "fact:f_1", "a fact", vector=vec(1, 0), vector_model=MODEL),
         ]
     )
+    settle(index)
     world_chunks = index.search(q("t1", vector=vec(1, 0)))
     assert ids(world_chunks.vector) == ["chunk:pub/a#0"]
     everything = index.search(q("t1", vector=vec(1, 0), kinds=("chunk", "fact"), world_only=False))
@@ -170,14 +200,15 @@ def test_knn_filters_kind_and_visibility(index: OpenSearchIndex) -> None:
     assert ids(facts.vector) == ["fact:f_1"]
 
 
-def test_each_model_has_its_own_index(opensearch_url: str, prefix: str) -> None:
+def test_each_model_has_its_own_index(opensearch_url: str, prefix: str, flavour: str) -> None:
     """Index-per-model versioning: a model (or dimension) change is a new index; the old one is
     untouched and vectors of the two models are never compared."""
-    old = _index(opensearch_url, prefix, model_id="model-a", dim=4)
-    new = _index(opensearch_url, prefix, model_id="model-b", dim=8)
+    old = _index(opensearch_url, prefix, flavour, model_id="model-a", dim=4)
+    new = _index(opensearch_url, prefix, flavour, model_id="model-b", dim=8)
     try:
         old.upsert([doc("t1", "chunk:x#0", "only in the old index", vector=vec(1, 0), vector_model="model-a")])
         new.upsert([doc("t1", "chunk:y#0", "only in the new index", vector=unit(1, 0, dim=8), vector_model="model-b")])
+        settle(old), settle(new)
         assert old.index != new.index
         assert old.client.indices.exists(index=old.index) and new.client.indices.exists(index=new.index)
         mapping = new.client.indices.get_mapping(index=new.index)[new.index]["mappings"]["properties"]
@@ -199,24 +230,100 @@ def test_deletes_leave_nothing_searchable(index: OpenSearchIndex) -> None:
             doc("t1", "fact:f_1", "espresso fact", vector=vec(1, 0), vector_model=MODEL),
             doc("t1", "chunk:drinks/coffee#0", "espresso chunk one", vector=vec(1, 0), vector_model=MODEL),
             doc("t1", "chunk:drinks/coffee#1", "espresso chunk two", vector=vec(1, 0), vector_model=MODEL),
+            doc("t1", "chunk:drinks/coffee-beans#0", "espresso of another page", vector=vec(1, 0), vector_model=MODEL),
             doc("t2", "chunk:drinks/coffee#0", "espresso chunk of t2", vector=vec(1, 0), vector_model=MODEL),
         ]
     )
+    settle(index)
     both = ("chunk", "fact")
     index.delete("t1", ["fact:f_1"])
     index.delete("t1", ["fact:never-indexed"])  # a missing doc is not an error
     index.delete_page("t1", "drinks/coffee")
-    index.client.indices.refresh(index=index.index)
+    index.delete_page("t1", "drinks/never-written")
+    settle(index)
     t1 = index.search(q("t1", "espresso", vector=vec(1, 0), kinds=both))
-    assert t1.keyword == () and t1.vector == ()
+    assert ids(t1.keyword) == ids(t1.vector) == ["chunk:drinks/coffee-beans#0"]
     t2 = index.search(q("t2", "espresso", vector=vec(1, 0), kinds=both))
     assert ids(t2.keyword) == ids(t2.vector) == ["chunk:drinks/coffee#0"]
+
+
+def test_a_delete_page_on_a_missing_index_is_a_no_op(index: OpenSearchIndex) -> None:
+    index.delete_page("t1", "drinks/coffee")
+    index.delete("t1", ["fact:f_1"])
+    assert stored(index, "t1") == []
 
 
 def test_redelivered_upserts_keep_one_doc(index: OpenSearchIndex) -> None:
     d = doc("t1", "chunk:a#0", "same doc", vector=vec(1, 0), vector_model=MODEL)
     index.upsert([d])
+    settle(index)
     index.upsert([d.model_copy(update={"text": "same doc, new text"})])
+    settle(index)
     assert index.client.count(index=index.index)["count"] == 1
     hits = index.search(q("t1", "new text", vector=vec(1, 0)))
     assert [h.text for h in hits.keyword] == ["same doc, new text"]
+
+
+def test_a_write_then_a_delete_before_any_refresh_leaves_nothing(index: OpenSearchIndex) -> None:
+    """A fact written and purged in one stream batch: the delete runs before the write is
+    searchable (refreshes are off here, as on a collection between its refreshes)."""
+    index.ensure_index()
+    index.client.indices.put_settings(index=index.index, body={"index": {"refresh_interval": "-1"}})
+    index._refresh = False
+    index.upsert([doc("t1", "fact:f_1", "espresso fact", vector=vec(1, 0), vector_model=MODEL)])
+    index.upsert([doc("t1", "chunk:drinks/coffee#0", "espresso chunk", vector=vec(1, 0), vector_model=MODEL)])
+    index.delete("t1", ["fact:f_1"])
+    index.delete_page("t1", "drinks/coffee")
+    assert stored(index, "t1") == []
+
+
+def test_serverless_duplicates_from_a_race_are_folded_and_never_returned_twice(
+    opensearch_url: str, prefix: str
+) -> None:
+    """Two indexer processes deliver the same new doc before either write is searchable: both
+    find nothing and both insert. Search still returns the doc once; the next write of that doc
+    keeps one and deletes the other; a delete removes every copy."""
+    a, transport = serverless_index(opensearch_url, model_id=MODEL, dim=DIM, prefix=prefix)
+    b, _ = serverless_index(opensearch_url, model_id=MODEL, dim=DIM, prefix=prefix)
+    try:
+        d = doc("t1", "fact:f_1", "espresso fact", vector=vec(1, 0), vector_model=MODEL)
+        a.ensure_index()
+        a.client.indices.put_settings(index=a.index, body={"index": {"refresh_interval": "-1"}})
+        a.upsert([d])
+        b.upsert([d])
+        assert stored(a, "t1") == ["fact:f_1", "fact:f_1"]
+        hits = a.search(q("t1", "espresso", vector=vec(1, 0), kinds=("fact",)))
+        assert ids(hits.keyword) == ids(hits.vector) == ["fact:f_1"]
+        b.upsert([d.model_copy(update={"text": "espresso fact, corrected"})])
+        assert stored(a, "t1") == ["fact:f_1"]
+        assert [h.text for h in a.search(q("t1", "espresso", kinds=("fact",))).keyword] == ["espresso fact, corrected"]
+        a.upsert([d]), b.upsert([d])
+        a.delete("t1", ["fact:f_1"])
+        assert stored(a, "t1") == []
+        indexed = [h for h in transport.bulk_actions if "index" in h]
+        assert indexed and all("_id" not in h["index"] or h["index"]["_id"] in transport.issued for h in indexed)
+    finally:
+        a.client.close()
+        b.client.close()
+
+
+def test_the_serverless_transport_refuses_a_custom_id(opensearch_url: str, prefix: str) -> None:
+    """The constraint check can fail: the domain flavour's `_id` = doc_key is refused."""
+    from opensearchpy import OpenSearch
+
+    from tests.aws.serverless import ServerlessTransport
+
+    client = OpenSearch(hosts=[opensearch_url], transport_class=ServerlessTransport)
+    domain = OpenSearchIndex(opensearch_url, model_id=MODEL, dim=DIM, prefix=prefix, service="none", client=client)
+    try:
+        with pytest.raises(ServerlessViolation, match="custom _id"):
+            domain.upsert([doc("t1", "fact:f_1", "espresso fact")])
+        with pytest.raises(ServerlessViolation, match="_delete_by_query"):
+            client.delete_by_query(index=domain.index, body={"query": {"match_all": {}}})
+    finally:
+        client.close()
+
+
+def test_an_unknown_flavour_is_refused() -> None:
+    with pytest.raises(ValueError, match="domain, serverless"):
+        OpenSearchIndex("http://127.0.0.1:9", model_id=MODEL, dim=DIM, flavour="vectorsearch")

@@ -37,8 +37,9 @@ def test_the_search_index_is_keyed_by_the_configured_embedding_model():
     )
     search = open_aws(settings).search
     assert isinstance(search, OpenSearchIndex)
-    assert search.index == "fleetmem-docs-amazon-titan-embed-text-v2-0-512-v1"
+    assert search.index == "fleetmem-docs-amazon-titan-embed-text-v2-0-512-v2"
     assert (search.service, search.dim, search.write_through) == ("aoss", 512, False)
+    assert search.flavour == "serverless"  # aoss: the collection generates `_id`s
 
 
 def test_write_through_is_opt_in_for_runs_without_a_stream_indexer():
@@ -49,3 +50,4 @@ def test_write_through_is_opt_in_for_runs_without_a_stream_indexer():
         opensearch_write_through=True,
     )
     assert open_aws(settings).search.write_through is True
+    assert open_aws(settings).search.flavour == "domain"

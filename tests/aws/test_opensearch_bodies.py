@@ -1,10 +1,10 @@
 """OpenSearch request bodies and response parsing, without a server.
 
-osmem (the local engine) has no k-NN, so the k-NN and `_msearch` bodies are pinned as golden JSON
-(tests/aws/golden/) and checked against the documented DSL: efficient filtering puts the filter
+The bodies are pinned as golden JSON (tests/aws/golden/; the real node runs them in
+tests/aws/test_live_opensearch.py) and checked against the documented DSL: efficient filtering puts the filter
 INSIDE the knn field clause (lucene engine, HNSW, cosinesimil), keyword search is a `multi_match`
 under a bool filter on tenant/kind/visibility. Responses recorded in the real shapes
-(tests/aws/golden/responses/; the knn error is osmem's actual answer) are parsed.
+(tests/aws/golden/responses/; the knn error is an engine without k-NN answering) are parsed.
 """
 
 from __future__ import annotations
@@ -17,11 +17,14 @@ import pytest
 from fleetmem.adapters.aws.opensearch import (
     bulk_body,
     delete_page_body,
+    doc_key,
     index_body,
     index_name,
     keyword_body,
     knn_body,
     msearch_body,
+    parse_hits,
+    parse_lookup,
     parse_msearch,
 )
 from fleetmem.errors import Unavailable
@@ -99,8 +102,41 @@ def test_bulk_upserts_by_tenant_scoped_id_and_never_stores_a_foreign_models_vect
     assert lines[4] == {"delete": {"_index": INDEX, "_id": "t1|fact:f_9"}}
 
 
+def test_every_doc_carries_its_tenant_scoped_key():
+    lines = bulk_body(INDEX, upserts=DOCS, model_id=MODEL)
+    assert [lines[1]["doc_key"], lines[3]["doc_key"]] == ["t1|chunk:people/alice#0", "t1|fact:f_1"]
+    assert doc_key("t1", "fact:f_1") != doc_key("t2", "fact:f_1")
+
+
+def test_serverless_bulk_sends_only_ids_a_lookup_found_and_folds_duplicates():
+    found = {"t1|chunk:people/alice#0": ["gen-a", "gen-b"], "t1|fact:f_9": ["gen-c", "gen-d"]}
+    lines = bulk_body(
+        INDEX, upserts=DOCS, deletes=[("t1", "fact:f_9"), ("t1", "fact:gone")], model_id=MODEL, found=found
+    )
+    assert lines[0] == {"delete": {"_index": INDEX, "_id": "gen-b"}}  # the duplicate
+    assert lines[1] == {"index": {"_index": INDEX, "_id": "gen-a"}}  # the kept copy, rewritten
+    assert lines[3] == {"index": {"_index": INDEX}}  # a new doc: the node picks the `_id`
+    assert lines[5:] == [{"delete": {"_index": INDEX, "_id": "gen-c"}}, {"delete": {"_index": INDEX, "_id": "gen-d"}}]
+
+
 def test_delete_page_targets_one_tenants_chunks_of_one_slug():
     assert delete_page_body("t1", "people/alice") == golden("delete_page_body.json")
+
+
+def test_a_lookup_that_matched_more_than_it_read_is_retried_not_half_done():
+    hit = {"_id": "gen-a", "_source": {"doc_key": "t1|fact:f_1"}}
+    assert parse_lookup({"hits": {"total": {"value": 1}, "hits": [hit]}}) == {"t1|fact:f_1": ["gen-a"]}
+    with pytest.raises(Unavailable):
+        parse_lookup({"hits": {"total": {"value": 2}, "hits": [hit]}})
+
+
+def test_a_doc_stored_twice_is_answered_once_at_its_best_rank():
+    rows = [
+        {"_id": i, "_score": s, "_source": {"doc_id": d, "kind": "fact"}}
+        for i, s, d in [("x", 3.0, "fact:f_1"), ("y", 2.0, "fact:f_2"), ("z", 1.0, "fact:f_1")]
+    ]
+    hits = parse_hits({"hits": {"hits": rows}})
+    assert [(h.doc_id, h.score) for h in hits] == [("fact:f_1", 3.0), ("fact:f_2", 2.0)]
 
 
 def test_a_hybrid_response_parses_both_arms_with_cosine_vector_scores():

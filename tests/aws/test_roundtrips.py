@@ -1,7 +1,7 @@
 """Round-trip budgets of the verbs on the AWS adapter set.
 
 Each verb runs through the one `dispatch` over `open_aws` on moto (server mode) with the
-OpenSearch index on osmem; botocore `before-call` hooks and a wrapper on the OpenSearch transport
+OpenSearch index on the real OpenSearch node; botocore `before-call` hooks and a wrapper on the OpenSearch transport
 count every API call, and calls issued together by one adapter fan-out count as one sequential
 round trip. The measurements are written to tests/aws/roundtrips.json, from which
 `python tests/aws/render_roundtrips.py` renders the table in docs/table-design.md.
@@ -58,15 +58,16 @@ CASES: list[tuple[str, str, dict[str, Any], int, int]] = [
 
 
 @pytest.fixture(scope="module")
-def measured(request: pytest.FixtureRequest, osmem_server: Any) -> dict[str, dict[str, Any]]:
+def measured(request: pytest.FixtureRequest, opensearch_url: str) -> dict[str, dict[str, Any]]:
     """Runs every case once, in order, on a freshly seeded brain, and writes roundtrips.json (each
     pytest-xdist worker that gets a case measures them all, so the file is always complete)."""
     endpoint = engines.moto_endpoint(request.config)
     stores = engines.open_stores(endpoint, engines.fresh_prefix())
     embedder = HashEmbedder(dim=16)
-    clone = osmem_server.clone()
+    search = OpenSearchIndex(
+        opensearch_url, model_id=embedder.model_id, dim=embedder.dim, service="none", prefix=engines.fresh_prefix()
+    )
     try:
-        search = OpenSearchIndex(clone.url, model_id=embedder.model_id, dim=embedder.dim, service="none")
         deps = Deps.over(
             stores,
             search=search,
@@ -114,7 +115,8 @@ def measured(request: pytest.FixtureRequest, osmem_server: Any) -> dict[str, dic
             assert not result.is_error, (case_id, result.body)
             out[case_id] = {"tool": tool, "budget": budget, "embedding_budget": embeds, **recorder.summary()}
     finally:
-        clone.close()
+        search.client.indices.delete(index=search.index, ignore_unavailable=True)
+        search.client.close()
     OUT.write_text(json.dumps(out, indent=2) + "\n")
     return out
 

@@ -2,8 +2,10 @@
 
 End to end on real engines: writes go through the DynamoDB stores on moto (server mode), the
 stream records are read back with the DynamoDB Streams API exactly as the indexer Lambda receives
-them, and the operations are applied to an OpenSearchIndex on osmem. The deterministic
-HashEmbedder stands in for Bedrock (which cannot run here).
+them, and the operations are applied to an OpenSearchIndex on the real OpenSearch node, once in
+each flavour: `domain` and `serverless` (through tests/aws/serverless.py's transport, which fails
+the test on a custom `_id` or a `_delete_by_query`). The deterministic HashEmbedder stands in for
+Bedrock (which cannot run here).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from fleetmem.adapters.local.hash_embedder import HashEmbedder
 from fleetmem.errors import Unavailable
 from fleetmem.models import Fact, Page, SearchDoc, SearchQuery
 from tests.aws import engines
+from tests.aws.serverless import serverless_index
 
 T0 = datetime(2026, 6, 11, 9, 30, tzinfo=UTC)
 LONG_BODY = "\n\n".join(f"## Part {n}\n" + ("green tea notes " * 80) for n in range(4))
@@ -69,9 +72,9 @@ class StreamReader:
         self.streams = engines.session().client("dynamodbstreams", endpoint_url=endpoint)
         arn = ddb.describe_table(TableName=table)["Table"]["LatestStreamArn"]
         shard = self.streams.describe_stream(StreamArn=arn)["StreamDescription"]["Shards"][0]["ShardId"]
-        self.it = self.streams.get_shard_iterator(
-            StreamArn=arn, ShardId=shard, ShardIteratorType="TRIM_HORIZON"
-        )["ShardIterator"]
+        self.it = self.streams.get_shard_iterator(StreamArn=arn, ShardId=shard, ShardIteratorType="TRIM_HORIZON")[
+            "ShardIterator"
+        ]
 
     def read(self) -> list[dict[str, Any]]:
         out = self.streams.get_records(ShardIterator=self.it)
@@ -79,23 +82,35 @@ class StreamReader:
         return out["Records"]
 
 
-@pytest.fixture
-def world(moto_endpoint, osmem_url):
+@pytest.fixture(params=["domain", "serverless"])
+def world(request, moto_endpoint, opensearch_url):
     prefix = engines.fresh_prefix()
     stores = engines.open_stores(moto_endpoint, prefix)
     embedder = HashEmbedder(dim=16)
-    index = OpenSearchIndex(
-        osmem_url, model_id=embedder.model_id, dim=embedder.dim, service="none", prefix=prefix
-    )
+    kw = {"model_id": embedder.model_id, "dim": embedder.dim, "prefix": prefix}
+    if request.param == "serverless":
+        index, _ = serverless_index(opensearch_url, **kw)
+    else:
+        index = OpenSearchIndex(opensearch_url, service="none", **kw)
     facts = StreamReader(moto_endpoint, FACTS.physical_name(prefix))
     pages = StreamReader(moto_endpoint, PAGES.physical_name(prefix))
-    return stores, index, embedder, facts, pages
+    yield stores, index, embedder, facts, pages
+    index.client.indices.delete(index=index.index, ignore_unavailable=True)
+    index.client.close()
 
 
 def found(index: OpenSearchIndex, tenant: str, text: str, kinds=("chunk", "fact")) -> list[str]:
+    """Every doc id of `tenant` matching `text`, duplicates included (counted from the node, not
+    from the adapter's de-duplicated answer)."""
     index.ensure_index()
     index.client.indices.refresh(index=index.index)
     hits = index.search(SearchQuery(tenant=tenant, text=text, kinds=kinds, world_only=False, k=50))
+    raw = index.client.search(
+        index=index.index,
+        body={"size": 100, "query": {"bool": {"filter": [{"term": {"tenant": tenant}}]}}},
+    )["hits"]["hits"]
+    stored = [h["_source"]["doc_id"] for h in raw]
+    assert len(stored) == len(set(stored)), f"duplicate docs in the index: {sorted(stored)}"
     return sorted(h.doc_id for h in hits.keyword)
 
 
@@ -105,8 +120,10 @@ def test_fact_inserts_are_indexed_with_a_vector_of_the_index_model(world):
     result = handle_batch(facts.read(), index=index, embedder=embedder)
     assert result.failed == [] and result.response() == {"batchItemFailures": []}
     assert found(index, "t1", "oolong") == ["fact:f_1"]
-    src = index.client.get(index=index.index, id="t1|fact:f_1")["_source"]
-    assert len(src["vector"]) == embedder.dim
+    (hit,) = index.client.search(index=index.index, body={"query": {"term": {"doc_key": "t1|fact:f_1"}}})["hits"][
+        "hits"
+    ]
+    assert len(hit["_source"]["vector"]) == embedder.dim
 
 
 def test_supersession_and_forget_remove_the_old_fact_from_the_index(world):

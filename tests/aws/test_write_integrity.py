@@ -8,7 +8,7 @@
 - a fact born expired is stored expired and never supersedes or deduplicates a live fact.
 
 Every test runs through the one `dispatch` over the local SQLite stores and over the AWS stores
-(DynamoDB on moto in server mode and on DynamoDB Local, OpenSearch on osmem-server), all on
+(DynamoDB on moto in server mode and on DynamoDB Local, OpenSearch on the real OpenSearch node), all on
 127.0.0.1. The embedder is a deterministic table (below) so the 0.95 dedup threshold is hit
 exactly; nothing is mocked.
 """
@@ -22,8 +22,6 @@ from typing import Any
 
 import pytest
 
-from fleetmem.adapters.aws.dynamo import parallel
-from fleetmem.adapters.aws.opensearch import OpenSearchIndex
 from fleetmem.adapters.local import open_local
 from fleetmem.adapters.local.clock import FixedClock
 from fleetmem.adapters.local.ids import SortableIds
@@ -77,17 +75,8 @@ def brain(request: pytest.FixtureRequest) -> Iterator[Deps]:
         if request.param == "aws-moto"
         else engines.dynamodb_local_endpoint(request.config)
     )
-    osmem = request.getfixturevalue("osmem_server")
-    clone = osmem.clone()
-    try:
-        stores = engines.open_stores(endpoint, engines.fresh_prefix())
-        search = OpenSearchIndex(clone.url, model_id=embedder.model_id, dim=embedder.dim, service="none")
-        yield Deps.over(
-            stores, search=search, clock=clock, ids=SortableIds(), embedder=embedder, llm=None,
-            parallel=parallel,
-        )
-    finally:
-        clone.close()
+    with engines.aws_deps(request.config, endpoint, embedder=embedder, clock=clock) as deps:
+        yield deps
 
 
 def call(deps: Deps, tool: str, **args: Any) -> Any:

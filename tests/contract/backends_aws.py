@@ -7,7 +7,9 @@ Tables are created once per engine per session; every contract test uses a fresh
 tests never see each other's rows.
 
 The "opensearch" backend runs the whole SearchIndex suite, vector arm included (k-NN `lucene`
-engine, no native library needed). With OPENSEARCH_URL set, the "opensearch-live" backend runs it
+engine, no native library needed); "opensearch-serverless" runs it again on the same node with the
+adapter in its `serverless` flavour, through tests/aws/serverless.py's transport (no custom `_id`,
+no `_delete_by_query`, or the test fails). With OPENSEARCH_URL set, the "opensearch-live" backend runs it
 once more against that endpoint (a domain or collection of yours).
 """
 
@@ -62,16 +64,16 @@ def _ddb(engine: str):
 class _Search:
     """An OpenSearchIndex plus `settle()` (refresh) for the suites."""
 
-    def __init__(self, url: str, *, vector_search: bool, service: str = "none") -> None:
+    def __init__(self, url: str, *, vector_search: bool, service: str = "none", serverless: bool = False) -> None:
+        from tests.aws.serverless import serverless_index
+
         from fleetmem.adapters.aws.opensearch import OpenSearchIndex
 
-        self.search = OpenSearchIndex(
-            url,
-            model_id=SEARCH_MODEL_ID,
-            dim=SEARCH_DIM,
-            prefix="fmc" + uuid.uuid4().hex[:8],
-            service=service,
-        )
+        kw: dict[str, Any] = {"model_id": SEARCH_MODEL_ID, "dim": SEARCH_DIM, "prefix": "fmc" + uuid.uuid4().hex[:8]}
+        if serverless:
+            self.search = serverless_index(url, **kw)[0]
+        else:
+            self.search = OpenSearchIndex(url, service=service, **kw)
         self.vector_search = vector_search
 
     def settle(self) -> None:
@@ -85,13 +87,16 @@ class _Search:
             self.search.client.close()
 
 
-@contextmanager
-def _opensearch(request: pytest.FixtureRequest) -> Iterator[Any]:
-    s = _Search(engines.opensearch_endpoint(request.config), vector_search=True)
-    try:
-        yield s
-    finally:
-        s.close()
+def _opensearch(serverless: bool):
+    @contextmanager
+    def factory(request: pytest.FixtureRequest) -> Iterator[Any]:
+        s = _Search(engines.opensearch_endpoint(request.config), vector_search=True, serverless=serverless)
+        try:
+            yield s
+        finally:
+            s.close()
+
+    return factory
 
 
 @contextmanager
@@ -106,7 +111,8 @@ def _live(request: pytest.FixtureRequest) -> Iterator[Any]:
 
 register_backend("moto", _ddb("moto"), ports=DDB_PORTS)
 register_backend("dynamodb-local", _ddb("dynamodb-local"), ports=DDB_PORTS, marks=(pytest.mark.dynamodb_local,))
-register_backend("opensearch", _opensearch, ports={"search"})
+register_backend("opensearch", _opensearch(serverless=False), ports={"search"})
+register_backend("opensearch-serverless", _opensearch(serverless=True), ports={"search"})
 if os.environ.get("OPENSEARCH_URL"):
     # registered only with an endpoint; tests/aws/test_live_opensearch.py reports the skip once
     register_backend("opensearch-live", _live, ports={"search"}, marks=(pytest.mark.live_opensearch,))

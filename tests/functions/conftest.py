@@ -1,7 +1,7 @@
 """Fixtures for running the Lambda handlers in `functions/` on their `events/` files.
 
 Real local engines stand in for AWS: DynamoDB on moto's server (and DynamoDB Local where marked),
-OpenSearch on osmem-server, SQS / EventBridge / Secrets Manager on moto's server — all on
+OpenSearch on the real OpenSearch node, SQS / EventBridge / Secrets Manager on moto's server — all on
 127.0.0.1 free ports, started by the shared helpers in tests/aws/engines.py. Two things cannot run
 here and are replaced, each said where it is used: Bedrock (the deterministic HashEmbedder embeds
 instead, and synthesize has no LLM unless a test stubs one) and the Lambda service itself (an
@@ -148,13 +148,13 @@ def aws_env(monkeypatch: pytest.MonkeyPatch, moto_url: str, signing_secret_arn: 
     lambda_runtime.reset()
 
 
-def make_deps(ddb_url: str, osmem: str, clock: Any, prefix: str | None = None) -> Deps:
+def make_deps(ddb_url: str, opensearch_url: str, clock: Any, prefix: str | None = None) -> Deps:
     """AWS adapters over the local engines; HashEmbedder instead of Bedrock (cannot run here)."""
     from fleetmem.adapters.aws.opensearch import OpenSearchIndex
 
     stores = engines.open_stores(ddb_url, prefix or engines.fresh_prefix())
     search = OpenSearchIndex(
-        osmem,
+        opensearch_url,
         model_id=HashEmbedder().model_id,
         dim=HashEmbedder().dim,
         prefix="fmf" + uuid.uuid4().hex[:8],
@@ -172,12 +172,15 @@ def make_deps(ddb_url: str, osmem: str, clock: Any, prefix: str | None = None) -
 
 
 @pytest.fixture
-def deps(aws_env: None, moto_url: str, osmem_url: str, clock: FixedClock) -> Iterator[Deps]:
+def deps(aws_env: None, moto_url: str, opensearch_url: str, clock: FixedClock) -> Iterator[Deps]:
     """What every handler's `get_deps()` returns in these tests."""
-    d = make_deps(moto_url, osmem_url, clock)
+    d = make_deps(moto_url, opensearch_url, clock)
+    search = d.search
     set_deps_override(d)
     yield d
     set_deps_override(None)
+    search.client.indices.delete(index=search.index, ignore_unavailable=True)
+    search.client.close()
 
 
 @pytest.fixture

@@ -3,7 +3,7 @@
 `scripts/build-lambda` builds the asset (same hash-locked requirements as a deploy) for this host
 and the deployed `python_runtime`; every function's handler then runs from it in its own
 `python -I -S` process (see tests/functions/asset.py), on every sample event in events/, against
-DynamoDB Local, the search engine (osmem-server) and moto's server (SQS, EventBridge, Secrets
+DynamoDB Local, the real OpenSearch node and moto's server (SQS, EventBridge, Secrets
 Manager). Stand-ins, each on 127.0.0.1: the Lambda Invoke API (runs the target function from the
 asset), Cognito's JWKS endpoint (mocked: a test RSA key), and Bedrock is not called — the
 functions embed with the deterministic hash embedder (`FLEETMEM_EMBEDDER=hash`) because Bedrock
@@ -67,14 +67,14 @@ def built_asset() -> Iterator[tuple[Path, Path, Path]]:
 
 
 @pytest.fixture(scope="module")
-def stage(request: pytest.FixtureRequest, built_asset, osmem_server) -> Iterator[dict[str, Any]]:
+def stage(request: pytest.FixtureRequest, built_asset, opensearch_url) -> Iterator[dict[str, Any]]:
     """One deployed stage on local engines: tables on DynamoDB Local, a fresh search prefix, a
     usage-key secret, the Lambda stand-in, and the environment CDK sets on every function."""
     from fleetmem.memory.verbs import REGISTRY
 
     ddb = engines.dynamodb_local_endpoint(request.config)
     moto = engines.moto_endpoint(request.config)
-    clone = osmem_server.clone()
+    search_prefix = "fma" + uuid.uuid4().hex[:8]
     prefix = engines.fresh_prefix()
     engines.tables_for(ddb, prefix)
     python, asset, runtime = built_asset
@@ -98,9 +98,9 @@ def stage(request: pytest.FixtureRequest, built_asset, osmem_server) -> Iterator
             "FLEETMEM_SURFACE": "full",
             "FLEETMEM_TABLE_PREFIX": prefix,
             "FLEETMEM_EMBEDDER": "hash",
-            "FLEETMEM_OPENSEARCH_ENDPOINT": clone.url,
+            "FLEETMEM_OPENSEARCH_ENDPOINT": opensearch_url,
             "FLEETMEM_OPENSEARCH_SERVICE": "none",
-            "FLEETMEM_OPENSEARCH_INDEX_PREFIX": "fma" + uuid.uuid4().hex[:8],
+            "FLEETMEM_OPENSEARCH_INDEX_PREFIX": search_prefix,
             "FLEETMEM_OPENSEARCH_WRITE_THROUGH": "1",
             "FLEETMEM_USAGE_KEY_SECRETS": json.dumps({"*": usage["ARN"]}),
             "FLEETMEM_INVOKE_SIGNING_SECRET_ARN": signing["ARN"],
@@ -112,10 +112,14 @@ def stage(request: pytest.FixtureRequest, built_asset, osmem_server) -> Iterator
             "service": service,
             "stores": engines.open_stores(ddb, prefix),
             "moto": moto,
-            "search": clone.url,
+            "search": opensearch_url,
             "signer": PayloadSigner(secret=signing_key.encode()),
         }
-    clone.close()
+    from opensearchpy import OpenSearch
+
+    client = OpenSearch(hosts=[opensearch_url])
+    client.indices.delete(index=f"{search_prefix}-docs-*", ignore_unavailable=True)
+    client.close()
 
 
 def run(stage: dict[str, Any], group: str, event: dict[str, Any], **env: str) -> dict[str, Any]:

@@ -1,11 +1,11 @@
 """The whole deployed path, locally: the conformance cases over HTTP -> an API Gateway stand-in
 (authorizer handler first) -> the MCP edge handler -> LambdaInvoker -> each verb's own handler ->
-AWS adapters on DynamoDB Local -> DynamoDB Streams -> the indexer handler -> osmem.
+AWS adapters on DynamoDB Local -> DynamoDB Streams -> the indexer handler -> the real OpenSearch node.
 
 Stand-ins for what cannot run here: API Gateway (tests/functions/gateway.py), the Lambda Invoke
 API (in-process, JSON round trip), Bedrock (HashEmbedder; synthesize has no LLM). The stream is
-drained into the indexer after every call, so search sees each write as it would once the
-stream caught up."""
+drained into the indexer after every call and the index refreshed, so search sees each write as
+it would once the stream caught up."""
 
 from __future__ import annotations
 
@@ -33,9 +33,11 @@ SKIP_ON_FULL = {"surface.verbs_lists_exactly_seven_and_hides_the_rest"}
 
 class StreamPump:
     """Reads every new record of the streamed tables from DynamoDB Local and hands them to the
-    indexer handler as Lambda's event source mapping would."""
+    indexer handler as Lambda's event source mapping would, then makes the index writes searchable
+    (`settle`: the real node shows writes at its next refresh)."""
 
-    def __init__(self, endpoint: str, prefix: str) -> None:
+    def __init__(self, endpoint: str, prefix: str, settle: Any) -> None:
+        self.settle = settle
         session = engines.session()
         self.streams = session.client("dynamodbstreams", endpoint_url=endpoint)
         ddb = session.client("dynamodb", endpoint_url=endpoint)
@@ -58,22 +60,24 @@ class StreamPump:
 
     def pump(self) -> None:
         with self.lock:  # one reader, like one event source mapping per shard
+            indexed = False
             for arn in self.arns:
                 for shard in self.streams.describe_stream(StreamArn=arn)["StreamDescription"]["Shards"]:
                     iterator: str | None = self._iterator(arn, shard["ShardId"])
                     while iterator:
                         out = self.streams.get_records(ShardIterator=iterator)
-                        records: list[dict[str, Any]] = json.loads(
-                            json.dumps(out["Records"], default=lambda_json)
-                        )
+                        records: list[dict[str, Any]] = json.loads(json.dumps(out["Records"], default=lambda_json))
                         if not records:
                             break
                         for r in records:
                             r["eventSourceARN"] = arn
                         result = call("indexer", {"Records": records})
                         assert result == {"batchItemFailures": []}, result
+                        indexed = True
                         self.last[(arn, shard["ShardId"])] = records[-1]["dynamodb"]["SequenceNumber"]
                         iterator = out.get("NextShardIterator")
+            if indexed:
+                self.settle()
 
 
 def lambda_json(value: Any) -> Any:
@@ -92,12 +96,18 @@ def free_port() -> int:
 
 
 @pytest.fixture
-def deployed(request, aws_env, osmem_url, lambda_service, monkeypatch):
+def deployed(request, aws_env, opensearch_url, lambda_service, monkeypatch):
     endpoint = engines.dynamodb_local_endpoint(request.config)
     prefix = engines.fresh_prefix()
-    deps = make_deps(endpoint, osmem_url, SystemClock(), prefix=prefix)
+    deps = make_deps(endpoint, opensearch_url, SystemClock(), prefix=prefix)
     set_deps_override(deps)
-    pump = StreamPump(endpoint, prefix)
+    search = deps.search
+
+    def settle() -> None:
+        search.ensure_index()
+        search.client.indices.refresh(index=search.index)
+
+    pump = StreamPump(endpoint, prefix, settle)
     gateway = Gateway(after_call=pump.pump)
     port = free_port()
     monkeypatch.setenv("FLEETMEM_PUBLIC_URL", f"http://127.0.0.1:{port}")
@@ -115,6 +125,8 @@ def deployed(request, aws_env, osmem_url, lambda_service, monkeypatch):
     yield gateway.base_url, token, read_token
     gateway.stop()
     set_deps_override(None)
+    search.client.indices.delete(index=search.index, ignore_unavailable=True)
+    search.client.close()
 
 
 @pytest.mark.slow

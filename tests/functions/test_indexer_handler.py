@@ -1,5 +1,5 @@
 """The stream indexer on its events/indexer files (real DynamoDB Local stream records, captured
-from the AWS adapters) writing into osmem; HashEmbedder stands in for Bedrock."""
+from the AWS adapters) writing into the real OpenSearch node; HashEmbedder stands in for Bedrock."""
 
 from __future__ import annotations
 

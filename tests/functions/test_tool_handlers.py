@@ -1,5 +1,5 @@
 """Each tool function's handler on its events/ files: the edge's invoke payload and direct
-`POST /v1/<tool>` events, over AWS adapters on moto (DynamoDB) and osmem (OpenSearch), with the
+`POST /v1/<tool>` events, over AWS adapters on moto (DynamoDB) and the real OpenSearch node, with the
 HashEmbedder standing in for Bedrock."""
 
 from __future__ import annotations
@@ -240,14 +240,13 @@ def test_synthesize_answers_through_bedrock_converse(deps, monkeypatch):
 
     put_acme_page()
     deps.search.upsert(docs_for_page(deps.pages.get("acme", "companies/acme")))  # as the indexer would
+    deps.search.client.indices.refresh(index=deps.search.index)  # searchable now, not at the next interval
     client = boto3.client("bedrock-runtime", region_name="us-east-1")
     stub = Stubber(client)
     stub.add_response(
         "converse",
         {
-            "output": {
-                "message": {"role": "assistant", "content": [{"text": "The renewal call is on Thursday."}]}
-            },
+            "output": {"message": {"role": "assistant", "content": [{"text": "The renewal call is on Thursday."}]}},
             "stopReason": "end_turn",
             "usage": {"inputTokens": 812, "outputTokens": 41, "totalTokens": 853},
             "metrics": {"latencyMs": 900},

@@ -1,6 +1,6 @@
 """Deps over each adapter set the delta integrity tests run on: SQLite (an in-memory store, and a
 file store for the threaded test) and the AWS set (DynamoDB Local + the OpenSearch engine of
-tests/contract/backends_aws.py, osmem). The AWS set needs no Bedrock: the tests use the
+tests/contract/backends_aws.py, the real OpenSearch node). The AWS set needs no Bedrock: the tests use the
 HashEmbedder or none, and no LLM.
 
 Clocks on the AWS set must be near the real time: DynamoDB Local runs the cursors table's TTL
@@ -53,7 +53,7 @@ def open_deps(name: str, request: pytest.FixtureRequest, clock: Any, *, file: bo
     prefix = _PREFIXES.setdefault(endpoint, engines.fresh_prefix())
     stores = engines.open_stores(endpoint, prefix)
     search = OpenSearchIndex(
-        request.getfixturevalue("osmem_url"),
+        request.getfixturevalue("opensearch_url"),
         model_id="delta-test-8",
         dim=8,
         prefix="fmd" + uuid.uuid4().hex[:8],
@@ -64,5 +64,6 @@ def open_deps(name: str, request: pytest.FixtureRequest, clock: Any, *, file: bo
             stores, search=search, clock=clock, ids=SortableIds(), llm=None, embedder=None
         )
     finally:
+        search.client.indices.delete(index=search.index, ignore_unavailable=True)
         search.client.close()
 

@@ -1,5 +1,5 @@
 """delta under concurrent writers (issue 8 item 1, D14), on SQLite (a file store: WAL, one connection
-per thread) and the AWS set (DynamoDB Local + osmem).
+per thread) and the AWS set (DynamoDB Local + the real OpenSearch node).
 
 Writer threads put pages and remember facts through the verbs with the real clock, while a
 heartbeat session wakes every 50 ms at a small budget and a stateless caller follows next_cursor

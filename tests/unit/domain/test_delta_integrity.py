@@ -1,5 +1,5 @@
 """delta integrity (issue 8 items 1, 2, 3-progress, 9; D14) on SQLite AND the AWS set (DynamoDB Local
-+ osmem): a write committed after a later-stamped one is still delivered, facts dropped by the
++ the real OpenSearch node): a write committed after a later-stamped one is still delivered, facts dropped by the
 budget come later, more than 50 facts drain, an oversized first item is delivered truncated, and
 fact items carry `fact` and `kind`.
 

@@ -6,6 +6,14 @@
   go out in ONE `_msearch`; the domain fuses the two arms with RRF. A failing vector arm becomes
   `SearchHits.vector_error`, the keyword arm is kept.
 - Writes come from the stream indexer, not the request path: `write_through = False` (D11).
+- Every document carries `doc_key` (`tenant|doc_id`, a keyword). Two flavours write differently:
+  `domain` (a managed domain) uses `doc_key` as the document `_id`, so a re-delivered write
+  overwrites in one `_bulk`; `serverless` (a VECTORSEARCH collection, which generates every `_id`
+  and has no `_delete_by_query`) first looks the batch's keys up (one terms search), then
+  re-indexes with the `_id` it found, or without one for a new doc, and deletes by found `_id`.
+  Duplicates a race leaves there (two deliveries that both found nothing) are folded on the next
+  lookup of that key, and search answers carry each doc once. Page deletes on both flavours find
+  the page's docs by query and delete them by `_id`.
 - Every request body is built by a pure function (checked as golden JSON in tests/aws/golden/).
 
 Vector scores: the lucene engine reports cosinesimil as `(1 + cos) / 2`; hits are converted back
@@ -15,16 +23,21 @@ to cosine so the domain's thresholds (e.g. high_vector_match ≥ 0.80) mean the 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from fleetmem.errors import PortError, Unavailable
+from fleetmem.memory.indexing import chunk_prefix
 from fleetmem.memory.vectors import unpack
 from fleetmem.models import SearchDoc, SearchHit, SearchHits, SearchQuery
 from fleetmem.timefmt import iso
 
-INDEX_VERSION = 1
+INDEX_VERSION = 2  # 2: the `doc_key` field
 ANALYZER = "fleetmem_text"
+#: most `_id`s a lookup reads in one search (the default `index.max_result_window`); a page has a
+#: few hundred chunks at most, so a batch that finds more is retried rather than half-handled
+LOOKUP_MAX = 10_000
+FLAVOURS = ("domain", "serverless")
 _SOURCE_FIELDS = ["tenant", "doc_id", "kind", "slug", "title", "text", "visibility", "fact_id", "updated_at"]
 
 
@@ -36,8 +49,9 @@ def index_name(prefix: str, model_id: str, dim: int, version: int = INDEX_VERSIO
     return f"{prefix}-docs-{model_slug(model_id)}-{dim}-v{version}"
 
 
-def os_doc_id(tenant: str, doc_id: str) -> str:
-    """Document `_id`: doc ids repeat across tenants, so the tenant is part of it."""
+def doc_key(tenant: str, doc_id: str) -> str:
+    """A document's identity in the index (`doc_key` field; the `_id` on a managed domain): doc
+    ids repeat across tenants, so the tenant is part of it."""
     return f"{tenant}|{doc_id}"
 
 
@@ -73,6 +87,7 @@ def index_body(dim: int) -> dict[str, Any]:
         "mappings": {
             "dynamic": "strict",
             "properties": {
+                "doc_key": {"type": "keyword"},
                 "tenant": {"type": "keyword"},
                 "doc_id": {"type": "keyword"},
                 "kind": {"type": "keyword"},
@@ -156,6 +171,7 @@ def msearch_body(index: str, query: SearchQuery, vector: Sequence[float] | None)
 
 def doc_source(doc: SearchDoc, *, model_id: str) -> dict[str, Any]:
     src: dict[str, Any] = {
+        "doc_key": doc_key(doc.tenant, doc.doc_id),
         "tenant": doc.tenant,
         "doc_id": doc.doc_id,
         "kind": doc.kind,
@@ -173,22 +189,54 @@ def doc_source(doc: SearchDoc, *, model_id: str) -> dict[str, Any]:
 
 
 def bulk_body(
-    index: str, *, upserts: Sequence[SearchDoc] = (), deletes: Sequence[tuple[str, str]] = (), model_id: str
+    index: str,
+    *,
+    upserts: Sequence[SearchDoc] = (),
+    deletes: Sequence[tuple[str, str]] = (),
+    model_id: str,
+    found: Mapping[str, Sequence[str]] | None = None,
 ) -> list[dict[str, Any]]:
-    """`index` actions (idempotent: same `_id` on re-delivery) and `delete` actions."""
+    """`index` and `delete` actions for one batch.
+
+    `found is None` (managed domain): `_id` = `doc_key`, so a re-delivery overwrites the same doc.
+    Otherwise (serverless) `found` maps each `doc_key` to the `_id`s a lookup returned: an upsert
+    re-indexes the first one (or sends no `_id` for a new doc) and deletes the others; a delete
+    removes them all. No `_id` the node did not hand out is ever sent."""
     lines: list[dict[str, Any]] = []
     for doc in upserts:
-        lines += [
-            {"index": {"_index": index, "_id": os_doc_id(doc.tenant, doc.doc_id)}},
-            doc_source(doc, model_id=model_id),
-        ]
+        key = doc_key(doc.tenant, doc.doc_id)
+        header: dict[str, Any] = {"_index": index}
+        if found is None:
+            header["_id"] = key
+        else:
+            ids = list(found.get(key, ()))
+            if ids:
+                header["_id"] = ids[0]
+            lines += [{"delete": {"_index": index, "_id": extra}} for extra in ids[1:]]
+        lines += [{"index": header}, doc_source(doc, model_id=model_id)]
     for tenant, doc_id in deletes:
-        lines.append({"delete": {"_index": index, "_id": os_doc_id(tenant, doc_id)}})
+        key = doc_key(tenant, doc_id)
+        for _id in [key] if found is None else found.get(key, ()):
+            lines.append({"delete": {"_index": index, "_id": _id}})
     return lines
 
 
-def delete_page_body(tenant: str, slug: str) -> dict[str, Any]:
+def lookup_body(keys: Sequence[str]) -> dict[str, Any]:
+    """Every doc (duplicates included) whose `doc_key` is one of `keys`."""
     return {
+        "size": LOOKUP_MAX,
+        "_source": ["doc_key"],
+        "track_total_hits": True,
+        "query": {"bool": {"filter": [{"terms": {"doc_key": sorted(set(keys))}}]}},
+    }
+
+
+def delete_page_body(tenant: str, slug: str) -> dict[str, Any]:
+    """Every chunk doc of one page (a search; its hits are deleted by `_id`)."""
+    return {
+        "size": LOOKUP_MAX,
+        "_source": ["doc_key"],
+        "track_total_hits": True,
         "query": {
             "bool": {
                 "filter": [
@@ -197,8 +245,26 @@ def delete_page_body(tenant: str, slug: str) -> dict[str, Any]:
                     {"term": {"slug": slug}},
                 ]
             }
-        }
+        },
     }
+
+
+def parse_lookup(response: dict[str, Any]) -> dict[str, list[str]]:
+    """doc_key -> the `_id`s holding it, from a lookup or page search. Raises Unavailable when the
+    search matched more than it returned (the batch is retried; the deletes already done stay)."""
+    hits = response.get("hits", {})
+    rows = hits.get("hits", [])
+    total = hits.get("total", {})
+    if isinstance(total, dict) and int(total.get("value", 0)) > len(rows):
+        raise Unavailable(
+            "search index holds more matching documents than one lookup reads",
+            retry_after_seconds=2,
+            reason="search_error",
+        )
+    found: dict[str, list[str]] = {}
+    for hit in rows:
+        found.setdefault(str(hit.get("_source", {}).get("doc_key", "")), []).append(str(hit["_id"]))
+    return found
 
 
 # ---------------------------------------------------------------------------------------------
@@ -206,9 +272,15 @@ def delete_page_body(tenant: str, slug: str) -> dict[str, Any]:
 
 
 def parse_hits(response: dict[str, Any], *, vector_arm: bool = False) -> tuple[SearchHit, ...]:
+    """Hits in rank order, each doc once: a duplicate (a serverless write race) keeps its best
+    rank. The arms filter on one tenant, so `doc_id` identifies the doc."""
     out = []
+    seen: set[str] = set()
     for hit in response.get("hits", {}).get("hits", []):
         src = hit.get("_source", {})
+        if src.get("doc_id", "") in seen:
+            continue
+        seen.add(src.get("doc_id", ""))
         score = float(hit.get("_score") or 0.0)
         if vector_arm:
             score = 2.0 * score - 1.0
@@ -242,9 +314,7 @@ def _missing_index(response: dict[str, Any]) -> bool:
     return isinstance(err, dict) and err.get("type") == "index_not_found_exception"
 
 
-def parse_msearch(
-    response: dict[str, Any], *, vector_asked: bool, vector_problem: str | None = None
-) -> SearchHits:
+def parse_msearch(response: dict[str, Any], *, vector_asked: bool, vector_problem: str | None = None) -> SearchHits:
     """Turn an `_msearch` response into SearchHits. A keyword-arm failure raises Unavailable;
     a vector-arm failure is reported in `vector_error`."""
     responses = response.get("responses", [])
@@ -314,7 +384,12 @@ class OpenSearchIndex:
         session: Any = None,
         refresh: bool = False,
         write_through: bool = False,
+        flavour: str = "",
     ) -> None:
+        flavour = flavour or ("serverless" if service == "aoss" else "domain")
+        if flavour not in FLAVOURS:
+            raise ValueError(f"unknown OpenSearch flavour {flavour!r}: use one of {', '.join(FLAVOURS)}")
+        self.flavour = flavour
         self.endpoint = endpoint
         self.model_id = model_id
         self.dim = dim
@@ -325,16 +400,19 @@ class OpenSearchIndex:
         self._client = client
         self._ready = False
         # Serverless has no explicit refresh; a managed domain refreshes on its interval anyway.
-        self._refresh = (refresh or write_through) and service != "aoss"
+        self._refresh = (refresh or write_through) and flavour == "domain"
+        # doc_key -> `_id`s this process wrote, which a search may not see yet (a write becomes
+        # searchable only at the next refresh); merged into every serverless lookup and every page
+        # delete, so a delete right after an insert still finds it
+        self._written: dict[str, set[str]] = {}
+        self._owner: dict[str, str] = {}  # `_id` -> doc_key of the same writes
         # Without a stream indexer (local engines) the domain indexes synchronously instead.
         self.write_through = write_through
 
     @property
     def client(self) -> Any:
         if self._client is None:
-            self._client = build_client(
-                self.endpoint, service=self.service, region=self._region, session=self._session
-            )
+            self._client = build_client(self.endpoint, service=self.service, region=self._region, session=self._session)
         return self._client
 
     def _call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
@@ -346,9 +424,7 @@ class OpenSearchIndex:
         except PortError:
             raise
         except OsConnectionError:
-            raise Unavailable(
-                "search index cannot be reached", retry_after_seconds=5, reason="connection"
-            ) from None
+            raise Unavailable("search index cannot be reached", retry_after_seconds=5, reason="connection") from None
         except TransportError as exc:
             status = exc.status_code if isinstance(exc.status_code, int) else 0
             if status == 429:
@@ -385,10 +461,12 @@ class OpenSearchIndex:
         self.ensure_index()
         kw: dict[str, Any] = {"body": lines}
         if self._refresh:
-            kw["refresh"] = "wait_for"
+            kw["refresh"] = "true"  # visible to the next request now, not at the next interval
         out = self._call(self.client.bulk, **kw)
+        items = out.get("items", [])
+        self._remember(lines, items)
         if out.get("errors"):
-            for entry in out.get("items", []):
+            for entry in items:
                 ((action, result),) = entry.items()
                 status = int(result.get("status", 500))
                 if status >= 300 and not (action == "delete" and status == 404):
@@ -398,24 +476,59 @@ class OpenSearchIndex:
                         reason="search_error",
                     )
 
+    def _remember(self, lines: list[dict[str, Any]], items: list[dict[str, Any]]) -> None:
+        """Track the `_id`s the node gave this process's writes; forget the deleted ones."""
+        if len(self._owner) > LOOKUP_MAX:
+            self._written.clear()  # bounded; entries that old are searchable by now
+            self._owner.clear()
+        pos = 0
+        for entry in items:
+            ((action, result),) = entry.items()
+            _id = str(result.get("_id", ""))
+            if action == "index":
+                key, pos = str(lines[pos + 1].get("doc_key", "")), pos + 2
+                if int(result.get("status", 500)) < 300:
+                    self._written.setdefault(key, set()).add(_id)
+                    self._owner[_id] = key
+            else:
+                pos += 1
+                self._written.get(self._owner.pop(_id, ""), set()).discard(_id)
+
+    def _lookup(self, keys: Sequence[str]) -> dict[str, list[str]] | None:
+        """Serverless: doc_key -> `_id`s for `keys` (None on a managed domain: `_id` is the key)."""
+        if self.flavour == "domain":
+            return None
+        if not keys:
+            return {}
+        found = self._find(lookup_body(keys))
+        for key in keys:
+            extra = self._written.get(key, set()) - set(found.get(key, ()))
+            if extra:
+                found[key] = [*found.get(key, ()), *sorted(extra)]
+        return found
+
+    def _find(self, body: dict[str, Any]) -> dict[str, list[str]]:
+        self.ensure_index()
+        return parse_lookup(self._call(self.client.search, index=self.index, body=body))
+
     def upsert(self, docs: Sequence[SearchDoc]) -> None:
-        self._bulk(bulk_body(self.index, upserts=docs, model_id=self.model_id))
+        found = self._lookup([doc_key(d.tenant, d.doc_id) for d in docs])
+        self._bulk(bulk_body(self.index, upserts=docs, model_id=self.model_id, found=found))
 
     def delete(self, tenant: str, doc_ids: Sequence[str]) -> None:
-        self._bulk(bulk_body(self.index, deletes=[(tenant, d) for d in doc_ids], model_id=self.model_id))
+        found = self._lookup([doc_key(tenant, d) for d in doc_ids])
+        deletes = [(tenant, d) for d in doc_ids]
+        self._bulk(bulk_body(self.index, deletes=deletes, model_id=self.model_id, found=found))
 
     def delete_page(self, tenant: str, slug: str) -> None:
-        from opensearchpy.exceptions import NotFoundError
-
-        kw: dict[str, Any] = {"index": self.index, "body": delete_page_body(tenant, slug)}
-        if self._refresh:
-            kw["refresh"] = True
-        try:
-            self.client.delete_by_query(**kw)
-        except NotFoundError:
-            return  # no index yet: nothing to delete
-        except Exception as exc:
-            self._call(_raise, exc)
+        """Find the page's chunk docs, delete them by `_id` (no `_delete_by_query`: Serverless
+        has none, and one path serves both flavours)."""
+        found = self._find(delete_page_body(tenant, slug))
+        prefix = doc_key(tenant, chunk_prefix(slug))
+        for key, ids in self._written.items():
+            if key.startswith(prefix) and ids:
+                found.setdefault(key, []).extend(sorted(ids - set(found.get(key, ()))))
+        self._bulk([{"delete": {"_index": self.index, "_id": _id}} for ids in found.values() for _id in ids])
 
     def search(self, query: SearchQuery) -> SearchHits:
         vector: list[float] | None = None
@@ -435,7 +548,3 @@ class OpenSearchIndex:
             body[1] = {**body[1], "query": {"bool": {"must_not": [{"match_all": {}}]}}}
         out = self._call(self.client.msearch, body=body)
         return parse_msearch(out, vector_asked=query.vector is not None, vector_problem=problem)
-
-
-def _raise(exc: BaseException) -> None:
-    raise exc
