@@ -1,4 +1,5 @@
-"""`python -m tests.stack [--port 8766] [--surface full|verbs] [--async-index]` (run by scripts/stack)."""
+"""`python -m tests.stack [--port 8766] [--surface full|verbs] [--async-index]` or `... bench [--pages N]`
+(run by scripts/stack)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,11 @@ from tests.stack.stack import DEFAULT_PORT, serve
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["bench"]:
+        from tests.stack.bench import main as bench
+
+        return bench(argv[1:])
     p = argparse.ArgumentParser(prog="scripts/stack", description="fleetmem's deployed AWS shape on 127.0.0.1")
     p.add_argument(
         "--port", type=int, default=DEFAULT_PORT, help=f"the HTTP front's port (default {DEFAULT_PORT}; 0: a free one)"

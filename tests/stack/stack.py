@@ -42,7 +42,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -141,10 +140,41 @@ def ensure_asset(work: Path, log: Callable[[str], None]) -> tuple[Path, Path, Pa
 
 
 # ---------------------------------------------------------------------------------------------
+# small HTTP servers on 127.0.0.1
+
+
+class _Quiet(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def send(self, status: int, raw: bytes, headers: dict[str, str]) -> None:
+        self.send_response(status)
+        for k, v in {"Content-Type": "application/json", **headers, "Content-Length": str(len(raw))}.items():
+            self.send_header(k, v)
+        self.end_headers()
+        self.wfile.write(raw)
+
+    def log_message(self, *args: Any) -> None:
+        return None
+
+
+class _Server:
+    """A threading HTTP server on a free 127.0.0.1 port, serving `handler`."""
+
+    def __init__(self, handler: type[BaseHTTPRequestHandler]) -> None:
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+# ---------------------------------------------------------------------------------------------
 # Bedrock's InvokeModel, answered by the local MiniLM model
 
 
-class BedrockStandIn:
+class BedrockStandIn(_Server):
     """`POST /model/<id>/invoke` with a Titan V2 request -> `{embedding, inputTextTokenCount}`."""
 
     def __init__(self) -> None:
@@ -158,7 +188,7 @@ class BedrockStandIn:
         self.calls = 0
         stand_in = self
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(_Quiet):
             def do_POST(self) -> None:
                 parts = self.path.split("/")
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
@@ -180,25 +210,9 @@ class BedrockStandIn:
                 self._answer(200, {"embedding": vec, "inputTextTokenCount": len(str(body.get("inputText", ""))) // 4})
 
             def _answer(self, status: int, body: dict[str, Any], error_type: str = "") -> None:
-                data = json.dumps(body).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                if error_type:
-                    self.send_header("x-amzn-ErrorType", error_type)
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                self.send(status, json.dumps(body).encode(), {"x-amzn-ErrorType": error_type} if error_type else {})
 
-            def log_message(self, *args: Any) -> None:
-                return None
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-
-    def stop(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        super().__init__(Handler)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -263,7 +277,7 @@ class Function:
         return json.loads(raw)
 
 
-class InvokeRouter:
+class InvokeRouter(_Server):
     """The Lambda Invoke API on 127.0.0.1: the function named in the path, through its emulator.
     A function error carries `X-Amz-Function-Error: Unhandled` as the service sets it; an unknown
     name answers the service's 404 `ResourceNotFoundException`."""
@@ -272,9 +286,7 @@ class InvokeRouter:
         def by_name(name: str) -> Function | None:  # read at call time: functions start after the router
             return next((f for f in functions.values() if f.name == name), None)
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
+        class Handler(_Quiet):
             def do_POST(self) -> None:
                 payload = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 name = self.path.split("/functions/", 1)[-1].split("/", 1)[0]
@@ -291,40 +303,9 @@ class InvokeRouter:
                     elif status != 200:
                         status, raw = 502, json.dumps({"message": raw.decode(errors="replace")[:500]}).encode()
                         headers["x-amzn-ErrorType"] = "ServiceException"
-                self.send_response(status)
-                for k, v in headers.items():
-                    self.send_header(k, v)
-                self.send_header("X-Amz-Executed-Version", "$LATEST")
-                self.send_header("Content-Length", str(len(raw)))
-                self.end_headers()
-                self.wfile.write(raw)
+                self.send(status, raw, {**headers, "X-Amz-Executed-Version": "$LATEST"})
 
-            def log_message(self, *args: Any) -> None:
-                return None
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-
-    def stop(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-
-def _wait_port(port: int, proc: subprocess.Popen[bytes], name: str, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"{name} exited during start-up (code {proc.returncode})")
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                return
-        except OSError:
-            try:
-                proc.wait(timeout=0.05)
-            except subprocess.TimeoutExpired:
-                pass
-    raise RuntimeError(f"{name} did not open its port in time")
+        super().__init__(Handler)
 
 
 #: A first invocation per function at start (the emulator initializes the runtime on the first
@@ -644,7 +625,7 @@ class Stack:
                     proc.wait()
 
         self._stops.append(stop)
-        _wait_port(port, proc, f"the {group} function's emulator")
+        engines._wait_port(port, proc, name=f"the {group} function's emulator")
         return Function(group, name, port, proc, log_path, size.timeout_s)
 
     def _warm(self) -> None:
@@ -682,13 +663,18 @@ class Stack:
 
 def serve(port: int, surface: str, sync_index: bool) -> int:
     """`scripts/stack`: start, print how to use it, run until Ctrl-C / SIGTERM, stop everything."""
+    import logging
+
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # moto's server logs every request
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
     stack = Stack(port=port, surface=surface, sync_index=sync_index)
     try:
         stack.start()
-    except Exception as exc:
+    except KeyboardInterrupt:
+        return 130
+    except BaseException as exc:  # also a missing engine, reported the way the tests report it
         print(f"stack: could not start: {exc}", file=sys.stderr)
         return 1
     print(

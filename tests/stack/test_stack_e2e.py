@@ -28,7 +28,13 @@ from tests.functions.conftest import load_event
 
 from .stack import Stack
 
-pytestmark = [pytest.mark.stack, pytest.mark.dynamodb_local, pytest.mark.live_opensearch]
+# one stack per session: every test here runs on the same xdist worker (scripts/test: --dist loadgroup)
+pytestmark = [
+    pytest.mark.stack,
+    pytest.mark.dynamodb_local,
+    pytest.mark.live_opensearch,
+    pytest.mark.xdist_group("stack"),
+]
 
 SKIP_ON_FULL = {"surface.verbs_lists_exactly_seven_and_hides_the_rest"}
 HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
