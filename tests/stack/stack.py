@@ -42,6 +42,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -665,6 +666,13 @@ def serve(port: int, surface: str, sync_index: bool) -> int:
     """`scripts/stack`: start, print how to use it, run until Ctrl-C / SIGTERM, stop everything."""
     import logging
 
+    if port:
+        with socket.socket() as probe:
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError as exc:
+                print(f"stack: port {port} is not free ({exc.strerror}); pass another --port", file=sys.stderr)
+                return 1
     logging.getLogger("werkzeug").setLevel(logging.ERROR)  # moto's server logs every request
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
