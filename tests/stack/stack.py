@@ -616,16 +616,7 @@ class Stack:
         )
         log.close()
 
-        def stop() -> None:
-            if proc.poll() is None:
-                proc.terminate()
-                try:
-                    proc.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait()
-
-        self._stops.append(stop)
+        self._stops.append(lambda: engines.stop_process(proc))
         engines._wait_port(port, proc, name=f"the {group} function's emulator")
         return Function(group, name, port, proc, log_path, size.timeout_s)
 
