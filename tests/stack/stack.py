@@ -117,27 +117,43 @@ def _sources_digest(python_version: str) -> str:
     return h.hexdigest()
 
 
+#: Built assets unused for this long are removed when another one is built.
+ASSET_KEEP_DAYS = 7
+
+
 def ensure_asset(work: Path, log: Callable[[str], None]) -> tuple[Path, Path, Path]:
     """(python, asset, runtime): the built asset for this host's architecture and the deployed
-    Python, rebuilt only when its sources changed since the last build in `work`."""
+    Python, in `work/<digest of its sources>/`: built once per source state (into a temporary
+    directory, then renamed, so a stack that runs from another build is never touched)."""
     version = deployed_python()
     python = interpreter_for(version)
     if python is None:
         raise RuntimeError(f"the deployed python_runtime {version} is not on this machine (pyenv)")
-    asset, runtime, stamp = work / "asset", work / "runtime", work / "asset.sha256"
-    digest = _sources_digest(version)
-    if stamp.exists() and stamp.read_text() == digest and asset.is_dir() and runtime.is_dir():
-        log(f"reusing the Lambda asset in {asset}")
-        return python, asset, runtime
-    log(f"building the Lambda asset for python {version} into {asset}")
-    shutil.rmtree(asset, ignore_errors=True)
-    shutil.rmtree(runtime, ignore_errors=True)
-    built = build_asset(asset, version)
-    if built.returncode != 0:
-        raise RuntimeError(f"scripts/build-lambda failed:\n{built.stdout[-2000:]}\n{built.stderr[-3000:]}")
-    install_runtime_sdk(runtime, version, (awslambdaric_requirement(),))
-    stamp.write_text(digest)
-    return python, asset, runtime
+    home = work / _sources_digest(version)[:16]
+    if (home / "complete").exists():
+        os.utime(home / "complete")
+        log(f"reusing the Lambda asset in {home / 'asset'}")
+        return python, home / "asset", home / "runtime"
+    log(f"building the Lambda asset for python {version} into {home / 'asset'}")
+    work.mkdir(parents=True, exist_ok=True)
+    build = Path(tempfile.mkdtemp(prefix=".build-", dir=work))
+    try:
+        built = build_asset(build / "asset", version)
+        if built.returncode != 0:
+            raise RuntimeError(f"scripts/build-lambda failed:\n{built.stdout[-2000:]}\n{built.stderr[-3000:]}")
+        install_runtime_sdk(build / "runtime", version, (awslambdaric_requirement(),))
+        (build / "complete").touch()
+        try:
+            build.rename(home)
+        except OSError:  # another run built the same sources meanwhile
+            pass
+    finally:
+        shutil.rmtree(build, ignore_errors=True)
+    for old in work.iterdir():
+        done = old / "complete"
+        if old != home and done.exists() and time.time() - done.stat().st_mtime > ASSET_KEEP_DAYS * 86400:
+            shutil.rmtree(old, ignore_errors=True)
+    return python, home / "asset", home / "runtime"
 
 
 # ---------------------------------------------------------------------------------------------
