@@ -121,6 +121,11 @@ class WafConfig(_Model):
     rate_limit_per_5min: int = Field(default=1000, ge=10, le=2_000_000_000)
 
 
+#: How long API Gateway caches the REQUEST authorizer's answer per Authorization header (seconds);
+#: the CDK app sets it on the authorizer and the local stack's front caches for as long.
+AUTHORIZER_CACHE_TTL_S = 300
+
+
 class ApiConfig(_Model):
     """The public REST API: the timeout chain, the unauthenticated routes' throttle, usage keys."""
 

@@ -44,7 +44,7 @@ from fleetmem.lambda_routes import TOOL_FUNCTIONS_ENV
 from fleetmem.transport.aws_lambda.proxy import gateway_error_body, www_authenticate
 from fleetmem.transport.http_api import OPENAPI_PATH, TOOLS_PATH
 
-from ..config import DeployConfig
+from ..config import AUTHORIZER_CACHE_TTL_S, DeployConfig
 from .client_auth import RESOURCE_SERVER, ClientAuth
 from .common import Fn, FunctionFactory, acknowledge, grant_table, retention
 from .signing import InvokeSigning
@@ -212,7 +212,7 @@ class Edge(Construct):
             "RequestAuthorizer",
             handler=self.authorizer_fn.function,
             identity_sources=[apigw.IdentitySource.header("Authorization")],
-            results_cache_ttl=cdk.Duration.minutes(5),
+            results_cache_ttl=cdk.Duration.seconds(AUTHORIZER_CACHE_TTL_S),
             authorizer_name=f"{config.prefix}-authorizer",
         )
         validator = self.api.add_request_validator(

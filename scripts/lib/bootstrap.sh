@@ -94,3 +94,6 @@ fm_ensure_embedder() {
 
 # fm_ensure_opensearch — the OpenSearch + k-NN test engine, assembled from Maven Central once.
 . "$FM_ROOT/scripts/lib/opensearch.sh"
+
+# fm_ensure_rie — the Lambda Runtime Interface Emulator of the local stack, built with Go once.
+. "$FM_ROOT/scripts/lib/rie.sh"

@@ -61,6 +61,18 @@ def _die_with_parent() -> None:
         pass
 
 
+def stop_process(proc: subprocess.Popen[bytes], timeout: float = 10.0) -> None:
+    """SIGTERM, then SIGKILL after `timeout` seconds; nothing when it already ended."""
+    if proc.poll() is not None:
+        return
+    proc.terminate()
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
 def _wait_port(port: int, proc: subprocess.Popen[bytes], timeout: float = 60.0, name: str = "DynamoDB Local") -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -139,14 +151,7 @@ def dynamodb_local_endpoint(config: pytest.Config) -> str:
             raise
 
         def stop() -> None:
-            if proc.poll() is not None:
-                return
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+            stop_process(proc)
 
         atexit.register(stop)
         return f"http://127.0.0.1:{port}", stop
@@ -230,13 +235,7 @@ def _start_opensearch(java: str, home: Path, state: Path) -> tuple[str, Callable
     url = f"http://127.0.0.1:{http_port}"
 
     def stop() -> None:
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        stop_process(proc, timeout=20)
         log.close()
         shutil.rmtree(work, ignore_errors=True)
 

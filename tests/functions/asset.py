@@ -103,8 +103,9 @@ def build_asset(out: Path, python_version: str) -> subprocess.CompletedProcess[s
     )
 
 
-def install_runtime_sdk(out: Path, python_version: str) -> None:
-    """boto3 as the Lambda runtime provides it (its own directory, after the asset on sys.path)."""
+def install_runtime_sdk(out: Path, python_version: str, extra: tuple[str, ...] = ()) -> None:
+    """boto3 as the Lambda runtime provides it (its own directory, after the asset on sys.path),
+    plus `extra` requirements the runtime also brings (the local stack adds `awslambdaric`)."""
     import boto3
 
     machine = "x86_64" if host_arch() == "x86_64" else "aarch64"
@@ -127,6 +128,7 @@ def install_runtime_sdk(out: Path, python_version: str) -> None:
             python_version,
             "--only-binary=:all:",
             f"boto3=={boto3.__version__}",
+            *extra,
         ],
         check=True,
         capture_output=True,

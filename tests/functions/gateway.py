@@ -5,16 +5,23 @@ the REQUEST authorizer handler first on protected routes, answers the stack's 40
 when it denies, and passes the authorizer context in `requestContext.authorizer`, exactly the shape
 the functions read in AWS.
 
-`after_call` runs after each function call (the conformance test pumps DynamoDB streams into the
-indexer there, so search sees writes the way it would once the stream caught up)."""
+`invoke(group, event)` runs a function: by default the handler in this process (`conftest.call`);
+the local stack (tests/stack) passes one that goes through the Lambda Invoke API to the function's
+own Runtime Interface Emulator process, which reports an uncaught exception as `FunctionError`.
+`authorizer_ttl_s` caches each Authorization header's Allow answer as API Gateway's authorizer
+cache does (0: no cache). `after_call` runs after each function call (the conformance tests drain
+DynamoDB streams into the indexer there — `StreamPump` — so search sees writes the way it would
+once the stream caught up)."""
 
 from __future__ import annotations
 
 import base64
 import json
 import threading
+import time
 import uuid
 from collections.abc import Callable
+from datetime import datetime
 from typing import Any
 
 import anyio
@@ -30,10 +37,33 @@ EDGE_V1 = {"/v1/tools", "/v1/openapi.json"}  # infra/constructs/edge.py: answere
 PUBLIC = {"/health", "/.well-known/oauth-protected-resource", "/.well-known/oauth-protected-resource/mcp"}
 
 
+class FunctionError(Exception):
+    """A function ended in an uncaught exception (the Invoke API's `X-Amz-Function-Error`)."""
+
+    def __init__(self, error_type: str, message: str) -> None:
+        super().__init__(message)
+        self.error_type, self.message = error_type, message
+
+
+def _json_response(status: int, body: dict[str, Any]) -> tuple[int, dict, bytes]:
+    return status, {"content-type": "application/json"}, json.dumps(body).encode()
+
+
 class Gateway:
-    def __init__(self, *, stage: str = "dev", after_call: Callable[[], None] | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        stage: str = "dev",
+        after_call: Callable[[], None] | None = None,
+        invoke: Callable[[str, dict[str, Any]], Any] = call,
+        authorizer_ttl_s: float = 0,
+    ) -> None:
         self.stage = stage
         self.after_call = after_call or (lambda: None)
+        self.invoke = invoke
+        self.authorizer_ttl_s = authorizer_ttl_s
+        self._authorized: dict[str, tuple[float, dict[str, Any]]] = {}
+        self.authorizer_calls = 0
         self.base_url = ""
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
@@ -99,6 +129,10 @@ class Gateway:
     def _authorize(self, headers: dict[str, str], method: str, resource: str) -> dict[str, Any] | None:
         if "authorization" not in headers:
             return None  # API Gateway answers 401 itself when the identity source is missing
+        key = headers["authorization"]
+        cached = self._authorized.get(key)
+        if cached is not None and cached[0] > time.monotonic():
+            return cached[1]
         event = {
             "type": "REQUEST",
             "methodArn": f"arn:aws:execute-api:us-east-1:123456789012:local/{self.stage}/{method}{resource}",
@@ -112,15 +146,21 @@ class Gateway:
             "stageVariables": {},
             "requestContext": {"stage": self.stage, "apiId": "local", "accountId": "123456789012"},
         }
+        self.authorizer_calls += 1
         try:
-            out = call("authorizer", event)
+            out = self.invoke("authorizer", event)
         except Unauthorized:
             return None
-        return {**out.get("context", {}), "principalId": out["principalId"]}
+        except FunctionError as exc:
+            if exc.message == "Unauthorized":
+                return None
+            raise
+        context = {**out.get("context", {}), "principalId": out["principalId"]}
+        if self.authorizer_ttl_s > 0:
+            self._authorized[key] = (time.monotonic() + self.authorizer_ttl_s, context)
+        return context
 
-    def _handle(
-        self, method: str, path: str, headers: dict[str, str], body: bytes
-    ) -> tuple[int, dict, bytes]:
+    def _handle(self, method: str, path: str, headers: dict[str, str], body: bytes) -> tuple[int, dict, bytes]:
         request_id = str(uuid.uuid4())
         routed = self._route(path)
         if routed is None:
@@ -128,7 +168,10 @@ class Gateway:
         group, resource = routed
         authorizer = None
         if path not in PUBLIC:
-            authorizer = self._authorize(headers, method, resource)
+            try:
+                authorizer = self._authorize(headers, method, resource)
+            except FunctionError:
+                return _json_response(500, {"message": None})  # API Gateway: the authorizer failed
             if authorizer is None:
                 body_ = gateway_error_body(
                     "unauthorized",
@@ -140,11 +183,13 @@ class Gateway:
                     {"content-type": "application/json", "www-authenticate": www_authenticate(self.base_url)},
                     json.dumps(body_).encode(),
                 )
-        out = call(group, self._event(method, path, resource, headers, body, authorizer, request_id))
-        self.after_call()
-        raw = (
-            base64.b64decode(out["body"]) if out.get("isBase64Encoded") else (out.get("body") or "").encode()
-        )
+        try:
+            out = self.invoke(group, self._event(method, path, resource, headers, body, authorizer, request_id))
+        except FunctionError:
+            return _json_response(502, {"message": "Internal server error"})
+        finally:
+            self.after_call()
+        raw = base64.b64decode(out["body"]) if out.get("isBase64Encoded") else (out.get("body") or "").encode()
         return int(out["statusCode"]), {k.lower(): v for k, v in (out.get("headers") or {}).items()}, raw
 
     # -- ASGI + server ------------------------------------------------------------------------
@@ -192,3 +237,73 @@ class Gateway:
             self._server.should_exit = True
         if self._thread is not None:
             self._thread.join(timeout=10)
+
+
+class StreamPump:
+    """Reads every new record of the streamed tables from DynamoDB Local and hands them to the
+    indexer function as Lambda's event source mapping would (`invoke`: the in-process handler by
+    default, the indexer's own process on the local stack); `settle`, when given, runs after a pump
+    that indexed anything (the real node shows index writes at its next refresh)."""
+
+    def __init__(
+        self,
+        endpoint: str,
+        prefix: str,
+        settle: Callable[[], Any] | None = None,
+        invoke: Callable[[str, dict[str, Any]], Any] = call,
+    ) -> None:
+        from fleetmem.adapters.aws.tables import TABLES
+        from tests.aws import engines
+
+        session = engines.session()
+        self.invoke = invoke
+        self.settle = settle
+        self.streams = session.client("dynamodbstreams", endpoint_url=endpoint)
+        ddb = session.client("dynamodb", endpoint_url=endpoint)
+        self.arns = [
+            ddb.describe_table(TableName=t.physical_name(prefix))["Table"]["LatestStreamArn"]
+            for t in TABLES
+            if t.stream
+        ]
+        self.last: dict[tuple[str, str], str] = {}
+        self.lock = threading.Lock()
+        self.batches = 0
+
+    def _iterator(self, arn: str, shard: str) -> str:
+        last = self.last.get((arn, shard))
+        kw = (
+            {"ShardIteratorType": "AFTER_SEQUENCE_NUMBER", "SequenceNumber": last}
+            if last
+            else {"ShardIteratorType": "TRIM_HORIZON"}
+        )
+        return str(self.streams.get_shard_iterator(StreamArn=arn, ShardId=shard, **kw)["ShardIterator"])
+
+    def pump(self) -> None:
+        with self.lock:  # one reader, like one event source mapping per shard
+            batches = self.batches
+            for arn in self.arns:
+                for shard in self.streams.describe_stream(StreamArn=arn)["StreamDescription"]["Shards"]:
+                    iterator: str | None = self._iterator(arn, shard["ShardId"])
+                    while iterator:
+                        out = self.streams.get_records(ShardIterator=iterator)
+                        records: list[dict[str, Any]] = json.loads(json.dumps(out["Records"], default=lambda_json))
+                        if not records:
+                            break
+                        for r in records:
+                            r["eventSourceARN"] = arn
+                        result = self.invoke("indexer", {"Records": records})
+                        assert result == {"batchItemFailures": []}, result
+                        self.batches += 1
+                        self.last[(arn, shard["ShardId"])] = records[-1]["dynamodb"]["SequenceNumber"]
+                        iterator = out.get("NextShardIterator")
+            if self.settle is not None and self.batches > batches:
+                self.settle()
+
+
+def lambda_json(value: Any) -> Any:
+    """How Lambda serializes what the SDK returns as bytes / datetimes in a stream event."""
+    if isinstance(value, bytes | bytearray):
+        return base64.b64encode(value).decode()
+    if isinstance(value, datetime):
+        return int(value.timestamp())
+    raise TypeError(type(value).__name__)

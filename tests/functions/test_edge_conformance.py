@@ -9,84 +9,20 @@ it would once the stream caught up."""
 
 from __future__ import annotations
 
-import base64
-import json
 import socket
-import threading
-from datetime import datetime
-from typing import Any
 
 import pytest
 
-from fleetmem.adapters.aws.tables import TABLES
 from fleetmem.adapters.local.clock import SystemClock
 from fleetmem.conformance import run as run_conformance
 from fleetmem.tokens import create_client
 from fleetmem.wiring import set_deps_override
 from tests.aws import engines
 
-from .conftest import call, make_deps
-from .gateway import Gateway
+from .conftest import make_deps
+from .gateway import Gateway, StreamPump
 
 SKIP_ON_FULL = {"surface.verbs_lists_exactly_seven_and_hides_the_rest"}
-
-
-class StreamPump:
-    """Reads every new record of the streamed tables from DynamoDB Local and hands them to the
-    indexer handler as Lambda's event source mapping would, then makes the index writes searchable
-    (`settle`: the real node shows writes at its next refresh)."""
-
-    def __init__(self, endpoint: str, prefix: str, settle: Any) -> None:
-        self.settle = settle
-        session = engines.session()
-        self.streams = session.client("dynamodbstreams", endpoint_url=endpoint)
-        ddb = session.client("dynamodb", endpoint_url=endpoint)
-        self.arns = [
-            ddb.describe_table(TableName=t.physical_name(prefix))["Table"]["LatestStreamArn"]
-            for t in TABLES
-            if t.stream
-        ]
-        self.last: dict[tuple[str, str], str] = {}
-        self.lock = threading.Lock()
-
-    def _iterator(self, arn: str, shard: str) -> str:
-        last = self.last.get((arn, shard))
-        kw = (
-            {"ShardIteratorType": "AFTER_SEQUENCE_NUMBER", "SequenceNumber": last}
-            if last
-            else {"ShardIteratorType": "TRIM_HORIZON"}
-        )
-        return self.streams.get_shard_iterator(StreamArn=arn, ShardId=shard, **kw)["ShardIterator"]
-
-    def pump(self) -> None:
-        with self.lock:  # one reader, like one event source mapping per shard
-            indexed = False
-            for arn in self.arns:
-                for shard in self.streams.describe_stream(StreamArn=arn)["StreamDescription"]["Shards"]:
-                    iterator: str | None = self._iterator(arn, shard["ShardId"])
-                    while iterator:
-                        out = self.streams.get_records(ShardIterator=iterator)
-                        records: list[dict[str, Any]] = json.loads(json.dumps(out["Records"], default=lambda_json))
-                        if not records:
-                            break
-                        for r in records:
-                            r["eventSourceARN"] = arn
-                        result = call("indexer", {"Records": records})
-                        assert result == {"batchItemFailures": []}, result
-                        indexed = True
-                        self.last[(arn, shard["ShardId"])] = records[-1]["dynamodb"]["SequenceNumber"]
-                        iterator = out.get("NextShardIterator")
-            if indexed:
-                self.settle()
-
-
-def lambda_json(value: Any) -> Any:
-    """How Lambda serializes what the SDK returns as bytes / datetimes in a stream event."""
-    if isinstance(value, bytes | bytearray):
-        return base64.b64encode(value).decode()
-    if isinstance(value, datetime):
-        return int(value.timestamp())
-    raise TypeError(type(value).__name__)
 
 
 def free_port() -> int:

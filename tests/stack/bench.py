@@ -1,0 +1,85 @@
+"""`scripts/stack bench`: the latency of the local stack per verb, over the calls `scripts/bench`
+makes (`fleetmem.bench.runner.workloads`, keep-alive JSON-RPC over HTTP), through the front, the
+authorizer (cached), the edge function and each verb's own function process.
+
+The corpus is seeded as `scripts/bench` seeds it (`seed_corpus`, through the store ports straight
+into the stack's DynamoDB tables and OpenSearch index), and the stream indexer catches up on it
+before anything is measured. Smaller than `scripts/bench`'s default (2,000 pages), since every
+page and fact also passes the DynamoDB stream through the indexer function."""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import sys
+import time
+
+from fleetmem.adapters.local.clock import SystemClock
+from fleetmem.adapters.local.ids import SortableIds
+from fleetmem.bench.corpus import seed_corpus
+from fleetmem.bench.runner import CALLER, TENANT, _ms, http_latency, workloads
+from fleetmem.ports import Deps
+from fleetmem.timefmt import iso
+from fleetmem.transport.dispatch import dispatch
+from tests.aws import engines
+
+from .stack import LOCAL_EMBEDDING_DIM, LOCAL_EMBEDDING_MODEL, Stack
+
+
+def main(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(prog="scripts/stack bench")
+    p.add_argument("--pages", type=int, default=2000)
+    p.add_argument("--iterations", type=int, default=100, help="measured calls per verb (after 20 warm-up calls)")
+    args = p.parse_args(argv)
+    stack = Stack(port=0, sync_index=False).start()
+    try:
+        from fleetmem.adapters.aws.opensearch import OpenSearchIndex
+        from fleetmem.tokens import create_client
+
+        stores = engines.open_stores(stack.ddb, stack.prefix)
+        search = OpenSearchIndex(
+            stack.search_url,
+            model_id=LOCAL_EMBEDDING_MODEL,
+            dim=LOCAL_EMBEDDING_DIM,
+            prefix=stack.index_prefix,
+            service="none",
+        )
+        deps = Deps.over(
+            stores, search=search, clock=SystemClock(), ids=SortableIds(), embedder=None, llm=None, backend="aws"
+        )
+        t0 = time.monotonic()
+        corpus = seed_corpus(deps, tenant=TENANT, pages=args.pages, now=deps.clock.now())
+        stack.drain()
+        print(
+            f"stack bench: seeded {args.pages:,} pages and indexed the stream in {time.monotonic() - t0:.0f} s",
+            file=sys.stderr,
+        )
+        since = iso(deps.clock.now())
+        for k in range(20):
+            dispatch(
+                "put_page",
+                {"slug": corpus.targets[k % len(corpus.targets)], "content": f"# Changed {k}\n"},
+                CALLER,
+                deps,
+                transport="cli",
+            )
+        stack.drain()
+        token, _ = create_client(
+            stores.clients, SystemClock(), tenant=TENANT, client_id="bench-agent", scopes=["read", "write"]
+        )
+        work = workloads(corpus, since)
+        reads = {k: v for k, v in work.items() if v[0] != "remember"}
+        writes = {k: v for k, v in work.items() if v[0] == "remember"}
+        stats = http_latency(stack.mcp_url, str(token), reads, args.iterations)
+        stats.update(http_latency(stack.mcp_url, str(token), writes, args.iterations))
+    finally:
+        stack.stop()
+    print(
+        f"local stack — {platform.system()} {platform.machine()}, {args.pages:,} pages, "
+        f"{args.iterations} calls per verb\n\n"
+        "| call | p50 ms | p99 ms |\n|---|---:|---:|"
+    )
+    for label, s in stats.items():
+        name = f"{label} ({s.errors} errors)" if s.errors else label
+        print(f"| {name} | {_ms(s.pct(0.5))} | {_ms(s.pct(0.99))} |")
+    return 0

@@ -1,0 +1,714 @@
+"""The deployed AWS shape on 127.0.0.1 (`scripts/stack`; the end-to-end test shares one per session).
+
+What runs, each a real component:
+
+- DynamoDB Local (streams on) with the stage's tables; the OpenSearch 2.19.1 + k-NN test node with
+  the stage's index; moto's server for Secrets Manager (the invoke-signing key and the usage-plan
+  key), SQS and EventBridge (heartbeat destinations) — the engines of tests/aws/engines.py.
+- The Lambda asset `scripts/build-lambda` builds (reused while its sources are unchanged), and every
+  function of `functions/` as its own process from it: the AWS Lambda Runtime Interface Emulator
+  (`aws-lambda-rie`, built from its Go module by scripts/lib/rie.sh) running the deployed Python
+  with `awslambdaric`, the runtime interface client, so events and answers are marshalled by AWS's
+  own code. The runtime directory (boto3 + awslambdaric, as /var/runtime holds them) sits after
+  the asset on the path; the asset itself ships neither.
+- The Lambda Invoke API (`InvokeRouter`): `POST /2015-03-31/functions/<name>/invocations` to the
+  named function's emulator. The edge's boto3 Lambda client reaches it through
+  `AWS_ENDPOINT_URL_LAMBDA`, with the signed payloads of a deployed stage.
+- The DynamoDB Streams event source mapping (`StreamPump`): the streams are polled and each batch
+  goes to the indexer function as a DynamoDB Streams event.
+- API Gateway (`Gateway` of tests/functions/gateway.py): HTTP on 127.0.0.1 turned into REST API
+  proxy events (payload 1.0, as the CDK `RestApi` sends), the REQUEST authorizer function first,
+  its Allow answers cached per Authorization header for `AUTHORIZER_CACHE_TTL_S` as the CDK app
+  configures, `/mcp` and `GET /v1/tools|openapi.json` to the edge, `POST /v1/<tool>` to the tool's
+  function.
+- Bedrock embeddings (`BedrockStandIn`): Bedrock cannot run here, so a local endpoint with Bedrock
+  Runtime's `InvokeModel` shape answers for one model id, `fleetmem-local.all-minilm-l6-v2`, with
+  the local MiniLM vector (384 dimensions) zero-padded to 512 — a Titan V2 size the unchanged
+  `BedrockEmbedder` accepts, and cosine is unchanged by zero padding. The functions run with the
+  deployed `FLEETMEM_EMBEDDER=bedrock`; only the model id, dimension and Bedrock endpoint differ.
+  synthesize runs with no LLM (as a stage whose config names no `llm.model`): it answers
+  `unavailable` with its fix. No Converse mock is served.
+
+Not emulated: usage plans and API keys, API Gateway throttling, WAF, IAM, Cognito's hosted token
+endpoint; each function has one sandbox, so concurrent calls to one function wait for each other.
+Data lives in memory: it is gone when the stack stops.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import hashlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from tests.aws import engines  # noqa: E402
+from tests.functions.asset import (  # noqa: E402
+    build_asset,
+    deployed_python,
+    install_runtime_sdk,
+    interpreter_for,
+)
+from tests.functions.gateway import FunctionError, Gateway, StreamPump  # noqa: E402
+
+#: The port `scripts/stack` serves on unless `--port` says otherwise (fleetmem serve uses 8765).
+DEFAULT_PORT = 8766
+STAGE = "local"
+PREFIX = "fleetmem-local"
+#: The one embedding model id the Bedrock stand-in answers for (local stack only).
+LOCAL_EMBEDDING_MODEL = "fleetmem-local.all-minilm-l6-v2"
+LOCAL_EMBEDDING_DIM = 512
+REGION = "us-east-1"
+CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "fleetmem"
+#: Every function the CDK app deploys, as the folder names of functions/.
+GROUPS = tuple(sorted(p.name for p in (ROOT / "functions").iterdir() if (p / "handler.py").exists()))
+
+
+def rie_binary() -> Path:
+    """Where scripts/lib/rie.sh builds the emulator (same defaults as the script)."""
+    script = (ROOT / "scripts" / "lib" / "rie.sh").read_text()
+    version = script.split('FM_RIE_VERSION="', 1)[1].split('"', 1)[0]
+    base = Path(os.environ["FLEETMEM_RIE_DIR"]) if os.environ.get("FLEETMEM_RIE_DIR") else None
+    return (base or CACHE / "engines" / f"aws-lambda-rie-{version}") / "aws-lambda-rie"
+
+
+def awslambdaric_requirement() -> str:
+    """The runtime interface client pinned in pyproject.toml's `stack` extra."""
+    text = (ROOT / "pyproject.toml").read_text()
+    for line in text.split("stack = [", 1)[1].split("]", 1)[0].splitlines():
+        line = line.strip().strip(",").strip('"')
+        if line.startswith("awslambdaric"):
+            return line
+    raise RuntimeError("pyproject.toml's `stack` extra pins no awslambdaric")
+
+
+# ---------------------------------------------------------------------------------------------
+# the asset and the runtime directory
+
+
+def _sources_digest(python_version: str) -> str:
+    h = hashlib.sha256(f"{python_version} {awslambdaric_requirement()}".encode())
+    for base in ("shared/fleetmem", "functions", "infra/requirements-lambda.txt", "scripts/build-lambda"):
+        path = ROOT / base
+        files = sorted(path.rglob("*")) if path.is_dir() else [path]
+        for f in files:
+            if f.is_file() and "__pycache__" not in f.parts:
+                h.update(str(f.relative_to(ROOT)).encode())
+                h.update(f.read_bytes())
+    return h.hexdigest()
+
+
+#: Built assets unused for this long are removed when another one is built.
+ASSET_KEEP_DAYS = 7
+
+
+def ensure_asset(work: Path, log: Callable[[str], None]) -> tuple[Path, Path, Path]:
+    """(python, asset, runtime): the built asset for this host's architecture and the deployed
+    Python, in `work/<digest of its sources>/`: built once per source state (into a temporary
+    directory, then renamed, so a stack that runs from another build is never touched)."""
+    version = deployed_python()
+    python = interpreter_for(version)
+    if python is None:
+        raise RuntimeError(f"the deployed python_runtime {version} is not on this machine (pyenv)")
+    home = work / _sources_digest(version)[:16]
+    if (home / "complete").exists():
+        os.utime(home / "complete")
+        log(f"reusing the Lambda asset in {home / 'asset'}")
+        return python, home / "asset", home / "runtime"
+    log(f"building the Lambda asset for python {version} into {home / 'asset'}")
+    work.mkdir(parents=True, exist_ok=True)
+    build = Path(tempfile.mkdtemp(prefix=".build-", dir=work))
+    try:
+        built = build_asset(build / "asset", version)
+        if built.returncode != 0:
+            raise RuntimeError(f"scripts/build-lambda failed:\n{built.stdout[-2000:]}\n{built.stderr[-3000:]}")
+        install_runtime_sdk(build / "runtime", version, (awslambdaric_requirement(),))
+        (build / "complete").touch()
+        try:
+            build.rename(home)
+        except OSError:  # another run built the same sources meanwhile
+            pass
+    finally:
+        shutil.rmtree(build, ignore_errors=True)
+    for old in work.iterdir():
+        done = old / "complete"
+        if old != home and done.exists() and time.time() - done.stat().st_mtime > ASSET_KEEP_DAYS * 86400:
+            shutil.rmtree(old, ignore_errors=True)
+    return python, home / "asset", home / "runtime"
+
+
+# ---------------------------------------------------------------------------------------------
+# small HTTP servers on 127.0.0.1
+
+
+class _Quiet(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def send(self, status: int, raw: bytes, headers: dict[str, str]) -> None:
+        self.send_response(status)
+        for k, v in {"Content-Type": "application/json", **headers, "Content-Length": str(len(raw))}.items():
+            self.send_header(k, v)
+        self.end_headers()
+        self.wfile.write(raw)
+
+    def log_message(self, *args: Any) -> None:
+        return None
+
+
+class _Server:
+    """A threading HTTP server on a free 127.0.0.1 port, serving `handler`."""
+
+    def __init__(self, handler: type[BaseHTTPRequestHandler]) -> None:
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+# ---------------------------------------------------------------------------------------------
+# Bedrock's InvokeModel, answered by the local MiniLM model
+
+
+class BedrockStandIn(_Server):
+    """`POST /model/<id>/invoke` with a Titan V2 request -> `{embedding, inputTextTokenCount}`."""
+
+    def __init__(self) -> None:
+        from fleetmem.adapters.local.embedder import load_local_embedder
+        from fleetmem.config import default_model_dir
+
+        embedder, problem = load_local_embedder(default_model_dir())
+        if embedder is None:
+            raise RuntimeError(f"the local MiniLM model is missing: {problem}")
+        self.embedder = embedder
+        self.calls = 0
+        stand_in = self
+
+        class Handler(_Quiet):
+            def do_POST(self) -> None:
+                parts = self.path.split("/")
+                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
+                model = urllib.request.unquote(parts[2]) if len(parts) > 3 else ""
+                if parts[-1] != "invoke" or model != LOCAL_EMBEDDING_MODEL:
+                    self._answer(
+                        400,
+                        {"message": f"The local stack serves only InvokeModel for {LOCAL_EMBEDDING_MODEL}."},
+                        "ValidationException",
+                    )
+                    return
+                dim = int(body.get("dimensions") or LOCAL_EMBEDDING_DIM)
+                vec = [float(x) for x in stand_in.embedder.embed([str(body.get("inputText", ""))])[0]]
+                if dim < len(vec):
+                    self._answer(400, {"message": f"dimensions must be >= {len(vec)}"}, "ValidationException")
+                    return
+                stand_in.calls += 1
+                vec += [0.0] * (dim - len(vec))
+                self._answer(200, {"embedding": vec, "inputTextTokenCount": len(str(body.get("inputText", ""))) // 4})
+
+            def _answer(self, status: int, body: dict[str, Any], error_type: str = "") -> None:
+                self.send(status, json.dumps(body).encode(), {"x-amzn-ErrorType": error_type} if error_type else {})
+
+        super().__init__(Handler)
+
+
+# ---------------------------------------------------------------------------------------------
+# one function = one Runtime Interface Emulator process
+
+
+def _post(url: str, payload: bytes, timeout: float) -> tuple[int, bytes]:
+    req = urllib.request.Request(url, data=payload, method="POST", headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
+            return resp.status, resp.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read()
+
+
+def function_error(raw: bytes) -> tuple[str, str] | None:
+    """(errorType, errorMessage) when `raw` is the runtime's error answer. The emulator relays an
+    uncaught exception as a 200 with the runtime's error document and no `X-Amz-Function-Error`;
+    its keys are exactly these (plus requestId, stackTrace), which no handler's answer is."""
+    try:
+        body = json.loads(raw)
+    except ValueError:
+        return None
+    if isinstance(body, dict) and {"errorType", "errorMessage"} <= body.keys() <= {
+        "errorType",
+        "errorMessage",
+        "requestId",
+        "stackTrace",
+    }:
+        return str(body["errorType"]), str(body["errorMessage"])
+    return None
+
+
+@dataclass
+class Function:
+    group: str
+    name: str
+    port: int
+    process: subprocess.Popen[bytes]
+    log_path: Path
+    timeout_s: int
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    invocations: int = 0
+
+    def invoke_raw(self, payload: bytes) -> tuple[int, bytes]:
+        """One invocation at a time: the emulator holds one sandbox and refuses a second one."""
+        with self.lock:
+            self.invocations += 1
+            return _post(
+                f"http://127.0.0.1:{self.port}/2015-03-31/functions/function/invocations",
+                payload,
+                timeout=self.timeout_s + 5,
+            )
+
+    def invoke(self, event: dict[str, Any]) -> Any:
+        status, raw = self.invoke_raw(json.dumps(event).encode())
+        if status != 200:
+            raise FunctionError("Runtime.Emulator", f"the emulator answered {status}: {raw[:200]!r}")
+        err = function_error(raw)
+        if err is not None:
+            raise FunctionError(*err)
+        return json.loads(raw)
+
+
+class InvokeRouter(_Server):
+    """The Lambda Invoke API on 127.0.0.1: the function named in the path, through its emulator.
+    A function error carries `X-Amz-Function-Error: Unhandled` as the service sets it; an unknown
+    name answers the service's 404 `ResourceNotFoundException`."""
+
+    def __init__(self, functions: dict[str, Function]) -> None:
+        def by_name(name: str) -> Function | None:  # read at call time: functions start after the router
+            return next((f for f in functions.values() if f.name == name), None)
+
+        class Handler(_Quiet):
+            def do_POST(self) -> None:
+                payload = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                name = self.path.split("/functions/", 1)[-1].split("/", 1)[0]
+                name = urllib.request.unquote(name).rsplit(":", 1)[-1] if ":function:" in name else name
+                fn = by_name(urllib.request.unquote(name))
+                headers = {"Content-Type": "application/json"}
+                if fn is None or not self.path.endswith("/invocations"):
+                    status, raw = 404, json.dumps({"Type": "User", "message": f"Function not found: {name}"}).encode()
+                    headers["x-amzn-ErrorType"] = "ResourceNotFoundException"
+                else:
+                    status, raw = fn.invoke_raw(payload)
+                    if status == 200 and function_error(raw) is not None:
+                        headers["X-Amz-Function-Error"] = "Unhandled"
+                    elif status != 200:
+                        status, raw = 502, json.dumps({"message": raw.decode(errors="replace")[:500]}).encode()
+                        headers["x-amzn-ErrorType"] = "ServiceException"
+                self.send(status, raw, {**headers, "X-Amz-Executed-Version": "$LATEST"})
+
+        super().__init__(Handler)
+
+
+#: A first invocation per function at start (the emulator initializes the runtime on the first
+#: invoke): each is harmless — an unsigned payload the tool functions refuse, a health check, an
+#: empty stream batch, a request without a credential.
+def warm_event(group: str) -> dict[str, Any]:
+    if group == "mcp":
+        return {
+            "resource": "/health",
+            "path": "/health",
+            "httpMethod": "GET",
+            "headers": {},
+            "body": None,
+            "requestContext": {"stage": STAGE, "requestId": "warm", "resourcePath": "/health"},
+        }
+    if group == "authorizer":
+        return {
+            "type": "REQUEST",
+            "headers": {},
+            "methodArn": f"arn:aws:execute-api:{REGION}:000000000000:local/{STAGE}/GET/health",
+        }
+    if group == "indexer":
+        return {"Records": []}
+    return {}
+
+
+# ---------------------------------------------------------------------------------------------
+# the stack
+
+
+class _Cleanups:
+    """Stands in for pytest's config in tests/aws/engines.py when run as a command."""
+
+    def __init__(self) -> None:
+        self.fns: list[Callable[[], None]] = []
+
+    def add_cleanup(self, fn: Callable[[], None]) -> None:
+        self.fns.append(fn)
+
+    def run(self) -> None:
+        while self.fns:
+            try:
+                self.fns.pop()()
+            except Exception as exc:  # keep stopping the rest
+                print(f"stack: cleanup failed: {exc}", file=sys.stderr)
+
+
+class Stack:
+    """Start with `start()`, stop with `stop()` (idempotent). `config` is pytest's config when the
+    test session shares its engines, else the stack owns them."""
+
+    def __init__(
+        self,
+        *,
+        port: int = 0,
+        surface: str = "full",
+        work: Path | None = None,
+        config: Any = None,
+        sync_index: bool = True,
+        log: Callable[[str], None] | None = None,
+    ) -> None:
+        self.port = port or engines.free_port()
+        self.surface = surface
+        self.work = work or CACHE / "stack"
+        self.own_cleanups = _Cleanups() if config is None else None
+        self.config = config if config is not None else self.own_cleanups
+        self.sync_index = sync_index
+        self.log = log or (lambda line: print(f"stack: {line}", file=sys.stderr))
+        self.prefix = PREFIX
+        self.functions: dict[str, Function] = {}
+        self.run_dir = Path(tempfile.mkdtemp(prefix="fleetmem-stack-"))
+        self._stops: list[Callable[[], None]] = []
+        self._poller: threading.Thread | None = None
+        self._stopping = threading.Event()
+
+    # -- public ---------------------------------------------------------------------------------
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def mcp_url(self) -> str:
+        return f"{self.base_url}/mcp"
+
+    def invoke(self, group: str, event: dict[str, Any]) -> Any:
+        return self.functions[group].invoke(event)
+
+    def client_env(self) -> dict[str, str]:
+        """What `fleetmem token create --backend aws` needs to reach this stack's client store."""
+        return {
+            "AWS_ACCESS_KEY_ID": "test",
+            "AWS_SECRET_ACCESS_KEY": "test",
+            "AWS_REGION": REGION,
+            "AWS_ENDPOINT_URL_DYNAMODB": self.ddb,
+            "FLEETMEM_TABLE_PREFIX": self.prefix,
+        }
+
+    def token_command(self) -> str:
+        env = " ".join(f"{k}={v}" for k, v in self.client_env().items())
+        return f"{env} .venv/bin/fleetmem token create --backend aws --tenant local --client me --scopes read,write"
+
+    def start(self) -> Stack:
+        t0 = time.monotonic()
+        try:
+            self._start()
+        except BaseException:
+            self.stop()
+            raise
+        self.log(f"ready in {time.monotonic() - t0:.1f} s: {self.mcp_url}")
+        return self
+
+    def stop(self) -> None:
+        self._stopping.set()
+        while self._stops:
+            try:
+                self._stops.pop()()
+            except Exception as exc:
+                self.log(f"stopping: {exc}")
+        if self.own_cleanups is not None:
+            self.own_cleanups.run()
+        shutil.rmtree(self.run_dir, ignore_errors=True)
+
+    # -- start-up -----------------------------------------------------------------------------
+    def _start(self) -> None:
+        rie = rie_binary()
+        if not rie.exists():
+            engines.missing(
+                f"the Lambda Runtime Interface Emulator ({rie})",
+                "bash -c '. scripts/lib/bootstrap.sh && fm_ensure_rie'",
+            )
+        self.work.mkdir(parents=True, exist_ok=True)
+        # Engines start on this thread: their processes die with the thread that started them
+        # (PR_SET_PDEATHSIG), so never from a pool thread. The asset builds meanwhile.
+        with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
+            asset = pool.submit(ensure_asset, self.work, self.log)
+            bedrock = pool.submit(BedrockStandIn)
+            self.ddb = engines.dynamodb_local_endpoint(self.config)
+            self.moto = engines.moto_endpoint(self.config)
+            self.search_url = engines.opensearch_endpoint(self.config)
+            python, asset_dir, runtime = asset.result()
+            self.bedrock = bedrock.result()
+        self._stops.append(self.bedrock.stop)
+        self.log(f"DynamoDB Local {self.ddb}, OpenSearch {self.search_url}, moto {self.moto}")
+
+        from fleetmem.adapters.aws.opensearch import OpenSearchIndex
+
+        self.prefix = f"{PREFIX}-{uuid.uuid4().hex[:6]}"
+        engines.tables_for(self.ddb, self.prefix)
+        self.index_prefix = f"fmstack{uuid.uuid4().hex[:6]}"
+        OpenSearchIndex(
+            self.search_url,
+            model_id=LOCAL_EMBEDDING_MODEL,
+            dim=LOCAL_EMBEDDING_DIM,
+            prefix=self.index_prefix,
+            service="none",
+        ).ensure_index()
+        env = self._environment()
+
+        names = {g: f"{self.prefix}-{g.replace('_', '-')}" for g in GROUPS}
+        router_functions: dict[str, Function] = {}
+        # the router's URL goes into the edge's environment, so it starts before the functions
+        self.router = InvokeRouter(router_functions)
+        self._stops.append(self.router.stop)
+        env["common"]["AWS_ENDPOINT_URL_LAMBDA"] = self.router.url
+        from infra.config import load_config
+
+        cfg = load_config()
+        for group in GROUPS:
+            self.functions[group] = self._spawn(
+                group, names[group], python, asset_dir, runtime, rie, {**env["common"], **env.get(group, {})}, cfg
+            )
+        router_functions.update(self.functions)
+        self._warm()
+
+        self.pump = StreamPump(self.ddb, self.prefix, invoke=self.invoke)
+        self._poller = threading.Thread(target=self._poll, daemon=True)
+        self._poller.start()
+        from infra.config import AUTHORIZER_CACHE_TTL_S
+
+        self.gateway = Gateway(
+            stage=STAGE,
+            invoke=self.invoke,
+            authorizer_ttl_s=AUTHORIZER_CACHE_TTL_S,
+            after_call=self.drain if self.sync_index else None,
+        )
+        self.gateway.start(self.port)
+        self._stops.append(self.gateway.stop)
+
+    def _environment(self) -> dict[str, dict[str, str]]:
+        """What the CDK app sets on each function (infra/stacks, infra/constructs), pointed at the
+        local engines."""
+        import boto3
+        from infra.config import load_config
+
+        from fleetmem.config import (
+            ENV_AUTHORIZATION_SERVER,
+            ENV_BACKEND,
+            ENV_BEDROCK_EMBEDDING_DIM,
+            ENV_BEDROCK_EMBEDDING_MODEL,
+            ENV_EMBEDDER,
+            ENV_INVOKE_READ_TIMEOUT_S,
+            ENV_INVOKE_SIGNING_SECRET_ARN,
+            ENV_LLM,
+            ENV_OPENSEARCH_ENDPOINT,
+            ENV_OPENSEARCH_INDEX_PREFIX,
+            ENV_OPENSEARCH_SERVICE,
+            ENV_PUBLIC_URL,
+            ENV_SURFACE,
+            ENV_TABLE_PREFIX,
+            ENV_USAGE_KEY_SECRETS,
+        )
+        from fleetmem.lambda_routes import TOOL_FUNCTIONS_ENV, function_group, function_name
+        from fleetmem.memory.verbs import REGISTRY
+
+        cfg = load_config()
+        sm = boto3.client("secretsmanager", endpoint_url=self.moto, **engines.CREDENTIALS)
+        tag = uuid.uuid4().hex[:8]
+        signing = sm.create_secret(Name=f"{self.prefix}-invoke-signing-{tag}", SecretString=uuid.uuid4().hex * 2)
+        usage = sm.create_secret(Name=f"{self.prefix}-usage-key-{tag}", SecretString=uuid.uuid4().hex[:40])
+        common = {
+            "PATH": "/usr/bin:/bin",
+            "LANG": "C.UTF-8",
+            "AWS_ACCESS_KEY_ID": "test",
+            "AWS_SECRET_ACCESS_KEY": "test",
+            "AWS_REGION": REGION,
+            "AWS_DEFAULT_REGION": REGION,
+            "AWS_ENDPOINT_URL_DYNAMODB": self.ddb,
+            "AWS_ENDPOINT_URL_SQS": self.moto,
+            "AWS_ENDPOINT_URL_EVENTBRIDGE": self.moto,
+            "AWS_ENDPOINT_URL_SECRETS_MANAGER": self.moto,
+            "AWS_ENDPOINT_URL_BEDROCK_RUNTIME": self.bedrock.url,
+            "AWS_LAMBDA_LOG_FORMAT": "JSON",
+            "AWS_LAMBDA_LOG_LEVEL": "INFO",
+            ENV_BACKEND: "aws",
+            ENV_EMBEDDER: "bedrock",
+            ENV_LLM: "none",
+            ENV_SURFACE: self.surface,
+            ENV_TABLE_PREFIX: self.prefix,
+            ENV_OPENSEARCH_ENDPOINT: self.search_url,
+            ENV_OPENSEARCH_SERVICE: "none",
+            ENV_OPENSEARCH_INDEX_PREFIX: self.index_prefix,
+            ENV_BEDROCK_EMBEDDING_MODEL: LOCAL_EMBEDDING_MODEL,
+            ENV_BEDROCK_EMBEDDING_DIM: str(LOCAL_EMBEDDING_DIM),
+            ENV_INVOKE_SIGNING_SECRET_ARN: signing["ARN"],
+            "POWERTOOLS_METRICS_NAMESPACE": "fleetmem",
+            "POWERTOOLS_LOG_LEVEL": "INFO",
+        }
+        return {
+            "common": common,
+            "mcp": {
+                TOOL_FUNCTIONS_ENV: json.dumps({t: function_name(self.prefix, function_group(t)) for t in REGISTRY}),
+                ENV_AUTHORIZATION_SERVER: "",
+                ENV_INVOKE_READ_TIMEOUT_S: str(cfg.api.invoke_read_timeout_s),
+                ENV_PUBLIC_URL: self.base_url,
+            },
+            "authorizer": {ENV_USAGE_KEY_SECRETS: json.dumps({"*": usage["ARN"]})},
+        }
+
+    def _spawn(
+        self,
+        group: str,
+        name: str,
+        python: Path,
+        asset: Path,
+        runtime: Path,
+        rie: Path,
+        env: dict[str, str],
+        cfg: Any,
+    ) -> Function:
+        size = cfg.size_for(group)
+        port, api_port = engines.free_port(), engines.free_port()
+        handler = f"functions.{group}.handler.handler"
+        log_path = self.run_dir / f"{group}.log"
+        log = log_path.open("wb")
+        proc = subprocess.Popen(
+            [
+                str(rie),
+                "--log-level",
+                "error",
+                "--runtime-interface-emulator-address",
+                f"127.0.0.1:{port}",
+                "--runtime-api-address",
+                f"127.0.0.1:{api_port}",
+                str(python),
+                "-S",  # no site-packages: the asset and the runtime directory only
+                "-m",
+                "awslambdaric",
+                handler,
+            ],
+            cwd=asset,  # LAMBDA_TASK_ROOT
+            env={
+                **env,
+                "PYTHONPATH": f"{asset}:{runtime}",
+                "LAMBDA_TASK_ROOT": str(asset),
+                "_HANDLER": handler,
+                "AWS_LAMBDA_FUNCTION_NAME": name,
+                "AWS_LAMBDA_FUNCTION_TIMEOUT": str(size.timeout_s),
+                "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": str(size.memory_mb),
+                "AWS_LAMBDA_LOG_GROUP_NAME": f"/aws/lambda/{name}",
+                "POWERTOOLS_SERVICE_NAME": group,
+            },
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            preexec_fn=engines._die_with_parent,
+            start_new_session=True,  # Ctrl-C reaches the stack, which stops the functions itself
+        )
+        log.close()
+
+        self._stops.append(lambda: engines.stop_process(proc))
+        engines._wait_port(port, proc, name=f"the {group} function's emulator")
+        return Function(group, name, port, proc, log_path, size.timeout_s)
+
+    def _warm(self) -> None:
+        """Initialize every function's runtime at once (the emulator does it on the first invoke)."""
+
+        def one(fn: Function) -> None:
+            status, _ = fn.invoke_raw(json.dumps(warm_event(fn.group)).encode())
+            if status != 200:
+                raise RuntimeError(f"the {fn.group} function did not initialize:\n{self.function_log(fn.group)}")
+
+        with concurrent.futures.ThreadPoolExecutor(max_workers=len(self.functions)) as pool:
+            for f in [pool.submit(one, fn) for fn in self.functions.values()]:
+                f.result()
+
+    def drain(self) -> None:
+        """Index everything the streams hold now and refresh the index, so the next request's
+        search sees this one's writes (the default; `--async-index` leaves it to the poller and
+        OpenSearch's 1 s refresh, as on AWS)."""
+        before = self.pump.batches
+        self.pump.pump()
+        if self.pump.batches != before:
+            _post(f"{self.search_url}/{self.index_prefix}*/_refresh", b"", timeout=30)
+
+    def function_log(self, group: str, tail: int = 4000) -> str:
+        return self.functions[group].log_path.read_text(errors="replace")[-tail:]
+
+    def _poll(self) -> None:
+        """The event source mapping: poll the streams every 250 ms."""
+        while not self._stopping.wait(0.25):
+            try:
+                self.pump.pump()
+            except Exception as exc:
+                self.log(f"stream indexer: {exc}")
+
+
+def serve(port: int, surface: str, sync_index: bool) -> int:
+    """`scripts/stack`: start, print how to use it, run until Ctrl-C / SIGTERM, stop everything."""
+    import logging
+
+    if port:
+        with socket.socket() as probe:
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError as exc:
+                print(f"stack: port {port} is not free ({exc.strerror}); pass another --port", file=sys.stderr)
+                return 1
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # moto's server logs every request
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    stack = Stack(port=port, surface=surface, sync_index=sync_index)
+    try:
+        stack.start()
+    except KeyboardInterrupt:
+        return 130
+    except BaseException as exc:  # also a missing engine, reported the way the tests report it
+        print(f"stack: could not start: {exc}", file=sys.stderr)
+        return 1
+    print(
+        f"""
+fleetmem local stack ({len(stack.functions)} functions under the Lambda Runtime Interface Emulator)
+  MCP:      {stack.mcp_url}
+  HTTP API: {stack.base_url}/v1/<tool>
+  logs:     {stack.run_dir}/<function>.log
+
+Mint a token (the client store is the stack's DynamoDB table):
+  {stack.token_command()}
+
+Ctrl-C stops everything (data lives in memory only).""",
+        flush=True,
+    )
+    try:
+        while not stop.wait(1):
+            pass
+    finally:
+        print("stack: stopping", file=sys.stderr)
+        stack.stop()
+    return 0

@@ -1,0 +1,180 @@
+"""End to end on the local stack (tests/stack/stack.py, what `scripts/stack` runs): HTTP -> the
+API Gateway-style front -> the authorizer function -> the MCP edge function -> the Lambda Invoke
+API -> each verb's own function, every function a Runtime Interface Emulator process running the
+built asset with awslambdaric -> DynamoDB Local -> its stream -> the indexer function -> the
+OpenSearch 2.19.1 + k-NN node, with the local MiniLM model behind Bedrock's InvokeModel shape.
+
+Stand-ins for what cannot run here, each said in the stack's docstring: API Gateway itself (the
+front), the Lambda service (emulator processes + invoke router), Bedrock (MiniLM behind its shape;
+synthesize has no LLM), Secrets Manager / SQS on moto's server. One stack per test session; a
+missing engine fails under CI=true (tests/aws/engines.missing)."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import boto3
+import httpx
+import pytest
+
+from fleetmem.adapters.local.clock import SystemClock
+from fleetmem.conformance import run as run_conformance
+from fleetmem.protocol import VERB_NAMES
+from tests.aws import engines
+from tests.functions.conftest import load_event
+
+from .stack import Stack
+
+# one stack per session: every test here runs on the same xdist worker (scripts/test: --dist loadgroup)
+pytestmark = [
+    pytest.mark.stack,
+    pytest.mark.dynamodb_local,
+    pytest.mark.live_opensearch,
+    pytest.mark.xdist_group("stack"),
+]
+
+SKIP_ON_FULL = {"surface.verbs_lists_exactly_seven_and_hides_the_rest"}
+HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+
+
+def mint(stack: Stack, scopes: list[str], tenant: str = "e2e", client_id: str = "") -> str:
+    """A token in the stack's client store, as `fleetmem token create --backend aws` mints it."""
+    from fleetmem.tokens import create_client
+
+    stores = engines.open_stores(stack.ddb, stack.prefix)
+    token, _ = create_client(
+        stores.clients, SystemClock(), tenant=tenant, client_id=client_id or f"c-{uuid.uuid4().hex[:6]}", scopes=scopes
+    )
+    return str(token)
+
+
+@pytest.fixture(scope="session")
+def stack(request: pytest.FixtureRequest) -> Iterator[Stack]:
+    s = Stack(config=request.config)
+    s.start()
+    yield s
+    s.stop()
+
+
+def rpc(url: str, token: str, method: str, params: dict[str, Any] | None = None) -> httpx.Response:
+    body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params or {}}
+    headers = {**HEADERS, "Authorization": f"Bearer {token}", "MCP-Protocol-Version": "2025-06-18"}
+    return httpx.post(url, json=body, headers=headers, timeout=60)
+
+
+def test_the_conformance_cases_pass_in_both_eras_through_every_function_process(stack):
+    token, read_token = mint(stack, ["read", "write", "admin"]), mint(stack, ["read"])
+    before = {g: f.invocations for g, f in stack.functions.items()}
+    report = run_conformance(
+        stack.mcp_url, token, json=True, read_token=read_token, surface="full", log=lambda _line: None
+    )
+    failed = [f"[{c['era']}] {c['id']}: {c['detail']}" for c in report["cases"] if c["status"] == "failed"]
+    assert failed == [], "\n".join(failed) + "\n" + stack.function_log("mcp")
+    skipped = {c["id"] for c in report["cases"] if c["status"] == "skipped"}
+    assert skipped <= SKIP_ON_FULL
+    passed = [c for c in report["cases"] if c["status"] == "passed"]
+    assert {c["era"] for c in passed} == {"http", "legacy", "auto"}
+    scope_cases = {c["id"] for c in passed if c["id"].startswith("scope.")}
+    assert scope_cases == {"scope.read_token_lists_no_write_tools", "scope.read_token_cannot_write"}
+    # every verb ran in its own function process, and the writes reached search through the stream
+    ran = {g for g, f in stack.functions.items() if f.invocations > before[g]}
+    assert set(VERB_NAMES) | {"mcp", "authorizer", "indexer", "pages"} <= ran
+    assert stack.pump.batches > 0 and stack.bedrock.calls > 0
+
+
+def test_the_authorizer_answer_is_cached_per_credential(stack):
+    token = mint(stack, ["read"])
+    calls = stack.gateway.authorizer_calls
+    for _ in range(3):
+        assert rpc(stack.mcp_url, token, "tools/list").status_code == 200
+    assert stack.gateway.authorizer_calls == calls + 1
+    denied = rpc(stack.mcp_url, "fm_" + "x" * 43, "tools/list")
+    assert denied.status_code == 401 and denied.json()["code"] == "unauthorized"
+    assert "resource_metadata" in denied.headers["www-authenticate"]
+
+
+def test_a_v1_route_goes_straight_to_the_tool_function(stack):
+    token = mint(stack, ["read", "write"])
+    calls = stack.functions["remember"].invocations
+    fact = f"Stack e2e fact {uuid.uuid4().hex[:8]} about the ferry schedule"
+    out = httpx.post(
+        f"{stack.base_url}/v1/remember",
+        json={"fact": fact, "provenance": "stack e2e", "entity": "projects/stack-e2e"},
+        headers={"Authorization": f"Bearer {token}"},
+        timeout=60,
+    )
+    assert out.status_code == 200, out.text
+    assert out.json()["status"] == "inserted"
+    assert stack.functions["remember"].invocations == calls + 1
+    # found by meaning (MiniLM behind the Bedrock shape, through the stream into OpenSearch)
+    found = httpx.post(
+        f"{stack.base_url}/v1/recall",
+        json={"query": "when do the boats leave"},
+        headers={"Authorization": f"Bearer {token}"},
+        timeout=60,
+    )
+    assert found.status_code == 200, found.text
+    assert fact in json.dumps(found.json())
+
+
+def test_a_delta_heartbeat_round_trip_through_the_heartbeat_function(stack):
+    """The scheduler's invoke (through the Lambda Invoke API), a write over MCP, the next wake
+    delivers it to the SQS destination (moto's server)."""
+    client_id = f"hb-{uuid.uuid4().hex[:6]}"
+    token = mint(stack, ["read", "write"], tenant="heartbeat", client_id=client_id)
+    sqs = boto3.client("sqs", endpoint_url=stack.moto, **engines.CREDENTIALS)
+    queue = sqs.create_queue(QueueName=f"hb-{uuid.uuid4().hex[:8]}")["QueueUrl"]
+    lam = boto3.client("lambda", endpoint_url=stack.router.url, **engines.CREDENTIALS)
+    event = load_event("heartbeat", "sqs_destination")
+    event.update(tenant="heartbeat", client_id=client_id, session_id=f"hb-{uuid.uuid4().hex[:8]}")
+    event["destination"]["queue_url"] = queue
+
+    def wake() -> dict[str, Any]:
+        out = lam.invoke(FunctionName=stack.functions["heartbeat"].name, Payload=json.dumps(event).encode())
+        assert "FunctionError" not in out, out["Payload"].read()
+        return dict(json.loads(out["Payload"].read()))
+
+    assert wake()["status"] == "established"
+    fact = f"Heartbeat e2e {uuid.uuid4().hex[:8]}"
+    called = rpc(
+        stack.mcp_url,
+        token,
+        "tools/call",
+        {"name": "remember", "arguments": {"fact": fact, "provenance": "stack e2e", "entity": "projects/hb"}},
+    )
+    assert called.status_code == 200 and called.json()["result"].get("isError") is not True, called.text
+    assert wake()["status"] == "delivered"
+    got = sqs.receive_message(QueueUrl=queue, MaxNumberOfMessages=10, WaitTimeSeconds=1).get("Messages") or []
+    (message,) = [json.loads(m["Body"]) for m in got]
+    assert fact in json.dumps(message["delta"]["facts"])
+
+
+def test_an_unknown_function_name_is_the_services_not_found(stack):
+    lam = boto3.client("lambda", endpoint_url=stack.router.url, **engines.CREDENTIALS)
+    with pytest.raises(lam.exceptions.ResourceNotFoundException):
+        lam.invoke(FunctionName=f"{stack.prefix}-nope", Payload=b"{}")
+
+
+@pytest.fixture(scope="module")
+def verbs_stack(request: pytest.FixtureRequest) -> Iterator[Stack]:
+    """A second stage with FLEETMEM_SURFACE=verbs on every function (same engines)."""
+    s = Stack(config=request.config, surface="verbs")
+    s.start()
+    yield s
+    s.stop()
+
+
+def test_a_verbs_stage_lists_exactly_the_seven_verbs_and_hides_the_rest(verbs_stack):
+    token = mint(verbs_stack, ["read", "write", "admin"])
+    listed = rpc(verbs_stack.mcp_url, token, "tools/list").json()["result"]["tools"]
+    assert sorted(t["name"] for t in listed) == sorted(VERB_NAMES)
+    hidden = rpc(
+        verbs_stack.mcp_url, token, "tools/call", {"name": "put_page", "arguments": {"slug": "a/b", "content": "x"}}
+    )
+    result = hidden.json()["result"]
+    assert result["isError"] is True
+    (block,) = result["content"]  # an error result is one text block holding the envelope
+    assert json.loads(block["text"])["code"] == "unknown_tool"
