@@ -1,21 +1,28 @@
-"""Search-quality parity of the two adapter sets: the quality harness (shared/fleetmem/bench/quality.py,
-`scripts/bench quality`) runs on the local SQLite set and on the AWS set — DynamoDB Local plus the
-real OpenSearch node with k-NN (lucene HNSW, BM25 with the fleetmem analyzer) — with the same local
-MiniLM embedder, and prints both tables.
+"""Search-quality parity of the two adapter sets: the quality harnesses run on the local SQLite set
+and on the AWS set — DynamoDB Local plus the real OpenSearch node with k-NN (lucene HNSW, BM25 with
+the fleetmem analyzer) — with the same local MiniLM embedder, and print both tables.
+
+- the default (paraphrase) set, `shared/fleetmem/bench/quality.py`: `scripts/bench quality --aws`;
+- the conversational-memory set, `shared/fleetmem/bench/conversations.py` (tests/data/
+  conversations.json, four rankings side by side): `scripts/bench quality --aws --set conversations`.
 
 A benchmark, not part of the suite (it takes minutes: every write is indexed with a refresh, and
-312 questions are asked twice per set), so the file name is outside pytest's `test_*.py` pattern.
-Run it with `scripts/bench quality --aws`, or directly:
-    .venv/bin/python -m pytest tests/aws/bench_quality_parity.py -s -n 0
+every question is asked on both sets), so the file name is outside pytest's `test_*.py` pattern.
+Run it directly with, e.g.:
+    .venv/bin/python -m pytest tests/aws/bench_quality_parity.py -s -n 0 -k conversations
+`-k experiment` runs the experiments behind the README's parity explanation (a set on OpenSearch
+with the local keyword arm's stopwords dropped from the query, and/or the fields combined as before,
+the better of title and text instead of their sum).
 
 The two sets rank differently by design (SQLite FTS5 bm25 over per-tenant partition tokens with
-stopwords dropped from the query, exact cosine; OpenSearch BM25 over the whole index, approximate
-HNSW), so the numbers are not expected to be equal: the README's "Search quality" section reports
-both tables and explains the gaps. What must hold on both sets is checked here.
+stopwords dropped from the query, exact cosine; OpenSearch BM25 over the whole index with
+stopwords kept, approximate HNSW), so the numbers are not expected to be equal: the README's
+"Search quality" section reports both tables and explains the gaps. What must hold on both sets is checked here.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -25,30 +32,37 @@ from tests.aws import engines
 
 pytestmark = [pytest.mark.slow, pytest.mark.live_opensearch, pytest.mark.dynamodb_local]
 
+REFRESH_INTERVAL = "100ms"
+
 
 @pytest.fixture(scope="module")
-def model_dir() -> Path:
+def embedder() -> Any:
     from fleetmem.adapters.local.embedder import load_local_embedder
     from fleetmem.config import Settings
 
-    path = Settings.from_env().model_dir
-    embedder, problem = load_local_embedder(path)
-    if embedder is None:
+    loaded, problem = load_local_embedder(Settings.from_env().model_dir)
+    if loaded is None:
         engines.missing(f"the local MiniLM embedder ({problem})", "fleetmem embedder build")
-    return path
+    return loaded
 
 
-def test_hybrid_quality_on_opensearch_matches_the_local_backend(
-    request: pytest.FixtureRequest, opensearch_url: str, model_dir: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+@pytest.fixture(scope="module")
+def model_dir(embedder: Any) -> Path:
+    from fleetmem.config import Settings
+
+    return Settings.from_env().model_dir
+
+
+@pytest.fixture
+def aws_stores(request: pytest.FixtureRequest, opensearch_url: str, embedder: Any) -> Callable[[], Any]:
+    """A factory of the AWS adapter set on fresh tables and a fresh index, indexing on write."""
     from fleetmem.adapters.aws import open_aws
-    from fleetmem.bench.quality import run_quality
     from fleetmem.config import Settings
 
     ddb = engines.dynamodb_local_endpoint(request.config)
-    prefix = engines.fresh_prefix()
 
-    def aws_stores(_tmp: Path, embedder: Any) -> Any:
+    def open_stores() -> Any:
+        prefix = engines.fresh_prefix()
         engines.tables_for(ddb, prefix)
         settings = Settings(
             backend="aws",
@@ -59,19 +73,39 @@ def test_hybrid_quality_on_opensearch_matches_the_local_backend(
             opensearch_index_prefix=prefix,
             opensearch_write_through=True,  # no stream indexer here: index on write
         )
-        return open_aws(
+        stores = open_aws(
             settings,
             session=engines.session(),
             dynamodb_endpoint=ddb,
             search_model_id=embedder.model_id,
             search_dim=embedder.dim,
         )
+        # Every write waits for a refresh (write-through); at the default 1 s interval the ~1,600
+        # writes of the conversational set would wait ~15 minutes. A shorter interval changes when
+        # documents become visible, not how they rank.
+        stores.search.ensure_index()
+        stores.search.client.indices.put_settings(
+            index=stores.search.index, body={"index": {"refresh_interval": REFRESH_INTERVAL}}
+        )
+        return stores
 
-    local = run_quality(model_dir, out=lambda _t: None)
-    aws = run_quality(model_dir, out=lambda _t: None, open_stores=aws_stores)
+    return open_stores
+
+
+def _show(capsys: pytest.CaptureFixture[str], local: dict[str, Any], aws: dict[str, Any]) -> None:
     with capsys.disabled():
         print("\n\nlocal (SQLite FTS5 + exact cosine)\n" + local["table"])
         print("\naws (DynamoDB Local + OpenSearch 2.19.1 k-NN lucene)\n" + aws["table"] + "\n")
+
+
+def test_paraphrase_set_quality_on_opensearch_matches_the_local_backend(
+    aws_stores: Callable[[], Any], model_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from fleetmem.bench.quality import run_quality
+
+    local = run_quality(model_dir, out=lambda _t: None)
+    aws = run_quality(model_dir, out=lambda _t: None, open_stores=lambda _tmp, _embedder: aws_stores())
+    _show(capsys, local, aws)
     assert aws["questions"] == local["questions"] > 0
     for result in (local, aws):
         hybrid, keyword = result["modes"]["hybrid"], result["modes"]["keyword-only"]
@@ -81,3 +115,106 @@ def test_hybrid_quality_on_opensearch_matches_the_local_backend(
             # the vector arm ran (a degraded hybrid raises inside run_quality) and it helps
             assert hybrid[qtype]["recall@5"] >= keyword[qtype]["recall@5"], (qtype, hybrid[qtype], keyword[qtype])
             assert hybrid[qtype]["recall@5"] >= 0.75, (qtype, hybrid[qtype])
+
+
+def test_conversations_set_shipped_ranking_beats_plain_rrf_on_both_backends(
+    aws_stores: Callable[[], Any], model_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from fleetmem.bench.conversations import KINDS, run_conversations
+
+    local = run_conversations(model_dir, out=lambda _t: None)
+    aws = run_conversations(model_dir, out=lambda _t: None, open_stores=lambda _tmp: aws_stores())
+    _show(capsys, local, aws)
+    assert aws["questions"] == local["questions"] > 0
+    for backend, result in (("local", local), ("aws", aws)):
+        for form, per_ranking in result["results"].items():
+            shipped, plain = per_ranking["shipped"], per_ranking["rrf"]
+            # the bar the shipped ranking was chosen by: +0.05 any@5 overall, no kind worse by > 0.02
+            assert shipped["all"]["any@5"] >= plain["all"]["any@5"] + 0.05, (backend, form)
+            for kind in KINDS:
+                assert shipped[kind]["any@5"] >= plain[kind]["any@5"] - 0.02, (backend, form, kind)
+
+
+def with_query_stopwords(index_body: Callable[[int], dict[str, Any]]) -> Callable[[int], dict[str, Any]]:
+    """The index body with a search-time analyzer that also drops the local keyword arm's stopwords
+    (`fleetmem.adapters.local.sqlite._STOPWORDS`) from the query: the one analyzer difference the
+    README's parity explanation blames, isolated."""
+    from fleetmem.adapters.aws.opensearch import ANALYZER
+    from fleetmem.adapters.local.sqlite import _STOPWORDS
+
+    def body(dim: int) -> dict[str, Any]:
+        out = index_body(dim)
+        analysis = out["settings"]["analysis"]
+        base = analysis["analyzer"][ANALYZER]
+        analysis["filter"] = {"fleetmem_query_stop": {"type": "stop", "stopwords": sorted(_STOPWORDS)}}
+        analysis["analyzer"][ANALYZER + "_query"] = {**base, "filter": [*base["filter"], "fleetmem_query_stop"]}
+        for field in ("title", "text"):
+            out["mappings"]["properties"][field]["search_analyzer"] = ANALYZER + "_query"
+        return out
+
+    return body
+
+
+def with_best_fields(keyword_body: Callable[[Any], dict[str, Any]]) -> Callable[[Any], dict[str, Any]]:
+    """The keyword body as it was before: the better of title (x2) and text (`best_fields`) instead
+    of their sum with title x3 (`most_fields`, as the local FTS5 bm25(3.0, 1.0))."""
+
+    def body(query: Any) -> dict[str, Any]:
+        out = keyword_body(query)
+        match = out["query"]["bool"]["must"][0]["multi_match"]
+        match.update(type="best_fields", fields=["title^2", "text"])
+        return out
+
+    return body
+
+
+EXPERIMENTS = ("stopwords", "best-fields", "stopwords+best-fields")
+
+
+@pytest.mark.parametrize("experiment", EXPERIMENTS)
+@pytest.mark.parametrize("which", ["default", "conversations"])
+def test_experiment_on_opensearch(
+    which: str,
+    experiment: str,
+    aws_stores: Callable[[], Any],
+    model_dir: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The experiments behind the README's parity explanation: the AWS run of a set again with its
+    keyword arm changed — the index's search analyzer drops the local arm's stopwords from the
+    query (one difference to the local arm removed), and/or the fields are combined as before
+    (`best_fields`, title x2; one difference put back). Compare each table with the AWS table of
+    the plain run above (e.g. `-k "default and stopwords"`)."""
+    from fleetmem.adapters.aws import opensearch
+    from fleetmem.bench.conversations import run_conversations
+    from fleetmem.bench.quality import run_quality
+    from fleetmem.models import SearchQuery
+
+    if "stopwords" in experiment:
+        monkeypatch.setattr(opensearch, "index_body", with_query_stopwords(opensearch.index_body))
+    if "best-fields" in experiment:
+        monkeypatch.setattr(opensearch, "keyword_body", with_best_fields(opensearch.keyword_body))
+    stores = aws_stores()
+    client, index = stores.search.client, stores.search.index
+    sent = opensearch.msearch_body(index, SearchQuery(tenant="t", text="x"), None)[1]
+    best = sent["query"]["bool"]["must"][0]["multi_match"]["type"] == "best_fields"
+    assert best == ("best-fields" in experiment)
+    analyzer = client.indices.get_mapping(index=index)[index]["mappings"]["properties"]["text"].get(
+        "search_analyzer", opensearch.ANALYZER
+    )
+    analyzed = client.indices.analyze(index=index, body={"analyzer": analyzer, "text": "What is the name of the dog"})
+    # the experiment is real: with the stop filter, the query side of the index drops function words
+    expected = ["name", "dog"] if "stopwords" in experiment else ["what", "is", "the", "name", "of", "the", "dog"]
+    assert [t["token"] for t in analyzed["tokens"]] == expected
+    if which == "default":
+        aws = run_quality(model_dir, out=lambda _t: None, open_stores=lambda _tmp, _embedder: stores)
+        hybrid = aws["modes"]["hybrid"]
+        for qtype in ("fact/lexical", "page/lexical"):
+            assert hybrid[qtype]["recall@5"] == 1.0, (qtype, hybrid[qtype])
+    else:
+        aws = run_conversations(model_dir, out=lambda _t: None, open_stores=lambda _tmp: stores)
+        for form, per_ranking in aws["results"].items():
+            assert per_ranking["shipped"]["all"]["any@5"] >= per_ranking["rrf"]["all"]["any@5"] + 0.05, form
+    with capsys.disabled():
+        print(f"\n\naws, {which} set, experiment: {experiment}\n" + aws["table"] + "\n")

@@ -9,7 +9,7 @@ twice through the real `dispatch`, with the clock set to each session's date:
   that restates an earlier one of the same speaker maps to that fact).
 
 Every question is then asked of both forms under four rankings of the same two arms (one
-`SearchIndex.search` call each, k=30 as recall uses at limit 10): keyword-only, vector-only, plain
+`SearchIndex.search` call per form, k=30 as recall uses at limit 10, fused four ways): keyword-only, vector-only, plain
 RRF (k=60) and the shipped ranking (`fleetmem.memory.ranking.shipped`, what recall uses). Pages are
 ranked best chunk per page (as recall shows them), facts by their fact doc.
 
@@ -68,6 +68,21 @@ def _sqlite(tmp: Path) -> Any:
     from fleetmem.adapters.local import open_local
 
     return open_local(tmp)
+
+
+class OnceSearch:
+    """A SearchIndex that answers a repeated query from its last result: the four rankings of one
+    question and form fuse the same two arms, so the index is asked once, not four times."""
+
+    def __init__(self, index: Any) -> None:
+        self.index = index
+        self.write_through = getattr(index, "write_through", False)
+        self._last: tuple[Any, Any] | None = None
+
+    def search(self, query: Any) -> Any:
+        if self._last is None or self._last[0] != query:
+            self._last = (query, self.index.search(query))
+        return self._last[1]
 
 
 def ingest(stores: Any, embedder: Any, conv: dict[str, Any]) -> tuple[dict[str, str], dict[str, set[str]]]:
@@ -175,6 +190,7 @@ def run_conversations(
                 ids=SortableIds(),
                 embedder=embedder,
                 llm=None,
+                search=OnceSearch(stores.search),
             )
             for conv in data["conversations"]:
                 if wanted is not None and conv["id"] not in wanted:
