@@ -191,6 +191,28 @@ def test_backlinks_list_incoming_links_and_count_non_mentions(pages, tenant):
     assert len(links) == 1 and count == 2
 
 
+def test_backlinks_follow_rewrites_and_deletes_of_their_source_pages(pages, tenant):
+    """A rewritten source page counts with its new links and visibility only; a deleted one is
+    gone from the list and the count."""
+    target = "companies/acme"
+    for i in range(5):
+        pages.put(page(tenant, f"people/p{i}", links=(Link(type="works_at", target=target),), updated_at=at(i)))
+    assert pages.backlinks(tenant, target, world_only=True, limit=10)[1] == 5
+    pages.put(page(tenant, "people/p0", links=(Link(type=MENTION_LINK_TYPE, target=target),), updated_at=at(10)))
+    pages.put(page(tenant, "people/p1", links=(), updated_at=at(11)))
+    pages.put(page(tenant, "people/p2", links=(Link(type="invests", target=target),), updated_at=at(12),
+                   visibility="private"))
+    assert pages.delete(tenant, "people/p3") is True
+    links, count = pages.backlinks(tenant, target, world_only=True, limit=10)
+    assert {(b.source, b.type) for b in links} == {("people/p0", MENTION_LINK_TYPE), ("people/p4", "works_at")}
+    assert count == 1
+    links, count = pages.backlinks(tenant, target, world_only=False, limit=10)
+    assert {b.source for b in links} == {"people/p0", "people/p2", "people/p4"}
+    assert count == 2
+    pages.put(page(tenant, "people/p2", links=(Link(type="invests", target=target),), updated_at=at(13)))
+    assert pages.backlinks(tenant, target, world_only=True, limit=10)[1] == 2
+
+
 def test_updated_since_pages_by_time_then_slug_byte_order(pages, tenant):
     same = at(10)
     for s in ["m/é", "m/z", "m/B", "m/a"]:

@@ -134,6 +134,38 @@ def test_the_suffix_lookup_seeks_the_leaf_index():
         assert any("pages_leaf" in str(row[-1]) for row in plan)
 
 
+def test_backlinks_list_the_newest_sources_first_after_rewrites_from_the_link_indexes():
+    """Newest source page first (then slug), following rewrites of the source pages; both reads
+    stay in the link indexes (no page row is read)."""
+    from fleetmem.models import Link
+
+    with open_local(":memory:") as stores:
+        pages = stores.pages
+        for i in range(6):
+            pages.put(page("t1", f"p/{i}", links=(Link(type="knows", target="hub"),), updated_at=at(i)))
+        pages.put(page("t1", "p/1", links=(Link(type="knows", target="hub"),), updated_at=at(20)))
+        pages.put(page("t1", "p/4", links=(Link(type="knows", target="hub"),), updated_at=at(3)))
+        pages.put(page("t1", "p/9", links=(Link(type="knows", target="hub"),), updated_at=at(3)))
+        links, count = pages.backlinks("t1", "hub", world_only=False, limit=4)
+        assert [b.source for b in links] == ["p/1", "p/5", "p/3", "p/4"]  # ties on time: by slug
+        assert count == 7
+        pages.put(page("t1", "p/1", links=(Link(type="knows", target="hub"),), updated_at=at(21),
+                       visibility="private"))
+        assert [b.source for b in pages.backlinks("t1", "hub", world_only=True, limit=2)[0]] == ["p/5", "p/3"]
+        for world_only in (True, False):
+            vis = " AND source_visibility = 'world'" if world_only else ""
+            for sql in (
+                f"SELECT source FROM links INDEXED BY links_recent WHERE tenant = 't1' AND target = 'hub' "
+                f"AND source <> target{vis} ORDER BY source_updated_at DESC, source, ord LIMIT 4",
+                f"SELECT count(*) FROM links INDEXED BY links_count WHERE tenant = 't1' AND target = 'hub' "
+                f"AND source <> target{vis} AND type NOT IN ('mentions', 'mention')",
+            ):
+                plan = " ".join(str(r[-1]) for r in stores.db.read(lambda c, q=sql: c.execute(
+                    "EXPLAIN QUERY PLAN " + q).fetchall()))
+                assert "pages" not in plan and "TEMP B-TREE" not in plan, plan
+                assert "COVERING INDEX" in plan or "links_recent" in plan, plan
+
+
 def test_maintenance_finds_and_fills_missing_vectors():
     with open_local(":memory:") as stores:
         stores.search.upsert(

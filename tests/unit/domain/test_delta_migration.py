@@ -2,9 +2,11 @@
 migrates to schema 2, numbers the existing pages and facts in their old delta order, and a session
 cursor from before the upgrade resumes from its (since, slug) without loss or re-delivery.
 
-The schema-1 file is made from a schema-2 one by removing exactly what schema 2 added (the
-change_seq columns, their indexes, the counter table and the cursor positions) and setting
-user_version back to 1 — the layout the previous release created.
+The schema-1 file is made from a current one by removing exactly what schemas 2 and 3 added (the
+change_seq columns, their indexes, the counter table and the cursor positions; the source columns
+and indexes of the links table) and setting user_version back — the layout the earlier releases
+created. A schema-2 data directory is migrated to schema 3: every link row gets its source page's
+updated_at and visibility, and backlinks read from the new indexes stay correct.
 """
 
 from __future__ import annotations
@@ -12,11 +14,13 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
+from tests.contract.builders import at, page
+
 from fleetmem.adapters.local import open_local
 from fleetmem.adapters.local.ids import SortableIds
 from fleetmem.adapters.local.sqlite import DB_FILENAME, SCHEMA_VERSION
 from fleetmem.memory.verbs import delta, put_page
-from fleetmem.models import Caller, Fact
+from fleetmem.models import Caller, Fact, Link
 from fleetmem.ports import CallContext, Deps
 
 CTX = CallContext("t")
@@ -28,7 +32,25 @@ def _deps(data: Path, clock) -> tuple[Deps, object]:
     return Deps.over(stores, clock=clock, ids=SortableIds(), llm=None, embedder=None), stores
 
 
+def _downgrade_to_schema_2(path: Path) -> None:
+    conn = sqlite3.connect(path)
+    try:
+        conn.executescript(
+            """
+            DROP INDEX links_recent;
+            DROP INDEX links_count;
+            ALTER TABLE links DROP COLUMN source_updated_at;
+            ALTER TABLE links DROP COLUMN source_visibility;
+            CREATE INDEX links_target ON links (tenant, target, source);
+            PRAGMA user_version = 2;
+            """
+        )
+    finally:
+        conn.close()
+
+
 def _downgrade_to_schema_1(path: Path) -> None:
+    _downgrade_to_schema_2(path)
     conn = sqlite3.connect(path)
     try:
         conn.executescript(
@@ -90,5 +112,39 @@ def test_a_schema_1_data_dir_is_migrated_and_an_old_session_cursor_resumes(tmp_p
         assert [p["slug"] for p in after["pages"]] == ["p/four"]
         assert [f["fact"] for f in after["facts"]] == ["a fact after the upgrade"]
         assert deps.pages.changed_after("t1", seq=3, world_only=True, limit=5)[0][0] == 4  # counter continues
+    finally:
+        stores.close()
+
+
+def test_a_schema_2_data_dir_is_migrated_and_backlinks_stay_ordered_and_counted(tmp_path, clock):
+    data = tmp_path / "data"
+    deps, stores = _deps(data, clock)
+    for i, (slug, vis) in enumerate((("p/a", "world"), ("p/b", "private"), ("p/c", "world"))):
+        stores.pages.put(page("t1", slug, links=(Link(type="knows", target="hub"),), visibility=vis, updated_at=at(i)))
+    before_all = deps.pages.backlinks("t1", "hub", world_only=False, limit=10)
+    before_world = deps.pages.backlinks("t1", "hub", world_only=True, limit=10)
+    stores.close()
+    _downgrade_to_schema_2(data / DB_FILENAME)
+    conn = sqlite3.connect(data / DB_FILENAME)
+    assert conn.execute("PRAGMA user_version").fetchone() == (2,)
+    assert "source_updated_at" not in {r[1] for r in conn.execute("PRAGMA table_info(links)")}
+    conn.close()
+
+    deps, stores = _deps(data, clock)  # opening migrates
+    try:
+        conn = sqlite3.connect(data / DB_FILENAME)
+        assert conn.execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION,)
+        rows = conn.execute(
+            "SELECT l.source, l.source_updated_at = p.updated_at, l.source_visibility = p.visibility "
+            "FROM links l JOIN pages p ON p.tenant = l.tenant AND p.slug = l.source ORDER BY l.source"
+        ).fetchall()
+        assert rows == [("p/a", 1, 1), ("p/b", 1, 1), ("p/c", 1, 1)]
+        assert conn.execute("SELECT name FROM sqlite_master WHERE name = 'links_target'").fetchall() == []
+        conn.close()
+        links, count = deps.pages.backlinks("t1", "hub", world_only=False, limit=10)
+        assert [b.source for b in links] == ["p/c", "p/b", "p/a"]  # newest source first
+        assert (links, count) == before_all and count == 3
+        assert deps.pages.backlinks("t1", "hub", world_only=True, limit=10) == before_world
+        assert [b.source for b in before_world[0]] == ["p/c", "p/a"] and before_world[1] == 2
     finally:
         stores.close()

@@ -18,7 +18,9 @@ from fleetmem.timefmt import to_ms
 T = TypeVar("T")
 
 DB_FILENAME = "fleetmem.db"
-SCHEMA_VERSION = 2  # 2: D14 change sequences (pages/facts change_seq, cursors page_seq/fact_seq)
+SCHEMA_VERSION = 3
+# 2: D14 change sequences (pages/facts change_seq, cursors page_seq/fact_seq)
+# 3: links carry their source page's updated_at and visibility (backlinks read only what they return)
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MS = timedelta(milliseconds=1)
 _IN_CHUNK = 400  # bound on host parameters per IN (...) list
@@ -137,11 +139,16 @@ CREATE TABLE IF NOT EXISTS aliases (
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS aliases_slug ON aliases (tenant, slug);
 
+-- A link row carries its source page's updated_at and visibility (rewritten with the page, in
+-- the same transaction), so a target's newest backlinks are the first rows of `links_recent`
+-- and its backlink count is a scan of the covering `links_count` entries: no page is read.
 CREATE TABLE IF NOT EXISTS links (
   tenant TEXT NOT NULL, source TEXT NOT NULL, ord INTEGER NOT NULL, target TEXT NOT NULL,
-  type TEXT NOT NULL, context TEXT, PRIMARY KEY (tenant, source, ord)
+  type TEXT NOT NULL, context TEXT, source_updated_at INTEGER NOT NULL DEFAULT 0,
+  source_visibility TEXT NOT NULL DEFAULT 'private', PRIMARY KEY (tenant, source, ord)
 ) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS links_target ON links (tenant, target, source);
+CREATE INDEX IF NOT EXISTS links_recent ON links (tenant, target, source_updated_at DESC, source, ord);
+CREATE INDEX IF NOT EXISTS links_count ON links (tenant, target, source_visibility, type);
 
 CREATE TABLE IF NOT EXISTS timeline (
   tenant TEXT NOT NULL, slug TEXT NOT NULL, ord INTEGER NOT NULL, date TEXT NOT NULL,
@@ -353,6 +360,8 @@ class Database:
                 return
             if version == 1:
                 _migrate_1_to_2(conn)
+            if 1 <= version <= 2:
+                _migrate_2_to_3(conn)
             for stmt in _split_script(_SCHEMA):
                 conn.execute(stmt)
             if version == 0:
@@ -451,6 +460,19 @@ def _migrate_1_to_2(conn: sqlite3.Connection) -> None:
             "INSERT INTO change_seq (tenant, kind, seq) VALUES (?, ?, ?)",
             [(tenant, kind, n) for tenant, n in counters.items()],
         )
+
+
+def _migrate_2_to_3(conn: sqlite3.Connection) -> None:
+    """Schema 2 -> 3, inside the schema transaction: copy each source page's updated_at and
+    visibility onto its link rows and swap the target index for the two backlink indexes (the
+    schema script that runs next creates them)."""
+    conn.execute("ALTER TABLE links ADD COLUMN source_updated_at INTEGER NOT NULL DEFAULT 0")
+    conn.execute("ALTER TABLE links ADD COLUMN source_visibility TEXT NOT NULL DEFAULT 'private'")
+    conn.execute(
+        "UPDATE links SET source_updated_at = p.updated_at, source_visibility = p.visibility "
+        "FROM pages p WHERE p.tenant = links.tenant AND p.slug = links.source"
+    )
+    conn.execute("DROP INDEX IF EXISTS links_target")
 
 
 def _next_change(conn: sqlite3.Connection, tenant: str, kind: str) -> int:

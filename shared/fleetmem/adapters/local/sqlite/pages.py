@@ -150,9 +150,11 @@ class SqlitePageStore:
                 "INSERT OR IGNORE INTO aliases (tenant, alias, slug) VALUES (?, ?, ?)",
                 [(t, a, s) for a in {normalize_alias(a) for a in page.aliases} if a],
             )
+            updated, vis = ms(page.updated_at), page.visibility
             conn.executemany(
-                "INSERT INTO links (tenant, source, ord, target, type, context) VALUES (?, ?, ?, ?, ?, ?)",
-                [(t, s, i, ln.target, ln.type, ln.context) for i, ln in enumerate(page.links)],
+                "INSERT INTO links (tenant, source, ord, target, type, context, source_updated_at, "
+                "source_visibility) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                [(t, s, i, ln.target, ln.type, ln.context, updated, vis) for i, ln in enumerate(page.links)],
             )
             conn.executemany(
                 "INSERT INTO timeline (tenant, slug, ord, date, text) VALUES (?, ?, ?, ?, ?)",
@@ -273,20 +275,21 @@ class SqlitePageStore:
     def backlinks(
         self, tenant: str, slug: str, *, world_only: bool, limit: int = 10
     ) -> tuple[builtins.list[Backlink], int]:
-        vis = " AND p.visibility = 'world'" if world_only else ""
-        base = (
-            "FROM links l INDEXED BY links_target CROSS JOIN pages p ON p.tenant = l.tenant AND p.slug = l.source "
-            f"WHERE l.tenant = ? AND l.target = ? AND l.source <> l.target{vis}"
-        )
+        # Both reads stay inside the link indexes: the newest `limit` rows of `links_recent`
+        # (source_updated_at is the source page's, kept current by `put`), and a count over the
+        # covering `links_count` entries of this target.
+        vis = " AND source_visibility = 'world'" if world_only else ""
+        where = f"WHERE tenant = ? AND target = ? AND source <> target{vis}"
 
         def run(conn: sqlite3.Connection) -> tuple[builtins.list[Backlink], int]:
             rows = conn.execute(
-                f"SELECT l.source, l.type, l.context {base} "
-                "ORDER BY p.updated_at DESC, l.source, l.ord LIMIT ?",
+                f"SELECT source, type, context FROM links INDEXED BY links_recent {where} "
+                "ORDER BY source_updated_at DESC, source, ord LIMIT ?",
                 (tenant, slug, max(0, int(limit))),
             ).fetchall()
             (count,) = conn.execute(
-                f"SELECT count(*) {base} AND l.type NOT IN (?, ?)", (tenant, slug, *_MENTION_TYPES)
+                f"SELECT count(*) FROM links INDEXED BY links_count {where} AND type NOT IN (?, ?)",
+                (tenant, slug, *_MENTION_TYPES),
             ).fetchone()
             return [Backlink(source=r[0], type=r[1], context=r[2]) for r in rows], int(count)
 
