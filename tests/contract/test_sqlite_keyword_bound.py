@@ -2,13 +2,16 @@
 
 A query whose words together occur in more docs than `KEYWORD_MAX_ROWS` leaves the most common
 words out of the FTS5 MATCH; the rare word still finds the right doc, and queries under the bound
-match every word as before. Real SQLite + FTS5 on a temporary file.
+match every word as before. Beside a vector arm, over a large enough tenant, a word in more than
+`COMMON_SHARE` of the visible docs is left out altogether (keyword-only searches keep their rarest
+word). The vector arm's cosine scores are shared by the searches of one query vector. Real SQLite +
+FTS5 on a temporary file.
 """
 
 from __future__ import annotations
 
 import pytest
-from tests.contract.builders import doc
+from tests.contract.builders import doc, unit
 
 from fleetmem.adapters.local import open_local
 from fleetmem.adapters.local.sqlite import search as local_sqlite
@@ -76,3 +79,75 @@ def test_under_the_bound_every_word_is_matched(stores) -> None:
     assert docs_match(query, TENANT, ("chunk",), True, counts) == docs_match(query, TENANT, ("chunk",), True)
     hits = stores.search.search(SearchQuery(tenant=TENANT, text=query, kinds=("chunk",), k=50)).keyword
     assert len(hits) == 21
+
+
+def test_bound_terms_drops_words_in_a_large_share_of_the_visible_docs() -> None:
+    counts = {"person": 900, "pricing": 300, "tea": 3}
+    terms = ["person", "pricing", "tea"]
+    # 2,000 visible docs: "person" (45 %) is over the 25 % share, the others stay
+    assert bound_terms(terms, counts.__getitem__, 1000, visible=2000) == ["pricing", "tea"]
+    # nothing but common words: no term at all (the vector arm carries the search)
+    assert bound_terms(["person"], counts.__getitem__, 1000, visible=2000) == []
+    # a small tenant (fewer visible docs than the bound) is never cut by share
+    assert bound_terms(["person"], counts.__getitem__, 1000, visible=999) == ["person"]
+    # keyword-only (no visible count): the rarest word stays
+    assert bound_terms(["person"], counts.__getitem__, 100) == ["person"]
+
+
+def _seed_vectors(stores, n: int) -> None:
+    docs = [
+        doc(
+            TENANT,
+            f"chunk:people/p{i}#0",
+            f"Person {i} works on pricing and the roadmap with a target person",
+            vector=unit(0, 1),
+            vector_model="m-8",
+        )
+        for i in range(n)
+    ]
+    docs.append(
+        doc(
+            TENANT,
+            "chunk:people/ann#0",
+            "Ann the target person prefers green tea",
+            vector=unit(1, 0),
+            vector_model="m-8",
+        )
+    )
+    stores.search.upsert(docs)
+
+
+def test_beside_a_vector_arm_a_query_of_only_common_words_skips_the_keyword_arm(stores, monkeypatch) -> None:
+    _seed_vectors(stores, 400)
+    monkeypatch.setattr(local_sqlite, "KEYWORD_MAX_ROWS", 100)
+    keyword_only = stores.search.search(SearchQuery(tenant=TENANT, text="target person", kinds=("chunk",), k=5))
+    assert len(keyword_only.keyword) == 5  # no vector arm: the rarest common word still matches
+    hybrid = stores.search.search(
+        SearchQuery(
+            tenant=TENANT, text="target person", kinds=("chunk",), k=5, vector=unit(1, 0), vector_model="m-8"
+        )
+    )
+    assert hybrid.keyword == ()  # both words are in every doc: no keyword evidence
+    assert hybrid.vector is not None and [h.slug for h in hybrid.vector][:1] == ["people/ann"]
+    # a rare word beside them is still searched
+    rare = stores.search.search(
+        SearchQuery(
+            tenant=TENANT, text="target person tea", kinds=("chunk",), k=5, vector=unit(0, 1), vector_model="m-8"
+        )
+    )
+    assert [h.slug for h in rare.keyword] == ["people/ann"]
+
+
+def test_searches_of_one_query_vector_share_scores_and_still_see_new_docs(stores) -> None:
+    _seed_vectors(stores, 30)
+    query = SearchQuery(tenant=TENANT, text="", kinds=("chunk",), k=3, vector=unit(1, 0), vector_model="m-8")
+    first = stores.search.search(query).vector
+    assert first is not None and first[0].slug == "people/ann"
+    assert stores.search.search(query).vector == first  # the second search reuses the scores
+    stores.search.upsert(
+        [doc(TENANT, "chunk:people/bo#0", "Bo", vector=unit(1, 0), vector_model="m-8", title="Bo")]
+    )
+    again = stores.search.search(query).vector
+    assert again is not None and {"people/ann", "people/bo"} <= {h.slug for h in again[:2]}
+    facts = stores.search.search(query.model_copy(update={"kinds": ("fact",)})).vector
+    assert facts == ()  # same vector, other kinds: the shared scores are filtered per search

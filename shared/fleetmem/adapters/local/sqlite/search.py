@@ -105,14 +105,25 @@ def match_tokens(text: str, tenant: str, kinds: Sequence[str], world_only: bool)
 #: weight, and FTS5 otherwise scores every row holding them ("person" in 20K pages). Below the bound
 #: the MATCH is every word, as before.
 KEYWORD_MAX_ROWS = 1000
+#: In a hybrid search over at least KEYWORD_MAX_ROWS docs, a word in more than this share of the
+#: docs the caller may see is left out of the keyword arm altogether (see `bound_terms`).
+COMMON_SHARE = 0.25
 
 
-def bound_terms(terms: Sequence[str], docs_with: Callable[[str], int], max_rows: int | None = None) -> list[str]:
+def bound_terms(
+    terms: Sequence[str], docs_with: Callable[[str], int], max_rows: int | None = None, visible: int | None = None
+) -> list[str]:
     """`terms` without the most common ones while their doc counts add up to more than `max_rows`
-    (default KEYWORD_MAX_ROWS)."""
+    (default KEYWORD_MAX_ROWS). With `visible` (the docs the query may see, given only when a vector
+    arm runs beside the keyword arm) and at least `max_rows` of them, a term in more than
+    COMMON_SHARE of them is dropped first: for what the caller sees it is a stopword (BM25's inverse
+    document frequency at most log 3), it cannot tell the docs apart, and meaning is the vector
+    arm's job. That may leave no term (an empty keyword arm)."""
     max_rows = KEYWORD_MAX_ROWS if max_rows is None else max_rows
     counts = {t: docs_with(t) for t in terms}
-    if sum(counts.values()) <= max_rows:
+    if visible is not None and visible >= max_rows:
+        terms = [t for t in terms if counts[t] <= COMMON_SHARE * visible]
+    if sum(counts[t] for t in terms) <= max_rows:
         return list(terms)
     kept, total = set(), 0
     for t in sorted(terms, key=lambda t: counts[t]):
@@ -123,18 +134,26 @@ def bound_terms(terms: Sequence[str], docs_with: Callable[[str], int], max_rows:
 
 
 def docs_match(
-    text: str, tenant: str, kinds: Sequence[str], world_only: bool, counts: dict[str, int] | None = None
+    text: str,
+    tenant: str,
+    kinds: Sequence[str],
+    world_only: bool,
+    counts: dict[str, int] | None = None,
+    visible: int | None = None,
 ) -> str | None:
     """The MATCH expression for free user text over the partitions a query may see, or None when
     the text holds no searchable word. Terms are double-quoted alphanumeric tokens, so no user
     input is ever read as FTS syntax (operators, column filters, NEAR, prefixes). With `counts`
-    (docs per partition token, from `TermCounts`) the terms are bounded by `bound_terms`."""
+    (docs per partition token, from `TermCounts`) the terms are bounded by `bound_terms` (`visible`:
+    see there); None also when that bound leaves no term."""
     terms = query_terms(text)
     if not terms:
         return None
     prefixes = _partitions(tenant, kinds, world_only)
     if counts is not None:
-        terms = bound_terms(terms, lambda t: sum(counts.get(p + t, 0) for p in prefixes))
+        terms = bound_terms(terms, lambda t: sum(counts.get(p + t, 0) for p in prefixes), visible=visible)
+        if not terms:
+            return None
     return " OR ".join(f'"{p}{t}"' for t in terms for p in prefixes)
 
 
@@ -177,6 +196,25 @@ class TermCounts:
                     out[t] = int(found.get(t, 0))
                     self._counts[t] = (out[t], now)
         return out
+
+    def visible(self, conn: sqlite3.Connection, tenant: str, kinds: Sequence[str], world_only: bool) -> int:
+        """How many docs of these kinds (world ones only, or all) the tenant holds (cached like the
+        term counts)."""
+        visibilities = ("world",) if world_only else ("world", "private")
+        key = f"\x00{tenant}\x00{','.join(sorted(kinds))}\x00{world_only}"
+        now = time.monotonic()
+        with self._lock:
+            hit = self._counts.get(key)
+            if hit and now - hit[1] < self.TTL:
+                return hit[0]
+        sql = (
+            f"SELECT count(*) FROM docs WHERE tenant = ? AND kind IN ({_marks(len(kinds))}) "
+            f"AND visibility IN ({_marks(len(visibilities))})"
+        )
+        n = int(conn.execute(sql, (tenant, *kinds, *visibilities)).fetchone()[0])
+        with self._lock:
+            self._counts[key] = (n, now)
+        return n
 
 
 #: Words of at least this many characters also match as prefixes in near-miss lookups ("pri" ->
@@ -254,6 +292,9 @@ class SqliteSearchIndex:
         self._cache: OrderedDict[tuple[str, str, int], _Matrix] = OrderedDict()
         self._cache_lock = threading.Lock()
         self._refresh_lock = threading.Lock()
+        #: The last few queries' cosine scores over a matrix prefix: recall asks the same vector of
+        #: the pages and of the facts, and both arms read the one matrix (rows [0, n) never change).
+        self._scores: OrderedDict[bytes, tuple[np.ndarray, int, np.ndarray]] = OrderedDict()
 
     # -- writes
 
@@ -337,11 +378,18 @@ class SqliteSearchIndex:
         tokens = match_tokens(query.text, query.tenant, kinds, query.world_only)
         if not tokens:
             return []
+        hybrid = query.vector is not None  # a vector arm runs beside this one
+        term_counts = TermCounts.of(self.db)
         try:
-            counts = self.db.read(lambda c: TermCounts.of(self.db).get(c, tokens))
+            counts = self.db.read(lambda c: term_counts.get(c, tokens))
+            visible = (
+                self.db.read(lambda c: term_counts.visible(c, query.tenant, kinds, query.world_only))
+                if hybrid
+                else None
+            )
         except PortError:
-            counts = None  # no counts: the full MATCH, as without the bound
-        match = docs_match(query.text, query.tenant, kinds, query.world_only, counts)
+            counts, visible = None, None  # no counts: the full MATCH, as without the bound
+        match = docs_match(query.text, query.tenant, kinds, query.world_only, counts, visible)
         if match is None:
             return []
         sql = (
@@ -502,6 +550,22 @@ class SqliteSearchIndex:
         m.alive[n:end] = True
         return _Matrix(int(row[0]), end, m.ids, m.is_fact, m.is_world, m.alive, m.vectors)
 
+    def _all_scores(self, key: bytes, m: _Matrix, q: np.ndarray) -> np.ndarray:
+        """Cosine of `q` with rows [0, m.n) of the matrix, reused while the same vector asks again."""
+        with self._cache_lock:
+            hit = self._scores.get(key)
+        if hit is not None and hit[0] is m.vectors and hit[1] == m.n:
+            return hit[2]
+        # einsum, not BLAS: a matrix-vector product is memory-bound, and multi-threaded BLAS on a
+        # busy machine costs tens of milliseconds waiting for its threads
+        scores = np.einsum("ij,j->i", m.vectors[: m.n], q)
+        with self._cache_lock:
+            self._scores[key] = (m.vectors, m.n, scores)
+            self._scores.move_to_end(key)
+            while len(self._scores) > 8:
+                self._scores.popitem(last=False)
+        return scores
+
     def _vector(self, query: SearchQuery, kinds: tuple[str, ...], k: int) -> list[SearchHit]:
         assert query.vector is not None and query.vector_model is not None
         if len(query.vector) % 4 or not query.vector:
@@ -515,8 +579,6 @@ class SqliteSearchIndex:
         n = m.n
         if not n:
             return []
-        # einsum, not BLAS: a matrix-vector product is memory-bound, and multi-threaded BLAS on a
-        # busy machine costs tens of milliseconds waiting for its threads
         mask = m.alive[:n].copy()
         if "fact" not in kinds:
             mask &= ~m.is_fact[:n]
@@ -527,7 +589,7 @@ class SqliteSearchIndex:
         candidates = np.flatnonzero(mask)
         if not len(candidates):
             return []
-        cand_scores = np.einsum("ij,j->i", m.vectors[:n], q)[candidates]
+        cand_scores = self._all_scores(query.vector, m, q)[candidates]
         if len(candidates) > k:
             top = np.argpartition(-cand_scores, k - 1)[:k]
         else:
@@ -562,3 +624,4 @@ class SqliteSearchIndex:
     def drop_cache(self) -> None:
         with self._cache_lock:
             self._cache.clear()
+            self._scores.clear()
