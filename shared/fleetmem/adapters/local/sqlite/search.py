@@ -169,6 +169,7 @@ class TermCounts:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._counts: dict[str, tuple[int, float]] = {}
+        self._visible: dict[tuple[str, tuple[str, ...], bool], tuple[int, float]] = {}
 
     @classmethod
     def of(cls, db: object) -> TermCounts:
@@ -201,10 +202,10 @@ class TermCounts:
         """How many docs of these kinds (world ones only, or all) the tenant holds (cached like the
         term counts)."""
         visibilities = ("world",) if world_only else ("world", "private")
-        key = f"\x00{tenant}\x00{','.join(sorted(kinds))}\x00{world_only}"
+        key = (tenant, tuple(sorted(kinds)), world_only)
         now = time.monotonic()
         with self._lock:
-            hit = self._counts.get(key)
+            hit = self._visible.get(key)
             if hit and now - hit[1] < self.TTL:
                 return hit[0]
         sql = (
@@ -213,7 +214,9 @@ class TermCounts:
         )
         n = int(conn.execute(sql, (tenant, *kinds, *visibilities)).fetchone()[0])
         with self._lock:
-            self._counts[key] = (n, now)
+            if len(self._visible) > self.MAX_ENTRIES:
+                self._visible.clear()
+            self._visible[key] = (n, now)
         return n
 
 
@@ -381,11 +384,11 @@ class SqliteSearchIndex:
         hybrid = query.vector is not None  # a vector arm runs beside this one
         term_counts = TermCounts.of(self.db)
         try:
-            counts = self.db.read(lambda c: term_counts.get(c, tokens))
-            visible = (
-                self.db.read(lambda c: term_counts.visible(c, query.tenant, kinds, query.world_only))
-                if hybrid
-                else None
+            counts, visible = self.db.read(
+                lambda c: (
+                    term_counts.get(c, tokens),
+                    term_counts.visible(c, query.tenant, kinds, query.world_only) if hybrid else None,
+                )
             )
         except PortError:
             counts, visible = None, None  # no counts: the full MATCH, as without the bound
