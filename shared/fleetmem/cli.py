@@ -25,6 +25,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
+from fleetmem.config import DEFAULT_CALL_THREADS, ENV_CALL_THREADS, call_threads_value
 from fleetmem.protocol import CONTRACT_VERSION, PROTOCOL_VERSION, SCOPES, SURFACES, Scope
 
 if TYPE_CHECKING:
@@ -91,11 +92,20 @@ def _settings(args: argparse.Namespace, **overrides: Any) -> Any:
     from fleetmem.config import Settings
 
     values: dict[str, Any] = {"data_dir": getattr(args, "data_dir", None)}
-    for name in ("backend", "embedder", "surface", "host", "port", "model_dir"):
+    for name in ("backend", "embedder", "surface", "host", "port", "model_dir", "call_threads"):
         if getattr(args, name, None) is not None:
             values[name] = getattr(args, name)
     values.update(overrides)
-    return Settings.from_env(**values)
+    try:
+        return Settings.from_env(**values)
+    except ValueError as exc:  # a FLEETMEM_* variable that does not parse
+        problem, _, fix = str(exc).partition("; ")
+        raise CommandFailed(
+            "invalid_config",
+            f"The configuration from the environment is not valid: {problem}",
+            fix or "Correct or unset the FLEETMEM_* variable it names, then run: fleetmem doctor",
+            exit_code=EXIT_USAGE,
+        ) from None
 
 
 def _build_deps(settings: Any) -> Any:
@@ -684,6 +694,14 @@ def cmd_serve(args: argparse.Namespace, out: Output) -> int:
     return EXIT_OK
 
 
+def _call_threads(text: str) -> int:
+    """argparse type for --threads."""
+    try:
+        return call_threads_value(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc).split(";")[0]) from None
+
+
 def _port(text: str) -> int:
     """argparse type for --port: 0..65535 (0 = any free port)."""
     try:
@@ -1265,6 +1283,13 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         choices=("minilm", "hash", "none"),
         default=None,
         help="minilm (default, the local model), hash (tests only), none (keyword-only)",
+    )
+    p.add_argument(
+        "--threads",
+        dest="call_threads",
+        type=_call_threads,
+        default=None,
+        help=f"calls run at once (default {DEFAULT_CALL_THREADS} or ${ENV_CALL_THREADS}); the rest wait their turn",
     )
     p.set_defaults(handler=cmd_serve)
 

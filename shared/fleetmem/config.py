@@ -47,6 +47,8 @@ ENV_INVOKE_SIGNING_SECRET_ARN = "FLEETMEM_INVOKE_SIGNING_SECRET_ARN"  # noqa: S1
 ENV_CHANGE_SETTLE_MS = "FLEETMEM_CHANGE_SETTLE_MS"
 #: seconds the edge waits for a verb function's answer (below the API integration timeout)
 ENV_INVOKE_READ_TIMEOUT_S = "FLEETMEM_INVOKE_READ_TIMEOUT_S"
+#: threads `fleetmem serve` runs calls on at once (the rest wait their turn)
+ENV_CALL_THREADS = "FLEETMEM_CALL_THREADS"
 ENV_REGION = "AWS_REGION"
 ENV_DEFAULT_REGION = "AWS_DEFAULT_REGION"
 
@@ -73,6 +75,26 @@ def _env(name: str, default: str = "") -> str:
     return os.environ.get(name, default)
 
 
+#: `fleetmem serve`'s call threads: a few per core. The server's Python work holds one interpreter
+#: lock, so dozens of threads mostly wait on each other (README, "Fleet throughput").
+DEFAULT_CALL_THREADS = 8
+CALL_THREADS_MAX = 256
+
+
+def call_threads_value(text: str) -> int:
+    """A thread count from the CLI or the environment: a whole number in 1..CALL_THREADS_MAX."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if not 1 <= value <= CALL_THREADS_MAX:
+        raise ValueError(
+            f"the call thread count must be a whole number from 1 to {CALL_THREADS_MAX} (got {text!r}); "
+            f"Unset {ENV_CALL_THREADS} or pass --threads {DEFAULT_CALL_THREADS}."
+        )
+    return value
+
+
 @dataclass(frozen=True)
 class Settings:
     backend: str = "local"  # local | aws
@@ -84,6 +106,8 @@ class Settings:
     surface: Surface = "full"
     host: str = "127.0.0.1"
     port: int = 8765
+    #: `fleetmem serve`: calls run on at most this many threads at once
+    call_threads: int = DEFAULT_CALL_THREADS
     deadline_ms: int = 2000
     #: AWS backend
     region: str = ""
@@ -133,6 +157,7 @@ class Settings:
             llm=_env(ENV_LLM, "none"),
             surface=_env(ENV_SURFACE, "full"),  # type: ignore[arg-type]
             deadline_ms=int(_env(ENV_DEADLINE_MS, "2000")),
+            call_threads=call_threads_value(_env(ENV_CALL_THREADS) or str(DEFAULT_CALL_THREADS)),
             region=_env(ENV_REGION, _env(ENV_DEFAULT_REGION, "")),
             table_prefix=_env(ENV_TABLE_PREFIX, "fleetmem"),
             opensearch_endpoint=_env(ENV_OPENSEARCH_ENDPOINT),

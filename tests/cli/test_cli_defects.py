@@ -71,6 +71,28 @@ def test_serve_with_an_impossible_port_is_a_usage_error_without_a_traceback(fm: 
     assert "fleetmem MCP server on" not in run.stderr + run.stdout
 
 
+@pytest.mark.parametrize("threads", ["0", "257", "many"])
+def test_serve_with_an_impossible_thread_count_is_a_usage_error_without_a_traceback(
+    fm: Fleetmem, threads: str
+) -> None:
+    run = fm("serve", "--threads", threads, "--host", "127.0.0.1", "--port", "0", subprocess=True)
+    assert run.code == 2
+    assert "Traceback" not in run.stderr
+    assert "--threads" in run.stderr and "1 to 256" in run.stderr
+    assert "fleetmem MCP server on" not in run.stderr + run.stdout
+
+
+def test_a_bad_thread_count_in_the_environment_names_the_variable_and_the_fix(fm: Fleetmem) -> None:
+    run = fm(
+        "serve", "--host", "127.0.0.1", "--port", "0", env={"FLEETMEM_CALL_THREADS": "lots"}, subprocess=True
+    )
+    assert run.code == 2
+    assert "Traceback" not in run.stderr
+    assert "[invalid_config]" in run.stderr and "'lots'" in run.stderr
+    assert "Unset FLEETMEM_CALL_THREADS or pass --threads 8." in run.stderr
+    assert "fleetmem MCP server on" not in run.stderr + run.stdout
+
+
 def test_serve_on_a_port_in_use_exits_1_with_a_clear_message_and_no_banner(fm: Fleetmem) -> None:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as holder:
         holder.bind(("127.0.0.1", 0))

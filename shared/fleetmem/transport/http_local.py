@@ -22,7 +22,7 @@ from typing import Any, TextIO
 
 import uvicorn
 
-from fleetmem.config import Settings
+from fleetmem.config import DEFAULT_CALL_THREADS, Settings
 from fleetmem.ports import Deps
 from fleetmem.protocol import Surface
 from fleetmem.transport.logs import configure_logging
@@ -63,6 +63,7 @@ def build_local_app(
     authorization_server: str | None = None,
     host: str = "127.0.0.1",
     data_dir: Path | None = None,
+    call_threads: int | None = DEFAULT_CALL_THREADS,
 ) -> Any:
     """The app `fleetmem serve` runs: bearer tokens from the local client store, in-process dispatch.
     `data_dir` (the store the tokens live in) goes into the 401 fix's `token create` command."""
@@ -75,6 +76,7 @@ def build_local_app(
         host=host,
         token_command=argv,
         token_inputs=inputs,
+        call_threads=call_threads,
     )
 
 
@@ -133,6 +135,7 @@ def run_server(settings: Settings, *, out: TextIO | None = None) -> None:
             authorization_server=settings.authorization_server,
             host=settings.host,
             data_dir=settings.data_dir,
+            call_threads=settings.call_threads,
         )
         host = settings.host
         url_host = f"[{host}]" if ":" in host else host

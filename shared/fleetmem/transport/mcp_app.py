@@ -52,7 +52,7 @@ from fleetmem.memory.envelope import (
     render_notice_block,
     render_notice_meta,
 )
-from fleetmem.memory.registry import ToolSpec
+from fleetmem.memory.registry import REGISTRY, ToolSpec
 from fleetmem.models import Caller
 from fleetmem.ports import Auth, Deps
 from fleetmem.protocol import PROTOCOL_VERSION, SCOPES, SERVER_NAME, Surface
@@ -125,6 +125,22 @@ def list_tool_definitions(surface: Surface, caller: Caller | None) -> list[types
     return [tool_definition(s) for s in visible_tools(surface, caller)]
 
 
+def tool_input_schema(surface: Surface) -> Callable[[str], Mapping[str, Any] | None]:
+    """The SDK's `get_tool_input_schema`: the listed input schema of a tool on this surface.
+
+    Without it the SDK serves a whole tools/list inside every tools/call to find the schema it
+    checks `Mcp-Param-*` headers against. The schema is the one tools/list shows; a tool the
+    caller's scopes hide is still answered (the call itself is then refused by the gate)."""
+
+    def lookup(name: str) -> Mapping[str, Any] | None:
+        spec = REGISTRY.get(name)
+        if spec is None or (surface != "full" and spec.surface != "verbs"):
+            return None
+        return tool_definition(spec).input_schema
+
+    return lookup
+
+
 def _text(value: dict[str, Any]) -> str:
     # An unpaired surrogate cannot travel as UTF-8; render_json falls back to JSON escapes.
     return render_json(value).decode("utf-8")
@@ -187,10 +203,15 @@ def unauthorized_error(
 
 
 def build_mcp_server(
-    invoker: Invoker, *, surface: Surface = "full", caller_from_context: CallerFromContext | None = None
+    invoker: Invoker,
+    *,
+    surface: Surface = "full",
+    caller_from_context: CallerFromContext | None = None,
+    limiter: anyio.CapacityLimiter | None = None,
 ) -> Server:
     """The SDK server. The caller is read per request: by default from the ASGI scope, where the
-    HTTP wrapper put the authenticated `Caller`; in-memory tests pass `caller_from_context`."""
+    HTTP wrapper put the authenticated `Caller`; in-memory tests pass `caller_from_context`.
+    `limiter` bounds the threads that run tool calls at once (None: anyio's default of 40)."""
 
     def caller_of(ctx: Any) -> Caller | None:
         if caller_from_context is not None:
@@ -219,7 +240,9 @@ def build_mcp_server(
             gate = precheck(tool, params.arguments, caller, surface=surface, correlation_id=cid)
             if gate is not None:
                 return _error_result(gate.body)
-            result = await anyio.to_thread.run_sync(invoker.invoke, tool, params.arguments, caller, cid)
+            result = await anyio.to_thread.run_sync(
+                invoker.invoke, tool, params.arguments, caller, cid, limiter=limiter
+            )
             allowed = {s.name for s in visible_tools(surface, caller)}
             return to_call_tool_result(result, callable_tools=allowed)
         except Exception as exc:  # never let the SDK turn an exception's text into a result
@@ -241,6 +264,7 @@ def build_mcp_server(
         "every error carries a `fix` with the next step.",
         on_list_tools=on_list_tools,
         on_call_tool=on_call_tool,
+        get_tool_input_schema=tool_input_schema(surface),
     )
 
 
@@ -405,12 +429,14 @@ class _EdgeGuard:
         public_url: str | None,
         token_command: Sequence[str] = DEFAULT_TOKEN_COMMAND,
         token_inputs: Sequence[Mapping[str, str]] = (),
+        limiter: anyio.CapacityLimiter | None = None,
     ) -> None:
         self.app = app
         self.caller_from_request = caller_from_request
         self.public_url = public_url
         self.token_command = tuple(token_command)
         self.token_inputs = tuple(token_inputs)
+        self.limiter = limiter
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -470,7 +496,7 @@ class _EdgeGuard:
         """Puts the caller in the scope and returns True, or answers 401 and returns False."""
         presented = bool(request.headers.get("authorization"))
         try:
-            caller = await anyio.to_thread.run_sync(self.caller_from_request, request)
+            caller = await anyio.to_thread.run_sync(self.caller_from_request, request, limiter=self.limiter)
         except Exception as exc:
             log.error("authentication failed", extra={"event": "auth_error", "exc_type": type(exc).__name__})
             caller = None
@@ -532,6 +558,7 @@ def build_mcp_app(
     host: str = "127.0.0.1",
     token_command: Sequence[str] = DEFAULT_TOKEN_COMMAND,
     token_inputs: Sequence[Mapping[str, str]] = (),
+    call_threads: int | None = None,
 ) -> Starlette:
     """A Starlette app serving POST /mcp (both eras), /health and the protected-resource document.
 
@@ -540,12 +567,18 @@ def build_mcp_app(
 
     `invoker` defaults to an `InProcessInvoker` over `deps_factory`. Behind API Gateway, DNS-rebinding
     protection is off (the gateway's Host header is not localhost); locally it is on.
-    Build a fresh app per Lambda invocation: the SDK's session manager runs once per app."""
+    Build a fresh app per Lambda invocation: the SDK's session manager runs once per app.
+
+    `call_threads` bounds the worker threads that authenticate and run calls at once (None:
+    anyio's default of 40). On a GIL-bound server more threads than cores mostly contend: with 32
+    clients on two cores, 8 threads served a mixed load faster than 40 (README, "Fleet
+    throughput"); calls beyond the bound wait their turn, none is refused."""
     if invoker is None:
         if deps_factory is None:
             raise ValueError("build_mcp_app needs deps_factory or invoker")
         invoker = InProcessInvoker(deps_factory, surface=surface)
-    server = build_mcp_server(invoker, surface=surface)
+    limiter = anyio.CapacityLimiter(call_threads) if call_threads else None
+    server = build_mcp_server(invoker, surface=surface, limiter=limiter)
 
     async def health(request: Request) -> Response:
         return JSONResponse(
@@ -571,7 +604,7 @@ def build_mcp_app(
         return JSONResponse(doc, headers={CORRELATION_HEADER: new_correlation_id()})
 
     async def v1_call(request: Request) -> Response:
-        return await call_v1(request, invoker, surface)
+        return await call_v1(request, invoker, surface, limiter)
 
     if behind_gateway:
         security = TransportSecuritySettings(enable_dns_rebinding_protection=False)
@@ -599,11 +632,14 @@ def build_mcp_app(
         public_url=public_url,
         token_command=token_command,
         token_inputs=token_inputs,
+        limiter=limiter,
     )
     return app
 
 
-async def call_v1(request: Request, invoker: Invoker, surface: Surface) -> Response:
+async def call_v1(
+    request: Request, invoker: Invoker, surface: Surface, limiter: anyio.CapacityLimiter | None = None
+) -> Response:
     """`POST /v1/<tool>` on an authenticated request: the JSON body is the tool's arguments; the
     same gate and invoker as MCP tools/call, answered by `http_api.v1_answer`."""
     tool = request.path_params.get("tool", "")
@@ -633,7 +669,7 @@ async def call_v1(request: Request, invoker: Invoker, surface: Surface) -> Respo
     try:
         result = precheck(tool, arguments, caller, surface=surface, correlation_id=cid, transport="http")
         if result is None:
-            result = await anyio.to_thread.run_sync(invoker.invoke, tool, arguments, caller, cid)
+            result = await anyio.to_thread.run_sync(invoker.invoke, tool, arguments, caller, cid, limiter=limiter)
     except Exception as exc:  # the same last line of defence as tools/call
         with correlation(cid):
             log.error(
