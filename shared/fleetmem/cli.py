@@ -920,6 +920,22 @@ class Progress:
             sys.stderr.write("\n")
 
 
+#: `fleetmem import --jobs`: enough concurrent files that the embedder batches their chunks
+IMPORT_JOBS = 8
+IMPORT_JOBS_MAX = 64
+
+
+def _import_jobs(text: str) -> int:
+    """argparse type for import --jobs."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if not 1 <= value <= IMPORT_JOBS_MAX:
+        raise argparse.ArgumentTypeError(f"must be a whole number from 1 to {IMPORT_JOBS_MAX} (got {text!r})")
+    return value
+
+
 def _import_files(root: Path) -> list[Path]:
     return sorted(
         p
@@ -928,8 +944,35 @@ def _import_files(root: Path) -> list[Path]:
     )
 
 
-def cmd_import(args: argparse.Namespace, out: Output) -> int:
+def _import_one(root: Path, path: Path, caller: Any, deps: Any) -> dict[str, Any] | None:
+    """Put one file through the put_page dispatch: None when stored, else its error by name."""
     from fleetmem.transport.dispatch import dispatch
+
+    rel = path.relative_to(root).as_posix()
+    slug = rel[: -len(".md")]
+    try:
+        content = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        return {
+            "file": rel,
+            "slug": slug,
+            "code": "invalid_params",
+            "message": f"not readable as UTF-8 text: {type(exc).__name__}",
+        }
+    result = dispatch("put_page", {"slug": slug, "content": content}, caller, deps, transport="cli")
+    if not result.is_error:
+        return None
+    return {
+        "file": rel,
+        "slug": slug,
+        "code": result.body.get("code"),
+        "message": result.body.get("message"),
+        "suggestion": result.body.get("suggestion"),
+    }
+
+
+def cmd_import(args: argparse.Namespace, out: Output) -> int:
+    from concurrent.futures import ThreadPoolExecutor
 
     root = Path(args.path).expanduser()
     if not root.is_dir():
@@ -943,50 +986,35 @@ def cmd_import(args: argparse.Namespace, out: Output) -> int:
     deps = _build_deps(_settings(args))
     caller = _local_caller(args.tenant)
     progress = Progress(len(files), "import")
-    imported: list[str] = []
+    imported = 0
     errors: list[dict[str, Any]] = []
-    for i, path in enumerate(files, 1):
-        rel = path.relative_to(root).as_posix()
-        slug = rel[: -len(".md")]
-        try:
-            content = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            errors.append(
-                {
-                    "file": rel,
-                    "slug": slug,
-                    "code": "invalid_params",
-                    "message": f"not readable as UTF-8 text: {type(exc).__name__}",
-                }
-            )
-        else:
-            result = dispatch("put_page", {"slug": slug, "content": content}, caller, deps, transport="cli")
-            if result.is_error:
-                errors.append(
-                    {
-                        "file": rel,
-                        "slug": slug,
-                        "code": result.body.get("code"),
-                        "message": result.body.get("message"),
-                        "suggestion": result.body.get("suggestion"),
-                    }
-                )
+    # Files go through put_page on `--jobs` threads (each file is its own page, so their order does
+    # not matter); concurrent pages' chunks share the embedder's forward passes. Results are taken
+    # in file order, so the progress and the error lines read as a sequential import's would.
+    pool = ThreadPoolExecutor(max_workers=args.jobs, thread_name_prefix="import")
+    try:
+        results = pool.map(lambda path: _import_one(root, path, caller, deps), files)
+        for i, (path, error) in enumerate(zip(files, results, strict=True), 1):
+            rel = path.relative_to(root).as_posix()
+            if error is None:
+                imported += 1
             else:
-                imported.append(slug)
-        if errors and errors[-1]["file"] == rel:
-            if progress.tty:
-                sys.stderr.write("\n")
-            Output.err(f"  {rel}: [{errors[-1]['code']}] {errors[-1]['message']}")
-        progress.update(i, rel)
+                errors.append(error)
+                if progress.tty:
+                    sys.stderr.write("\n")
+                Output.err(f"  {rel}: [{error['code']}] {error['message']}")
+            progress.update(i, rel)
+    finally:  # on Ctrl-C the pages being written finish; the files not started are not
+        pool.shutdown(wait=True, cancel_futures=True)
     progress.close()
-    summary = f"Imported {len(imported)} of {len(files)} page(s) from {root}; {len(errors)} failed."
+    summary = f"Imported {imported} of {len(files)} page(s) from {root}; {len(errors)} failed."
     Output.err(summary)
     if out.as_json:
         out.document(
             {
                 "path": str(root),
                 "total": len(files),
-                "imported": len(imported),
+                "imported": imported,
                 "failed": len(errors),
                 "errors": errors,
                 "contract_version": CONTRACT_VERSION,
@@ -1334,6 +1362,12 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     p = sub.add_parser("import", parents=[common], help="import a folder of markdown pages")
     p.add_argument("path")
     p.add_argument("--tenant", default=None)
+    p.add_argument(
+        "--jobs",
+        type=_import_jobs,
+        default=IMPORT_JOBS,
+        help=f"files written at once (1-{IMPORT_JOBS_MAX}, default {IMPORT_JOBS}); their chunks share forward passes",
+    )
     p.add_argument("--json", action="store_true")
     p.set_defaults(handler=cmd_import)
 

@@ -154,3 +154,50 @@ def test_import_of_many_files_stores_every_good_page_with_its_vectors(fm: Fleetm
         assert stores.maintenance.unembedded(HashEmbedder().model_id)["docs"] == 0
         heads = stores.pages.list("default", world_only=False, limit=500)
         assert [h.slug for h in heads] == [f"people/p{i:03d}" for i in range(150)]
+
+
+def test_import_on_many_threads_stores_and_reports_exactly_what_one_thread_does(tmp_path: Path) -> None:
+    """`--jobs 8` against `--jobs 1` over the same folder (good pages, pages linking to each other,
+    an unreadable file and an oversized one between them): the same report, errors in file
+    order, and the same pages, links and search docs stored."""
+    import os
+
+    from fleetmem.adapters.local import open_local
+
+    root = tmp_path / "notes"
+    for i in range(60):
+        link = f"links: [{{type: works_with, target: people/p{(i + 1) % 60:03d}}}]"
+        write(root, f"people/p{i:03d}.md", f"---\ntitle: Person {i}\n{link}\n---\nPerson {i} likes tea.\n")
+    write(root, "people/p020-bad.md", b"\xff\xfe not utf-8")
+    write(root, "people/p040-huge.md", "x" * (PAGE_BODY_MAX_BYTES + 10))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FLEETMEM_")}
+    env |= {"FLEETMEM_EMBEDDER": "hash", "FLEETMEM_MODEL_DIR": str(tmp_path / "no-model")}
+    reports, stored = [], []
+    for jobs in ("1", "8"):
+        fm = Fleetmem(tmp_path / f"data-{jobs}", env)
+        run = fm("import", str(root), "--jobs", jobs, "--json")
+        assert run.code == 1
+        report = run.json()
+        report.pop("path")
+        reports.append(report)
+        with open_local(fm.data_dir) as stores:
+            slugs = [h.slug for h in stores.pages.list("default", world_only=False, limit=500)]
+            backlinks = [stores.pages.backlinks("default", slug, world_only=False)[1] for slug in slugs]
+            stored.append((slugs, backlinks, stores.maintenance.unembedded("hash-384")))
+    assert reports[0] == reports[1]
+    assert [e["file"] for e in reports[0]["errors"]] == ["people/p020-bad.md", "people/p040-huge.md"]
+    assert (reports[0]["imported"], reports[0]["failed"]) == (60, 2)
+    assert stored[0] == stored[1]
+    slugs, backlinks, unembedded = stored[0]
+    assert slugs == [f"people/p{i:03d}" for i in range(60)]
+    assert backlinks == [1] * 60  # each page is linked from the one before it
+    assert unembedded["docs"] == 0  # every page's search docs carry their vectors
+
+
+def test_import_with_an_impossible_job_count_is_a_usage_error(fm: Fleetmem, tmp_path: Path) -> None:
+    root = tmp_path / "notes"
+    write(root, "projects/apollo.md", "# Apollo\n")
+    for jobs in ("0", "65", "all"):
+        run = fm("import", str(root), "--jobs", jobs, subprocess=True)
+        assert run.code == 2 and "Traceback" not in run.stderr
+        assert "--jobs" in run.stderr and "1 to 64" in run.stderr

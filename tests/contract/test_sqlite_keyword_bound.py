@@ -151,3 +151,18 @@ def test_searches_of_one_query_vector_share_scores_and_still_see_new_docs(stores
     assert again is not None and {"people/ann", "people/bo"} <= {h.slug for h in again[:2]}
     facts = stores.search.search(query.model_copy(update={"kinds": ("fact",)})).vector
     assert facts == ()  # same vector, other kinds: the shared scores are filtered per search
+
+
+@pytest.mark.parametrize("rows", [10, local_sqlite.SPLIT_ROWS - 1, local_sqlite.SPLIT_ROWS, 40_001])
+def test_the_cosine_scan_gives_every_row_its_dot_product_whether_split_or_not(rows: int) -> None:
+    """Above SPLIT_ROWS the scan runs in two halves at once; every row still gets its own score
+    (an odd row count, a half boundary, spare capacity beyond n left out)."""
+    import numpy as np
+
+    rng = np.random.default_rng(rows)
+    vectors = rng.standard_normal((rows + 7, 16)).astype(np.float32)  # 7 spare rows past n
+    q = rng.standard_normal(16).astype(np.float32)
+    scores = local_sqlite._cosines(vectors, rows, q)
+    assert scores.shape == (rows,) and scores.dtype == np.float32
+    expected = vectors[:rows].astype(np.float64) @ q.astype(np.float64)
+    np.testing.assert_allclose(scores, expected, rtol=1e-5, atol=1e-5)

@@ -11,6 +11,7 @@ import unicodedata
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from hashlib import blake2b
 from typing import Any, ClassVar
@@ -28,6 +29,29 @@ from fleetmem.models import (
 
 #: how many generations of tombstones are kept for incremental vector cache refreshes
 TOMBSTONE_GENERATIONS = 5000
+
+
+#: From this many vectors on, the scan is split in two halves computed at once.
+SPLIT_ROWS = 16_384
+_SCAN_HELPER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="vector-scan")
+
+
+def _cosines(vectors: np.ndarray, n: int, q: np.ndarray) -> np.ndarray:
+    """Rows [0, n) of `vectors` dotted with `q` (both unit length: the cosines).
+
+    einsum, not BLAS: the product is memory-bound, and multi-threaded BLAS on a busy machine costs
+    tens of milliseconds waiting for its spinning threads. A large matrix is scanned in two halves
+    at once instead (the caller takes one, a helper thread the other; einsum releases the
+    interpreter lock): one core's memory bandwidth is the limit of a single scan (62,000 x 384
+    float32 rows, 95 MB: 8.5 ms alone, ~5.5 ms in two halves on the 2-core machine)."""
+    if n < SPLIT_ROWS:
+        return np.einsum("ij,j->i", vectors[:n], q)
+    out = np.empty(n, dtype=np.float32)
+    half = n // 2
+    other = _SCAN_HELPER.submit(np.einsum, "ij,j->i", vectors[half:n], q, out=out[half:])
+    np.einsum("ij,j->i", vectors[:half], q, out=out[:half])
+    other.result()
+    return out
 
 
 def _bump_gen(conn: sqlite3.Connection, tenant: str) -> int:
@@ -559,9 +583,7 @@ class SqliteSearchIndex:
             hit = self._scores.get(key)
         if hit is not None and hit[0] is m.vectors and hit[1] == m.n:
             return hit[2]
-        # einsum, not BLAS: a matrix-vector product is memory-bound, and multi-threaded BLAS on a
-        # busy machine costs tens of milliseconds waiting for its threads
-        scores = np.einsum("ij,j->i", m.vectors[: m.n], q)
+        scores = _cosines(m.vectors, m.n, q)
         with self._cache_lock:
             self._scores[key] = (m.vectors, m.n, scores)
             self._scores.move_to_end(key)
