@@ -65,7 +65,8 @@ def test_bench_options_parse_and_refuse_a_zero_concurrency() -> None:
     args = parser().parse_args(["--mixed", "--concurrency", "4", "--seconds", "2.5", "--pages", "200"])
     assert (args.mixed, args.concurrency, args.seconds, args.pages, args.embedder) == (True, 4, 2.5, ["200"], None)
     defaults = parser().parse_args([])
-    assert (defaults.mixed, defaults.concurrency, defaults.seconds) == (False, 32, 30.0)
+    assert (defaults.mixed, defaults.concurrency, defaults.seconds, defaults.server_threads) == (False, 32, 30.0, None)
+    assert parser().parse_args(["--mixed", "--server-threads", "6"]).server_threads == 6
     with pytest.raises(SystemExit):
         parser().parse_args(["--mixed", "--concurrency", "0"])
 
@@ -82,8 +83,9 @@ def test_mixed_results_aggregate_calls_errors_and_percentiles_per_verb() -> None
     assert result.calls == 7 and result.rate() == 3.5
     assert dict(result.errors) == {"invalid_params": 1, "transport:ReadTimeout": 1}
     assert result.verbs["recall"].pct(0.5) in (2.0, 3.0) and result.verbs["recall"].pct(0.99) == 4.0
-    table = format_mixed(result, pages=100, embedder="hash")
+    table = format_mixed(result, pages=100, embedder="hash", threads=8)
     assert "7 calls, 4 calls/s, 2 errors" in table
+    assert table[0].endswith("embedder `hash`, 8 server threads")
     rows = {line.split(" | ")[0].lstrip("| "): line for line in table if line.startswith("| ")}
     assert all(verb in rows for verb, _ in MIX)
     assert rows["remember"].startswith("| remember | 2 | 2 |") and rows["put_page"] == "| put_page | 0 | 0 | – | – |"
@@ -104,12 +106,15 @@ def test_a_short_mixed_run_over_real_mcp_sessions_counts_every_verb_without_erro
         "80",
         "--embedder",
         "hash",
+        "--server-threads",
+        "2",
         "--data-dir",
         str(tmp_path / "bench"),
         data_dir=False,
     )
     assert run.code == 0, run.stderr
     table = run.stdout
+    assert "embedder `hash`, 2 server threads" in table
     summary = next(line for line in table.splitlines() if " calls/s, " in line)
     calls = int(summary.split(" calls,")[0].replace(",", ""))
     assert calls > 0 and summary.endswith(" 0 errors"), summary

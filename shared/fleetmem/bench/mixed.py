@@ -178,11 +178,11 @@ async def run_clients(url: str, token: str, work: dict[str, MakeArgs], *, client
     return result
 
 
-def format_mixed(result: MixedResult, *, pages: int, embedder: str) -> list[str]:
+def format_mixed(result: MixedResult, *, pages: int, embedder: str, threads: int) -> list[str]:
     calls = result.calls
     lines = [
         f"### mixed workload, {result.clients} MCP clients, {result.seconds:.1f} s, {pages:,} pages, "
-        f"embedder `{embedder}`",
+        f"embedder `{embedder}`, {threads} server threads",
         "",
         f"{calls:,} calls, {result.rate():.0f} calls/s, {sum(result.errors.values())} errors",
         "",

@@ -169,8 +169,9 @@ def _free_port() -> int:
 
 
 @contextmanager
-def http_server(data_dir: Path, embedder: str) -> Iterator[tuple[str, str]]:
-    """A `fleetmem serve` subprocess over the same data directory; yields (url, token)."""
+def http_server(data_dir: Path, embedder: str, threads: int | None = None) -> Iterator[tuple[str, str]]:
+    """A `fleetmem serve` subprocess over the same data directory (with `--threads` when given);
+    yields (url, token)."""
     deps = open_deps(data_dir, embedder)
     from fleetmem.tokens import create_client
 
@@ -191,6 +192,7 @@ def http_server(data_dir: Path, embedder: str) -> Iterator[tuple[str, str]]:
         str(data_dir),
         "--embedder",
         embedder,
+        *(["--threads", str(threads)] if threads else []),
     ]
     with tempfile.TemporaryFile() as log:
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)  # noqa: S603 - our own argv
@@ -383,9 +385,10 @@ def run_mixed_bench(args: argparse.Namespace, base: Path, sizes: list[int]) -> s
         data_dir.mkdir(parents=True, exist_ok=True)
         _, corpus, _ = ensure_corpus(data_dir, n, args.embedder)
         _log(f"bench: {args.concurrency} MCP clients, mixed workload, {args.seconds:g} s at {n:,} pages")
-        with http_server(data_dir, args.embedder) as (url, token):
+        with http_server(data_dir, args.embedder, args.server_threads) as (url, token):
             result = run_mixed(url, token, corpus, clients=args.concurrency, seconds=args.seconds)
-        lines += [*format_mixed(result, pages=n, embedder=args.embedder), ""]
+        threads = args.server_threads or Settings.from_env().call_threads  # what the server reads
+        lines += [*format_mixed(result, pages=n, embedder=args.embedder, threads=threads), ""]
     if not args.data_dir:
         _log(f"bench: corpus left in {base} (pass --data-dir to reuse it next time)")
     return "\n".join(lines).rstrip() + "\n"
@@ -426,6 +429,12 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--concurrency", type=_positive(int), default=32, help="concurrent MCP clients (--mixed)")
     p.add_argument("--seconds", type=_positive(float), default=30.0, help="duration of the mixed run (--mixed)")
+    p.add_argument(
+        "--server-threads",
+        type=_positive(int),
+        default=None,
+        help="the server's call threads (fleetmem serve --threads; default: its own default) (--mixed)",
+    )
     p.add_argument("--no-http", action="store_true", help="op layer only")
     p.add_argument("--data-dir", default=None, help="where corpora live (reused across runs)")
     return p
