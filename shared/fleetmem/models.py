@@ -7,6 +7,7 @@ see `fleetmem.timefmt`). Vectors never appear in a model that reaches the wire: 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, Literal
 
@@ -180,6 +181,14 @@ class SearchDoc(Record):
     updated_at: datetime
     vector: bytes | None = Field(default=None, repr=False)
     vector_model: str | None = None
+
+
+def page_docs_problem(tenant: str, slug: str, docs: Sequence[SearchDoc]) -> str | None:
+    """Why `docs` cannot replace the chunks of page (tenant, slug), or None when they can."""
+    for d in docs:
+        if d.tenant != tenant or d.kind != "chunk" or d.slug != slug:
+            return f"{d.doc_id!r} is not a chunk of page {slug!r} of this tenant"
+    return None
 
 
 class SearchHit(Record):

@@ -222,6 +222,13 @@ class SearchIndex(Protocol):
         """Remove every chunk of a page."""
         ...
 
+    def replace_page(self, tenant: str, slug: str, docs: Sequence[SearchDoc]) -> None:
+        """Make `docs` (chunks of this page; `page_docs_problem` says when they are not) the
+        page's chunks, its other chunks removed. A search never finds the page without chunks
+        in between: one transaction where the store has them, new chunks before stale deletes
+        where it does not."""
+        ...
+
     def search(self, query: SearchQuery) -> SearchHits:
         """Keyword (BM25) arm and, when `query.vector` is set, the vector arm (cosine), filtered by
         tenant, kinds and visibility. Each arm returns up to `query.k` hits best first. A failing

@@ -332,6 +332,46 @@ def test_delete_page_removes_every_chunk_of_that_page_only(
     assert "chunk:drinks/tea#0" in ids(search.search(q(tenant, "tea")).keyword)
 
 
+def test_replace_page_makes_the_given_chunks_the_pages_only_chunks(
+    search, settle, corpus, tenant, other_tenant, vector_search
+):
+    search.upsert([doc(tenant, "fact:f_2", "coffee fact", slug="drinks/coffee")])
+    settle()
+    search.replace_page(
+        tenant,
+        "drinks/coffee",
+        [
+            doc(tenant, "chunk:drinks/coffee#0", "Coffee beans are ground", vector=unit(0, 1), vector_model=MODEL),
+            doc(tenant, "chunk:drinks/coffee#2", "Decaf coffee at night", vector=unit(0, 1, 0.3), vector_model=MODEL),
+        ],
+    )
+    settle()
+    words = "coffee espresso decaf ground"
+    hits = search.search(q(tenant, words, kinds=("chunk", "fact"), k=20, vector=unit(0, 1), vector_model=MODEL))
+    found = hits.keyword + (vec(hits, vector_search) or ())
+    chunk_ids = sorted({h.doc_id for h in found if h.kind == "chunk" and h.slug == "drinks/coffee"})
+    assert chunk_ids == ["chunk:drinks/coffee#0", "chunk:drinks/coffee#2"]  # #1 (espresso) is gone
+    assert [h.text for h in hits.keyword if h.doc_id == "chunk:drinks/coffee#0"] == ["Coffee beans are ground"]
+    assert "fact:f_2" in ids(hits.keyword)  # the page's facts are not its chunks
+    assert ids(search.search(q(tenant, "tea")).keyword)[0] == "chunk:drinks/tea#0"  # other pages stay
+    assert ids(search.search(q(other_tenant, "tea")).keyword) == ["chunk:drinks/tea#0"]
+    search.replace_page(tenant, "drinks/coffee", [])
+    settle()
+    assert not [h for h in search.search(q(tenant, "coffee", k=20)).keyword if h.slug == "drinks/coffee"]
+
+
+def test_replace_page_refuses_docs_that_are_not_chunks_of_that_page(search, settle, corpus, tenant, other_tenant):
+    for wrong in (
+        doc(tenant, "chunk:drinks/tea#5", "tea"),  # another page
+        doc(other_tenant, "chunk:drinks/coffee#5", "coffee"),  # another tenant
+        doc(tenant, "fact:f_9", "a fact", slug="drinks/coffee"),  # not a chunk
+    ):
+        with pytest.raises(ValueError, match="is not a chunk of page 'drinks/coffee'"):
+            search.replace_page(tenant, "drinks/coffee", [wrong])
+    settle()
+    assert "chunk:drinks/coffee#1" in ids(search.search(q(tenant, "espresso")).keyword)  # untouched
+
+
 def test_an_empty_index_answers_empty(search, settle, tenant, vector_search):
     settle()
     hits = search.search(q(tenant, "anything", vector=unit(1), vector_model=MODEL))

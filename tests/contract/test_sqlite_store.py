@@ -247,7 +247,7 @@ def test_the_vector_cache_catches_up_exactly_with_every_kind_of_change():
         live: set[str] = set()
         for step in range(450):  # enough appends to outgrow the spare buffer room
             op = rng.choice(
-                ["upsert", "upsert", "upsert", "delete", "delete_page", "revector", "other_model"]
+                ["upsert", "upsert", "upsert", "delete", "delete_page", "replace_page", "revector", "other"]
             )
             n = rng.randrange(12)
             doc_id = f"chunk:p/{n % 4}#{n}"
@@ -270,6 +270,9 @@ def test_the_vector_cache_catches_up_exactly_with_every_kind_of_change():
                 index.delete("t1", [doc_id])
             elif op == "delete_page":
                 index.delete_page("t1", f"p/{n % 4}")
+            elif op == "replace_page":
+                fresh = [doc("t1", f"chunk:p/{n % 4}#{j}", f"r{j}", vector=vec, vector_model="m") for j in (n, n + 12)]
+                index.replace_page("t1", f"p/{n % 4}", fresh)
             elif op == "revector":
                 stores.maintenance.set_doc_vectors("m", [("t1", doc_id, vec)])
             else:
@@ -334,3 +337,40 @@ def test_a_data_directory_written_by_a_newer_schema_is_refused(tmp_path):
     with pytest.raises(Unavailable) as info:
         open_local(tmp_path)
     assert info.value.reason == "schema_newer"
+
+
+def test_a_search_never_finds_a_page_without_chunks_while_it_is_replaced(data_dir):
+    """put_page rewrites a page's chunks with `replace_page` while agents search: a reader on its
+    own connection sees the old chunks or the new ones, never none (one transaction)."""
+    import threading
+
+    with open_local(data_dir) as stores:
+        index = stores.search
+
+        def chunks(round_: int) -> list:
+            # two rounds' chunk sets share no doc id: every replace removes and adds chunks
+            return [doc("t1", f"chunk:p/zebra#{round_ % 2 * 10 + j}", f"zebra {round_} {j}") for j in range(3)]
+
+        index.replace_page("t1", "p/zebra", chunks(0))
+        done = threading.Event()
+        misses: list[int] = []
+        searches = [0]
+
+        def reader() -> None:
+            while not done.is_set():
+                hits = index.search(SearchQuery(tenant="t1", text="zebra", k=10)).keyword
+                searches[0] += 1
+                if not [h for h in hits if h.slug == "p/zebra"]:
+                    misses.append(searches[0])
+
+        thread = threading.Thread(target=reader)
+        thread.start()
+        try:
+            for round_ in range(1, 400):
+                index.replace_page("t1", "p/zebra", chunks(round_))
+        finally:
+            done.set()
+            thread.join()
+        assert searches[0] > 0 and misses == []
+        final = index.search(SearchQuery(tenant="t1", text="zebra", k=10)).keyword
+        assert sorted(h.doc_id for h in final) == [f"chunk:p/zebra#{10 + j}" for j in range(3)]

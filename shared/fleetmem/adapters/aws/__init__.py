@@ -38,6 +38,9 @@ class NoSearchIndex:
     def delete_page(self, tenant: str, slug: str) -> None:
         return None
 
+    def replace_page(self, tenant: str, slug: str, docs: Any) -> None:
+        return None
+
     def search(self, query: Any) -> Any:
         from fleetmem.errors import Unavailable
 

@@ -29,7 +29,7 @@ from typing import Any
 from fleetmem.errors import PortError, Unavailable
 from fleetmem.memory.indexing import chunk_prefix
 from fleetmem.memory.vectors import unpack
-from fleetmem.models import SearchDoc, SearchHit, SearchHits, SearchQuery
+from fleetmem.models import SearchDoc, SearchHit, SearchHits, SearchQuery, page_docs_problem
 from fleetmem.timefmt import iso
 
 INDEX_VERSION = 2  # 2: the `doc_key` field
@@ -524,14 +524,25 @@ class OpenSearchIndex:
         self._bulk(bulk_body(self.index, deletes=deletes, model_id=self.model_id, found=found))
 
     def delete_page(self, tenant: str, slug: str) -> None:
-        """Find the page's chunk docs, delete them by `_id` (no `_delete_by_query`: Serverless
-        has none, and one path serves both flavours)."""
+        self.replace_page(tenant, slug, ())
+
+    def replace_page(self, tenant: str, slug: str, docs: Sequence[SearchDoc]) -> None:
+        """Write the new chunks, then find the page's other chunk docs and delete them by `_id`.
+        The index has no transactions, so that order keeps the page findable throughout (no
+        `_delete_by_query`: Serverless has none, and one path serves both flavours)."""
+        problem = page_docs_problem(tenant, slug, docs)
+        if problem:
+            raise ValueError(problem)
+        if docs:
+            self.upsert(docs)
+        keep = {doc_key(tenant, d.doc_id) for d in docs}
         found = self._find(delete_page_body(tenant, slug))
         prefix = doc_key(tenant, chunk_prefix(slug))
         for key, ids in self._written.items():
             if key.startswith(prefix) and ids:
                 found.setdefault(key, []).extend(sorted(ids - set(found.get(key, ()))))
-        self._bulk([{"delete": {"_index": self.index, "_id": _id}} for ids in found.values() for _id in ids])
+        stale = [_id for key, ids in found.items() if key not in keep for _id in ids]
+        self._bulk([{"delete": {"_index": self.index, "_id": _id}} for _id in stale])
 
     def search(self, query: SearchQuery) -> SearchHits:
         vector: list[float] | None = None

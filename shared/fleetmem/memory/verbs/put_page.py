@@ -214,8 +214,7 @@ def index_page(deps: Deps, page: Page) -> bool:
         return False
     docs, _problem = indexing.embed_docs(deps, indexing.docs_for_page(page))
     try:
-        deps.search.delete_page(page.tenant, page.slug)
-        deps.search.upsert(docs)
+        deps.search.replace_page(page.tenant, page.slug, docs)
     except PortError:
         return False
     return True

@@ -25,6 +25,7 @@ from fleetmem.models import (
     SearchHit,
     SearchHits,
     SearchQuery,
+    page_docs_problem,
 )
 
 #: how many generations of tombstones are kept for incremental vector cache refreshes
@@ -62,6 +63,36 @@ def _bump_gen(conn: sqlite3.Connection, tenant: str) -> int:
         (tenant,),
     ).fetchone()
     return int(row[0])
+
+
+def _put_docs(conn: sqlite3.Connection, docs: Sequence[SearchDoc], gens: dict[str, int]) -> None:
+    """Insert or update `docs` at their tenant's new generation (`gens`, from `_bump_gen`)."""
+    conn.executemany(
+        "INSERT INTO docs (tenant, doc_id, kind, slug, title, text, visibility, fact_id, "
+        "updated_at, vector, vector_model, rev) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+        "ON CONFLICT (tenant, doc_id) DO UPDATE SET kind = excluded.kind, "
+        "slug = excluded.slug, title = excluded.title, text = excluded.text, "
+        "visibility = excluded.visibility, fact_id = excluded.fact_id, "
+        "updated_at = excluded.updated_at, "
+        "vector = excluded.vector, vector_model = excluded.vector_model, rev = excluded.rev",
+        [
+            (
+                d.tenant,
+                d.doc_id,
+                d.kind,
+                d.slug,
+                d.title,
+                d.text,
+                d.visibility,
+                d.fact_id,
+                ms(d.updated_at),
+                d.vector if d.vector_model else None,
+                d.vector_model if d.vector else None,
+                gens[d.tenant],
+            )
+            for d in docs
+        ],
+    )
 
 
 def _prune_tombstones(conn: sqlite3.Connection, tenant: str, gen: int) -> None:
@@ -331,32 +362,7 @@ class SqliteSearchIndex:
 
         def run(conn: sqlite3.Connection) -> None:
             gens = {t: _bump_gen(conn, t) for t in {d.tenant for d in docs}}
-            conn.executemany(
-                "INSERT INTO docs (tenant, doc_id, kind, slug, title, text, visibility, fact_id, "
-                "updated_at, vector, vector_model, rev) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
-                "ON CONFLICT (tenant, doc_id) DO UPDATE SET kind = excluded.kind, "
-                "slug = excluded.slug, title = excluded.title, text = excluded.text, "
-                "visibility = excluded.visibility, fact_id = excluded.fact_id, "
-                "updated_at = excluded.updated_at, "
-                "vector = excluded.vector, vector_model = excluded.vector_model, rev = excluded.rev",
-                [
-                    (
-                        d.tenant,
-                        d.doc_id,
-                        d.kind,
-                        d.slug,
-                        d.title,
-                        d.text,
-                        d.visibility,
-                        d.fact_id,
-                        ms(d.updated_at),
-                        d.vector if d.vector_model else None,
-                        d.vector_model if d.vector else None,
-                        gens[d.tenant],
-                    )
-                    for d in docs
-                ],
-            )
+            _put_docs(conn, docs, gens)
 
         self.db.write(run)
 
@@ -376,9 +382,17 @@ class SqliteSearchIndex:
         self.db.write(run)
 
     def delete_page(self, tenant: str, slug: str) -> None:
-        def run(conn: sqlite3.Connection) -> None:
+        self.replace_page(tenant, slug, ())
+
+    def replace_page(self, tenant: str, slug: str, docs: Sequence[SearchDoc]) -> None:
+        problem = page_docs_problem(tenant, slug, docs)
+        if problem:
+            raise ValueError(problem)
+
+        def run(conn: sqlite3.Connection) -> None:  # one transaction: readers see old or new
             gen = _bump_gen(conn, tenant)
             conn.execute("DELETE FROM docs WHERE tenant = ? AND slug = ? AND kind = 'chunk'", (tenant, slug))
+            _put_docs(conn, docs, {tenant: gen})
             _prune_tombstones(conn, tenant, gen)
 
         self.db.write(run)
