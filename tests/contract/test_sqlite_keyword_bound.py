@@ -166,3 +166,25 @@ def test_the_cosine_scan_gives_every_row_its_dot_product_whether_split_or_not(ro
     assert scores.shape == (rows,) and scores.dtype == np.float32
     expected = vectors[:rows].astype(np.float64) @ q.astype(np.float64)
     np.testing.assert_allclose(scores, expected, rtol=1e-5, atol=1e-5)
+
+
+def test_a_split_scan_does_not_wait_for_a_busy_helper() -> None:
+    """Concurrent scans: while the helper thread is held by another search, a scan computes both
+    halves itself and its scores are still exact."""
+    import threading
+
+    import numpy as np
+
+    rows = local_sqlite.SPLIT_ROWS + 101
+    rng = np.random.default_rng(3)
+    vectors = rng.standard_normal((rows, 16)).astype(np.float32)
+    q = rng.standard_normal(16).astype(np.float32)
+    release = threading.Event()
+    held = local_sqlite._SCAN_HELPER.submit(release.wait, 30)  # the helper is busy elsewhere
+    try:
+        scores = local_sqlite._cosines(vectors, rows, q)
+        assert not held.done()  # the scan finished while the helper was still held
+    finally:
+        release.set()
+        held.result()
+    np.testing.assert_allclose(scores, vectors.astype(np.float64) @ q.astype(np.float64), rtol=1e-5, atol=1e-5)
