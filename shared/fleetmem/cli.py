@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from fleetmem.config import DEFAULT_CALL_THREADS, ENV_CALL_THREADS, call_threads_value
+from fleetmem.config import CALL_THREADS_MAX, DEFAULT_CALL_THREADS, ENV_CALL_THREADS, whole_number
 from fleetmem.protocol import CONTRACT_VERSION, PROTOCOL_VERSION, SCOPES, SURFACES, Scope
 
 if TYPE_CHECKING:
@@ -694,12 +694,16 @@ def cmd_serve(args: argparse.Namespace, out: Output) -> int:
     return EXIT_OK
 
 
-def _call_threads(text: str) -> int:
-    """argparse type for --threads."""
-    try:
-        return call_threads_value(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc).split(";")[0]) from None
+def _whole_number(low: int, high: int) -> Callable[[str], int]:
+    """An argparse type: a whole number in low..high."""
+
+    def parse(text: str) -> int:
+        try:
+            return whole_number(text, low, high)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    return parse
 
 
 def _port(text: str) -> int:
@@ -923,17 +927,6 @@ class Progress:
 #: `fleetmem import --jobs`: enough concurrent files that the embedder batches their chunks
 IMPORT_JOBS = 8
 IMPORT_JOBS_MAX = 64
-
-
-def _import_jobs(text: str) -> int:
-    """argparse type for import --jobs."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if not 1 <= value <= IMPORT_JOBS_MAX:
-        raise argparse.ArgumentTypeError(f"must be a whole number from 1 to {IMPORT_JOBS_MAX} (got {text!r})")
-    return value
 
 
 def _import_files(root: Path) -> list[Path]:
@@ -1315,7 +1308,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     p.add_argument(
         "--threads",
         dest="call_threads",
-        type=_call_threads,
+        type=_whole_number(1, CALL_THREADS_MAX),
         default=None,
         help=f"calls run at once (default {DEFAULT_CALL_THREADS} or ${ENV_CALL_THREADS}); the rest wait their turn",
     )
@@ -1364,7 +1357,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     p.add_argument("--tenant", default=None)
     p.add_argument(
         "--jobs",
-        type=_import_jobs,
+        type=_whole_number(1, IMPORT_JOBS_MAX),
         default=IMPORT_JOBS,
         help=f"files written at once (1-{IMPORT_JOBS_MAX}, default {IMPORT_JOBS}); their chunks share forward passes",
     )

@@ -81,18 +81,25 @@ DEFAULT_CALL_THREADS = 8
 CALL_THREADS_MAX = 256
 
 
-def call_threads_value(text: str) -> int:
-    """A thread count from the CLI or the environment: a whole number in 1..CALL_THREADS_MAX."""
+def whole_number(text: str, low: int, high: int) -> int:
+    """`text` as a whole number in low..high, else ValueError saying so (for flags and variables)."""
     try:
         value = int(text)
     except ValueError:
-        value = 0
-    if not 1 <= value <= CALL_THREADS_MAX:
-        raise ValueError(
-            f"the call thread count must be a whole number from 1 to {CALL_THREADS_MAX} (got {text!r}); "
-            f"Unset {ENV_CALL_THREADS} or pass --threads {DEFAULT_CALL_THREADS}."
-        )
+        value = low - 1
+    if not low <= value <= high:
+        raise ValueError(f"must be a whole number from {low} to {high} (got {text!r})")
     return value
+
+
+def call_threads_value(text: str) -> int:
+    """`$FLEETMEM_CALL_THREADS`: 1..CALL_THREADS_MAX; the error names the variable and the fix."""
+    try:
+        return whole_number(text, 1, CALL_THREADS_MAX)
+    except ValueError as exc:
+        raise ValueError(
+            f"{ENV_CALL_THREADS} {exc}; Unset {ENV_CALL_THREADS} or pass --threads {DEFAULT_CALL_THREADS}."
+        ) from None
 
 
 @dataclass(frozen=True)

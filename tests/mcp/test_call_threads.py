@@ -82,24 +82,19 @@ def test_calls_beyond_the_thread_bound_wait_their_turn_and_all_succeed(
     assert invoker.most == bound
 
 
-def test_the_local_app_bounds_its_call_threads_by_default(http_deps: Deps, tokens: dict[str, str]) -> None:
+def test_the_local_app_bounds_its_call_threads_by_default(http_deps: Deps, monkeypatch: pytest.MonkeyPatch) -> None:
     """`fleetmem serve`'s app (build_local_app) passes its bound through: 8 unless configured."""
+    import fleetmem.transport.http_local as http_local
+
     seen: list[int] = []
-    original = build_mcp_app
 
     def spy(*args: Any, **kwargs: Any) -> Any:
         seen.append(kwargs["call_threads"])
-        return original(*args, **kwargs)
+        return build_mcp_app(*args, **kwargs)
 
-    import fleetmem.transport.http_local as http_local
-
-    mp = pytest.MonkeyPatch()
-    mp.setattr(http_local, "build_mcp_app", spy)
-    try:
-        build_local_app(lambda: http_deps)
-        build_local_app(lambda: http_deps, call_threads=3)
-    finally:
-        mp.undo()
+    monkeypatch.setattr(http_local, "build_mcp_app", spy)
+    build_local_app(lambda: http_deps)
+    build_local_app(lambda: http_deps, call_threads=3)
     assert seen == [8, 3]
 
 

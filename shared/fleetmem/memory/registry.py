@@ -64,9 +64,11 @@ def register(spec: ToolSpec) -> ToolSpec:
     return spec
 
 
+def on_surface(spec: ToolSpec, surface: Surface) -> bool:
+    """Whether a server of this surface offers the tool at all (before scopes)."""
+    return surface == "full" or spec.surface == "verbs"
+
+
 def tools_for(surface: Surface, caller: Caller) -> list[ToolSpec]:
     """Exactly what tools/list shows and tools/call accepts for this caller on this surface."""
-    return [
-        s for s in REGISTRY.values()
-        if (surface == "full" or s.surface == "verbs") and caller.has_scope(s.scope)
-    ]
+    return [s for s in REGISTRY.values() if on_surface(s, surface) and caller.has_scope(s.scope)]

@@ -42,7 +42,7 @@ import fleetmem.memory.verbs  # noqa: F401  (completes REGISTRY)
 from fleetmem.errors import Conflict, Fix, Notice, PortError, VerbError
 from fleetmem.memory.common import invalid_from_validation
 from fleetmem.memory.envelope import build_envelope, internal_envelope
-from fleetmem.memory.registry import REGISTRY, ToolSpec, tools_for
+from fleetmem.memory.registry import REGISTRY, ToolSpec, on_surface, tools_for
 from fleetmem.models import Caller, IdempotencyRecord
 from fleetmem.ports import CallContext, Deps
 from fleetmem.protocol import IDEMPOTENCY_TTL_HOURS, PROTOCOL_VERSION, Surface
@@ -304,10 +304,8 @@ class _Call:
     def _resolve(self) -> ToolSpec:
         name = self.tool if isinstance(self.tool, str) else ""
         spec = REGISTRY.get(name)
-        on_surface = spec is not None and (self.surface == "full" or spec.surface == "verbs")
-        if not on_surface:
+        if spec is None or not on_surface(spec, self.surface):
             raise errors.unknown_tool(self._view(), name, spec)
-        assert spec is not None
         if spec.name not in self.allowed:
             raise errors.scope_denied(self._view(), spec)
         return spec

@@ -307,10 +307,10 @@ def openapi_document(
     """The OpenAPI 3.1 document of `/v1` on this surface, generated from the registry."""
     import fleetmem
     import fleetmem.memory.verbs
-    from fleetmem.memory.registry import REGISTRY
+    from fleetmem.memory.registry import REGISTRY, on_surface
 
     every = tools if tools is not None else REGISTRY.values()
-    specs = [s for s in every if surface == "full" or s.surface == "verbs"]
+    specs = [s for s in every if on_surface(s, surface)]
     schemas: dict[str, Any] = {}
     paths: dict[str, Any] = {}
     names = {s.name for s in specs}

@@ -52,7 +52,7 @@ from fleetmem.memory.envelope import (
     render_notice_block,
     render_notice_meta,
 )
-from fleetmem.memory.registry import REGISTRY, ToolSpec
+from fleetmem.memory.registry import REGISTRY, ToolSpec, on_surface
 from fleetmem.models import Caller
 from fleetmem.ports import Auth, Deps
 from fleetmem.protocol import PROTOCOL_VERSION, SCOPES, SERVER_NAME, Surface
@@ -134,9 +134,7 @@ def tool_input_schema(surface: Surface) -> Callable[[str], Mapping[str, Any] | N
 
     def lookup(name: str) -> Mapping[str, Any] | None:
         spec = REGISTRY.get(name)
-        if spec is None or (surface != "full" and spec.surface != "verbs"):
-            return None
-        return tool_definition(spec).input_schema
+        return tool_definition(spec).input_schema if spec is not None and on_surface(spec, surface) else None
 
     return lookup
 
