@@ -2,8 +2,10 @@
 
 Public functions:
 - `parse_page_content(content) -> (frontmatter: dict, body: str)`: splits a leading
-  `---\\n<yaml>\\n---` block (PyYAML `safe_load`) from the markdown body. No frontmatter -> `{}`.
-  Raises `PageFormatError` (a ValueError) when the YAML does not parse or is not a mapping.
+  `---\\n<yaml>\\n---` block (PyYAML's safe loader) from the markdown body. No frontmatter -> `{}`.
+  Raises `PageFormatError` (a ValueError) when the YAML does not parse, is not a mapping, or uses an
+  alias (`*name`, also in a `<<: *name` merge): an alias repeats a node by reference, so a few
+  hundred bytes of nested aliases expand to gigabytes once the values are copied and stored.
 - `split_frontmatter(content) -> (yaml_text | None, body)`: the split alone, without parsing.
 - `render_page_content(frontmatter, body) -> str`: the inverse (empty frontmatter -> body only).
 - `strip_private(text) -> str`: removes private content (rule below).
@@ -40,7 +42,29 @@ _COMMENT = re.compile(r"<!--.*?-->", re.S)
 
 
 class PageFormatError(ValueError):
-    """Frontmatter that is not a YAML mapping."""
+    """Frontmatter that is not a YAML mapping. `instead` says how the writer corrects it, when the
+    error has a more specific remedy than correcting the YAML at the place named."""
+
+    def __init__(self, message: str, *, instead: str | None = None) -> None:
+        super().__init__(message)
+        self.instead = instead
+
+
+class _FrontmatterLoader(yaml.SafeLoader):
+    """The safe loader without aliases: refused at the first one, before anything is expanded."""
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()
+            mark = event.start_mark
+            raise PageFormatError(
+                f"frontmatter uses the YAML alias *{event.anchor} (line {mark.line + 2}, column "
+                f"{mark.column + 1}); aliases are not accepted in page frontmatter",
+                instead="write the value out in full where the alias stands (and drop its &anchor), then "
+                "put the page again; an alias repeats a value by reference, and nested aliases expand "
+                "to far more than a page holds.",
+            )
+        return super().compose_node(parent, index)
 
 
 def split_frontmatter(content: str) -> tuple[str | None, str]:
@@ -55,7 +79,7 @@ def parse_page_content(content: str) -> tuple[dict[str, Any], str]:
     if raw is None:
         return {}, body
     try:
-        data = yaml.safe_load(raw)
+        data = yaml.load(raw, Loader=_FrontmatterLoader)  # noqa: S506 - a SafeLoader subclass
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" (line {mark.line + 2}, column {mark.column + 1})" if mark is not None else ""

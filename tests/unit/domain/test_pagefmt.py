@@ -1,8 +1,22 @@
-"""Page content format: YAML frontmatter, privacy fences, mentions and the first prose sentence."""
+"""Page content format: YAML frontmatter, privacy fences, mentions and the first prose sentence.
+
+Also put_page's limits on what a frontmatter becomes once stored, over both adapter sets (SQLite,
+and DynamoDB Local + the OpenSearch node), since each store measures a page differently."""
 
 from __future__ import annotations
 
+import uuid
+from datetime import UTC, datetime
+
 import pytest
+
+from fleetmem.adapters.local.clock import FixedClock
+from fleetmem.errors import VerbError
+from fleetmem.memory.verbs import get_page, put_page
+from fleetmem.models import Caller
+from fleetmem.ports import CallContext
+from fleetmem.protocol import PAGE_BODY_MAX_BYTES
+from tests.unit.domain.delta_backends import BACKENDS, open_deps
 
 from fleetmem.memory.pagefmt import (
     PageFormatError,
@@ -79,3 +93,90 @@ def test_clip_ends_with_an_ellipsis_only_when_it_cuts():
     assert clip("short", 10) == "short"
     clipped = clip("x" * 200, 160)
     assert len(clipped) == 160 and clipped.endswith("…")
+
+
+def alias_bomb(levels: int, width: int = 9) -> str:
+    """Nested YAML aliases ("billion laughs"): a few hundred bytes that expand to width**levels
+    strings. Six levels of nine expand to about 4 MB of JSON, enough to pass every page limit."""
+    lines = ["a0: &a0 [" + ",".join(['"lol"'] * width) + "]"]
+    lines += [f"a{i}: &a{i} [" + ",".join([f"*a{i - 1}"] * width) + "]" for i in range(1, levels)]
+    return "\n".join(lines)
+
+
+def test_frontmatter_aliases_are_refused_before_they_expand():
+    content = f"---\ntitle: Bomb\n{alias_bomb(6)}\n---\nBody."
+    assert len(content) < 400
+    with pytest.raises(PageFormatError) as err:
+        parse_page_content(content)
+    assert "alias *a0" in str(err.value) and "line 4" in str(err.value)
+    assert err.value.instead and "write the value out" in err.value.instead
+
+
+@pytest.mark.parametrize(
+    "yaml_text",
+    ["a: &x hello\nb: *x", "base: &b {k: 1}\nother:\n  <<: *b\n  j: 2", "list: [&i 1, *i]"],
+)
+def test_every_kind_of_alias_is_refused(yaml_text):
+    with pytest.raises(PageFormatError, match="alias"):
+        parse_page_content(f"---\n{yaml_text}\n---\nbody")
+
+
+def test_an_anchor_without_an_alias_is_plain_yaml():
+    assert parse_page_content("---\nowner: &o Alice\n---\nbody") == ({"owner": "Alice"}, "body")
+
+
+# -- put_page: what is stored, on both adapter sets -------------------------------------------
+
+CTX = CallContext("t")
+STORED_MAX = 384 * 1024  # put_page.PAGE_STORED_MAX_BYTES (asserted below)
+
+
+@pytest.fixture
+def clock() -> FixedClock:
+    """Fixed, but at the real time (DynamoDB Local runs table TTLs on the wall clock)."""
+    return FixedClock(datetime.now(UTC).replace(microsecond=0))
+
+
+@pytest.fixture(params=BACKENDS)
+def bdeps(request: pytest.FixtureRequest, clock: FixedClock):
+    with open_deps(request.param, request, clock) as d:
+        yield d
+
+
+@pytest.fixture
+def bcaller() -> Caller:
+    tenant = "t-" + uuid.uuid4().hex[:12]  # a fresh tenant per test (the AWS tables are shared)
+    return Caller(tenant=tenant, client_id="agent-a", scopes=frozenset({"read", "write"}), remote=True)
+
+
+def put(deps, caller, slug, content):
+    return put_page.run(deps, caller, put_page.PutPageParams(slug=slug, content=content), CTX).body
+
+
+def test_put_page_refuses_an_alias_bomb_and_stores_nothing(bdeps, bcaller):
+    with pytest.raises(VerbError) as err:
+        put(bdeps, bcaller, "notes/bomb", f"---\ntitle: Bomb\n{alias_bomb(6)}\nsummary: *a5\n---\nBody.")
+    assert err.value.code == "invalid_params"
+    assert err.value.detail == {"field": "content", "reason": "frontmatter_yaml"}
+    assert "alias" in err.value.message
+    assert err.value.fix is not None and "write the value out" in err.value.fix.why
+    assert bdeps.pages.get(bcaller.tenant, "notes/bomb") is None
+
+
+def test_put_page_measures_the_page_as_stored_not_the_body_alone(bdeps, bcaller):
+    """A frontmatter value larger than any page, under the 4 MiB request limit and without an
+    alias: refused by the stored-size limit on both backends, nothing written."""
+    notes = "n" * (STORED_MAX + 1)
+    with pytest.raises(VerbError) as err:
+        put(bdeps, bcaller, "notes/huge-meta", f"---\ntitle: Huge\nnotes: {notes}\n---\nBody.")
+    assert err.value.code == "invalid_params"
+    assert err.value.detail["max_stored_bytes"] == STORED_MAX == put_page.PAGE_STORED_MAX_BYTES
+    assert err.value.detail["stored_bytes"] > STORED_MAX
+    assert bdeps.pages.get(bcaller.tenant, "notes/huge-meta") is None
+
+
+def test_the_largest_body_with_ordinary_frontmatter_fits_and_reads_back(bdeps, bcaller):
+    content = "---\ntitle: Full\naliases: [Fully]\nowner: Alice\n---\n" + "x" * PAGE_BODY_MAX_BYTES
+    assert put(bdeps, bcaller, "notes/full", content)["status"] == "created"
+    got = get_page.run(bdeps, bcaller, get_page.GetPageParams(slug="notes/full"), CTX).body
+    assert got["content"].endswith("x" * PAGE_BODY_MAX_BYTES) and "owner: Alice" in got["content"]

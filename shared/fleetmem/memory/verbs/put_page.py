@@ -14,7 +14,9 @@ Public API: `PutPageParams`, `run(deps, caller, params, ctx) -> Outcome`, `SPEC`
   <= 100; a given title (argument or frontmatter) <= 300 (a title taken from the first heading is
   clipped to 300 instead); each alias <= 200 and at most 50 aliases. Over -> invalid_params whose
   fix has no runnable step (a shortened name is a different name) and says what to do instead.
-- Body larger than 350 KB (UTF-8) -> invalid_params. Bad YAML -> invalid_params with no run-fix
+- Body larger than 350 KB (UTF-8), or a page larger than `PAGE_STORED_MAX_BYTES` (384 KB) as stored
+  (`stored_bytes`: the body plus every other field re-serialized) -> invalid_params. Bad YAML, or
+  YAML that uses an alias (`pagefmt`: refused before it expands) -> invalid_params with no run-fix
   (only the writer can correct it).
 - status: created | updated | unchanged (unchanged writes nothing, so delta does not re-deliver).
   A remote caller may write a private page but cannot read it back; over an existing private page a
@@ -27,6 +29,7 @@ Public API: `PutPageParams`, `run(deps, caller, params, ctx) -> Outcome`, `SPEC`
 from __future__ import annotations
 
 import datetime as dt
+import json
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
@@ -273,6 +276,34 @@ def _check_names(slug: str, title: str | None, aliases: tuple[str, ...]) -> None
             )
 
 
+#: The most a page may take as stored, whatever its input looked like: the body (at most
+#: PAGE_BODY_MAX_BYTES) plus everything else re-serialized. It keeps one page within one DynamoDB
+#: item (400 KB) on AWS and holds the local store to the same size.
+PAGE_STORED_MAX_BYTES = 384 * 1024
+
+
+def stored_bytes(page: Page) -> int:
+    """The size of a page as the stores keep it: the UTF-8 body plus its other fields as JSON."""
+    rest = [
+        page.title, page.type, list(page.aliases), page.summary,
+        [link.model_dump() for link in page.links], [t.model_dump() for t in page.timeline], page.frontmatter,
+    ]
+    return len(page.body.encode("utf-8")) + len(json.dumps(rest, ensure_ascii=False, default=str).encode("utf-8"))
+
+
+def _too_big(message: str, problem: str, why: str, detail: dict[str, int]) -> VerbError:
+    return VerbError(
+        "invalid_params",
+        message,
+        f"Problem: {problem}. Cause: {why} Fix: split it into several pages (e.g. one per section) linked "
+        "with [[slug]] mentions, then put each.",
+        why=why,
+        detail=detail,
+        fix=Fix(why=why, actor="agent"),
+        klass="caller",
+    )
+
+
 def _same(a: Page, b: Page) -> bool:
     fields = ("title", "type", "aliases", "summary", "visibility", "body", "links", "timeline", "frontmatter")
     return all(getattr(a, f) == getattr(b, f) for f in fields)
@@ -301,9 +332,10 @@ def run(deps: Deps, caller: Caller, params: PutPageParams, ctx: CallContext) -> 
         # correct the YAML.
         cause = "frontmatter must be a YAML mapping (key: value lines) between '---' lines."
         instead = (
-            f"Correct the YAML at the place named ({exc}) and put the page again; quote values that "
-            "hold ':' or start with '[', '{', '*', '&' or '#'. Title, aliases, type, summary and "
-            "visibility may also be passed as arguments instead of frontmatter."
+            f"Correct the YAML at the place named ({exc}) and put the page again; "
+            + (exc.instead or "quote values that hold ':' or start with '[', '{', '*', '&' or '#'.")
+            + " Title, aliases, type, summary and visibility may also be passed as arguments instead of "
+            "frontmatter."
         )
         raise VerbError(
             "invalid_params",
@@ -316,15 +348,11 @@ def run(deps: Deps, caller: Caller, params: PutPageParams, ctx: CallContext) -> 
         ) from None
     if len(body.encode("utf-8")) > PAGE_BODY_MAX_BYTES:
         why = f"A page body holds at most {PAGE_BODY_MAX_BYTES // 1024} KB of UTF-8 text."
-        raise VerbError(
-            "invalid_params",
+        raise _too_big(
             f"The page body is larger than {PAGE_BODY_MAX_BYTES // 1024} KB.",
-            f"Problem: the body of {slug} is {len(body.encode('utf-8')) // 1024} KB. Cause: {why} Fix: split "
-            "it into several pages (e.g. one per section) linked with [[slug]] mentions, then put each.",
-            why=why,
-            detail={"max_bytes": PAGE_BODY_MAX_BYTES},
-            fix=Fix(why=why, actor="agent"),
-            klass="caller",
+            f"the body of {slug} is {len(body.encode('utf-8')) // 1024} KB",
+            why,
+            {"max_bytes": PAGE_BODY_MAX_BYTES},
         )
 
     def pick(name: str) -> Any:
@@ -374,6 +402,18 @@ def run(deps: Deps, caller: Caller, params: PutPageParams, ctx: CallContext) -> 
         last_retrieved_at=existing.last_retrieved_at if existing else None,
         author=caller.client_id,
     )
+    stored = stored_bytes(page)
+    if stored > PAGE_STORED_MAX_BYTES:
+        why = (
+            f"A page as stored (body plus title, aliases, summary, links, timeline and the other "
+            f"frontmatter, re-serialized) holds at most {PAGE_STORED_MAX_BYTES // 1024} KB."
+        )
+        raise _too_big(
+            f"The page is larger than {PAGE_STORED_MAX_BYTES // 1024} KB as stored.",
+            f"{slug} would be stored as {stored // 1024} KB",
+            why,
+            {"max_stored_bytes": PAGE_STORED_MAX_BYTES, "stored_bytes": stored},
+        )
     if existing is not None and _same(existing, page):
         return Outcome(body={
             "slug": slug, "status": "unchanged",
