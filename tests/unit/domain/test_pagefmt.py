@@ -9,15 +9,10 @@ import uuid
 from datetime import UTC, datetime
 
 import pytest
+from tests.unit.domain.delta_backends import BACKENDS, open_deps
 
 from fleetmem.adapters.local.clock import FixedClock
 from fleetmem.errors import VerbError
-from fleetmem.memory.verbs import get_page, put_page
-from fleetmem.models import Caller
-from fleetmem.ports import CallContext
-from fleetmem.protocol import PAGE_BODY_MAX_BYTES
-from tests.unit.domain.delta_backends import BACKENDS, open_deps
-
 from fleetmem.memory.pagefmt import (
     PageFormatError,
     clip,
@@ -28,6 +23,10 @@ from fleetmem.memory.pagefmt import (
     render_page_content,
     strip_private,
 )
+from fleetmem.memory.verbs import get_page, put_page
+from fleetmem.models import Caller
+from fleetmem.ports import CallContext
+from fleetmem.protocol import PAGE_BODY_MAX_BYTES
 
 
 def test_frontmatter_is_split_from_the_body():
