@@ -9,6 +9,7 @@ import json
 import pytest
 
 from fleetmem.protocol import VERB_NAMES
+from tests.mcp.test_http_jsonrpc_edges import JSONRPC_EDGES, check_answer, headers_for
 
 from .conftest import call, load_event
 
@@ -121,3 +122,21 @@ def test_a_verb_function_failure_becomes_an_internal_envelope(lambda_service, mo
     assert is_error is True
     assert body["code"] == "internal"
     assert "secret" not in json.dumps(body)
+
+
+def _edge_event(edge) -> dict:
+    """The tools_list event carrying one hostile JSON-RPC body and its headers."""
+    event = load_event("mcp", "tools_list")
+    headers = {k: v for k, v in event["headers"].items() if k.lower() not in ("mcp-protocol-version", "mcp-method")}
+    headers.update({k: v for k, v in headers_for(edge, "unused").items() if k != "Authorization"})
+    event["headers"] = headers
+    event["multiValueHeaders"] = {k: [v] for k, v in headers.items()}
+    event["body"] = edge.body.decode()
+    return event
+
+
+@pytest.mark.parametrize("edge", JSONRPC_EDGES, ids=[e.name for e in JSONRPC_EDGES])
+def test_hostile_json_rpc_answers_as_on_the_local_server(lambda_service, edge):
+    out = call("mcp", _edge_event(edge))
+    check_answer(edge, out["statusCode"], json.loads(out["body"]))
+    assert lambda_service.calls == []  # refused at the edge: no verb function runs

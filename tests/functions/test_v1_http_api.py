@@ -81,3 +81,24 @@ def test_post_v1_refuses_a_number_that_overflows_json_and_answers_strict_json():
     out = call("recall", event)
     body = _strict(out["body"])
     assert (out["statusCode"], body["code"]) == (400, "invalid_params")
+
+
+@pytest.mark.parametrize("content_type", ["application/x-www-form-urlencoded", "text/plain", None])
+def test_post_v1_needs_a_json_content_type_as_on_the_local_server(content_type):
+    event = load_event("remember", "v1")
+    event["body"] = json.dumps({"fact": "Form-posted fact", "provenance": "test", "session_id": "form-post"})
+    headers = {k: v for k, v in event["headers"].items() if k.lower() != "content-type"}
+    if content_type:
+        headers["Content-Type"] = content_type
+    event["headers"] = headers
+    event["multiValueHeaders"] = {k: [v] for k, v in headers.items()}
+    out = call("remember", event)
+    body = json.loads(out["body"])
+    assert (out["statusCode"], body["code"]) == (400, "invalid_params")
+    assert body["message"] == "POST /v1/remember needs `Content-Type: application/json`."
+    recall = load_event("recall", "v1")
+    recall["body"] = json.dumps({"session_id": "form-post"})
+    assert json.loads(call("recall", recall)["body"])["facts"] == []
+    assert call("remember", {**event, "headers": {**headers, "Content-Type": "application/json"},
+                             "multiValueHeaders": {}})["statusCode"] == 200
+    assert len(json.loads(call("recall", recall)["body"])["facts"]) == 1  # the same caller's brain

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from fleetmem.errors import Fix, VerbError
 from fleetmem.memory.envelope import order_notices, render_notice_meta
 from fleetmem.protocol import CONTRACT_VERSION, PROTOCOL_VERSION, SERVER_NAME, Surface
 
@@ -87,6 +88,25 @@ def v1_answer(
             render_notice_meta(n, "http", callable_tools=callable_tools) for n in order_notices(result.notices)
         ]
     return 200, body, {CORRELATION_HEADER: result.correlation_id}
+
+
+def is_json_content_type(value: str | None) -> bool:
+    """A `Content-Type` that declares JSON (`application/json`, any parameters)."""
+    return (value or "").split(";", 1)[0].strip().lower() == "application/json"
+
+
+def not_json_error(where: str) -> VerbError:
+    """The refusal of a POST whose body is not declared as JSON (a form, text, nothing): every POST
+    this server reads is JSON, on /mcp and /v1, locally and on AWS."""
+    return VerbError(
+        "invalid_params",
+        f"{where} needs `Content-Type: application/json`.",
+        "Problem: the request body is not declared as JSON. Cause: every POST to this server (MCP's "
+        "JSON-RPC messages and /v1 tool arguments) is a JSON body, and a form or text body is never "
+        "read as one. Fix: send `Content-Type: application/json`.",
+        fix=Fix(why="Send the JSON body with `Content-Type: application/json`."),
+        klass="caller",
+    )
 
 
 def _finite(text: str) -> float:
@@ -201,7 +221,7 @@ DRY_RUN_SCHEMA: dict[str, Any] = {
 #: The error responses every operation documents (status -> when), besides its code table.
 ERROR_RESPONSES: dict[str, str] = {
     "400": "invalid_params / provenance_required: the arguments do not fit the tool (the fix is the "
-    "corrected call), or the body is not a JSON object.",
+    "corrected call), or the body is not a JSON object or not declared as `application/json`.",
     "401": "unauthorized: no, unknown or revoked bearer credential.",
     "403": "scope_denied: the credential's scopes do not allow this tool.",
     "404": "not_found / unknown_tool: the named thing does not exist, or the tool is not on this "

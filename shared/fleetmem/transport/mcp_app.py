@@ -12,11 +12,21 @@ Around the SDK app (docs/protocol.md: conventions; trust, scopes and tenancy):
   (4 MiB) -> 413.
 - no / unknown / revoked token -> 401, `WWW-Authenticate: Bearer resource_metadata="…"` and an
   `unauthorized` envelope from the one builder, whose fix names `token_command`.
-- unknown paths -> 404, wrong methods elsewhere -> 405, a foreign Host/Origin (local DNS-rebinding
-  protection) -> 421/403: every non-2xx answer is the JSON envelope with `suggestion` and `fix`.
+- unknown paths -> 404, wrong methods elsewhere -> 405: every non-2xx answer is the JSON envelope
+  with `suggestion` and `fix`.
+- On a loopback bind, every route (/mcp, /v1, /health, the metadata document, unknown paths) first
+  checks DNS-rebinding protection with the settings the SDK gets too (`LOOPBACK_SECURITY`): a foreign
+  Host -> 421, a foreign Origin -> 403. `POST /v1/<tool>` also needs `Content-Type:
+  application/json` (400), as `POST /mcp` does.
 - `/health`, and the OAuth protected-resource metadata document at
   `/.well-known/oauth-protected-resource` (and `…/mcp`).
-Malformed JSON-RPC and unknown methods stay JSON-RPC errors (the SDK answers them).
+Malformed JSON-RPC and unknown methods stay JSON-RPC errors (the SDK answers them). Before the SDK
+sees an authenticated `POST /mcp`, `jsonrpc_refusal` answers, as JSON-RPC errors, what the SDK would
+drop or explain badly: a string holding an unpaired surrogate escape (-32700), an id that is not a
+string or an integer (-32600, id null; the SDK's handshake path took it for a notification and
+answered 202), an `MCP-Protocol-Version` this server does not speak (-32022, naming every served
+version), and `initialize` sent as a 2026-07-28 request (-32601 with HTTP 404, as the SDK answers an
+unknown method of that era, but saying that the era has no handshake and what to send instead).
 
 Result framing: success -> `content[0]` = the body as JSON text (byte-identical with or without
 notices), `structuredContent` = the body, one extra text block per notice, and
@@ -25,8 +35,11 @@ notices), `structuredContent` = the body, one extra text block per notice, and
 
 from __future__ import annotations
 
+import json
 import logging
+import re
 import shlex
+from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -34,7 +47,9 @@ import anyio
 import mcp_types as types
 from mcp.server import Server
 from mcp.server.streamable_http import check_accept_headers
-from mcp.server.transport_security import TransportSecuritySettings
+from mcp.server.transport_security import TransportSecurityMiddleware, TransportSecuritySettings
+from mcp.shared.inbound import ERROR_CODE_HTTP_STATUS, MCP_PROTOCOL_VERSION_HEADER
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 from starlette.applications import Starlette
 from starlette.datastructures import Headers
 from starlette.requests import Request
@@ -57,12 +72,15 @@ from fleetmem.models import Caller
 from fleetmem.ports import Auth, Deps
 from fleetmem.protocol import PROTOCOL_VERSION, SCOPES, SERVER_NAME, Surface
 from fleetmem.transport.dispatch import DispatchResult, precheck, visible_tools
+from fleetmem.transport.errors import unencodable_path
 from fleetmem.transport.gateway import caller_from_authorizer
 from fleetmem.transport.http_api import (
     CORRELATION_HEADER,
     OPENAPI_PATH,
     TOOLS_PATH,
     V1_PREFIX,
+    is_json_content_type,
+    not_json_error,
     openapi_document,
     parse_arguments,
     render_json,
@@ -324,9 +342,14 @@ def _refusal(
     """An HTTP-level refusal as the same envelope every error uses (AGENT_OPERATOR). No corrected
     MCP call exists for a malformed HTTP request, so the fix has no step (`next: report`) and its
     `why` says what the client must send instead."""
+    error = VerbError(code, message, suggestion, detail=detail, fix=Fix(why=fix_why), klass="caller")
+    return _refusal_of(status, error, headers)
+
+
+def _refusal_of(status: int, error: VerbError, headers: Mapping[str, str] | None = None) -> Response:
     cid = new_correlation_id()
     body = build_envelope(
-        VerbError(code, message, suggestion, detail=detail, fix=Fix(why=fix_why), klass="caller"),
+        error,
         tool="",
         arguments={},
         correlation_id=cid,
@@ -361,16 +384,23 @@ def status_refusal(status: int, method: str, path: str, headers: Mapping[str, st
     if status == 413:
         return _too_large()
     if status == 400:
-        return _bad_content_type()
+        return _bad_content_type(f"{method} {path[:200]}")
     if status in (403, 421):
+        header, problem = (
+            ("Host", "the request is addressed to another host name")
+            if status == 421
+            else ("Origin", "the request comes from a web page of a foreign origin")
+        )
         return _refusal(
             status,
-            f"{where} was refused: the Host or Origin header does not name this server.",
-            "Problem: the request is addressed to another host or comes from a foreign web origin. "
-            "Cause: a local server answers only requests for its own address (DNS-rebinding "
-            "protection). Fix: connect to the URL the server printed at startup, e.g. "
-            "http://127.0.0.1:8765/mcp.",
-            "Use the URL the server printed at startup; requests for other host names are refused.",
+            f"{where} was refused: the {header} header does not name this server.",
+            f"Problem: {problem}. "
+            "Cause: a local server answers only requests for its own address, from its own address "
+            "(DNS-rebinding protection). Fix: connect to the URL the server printed at startup, e.g. "
+            "http://127.0.0.1:8765/mcp, from a client rather than a web page.",
+            "Use the URL the server printed at startup; requests for other host names or from other "
+            "web origins are refused.",
+            detail={"header": header.lower()},
         )
     if status >= 500:
         cid = new_correlation_id()
@@ -400,24 +430,129 @@ def _too_large() -> Response:
     )
 
 
-def _bad_content_type() -> Response:
-    return _refusal(
-        400,
-        "POST /mcp needs `Content-Type: application/json`.",
-        "Problem: the request body is not declared as JSON. Cause: MCP over streamable HTTP sends "
-        "each JSON-RPC message as application/json. Fix: send `Content-Type: application/json`.",
-        "Send the JSON-RPC message with `Content-Type: application/json`.",
-    )
+def _bad_content_type(where: str = "POST /mcp") -> Response:
+    return _refusal_of(400, not_json_error(where))
 
 
-def _is_json_type(content_type: str) -> bool:
-    return content_type.split(";", 1)[0].strip().lower() == "application/json"
+#: DNS-rebinding protection for a loopback bind: what the SDK turns on by itself for such a host,
+#: stated here so the SDK (on /mcp) and the guard (on every route) check the same lists.
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
+LOOPBACK_SECURITY = TransportSecuritySettings(
+    enable_dns_rebinding_protection=True,
+    allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*"],
+    allowed_origins=["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"],
+)
+
+#: Every protocol version POST /mcp serves (both eras).
+SERVED_PROTOCOL_VERSIONS = (*HANDSHAKE_PROTOCOL_VERSIONS, *MODERN_PROTOCOL_VERSIONS)
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+_ID_KINDS = {dict: "an object", list: "an array", bool: "a boolean", float: "a number with a fraction or exponent"}
+
+
+def _jsonrpc_error(request_id: Any, code: int, message: str, data: Any = None) -> Response:
+    error: dict[str, Any] = {"code": code, "message": message}
+    if data is not None:
+        error["data"] = data
+    body = {"jsonrpc": "2.0", "id": request_id, "error": error}
+    return JSONResponse(body, status_code=ERROR_CODE_HTTP_STATUS.get(code, 200))
+
+
+def _valid_id(value: Any) -> bool:
+    """MCP: a request id is a string or an integer, never null (the SDK drops `1.0` as well)."""
+    return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
+
+
+def jsonrpc_refusal(raw: bytes, headers: Mapping[str, str]) -> Response | None:
+    """The JSON-RPC error for a POST /mcp body the SDK would drop or explain badly, else None
+    (then the SDK answers, including malformed JSON: -32700)."""
+    try:
+        message = json.loads(raw)
+    except (ValueError, RecursionError):
+        return None
+    if _SURROGATE_ESCAPE.search(raw):
+        where = unencodable_path(message)
+        if where is not None:
+            at = where if isinstance(message, dict | list) else "the body"
+            return _jsonrpc_error(
+                None,
+                types.PARSE_ERROR,
+                f"Parse error: the string at {at} holds an unpaired UTF-16 surrogate escape (a \\ud800-"
+                "\\udfff escape without its partner), which is not Unicode text. Send the text as UTF-8, "
+                "write a character beyond U+FFFF as a surrogate pair (e.g. \\ud83d\\ude00), or replace "
+                "the broken character with U+FFFD.",
+                {"reason": "unpaired_surrogate", "path": at},
+            )
+    if not isinstance(message, dict):
+        return None  # a batch or a bare value: the SDK's Invalid Request
+    if "id" in message and not _valid_id(message["id"]):
+        kind = "null" if message["id"] is None else _ID_KINDS.get(type(message["id"]), "not a string")
+        return _jsonrpc_error(
+            None,
+            types.INVALID_REQUEST,
+            f"Invalid Request: the request id is {kind}; an MCP request id is a string or an integer "
+            '(never null, a boolean, an object, an array or a number like 1.5 or 1.0). Send e.g. "id": 1, or leave '
+            "the id out for a notification.",
+        )
+    request_id = message.get("id")
+    version = headers.get(MCP_PROTOCOL_VERSION_HEADER)
+    if version is not None and version not in SERVED_PROTOCOL_VERSIONS:
+        return _jsonrpc_error(
+            request_id,
+            types.UNSUPPORTED_PROTOCOL_VERSION,
+            f"Unsupported protocol version {version[:40]!r} in the MCP-Protocol-Version header. This "
+            f"server speaks {', '.join(HANDSHAKE_PROTOCOL_VERSIONS)} (initialize handshake) and "
+            f"{', '.join(MODERN_PROTOCOL_VERSIONS)} (stateless: server/discover, _meta on every "
+            "request). Send one of these, or leave the header out before the handshake.",
+            {"supported": list(SERVED_PROTOCOL_VERSIONS), "requested": version},
+        )
+    if version in MODERN_PROTOCOL_VERSIONS and message.get("method") == "initialize":
+        return _jsonrpc_error(
+            request_id,
+            types.METHOD_NOT_FOUND,
+            f"Method not found: initialize is not a method of protocol {version}, which has no handshake. "
+            "A client of that era starts with server/discover and sends params._meta (protocol version "
+            "and client capabilities) on every request; a handshake client sends initialize with "
+            f"MCP-Protocol-Version {HANDSHAKE_PROTOCOL_VERSIONS[-1]} (or without that header).",
+            "initialize",
+        )
+    return None
+
+
+async def _read_body(receive: Receive) -> tuple[bytes, list[Message]] | None:
+    """The whole request body and the messages to replay it with, or None past MAX_REQUEST_BYTES."""
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            return b"".join(chunks), [
+                {"type": "http.request", "body": b"".join(chunks), "more_body": True}, message
+            ]
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > MAX_REQUEST_BYTES:
+            return None
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            raw = b"".join(chunks)
+            return raw, [{"type": "http.request", "body": raw, "more_body": False}]
+
+
+def _replay(messages: list[Message], receive: Receive) -> Receive:
+    queue = deque(messages)
+
+    async def replay() -> Message:
+        return queue.popleft() if queue else await receive()
+
+    return replay
 
 
 class _EdgeGuard:
-    """Pure-ASGI guard in front of the app: on POST /mcp method (405), Accept (406), Content-Type
-    (400), declared body size (413) and authentication (401); on every path, any non-2xx answer
-    from below that is not JSON (Starlette's 404/405, the SDK's 413/421 texts) becomes the envelope."""
+    """Pure-ASGI guard in front of the app: on every path Host (421) and Origin (403) when
+    DNS-rebinding protection is on; on POST /mcp method (405), Accept (406), Content-Type (400),
+    body size (413), authentication (401) and `jsonrpc_refusal`; on /v1 Content-Type for POST (400),
+    size and authentication; on every path, any non-2xx answer from below that is not JSON
+    (Starlette's 404/405, the SDK's 413/421 texts) becomes the envelope."""
 
     def __init__(
         self,
@@ -428,8 +563,11 @@ class _EdgeGuard:
         token_command: Sequence[str] = DEFAULT_TOKEN_COMMAND,
         token_inputs: Sequence[Mapping[str, str]] = (),
         limiter: anyio.CapacityLimiter | None = None,
+        security: TransportSecuritySettings | None = None,
     ) -> None:
         self.app = app
+        protect = security is not None and security.enable_dns_rebinding_protection
+        self.security = TransportSecurityMiddleware(security) if protect else None
         self.caller_from_request = caller_from_request
         self.public_url = public_url
         self.token_command = tuple(token_command)
@@ -441,13 +579,18 @@ class _EdgeGuard:
             await self.app(scope, receive, send)
             return
         path = scope.get("path", "")
+        request = Request(scope, receive)
+        if self.security is not None:
+            foreign = await self.security.validate_request(request)  # Host, Origin (not Content-Type)
+            if foreign is not None:
+                await status_refusal(foreign.status_code, request.method, path)(scope, receive, send)
+                return
         if path.startswith(V1_PREFIX + "/"):
-            await self._v1(scope, receive, send)
+            await self._v1(scope, receive, send, request)
             return
         if path.rstrip("/") != MCP_PATH:
             await self.app(scope, receive, _enveloped(scope, receive, send))
             return
-        request = Request(scope, receive)
         if request.method != "POST":
             await _refusal(
                 405,
@@ -469,20 +612,33 @@ class _EdgeGuard:
                 "Send `Accept: application/json, text/event-stream` with every POST /mcp.",
             )(scope, receive, send)
             return
-        if not _is_json_type(request.headers.get("content-type", "")):
+        if not is_json_content_type(request.headers.get("content-type", "")):
             await _bad_content_type()(scope, receive, send)
             return
         declared = request.headers.get("content-length", "")
         if declared.isdigit() and int(declared) > MAX_REQUEST_BYTES:
             await _too_large()(scope, receive, send)
             return
-        if await self._authenticate(scope, receive, send, request):
-            # A body without Content-Length is counted by the SDK's limit (the same MAX_REQUEST_BYTES).
-            await self.app(scope, receive, _enveloped(scope, receive, send))
+        if not await self._authenticate(scope, receive, send, request):
+            return
+        body = await _read_body(receive)  # a body without Content-Length is counted as it streams
+        if body is None:
+            await _too_large()(scope, receive, send)
+            return
+        raw, messages = body
+        replay = _replay(messages, receive)
+        refusal = jsonrpc_refusal(raw, request.headers)
+        if refusal is not None:
+            await refusal(scope, replay, send)
+            return
+        await self.app(scope, replay, _enveloped(scope, replay, send))
 
-    async def _v1(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """`/v1/...`: the same bearer authentication as /mcp, the size limit, then the routes."""
-        request = Request(scope, receive)
+    async def _v1(self, scope: Scope, receive: Receive, send: Send, request: Request) -> None:
+        """`/v1/...`: JSON bodies only, the size limit and the same bearer authentication as /mcp,
+        then the routes."""
+        if request.method == "POST" and not is_json_content_type(request.headers.get("content-type", "")):
+            await _bad_content_type(f"POST {request.url.path[:200]}")(scope, receive, send)
+            return
         declared = request.headers.get("content-length", "")
         if declared.isdigit() and int(declared) > MAX_REQUEST_BYTES:
             await _too_large()(scope, receive, send)
@@ -532,7 +688,7 @@ def _enveloped(scope: Scope, receive: Receive, send: Send) -> Send:
         if message["type"] == "http.response.start":
             status = int(message["status"])
             headers = Headers(raw=message.get("headers") or [])
-            if status >= 400 and not _is_json_type(headers.get("content-type", "")):
+            if status >= 400 and not is_json_content_type(headers.get("content-type", "")):
                 replaced = True
                 refusal = status_refusal(status, scope.get("method", ""), scope.get("path", ""), headers)
                 await refusal(scope, receive, send)
@@ -604,10 +760,11 @@ def build_mcp_app(
     async def v1_call(request: Request) -> Response:
         return await call_v1(request, invoker, surface, limiter)
 
+    security: TransportSecuritySettings | None = None  # off on another bind, as the SDK has it
     if behind_gateway:
         security = TransportSecuritySettings(enable_dns_rebinding_protection=False)
-    else:
-        security = None  # the SDK turns DNS-rebinding protection on for a localhost bind
+    elif host in LOOPBACK_HOSTS:
+        security = LOOPBACK_SECURITY
     app = server.streamable_http_app(
         streamable_http_path=MCP_PATH,
         stateless_http=True,
@@ -631,6 +788,7 @@ def build_mcp_app(
         token_command=token_command,
         token_inputs=token_inputs,
         limiter=limiter,
+        security=security,
     )
     return app
 

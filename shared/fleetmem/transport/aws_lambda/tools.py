@@ -12,6 +12,7 @@ from fleetmem.ports import Deps
 from fleetmem.transport.aws_lambda import runtime
 from fleetmem.transport.aws_lambda.proxy import (
     event_body,
+    event_headers,
     is_proxy_event,
     proxy_response,
     request_id,
@@ -97,7 +98,7 @@ def _handle_v1(event: Mapping[str, Any], owned: frozenset[str], deps: Deps | Non
     """`POST /v1/<tool>` behind the authorizer: the same dispatch as the MCP edge's invoke, answered
     by `http_api.v1_answer` (the one status map, notices in the body, `X-Correlation-Id`)."""
     from fleetmem.transport.dispatch import DispatchResult, dispatch, visible_tools
-    from fleetmem.transport.http_api import parse_arguments, v1_answer
+    from fleetmem.transport.http_api import is_json_content_type, not_json_error, parse_arguments, v1_answer
     from fleetmem.transport.logs import new_correlation_id
 
     cid = request_id(event) or new_correlation_id()
@@ -112,6 +113,8 @@ def _handle_v1(event: Mapping[str, Any], owned: frozenset[str], deps: Deps | Non
 
     if event.get("httpMethod") != "POST":
         return _method_not_allowed(tool, cid)
+    if not is_json_content_type(event_headers(event).get("content-type")):
+        return refuse(not_json_error(f"POST /v1/{tool[:64]}"))  # the local server's rule too
     caller = caller_from_authorizer(event)
     if caller is None:
         return refuse(
