@@ -1,11 +1,12 @@
-"""remember — save ONE fact with mandatory provenance (docs/protocol.md: remember; D2, D5–D7, D11).
+"""remember — save ONE fact with mandatory provenance (docs/protocol.md: remember; D2, D5–D7, D11, D17).
 
 Public API: `RememberParams`, `RememberResult`, `run(deps, caller, params, ctx) -> Outcome`.
 
 Validation order (each failure stops): fact trimmed non-empty -> fact <= 2,000 chars -> provenance
 present -> provenance not blank (`provenance_required`) -> provenance <= 500 chars -> kind ->
-visibility -> ttl -> entity <= 300 chars -> (after resolution) the entity's slug within the slug
-limits (D16). Nothing is written before every check passed.
+visibility -> ttl -> entity <= 300 chars -> supersedes not blank -> (after resolution) the entity's
+slug within the slug limits (D16) -> supersedes names an active fact the caller can see. Nothing is
+written before every check passed.
 
 Entity: resolved by `entities.canonicalize_entity` (the resolution `entity()` and recall use; D6,
 D15). When nothing resolves, the fact is filed under the slugified name and, if no page and no
