@@ -1,37 +1,53 @@
 """When do two facts say the same thing? The dedup/supersession rule of `remember` (docs/protocol.md: remember).
 
 Public API:
-- `decide(new_text, new_kind, old_text, old_kind, similarity) -> Decision`: one of
-  `"duplicate"` (the new fact restates the old one; keep the old), `"supersede"` (the new fact
+- `decide(new_text, new_kind, old_text, old_kind, similarity, *, attributed=True) -> Decision`: one
+  of `"duplicate"` (the new fact restates the old one; keep the old), `"supersede"` (the new fact
   replaces the old one) or `"distinct"` (two facts; keep both). The caller has already made sure
-  the two facts are about the same entity, in the same tenant and visibility.
+  the two facts are about the same entity (`attributed`) or both about none, in the same tenant and
+  visibility.
 - `distinguishing_tokens(text) -> set[str]`: the tokens that tell two similar sentences apart.
+- `UPDATE_THRESHOLD`: the lowest cosine at which a genuine update still supersedes.
 
 The rule, in order:
 1. Identical text after case/whitespace folding -> `duplicate` (also without an embedder, D7).
-2. Cosine similarity below `DEDUP_THRESHOLD` (0.95) -> `distinct`.
-3. Distinguishing tokens — numbers, dates, amounts, identifiers (anything with a digit,
-   ALL-CAPS or camelCase words), quoted strings, proper nouns (capitalized words that are not
-   common sentence words) and number words — are compared. A proper noun counts as shared when
-   the other text contains the same word in any case.
-   - They agree -> the same statement, reworded: same kind -> `supersede` (the newer wording
-     wins), different kind -> `duplicate`.
-   - They differ -> two facts, unless the pair is a GENUINE UPDATE: same attribute of the same
-     subject, new value. That is recognised only when all of these hold:
-       a. same kind, and the kind is not `event` (two events with different dates or numbers are
-          two events);
-       b. the new text carries an update marker ("now", "currently", "changed", "moved",
-          "switched", "no longer", "instead", "rescheduled", "updated", "became", ...);
-       c. the two texts, with marker adverbs removed, share a word prefix that contains a pivot —
-          a copula or attribute verb ("is", "was", "has", "lives", "works", "prefers", ":" ...) —
-          so the subject and its attribute are the same words in both;
-       d. the texts diverge right after that pivot or after a preposition that follows it
-          ("is 555-0199", "lives in Lisbon", "moved to 10:00"): the differing tokens are the VALUE.
-     A differing token in the subject ("Invoice 2026-118 … is now paid" vs "Invoice 2026-119 …")
-     or right after a noun ("has now paid invoice 2026-119") makes them two facts.
+2. Cosine similarity below `UPDATE_THRESHOLD` (0.55) -> `distinct`.
+3. At `DEDUP_THRESHOLD` (0.95) or more, distinguishing tokens — numbers, dates, amounts,
+   identifiers (anything with a digit, ALL-CAPS or camelCase words), quoted strings, proper nouns
+   (capitalized words that are not common sentence words) and number words — are compared. A
+   proper noun counts as shared when the other text contains the same word in any case. If they
+   agree, it is the same statement, reworded: same kind -> `supersede` (the newer wording wins),
+   different kind -> `duplicate`. If they differ, it is two facts unless rule 4 holds.
+4. A GENUINE UPDATE — same attribute of the same subject, new value — supersedes at any cosine
+   from `UPDATE_THRESHOLD` up (MiniLM puts "lives in Berlin" and "now lives in Lisbon" at 0.74).
+   Below 0.95 nothing else merges. It is recognised only when all of these hold:
+     a. same kind, and the kind is not `event` (two events with different dates or numbers are
+        two events);
+     b. the new text carries an update marker ("now", "currently", "moved", "changed", "pushed",
+        "postponed", "rescheduled", "updated", "no longer", "instead of", "became", ...) and no
+        additive word ("also", "too", "another", "as well": a second value beside the first);
+     c. both texts, with update phrasings rewritten to the copula ("moved to", "was pushed to",
+        "changed from X to", "is scheduled for", "became" -> "is"), "X no longer A; it is now B"
+        read as "X is now B", the old value of "instead of X" dropped and marker adverbs removed,
+        share a word prefix that ends in a pivot — a copula or attribute verb ("is", "has",
+        "lives", "works", "prefers", ":" ...) — followed only by prepositions and articles, or by
+        a unit noun before a number ("runs on port 8443");
+     d. what differs after that prefix (minus a shared tail) is one value on each side: at most
+        four words, no preposition inside ("20:00 on Fridays", "for the EU region" are a second
+        fact), numbers only with the same nouns around them ("3 owners" / "12 replicas" differ),
+        and a preposition on one side only ("is in room 4B" / "moved to room 5A") only when both
+        values are numbers, dates or names;
+     e. the attribute is named: by a specific verb ("lives", "prefers"), a noun in the subject
+        ("phone", "deadline") or a noun the values share ("2 direct reports" / "5 direct
+        reports"). "Alice is now in Dublin" after "Alice is a staff engineer" names none.
+     f. below 0.95, facts on no entity also need a name or identifier in the subject ("The Orion
+        deadline", not "The deadline"): nothing else says the two are about the same thing.
+   A differing token in the subject ("Invoice 2026-118 … is now paid" vs "Invoice 2026-119 …")
+   or right after a noun ("has now paid invoice 2026-119") makes them two facts.
 
 The rule prefers keeping two facts over merging two: a missed update leaves an older fact active
-(recall shows both, newest first); a wrong merge hides a true fact.
+(recall shows both, newest first); a wrong merge hides a true fact. An agent that knows which fact
+a new one replaces says so with remember's `supersedes`, which needs no rule at all.
 """
 
 from __future__ import annotations
@@ -104,7 +120,28 @@ _MARKERS = {
     "actually",
     "newly",
     "new",
+    "pushed",
+    "postponed",
+    "delayed",
+    "bumped",
+    "shifted",
+    "extended",
+    "slipped",
+    "increased",
+    "raised",
+    "reduced",
+    "decreased",
+    "lowered",
+    "dropped",
+    "upgraded",
+    "downgraded",
+    "become",
 }
+#: marker phrases (the new text is matched after case/whitespace folding)
+_MARKER_PHRASES = ("no longer", "instead of", "rather than", "changed from", "moved from")
+#: words that add a second value beside the first instead of replacing it
+_ADDITIVE = {"also", "too", "additionally", "another", "both", "additional", "extra"}
+_ADDITIVE_PHRASES = ("as well", "in addition")
 #: marker adverbs removed before the word prefixes are compared ("is now 5" ~ "is 4")
 _MARKER_ADVERBS = {"now", "currently", "actually", "instead", "anymore", "newly", "still"}
 #: copulas and attribute verbs: what follows them is the value of the subject's attribute
@@ -164,8 +201,89 @@ _PIVOTS = {
     "targets",
     "holds",
     "stays",
+    "based",
+    "located",
+    "opens",
+    "closes",
+    "lasts",
+    "begins",
+    "expires",
+    "meets",
+    "renews",
+    "launches",
+    "lands",
+    "departs",
+}
+#: pivots that name no attribute by themselves ("Alice is ...", "Acme has ..."): the subject or
+#: the words the two values share must name it
+_GENERIC_PIVOTS = {
+    ":",
+    "=",
+    "is",
+    "are",
+    "was",
+    "were",
+    "be",
+    "been",
+    "am",
+    "has",
+    "have",
+    "had",
+    "moved",
+    "changed",
+    "switched",
+    "rescheduled",
+    "became",
+    "becomes",
+    "renamed",
+    "replaced",
+    "set",
 }
 _PREPOSITIONS = {"to", "in", "at", "on", "from", "for", "by", "with", "as", "into", "until", "till", "under"}
+#: articles and titles between a pivot and its value ("is based in the London office", "is Dr. Kerr")
+_FILLERS = {"the", "a", "an", "dr", "mr", "mrs", "ms", "prof"}
+#: words that never name an attribute
+_FUNCTION_WORDS = (
+    set("a an the this that these those it its he she they we i you his her their our my your".split())
+    | set("and or of not no will would can could should may might must do does did".split())
+    | _PIVOTS
+    | _PREPOSITIONS
+    | _MARKERS
+)
+#: a value is at most this many words ("Principal Engineer", "Saturday 23:00")
+_VALUE_WORDS = 4
+#: below `DEDUP_THRESHOLD` a genuine update (rule 4) still supersedes down to this cosine: MiniLM
+#: puts "Alice lives in Berlin" and "Alice now lives in Lisbon" at 0.74. Nothing else merges there.
+UPDATE_THRESHOLD = 0.55
+
+# Update phrasings, rewritten to the copula before the two texts are compared: "moved to",
+# "was pushed to", "has been postponed until", "changed from X to", "is now scheduled for",
+# "became" -> "is".
+_UPDATE_VERBS = (
+    r"moved|moves|pushed(?:\s+back)?|postponed|delayed|rescheduled|changed|changes|updated|switched|switches|"
+    r"bumped|shifted|extended|slipped|increased|raised|reduced|decreased|lowered|dropped|cut|upgraded|"
+    r"downgraded|renamed|reset|set|brought\s+forward"
+)
+_UPDATE_PHRASE = re.compile(
+    rf"\b(?:(?:has|have|had)\s+)?(?:(?:been|was|were|is|are|got|gets)\s+)?(?:now\s+)?(?:{_UPDATE_VERBS})"
+    r"(?:\s+from\s+[^,;]+?)?\s+(?:to|for|until|till)\b",
+    re.IGNORECASE,
+)
+_SCHEDULED = re.compile(
+    r"\b(?:is|are|was|were)\s+(?:now\s+)?(?:scheduled|planned|slated|due)\s+(?:for|on|to|at)\b", re.IGNORECASE
+)
+_BECAME = re.compile(r"\b(?:(?:has|have)\s+become|became|becomes)\b", re.IGNORECASE)
+# "X no longer A; (it/she ...) now B" -> "X now B"
+_NO_LONGER = re.compile(
+    r"^(?P<subject>.*?)\s*\b(?:is\s+|are\s+|does\s+|do\s+)?no\s+longer\b[^;,.]*[;,.]\s*(?:and\s+|but\s+)?"
+    r"(?:(?:she|he|they|it|this|that)\s+)?(?P<rest>\S.*)$",
+    re.IGNORECASE,
+)
+# the old value named beside the new one: "instead of 09:30", "rather than email", "(was 4B)"
+_INSTEAD = re.compile(
+    r"\s*,?\s*\b(?:instead\s+of|rather\s+than|in\s+place\s+of)\b[^,;.]*|\s*\((?:was|previously|formerly)\b[^)]*\)",
+    re.IGNORECASE,
+)
 
 
 def _fold(text: str) -> str:
@@ -242,39 +360,121 @@ def _differ(a: str, b: str) -> bool:
     return any(missing(t, tb, words_b) for t in ta) or any(missing(t, ta, words_a) for t in tb)
 
 
-def _is_update(new_text: str, old_text: str) -> bool:
-    new_words = [w.casefold() for w in _words(new_text)]
-    if not (_MARKERS & set(new_words)) and "no longer" not in _fold(new_text):
-        return False
-    new_seq = [w for w in new_words if w not in _MARKER_ADVERBS]
-    old_seq = [w.casefold() for w in _words(old_text) if w.casefold() not in _MARKER_ADVERBS]
-    prefix = 0
-    while prefix < min(len(new_seq), len(old_seq)) and new_seq[prefix] == old_seq[prefix]:
-        prefix += 1
-    if prefix == 0 or prefix == len(new_seq) or prefix == len(old_seq):
-        return False
-    common = new_seq[:prefix]
-    first_pivot = next((i for i, w in enumerate(common) if w in _PIVOTS), None)
-    if first_pivot is None:
-        return False
-    before = common[-1]
-    if before in _PIVOTS:
+def _has_marker(text: str) -> bool:
+    folded = _fold(text)
+    return bool(_MARKERS & {w.casefold() for w in _words(text)}) or any(p in folded for p in _MARKER_PHRASES)
+
+
+def _is_additive(text: str) -> bool:
+    """A second value beside the first, not a new one: "Alice now ALSO speaks Portuguese"."""
+    folded = _fold(text)
+    return bool(_ADDITIVE & {w.casefold() for w in _words(text)}) or any(p in folded for p in _ADDITIVE_PHRASES)
+
+
+def _canonical(text: str) -> list[str]:
+    """The words of `text` (original case) with update phrasings rewritten to the copula, the old
+    value of "instead of X" dropped and marker adverbs removed:
+    "The deadline was pushed to May 3 instead of May 1" -> The deadline is May 3."""
+    m = _NO_LONGER.match(text)
+    if m:
+        text = f"{m['subject']} {m['rest']}"  # "X no longer A; it is now B" -> "X is now B"
+    text = _INSTEAD.sub("", text)
+    for phrase in (_UPDATE_PHRASE, _SCHEDULED, _BECAME):
+        text = phrase.sub(" is ", text)
+    return [w for w in _words(text) if w.casefold() not in _MARKER_ADVERBS and w != "new"]
+
+
+def _is_value(word: str) -> bool:
+    """A token that can be an attribute's whole value: a number, date, id, name, weekday or month."""
+    low = word.casefold()
+    if low.startswith("date_") or _is_identifier(word):
         return True
-    # "lives in Berlin" -> "lives in Lisbon": a preposition right after the pivot
-    return (
-        before in _PREPOSITIONS
-        and prefix - 1 > first_pivot
-        and all(w in _PIVOTS or w in _PREPOSITIONS for w in common[first_pivot + 1 : prefix])
-    )
+    if low in _NUMBER_WORDS or low in _WEEKDAYS or low.rstrip("s") in _WEEKDAYS or low in _MONTHS:
+        return True
+    return word[:1].isupper() and low not in _COMMON and low not in _MARKERS
 
 
-def decide(new_text: str, new_kind: str, old_text: str, old_kind: str, similarity: float | None) -> Decision:
+def _is_content(word: str) -> bool:
+    """A lower-case content word ("phone", "deadline", "reports"): it names the attribute."""
+    return word[:1].islower() and word.replace("-", "").isalpha() and word.casefold() not in _FUNCTION_WORDS
+
+
+def _align(a: list[str], b: list[str]) -> tuple[int, int]:
+    """(common prefix, common suffix) lengths of two word lists, case-folded; they never overlap."""
+    fa, fb = [w.casefold() for w in a], [w.casefold() for w in b]
+    p = 0
+    while p < min(len(fa), len(fb)) and fa[p] == fb[p]:
+        p += 1
+    s = 0
+    while s < min(len(fa), len(fb)) - p and fa[-1 - s] == fb[-1 - s]:
+        s += 1
+    return p, s
+
+
+def _is_update(new_text: str, old_text: str, *, need_name: bool = False) -> bool:
+    """The new text gives a NEW VALUE to the same attribute of the same subject (rule 3, "genuine
+    update"). `need_name`: the subject must also contain a name or identifier (facts on no entity)."""
+    if not _has_marker(new_text) or _is_additive(new_text):
+        return False
+    new, old = _canonical(new_text), _canonical(old_text)
+    p, s = _align(new, old)
+    dn, do = new[p : len(new) - s], old[p : len(old) - s]  # the differing middles: the two values
+    one_sided = bool(dn and do) and (dn[0].casefold() in _PREPOSITIONS) != (do[0].casefold() in _PREPOSITIONS)
+    if one_sided:
+        # A preposition on one side only ("is in room 4B" / "moved to room 5A" -> "is room 5A"):
+        # compare without it; it is fine only when both values are numbers, dates or names.
+        if dn[0].casefold() in _PREPOSITIONS:
+            new = new[:p] + new[p + 1 :]
+        else:
+            old = old[:p] + old[p + 1 :]
+        p, s = _align(new, old)
+        dn, do = new[p : len(new) - s], old[p : len(old) - s]
+    if not dn or not do or len(dn) > _VALUE_WORDS or len(do) > _VALUE_WORDS:
+        return False
+    n = [w.casefold() for w in new]
+    values = [w for w in (*dn, *do) if w.casefold() not in _PREPOSITIONS and w.casefold() not in _FILLERS]
+    valued = all(_is_value(w) for w in values)
+    if one_sided and not valued:
+        return False
+    # Walk back from the divergence over prepositions and articles ("is at", "lives in the") to the
+    # pivot; a unit noun right before a number is part of the attribute ("runs on port 8443").
+    i = p - 1
+    if i >= 0 and n[i] not in _PIVOTS | _PREPOSITIONS | _FILLERS and valued:
+        i -= 1
+    while i >= 0 and (n[i] in _PREPOSITIONS or n[i] in _FILLERS):
+        i -= 1
+    if i < 0 or n[i] not in _PIVOTS:
+        return False
+    # The values themselves: one slot each. A preposition in a value is another relation ("works
+    # at Acme" / "works with Bob") or a qualifier that makes it another fact ("20:00 on Fridays",
+    # "2027-02-01 for the EU region").
+    if any(w.casefold() in _PREPOSITIONS for w in (*dn, *do)):
+        return False
+    if any(any(c.isdigit() for c in w) for w in values) and not valued:
+        return False  # "3 owners" / "12 replicas": numbers of different things
+    subject = new[:i]
+    if need_name and not any(_is_value(w) for w in subject):
+        return False
+    # The attribute must be named: by the verb ("lives", "prefers"), a noun in the subject ("phone",
+    # "deadline") or a noun the values share ("2 direct reports" / "5 direct reports"). A bare
+    # "Alice is ..." could be any attribute.
+    shared_tail = new[len(new) - s :]
+    return n[i] not in _GENERIC_PIVOTS or any(_is_content(w) for w in (*subject, *shared_tail))
+
+
+def decide(
+    new_text: str, new_kind: str, old_text: str, old_kind: str, similarity: float | None, *, attributed: bool = True
+) -> Decision:
     if _fold(new_text) == _fold(old_text):
         return "duplicate"
-    if similarity is None or similarity < DEDUP_THRESHOLD:
+    if similarity is None or similarity < UPDATE_THRESHOLD:
         return "distinct"
-    if not _differ(new_text, old_text):
-        return "supersede" if new_kind == old_kind else "duplicate"
-    if new_kind == old_kind and new_kind != "event" and _is_update(new_text, old_text):
+    update_kind = new_kind == old_kind and new_kind != "event"
+    if similarity >= DEDUP_THRESHOLD:
+        if not _differ(new_text, old_text):
+            return "supersede" if new_kind == old_kind else "duplicate"
+        return "supersede" if update_kind and _is_update(new_text, old_text) else "distinct"
+    # Below the dedup gate only a genuine update merges; on no entity its subject must name something.
+    if update_kind and _is_update(new_text, old_text, need_name=not attributed):
         return "supersede"
     return "distinct"

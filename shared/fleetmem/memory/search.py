@@ -18,15 +18,16 @@ Public API:
   `cosine` (vector-arm score or None).
 - `best_per_page(hits) -> list[Fused]`: first (best) chunk per page slug, order kept.
 - `tokens(text) -> list[str]`: the case-folded word tokens used for lexical evidence.
-- `evidence_for(query, fused, *, alias_hit_slugs, query_tokens, display_text) -> str`: the recall
+- `evidence_for(query, fused, *, alias_hit_slugs, query_tokens) -> str`: the recall
   evidence enum (docs/protocol.md, recall), strongest first:
   `alias_hit` — the normalized query equals a normalized alias of the page;
   `exact_title_match` — the query equals the title or appears in it as a whole-word phrase
   (case-insensitive);
   `high_vector_match` — the page's best chunk has cosine >= 0.80 with the query;
-  `keyword_exact` — the keyword arm found the chunk AND every query token appears in the chunk or
-  title as a whole word (a lexical hit covering the whole query is the "strong score"; raw BM25
-  magnitudes differ between backends, so they are not compared);
+  `keyword_exact` — the keyword arm found the chunk AND every query token appears as a whole word
+  in the title or the chunk's indexed text: its header (title, aliases and the frontmatter
+  `summary`, `indexing.docs_for_page`) and its body (a lexical hit covering the whole query is the
+  "strong score"; raw BM25 magnitudes differ between backends, so they are not compared);
   `weak_semantic` — anything else.
 - `alias_slugs(deps, tenant, query, *, world_only) -> set[str]`: pages that carry the query as
   an alias (one PageStore.lookup).
@@ -167,7 +168,6 @@ def evidence_for(
     *,
     alias_hit_slugs: set[str],
     query_tokens: list[str],
-    display_text: str,
 ) -> str:
     hit = fused.hit
     if hit.slug in alias_hit_slugs:
@@ -177,7 +177,7 @@ def evidence_for(
     if fused.cosine is not None and fused.cosine >= HIGH_VECTOR_MATCH:
         return "high_vector_match"
     if fused.keyword_rank is not None and query_tokens:
-        words = set(tokens(hit.title)) | set(tokens(display_text))
+        words = set(tokens(hit.title)) | set(tokens(hit.text))  # the header counts: it was matched
         if all(t in words for t in query_tokens):
             return "keyword_exact"
     return "weak_semantic"

@@ -2,12 +2,25 @@
 
 from __future__ import annotations
 
+import uuid
+from collections.abc import Iterator
 from datetime import UTC, datetime
 
+import pytest
+from tests.unit.domain.delta_backends import BACKENDS
+
+import fleetmem.memory.verbs  # noqa: F401  (registers every tool for dispatch)
+from fleetmem.adapters.local import open_local
+from fleetmem.adapters.local.clock import FixedClock
+from fleetmem.adapters.local.hash_embedder import HashEmbedder
+from fleetmem.adapters.local.ids import SortableIds
 from fleetmem.errors import Unavailable
 from fleetmem.memory.indexing import chunk_display, doc_for_fact, docs_for_page, embed_docs
 from fleetmem.memory.vectors import unpack
-from fleetmem.models import Fact, Page, TimelineEntry
+from fleetmem.models import Caller, Fact, Page, TimelineEntry
+from fleetmem.ports import Deps
+from fleetmem.timefmt import to_ms
+from fleetmem.transport.dispatch import dispatch
 
 T0 = datetime(2026, 6, 11, 9, 30, tzinfo=UTC)
 
@@ -119,3 +132,50 @@ def test_embed_docs_reports_an_unavailable_embedder_instead_of_raising(deps):
     docs, problem = embed_docs(deps, docs_for_page(_page("Hello.")))
     assert problem and "throttled" in problem
     assert all(d.vector is None for d in docs)
+
+
+# --- a frontmatter summary is searchable like the body (both backends) -------------------------------
+
+STRONG = {"alias_hit", "exact_title_match", "high_vector_match", "keyword_exact"}
+
+
+@pytest.fixture(params=BACKENDS)
+def search_deps(request: pytest.FixtureRequest) -> Iterator[Deps]:
+    clock = FixedClock(to_ms(datetime.now(UTC)))
+    if request.param == "sqlite":
+        stores = open_local(":memory:")
+        try:
+            yield Deps.over(stores, clock=clock, ids=SortableIds(), embedder=HashEmbedder(), llm=None)
+        finally:
+            stores.close()
+        return
+    from tests.aws import engines
+
+    endpoint = engines.dynamodb_local_endpoint(request.config)
+    # the OpenSearch node, written through and refreshed as the local engines do
+    with engines.aws_deps(request.config, endpoint, embedder=HashEmbedder(), clock=clock, write_through=True) as d:
+        yield d
+
+
+def test_a_word_only_in_the_frontmatter_summary_is_a_keyword_hit(search_deps):
+    tenant = "t-" + uuid.uuid4().hex[:12]  # a fresh tenant per test (shared tables)
+    caller = Caller(tenant=tenant, client_id="a", scopes=frozenset({"read", "write"}), remote=True)
+    runbook = (
+        "---\ntitle: Payments runbook\ntype: note\nsummary: How we handle chargebacks and disputes\n---\n"
+        "# Steps\nOpen the ledger, check the balance, and call the bank.\n"
+    )
+    for slug, content in [("notes/payments-runbook", runbook)] + [
+        (f"notes/other-{i}", f"---\ntitle: Other {i}\n---\nThe ledger and the bank balance {i}.\n") for i in range(3)
+    ]:
+        r = dispatch("put_page", {"slug": slug, "content": content}, caller, search_deps)
+        assert not r.is_error and r.body["search_state"] == "current", r.body
+    for query in ("chargebacks", "disputes chargebacks", "chargebacks ledger"):
+        r = dispatch("recall", {"query": query}, caller, search_deps)
+        hits = {x["slug"]: x for x in r.body["results"]}
+        assert "notes/payments-runbook" in hits, (query, r.body)
+        assert hits["notes/payments-runbook"]["evidence"] in STRONG, (query, hits)
+        assert hits["notes/payments-runbook"]["create_safety"] in ("exists", "probable")
+    # the shown chunk is still the body; the other pages do not mention the word anywhere
+    r = dispatch("recall", {"query": "chargebacks"}, caller, search_deps)
+    assert r.body["results"][0]["chunk"].startswith("# Steps")
+    assert all(x["evidence"] == "weak_semantic" for x in r.body["results"][1:])

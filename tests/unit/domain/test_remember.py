@@ -4,14 +4,20 @@ supersession, audit rows, write-through indexing. Runs over the in-memory local 
 from __future__ import annotations
 
 import math
+import uuid
+from datetime import UTC, datetime
 
 import pytest
+from tests.unit.domain.delta_backends import BACKENDS, open_deps
 
+from fleetmem.adapters.local.clock import FixedClock
 from fleetmem.errors import Unavailable, VerbError
 from fleetmem.memory.registry import REGISTRY
-from fleetmem.memory.verbs import recall, remember
-from fleetmem.models import Page, SearchQuery
+from fleetmem.memory.verbs import forget, recall, remember
+from fleetmem.models import Caller, Page, SearchQuery
 from fleetmem.ports import CallContext
+from fleetmem.timefmt import to_ms
+from fleetmem.transport.dispatch import dispatch
 
 CTX = CallContext("test-correlation")
 
@@ -452,3 +458,145 @@ def test_a_distinct_nearest_neighbour_does_not_hide_a_restatement_behind_it(deps
     assert again["status"] == "superseded"
     assert deps.facts.get("t1", kept["id"]).superseded_by == again["id"]
     assert deps.facts.get("t1", facts_of(deps, remote_caller, entity="companies/orchid")[-1]["fact_id"]).text == a
+
+
+# --- natural updates below the dedup gate ----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "new",
+    [
+        "The Orion launch deadline moved to 2027-02-01",
+        "The Orion launch deadline was pushed to 2027-02-01",
+        "The Orion launch deadline is 2027-02-01 instead of 2027-01-15",
+    ],
+)
+def test_a_natural_update_phrasing_supersedes_below_the_dedup_gate(deps, remote_caller, new):
+    old = "The Orion launch deadline is 2027-01-15"
+    deps.embedder = TableEmbedder({old: _at(1.0), new: _at(0.91)})  # what MiniLM scores these
+    first = save(deps, remote_caller, fact=old, provenance="p", entity="projects/orion")
+    body = save(deps, remote_caller, fact=new, provenance="q", entity="projects/orion")
+    assert body["status"] == "superseded"
+    assert deps.facts.get("t1", first["id"]).superseded_by == body["id"]
+    assert [f["fact"] for f in facts_of(deps, remote_caller, entity="projects/orion")] == [new]
+
+
+def test_without_an_entity_an_update_below_the_gate_needs_a_named_subject(deps, remote_caller):
+    old, new = "The launch deadline is 2027-01-15", "The launch deadline moved to 2027-02-01"
+    deps.embedder = TableEmbedder({old: _at(1.0), new: _at(0.91)})
+    save(deps, remote_caller, fact=old, provenance="p")
+    assert save(deps, remote_caller, fact=new, provenance="q")["status"] == "inserted"  # whose deadline?
+
+
+# --- supersedes: the caller names the fact a new one replaces ---------------------------------------
+
+
+@pytest.fixture(params=BACKENDS)
+def bdeps(request: pytest.FixtureRequest):
+    clock = FixedClock(to_ms(datetime.now(UTC)))
+    with open_deps(request.param, request, clock) as d:
+        d.test_tenant = "t-" + uuid.uuid4().hex[:12]  # a fresh tenant per test (shared tables)
+        yield d
+
+
+def _caller(deps, *, client: str = "agent-a", remote: bool = True, tenant: str | None = None) -> Caller:
+    scopes = frozenset({"read", "write"}) if remote else frozenset({"read", "write", "admin"})
+    return Caller(tenant=tenant or deps.test_tenant, client_id=client, scopes=scopes, remote=remote)
+
+
+ORION_OLD = "The Orion launch deadline is 2027-01-15"
+ORION_NEW = "Orion ships on 2027-02-01 now"  # no rule could tell this replaces the old fact
+
+
+def test_supersedes_expires_the_named_fact_and_links_both(bdeps):
+    caller = _caller(bdeps)
+    old = save(bdeps, caller, fact=ORION_OLD, provenance="p", entity="projects/orion")
+    other = save(bdeps, caller, fact="Orion's code freeze is 2027-01-05", provenance="p", entity="projects/orion")
+    new = save(bdeps, caller, fact=ORION_NEW, provenance="q", entity="projects/orion", supersedes=old["id"])
+    assert new["status"] == "superseded" and new["id"] not in (old["id"], other["id"])
+    assert new["status_text"].endswith("(supersedes #1)")
+    assert bdeps.facts.get(caller.tenant, old["id"]).superseded_by == new["id"]
+    assert bdeps.facts.get(caller.tenant, new["id"]).supersedes == old["id"]
+    assert [e.action for e in bdeps.audit.for_subject(caller.tenant, old["id"])] == ["write", "supersede"]
+    assert {f["fact_id"] for f in facts_of(bdeps, caller, entity="projects/orion")} == {new["id"], other["id"]}
+    history = {f["fact_id"]: f for f in facts_of(bdeps, caller, entity="projects/orion", include_expired=True)}
+    assert history[old["id"]]["status"] == "superseded"
+    assert history[old["id"]]["superseded_by"] == new["id"]
+
+
+def test_supersedes_works_across_entities_and_without_an_embedder(bdeps):
+    caller = _caller(bdeps)
+    old = save(bdeps, caller, fact="Alice works at Acme", provenance="p", entity="people/alice")
+    new = save(bdeps, caller, fact="Alice works at Acme", provenance="q", entity="people/alice-chen",
+               supersedes=old["id"])
+    # the same text filed under the right entity: explicit replacement, not a duplicate
+    assert new["status"] == "superseded" and new["id"] != old["id"]
+    assert facts_of(bdeps, caller, entity="people/alice") == []
+
+
+def _forget_not_found(deps, caller, fact_id):
+    with pytest.raises(VerbError) as err:
+        forget.run(deps, caller, forget.ForgetParams(id=fact_id), CTX)
+    return err.value
+
+
+def _same_answer(a: VerbError, b: VerbError) -> None:
+    assert (a.code, a.message, a.why, a.fix) == (b.code, b.message, b.why, b.fix)
+    assert a.suggestion.replace("remember", "forget", 1) == b.suggestion
+
+
+def test_a_foreign_private_or_unknown_id_is_not_found_like_forget_and_nothing_is_written(bdeps):
+    caller, local = _caller(bdeps), _caller(bdeps, client="local", remote=False)
+    stranger = _caller(bdeps, tenant=bdeps.test_tenant + "-other")
+    foreign = save(bdeps, stranger, fact="Globex pays in EUR", provenance="p")["id"]
+    private = save(bdeps, local, fact="Alice's salary is 100k", provenance="p", visibility="private")["id"]
+    own_private = save(bdeps, caller, fact="My note", provenance="p", visibility="private")["id"]
+    for fact_id in (foreign, private, own_private, "f_0000000000000000000000NOPE"):
+        err = save_error(bdeps, caller, fact="Orion slipped", provenance="q", supersedes=fact_id)
+        _same_answer(err, _forget_not_found(bdeps, caller, fact_id))
+    assert "Orion slipped" not in {f["fact"] for f in facts_of(bdeps, local, include_private=True)}
+    assert bdeps.facts.get(local.tenant, private).is_active(bdeps.clock.now())
+    # the trusted local CLI sees private facts, so it may replace them
+    assert save(bdeps, local, fact="Alice's salary is 110k", provenance="p", visibility="private",
+                supersedes=private)["status"] == "superseded"
+
+
+def test_an_inactive_fact_cannot_be_superseded(bdeps):
+    caller = _caller(bdeps)
+    old = save(bdeps, caller, fact=ORION_OLD, provenance="p", entity="projects/orion")["id"]
+    forget.run(bdeps, caller, forget.ForgetParams(id=old), CTX)
+    err = save_error(bdeps, caller, fact=ORION_NEW, provenance="q", entity="projects/orion", supersedes=old)
+    assert err.code == "not_found"
+    assert "no longer active" in err.suggestion and "forgotten" in err.message
+    assert err.fix.mcp == {"tool": "recall", "arguments": {"limit": 10, "entity": "projects/orion"}}
+    assert facts_of(bdeps, caller, entity="projects/orion") == []
+
+
+def test_a_blank_supersedes_is_invalid_params_with_the_call_without_it_as_fix(deps, remote_caller):
+    err = save_error(deps, remote_caller, fact="Orion slipped", provenance="q", supersedes="  ")
+    assert err.code == "invalid_params"
+    assert err.fix.mcp == {"tool": "remember", "arguments": {"fact": "Orion slipped", "provenance": "q"}}
+
+
+def test_a_numeric_supersedes_is_invalid_params_with_the_id_as_a_string(deps, remote_caller):
+    r = dispatch("remember", {"fact": "Orion slipped", "provenance": "q", "supersedes": 12}, remote_caller, deps)
+    assert r.body["code"] == "invalid_params"
+    assert r.body["fix"]["mcp"]["arguments"]["supersedes"] == "12"
+
+
+def test_a_retried_superseding_remember_replays_its_first_answer(bdeps):
+    caller = _caller(bdeps)
+    old = save(bdeps, caller, fact=ORION_OLD, provenance="p", entity="projects/orion")["id"]
+    args = {"fact": ORION_NEW, "provenance": "q", "entity": "projects/orion", "supersedes": old,
+            "idempotency_key": "orion-1"}
+    first = dispatch("remember", args, caller, bdeps)
+    again = dispatch("remember", args, caller, bdeps)
+    assert first.body["status"] == "superseded" and "idempotent_replay" not in first.body
+    assert again.body == {**first.body, "idempotent_replay": True}
+    assert [f["fact_id"] for f in facts_of(bdeps, caller, entity="projects/orion")] == [first.body["id"]]
+
+
+def test_supersedes_is_in_the_tool_schema_as_a_string():
+    prop = REGISTRY["remember"].input_schema()["properties"]["supersedes"]
+    assert prop["type"] == "string" and "fact_id" in prop["description"]
+    assert "supersedes" not in REGISTRY["remember"].input_schema()["required"]

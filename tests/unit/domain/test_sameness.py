@@ -65,3 +65,77 @@ def test_a_restatement_supersedes_within_a_kind_and_is_a_duplicate_across_kinds(
     old, new = "Alice works at Acme as a staff engineer", "Alice works at Acme as a Staff Engineer."
     assert decide(new, "fact", old, "fact", 0.99) == "supersede"
     assert decide(new, "belief", old, "fact", 0.99) == "duplicate"
+
+
+ORION = "The Orion launch deadline is 2027-01-15"
+
+
+@pytest.mark.parametrize(
+    "new",
+    [
+        "The Orion launch deadline moved to 2027-02-01",
+        "The Orion launch deadline is now 2027-02-01",
+        "The Orion launch deadline changed to 2027-02-01",
+        "The Orion launch deadline was pushed to 2027-02-01",
+        "The Orion launch deadline is no longer 2027-01-15; it is now 2027-02-01",
+        "The Orion launch deadline was rescheduled for 2027-02-01",
+        "The Orion launch deadline was updated to 2027-02-01",
+        "The Orion launch deadline is 2027-02-01 instead of 2027-01-15",
+        "The Orion launch deadline was changed from 2027-01-15 to 2027-02-01",
+        "The Orion launch deadline has been postponed until 2027-02-01",
+    ],
+)
+def test_natural_update_phrasings_supersede_below_the_dedup_gate(new):
+    # MiniLM scores these 0.91-0.96 against the old fact: an update must not need 0.95.
+    assert decide(new, "fact", ORION, "fact", 0.90) == "supersede"
+    assert decide(new, "fact", ORION, "fact", 0.90, attributed=False) == "supersede"  # "Orion" names it
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        ("Alice lives in Berlin", "Alice no longer lives in Berlin; she now lives in Lisbon"),
+        ("Bob's desk is in room 4B", "Bob's desk was moved to room 5A"),
+        ("The payments service runs on port 8443", "The payments service now runs on port 9443"),
+        ("Alice has 2 direct reports", "Alice now has 5 direct reports"),
+        ("Acme's main office is in Austin", "Acme's main office is now in Denver"),
+        ("The demo is scheduled for Friday", "The demo has been postponed to next Tuesday"),
+        ("Priya's role is tech lead", "Priya's role changed to engineering manager"),
+    ],
+)
+def test_updates_of_one_attribute_supersede_far_below_the_dedup_gate(old, new):
+    assert decide(new, "fact", old, "fact", 0.70) == "supersede"
+    assert decide(new, "event", old, "event", 0.70) == "distinct"  # events are never updates
+    assert decide(new, "fact", old, "fact", 0.50) == "distinct"  # below UPDATE_THRESHOLD nothing merges
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        ("Alice moved to Berlin in 2019", "Alice moved to the platform team"),
+        ("Alice is allergic to peanuts", "Alice is now on parental leave"),
+        ("Alice Chen is a staff engineer", "Alice Chen is now in Dublin"),
+        ("Alice speaks Spanish", "Alice now also speaks Portuguese"),
+        ("Acme has an office in Austin", "Acme now has an office in Denver too"),
+        ("Alice works at Acme", "Alice now works with Bob on the billing project"),
+        ("The payments service is owned by Priya", "The payments service is now deployed on Kubernetes"),
+        ("The payments service has 3 owners", "The payments service now has 12 replicas"),
+        ("Alice prefers email for status updates", "Alice now prefers Teams for urgent questions"),
+        ("The payments service is written in Go", "The payments service is now healthy"),
+        ("The Orion beta deadline is 2027-01-15", "The Orion launch deadline moved to 2027-02-01"),
+        (ORION, "The Orion launch deadline moved to 2027-02-01 for the EU region"),
+        ("The office closes at 18:00", "The office now closes at 20:00 on Fridays"),
+        ("Alice's phone is 555-0100", "Alice's work phone is now 555-0199"),
+    ],
+)
+def test_a_marker_alone_never_merges_two_facts(old, new):
+    # (at 0.95 or more, texts whose distinguishing tokens agree are restatements: rule 3)
+    for similarity in (0.6, 0.75, 0.9, 0.949):
+        assert decide(new, "fact", old, "fact", similarity) == "distinct", similarity
+
+
+def test_on_no_entity_an_update_below_the_gate_needs_a_named_subject():
+    old, new = "The launch deadline is 2027-01-15", "The launch deadline moved to 2027-02-01"
+    assert decide(new, "fact", old, "fact", 0.9) == "supersede"  # both on one entity
+    assert decide(new, "fact", old, "fact", 0.9, attributed=False) == "distinct"  # whose deadline?
+    assert decide(new, "fact", old, "fact", 0.96, attributed=False) == "supersede"  # the dedup gate as before

@@ -283,7 +283,7 @@ def _search_arm(
     for f in pages:
         chunk = chunk_display(f.hit.text)
         evidence = search_arm.evidence_for(
-            query, f, alias_hit_slugs=aliases, query_tokens=found.query_tokens, display_text=chunk
+            query, f, alias_hit_slugs=aliases, query_tokens=found.query_tokens
         )
         results.append(
             {

@@ -1,11 +1,12 @@
-"""remember — save ONE fact with mandatory provenance (docs/protocol.md: remember; D2, D5–D7, D11).
+"""remember — save ONE fact with mandatory provenance (docs/protocol.md: remember; D2, D5–D7, D11, D17).
 
 Public API: `RememberParams`, `RememberResult`, `run(deps, caller, params, ctx) -> Outcome`.
 
 Validation order (each failure stops): fact trimmed non-empty -> fact <= 2,000 chars -> provenance
 present -> provenance not blank (`provenance_required`) -> provenance <= 500 chars -> kind ->
-visibility -> ttl -> entity <= 300 chars -> (after resolution) the entity's slug within the slug
-limits (D16). Nothing is written before every check passed.
+visibility -> ttl -> entity <= 300 chars -> supersedes not blank -> (after resolution) the entity's
+slug within the slug limits (D16) -> supersedes names an active fact the caller can see. Nothing is
+written before every check passed.
 
 Entity: resolved by `entities.canonicalize_entity` (the resolution `entity()` and recall use; D6,
 D15). When nothing resolves, the fact is filed under the slugified name and, if no page and no
@@ -25,6 +26,13 @@ a duplicate (id = the existing fact, nothing written); a genuine update of the s
 supersedes; anything else is a second fact.
 Without an embedder (or when it is unavailable) only exact-text dedup runs and the response says
 `degraded_dedup: true` (D7).
+
+Explicit replacement (`supersedes`): the caller names the fact the new one replaces by its
+`fact_id`. It must be an active fact of the caller's tenant that the caller can see (for a remote
+caller: a world fact); otherwise the answer is forget's `not_found` (a foreign or private id looks
+missing), or `not_found` saying the fact is no longer active. The named fact is expired with
+`superseded_by` = the new fact (`status: superseded`) and no automatic matching runs: the caller
+said what the fact replaces. A retry with the same `idempotency_key` replays the first answer (D2).
 """
 
 from __future__ import annotations
@@ -44,6 +52,7 @@ from fleetmem.memory.common import (
     VisibilityArg,
     fix_call,
     given_args,
+    invalid,
     normalize_text,
     too_long,
 )
@@ -52,6 +61,7 @@ from fleetmem.memory.registry import ToolSpec, register
 from fleetmem.memory.slugs import slug_size_problem, slugify
 from fleetmem.memory.ttl import parse_ttl
 from fleetmem.memory.vectors import cosine, pack
+from fleetmem.memory.verbs.forget import _id_as_text, not_found
 from fleetmem.memory.writegate import FACT_WRITES
 from fleetmem.models import AuditEvent, Caller, Fact, Wire
 from fleetmem.ports import CallContext, Deps
@@ -184,6 +194,18 @@ class RememberParams(Params):
         description="Optional retry key: repeating the call with the same key and arguments within 24 h "
         "returns the first result instead of saving twice.",
     )
+    supersedes: Annotated[
+        str | None,
+        WithJsonSchema({"type": "string"}),
+        Hint(accepts="a string", cause="fact ids are opaque strings (remember's `id`, recall's `fact_id`).",
+             fix=_id_as_text),
+    ] = Field(
+        None,
+        description="Optional: the `fact_id` of the ACTIVE fact this one replaces (remember's `id` or "
+        'recall\'s `facts[].fact_id`, e.g. "f_01JD..."). That fact is expired with `superseded_by` set '
+        "to the new fact and the answer says `status: superseded`. Use it when a value changed "
+        '("the deadline moved to 2027-02-01") and you know the fact that held the old value.',
+    )
 
 
 class RememberResult(Wire):
@@ -307,7 +329,9 @@ def _match(
     )[:DEDUP_NEIGHBOURS]
     # Nearest first; the first neighbour that says the same thing decides (`sameness.decide`).
     for similarity, f in scored:
-        decision = sameness.decide(new.text, new.kind, f.text, f.kind, similarity)
+        decision = sameness.decide(
+            new.text, new.kind, f.text, f.kind, similarity, attributed=new.entity_slug is not None
+        )
         if decision == "duplicate":
             return f, "duplicate"
         if decision == "supersede":
@@ -373,9 +397,55 @@ def _lost_race(params: RememberParams) -> VerbError:
     )
 
 
+def _replaced_id(params: RememberParams) -> str | None:
+    if params.supersedes is None:
+        return None
+    fact_id = params.supersedes.strip()
+    if not fact_id:
+        raise invalid(
+            TOOL,
+            params,
+            "supersedes is empty.",
+            problem="`supersedes` names no fact.",
+            cause="it takes the `fact_id` of the fact the new one replaces; omit it to save a fact on its own.",
+            field="supersedes",
+            drop=True,
+        )
+    return fact_id
+
+
+def _replaced(caller: Caller, fact_id: str, fact: Fact | None, now: datetime) -> Fact:
+    """The fact `supersedes` names, if the caller may replace it (else forget's `not_found`)."""
+    if fact is None or fact.tenant != caller.tenant or (caller.remote and fact.visibility == "private"):
+        raise not_found(TOOL, fact_id)
+    if not fact.is_active(now):
+        state = (
+            "superseded by another fact" if fact.superseded_by
+            else "forgotten" if fact.expired_at is not None
+            else "past its valid_until"
+        )
+        recall_args: dict[str, Any] = {"limit": 10, **({"entity": fact.entity_slug} if fact.entity_slug else {})}
+        raise VerbError(
+            "not_found",
+            f"No active fact with id {fact_id!r}: it was already {state}.",
+            f"remember found fact {fact_id!r}, but it is no longer active, so it cannot be replaced. Cause: "
+            f"it was {state}. Fix: recall the current facts and pass the active one's `fact_id` as "
+            "`supersedes`, or omit `supersedes` to save the fact on its own.",
+            why="supersedes replaces an active fact; an inactive one is history already.",
+            fix=Fix(
+                why="recall lists the active facts with their fact_id values.",
+                mcp={"tool": "recall", "arguments": recall_args},
+                verify={"mcp": {"tool": "recall", "arguments": recall_args}},
+            ),
+            klass="caller",
+        )
+    return fact
+
+
 def run(deps: Deps, caller: Caller, params: RememberParams, ctx: CallContext) -> Outcome:
     text, provenance, kind, visibility, valid_until = _validate(deps, params)
     _check_entity(params)
+    replaced_id = _replaced_id(params)
     now = deps.clock.now()
     session_id = params.session_id[:SESSION_ID_MAX] if params.session_id else None
 
@@ -394,13 +464,16 @@ def run(deps: Deps, caller: Caller, params: RememberParams, ctx: CallContext) ->
     if guess is not None and slug_size_problem(guess):
         guess = ""  # never read with an over-long key; the resolved slug is read below
     seen = FACT_WRITES.version(caller.tenant, guess)  # before the pool is read
-    target, vec, seq, pool = deps.gather(
+    target, vec, seq, pool, named = deps.gather(
         lambda: _canonical_entity(deps, caller, params.entity),
         embed,
         lambda: deps.facts.next_seq(caller.tenant),
         lambda: _pool(deps, caller.tenant, guess, now) if guess != "" else [],
+        lambda: deps.facts.get(caller.tenant, replaced_id) if replaced_id is not None else None,
     )
     _check_slug(params, target)
+    if replaced_id is not None:
+        named = _replaced(caller, replaced_id, named, now)
     entity_slug = (target.slug or None) if target is not None else None
     if entity_slug != guess:
         seen = FACT_WRITES.version(caller.tenant, entity_slug)
@@ -436,7 +509,10 @@ def run(deps: Deps, caller: Caller, params: RememberParams, ctx: CallContext) ->
         if version != seen:
             pool = _pool(deps, caller.tenant, entity_slug, now)
         for attempt in range(_WRITE_ATTEMPTS):
-            if born_expired:
+            if named is not None:
+                # the caller said what the fact replaces: no automatic matching
+                existing, status = named, "superseded"
+            elif born_expired:
                 # stored as history: it neither deduplicates against nor supersedes a live fact
                 existing, status = None, "inserted"
             else:
@@ -457,6 +533,8 @@ def run(deps: Deps, caller: Caller, params: RememberParams, ctx: CallContext) ->
                 # another process wrote this entity's facts in between: decide again on fresh state
                 if attempt == _WRITE_ATTEMPTS - 1:
                     raise _lost_race(params) from None
+                if named is not None:  # replaced or forgotten in between?
+                    named = _replaced(caller, named.fact_id, deps.facts.get(caller.tenant, named.fact_id), now)
                 pool = _pool(deps, caller.tenant, entity_slug, now)
     indexed = indexing.index_fact(deps, fact)
     if existing is not None:
@@ -550,7 +628,8 @@ SPEC = register(
             "Set `entity` when the fact is about a person/company/project. Near-duplicates are detected: "
             "branch on `status` (inserted | duplicate | superseded); a newer fact on the same entity and kind "
             "that restates or updates an older one supersedes it, while facts whose names, numbers, dates or "
-            'ids differ stay separate. `ttl` takes "30d"/"12h"/"45m" (minutes) or an '
+            'ids differ stay separate; when you know the fact a new value replaces, pass its fact_id as '
+            '`supersedes`. `ttl` takes "30d"/"12h"/"45m" (minutes) or an '
             'ISO date — not "P30D". Saved facts are readable by every agent on this brain unless '
             'visibility is "private".'
         ),
