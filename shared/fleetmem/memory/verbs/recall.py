@@ -45,7 +45,7 @@ from fleetmem.memory.common import (
     parse_since,
     world_only,
 )
-from fleetmem.memory.entities import canonicalize_entity
+from fleetmem.memory.entities import canonicalize_entity, require_slug
 from fleetmem.memory.indexing import chunk_display
 from fleetmem.memory.registry import ToolSpec, register
 from fleetmem.models import BudgetFields, Caller, Fact, FactItem, Wire
@@ -213,7 +213,9 @@ def _facts_arm(
     now = deps.clock.now()
     active_only = not params.include_expired
     if params.entity and params.entity.strip():
-        slug = canonicalize_entity(deps, caller.tenant, params.entity.strip(), world_only=world).slug
+        target = canonicalize_entity(deps, caller.tenant, params.entity.strip(), world_only=world)
+        require_slug(TOOL, params.entity, target)
+        slug = target.slug
         facts = (
             deps.facts.by_entity(
                 caller.tenant, slug, now=now, active_only=active_only, world_only=world, limit=limit
