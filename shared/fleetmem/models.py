@@ -312,6 +312,7 @@ class Card(Wire):
     edges: list[Edge]
     backlink_count: int
     active_fact_count: int
+    page: bool | None = None  # entity: true for a page's card, false for a fact-only entity
 
 
 class PackCard(Card):

@@ -5,7 +5,7 @@ Public functions:
   every other read a card needs, in ONE round of concurrent port calls (network backends).
 - `build_card(deps, tenant, page, *, world_only, now, since=None, inputs=None) -> dict`: the full card
   `{entity{slug,title,type}, aka[], summary, last_touched{updated_at,last_retrieved_at,
-  last_timeline_date}, open_threads[], edges[], backlink_count, active_fact_count}`.
+  last_timeline_date}, open_threads[], edges[], backlink_count, active_fact_count, page: true}`.
   `world_only` (remote callers, and packs without include_private) strips private content from the
   summary, thread and edge texts (`pagefmt.strip_private`), hides private facts, and hides edges
   to or from private pages. `since` keeps only open threads dated strictly after it.
@@ -15,9 +15,17 @@ Public functions:
   `{kind, text, date}`: active commitment facts about the page (newest first), then timeline
   entries dated within the last 90 days before `now` (newest first; future-dated entries count as
   open too). Timeline dates that do not parse are skipped.
+- `fact_card(slug, name, inputs, *, world_only) -> dict`: the card of an entity that has facts but
+  no page (remember filed them under a slug no page has): the same fields, with `page: false`;
+  `entity.title` is the name as asked when it slugifies to `slug`, else the slug's last segment
+  with "-" as spaces; `entity.type` from the slug's folder (`people/` person, `companies/` company,
+  `projects/` project, else null); `aka` [], `summary` "", `last_touched` all null; open threads
+  are the active commitment facts; edges are the incoming links (pages may link to a slug before
+  it has a page). Page cards from `build_card` carry `page: true`.
 - `flat_card(card) -> dict`: the card as context_pack lists it — the reference's flat shape,
   `slug`, `title`, `type` at the top level next to `summary`, `open_threads`, `edges`,
-  `backlink_count` (the nested `entity`, `aka`, `last_touched`, `active_fact_count` stay as extras).
+  `backlink_count` (the nested `entity`, `aka`, `last_touched`, `active_fact_count` stay as extras;
+  `page` is left out: a pack lists page cards only).
 - `card_cost(card) -> int`: the packing cost of a card: title + summary + each thread text.
   `{id (legacy integer seq), fact_id, text, kind, entity_slug, provenance, visibility, created_at,
   valid_until}`; its packing cost is `budget.cost(text)`.
@@ -30,7 +38,7 @@ from datetime import datetime, timedelta
 
 from fleetmem.memory import budget
 from fleetmem.memory.pagefmt import clip, first_sentence, strip_private
-from fleetmem.memory.slugs import normalize_alias
+from fleetmem.memory.slugs import last_segment, normalize_alias, slugify
 from fleetmem.models import Backlink, Fact, Page
 from fleetmem.ports import Deps
 from fleetmem.protocol import (
@@ -44,6 +52,7 @@ from fleetmem.timefmt import iso, parse_iso
 
 MENTIONS = MENTION_LINK_TYPE
 _COMMITMENT_SCAN = 50
+_FOLDER_TYPES = {"people": "person", "companies": "company", "projects": "project"}
 
 
 @dataclass(frozen=True)
@@ -87,19 +96,26 @@ def _timeline_dates(page: Page) -> list[tuple[datetime, str]]:
     return out
 
 
-def open_threads(
-    deps: Deps, tenant: str, page: Page, *, world_only: bool, now: datetime, since: datetime | None = None,
-    facts: list[Fact] | None = None,
-) -> list[dict]:
+def _commitments(facts: list[Fact], since: datetime | None) -> list[dict]:
     threads: list[dict] = []
-    if facts is None:
-        facts = deps.facts.by_entity(tenant, page.slug, now=now, world_only=world_only, limit=_COMMITMENT_SCAN)
     for fact in facts:
         if fact.kind != "commitment" or (since is not None and fact.created_at <= since):
             continue
         threads.append({"kind": "commitment", "text": fact.text, "date": iso(fact.created_at)})
         if len(threads) >= OPEN_THREADS_MAX:
-            return threads
+            break
+    return threads
+
+
+def open_threads(
+    deps: Deps, tenant: str, page: Page, *, world_only: bool, now: datetime, since: datetime | None = None,
+    facts: list[Fact] | None = None,
+) -> list[dict]:
+    if facts is None:
+        facts = deps.facts.by_entity(tenant, page.slug, now=now, world_only=world_only, limit=_COMMITMENT_SCAN)
+    threads = _commitments(facts, since)
+    if len(threads) >= OPEN_THREADS_MAX:
+        return threads
     cutoff = now - timedelta(days=OPEN_THREAD_TIMELINE_DAYS)
     entries = sorted(_timeline_dates(page), key=lambda e: e[0], reverse=True)
     for when, text in entries:
@@ -115,8 +131,12 @@ def open_threads(
     return threads
 
 
-def _edges(deps: Deps, tenant: str, page: Page, inputs: CardInputs, *, world_only: bool) -> list[dict]:
-    out_links = [link for link in page.links if link.type != MENTIONS and link.target != page.slug]
+def _edges(
+    deps: Deps, tenant: str, page: Page | None, inputs: CardInputs, *, world_only: bool, slug: str = ""
+) -> list[dict]:
+    slug = page.slug if page is not None else slug
+    links = page.links if page is not None else []
+    out_links = [link for link in links if link.type != MENTIONS and link.target != slug]
     if world_only and out_links:
         private = {
             h.slug for h in deps.pages.heads(tenant, [link.target for link in out_links])
@@ -136,7 +156,7 @@ def _edges(deps: Deps, tenant: str, page: Page, inputs: CardInputs, *, world_onl
     for link in inputs.incoming:
         if len(edges) >= EDGES_MAX:
             break
-        if link.type == MENTIONS or link.source == page.slug:
+        if link.type == MENTIONS or link.source == slug:
             continue
         edges.append(
             {"type": link.type, "direction": "in", "slug": link.source, "context": context(link.context)}
@@ -167,12 +187,38 @@ def build_card(
         "edges": edges,
         "backlink_count": inputs.backlink_count,
         "active_fact_count": inputs.active_fact_count,
+        "page": True,
+    }
+
+
+def _derived_title(slug: str, name: str) -> str:
+    asked = " ".join(name.split())
+    if asked and "/" not in asked and slugify(asked) == last_segment(slug):
+        return asked
+    return last_segment(slug).replace("-", " ")
+
+
+def fact_card(
+    deps: Deps, tenant: str, slug: str, name: str, inputs: CardInputs, *, world_only: bool
+) -> dict:
+    folder = slug.split("/", 1)[0] if "/" in slug else ""
+    return {
+        "entity": {"slug": slug, "title": _derived_title(slug, name), "type": _FOLDER_TYPES.get(folder)},
+        "aka": [],
+        "summary": "",
+        "last_touched": {"updated_at": None, "last_retrieved_at": None, "last_timeline_date": None},
+        "open_threads": _commitments(inputs.facts, None),
+        "edges": _edges(deps, tenant, None, inputs, world_only=world_only, slug=slug),
+        "backlink_count": inputs.backlink_count,
+        "active_fact_count": inputs.active_fact_count,
+        "page": False,
     }
 
 
 def flat_card(card: dict) -> dict:
     ent = card["entity"]
-    return {"slug": ent["slug"], "title": ent["title"], "type": ent["type"], **card}
+    rest = {k: v for k, v in card.items() if k != "page"}  # a pack lists page cards only
+    return {"slug": ent["slug"], "title": ent["title"], "type": ent["type"], **rest}
 
 
 def card_cost(card: dict) -> int:

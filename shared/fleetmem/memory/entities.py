@@ -2,24 +2,30 @@
 recall's entity filter, so a name that `entity()` resolves exactly is the name a fact is filed under.
 
 Public functions:
-- `resolve_entity(deps, tenant, name, *, world_only) -> Resolution`: ranked candidates for the
-  `entity` verb (docs/protocol.md: entity): rank 0 exact normalized alias; rank 1 exact title
-  (case-insensitive) or exact slug (raw or slugified); rank 2 slug suffix `*/<slugify(name)>`.
-  A page counts once, at its best rank; ties break on the most recent of updated_at /
-  last_retrieved_at (then slug, for a stable order). `Resolution.best` is None on a miss.
-- `canonicalize_entity(deps, tenant, name, *, world_only=True) -> EntityTarget`: the slug a fact
-  about `name` is stored under (remember) or filtered by (recall). The same store lookup as
-  `resolve_entity`, restricted to its EXACT ways and taken only when unambiguous (docs/protocol.md:
-  remember, D6: exact is not fuzzy; D15: exact titles resolve on writes), in this order:
+- `resolve_entity(deps, tenant, name, *, world_only) -> Resolution`: THE resolution of a name.
+  `Resolution.target` is where a fact about `name` is filed (remember) and looked up (recall,
+  entity's fact-only card); `Resolution.best` is the page whose card `entity` / `context_pack`
+  show; `runners_up` are up to 3 other candidates.
+  The target takes only EXACT ways, and only when unambiguous (docs/protocol.md: remember, D6:
+  exact is not fuzzy; D15: exact titles resolve on writes), in this order:
   1. exact normalized alias of exactly one page;
   2. exact title (case-insensitive) of exactly one page;
-  3. exact slug (as given or slugified);
+  3. exact slug (as given, slugified, or ASCII-folded: `slugs.ascii_slug`);
   4. a bare single token and exactly one page is `people/<tok>` / `people/<tok>-…` /
-     `companies/<tok>` / `companies/<tok>-…`;
+     `companies/<tok>` / `companies/<tok>-…` (tok slugified or ASCII-folded);
   5. otherwise `slugify(name)` per path segment ("" when nothing is sluggable): `page` is None
      and `ambiguous` lists the pages that tied at a rank (the caller's suggestions).
-  With `world_only` (the default, fail-closed) private pages take no part, so a name cannot
+  When the target is a page, that page is `best`. Otherwise `best` is the top of the entity
+  verb's ranking (docs/protocol.md: entity): rank 0 exact normalized alias; rank 1 exact title
+  (case-insensitive) or exact slug; rank 2 slug suffix `*/<slugify(name)>`; a page counts once, at
+  its best rank; ties break on the most recent of updated_at / last_retrieved_at (then slug).
+  With `world_only` (remote callers; fail-closed) private pages take no part, so a name cannot
   reveal a private page's slug; trusted-local callers pass `world_only=False`.
+- `canonicalize_entity(deps, tenant, name, *, world_only=True) -> EntityTarget`: `resolve_entity`'s
+  target alone (the suffix rank, which never decides a target, is not looked up).
+- `require_slug(tool, name, target)`: raises `invalid_params` when a name of at most TITLE_MAX
+  characters resolved to no page and has no letter or digit to make a slug from ("!!!///???"):
+  such a fact could never be found by entity. The fix says what to pass instead (no guessed call).
 - `near_misses(deps, tenant, name, *, world_only, exclude=()) -> list[dict]`: up to 3
   near-misses `{slug, title, type, create_safety}`: pages sharing a word with the name, or with a
   word of title/alias/slug that STARTS with a word of the name ("Pri" -> "Priya Raman"); a
@@ -40,14 +46,15 @@ import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from fleetmem.memory.slugs import last_segment, normalize_alias, slugify
+from fleetmem.errors import Fix, VerbError
+from fleetmem.memory.slugs import ascii_slug, last_segment, normalize_alias, slugify
 from fleetmem.models import PageHead, PageMatch
 from fleetmem.ports import Deps
 from fleetmem.protocol import SUGGESTIONS_MAX, TITLE_MAX
 
-_RANK = {"alias": 0, "title": 1, "slug": 1, "suffix": 2}
+_RANK = {"alias": 0, "title": 1, "slug": 1, "token": 1, "suffix": 2}
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_WORD = re.compile(r"[a-z0-9]+")
+_WORD_SEP = re.compile(r"[-/]+")
 _ENTITY_PREFIXES = ("people/", "companies/")
 
 
@@ -64,7 +71,20 @@ class Candidate:
 
 
 @dataclass
+class EntityTarget:
+    """Where a write files a fact: `slug` ("" = nothing sluggable), the page it resolved to (None
+    when the slug was made from the name), how (`alias|title|slug|token|new`), and the pages that
+    tied at some exact rank (why a name that looked known did not resolve)."""
+
+    slug: str
+    page: PageHead | None = None
+    via: str = "new"
+    ambiguous: list[PageHead] = field(default_factory=list)
+
+
+@dataclass
 class Resolution:
+    target: EntityTarget
     best: Candidate | None
     runners_up: list[Candidate] = field(default_factory=list)
 
@@ -76,7 +96,7 @@ def _matches(deps: Deps, tenant: str, raw: str, *, world_only: bool, suffix: boo
         tenant,
         alias=normalize_alias(raw),
         title=raw.lower(),
-        slugs=[s for s in dict.fromkeys((raw, slug)) if s],
+        slugs=[s for s in dict.fromkeys((raw, slug, ascii_slug(raw))) if s],
         suffix=slug if suffix else "",
         world_only=world_only,
         limit=10,
@@ -95,18 +115,8 @@ def _ranked(matches: list[PageMatch]) -> list[Candidate]:
     return sorted(best.values(), key=lambda c: (c.rank, -c.touched.timestamp(), c.head.slug))
 
 
-def resolve_entity(deps: Deps, tenant: str, name: str, *, world_only: bool) -> Resolution:
-    raw = name.strip()
-    if not raw or len(raw) > TITLE_MAX:
-        return Resolution(best=None)
-    ranked = _ranked(_matches(deps, tenant, raw, world_only=world_only, suffix=True))
-    if not ranked:
-        return Resolution(best=None)
-    return Resolution(best=ranked[0], runners_up=ranked[1 : 1 + SUGGESTIONS_MAX])
-
-
 def _words(text: str) -> set[str]:
-    return set(_WORD.findall(slugify(text).replace("/", " ").replace("-", " ")))
+    return {w for w in _WORD_SEP.split(slugify(text)) if w}
 
 
 def _suggestion(head: PageHead, wanted: set[str]) -> dict:
@@ -131,42 +141,28 @@ def near_misses(
     return out[:SUGGESTIONS_MAX]
 
 
-def _unique_entity_page(deps: Deps, tenant: str, token: str, *, world_only: bool) -> PageHead | None:
-    found: list[PageHead] = []
+def _unique_entity_page(deps: Deps, tenant: str, tokens: list[str], *, world_only: bool) -> PageHead | None:
+    found: dict[str, PageHead] = {}
     for prefix in _ENTITY_PREFIXES:
-        exact = f"{prefix}{token}"
-        heads = deps.pages.heads(tenant, [exact])
-        found += [h for h in heads if not world_only or h.visibility == "world"]
-        # Slugs after `exact` in byte order start with the "-" continuations (0x2d sorts before
-        # "/", digits and letters), so the first two rows tell unique from ambiguous.
-        for head in deps.pages.list(tenant, world_only=world_only, limit=2, after=exact):
-            if head.slug.startswith(exact + "-"):
-                found.append(head)
-        if len(found) > 1:
-            return None
-    return found[0] if len(found) == 1 else None
-
-
-@dataclass
-class EntityTarget:
-    """Where a write files a fact: `slug` ("" = nothing sluggable), the page it resolved to (None
-    when the slug was made from the name), how (`alias|title|slug|token|new`), and the pages that
-    tied at some exact rank (why a name that looked known did not resolve)."""
-
-    slug: str
-    page: PageHead | None = None
-    via: str = "new"
-    ambiguous: list[PageHead] = field(default_factory=list)
+        for token in tokens:
+            exact = f"{prefix}{token}"
+            heads = deps.pages.heads(tenant, [exact])
+            found.update((h.slug, h) for h in heads if not world_only or h.visibility == "world")
+            # Slugs after `exact` in code-point (= UTF-8 byte) order start with the "-"
+            # continuations (0x2d sorts before "/", digits and the letters of every script), so the
+            # first two rows tell unique from ambiguous.
+            for head in deps.pages.list(tenant, world_only=world_only, limit=2, after=exact):
+                if head.slug.startswith(exact + "-"):
+                    found[head.slug] = head
+            if len(found) > 1:
+                return None
+    return next(iter(found.values())) if len(found) == 1 else None
 
 
 _WRITE_WAYS = ("alias", "title", "slug")
 
 
-def canonicalize_entity(deps: Deps, tenant: str, name: str, *, world_only: bool = True) -> EntityTarget:
-    raw = name.strip()
-    if not raw or len(raw) > TITLE_MAX:
-        return EntityTarget(slug="")
-    matches = _matches(deps, tenant, raw, world_only=world_only, suffix=False)
+def _target(deps: Deps, tenant: str, raw: str, matches: list[PageMatch], *, world_only: bool) -> EntityTarget:
     ambiguous: dict[str, PageHead] = {}
     for via in _WRITE_WAYS:
         pages = {m.page.slug: m.page for m in matches if m.via == via}
@@ -176,11 +172,61 @@ def canonicalize_entity(deps: Deps, tenant: str, name: str, *, world_only: bool 
         ambiguous.update(pages)
     slug = slugify(raw)
     if "/" not in slug and len(raw.split()) == 1 and slug:
-        unique = _unique_entity_page(deps, tenant, slug, world_only=world_only)
+        tokens = [t for t in dict.fromkeys((slug, ascii_slug(raw))) if t and "/" not in t]
+        unique = _unique_entity_page(deps, tenant, tokens, world_only=world_only)
         if unique:
             return EntityTarget(slug=unique.slug, page=unique, via="token")
     ranked = _ranked([m for m in matches if m.page.slug in ambiguous])
     return EntityTarget(slug=slug, ambiguous=[c.head for c in ranked])
+
+
+def _resolve(deps: Deps, tenant: str, name: str, *, world_only: bool, suffix: bool) -> Resolution:
+    raw = name.strip()
+    if not raw or len(raw) > TITLE_MAX:
+        return Resolution(target=EntityTarget(slug=""), best=None)
+    matches = _matches(deps, tenant, raw, world_only=world_only, suffix=suffix)
+    target = _target(deps, tenant, raw, matches, world_only=world_only)
+    ranked = _ranked(matches)
+    if target.page is not None:
+        ranked = [Candidate(target.page, _RANK[target.via], target.via)] + [
+            c for c in ranked if c.head.slug != target.slug
+        ]
+    if not ranked:
+        return Resolution(target=target, best=None)
+    return Resolution(target=target, best=ranked[0], runners_up=ranked[1 : 1 + SUGGESTIONS_MAX])
+
+
+def resolve_entity(deps: Deps, tenant: str, name: str, *, world_only: bool) -> Resolution:
+    return _resolve(deps, tenant, name, world_only=world_only, suffix=True)
+
+
+def canonicalize_entity(deps: Deps, tenant: str, name: str, *, world_only: bool = True) -> EntityTarget:
+    return _resolve(deps, tenant, name, world_only=world_only, suffix=False).target
+
+
+def require_slug(tool: str, name: str, target: EntityTarget) -> None:
+    raw = name.strip()
+    if target.slug or target.page is not None or not raw or len(raw) > TITLE_MAX:
+        return
+    shown = raw[:60]
+    why = (
+        "an entity is filed under a slug made of the letters and digits of its name (any script); "
+        f"{shown!r} has none, and no page has it as its title or an alias."
+    )
+    instead = (
+        "pass the entity's name as people write it (e.g. \"Alice Example\", \"北京办公室\"), or the "
+        "slug of an existing page (entity(name) and list_pages show them)"
+        + (", or leave entity out when the fact is about no particular entity." if tool == "remember" else ".")
+    )
+    raise VerbError(
+        "invalid_params",
+        f"entity {shown!r} names no entity: it has no letter or digit.",
+        f"Problem: entity {shown!r} has no letter or digit. Cause: {why} Fix: {instead}",
+        why=why,
+        detail={"field": "entity", "reason": "no_slug"},
+        fix=Fix(why=instead),
+        klass="caller",
+    )
 
 
 def parse_entity_list(text: str | None, cap: int) -> list[str]:

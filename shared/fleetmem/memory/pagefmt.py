@@ -36,7 +36,10 @@ _MENTION = re.compile(r"\[\[([^\[\]|#]+?)(?:\|[^\[\]]*)?\]\]")
 _SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s")
 _LINK_MD = re.compile(r"!?\[([^\]]*)\]\([^)]*\)")
 _WIKI = re.compile(r"\[\[([^\[\]|]+?)(?:\|([^\[\]]*))?\]\]")
-_EMPHASIS = re.compile(r"(\*\*|__|\*|_|`)")
+# Markup pairs only: a delimiter run opens after a non-word character and before a non-space, and
+# closes before a non-word character, so "MEMORY_VERBS", "snake_case" and "2*3*4" keep theirs.
+_EMPHASIS = re.compile(r"(?<![\w*~])(\*\*|__|\*|_|~~)(?=\S)(.+?)(?<=\S)\1(?![\w*~])")
+_CODE_SPAN = re.compile(r"(`+)(.+?)\1")
 _LIST_MARK = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")
 _COMMENT = re.compile(r"<!--.*?-->", re.S)
 
@@ -140,7 +143,11 @@ def first_h1(body: str) -> str | None:
 def _inline_text(text: str) -> str:
     text = _WIKI.sub(lambda m: (m.group(2) or m.group(1)).strip(), text)
     text = _LINK_MD.sub(r"\1", text)
-    text = _EMPHASIS.sub("", text)
+    text = _CODE_SPAN.sub(lambda m: m.group(2).strip(), text)
+    for _ in range(3):  # nested pairs: ***x***, **_x_**
+        text, n = _EMPHASIS.subn(r"\2", text)
+        if not n:
+            break
     return " ".join(text.split())
 
 

@@ -1,11 +1,20 @@
 """Slugs and aliases: the two normal forms entity resolution compares.
 
 Public functions:
-- `slugify_segment(text) -> str`: lowercase, ASCII-folded, every run of non-alphanumerics -> "-",
-  leading/trailing "-" stripped ("Zoë Müller!" -> "zoe-muller").
+- `slugify_segment(text) -> str`: NFKC-normalized and casefolded; the letters, digits and combining
+  marks of EVERY script are kept, every run of anything else becomes one "-", leading/trailing "-"
+  stripped ("Zoë Müller!" -> "zoë-müller", "Сергей Иванов" -> "сергей-иванов", "北京办公室" kept as
+  is). A combining mark counts only after a letter or digit of its word.
 - `slugify(text) -> str`: `slugify_segment` per "/"-separated path segment, empty segments dropped
-  ("People/Alice Example" -> "people/alice-example"). May return "" (nothing sluggable).
+  ("People/Alice Example" -> "people/alice-example"). May return "" (nothing sluggable: "!!!///???").
+- `ascii_slug(text) -> str`: `slugify` with letters ASCII-folded and anything else dropped (the
+  spelling slugs had before they kept every script: "Zoë Müller" -> "zoe-muller"). Resolution also
+  tries it, so names with accents still find pages whose slugs were written without them.
 - `is_canonical_slug(slug) -> bool`: non-empty and already equal to its slugified form.
+- `is_path_like(slug) -> bool`: a "." or ".." path segment or a backslash: a file-system path, not a
+  slug. Writers refuse it without guessing a slug (folding "../../x" to "x" would change its meaning).
+- `path_slug_error(what, value) -> VerbError`: the `invalid_params` for such a value (`what` names
+  it: "slug", "link target"): it explains the slug grammar (SLUG_GRAMMAR) and offers no call to run.
 - `normalize_alias(text) -> str`: casefolded, whitespace collapsed to single spaces, trimmed.
 - `last_segment(slug) -> str`: the part after the final "/".
 - `slug_size_problem(slug) -> str | None`: why `slug` breaks the size limits (D16: at most
@@ -19,20 +28,83 @@ from __future__ import annotations
 import re
 import unicodedata
 
+from fleetmem.errors import Fix, VerbError
 from fleetmem.protocol import SLUG_MAX, SLUG_SEGMENT_MAX
+
+SLUG_GRAMMAR = (
+    "a slug is one or more '/'-separated segments; each segment is lowercase letters and digits of "
+    "any script joined by single '-' (e.g. 'people/alice-example', 'offices/北京办公室'), with no "
+    f"segment that is one dot or two dots and no backslash; at most {SLUG_MAX} characters, "
+    f"{SLUG_SEGMENT_MAX} per segment."
+)
 
 _NON_ALNUM = re.compile(r"[^a-z0-9]+")
 _WHITESPACE = re.compile(r"\s+")
 
 
+def _fold(text: str) -> str:
+    # casefold can leave a string that NFKC changes again (and NFKC one that casefold changes):
+    # repeat until stable, so slugify(slugify(x)) == slugify(x) for every input.
+    out = unicodedata.normalize("NFKC", text)
+    for _ in range(3):
+        nxt = unicodedata.normalize("NFKC", out.casefold())
+        if nxt == out:
+            break
+        out = nxt
+    return out
+
+
 def slugify_segment(text: str) -> str:
-    folded = unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode("ascii")
-    return _NON_ALNUM.sub("-", folded.lower()).strip("-")
+    out: list[str] = []
+    gap = False
+    for ch in _fold(text):
+        cat = unicodedata.category(ch)[0]
+        if cat in "LN" or (cat == "M" and out and not gap):
+            if gap and out:
+                out.append("-")
+            gap = False
+            out.append(ch)
+        else:
+            gap = True
+    return "".join(out)
 
 
 def slugify(text: str) -> str:
     parts = (slugify_segment(p) for p in text.split("/"))
     return "/".join(p for p in parts if p)
+
+
+def _ascii_segment(text: str) -> str:
+    folded = unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode("ascii")
+    return _NON_ALNUM.sub("-", folded.lower()).strip("-")
+
+
+def ascii_slug(text: str) -> str:
+    parts = (_ascii_segment(p) for p in text.split("/"))
+    return "/".join(p for p in parts if p)
+
+
+def is_path_like(slug: str) -> bool:
+    return "\\" in slug or any(seg.strip() in (".", "..") for seg in slug.split("/"))
+
+
+def path_slug_error(what: str, value: str) -> VerbError:
+    shown = value.strip()[:80]
+    why = f"{what} {shown!r} is a file-system path, not a page slug: {SLUG_GRAMMAR}"
+    instead = (
+        f"pass the {what} as the slug of the page you mean (list_pages or entity(name) show existing "
+        "slugs); relative paths are not resolved, so no slug is guessed from this one."
+    )
+    return VerbError(
+        "invalid_params",
+        f"{what} {shown!r} is a path, not a page slug.",
+        f"Problem: {what} {shown!r} holds a segment that is one dot or two dots, or a backslash. Cause: {SLUG_GRAMMAR} "
+        f"Fix: {instead}",
+        why=why,
+        detail={"field": "slug" if what == "slug" else "links", "reason": "path_slug", "value": shown},
+        fix=Fix(why=instead),
+        klass="caller",
+    )
 
 
 def is_canonical_slug(slug: str) -> bool:

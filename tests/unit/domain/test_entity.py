@@ -1,19 +1,27 @@
-"""entity(name): resolution ranks and ties, suggestions, misses and the full card incl. privacy.
+"""entity(name): resolution ranks and ties, suggestions, misses and the full card incl. privacy;
+the one resolution it shares with remember and recall; fact-only cards; names in every script.
 
-Runs the tool's `run` over the real local stores (in-memory SQLite) with a FixedClock.
+Runs the tool's `run` over the real local stores (in-memory SQLite) with a FixedClock; the tests
+marked `both backends` run again over DynamoDB Local + the OpenSearch node (delta_backends).
 """
 
 from __future__ import annotations
 
-from datetime import timedelta
+import uuid
+from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
+from tests.unit.domain.delta_backends import BACKENDS, open_deps
 
+from fleetmem.adapters.local.clock import FixedClock
 from fleetmem.errors import VerbError
+from fleetmem.memory import indexing
 from fleetmem.memory.entities import canonicalize_entity
-from fleetmem.memory.verbs import entity, put_page
-from fleetmem.models import Fact
+from fleetmem.memory.verbs import entity, put_page, recall, remember
+from fleetmem.models import Caller, Fact
 from fleetmem.ports import CallContext
+from fleetmem.timefmt import to_ms
 
 
 def put(deps, caller, slug, content="", **kw):
@@ -344,3 +352,181 @@ def test_entity_is_a_read_only_verb_on_the_verbs_surface():
     assert spec.annotations.get("readOnlyHint") is True
     assert spec.description.startswith("MEMORY VERB (v1):")
     assert spec.input_schema()["required"] == ["name"]
+
+
+# --- one resolution for remember, recall and entity -------------------------------------------
+
+
+def save(deps, caller, name, fact, **kw):
+    args = {"fact": fact, "provenance": "chat", "entity": name, **kw}
+    return remember.run(deps, caller, remember.RememberParams.model_validate(args), CallContext("t")).body
+
+
+def recalled(deps, caller, name):
+    body = recall.run(deps, caller, recall.RecallParams.model_validate({"entity": name}), CallContext("t")).body
+    return [f["fact"] for f in body["facts"]]
+
+
+def test_a_bare_token_resolves_for_entity_as_it_does_for_remember_and_recall(deps, remote_caller):
+    put(deps, remote_caller, "people/zora-quill", "---\ntitle: Zora Quill\n---\nZora designs engines.")
+    assert save(deps, remote_caller, "Zora", "Zora prefers tea")["entity_slug"] == "people/zora-quill"
+    assert recalled(deps, remote_caller, "Zora") == ["Zora prefers tea"]
+    body = lookup(deps, remote_caller, "Zora")
+    assert body["found"] is True
+    assert body["card"]["entity"]["slug"] == "people/zora-quill"
+    assert body["card"]["page"] is True and body["card"]["active_fact_count"] == 1
+
+
+def test_an_entity_with_facts_but_no_page_has_a_fact_only_card(deps, remote_caller):
+    save(deps, remote_caller, "Dana Vance", "Dana will send the contract by Friday", kind="commitment")
+    save(deps, remote_caller, "Dana Vance", "Dana lives in Lisbon")
+    body = lookup(deps, remote_caller, "dana vance")
+    assert body["found"] is True and body["suggestions"] == []
+    card = body["card"]
+    assert card["entity"] == {"slug": "dana-vance", "title": "dana vance", "type": None}
+    assert card["page"] is False
+    assert card["active_fact_count"] == 2
+    assert [t["text"] for t in card["open_threads"]] == ["Dana will send the contract by Friday"]
+    assert card["open_threads"][0]["kind"] == "commitment"
+    assert (card["edges"], card["backlink_count"], card["aka"], card["summary"]) == ([], 0, [], "")
+    assert entity.EntityResult.model_validate(body)  # the advertised result shape
+
+
+def test_a_fact_only_card_takes_its_type_from_the_slug_folder_and_its_title_from_the_slug(deps, remote_caller):
+    save(deps, remote_caller, "people/ivo-brandt", "Ivo joined in May")
+    card = lookup(deps, remote_caller, "people/ivo-brandt")["card"]
+    assert card["entity"] == {"slug": "people/ivo-brandt", "title": "ivo brandt", "type": "person"}
+
+
+def test_a_fact_only_card_lists_pages_that_link_to_it(deps, remote_caller):
+    save(deps, remote_caller, "projects/orion", "Orion ships in March")
+    put(deps, remote_caller, "people/lead", "Leads Orion.", links=[{"type": "leads", "target": "projects/orion"}])
+    card = lookup(deps, remote_caller, "projects/orion")["card"]
+    assert card["page"] is False and card["entity"]["type"] == "project"
+    assert card["edges"] == [{"type": "leads", "direction": "in", "slug": "people/lead", "context": None}]
+    assert card["backlink_count"] == 1
+
+
+def test_the_fact_only_card_is_where_remember_filed_the_facts_even_when_pages_tie(deps, remote_caller, clock):
+    put(deps, remote_caller, "people/jordan-a", "---\naliases: [Jordan]\n---\nFirst.")
+    clock.advance(minutes=1)
+    put(deps, remote_caller, "people/jordan-b", "---\naliases: [Jordan]\n---\nSecond.")
+    assert save(deps, remote_caller, "Jordan", "Jordan asked for a demo")["entity_slug"] == "jordan"
+    body = lookup(deps, remote_caller, "Jordan")
+    assert body["card"]["entity"]["slug"] == "jordan" and body["card"]["page"] is False
+    assert slugs(body["suggestions"]) == ["people/jordan-b", "people/jordan-a"]
+    assert recalled(deps, remote_caller, "Jordan") == ["Jordan asked for a demo"]
+
+
+def test_private_facts_never_make_a_fact_only_card_for_a_remote_caller(deps, remote_caller, local_caller):
+    save(deps, local_caller, "Quiet Person", "Quiet Person is on leave", visibility="private")
+    assert lookup(deps, remote_caller, "Quiet Person")["found"] is False
+    assert lookup(deps, local_caller, "Quiet Person")["card"]["active_fact_count"] == 1
+
+
+@pytest.mark.parametrize("name", ["!!!///???", "—", "🚀🚀"])
+def test_a_name_with_no_letter_or_digit_is_invalid_params_everywhere(deps, remote_caller, name):
+    for call in (
+        lambda: lookup(deps, remote_caller, name),
+        lambda: save(deps, remote_caller, name, "Something happened"),
+        lambda: recalled(deps, remote_caller, name),
+    ):
+        with pytest.raises(VerbError) as err:
+            call()
+        assert err.value.code == "invalid_params"
+        assert err.value.fix is not None and err.value.fix.mcp is None  # nothing guessed to run
+        assert "letter or digit" in err.value.suggestion
+    assert deps.facts.recent("t1", now=deps.clock.now(), world_only=False, limit=10) == []
+
+
+def test_a_name_of_symbols_still_resolves_when_a_page_has_it_as_an_alias(deps, remote_caller):
+    put(deps, remote_caller, "topics/question-marks", "---\naliases: ['???']\n---\nPunctuation.")
+    assert save(deps, remote_caller, "???", "Three marks")["entity_slug"] == "topics/question-marks"
+    assert lookup(deps, remote_caller, "???")["card"]["entity"]["slug"] == "topics/question-marks"
+
+
+def test_latency_ms_is_a_whole_number_of_at_least_one(deps, remote_caller):
+    # rounded up from a positive duration, so a sub-millisecond call reports 1, never 0
+    for name in ("Nobody Here", "Zora"):
+        assert lookup(deps, remote_caller, name)["latency_ms"] >= 1
+
+
+def test_card_summaries_strip_markup_but_keep_intraword_underscores_and_asterisks(deps, remote_caller):
+    put(
+        deps, remote_caller, "topics/verbs",
+        "MEMORY_VERBS is the **frozen** spec for `snake_case_name` and *all* _seven_ verbs, 2*3*4 ways.",
+    )
+    assert lookup(deps, remote_caller, "topics/verbs")["card"]["summary"] == (
+        "MEMORY_VERBS is the frozen spec for snake_case_name and all seven verbs, 2*3*4 ways."
+    )
+
+
+# --- names in every script, on both adapter sets -------------------------------------------------
+
+
+@pytest.fixture
+def bdeps(request: pytest.FixtureRequest) -> Any:
+    clock = FixedClock(to_ms(datetime.now(UTC)))  # DynamoDB Local runs TTLs on the wall clock
+    backend = getattr(request, "param", "sqlite")
+    with open_deps(backend, request, clock) as d:
+        d.test_tenant = "t-" + uuid.uuid4().hex[:12]  # a fresh tenant per test (shared tables)
+        yield d
+
+
+def _caller(d: Any) -> Caller:
+    return Caller(tenant=d.test_tenant, client_id="agent-a", scopes=frozenset({"read", "write"}), remote=True)
+
+
+NAMES = [("北京办公室", "北京办公室"), ("Сергей Иванов", "сергей-иванов"), ("محمد علي", "محمد-علي"),
+         ("Łukasz Müller", "łukasz-müller")]
+
+
+@pytest.mark.parametrize("bdeps", BACKENDS, indirect=True)
+def test_names_in_every_script_are_filed_found_and_carded(bdeps):
+    caller = _caller(bdeps)
+    for name, slug in NAMES:
+        assert save(bdeps, caller, name, f"{name} signed the lease")["entity_slug"] == slug
+        assert recalled(bdeps, caller, name) == [f"{name} signed the lease"]
+        body = lookup(bdeps, caller, name)
+        assert body["found"] is True, name
+        assert body["card"]["entity"] == {"slug": slug, "title": name, "type": None}
+        assert body["card"]["active_fact_count"] == 1
+
+
+@pytest.mark.parametrize("bdeps", BACKENDS, indirect=True)
+def test_pages_with_multibyte_slugs_at_the_length_limit_are_stored_indexed_and_found(bdeps):
+    caller = _caller(bdeps)
+    long_slug = "offices/" + "北" * 100 + "/" + "京" * 91  # 200 characters, 584 UTF-8 bytes
+    for slug in ("offices/北京办公室", "people/сергей-иванов", long_slug):
+        put(bdeps, caller, slug, "---\ntitle: Office\n---\nThe office opens at nine.")
+        page = bdeps.pages.get(caller.tenant, slug)
+        assert page is not None and page.slug == slug
+        bdeps.search.replace_page(caller.tenant, slug, indexing.docs_for_page(page))  # the stream indexer's write
+        assert save(bdeps, caller, slug, "Rent is due monthly")["entity_slug"] == slug
+        card = lookup(bdeps, caller, slug)["card"]
+        assert (card["entity"]["slug"], card["page"], card["active_fact_count"]) == (slug, True, 1)
+    client = getattr(bdeps.search, "client", None)
+    if client is not None:  # OpenSearch: make the writes searchable now
+        client.indices.refresh(index=bdeps.search.index)
+    found = recall.run(
+        bdeps, caller, recall.RecallParams.model_validate({"query": "office opens nine"}), CallContext("t")
+    ).body
+    assert {"offices/北京办公室", "people/сергей-иванов", long_slug} <= {r["slug"] for r in found["results"]}
+    bdeps.search.delete_page(caller.tenant, long_slug)
+
+
+@pytest.mark.parametrize("bdeps", BACKENDS, indirect=True)
+def test_a_bare_token_in_cyrillic_resolves_to_the_only_people_page(bdeps):
+    caller = _caller(bdeps)
+    put(bdeps, caller, "people/сергей-иванов", "Sergei.")
+    assert save(bdeps, caller, "Сергей", "Sergei moved to Riga")["entity_slug"] == "people/сергей-иванов"
+    assert lookup(bdeps, caller, "Сергей")["card"]["entity"]["slug"] == "people/сергей-иванов"
+    assert recalled(bdeps, caller, "сергей") == ["Sergei moved to Riga"]
+
+
+def test_accented_names_still_find_pages_whose_slugs_were_written_without_accents(deps, remote_caller):
+    put(deps, remote_caller, "people/jose-garcia", "José.")
+    put(deps, remote_caller, "people/zoe-muller", "Zoë.")
+    assert canonicalize_entity(deps, "t1", "José").slug == "people/jose-garcia"
+    assert canonicalize_entity(deps, "t1", "people/Zoë Müller").slug == "people/zoe-muller"
+    assert lookup(deps, remote_caller, "José")["card"]["entity"]["slug"] == "people/jose-garcia"

@@ -2,9 +2,22 @@
 
 from __future__ import annotations
 
+import unicodedata
+
 import pytest
 
-from fleetmem.memory.slugs import is_canonical_slug, last_segment, normalize_alias, slugify, slugify_segment
+from fleetmem.errors import VerbError
+from fleetmem.memory.slugs import (
+    ascii_slug,
+    is_canonical_slug,
+    is_path_like,
+    last_segment,
+    normalize_alias,
+    path_slug_error,
+    slug_size_problem,
+    slugify,
+    slugify_segment,
+)
 
 
 @pytest.mark.parametrize(
@@ -12,7 +25,16 @@ from fleetmem.memory.slugs import is_canonical_slug, last_segment, normalize_ali
     [
         ("Alice Example", "alice-example"),
         ("People/Alice Example", "people/alice-example"),
-        ("Zoë Müller!", "zoe-muller"),
+        ("Zoë Müller!", "zoë-müller"),
+        ("Łukasz Müller", "łukasz-müller"),
+        ("北京办公室", "北京办公室"),
+        ("Сергей Иванов", "сергей-иванов"),
+        ("محمد علي", "محمد-علي"),
+        ("नमस्ते दुनिया", "नमस्ते-दुनिया"),  # combining marks (virama, vowel signs) stay in their word
+        ("Offices/北京 办公室", "offices/北京-办公室"),
+        ("ＡＢＣ１２３", "abc123"),  # NFKC: full-width forms
+        ("Straße", "strasse"),  # casefolded
+        ("!!!///???", ""),
         ("  --Acme,  Inc.--  ", "acme-inc"),
         ("companies//acme/", "companies/acme"),
         ("a___b...c", "a-b-c"),
@@ -42,3 +64,51 @@ def test_aliases_are_casefolded_and_whitespace_collapsed():
 def test_last_segment_is_the_leaf_of_the_path():
     assert last_segment("people/alice-example") == "alice-example"
     assert last_segment("acme") == "acme"
+
+
+def test_slugify_is_idempotent_over_the_first_three_planes():
+    # canonical means "equal to its slugified form": that must hold for whatever slugify returns
+    # (the planes past 0x2FFFF hold no letters whose NFKC or case folding changes)
+    for cp in range(0x30000):
+        if 0xD800 <= cp < 0xE000:
+            continue
+        for text in ("a" + chr(cp) + chr(cp),):
+            slug = slugify(text)
+            assert slugify(slug) == slug, (hex(cp), text, slug)
+            assert not slug or is_canonical_slug(slug)
+
+
+def test_a_slug_keeps_only_letters_digits_and_marks_after_them():
+    for ch in slugify("Ünïcödé — 東京/Ωμέγα 42 ✓ 🚀 نص"):
+        assert ch in "-/" or unicodedata.category(ch)[0] in "LNM"
+    assert slugify("\u0301x") == "x"  # a combining mark with no base letter is not a word
+
+
+def test_the_ascii_spelling_folds_accents_and_drops_other_scripts():
+    assert ascii_slug("Zoë Müller") == "zoe-muller"
+    assert ascii_slug("Сергей") == ""
+
+
+def test_size_limits_count_characters_not_bytes():
+    assert slug_size_problem("北" * 100) is None  # 300 UTF-8 bytes, 100 characters
+    assert slug_size_problem("北" * 101) is not None
+    assert slug_size_problem("/".join(["北" * 100, "京" * 99])) is None
+    assert slug_size_problem("/".join(["北" * 100, "京" * 100])) is not None  # 201 characters
+
+
+@pytest.mark.parametrize("slug", ["../../etc/passwd", "./x", "people/../x", "a\\b", "people/ .. /x"])
+def test_paths_are_recognised(slug):
+    assert is_path_like(slug)
+
+
+@pytest.mark.parametrize("slug", ["people/alice", "a.b/c", "...", "notes/v1.2"])
+def test_dots_inside_a_segment_are_not_a_path(slug):
+    assert not is_path_like(slug)
+
+
+def test_a_path_is_refused_with_the_grammar_and_no_call_to_run():
+    err = path_slug_error("slug", "../../etc/passwd")
+    assert isinstance(err, VerbError) and err.code == "invalid_params"
+    assert err.fix is not None and err.fix.mcp is None and err.fix.amend is None and err.fix.argv is None
+    assert "etc/passwd'" not in err.suggestion.replace("../../etc/passwd", "")  # no guessed slug
+    assert "any script" in err.suggestion

@@ -124,3 +124,42 @@ def test_a_slug_shaped_name_is_matched_by_its_last_segment_not_its_folder(deps, 
     (notice,) = [n for n in out.notices if n.code == "new_entity"]
     assert "people/bobby-tables" in notice.why
     assert "people/alice-example" not in notice.why
+
+
+# --- slugs that are paths are refused, never folded into a guess ----------------------------------
+
+
+def _refused(call):
+    with pytest.raises(VerbError) as err:
+        call()
+    assert err.value.code == "invalid_params"
+    fix = err.value.fix
+    assert fix is not None and fix.mcp is None and fix.amend is None and fix.argv is None  # nothing to run
+    assert "etc/passwd\"" not in err.value.suggestion and "'etc/passwd'" not in err.value.suggestion
+    assert "any script" in err.value.suggestion  # the grammar is explained instead
+    return err.value
+
+
+@pytest.mark.parametrize("slug", ["../../etc/passwd", "./etc/passwd", "people/../etc/passwd", "etc\\passwd"])
+def test_a_path_slug_is_refused_without_a_guessed_slug(deps, remote_caller, slug):
+    from fleetmem.memory.verbs import delete_page, get_page
+
+    _refused(lambda: put(deps, remote_caller, slug, "Body."))
+    _refused(lambda: get_page.run(deps, remote_caller, get_page.GetPageParams(slug=slug), CTX))
+    _refused(lambda: delete_page.run(deps, remote_caller, delete_page.DeletePageParams(slug=slug), CTX))
+    assert deps.pages.list("t1", world_only=False, limit=10) == []
+
+
+def test_a_path_link_target_is_refused_and_nothing_is_stored(deps, remote_caller):
+    link = {"type": "see", "target": "../../etc/passwd"}
+    _refused(lambda: put(deps, remote_caller, "notes/a", "Body.", links=[link]))
+    _refused(lambda: put(deps, remote_caller, "notes/a", "See [[../../etc/passwd]] for more."))
+    assert deps.pages.get("t1", "notes/a") is None
+
+
+def test_a_slug_in_another_script_is_canonical_and_a_sloppy_one_still_gets_its_slug_form(deps, remote_caller):
+    assert put(deps, remote_caller, "offices/北京办公室", "Body.")["status"] == "created"
+    assert put(deps, remote_caller, "people/сергей-иванов", "Body.")["status"] == "created"
+    with pytest.raises(VerbError) as err:
+        put(deps, remote_caller, "People/Сергей Иванов", "Body.")
+    assert err.value.fix is not None and err.value.fix.mcp["arguments"]["slug"] == "people/сергей-иванов"

@@ -7,9 +7,11 @@
   `SearchHits.vector_error`, the keyword arm is kept.
 - Writes come from the stream indexer, not the request path: `write_through = False` (D11).
 - Every document carries `doc_key` (`tenant|doc_id`, a keyword). Two flavours write differently:
-  `domain` (a managed domain) uses `doc_key` as the document `_id`, so a re-delivered write
-  overwrites in one `_bulk`; `serverless` (a VECTORSEARCH collection, which generates every `_id`
-  and has no `_delete_by_query`) first looks the batch's keys up (one terms search), then
+  `domain` (a managed domain) uses `doc_key` as the document `_id` (`domain_id`: its SHA-256 when
+  the key is over OpenSearch's 512-byte `_id` limit, as a 200-character slug in a multibyte
+  script can make it), so a re-delivered write overwrites in one `_bulk`; `serverless` (a
+  VECTORSEARCH collection, which generates every `_id` and has no `_delete_by_query`) first looks
+  the batch's keys up (one terms search), then
   re-indexes with the `_id` it found, or without one for a new doc, and deletes by found `_id`.
   Duplicates a race leaves there (two deliveries that both found nothing) are folded on the next
   lookup of that key, and search answers carry each doc once. Page deletes on both flavours find
@@ -22,6 +24,7 @@ to cosine so the domain's thresholds (e.g. high_vector_match ≥ 0.80) mean the 
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -53,6 +56,18 @@ def doc_key(tenant: str, doc_id: str) -> str:
     """A document's identity in the index (`doc_key` field; the `_id` on a managed domain): doc
     ids repeat across tenants, so the tenant is part of it."""
     return f"{tenant}|{doc_id}"
+
+
+#: OpenSearch refuses a document `_id` longer than this many UTF-8 bytes
+ID_MAX_BYTES = 512
+
+
+def domain_id(key: str) -> str:
+    """The `_id` of the doc with this `doc_key` on a managed domain: the key itself, or (over the
+    limit) "h:" + its SHA-256, which never equals a key (every key holds a "|")."""
+    if len(key.encode("utf-8")) <= ID_MAX_BYTES:
+        return key
+    return "h:" + hashlib.sha256(key.encode("utf-8")).hexdigest()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -210,7 +225,7 @@ def bulk_body(
         key = doc_key(doc.tenant, doc.doc_id)
         header: dict[str, Any] = {"_index": index}
         if found is None:
-            header["_id"] = key
+            header["_id"] = domain_id(key)
         else:
             ids = list(found.get(key, ()))
             if ids:
@@ -219,7 +234,7 @@ def bulk_body(
         lines += [{"index": header}, doc_source(doc, model_id=model_id)]
     for tenant, doc_id in deletes:
         key = doc_key(tenant, doc_id)
-        for _id in [key] if found is None else found.get(key, ()):
+        for _id in [domain_id(key)] if found is None else found.get(key, ()):
             lines.append({"delete": {"_index": index, "_id": _id}})
     return lines
 

@@ -1,9 +1,19 @@
 """`entity(name)` — one known person/company/project card; never errors for data reasons.
 
 Public API: `EntityParams`, `run(deps, caller, params, ctx) -> Outcome`, `SPEC` (registered).
-Response `{protocol_version, found, latency_ms, card?, suggestions[]}`: a hit carries the best
-match's card (`fleetmem.memory.cards.build_card`) and up to 3 runners-up (`create_safety: exists`);
-a miss carries `found: false` and up to 3 keyword near-misses (`entities.near_misses`).
+Response `{protocol_version, found, latency_ms, card?, suggestions[]}`. The name is resolved by
+`entities.resolve_entity`, the resolution remember and recall use, so the card is the entity a
+fact about this name is filed under:
+- the name resolves to a page (alias, exact title, slug, or a bare token such as "Zora" for the
+  only `people/zora-…` page): that page's card (`cards.build_card`, `page: true`);
+- otherwise, when active facts visible to the caller are filed under the name's own slug: the
+  fact-only card (`cards.fact_card`, `page: false`), with the pages that also match as suggestions;
+- otherwise the best-ranked page (alias, title or slug tie broken by recency, or a slug suffix);
+- a hit carries up to 3 runners-up (`create_safety: exists`); a miss carries `found: false` and up
+  to 3 keyword near-misses (`entities.near_misses`).
+A name with no letter or digit that no page has as title or alias is `invalid_params`
+(`entities.require_slug`), like an empty name. `latency_ms` is the op-layer wall time rounded UP
+to whole milliseconds (so it is at least 1).
 Remote callers never resolve a private page (resolution runs world-only for them).
 Near-misses count prefix matches too ("Pri" suggests "Priya Raman"). A name longer than 300
 characters (the longest title; D16) cannot name a page: it is a miss (suggestions from its first
@@ -12,18 +22,19 @@ characters (the longest title; D16) cannot name a page: it is a miss (suggestion
 
 from __future__ import annotations
 
+import math
 import time
 
 from pydantic import ConfigDict, Field
 
 from fleetmem.errors import Fix, Outcome, VerbError
-from fleetmem.memory.cards import build_card, read_card
+from fleetmem.memory.cards import build_card, fact_card, read_card
 from fleetmem.memory.common import Params
-from fleetmem.memory.entities import near_misses, resolve_entity
+from fleetmem.memory.entities import near_misses, require_slug, resolve_entity
 from fleetmem.memory.registry import ToolSpec, register
 from fleetmem.models import Caller, Card, Wire
 from fleetmem.ports import CallContext, Deps
-from fleetmem.protocol import PROTOCOL_VERSION, CreateSafety
+from fleetmem.protocol import PROTOCOL_VERSION, SUGGESTIONS_MAX, CreateSafety
 
 TOOL = "entity"
 
@@ -69,30 +80,45 @@ def _empty_name_error() -> VerbError:
     )
 
 
+def _suggested(candidates: list) -> list[dict]:
+    return [
+        {"slug": c.head.slug, "title": c.head.title, "type": c.head.type, "create_safety": "exists"}
+        for c in candidates
+    ]
+
+
 def run(deps: Deps, caller: Caller, params: EntityParams, ctx: CallContext) -> Outcome:
     started = time.perf_counter()
     name = (params.name or "").strip()
     if not name:
         raise _empty_name_error()
     world_only = caller.remote
-    resolution = resolve_entity(deps, caller.tenant, name, world_only=world_only)
+    tenant = caller.tenant
+    res = resolve_entity(deps, tenant, name, world_only=world_only)
+    target = res.target
+    require_slug(TOOL, name, target)
     body: dict = {"protocol_version": PROTOCOL_VERSION, "found": False}
-    page = None
     now = deps.clock.now()
-    if resolution.best is not None:
-        page, inputs = read_card(deps, caller.tenant, resolution.best.head.slug, world_only=world_only, now=now)
-        if page is not None and world_only and page.visibility != "world":
-            page = None
-    if page is not None:
+    card: dict | None = None
+    suggestions: list[dict] = []
+    if target.page is None and target.slug:
+        _, inputs = read_card(deps, tenant, target.slug, world_only=world_only, now=now, with_page=False)
+        if inputs.active_fact_count > 0:
+            card = fact_card(deps, tenant, target.slug, name, inputs, world_only=world_only)
+            candidates = [c for c in [res.best, *res.runners_up] if c is not None]
+            suggestions = _suggested(candidates[:SUGGESTIONS_MAX])
+    if card is None and res.best is not None:
+        page, inputs = read_card(deps, tenant, res.best.head.slug, world_only=world_only, now=now)
+        if page is not None and not (world_only and page.visibility != "world"):
+            card = build_card(deps, tenant, page, world_only=world_only, now=now, inputs=inputs)
+            suggestions = _suggested(res.runners_up)
+    if card is not None:
         body["found"] = True
-        body["card"] = build_card(deps, caller.tenant, page, world_only=world_only, now=now, inputs=inputs)
-        body["suggestions"] = [
-            {"slug": c.head.slug, "title": c.head.title, "type": c.head.type, "create_safety": "exists"}
-            for c in resolution.runners_up
-        ]
+        body["card"] = card
     else:
-        body["suggestions"] = near_misses(deps, caller.tenant, name, world_only=world_only)
-    body["latency_ms"] = int((time.perf_counter() - started) * 1000)
+        suggestions = near_misses(deps, tenant, name, world_only=world_only)
+    body["suggestions"] = suggestions
+    body["latency_ms"] = max(1, math.ceil((time.perf_counter() - started) * 1000))
     return Outcome(body=body)
 
 

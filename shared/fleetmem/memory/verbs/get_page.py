@@ -19,7 +19,7 @@ from fleetmem.errors import Fix, Outcome, VerbError
 from fleetmem.memory.common import Params, too_long
 from fleetmem.memory.pagefmt import render_page_content, strip_private
 from fleetmem.memory.registry import ToolSpec, register
-from fleetmem.memory.slugs import last_segment, slug_size_problem
+from fleetmem.memory.slugs import is_path_like, last_segment, path_slug_error, slug_size_problem
 from fleetmem.models import Caller, Page, Wire
 from fleetmem.ports import CallContext, Deps
 from fleetmem.protocol import MENTION_LINK_TYPE, PROTOCOL_VERSION, Visibility
@@ -49,7 +49,9 @@ def page_not_found(slug: str) -> VerbError:
 
 
 def visible_page(deps: Deps, caller: Caller, slug: str) -> Page | None:
-    """The page a caller may see; a slug over the size limits (D16) is `invalid_params`."""
+    """The page a caller may see; a slug over the size limits (D16) or a path ("../x") is `invalid_params`."""
+    if is_path_like(slug):
+        raise path_slug_error("slug", slug)
     problem = slug_size_problem(slug.strip())
     if problem:
         raise too_long(

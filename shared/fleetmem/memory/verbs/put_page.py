@@ -7,8 +7,11 @@ Public API: `PutPageParams`, `run(deps, caller, params, ctx) -> Outcome`, `SPEC`
   aliases, summary, visibility (world|private), links [{type, target, context}], timeline
   [{date, text}]; other keys are kept verbatim in `Page.frontmatter`. Explicit arguments of the
   same names override the frontmatter. `[[slug]]` in the body become `mentions` links.
-- `slug` must already be in slugified form (lowercase a-z0-9 and "-" per "/" segment); otherwise
-  invalid_params whose fix carries the slugified slug. Link targets are slugified.
+- `slug` must already be in slugified form (`slugs.SLUG_GRAMMAR`: lowercase letters and digits of any
+  script and "-" per "/" segment); otherwise invalid_params whose fix carries the slugified slug. A
+  path ("." or ".." segment, backslash) is invalid_params WITHOUT a guessed slug. Link targets
+  (frontmatter links and `[[...]]` mentions) are slugified; a target that is a path is refused the
+  same way (never stored as the folded "x" of "../../x").
 - title: argument > frontmatter > first `# ` heading > the last slug segment.
 - Size limits (D16), checked before anything is stored: slug <= 200 characters with each segment
   <= 100; a given title (argument or frontmatter) <= 300 (a title taken from the first heading is
@@ -38,7 +41,16 @@ from fleetmem.errors import Fix, Outcome, PortError, TooLarge, VerbError
 from fleetmem.memory import common, indexing
 from fleetmem.memory.pagefmt import PageFormatError, clip, first_h1, mentions, parse_page_content
 from fleetmem.memory.registry import ToolSpec, register
-from fleetmem.memory.slugs import is_canonical_slug, last_segment, shorten_slug, slug_size_problem, slugify
+from fleetmem.memory.slugs import (
+    SLUG_GRAMMAR,
+    is_canonical_slug,
+    is_path_like,
+    last_segment,
+    path_slug_error,
+    shorten_slug,
+    slug_size_problem,
+    slugify,
+)
 from fleetmem.models import AuditEvent, Caller, Link, Page, TimelineEntry, Wire
 from fleetmem.ports import CallContext, Deps
 from fleetmem.protocol import (
@@ -174,6 +186,8 @@ def _links(params: PutPageParams, raw: Any, slug: str) -> list[Link]:
                 cause="links are [{type, target, context}] with target a page slug.",
                 field="links", value=None, drop=True,
             )
+        if is_path_like(str(item["target"])):
+            raise path_slug_error("link target", str(item["target"]))
         target = slugify(str(item["target"]))
         if not target or target == slug:
             continue
@@ -311,6 +325,8 @@ def _same(a: Page, b: Page) -> bool:
 
 def run(deps: Deps, caller: Caller, params: PutPageParams, ctx: CallContext) -> Outcome:
     raw_slug = (params.slug or "").strip()
+    if is_path_like(raw_slug):
+        raise path_slug_error("slug", raw_slug)
     too_long = slug_size_problem(raw_slug) and slug_size_problem(slugify(raw_slug) or raw_slug)
     if too_long:
         raise _slug_too_long(slugify(raw_slug) or raw_slug, too_long)
@@ -319,7 +335,7 @@ def run(deps: Deps, caller: Caller, params: PutPageParams, ctx: CallContext) -> 
         raise _bad(
             params, f"slug {raw_slug!r} is not a valid page slug.",
             problem=f"The slug {raw_slug!r} is not in slug form.",
-            cause="slugs are lowercase path segments of a-z, 0-9 and '-', separated by '/'.",
+            cause=SLUG_GRAMMAR[0].upper() + SLUG_GRAMMAR[1:],
             field="slug", value=fixed,
         )
     slug = raw_slug
@@ -370,6 +386,8 @@ def run(deps: Deps, caller: Caller, params: PutPageParams, ctx: CallContext) -> 
     links = _links(params, pick("links"), slug)
     explicit_mentions = {(link.target) for link in links if link.type == MENTIONS}
     for target in mentions(body):
+        if is_path_like(target):
+            raise path_slug_error("link target", target)
         target_slug = slugify(target)
         if target_slug and target_slug != slug and target_slug not in explicit_mentions:
             explicit_mentions.add(target_slug)

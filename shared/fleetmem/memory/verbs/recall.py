@@ -5,10 +5,12 @@ Public API: `RecallParams`, `RecallResult`, `run(deps, caller, params, ctx) -> O
 `fact_item(fact) -> dict` (the legacy facts[] item; other verbs may reuse it),
 `fact_status(fact, now) -> dict` (`status` and, where they apply, `superseded_by`/`expired_at`).
 
-Facts arm — exactly one filter applies: entity > session_id > since > none. With no filter and a
-query, facts are ranked by hybrid relevance to the query (D13: RRF of the keyword and vector arms
-over fact docs; the vector arm ranks every fact, so this orders rather than filters); with no
-filter and no query, the most recent facts come first. Only active facts (not forgotten, not
+Facts arm — exactly one filter applies: entity > session_id > since > none. The entity filter
+resolves the name as remember files it (`entities.canonicalize_entity`); a name with no letter or
+digit that no page has as title or alias is `invalid_params` (`entities.require_slug`). With no
+filter and a query, facts are ranked by hybrid relevance to the query (D13: RRF of the keyword and
+vector arms over fact docs; the vector arm ranks every fact, so this orders rather than filters);
+with no filter and no query, the most recent facts come first. Only active facts (not forgotten, not
 superseded, not past `valid_until`) unless `include_expired`; then every fact item also carries
 `status` (active | forgotten | superseded | expired) and, where they apply, `superseded_by` (the
 replacing fact's id) and `expired_at` (when it stopped being live: the forget or supersession
@@ -45,7 +47,7 @@ from fleetmem.memory.common import (
     parse_since,
     world_only,
 )
-from fleetmem.memory.entities import canonicalize_entity
+from fleetmem.memory.entities import canonicalize_entity, require_slug
 from fleetmem.memory.indexing import chunk_display
 from fleetmem.memory.registry import ToolSpec, register
 from fleetmem.models import BudgetFields, Caller, Fact, FactItem, Wire
@@ -213,7 +215,9 @@ def _facts_arm(
     now = deps.clock.now()
     active_only = not params.include_expired
     if params.entity and params.entity.strip():
-        slug = canonicalize_entity(deps, caller.tenant, params.entity.strip(), world_only=world).slug
+        target = canonicalize_entity(deps, caller.tenant, params.entity.strip(), world_only=world)
+        require_slug(TOOL, params.entity, target)
+        slug = target.slug
         facts = (
             deps.facts.by_entity(
                 caller.tenant, slug, now=now, active_only=active_only, world_only=world, limit=limit

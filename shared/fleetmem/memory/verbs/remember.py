@@ -56,7 +56,7 @@ from fleetmem.memory.common import (
     normalize_text,
     too_long,
 )
-from fleetmem.memory.entities import EntityTarget, canonicalize_entity, near_misses
+from fleetmem.memory.entities import EntityTarget, canonicalize_entity, near_misses, require_slug
 from fleetmem.memory.registry import ToolSpec, register
 from fleetmem.memory.slugs import slug_size_problem, slugify
 from fleetmem.memory.ttl import parse_ttl
@@ -259,6 +259,8 @@ def _check_entity(params: RememberParams) -> None:
 
 
 def _check_slug(params: RememberParams, target: EntityTarget | None) -> None:
+    if target is not None:
+        require_slug(TOOL, params.entity or "", target)
     if target is None or target.page is not None or not target.slug:
         return
     problem = slug_size_problem(target.slug)
