@@ -121,3 +121,13 @@ def test_a_verb_function_failure_becomes_an_internal_envelope(lambda_service, mo
     assert is_error is True
     assert body["code"] == "internal"
     assert "secret" not in json.dumps(body)
+
+
+def test_the_edges_token_fixes_name_the_deployed_stage_and_keep_the_callers_tenant(lambda_service):
+    denied, _ = tool_result("tools_call_remember_read_only_client")
+    argv = denied["fix"]["argv"]
+    assert argv[:5] == ["fleetmem", "token", "create", "--backend", "aws"]
+    assert argv[argv.index("--tenant") + 1] == "acme" and argv[argv.index("--client") + 1] == "auditor"
+    assert argv[argv.index("--scopes") + 1] == "read,write"
+    refused = json.loads(call("mcp", load_event("mcp", "no_authorizer_context"))["body"])
+    assert refused["fix"]["argv"][:5] == ["fleetmem", "token", "create", "--backend", "aws"]
