@@ -125,6 +125,28 @@ def test_a_session_start_remember_precompact_compact_cycle_rehydrates_the_banked
     assert pack["budget_tokens"] == 400 and 0 < pack["budget_used"] <= 400
 
 
+def test_banked_entities_are_newest_first_not_most_mentioned_first(
+    tmp_path: Path, brain: Served, project: Path
+) -> None:
+    env = {**base_env(tmp_path), "CLAUDE_PROJECT_DIR": str(project)}
+    path = transcript(tmp_path / "t.jsonl", [
+        ("user", "Hook Standing first. Then Hook Acme, Hook Acme and Hook Acme again."),
+        ("assistant", "Noted. Hook Alice is the one to ask."),
+    ])
+    event = {"session_id": "newest-first", "transcript_path": str(path), "cwd": str(project),
+             "hook_event_name": "PreCompact", "trigger": "auto"}
+    assert run_hook(env, event).returncode == 0
+    bank = json.loads((tmp_path / "state" / "hook-sessions.json").read_text())
+    assert bank["entries"]["newest-first"]["entities"] == [
+        "people/hook-alice", "companies/hook-acme", "projects/hook-standing"]
+    # a later compaction's entities go before the earlier ones
+    transcript(path, [("user", "Back to Hook Standing.")])
+    assert run_hook(env, event).returncode == 0
+    bank = json.loads((tmp_path / "state" / "hook-sessions.json").read_text())
+    assert bank["entries"]["newest-first"]["entities"] == [
+        "projects/hook-standing", "people/hook-alice", "companies/hook-acme"]
+
+
 def test_the_transcript_is_read_only_from_its_tail(tmp_path: Path, brain: Served, project: Path) -> None:
     env = {**base_env(tmp_path), "CLAUDE_PROJECT_DIR": str(project)}
     cfg = json.loads((project / ".fleetmem.json").read_text())

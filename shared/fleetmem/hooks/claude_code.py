@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from fleetmem.hooks.state import StateFile, now_iso
-from fleetmem.hooks.transcript import DEFAULT_TAIL_BYTES, candidates, read_tail_texts
+from fleetmem.hooks.transcript import DEFAULT_TAIL_BYTES, candidates, last_mentions, read_tail_texts
 from fleetmem.profiles import state_dir
 
 PROJECT_CONFIG = ".fleetmem.json"
@@ -234,8 +234,9 @@ def pre_compact(event: dict[str, Any], cfg: ProjectConfig, lane: Any, log: HookL
         log.info("no candidate names in the transcript tail")
         return []
     replies = lane.call_many([("entity", {"name": name}) for name in names])
-    found: list[str] = []
-    for reply in replies:
+    mentioned = last_mentions(texts)
+    newest: dict[str, float] = {}  # slug -> its newest mention under any of the names that found it
+    for name, reply in zip(names, replies, strict=True):
         if reply.is_error:
             code = reply.body.get("code")
             if code in ("unauthorized", "scope_denied"):
@@ -243,10 +244,11 @@ def pre_compact(event: dict[str, Any], cfg: ProjectConfig, lane: Any, log: HookL
             continue
         card = reply.body.get("card") or {}
         slug = (card.get("entity") or {}).get("slug")
-        if reply.body.get("found") is True and isinstance(slug, str) and slug not in found:
-            found.append(slug)
-        if len(found) >= BANK_CAP:
-            break
+        if reply.body.get("found") is True and isinstance(slug, str):
+            if slug in newest or len(newest) < BANK_CAP:
+                newest[slug] = max(newest.get(slug, 0), mentioned.get(name.lower(), 0))
+    # The best candidates are banked, newest (last mentioned) first, as the rehydration reads them.
+    found = sorted(newest, key=lambda slug: -newest[slug])
     if found:
         project = str(cfg.path.parent) if cfg.path else None
         bank_entities(session_id, found, project)
