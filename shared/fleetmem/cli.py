@@ -25,6 +25,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
+from fleetmem import invocation
 from fleetmem.config import CALL_THREADS_MAX, DEFAULT_CALL_THREADS, ENV_CALL_THREADS, whole_number
 from fleetmem.protocol import CONTRACT_VERSION, PROTOCOL_VERSION, SCOPES, SURFACES, Scope
 
@@ -41,6 +42,9 @@ EXIT_NO_RESULTS = 12
 CALLER_CODES = frozenset({"invalid_params", "provenance_required", "not_found", "unknown_tool", "usage"})
 
 LOCAL_CLIENT_ID = "local"
+#: The tool subcommands that may start a new memory in an empty data directory (they store
+#: something); every other one refuses a data directory without a database.
+STORING_TOOLS = frozenset({"remember", "put_page"})
 ALL_SCOPES: frozenset[Scope] = frozenset(SCOPES)
 
 
@@ -74,12 +78,18 @@ class Output:
 
     @staticmethod
     def err(line: str = "") -> None:
-        sys.stderr.write(line + "\n")
+        # Every command named on stderr (fixes, hints, suggestions) as this machine runs it.
+        sys.stderr.write(invocation.in_text(line) + "\n")
         sys.stderr.flush()
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse that raises instead of exiting, so `--json` can still write its fallback document."""
+    """argparse that raises instead of exiting, so `--json` can still write its fallback document.
+    Options are never abbreviated: `--token fm_x` must not quietly become `--token-file fm_x`."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
         raise CommandFailed("usage", message, f"Check the command: {self.prog} --help", exit_code=EXIT_USAGE)
@@ -108,17 +118,65 @@ def _settings(args: argparse.Namespace, **overrides: Any) -> Any:
         ) from None
 
 
-def _build_deps(settings: Any) -> Any:
+def store_state(settings: Any) -> str:
+    """The local data directory as a command finds it: `ok` (it holds a database), `missing` (no
+    such directory, or no database in it), `file` (the path is not a directory); `ok` off-local."""
+    from fleetmem.adapters.local.sqlite.db import DB_FILENAME
+
+    if settings.backend != "local":
+        return "ok"
+    data_dir = Path(settings.data_dir)
+    if data_dir.exists() and not data_dir.is_dir():
+        return "file"
+    return "ok" if (data_dir / DB_FILENAME).is_file() else "missing"
+
+
+def _data_dir_failure(settings: Any, state: str) -> CommandFailed:
+    data_dir = Path(settings.data_dir)
+    quoted = shlex.quote(str(data_dir))
+    if state == "file":
+        return CommandFailed(
+            "invalid_params",
+            f"The data directory {data_dir} is a file, not a directory; nothing was read or written.",
+            "Pass the directory that holds fleetmem.db (`fleetmem serve` prints it at startup), or the "
+            "path of a new directory for a new memory: --data-dir DIR",
+            exit_code=EXIT_USAGE,
+        )
+    why = "no such directory" if not data_dir.exists() else "no fleetmem.db in it"
+    return CommandFailed(
+        "data_dir_not_found",
+        f"No fleetmem memory in {data_dir} ({why}); nothing was read.",
+        "Check the path: `fleetmem serve` prints its data directory at startup (without --data-dir it is "
+        f"$FLEETMEM_DATA_DIR or the per-user directory). To start a new, empty memory there: "
+        f"fleetmem init --data-dir {quoted}",
+        exit_code=EXIT_USAGE,
+    )
+
+
+def _build_deps(settings: Any, *, creates: bool = False, announce: bool = True) -> Any:
+    """The stores for a command. A command that only reads (`creates=False`) refuses a data
+    directory without a database: a mistyped --data-dir would otherwise read an empty memory and
+    report nothing found. A command that stores (remember, put-page, import, token create) starts a
+    new memory there and says so on stderr."""
     from fleetmem.wiring import build_deps
 
+    state = store_state(settings)
+    if state == "file" or (state == "missing" and not creates):
+        raise _data_dir_failure(settings, state)
     try:
-        return build_deps(settings)
+        deps = build_deps(settings)
     except Exception as exc:  # the store could not be opened: say where and how to fix it
         raise CommandFailed(
             "unavailable",
             f"Could not open the {settings.backend} store: {type(exc).__name__}: {exc}",
             f"Check that the data directory {settings.data_dir} is writable, then run: fleetmem doctor",
         ) from exc
+    if state == "missing" and announce:
+        Output.err(
+            f"Note [data_dir_created]: {settings.data_dir} held no fleetmem memory; a new, empty one was "
+            "started there (a server on another --data-dir does not see it)."
+        )
+    return deps
 
 
 def _local_caller(tenant: str | None) -> Any:
@@ -204,7 +262,7 @@ class ToolCommand:
     def name(self) -> str:
         return cli_name(self.spec.name)
 
-    def summary(self, width: int = 72) -> str:
+    def summary(self) -> str:
         """The description's first sentence (after the `MEMORY VERB (v1):` tag), for `--help` lists;
         synthesize's leading cost warning shrinks to a short `(slow, costs money)` mark."""
         text = " ".join((self.spec.description or "").split())
@@ -213,7 +271,7 @@ class ToolCommand:
         first = re.split(r"(?<!e\.g)(?<!i\.e)\.\s", text, maxsplit=1)[0].rstrip(".")
         if costly:
             first = f"(slow, costs money) {first}"
-        return first if len(first) <= width else first[: width - 1].rstrip() + "…"
+        return first
 
     def add_parser(self, sub: Any, common: _Parser) -> None:
         p = sub.add_parser(
@@ -371,7 +429,7 @@ def _fix_line(fix: dict[str, Any] | None, commands: dict[str, ToolCommand], remo
     if argv is not None:
         if remote and argv[:1] == ["fleetmem"] and argv[1:2] and argv[1] in {c.name for c in commands.values()}:
             argv += remote
-        return shlex.join(argv)
+        return shlex.join(invocation.argv(argv))
     if fix.get("command"):
         return str(fix["command"])
     return None
@@ -522,7 +580,8 @@ def cmd_tool(args: argparse.Namespace, out: Output) -> int:
         from fleetmem.transport.dispatch import dispatch
 
         settings = _settings(args, embedder=embedder) if embedder else _settings(args)
-        result = dispatch(cmd.spec.name, arguments, _local_caller(args.tenant), _build_deps(settings), transport="cli")
+        deps = _build_deps(settings, creates=cmd.spec.name in STORING_TOOLS)
+        result = dispatch(cmd.spec.name, arguments, _local_caller(args.tenant), deps, transport="cli")
         return dict(result.body), result.is_error, render_notices(result.notices)
 
     if cmd.needs_confirmation and not args.yes and arguments.get("dry_run") is not True:
@@ -680,6 +739,8 @@ def cmd_serve(args: argparse.Namespace, out: Output) -> int:
     from fleetmem.transport.http_local import PortUnavailable, run_server
 
     settings = _settings(args)
+    if store_state(settings) == "file":
+        raise _data_dir_failure(settings, "file")
     try:
         run_server(settings, out=sys.stderr)
     except PortUnavailable as exc:
@@ -691,6 +752,28 @@ def cmd_serve(args: argparse.Namespace, out: Output) -> int:
             else "Pick another address or a port of 1024 or above: fleetmem serve --host 127.0.0.1 --port 8765",
             exit_code=EXIT_FAILED,
         ) from None
+    return EXIT_OK
+
+
+def cmd_init(args: argparse.Namespace, out: Output) -> int:
+    """Create the data directory's database (the one explicit way to start a memory besides
+    `serve` and the commands that store); an existing memory is left as it is."""
+    settings = _settings(args, embedder="none")
+    if settings.backend != "local":
+        raise CommandFailed(
+            "usage",
+            f"init starts a local memory; this configuration uses the {settings.backend} backend.",
+            "Unset FLEETMEM_BACKEND (a deployed stage's tables are created by its deployment).",
+            exit_code=EXIT_USAGE,
+        )
+    existed = store_state(settings) == "ok"
+    _build_deps(settings, creates=True, announce=False)
+    if out.as_json:
+        out.document({"data_dir": str(settings.data_dir), "created": not existed})
+    elif existed:
+        out.text(f"{settings.data_dir} already holds a fleetmem memory; nothing changed.")
+    else:
+        out.text(f"Started a new, empty memory in {settings.data_dir}.")
     return EXIT_OK
 
 
@@ -717,9 +800,19 @@ def _port(text: str) -> int:
     return value
 
 
-def _token_deps(args: argparse.Namespace) -> Any:
+def _token_deps(args: argparse.Namespace, *, creates: bool = False) -> Any:
     # Token management needs only the client store: never load the embedder for it.
-    return _build_deps(_settings(args, embedder="none"))
+    return _build_deps(_settings(args, embedder="none"), creates=creates)
+
+
+def _token_hint(args: argparse.Namespace) -> list[str]:
+    """`fleetmem token create` for the tenant and data directory this command was given."""
+    from fleetmem.transport.errors import TOKEN_CREATE, token_create_argv
+
+    options = {"client": "NAME", "scopes": "read,write"}
+    options |= {"tenant": args.tenant} if getattr(args, "tenant", None) else {}
+    options |= {"data_dir": str(args.data_dir)} if getattr(args, "data_dir", None) else {}
+    return token_create_argv(TOKEN_CREATE, **options)
 
 
 def _client_doc(rec: Any) -> dict[str, Any]:
@@ -754,7 +847,7 @@ def cmd_token_create(args: argparse.Namespace, out: Output) -> int:
             "Name the client, e.g. --client my-agent",
             exit_code=EXIT_USAGE,
         )
-    deps = _token_deps(args)
+    deps = _token_deps(args, creates=True)
     token, rec = create_client(
         deps.clients, deps.clock, tenant=args.tenant, client_id=args.client.strip(), scopes=frozenset(scopes)
     )
@@ -784,7 +877,7 @@ def cmd_token_list(args: argparse.Namespace, out: Output) -> int:
         out.document({"tokens": docs})
         return EXIT_OK
     if not docs:
-        Output.err("No tokens. Create one: fleetmem token create --client NAME --scopes read,write")
+        Output.err(f"No tokens. Create one: {shlex.join(_token_hint(args))}")
         return EXIT_OK
     header = ("TOKEN_ID", "CLIENT", "TENANT", "SCOPES", "CREATED", "REVOKED")
     rows = [
@@ -823,7 +916,7 @@ def cmd_token_revoke(args: argparse.Namespace, out: Output) -> int:
 def cmd_token_deny_cognito(args: argparse.Namespace, out: Output) -> int:
     from fleetmem.tokens import deny_cognito_client
 
-    deps = _token_deps(args)
+    deps = _token_deps(args, creates=True)
     record = deny_cognito_client(deps.clients, deps.clock, app_client_id=args.app_client_id)
     if out.as_json:
         out.document({"app_client_id": args.app_client_id, "token_id": record.token_id, "denied": True})
@@ -937,8 +1030,9 @@ def _import_files(root: Path) -> list[Path]:
     )
 
 
-def _import_one(root: Path, path: Path, caller: Any, deps: Any) -> dict[str, Any] | None:
-    """Put one file through the put_page dispatch: None when stored, else its error by name."""
+def _import_one(root: Path, path: Path, caller: Any, deps: Any) -> str | dict[str, Any]:
+    """Put one file through the put_page dispatch: put_page's status (created, updated or
+    unchanged) when stored, else its error by name."""
     from fleetmem.transport.dispatch import dispatch
 
     rel = path.relative_to(root).as_posix()
@@ -954,7 +1048,7 @@ def _import_one(root: Path, path: Path, caller: Any, deps: Any) -> dict[str, Any
         }
     result = dispatch("put_page", {"slug": slug, "content": content}, caller, deps, transport="cli")
     if not result.is_error:
-        return None
+        return str(result.body.get("status") or "created")
     return {
         "file": rel,
         "slug": slug,
@@ -976,10 +1070,10 @@ def cmd_import(args: argparse.Namespace, out: Output) -> int:
             exit_code=EXIT_USAGE,
         )
     files = _import_files(root)
-    deps = _build_deps(_settings(args))
+    deps = _build_deps(_settings(args), creates=True)
     caller = _local_caller(args.tenant)
     progress = Progress(len(files), "import")
-    imported = 0
+    imported = unchanged = 0
     errors: list[dict[str, Any]] = []
     # Files go through put_page on `--jobs` threads (each file is its own page, so their order does
     # not matter); concurrent pages' chunks share the embedder's forward passes. Results are taken
@@ -987,20 +1081,25 @@ def cmd_import(args: argparse.Namespace, out: Output) -> int:
     pool = ThreadPoolExecutor(max_workers=args.jobs, thread_name_prefix="import")
     try:
         results = pool.map(lambda path: _import_one(root, path, caller, deps), files)
-        for i, (path, error) in enumerate(zip(files, results, strict=True), 1):
+        for i, (path, outcome) in enumerate(zip(files, results, strict=True), 1):
             rel = path.relative_to(root).as_posix()
-            if error is None:
+            if outcome == "unchanged":
+                unchanged += 1
+            elif isinstance(outcome, str):
                 imported += 1
             else:
-                errors.append(error)
+                errors.append(outcome)
                 if progress.tty:
                     sys.stderr.write("\n")
-                Output.err(f"  {rel}: [{error['code']}] {error['message']}")
+                Output.err(f"  {rel}: [{outcome['code']}] {outcome['message']}")
             progress.update(i, rel)
     finally:  # on Ctrl-C the pages being written finish; the files not started are not
         pool.shutdown(wait=True, cancel_futures=True)
     progress.close()
-    summary = f"Imported {imported} of {len(files)} page(s) from {root}; {len(errors)} failed."
+    summary = (
+        f"Imported {imported} of {len(files)} page(s) from {root}; {unchanged} unchanged (already stored "
+        f"as they are), {len(errors)} failed."
+    )
     Output.err(summary)
     if out.as_json:
         out.document(
@@ -1008,6 +1107,7 @@ def cmd_import(args: argparse.Namespace, out: Output) -> int:
                 "path": str(root),
                 "total": len(files),
                 "imported": imported,
+                "unchanged": unchanged,
                 "failed": len(errors),
                 "errors": errors,
                 "contract_version": CONTRACT_VERSION,
@@ -1027,9 +1127,21 @@ def _check(cid: str, status: str, detail: str, fix: str | None = None, **extra: 
     return doc
 
 
-def _data_dir_check(data_dir: Path) -> dict[str, Any]:
+def _data_dir_check(data_dir: Path, state: str) -> dict[str, Any]:
+    """Whether the data directory holds a memory and is writable; it is never created here (a
+    mistyped --data-dir must not leave an empty memory behind)."""
+    if state == "file":
+        return _check("data_dir", "fail", f"{data_dir} is a file, not a directory", "fleetmem doctor --data-dir DIR")
+    if state == "missing":
+        why = "does not exist" if not data_dir.exists() else "holds no fleetmem.db"
+        return _check(
+            "data_dir",
+            "warn",
+            f"{data_dir} {why}: no memory there yet (a mistyped --data-dir?); `fleetmem serve` and the "
+            "commands that store create it",
+            f"fleetmem init --data-dir {shlex.quote(str(data_dir))}",
+        )
     try:
-        data_dir.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=data_dir, prefix=".doctor-", delete=True):
             pass
     except OSError as exc:
@@ -1064,8 +1176,9 @@ def doctor_report(args: argparse.Namespace) -> dict[str, Any]:
         "llm": settings.llm,
         "surface": settings.surface,
     }
+    state = store_state(settings)
     if settings.backend == "local":
-        checks.append(_data_dir_check(Path(settings.data_dir)))
+        checks.append(_data_dir_check(Path(settings.data_dir), state))
     registry, problem = _registry()
     if problem:
         checks.append(
@@ -1074,29 +1187,21 @@ def doctor_report(args: argparse.Namespace) -> dict[str, Any]:
     else:
         checks.append(_check("registry", "ok", f"{len(registry)} tools registered"))
     deps = None
-    try:
-        deps = _build_deps(settings)
-        checks.append(_check("store", "ok", f"{settings.backend} store opened"))
-    except CommandFailed as exc:
-        checks.append(_check("store", "fail", exc.message, "fleetmem doctor --json"))
+    if state == "ok":
+        try:
+            deps = _build_deps(settings)
+            checks.append(_check("store", "ok", f"{settings.backend} store opened"))
+        except CommandFailed as exc:
+            checks.append(_check("store", "fail", exc.message, "fleetmem doctor --json"))
+    if state == "missing":  # no store to open (none is created here); the embedder is still checked
+        from fleetmem.wiring import local_embedder
+
+        emb, problem = local_embedder(settings)
+        checks.append(_embedder_check(settings, emb, problem))
     if deps is not None:
         emb = deps.embedder
-        if emb is None:
-            checks.append(
-                _check(
-                    "embedder",
-                    "warn",
-                    f"no embedder: {deps.embedder_problem or 'not configured'}; recall is keyword-only "
-                    "(search_degraded) and dedup is exact-text only",
-                    "fleetmem embedder build",
-                )
-            )
-        else:
-            status = "ok" if settings.embedder != "hash" else "warn"
-            detail = f"{emb.model_id} (dim {emb.dim})" + (
-                " — hash embedder is for tests only" if status == "warn" else ""
-            )
-            checks.append(_check("embedder", status, detail, None if status == "ok" else "fleetmem serve"))
+        checks.append(_embedder_check(settings, emb, deps.embedder_problem))
+        if emb is not None:
             checks.append(_unembedded_check(deps, emb))
         if deps.llm is None:
             checks.append(
@@ -1139,6 +1244,20 @@ def doctor_report(args: argparse.Namespace) -> dict[str, Any]:
     return {"status": worst, "configured": configured, "checks": checks, "contract_version": CONTRACT_VERSION}
 
 
+def _embedder_check(settings: Any, emb: Any, problem: str | None) -> dict[str, Any]:
+    if emb is None:
+        return _check(
+            "embedder",
+            "warn",
+            f"no embedder: {problem or 'not configured'}; recall is keyword-only "
+            "(search_degraded) and dedup is exact-text only",
+            "fleetmem embedder build",
+        )
+    status = "ok" if settings.embedder != "hash" else "warn"
+    detail = f"{emb.model_id} (dim {emb.dim})" + (" — hash embedder is for tests only" if status == "warn" else "")
+    return _check("embedder", status, detail, None if status == "ok" else "fleetmem serve")
+
+
 def _unembedded_check(deps: Any, embedder: Any) -> dict[str, Any]:
     try:
         from fleetmem.maintenance import unembedded
@@ -1170,7 +1289,7 @@ def cmd_doctor(args: argparse.Namespace, out: Output) -> int:
         for c in report["checks"]:
             line = f"[{c['status']:>4}] {c['id']}: {c['detail']}"
             if c.get("fix"):
-                line += f"\n       fix: {c['fix']['command']}"
+                line += f"\n       fix: {invocation.in_text(c['fix']['command'])}"
             out.text(line)
         out.text(f"overall: {report['status']}")
     return EXIT_FAILED if report["status"] == "fail" else EXIT_OK
@@ -1251,7 +1370,7 @@ def cmd_bench(args: argparse.Namespace, out: Output) -> int:
 
 
 BUILTIN_COMMANDS = frozenset(
-    {"serve", "token", "protocol", "import", "doctor", "embedder", "reindex", "conformance", "bench"}
+    {"serve", "init", "token", "protocol", "import", "doctor", "embedder", "reindex", "conformance", "bench"}
 )
 #: The ambient-recall commands (fleetmem.hooks.commands): built-in too, so a hook skips the registry.
 BUILTIN_COMMANDS = BUILTIN_COMMANDS | {"profile", "hook", "heartbeat"}
@@ -1313,6 +1432,10 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         help=f"calls run at once (default {DEFAULT_CALL_THREADS} or ${ENV_CALL_THREADS}); the rest wait their turn",
     )
     p.set_defaults(handler=cmd_serve)
+
+    p = sub.add_parser("init", parents=[common], help="start a new, empty memory in the data directory")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(handler=cmd_init)
 
     tok = sub.add_parser("token", parents=[common], help="create, list and revoke API tokens")
     tsub = tok.add_subparsers(dest="token_command", metavar="ACTION", parser_class=_Parser, required=True)

@@ -64,8 +64,9 @@ class RemoteUnavailable(Exception):
 # --------------------------------------------------------------------------- options and resolution
 
 
-def add_remote_options(p: argparse.ArgumentParser) -> None:
-    """The options every verb subcommand (and hook/heartbeat) takes to act on an MCP endpoint."""
+def add_remote_options(p: argparse.ArgumentParser, default_timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
+    """The options every verb subcommand (and hook/heartbeat) takes to act on an MCP endpoint;
+    `default_timeout_s` is the timeout the command applies when --timeout is not given."""
     g = p.add_argument_group("remote endpoint (instead of a data directory)")
     g.add_argument("--url", default=None, metavar="URL", help="MCP endpoint, e.g. http://127.0.0.1:8765/mcp")
     g.add_argument(
@@ -82,7 +83,7 @@ def add_remote_options(p: argparse.ArgumentParser) -> None:
         type=float,
         default=None,
         metavar="SECONDS",
-        help=f"remote call timeout (default {DEFAULT_TIMEOUT_S:g})",
+        help=f"remote call timeout (default {default_timeout_s:g})",
     )
 
 

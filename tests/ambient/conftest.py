@@ -139,5 +139,7 @@ def slow_server() -> Iterator[SlowServer]:
 
 @pytest.fixture
 def fm_local(tmp_path: Path) -> Fleetmem:
-    """The CLI (in process) on a fresh local data directory, with temporary config/state dirs."""
-    return Fleetmem(tmp_path / "data", base_env(tmp_path))
+    """The CLI (in process) on a new, empty local memory, with temporary config/state dirs."""
+    runner = Fleetmem(tmp_path / "data", base_env(tmp_path))
+    assert runner("init").code == 0
+    return runner

@@ -125,6 +125,28 @@ def test_a_session_start_remember_precompact_compact_cycle_rehydrates_the_banked
     assert pack["budget_tokens"] == 400 and 0 < pack["budget_used"] <= 400
 
 
+def test_banked_entities_are_newest_first_not_most_mentioned_first(
+    tmp_path: Path, brain: Served, project: Path
+) -> None:
+    env = {**base_env(tmp_path), "CLAUDE_PROJECT_DIR": str(project)}
+    path = transcript(tmp_path / "t.jsonl", [
+        ("user", "Hook Standing first. Then Hook Acme, Hook Acme and Hook Acme again."),
+        ("assistant", "Noted. Hook Alice is the one to ask."),
+    ])
+    event = {"session_id": "newest-first", "transcript_path": str(path), "cwd": str(project),
+             "hook_event_name": "PreCompact", "trigger": "auto"}
+    assert run_hook(env, event).returncode == 0
+    bank = json.loads((tmp_path / "state" / "hook-sessions.json").read_text())
+    assert bank["entries"]["newest-first"]["entities"] == [
+        "people/hook-alice", "companies/hook-acme", "projects/hook-standing"]
+    # a later compaction's entities go before the earlier ones
+    transcript(path, [("user", "Back to Hook Standing.")])
+    assert run_hook(env, event).returncode == 0
+    bank = json.loads((tmp_path / "state" / "hook-sessions.json").read_text())
+    assert bank["entries"]["newest-first"]["entities"] == [
+        "projects/hook-standing", "people/hook-alice", "companies/hook-acme"]
+
+
 def test_the_transcript_is_read_only_from_its_tail(tmp_path: Path, brain: Served, project: Path) -> None:
     env = {**base_env(tmp_path), "CLAUDE_PROJECT_DIR": str(project)}
     cfg = json.loads((project / ".fleetmem.json").read_text())
@@ -222,8 +244,17 @@ def test_unreadable_hook_input_is_ignored(tmp_path: Path, stdin: str) -> None:
 # --------------------------------------------------------------------------- install / uninstall
 
 
-def test_install_merges_keeps_a_backup_and_uninstall_removes_only_ours(tmp_path: Path) -> None:
+def _settings(project: Path, name: str = "settings.local.json") -> Path:
+    return project / ".claude" / name
+
+
+def test_install_merges_into_the_personal_settings_keeps_the_first_backup_and_uninstall_removes_only_ours(
+    tmp_path: Path,
+) -> None:
     fm = Fleetmem(tmp_path / "data", base_env(tmp_path))
+    token_file = write_token(tmp_path / "stage.token", "fm_" + "s" * 43)
+    assert fm("profile", "add", "stage", "--url", "https://stage.example/mcp", "--token-file", str(token_file),
+              data_dir=False).code == 0
     project = tmp_path / "proj"
     (project / ".claude").mkdir(parents=True)
     theirs = {
@@ -233,14 +264,19 @@ def test_install_merges_keeps_a_backup_and_uninstall_removes_only_ours(tmp_path:
             "PostToolUse": [{"matcher": "Edit", "hooks": [{"type": "command", "command": "ruff format"}]}],
         },
     }
-    settings = project / ".claude" / "settings.json"
+    committed = {"permissions": {"allow": ["Bash(git status)"]}}
+    settings = _settings(project)
     settings.write_text(json.dumps(theirs, indent=2))
+    _settings(project, "settings.json").write_text(json.dumps(committed, indent=2))
 
     r = fm("hook", "install", "--harness", "claude-code", "--project", str(project), "--profile", "stage", "--json",
            data_dir=False)
     assert r.code == 0, r.stderr
     report = r.json()
+    assert report["settings"] == str(settings)
     assert json.loads(Path(report["backup"]).read_text()) == theirs
+    # the committed settings carry no path of this clone: they are not touched at all
+    assert json.loads(_settings(project, "settings.json").read_text()) == committed
     doc = json.loads(settings.read_text())
     assert doc["permissions"] == theirs["permissions"]
     assert doc["hooks"]["PostToolUse"] == theirs["hooks"]["PostToolUse"]
@@ -257,30 +293,76 @@ def test_install_merges_keeps_a_backup_and_uninstall_removes_only_ours(tmp_path:
     assert again.code == 0 and again.json()["replaced"] == 2
     doc = json.loads(settings.read_text())
     assert len(doc["hooks"]["SessionStart"]) == 2 and len(doc["hooks"]["PreCompact"]) == 1
+    # the backup still holds the settings as they were before fleetmem's first change
+    assert again.json()["backup"] == report["backup"]
+    assert json.loads(Path(report["backup"]).read_text()) == theirs
 
     gone = fm("hook", "uninstall", "--harness", "claude-code", "--project", str(project), "--json", data_dir=False)
     assert gone.code == 0 and gone.json()["removed"] == 2
     assert json.loads(settings.read_text()) == theirs
+    assert json.loads(Path(report["backup"]).read_text()) == theirs
+
+
+def test_install_takes_an_earlier_install_out_of_the_committed_settings(tmp_path: Path) -> None:
+    fm = Fleetmem(tmp_path / "data", base_env(tmp_path))
+    project = tmp_path / "proj"
+    (project / ".claude").mkdir(parents=True)
+    earlier = {"type": "command", "command": "/some/clone/.venv/bin/fleetmem hook claude-code", "timeout": 10}
+    theirs = {"permissions": {"allow": ["Bash(ls:*)"]}}
+    _settings(project, "settings.json").write_text(json.dumps(
+        {**theirs, "hooks": {"SessionStart": [{"matcher": "startup", "hooks": [earlier]}]}}))
+    r = fm("hook", "install", "--harness", "claude-code", "--project", str(project), "--json", data_dir=False)
+    assert r.code == 0, r.stderr
+    assert r.json()["moved_from"] == str(_settings(project, "settings.json"))
+    assert json.loads(_settings(project, "settings.json").read_text()) == theirs
+    assert set(json.loads(_settings(project).read_text())["hooks"]) == {"SessionStart", "PreCompact"}
+
+
+def test_install_with_an_endpoint_that_cannot_work_fails_with_the_fix_and_writes_nothing(tmp_path: Path) -> None:
+    fm = Fleetmem(tmp_path / "data", base_env(tmp_path))
+    project = tmp_path / "proj"
+    project.mkdir()
+    r = fm("hook", "install", "--harness", "claude-code", "--project", str(project),
+           "--url", "http://127.0.0.1:8765/mcp", data_dir=False)
+    assert r.code == 2, r.stderr
+    assert "No token for http://127.0.0.1:8765/mcp" in r.stderr and "--token-file PATH" in r.stderr
+    assert not (project / ".claude").exists()
+    # with the token in the environment it installs, and says where the hook will look for it
+    ok = fm("hook", "install", "--harness", "claude-code", "--project", str(project),
+            "--url", "http://127.0.0.1:8765/mcp", env={"FLEETMEM_TOKEN": "fm_" + "e" * 43}, data_dir=False)
+    assert ok.code == 0, ok.stderr
+    assert "$FLEETMEM_TOKEN" in ok.stderr and "e" * 10 not in ok.stdout + ok.stderr
+    assert "FLEETMEM_TOKEN" not in _settings(project).read_text() and "eeeeee" not in _settings(project).read_text()
+    # a local lane on a data directory without a memory would inject nothing, ever: refused too
+    typo = tmp_path / "dta"
+    local = fm("hook", "install", "--harness", "claude-code", "--project", str(project), "--data-dir", str(typo),
+               "--json", data_dir=False)
+    assert local.code == 2 and local.json()["code"] == "data_dir_not_found"
+    assert "--data-dir" not in _settings(project).read_text() and not typo.exists()
 
 
 def test_install_refuses_to_overwrite_settings_it_cannot_read(tmp_path: Path) -> None:
     fm = Fleetmem(tmp_path / "data", base_env(tmp_path))
     project = tmp_path / "proj"
     (project / ".claude").mkdir(parents=True)
-    settings = project / ".claude" / "settings.json"
-    settings.write_text("{ not json")
-    r = fm("hook", "install", "--harness", "claude-code", "--project", str(project), data_dir=False)
-    assert r.code == 1 and "nothing was changed" in r.stderr
-    assert settings.read_text() == "{ not json"
+    for name in ("settings.local.json", "settings.json"):
+        settings = _settings(project, name)
+        settings.write_text("{ not json")
+        r = fm("hook", "install", "--harness", "claude-code", "--project", str(project), data_dir=False)
+        assert r.code == 1 and "nothing was changed" in r.stderr
+        assert settings.read_text() == "{ not json"
+        settings.unlink()
+    assert not list((project / ".claude").iterdir())
 
 
-def test_install_into_a_fresh_project_creates_the_settings_file(tmp_path: Path) -> None:
+def test_install_into_a_fresh_project_creates_the_personal_settings_file(tmp_path: Path) -> None:
     fm = Fleetmem(tmp_path / "data", base_env(tmp_path))
     project = tmp_path / "fresh"
     project.mkdir()
     r = fm("hook", "install", "--harness", "claude-code", "--project", str(project), "--json", data_dir=False)
     assert r.code == 0 and r.json()["backup"] is None
-    doc = json.loads((project / ".claude" / "settings.json").read_text())
+    doc = json.loads(_settings(project).read_text())
     assert set(doc["hooks"]) == {"SessionStart", "PreCompact"}
+    assert not _settings(project, "settings.json").exists()
     assert fm("hook", "uninstall", "--harness", "claude-code", "--project", str(project), data_dir=False).code == 0
-    assert json.loads((project / ".claude" / "settings.json").read_text()) == {}
+    assert json.loads(_settings(project).read_text()) == {}

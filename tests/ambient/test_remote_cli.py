@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import shlex
 import stat
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from fleetmem import invocation
 from tests.ambient.conftest import Served, base_env, write_token
 from tests.cli.conftest import Fleetmem
 from tests.conformance.test_conformance_local import mint
@@ -107,7 +109,7 @@ def test_the_human_fix_of_a_remote_error_targets_the_same_endpoint(fmx: Fleetmem
     local_fix = next(line for line in local.stderr.splitlines() if line.strip().startswith("Fix:"))
     remote_fix = next(line for line in over_http.stderr.splitlines() if line.strip().startswith("Fix:"))
     assert "--url" not in local_fix
-    assert remote_fix.strip().startswith("Fix: fleetmem recall")
+    assert remote_fix.strip().startswith(f"Fix: {shlex.join(invocation.command())} recall")
     assert remote_fix.endswith(" ".join(remote(seeded)))
     assert remote_fix.removesuffix(" " + " ".join(remote(seeded))) == local_fix
 

@@ -98,7 +98,11 @@ class Fleetmem:
 
 @pytest.fixture
 def fm(tmp_path: Path) -> Fleetmem:
+    """A runner over a new, empty memory (`fleetmem init`): the commands that only read refuse a
+    data directory without one."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("FLEETMEM_")}
     env["FLEETMEM_EMBEDDER"] = "hash"
     env["FLEETMEM_MODEL_DIR"] = str(tmp_path / "no-model")
-    return Fleetmem(tmp_path / "data", env)
+    runner = Fleetmem(tmp_path / "data", env)
+    assert runner("init").code == 0
+    return runner

@@ -140,3 +140,13 @@ def test_hostile_json_rpc_answers_as_on_the_local_server(lambda_service, edge):
     out = call("mcp", _edge_event(edge))
     check_answer(edge, out["statusCode"], json.loads(out["body"]))
     assert lambda_service.calls == []  # refused at the edge: no verb function runs
+
+
+def test_the_edges_token_fixes_name_the_deployed_stage_and_keep_the_callers_tenant(lambda_service):
+    denied, _ = tool_result("tools_call_remember_read_only_client")
+    argv = denied["fix"]["argv"]
+    assert argv[:5] == ["fleetmem", "token", "create", "--backend", "aws"]
+    assert argv[argv.index("--tenant") + 1] == "acme" and argv[argv.index("--client") + 1] == "auditor"
+    assert argv[argv.index("--scopes") + 1] == "read,write"
+    refused = json.loads(call("mcp", load_event("mcp", "no_authorizer_context"))["body"])
+    assert refused["fix"]["argv"][:5] == ["fleetmem", "token", "create", "--backend", "aws"]

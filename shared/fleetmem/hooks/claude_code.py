@@ -26,7 +26,6 @@ from __future__ import annotations
 import json
 import os
 import shlex
-import shutil
 import sys
 import threading
 from collections.abc import Callable
@@ -35,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from fleetmem.hooks.state import StateFile, now_iso
-from fleetmem.hooks.transcript import DEFAULT_TAIL_BYTES, candidates, read_tail_texts
+from fleetmem.hooks.transcript import DEFAULT_TAIL_BYTES, candidates, last_mentions, read_tail_texts
 from fleetmem.profiles import state_dir
 
 PROJECT_CONFIG = ".fleetmem.json"
@@ -54,6 +53,13 @@ PRE_COMPACT_MATCHER = "manual|auto"
 #: What identifies our entries in settings.json (uninstall removes only these).
 HOOK_SUBCOMMAND = "hook claude-code"
 HARNESS_TIMEOUT_S = 10
+#: Where install writes: Claude Code's personal project settings (not committed; it reads hooks
+#: there as from settings.json). The hook command names this clone's absolute path, which must not
+#: land in the committed `settings.json` — earlier installs wrote there, so install and uninstall
+#: take fleetmem's hooks out of it.
+LOCAL_SETTINGS = "settings.local.json"
+SHARED_SETTINGS = "settings.json"
+BACKUP_SUFFIX = ".fleetmem.bak"
 BANK_FILE = "hook-sessions.json"
 LOG_FILE = "hook.log"
 LOG_MAX_BYTES = 256 * 1024
@@ -228,8 +234,9 @@ def pre_compact(event: dict[str, Any], cfg: ProjectConfig, lane: Any, log: HookL
         log.info("no candidate names in the transcript tail")
         return []
     replies = lane.call_many([("entity", {"name": name}) for name in names])
-    found: list[str] = []
-    for reply in replies:
+    mentioned = last_mentions(texts)
+    newest: dict[str, float] = {}  # slug -> its newest mention under any of the names that found it
+    for name, reply in zip(names, replies, strict=True):
         if reply.is_error:
             code = reply.body.get("code")
             if code in ("unauthorized", "scope_denied"):
@@ -237,10 +244,11 @@ def pre_compact(event: dict[str, Any], cfg: ProjectConfig, lane: Any, log: HookL
             continue
         card = reply.body.get("card") or {}
         slug = (card.get("entity") or {}).get("slug")
-        if reply.body.get("found") is True and isinstance(slug, str) and slug not in found:
-            found.append(slug)
-        if len(found) >= BANK_CAP:
-            break
+        if reply.body.get("found") is True and isinstance(slug, str):
+            if slug in newest or len(newest) < BANK_CAP:
+                newest[slug] = max(newest.get(slug, 0), mentioned.get(name.lower(), 0))
+    # The best candidates are banked, newest (last mentioned) first, as the rehydration reads them.
+    found = sorted(newest, key=lambda slug: -newest[slug])
     if found:
         project = str(cfg.path.parent) if cfg.path else None
         bank_entities(session_id, found, project)
@@ -360,24 +368,20 @@ def _env_float(name: str) -> float | None:
 # --------------------------------------------------------------------------- install / uninstall
 
 
-def fleetmem_executable() -> list[str]:
-    script = Path(sys.executable).parent / "fleetmem"
-    if script.exists():
-        return [str(script)]
-    found = shutil.which("fleetmem")
-    return [found] if found else [sys.executable, "-m", "fleetmem.cli"]
-
-
 def hook_command(extra: list[str]) -> str:
-    return shlex.join([*fleetmem_executable(), *HOOK_SUBCOMMAND.split(), *extra])
+    """The hook's command line: this installation by absolute path (it goes into the personal,
+    uncommitted settings file, so the path of this clone is right there and nowhere else)."""
+    from fleetmem.invocation import installed_command
+
+    return shlex.join([*installed_command(), *HOOK_SUBCOMMAND.split(), *extra])
 
 
 def is_ours(handler: Any) -> bool:
     return isinstance(handler, dict) and f" {HOOK_SUBCOMMAND}" in str(handler.get("command", ""))
 
 
-def settings_path(project: Path) -> Path:
-    return project / ".claude" / "settings.json"
+def settings_path(project: Path, name: str = LOCAL_SETTINGS) -> Path:
+    return project / ".claude" / name
 
 
 def _read_settings(path: Path) -> dict[str, Any]:
@@ -429,22 +433,45 @@ def _without_ours(hooks: dict[str, Any]) -> tuple[dict[str, Any], int]:
 
 
 def _write_settings(path: Path, old_text: str | None, doc: dict[str, Any]) -> Path | None:
+    """Replace `path` with `doc`; the backup holds the file as it was before fleetmem's FIRST
+    change and is never overwritten (a second install must not replace the user's original with
+    settings fleetmem already edited). Returns the backup, if the file existed."""
     path.parent.mkdir(parents=True, exist_ok=True)
     backup = None
     if old_text is not None:
-        backup = path.with_name(path.name + ".fleetmem.bak")
-        backup.write_text(old_text, encoding="utf-8")
+        backup = path.with_name(path.name + BACKUP_SUFFIX)
+        if not backup.exists():
+            backup.write_text(old_text, encoding="utf-8")
     tmp = path.with_name(f".{path.name}.fleetmem.tmp")
     tmp.write_text(json.dumps(doc, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     os.replace(tmp, path)
     return backup
 
 
-def install(project: Path, extra_args: list[str], timeout_s: int = HARNESS_TIMEOUT_S) -> dict[str, Any]:
-    """Merge our SessionStart and PreCompact hooks into the project's .claude/settings.json."""
-    path = settings_path(project)
+def _take_ours_out(path: Path, doc: dict[str, Any], old_text: str | None) -> tuple[int, Path | None]:
+    """Remove fleetmem's hooks from a settings file already read; (how many, the backup)."""
+    hooks, removed = _without_ours(doc.get("hooks") or {})
+    if not removed:
+        return 0, None
+    if hooks:
+        doc["hooks"] = hooks
+    else:
+        doc.pop("hooks", None)
+    return removed, _write_settings(path, old_text, doc)
+
+
+def _load(path: Path) -> tuple[dict[str, Any], str | None]:
     old_text = path.read_text(encoding="utf-8") if path.exists() else None
-    doc = _read_settings(path)
+    return _read_settings(path), old_text
+
+
+def install(project: Path, extra_args: list[str], timeout_s: int = HARNESS_TIMEOUT_S) -> dict[str, Any]:
+    """Merge our SessionStart and PreCompact hooks into the project's .claude/settings.local.json,
+    and take any earlier fleetmem hooks out of the committed .claude/settings.json."""
+    path, shared = settings_path(project), settings_path(project, SHARED_SETTINGS)
+    doc, old_text = _load(path)
+    shared_doc, shared_text = _load(shared)  # both are read before either is changed
+    moved, shared_backup = _take_ours_out(shared, shared_doc, shared_text)
     hooks, replaced = _without_ours(doc.get("hooks") or {})
     command = hook_command(extra_args)
     handler = {"type": "command", "command": command, "timeout": timeout_s}
@@ -455,24 +482,30 @@ def install(project: Path, extra_args: list[str], timeout_s: int = HARNESS_TIMEO
     return {
         "settings": str(path),
         "backup": str(backup) if backup else None,
+        "backups": [str(b) for b in (backup, shared_backup) if b],
+        "moved_from": str(shared) if moved else None,
         "command": command,
         "events": list(HOOK_EVENTS),
-        "replaced": replaced,
+        "replaced": replaced + moved,
     }
 
 
 def uninstall(project: Path) -> dict[str, Any]:
-    path = settings_path(project)
-    if not path.exists():
-        return {"settings": str(path), "backup": None, "removed": 0}
-    old_text = path.read_text(encoding="utf-8")
-    doc = _read_settings(path)
-    hooks, removed = _without_ours(doc.get("hooks") or {})
-    if not removed:
-        return {"settings": str(path), "backup": None, "removed": 0}
-    if hooks:
-        doc["hooks"] = hooks
-    else:
-        doc.pop("hooks", None)
-    backup = _write_settings(path, old_text, doc)
-    return {"settings": str(path), "backup": str(backup) if backup else None, "removed": removed}
+    """Remove only fleetmem's hooks, from settings.local.json and from settings.json (where earlier
+    installs put them); everything else in both files stays as it is."""
+    paths = [settings_path(project), settings_path(project, SHARED_SETTINGS)]
+    loaded = [(path, *_load(path)) for path in paths if path.exists()]  # read both before changing either
+    removed, changed, backups = 0, [], []
+    for path, doc, old_text in loaded:
+        count, backup = _take_ours_out(path, doc, old_text)
+        if count:
+            removed += count
+            changed.append(str(path))
+            backups += [str(backup)] if backup else []
+    return {
+        "settings": str(paths[0]),
+        "changed": changed,
+        "backup": backups[0] if backups else None,
+        "backups": backups,
+        "removed": removed,
+    }

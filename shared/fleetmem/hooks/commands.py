@@ -30,6 +30,7 @@ HARNESSES = ("claude-code",)
 
 def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
     from fleetmem.cli import _Parser
+    from fleetmem.hooks.claude_code import DEFAULT_TIMEOUT_S as HOOK_TIMEOUT_S
 
     prof = sub.add_parser("profile", parents=[common], help="saved remote endpoints for --profile")
     psub = prof.add_subparsers(dest="profile_command", metavar="ACTION", parser_class=_Parser, required=True)
@@ -54,17 +55,17 @@ def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
         parents=[common],
         help="run one Claude Code hook event (JSON on stdin): SessionStart injects a pack, PreCompact banks",
     )
-    add_remote_options(p)
+    add_remote_options(p, HOOK_TIMEOUT_S)
     p.set_defaults(handler=cmd_hook_run)
     for action, helptext in (
-        ("install", "write the hooks into the project's .claude/settings.json (merged, with a backup)"),
-        ("uninstall", "remove only fleetmem's hooks from the project's .claude/settings.json"),
+        ("install", "write the hooks into the project's .claude/settings.local.json (personal; merged, with a backup)"),
+        ("uninstall", "remove only fleetmem's hooks from the project's .claude/settings.local.json and settings.json"),
     ):
         p = hsub.add_parser(action, parents=[common], help=helptext)
         p.add_argument("--harness", choices=HARNESSES, required=True)
         p.add_argument("--project", default=None, metavar="DIR", help="project directory (default: current)")
         if action == "install":
-            add_remote_options(p)
+            add_remote_options(p, HOOK_TIMEOUT_S)
             p.add_argument(
                 "--hook-timeout", type=int, default=None, metavar="SECONDS", help="the harness's kill timeout"
             )
@@ -186,8 +187,24 @@ def _project(args: argparse.Namespace) -> Path:
 
 
 def cmd_hook_install(args: argparse.Namespace, out: Output) -> int:
+    from fleetmem.cli import _data_dir_failure, _settings, store_state
     from fleetmem.hooks.claude_code import HARNESS_TIMEOUT_S, install
+    from fleetmem.remote import endpoint_from_args
 
+    # What the hook will use must work now, not fail quietly in every session: an endpoint without
+    # a token, an unknown profile or a data directory without a memory is refused here with its fix.
+    notes: list[str] = []
+    if args.url or args.profile:
+        endpoint_from_args(args)
+        if args.url and not args.token_file:
+            notes.append(
+                "the hook reads its token from $FLEETMEM_TOKEN, which must be set in Claude Code's "
+                "environment too (or install with --token-file PATH)"
+            )
+    elif getattr(args, "data_dir", None):
+        settings = _settings(args)
+        if (state := store_state(settings)) != "ok":
+            raise _data_dir_failure(settings, state)
     extra: list[str] = []
     if args.url:
         extra += ["--url", args.url]
@@ -200,13 +217,19 @@ def cmd_hook_install(args: argparse.Namespace, out: Output) -> int:
     if args.timeout:
         extra += ["--timeout", f"{args.timeout:g}"]
     report = install(_project(args), extra, args.hook_timeout or HARNESS_TIMEOUT_S)
+    report["notes"] = notes
     if out.as_json:
         out.document(report)
     else:
         out.text(f"Installed fleetmem hooks (SessionStart, PreCompact) in {report['settings']}")
+        out.text("  (your personal project settings: Claude Code reads them, git should not carry them)")
         out.text(f"  command: {report['command']}")
-        if report["backup"]:
-            out.text(f"  previous settings kept in {report['backup']}")
+        for backup in report["backups"]:
+            out.text(f"  the settings as they were before fleetmem's first change: {backup}")
+        if report["moved_from"]:
+            out.text(f"  removed fleetmem's earlier hooks from {report['moved_from']}")
+        for note in notes:
+            Output.err(f"Note: {note}.")
     return EXIT_OK
 
 
@@ -217,9 +240,9 @@ def cmd_hook_uninstall(args: argparse.Namespace, out: Output) -> int:
     if out.as_json:
         out.document(report)
     elif report["removed"]:
-        out.text(f"Removed {report['removed']} fleetmem hook(s) from {report['settings']}")
-        if report["backup"]:
-            out.text(f"  previous settings kept in {report['backup']}")
+        out.text(f"Removed {report['removed']} fleetmem hook(s) from {', '.join(report['changed'])}")
+        for backup in report["backups"]:
+            out.text(f"  the settings as they were before fleetmem's first change: {backup}")
     else:
         out.text(f"No fleetmem hooks in {report['settings']}; nothing changed")
     return EXIT_OK

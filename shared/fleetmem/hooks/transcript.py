@@ -85,10 +85,9 @@ def _trim_span(span: str) -> str:
     return " ".join(words)
 
 
-def candidates(texts: list[str], limit: int = 24) -> list[str]:
-    """Distinct candidate names, best first: slugs, then names, then kebab-case, each by frequency
-    and then recency (a later mention ranks higher)."""
-    scores: dict[str, list[float]] = {}  # name -> [tier, count, last position]
+def _scores(texts: list[str]) -> dict[str, list[float]]:
+    """name -> [tier, count, position of its last mention] (positions grow through the texts)."""
+    scores: dict[str, list[float]] = {}
     position = 0
 
     def seen(name: str, tier: int) -> None:
@@ -115,6 +114,21 @@ def candidates(texts: list[str], limit: int = 24) -> list[str]:
         for m in _KEBAB.finditer(text):
             position += 1
             seen(m.group(1), 2)
+    return scores
+
+
+def last_mentions(texts: list[str]) -> dict[str, float]:
+    """Each candidate name (case-folded) -> the position of its last mention: larger is newer."""
+    out: dict[str, float] = {}
+    for name, (_tier, _count, last) in _scores(texts).items():
+        out[name.lower()] = max(out.get(name.lower(), 0), last)
+    return out
+
+
+def candidates(texts: list[str], limit: int = 24) -> list[str]:
+    """Distinct candidate names, best first: slugs, then names, then kebab-case, each by frequency
+    and then recency (a later mention ranks higher)."""
+    scores = _scores(texts)
     ranked = sorted(scores.items(), key=lambda kv: (kv[1][0], -kv[1][1], -kv[1][2]))
     out: list[str] = []
     folded: set[str] = set()

@@ -31,7 +31,7 @@ import json
 import logging
 import time
 import traceback
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -148,11 +148,15 @@ def precheck(
     surface: Surface = "full",
     correlation_id: str,
     transport: str = "mcp",
+    token_command: Sequence[str] = (),
+    token_inputs: Sequence[Mapping[str, str]] = (),
 ) -> DispatchResult | None:
     """The surface/scope gate alone, for an edge that forwards calls elsewhere (no deps needed):
-    the `unknown_tool` / `scope_denied` result, or None when the call may proceed."""
+    the `unknown_tool` / `scope_denied` result, or None when the call may proceed. `token_command`
+    is the server's own `token create` (its 401 fix), which a scope_denied fix reuses."""
     with correlation(correlation_id):
         call = _Call(tool, arguments, caller, None, surface, correlation_id, transport)  # type: ignore[arg-type]
+        call.token_command, call.token_inputs = tuple(token_command), tuple(dict(i) for i in token_inputs)
         if isinstance(arguments, dict):
             call.args = {k: v for k, v in arguments.items() if k != "_meta"}
         try:
@@ -201,6 +205,9 @@ class _Call:
         self.allowed = {s.name: s for s in visible_tools(surface, caller)}
         # The arguments as the caller sent them, minus `_meta`: what fixes echo back.
         self.args: dict[str, Any] = {}
+        #: The server's `token create` command, for a scope_denied fix (set by `precheck`).
+        self.token_command: tuple[str, ...] = ()
+        self.token_inputs: tuple[dict[str, str], ...] = ()
 
     # -- helpers -------------------------------------------------------------------------------
 
@@ -307,7 +314,7 @@ class _Call:
         if spec is None or not on_surface(spec, self.surface):
             raise errors.unknown_tool(self._view(), name, spec)
         if spec.name not in self.allowed:
-            raise errors.scope_denied(self._view(), spec)
+            raise errors.scope_denied(self._view(), spec, self.token_command, self.token_inputs)
         return spec
 
     def _execute(self, spec: ToolSpec, params: BaseModel, notices: list[Notice]) -> DispatchResult:

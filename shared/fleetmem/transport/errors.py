@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -82,8 +83,36 @@ def unknown_tool(call: CallView, name: str, spec: ToolSpec | None) -> VerbError:
         fix=fix,
     )
 
-def scope_denied(call: CallView, spec: ToolSpec) -> VerbError:
+#: `token create` when the server names no command of its own (its store is unknown here).
+TOKEN_CREATE = ("fleetmem", "token", "create")
+
+
+def token_create_argv(base: Sequence[str], **options: str) -> list[str]:
+    """`base` (a `token create` command) with these options set: each `--name value` given
+    replaces the base's value for that option, or is appended when the base has none."""
+    argv = list(base or TOKEN_CREATE)
+    for name, value in options.items():
+        flag = "--" + name.replace("_", "-")
+        if flag in argv[:-1]:
+            argv[argv.index(flag) + 1] = value
+        else:
+            argv += [flag, value]
+    return argv
+
+
+def scope_denied(
+    call: CallView,
+    spec: ToolSpec,
+    token_command: Sequence[str] = (),
+    token_inputs: Sequence[dict[str, str]] = (),
+) -> VerbError:
+    """The fix mints the same client a token with the needed scopes in the caller's OWN tenant
+    (a token of another tenant sees another memory) and, given the server's `token_command`, in
+    the store that server reads."""
     scopes = sorted({"read", "write"} if spec.scope == "write" else {spec.scope})
+    argv = token_create_argv(
+        token_command, client=call.caller.client_id, scopes=",".join(scopes), tenant=call.caller.tenant
+    )
     return VerbError(
         "scope_denied",
         f"This credential may not call {spec.name} (needs the '{spec.scope}' scope).",
@@ -94,16 +123,9 @@ def scope_denied(call: CallView, spec: ToolSpec) -> VerbError:
         detail={"needed_scope": spec.scope, "granted_scopes": sorted(call.caller.scopes)},
         fix=Fix(
             why="Only the memory host's operator can mint a token with more scopes.",
-            argv=[
-                "fleetmem",
-                "token",
-                "create",
-                "--client",
-                call.caller.client_id,
-                "--scopes",
-                ",".join(scopes),
-            ],
+            argv=argv,
             actor="host_admin",
+            inputs=tuple(token_inputs),
             user_message=f"My memory token cannot use {spec.name}; it needs the '{spec.scope}' scope. "
             "The memory server's operator can create a token that has it.",
         ),

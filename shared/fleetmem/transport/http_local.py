@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import errno
 import ipaddress
+import shlex
 import socket
 import sys
 import threading
@@ -22,6 +23,7 @@ from typing import Any, TextIO
 
 import uvicorn
 
+from fleetmem import invocation
 from fleetmem.config import DEFAULT_CALL_THREADS, Settings
 from fleetmem.ports import Deps
 from fleetmem.protocol import Surface
@@ -66,7 +68,8 @@ def build_local_app(
     call_threads: int | None = DEFAULT_CALL_THREADS,
 ) -> Any:
     """The app `fleetmem serve` runs: bearer tokens from the local client store, in-process dispatch.
-    `data_dir` (the store the tokens live in) goes into the 401 fix's `token create` command."""
+    `data_dir` (the store the tokens live in) goes into the `token create` command of the 401 and
+    scope_denied fixes."""
     argv, inputs = token_command(data_dir, host)
     return build_mcp_app(
         deps_factory,
@@ -105,13 +108,16 @@ def bind_socket(host: str, port: int) -> socket.socket:
     return sock
 
 
-def banner(settings: Settings, url: str) -> str:
+def banner(settings: Settings, url: str, *, new_store: bool = False) -> str:
+    fleetmem = shlex.join(invocation.command())
+    data_dir = shlex.quote(str(settings.data_dir))
     return "\n".join(
         [
             f"fleetmem MCP server on {url}{MCP_PATH}",
-            f"  surface: {settings.surface}, data: {settings.data_dir}",
-            "Get a token (works while the server runs):",
-            f"  fleetmem token create --client NAME --scopes read,write --data-dir {settings.data_dir}",
+            f"  surface: {settings.surface}, data: {settings.data_dir}"
+            + (" (new: it held no fleetmem memory, so this one starts empty)" if new_store else ""),
+            "Get a token (works while the server runs; the same --data-dir, or the token answers 401):",
+            f"  {fleetmem} token create --client NAME --scopes read,write --data-dir {data_dir}",
             "Connect a client, e.g.:",
             f"  claude mcp add --transport http fleetmem {url}{MCP_PATH} "
             '--header "Authorization: Bearer <token>"',
@@ -123,9 +129,11 @@ def banner(settings: Settings, url: str) -> str:
 def run_server(settings: Settings, *, out: TextIO | None = None) -> None:
     """Serve until interrupted (Ctrl-C). Raises `PortUnavailable` before printing anything when
     the address cannot be bound."""
+    from fleetmem.adapters.local.sqlite.db import DB_FILENAME
     from fleetmem.wiring import build_deps
 
     sock = bind_socket(settings.host, settings.port)
+    new_store = settings.backend == "local" and not (Path(settings.data_dir) / DB_FILENAME).is_file()
     try:
         configure_logging()
         deps = build_deps(settings)
@@ -140,7 +148,7 @@ def run_server(settings: Settings, *, out: TextIO | None = None) -> None:
         host = settings.host
         url_host = f"[{host}]" if ":" in host else host
         port = sock.getsockname()[1]
-        print(banner(settings, f"http://{url_host}:{port}"), file=out or sys.stdout, flush=True)
+        print(banner(settings, f"http://{url_host}:{port}", new_store=new_store), file=out or sys.stdout, flush=True)
         uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on")).run(sockets=[sock])
     finally:
         sock.close()

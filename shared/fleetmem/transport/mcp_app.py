@@ -224,6 +224,8 @@ def build_mcp_server(
     surface: Surface = "full",
     caller_from_context: CallerFromContext | None = None,
     limiter: anyio.CapacityLimiter | None = None,
+    token_command: Sequence[str] = DEFAULT_TOKEN_COMMAND,
+    token_inputs: Sequence[Mapping[str, str]] = (),
 ) -> Server:
     """The SDK server. The caller is read per request: by default from the ASGI scope, where the
     HTTP wrapper put the authenticated `Caller`; in-memory tests pass `caller_from_context`.
@@ -253,7 +255,10 @@ def build_mcp_server(
                     transport="mcp",
                 )
                 return _error_result(body)
-            gate = precheck(tool, params.arguments, caller, surface=surface, correlation_id=cid)
+            gate = precheck(
+                tool, params.arguments, caller, surface=surface, correlation_id=cid,
+                token_command=token_command, token_inputs=token_inputs,
+            )
             if gate is not None:
                 return _error_result(gate.body)
             result = await anyio.to_thread.run_sync(
@@ -732,7 +737,9 @@ def build_mcp_app(
             raise ValueError("build_mcp_app needs deps_factory or invoker")
         invoker = InProcessInvoker(deps_factory, surface=surface)
     limiter = anyio.CapacityLimiter(call_threads) if call_threads else None
-    server = build_mcp_server(invoker, surface=surface, limiter=limiter)
+    server = build_mcp_server(
+        invoker, surface=surface, limiter=limiter, token_command=token_command, token_inputs=token_inputs
+    )
 
     async def health(request: Request) -> Response:
         return JSONResponse(
@@ -758,7 +765,7 @@ def build_mcp_app(
         return JSONResponse(doc, headers={CORRELATION_HEADER: new_correlation_id()})
 
     async def v1_call(request: Request) -> Response:
-        return await call_v1(request, invoker, surface, limiter)
+        return await call_v1(request, invoker, surface, limiter, token=(token_command, token_inputs))
 
     security: TransportSecuritySettings | None = None  # off on another bind, as the SDK has it
     if behind_gateway:
@@ -794,7 +801,11 @@ def build_mcp_app(
 
 
 async def call_v1(
-    request: Request, invoker: Invoker, surface: Surface, limiter: anyio.CapacityLimiter | None = None
+    request: Request,
+    invoker: Invoker,
+    surface: Surface,
+    limiter: anyio.CapacityLimiter | None = None,
+    token: tuple[Sequence[str], Sequence[Mapping[str, str]]] = (DEFAULT_TOKEN_COMMAND, ()),
 ) -> Response:
     """`POST /v1/<tool>` on an authenticated request: the JSON body is the tool's arguments; the
     same gate and invoker as MCP tools/call, answered by `http_api.v1_answer`."""
@@ -823,7 +834,10 @@ async def call_v1(
         )
         return _v1_response(*v1_answer(DispatchResult(body, True, [], cid)))
     try:
-        result = precheck(tool, arguments, caller, surface=surface, correlation_id=cid, transport="http")
+        result = precheck(
+            tool, arguments, caller, surface=surface, correlation_id=cid, transport="http",
+            token_command=token[0], token_inputs=token[1],
+        )
         if result is None:
             result = await anyio.to_thread.run_sync(invoker.invoke, tool, arguments, caller, cid, limiter=limiter)
     except Exception as exc:  # the same last line of defence as tools/call

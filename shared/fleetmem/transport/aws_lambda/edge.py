@@ -32,6 +32,7 @@ def public_url(event: Mapping[str, Any]) -> str:
 
 
 async def _edge_async(event: Mapping[str, Any], invoker: Any) -> dict[str, Any]:
+    from fleetmem.transport.aws_lambda.proxy import AWS_TOKEN_COMMAND
     from fleetmem.transport.mcp_app import build_mcp_app, gateway_caller
 
     s = runtime.settings()
@@ -43,6 +44,7 @@ async def _edge_async(event: Mapping[str, Any], invoker: Any) -> dict[str, Any]:
         caller_from_request=gateway_caller,
         authorization_server=s.authorization_server or None,
         public_url=public_url(event),
+        token_command=AWS_TOKEN_COMMAND,  # its 401 and scope_denied fixes mint in the deployed stage
     )
     async with app.router.lifespan_context(app):
         return await call_asgi(app, event)
