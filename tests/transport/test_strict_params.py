@@ -1,4 +1,4 @@
-"""One strict rule for every parameter of every tool (docs/protocol.md, D17).
+"""One strict rule for every parameter of every tool (docs/protocol.md, D18).
 
 Driven from the registry's input schemas, so a tool or parameter added later is covered too: an
 integer is a JSON integer within the `minimum`/`maximum` its schema advertises, a boolean is a JSON

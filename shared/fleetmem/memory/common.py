@@ -35,7 +35,7 @@ Typed parameters (docs/protocol.md, "Parameters and validation"):
 - `Budget`, `Limit`, `ChangePosition`, `Since`/`SinceText`, `VisibilityArg`: the shared typed fields
   (D4 budget, per-call limit, delta positions, ISO `since`, world|private).
 
-Strict parameters (docs/protocol.md, D17): every `Params` model validates strictly. An integer is a
+Strict parameters (docs/protocol.md, D18): every `Params` model validates strictly. An integer is a
 JSON integer (a number without a fractional part; never a string or a boolean) within the bounds its
 schema advertises (`minimum`/`maximum`: every integer parameter has both, `registry.register`
 checks); a boolean is a JSON boolean. A refusal's fix is the same call with the value corrected to
@@ -74,9 +74,9 @@ _WS = re.compile(r"\s+")
 #: An integer written as text: ASCII digits only (`int()` also reads "٣" and "1_000").
 _ASCII_INT = re.compile(r"\s*-?[0-9]{1,12}\s*", re.ASCII)
 DEFAULT_BUDGET_FIX = 2000
-#: D4 and D17: the largest budget (a million tokens is far beyond any answer's size).
+#: D4 and D18: the largest budget (a million tokens is far beyond any answer's size).
 MAX_BUDGET_TOKENS = 1_000_000
-#: D17: the largest change position: the largest integer every JSON reader keeps exactly (2^53 - 1,
+#: D18: the largest change position: the largest integer every JSON reader keeps exactly (2^53 - 1,
 #: JavaScript's safe integer), well inside what every store holds (SQLite's signed 64-bit INTEGER,
 #: DynamoDB's numbers). No brain comes near it.
 MAX_POSITION = 2**53 - 1
@@ -308,7 +308,7 @@ class Params(BaseModel):
     arguments dispatch handles itself (`dry_run`, `idempotency_key`) in fixes.
     """
 
-    # D17: strict — no string is read as a number or a flag and no number as a flag (pydantic's lax
+    # D18: strict — no string is read as a number or a flag and no number as a flag (pydantic's lax
     # mode read "yes" and 1 as true and "5" as 5, while refusing 2.5).
     model_config = ConfigDict(extra="ignore", strict=True)
     tool: ClassVar[str] = ""
@@ -418,7 +418,7 @@ def _generic_invalid(
             continue
         given = args.get(top)
         if e.get("type") == "bool_type" and len(loc) == 1:
-            # D17: a flag is a JSON boolean; text or a number that plainly spells one is corrected to
+            # D18: a flag is a JSON boolean; text or a number that plainly spells one is corrected to
             # it, anything else has no corrected call (guessing false could hide what was asked for).
             flag = _flag_value(given)
             if flag is None:
@@ -534,7 +534,7 @@ _ASCII_NUMBER = re.compile(r"\s*-?[0-9]{1,18}(?:\.[0-9]{1,18})?\s*", re.ASCII)
 
 
 def Whole(lo: int, hi: int, *, accepts: str | None = None, cause: str, fix: Any) -> Any:
-    """D17: an optional integer parameter within lo..hi, advertised as `minimum`/`maximum`."""
+    """D18: an optional integer parameter within lo..hi, advertised as `minimum`/`maximum`."""
     return Annotated[
         Annotated[int, Strict(), Field(ge=lo, le=hi)] | None,
         BeforeValidator(_integral_as_int),

@@ -5,7 +5,7 @@ Each verb module registers itself with `register(ToolSpec(...))`; `fleetmem.memo
 imports every module so that `REGISTRY` is complete once `fleetmem.memory` is imported.
 
 Every tool has a typed parameter model (a `common.Params`, whose failures become the tool's
-`invalid_params`; strict, with every integer parameter bounded in its schema — D17) and a result
+`invalid_params`; strict, with every integer parameter bounded in its schema — D18) and a result
 model that describes its success body (`validate_result`); the contract they spell out is
 docs/protocol.md.
 """
@@ -63,7 +63,7 @@ def register(spec: ToolSpec) -> ToolSpec:
         spec.params.tool = spec.name  # the tool its invalid_params fixes call
         unbounded = unbounded_integers(spec.input_schema())
         if unbounded:
-            # D17: every integer parameter advertises its bounds, and validation enforces them, so a
+            # D18: every integer parameter advertises its bounds, and validation enforces them, so a
             # number no store can hold (2**64) is the caller's invalid_params, never a server error.
             raise ValueError(f"tool {spec.name!r}: integer parameter(s) without minimum/maximum: {unbounded}")
     REGISTRY[spec.name] = spec

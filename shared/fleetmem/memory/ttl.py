@@ -7,7 +7,7 @@ Public API:
   d|day(s), w|week(s), case-insensitive, optional space ("30d", "12 h", "2 weeks") -> now + N
   units. Otherwise an absolute ISO 8601 date or datetime (past instants accepted; naive means UTC).
   Anything else raises `TtlInvalid` (an `invalid_params` VerbError) built by `ttl_error`. Digits are
-  ASCII only (D17: "٣d" is refused, its fix the same ttl in ASCII digits); a duration is at most
+  ASCII only (D18: "٣d" is refused, its fix the same ttl in ASCII digits); a duration is at most
   `MAX_TTL_DAYS` days (100 years; longer is refused as too large, never as "not a duration").
 - `ttl_error(value) -> TtlInvalid`: the envelope-ready error for a TTL that does not parse. Its fix
   is `run` ONLY when the correction keeps the caller's meaning (AGENT_OPERATOR: the same call with
@@ -78,7 +78,7 @@ _FOREVER = frozenset(
     {"forever", "never", "none", "null", "permanent", "permanently", "infinite", "infinity", "inf",
      "indefinite", "indefinitely", "no expiry", "no expiration", "unlimited"}
 )
-#: D17: ASCII digits only (`\d` and `int()` would also read "٣" as 3). A run of digits is capped so
+#: D18: ASCII digits only (`\d` and `int()` would also read "٣" as 3). A run of digits is capped so
 #: no number is ever converted from an arbitrarily long text; a longer one is too large anyway.
 _DIGITS = 30
 _SHORTHAND = re.compile(rf"^([0-9]{{1,{_DIGITS}}})\s*([a-z]+)$", re.I | re.ASCII)

@@ -11,7 +11,7 @@ Order of checks, each answering with the one envelope builder (`fleetmem.memory.
    count, however many were sent); writes refuse them with `invalid_params` whose fix is the same
    call without them (or with the closest known names). Later fixes echo the call without them.
    `_meta` and `dry_run` are always allowed; `idempotency_key` on tools that take one.
-4. typed parameters (`fleetmem.memory.common.Params`, strict: D17) -> the tool's `invalid_params`
+4. typed parameters (`fleetmem.memory.common.Params`, strict: D18) -> the tool's `invalid_params`
    naming the first bad field, with the fix its hint (or default) gives and the other arguments kept.
 5. D2 idempotency: claim before run, complete after, release on error.
 6. run; `VerbError` -> envelope; `PortError` -> mapped envelope; anything else -> `internal`
