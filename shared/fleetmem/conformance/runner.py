@@ -10,6 +10,11 @@ A case is `{id, rule, steps[], requires?, needs?, surface?, era?}`. Steps:
 Every successful tool response is also validated against the tool's result model (the registry's
 `ToolSpec.result`, the shapes docs/protocol.md describes); a body that does not match fails the case.
 
+A step may add `"many_keys": {"count": N, "prefix": "p"}`: N extra keys `p0`..`p<N-1>` in its
+arguments (or `json` body), for answers that must stay small whatever the request (`expect.bytes_le`:
+every content block plus `_meta` of an MCP result, or an HTTP body; `expect.notice_blocks`:
+{code: how many notice blocks of that code}).
+
 Strings may hold `{{var}}` templates (`marker`, `slug`, `alias`, `title`, `now`, saved values).
 Checks are small operator maps (`eq`, `type`, `present`, `nonempty`, `in`, `len`, `len_le`, ...);
 see `check_value`. A case whose precondition the target cannot meet (a page tool on a verbs-only
@@ -187,6 +192,7 @@ class CallOutcome:
         meta = getattr(result, "meta", None)
         self.block_text = "\n".join(t for t in texts[1:] if t)
         self.meta_text = json.dumps(meta or {}, default=str)
+        self.size = sum(len(t.encode()) for t in texts if t) + len(self.meta_text.encode())
 
     def has_notice(self, code: str) -> bool:
         """docs/protocol.md, notices: a notice rides BOTH an extra content block and `_meta`."""
@@ -265,6 +271,12 @@ def check_call(out: CallOutcome, expect: dict[str, Any]) -> None:
         raise CaseFailed(f"{out.tool}: expected a {expect['notice']} notice in content[1:] and in _meta")
     if "raw_eq" in expect and out.raw != expect["raw_eq"]:
         raise CaseFailed(f"{out.tool}: content[0] must be byte-identical to the earlier call's")
+    if "bytes_le" in expect and out.size > expect["bytes_le"]:
+        raise CaseFailed(f"{out.tool}: the answer is {out.size} bytes, more than {expect['bytes_le']}")
+    for code, count in (expect.get("notice_blocks") or {}).items():
+        found = out.block_text.count(f"[fleetmem notice {code} ")
+        if found != count:
+            raise CaseFailed(f"{out.tool}: expected {count} {code} notice block(s), got {found}")
     if "no_notice" in expect and out.has_notice(expect["no_notice"]):
         raise CaseFailed(f"{out.tool}: unexpected {expect['no_notice']} notice")
     if "fix_run_keeps" in expect or "fix_sets" in expect or "fix_drops" in expect:
@@ -500,7 +512,7 @@ class Runner:
             tools = await session.tools(who)
             check_list(tools, step.get("expect") or {})
             return
-        tool, args = step["call"], step.get("args") or {}
+        tool, args = step["call"], {**(step.get("args") or {}), **_many_keys(step)}
         client = await session.client(who)
         result = await client.call_tool(tool, args)
         out = CallOutcome(tool, args, result)
@@ -524,7 +536,7 @@ class Runner:
         async with httpx2.AsyncClient(timeout=30) as http:
             kwargs: dict[str, Any] = {"headers": headers}
             if "json" in step:
-                kwargs["content"] = json.dumps(step["json"]).encode()
+                kwargs["content"] = json.dumps({**step["json"], **_many_keys(step)}).encode()
                 headers.setdefault("Content-Type", "application/json")
             elif "raw" in step:
                 kwargs["content"] = step["raw"].encode()
@@ -537,6 +549,8 @@ class Runner:
                 raise CaseFailed(
                     f"{step['http']} {url}: expected HTTP {expect['status']}, got {response.status_code}"
                 )
+        if "bytes_le" in expect and len(response.content) > expect["bytes_le"]:
+            raise CaseFailed(f"{url}: the answer is {len(response.content)} bytes, more than {expect['bytes_le']}")
         for name, spec in (expect.get("headers") or {}).items():
             check_value(response.headers.get(name, _MISSING), spec, f"header {name}")
         if expect.get("paths") or step.get("save"):
@@ -573,6 +587,11 @@ def check_list(tools: list[Any], expect: dict[str, Any]) -> None:
     for path, spec in (expect.get("every") or {}).items():
         for name, tool in by_name.items():
             check_value(get_path(tool, path), spec, f"tools/list {name}.{path}")
+
+
+def _many_keys(step: dict[str, Any]) -> dict[str, Any]:
+    spec = step.get("many_keys") or {}
+    return {f"{spec.get('prefix', 'k')}{i}": i for i in range(int(spec.get("count", 0)))}
 
 
 def substitute(value: Any, variables: dict[str, Any]) -> Any:

@@ -10,13 +10,14 @@ Public API:
   verify=None) -> VerbError`: `invalid_params` whose suggestion says problem, cause and fix, and
   whose fix is the same call with `field` set to `value` (or removed when `drop`) and every other
   argument kept.
-- `loose_int(value) -> int | None`: an integer from int / integral float / digit string, else None
-  (bools are not integers here).
+- `loose_int(value) -> int | None`: an integer from int / integral float / ASCII digit string, else
+  None (bools are not integers here).
 - `check_budget(tool, params) -> int | None`: D4 — `budget_tokens` absent/null -> None; an integer
-  >= 1 -> it; anything else -> `invalid_params` with a corrected value.
-- `clamp_limit(tool, params, default=50, lo=1, hi=100) -> int`: `limit` clamped (never rejected for
-  being out of range); a non-number -> `invalid_params` with limit=default.
-- `parse_since(tool, params, field, now) -> datetime | None`: ISO 8601 or `invalid_params`.
+  1..MAX_BUDGET_TOKENS -> it (the `Budget` type refused anything else).
+- `clamp_limit(tool, params, default=50, lo=1, hi=100) -> int`: `limit` clamped to lo..hi (only
+  recall's limit can be out of range here: the spec clamps it; list_pages' `Limit` refuses).
+- `parse_since(tool, params, field, now) -> datetime | None`: ISO 8601 or `invalid_params` (no
+  corrected call: a time the caller did not write would be a guess).
 - `too_long(message, *, problem, cause, instead, detail=None) -> VerbError`: `invalid_params` for a
   size limit (D16). Cutting text, a name or a slug changes what the caller meant, so the fix has
   no runnable step (`next: report`): the suggestion and `why` say what to do instead.
@@ -31,8 +32,14 @@ Typed parameters (docs/protocol.md, "Parameters and validation"):
 - `Hint(accepts, cause=None, fix=..., remedy=None)`: per-field metadata (`Annotated[..., Hint(...)]`)
   the builder reads: what the field accepts and the corrected value (a constant, or a function of the
   rejected value and the current time; `NO_FIX` for none, `DROP` to leave the field out).
-- `Budget`, `Limit`, `Since`/`SinceText`, `VisibilityArg`: the shared typed fields (D4 budget, per-arm limit,
-  ISO `since`, world|private).
+- `Budget`, `Limit`, `ChangePosition`, `Since`/`SinceText`, `VisibilityArg`: the shared typed fields
+  (D4 budget, per-call limit, delta positions, ISO `since`, world|private).
+
+Strict parameters (docs/protocol.md, D18): every `Params` model validates strictly. An integer is a
+JSON integer (a number without a fractional part; never a string or a boolean) within the bounds its
+schema advertises (`minimum`/`maximum`: every integer parameter has both, `registry.register`
+checks); a boolean is a JSON boolean. A refusal's fix is the same call with the value corrected to
+the nearest valid one when that is unambiguous (`nearest_int`, `_flag_value`), else no runnable step.
 """
 
 from __future__ import annotations
@@ -42,7 +49,7 @@ import math
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import (
@@ -61,10 +68,18 @@ from pydantic_core import to_jsonable_python
 from fleetmem.errors import Fix, Notice, VerbError
 from fleetmem.models import Caller
 from fleetmem.protocol import VISIBILITIES
-from fleetmem.timefmt import iso, parse_iso
+from fleetmem.timefmt import parse_iso
 
 _WS = re.compile(r"\s+")
+#: An integer written as text: ASCII digits only (`int()` also reads "٣" and "1_000").
+_ASCII_INT = re.compile(r"\s*-?[0-9]{1,12}\s*", re.ASCII)
 DEFAULT_BUDGET_FIX = 2000
+#: D4 and D18: the largest budget (a million tokens is far beyond any answer's size).
+MAX_BUDGET_TOKENS = 1_000_000
+#: D18: the largest change position: the largest integer every JSON reader keeps exactly (2^53 - 1,
+#: JavaScript's safe integer), well inside what every store holds (SQLite's signed 64-bit INTEGER,
+#: DynamoDB's numbers). No brain comes near it.
+MAX_POSITION = 2**53 - 1
 
 
 def normalize_text(text: str) -> str:
@@ -141,7 +156,7 @@ def _invalid_args(
         suggestion,
         why=why or cause,
         detail=detail,
-        fix=None if no_fix is not None else fix_call(tool, args, why or cause, verify=verify),
+        fix=Fix(why=why or cause) if no_fix is not None else fix_call(tool, args, why or cause, verify=verify),
         klass="caller",
     )
 
@@ -153,7 +168,7 @@ def loose_int(value: Any) -> int | None:
         return value
     if isinstance(value, float) and math.isfinite(value) and value.is_integer():
         return int(value)
-    if isinstance(value, str) and re.fullmatch(r"\s*-?\d{1,12}\s*", value):
+    if isinstance(value, str) and _ASCII_INT.fullmatch(value):
         return int(value)
     return None
 
@@ -183,16 +198,24 @@ def parse_since(tool: str, params: BaseModel, field: str, now: datetime) -> date
             return parse_iso(raw)
         except (ValueError, OverflowError):
             pass
-    example = iso(now - timedelta(days=1))
-    raise invalid(
+    raise _since_error(tool, given_args(params), field, raw)
+
+
+def _since_error(tool: str, args: Mapping[str, Any], field: str, raw: Any) -> VerbError:
+    """`invalid_params` for a time that does not parse. No corrected call: which instant the caller
+    meant is theirs to say (a made-up one would silently change what the read returns)."""
+    shown = json.dumps(raw, ensure_ascii=False, default=str)[:80]
+    return _invalid_args(
         tool,
-        params,
-        f"{field} is not an ISO 8601 date or datetime (got {raw!r}).",
-        problem=f"{field}={raw!r} could not be read as a time.",
-        cause=f"{field} must be ISO 8601, e.g. {example} (UTC) or 2026-06-01.",
+        dict(args),
+        f"{field} is not an ISO 8601 date or datetime (got {shown}).",
+        problem=f"{field}={shown} could not be read as a time.",
+        cause=f"{field} must be ISO 8601 in UTC: a date (2026-06-01) or a datetime (2026-06-01T09:30:00Z).",
         field=field,
-        value=example,
-        why=f"{field} must be ISO 8601; the corrected call uses 24 hours ago as an example.",
+        no_fix=f"send {field} as the ISO 8601 time you meant, or leave {field} out",
+        why=f"{field} must be an ISO 8601 date or datetime; which time you meant cannot be read from "
+        f"{shown}, so no corrected call is offered: send the time you meant, e.g. 2026-06-01 or "
+        "2026-06-01T09:30:00Z, or leave it out.",
     )
 
 
@@ -285,7 +308,9 @@ class Params(BaseModel):
     arguments dispatch handles itself (`dry_run`, `idempotency_key`) in fixes.
     """
 
-    model_config = ConfigDict(extra="ignore")
+    # D18: strict — no string is read as a number or a flag and no number as a flag (pydantic's lax
+    # mode read "yes" and 1 as true and "5" as 5, while refusing 2.5).
+    model_config = ConfigDict(extra="ignore", strict=True)
     tool: ClassVar[str] = ""
     #: Fields whose errors are reported first, in this order (then the declaration order).
     check_order: ClassVar[tuple[str, ...]] = ()
@@ -392,6 +417,15 @@ def _generic_invalid(
             derivable = False
             continue
         given = args.get(top)
+        if e.get("type") == "bool_type" and len(loc) == 1:
+            # D18: a flag is a JSON boolean; text or a number that plainly spells one is corrected to
+            # it, anything else has no corrected call (guessing false could hide what was asked for).
+            flag = _flag_value(given)
+            if flag is None:
+                derivable = False
+            else:
+                fixed[top] = flag
+            continue
         if (
             e.get("type") == "string_type" and len(loc) == 1
             and isinstance(given, int | float) and not isinstance(given, bool)
@@ -444,6 +478,18 @@ def _generic_invalid(
     )
 
 
+_FLAG_WORDS = {"true": True, "yes": True, "on": True, "1": True, "false": False, "no": False, "off": False, "0": False}
+
+
+def _flag_value(value: Any) -> bool | None:
+    """The boolean a non-boolean plainly spells ("true", "no", 1, 0), else None."""
+    if isinstance(value, int) and not isinstance(value, bool) and value in (0, 1):
+        return bool(value)
+    if isinstance(value, str):
+        return _FLAG_WORDS.get(value.strip().lower())
+    return None
+
+
 def _compact(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
 
@@ -451,72 +497,109 @@ def _compact(value: Any) -> str:
 # -- the shared typed fields ----------------------------------------------------------------------
 
 
-def _loose_int_or_raw(value: Any) -> Any:
-    n = loose_int(value)
-    return value if n is None else n
+def _integral_as_int(value: Any) -> Any:
+    """JSON does not tell 2 from 2.0: a number without a fractional part is that integer. Everything
+    else (a fraction, a string, a boolean) is left for the strict integer check to refuse."""
+    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        return int(value)
+    return value
 
 
-def _loose_rounded_or_raw(value: Any) -> Any:
-    n = loose_int(value)
-    if n is None and isinstance(value, float) and math.isfinite(value):
-        n = round(value)
-    return value if n is None else n
+def _as_number(raw: Any) -> int | float | None:
+    """The number a rejected value plainly spells (a JSON number, or one written in ASCII digits)."""
+    if isinstance(raw, bool):
+        return None
+    if isinstance(raw, int):
+        return raw
+    if isinstance(raw, float) and math.isfinite(raw):
+        return raw
+    if isinstance(raw, str) and _ASCII_NUMBER.fullmatch(raw):
+        return float(raw) if "." in raw else int(raw)
+    return None
 
 
-def _budget_fix(raw: Any, now: datetime) -> int:
-    if isinstance(raw, int | float) and not isinstance(raw, bool) and math.isfinite(raw) and raw >= 1:
-        return max(1, math.floor(raw))
-    return DEFAULT_BUDGET_FIX
+def nearest_int(lo: int, hi: int, otherwise: Any) -> Callable[[Any, datetime], Any]:
+    """A `Hint.fix`: the nearest valid integer to a rejected value — a fraction rounded down, a
+    number outside lo..hi moved to the bound, a number written as ASCII text read as that number —
+    or `otherwise` (a constant, `DROP` or `NO_FIX`) when the value is no number at all."""
+
+    def fix(raw: Any, now: datetime) -> Any:
+        x = _as_number(raw)
+        return otherwise if x is None else max(lo, min(hi, math.floor(x)))
+
+    return fix
 
 
-def _since_example(raw: Any, now: datetime) -> str:
-    return iso(now - timedelta(days=1)) or ""
+_ASCII_NUMBER = re.compile(r"\s*-?[0-9]{1,18}(?:\.[0-9]{1,18})?\s*", re.ASCII)
 
 
-#: D4: an integer >= 1 (integral floats and digit strings read as integers), or null for no budget.
-Budget = Annotated[
-    Annotated[int, Strict(), Field(ge=1)] | None,
-    BeforeValidator(_loose_int_or_raw),
-    WithJsonSchema({"type": "integer", "minimum": 1}),
-    Hint(
-        accepts="an integer >= 1",
-        cause="budget_tokens is a whole number of tokens, at least 1; omit it for no budget.",
-        fix=_budget_fix,
-    ),
-]
-
-
-def Limit(default: int, hi: int) -> Any:
-    """A per-call maximum: any number (rounded) is accepted and clamped to 1..hi by the verb."""
+def Whole(lo: int, hi: int, *, accepts: str | None = None, cause: str, fix: Any) -> Any:
+    """D18: an optional integer parameter within lo..hi, advertised as `minimum`/`maximum`."""
     return Annotated[
-        Annotated[int, Strict()] | None,
-        BeforeValidator(_loose_rounded_or_raw),
-        WithJsonSchema({"type": "integer", "minimum": 1, "maximum": hi}),
-        Hint(accepts="a number", cause=f"limit is a number, clamped to 1..{hi} (default {default}).", fix=default),
+        Annotated[int, Strict(), Field(ge=lo, le=hi)] | None,
+        BeforeValidator(_integral_as_int),
+        WithJsonSchema({"type": "integer", "minimum": lo, "maximum": hi}),
+        Hint(accepts=accepts or f"an integer from {lo} to {hi}", cause=cause, fix=fix),
     ]
 
 
-#: D14: a change position delta returned (`next_cursor.page_seq` / `fact_seq`); a bad one is dropped,
-#: since without it the position is derived from `since`.
-ChangePosition = Annotated[
-    Annotated[int, Strict(), Field(ge=0)] | None,
-    BeforeValidator(_loose_int_or_raw),
-    WithJsonSchema({"type": "integer", "minimum": 0}),
-    Hint(
-        accepts="an integer >= 0",
-        cause="it is the whole number delta returned in next_cursor; without it the position is derived "
-        "from since.",
-        fix=DROP,
-    ),
-]
+def _budget_fix(raw: Any, now: datetime) -> int:
+    x = _as_number(raw)
+    if x is None or x < 1:
+        return DEFAULT_BUDGET_FIX  # 0, a negative or no number says nothing about the size meant
+    return max(1, min(MAX_BUDGET_TOKENS, math.floor(x)))
+
+
+#: D4: an integer 1..MAX_BUDGET_TOKENS, or null for no budget.
+Budget = Whole(
+    1,
+    MAX_BUDGET_TOKENS,
+    cause=f"budget_tokens is a whole number of tokens from 1 to {MAX_BUDGET_TOKENS}; omit it for no budget.",
+    fix=_budget_fix,
+)
+
+
+def Limit(default: int, hi: int, *, clamp: bool = False) -> Any:
+    """A per-call maximum, an integer. With `clamp` (recall: the spec clamps its limit) any integer is
+    taken and the verb clamps it to 1..hi with a `clamped` notice; otherwise outside 1..hi is
+    refused with the nearest bound as the fix."""
+    if not clamp:
+        return Whole(
+            1, hi, cause=f"limit is a whole number from 1 to {hi} (default {default}).",
+            fix=nearest_int(1, hi, default),
+        )
+    return Annotated[
+        Annotated[int, Strict()] | None,
+        BeforeValidator(_integral_as_int),
+        WithJsonSchema({"type": "integer", "minimum": 1, "maximum": hi}),
+        Hint(
+            accepts="an integer",
+            cause=f"limit is a whole number; outside 1..{hi} it is clamped (default {default}).",
+            fix=nearest_int(1, hi, default),
+        ),
+    ]
+
+
+#: D14: a change position delta returned (`next_cursor.page_seq` / `fact_seq`). A bad one is dropped
+#: from the fix: without it the position is derived from `since`, while any other number would
+#: name a position delta never handed out.
+ChangePosition = Whole(
+    0,
+    MAX_POSITION,
+    cause="it is the whole number delta returned in next_cursor (0 to 2^53-1); without it the position "
+    "is derived from since.",
+    fix=DROP,
+)
 
 #: ISO 8601 text (or null); its grammar is read by `parse_since` in the verb.
 Since = Annotated[
     str | None,
     Hint(
         accepts="an ISO 8601 date or datetime",
-        cause="since must be ISO 8601, e.g. 2026-06-01 or 2026-06-01T09:30:00Z (UTC).",
-        fix=_since_example,
+        cause="since must be ISO 8601 text, e.g. 2026-06-01 or 2026-06-01T09:30:00Z (UTC).",
+        # Which instant a number or an object meant is the caller's to say: no corrected call.
+        fix=NO_FIX,
+        remedy="send since as the ISO 8601 time you meant, or leave since out",
     ),
 ]
 #: The same, served as a plain string in the inputSchema (context_pack, delta).

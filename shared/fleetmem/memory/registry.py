@@ -5,8 +5,9 @@ Each verb module registers itself with `register(ToolSpec(...))`; `fleetmem.memo
 imports every module so that `REGISTRY` is complete once `fleetmem.memory` is imported.
 
 Every tool has a typed parameter model (a `common.Params`, whose failures become the tool's
-`invalid_params`) and a result model that describes its success body (`validate_result`); the
-contract they spell out is docs/protocol.md.
+`invalid_params`; strict, with every integer parameter bounded in its schema — D18) and a result
+model that describes its success body (`validate_result`); the contract they spell out is
+docs/protocol.md.
 """
 
 from __future__ import annotations
@@ -60,8 +61,26 @@ def register(spec: ToolSpec) -> ToolSpec:
         raise ValueError(f"tool {spec.name!r} registered twice")
     if issubclass(spec.params, Params):
         spec.params.tool = spec.name  # the tool its invalid_params fixes call
+        unbounded = unbounded_integers(spec.input_schema())
+        if unbounded:
+            # D18: every integer parameter advertises its bounds, and validation enforces them, so a
+            # number no store can hold (2**64) is the caller's invalid_params, never a server error.
+            raise ValueError(f"tool {spec.name!r}: integer parameter(s) without minimum/maximum: {unbounded}")
     REGISTRY[spec.name] = spec
     return spec
+
+
+def unbounded_integers(schema: dict[str, Any]) -> list[str]:
+    """Top-level integer properties of an input schema that lack `minimum` or `maximum`."""
+    out = []
+    for name, prop in (schema.get("properties") or {}).items():
+        for variant in [prop, *(prop.get("anyOf") or [])]:
+            kind = variant.get("type")
+            kinds = kind if isinstance(kind, list) else [kind]
+            if "integer" in kinds and ("minimum" not in variant or "maximum" not in variant):
+                out.append(name)
+                break
+    return out
 
 
 def on_surface(spec: ToolSpec, surface: Surface) -> bool:

@@ -7,11 +7,12 @@ Order of checks, each answering with the one envelope builder (`fleetmem.memory.
    acknowledged). A tool on this surface that the caller's scopes do not allow is `scope_denied`.
    Either way it is absent from this caller's tools/list, so list and call agree.
 2. arguments must be a JSON object (`None` means `{}`).
-3. D3 unknown parameters: reads ignore them with an `unknown_param` notice; writes refuse them with
-   `invalid_params` whose fix is the same call without the key (or with the closest known name).
+3. D3 unknown parameters: reads ignore them with ONE `unknown_param` notice (the first names and the
+   count, however many were sent); writes refuse them with `invalid_params` whose fix is the same
+   call without them (or with the closest known names). Later fixes echo the call without them.
    `_meta` and `dry_run` are always allowed; `idempotency_key` on tools that take one.
-4. typed parameters (`fleetmem.memory.common.Params`) -> the tool's `invalid_params` naming the
-   first bad field, with the fix its hint (or default) gives and the other arguments kept.
+4. typed parameters (`fleetmem.memory.common.Params`, strict: D18) -> the tool's `invalid_params`
+   naming the first bad field, with the fix its hint (or default) gives and the other arguments kept.
 5. D2 idempotency: claim before run, complete after, release on error.
 6. run; `VerbError` -> envelope; `PortError` -> mapped envelope; anything else -> `internal`
    (logged with the correlation id and the exception TYPE only).
@@ -231,7 +232,11 @@ class _Call:
         try:
             spec = self._spec()  # 1. surface and scope, 2. an object of valid text
             notices = self._unknown_params(spec)  # 3. D3
-            args = {k: v for k, v in self.args.items() if k in self._known(spec)}
+            known = self._known(spec)
+            # A read ran without its unknown keys, so every later fix echoes the call without them:
+            # an answer's size never grows with the keys a request adds.
+            self.args = {k: v for k, v in self.args.items() if k in known}
+            args = dict(self.args)
             key = self._idempotency_key(spec, args)  # D2 (taken out of `args` unless a parameter)
             dry_run = self._dry_run_flag(spec, args)  # taken out of `args` unless a parameter
             params = self._validate(spec, args)  # 4. typed parameters

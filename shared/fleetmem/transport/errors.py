@@ -131,51 +131,88 @@ def scope_denied(
         ),
     )
 
+#: Unknown parameter names an answer spells out (the rest are counted): an answer's size must not
+#: grow with the number of keys a request sends.
+UNKNOWN_SHOWN = 10
+#: Characters of one unknown name an answer repeats.
+UNKNOWN_NAME_CHARS = 64
+
+
+def _named(unknown: list[str]) -> str:
+    names = ", ".join(f"`{k[:UNKNOWN_NAME_CHARS]}`" for k in unknown[:UNKNOWN_SHOWN])
+    more = len(unknown) - UNKNOWN_SHOWN
+    return names + (f" and {more} more" if more > 0 else "")
+
+
+def _renames(call: CallView, unknown: list[str], fields: list[str]) -> dict[str, str]:
+    """Closest known names for the first unknown names (a known name already given is kept)."""
+    out: dict[str, str] = {}
+    for key in unknown[:UNKNOWN_SHOWN]:
+        close = difflib.get_close_matches(key[:UNKNOWN_NAME_CHARS], fields, n=1, cutoff=0.6)
+        if close and close[0] not in call.args and close[0] not in out.values():
+            out[key] = close[0]
+    return out
+
+
 def unknown_on_write(call: CallView, spec: ToolSpec, unknown: list[str], fields: list[str]) -> VerbError:
-    fixed = dict(call.args)
-    renames: list[str] = []
-    for key in unknown:
-        value = fixed.pop(key)
-        close = difflib.get_close_matches(key, fields, n=1, cutoff=0.6)
-        if close and close[0] not in fixed:
-            fixed[close[0]] = value
-            renames.append(f"{key} -> {close[0]}")
-    names = ", ".join(f"`{k}`" for k in unknown)
-    how = ("renamed " + ", ".join(renames)) if renames else "without the unknown parameter(s)"
+    renames = _renames(call, unknown, fields)
+    dropped = set(unknown)
+    fixed = {k: v for k, v in call.args.items() if k not in dropped}
+    fixed.update({close: call.args[key] for key, close in renames.items()})
+    plural = "parameters" if len(unknown) > 1 else "parameter"
+    how = (
+        "renamed " + ", ".join(f"{k[:UNKNOWN_NAME_CHARS]} -> {c}" for k, c in renames.items())
+        + (" and without the other unknown parameters" if len(unknown) > len(renames) else "")
+        if renames
+        else "without the unknown parameter(s)"
+    )
     return VerbError(
         "invalid_params",
-        f"{spec.name} does not take {names}.",
+        f"{spec.name} does not take {len(unknown)} unknown {plural}: {_named(unknown)}."
+        if len(unknown) > 1
+        else f"{spec.name} does not take {_named(unknown)}.",
         f"{spec.name} writes, so it refuses parameters it does not know rather than guess. "
         f"Known parameters: {', '.join(fields)}. Send the same call {how}.",
         why="An unknown parameter on a write usually means a typo that would silently change what "
         "is stored; nothing was written.",
-        detail={"unknown_params": unknown},
+        detail={
+            "unknown_params": [k[:UNKNOWN_NAME_CHARS] for k in unknown[:UNKNOWN_SHOWN]],
+            "unknown_count": len(unknown),
+        },
         fix=Fix(why=f"The same call {how}; nothing was written.", mcp=call.same_call(fixed)),
     )
 
 def unknown_on_read(call: CallView, spec: ToolSpec, unknown: list[str], fields: list[str]) -> list[Notice]:
-    out = []
-    for key in unknown:
-        close = difflib.get_close_matches(key, fields, n=1, cutoff=0.6)
-        fix = None
-        if close and close[0] not in call.args:
-            fixed = {k: v for k, v in call.args.items() if k not in unknown}
-            fixed[close[0]] = call.args[key]
-            fix = Fix(
-                why=f"`{close[0]}` is the closest parameter {spec.name} knows.",
-                mcp=call.same_call(fixed),
-            )
-        out.append(
-            Notice(
-                code="unknown_param",
-                kind="info",
-                why=f"{spec.name} ignored the unknown parameter `{key[:64]}`"
-                + (f" (did you mean `{close[0]}`?)" if close else "")
-                + f". Known parameters: {', '.join(fields)}.",
-                fix=fix,
-            )
+    """ONE notice however many unknown names the call sent: the first few named, the rest counted."""
+    renames = _renames(call, unknown, fields)
+    fix = None
+    if renames:
+        dropped = set(unknown)
+        fixed = {k: v for k, v in call.args.items() if k not in dropped}
+        fixed.update({close: call.args[key] for key, close in renames.items()})
+        fix = Fix(
+            why="The same call with "
+            + ", ".join(f"`{k[:UNKNOWN_NAME_CHARS]}` as `{c}`" for k, c in renames.items())
+            + f", the closest parameter{'s' if len(renames) > 1 else ''} {spec.name} knows.",
+            mcp=call.same_call(fixed),
         )
-    return out
+    hints = "".join(
+        f" (did you mean `{c}` for `{k[:UNKNOWN_NAME_CHARS]}`?)" if len(unknown) > 1 else f" (did you mean `{c}`?)"
+        for k, c in renames.items()
+    )
+    what = (
+        f"the unknown parameter {_named(unknown)}"
+        if len(unknown) == 1
+        else f"{len(unknown)} unknown parameters: {_named(unknown)}"
+    )
+    return [
+        Notice(
+            code="unknown_param",
+            kind="info",
+            why=f"{spec.name} ignored {what}{hints}. Known parameters: {', '.join(fields)}.",
+            fix=fix,
+        )
+    ]
 
 def unencodable(call: CallView, spec: ToolSpec, path: str) -> VerbError:
     return VerbError(

@@ -249,11 +249,12 @@ def test_list_pages_pages_by_slug_with_an_opaque_cursor_and_type_filter(deps, re
     assert "a/private" in [p["slug"] for p in listing(deps, local_caller)["pages"]]
 
 
-@pytest.mark.parametrize(("limit", "shown"), [(0, 1), (-5, 1), (500, 3)])
-def test_list_pages_clamps_the_limit(deps, remote_caller, limit, shown):
-    for slug in ["a", "b", "c"]:
-        put(deps, remote_caller, slug, "Body.")
-    assert len(listing(deps, remote_caller, limit=limit)["pages"]) == shown
+@pytest.mark.parametrize(("limit", "nearest"), [(0, 1), (-5, 1), (500, 200)])
+def test_list_pages_refuses_a_limit_outside_1_to_200_with_the_nearest_bound(deps, remote_caller, limit, nearest):
+    with pytest.raises(VerbError) as err:
+        listing(deps, remote_caller, limit=limit)
+    assert err.value.code == "invalid_params"
+    assert err.value.fix.mcp == {"tool": "list_pages", "arguments": {"limit": nearest}}
 
 
 def test_delete_page_removes_the_page_and_its_chunks(deps, remote_caller):

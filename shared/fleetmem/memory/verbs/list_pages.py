@@ -1,15 +1,23 @@
 """`list_pages(limit?, cursor?, type?)` — page through the brain's pages by slug (full surface, read).
 
 Public API: `ListPagesParams`, `run(deps, caller, params, ctx) -> Outcome`, `SPEC` (registered).
-`limit` default 50, clamped to 1..200; `cursor` is the opaque `next_cursor` of the previous call (the
-last slug listed); `type` filters on the page type. Response `{pages[{slug, title, type,
+`limit` default 50, an integer 1..200 (outside it is refused with the nearest bound as the fix);
+`cursor` is the opaque `next_cursor` of the previous call (the last slug listed, encoded by
+`encode_cursor`); one that does not decode is refused with a fix that starts over without it, so a
+bad cursor never reads as the end. `type` filters on the page type. Response `{pages[{slug, title, type,
 updated_at}], next_cursor (null on the last page), protocol_version}`. Remote callers never see
 private pages.
 """
 
 from __future__ import annotations
 
-from pydantic import ConfigDict, Field
+import base64
+import binascii
+import json
+from typing import Annotated
+
+from pydantic import AfterValidator, ConfigDict, Field
+from pydantic_core import PydanticCustomError
 
 from fleetmem.errors import Outcome
 from fleetmem.memory import common
@@ -24,13 +32,49 @@ DEFAULT_LIMIT = 50
 MAX_LIMIT = 200
 
 
+def encode_cursor(slug: str) -> str:
+    """The opaque `next_cursor` for "after this slug"."""
+    raw = json.dumps({"after": slug}, ensure_ascii=False, separators=(",", ":")).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str) -> str | None:
+    """The slug a cursor of `encode_cursor` names, or None when it is not one."""
+    text = cursor.strip()
+    try:
+        data = json.loads(base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)).decode())
+    except (binascii.Error, ValueError, UnicodeDecodeError):
+        return None
+    after = data.get("after") if isinstance(data, dict) else None
+    return after if isinstance(after, str) and after else None
+
+
+def _known_cursor(value: str | None) -> str | None:
+    if value is not None and value.strip() and decode_cursor(value) is None:
+        raise PydanticCustomError(
+            "fm_cursor",
+            "cursor is not a next_cursor list_pages returned (it does not decode), so where to resume "
+            "is unknown.",
+        )
+    return value
+
+
 class ListPagesParams(common.Params):
     model_config = ConfigDict(extra="ignore")
 
     limit: common.Limit(DEFAULT_LIMIT, MAX_LIMIT) = Field(  # type: ignore[valid-type]
-        default=None, description=f"Pages per call (default {DEFAULT_LIMIT}, at most {MAX_LIMIT})."
+        default=None, description=f"Pages per call (default {DEFAULT_LIMIT}, 1 to {MAX_LIMIT})."
     )
-    cursor: str | None = Field(default=None, description="next_cursor from the previous call.")
+    cursor: Annotated[
+        str | None,
+        AfterValidator(_known_cursor),
+        common.Hint(
+            accepts="a next_cursor from list_pages",
+            cause="cursor is opaque: pass back exactly the next_cursor of the previous call; without it "
+            "the listing starts from the first page.",
+            fix=common.DROP,
+        ),
+    ] = Field(default=None, description="next_cursor from the previous call, passed back unchanged.")
     type: str | None = Field(default=None, description='Only pages of this type, e.g. "person".')
 
 
@@ -41,9 +85,10 @@ class ListPagesResult(Wire):
 
 
 def run(deps: Deps, caller: Caller, params: ListPagesParams, ctx: CallContext) -> Outcome:
-    limit = common.clamp_limit(TOOL, params, default=DEFAULT_LIMIT, lo=1, hi=MAX_LIMIT)
+    limit = params.limit or DEFAULT_LIMIT
+    after = decode_cursor(params.cursor) if params.cursor else None
     heads = deps.pages.list(
-        caller.tenant, world_only=caller.remote, limit=limit + 1, after=(params.cursor or None),
+        caller.tenant, world_only=caller.remote, limit=limit + 1, after=after,
         type=(params.type or None),
     )
     shown = heads[:limit]
@@ -51,7 +96,7 @@ def run(deps: Deps, caller: Caller, params: ListPagesParams, ctx: CallContext) -
         "pages": [
             {"slug": h.slug, "title": h.title, "type": h.type, "updated_at": iso(h.updated_at)} for h in shown
         ],
-        "next_cursor": shown[-1].slug if len(heads) > limit else None,
+        "next_cursor": encode_cursor(shown[-1].slug) if len(heads) > limit else None,
         "protocol_version": PROTOCOL_VERSION,
     }).model_dump())
 

@@ -81,7 +81,7 @@ class RecallParams(Params):
     since: Since = Field(
         None, description='Only facts saved after this ISO 8601 date/datetime, e.g. "2026-06-01T00:00:00Z".'
     )
-    limit: Limit(DEFAULT_RECALL_LIMIT, MAX_RECALL_LIMIT) = Field(  # type: ignore[valid-type]
+    limit: Limit(DEFAULT_RECALL_LIMIT, MAX_RECALL_LIMIT, clamp=True) = Field(  # type: ignore[valid-type]
         None,
         description="Per-arm maximum (facts and search results each). Default 50, clamped to 1..100.",
     )

@@ -26,7 +26,14 @@ from pydantic import ConfigDict, Field
 
 from fleetmem.errors import Fix, Notice, Outcome, Unavailable, VerbError
 from fleetmem.memory import search as search_arm
-from fleetmem.memory.common import Params, degraded_recall_notice, empty_retrieval_notice, parse_since, world_only
+from fleetmem.memory.common import (
+    Params,
+    Since,
+    degraded_recall_notice,
+    empty_retrieval_notice,
+    parse_since,
+    world_only,
+)
 from fleetmem.memory.indexing import chunk_display
 from fleetmem.memory.pagefmt import clip
 from fleetmem.memory.registry import ToolSpec, register
@@ -58,8 +65,8 @@ class SynthesizeParams(Params):
         description="The question whose answer needs evidence combined across pages, e.g. "
         '"Why did we pick Stripe over Adyen, and who pushed for it?".',
     )
-    since: str | None = Field(None, description="Only use facts saved after this ISO 8601 date/datetime.")
-    until: str | None = Field(None, description="Only use facts saved before this ISO 8601 date/datetime.")
+    since: Since = Field(None, description="Only use facts saved after this ISO 8601 date/datetime.")
+    until: Since = Field(None, description="Only use facts saved before this ISO 8601 date/datetime.")
 
 
 class SynthesizeSource(Wire):
