@@ -12,7 +12,8 @@ Order of checks, each answering with the one envelope builder (`fleetmem.memory.
    `_meta` and `dry_run` are always allowed; `idempotency_key` on tools that take one.
 4. typed parameters (`fleetmem.memory.common.Params`) -> the tool's `invalid_params` naming the
    first bad field, with the fix its hint (or default) gives and the other arguments kept.
-5. D2 idempotency: claim before run, complete after, release on error.
+5. D2 idempotency: claim before run (a claim with a lease: once it lapses, a retry takes the key
+   over), complete after, release on error.
 6. run; `VerbError` -> envelope; `PortError` -> mapped envelope; anything else -> `internal`
    (logged with the correlation id and the exception TYPE only).
 
@@ -31,6 +32,7 @@ import json
 import logging
 import time
 import traceback
+import uuid
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import timedelta
@@ -335,6 +337,7 @@ class _Call:
             result=None,
             created_at=now,
             expires_at=now + timedelta(hours=IDEMPOTENCY_TTL_HOURS),
+            claim_id=uuid.uuid4().hex,
         )
         try:
             existing = self._claim(record)
@@ -351,10 +354,10 @@ class _Call:
         try:
             result = self._execute(spec, params, notices)
         except BaseException:
-            self._release(spec, key)
+            self._release(spec, record)
             raise
         if result.is_error:
-            self._release(spec, key)
+            self._release(spec, record)
             return result
         try:
             self.deps.idempotency.complete(
@@ -373,14 +376,19 @@ class _Call:
         """Claim the key, or wait for the call that holds it: while that call is in flight (same
         arguments, no result yet) claim again with a growing pause, up to `deps.idempotency_wait_s`.
         Every waiter then returns the first call's stored result; when the first call failed (its
-        claim released), the store lets exactly one waiter claim the key and run. A record that
-        changed between the store's check and read (`Conflict`) is looked at again."""
+        claim released) or died (its lease, `deps.idempotency_lease_s` from its claim, lapsed),
+        the store lets exactly one waiter claim the key and run. Each look claims with a lease
+        from that moment. A record that changed between the store's check and read (`Conflict`)
+        is looked at again."""
         give_up = time.monotonic() + self.deps.idempotency_wait_s
         pause = _WAIT_FIRST_PAUSE_S
         now = record.created_at
+        lease = timedelta(seconds=self.deps.idempotency_lease_s)
         while True:
             try:
-                existing = self.deps.idempotency.claim(record, now=now)
+                existing = self.deps.idempotency.claim(
+                    record.model_copy(update={"lease_until": now + lease}), now=now
+                )
             except Conflict:
                 if time.monotonic() >= give_up:
                     raise
@@ -396,9 +404,11 @@ class _Call:
             pause = min(pause * 2, _WAIT_MAX_PAUSE_S)
             now = self.deps.clock.now()
 
-    def _release(self, spec: ToolSpec, key: str) -> None:
+    def _release(self, spec: ToolSpec, record: IdempotencyRecord) -> None:
         try:
-            self.deps.idempotency.release(self.caller.tenant, self.caller.client_id, spec.name, key)
+            self.deps.idempotency.release(
+                self.caller.tenant, self.caller.client_id, spec.name, record.key, record.claim_id
+            )
         except PortError:
             log.warning(
                 "idempotency claim not released",
