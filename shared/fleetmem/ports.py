@@ -394,7 +394,12 @@ class Deps:
 class CallContext:
     """Per-call facts that are not arguments: correlation id and the wall-clock deadline."""
 
-    def __init__(self, correlation_id: str, *, deadline_at: float | None = None, transport: str = "mcp") -> None:
+    def __init__(
+        self, correlation_id: str, *, deadline_at: float | None = None, transport: str = "mcp", keyed: bool = False
+    ) -> None:
         self.correlation_id = correlation_id
         self.deadline_at = deadline_at  # time.monotonic() value, or None
         self.transport = transport  # "mcp" | "cli" | "http"
+        #: The call carries an idempotency key (D2), so it may retry a call killed after storing
+        #: its write and before indexing it: a write that finds itself already stored indexes it again.
+        self.keyed = keyed

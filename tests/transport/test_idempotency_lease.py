@@ -97,3 +97,57 @@ def test_a_retry_after_a_killed_call_takes_its_key_over_once_the_lease_lapses(
     replay = dispatch("remember", call, caller, deps)
     assert replay.body["idempotent_replay"] is True and replay.body["id"] == retry.body["id"]
     assert _stored(deps, caller, args["fact"]) == [retry.body["id"]]
+
+
+class _KilledIndexing:
+    """The search index of a call that dies after its write was stored, before it was indexed."""
+
+    def __init__(self, index: Any) -> None:
+        self.index = index
+
+    def upsert(self, docs: Any) -> None:
+        raise _Killed
+
+    def replace_page(self, *args: Any) -> None:
+        raise _Killed
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.index, name)
+
+
+@pytest.fixture
+def sqlite_deps(request: pytest.FixtureRequest) -> Iterator[Deps]:
+    """SQLite, whose index is written by the call itself (write-through). DynamoDB's index is fed
+    by its stream (D11), so a killed call cannot leave a stored write unindexed there."""
+    with open_deps("sqlite", request, FixedClock(datetime.now(UTC))) as d:
+        d.embedder = HashEmbedder()
+        d.idempotency_lease_s = LEASE_S
+        yield d
+
+
+@pytest.mark.parametrize("tool", ["remember", "put_page"])
+def test_a_retry_indexes_the_write_its_killed_call_stored_but_never_indexed(
+    sqlite_deps: Deps, caller: Caller, tool: str
+) -> None:
+    deps = sqlite_deps
+    marker = "kb" + uuid.uuid4().hex[:10]
+    if tool == "remember":
+        args = {"fact": f"Zed Orchard keeps crate {marker}", "provenance": "kill test", "entity": "Zed Orchard"}
+    else:
+        args = {"slug": "zed/crates", "content": f"# Zed crates\n\nCrate {marker} ships Monday."}
+    call = {**args, "idempotency_key": f"k-index-{tool}"}
+    index = deps.search
+    deps.search = _KilledIndexing(index)  # type: ignore[assignment]
+    with pytest.raises(_Killed):
+        dispatch(tool, call, caller, deps)
+    deps.search = index
+    deps.clock.advance(seconds=LEASE_S + 1)  # type: ignore[attr-defined]
+
+    retry = dispatch(tool, call, caller, deps)
+    assert not retry.is_error, retry.body
+    assert retry.body.get("status") in {"duplicate", "unchanged"}  # the killed call did store it
+    found = dispatch("recall", {"query": marker}, caller, deps).body
+    if tool == "remember":
+        assert [f["fact_id"] for f in found["facts"] if marker in f["fact"]] == [retry.body["id"]], found
+    else:
+        assert "zed/crates" in {hit["slug"] for hit in found["results"]}, found

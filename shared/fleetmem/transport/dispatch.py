@@ -312,9 +312,11 @@ class _Call:
             raise errors.scope_denied(self._view(), spec)
         return spec
 
-    def _execute(self, spec: ToolSpec, params: BaseModel, notices: list[Notice]) -> DispatchResult:
+    def _execute(
+        self, spec: ToolSpec, params: BaseModel, notices: list[Notice], *, keyed: bool = False
+    ) -> DispatchResult:
         deadline = time.monotonic() + self.deps.deadline_ms / 1000.0 if self.deps.deadline_ms else None
-        ctx = CallContext(self.cid, deadline_at=deadline, transport=self.transport)
+        ctx = CallContext(self.cid, deadline_at=deadline, transport=self.transport, keyed=keyed)
         try:
             outcome = spec.run(self.deps, self.caller, params, ctx)
         except VerbError as err:
@@ -352,7 +354,7 @@ class _Call:
             body["idempotent_replay"] = True
             return DispatchResult(body, False, notices, self.cid)
         try:
-            result = self._execute(spec, params, notices)
+            result = self._execute(spec, params, notices, keyed=True)
         except BaseException:
             self._release(spec, record)
             raise

@@ -375,6 +375,8 @@ def run(deps: Deps, caller: Caller, params: PutPageParams, ctx: CallContext) -> 
         author=caller.client_id,
     )
     if existing is not None and _same(existing, page):
+        if ctx.keyed:  # perhaps the retry of a call killed between storing and indexing the page
+            index_page(deps, existing)
         return Outcome(body={
             "slug": slug, "status": "unchanged",
             "search_state": "current",
