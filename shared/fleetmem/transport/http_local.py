@@ -44,9 +44,9 @@ log = logging.getLogger("fleetmem.transport.http_local")
 
 #: `fleetmem serve` on SIGTERM/SIGINT: seconds the calls in flight get to finish before they are
 #: cancelled (README, "Retries and idempotency").
-SHUTDOWN_GRACE_S = 10.0
+SHUTDOWN_GRACE_S = 10
 #: after the grace: time for the app's shutdown before the process exits regardless
-SHUTDOWN_MARGIN_S = 2.0
+SHUTDOWN_MARGIN_S = 2
 
 
 class PortUnavailable(OSError):
