@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from fleetmem.protocol import Surface
+from fleetmem.protocol import IDEMPOTENCY_LEASE_SECONDS, IDEMPOTENCY_TTL_HOURS, Surface
 
 # Environment variable names (the CDK app sets them with these constants).
 ENV_BACKEND = "FLEETMEM_BACKEND"
@@ -49,6 +49,8 @@ ENV_CHANGE_SETTLE_MS = "FLEETMEM_CHANGE_SETTLE_MS"
 ENV_INVOKE_READ_TIMEOUT_S = "FLEETMEM_INVOKE_READ_TIMEOUT_S"
 #: threads `fleetmem serve` runs calls on at once (the rest wait their turn)
 ENV_CALL_THREADS = "FLEETMEM_CALL_THREADS"
+#: D2: seconds an in-flight idempotency claim holds its key before a retry may take it over
+ENV_IDEMPOTENCY_LEASE_S = "FLEETMEM_IDEMPOTENCY_LEASE_S"
 ENV_REGION = "AWS_REGION"
 ENV_DEFAULT_REGION = "AWS_DEFAULT_REGION"
 
@@ -102,6 +104,17 @@ def call_threads_value(text: str) -> int:
         ) from None
 
 
+def idempotency_lease_value(text: str) -> int:
+    """`$FLEETMEM_IDEMPOTENCY_LEASE_S`: whole seconds, at least 1 and at most the key's lifetime."""
+    try:
+        return whole_number(text, 1, IDEMPOTENCY_TTL_HOURS * 3600)
+    except ValueError as exc:
+        raise ValueError(
+            f"{ENV_IDEMPOTENCY_LEASE_S} {exc}; Unset {ENV_IDEMPOTENCY_LEASE_S} for the default "
+            f"({IDEMPOTENCY_LEASE_SECONDS} s)."
+        ) from None
+
+
 @dataclass(frozen=True)
 class Settings:
     backend: str = "local"  # local | aws
@@ -116,6 +129,8 @@ class Settings:
     #: `fleetmem serve`: calls run on at most this many threads at once
     call_threads: int = DEFAULT_CALL_THREADS
     deadline_ms: int = 2000
+    #: D2: seconds an in-flight idempotency claim holds its key (keep it above any write's run time)
+    idempotency_lease_s: int = IDEMPOTENCY_LEASE_SECONDS
     #: AWS backend
     region: str = ""
     table_prefix: str = "fleetmem"
@@ -165,6 +180,9 @@ class Settings:
             surface=_env(ENV_SURFACE, "full"),  # type: ignore[arg-type]
             deadline_ms=int(_env(ENV_DEADLINE_MS, "2000")),
             call_threads=call_threads_value(_env(ENV_CALL_THREADS) or str(DEFAULT_CALL_THREADS)),
+            idempotency_lease_s=idempotency_lease_value(
+                _env(ENV_IDEMPOTENCY_LEASE_S) or str(IDEMPOTENCY_LEASE_SECONDS)
+            ),
             region=_env(ENV_REGION, _env(ENV_DEFAULT_REGION, "")),
             table_prefix=_env(ENV_TABLE_PREFIX, "fleetmem"),
             opensearch_endpoint=_env(ENV_OPENSEARCH_ENDPOINT),

@@ -154,6 +154,12 @@ class IdempotencyRecord(Record):
     result: dict[str, Any] | None = None  # None while the first call is in flight
     created_at: datetime
     expires_at: datetime
+    #: In flight, the claim holds the key until then; once it has passed (the call was killed
+    #: before its result), a retry with the same arguments takes the key over. None: no lease
+    #: (the claim holds the key until `expires_at`).
+    lease_until: datetime | None = None
+    #: This claim's own id, so a call releasing its claim never drops one that took the key over.
+    claim_id: str | None = None
 
 
 class AuditEvent(Record):

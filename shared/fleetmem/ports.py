@@ -35,6 +35,7 @@ from fleetmem.models import (
     SearchHits,
     SearchQuery,
 )
+from fleetmem.protocol import IDEMPOTENCY_LEASE_SECONDS
 
 
 class FactStore(Protocol):
@@ -193,13 +194,17 @@ class ClientStore(Protocol):
 class IdempotencyStore(Protocol):
     def claim(self, record: IdempotencyRecord, *, now: datetime) -> IdempotencyRecord | None:
         """Store `record` (result None = in flight) unless a live record exists for
-        (tenant, client_id, verb, key); return that existing record instead (None when claimed)."""
+        (tenant, client_id, verb, key); return that existing record instead (None when claimed).
+        A record is not live once `expires_at` has passed, nor when it is an in-flight claim with
+        the same request_hash whose `lease_until` has passed (its call died): `record` takes the key
+        over. Looking and storing are one atomic step, so of concurrent claims exactly one wins."""
         ...
 
     def complete(self, tenant: str, client_id: str, verb: str, key: str, result: dict) -> None: ...
 
-    def release(self, tenant: str, client_id: str, verb: str, key: str) -> None:
-        """Drop an in-flight claim after a failed call so the caller can retry."""
+    def release(self, tenant: str, client_id: str, verb: str, key: str, claim_id: str | None = None) -> None:
+        """Drop an in-flight claim after a failed call so the caller can retry; with `claim_id`,
+        only that claim (never one that took the key over after its lease lapsed)."""
         ...
 
 
@@ -340,6 +345,7 @@ class Deps:
         maintenance: VectorMaintenance | None = None,
         deadline_ms: int = 2000,
         idempotency_wait_s: float = 30.0,
+        idempotency_lease_s: float = IDEMPOTENCY_LEASE_SECONDS,
         parallel: Callable[[Sequence[Callable[[], Any]]], list[Any]] | None = None,
     ) -> None:
         self.facts = facts
@@ -363,6 +369,8 @@ class Deps:
         #: How long a call waits for an earlier call with its idempotency key to finish (then
         #: it is told the first call is still running).
         self.idempotency_wait_s = idempotency_wait_s
+        #: How long a call's idempotency claim holds its key before a retry may take it over.
+        self.idempotency_lease_s = idempotency_lease_s
         #: Runs independent port calls concurrently (network backends); None runs them in order.
         self._parallel = parallel
 
@@ -386,7 +394,12 @@ class Deps:
 class CallContext:
     """Per-call facts that are not arguments: correlation id and the wall-clock deadline."""
 
-    def __init__(self, correlation_id: str, *, deadline_at: float | None = None, transport: str = "mcp") -> None:
+    def __init__(
+        self, correlation_id: str, *, deadline_at: float | None = None, transport: str = "mcp", keyed: bool = False
+    ) -> None:
         self.correlation_id = correlation_id
         self.deadline_at = deadline_at  # time.monotonic() value, or None
         self.transport = transport  # "mcp" | "cli" | "http"
+        #: The call carries an idempotency key (D2), so it may retry a call killed after storing
+        #: its write and before indexing it: a write that finds itself already stored indexes it again.
+        self.keyed = keyed

@@ -85,6 +85,12 @@ DEDUP_THRESHOLD: Final = 0.95
 HIGH_VECTOR_MATCH: Final = 0.80
 PAGE_BODY_MAX_BYTES: Final = 350 * 1024
 IDEMPOTENCY_TTL_HOURS: Final = 24
+#: D2: how long an in-flight claim holds its key (the default of FLEETMEM_IDEMPOTENCY_LEASE_S).
+#: Longer than a write runs (a verb function's timeout is below the edge's 26 s invoke read timeout;
+#: a local write waits at most 30 s for another process's lock), so in practice only a call killed
+#: before its result loses its key to a retry; one that outlives it anyway only means the retry runs
+#: the verb again, whose own dedup keeps the memory single.
+IDEMPOTENCY_LEASE_SECONDS: Final = 60
 HOT_FACTS_HOURS: Final = 24
 HOT_FACTS_LIMIT: Final = 10
 OPEN_THREADS_MAX: Final = 3

@@ -91,6 +91,7 @@ def _build_local(settings: Settings) -> Deps:
         llm_problem=LLM_NOT_CONFIGURED,
         maintenance=stores.maintenance,
         deadline_ms=settings.deadline_ms,
+        idempotency_lease_s=settings.idempotency_lease_s,
     )
 
 
@@ -125,6 +126,7 @@ def _build_aws(settings: Settings) -> Deps:
         llm=llm,
         llm_problem=llm_problem,
         deadline_ms=settings.deadline_ms,
+        idempotency_lease_s=settings.idempotency_lease_s,
         parallel=parallel,
     )
 

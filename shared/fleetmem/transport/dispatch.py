@@ -13,7 +13,8 @@ Order of checks, each answering with the one envelope builder (`fleetmem.memory.
    `_meta` and `dry_run` are always allowed; `idempotency_key` on tools that take one.
 4. typed parameters (`fleetmem.memory.common.Params`, strict: D18) -> the tool's `invalid_params`
    naming the first bad field, with the fix its hint (or default) gives and the other arguments kept.
-5. D2 idempotency: claim before run, complete after, release on error.
+5. D2 idempotency: claim before run (a claim with a lease: once it lapses, a retry takes the key
+   over), complete after, release on error.
 6. run; `VerbError` -> envelope; `PortError` -> mapped envelope; anything else -> `internal`
    (logged with the correlation id and the exception TYPE only).
 
@@ -32,6 +33,7 @@ import json
 import logging
 import time
 import traceback
+import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import timedelta
@@ -322,9 +324,11 @@ class _Call:
             raise errors.scope_denied(self._view(), spec, self.token_command, self.token_inputs)
         return spec
 
-    def _execute(self, spec: ToolSpec, params: BaseModel, notices: list[Notice]) -> DispatchResult:
+    def _execute(
+        self, spec: ToolSpec, params: BaseModel, notices: list[Notice], *, keyed: bool = False
+    ) -> DispatchResult:
         deadline = time.monotonic() + self.deps.deadline_ms / 1000.0 if self.deps.deadline_ms else None
-        ctx = CallContext(self.cid, deadline_at=deadline, transport=self.transport)
+        ctx = CallContext(self.cid, deadline_at=deadline, transport=self.transport, keyed=keyed)
         try:
             outcome = spec.run(self.deps, self.caller, params, ctx)
         except VerbError as err:
@@ -347,6 +351,7 @@ class _Call:
             result=None,
             created_at=now,
             expires_at=now + timedelta(hours=IDEMPOTENCY_TTL_HOURS),
+            claim_id=uuid.uuid4().hex,
         )
         try:
             existing = self._claim(record)
@@ -361,12 +366,12 @@ class _Call:
             body["idempotent_replay"] = True
             return DispatchResult(body, False, notices, self.cid)
         try:
-            result = self._execute(spec, params, notices)
+            result = self._execute(spec, params, notices, keyed=True)
         except BaseException:
-            self._release(spec, key)
+            self._release(spec, record)
             raise
         if result.is_error:
-            self._release(spec, key)
+            self._release(spec, record)
             return result
         try:
             self.deps.idempotency.complete(
@@ -385,14 +390,19 @@ class _Call:
         """Claim the key, or wait for the call that holds it: while that call is in flight (same
         arguments, no result yet) claim again with a growing pause, up to `deps.idempotency_wait_s`.
         Every waiter then returns the first call's stored result; when the first call failed (its
-        claim released), the store lets exactly one waiter claim the key and run. A record that
-        changed between the store's check and read (`Conflict`) is looked at again."""
+        claim released) or died (its lease, `deps.idempotency_lease_s` from its claim, lapsed),
+        the store lets exactly one waiter claim the key and run. Each look claims with a lease
+        from that moment. A record that changed between the store's check and read (`Conflict`)
+        is looked at again."""
         give_up = time.monotonic() + self.deps.idempotency_wait_s
         pause = _WAIT_FIRST_PAUSE_S
         now = record.created_at
+        lease = timedelta(seconds=self.deps.idempotency_lease_s)
         while True:
             try:
-                existing = self.deps.idempotency.claim(record, now=now)
+                existing = self.deps.idempotency.claim(
+                    record.model_copy(update={"lease_until": now + lease}), now=now
+                )
             except Conflict:
                 if time.monotonic() >= give_up:
                     raise
@@ -408,9 +418,11 @@ class _Call:
             pause = min(pause * 2, _WAIT_MAX_PAUSE_S)
             now = self.deps.clock.now()
 
-    def _release(self, spec: ToolSpec, key: str) -> None:
+    def _release(self, spec: ToolSpec, record: IdempotencyRecord) -> None:
         try:
-            self.deps.idempotency.release(self.caller.tenant, self.caller.client_id, spec.name, key)
+            self.deps.idempotency.release(
+                self.caller.tenant, self.caller.client_id, spec.name, record.key, record.claim_id
+            )
         except PortError:
             log.warning(
                 "idempotency claim not released",

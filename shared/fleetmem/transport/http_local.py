@@ -6,13 +6,21 @@ create/revoke` run from another terminal against the same data directory take ef
 `run_server` binds the listening socket BEFORE it prints the banner or loads anything, so a port
 that is taken fails at once with `PortUnavailable` (the CLI exits 1 with a clear message) and no
 banner claims a server that never ran.
+
+On SIGTERM (or Ctrl-C) the server stops accepting at once, gives the calls in flight
+`SHUTDOWN_GRACE_S` to finish, then cancels the rest and exits 0 (`_BoundedShutdownServer`).
 """
 
 from __future__ import annotations
 
+import asyncio
 import errno
 import ipaddress
+import json
+import logging
+import os
 import shlex
+import signal
 import socket
 import sys
 import threading
@@ -25,11 +33,22 @@ import uvicorn
 
 from fleetmem import invocation
 from fleetmem.config import DEFAULT_CALL_THREADS, Settings
+from fleetmem.errors import Fix, VerbError
+from fleetmem.memory.envelope import build_envelope
 from fleetmem.ports import Deps
 from fleetmem.protocol import Surface
-from fleetmem.transport.logs import configure_logging
+from fleetmem.transport.http_api import CORRELATION_HEADER
+from fleetmem.transport.logs import configure_logging, new_correlation_id
 from fleetmem.transport.mcp_app import DEFAULT_TOKEN_COMMAND, MCP_PATH, bearer_caller, build_mcp_app
 from fleetmem.wiring import build_auth
+
+log = logging.getLogger("fleetmem.transport.http_local")
+
+#: `fleetmem serve` on SIGTERM/SIGINT: seconds the calls in flight get to finish before they are
+#: cancelled (README, "Retries and idempotency").
+SHUTDOWN_GRACE_S = 10
+#: after the grace: time for the app's shutdown before the process exits regardless
+SHUTDOWN_MARGIN_S = 2
 
 
 class PortUnavailable(OSError):
@@ -149,9 +168,120 @@ def run_server(settings: Settings, *, out: TextIO | None = None) -> None:
         url_host = f"[{host}]" if ":" in host else host
         port = sock.getsockname()[1]
         print(banner(settings, f"http://{url_host}:{port}", new_store=new_store), file=out or sys.stdout, flush=True)
-        uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on")).run(sockets=[sock])
+        stopping = threading.Event()
+        config = uvicorn.Config(
+            _CutOffAnswers(app, stopping),
+            log_level="warning",
+            lifespan="on",
+            timeout_graceful_shutdown=SHUTDOWN_GRACE_S,
+        )
+        # uvicorn raises the signal it stopped on again once it has shut down; with the default
+        # handler that would end the process as killed (-15) after a clean stop.
+        previous = signal.signal(signal.SIGTERM, lambda *_: None)
+        try:
+            _BoundedShutdownServer(config, stopping).run(sockets=[sock])
+        finally:
+            signal.signal(signal.SIGTERM, previous)
     finally:
         sock.close()
+
+
+class _BoundedShutdownServer(uvicorn.Server):
+    """uvicorn with a bounded stop. On the first SIGTERM/SIGINT uvicorn closes the listener, lets
+    the calls in flight finish for `timeout_graceful_shutdown` (SHUTDOWN_GRACE_S), then cancels
+    their requests. A call already running on a worker thread (a write waiting for another
+    process's database lock, a retry waiting for its key) cannot be interrupted there, and the
+    interpreter would wait for that thread at exit: so a timer ends the process with status 0
+    once the grace and SHUTDOWN_MARGIN_S have passed. A write cut off this way ends as if its
+    process had been killed: its open transaction is rolled back, and its idempotency key is
+    free again for a retry once its lease lapses."""
+
+    def __init__(self, config: uvicorn.Config, stopping: threading.Event) -> None:
+        super().__init__(config)
+        self.stopping = stopping
+        self._exit_timer: threading.Timer | None = None
+
+    def handle_exit(self, sig: int, frame: Any) -> None:
+        super().handle_exit(sig, frame)
+        self.stopping.set()
+        if self._exit_timer is None:
+            self._exit_timer = threading.Timer(SHUTDOWN_GRACE_S + SHUTDOWN_MARGIN_S, _exit_now)
+            self._exit_timer.daemon = True
+            self._exit_timer.start()
+
+
+class _CutOffAnswers:
+    """ASGI wrapper: a request the bounded stop cancels before it answered gets the envelope
+    (503 `unavailable`, retryable) instead of uvicorn's bare 500. Only while stopping; any other
+    cancellation propagates as it is."""
+
+    def __init__(self, app: Any, stopping: threading.Event) -> None:
+        self.app = app
+        self.stopping = stopping
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        answered = False
+
+        async def watched(message: dict[str, Any]) -> None:
+            nonlocal answered
+            answered = answered or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, receive, watched)
+        except asyncio.CancelledError:
+            if answered or not self.stopping.is_set():
+                raise
+            await _send_cut_off(send)
+
+
+async def _send_cut_off(send: Any) -> None:
+    cid = new_correlation_id()
+    body = build_envelope(
+        VerbError(
+            "unavailable",
+            f"The server is shutting down: this call was stopped after waiting {SHUTDOWN_GRACE_S:g} s.",
+            "Retry the same call once the server is running again. A write that was stopped may "
+            "already be saved: retry it with the same idempotency_key, which stores it once.",
+            why="fleetmem serve received SIGTERM or Ctrl-C and stops the calls still waiting after its grace.",
+            detail={"reason": "shutting_down"},
+            fix=Fix(
+                why="The same call succeeds once the server is back.",
+                actor="provider",
+                retry_after_seconds=1,
+            ),
+            retryable=True,
+        ),
+        tool="",
+        arguments={},
+        correlation_id=cid,
+        transport="http",
+    )
+    payload = json.dumps(body).encode()
+    headers = [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(payload)).encode()),
+        (b"connection", b"close"),
+        (CORRELATION_HEADER.lower().encode(), cid.encode()),
+    ]
+    await send({"type": "http.response.start", "status": 503, "headers": headers})
+    await send({"type": "http.response.body", "body": payload})
+
+
+def _exit_now() -> None:
+    log.warning(
+        "calls still running after the shutdown grace were cut off",
+        extra={"event": "shutdown_forced", "grace_s": SHUTDOWN_GRACE_S},
+    )
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(0)
 
 
 class _SignallingServer(uvicorn.Server):

@@ -1,8 +1,11 @@
 """IdempotencyStore on DynamoDB (table `idempotency`, see docs/table-design.md).
 
-A claim is one conditional PutItem: it succeeds when no record exists or the stored one has
-expired (TTL deletion is lazy), and on failure DynamoDB hands back the live record
-(`ReturnValuesOnConditionCheckFailure`), so a replay costs a single round trip.
+A claim is one conditional PutItem: it succeeds when no record exists, the stored one has
+expired (TTL deletion is lazy), or the stored one is an in-flight claim of the same request whose
+lease has lapsed (its call was killed: a Lambda timeout or OOM). On failure DynamoDB hands back
+the live record (`ReturnValuesOnConditionCheckFailure`), so a replay costs a single round trip.
+The condition is checked atomically with the write, so of two retries taking over a lapsed
+claim exactly one succeeds.
 """
 
 from __future__ import annotations
@@ -43,6 +46,8 @@ def _record(item: dict[str, Any]) -> IdempotencyRecord:
         result=json.loads(item["result"]) if item.get("result") is not None else None,
         created_at=parse_ts(item["created_at"]),  # type: ignore[arg-type]
         expires_at=parse_ts(item["expires_at"]),  # type: ignore[arg-type]
+        lease_until=parse_ts(item.get("lease_until")),
+        claim_id=item.get("claim_id"),
     )
 
 
@@ -68,6 +73,8 @@ class DynamoIdempotencyStore:
             "result": json.dumps(record.result) if record.result is not None else None,
             "created_at": ts(record.created_at),
             "expires_at": ts(record.expires_at),
+            "lease_until": ts(record.lease_until),
+            "claim_id": record.claim_id,
             "ttl": epoch(record.expires_at),
         }
         stamp = write_id()
@@ -76,8 +83,12 @@ class DynamoIdempotencyStore:
             self._db.put_item(
                 TableName=self.table,
                 Item=stored,
-                ConditionExpression="attribute_not_exists(pk) OR expires_at <= :now",
-                ExpressionAttributeValues={":now": {"S": ts(now)}},
+                ConditionExpression=(
+                    "attribute_not_exists(pk) OR expires_at <= :now OR "
+                    "(attribute_not_exists(#r) AND request_hash = :h AND lease_until <= :now)"
+                ),
+                ExpressionAttributeNames={"#r": "result"},
+                ExpressionAttributeValues={":now": {"S": ts(now)}, ":h": {"S": record.request_hash}},
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
             return None
@@ -104,15 +115,22 @@ class DynamoIdempotencyStore:
             ExpressionAttributeValues={":r": {"S": json.dumps(result)}},
         )
 
-    def release(self, tenant: str, client_id: str, verb: str, key: str) -> None:
+    def release(self, tenant: str, client_id: str, verb: str, key: str, claim_id: str | None = None) -> None:
+        # only an in-flight claim is dropped (with claim_id: only that claim, not one that took
+        # the key over after its lease lapsed); a completed result stays for replays
+        condition = "attribute_not_exists(#r)"
+        values: dict[str, Any] = {}
+        if claim_id is not None:
+            condition += " AND claim_id = :c"
+            values[":c"] = {"S": claim_id}
         try:
-            # only an in-flight claim is dropped; a completed result stays for replays
             call(
                 self._db.delete_item,
                 TableName=self.table,
                 Key={"pk": {"S": idem_pk(tenant, client_id, verb, key)}},
-                ConditionExpression="attribute_not_exists(#r)",
+                ConditionExpression=condition,
                 ExpressionAttributeNames={"#r": "result"},
+                **({"ExpressionAttributeValues": values} if values else {}),
             )
         except Conflict:
             return

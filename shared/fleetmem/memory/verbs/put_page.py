@@ -433,6 +433,8 @@ def run(deps: Deps, caller: Caller, params: PutPageParams, ctx: CallContext) -> 
             {"max_stored_bytes": PAGE_STORED_MAX_BYTES, "stored_bytes": stored},
         )
     if existing is not None and _same(existing, page):
+        if ctx.keyed:  # perhaps the retry of a call killed between storing and indexing the page
+            index_page(deps, existing)
         return Outcome(body={
             "slug": slug, "status": "unchanged",
             "search_state": "current",

@@ -521,8 +521,11 @@ def run(deps: Deps, caller: Caller, params: RememberParams, ctx: CallContext) ->
                 existing, status = _match(deps, caller, draft, vec, pool)
             if status == "duplicate":
                 assert existing is not None
+                current = write_through
+                if ctx.keyed:  # perhaps the retry of a call killed between storing and indexing it
+                    current = indexing.index_fact(deps, existing)
                 return _response(
-                    existing, "duplicate", f"Duplicate of fact #{existing.seq}", current=write_through,
+                    existing, "duplicate", f"Duplicate of fact #{existing.seq}", current=current,
                     degraded=degraded, notices=notices,
                 )
             fact = _saved(deps, caller, draft, seq, existing)

@@ -13,14 +13,16 @@ from hashlib import blake2b
 from typing import Any, TypeVar
 
 from fleetmem.errors import Conflict, PortError, TooLarge, Unavailable
+from fleetmem.protocol import IDEMPOTENCY_LEASE_SECONDS
 from fleetmem.timefmt import to_ms
 
 T = TypeVar("T")
 
 DB_FILENAME = "fleetmem.db"
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 # 2: D14 change sequences (pages/facts change_seq, cursors page_seq/fact_seq)
 # 3: links carry their source page's updated_at and visibility (backlinks read only what they return)
+# 4: idempotency claims carry a lease (lease_until) and a claim id
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MS = timedelta(milliseconds=1)
 _IN_CHUNK = 400  # bound on host parameters per IN (...) list
@@ -176,6 +178,7 @@ CREATE INDEX IF NOT EXISTS clients_tenant ON clients (tenant, created_at);
 CREATE TABLE IF NOT EXISTS idempotency (
   tenant TEXT NOT NULL, client_id TEXT NOT NULL, verb TEXT NOT NULL, key TEXT NOT NULL,
   request_hash TEXT NOT NULL, result TEXT, created_at INTEGER NOT NULL, expires_at INTEGER NOT NULL,
+  lease_until INTEGER, claim_id TEXT,
   PRIMARY KEY (tenant, client_id, verb, key)
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS idempotency_expires ON idempotency (expires_at);
@@ -362,6 +365,8 @@ class Database:
                 _migrate_1_to_2(conn)
             if 1 <= version <= 2:
                 _migrate_2_to_3(conn)
+            if 1 <= version <= 3:
+                _migrate_3_to_4(conn)
             for stmt in _split_script(_SCHEMA):
                 conn.execute(stmt)
             if version == 0:
@@ -473,6 +478,20 @@ def _migrate_2_to_3(conn: sqlite3.Connection) -> None:
         "FROM pages p WHERE p.tenant = links.tenant AND p.slug = links.source"
     )
     conn.execute("DROP INDEX IF EXISTS links_target")
+
+
+def _migrate_3_to_4(conn: sqlite3.Connection) -> None:
+    """Schema 3 -> 4, inside the schema transaction: idempotency claims carry a lease and a claim
+    id. A claim still in flight from before was left by a call that no longer runs (a killed
+    server), so it gets the lease it would have had: a retry takes its key over once it lapses."""
+    have = {row[1] for row in conn.execute("PRAGMA table_info(idempotency)")}
+    for column, kind in (("lease_until", "INTEGER"), ("claim_id", "TEXT")):
+        if column not in have:
+            conn.execute(f"ALTER TABLE idempotency ADD COLUMN {column} {kind}")
+    conn.execute(
+        "UPDATE idempotency SET lease_until = created_at + ? WHERE result IS NULL AND lease_until IS NULL",
+        (IDEMPOTENCY_LEASE_SECONDS * 1000,),
+    )
 
 
 def _next_change(conn: sqlite3.Connection, tenant: str, kind: str) -> int:

@@ -1,4 +1,9 @@
-"""Idempotency records."""
+"""Idempotency records.
+
+A claim runs inside one write transaction (the store's single writer, `BEGIN IMMEDIATE` against
+other processes), so looking at the key and taking it — fresh, expired, or in flight past its
+lease — is atomic: of two retries taking over a lapsed claim, exactly one gets it.
+"""
 
 from __future__ import annotations
 
@@ -8,12 +13,12 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from fleetmem.adapters.local.sqlite.db import Database, dt_of, ms
+from fleetmem.adapters.local.sqlite.db import Database, dt_of, dt_opt, ms, ms_opt
 from fleetmem.models import (
     IdempotencyRecord,
 )
 
-_IDEM_COLS = "tenant, client_id, verb, key, request_hash, result, created_at, expires_at"
+_IDEM_COLS = "tenant, client_id, verb, key, request_hash, result, created_at, expires_at, lease_until, claim_id"
 
 
 def _idem_of(r: Sequence[Any]) -> IdempotencyRecord:
@@ -26,7 +31,18 @@ def _idem_of(r: Sequence[Any]) -> IdempotencyRecord:
         result=None if r[5] is None else json.loads(r[5]),
         created_at=dt_of(r[6]),
         expires_at=dt_of(r[7]),
+        lease_until=dt_opt(r[8]),
+        claim_id=r[9],
     )
+
+
+def _live(row: Sequence[Any], record: IdempotencyRecord, now: int) -> bool:
+    """The stored record still holds its key against `record`: unexpired, and not an in-flight
+    claim of the same request whose lease has lapsed (that one a retry takes over)."""
+    if row[7] <= now:
+        return False
+    lapsed = row[5] is None and row[8] is not None and row[8] <= now and row[4] == record.request_hash
+    return not lapsed
 
 
 class SqliteIdempotencyStore:
@@ -54,16 +70,18 @@ class SqliteIdempotencyStore:
                 "WHERE tenant = ? AND client_id = ? AND verb = ? AND key = ?",
                 key,
             ).fetchone()
-            if row is not None and row[7] > ms(now):
+            if row is not None and _live(row, record, ms(now)):
                 return _idem_of(row)
             conn.execute(
-                f"INSERT OR REPLACE INTO idempotency ({_IDEM_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                f"INSERT OR REPLACE INTO idempotency ({_IDEM_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     *key,
                     record.request_hash,
                     None if record.result is None else json.dumps(record.result),
                     ms(record.created_at),
                     ms(record.expires_at),
+                    ms_opt(record.lease_until),
+                    record.claim_id,
                 ),
             )
             return None
@@ -80,11 +98,12 @@ class SqliteIdempotencyStore:
             )
         )
 
-    def release(self, tenant: str, client_id: str, verb: str, key: str) -> None:
+    def release(self, tenant: str, client_id: str, verb: str, key: str, claim_id: str | None = None) -> None:
+        mine = "" if claim_id is None else " AND claim_id = ?"
         self.db.write(
             lambda c: c.execute(
                 "DELETE FROM idempotency WHERE tenant = ? AND client_id = ? AND verb = ? AND key = ? "
-                "AND result IS NULL",
-                (tenant, client_id, verb, key),
+                f"AND result IS NULL{mine}",
+                (tenant, client_id, verb, key, *(() if claim_id is None else (claim_id,))),
             )
         )
