@@ -76,6 +76,15 @@ class FactStore(Protocol):
         """Batch get; missing ids are skipped; order follows `fact_ids`."""
         ...
 
+    def created_after(
+        self, tenant: str, *, after: datetime, after_seq: int | None, now: datetime, world_only: bool = True,
+        limit: int = 50,
+    ) -> list[Fact]:
+        """Active facts with (created_at, seq) > (after, after_seq) — `after_seq=None`: created_at >
+        after — OLDEST first by (created_at, seq) (delta from a bare `since`). A store whose time
+        index is eventually consistent stops at its settle horizon (`now` - settle)."""
+        ...
+
     def count_active(self, tenant: str, entity_slug: str, *, now: datetime, world_only: bool = True) -> int: ...
 
     def expire(
@@ -146,8 +155,10 @@ class PageStore(Protocol):
 
     def updated_since(
         self, tenant: str, *, since: datetime, slug: str, world_only: bool, limit: int,
+        now: datetime | None = None,
     ) -> builtins.list[PageHead]:
-        """Keyset page: (updated_at, slug) > (since, slug) ascending, byte order on slug."""
+        """Keyset page: (updated_at, slug) > (since, slug) ascending, byte order on slug. With `now`,
+        a store whose time index is eventually consistent stops at its settle horizon."""
         ...
 
     def keyword(self, tenant: str, text: str, *, world_only: bool, limit: int = 3) -> builtins.list[PageHead]:

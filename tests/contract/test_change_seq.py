@@ -63,3 +63,26 @@ def test_fact_change_floor_resumes_a_timestamp_position(facts, tenant, now):
     facts.put(make_fact(tenant, 3, fact_id="f_3", created_at=now + timedelta(seconds=1)))
     assert facts.change_floor(tenant, after=now) == 1
     assert facts.change_floor(tenant, after=now + timedelta(seconds=5)) == 3
+
+
+def test_facts_created_after_a_time_position_come_oldest_first_active_and_visible_only(facts, tenant, other_tenant, now):
+    """delta from a bare since: (created_at, seq) keyset, ascending; `after_seq` resumes inside a
+    millisecond."""
+    same = now + timedelta(seconds=1)
+    for n, fact_id, at, vis in (
+        (1, "f_before", now, "world"), (2, "f_a", same, "world"), (3, "f_b", same, "world"),
+        (4, "f_private", same, "private"), (5, "f_gone", same, "world"), (6, "f_c", same + timedelta(seconds=1), "world"),
+    ):
+        facts.put(make_fact(tenant, n, fact_id=fact_id, created_at=at, visibility=vis))
+    facts.put(make_fact(other_tenant, 1, fact_id="f_other", created_at=same))
+    facts.expire(tenant, "f_gone", at=same, reason="test", actor="t")
+    later = now + timedelta(seconds=10)
+
+    def ids(**kw):
+        return [f.fact_id for f in facts.created_after(tenant, now=later, **kw)]
+
+    assert ids(after=now, after_seq=None) == ["f_a", "f_b", "f_c"]
+    assert ids(after=now, after_seq=None, world_only=False) == ["f_a", "f_b", "f_private", "f_c"]
+    assert ids(after=same, after_seq=2) == ["f_b", "f_c"]  # inside the millisecond, after seq 2
+    assert ids(after=same, after_seq=None) == ["f_c"]
+    assert ids(after=now, after_seq=None, limit=1) == ["f_a"]

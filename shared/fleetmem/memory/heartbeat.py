@@ -9,9 +9,10 @@ session cursor goes after a wake. Pure functions; the Lambda glue runs them
   retried with half the budget (delta then hands back fewer items and a `next_cursor` that
   covers exactly those), and at `MIN_BUDGET_TOKENS` the message is cut to item heads
   (`truncate`) — the cursor never sticks on a delta too large to send.
-- Cursor: pages delivered -> to the delivered `next_cursor` (pages carry the cursor); only facts
-  or threads delivered -> now minus `IN_FLIGHT_MARGIN`, like an empty wake (delta's `next_cursor`
-  does not move without a page, so holding it would deliver the same facts on every wake);
+- Cursor: pages delivered -> to the delivered `next_cursor` (pages carry the cursor), and so do
+  facts delivered to a cursor without exact positions (delta then reads from since + slug alone,
+  and its `next_cursor` moves past exactly what it delivered); only facts (at exact positions) or
+  threads delivered -> now minus `IN_FLIGHT_MARGIN`, like an empty wake;
   nothing delivered but something held back -> stays, streak + 1; nothing at all -> now minus
   `IN_FLIGHT_MARGIN` (covers writes in flight).
 """
@@ -71,7 +72,8 @@ def truncate(body: dict[str, Any], *, heads: bool = True) -> dict[str, Any]:
 
 def advance(cursor: Cursor, body: dict[str, Any], *, delivered: bool, now: datetime) -> Cursor:
     """The session cursor after a wake that delivered (or not) this delta body."""
-    if delivered and body.get("pages"):
+    from_since = cursor.page_seq is None or cursor.fact_seq is None  # delta read from since + slug alone
+    if delivered and (body.get("pages") or (from_since and body.get("facts"))):
         nxt = body.get("next_cursor") or {}
         since, slug, streak = parse_iso(nxt["since"]), nxt.get("slug") or "", 0
     elif not delivered and body.get("has_more"):

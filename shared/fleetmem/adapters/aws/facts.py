@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import threading
 import uuid
 from collections.abc import Iterator, Sequence
@@ -305,6 +306,28 @@ class DynamoFactStore:
     ) -> list[Fact]:
         it = self._query("by_time", "tp", tenant, after=after, page_size=self._page_size(limit))
         return self._take(it, now=now, active_only=active_only, world_only=world_only, limit=limit)
+
+    def created_after(
+        self, tenant: str, *, after: datetime, after_seq: int | None, now: datetime, world_only: bool = True,
+        limit: int = 50,
+    ) -> list[Fact]:
+        # ck = "<created iso>#<seq:012d>": "~" sorts after every digit (created_at > after)
+        start = f"{ts(after)}#" + ("~" if after_seq is None else f"{int(after_seq):012d}")
+        req: dict[str, Any] = {
+            "TableName": self.table,
+            "IndexName": "by_time",
+            "KeyConditionExpression": "tp = :k AND ck > :after",
+            "ExpressionAttributeValues": {":k": {"S": tenant}, ":after": {"S": start}},
+            "ScanIndexForward": True,
+            "Limit": self._page_size(limit),
+        }
+        horizon = settle_horizon(now, self.settle)
+        settled = (
+            item_to_fact(i) for i in map(from_ddb, query_all(self._db, req)) if i and is_fact_item(i)
+        )
+        if horizon is not None:  # not settled: an earlier write may still be on its way into the index
+            settled = itertools.takewhile(lambda f: f.created_at <= horizon, settled)
+        return self._take(settled, now=now, active_only=True, world_only=world_only, limit=limit)
 
     def many(self, tenant: str, fact_ids: Sequence[str]) -> list[Fact]:
         wanted = list(dict.fromkeys(fact_ids))

@@ -371,12 +371,16 @@ class DynamoPageStore:
         return links, count
 
     def updated_since(
-        self, tenant: str, *, since: datetime, slug: str, world_only: bool, limit: int
+        self, tenant: str, *, since: datetime, slug: str, world_only: bool, limit: int,
+        now: datetime | None = None,
     ) -> builtins.list[PageHead]:
         out: builtins.list[PageHead] = []
         if limit <= 0:
             return out
+        horizon = settle_horizon(now, self.settle)
         for item in self._gsi("by_updated", "tp", tenant, sort=("us", ">", f"{ts(since)}#{slug}")):
+            if horizon is not None and item.get("updated_at", "") > ts(horizon):
+                break  # not settled: an earlier write may still be on its way into the index
             if not self._visible(item, world_only):
                 continue
             out.append(item_to_head(item))

@@ -127,8 +127,13 @@ class NextCursor(Wire):
 
     since: str | None
     slug: str
-    page_seq: int = Field(description="Page change number delivered up to; pass back as since_page_seq.")
-    fact_seq: int = Field(description="Fact change number delivered up to; pass back as since_fact_seq.")
+    page_seq: int | None = Field(
+        description="Page change number delivered up to; pass back as since_page_seq. Null after a "
+        "call from a bare since that left pages pending (pass since + slug back; it is exact once known)."
+    )
+    fact_seq: int | None = Field(
+        description="Fact change number delivered up to; pass back as since_fact_seq (null as page_seq)."
+    )
 
 
 class DeltaResult(BudgetFields):
@@ -249,7 +254,7 @@ def _empty_body(since: datetime, slug: str, seqs: tuple[int, int], budget_tokens
         "pages": [],
         "facts": [],
         "threads": [],
-        "text": render_delta(iso(since) or "", [], [], [], has_more=False),
+        "text": render_delta(iso(since) or "", [], [], [], has_more=False, budget=budget_tokens),
         "has_more": False,
         "next_cursor": {"since": iso(since), "slug": slug, "page_seq": seqs[0], "fact_seq": seqs[1]},
     }
@@ -302,6 +307,147 @@ def _incomplete_notice(params: DeltaParams, streak: int | None) -> Notice:
     )
 
 
+def _threads(
+    deps: Deps, tenant: str, params: DeltaParams, *, world_only: bool, now: datetime, since: datetime,
+    ctx: CallContext, skipped: bool,
+) -> tuple[list[dict], str | None]:
+    """Open-thread events after `since` for the named entities, and why the deadline cut them
+    short (None when it did not)."""
+    threads: list[dict] = []
+    names = parse_entity_list(params.entities, DELTA_MAX_THREAD_ENTITIES)
+    seen: set[str] = set()
+    for i, name in enumerate(names):
+        if skipped:
+            break
+        if _deadline_passed(ctx):
+            return threads, f"server deadline reached after {i} of {len(names)} thread entities"
+        best = resolve_entity(deps, tenant, name, world_only=world_only).best
+        if best is None or best.head.slug in seen:
+            continue
+        seen.add(best.head.slug)
+        page = deps.pages.get(tenant, best.head.slug)
+        if page is None or (world_only and page.visibility != "world"):
+            continue
+        events = open_threads(deps, tenant, page, world_only=world_only, now=now, since=since)
+        threads += [{"slug": page.slug, **thread} for thread in events]
+    return threads, None
+
+
+#: `since_slug` of a position between facts created in the same millisecond: "#f<seq>" (no slug
+#: starts with "#", and "#" sorts before every character a slug can start with, so the pages
+#: keyset reads it as "every page of that millisecond is still pending").
+FACT_TIE = "#f"
+
+
+def _fact_tie(slug: str) -> int | None:
+    rest = slug[len(FACT_TIE) :] if slug.startswith(FACT_TIE) else ""
+    return int(rest) if rest.isdigit() and len(rest) <= 18 else None
+
+
+def _reference_delta(
+    deps: Deps, tenant: str, params: DeltaParams, ctx: CallContext, *, now: datetime, since: datetime,
+    slug: str, budget_tokens: int | None, world_only: bool,
+) -> Outcome:
+    """A stateless call from a bare `since` (+ `since_slug`), as reference clients make it: one
+    position on one timeline. Pages (updated_at, slug) and facts (created_at, seq) are merged in
+    time order (facts first within a millisecond) and delivered as a prefix of that order within
+    the budget, so `next_cursor.since`/`slug` — the last delivered item — never passes an
+    undelivered page or fact, and every call with something pending moves it forward."""
+    degraded: list[str] = []
+    skipped = _deadline_passed(ctx)
+    if skipped:
+        degraded.append("server deadline reached before the facts arm; facts and threads skipped")
+    tie = _fact_tie(slug)
+    heads, rows = deps.gather(
+        lambda: deps.pages.updated_since(
+            tenant, since=since, slug=slug, world_only=world_only, limit=DELTA_PAGE_LIMIT + 1, now=now
+        ),
+        (lambda: []) if skipped else lambda: deps.facts.created_after(
+            tenant, after=since, after_seq=tie, now=now, world_only=world_only, limit=DELTA_FACT_LIMIT + 1
+        ),
+    )
+    page_overflow, fact_overflow = len(heads) > DELTA_PAGE_LIMIT, len(rows) > DELTA_FACT_LIMIT
+    # (time, arm, tie-break, index): facts (arm 0) before pages (arm 1) within a millisecond
+    order = sorted(
+        [(to_ms(h.updated_at), 1, h.slug, i) for i, h in enumerate(heads)]
+        + [(to_ms(f.created_at), 0, f.seq, j) for j, f in enumerate(rows)],
+        key=lambda e: (e[0], e[1], e[2]),
+    )
+    # Past the first item an arm did not list (its 51st) the other arm may not be followed: an
+    # unlisted item of the first could come before it.
+    window = []
+    for entry in order:
+        if (entry[1] == 1 and entry[3] >= DELTA_PAGE_LIMIT) or (entry[1] == 0 and entry[3] >= DELTA_FACT_LIMIT):
+            break
+        window.append(entry)
+    items = [
+        {"slug": heads[e[3]].slug, "title": heads[e[3]].title, "type": heads[e[3]].type,
+         "updated_at": iso(heads[e[3]].updated_at)}
+        if e[1] == 1 else fact_item(rows[e[3]])
+        for e in window
+    ]
+
+    def item_cost(item: dict) -> int:
+        return _fact_cost(item) if "fact_id" in item else _page_cost(item)
+
+    if budget_tokens is not None and items and item_cost(items[0]) > budget_tokens:
+        first = items[0]
+        items[0] = _truncate_fact(first, budget_tokens) if "fact_id" in first else _truncate_page(first, budget_tokens)
+    packer = budget.Packer(budget_tokens)
+    taken = packer.take(items, item_cost)
+    delivered = window[: len(taken)]
+    packed_pages = [i for i in taken if "fact_id" not in i]
+    packed_facts = [i for i in taken if "fact_id" in i]
+    has_more = page_overflow or fact_overflow or len(taken) < len(order) or skipped
+
+    next_since, next_slug = since, slug
+    if delivered and not skipped:  # skipped facts are unknown: the position may not pass them
+        time_ms, arm, _, idx = delivered[-1]
+        if arm == 1:
+            next_since, next_slug = heads[idx].updated_at, heads[idx].slug
+        else:
+            fact = rows[idx]
+            same_ms = idx + 1 < len(rows) and to_ms(rows[idx + 1].created_at) == to_ms(fact.created_at)
+            next_since, next_slug = fact.created_at, f"{FACT_TIE}{fact.seq}" if same_ms else ""
+    pages_done = not page_overflow and len(packed_pages) == len(heads)
+    facts_done = not skipped and not fact_overflow and len(packed_facts) == len(rows)
+    # An arm delivered to its end gets its exact position: the change floor of the new position
+    # (a short read: little or nothing lies after it). Until then it is null and the caller keeps
+    # passing since + slug.
+    page_seq, fact_seq = deps.gather(
+        (lambda: deps.pages.change_floor(tenant, since=next_since, slug=next_slug)) if pages_done else lambda: None,
+        (lambda: deps.facts.change_floor(tenant, after=next_since)) if facts_done else lambda: None,
+    )
+
+    threads, cut = _threads(deps, tenant, params, world_only=world_only, now=now, since=since, ctx=ctx,
+                            skipped=skipped)
+    if cut:
+        degraded.append(cut)
+        has_more = True
+    notices: list[Notice] = []
+    if not taken and has_more:
+        notices.append(_incomplete_notice(params, None))
+    body: dict = {
+        "protocol_version": PROTOCOL_VERSION,
+        "since": iso(since),
+        "pages": packed_pages,
+        "facts": packed_facts,
+        "threads": threads,
+        "text": render_delta(
+            iso(since) or "", packed_pages, packed_facts, threads, has_more=has_more, budget=budget_tokens
+        ),
+        "has_more": has_more,
+        "next_cursor": {
+            "since": iso(next_since), "slug": next_slug,
+            "page_seq": page_seq, "fact_seq": fact_seq,
+        },
+    }
+    if degraded:
+        body["degraded_reason"] = "; ".join(degraded)
+    body.update(packer.fields())
+    return Outcome(body=body, notices=notices)
+
+
 def run(deps: Deps, caller: Caller, params: DeltaParams, ctx: CallContext) -> Outcome:
     now = deps.clock.now()
     explicit_since = common.parse_since(TOOL, params, "since", now)
@@ -346,6 +492,11 @@ def run(deps: Deps, caller: Caller, params: DeltaParams, ctx: CallContext) -> Ou
         assert cursor is not None
         eff_since, eff_slug = cursor.since, cursor.slug
         page_pos, fact_pos = cursor.page_seq, cursor.fact_seq
+    if session_id is None and (page_pos is None or fact_pos is None):
+        return _reference_delta(
+            deps, tenant, params, ctx, now=now, since=eff_since, slug=eff_slug, budget_tokens=budget_tokens,
+            world_only=world_only,
+        )
     # A position not known exactly is derived from the timestamp (D14: change_floor); both arms
     # in one concurrent round on network backends.
     if page_pos is None or fact_pos is None:
@@ -354,7 +505,10 @@ def run(deps: Deps, caller: Caller, params: DeltaParams, ctx: CallContext) -> Ou
             (lambda: known_page) if known_page is not None
             else lambda: deps.pages.change_floor(tenant, since=eff_since, slug=eff_slug),
             (lambda: known_fact) if known_fact is not None
-            else lambda: deps.facts.change_floor(tenant, after=eff_since),
+            # inside a millisecond of facts ("#f<seq>"): from the millisecond before, re-sending some
+            else lambda: deps.facts.change_floor(
+                tenant, after=eff_since - timedelta(milliseconds=1) if _fact_tie(eff_slug) is not None else eff_since
+            ),
         )
 
     degraded: list[str] = []
@@ -379,25 +533,11 @@ def run(deps: Deps, caller: Caller, params: DeltaParams, ctx: CallContext) -> Ou
     kept_facts = rows[:DELTA_FACT_LIMIT]
     facts: list[dict] = [fact_item(f) for _, f in kept_facts]
 
-    threads: list[dict] = []
-    names = parse_entity_list(params.entities, DELTA_MAX_THREAD_ENTITIES)
-    seen: set[str] = set()
-    for i, name in enumerate(names):
-        if skipped_arms:
-            break
-        if _deadline_passed(ctx):
-            degraded.append(f"server deadline reached after {i} of {len(names)} thread entities")
-            skipped_arms = True
-            break
-        best = resolve_entity(deps, tenant, name, world_only=world_only).best
-        if best is None or best.head.slug in seen:
-            continue
-        seen.add(best.head.slug)
-        page = deps.pages.get(tenant, best.head.slug)
-        if page is None or (world_only and page.visibility != "world"):
-            continue
-        events = open_threads(deps, tenant, page, world_only=world_only, now=now, since=eff_since)
-        threads += [{"slug": page.slug, **thread} for thread in events]
+    threads, cut = _threads(deps, tenant, params, world_only=world_only, now=now, since=eff_since, ctx=ctx,
+                            skipped=skipped_arms)
+    if cut:
+        degraded.append(cut)
+        skipped_arms = True
 
     # D14: the first pending item of a call is always delivered, truncated if it alone is over.
     if budget_tokens is not None:
@@ -418,6 +558,14 @@ def run(deps: Deps, caller: Caller, params: DeltaParams, ctx: CallContext) -> Ou
         next_since, next_slug = last.updated_at, last.slug
     else:
         next_since, next_slug = eff_since, eff_slug
+    # The keyset position a caller may pass back alone never passes a listed item it did not get.
+    body_since, body_slug = next_since, next_slug
+    held = [(h.updated_at, h.slug) for _, h in fetched[len(packed_pages):]] + [
+        (f.created_at, "") for _, f in rows[len(packed_facts):]
+    ]
+    for at, slug in held:
+        if (at, slug) <= (body_since, body_slug):
+            body_since, body_slug = at - timedelta(milliseconds=1), ""
 
     notices: list[Notice] = []
     delivered = bool(packed_pages or packed_facts)
@@ -458,10 +606,12 @@ def run(deps: Deps, caller: Caller, params: DeltaParams, ctx: CallContext) -> Ou
         "pages": packed_pages,
         "facts": packed_facts,
         "threads": threads,
-        "text": render_delta(iso(eff_since) or "", packed_pages, packed_facts, threads, has_more=has_more),
+        "text": render_delta(
+            iso(eff_since) or "", packed_pages, packed_facts, threads, has_more=has_more, budget=budget_tokens
+        ),
         "has_more": has_more,
         "next_cursor": {
-            "since": iso(next_since), "slug": next_slug, "page_seq": next_page_seq, "fact_seq": next_fact_seq,
+            "since": iso(body_since), "slug": body_slug, "page_seq": next_page_seq, "fact_seq": next_fact_seq,
         },
     }
     if degraded:

@@ -83,6 +83,9 @@ def _fact_of(r: sqlite3.Row | tuple[Any, ...]) -> Fact:
     )
 
 
+_MAX_SEQ = 2**63 - 1  # above every fact seq: "(created_at, seq) > (t, _MAX_SEQ)" is created_at > t
+
+
 def _active_clause(now: datetime) -> tuple[str, list[Any]]:
     return (
         " AND expired_at IS NULL AND superseded_by IS NULL AND (valid_until IS NULL OR valid_until > ?)",
@@ -225,6 +228,18 @@ class SqliteFactStore:
         return self._query(
             tenant, where, params, now=now, active_only=active_only, world_only=world_only, limit=limit
         )
+
+    def created_after(
+        self, tenant: str, *, after: datetime, after_seq: int | None, now: datetime, world_only: bool = True,
+        limit: int = 50,
+    ) -> list[Fact]:
+        clause, extra = _active_clause(now)
+        sql = f"SELECT {_FACT_COLS} FROM facts WHERE tenant = ? AND (created_at, seq) > (?, ?){clause}"
+        if world_only:
+            sql += " AND visibility = 'world'"
+        sql += " ORDER BY created_at, seq LIMIT ?"
+        args = (tenant, ms(after), _MAX_SEQ if after_seq is None else int(after_seq), *extra, max(0, int(limit)))
+        return [_fact_of(r) for r in self.db.read(lambda c: c.execute(sql, args).fetchall())]
 
     def many(self, tenant: str, fact_ids: Sequence[str]) -> list[Fact]:
         found = _batch_get(self.db, f"SELECT {_FACT_COLS} FROM facts", "fact_id", tenant, fact_ids, _fact_of, key=1)

@@ -303,6 +303,7 @@ class SqlitePageStore:
         slug: str,
         world_only: bool,
         limit: int,
+        now: datetime | None = None,
     ) -> builtins.list[PageHead]:
         vis = " AND visibility = 'world'" if world_only else ""
         sql = (
