@@ -31,6 +31,7 @@ from fleetmem.models import (
     Page,
     PageHead,
     PageMatch,
+    PageTombstone,
     SearchDoc,
     SearchHits,
     SearchQuery,
@@ -101,15 +102,31 @@ class FactStore(Protocol):
         ...
 
     def changed_after(
-        self, tenant: str, *, seq: int, now: datetime, world_only: bool = True, limit: int = 50
+        self, tenant: str, *, seq: int, now: datetime, world_only: bool = True, limit: int = 50,
+        retracted: bool = False,
     ) -> list[tuple[int, Fact]]:
         """D14: (change_seq, fact) of active facts whose change_seq > seq, ascending. `put` assigns
         the tenant's next fact change_seq inside its own write, in commit order, so a reader that
-        has seen change_seq N has seen every fact below N that still exists."""
+        has seen change_seq N has seen every fact below N that still exists. A retraction (expire,
+        or `put` superseding it) gives the retracted fact the next change_seq in the same write;
+        `retracted=True` lists those facts too (not a fact only past its valid_until: that expiry
+        is listed by `expired_between`)."""
         ...
 
-    def change_floor(self, tenant: str, *, after: datetime | None) -> int:
-        """D14: the change position a timestamp resumes from: min(current counter, smallest
+    def expired_between(
+        self, tenant: str, *, after: datetime, after_seq: int | None, until: datetime, world_only: bool = True,
+        limit: int = 50,
+    ) -> list[Fact]:
+        """D17: facts whose `valid_until` lies in ((after, after_seq), until] — `after_seq=None`:
+        valid_until > after — by (valid_until, seq) ascending; facts forgotten or superseded first
+        are left out (that retraction is listed by `changed_after`)."""
+        ...
+
+    def change_floor(
+        self, tenant: str, *, after: datetime | None, walk: bool = False, after_seq: int | None = None
+    ) -> int:
+        """D14 (`walk` as PageStore.change_floor; `after_seq`: (created_at, seq) > (after, after_seq)):
+        the change position a timestamp resumes from: min(current counter, smallest
         change_seq of a fact created strictly after `after`, minus 1); `after=None`: the counter."""
         ...
 
@@ -121,7 +138,9 @@ class PageStore(Protocol):
         """Create or replace a page with its aliases, links and timeline (all derived rows replaced)."""
         ...
 
-    def delete(self, tenant: str, slug: str) -> bool: ...
+    def delete(self, tenant: str, slug: str, *, at: datetime | None = None) -> bool:
+        """Remove the page and its derived rows, leaving a tombstone deleted at `at` (default now)."""
+        ...
 
     def lookup(
         self, tenant: str, *, alias: str, title: str, slugs: Sequence[str], suffix: str,
@@ -174,10 +193,21 @@ class PageStore(Protocol):
         order, so a reader that has seen N has seen every write below N."""
         ...
 
-    def change_floor(self, tenant: str, *, since: datetime | None, slug: str = "") -> int:
+    def deleted_after(
+        self, tenant: str, *, seq: int, world_only: bool, limit: int
+    ) -> builtins.list[tuple[int, PageTombstone]]:
+        """(change_seq, tombstone) of deleted pages whose change_seq > seq, ascending: `delete`
+        leaves a tombstone carrying the tenant's next page change_seq (the page numbers' own
+        sequence, so pages and tombstones interleave in commit order); a later `put` of the slug
+        removes it."""
+        ...
+
+    def change_floor(self, tenant: str, *, since: datetime | None, slug: str = "", walk: bool = False) -> int:
         """D14: the change position a (since, slug) keyset position resumes from: min(current
         counter, smallest change_seq of a page with (updated_at, slug) > (since, slug), minus 1);
-        `since=None`: the counter (everything committed so far)."""
+        `since=None`: the counter (everything committed so far). `walk=True` finds that smallest
+        number by walking the change order up to the first page after the position (cheap when
+        the position is early; the default reads every page after it)."""
         ...
 
 

@@ -49,7 +49,7 @@ def smaller_budget(budget: int) -> int | None:
 
 
 def has_changes(body: dict[str, Any]) -> bool:
-    return bool(body.get("pages") or body.get("facts") or body.get("threads"))
+    return bool(body.get("pages") or body.get("facts") or body.get("threads") or body.get("retracted"))
 
 
 def truncate(body: dict[str, Any], *, heads: bool = True) -> dict[str, Any]:
@@ -86,7 +86,7 @@ def advance(cursor: Cursor, body: dict[str, Any], *, delivered: bool, now: datet
     if delivered:
         # D14: the exact positions move past what this delivery carried (pages and facts alike).
         nxt = body.get("next_cursor") or {}
-        update.update({k: nxt[k] for k in ("page_seq", "fact_seq") if nxt.get(k) is not None})
+        update.update({k: nxt[k] for k in ("page_seq", "fact_seq", "expiry") if nxt.get(k) is not None})
     return cursor.model_copy(update=update)
 
 
@@ -102,4 +102,6 @@ def delta_arguments(cursor: Cursor, budget_tokens: int) -> dict[str, Any]:
         args["since_page_seq"] = cursor.page_seq
     if cursor.fact_seq is not None:
         args["since_fact_seq"] = cursor.fact_seq
+    if cursor.expiry is not None:
+        args["since_expiry"] = cursor.expiry
     return args

@@ -40,7 +40,7 @@ def run_heartbeat(payload: Mapping[str, Any], deps: Deps | None = None, send: An
         )
         fresh = Cursor(
             tenant=tenant, client_id=client_id, session_id=session_id, since=now, slug="", touched_at=now,
-            page_seq=page_seq, fact_seq=fact_seq,
+            page_seq=page_seq, fact_seq=fact_seq, expiry=iso(now),
         )
         try:
             d.cursors.put(fresh, expected_version=None)
