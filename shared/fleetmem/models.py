@@ -139,7 +139,7 @@ class Cursor(Record):
     #: written before change sequences existed; the position is then derived from since/slug).
     page_seq: int | None = None
     fact_seq: int | None = None
-    #: D17: the TTL-expiry position "<valid_until ISO>#<fact seq>" reported up to (None: derived from since).
+    #: D19: the TTL-expiry position "<valid_until ISO>#<fact seq>" reported up to (None: derived from since).
     expiry: str | None = None
 
 

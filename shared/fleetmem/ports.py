@@ -117,7 +117,7 @@ class FactStore(Protocol):
         self, tenant: str, *, after: datetime, after_seq: int | None, until: datetime, world_only: bool = True,
         limit: int = 50,
     ) -> list[Fact]:
-        """D17: facts whose `valid_until` lies in ((after, after_seq), until] — `after_seq=None`:
+        """D19: facts whose `valid_until` lies in ((after, after_seq), until] — `after_seq=None`:
         valid_until > after — by (valid_until, seq) ascending; facts forgotten or superseded first
         are left out (that retraction is listed by `changed_after`)."""
         ...

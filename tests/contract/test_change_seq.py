@@ -89,7 +89,7 @@ def test_facts_created_after_a_time_position_come_oldest_first_active_and_visibl
 
 
 def test_facts_whose_ttl_ran_out_are_listed_by_expiry_time(facts, tenant, other_tenant, now):
-    """D17: (valid_until, seq) keyset up to `until`; forgotten ones left out (listed as changes)."""
+    """D19: (valid_until, seq) keyset up to `until`; forgotten ones left out (listed as changes)."""
     soon, later = now + timedelta(minutes=1), now + timedelta(minutes=2)
     for n, fact_id, until, vis in (
         (1, "f_later", later, "world"), (2, "f_soon", soon, "world"), (3, "f_soon_too", soon, "world"),

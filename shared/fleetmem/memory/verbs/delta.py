@@ -30,7 +30,7 @@ Rules:
 - Fact items: `{id, fact_id, fact, kind, entity_slug, provenance, visibility, created_at,
   valid_until}` (`fact` as in recall). `text` is rendered from the packed sets only and costs at
   most the budget, frame included (D16).
-- Retractions (D17), `retracted[]`: a forgotten or superseded fact takes the next fact change
+- Retractions (D19), `retracted[]`: a forgotten or superseded fact takes the next fact change
   number in its write and is listed in the fact arm as `{kind: "fact", id, reason, at,
   superseded_by?}`; a deleted page's tombstone is numbered in the page sequence and listed in the
   page arm as `{kind: "page", slug, reason: "deleted", at}`; a TTL expiry (read-time, no write) is
