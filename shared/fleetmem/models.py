@@ -105,6 +105,14 @@ class PageHead(Record):
     last_retrieved_at: datetime | None = None
 
 
+class PageTombstone(Record):
+    """What a deleted page leaves for delta's followers (retracted[], reason "deleted")."""
+
+    slug: str
+    visibility: Visibility = "world"
+    deleted_at: datetime
+
+
 class PageMatch(Record):
     page: PageHead
     via: Literal["alias", "title", "slug", "suffix"]
@@ -131,6 +139,8 @@ class Cursor(Record):
     #: written before change sequences existed; the position is then derived from since/slug).
     page_seq: int | None = None
     fact_seq: int | None = None
+    #: D19: the TTL-expiry position "<valid_until ISO>#<fact seq>" reported up to (None: derived from since).
+    expiry: str | None = None
 
 
 class ClientRecord(Record):

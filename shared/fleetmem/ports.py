@@ -31,6 +31,7 @@ from fleetmem.models import (
     Page,
     PageHead,
     PageMatch,
+    PageTombstone,
     SearchDoc,
     SearchHits,
     SearchQuery,
@@ -77,6 +78,15 @@ class FactStore(Protocol):
         """Batch get; missing ids are skipped; order follows `fact_ids`."""
         ...
 
+    def created_after(
+        self, tenant: str, *, after: datetime, after_seq: int | None, now: datetime, world_only: bool = True,
+        limit: int = 50,
+    ) -> list[Fact]:
+        """Active facts with (created_at, seq) > (after, after_seq) — `after_seq=None`: created_at >
+        after — OLDEST first by (created_at, seq) (delta from a bare `since`). A store whose time
+        index is eventually consistent stops at its settle horizon (`now` - settle)."""
+        ...
+
     def count_active(self, tenant: str, entity_slug: str, *, now: datetime, world_only: bool = True) -> int: ...
 
     def expire(
@@ -93,15 +103,31 @@ class FactStore(Protocol):
         ...
 
     def changed_after(
-        self, tenant: str, *, seq: int, now: datetime, world_only: bool = True, limit: int = 50
+        self, tenant: str, *, seq: int, now: datetime, world_only: bool = True, limit: int = 50,
+        retracted: bool = False,
     ) -> list[tuple[int, Fact]]:
         """D14: (change_seq, fact) of active facts whose change_seq > seq, ascending. `put` assigns
         the tenant's next fact change_seq inside its own write, in commit order, so a reader that
-        has seen change_seq N has seen every fact below N that still exists."""
+        has seen change_seq N has seen every fact below N that still exists. A retraction (expire,
+        or `put` superseding it) gives the retracted fact the next change_seq in the same write;
+        `retracted=True` lists those facts too (not a fact only past its valid_until: that expiry
+        is listed by `expired_between`)."""
         ...
 
-    def change_floor(self, tenant: str, *, after: datetime | None) -> int:
-        """D14: the change position a timestamp resumes from: min(current counter, smallest
+    def expired_between(
+        self, tenant: str, *, after: datetime, after_seq: int | None, until: datetime, world_only: bool = True,
+        limit: int = 50,
+    ) -> list[Fact]:
+        """D19: facts whose `valid_until` lies in ((after, after_seq), until] — `after_seq=None`:
+        valid_until > after — by (valid_until, seq) ascending; facts forgotten or superseded first
+        are left out (that retraction is listed by `changed_after`)."""
+        ...
+
+    def change_floor(
+        self, tenant: str, *, after: datetime | None, walk: bool = False, after_seq: int | None = None
+    ) -> int:
+        """D14 (`walk` as PageStore.change_floor; `after_seq`: (created_at, seq) > (after, after_seq)):
+        the change position a timestamp resumes from: min(current counter, smallest
         change_seq of a fact created strictly after `after`, minus 1); `after=None`: the counter."""
         ...
 
@@ -113,7 +139,9 @@ class PageStore(Protocol):
         """Create or replace a page with its aliases, links and timeline (all derived rows replaced)."""
         ...
 
-    def delete(self, tenant: str, slug: str) -> bool: ...
+    def delete(self, tenant: str, slug: str, *, at: datetime | None = None) -> bool:
+        """Remove the page and its derived rows, leaving a tombstone deleted at `at` (default now)."""
+        ...
 
     def lookup(
         self, tenant: str, *, alias: str, title: str, slugs: Sequence[str], suffix: str,
@@ -147,8 +175,10 @@ class PageStore(Protocol):
 
     def updated_since(
         self, tenant: str, *, since: datetime, slug: str, world_only: bool, limit: int,
+        now: datetime | None = None,
     ) -> builtins.list[PageHead]:
-        """Keyset page: (updated_at, slug) > (since, slug) ascending, byte order on slug."""
+        """Keyset page: (updated_at, slug) > (since, slug) ascending, byte order on slug. With `now`,
+        a store whose time index is eventually consistent stops at its settle horizon."""
         ...
 
     def keyword(self, tenant: str, text: str, *, world_only: bool, limit: int = 3) -> builtins.list[PageHead]:
@@ -164,10 +194,21 @@ class PageStore(Protocol):
         order, so a reader that has seen N has seen every write below N."""
         ...
 
-    def change_floor(self, tenant: str, *, since: datetime | None, slug: str = "") -> int:
+    def deleted_after(
+        self, tenant: str, *, seq: int, world_only: bool, limit: int
+    ) -> builtins.list[tuple[int, PageTombstone]]:
+        """(change_seq, tombstone) of deleted pages whose change_seq > seq, ascending: `delete`
+        leaves a tombstone carrying the tenant's next page change_seq (the page numbers' own
+        sequence, so pages and tombstones interleave in commit order); a later `put` of the slug
+        removes it."""
+        ...
+
+    def change_floor(self, tenant: str, *, since: datetime | None, slug: str = "", walk: bool = False) -> int:
         """D14: the change position a (since, slug) keyset position resumes from: min(current
         counter, smallest change_seq of a page with (updated_at, slug) > (since, slug), minus 1);
-        `since=None`: the counter (everything committed so far)."""
+        `since=None`: the counter (everything committed so far). `walk=True` finds that smallest
+        number by walking the change order up to the first page after the position (cheap when
+        the position is early; the default reads every page after it)."""
         ...
 
 

@@ -80,6 +80,7 @@ def test_the_facts_indexes_project_what_their_queries_read_and_the_vector_only_w
         "by_session": written,
         "by_time": (written - {"expired_reason", "expired_by"}) | {"vector", "cs"},
         "by_change": written,
+        "by_expiry": written,  # D19: delta's TTL retractions
     }
     req = create_table_request(FACTS, "p")
     assert {g.name for g in FACTS.gsis} == set(expected)

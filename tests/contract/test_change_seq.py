@@ -63,3 +63,51 @@ def test_fact_change_floor_resumes_a_timestamp_position(facts, tenant, now):
     facts.put(make_fact(tenant, 3, fact_id="f_3", created_at=now + timedelta(seconds=1)))
     assert facts.change_floor(tenant, after=now) == 1
     assert facts.change_floor(tenant, after=now + timedelta(seconds=5)) == 3
+
+
+def test_facts_created_after_a_time_position_come_oldest_first_active_and_visible_only(facts, tenant, other_tenant, now):
+    """delta from a bare since: (created_at, seq) keyset, ascending; `after_seq` resumes inside a
+    millisecond."""
+    same = now + timedelta(seconds=1)
+    for n, fact_id, at, vis in (
+        (1, "f_before", now, "world"), (2, "f_a", same, "world"), (3, "f_b", same, "world"),
+        (4, "f_private", same, "private"), (5, "f_gone", same, "world"), (6, "f_c", same + timedelta(seconds=1), "world"),
+    ):
+        facts.put(make_fact(tenant, n, fact_id=fact_id, created_at=at, visibility=vis))
+    facts.put(make_fact(other_tenant, 1, fact_id="f_other", created_at=same))
+    facts.expire(tenant, "f_gone", at=same, reason="test", actor="t")
+    later = now + timedelta(seconds=10)
+
+    def ids(**kw):
+        return [f.fact_id for f in facts.created_after(tenant, now=later, **kw)]
+
+    assert ids(after=now, after_seq=None) == ["f_a", "f_b", "f_c"]
+    assert ids(after=now, after_seq=None, world_only=False) == ["f_a", "f_b", "f_private", "f_c"]
+    assert ids(after=same, after_seq=2) == ["f_b", "f_c"]  # inside the millisecond, after seq 2
+    assert ids(after=same, after_seq=None) == ["f_c"]
+    assert ids(after=now, after_seq=None, limit=1) == ["f_a"]
+
+
+def test_facts_whose_ttl_ran_out_are_listed_by_expiry_time(facts, tenant, other_tenant, now):
+    """D19: (valid_until, seq) keyset up to `until`; forgotten ones left out (listed as changes)."""
+    soon, later = now + timedelta(minutes=1), now + timedelta(minutes=2)
+    for n, fact_id, until, vis in (
+        (1, "f_later", later, "world"), (2, "f_soon", soon, "world"), (3, "f_soon_too", soon, "world"),
+        (4, "f_private", soon, "private"), (5, "f_forgot", soon, "world"), (6, "f_forever", None, "world"),
+    ):
+        facts.put(make_fact(tenant, n, fact_id=fact_id, created_at=now, valid_until=until, visibility=vis))
+    facts.put(make_fact(other_tenant, 1, fact_id="f_other", created_at=now, valid_until=soon))
+    facts.expire(tenant, "f_forgot", at=now, reason="test", actor="t")
+
+    def ids(**kw):
+        return [f.fact_id for f in facts.expired_between(tenant, **kw)]
+
+    end = now + timedelta(minutes=5)
+    assert ids(after=now, after_seq=None, until=end) == ["f_soon", "f_soon_too", "f_later"]
+    assert ids(after=now, after_seq=None, until=end, world_only=False) == [
+        "f_soon", "f_soon_too", "f_private", "f_later",
+    ]
+    assert ids(after=soon, after_seq=2, until=end) == ["f_soon_too", "f_later"]
+    assert ids(after=now, after_seq=None, until=soon) == ["f_soon", "f_soon_too"]
+    assert ids(after=soon, after_seq=None, until=end, limit=1) == ["f_later"]
+    assert ids(after=end, after_seq=None, until=now) == []

@@ -54,6 +54,11 @@ def workloads(corpus: Corpus, delta_since: str) -> dict[str, tuple[str, ArgsFn]]
             lambda r, i: {"entities": ",".join(r.sample(targets, 8)), "budget_tokens": 2000},
         ),
         f"delta ({CHANGES} changes)": ("delta", lambda r, i: {"since": delta_since}),
+        # a reference client's catch-up: a bare since long ago, a budget, 50 pages listed
+        "delta (since 2000, budget 4000)": (
+            "delta",
+            lambda r, i: {"since": "2000-01-01T00:00:00Z", "budget_tokens": 4000},
+        ),
         "remember": (
             "remember",
             lambda r, i: {

@@ -8,7 +8,7 @@ wake comes back looking freshly established, a stateless `delta(since=last_seen)
 first (docs/protocol.md: delta; docs/ambient.md). A catch-up that could not
 deliver everything (has_more) keeps its own cursor in the state and resumes on the next wake.
 
-"Looks freshly established": an empty delta (no pages, facts or threads, has_more false) whose
+"Looks freshly established": an empty delta (no pages, facts, retractions or threads, has_more false) whose
 cursor sits at its own `since` with no slug, AND later than the last-seen position, AND either the
 last wake left last-seen exactly where the server's cursor was (it delivered pages, or held back)
 or the last wake is older than the expiry window. After a quiet wake the server moves its cursor
@@ -42,7 +42,7 @@ def _parse(value: Any) -> datetime | None:
 
 
 def looks_established(body: dict[str, Any], entry: dict[str, Any] | None, now: datetime) -> bool:
-    if not entry or body.get("pages") or body.get("facts") or body.get("threads") or body.get("has_more"):
+    if not entry or any(body.get(k) for k in ("pages", "facts", "threads", "retracted", "has_more")):
         return False
     cursor = body.get("next_cursor") or {}
     since = _parse(body.get("since"))

@@ -9,9 +9,10 @@ session cursor goes after a wake. Pure functions; the Lambda glue runs them
   retried with half the budget (delta then hands back fewer items and a `next_cursor` that
   covers exactly those), and at `MIN_BUDGET_TOKENS` the message is cut to item heads
   (`truncate`) — the cursor never sticks on a delta too large to send.
-- Cursor: pages delivered -> to the delivered `next_cursor` (pages carry the cursor); only facts
-  or threads delivered -> now minus `IN_FLIGHT_MARGIN`, like an empty wake (delta's `next_cursor`
-  does not move without a page, so holding it would deliver the same facts on every wake);
+- Cursor: pages delivered -> to the delivered `next_cursor` (pages carry the cursor), and so do
+  facts delivered to a cursor without exact positions (delta then reads from since + slug alone,
+  and its `next_cursor` moves past exactly what it delivered); only facts (at exact positions) or
+  threads delivered -> now minus `IN_FLIGHT_MARGIN`, like an empty wake;
   nothing delivered but something held back -> stays, streak + 1; nothing at all -> now minus
   `IN_FLIGHT_MARGIN` (covers writes in flight).
 """
@@ -48,7 +49,7 @@ def smaller_budget(budget: int) -> int | None:
 
 
 def has_changes(body: dict[str, Any]) -> bool:
-    return bool(body.get("pages") or body.get("facts") or body.get("threads"))
+    return bool(body.get("pages") or body.get("facts") or body.get("threads") or body.get("retracted"))
 
 
 def truncate(body: dict[str, Any], *, heads: bool = True) -> dict[str, Any]:
@@ -71,7 +72,8 @@ def truncate(body: dict[str, Any], *, heads: bool = True) -> dict[str, Any]:
 
 def advance(cursor: Cursor, body: dict[str, Any], *, delivered: bool, now: datetime) -> Cursor:
     """The session cursor after a wake that delivered (or not) this delta body."""
-    if delivered and body.get("pages"):
+    from_since = cursor.page_seq is None or cursor.fact_seq is None  # delta read from since + slug alone
+    if delivered and (body.get("pages") or (from_since and body.get("facts"))):
         nxt = body.get("next_cursor") or {}
         since, slug, streak = parse_iso(nxt["since"]), nxt.get("slug") or "", 0
     elif not delivered and body.get("has_more"):
@@ -84,7 +86,7 @@ def advance(cursor: Cursor, body: dict[str, Any], *, delivered: bool, now: datet
     if delivered:
         # D14: the exact positions move past what this delivery carried (pages and facts alike).
         nxt = body.get("next_cursor") or {}
-        update.update({k: nxt[k] for k in ("page_seq", "fact_seq") if nxt.get(k) is not None})
+        update.update({k: nxt[k] for k in ("page_seq", "fact_seq", "expiry") if nxt.get(k) is not None})
     return cursor.model_copy(update=update)
 
 
@@ -100,4 +102,6 @@ def delta_arguments(cursor: Cursor, budget_tokens: int) -> dict[str, Any]:
         args["since_page_seq"] = cursor.page_seq
     if cursor.fact_seq is not None:
         args["since_fact_seq"] = cursor.fact_seq
+    if cursor.expiry is not None:
+        args["since_expiry"] = cursor.expiry
     return args

@@ -5,7 +5,8 @@ Public functions:
   costs at most `budget` tokens (`budget.cost`, ceil(len/4)) INCLUDING its frame: it shows the
   longest prefix of the cards, then the facts, that fits, with a line counting what was left out
   (the JSON arrays still carry them). When even the empty frame does not fit, the text is "".
-- `render_delta(since, pages, facts, threads, *, has_more) -> str`
+- `render_delta(since, pages, facts, threads, *, has_more, retracted=(), budget=None) -> str`: the
+  same budget rule (D16), over pages, then facts, then retractions, then thread events.
 
 Fact items may carry their text as `fact` (recall's shape) or `text`.
 
@@ -16,7 +17,7 @@ page cannot end the block early and smuggle instructions after it.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from fleetmem.memory.budget import cost
 
@@ -69,24 +70,41 @@ def _context_text(entities: Sequence[str], cards: Sequence[dict], facts: Sequenc
     return "\n".join(lines)
 
 
+def _longest_fitting(render: Callable[[int], str], total: int, budget: int | None) -> str:
+    """`render(shown)` for the largest `shown` (0..total) whose text costs at most `budget`; "" when
+    not even the empty frame fits. Searched from the top down: the first fit is the longest (not
+    always the first miss from below: a shown last item can be shorter than the line counting it)."""
+    if budget is None:
+        return render(total)
+    for shown in range(total, -1, -1):
+        candidate = render(shown)
+        if cost(candidate) <= budget:
+            return candidate
+    return ""
+
+
 def render_context_pack(
     entities: Sequence[str], cards: Sequence[dict], facts: Sequence[dict], *, budget: int | None = None
 ) -> str:
     total = len(cards) + len(facts)
-    if budget is None:
-        return _context_text(entities, cards, facts, 0)
-    # The longest prefix (cards first, then facts) whose rendering, frame included, fits the budget
-    # (not always the first miss: a shown last item can be shorter than the line counting it).
-    text = ""
-    for shown in range(total + 1):
-        candidate = _context_text(entities, cards[:shown], facts[: max(0, shown - len(cards))], total - shown)
-        if cost(candidate) <= budget:
-            text = candidate
-    return text
+    return _longest_fitting(
+        lambda shown: _context_text(
+            entities, cards[:shown], facts[: max(0, shown - len(cards))], total - shown
+        ),
+        total,
+        budget,
+    )
 
 
-def render_delta(
-    since: str, pages: Sequence[dict], facts: Sequence[dict], threads: Sequence[dict], *, has_more: bool,
+def _retraction_line(item: dict) -> str:
+    what = item.get("slug") if item.get("kind") == "page" else item.get("id")
+    by = f" by {item['superseded_by']}" if item.get("superseded_by") else ""
+    return f"- {item.get('kind')} {_clean(what)} {item.get('reason')}{by} at {item.get('at') or ''}"
+
+
+def _delta_text(
+    since: str, pages: Sequence[dict], facts: Sequence[dict], retracted: Sequence[dict],
+    threads: Sequence[dict], *, has_more: bool, left_out: int,
 ) -> str:
     lines = ["<fleetmem-delta>", DATA_NOTICE, f"Changes since {since}:"]
     if pages:
@@ -97,13 +115,36 @@ def render_delta(
         lines.append("")
         lines.append("## Facts recorded")
         lines += [_fact_line(f) for f in facts]
+    if retracted:
+        lines.append("")
+        lines.append("## Retracted (no longer true or gone: drop what you kept of them)")
+        lines += [_retraction_line(r) for r in retracted]
     if threads:
         lines.append("")
         lines.append("## Open-thread events")
         lines += [f"- [{t['slug']}] {_thread_line(t)[2:]}" for t in threads]
+    if left_out:
+        lines.append(f"({left_out} more over the budget)")
     if has_more:
         lines.append("(more changes are pending; they arrive on the next call)")
-    elif not (pages or facts or threads):
+    elif not (pages or facts or retracted or threads or left_out):
         lines.append("(no changes)")
     lines.append("</fleetmem-delta>")
     return "\n".join(lines)
+
+
+def render_delta(
+    since: str, pages: Sequence[dict], facts: Sequence[dict], threads: Sequence[dict], *, has_more: bool,
+    retracted: Sequence[dict] = (), budget: int | None = None,
+) -> str:
+    arms = (pages, facts, retracted, threads)
+    total = sum(len(a) for a in arms)
+
+    def render(shown: int) -> str:
+        cut: list[Sequence[dict]] = []
+        for arm in arms:
+            cut.append(arm[: max(0, shown)])
+            shown -= len(arm)
+        return _delta_text(since, cut[0], cut[1], cut[2], cut[3], has_more=has_more, left_out=total - sum(map(len, cut)))
+
+    return _longest_fitting(render, total, budget)

@@ -90,6 +90,7 @@ def test_the_first_wake_creates_the_cursor_at_now_and_returns_an_empty_delta(dep
     # D14: the exact positions start at the current change counters (one page, one fact so far)
     assert out.body["next_cursor"] == {
         "since": "2026-06-11T09:30:05.000Z", "slug": "", "page_seq": 1, "fact_seq": 1,
+        "expiry": "2026-06-11T09:30:05.000Z",  # TTL expiries are reported from now on
     }
     assert (out.body["budget_used"], out.body["dropped_count"]) == (0, 0)
     assert out.notices == []
@@ -111,6 +112,7 @@ def test_later_wakes_deliver_changes_once_and_then_move_to_now_minus_two_seconds
     assert second["has_more"] is False
     assert second["next_cursor"] == {
         "since": "2026-06-11T09:30:20.000Z", "slug": "notes/a", "page_seq": 2, "fact_seq": 2,
+        "expiry": "2026-06-11T09:30:00.000Z",
     }
     assert "notes/a" in second["text"] and "second fact" in second["text"]
     stored = cursor(deps, "agent-a", "hb")

@@ -157,6 +157,82 @@ def test_a_stateless_drain_at_budget_60_delivers_every_page_and_every_fact(bdeps
     assert set(got_pages) == set(slugs) and set(got_facts) == set(facts)
 
 
+def reference_follow(body: dict) -> dict:
+    """What a client written for the reference implementation passes back: since and slug only."""
+    return {"since": body["next_cursor"]["since"], "since_slug": body["next_cursor"]["slug"]}
+
+
+def _passes(nxt: dict, catalog: dict[str, tuple[str, str | None]], missing: set[str]) -> list[str]:
+    """Items not delivered yet that a call from next_cursor's since + slug alone would skip."""
+    since, slug = nxt["since"], nxt["slug"]
+    skipped = []
+    for key in missing:
+        at, page_slug = catalog[key]
+        if page_slug is not None and (at, page_slug) <= (since, slug):
+            skipped.append(key)
+        if page_slug is None and (at < since or (at == since and not slug.startswith("#f"))):
+            skipped.append(key)
+    return skipped
+
+
+@pytest.mark.parametrize("follower", [reference_follow, follow], ids=["since-and-slug-only", "every-field"])
+def test_35_facts_then_11_pages_drain_at_budget_60_whatever_the_client_passes_back(
+    bdeps, caller, clock, follower
+):
+    facts = [f"Drained fact number {i} about the reference client" for i in range(35)]
+    clock.advance(seconds=1)
+    for text in facts[:20]:  # many facts in one millisecond: the cursor must step inside it
+        stamped_fact(bdeps, text, clock.now())
+    for text in facts[20:]:
+        clock.advance(milliseconds=1)
+        stamped_fact(bdeps, text, clock.now())
+    slugs = [f"notes/after-{i:02d}" for i in range(11)]
+    for slug in slugs:
+        clock.advance(seconds=1)
+        put(bdeps, caller, slug)
+    everything = wake(bdeps, caller, since=EPOCH)
+    catalog = {f["fact"]: (f["created_at"], None) for f in everything["facts"]}
+    catalog.update({p["slug"]: (p["updated_at"], p["slug"]) for p in everything["pages"]})
+    assert len(catalog) == 46
+    got_pages: list[str] = []
+    got_facts: list[str] = []
+    args: dict = {"since": EPOCH}
+    for _ in range(100):
+        body = wake(bdeps, caller, budget_tokens=60, **args)
+        assert body["budget_used"] <= 60 and (body["pages"] or body["facts"])
+        got_pages += [p["slug"] for p in body["pages"]]
+        got_facts += texts(body)
+        # next_cursor.since (+ slug) never passes an item of either arm not delivered yet
+        assert _passes(body["next_cursor"], catalog, set(catalog) - set(got_pages) - set(got_facts)) == []
+        if not body["has_more"]:
+            break
+        args = follower(body)
+    assert body["has_more"] is False
+    assert set(got_pages) == set(slugs) and set(got_facts) == set(facts)
+
+
+def test_a_reference_client_gets_facts_that_share_a_millisecond_past_the_budget(bdeps, caller, clock):
+    """Facts created in one millisecond that do not fit one call are not re-sent forever: the
+    cursor steps inside the millisecond (since_slug "#f<seq>") and every call makes progress."""
+    clock.advance(seconds=1)
+    facts = [f"Same-millisecond fact {i:02d} with a few more words" for i in range(12)]
+    for text in facts:
+        stamped_fact(bdeps, text, clock.now())
+    stamped_page(bdeps, "p/same-ms", clock.now())
+    got: list[str] = []
+    pages: list[str] = []
+    args: dict = {"since": EPOCH}
+    for _ in range(30):
+        body = wake(bdeps, caller, budget_tokens=cost(facts[0]) * 2, **args)
+        assert len(body["facts"]) + len(body["pages"]) >= 1
+        got += texts(body)
+        pages += [p["slug"] for p in body["pages"]]
+        if not body["has_more"]:
+            break
+        args = reference_follow(body)
+    assert got == facts and pages == ["p/same-ms"] and body["has_more"] is False
+
+
 def test_facts_dropped_by_the_budget_on_a_session_wake_come_on_the_next_wake(bdeps, caller, clock):
     wake(bdeps, caller, session_id="hb")
     clock.advance(seconds=1)

@@ -46,6 +46,7 @@ def _item(c: Cursor, version: int) -> dict[str, Any]:
         "version": version,
         "page_seq": c.page_seq,
         "fact_seq": c.fact_seq,
+        "expiry": c.expiry,
         "ttl": epoch(c.touched_at + _IDLE),
     }
 
@@ -62,6 +63,7 @@ def _cursor(item: dict[str, Any]) -> Cursor:
         version=as_int(item.get("version")),
         page_seq=None if item.get("page_seq") is None else as_int(item["page_seq"]),
         fact_seq=None if item.get("fact_seq") is None else as_int(item["fact_seq"]),
+        expiry=item.get("expiry"),
     )
 
 

@@ -407,9 +407,11 @@ def transact_with_change(
     table: str,
     key: dict[str, Any],
     build: Callable[[int], list[dict[str, Any]]],
+    width: int = 1,
 ) -> int:
     """Run TransactWriteItems `[counter n-1 -> n] + build(n)` and return n. `build` gets the change
-    number the write carries. A lost race on the counter (condition failed or a transaction
+    number the write carries (with `width` > 1 it gets the first of `width` consecutive numbers and
+    the counter moves past the last). A lost race on the counter (condition failed or a transaction
     conflict) re-reads it and retries with jitter; any other failed condition is a Conflict."""
     import random as _random
     import time as _time
@@ -430,7 +432,7 @@ def transact_with_change(
             "TableName": table,
             "Key": key,
             "UpdateExpression": "SET n = :n, typ = :typ",
-            "ExpressionAttributeValues": {":n": {"N": str(n)}, ":typ": {"S": "counter"}},
+            "ExpressionAttributeValues": {":n": {"N": str(prev + width)}, ":typ": {"S": "counter"}},
             "ConditionExpression": "attribute_not_exists(n)",
             "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
         }
@@ -458,7 +460,7 @@ def transact_with_change(
             raise translate_client_error(exc) from None
         except Exception as exc:
             raise translate_client_error(exc) from None
-        _change_guess[slot] = n
+        _change_guess[slot] = prev + width
         return n
     raise Unavailable("dynamodb change counter is contended", retry_after_seconds=1, reason="contended")
 

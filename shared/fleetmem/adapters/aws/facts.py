@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import threading
 import uuid
 from collections.abc import Iterator, Sequence
@@ -21,6 +22,7 @@ from fleetmem.adapters.aws.dynamo import (
     from_ddb,
     parse_ts,
     query_all,
+    read_counter,
     settle_horizon,
     to_ddb,
     transact_with_change,
@@ -65,6 +67,8 @@ def fact_to_item(fact: Fact) -> dict[str, Any]:
         "client_id": fact.client_id,
         "created_at": ts(fact.created_at),
         "valid_until": ts(fact.valid_until),
+        "xp": fact.tenant if fact.valid_until else None,
+        "xk": f"{ts(fact.valid_until)}#{fact.seq:012d}" if fact.valid_until else None,
         "expired_at": ts(fact.expired_at),
         "expired_reason": fact.expired_reason,
         "expired_by": fact.expired_by,
@@ -167,18 +171,21 @@ class DynamoFactStore:
         if supersede is not None and supersede.tenant != fact.tenant:
             raise Conflict("the superseded fact belongs to another tenant")
         base = fact_to_item(fact)
-        tail = self._supersede_actions(fact, supersede) + self._audit_puts(audit)
         stamp = write_id()
 
         def build(n: int) -> list[dict[str, Any]]:
             # One transaction: the change counter (D14), the new fact carrying its change number,
-            # the old one's expiry and the audit trail land together.
-            item = {**to_ddb({**base, "cs": n}), WRITE_ID: stamp}
+            # the old one's expiry (a change of the old fact: the number before) and the audit trail.
+            item = {**to_ddb({**base, "cs": n + 1 if supersede else n}), WRITE_ID: stamp}
             put = {"TableName": self.table, "Item": item, "ConditionExpression": "attribute_not_exists(pk)"}
-            return [{"Put": put}, *tail]
+            return [{"Put": put}, *self._supersede_actions(fact, supersede, n), *audits]
 
+        audits = self._audit_puts(audit)
         try:
-            transact_with_change(self._db, table=self.table, key=self._counter_key(fact.tenant), build=build)
+            transact_with_change(
+                self._db, table=self.table, key=self._counter_key(fact.tenant), build=build,
+                width=2 if supersede else 1,
+            )
         except Conflict:
             # An SDK retry of a transaction that already landed fails its own conditions: the
             # stored fact carrying OUR write id means the write succeeded.
@@ -192,7 +199,7 @@ class DynamoFactStore:
     def _counter_key(self, tenant: str) -> dict[str, Any]:
         return {"pk": {"S": fact_pk(tenant, CHANGE_ID)}}
 
-    def _supersede_actions(self, fact: Fact, supersede: Fact | None) -> list[dict[str, Any]]:
+    def _supersede_actions(self, fact: Fact, supersede: Fact | None, n: int) -> list[dict[str, Any]]:
         items: list[dict[str, Any]] = []
         if supersede is not None:
             items.append(
@@ -200,11 +207,12 @@ class DynamoFactStore:
                     "Update": {
                         "TableName": self.table,
                         "Key": {"pk": {"S": fact_pk(supersede.tenant, supersede.fact_id)}},
-                        "UpdateExpression": "SET expired_at = :at, superseded_by = :by",
+                        "UpdateExpression": "SET expired_at = :at, superseded_by = :by, cs = :cs",
                         "ConditionExpression": f"attribute_exists(pk) AND {_ACTIVE}",
                         "ExpressionAttributeValues": {
                             ":at": {"S": ts(fact.created_at)},
                             ":by": {"S": fact.fact_id},
+                            ":cs": {"N": str(n)},
                         },
                     }
                 }
@@ -306,6 +314,28 @@ class DynamoFactStore:
         it = self._query("by_time", "tp", tenant, after=after, page_size=self._page_size(limit))
         return self._take(it, now=now, active_only=active_only, world_only=world_only, limit=limit)
 
+    def created_after(
+        self, tenant: str, *, after: datetime, after_seq: int | None, now: datetime, world_only: bool = True,
+        limit: int = 50,
+    ) -> list[Fact]:
+        # ck = "<created iso>#<seq:012d>": "~" sorts after every digit (created_at > after)
+        start = f"{ts(after)}#" + ("~" if after_seq is None else f"{int(after_seq):012d}")
+        req: dict[str, Any] = {
+            "TableName": self.table,
+            "IndexName": "by_time",
+            "KeyConditionExpression": "tp = :k AND ck > :after",
+            "ExpressionAttributeValues": {":k": {"S": tenant}, ":after": {"S": start}},
+            "ScanIndexForward": True,
+            "Limit": self._page_size(limit),
+        }
+        horizon = settle_horizon(now, self.settle)
+        settled = (
+            item_to_fact(i) for i in map(from_ddb, query_all(self._db, req)) if i and is_fact_item(i)
+        )
+        if horizon is not None:  # not settled: an earlier write may still be on its way into the index
+            settled = itertools.takewhile(lambda f: f.created_at <= horizon, settled)
+        return self._take(settled, now=now, active_only=True, world_only=world_only, limit=limit)
+
     def many(self, tenant: str, fact_ids: Sequence[str]) -> list[Fact]:
         wanted = list(dict.fromkeys(fact_ids))
         found: dict[str, Fact] = {}
@@ -333,56 +363,41 @@ class DynamoFactStore:
         self, tenant: str, fact_id: str, *, at: datetime, reason: str | None, actor: str,
         audit: AuditEvent | None = None,
     ) -> bool:
-        from botocore.exceptions import ClientError
-
-        values: dict[str, Any] = {":at": {"S": ts(at)}, ":by": {"S": actor}}
-        sets = "SET expired_at = :at, expired_by = :by"
+        values: dict[str, Any] = {":at": {"S": ts(at)}, ":by": {"S": actor}, ":fact": {"S": "fact"}}
+        sets = "SET expired_at = :at, expired_by = :by, cs = :cs"
         if reason is not None:
             sets += ", expired_reason = :reason"
             values[":reason"] = {"S": reason}
+        # read-time expiry (valid_until) counts as already expired, like the other stores
         condition = (
             f"attribute_exists(pk) AND typ = :fact AND {_ACTIVE}"
             " AND (attribute_not_exists(valid_until) OR valid_until > :at)"
         )
-        if audit is not None:
+
+        def build(n: int) -> list[dict[str, Any]]:
+            # the expiry is a change of the fact: it takes the next fact change number (delta's
+            # retracted[]), in the same transaction as the audit row
             update = {
                 "TableName": self.table,
                 "Key": {"pk": {"S": fact_pk(tenant, fact_id)}},
                 "UpdateExpression": sets,
                 "ConditionExpression": condition,
-                "ExpressionAttributeValues": {**values, ":fact": {"S": "fact"}},
+                "ExpressionAttributeValues": {**values, ":cs": {"N": str(n)}},
             }
-            try:
-                self._transact([{"Update": update}, *self._audit_puts([audit])])
-                return True
-            except Conflict:
-                # The fact's condition failed: one read tells a missing fact from an expired one.
-                if self.get(tenant, fact_id) is None:
-                    raise NotFound("no such fact") from None
-                return False
+            return [{"Update": update}, *self._audit_puts([audit] if audit is not None else [])]
+
         try:
-            self._db.update_item(
-                TableName=self.table,
-                Key={"pk": {"S": fact_pk(tenant, fact_id)}},
-                UpdateExpression=sets,
-                # read-time expiry (valid_until) counts as already expired, like the other stores
-                ConditionExpression=condition,
-                ExpressionAttributeValues={**values, ":fact": {"S": "fact"}},
-                ReturnValuesOnConditionCheckFailure="ALL_OLD",
-            )
+            transact_with_change(self._db, table=self.table, key=self._counter_key(tenant), build=build)
             return True
-        except ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
-                raise translate_client_error(exc) from None
-            old = from_ddb(exc.response.get("Item"))
-            if not old or not is_fact_item(old):
+        except Conflict:
+            # The fact's condition failed: one read tells a missing fact from an expired one.
+            if self.get(tenant, fact_id) is None:
                 raise NotFound("no such fact") from None
             return False
-        except Exception as exc:
-            raise translate_client_error(exc) from None
 
     def changed_after(
-        self, tenant: str, *, seq: int, now: datetime, world_only: bool = True, limit: int = 50
+        self, tenant: str, *, seq: int, now: datetime, world_only: bool = True, limit: int = 50,
+        retracted: bool = False,
     ) -> list[tuple[int, Fact]]:
         req: dict[str, Any] = {
             "TableName": self.table,
@@ -404,7 +419,10 @@ class DynamoFactStore:
                 if horizon is not None and item.get("created_at", "") > ts(horizon):
                     return out_  # not settled: an earlier number may still be on its way into the index
                 fact = item_to_fact(item)
-                if not fact.is_active(now) or (world_only and fact.visibility != "world"):
+                written_off = fact.expired_at is not None or fact.superseded_by is not None
+                if not fact.is_active(now) and not (retracted and written_off):
+                    continue  # (a TTL expiry alone is listed by expired_between)
+                if world_only and fact.visibility != "world":
                     continue
                 out_.append((as_int(item["cs"]), fact))
                 if len(out_) >= limit:
@@ -415,13 +433,60 @@ class DynamoFactStore:
             req["ExclusiveStartKey"] = lek
         return out_
 
-    def change_floor(self, tenant: str, *, after: datetime | None) -> int:
+    def expired_between(
+        self, tenant: str, *, after: datetime, after_seq: int | None, until: datetime, world_only: bool = True,
+        limit: int = 50,
+    ) -> list[Fact]:
+        if after > until:
+            return []
+        # xk = "<valid_until>#<seq:012d>"; "~" sorts after every digit (BETWEEN is inclusive)
+        low = f"{ts(after)}#" + ("~" if after_seq is None else f"{int(after_seq) + 1:012d}")
+        req: dict[str, Any] = {
+            "TableName": self.table,
+            "IndexName": "by_expiry",
+            "KeyConditionExpression": "xp = :k AND xk BETWEEN :low AND :until",
+            "ExpressionAttributeValues": {
+                ":k": {"S": tenant}, ":low": {"S": low}, ":until": {"S": f"{ts(until)}#~"},
+            },
+            "ScanIndexForward": True,
+            "Limit": self._page_size(limit),
+        }
+        out: list[Fact] = []
+        for raw in query_all(self._db, req):
+            item = from_ddb(raw)
+            if not item or not is_fact_item(item):
+                continue
+            fact = item_to_fact(item)
+            if fact.expired_at is not None or fact.superseded_by is not None:
+                continue
+            if world_only and fact.visibility != "world":
+                continue
+            out.append(fact)
+            if len(out) >= limit:
+                break
+        return out
+
+    def change_floor(
+        self, tenant: str, *, after: datetime | None, walk: bool = False, after_seq: int | None = None
+    ) -> int:
+        # ck = "<created iso>#<seq:012d>"; "~" sorts after every digit (created_at > after)
+        start = f"{ts(after)}#" + ("~" if after_seq is None else f"{int(after_seq):012d}")
+        if walk and after is not None:
+            top = read_counter(self._db, table=self.table, key=self._counter_key(tenant))
+            req: dict[str, Any] = {
+                "TableName": self.table, "IndexName": "by_change", "KeyConditionExpression": "tp = :k",
+                "ExpressionAttributeValues": {":k": {"S": tenant}}, "ScanIndexForward": True, "Limit": 100,
+            }
+            for item in map(from_ddb, query_all(self._db, req)):
+                if item and is_fact_item(item) and f"{item.get('created_at', '')}#{as_int(item.get('seq')):012d}" > start:
+                    return min(top, as_int(item["cs"]) - 1)
+            return top
         since_query = None
         if after is not None:
             since_query = {
                 "IndexName": "by_time",
                 "KeyConditionExpression": "tp = :k AND ck > :after",
-                "ExpressionAttributeValues": {":k": {"S": tenant}, ":after": {"S": f"{ts(after)}#~"}},
+                "ExpressionAttributeValues": {":k": {"S": tenant}, ":after": {"S": start}},
             }
         return change_floor(self._db, table=self.table, counter_key=self._counter_key(tenant), since_query=since_query)
 

@@ -16,7 +16,7 @@ import json
 import re
 import unicodedata
 from collections.abc import Callable, Iterator, Sequence
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from fleetmem.adapters.aws.dynamo import (
@@ -32,6 +32,7 @@ from fleetmem.adapters.aws.dynamo import (
     parallel,
     parse_ts,
     query_all,
+    read_counter,
     settle_horizon,
     to_ddb,
     transact_with_change,
@@ -40,9 +41,12 @@ from fleetmem.adapters.aws.dynamo import (
 from fleetmem.adapters.aws.tables import HEAD_ATTRS, PAGES
 from fleetmem.errors import TooLarge
 from fleetmem.memory.slugs import last_segment, normalize_alias
-from fleetmem.models import Backlink, Link, Page, PageHead, PageMatch, TimelineEntry
+from fleetmem.models import Backlink, Link, Page, PageHead, PageMatch, PageTombstone, TimelineEntry
 
 PAGE_SK = "P"
+#: a deleted page's tombstone row (in the page's partition, numbered in the page change sequence;
+#: it carries `tp` + `cs` for `by_change` and nothing the other indexes read but `tp` + `slug`)
+TOMBSTONE_SK = "T"
 CHANGE_SK = "C"  # with pk "<tenant>#~chg": the tenant's page change counter (D14)
 #: a transaction holds at most 100 actions; bigger rewrites fall back to batches (not atomic)
 _TX_MAX = 100
@@ -343,6 +347,8 @@ class DynamoPageStore:
         if limit <= 0:
             return out
         for item in it:
+            if item.get("sk", PAGE_SK) != PAGE_SK:
+                continue  # a tombstone (it carries tp + slug for by_change)
             if not self._visible(item, world_only) or (type is not None and item.get("ptype") != type):
                 continue
             out.append(item_to_head(item))
@@ -371,12 +377,16 @@ class DynamoPageStore:
         return links, count
 
     def updated_since(
-        self, tenant: str, *, since: datetime, slug: str, world_only: bool, limit: int
+        self, tenant: str, *, since: datetime, slug: str, world_only: bool, limit: int,
+        now: datetime | None = None,
     ) -> builtins.list[PageHead]:
         out: builtins.list[PageHead] = []
         if limit <= 0:
             return out
+        horizon = settle_horizon(now, self.settle)
         for item in self._gsi("by_updated", "tp", tenant, sort=("us", ">", f"{ts(since)}#{slug}")):
+            if horizon is not None and item.get("updated_at", "") > ts(horizon):
+                break  # not settled: an earlier write may still be on its way into the index
             if not self._visible(item, world_only):
                 continue
             out.append(item_to_head(item))
@@ -454,6 +464,12 @@ class DynamoPageStore:
     def changed_after(
         self, tenant: str, *, seq: int, world_only: bool, limit: int, now: datetime | None = None
     ) -> builtins.list[tuple[int, PageHead]]:
+        return self._changes(tenant, seq=seq, world_only=world_only, limit=limit, now=now, sk=PAGE_SK)
+
+    def _changes(
+        self, tenant: str, *, seq: int, world_only: bool, limit: int, now: datetime | None, sk: str
+    ) -> builtins.list[tuple[int, PageHead]]:
+        """`by_change` entries of page rows (`sk` "P") or tombstones ("T"), which share the index."""
         out: builtins.list[tuple[int, PageHead]] = []
         if limit <= 0:
             return out
@@ -469,14 +485,21 @@ class DynamoPageStore:
         for item in self._query(req):
             if horizon is not None and item.get("updated_at", "") > ts(horizon):
                 break  # not settled: an earlier number may still be on its way into the index
-            if not self._visible(item, world_only):
+            if item.get("sk", PAGE_SK) != sk or not self._visible(item, world_only):
                 continue
             out.append((as_int(item["cs"]), item_to_head(item)))
             if len(out) >= limit:
                 break
         return out
 
-    def change_floor(self, tenant: str, *, since: datetime | None, slug: str = "") -> int:
+    def change_floor(self, tenant: str, *, since: datetime | None, slug: str = "", walk: bool = False) -> int:
+        if walk and since is not None:
+            top = read_counter(self._db, table=self.table, key=self._counter_key(tenant))
+            position = (ts(since) or "", slug)
+            for n, head in self._changes(tenant, seq=0, world_only=False, limit=top + 1, now=None, sk=PAGE_SK):
+                if (ts(head.updated_at) or "", head.slug) > position:
+                    return min(top, n - 1)
+            return top
         since_query = None
         if since is not None:
             since_query = {
@@ -486,15 +509,41 @@ class DynamoPageStore:
             }
         return change_floor(self._db, table=self.table, counter_key=self._counter_key(tenant), since_query=since_query)
 
-    def delete(self, tenant: str, slug: str) -> bool:
-        existing = self._partition_keys(tenant, slug)
-        if PAGE_SK not in existing:
+    def delete(self, tenant: str, slug: str, *, at: datetime | None = None) -> bool:
+        page = self.get(tenant, slug)
+        if page is None:
             return False
+        existing = self._partition_keys(tenant, slug)
         pk = page_pk(tenant, slug)
-        # the page row first (batch fallback), so a half-done delete never leaves a visible page
-        keys = [{"pk": pk, "sk": PAGE_SK}] + [{"pk": pk, "sk": sk} for sk in existing if sk != PAGE_SK]
-        self._write([], keys)
+        derived = [{"pk": pk, "sk": sk} for sk in existing if sk not in (PAGE_SK, TOMBSTONE_SK)]
+        if len(derived) + 3 > _TX_MAX:
+            self._write([], derived)  # too many rows for one transaction: derived rows first
+            derived = []
+        when = ts(at or datetime.now(UTC))
+
+        def build(n: int) -> builtins.list[dict[str, Any]]:
+            # the page row's delete and its tombstone (with the next page change number) land together
+            tomb = {
+                "pk": pk, "sk": TOMBSTONE_SK, "typ": "tombstone", "tenant": tenant, "tp": tenant, "slug": slug,
+                "title": page.title, "visibility": page.visibility, "updated_at": when, "cs": n,
+            }
+            actions: builtins.list[dict[str, Any]] = [
+                {"Delete": {"TableName": self.table, "Key": to_ddb({"pk": pk, "sk": PAGE_SK})}}
+            ]
+            actions += [{"Delete": {"TableName": self.table, "Key": to_ddb(k)}} for k in derived]
+            actions.append({"Put": {"TableName": self.table, "Item": to_ddb(tomb)}})
+            return actions
+
+        transact_with_change(self._db, table=self.table, key=self._counter_key(tenant), build=build)
         return True
+
+    def deleted_after(
+        self, tenant: str, *, seq: int, world_only: bool, limit: int
+    ) -> builtins.list[tuple[int, PageTombstone]]:
+        return [
+            (n, PageTombstone(slug=h.slug, visibility=h.visibility, deleted_at=h.updated_at))
+            for n, h in self._changes(tenant, seq=seq, world_only=world_only, limit=limit, now=None, sk=TOMBSTONE_SK)
+        ]
 
     def _write(self, puts: builtins.list[dict[str, Any]], deletes: builtins.list[dict[str, str]]) -> None:
         if len(puts) + len(deletes) <= _TX_MAX:

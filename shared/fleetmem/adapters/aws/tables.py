@@ -80,6 +80,9 @@ FACTS = TableSpec(
         Gsi("by_time", KeyAttr("tp"), KeyAttr("ck"), FACT_TIME_ATTRS),  # tp = "<tenant>"
         # D14: the tenant's facts in commit order (cs = change sequence, assigned in the write)
         Gsi("by_change", KeyAttr("tp"), KeyAttr("cs", "N"), projection=FACT_INDEX_ATTRS),
+        # D19: facts with a TTL by expiry time (xp = "<tenant>" only when valid_until is set;
+        # xk = "<valid_until iso>#<seq:012d>"), for delta's TTL retractions
+        Gsi("by_expiry", KeyAttr("xp"), KeyAttr("xk"), projection=FACT_INDEX_ATTRS),
     ),
     stream="NEW_AND_OLD_IMAGES",
     purpose="facts (source of truth) and the per-tenant fact sequence counter",

@@ -37,7 +37,7 @@ class DeletePageResult(Wire):
 
 def run(deps: Deps, caller: Caller, params: DeletePageParams, ctx: CallContext) -> Outcome:
     page = visible_page(deps, caller, params.slug or "")
-    if page is None or not deps.pages.delete(caller.tenant, page.slug):
+    if page is None or not deps.pages.delete(caller.tenant, page.slug, at=deps.clock.now()):
         raise page_not_found(params.slug or "")
     deps.audit.append(AuditEvent(
         tenant=caller.tenant, subject=page.slug, action="delete_page", actor=caller.client_id,

@@ -28,7 +28,19 @@ Rules:
   to the budget (`truncated: true`), so every call with something pending delivers something.
   `has_more` = page or fact fetch overflow, or anything dropped by the budget or the deadline.
 - Fact items: `{id, fact_id, fact, kind, entity_slug, provenance, visibility, created_at,
-  valid_until}` (`fact` as in recall). `text` is rendered from the packed sets only.
+  valid_until}` (`fact` as in recall). `text` is rendered from the packed sets only and costs at
+  most the budget, frame included (D16).
+- Retractions (D19), `retracted[]`: a forgotten or superseded fact takes the next fact change
+  number in its write and is listed in the fact arm as `{kind: "fact", id, reason, at,
+  superseded_by?}`; a deleted page's tombstone is numbered in the page sequence and listed in the
+  page arm as `{kind: "page", slug, reason: "deleted", at}`; a TTL expiry (read-time, no write) is
+  listed after the fact arm by (valid_until, seq) after its own position `expiry` ("<ISO>#<seq>",
+  in the session cursor and next_cursor; `since_expiry`; absent: from since). Each costs
+  RETRACTION_COST (1) token. Calls from a bare since list none of them.
+- A stateless call without both exact positions (a reference client: since + since_slug only)
+  reads one timeline (`_reference_delta`): pages and facts merged in time order, a prefix within
+  the budget, next_cursor.since/slug = the last delivered item ("#f<seq>" inside a millisecond of
+  facts), page_seq / fact_seq the change floors of that position.
 - `next_cursor` = `{since, slug}` of the last DELIVERED page (none delivered -> the effective
   since/slug; the reference wire) plus `page_seq` / `fact_seq`: the change numbers delivered up to
   (the exact cursor; pass them back as since_page_seq / since_fact_seq).
@@ -51,6 +63,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import Any
 from datetime import datetime, timedelta
 
 from pydantic import ConfigDict, Field
@@ -63,7 +76,9 @@ from fleetmem.memory.entities import parse_entity_list, resolve_entity
 from fleetmem.memory.registry import ToolSpec, register
 from fleetmem.memory.render import render_delta
 from fleetmem.memory.verbs.recall import fact_item
-from fleetmem.models import BudgetFields, Caller, Cursor, PackFact, PageItem, SlugThread, Wire
+from fleetmem.models import (
+    BudgetFields, Caller, Cursor, Fact, PackFact, PageHead, PageItem, PageTombstone, SlugThread, Wire,
+)
 from fleetmem.ports import CallContext, Deps
 from fleetmem.protocol import (
     DELTA_FACT_LIMIT,
@@ -74,7 +89,7 @@ from fleetmem.protocol import (
     REMOTE_CLIENT,
     SESSION_ID_MAX,
 )
-from fleetmem.timefmt import iso, to_ms
+from fleetmem.timefmt import iso, parse_iso, to_ms
 
 TOOL = "delta"
 IN_FLIGHT_MARGIN = timedelta(seconds=2)
@@ -100,6 +115,10 @@ class DeltaParams(Params):
     since_fact_seq: ChangePosition = Field(
         default=None,
         description="With since: the exact fact position (pass back next_cursor.fact_seq).",
+    )
+    since_expiry: str | None = Field(
+        default=None,
+        description="With since: the TTL-expiry position (pass back next_cursor.expiry).",
     )
     session_id: str | None = Field(
         default=None,
@@ -127,8 +146,27 @@ class NextCursor(Wire):
 
     since: str | None
     slug: str
-    page_seq: int = Field(description="Page change number delivered up to; pass back as since_page_seq.")
-    fact_seq: int = Field(description="Fact change number delivered up to; pass back as since_fact_seq.")
+    page_seq: int | None = Field(
+        description="Page change number delivered up to; pass back as since_page_seq."
+    )
+    fact_seq: int | None = Field(
+        description="Fact change number delivered up to; pass back as since_fact_seq (null only when a "
+        "deadline skipped the facts of a call from a bare since)."
+    )
+    expiry: str | None = Field(
+        default=None, description="TTL expiries reported up to; pass back as since_expiry (null: from since)."
+    )
+
+
+class Retraction(Wire):
+    """A page or fact a follower may hold that is no longer true or gone."""
+
+    kind: str = Field(description='"fact" or "page"')
+    id: str | None = Field(default=None, description="the fact_id (kind fact)")
+    slug: str | None = Field(default=None, description="the page slug (kind page)")
+    reason: str = Field(description='"forgotten", "superseded", "expired" or "deleted"')
+    at: str | None
+    superseded_by: str | None = Field(default=None, description="the fact_id that replaces it (superseded)")
 
 
 class DeltaResult(BudgetFields):
@@ -137,6 +175,7 @@ class DeltaResult(BudgetFields):
     pages: list[DeltaPage]
     facts: list[PackFact]
     threads: list[SlugThread]
+    retracted: list[Retraction] = Field(default_factory=list)
     text: str
     has_more: bool
     next_cursor: NextCursor
@@ -190,11 +229,13 @@ class _Target:
     page_seq: int | None = None
     fact_seq: int | None = None
     position: tuple[datetime, str] | None = None
+    expiry: str | None = None
 
 
 def _store_cursor(
     deps: Deps, caller: Caller, client: str, session_id: str, now: datetime, current: Cursor | None,
     target: _Target, *, incomplete: bool, hold: tuple[datetime, str], hold_seqs: tuple[int, int],
+    hold_expiry: str | None = None,
 ) -> Cursor | None:
     """Conditionally write the advanced cursor; on a lost race re-read and retry once.
 
@@ -208,6 +249,11 @@ def _store_cursor(
             return old
         return new if old is None or new > old else old
 
+    def later_expiry(old: str | None, new: str | None) -> str | None:
+        if new is None:
+            return old
+        return new if old is None or _expiry_key(new) > _expiry_key(old) else old
+
     for attempt in range(2):
         streak = 0
         if current is None:
@@ -216,6 +262,7 @@ def _store_cursor(
                 tenant=caller.tenant, client_id=client, session_id=session_id, since=to_ms(since), slug=slug,
                 touched_at=now, incomplete_streak=1 if incomplete else 0,
                 page_seq=later(hold_seqs[0], target.page_seq), fact_seq=later(hold_seqs[1], target.fact_seq),
+                expiry=later_expiry(hold_expiry, target.expiry),
             )
             expected = None
         else:
@@ -230,6 +277,8 @@ def _store_cursor(
                                       target.page_seq),
                     "fact_seq": later(current.fact_seq if current.fact_seq is not None else hold_seqs[1],
                                       target.fact_seq),
+                    "expiry": later_expiry(current.expiry if current.expiry is not None else hold_expiry,
+                                           target.expiry),
                 }
             )
             expected = current.version
@@ -243,15 +292,19 @@ def _store_cursor(
 
 
 def _empty_body(since: datetime, slug: str, seqs: tuple[int, int], budget_tokens: int | None) -> dict:
+    """A first wake's answer: nothing delivered; every position at now (TTL expiries from now on)."""
     body: dict = {
         "protocol_version": PROTOCOL_VERSION,
         "since": iso(since),
         "pages": [],
         "facts": [],
         "threads": [],
-        "text": render_delta(iso(since) or "", [], [], [], has_more=False),
+        "retracted": [],
+        "text": render_delta(iso(since) or "", [], [], [], has_more=False, budget=budget_tokens),
         "has_more": False,
-        "next_cursor": {"since": iso(since), "slug": slug, "page_seq": seqs[0], "fact_seq": seqs[1]},
+        "next_cursor": {
+            "since": iso(since), "slug": slug, "page_seq": seqs[0], "fact_seq": seqs[1], "expiry": iso(since),
+        },
     }
     body.update(budget.Packer(budget_tokens).fields())
     return body
@@ -278,6 +331,73 @@ def _fact_cost(f: dict) -> int:
     return budget.cost(f["fact"])
 
 
+#: A retraction carries a handle and a reason, no content: it costs one token, so it always fits
+#: and a follower never keeps a retracted fact or a deleted page for want of budget.
+RETRACTION_COST = 1
+
+
+def _item_cost(item: dict) -> int:
+    if "reason" in item:
+        return RETRACTION_COST
+    return _fact_cost(item) if "fact_id" in item else _page_cost(item)
+
+
+def _page_entry(h: PageHead | PageTombstone) -> dict:
+    if isinstance(h, PageTombstone):
+        return {"kind": "page", "slug": h.slug, "reason": "deleted", "at": iso(h.deleted_at)}
+    return {"slug": h.slug, "title": h.title, "type": h.type, "updated_at": iso(h.updated_at)}
+
+
+def _fact_retraction(f: Fact, now: datetime) -> dict:
+    """A listed fact that is no longer active: why and since when (read from the stored fact)."""
+    if f.superseded_by is not None:
+        return {"kind": "fact", "id": f.fact_id, "reason": "superseded", "at": iso(f.expired_at),
+                "superseded_by": f.superseded_by}
+    if f.expired_at is not None and (f.valid_until is None or f.expired_at < f.valid_until):
+        return {"kind": "fact", "id": f.fact_id, "reason": "forgotten", "at": iso(f.expired_at)}
+    return {"kind": "fact", "id": f.fact_id, "reason": "expired", "at": iso(f.valid_until or now)}
+
+
+def _expiry_key(position: str, *, raw: bool = False) -> Any:
+    """A TTL-expiry position "<ISO>#<seq>" (or "<ISO>": after everything of that millisecond) as
+    (datetime, seq) — comparable, or with `raw` the (datetime, seq | None) the store takes."""
+    when, _, seq = position.partition("#")
+    at = parse_iso(when)
+    if at is None or (seq and not seq.isdigit()):
+        raise ValueError("not an expiry position")
+    if raw:
+        return at, int(seq) if seq else None
+    return at, int(seq) if seq else _NO_SEQ
+
+
+_NO_SEQ = 2**63 - 1
+
+
+def _parse_expiry(params: DeltaParams) -> str:
+    try:
+        _expiry_key(params.since_expiry or "")
+    except (ValueError, TypeError):
+        raise common.invalid(
+            TOOL, params, "`since_expiry` is not an expiry position from next_cursor.",
+            problem=f"since_expiry {str(params.since_expiry)[:60]!r} is not a position delta returned.",
+            cause="since_expiry is next_cursor.expiry passed back as is (an ISO time, optionally '#' and "
+            "a number); without it TTL expiries are reported from since.",
+            field="since_expiry", drop=True,
+        ) from None
+    return str(params.since_expiry)
+
+
+def _merge_changes(a: list, b: list, limit: int) -> tuple[list, bool]:
+    """Two change lists of one sequence (each ascending, fetched `limit + 1`) as one: ascending,
+    at most `limit`, cut before the first number either list could not show past; and whether
+    anything lies beyond."""
+    tops = [lst[limit][0] for lst in (a, b) if len(lst) > limit]
+    merged = sorted(a + b, key=lambda e: e[0])
+    if tops:
+        merged = [e for e in merged if e[0] < min(tops)]
+    return merged[:limit], bool(tops) or len(merged) > limit
+
+
 def _incomplete_notice(params: DeltaParams, streak: int | None) -> Notice:
     args = common.given_args(params)
     if streak is not None and streak >= INCOMPLETE_REPORT_STREAK:
@@ -300,6 +420,149 @@ def _incomplete_notice(params: DeltaParams, streak: int | None) -> Notice:
         fix=Fix(why=why, actor="provider", retry_after_seconds=RETRY_AFTER_SECONDS,
                 mcp={"tool": TOOL, "arguments": args}),
     )
+
+
+def _threads(
+    deps: Deps, tenant: str, params: DeltaParams, *, world_only: bool, now: datetime, since: datetime,
+    ctx: CallContext, skipped: bool,
+) -> tuple[list[dict], str | None]:
+    """Open-thread events after `since` for the named entities, and why the deadline cut them
+    short (None when it did not)."""
+    threads: list[dict] = []
+    names = parse_entity_list(params.entities, DELTA_MAX_THREAD_ENTITIES)
+    seen: set[str] = set()
+    for i, name in enumerate(names):
+        if skipped:
+            break
+        if _deadline_passed(ctx):
+            return threads, f"server deadline reached after {i} of {len(names)} thread entities"
+        best = resolve_entity(deps, tenant, name, world_only=world_only).best
+        if best is None or best.head.slug in seen:
+            continue
+        seen.add(best.head.slug)
+        page = deps.pages.get(tenant, best.head.slug)
+        if page is None or (world_only and page.visibility != "world"):
+            continue
+        events = open_threads(deps, tenant, page, world_only=world_only, now=now, since=since)
+        threads += [{"slug": page.slug, **thread} for thread in events]
+    return threads, None
+
+
+#: `since_slug` of a position between facts created in the same millisecond: "#f<seq>" (no slug
+#: starts with "#", and "#" sorts before every character a slug can start with, so the pages
+#: keyset reads it as "every page of that millisecond is still pending").
+FACT_TIE = "#f"
+
+
+def _fact_tie(slug: str) -> int | None:
+    rest = slug[len(FACT_TIE) :] if slug.startswith(FACT_TIE) else ""
+    return int(rest) if rest.isdigit() and len(rest) <= 18 else None
+
+
+def _reference_delta(
+    deps: Deps, tenant: str, params: DeltaParams, ctx: CallContext, *, now: datetime, since: datetime,
+    slug: str, budget_tokens: int | None, world_only: bool,
+) -> Outcome:
+    """A stateless call from a bare `since` (+ `since_slug`), as reference clients make it: one
+    position on one timeline. Pages (updated_at, slug) and facts (created_at, seq) are merged in
+    time order (facts first within a millisecond) and delivered as a prefix of that order within
+    the budget, so `next_cursor.since`/`slug` — the last delivered item — never passes an
+    undelivered page or fact, and every call with something pending moves it forward."""
+    degraded: list[str] = []
+    skipped = _deadline_passed(ctx)
+    if skipped:
+        degraded.append("server deadline reached before the facts arm; facts and threads skipped")
+    tie = _fact_tie(slug)
+    heads, rows = deps.gather(
+        lambda: deps.pages.updated_since(
+            tenant, since=since, slug=slug, world_only=world_only, limit=DELTA_PAGE_LIMIT + 1, now=now
+        ),
+        (lambda: []) if skipped else lambda: deps.facts.created_after(
+            tenant, after=since, after_seq=tie, now=now, world_only=world_only, limit=DELTA_FACT_LIMIT + 1
+        ),
+    )
+    page_overflow, fact_overflow = len(heads) > DELTA_PAGE_LIMIT, len(rows) > DELTA_FACT_LIMIT
+    # (time, arm, tie-break, index): facts (arm 0) before pages (arm 1) within a millisecond
+    order = sorted(
+        [(to_ms(h.updated_at), 1, h.slug, i) for i, h in enumerate(heads)]
+        + [(to_ms(f.created_at), 0, f.seq, j) for j, f in enumerate(rows)],
+        key=lambda e: (e[0], e[1], e[2]),
+    )
+    # Past the first item an arm did not list (its 51st) the other arm may not be followed: an
+    # unlisted item of the first could come before it.
+    window = []
+    for entry in order:
+        if (entry[1] == 1 and entry[3] >= DELTA_PAGE_LIMIT) or (entry[1] == 0 and entry[3] >= DELTA_FACT_LIMIT):
+            break
+        window.append(entry)
+    items = [
+        {"slug": heads[e[3]].slug, "title": heads[e[3]].title, "type": heads[e[3]].type,
+         "updated_at": iso(heads[e[3]].updated_at)}
+        if e[1] == 1 else fact_item(rows[e[3]])
+        for e in window
+    ]
+
+    def item_cost(item: dict) -> int:
+        return _fact_cost(item) if "fact_id" in item else _page_cost(item)
+
+    if budget_tokens is not None and items and item_cost(items[0]) > budget_tokens:
+        first = items[0]
+        items[0] = _truncate_fact(first, budget_tokens) if "fact_id" in first else _truncate_page(first, budget_tokens)
+    packer = budget.Packer(budget_tokens)
+    taken = packer.take(items, item_cost)
+    delivered = window[: len(taken)]
+    packed_pages = [i for i in taken if "fact_id" not in i]
+    packed_facts = [i for i in taken if "fact_id" in i]
+    has_more = page_overflow or fact_overflow or len(taken) < len(order) or skipped
+
+    next_since, next_slug = since, slug
+    if delivered and not skipped:  # skipped facts are unknown: the position may not pass them
+        time_ms, arm, _, idx = delivered[-1]
+        if arm == 1:
+            next_since, next_slug = heads[idx].updated_at, heads[idx].slug
+        else:
+            fact = rows[idx]
+            same_ms = idx + 1 < len(rows) and to_ms(rows[idx + 1].created_at) == to_ms(fact.created_at)
+            next_since, next_slug = fact.created_at, f"{FACT_TIE}{fact.seq}" if same_ms else ""
+    # Each arm's exact position is the change floor of the new position: read over what lies after
+    # it when the arm listed everything there (at most 50 rows), else by walking the change order
+    # to the first item after it (a catch-up's position is early in that order). Null only for an
+    # arm the deadline skipped.
+    page_seq, fact_seq = deps.gather(
+        lambda: deps.pages.change_floor(tenant, since=next_since, slug=next_slug, walk=page_overflow),
+        (lambda: None) if skipped else lambda: deps.facts.change_floor(
+            tenant, after=next_since, after_seq=_fact_tie(next_slug), walk=fact_overflow
+        ),
+    )
+
+    threads, cut = _threads(deps, tenant, params, world_only=world_only, now=now, since=since, ctx=ctx,
+                            skipped=skipped)
+    if cut:
+        degraded.append(cut)
+        has_more = True
+    notices: list[Notice] = []
+    if not taken and has_more:
+        notices.append(_incomplete_notice(params, None))
+    body: dict = {
+        "protocol_version": PROTOCOL_VERSION,
+        "since": iso(since),
+        "pages": packed_pages,
+        "facts": packed_facts,
+        "threads": threads,
+        "retracted": [],
+        "text": render_delta(
+            iso(since) or "", packed_pages, packed_facts, threads, has_more=has_more, budget=budget_tokens
+        ),
+        "has_more": has_more,
+        "next_cursor": {
+            "since": iso(next_since), "slug": next_slug,
+            "page_seq": page_seq, "fact_seq": fact_seq, "expiry": None,
+        },
+    }
+    if degraded:
+        body["degraded_reason"] = "; ".join(degraded)
+    body.update(packer.fields())
+    return Outcome(body=body, notices=notices)
 
 
 def run(deps: Deps, caller: Caller, params: DeltaParams, ctx: CallContext) -> Outcome:
@@ -333,7 +596,7 @@ def run(deps: Deps, caller: Caller, params: DeltaParams, ctx: CallContext) -> Ou
                 seqs = (top_page, top_fact)
                 _store_cursor(
                     deps, caller, client, session_id, now, None, _Target(), incomplete=False,
-                    hold=(now, ""), hold_seqs=seqs,
+                    hold=(now, ""), hold_seqs=seqs, hold_expiry=iso(now),
                 )
                 return Outcome(body=_empty_body(now, "", seqs, budget_tokens))
         except Unavailable as exc:
@@ -342,10 +605,17 @@ def run(deps: Deps, caller: Caller, params: DeltaParams, ctx: CallContext) -> Ou
     if explicit_since is not None:
         eff_since, eff_slug = explicit_since, (params.since_slug or "").strip()
         page_pos, fact_pos = page_param, fact_param
+        expiry_pos = _parse_expiry(params) if params.since_expiry else None
     else:
         assert cursor is not None
         eff_since, eff_slug = cursor.since, cursor.slug
         page_pos, fact_pos = cursor.page_seq, cursor.fact_seq
+        expiry_pos = cursor.expiry
+    if session_id is None and (page_pos is None or fact_pos is None):
+        return _reference_delta(
+            deps, tenant, params, ctx, now=now, since=eff_since, slug=eff_slug, budget_tokens=budget_tokens,
+            world_only=world_only,
+        )
     # A position not known exactly is derived from the timestamp (D14: change_floor); both arms
     # in one concurrent round on network backends.
     if page_pos is None or fact_pos is None:
@@ -354,7 +624,8 @@ def run(deps: Deps, caller: Caller, params: DeltaParams, ctx: CallContext) -> Ou
             (lambda: known_page) if known_page is not None
             else lambda: deps.pages.change_floor(tenant, since=eff_since, slug=eff_slug),
             (lambda: known_fact) if known_fact is not None
-            else lambda: deps.facts.change_floor(tenant, after=eff_since),
+            # inside a millisecond of facts ("#f<seq>"): after that fact
+            else lambda: deps.facts.change_floor(tenant, after=eff_since, after_seq=_fact_tie(eff_slug)),
         )
 
     degraded: list[str] = []
@@ -362,88 +633,106 @@ def run(deps: Deps, caller: Caller, params: DeltaParams, ctx: CallContext) -> Ou
     if skipped_arms:
         degraded.append("server deadline reached before the facts arm; facts and threads skipped")
     # Pages and facts are independent reads: one concurrent round on network backends.
-    fetched, rows = deps.gather(
+    # Retractions ride their arm's change numbers: a deleted page leaves a tombstone numbered in
+    # the page sequence, a forgotten or superseded fact takes the next fact number.
+    expiry_at, expiry_seq = (eff_since, None) if expiry_pos is None else _expiry_key(expiry_pos, raw=True)
+    fetched, tombs, rows, expiring = deps.gather(
         lambda: deps.pages.changed_after(
             tenant, seq=page_pos, world_only=world_only, limit=DELTA_PAGE_LIMIT + 1, now=now
         ),
+        lambda: deps.pages.deleted_after(tenant, seq=page_pos, world_only=world_only, limit=DELTA_PAGE_LIMIT + 1),
         (lambda: []) if skipped_arms else lambda: deps.facts.changed_after(
-            tenant, seq=fact_pos, now=now, world_only=world_only, limit=DELTA_FACT_LIMIT + 1
+            tenant, seq=fact_pos, now=now, world_only=world_only, limit=DELTA_FACT_LIMIT + 1, retracted=True
+        ),
+        # TTL expiries (read-time, D8: no write numbers them) by (valid_until, seq) after their position
+        (lambda: []) if skipped_arms else lambda: deps.facts.expired_between(
+            tenant, after=expiry_at, after_seq=expiry_seq, until=now, world_only=world_only,
+            limit=DELTA_FACT_LIMIT + 1,
         ),
     )
-    page_overflow = len(fetched) > DELTA_PAGE_LIMIT
-    heads = fetched[:DELTA_PAGE_LIMIT]
-    pages = [
-        {"slug": h.slug, "title": h.title, "type": h.type, "updated_at": iso(h.updated_at)} for _, h in heads
-    ]
+    heads, page_overflow = _merge_changes(fetched, tombs, DELTA_PAGE_LIMIT)
+    pages = [_page_entry(h) for _, h in heads]
     fact_overflow = len(rows) > DELTA_FACT_LIMIT
     kept_facts = rows[:DELTA_FACT_LIMIT]
-    facts: list[dict] = [fact_item(f) for _, f in kept_facts]
+    facts: list[dict] = [fact_item(f) if f.is_active(now) else _fact_retraction(f, now) for _, f in kept_facts]
+    expiry_overflow = len(expiring) > DELTA_FACT_LIMIT
+    expired = expiring[:DELTA_FACT_LIMIT]
+    expiries = [
+        {"kind": "fact", "id": f.fact_id, "reason": "expired", "at": iso(f.valid_until)} for f in expired
+    ]
 
-    threads: list[dict] = []
-    names = parse_entity_list(params.entities, DELTA_MAX_THREAD_ENTITIES)
-    seen: set[str] = set()
-    for i, name in enumerate(names):
-        if skipped_arms:
-            break
-        if _deadline_passed(ctx):
-            degraded.append(f"server deadline reached after {i} of {len(names)} thread entities")
-            skipped_arms = True
-            break
-        best = resolve_entity(deps, tenant, name, world_only=world_only).best
-        if best is None or best.head.slug in seen:
-            continue
-        seen.add(best.head.slug)
-        page = deps.pages.get(tenant, best.head.slug)
-        if page is None or (world_only and page.visibility != "world"):
-            continue
-        events = open_threads(deps, tenant, page, world_only=world_only, now=now, since=eff_since)
-        threads += [{"slug": page.slug, **thread} for thread in events]
+    threads, cut = _threads(deps, tenant, params, world_only=world_only, now=now, since=eff_since, ctx=ctx,
+                            skipped=skipped_arms)
+    if cut:
+        degraded.append(cut)
+        skipped_arms = True
 
     # D14: the first pending item of a call is always delivered, truncated if it alone is over.
     if budget_tokens is not None:
-        if pages and _page_cost(pages[0]) > budget_tokens:
+        if pages and _item_cost(pages[0]) > budget_tokens:
             pages[0] = _truncate_page(pages[0], budget_tokens)
-        elif not pages and facts and _fact_cost(facts[0]) > budget_tokens:
+        elif not pages and facts and _item_cost(facts[0]) > budget_tokens:
             facts[0] = _truncate_fact(facts[0], budget_tokens)
     packer = budget.Packer(budget_tokens)
-    packed_pages = packer.take(pages, _page_cost)
-    packed_facts = packer.take(facts, _fact_cost)
+    page_arm = packer.take(pages, _item_cost)
+    fact_arm = packer.take(facts, _item_cost)
+    expiry_arm = packer.take(expiries, _item_cost)
+    packed_pages = [p for p in page_arm if "reason" not in p]
+    packed_facts = [f for f in fact_arm if "reason" not in f]
+    retracted = [r for r in page_arm + fact_arm if "reason" in r] + expiry_arm
     dropped = packer.dropped > 0 or skipped_arms
-    has_more = page_overflow or fact_overflow or dropped
+    has_more = page_overflow or fact_overflow or expiry_overflow or dropped
+    if expiry_arm:
+        last_expired = expired[len(expiry_arm) - 1]
+        next_expiry = f"{iso(last_expired.valid_until)}#{last_expired.seq}"
+    else:
+        next_expiry = expiry_pos if expiry_pos is not None else iso(eff_since)
 
-    next_page_seq = heads[len(packed_pages) - 1][0] if packed_pages else page_pos
-    next_fact_seq = kept_facts[len(packed_facts) - 1][0] if packed_facts else fact_pos
-    if packed_pages:
-        last = heads[len(packed_pages) - 1][1]
-        next_since, next_slug = last.updated_at, last.slug
+    next_page_seq = heads[len(page_arm) - 1][0] if page_arm else page_pos
+    next_fact_seq = kept_facts[len(fact_arm) - 1][0] if fact_arm else fact_pos
+    delivered_heads = [h for _, h in heads[: len(page_arm)] if isinstance(h, PageHead)]
+    if delivered_heads:
+        next_since, next_slug = delivered_heads[-1].updated_at, delivered_heads[-1].slug
     else:
         next_since, next_slug = eff_since, eff_slug
+    # The keyset position a caller may pass back alone never passes a listed item it did not get.
+    body_since, body_slug = next_since, next_slug
+    held = [(h.updated_at, h.slug) for _, h in heads[len(page_arm):] if isinstance(h, PageHead)] + [
+        (f.created_at, "") for _, f in kept_facts[len(fact_arm):] if f.is_active(now)
+    ]
+    for at, slug in held:
+        if (at, slug) <= (body_since, body_slug):
+            body_since, body_slug = at - timedelta(milliseconds=1), ""
 
     notices: list[Notice] = []
-    delivered = bool(packed_pages or packed_facts)
+    delivered = bool(page_arm or fact_arm or expiry_arm)
     # Each arm carries its own position; with nothing delivered, anything held back (only the
     # deadline can hold back everything now) keeps the cursor in place.
-    incomplete = not delivered and (dropped or page_overflow or fact_overflow)
+    incomplete = not delivered and (dropped or page_overflow or fact_overflow or expiry_overflow)
     if session_id is not None:
         target = _Target(
-            page_seq=next_page_seq if packed_pages else None,
-            fact_seq=next_fact_seq if packed_facts else None,
-            position=(next_since, next_slug) if packed_pages else None,
+            page_seq=next_page_seq if page_arm else None,
+            fact_seq=next_fact_seq if fact_arm else None,
+            position=(next_since, next_slug) if delivered_heads else None,
+            expiry=next_expiry if expiry_arm else None,
         )
         if not delivered and not incomplete:
             target = _Target(position=(now - IN_FLIGHT_MARGIN, ""))
         if cursor is not None and explicit_since is not None:
             # A one-off read from an explicit since moves an arm only if it read from at or
             # before the session's own position (it must not skip what the session has not seen).
+            read_from = iso(expiry_at) if expiry_seq is None else f"{iso(expiry_at)}#{expiry_seq}"
             target = _Target(
                 page_seq=target.page_seq if cursor.page_seq is None or page_pos <= cursor.page_seq else None,
                 fact_seq=target.fact_seq if cursor.fact_seq is None or fact_pos <= cursor.fact_seq else None,
                 position=target.position,
+                expiry=target.expiry
+                if cursor.expiry is None or _expiry_key(read_from) <= _expiry_key(cursor.expiry) else None,
             )
         try:
             stored = _store_cursor(
                 deps, caller, client, session_id, now, cursor, target, incomplete=incomplete,
-                hold=(eff_since, eff_slug), hold_seqs=(page_pos, fact_pos),
+                hold=(eff_since, eff_slug), hold_seqs=(page_pos, fact_pos), hold_expiry=next_expiry,
             )
         except Unavailable as exc:
             raise _session_unavailable(exc) from None
@@ -458,10 +747,15 @@ def run(deps: Deps, caller: Caller, params: DeltaParams, ctx: CallContext) -> Ou
         "pages": packed_pages,
         "facts": packed_facts,
         "threads": threads,
-        "text": render_delta(iso(eff_since) or "", packed_pages, packed_facts, threads, has_more=has_more),
+        "retracted": retracted,
+        "text": render_delta(
+            iso(eff_since) or "", packed_pages, packed_facts, threads, has_more=has_more, retracted=retracted,
+            budget=budget_tokens,
+        ),
         "has_more": has_more,
         "next_cursor": {
-            "since": iso(next_since), "slug": next_slug, "page_seq": next_page_seq, "fact_seq": next_fact_seq,
+            "since": iso(body_since), "slug": body_slug, "page_seq": next_page_seq, "fact_seq": next_fact_seq,
+            "expiry": next_expiry,
         },
     }
     if degraded:
@@ -481,7 +775,9 @@ SPEC = register(
             "call again. The first wake of a session only sets the cursor (empty delta). Stateless: pass "
             "since (+ since_slug from next_cursor). Example: {\"session_id\": \"ops-bot-heartbeat\", "
             "\"budget_tokens\": 1500}. Stateless callers pass back every next_cursor field (page_seq as "
-            "since_page_seq, fact_seq as since_fact_seq) for exact resumption. Zero LLM, sub-second."
+            "since_page_seq, fact_seq as since_fact_seq, expiry as since_expiry) for exact resumption. "
+            "retracted[] lists facts forgotten, superseded or expired and pages deleted since: drop "
+            "them from what you kept. Zero LLM, sub-second."
         ),
         params=DeltaParams,
         result=DeltaResult,

@@ -34,7 +34,14 @@ def run_heartbeat(payload: Mapping[str, Any], deps: Deps | None = None, send: An
     now = d.clock.now()
     cursor = d.cursors.get(tenant, client_id, session_id, now=now)
     if cursor is None:
-        fresh = Cursor(tenant=tenant, client_id=client_id, session_id=session_id, since=now, slug="", touched_at=now)
+        # at the current change counters, like delta's first wake: later wakes resume exactly (D14)
+        page_seq, fact_seq = d.gather(
+            lambda: d.pages.change_floor(tenant, since=None), lambda: d.facts.change_floor(tenant, after=None)
+        )
+        fresh = Cursor(
+            tenant=tenant, client_id=client_id, session_id=session_id, since=now, slug="", touched_at=now,
+            page_seq=page_seq, fact_seq=fact_seq, expiry=iso(now),
+        )
         try:
             d.cursors.put(fresh, expected_version=None)
         except Conflict:

@@ -31,6 +31,7 @@ def _cursor_of(r: Sequence[Any]) -> Cursor:
         version=r[7],
         page_seq=r[8],
         fact_seq=r[9],
+        expiry=r[10],
     )
 
 
@@ -50,7 +51,7 @@ class SqliteCursorStore:
         row = self.db.read(
             lambda c: c.execute(
                 "SELECT tenant, client_id, session_id, since, slug, touched_at, incomplete_streak, version, "
-                "page_seq, fact_seq FROM cursors WHERE tenant = ? AND client_id = ? AND session_id = ?",
+                "page_seq, fact_seq, expiry FROM cursors WHERE tenant = ? AND client_id = ? AND session_id = ?",
                 (tenant, client_id, session_id),
             ).fetchone()
         )
@@ -83,11 +84,11 @@ class SqliteCursorStore:
             )
             conn.execute(
                 "INSERT INTO cursors (tenant, client_id, session_id, since, slug, touched_at, "
-                "incomplete_streak, version, page_seq, fact_seq) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+                "incomplete_streak, version, page_seq, fact_seq, expiry) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
                 "ON CONFLICT (tenant, client_id, session_id) DO UPDATE SET since = excluded.since, "
                 "slug = excluded.slug, touched_at = excluded.touched_at, "
                 "incomplete_streak = excluded.incomplete_streak, version = excluded.version, "
-                "page_seq = excluded.page_seq, fact_seq = excluded.fact_seq",
+                "page_seq = excluded.page_seq, fact_seq = excluded.fact_seq, expiry = excluded.expiry",
                 (
                     *key,
                     ms(stored.since),
@@ -97,6 +98,7 @@ class SqliteCursorStore:
                     version,
                     stored.page_seq,
                     stored.fact_seq,
+                    stored.expiry,
                 ),
             )
             if row is None:

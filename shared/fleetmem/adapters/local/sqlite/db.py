@@ -19,10 +19,11 @@ from fleetmem.timefmt import to_ms
 T = TypeVar("T")
 
 DB_FILENAME = "fleetmem.db"
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 # 2: D14 change sequences (pages/facts change_seq, cursors page_seq/fact_seq)
 # 3: links carry their source page's updated_at and visibility (backlinks read only what they return)
 # 4: idempotency claims carry a lease (lease_until) and a claim id
+# 5: page tombstones, the cursors' TTL-expiry position, facts indexed by valid_until (delta's retracted[])
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MS = timedelta(milliseconds=1)
 _IN_CHUNK = 400  # bound on host parameters per IN (...) list
@@ -116,6 +117,7 @@ CREATE INDEX IF NOT EXISTS facts_entity ON facts (tenant, entity_slug, created_a
 CREATE INDEX IF NOT EXISTS facts_session ON facts (tenant, session_id, created_at, seq);
 CREATE INDEX IF NOT EXISTS facts_created ON facts (tenant, created_at, seq);
 CREATE INDEX IF NOT EXISTS facts_change ON facts (tenant, change_seq);
+CREATE INDEX IF NOT EXISTS facts_expiry ON facts (tenant, valid_until, seq) WHERE valid_until IS NOT NULL;
 
 CREATE TABLE IF NOT EXISTS pages (
   tenant TEXT NOT NULL, slug TEXT NOT NULL, leaf TEXT, title TEXT NOT NULL, title_lc TEXT NOT NULL,
@@ -130,6 +132,13 @@ CREATE INDEX IF NOT EXISTS pages_title ON pages (tenant, title_lc, slug);
 CREATE INDEX IF NOT EXISTS pages_updated ON pages (tenant, updated_at, slug);
 CREATE INDEX IF NOT EXISTS pages_type ON pages (tenant, type, slug);
 CREATE INDEX IF NOT EXISTS pages_change ON pages (tenant, change_seq);
+
+-- A deleted page's tombstone, numbered in the page change sequence (delta's retracted[])
+CREATE TABLE IF NOT EXISTS page_tombstones (
+  tenant TEXT NOT NULL, slug TEXT NOT NULL, visibility TEXT NOT NULL, deleted_at INTEGER NOT NULL,
+  change_seq INTEGER NOT NULL, PRIMARY KEY (tenant, slug)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS page_tombstones_change ON page_tombstones (tenant, change_seq);
 
 -- D14: per-tenant commit-ordered change counters ('page', 'fact'), bumped inside each write
 CREATE TABLE IF NOT EXISTS change_seq (
@@ -164,7 +173,7 @@ CREATE VIRTUAL TABLE IF NOT EXISTS page_names_fts USING fts5 (
 CREATE TABLE IF NOT EXISTS cursors (
   tenant TEXT NOT NULL, client_id TEXT NOT NULL, session_id TEXT NOT NULL, since INTEGER NOT NULL,
   slug TEXT NOT NULL, touched_at INTEGER NOT NULL, incomplete_streak INTEGER NOT NULL,
-  version INTEGER NOT NULL, page_seq INTEGER, fact_seq INTEGER,
+  version INTEGER NOT NULL, page_seq INTEGER, fact_seq INTEGER, expiry TEXT,
   PRIMARY KEY (tenant, client_id, session_id)
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS cursors_touched ON cursors (tenant, client_id, touched_at);
@@ -367,6 +376,8 @@ class Database:
                 _migrate_2_to_3(conn)
             if 1 <= version <= 3:
                 _migrate_3_to_4(conn)
+            if 1 <= version <= 4:
+                _migrate_4_to_5(conn)
             for stmt in _split_script(_SCHEMA):
                 conn.execute(stmt)
             if version == 0:
@@ -492,6 +503,13 @@ def _migrate_3_to_4(conn: sqlite3.Connection) -> None:
         "UPDATE idempotency SET lease_until = created_at + ? WHERE result IS NULL AND lease_until IS NULL",
         (IDEMPOTENCY_LEASE_SECONDS * 1000,),
     )
+
+
+def _migrate_4_to_5(conn: sqlite3.Connection) -> None:
+    """Schema 4 -> 5, inside the schema transaction: the cursors' TTL-expiry position (the schema
+    script that runs next adds the tombstone table and the expiry index)."""
+    if "expiry" not in {r[1] for r in conn.execute("PRAGMA table_info(cursors)")}:
+        conn.execute("ALTER TABLE cursors ADD COLUMN expiry TEXT")
 
 
 def _next_change(conn: sqlite3.Connection, tenant: str, kind: str) -> int:

@@ -83,6 +83,9 @@ def _fact_of(r: sqlite3.Row | tuple[Any, ...]) -> Fact:
     )
 
 
+_MAX_SEQ = 2**63 - 1  # above every fact seq: "(created_at, seq) > (t, _MAX_SEQ)" is created_at > t
+
+
 def _active_clause(now: datetime) -> tuple[str, list[Any]]:
     return (
         " AND expired_at IS NULL AND superseded_by IS NULL AND (valid_until IS NULL OR valid_until > ?)",
@@ -126,10 +129,12 @@ class SqliteFactStore:
                     or row[1] != ms_opt(supersede.valid_until)
                 ):
                     raise Conflict("the superseded fact is no longer active or was changed")
+                # the retraction is a change of the old fact: its next change number (delta reports it)
                 conn.execute(
-                    "UPDATE facts SET expired_at = ?, expired_reason = ?, expired_by = ?, superseded_by = ? "
-                    "WHERE tenant = ? AND fact_id = ?",
-                    (created, "superseded", fact.client_id, fact.fact_id, fact.tenant, supersede.fact_id),
+                    "UPDATE facts SET expired_at = ?, expired_reason = ?, expired_by = ?, superseded_by = ?, "
+                    "change_seq = ? WHERE tenant = ? AND fact_id = ?",
+                    (created, "superseded", fact.client_id, fact.fact_id, _next_change(conn, fact.tenant, "fact"),
+                     fact.tenant, supersede.fact_id),
                 )
             # a duplicate fact_id violates UNIQUE: `_translate` turns that into Conflict
             row = (*_fact_row(fact), _next_change(conn, fact.tenant, "fact"))
@@ -226,6 +231,18 @@ class SqliteFactStore:
             tenant, where, params, now=now, active_only=active_only, world_only=world_only, limit=limit
         )
 
+    def created_after(
+        self, tenant: str, *, after: datetime, after_seq: int | None, now: datetime, world_only: bool = True,
+        limit: int = 50,
+    ) -> list[Fact]:
+        clause, extra = _active_clause(now)
+        sql = f"SELECT {_FACT_COLS} FROM facts WHERE tenant = ? AND (created_at, seq) > (?, ?){clause}"
+        if world_only:
+            sql += " AND visibility = 'world'"
+        sql += " ORDER BY created_at, seq LIMIT ?"
+        args = (tenant, ms(after), _MAX_SEQ if after_seq is None else int(after_seq), *extra, max(0, int(limit)))
+        return [_fact_of(r) for r in self.db.read(lambda c: c.execute(sql, args).fetchall())]
+
     def many(self, tenant: str, fact_ids: Sequence[str]) -> list[Fact]:
         found = _batch_get(self.db, f"SELECT {_FACT_COLS} FROM facts", "fact_id", tenant, fact_ids, _fact_of, key=1)
         return [found[i] for i in fact_ids if i in found]
@@ -254,9 +271,9 @@ class SqliteFactStore:
             if row[0] is not None or row[1] is not None or (row[2] is not None and row[2] <= when):
                 return False
             conn.execute(
-                "UPDATE facts SET expired_at = ?, expired_reason = ?, expired_by = ? "
+                "UPDATE facts SET expired_at = ?, expired_reason = ?, expired_by = ?, change_seq = ? "
                 "WHERE tenant = ? AND fact_id = ?",
-                (when, reason, actor, tenant, fact_id),
+                (when, reason, actor, _next_change(conn, tenant, "fact"), tenant, fact_id),
             )
             if audit is not None:
                 _insert_audit(conn, audit)
@@ -273,9 +290,15 @@ class SqliteFactStore:
         )
 
     def changed_after(
-        self, tenant: str, *, seq: int, now: datetime, world_only: bool = True, limit: int = 50
+        self, tenant: str, *, seq: int, now: datetime, world_only: bool = True, limit: int = 50,
+        retracted: bool = False,
     ) -> list[tuple[int, Fact]]:
         clause, extra = _active_clause(now)
+        if retracted:  # active, or retracted by a write (a TTL expiry is listed by expired_between)
+            clause, extra = (
+                " AND (expired_at IS NOT NULL OR superseded_by IS NOT NULL OR valid_until IS NULL OR valid_until > ?)",
+                [ms(now)],
+            )
         sql = f"SELECT {_FACT_COLS}, change_seq FROM facts WHERE tenant = ? AND change_seq > ?{clause}"
         if world_only:
             sql += " AND visibility = 'world'"
@@ -283,8 +306,31 @@ class SqliteFactStore:
         args = (tenant, int(seq), *extra, max(0, int(limit)))
         return [(r[19], _fact_of(r)) for r in self.db.read(lambda c: c.execute(sql, args).fetchall())]
 
-    def change_floor(self, tenant: str, *, after: datetime | None) -> int:
+    def expired_between(
+        self, tenant: str, *, after: datetime, after_seq: int | None, until: datetime, world_only: bool = True,
+        limit: int = 50,
+    ) -> list[Fact]:
+        sql = (
+            f"SELECT {_FACT_COLS} FROM facts INDEXED BY facts_expiry WHERE tenant = ? "
+            "AND valid_until IS NOT NULL AND (valid_until, seq) > (?, ?) AND valid_until <= ? "
+            "AND expired_at IS NULL AND superseded_by IS NULL"
+        )
+        if world_only:
+            sql += " AND visibility = 'world'"
+        sql += " ORDER BY valid_until, seq LIMIT ?"
+        args = (tenant, ms(after), _MAX_SEQ if after_seq is None else int(after_seq), ms(until), max(0, int(limit)))
+        return [_fact_of(r) for r in self.db.read(lambda c: c.execute(sql, args).fetchall())]
+
+    def change_floor(
+        self, tenant: str, *, after: datetime | None, walk: bool = False, after_seq: int | None = None
+    ) -> int:
         if after is None:
             return self.db.read(lambda c: _change_floor(c, tenant, "fact", None, ()))
-        sql = "SELECT min(change_seq) FROM facts WHERE tenant = ? AND created_at > ?"
-        return self.db.read(lambda c: _change_floor(c, tenant, "fact", sql, (ms(after),)))
+        sql = "SELECT min(change_seq) FROM facts WHERE tenant = ? AND (created_at, seq) > (?, ?)"
+        if walk:
+            sql = (
+                "SELECT (SELECT change_seq FROM facts INDEXED BY facts_change WHERE tenant = ? "
+                "AND (created_at, seq) > (?, ?) ORDER BY change_seq LIMIT 1)"
+            )
+        args = (ms(after), _MAX_SEQ if after_seq is None else int(after_seq))
+        return self.db.read(lambda c: _change_floor(c, tenant, "fact", sql, args))

@@ -7,7 +7,7 @@ import json
 import re
 import sqlite3
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from fleetmem.adapters.local.sqlite.db import (
@@ -33,6 +33,7 @@ from fleetmem.models import (
     Page,
     PageHead,
     PageMatch,
+    PageTombstone,
     TimelineEntry,
 )
 from fleetmem.protocol import MENTION_LINK_TYPE
@@ -145,6 +146,7 @@ class SqlitePageStore:
                     (*values, rowid),
                 )
             assert rowid is not None
+            conn.execute("DELETE FROM page_tombstones WHERE tenant = ? AND slug = ?", (t, s))
             self._delete_derived(conn, t, s, rowid)
             conn.executemany(
                 "INSERT OR IGNORE INTO aliases (tenant, alias, slug) VALUES (?, ?, ?)",
@@ -174,15 +176,22 @@ class SqlitePageStore:
         conn.execute("DELETE FROM timeline WHERE tenant = ? AND slug = ?", (tenant, slug))
         conn.execute("DELETE FROM page_names_fts WHERE rowid = ?", (rowid,))
 
-    def delete(self, tenant: str, slug: str) -> bool:
+    def delete(self, tenant: str, slug: str, *, at: datetime | None = None) -> bool:
+        when = ms(at or datetime.now(UTC))
+
         def run(conn: sqlite3.Connection) -> bool:
             row = conn.execute(
-                "SELECT rowid FROM pages WHERE tenant = ? AND slug = ?", (tenant, slug)
+                "SELECT rowid, visibility FROM pages WHERE tenant = ? AND slug = ?", (tenant, slug)
             ).fetchone()
             if row is None:
                 return False
             self._delete_derived(conn, tenant, slug, row[0])
             conn.execute("DELETE FROM pages WHERE rowid = ?", (row[0],))
+            conn.execute(
+                "INSERT OR REPLACE INTO page_tombstones (tenant, slug, visibility, deleted_at, change_seq) "
+                "VALUES (?, ?, ?, ?, ?)",
+                (tenant, slug, row[1], when, _next_change(conn, tenant, "page")),
+            )
             return True
 
         return self.db.write(run)
@@ -303,6 +312,7 @@ class SqlitePageStore:
         slug: str,
         world_only: bool,
         limit: int,
+        now: datetime | None = None,
     ) -> builtins.list[PageHead]:
         vis = " AND visibility = 'world'" if world_only else ""
         sql = (
@@ -324,10 +334,26 @@ class SqlitePageStore:
         args = (tenant, int(seq), max(0, int(limit)))
         return [(r[6], _head_of(r)) for r in self.db.read(lambda c: c.execute(sql, args).fetchall())]
 
-    def change_floor(self, tenant: str, *, since: datetime | None, slug: str = "") -> int:
+    def deleted_after(
+        self, tenant: str, *, seq: int, world_only: bool, limit: int
+    ) -> builtins.list[tuple[int, PageTombstone]]:
+        vis = " AND visibility = 'world'" if world_only else ""
+        sql = (
+            "SELECT slug, visibility, deleted_at, change_seq FROM page_tombstones "
+            f"WHERE tenant = ? AND change_seq > ?{vis} ORDER BY change_seq LIMIT ?"
+        )
+        rows = self.db.read(lambda c: c.execute(sql, (tenant, int(seq), max(0, int(limit)))).fetchall())
+        return [(r[3], PageTombstone(slug=r[0], visibility=r[1], deleted_at=dt_of(r[2]))) for r in rows]
+
+    def change_floor(self, tenant: str, *, since: datetime | None, slug: str = "", walk: bool = False) -> int:
         if since is None:
             return self.db.read(lambda c: _change_floor(c, tenant, "page", None, ()))
         sql = "SELECT min(change_seq) FROM pages WHERE tenant = ? AND (updated_at, slug) > (?, ?)"
+        if walk:
+            sql = (
+                "SELECT (SELECT change_seq FROM pages INDEXED BY pages_change WHERE tenant = ? "
+                "AND (updated_at, slug) > (?, ?) ORDER BY change_seq LIMIT 1)"
+            )
         return self.db.read(lambda c: _change_floor(c, tenant, "page", sql, (ms(since), slug)))
 
     def keyword(self, tenant: str, text: str, *, world_only: bool, limit: int = 3) -> builtins.list[PageHead]:
