@@ -15,6 +15,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from fleetmem.config import DEFAULT_AUTHORIZER_CACHE_TTL_S
 from fleetmem.protocol import SCOPES, Scope
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -28,6 +29,9 @@ NON_VERB_GROUPS = frozenset({"mcp", "authorizer", "indexer", "heartbeat"})
 #: is at most 6 bytes once JSON-escaped (\uXXXX), so 8,000 tokens stay under 192 KB of text and
 #: leave 64 KB of EventBridge's 256 KB event limit for ids, timestamps and the envelope.
 HEARTBEAT_MAX_BUDGET_TOKENS = 8000
+#: Bytes the heartbeat table may take in the heartbeat function's environment (Lambda allows 4 KB
+#: for all of one function's variables; the base environment takes about 1 KB).
+HEARTBEAT_TABLE_MAX_BYTES = 2560
 #: Seconds the synthesize function needs beside the LLM call (connect, retrieval, fallback answer).
 LLM_HEADROOM_S = 5
 
@@ -121,9 +125,6 @@ class WafConfig(_Model):
     rate_limit_per_5min: int = Field(default=1000, ge=10, le=2_000_000_000)
 
 
-#: How long API Gateway caches the REQUEST authorizer's answer per Authorization header (seconds);
-#: the CDK app sets it on the authorizer and the local stack's front caches for as long.
-AUTHORIZER_CACHE_TTL_S = 300
 
 
 class ApiConfig(_Model):
@@ -143,6 +144,11 @@ class ApiConfig(_Model):
     #: new keys and secrets together and points the authorizer at the new secrets; see
     #: docs/operate.md "Rotating the usage-plan keys".
     usage_key_version: int = Field(default=1, ge=1)
+    #: How long API Gateway caches the REQUEST authorizer's answer per Authorization header
+    #: (seconds; 0 turns the cache off, 3600 is API Gateway's ceiling). It bounds revocation: a
+    #: revoked token or deny-listed Cognito app client is refused at most this long after the
+    #: revoke. The local stack's front caches for as long.
+    authorizer_cache_ttl_s: int = Field(default=DEFAULT_AUTHORIZER_CACHE_TTL_S, ge=0, le=3600)
     waf: WafConfig = WafConfig()
 
 
@@ -203,6 +209,13 @@ class DeployConfig(_Model):
         for h in self.heartbeats:
             if h.destination not in self.destinations:
                 raise ValueError(f"heartbeat {h.name!r}: unknown destination {h.destination!r}")
+        size = self.heartbeat_table_bytes()
+        if size > HEARTBEAT_TABLE_MAX_BYTES:
+            raise ValueError(
+                f"heartbeats: the heartbeat table ({size} bytes) must fit the heartbeat function's "
+                f"environment (at most {HEARTBEAT_TABLE_MAX_BYTES} bytes; Lambda allows 4 KB for all of a "
+                "function's variables): configure fewer heartbeats or shorter names and session ids"
+            )
         self._timeouts_nest()
         return self
 
@@ -244,6 +257,26 @@ class DeployConfig(_Model):
     def asset_path(self) -> Path:
         env = os.environ.get("FLEETMEM_LAMBDA_ASSET")
         return Path(env or self.asset_dir or DEFAULT_ASSET).expanduser().resolve()
+
+    def heartbeat_table_bytes(self) -> int:
+        """The size of FLEETMEM_HEARTBEATS as deployed (queue URLs at their longest: a 12-digit account)."""
+        dest = {
+            name: {"type": "sqs", "queue_url": f"https://sqs.{self.region}.amazonaws.com/123456789012/{self.prefix}-{name}"}
+            if d.type == "sqs"
+            else {"type": "https", "bus": f"{self.prefix}-heartbeat"}
+            for name, d in self.destinations.items()
+        }
+        table = {
+            h.name: {
+                "tenant": h.tenant,
+                "client_id": h.client_id,
+                "session_id": h.session_id,
+                "budget_tokens": h.budget_tokens,
+                "destination": {**dest[h.destination], "name": h.destination},
+            }
+            for h in self.heartbeats
+        }
+        return len(json.dumps(table).encode())
 
     def heartbeat_schedule_name(self, name: str) -> str:
         return re.sub(r"[^A-Za-z0-9_.-]", "-", f"{self.prefix}-{name}")[:64]

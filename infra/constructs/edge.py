@@ -33,6 +33,7 @@ from aws_cdk import aws_wafv2 as wafv2
 from constructs import Construct
 from fleetmem.config import (
     ENV_AUTHORIZATION_SERVER,
+    ENV_AUTHORIZER_CACHE_TTL_S,
     ENV_COGNITO_CLIENTS,
     ENV_COGNITO_ISSUER,
     ENV_COGNITO_RESOURCE_SERVER,
@@ -44,7 +45,7 @@ from fleetmem.lambda_routes import TOOL_FUNCTIONS_ENV
 from fleetmem.transport.aws_lambda.proxy import gateway_error_body, www_authenticate
 from fleetmem.transport.http_api import OPENAPI_PATH, TOOLS_PATH
 
-from ..config import AUTHORIZER_CACHE_TTL_S, DeployConfig
+from ..config import DeployConfig
 from .client_auth import RESOURCE_SERVER, ClientAuth
 from .common import Fn, FunctionFactory, acknowledge, grant_table, retention
 from .signing import InvokeSigning
@@ -126,8 +127,12 @@ class Edge(Construct):
                 ENV_USAGE_KEY_SECRETS: stack.to_json_string(
                     {cid: s.secret_arn for cid, s in self.key_secrets.items()}
                 ),
+                ENV_AUTHORIZER_CACHE_TTL_S: str(config.api.authorizer_cache_ttl_s),
+                # the authorizer signs its context with the stage key; functions act on signed ones only
+                **signing.env,
             },
         )
+        signing.grant(self.authorizer_fn.role)
         grant_table(tables["clients"], self.authorizer_fn.role)
         for secret in self.key_secrets.values():
             secret.grant_read(self.authorizer_fn.role)
@@ -212,7 +217,7 @@ class Edge(Construct):
             "RequestAuthorizer",
             handler=self.authorizer_fn.function,
             identity_sources=[apigw.IdentitySource.header("Authorization")],
-            results_cache_ttl=cdk.Duration.seconds(AUTHORIZER_CACHE_TTL_S),
+            results_cache_ttl=cdk.Duration.seconds(config.api.authorizer_cache_ttl_s),
             authorizer_name=f"{config.prefix}-authorizer",
         )
         validator = self.api.add_request_validator(
@@ -233,7 +238,10 @@ class Edge(Construct):
             )
         # Explicit, and the outer end of the timeout chain checked in infra/config.py.
         integration_timeout = cdk.Duration.seconds(config.api.integration_timeout_s)
-        edge_integration = apigw.LambdaIntegration(edge_target, proxy=True, timeout=integration_timeout)
+        # No test-invoke permission: each function's resource policy admits this stage's routes only.
+        edge_integration = apigw.LambdaIntegration(
+            edge_target, proxy=True, timeout=integration_timeout, allow_test_invoke=False
+        )
         # GET/DELETE reach the edge so it can answer 405 itself (the SDK would stream GET forever).
         for method in ("POST", "GET", "DELETE"):
             mcp.add_method(method, edge_integration, **secured)
@@ -241,7 +249,11 @@ class Edge(Construct):
         v1 = self.api.root.add_resource("v1")
         for tool, fn in tools.by_tool.items():
             v1.add_resource(tool).add_method(
-                "POST", apigw.LambdaIntegration(fn.function, proxy=True, timeout=integration_timeout), **secured
+                "POST",
+                apigw.LambdaIntegration(
+                    fn.function, proxy=True, timeout=integration_timeout, allow_test_invoke=False
+                ),
+                **secured,
             )
         # The tool list and the OpenAPI document of /v1: answered by the edge (it holds the
         # registry and the caller's scopes), behind the same authorizer and usage plans.

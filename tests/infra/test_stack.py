@@ -191,6 +191,47 @@ def test_only_the_edge_can_invoke_tool_functions(domain_synth):
     assert edge_invokes == tool_fn_ids
 
 
+@pytest.mark.parametrize("flavour", VARIANTS)
+def test_each_function_resource_policy_admits_only_this_apis_own_routes(flavour, request):
+    """Lambda resource policies: API Gateway may invoke the edge, the authorizer and each tool
+    function only from this API's own routes (no console test-invoke, no other API, no wildcard
+    principal); nothing else has a resource policy (the indexer's stream and the scheduler use roles)."""
+    synth = request.getfixturevalue(flavour)
+    (api_id,) = synth.resources("AWS::ApiGateway::RestApi")
+    functions = synth.resources("AWS::Lambda::Function")
+    aliases = {lid: a["Properties"]["FunctionName"]["Ref"] for lid, a in synth.resources("AWS::Lambda::Alias").items()}
+    group_of = {lid: f["Properties"]["Handler"].split(".")[1] for lid, f in functions.items()}
+    routes: dict[str, set[str]] = {}
+    for perm in synth.resources("AWS::Lambda::Permission").values():
+        p = perm["Properties"]
+        assert p["Action"] == "lambda:InvokeFunction"
+        assert p["Principal"] == "apigateway.amazonaws.com"
+        assert api_id in _refs(p["SourceArn"])
+        source = _text(p["SourceArn"])
+        assert "test-invoke-stage" not in source
+        (target,) = _refs(p["FunctionName"])
+        routes.setdefault(group_of[aliases.get(target, target)], set()).add(source.rsplit(f"<{api_id}>/", 1)[1])
+    assert "indexer" not in routes and "heartbeat" not in routes
+    assert routes["authorizer"] == {"authorizers/<" + next(iter(synth.resources("AWS::ApiGateway::Authorizer"))) + ">"}
+    tools_of = {}
+    for tool in registry_tools_for_test():
+        tools_of.setdefault(function_group(tool), set()).add(tool)
+    for group, tools in tools_of.items():
+        assert routes[group] == {f"<{_stage_ref(synth)}>/POST/v1/{tool}" for tool in tools}, group
+    assert all("/v1/" not in r or r.endswith(("/v1/tools", "/v1/openapi.json")) for r in routes["mcp"])
+
+
+def registry_tools_for_test() -> list[str]:
+    from infra.constructs.tool_functions import registry_tools
+
+    return registry_tools()
+
+
+def _stage_ref(synth) -> str:
+    (stage,) = synth.resources("AWS::ApiGateway::Stage")
+    return stage
+
+
 def test_the_edge_role_touches_no_table(domain_synth):
     edge_role = _role_of(domain_synth, _fn_name(domain_synth, "mcp"))
     assert not any(
@@ -320,7 +361,9 @@ def test_the_request_authorizer_reads_the_authorization_header_and_caches(domain
     p = auth["Properties"]
     assert p["Type"] == "REQUEST"
     assert p["IdentitySource"] == "method.request.header.Authorization"
-    assert p["AuthorizerResultTtlInSeconds"] == 300
+    assert p["AuthorizerResultTtlInSeconds"] == domain_synth.config.api.authorizer_cache_ttl_s == 30
+    # the authorizer signs its context to last that long (plus the signature margin)
+    assert _env(domain_synth, "authorizer")["FLEETMEM_AUTHORIZER_CACHE_TTL_S"] == "30"
 
 
 def test_mcp_and_every_v1_route_need_the_authorizer_and_a_usage_key(domain_synth):
@@ -463,19 +506,22 @@ def test_streams_feed_the_indexer_with_bisect_retries_partial_failures_and_a_dlq
         assert "Destination" in p["DestinationConfig"]["OnFailure"]
 
 
-def test_heartbeat_schedules_come_from_config_and_carry_the_session_payload(domain_synth):
+def test_heartbeat_schedules_come_from_config_and_name_only_their_heartbeat(domain_synth):
+    """The schedule's input names the heartbeat; tenant, client, session and destination live in
+    the heartbeat function's environment, so no invoke payload can choose them."""
     cfg = domain_synth.config
     schedules = {
         s["Properties"]["Name"]: s["Properties"]
         for s in domain_synth.resources("AWS::Scheduler::Schedule").values()
     }
     assert len(schedules) == len(cfg.heartbeats)
+    table = _text(_env(domain_synth, "heartbeat")["FLEETMEM_HEARTBEATS"])
     for h in cfg.heartbeats:
         p = schedules[cfg.heartbeat_schedule_name(h.name)]
         assert p["ScheduleExpression"] == h.schedule
-        text = json.dumps(p["Target"]["Input"])
-        for value in (h.tenant, h.client_id, h.session_id):
-            assert value in text
+        assert json.loads(p["Target"]["Input"]) == {"heartbeat": h.name}
+        for value in (h.name, h.tenant, h.client_id, h.session_id):
+            assert json.dumps(value) in table
         assert "DeadLetterConfig" in p["Target"]
     assert len(domain_synth.resources("AWS::Events::ApiDestination")) == sum(
         1 for d in cfg.destinations.values() if d.type == "https"
@@ -660,7 +706,9 @@ def test_no_role_is_granted_the_nonexistent_bedrock_converse_action(flavour, req
 
 
 @pytest.mark.parametrize("flavour", VARIANTS)
-def test_the_edge_and_every_verb_function_can_read_the_stage_signing_secret(flavour, request):
+def test_the_edge_the_authorizer_and_every_verb_function_can_read_the_stage_signing_secret(flavour, request):
+    """The edge signs invoke payloads and the authorizer its context; the tool functions verify
+    both. Nothing else reads the key (the indexer and heartbeat trust no caller-made payload)."""
     from infra.constructs.tool_functions import registry_tools
 
     from fleetmem.config import ENV_INVOKE_SIGNING_SECRET_ARN as SIGNING_SECRET_ENV
@@ -674,7 +722,7 @@ def test_the_edge_and_every_verb_function_can_read_the_stage_signing_secret(flav
     assert len(signing) == 1
     (secret_id,) = signing
     assert "GenerateSecretString" in synth.template["Resources"][secret_id]["Properties"]
-    signers = {"mcp"} | {function_group(t) for t in registry_tools()}
+    signers = {"mcp", "authorizer"} | {function_group(t) for t in registry_tools()}
     for fn in synth.resources("AWS::Lambda::Function").values():
         group = fn["Properties"]["Handler"].split(".")[1]
         env = fn["Properties"]["Environment"]["Variables"]
@@ -782,6 +830,21 @@ def test_cfn_lint_finds_no_error_and_only_explained_warnings(flavour, request):
     assert [f for f in findings if f[0] not in CFN_LINT_IGNORED] == []
     for rule, reason in CFN_LINT_IGNORED.items():
         assert rule.startswith("W") and len(reason.split()) >= 10
+
+
+def test_heartbeats_that_would_overflow_the_functions_environment_are_refused():
+    """The heartbeat table travels in the heartbeat function's environment (Lambda: 4 KB for all
+    variables), so a config it would not fit fails at synth, not at deploy."""
+    import json as _json
+
+    from infra.config import EXAMPLE, HEARTBEAT_TABLE_MAX_BYTES, DeployConfig
+    from pydantic import ValidationError
+
+    raw = _json.loads(EXAMPLE.read_text())
+    assert DeployConfig.model_validate(raw).heartbeat_table_bytes() <= HEARTBEAT_TABLE_MAX_BYTES
+    many = [{**raw["heartbeats"][0], "name": f"hb-{i}", "session_id": f"session-{i:03d}" * 4} for i in range(40)]
+    with pytest.raises(ValidationError, match="heartbeat table"):
+        DeployConfig.model_validate({**raw, "heartbeats": many})
 
 
 def test_a_heartbeat_budget_that_could_exceed_the_eventbridge_event_limit_is_refused():

@@ -18,7 +18,7 @@ What runs, each a real component:
   goes to the indexer function as a DynamoDB Streams event.
 - API Gateway (`Gateway` of tests/functions/gateway.py): HTTP on 127.0.0.1 turned into REST API
   proxy events (payload 1.0, as the CDK `RestApi` sends), the REQUEST authorizer function first,
-  its Allow answers cached per Authorization header for `AUTHORIZER_CACHE_TTL_S` as the CDK app
+  its Allow answers cached per Authorization header for `api.authorizer_cache_ttl_s` as the CDK app
   configures, `/mcp` and `GET /v1/tools|openapi.json` to the edge, `POST /v1/<tool>` to the tool's
   function.
 - Bedrock embeddings (`BedrockStandIn`): Bedrock cannot run here, so a local endpoint with Bedrock
@@ -78,6 +78,8 @@ PREFIX = "fleetmem-local"
 LOCAL_EMBEDDING_MODEL = "fleetmem-local.all-minilm-l6-v2"
 LOCAL_EMBEDDING_DIM = 512
 REGION = "us-east-1"
+#: The stage's configured heartbeat: its name, tenant and client (its session and queue per stack).
+HEARTBEAT, HEARTBEAT_TENANT, HEARTBEAT_CLIENT = "stack-heartbeat", "heartbeat", "hb-stack"
 CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "fleetmem"
 #: Every function the CDK app deploys, as the folder names of functions/.
 GROUPS = tuple(sorted(p.name for p in (ROOT / "functions").iterdir() if (p / "handler.py").exists()))
@@ -500,12 +502,10 @@ class Stack:
         self.pump = StreamPump(self.ddb, self.prefix, invoke=self.invoke)
         self._poller = threading.Thread(target=self._poll, daemon=True)
         self._poller.start()
-        from infra.config import AUTHORIZER_CACHE_TTL_S
-
         self.gateway = Gateway(
             stage=STAGE,
             invoke=self.invoke,
-            authorizer_ttl_s=AUTHORIZER_CACHE_TTL_S,
+            authorizer_ttl_s=cfg.api.authorizer_cache_ttl_s,
             after_call=self.drain if self.sync_index else None,
         )
         self.gateway.start(self.port)
@@ -519,10 +519,12 @@ class Stack:
 
         from fleetmem.config import (
             ENV_AUTHORIZATION_SERVER,
+            ENV_AUTHORIZER_CACHE_TTL_S,
             ENV_BACKEND,
             ENV_BEDROCK_EMBEDDING_DIM,
             ENV_BEDROCK_EMBEDDING_MODEL,
             ENV_EMBEDDER,
+            ENV_HEARTBEATS,
             ENV_INVOKE_READ_TIMEOUT_S,
             ENV_INVOKE_SIGNING_SECRET_ARN,
             ENV_LLM,
@@ -542,6 +544,18 @@ class Stack:
         tag = uuid.uuid4().hex[:8]
         signing = sm.create_secret(Name=f"{self.prefix}-invoke-signing-{tag}", SecretString=uuid.uuid4().hex * 2)
         usage = sm.create_secret(Name=f"{self.prefix}-usage-key-{tag}", SecretString=uuid.uuid4().hex[:40])
+        # The stage's one heartbeat (as the deploy config's `heartbeats` define them), to an SQS queue.
+        sqs = boto3.client("sqs", endpoint_url=self.moto, **engines.CREDENTIALS)
+        self.heartbeat_queue = sqs.create_queue(QueueName=f"{self.prefix}-{HEARTBEAT}-{tag}")["QueueUrl"]
+        heartbeats = {
+            HEARTBEAT: {
+                "tenant": HEARTBEAT_TENANT,
+                "client_id": HEARTBEAT_CLIENT,
+                "session_id": f"{HEARTBEAT}-{tag}",
+                "budget_tokens": 2000,
+                "destination": {"type": "sqs", "name": HEARTBEAT, "queue_url": self.heartbeat_queue},
+            }
+        }
         common = {
             "PATH": "/usr/bin:/bin",
             "LANG": "C.UTF-8",
@@ -578,7 +592,11 @@ class Stack:
                 ENV_INVOKE_READ_TIMEOUT_S: str(cfg.api.invoke_read_timeout_s),
                 ENV_PUBLIC_URL: self.base_url,
             },
-            "authorizer": {ENV_USAGE_KEY_SECRETS: json.dumps({"*": usage["ARN"]})},
+            "heartbeat": {ENV_HEARTBEATS: json.dumps(heartbeats)},
+            "authorizer": {
+                ENV_USAGE_KEY_SECRETS: json.dumps({"*": usage["ARN"]}),
+                ENV_AUTHORIZER_CACHE_TTL_S: str(cfg.api.authorizer_cache_ttl_s),
+            },
         }
 
     def _spawn(
