@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from fleetmem.config import DEFAULT_AUTHORIZER_CACHE_TTL_S
 from fleetmem.protocol import SCOPES, Scope
+from fleetmem.tokens import ID_REGEX
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = Path(__file__).resolve().parent / "config.example.json"
@@ -85,8 +86,9 @@ class TierConfig(_Model):
 
 
 class ClientConfig(_Model):
-    client_id: str = Field(pattern=r"^[A-Za-z0-9_.-]{1,64}$")
-    tenant: str = Field(pattern=r"^[A-Za-z0-9_.-]{1,64}$")
+    #: Tenant and client ids follow `fleetmem.tokens.ID_REGEX` (no key separator can appear).
+    client_id: str = Field(pattern=ID_REGEX)
+    tenant: str = Field(pattern=ID_REGEX)
     scopes: tuple[Scope, ...] = ("read",)
     tier: str = "standard"
 
@@ -106,8 +108,8 @@ class DestinationConfig(_Model):
 
 class HeartbeatConfig(_Model):
     name: str = Field(pattern=r"^[A-Za-z0-9_.-]{1,64}$")
-    tenant: str
-    client_id: str
+    tenant: str = Field(pattern=ID_REGEX)
+    client_id: str = Field(pattern=ID_REGEX)
     session_id: str = Field(min_length=1, max_length=200)
     schedule: str  # rate(...) | cron(...) | at(...)
     timezone: str | None = None

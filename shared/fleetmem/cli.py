@@ -754,6 +754,11 @@ def cmd_token_create(args: argparse.Namespace, out: Output) -> int:
             "Name the client, e.g. --client my-agent",
             exit_code=EXIT_USAGE,
         )
+    from fleetmem.tokens import ID_FIX, id_problem
+
+    for problem in (id_problem("tenant", args.tenant), id_problem("client", args.client.strip())):
+        if problem:
+            raise CommandFailed("invalid_params", problem, ID_FIX, exit_code=EXIT_USAGE)
     deps = _token_deps(args)
     token, rec = create_client(
         deps.clients, deps.clock, tenant=args.tenant, client_id=args.client.strip(), scopes=frozenset(scopes)

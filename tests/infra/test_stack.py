@@ -847,6 +847,25 @@ def test_heartbeats_that_would_overflow_the_functions_environment_are_refused():
         DeployConfig.model_validate({**raw, "heartbeats": many})
 
 
+@pytest.mark.parametrize("field", ["tenant", "client_id"])
+@pytest.mark.parametrize("value", ["acme#other", "Acme", "a/b", "a.b", ""])
+def test_a_deploy_config_id_outside_the_id_grammar_is_refused(field, value):
+    """The Cognito mapping and heartbeats come from the deploy config: its tenant and client ids
+    follow the same grammar as `fleetmem token create` (fleetmem.tokens.ID_REGEX)."""
+    import json as _json
+
+    from infra.config import EXAMPLE, DeployConfig
+    from pydantic import ValidationError
+
+    raw = _json.loads(EXAMPLE.read_text())
+    DeployConfig.model_validate(raw)
+    for section in ("clients", "heartbeats"):
+        bad = _json.loads(EXAMPLE.read_text())
+        bad[section][0][field] = value
+        with pytest.raises(ValidationError, match=field):
+            DeployConfig.model_validate(bad)
+
+
 def test_a_heartbeat_budget_that_could_exceed_the_eventbridge_event_limit_is_refused():
     """A delta delivered through EventBridge must stay under 256 KB; the budget is capped so the
     worst case (6 bytes per character once JSON-escaped, 4 characters per token) fits."""
