@@ -26,6 +26,12 @@ DEFAULT_ASSET = ROOT / "build" / "lambda"
 
 #: Function groups that are not verbs: the edge, the authorizer and the stream/schedule workers.
 NON_VERB_GROUPS = frozenset({"mcp", "authorizer", "indexer", "heartbeat"})
+#: Groups sized on their own: `functions.default` does not apply to them. The authorizer runs on
+#: every cache miss of every route, so its concurrency is its own setting (`functions.authorizer`),
+#: not the verbs' default: at the stage throttle's rate it must not be the first thing to refuse.
+OWN_SIZE = {"authorizer": {"memory_mb": 1024, "timeout_s": 10, "reserved_concurrency": 100}}
+#: Stages treated as development: WAF is off unless the config turns it on.
+DEV_STAGES = frozenset({"dev", "local"})
 #: The largest heartbeat budget: a token is ~4 characters (fleetmem.memory.budget), a character
 #: is at most 6 bytes once JSON-escaped (\uXXXX), so 8,000 tokens stay under 192 KB of text and
 #: leave 64 KB of EventBridge's 256 KB event limit for ids, timestamps and the envelope.
@@ -120,9 +126,10 @@ class HeartbeatConfig(_Model):
 
 
 class WafConfig(_Model):
-    #: Associate a WAF web ACL with the API stage (about $5/month + $1 per rule + $0.60 per million
-    #: requests; docs/deploy.md). Off by default.
-    enabled: bool = False
+    #: Associate a WAF web ACL with the API stage: the per-IP rate rule beside AWS's managed Common
+    #: and KnownBadInputs rule groups (about $5/month + $1 per rule + $0.60 per million requests;
+    #: docs/deploy.md). Unset: on for every stage but a dev stage (`DeployConfig.is_dev`).
+    enabled: bool | None = None
     #: Requests one source IP may send in any 5-minute window before WAF blocks it (AWS minimum: 10).
     rate_limit_per_5min: int = Field(default=1000, ge=10, le=2_000_000_000)
 
@@ -142,6 +149,11 @@ class ApiConfig(_Model):
     #: carry no credential, so no usage plan can throttle them per client.
     public_rate_per_second: float = Field(default=5, gt=0)
     public_burst: int = Field(default=10, ge=1)
+    #: Stage-level throttle of every other route (/mcp, /v1/*): it applies before the authorizer
+    #: runs, so a flood of made-up credentials (each one a cache miss) is cut here, not in the
+    #: authorizer; per-client usage plans throttle each credential below it.
+    stage_rate_per_second: float = Field(default=100, gt=0)
+    stage_burst: int = Field(default=200, ge=1)
     #: The usage-plan keys' version. Bump it (and deploy) to rotate every key: the deploy creates
     #: new keys and secrets together and points the authorizer at the new secrets; see
     #: docs/operate.md "Rotating the usage-plan keys".
@@ -251,7 +263,18 @@ class DeployConfig(_Model):
         return f"fleetmem-{self.stage}"
 
     def size_for(self, group: str) -> FunctionSize:
+        if group in OWN_SIZE:
+            return self.functions.get(group) or FunctionSize(**OWN_SIZE[group])
         return self.functions.get(group) or self.functions.get("default") or FunctionSize()
+
+    @property
+    def is_dev(self) -> bool:
+        return self.stage in DEV_STAGES or self.stage.startswith("dev-")
+
+    @property
+    def waf_enabled(self) -> bool:
+        """WAF as configured, else on for every non-dev stage."""
+        return self.api.waf.enabled if self.api.waf.enabled is not None else not self.is_dev
 
     def p99_ms_for(self, group: str) -> int:
         return self.alarms.p99_ms.get(group, self.alarms.p99_ms.get("default", 3000))

@@ -42,7 +42,12 @@ from fleetmem.config import (
     ENV_USAGE_KEY_SECRETS,
 )
 from fleetmem.lambda_routes import TOOL_FUNCTIONS_ENV
-from fleetmem.transport.aws_lambda.proxy import gateway_error_body, www_authenticate
+from fleetmem.transport.aws_lambda.proxy import (
+    GATEWAY_RETRY_AFTER_S,
+    authorizer_busy_body,
+    gateway_error_body,
+    www_authenticate,
+)
 from fleetmem.transport.http_api import OPENAPI_PATH, TOOLS_PATH
 
 from ..config import DeployConfig
@@ -61,6 +66,48 @@ PUBLIC_PATHS = ("/.well-known/oauth-protected-resource", "/.well-known/oauth-pro
 
 def _envelope(code: str, message: str) -> str:
     return json.dumps(gateway_error_body(code, message, correlation_id="$context.requestId"))
+
+
+def _authorizer_busy() -> str:
+    return json.dumps(authorizer_busy_body(correlation_id="$context.requestId"))
+
+
+#: AWS managed rule groups on the web ACL, each with the rules that inspect the request body set to
+#: count: the body of an authenticated call is the caller's own memory text (code, HTML, log lines,
+#: pages over 8 KB), which those rules would block as attacks. Headers, URI and query stay blocked.
+MANAGED_RULE_GROUPS = {
+    "AWSManagedRulesCommonRuleSet": (
+        "SizeRestrictions_BODY",
+        "CrossSiteScripting_BODY",
+        "GenericLFI_BODY",
+        "GenericRFI_BODY",
+        "EC2MetaDataSSRF_BODY",
+    ),
+    "AWSManagedRulesKnownBadInputsRuleSet": ("Log4JRCE_BODY", "JavaDeserializationRCE_BODY"),
+}
+
+
+def _managed_rule_group(name: str, priority: int, body_rules: tuple[str, ...]) -> wafv2.CfnWebACL.RuleProperty:
+    return wafv2.CfnWebACL.RuleProperty(
+        name=name,
+        priority=priority,
+        override_action=wafv2.CfnWebACL.OverrideActionProperty(none={}),
+        statement=wafv2.CfnWebACL.StatementProperty(
+            managed_rule_group_statement=wafv2.CfnWebACL.ManagedRuleGroupStatementProperty(
+                vendor_name="AWS",
+                name=name,
+                rule_action_overrides=[
+                    wafv2.CfnWebACL.RuleActionOverrideProperty(
+                        name=rule, action_to_use=wafv2.CfnWebACL.RuleActionProperty(count={})
+                    )
+                    for rule in body_rules
+                ],
+            )
+        ),
+        visibility_config=wafv2.CfnWebACL.VisibilityConfigProperty(
+            cloud_watch_metrics_enabled=True, metric_name=name, sampled_requests_enabled=True
+        ),
+    )
 
 
 class Edge(Construct):
@@ -175,7 +222,16 @@ class Edge(Construct):
                 data_trace_enabled=False,
                 metrics_enabled=True,
                 tracing_enabled=True,
-                method_options={f"{path}/GET": public_throttle for path in PUBLIC_PATHS},
+                # Every route: before the authorizer runs, so made-up credentials cannot flood it.
+                method_options={
+                    "/*/*": apigw.MethodDeploymentOptions(
+                        throttling_rate_limit=config.api.stage_rate_per_second,
+                        throttling_burst_limit=config.api.stage_burst,
+                        logging_level=apigw.MethodLoggingLevel.ERROR,
+                        metrics_enabled=True,
+                    ),
+                    **{f"{path}/GET": public_throttle for path in PUBLIC_PATHS},
+                },
             ),
         )
         # API Gateway would create the execution log group itself, without retention, on the first
@@ -195,15 +251,15 @@ class Edge(Construct):
             "API Gateway's account-level CloudWatch role uses the AWS-managed "
             "AmazonAPIGatewayPushToCloudWatchLogs policy, the documented way to enable execution logs.",
         )
-        if config.api.waf.enabled:
+        if config.waf_enabled:
             self._waf(config)
         else:
             acknowledge(
                 self.api,
                 "AwsSolutions-APIG3",
-                "WAF is off in this stage's config (api.waf.enabled): every data route needs a "
-                "credential and is throttled per client by usage plans; the public routes are "
-                "throttled at the stage.",
+                "WAF is off for this stage (a dev stage, or api.waf.enabled false): every data "
+                "route needs a credential and is throttled at the stage and per client by usage "
+                "plans; the public routes have their own stage throttle.",
             )
         acknowledge(
             self.api,
@@ -306,6 +362,19 @@ class Edge(Construct):
                 )
             },
         )
+        # A throttled or failing authorizer would be API Gateway's bare 500: answer 429 with
+        # Retry-After in the envelope's shape instead (the call was not run, so it is safe to retry).
+        for rt, label in (
+            (apigw.ResponseType.AUTHORIZER_FAILURE, "AuthorizerFailure"),
+            (apigw.ResponseType.AUTHORIZER_CONFIGURATION_ERROR, "AuthorizerConfiguration"),
+        ):
+            self.api.add_gateway_response(
+                label,
+                type=rt,
+                status_code="429",
+                response_headers={"Retry-After": f"'{GATEWAY_RETRY_AFTER_S}'", "Content-Type": f"'{json_type}'"},
+                templates={json_type: _authorizer_busy()},
+            )
         for rt, label in (
             (apigw.ResponseType.THROTTLED, "Throttled"),
             (apigw.ResponseType.QUOTA_EXCEEDED, "Quota"),
@@ -387,7 +456,8 @@ class Edge(Construct):
         return secret, key
 
     def _waf(self, config: DeployConfig) -> None:
-        """A regional web ACL on the stage with one rate-based rule per source IP."""
+        """A regional web ACL on the stage: one rate-based rule per source IP first, then AWS's
+        managed Common and KnownBadInputs rule groups."""
         name = f"{config.prefix}-api"
         acl = wafv2.CfnWebACL(
             self,
@@ -399,6 +469,10 @@ class Edge(Construct):
                 cloud_watch_metrics_enabled=True, metric_name=name.replace("-", ""), sampled_requests_enabled=True
             ),
             rules=[
+                *(
+                    _managed_rule_group(group, priority, body_rules)
+                    for priority, (group, body_rules) in enumerate(MANAGED_RULE_GROUPS.items(), start=1)
+                ),
                 wafv2.CfnWebACL.RuleProperty(
                     name="rate-per-ip",
                     priority=0,

@@ -29,7 +29,12 @@ import uvicorn
 
 from fleetmem.lambda_routes import function_group
 from fleetmem.transport.aws_lambda.authorizer import Unauthorized
-from fleetmem.transport.aws_lambda.proxy import gateway_error_body, www_authenticate
+from fleetmem.transport.aws_lambda.proxy import (
+    GATEWAY_RETRY_AFTER_S,
+    authorizer_busy_body,
+    gateway_error_body,
+    www_authenticate,
+)
 
 from .conftest import call
 
@@ -170,8 +175,9 @@ class Gateway:
         if path not in PUBLIC:
             try:
                 authorizer = self._authorize(headers, method, resource)
-            except FunctionError:
-                return _json_response(500, {"message": None})  # API Gateway: the authorizer failed
+            except FunctionError:  # the stack's AUTHORIZER_FAILURE gateway response
+                status, headers, raw = _json_response(429, authorizer_busy_body(correlation_id=request_id))
+                return status, {**headers, "retry-after": str(GATEWAY_RETRY_AFTER_S)}, raw
             if authorizer is None:
                 body_ = gateway_error_body(
                     "unauthorized",

@@ -773,17 +773,75 @@ def test_reserved_concurrency_follows_the_config(flavour, request):
         assert _function(synth, _fn_name(synth, "synthesize"))[1]["Properties"]["ReservedConcurrentExecutions"] == 10
 
 
-def test_the_optional_waf_rate_rule_is_associated_with_the_stage(domain_synth, waf_synth):
-    assert domain_synth.resources("AWS::WAFv2::WebACL") == {}
-    ((acl_id, acl),) = waf_synth.resources("AWS::WAFv2::WebACL").items()
+@pytest.mark.parametrize("flavour", ["serverless_synth", "waf_synth"])
+def test_waf_guards_every_non_dev_stage_with_managed_rule_groups_beside_the_rate_rule(flavour, request):
+    """The dev example has no WAF; a non-dev stage gets one without asking (serverless_synth's "prod"
+    says nothing about WAF), with AWS's Common and KnownBadInputs groups after the per-IP rate rule.
+    The groups' body rules only count: the body is the caller's own memory text."""
+    from infra.constructs.edge import MANAGED_RULE_GROUPS
+
+    synth = request.getfixturevalue(flavour)
+    ((acl_id, acl),) = synth.resources("AWS::WAFv2::WebACL").items()
     assert acl["Properties"]["Scope"] == "REGIONAL"
-    (rule,) = acl["Properties"]["Rules"]
-    assert rule["Statement"]["RateBasedStatement"] == {"AggregateKeyType": "IP", "Limit": 500}
-    assert "Block" in rule["Action"]
-    (assoc,) = waf_synth.resources("AWS::WAFv2::WebACLAssociation").values()
-    (stage_id,) = waf_synth.resources("AWS::ApiGateway::Stage")
+    rules = {r["Name"]: r for r in acl["Properties"]["Rules"]}
+    assert set(rules) == {"rate-per-ip", "AWSManagedRulesCommonRuleSet", "AWSManagedRulesKnownBadInputsRuleSet"}
+    rate = rules["rate-per-ip"]
+    limit = synth.config.api.waf.rate_limit_per_5min
+    assert rate["Statement"]["RateBasedStatement"] == {"AggregateKeyType": "IP", "Limit": limit}
+    assert "Block" in rate["Action"] and rate["Priority"] == 0
+    for name, body_rules in MANAGED_RULE_GROUPS.items():
+        group = rules[name]
+        assert group["OverrideAction"] == {"None": {}}
+        stmt = group["Statement"]["ManagedRuleGroupStatement"]
+        assert (stmt["VendorName"], stmt["Name"]) == ("AWS", name)
+        overrides = {o["Name"]: o["ActionToUse"] for o in stmt["RuleActionOverrides"]}
+        assert overrides == {r: {"Count": {}} for r in body_rules}
+        assert all(r.endswith("_BODY") for r in overrides)
+    (assoc,) = synth.resources("AWS::WAFv2::WebACLAssociation").values()
+    (stage_id,) = synth.resources("AWS::ApiGateway::Stage")
     assert stage_id in _refs(assoc["Properties"]["ResourceArn"])  # so it is created after the stage
     assert assoc["Properties"]["WebACLArn"] == {"Fn::GetAtt": [acl_id, "Arn"]}
+
+
+def test_a_dev_stage_has_no_waf_unless_asked(domain_synth, waf_synth):
+    assert domain_synth.config.is_dev and domain_synth.resources("AWS::WAFv2::WebACL") == {}
+    assert waf_synth.config.api.waf.enabled is True
+
+
+@pytest.mark.parametrize("flavour", VARIANTS)
+def test_every_route_is_throttled_at_the_stage_before_the_authorizer(flavour, request):
+    synth = request.getfixturevalue(flavour)
+    (stage,) = synth.resources("AWS::ApiGateway::Stage").values()
+    settings = {(m["ResourcePath"], m["HttpMethod"]): m for m in stage["Properties"]["MethodSettings"]}
+    every = settings[("/*", "*")]
+    api = synth.config.api
+    assert (every["ThrottlingRateLimit"], every["ThrottlingBurstLimit"]) == (api.stage_rate_per_second, api.stage_burst)
+    assert (every["MetricsEnabled"], every["LoggingLevel"]) == (True, "ERROR")
+
+
+@pytest.mark.parametrize("flavour", VARIANTS)
+def test_the_authorizer_is_sized_on_its_own_not_by_the_verbs_default(flavour, request):
+    synth = request.getfixturevalue(flavour)
+    _, fn = _function(synth, _fn_name(synth, "authorizer"))
+    own = synth.config.size_for("authorizer").reserved_concurrency
+    assert fn["Properties"]["ReservedConcurrentExecutions"] == own == 100
+    default = synth.config.functions.get("default")
+    if default is not None and default.reserved_concurrency is not None:
+        assert own != default.reserved_concurrency
+
+
+def test_a_throttled_or_failing_authorizer_answers_429_with_retry_after_in_the_envelope(domain_synth):
+    responses = {
+        r["Properties"]["ResponseType"]: r["Properties"]
+        for r in domain_synth.resources("AWS::ApiGateway::GatewayResponse").values()
+    }
+    for rt in ("AUTHORIZER_FAILURE", "AUTHORIZER_CONFIGURATION_ERROR", "THROTTLED"):
+        p = responses[rt]
+        assert p["StatusCode"] == "429", rt
+        assert p["ResponseParameters"]["gatewayresponse.header.Retry-After"].strip("'").isdigit(), rt
+        body = json.loads(p["ResponseTemplates"]["application/json"])
+        assert body["code"] == "rate_limited" and body["retryable"] is True, rt
+        assert body["fix"]["retry_after_seconds"] >= 1
 
 
 def test_cognito_access_tokens_are_short_lived_from_config(domain_synth):
