@@ -101,6 +101,22 @@ def verify_token(store: ClientStore, token: str, now: datetime) -> Caller | None
     return Caller(tenant=record.tenant, client_id=record.client_id, scopes=record.scopes, remote=True)
 
 
+def revocation_bound_s(backend: str, authorizer_cache_ttl_s: int) -> int:
+    """Seconds after a revoke within which every request with the token is refused: 0 locally (no
+    cache), the authorizer cache TTL on AWS (API Gateway reuses an Allow answer that long)."""
+    return 0 if backend != "aws" else max(0, authorizer_cache_ttl_s)
+
+
+def revocation_text(bound_s: int) -> str:
+    """How the CLI states the bound."""
+    if bound_s == 0:
+        return "requests with it get 401 from the next request on"
+    return (
+        f"requests with it get 401 within {bound_s} s (the stage's authorizer cache TTL, "
+        "api.authorizer_cache_ttl_s; set FLEETMEM_AUTHORIZER_CACHE_TTL_S if the stage uses another value)"
+    )
+
+
 class ApiTokenAuth:
     """The `Auth` port for `fm_…` API tokens over any `ClientStore` (the SQLite store locally, the
     DynamoDB clients table on AWS). No cache: a revoke takes effect on the next request."""

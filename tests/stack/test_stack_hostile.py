@@ -112,3 +112,43 @@ def test_a_forged_heartbeat_payload_is_refused_and_delivers_nothing(stack):
         for _ in range(2):  # the first wake of a session only establishes its cursor
             assert direct_invoke(stack, "heartbeat", event) == {"status": "refused", "delivered": False}
     assert sqs.receive_message(QueueUrl=drop, WaitTimeSeconds=0).get("Messages") is None
+
+
+def test_a_revoked_token_is_refused_once_the_authorizer_cache_ttl_has_passed(stack):
+    """`fleetmem token revoke --backend aws` states the bound (the stage's authorizer cache TTL,
+    30 s by default); the stack's front caches Allow answers for that TTL as API Gateway does, so
+    the revoked token still passes on a cached answer and is refused once the TTL has passed (the
+    front's cache clock is moved forward instead of waiting)."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from infra.config import EXAMPLE, load_config
+
+    from fleetmem.tokens import hash_token
+
+    from .conftest import rpc
+
+    ttl = load_config(EXAMPLE).api.authorizer_cache_ttl_s
+    assert stack.gateway.authorizer_ttl_s == ttl == 30
+    token = mint(stack, ["read"], tenant=f"revoke-{uuid.uuid4().hex[:6]}")
+    assert rpc(stack.mcp_url, token, "tools/list").status_code == 200
+    token_id = engines.open_stores(stack.ddb, stack.prefix).clients.by_hash(hash_token(token)).token_id
+    cli = Path(sys.executable).parent / "fleetmem"
+    env = {**os.environ, **stack.client_env()}
+    env.pop("FLEETMEM_AUTHORIZER_CACHE_TTL_S", None)
+    done = subprocess.run(
+        [str(cli), "token", "revoke", "--backend", "aws", token_id, "--json"],
+        env=env, capture_output=True, text=True, timeout=120, check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {"token_id": token_id, "revoked": True, "refused_within_s": ttl}
+    assert rpc(stack.mcp_url, token, "tools/list").status_code == 200  # the cached Allow, within the bound
+    real = stack.gateway.clock
+    stack.gateway.clock = lambda: real() + ttl
+    try:
+        denied = rpc(stack.mcp_url, token, "tools/list")
+    finally:
+        stack.gateway.clock = real
+    assert denied.status_code == 401 and denied.json()["code"] == "unauthorized"
