@@ -1,8 +1,8 @@
 """Deployment configuration: one JSON file names everything a stage needs.
 
 Read once by `infra/app.py` (path from `FLEETMEM_DEPLOY_CONFIG`, default `fleetmem.deploy.json` in the
-repository root, falling back to `infra/config.example.json`). Validated with pydantic so a typo in a
-tier or destination name fails at synth time, not at 3 a.m.
+repository root; without either the synth fails: the example is never used silently). Validated
+with pydantic so a typo in a tier or destination name fails at synth time, not at 3 a.m.
 """
 
 from __future__ import annotations
@@ -307,11 +307,19 @@ class DeployConfig(_Model):
         return re.sub(r"[^A-Za-z0-9_.-]", "-", f"{self.prefix}-{name}")[:64]
 
 
-def load_config(path: str | Path | None = None) -> DeployConfig:
+def load_config(path: str | Path | None = None, *, default: str | Path | None = None) -> DeployConfig:
     """Read and validate the deploy config. Order: explicit path, $FLEETMEM_DEPLOY_CONFIG,
-    ./fleetmem.deploy.json, the bundled example."""
-    candidates = [path, os.environ.get("FLEETMEM_DEPLOY_CONFIG"), ROOT / "fleetmem.deploy.json", EXAMPLE]
-    for cand in candidates:
+    ./fleetmem.deploy.json, then `default` when the caller names one (the local stack and the asset
+    test use the example). Never the example silently: it is a dev config (no deletion protection,
+    tables and user pool destroyed with the stack), so a deploy without a config of its own fails."""
+    named = path or os.environ.get("FLEETMEM_DEPLOY_CONFIG")
+    if named and not Path(named).is_file():
+        raise FileNotFoundError(f"deploy config {named} does not exist (path given or $FLEETMEM_DEPLOY_CONFIG)")
+    for cand in (named, ROOT / "fleetmem.deploy.json", default):
         if cand and Path(cand).is_file():
             return DeployConfig.model_validate(json.loads(Path(cand).read_text()))
-    raise FileNotFoundError("no deploy config found (set FLEETMEM_DEPLOY_CONFIG)")
+    raise FileNotFoundError(
+        f"no deploy config: copy {EXAMPLE.relative_to(ROOT)} to {ROOT / 'fleetmem.deploy.json'} and edit it "
+        "(stage, account, deletion protection), or set FLEETMEM_DEPLOY_CONFIG=<path>. To synth the "
+        f"example dev stage on purpose: FLEETMEM_DEPLOY_CONFIG={EXAMPLE.relative_to(ROOT)}"
+    )

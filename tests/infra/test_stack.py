@@ -966,3 +966,28 @@ def domain_cfg_clients():
     from infra.config import EXAMPLE
 
     return _json.loads(EXAMPLE.read_text())["clients"]
+
+
+def test_without_a_deploy_config_the_synth_refuses_and_names_the_file_and_variable(monkeypatch, tmp_path):
+    """The example is a dev config (no deletion protection, DESTROY on tables and user pool): it is
+    never used in place of a missing config, so no stage is deployed with it by accident."""
+    import os
+    import subprocess
+    import sys
+
+    from infra.config import EXAMPLE, ROOT, load_config
+
+    assert not (ROOT / "fleetmem.deploy.json").exists()
+    monkeypatch.delenv("FLEETMEM_DEPLOY_CONFIG", raising=False)
+    with pytest.raises(FileNotFoundError, match="FLEETMEM_DEPLOY_CONFIG") as refused:
+        load_config()
+    assert "fleetmem.deploy.json" in str(refused.value)
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        load_config(tmp_path / "missing.json")
+    assert load_config(EXAMPLE).stage == "dev"  # named explicitly, it loads
+    env = {k: v for k, v in os.environ.items() if k != "FLEETMEM_DEPLOY_CONFIG"}
+    done = subprocess.run(
+        [sys.executable, "-m", "infra.app"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False
+    )
+    assert done.returncode == 2
+    assert "FLEETMEM_DEPLOY_CONFIG" in done.stderr and "Traceback" not in done.stderr

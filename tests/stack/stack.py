@@ -489,9 +489,9 @@ class Stack:
         self.router = InvokeRouter(router_functions)
         self._stops.append(self.router.stop)
         env["common"]["AWS_ENDPOINT_URL_LAMBDA"] = self.router.url
-        from infra.config import load_config
+        from infra.config import EXAMPLE, load_config
 
-        cfg = load_config()
+        cfg = load_config(default=EXAMPLE)
         for group in GROUPS:
             self.functions[group] = self._spawn(
                 group, names[group], python, asset_dir, runtime, rie, {**env["common"], **env.get(group, {})}, cfg
@@ -515,7 +515,7 @@ class Stack:
         """What the CDK app sets on each function (infra/stacks, infra/constructs), pointed at the
         local engines."""
         import boto3
-        from infra.config import load_config
+        from infra.config import EXAMPLE, load_config
 
         from fleetmem.config import (
             ENV_AUTHORIZATION_SERVER,
@@ -539,7 +539,7 @@ class Stack:
         from fleetmem.lambda_routes import TOOL_FUNCTIONS_ENV, function_group, function_name
         from fleetmem.memory.verbs import REGISTRY
 
-        cfg = load_config()
+        cfg = load_config(default=EXAMPLE)
         sm = boto3.client("secretsmanager", endpoint_url=self.moto, **engines.CREDENTIALS)
         tag = uuid.uuid4().hex[:8]
         signing = sm.create_secret(Name=f"{self.prefix}-invoke-signing-{tag}", SecretString=uuid.uuid4().hex * 2)
