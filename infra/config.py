@@ -163,6 +163,11 @@ class ApiConfig(_Model):
     #: revoked token or deny-listed Cognito app client is refused at most this long after the
     #: revoke. The local stack's front caches for as long.
     authorizer_cache_ttl_s: int = Field(default=DEFAULT_AUTHORIZER_CACHE_TTL_S, ge=0, le=3600)
+    #: Let this stack create API Gateway's account-wide CloudWatch role (AWS::ApiGateway::Account).
+    #: Off: there is one such setting per account and region, so a stack that owns it collides with
+    #: every other stack that does, and deleting the stack removes the role from all of them. The
+    #: account needs the role set once for execution logs (docs/deploy.md, prerequisites).
+    cloud_watch_role: bool = False
     waf: WafConfig = WafConfig()
 
 

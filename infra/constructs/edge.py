@@ -202,8 +202,9 @@ class Edge(Construct):
             description="fleetmem: remote MCP memory for agent fleets",
             endpoint_types=[apigw.EndpointType.REGIONAL],
             api_key_source_type=apigw.ApiKeySourceType.AUTHORIZER,
-            cloud_watch_role=True,
-            cloud_watch_role_removal_policy=cdk.RemovalPolicy.DESTROY,
+            # The account-wide role is shared by every API in the account and region: opt-in only.
+            cloud_watch_role=config.api.cloud_watch_role,
+            cloud_watch_role_removal_policy=cdk.RemovalPolicy.RETAIN if config.api.cloud_watch_role else None,
             deploy_options=apigw.StageOptions(
                 stage_name=config.stage,
                 access_log_destination=apigw.LogGroupLogDestination(access_logs),
@@ -244,13 +245,14 @@ class Edge(Construct):
             removal_policy=cdk.RemovalPolicy.DESTROY,
         )
         self.api.deployment_stage.node.add_dependency(execution_logs)
-        acknowledge(
-            self.api,
-            "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/"
-            "AmazonAPIGatewayPushToCloudWatchLogs]",
-            "API Gateway's account-level CloudWatch role uses the AWS-managed "
-            "AmazonAPIGatewayPushToCloudWatchLogs policy, the documented way to enable execution logs.",
-        )
+        if config.api.cloud_watch_role:
+            acknowledge(
+                self.api,
+                "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/"
+                "AmazonAPIGatewayPushToCloudWatchLogs]",
+                "API Gateway's account-level CloudWatch role uses the AWS-managed "
+                "AmazonAPIGatewayPushToCloudWatchLogs policy, the documented way to enable execution logs.",
+            )
         if config.waf_enabled:
             self._waf(config)
         else:

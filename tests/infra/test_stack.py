@@ -991,3 +991,21 @@ def test_without_a_deploy_config_the_synth_refuses_and_names_the_file_and_variab
     )
     assert done.returncode == 2
     assert "FLEETMEM_DEPLOY_CONFIG" in done.stderr and "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("flavour", ["domain_synth", "serverless_synth"])
+def test_the_stack_does_not_own_the_account_wide_api_gateway_cloudwatch_role_by_default(flavour, request):
+    """AWS::ApiGateway::Account is one setting per account and region: a stack that owns it
+    collides with every other that does. Only `api.cloud_watch_role: true` creates it (retained)."""
+    synth = request.getfixturevalue(flavour)
+    assert synth.config.api.cloud_watch_role is False
+    assert synth.resources("AWS::ApiGateway::Account") == {}
+    assert "AmazonAPIGatewayPushToCloudWatchLogs" not in synth.template_text
+    (stage,) = synth.resources("AWS::ApiGateway::Stage").values()
+    assert any(m.get("LoggingLevel") == "ERROR" for m in stage["Properties"]["MethodSettings"])
+
+
+def test_the_account_wide_cloudwatch_role_is_opt_in_and_retained(waf_synth):
+    ((_, account),) = waf_synth.resources("AWS::ApiGateway::Account").items()
+    assert account["DeletionPolicy"] == "Retain"
+    assert "AmazonAPIGatewayPushToCloudWatchLogs" in waf_synth.template_text
