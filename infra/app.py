@@ -34,7 +34,12 @@ def build_app(
 
 def main() -> None:
     os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
-    app, _ = build_app(load_config())
+    try:
+        config = load_config()
+    except FileNotFoundError as exc:
+        print(f"fleetmem: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
+    app, _ = build_app(config)
     app.synth()
 
 

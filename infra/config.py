@@ -1,8 +1,8 @@
 """Deployment configuration: one JSON file names everything a stage needs.
 
 Read once by `infra/app.py` (path from `FLEETMEM_DEPLOY_CONFIG`, default `fleetmem.deploy.json` in the
-repository root, falling back to `infra/config.example.json`). Validated with pydantic so a typo in a
-tier or destination name fails at synth time, not at 3 a.m.
+repository root; without either the synth fails: the example is never used silently). Validated
+with pydantic so a typo in a tier or destination name fails at synth time, not at 3 a.m.
 """
 
 from __future__ import annotations
@@ -15,7 +15,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from fleetmem.config import DEFAULT_AUTHORIZER_CACHE_TTL_S
 from fleetmem.protocol import SCOPES, Scope
+from fleetmem.tokens import ID_REGEX
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = Path(__file__).resolve().parent / "config.example.json"
@@ -24,10 +26,19 @@ DEFAULT_ASSET = ROOT / "build" / "lambda"
 
 #: Function groups that are not verbs: the edge, the authorizer and the stream/schedule workers.
 NON_VERB_GROUPS = frozenset({"mcp", "authorizer", "indexer", "heartbeat"})
+#: Groups sized on their own: `functions.default` does not apply to them. The authorizer runs on
+#: every cache miss of every route, so its concurrency is its own setting (`functions.authorizer`),
+#: not the verbs' default: at the stage throttle's rate it must not be the first thing to refuse.
+OWN_SIZE = {"authorizer": {"memory_mb": 1024, "timeout_s": 10, "reserved_concurrency": 100}}
+#: Stages treated as development: WAF is off unless the config turns it on.
+DEV_STAGES = frozenset({"dev", "local"})
 #: The largest heartbeat budget: a token is ~4 characters (fleetmem.memory.budget), a character
 #: is at most 6 bytes once JSON-escaped (\uXXXX), so 8,000 tokens stay under 192 KB of text and
 #: leave 64 KB of EventBridge's 256 KB event limit for ids, timestamps and the envelope.
 HEARTBEAT_MAX_BUDGET_TOKENS = 8000
+#: Bytes the heartbeat table may take in the heartbeat function's environment (Lambda allows 4 KB
+#: for all of one function's variables; the base environment takes about 1 KB).
+HEARTBEAT_TABLE_MAX_BYTES = 2560
 #: Seconds the synthesize function needs beside the LLM call (connect, retrieval, fallback answer).
 LLM_HEADROOM_S = 5
 
@@ -81,8 +92,9 @@ class TierConfig(_Model):
 
 
 class ClientConfig(_Model):
-    client_id: str = Field(pattern=r"^[A-Za-z0-9_.-]{1,64}$")
-    tenant: str = Field(pattern=r"^[A-Za-z0-9_.-]{1,64}$")
+    #: Tenant and client ids follow `fleetmem.tokens.ID_REGEX` (no key separator can appear).
+    client_id: str = Field(pattern=ID_REGEX)
+    tenant: str = Field(pattern=ID_REGEX)
     scopes: tuple[Scope, ...] = ("read",)
     tier: str = "standard"
 
@@ -102,8 +114,8 @@ class DestinationConfig(_Model):
 
 class HeartbeatConfig(_Model):
     name: str = Field(pattern=r"^[A-Za-z0-9_.-]{1,64}$")
-    tenant: str
-    client_id: str
+    tenant: str = Field(pattern=ID_REGEX)
+    client_id: str = Field(pattern=ID_REGEX)
     session_id: str = Field(min_length=1, max_length=200)
     schedule: str  # rate(...) | cron(...) | at(...)
     timezone: str | None = None
@@ -114,16 +126,14 @@ class HeartbeatConfig(_Model):
 
 
 class WafConfig(_Model):
-    #: Associate a WAF web ACL with the API stage (about $5/month + $1 per rule + $0.60 per million
-    #: requests; docs/deploy.md). Off by default.
-    enabled: bool = False
+    #: Associate a WAF web ACL with the API stage: the per-IP rate rule beside AWS's managed Common
+    #: and KnownBadInputs rule groups (about $5/month + $1 per rule + $0.60 per million requests;
+    #: docs/deploy.md). Unset: on for every stage but a dev stage (`DeployConfig.is_dev`).
+    enabled: bool | None = None
     #: Requests one source IP may send in any 5-minute window before WAF blocks it (AWS minimum: 10).
     rate_limit_per_5min: int = Field(default=1000, ge=10, le=2_000_000_000)
 
 
-#: How long API Gateway caches the REQUEST authorizer's answer per Authorization header (seconds);
-#: the CDK app sets it on the authorizer and the local stack's front caches for as long.
-AUTHORIZER_CACHE_TTL_S = 300
 
 
 class ApiConfig(_Model):
@@ -139,10 +149,25 @@ class ApiConfig(_Model):
     #: carry no credential, so no usage plan can throttle them per client.
     public_rate_per_second: float = Field(default=5, gt=0)
     public_burst: int = Field(default=10, ge=1)
+    #: Stage-level throttle of every other route (/mcp, /v1/*): it applies before the authorizer
+    #: runs, so a flood of made-up credentials (each one a cache miss) is cut here, not in the
+    #: authorizer; per-client usage plans throttle each credential below it.
+    stage_rate_per_second: float = Field(default=100, gt=0)
+    stage_burst: int = Field(default=200, ge=1)
     #: The usage-plan keys' version. Bump it (and deploy) to rotate every key: the deploy creates
     #: new keys and secrets together and points the authorizer at the new secrets; see
     #: docs/operate.md "Rotating the usage-plan keys".
     usage_key_version: int = Field(default=1, ge=1)
+    #: How long API Gateway caches the REQUEST authorizer's answer per Authorization header
+    #: (seconds; 0 turns the cache off, 3600 is API Gateway's ceiling). It bounds revocation: a
+    #: revoked token or deny-listed Cognito app client is refused at most this long after the
+    #: revoke. The local stack's front caches for as long.
+    authorizer_cache_ttl_s: int = Field(default=DEFAULT_AUTHORIZER_CACHE_TTL_S, ge=0, le=3600)
+    #: Let this stack create API Gateway's account-wide CloudWatch role (AWS::ApiGateway::Account).
+    #: Off: there is one such setting per account and region, so a stack that owns it collides with
+    #: every other stack that does, and deleting the stack removes the role from all of them. The
+    #: account needs the role set once for execution logs (docs/deploy.md, prerequisites).
+    cloud_watch_role: bool = False
     waf: WafConfig = WafConfig()
 
 
@@ -203,6 +228,13 @@ class DeployConfig(_Model):
         for h in self.heartbeats:
             if h.destination not in self.destinations:
                 raise ValueError(f"heartbeat {h.name!r}: unknown destination {h.destination!r}")
+        size = self.heartbeat_table_bytes()
+        if size > HEARTBEAT_TABLE_MAX_BYTES:
+            raise ValueError(
+                f"heartbeats: the heartbeat table ({size} bytes) must fit the heartbeat function's "
+                f"environment (at most {HEARTBEAT_TABLE_MAX_BYTES} bytes; Lambda allows 4 KB for all of a "
+                "function's variables): configure fewer heartbeats or shorter names and session ids"
+            )
         self._timeouts_nest()
         return self
 
@@ -236,7 +268,18 @@ class DeployConfig(_Model):
         return f"fleetmem-{self.stage}"
 
     def size_for(self, group: str) -> FunctionSize:
+        if group in OWN_SIZE:
+            return self.functions.get(group) or FunctionSize(**OWN_SIZE[group])
         return self.functions.get(group) or self.functions.get("default") or FunctionSize()
+
+    @property
+    def is_dev(self) -> bool:
+        return self.stage in DEV_STAGES or self.stage.startswith("dev-")
+
+    @property
+    def waf_enabled(self) -> bool:
+        """WAF as configured, else on for every non-dev stage."""
+        return self.api.waf.enabled if self.api.waf.enabled is not None else not self.is_dev
 
     def p99_ms_for(self, group: str) -> int:
         return self.alarms.p99_ms.get(group, self.alarms.p99_ms.get("default", 3000))
@@ -245,15 +288,43 @@ class DeployConfig(_Model):
         env = os.environ.get("FLEETMEM_LAMBDA_ASSET")
         return Path(env or self.asset_dir or DEFAULT_ASSET).expanduser().resolve()
 
+    def heartbeat_table_bytes(self) -> int:
+        """The size of FLEETMEM_HEARTBEATS as deployed (queue URLs at their longest: a 12-digit account)."""
+        dest = {
+            name: {"type": "sqs", "queue_url": f"https://sqs.{self.region}.amazonaws.com/123456789012/{self.prefix}-{name}"}
+            if d.type == "sqs"
+            else {"type": "https", "bus": f"{self.prefix}-heartbeat"}
+            for name, d in self.destinations.items()
+        }
+        table = {
+            h.name: {
+                "tenant": h.tenant,
+                "client_id": h.client_id,
+                "session_id": h.session_id,
+                "budget_tokens": h.budget_tokens,
+                "destination": {**dest[h.destination], "name": h.destination},
+            }
+            for h in self.heartbeats
+        }
+        return len(json.dumps(table).encode())
+
     def heartbeat_schedule_name(self, name: str) -> str:
         return re.sub(r"[^A-Za-z0-9_.-]", "-", f"{self.prefix}-{name}")[:64]
 
 
-def load_config(path: str | Path | None = None) -> DeployConfig:
+def load_config(path: str | Path | None = None, *, default: str | Path | None = None) -> DeployConfig:
     """Read and validate the deploy config. Order: explicit path, $FLEETMEM_DEPLOY_CONFIG,
-    ./fleetmem.deploy.json, the bundled example."""
-    candidates = [path, os.environ.get("FLEETMEM_DEPLOY_CONFIG"), ROOT / "fleetmem.deploy.json", EXAMPLE]
-    for cand in candidates:
+    ./fleetmem.deploy.json, then `default` when the caller names one (the local stack and the asset
+    test use the example). Never the example silently: it is a dev config (no deletion protection,
+    tables and user pool destroyed with the stack), so a deploy without a config of its own fails."""
+    named = path or os.environ.get("FLEETMEM_DEPLOY_CONFIG")
+    if named and not Path(named).is_file():
+        raise FileNotFoundError(f"deploy config {named} does not exist (path given or $FLEETMEM_DEPLOY_CONFIG)")
+    for cand in (named, ROOT / "fleetmem.deploy.json", default):
         if cand and Path(cand).is_file():
             return DeployConfig.model_validate(json.loads(Path(cand).read_text()))
-    raise FileNotFoundError("no deploy config found (set FLEETMEM_DEPLOY_CONFIG)")
+    raise FileNotFoundError(
+        f"no deploy config: copy {EXAMPLE.relative_to(ROOT)} to {ROOT / 'fleetmem.deploy.json'} and edit it "
+        "(stage, account, deletion protection), or set FLEETMEM_DEPLOY_CONFIG=<path>. To synth the "
+        f"example dev stage on purpose: FLEETMEM_DEPLOY_CONFIG={EXAMPLE.relative_to(ROOT)}"
+    )

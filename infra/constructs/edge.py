@@ -33,6 +33,7 @@ from aws_cdk import aws_wafv2 as wafv2
 from constructs import Construct
 from fleetmem.config import (
     ENV_AUTHORIZATION_SERVER,
+    ENV_AUTHORIZER_CACHE_TTL_S,
     ENV_COGNITO_CLIENTS,
     ENV_COGNITO_ISSUER,
     ENV_COGNITO_RESOURCE_SERVER,
@@ -41,10 +42,15 @@ from fleetmem.config import (
     ENV_USAGE_KEY_SECRETS,
 )
 from fleetmem.lambda_routes import TOOL_FUNCTIONS_ENV
-from fleetmem.transport.aws_lambda.proxy import gateway_error_body, www_authenticate
+from fleetmem.transport.aws_lambda.proxy import (
+    GATEWAY_RETRY_AFTER_S,
+    authorizer_busy_body,
+    gateway_error_body,
+    www_authenticate,
+)
 from fleetmem.transport.http_api import OPENAPI_PATH, TOOLS_PATH
 
-from ..config import AUTHORIZER_CACHE_TTL_S, DeployConfig
+from ..config import DeployConfig
 from .client_auth import RESOURCE_SERVER, ClientAuth
 from .common import Fn, FunctionFactory, acknowledge, grant_table, retention
 from .signing import InvokeSigning
@@ -60,6 +66,48 @@ PUBLIC_PATHS = ("/.well-known/oauth-protected-resource", "/.well-known/oauth-pro
 
 def _envelope(code: str, message: str) -> str:
     return json.dumps(gateway_error_body(code, message, correlation_id="$context.requestId"))
+
+
+def _authorizer_busy() -> str:
+    return json.dumps(authorizer_busy_body(correlation_id="$context.requestId"))
+
+
+#: AWS managed rule groups on the web ACL, each with the rules that inspect the request body set to
+#: count: the body of an authenticated call is the caller's own memory text (code, HTML, log lines,
+#: pages over 8 KB), which those rules would block as attacks. Headers, URI and query stay blocked.
+MANAGED_RULE_GROUPS = {
+    "AWSManagedRulesCommonRuleSet": (
+        "SizeRestrictions_BODY",
+        "CrossSiteScripting_BODY",
+        "GenericLFI_BODY",
+        "GenericRFI_BODY",
+        "EC2MetaDataSSRF_BODY",
+    ),
+    "AWSManagedRulesKnownBadInputsRuleSet": ("Log4JRCE_BODY", "JavaDeserializationRCE_BODY"),
+}
+
+
+def _managed_rule_group(name: str, priority: int, body_rules: tuple[str, ...]) -> wafv2.CfnWebACL.RuleProperty:
+    return wafv2.CfnWebACL.RuleProperty(
+        name=name,
+        priority=priority,
+        override_action=wafv2.CfnWebACL.OverrideActionProperty(none={}),
+        statement=wafv2.CfnWebACL.StatementProperty(
+            managed_rule_group_statement=wafv2.CfnWebACL.ManagedRuleGroupStatementProperty(
+                vendor_name="AWS",
+                name=name,
+                rule_action_overrides=[
+                    wafv2.CfnWebACL.RuleActionOverrideProperty(
+                        name=rule, action_to_use=wafv2.CfnWebACL.RuleActionProperty(count={})
+                    )
+                    for rule in body_rules
+                ],
+            )
+        ),
+        visibility_config=wafv2.CfnWebACL.VisibilityConfigProperty(
+            cloud_watch_metrics_enabled=True, metric_name=name, sampled_requests_enabled=True
+        ),
+    )
 
 
 class Edge(Construct):
@@ -126,8 +174,12 @@ class Edge(Construct):
                 ENV_USAGE_KEY_SECRETS: stack.to_json_string(
                     {cid: s.secret_arn for cid, s in self.key_secrets.items()}
                 ),
+                ENV_AUTHORIZER_CACHE_TTL_S: str(config.api.authorizer_cache_ttl_s),
+                # the authorizer signs its context with the stage key; functions act on signed ones only
+                **signing.env,
             },
         )
+        signing.grant(self.authorizer_fn.role)
         grant_table(tables["clients"], self.authorizer_fn.role)
         for secret in self.key_secrets.values():
             secret.grant_read(self.authorizer_fn.role)
@@ -150,8 +202,9 @@ class Edge(Construct):
             description="fleetmem: remote MCP memory for agent fleets",
             endpoint_types=[apigw.EndpointType.REGIONAL],
             api_key_source_type=apigw.ApiKeySourceType.AUTHORIZER,
-            cloud_watch_role=True,
-            cloud_watch_role_removal_policy=cdk.RemovalPolicy.DESTROY,
+            # The account-wide role is shared by every API in the account and region: opt-in only.
+            cloud_watch_role=config.api.cloud_watch_role,
+            cloud_watch_role_removal_policy=cdk.RemovalPolicy.RETAIN if config.api.cloud_watch_role else None,
             deploy_options=apigw.StageOptions(
                 stage_name=config.stage,
                 access_log_destination=apigw.LogGroupLogDestination(access_logs),
@@ -170,7 +223,16 @@ class Edge(Construct):
                 data_trace_enabled=False,
                 metrics_enabled=True,
                 tracing_enabled=True,
-                method_options={f"{path}/GET": public_throttle for path in PUBLIC_PATHS},
+                # Every route: before the authorizer runs, so made-up credentials cannot flood it.
+                method_options={
+                    "/*/*": apigw.MethodDeploymentOptions(
+                        throttling_rate_limit=config.api.stage_rate_per_second,
+                        throttling_burst_limit=config.api.stage_burst,
+                        logging_level=apigw.MethodLoggingLevel.ERROR,
+                        metrics_enabled=True,
+                    ),
+                    **{f"{path}/GET": public_throttle for path in PUBLIC_PATHS},
+                },
             ),
         )
         # API Gateway would create the execution log group itself, without retention, on the first
@@ -183,22 +245,23 @@ class Edge(Construct):
             removal_policy=cdk.RemovalPolicy.DESTROY,
         )
         self.api.deployment_stage.node.add_dependency(execution_logs)
-        acknowledge(
-            self.api,
-            "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/"
-            "AmazonAPIGatewayPushToCloudWatchLogs]",
-            "API Gateway's account-level CloudWatch role uses the AWS-managed "
-            "AmazonAPIGatewayPushToCloudWatchLogs policy, the documented way to enable execution logs.",
-        )
-        if config.api.waf.enabled:
+        if config.api.cloud_watch_role:
+            acknowledge(
+                self.api,
+                "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/"
+                "AmazonAPIGatewayPushToCloudWatchLogs]",
+                "API Gateway's account-level CloudWatch role uses the AWS-managed "
+                "AmazonAPIGatewayPushToCloudWatchLogs policy, the documented way to enable execution logs.",
+            )
+        if config.waf_enabled:
             self._waf(config)
         else:
             acknowledge(
                 self.api,
                 "AwsSolutions-APIG3",
-                "WAF is off in this stage's config (api.waf.enabled): every data route needs a "
-                "credential and is throttled per client by usage plans; the public routes are "
-                "throttled at the stage.",
+                "WAF is off for this stage (a dev stage, or api.waf.enabled false): every data "
+                "route needs a credential and is throttled at the stage and per client by usage "
+                "plans; the public routes have their own stage throttle.",
             )
         acknowledge(
             self.api,
@@ -212,7 +275,7 @@ class Edge(Construct):
             "RequestAuthorizer",
             handler=self.authorizer_fn.function,
             identity_sources=[apigw.IdentitySource.header("Authorization")],
-            results_cache_ttl=cdk.Duration.seconds(AUTHORIZER_CACHE_TTL_S),
+            results_cache_ttl=cdk.Duration.seconds(config.api.authorizer_cache_ttl_s),
             authorizer_name=f"{config.prefix}-authorizer",
         )
         validator = self.api.add_request_validator(
@@ -233,7 +296,10 @@ class Edge(Construct):
             )
         # Explicit, and the outer end of the timeout chain checked in infra/config.py.
         integration_timeout = cdk.Duration.seconds(config.api.integration_timeout_s)
-        edge_integration = apigw.LambdaIntegration(edge_target, proxy=True, timeout=integration_timeout)
+        # No test-invoke permission: each function's resource policy admits this stage's routes only.
+        edge_integration = apigw.LambdaIntegration(
+            edge_target, proxy=True, timeout=integration_timeout, allow_test_invoke=False
+        )
         # GET/DELETE reach the edge so it can answer 405 itself (the SDK would stream GET forever).
         for method in ("POST", "GET", "DELETE"):
             mcp.add_method(method, edge_integration, **secured)
@@ -241,7 +307,11 @@ class Edge(Construct):
         v1 = self.api.root.add_resource("v1")
         for tool, fn in tools.by_tool.items():
             v1.add_resource(tool).add_method(
-                "POST", apigw.LambdaIntegration(fn.function, proxy=True, timeout=integration_timeout), **secured
+                "POST",
+                apigw.LambdaIntegration(
+                    fn.function, proxy=True, timeout=integration_timeout, allow_test_invoke=False
+                ),
+                **secured,
             )
         # The tool list and the OpenAPI document of /v1: answered by the edge (it holds the
         # registry and the caller's scopes), behind the same authorizer and usage plans.
@@ -294,6 +364,19 @@ class Edge(Construct):
                 )
             },
         )
+        # A throttled or failing authorizer would be API Gateway's bare 500: answer 429 with
+        # Retry-After in the envelope's shape instead (the call was not run, so it is safe to retry).
+        for rt, label in (
+            (apigw.ResponseType.AUTHORIZER_FAILURE, "AuthorizerFailure"),
+            (apigw.ResponseType.AUTHORIZER_CONFIGURATION_ERROR, "AuthorizerConfiguration"),
+        ):
+            self.api.add_gateway_response(
+                label,
+                type=rt,
+                status_code="429",
+                response_headers={"Retry-After": f"'{GATEWAY_RETRY_AFTER_S}'", "Content-Type": f"'{json_type}'"},
+                templates={json_type: _authorizer_busy()},
+            )
         for rt, label in (
             (apigw.ResponseType.THROTTLED, "Throttled"),
             (apigw.ResponseType.QUOTA_EXCEEDED, "Quota"),
@@ -375,7 +458,8 @@ class Edge(Construct):
         return secret, key
 
     def _waf(self, config: DeployConfig) -> None:
-        """A regional web ACL on the stage with one rate-based rule per source IP."""
+        """A regional web ACL on the stage: one rate-based rule per source IP first, then AWS's
+        managed Common and KnownBadInputs rule groups."""
         name = f"{config.prefix}-api"
         acl = wafv2.CfnWebACL(
             self,
@@ -387,6 +471,10 @@ class Edge(Construct):
                 cloud_watch_metrics_enabled=True, metric_name=name.replace("-", ""), sampled_requests_enabled=True
             ),
             rules=[
+                *(
+                    _managed_rule_group(group, priority, body_rules)
+                    for priority, (group, body_rules) in enumerate(MANAGED_RULE_GROUPS.items(), start=1)
+                ),
                 wafv2.CfnWebACL.RuleProperty(
                     name="rate-per-ip",
                     priority=0,

@@ -1,6 +1,10 @@
-"""Heartbeat schedules: EventBridge Scheduler invokes the heartbeat function with a session's
-payload; the function runs `delta` and delivers non-empty results to an SQS queue or, for HTTPS
-webhooks, to an event bus whose rule forwards to an EventBridge API destination (retries + DLQ)."""
+"""Heartbeat schedules: EventBridge Scheduler invokes the heartbeat function naming one configured
+heartbeat; the function runs `delta` and delivers non-empty results to an SQS queue or, for HTTPS
+webhooks, to an event bus whose rule forwards to an EventBridge API destination (retries + DLQ).
+
+The schedule's input is the heartbeat's name only: tenant, client, session, budget and destination
+reach the function in its environment (`FLEETMEM_HEARTBEATS`, from this config), so an invoke payload
+cannot choose them (`fleetmem.transport.aws_lambda.heartbeat.handle_wake`)."""
 
 from __future__ import annotations
 
@@ -13,6 +17,8 @@ from aws_cdk import aws_secretsmanager as sm
 from aws_cdk import aws_sqs as sqs
 
 from constructs import Construct
+from fleetmem.config import ENV_HEARTBEATS
+from fleetmem.transport.aws_lambda.heartbeat import WAKE_FIELD
 
 from ..config import DeployConfig
 from .common import Fn, FunctionFactory, acknowledge, arn_ref, grant_table
@@ -112,6 +118,18 @@ class Heartbeat(Construct):
                 )
                 payload_dest[name] = {"type": "https", "bus": self.bus.event_bus_name, "name": name}
 
+        table = {
+            h.name: {
+                "tenant": h.tenant,
+                "client_id": h.client_id,
+                "session_id": h.session_id,
+                "budget_tokens": h.budget_tokens,
+                "destination": payload_dest[h.destination],
+            }
+            for h in config.heartbeats
+        }
+        self.fn.function.add_environment(ENV_HEARTBEATS, cdk.Stack.of(self).to_json_string(table))
+
         self.schedules: list[scheduler.Schedule] = []
         for h in config.heartbeats:
             expr = scheduler.ScheduleExpression.expression(
@@ -125,15 +143,7 @@ class Heartbeat(Construct):
                     schedule=expr,
                     target=scheduler_targets.LambdaInvoke(
                         self.fn.function,
-                        input=scheduler.ScheduleTargetInput.from_object(
-                            {
-                                "tenant": h.tenant,
-                                "client_id": h.client_id,
-                                "session_id": h.session_id,
-                                "budget_tokens": h.budget_tokens,
-                                "destination": payload_dest[h.destination],
-                            }
-                        ),
+                        input=scheduler.ScheduleTargetInput.from_object({WAKE_FIELD: h.name}),
                         dead_letter_queue=self.dlq,
                         retry_attempts=3,
                         max_event_age=cdk.Duration.hours(1),

@@ -847,6 +847,11 @@ def cmd_token_create(args: argparse.Namespace, out: Output) -> int:
             "Name the client, e.g. --client my-agent",
             exit_code=EXIT_USAGE,
         )
+    from fleetmem.tokens import ID_FIX, id_problem
+
+    for problem in (id_problem("tenant", args.tenant), id_problem("client", args.client.strip())):
+        if problem:
+            raise CommandFailed("invalid_params", problem, ID_FIX, exit_code=EXIT_USAGE)
     deps = _token_deps(args, creates=True)
     token, rec = create_client(
         deps.clients, deps.clock, tenant=args.tenant, client_id=args.client.strip(), scopes=frozenset(scopes)
@@ -906,10 +911,14 @@ def cmd_token_revoke(args: argparse.Namespace, out: Output) -> int:
             "Token ids come from `fleetmem token list` (the TOKEN_ID column, not the token itself).",
             exit_code=EXIT_USAGE,
         )
+    from fleetmem.tokens import revocation_bound_s, revocation_text
+
+    settings = _settings(args, embedder="none")
+    bound = revocation_bound_s(settings.backend, settings.authorizer_cache_ttl_s)
     if out.as_json:
-        out.document({"token_id": args.token_id, "revoked": True})
+        out.document({"token_id": args.token_id, "revoked": True, "refused_within_s": bound})
     else:
-        Output.err(f"Revoked {args.token_id}; requests with that token now get 401.")
+        Output.err(f"Revoked {args.token_id}; {revocation_text(bound)}.")
     return EXIT_OK
 
 

@@ -47,6 +47,11 @@ ENV_INVOKE_SIGNING_SECRET_ARN = "FLEETMEM_INVOKE_SIGNING_SECRET_ARN"  # noqa: S1
 ENV_CHANGE_SETTLE_MS = "FLEETMEM_CHANGE_SETTLE_MS"
 #: seconds the edge waits for a verb function's answer (below the API integration timeout)
 ENV_INVOKE_READ_TIMEOUT_S = "FLEETMEM_INVOKE_READ_TIMEOUT_S"
+#: How long API Gateway caches an authorizer answer (seconds): the bound on revocation on AWS.
+ENV_AUTHORIZER_CACHE_TTL_S = "FLEETMEM_AUTHORIZER_CACHE_TTL_S"
+DEFAULT_AUTHORIZER_CACHE_TTL_S = 30
+#: The stage's heartbeats, set at deploy: name -> {tenant, client_id, session_id, budget_tokens, destination}.
+ENV_HEARTBEATS = "FLEETMEM_HEARTBEATS"
 #: threads `fleetmem serve` runs calls on at once (the rest wait their turn)
 ENV_CALL_THREADS = "FLEETMEM_CALL_THREADS"
 #: D2: seconds an in-flight idempotency claim holds its key before a retry may take it over
@@ -153,6 +158,8 @@ class Settings:
     usage_key_secrets_json: str = ""
     invoke_signing_secret_arn: str = ""
     invoke_read_timeout_s: int = 26
+    authorizer_cache_ttl_s: int = DEFAULT_AUTHORIZER_CACHE_TTL_S
+    heartbeats_json: str = ""
     #: D14 settle horizon for the DynamoDB change indexes (0: read them as written, e.g. DynamoDB Local)
     change_settle_ms: int = 0
 
@@ -166,6 +173,11 @@ class Settings:
         """Cognito app client id -> {tenant, client_id}."""
         raw = _json(self.cognito_clients_json, [])
         return {c["app_client_id"]: {"tenant": c["tenant"], "client_id": c["client_id"]} for c in raw}
+
+    @property
+    def heartbeats(self) -> dict[str, dict[str, Any]]:
+        """heartbeat name -> its wake payload, as the deploy config defines it."""
+        return _json(self.heartbeats_json, {})
 
     @property
     def usage_key_secrets(self) -> dict[str, str]:
@@ -201,6 +213,8 @@ class Settings:
             usage_key_secrets_json=_env(ENV_USAGE_KEY_SECRETS),
             invoke_signing_secret_arn=_env(ENV_INVOKE_SIGNING_SECRET_ARN),
             invoke_read_timeout_s=int(_env(ENV_INVOKE_READ_TIMEOUT_S, "26") or 26),
+            authorizer_cache_ttl_s=int(_env(ENV_AUTHORIZER_CACHE_TTL_S) or DEFAULT_AUTHORIZER_CACHE_TTL_S),
+            heartbeats_json=_env(ENV_HEARTBEATS),
             change_settle_ms=int(_env(ENV_CHANGE_SETTLE_MS, "0") or 0),
         )
         clean = {k: v for k, v in overrides.items() if v is not None}

@@ -3,11 +3,18 @@
 Token format: "fm_" + 43 url-safe base64 characters (256 random bits). The public handle
 `token_id` is "tok_" + the first 10 hex digits of the hash, so `token list`/`token revoke` never
 need the secret.
+
+Tenant and client ids follow one grammar (`ID_PATTERN`), checked wherever a credential is made
+(`create_client`: `fleetmem token create` and every other minting path; the deploy config's Cognito
+clients and heartbeats; the authorizer's Cognito mapping): lower-case letters, digits, `_` and
+`-`, starting with a letter or digit, 1..63 characters. No `#`, `/`, `:`, `.`, whitespace or any
+other character a storage key could join fields with, so no id can reach another tenant's keys.
 """
 
 from __future__ import annotations
 
 import hashlib
+import re
 import secrets
 from collections.abc import Iterable
 from datetime import datetime
@@ -18,6 +25,21 @@ from fleetmem.protocol import SCOPES, Scope
 
 TOKEN_PREFIX = "fm_"  # noqa: S105 (a format marker, not a secret)
 _TOKEN_BODY_LEN = 43
+
+
+#: The grammar of tenant and client ids (see the module docstring).
+ID_REGEX = r"^[a-z0-9][a-z0-9_-]{0,62}$"
+ID_PATTERN = re.compile(ID_REGEX)
+#: How to fix an id the grammar refuses (CLI fix text, errors).
+ID_FIX = "Use 1-63 lower-case letters, digits, '_' or '-', starting with a letter or digit, e.g. acme or team-x."
+
+
+def id_problem(kind: str, value: str) -> str | None:
+    """Why `value` cannot be a `kind` ("tenant" or "client") id, or None when it can."""
+    if ID_PATTERN.fullmatch(value or ""):
+        return None
+    shown = (value or "")[:80]
+    return f"{kind} id {shown!r} is not allowed: {ID_FIX}"
 
 
 def mint_token() -> str:
@@ -32,8 +54,12 @@ def token_id_for(token_hash: str) -> str:
     return "tok_" + token_hash[:10]
 
 
+_TOKEN_PATTERN = re.compile(re.escape(TOKEN_PREFIX) + r"[A-Za-z0-9_-]{%d}" % _TOKEN_BODY_LEN)
+
+
 def looks_like_token(token: str) -> bool:
-    return token.startswith(TOKEN_PREFIX) and len(token) == len(TOKEN_PREFIX) + _TOKEN_BODY_LEN
+    """Prefix, length and url-safe base64 alphabet: a token that fails this is never looked up."""
+    return _TOKEN_PATTERN.fullmatch(token) is not None
 
 
 def create_client(
@@ -45,8 +71,10 @@ def create_client(
     unknown = wanted - set(SCOPES)
     if unknown or not wanted:
         raise ValueError(f"scopes must be a non-empty subset of {', '.join(SCOPES)}")
-    if not tenant or not client_id:
-        raise ValueError("tenant and client_id are required")
+    for kind, value in (("tenant", tenant), ("client", client_id)):
+        problem = id_problem(kind, value)
+        if problem:
+            raise ValueError(problem)
     token = mint_token()
     digest = hash_token(token)
     record = ClientRecord(
@@ -71,6 +99,22 @@ def verify_token(store: ClientStore, token: str, now: datetime) -> Caller | None
     if record.revoked_at is not None and record.revoked_at <= now:
         return None
     return Caller(tenant=record.tenant, client_id=record.client_id, scopes=record.scopes, remote=True)
+
+
+def revocation_bound_s(backend: str, authorizer_cache_ttl_s: int) -> int:
+    """Seconds after a revoke within which every request with the token is refused: 0 locally (no
+    cache), the authorizer cache TTL on AWS (API Gateway reuses an Allow answer that long)."""
+    return 0 if backend != "aws" else max(0, authorizer_cache_ttl_s)
+
+
+def revocation_text(bound_s: int) -> str:
+    """How the CLI states the bound."""
+    if bound_s == 0:
+        return "requests with it get 401 from the next request on"
+    return (
+        f"requests with it get 401 within {bound_s} s (the stage's authorizer cache TTL, "
+        "api.authorizer_cache_ttl_s; set FLEETMEM_AUTHORIZER_CACHE_TTL_S if the stage uses another value)"
+    )
 
 
 class ApiTokenAuth:

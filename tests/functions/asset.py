@@ -73,9 +73,9 @@ with open(out_path, "w") as f:
 
 def deployed_python() -> str:
     """The `python_runtime` the infra config deploys (e.g. "3.13")."""
-    from infra.config import load_config
+    from infra.config import EXAMPLE, load_config
 
-    return str(load_config().python_runtime)
+    return str(load_config(default=EXAMPLE).python_runtime)
 
 
 def interpreter_for(version: str) -> Path | None:

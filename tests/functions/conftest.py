@@ -10,9 +10,11 @@ in-process stand-in runs the named function's handler with a JSON round trip).
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import io
 import json
+import os
 import sys
 import uuid
 from collections.abc import Iterator
@@ -74,11 +76,43 @@ def handler_module(group: str) -> Any:
 
 def call(group: str, event: dict[str, Any], *, sign: bool = True) -> Any:
     """Invoke `functions/<group>/handler.py` as Lambda would. An edge invoke payload (the
-    `<verb>/invoke*.json` events) is signed first, as the edge signs it, unless `sign=False`."""
+    `<verb>/invoke*.json` events) is signed first, as the edge signs it, and a proxy event's
+    authorizer context gets the proof the authorizer signs, unless `sign=False`."""
     if sign and "tool" in event and "httpMethod" not in event and "signature" not in event:
         event = lambda_runtime.signer().sign(event)
+    if sign and "httpMethod" in event:
+        event = sign_authorizer_context(event)
+    if sign and group == "heartbeat" and "heartbeat" not in event:
+        event = schedule_heartbeat(event)
     ctx = LambdaContext(function_name=function_name(PREFIX, group), aws_request_id=str(uuid.uuid4()))
     return handler_module(group).handler(event, ctx)
+
+
+def sign_authorizer_context(event: dict[str, Any]) -> dict[str, Any]:
+    """A proxy event whose `requestContext.authorizer` claims carry the authorizer's proof (as the
+    deployed authorizer returns them); events without a context, or already signed, are unchanged."""
+    from fleetmem.transport.aws_lambda.authorizer import PROOF_FIELD, signed_context
+
+    ctx = event.get("requestContext") or {}
+    auth = ctx.get("authorizer")
+    if not isinstance(auth, dict) or PROOF_FIELD in auth or not auth.get("tenant"):
+        return event
+    signed = signed_context(str(auth["tenant"]), str(auth.get("client_id", "")), str(auth.get("scopes", "")))
+    return {**event, "requestContext": {**ctx, "authorizer": {**auth, **signed}}}
+
+
+def schedule_heartbeat(spec: dict[str, Any]) -> dict[str, Any]:
+    """What the deploy does for a configured heartbeat (infra/constructs/heartbeat.py): its payload
+    goes into the function's heartbeat table (`FLEETMEM_HEARTBEATS`), the schedule's input names
+    it. Returns that input. The table lives in the environment `aws_env` restores after each test."""
+    from fleetmem.config import ENV_HEARTBEATS
+
+    name = "hb-" + hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:12]
+    table = json.loads(os.environ.get(ENV_HEARTBEATS) or "{}")
+    table[name] = spec
+    os.environ[ENV_HEARTBEATS] = json.dumps(table)
+    lambda_runtime.settings.cache_clear()
+    return {"heartbeat": name}
 
 
 class InProcessLambda:
@@ -120,7 +154,7 @@ def signing_secret_arn(moto_url: str) -> str:
 @pytest.fixture
 def aws_env(monkeypatch: pytest.MonkeyPatch, moto_url: str, signing_secret_arn: str) -> Iterator[None]:
     """What CDK sets on every function, pointed at the local engines."""
-    from fleetmem.config import ENV_INVOKE_SIGNING_SECRET_ARN
+    from fleetmem.config import ENV_HEARTBEATS, ENV_INVOKE_SIGNING_SECRET_ARN
     from fleetmem.memory.verbs import REGISTRY
 
     env = {
@@ -139,6 +173,7 @@ def aws_env(monkeypatch: pytest.MonkeyPatch, moto_url: str, signing_secret_arn: 
         "POWERTOOLS_SERVICE_NAME": "test",
         TOOL_FUNCTIONS_ENV: json.dumps({t: function_name(PREFIX, function_group(t)) for t in REGISTRY}),
         ENV_INVOKE_SIGNING_SECRET_ARN: signing_secret_arn,
+        ENV_HEARTBEATS: "{}",
     }
     for k, v in env.items():
         monkeypatch.setenv(k, v)

@@ -29,7 +29,12 @@ import uvicorn
 
 from fleetmem.lambda_routes import function_group
 from fleetmem.transport.aws_lambda.authorizer import Unauthorized
-from fleetmem.transport.aws_lambda.proxy import gateway_error_body, www_authenticate
+from fleetmem.transport.aws_lambda.proxy import (
+    GATEWAY_RETRY_AFTER_S,
+    authorizer_busy_body,
+    gateway_error_body,
+    www_authenticate,
+)
 
 from .conftest import call
 
@@ -62,6 +67,8 @@ class Gateway:
         self.after_call = after_call or (lambda: None)
         self.invoke = invoke
         self.authorizer_ttl_s = authorizer_ttl_s
+        #: The cache's clock (tests move it forward to pass the TTL without waiting).
+        self.clock: Callable[[], float] = time.monotonic
         self._authorized: dict[str, tuple[float, dict[str, Any]]] = {}
         self.authorizer_calls = 0
         self.base_url = ""
@@ -131,7 +138,7 @@ class Gateway:
             return None  # API Gateway answers 401 itself when the identity source is missing
         key = headers["authorization"]
         cached = self._authorized.get(key)
-        if cached is not None and cached[0] > time.monotonic():
+        if cached is not None and cached[0] > self.clock():
             return cached[1]
         event = {
             "type": "REQUEST",
@@ -157,7 +164,7 @@ class Gateway:
             raise
         context = {**out.get("context", {}), "principalId": out["principalId"]}
         if self.authorizer_ttl_s > 0:
-            self._authorized[key] = (time.monotonic() + self.authorizer_ttl_s, context)
+            self._authorized[key] = (self.clock() + self.authorizer_ttl_s, context)
         return context
 
     def _handle(self, method: str, path: str, headers: dict[str, str], body: bytes) -> tuple[int, dict, bytes]:
@@ -170,8 +177,9 @@ class Gateway:
         if path not in PUBLIC:
             try:
                 authorizer = self._authorize(headers, method, resource)
-            except FunctionError:
-                return _json_response(500, {"message": None})  # API Gateway: the authorizer failed
+            except FunctionError:  # the stack's AUTHORIZER_FAILURE gateway response
+                status, headers, raw = _json_response(429, authorizer_busy_body(correlation_id=request_id))
+                return status, {**headers, "retry-after": str(GATEWAY_RETRY_AFTER_S)}, raw
             if authorizer is None:
                 body_ = gateway_error_body(
                     "unauthorized",

@@ -179,7 +179,9 @@ def test_authorizer_allows_a_cognito_access_token(stage, jwks):
         ),
     }
     out = ok(run(stage, "authorizer", event, **env))
+    proof = out["context"].pop("proof")  # signed with the stage key (test_invoke_signing checks it)
     assert out["context"] == {"tenant": "acme", "client_id": "planner", "scopes": "read write"}
+    assert proof.startswith("v1.")
 
 
 @pytest.fixture(scope="module")
@@ -231,9 +233,18 @@ def jwks() -> Iterator[tuple[str, Any]]:
 
 
 def prepared(stage: dict[str, Any], event: dict[str, Any]) -> dict[str, Any]:
-    """An edge invoke payload as the edge sends it: signed with the stage's key."""
-    signed: dict[str, Any] = stage["signer"].sign(event)
-    return signed
+    """An edge invoke payload as the edge sends it, or a proxy event with the authorizer context
+    the authorizer returns: each signed with the stage's key."""
+    if "httpMethod" not in event:
+        signed: dict[str, Any] = stage["signer"].sign(event)
+        return signed
+    ctx = event.get("requestContext") or {}
+    auth = ctx.get("authorizer")
+    if not isinstance(auth, dict) or not auth.get("tenant"):
+        return event
+    claims = {k: str(auth.get(k, "")) for k in ("tenant", "client_id", "scopes")}
+    proof = stage["signer"].sign_claims(claims, valid_for_s=300)
+    return {**event, "requestContext": {**ctx, "authorizer": {**auth, "proof": proof}}}
 
 
 @pytest.mark.parametrize("group", TOOL_GROUPS)
@@ -241,7 +252,7 @@ def test_every_tool_function_answers_each_of_its_events_without_an_internal_erro
     for name in event_names(group):
         event = load_event(group, name)
         is_invoke = "httpMethod" not in event
-        out = ok(run(stage, group, prepared(stage, event) if is_invoke else event))
+        out = ok(run(stage, group, prepared(stage, event)))
         if is_invoke:
             assert out["body"].get("code") != "internal", (group, name, out)
             assert "protocol_version" in out["body"], (group, name)
@@ -282,7 +293,7 @@ def test_the_edge_answers_every_mcp_event_in_both_eras_and_invokes_verb_function
     service = stage["service"]
     for name in event_names("mcp"):
         before = len(service.calls)
-        out = ok(run(stage, "mcp", load_event("mcp", name)))
+        out = ok(run(stage, "mcp", prepared(stage, load_event("mcp", name))))
         assert out["statusCode"] != 500, (name, out)
         assert '"code": "internal"' not in out["body"] and '"code":"internal"' not in out["body"], (name, out)
         if name in {"tools_call_remember", "tools_call_recall", "stateless_tools_call_recall"}:
@@ -316,14 +327,18 @@ def _receive(sqs: Any, url: str) -> list[dict[str, Any]]:
 
 
 def _wake_twice(stage: dict[str, Any], event: dict[str, Any]) -> dict[str, Any]:
-    """First wake establishes the cursor; a fact is remembered; the second wake delivers it."""
-    first = ok(run(stage, "heartbeat", event))
+    """First wake establishes the cursor; a fact is remembered; the second wake delivers it. The
+    heartbeat is configured as the deploy configures it: in the function's heartbeat table, the
+    wake naming it."""
+    table = {"FLEETMEM_HEARTBEATS": json.dumps({"asset-heartbeat": event})}
+    wake = {"heartbeat": "asset-heartbeat"}
+    first = ok(run(stage, "heartbeat", wake, **table))
     assert first["status"] == "established"
     payload = load_event("remember", "invoke")
     payload["arguments"] = {**payload["arguments"], "fact": f"heartbeat fact {uuid.uuid4().hex[:8]}"}
     ok(run(stage, "remember", prepared(stage, payload)))
     time.sleep(0.01)
-    second: dict[str, Any] = ok(run(stage, "heartbeat", event))
+    second: dict[str, Any] = ok(run(stage, "heartbeat", wake, **table))
     return second
 
 

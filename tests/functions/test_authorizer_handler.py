@@ -128,6 +128,15 @@ def access_token(key, issuer: str, **overrides) -> str:
     return jwt.encode(claims, key, algorithm="RS256", headers={"kid": overrides.pop("kid", "k1")})
 
 
+def claims(out: dict) -> dict:
+    """The authorizer context's claims, once its proof verified with the stage key (as every
+    function behind API Gateway checks it)."""
+    from fleetmem.transport.aws_lambda.authorizer import vouched_event
+
+    event = {"requestContext": {"authorizer": {**out["context"], "principalId": out["principalId"]}}}
+    return dict(vouched_event(event)["requestContext"].get("authorizer") or {})
+
+
 def with_token(event_name: str, token: str) -> dict:
     event = load_event("authorizer", event_name)
     event["headers"]["Authorization"] = f"Bearer {token}"
@@ -139,7 +148,7 @@ def test_a_valid_api_token_is_allowed_with_tenant_scopes_and_usage_key(deps, usa
     seed(deps, bearer(event), "planner", {"read", "write"})
     out = call("authorizer", event)
     assert out["principalId"] == "acme/planner"
-    assert out["context"] == {"tenant": "acme", "client_id": "planner", "scopes": "read write"}
+    assert claims(out) == {"tenant": "acme", "client_id": "planner", "scopes": "read write"}
     assert out["usageIdentifierKey"] == usage_keys["planner"]
     (stmt,) = out["policyDocument"]["Statement"]
     assert stmt["Effect"] == "Allow"
@@ -181,7 +190,7 @@ def test_a_denial_is_counted_for_the_authorizer_alarm(usage_keys, capsys):
 
 def test_a_cognito_access_token_is_allowed_with_its_resource_server_scopes(cognito, signing_key, usage_keys):
     out = call("authorizer", with_token("cognito_access_token", access_token(signing_key, cognito)))
-    assert out["context"] == {"tenant": "acme", "client_id": "planner", "scopes": "read write"}
+    assert claims(out) == {"tenant": "acme", "client_id": "planner", "scopes": "read write"}
     assert out["usageIdentifierKey"] == usage_keys["planner"]
 
 
@@ -233,3 +242,44 @@ def test_the_cli_puts_a_cognito_app_client_on_the_deny_list(deps):
     assert main(["token", "deny-cognito", "cli-app-client", "--json"]) == 0
     assert cognito_client_denied(deps.clients, "cli-app-client", deps.clock.now())
     assert not cognito_client_denied(deps.clients, "another-app-client", deps.clock.now())
+
+
+def test_a_cognito_mapping_whose_tenant_breaks_the_id_grammar_is_401(cognito, signing_key, usage_keys, monkeypatch):
+    """The deploy config refuses such a mapping; one edited into the environment by hand still
+    never reaches the stores."""
+    from fleetmem.transport.aws_lambda import runtime
+
+    monkeypatch.setenv(
+        "FLEETMEM_COGNITO_CLIENTS",
+        json.dumps([{"app_client_id": APP_CLIENT, "tenant": "acme#other", "client_id": "planner"}]),
+    )
+    runtime.reset()
+    with pytest.raises(Unauthorized):
+        call("authorizer", with_token("cognito_access_token", access_token(signing_key, cognito)))
+
+
+MALFORMED = [
+    "fm_" + "!" * 43,  # right prefix and length, wrong alphabet
+    "fm_" + "a" * 42,  # one short
+    "fm_" + "a" * 44,  # one long
+    "fm_",
+    "x" * 5000,
+    "a.b.c",  # JWT-shaped, far too short to be one
+    "eyJhbGciOiJSUzI1NiJ9.e30.#not-base64url#" + "a" * 20,
+]
+
+
+@pytest.mark.parametrize("token", MALFORMED)
+def test_a_malformed_token_is_refused_before_any_store_read(cognito, deps, usage_keys, token):
+    """Counted on the real DynamoDB client of the clients store (moto's server answers it): a token
+    of the wrong prefix, length or alphabet costs no read, so a flood of made-up tokens does not
+    reach the table."""
+    calls: list[str] = []
+    deps.clients._db.meta.events.register("before-call.dynamodb", lambda model, **_: calls.append(model.name))
+    with pytest.raises(Unauthorized):
+        call("authorizer", with_token("api_token_unknown", token))
+    assert calls == []
+    # the counter sees the read a well-formed unknown token costs
+    with pytest.raises(Unauthorized):
+        call("authorizer", load_event("authorizer", "api_token_unknown"))
+    assert calls == ["GetItem"]

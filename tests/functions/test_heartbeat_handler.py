@@ -109,3 +109,29 @@ def test_a_webhook_destination_goes_through_the_event_bus(aws_env, clock):
     detail = raw["detail"]
     assert detail["destination"] == "ops-webhook"
     assert [p["slug"] for p in detail["delta"]["pages"]] == ["projects/atlas"]
+
+
+@pytest.mark.parametrize("how", ["payload_names_the_session", "unknown_heartbeat", "name_plus_overrides"])
+def test_a_wake_that_does_not_name_a_configured_heartbeat_is_refused_and_sends_nothing(queue_event, deps, how):
+    """Only the deploy's heartbeat table says whose delta goes where: a payload naming a tenant,
+    client or destination itself (anyone allowed `lambda:InvokeFunction` could send one) is refused."""
+    from .conftest import schedule_heartbeat
+
+    event, url = queue_event
+    if how == "payload_names_the_session":
+        forged = event
+    elif how == "unknown_heartbeat":
+        forged = {"heartbeat": "no-such-heartbeat"}
+    else:
+        forged = {**schedule_heartbeat({**event, "session_id": "configured"}), **event}
+    out = call("heartbeat", forged, sign=False)
+    assert out == {"status": "refused", "delivered": False}
+    assert received(url) == []
+    assert deps.cursors.get("acme", "planner", event["session_id"], now=deps.clock.now()) is None
+
+
+def test_a_wake_naming_a_configured_heartbeat_runs_it(queue_event):
+    from .conftest import schedule_heartbeat
+
+    event, _ = queue_event
+    assert call("heartbeat", schedule_heartbeat(event), sign=False)["status"] == "established"

@@ -105,13 +105,15 @@ def serverless_synth(tmp_path_factory, _no_aws_env) -> Synth:
 
 @pytest.fixture(scope="session")
 def waf_synth(tmp_path_factory, _no_aws_env) -> Synth:
-    """Managed domain with the optional WAF rule, rotated usage keys (version 3) and no LLM."""
+    """Managed domain with WAF asked for, rotated usage keys (version 3), the account-wide API Gateway
+    CloudWatch role opted into, and no LLM."""
     api = json.loads((ROOT / "infra" / "config.example.json").read_text())["api"]
     return _synth(
         tmp_path_factory.mktemp("waf"),
         {
             "stage": "edge",
-            "api": api | {"usage_key_version": 3, "waf": {"enabled": True, "rate_limit_per_5min": 500}},
+            "api": api
+            | {"usage_key_version": 3, "waf": {"enabled": True, "rate_limit_per_5min": 500}, "cloud_watch_role": True},
             "llm": {"model": ""},
             "search": {"flavour": "domain", "instance_count": 2, "zone_awareness": True},
             "alarms": {"email": "ops@example.com"},

@@ -191,6 +191,47 @@ def test_only_the_edge_can_invoke_tool_functions(domain_synth):
     assert edge_invokes == tool_fn_ids
 
 
+@pytest.mark.parametrize("flavour", VARIANTS)
+def test_each_function_resource_policy_admits_only_this_apis_own_routes(flavour, request):
+    """Lambda resource policies: API Gateway may invoke the edge, the authorizer and each tool
+    function only from this API's own routes (no console test-invoke, no other API, no wildcard
+    principal); nothing else has a resource policy (the indexer's stream and the scheduler use roles)."""
+    synth = request.getfixturevalue(flavour)
+    (api_id,) = synth.resources("AWS::ApiGateway::RestApi")
+    functions = synth.resources("AWS::Lambda::Function")
+    aliases = {lid: a["Properties"]["FunctionName"]["Ref"] for lid, a in synth.resources("AWS::Lambda::Alias").items()}
+    group_of = {lid: f["Properties"]["Handler"].split(".")[1] for lid, f in functions.items()}
+    routes: dict[str, set[str]] = {}
+    for perm in synth.resources("AWS::Lambda::Permission").values():
+        p = perm["Properties"]
+        assert p["Action"] == "lambda:InvokeFunction"
+        assert p["Principal"] == "apigateway.amazonaws.com"
+        assert api_id in _refs(p["SourceArn"])
+        source = _text(p["SourceArn"])
+        assert "test-invoke-stage" not in source
+        (target,) = _refs(p["FunctionName"])
+        routes.setdefault(group_of[aliases.get(target, target)], set()).add(source.rsplit(f"<{api_id}>/", 1)[1])
+    assert "indexer" not in routes and "heartbeat" not in routes
+    assert routes["authorizer"] == {"authorizers/<" + next(iter(synth.resources("AWS::ApiGateway::Authorizer"))) + ">"}
+    tools_of = {}
+    for tool in registry_tools_for_test():
+        tools_of.setdefault(function_group(tool), set()).add(tool)
+    for group, tools in tools_of.items():
+        assert routes[group] == {f"<{_stage_ref(synth)}>/POST/v1/{tool}" for tool in tools}, group
+    assert all("/v1/" not in r or r.endswith(("/v1/tools", "/v1/openapi.json")) for r in routes["mcp"])
+
+
+def registry_tools_for_test() -> list[str]:
+    from infra.constructs.tool_functions import registry_tools
+
+    return registry_tools()
+
+
+def _stage_ref(synth) -> str:
+    (stage,) = synth.resources("AWS::ApiGateway::Stage")
+    return stage
+
+
 def test_the_edge_role_touches_no_table(domain_synth):
     edge_role = _role_of(domain_synth, _fn_name(domain_synth, "mcp"))
     assert not any(
@@ -320,7 +361,9 @@ def test_the_request_authorizer_reads_the_authorization_header_and_caches(domain
     p = auth["Properties"]
     assert p["Type"] == "REQUEST"
     assert p["IdentitySource"] == "method.request.header.Authorization"
-    assert p["AuthorizerResultTtlInSeconds"] == 300
+    assert p["AuthorizerResultTtlInSeconds"] == domain_synth.config.api.authorizer_cache_ttl_s == 30
+    # the authorizer signs its context to last that long (plus the signature margin)
+    assert _env(domain_synth, "authorizer")["FLEETMEM_AUTHORIZER_CACHE_TTL_S"] == "30"
 
 
 def test_mcp_and_every_v1_route_need_the_authorizer_and_a_usage_key(domain_synth):
@@ -463,19 +506,22 @@ def test_streams_feed_the_indexer_with_bisect_retries_partial_failures_and_a_dlq
         assert "Destination" in p["DestinationConfig"]["OnFailure"]
 
 
-def test_heartbeat_schedules_come_from_config_and_carry_the_session_payload(domain_synth):
+def test_heartbeat_schedules_come_from_config_and_name_only_their_heartbeat(domain_synth):
+    """The schedule's input names the heartbeat; tenant, client, session and destination live in
+    the heartbeat function's environment, so no invoke payload can choose them."""
     cfg = domain_synth.config
     schedules = {
         s["Properties"]["Name"]: s["Properties"]
         for s in domain_synth.resources("AWS::Scheduler::Schedule").values()
     }
     assert len(schedules) == len(cfg.heartbeats)
+    table = _text(_env(domain_synth, "heartbeat")["FLEETMEM_HEARTBEATS"])
     for h in cfg.heartbeats:
         p = schedules[cfg.heartbeat_schedule_name(h.name)]
         assert p["ScheduleExpression"] == h.schedule
-        text = json.dumps(p["Target"]["Input"])
-        for value in (h.tenant, h.client_id, h.session_id):
-            assert value in text
+        assert json.loads(p["Target"]["Input"]) == {"heartbeat": h.name}
+        for value in (h.name, h.tenant, h.client_id, h.session_id):
+            assert json.dumps(value) in table
         assert "DeadLetterConfig" in p["Target"]
     assert len(domain_synth.resources("AWS::Events::ApiDestination")) == sum(
         1 for d in cfg.destinations.values() if d.type == "https"
@@ -660,7 +706,9 @@ def test_no_role_is_granted_the_nonexistent_bedrock_converse_action(flavour, req
 
 
 @pytest.mark.parametrize("flavour", VARIANTS)
-def test_the_edge_and_every_verb_function_can_read_the_stage_signing_secret(flavour, request):
+def test_the_edge_the_authorizer_and_every_verb_function_can_read_the_stage_signing_secret(flavour, request):
+    """The edge signs invoke payloads and the authorizer its context; the tool functions verify
+    both. Nothing else reads the key (the indexer and heartbeat trust no caller-made payload)."""
     from infra.constructs.tool_functions import registry_tools
 
     from fleetmem.config import ENV_INVOKE_SIGNING_SECRET_ARN as SIGNING_SECRET_ENV
@@ -674,7 +722,7 @@ def test_the_edge_and_every_verb_function_can_read_the_stage_signing_secret(flav
     assert len(signing) == 1
     (secret_id,) = signing
     assert "GenerateSecretString" in synth.template["Resources"][secret_id]["Properties"]
-    signers = {"mcp"} | {function_group(t) for t in registry_tools()}
+    signers = {"mcp", "authorizer"} | {function_group(t) for t in registry_tools()}
     for fn in synth.resources("AWS::Lambda::Function").values():
         group = fn["Properties"]["Handler"].split(".")[1]
         env = fn["Properties"]["Environment"]["Variables"]
@@ -725,17 +773,75 @@ def test_reserved_concurrency_follows_the_config(flavour, request):
         assert _function(synth, _fn_name(synth, "synthesize"))[1]["Properties"]["ReservedConcurrentExecutions"] == 10
 
 
-def test_the_optional_waf_rate_rule_is_associated_with_the_stage(domain_synth, waf_synth):
-    assert domain_synth.resources("AWS::WAFv2::WebACL") == {}
-    ((acl_id, acl),) = waf_synth.resources("AWS::WAFv2::WebACL").items()
+@pytest.mark.parametrize("flavour", ["serverless_synth", "waf_synth"])
+def test_waf_guards_every_non_dev_stage_with_managed_rule_groups_beside_the_rate_rule(flavour, request):
+    """The dev example has no WAF; a non-dev stage gets one without asking (serverless_synth's "prod"
+    says nothing about WAF), with AWS's Common and KnownBadInputs groups after the per-IP rate rule.
+    The groups' body rules only count: the body is the caller's own memory text."""
+    from infra.constructs.edge import MANAGED_RULE_GROUPS
+
+    synth = request.getfixturevalue(flavour)
+    ((acl_id, acl),) = synth.resources("AWS::WAFv2::WebACL").items()
     assert acl["Properties"]["Scope"] == "REGIONAL"
-    (rule,) = acl["Properties"]["Rules"]
-    assert rule["Statement"]["RateBasedStatement"] == {"AggregateKeyType": "IP", "Limit": 500}
-    assert "Block" in rule["Action"]
-    (assoc,) = waf_synth.resources("AWS::WAFv2::WebACLAssociation").values()
-    (stage_id,) = waf_synth.resources("AWS::ApiGateway::Stage")
+    rules = {r["Name"]: r for r in acl["Properties"]["Rules"]}
+    assert set(rules) == {"rate-per-ip", "AWSManagedRulesCommonRuleSet", "AWSManagedRulesKnownBadInputsRuleSet"}
+    rate = rules["rate-per-ip"]
+    limit = synth.config.api.waf.rate_limit_per_5min
+    assert rate["Statement"]["RateBasedStatement"] == {"AggregateKeyType": "IP", "Limit": limit}
+    assert "Block" in rate["Action"] and rate["Priority"] == 0
+    for name, body_rules in MANAGED_RULE_GROUPS.items():
+        group = rules[name]
+        assert group["OverrideAction"] == {"None": {}}
+        stmt = group["Statement"]["ManagedRuleGroupStatement"]
+        assert (stmt["VendorName"], stmt["Name"]) == ("AWS", name)
+        overrides = {o["Name"]: o["ActionToUse"] for o in stmt["RuleActionOverrides"]}
+        assert overrides == {r: {"Count": {}} for r in body_rules}
+        assert all(r.endswith("_BODY") for r in overrides)
+    (assoc,) = synth.resources("AWS::WAFv2::WebACLAssociation").values()
+    (stage_id,) = synth.resources("AWS::ApiGateway::Stage")
     assert stage_id in _refs(assoc["Properties"]["ResourceArn"])  # so it is created after the stage
     assert assoc["Properties"]["WebACLArn"] == {"Fn::GetAtt": [acl_id, "Arn"]}
+
+
+def test_a_dev_stage_has_no_waf_unless_asked(domain_synth, waf_synth):
+    assert domain_synth.config.is_dev and domain_synth.resources("AWS::WAFv2::WebACL") == {}
+    assert waf_synth.config.api.waf.enabled is True
+
+
+@pytest.mark.parametrize("flavour", VARIANTS)
+def test_every_route_is_throttled_at_the_stage_before_the_authorizer(flavour, request):
+    synth = request.getfixturevalue(flavour)
+    (stage,) = synth.resources("AWS::ApiGateway::Stage").values()
+    settings = {(m["ResourcePath"], m["HttpMethod"]): m for m in stage["Properties"]["MethodSettings"]}
+    every = settings[("/*", "*")]
+    api = synth.config.api
+    assert (every["ThrottlingRateLimit"], every["ThrottlingBurstLimit"]) == (api.stage_rate_per_second, api.stage_burst)
+    assert (every["MetricsEnabled"], every["LoggingLevel"]) == (True, "ERROR")
+
+
+@pytest.mark.parametrize("flavour", VARIANTS)
+def test_the_authorizer_is_sized_on_its_own_not_by_the_verbs_default(flavour, request):
+    synth = request.getfixturevalue(flavour)
+    _, fn = _function(synth, _fn_name(synth, "authorizer"))
+    own = synth.config.size_for("authorizer").reserved_concurrency
+    assert fn["Properties"]["ReservedConcurrentExecutions"] == own == 100
+    default = synth.config.functions.get("default")
+    if default is not None and default.reserved_concurrency is not None:
+        assert own != default.reserved_concurrency
+
+
+def test_a_throttled_or_failing_authorizer_answers_429_with_retry_after_in_the_envelope(domain_synth):
+    responses = {
+        r["Properties"]["ResponseType"]: r["Properties"]
+        for r in domain_synth.resources("AWS::ApiGateway::GatewayResponse").values()
+    }
+    for rt in ("AUTHORIZER_FAILURE", "AUTHORIZER_CONFIGURATION_ERROR", "THROTTLED"):
+        p = responses[rt]
+        assert p["StatusCode"] == "429", rt
+        assert p["ResponseParameters"]["gatewayresponse.header.Retry-After"].strip("'").isdigit(), rt
+        body = json.loads(p["ResponseTemplates"]["application/json"])
+        assert body["code"] == "rate_limited" and body["retryable"] is True, rt
+        assert body["fix"]["retry_after_seconds"] >= 1
 
 
 def test_cognito_access_tokens_are_short_lived_from_config(domain_synth):
@@ -784,6 +890,40 @@ def test_cfn_lint_finds_no_error_and_only_explained_warnings(flavour, request):
         assert rule.startswith("W") and len(reason.split()) >= 10
 
 
+def test_heartbeats_that_would_overflow_the_functions_environment_are_refused():
+    """The heartbeat table travels in the heartbeat function's environment (Lambda: 4 KB for all
+    variables), so a config it would not fit fails at synth, not at deploy."""
+    import json as _json
+
+    from infra.config import EXAMPLE, HEARTBEAT_TABLE_MAX_BYTES, DeployConfig
+    from pydantic import ValidationError
+
+    raw = _json.loads(EXAMPLE.read_text())
+    assert DeployConfig.model_validate(raw).heartbeat_table_bytes() <= HEARTBEAT_TABLE_MAX_BYTES
+    many = [{**raw["heartbeats"][0], "name": f"hb-{i}", "session_id": f"session-{i:03d}" * 4} for i in range(40)]
+    with pytest.raises(ValidationError, match="heartbeat table"):
+        DeployConfig.model_validate({**raw, "heartbeats": many})
+
+
+@pytest.mark.parametrize("field", ["tenant", "client_id"])
+@pytest.mark.parametrize("value", ["acme#other", "Acme", "a/b", "a.b", ""])
+def test_a_deploy_config_id_outside_the_id_grammar_is_refused(field, value):
+    """The Cognito mapping and heartbeats come from the deploy config: its tenant and client ids
+    follow the same grammar as `fleetmem token create` (fleetmem.tokens.ID_REGEX)."""
+    import json as _json
+
+    from infra.config import EXAMPLE, DeployConfig
+    from pydantic import ValidationError
+
+    raw = _json.loads(EXAMPLE.read_text())
+    DeployConfig.model_validate(raw)
+    for section in ("clients", "heartbeats"):
+        bad = _json.loads(EXAMPLE.read_text())
+        bad[section][0][field] = value
+        with pytest.raises(ValidationError, match=field):
+            DeployConfig.model_validate(bad)
+
+
 def test_a_heartbeat_budget_that_could_exceed_the_eventbridge_event_limit_is_refused():
     """A delta delivered through EventBridge must stay under 256 KB; the budget is capped so the
     worst case (6 bytes per character once JSON-escaped, 4 characters per token) fits."""
@@ -826,3 +966,46 @@ def domain_cfg_clients():
     from infra.config import EXAMPLE
 
     return _json.loads(EXAMPLE.read_text())["clients"]
+
+
+def test_without_a_deploy_config_the_synth_refuses_and_names_the_file_and_variable(monkeypatch, tmp_path):
+    """The example is a dev config (no deletion protection, DESTROY on tables and user pool): it is
+    never used in place of a missing config, so no stage is deployed with it by accident."""
+    import os
+    import subprocess
+    import sys
+
+    from infra.config import EXAMPLE, ROOT, load_config
+
+    assert not (ROOT / "fleetmem.deploy.json").exists()
+    monkeypatch.delenv("FLEETMEM_DEPLOY_CONFIG", raising=False)
+    with pytest.raises(FileNotFoundError, match="FLEETMEM_DEPLOY_CONFIG") as refused:
+        load_config()
+    assert "fleetmem.deploy.json" in str(refused.value)
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        load_config(tmp_path / "missing.json")
+    assert load_config(EXAMPLE).stage == "dev"  # named explicitly, it loads
+    env = {k: v for k, v in os.environ.items() if k != "FLEETMEM_DEPLOY_CONFIG"}
+    done = subprocess.run(
+        [sys.executable, "-m", "infra.app"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False
+    )
+    assert done.returncode == 2
+    assert "FLEETMEM_DEPLOY_CONFIG" in done.stderr and "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("flavour", ["domain_synth", "serverless_synth"])
+def test_the_stack_does_not_own_the_account_wide_api_gateway_cloudwatch_role_by_default(flavour, request):
+    """AWS::ApiGateway::Account is one setting per account and region: a stack that owns it
+    collides with every other that does. Only `api.cloud_watch_role: true` creates it (retained)."""
+    synth = request.getfixturevalue(flavour)
+    assert synth.config.api.cloud_watch_role is False
+    assert synth.resources("AWS::ApiGateway::Account") == {}
+    assert "AmazonAPIGatewayPushToCloudWatchLogs" not in synth.template_text
+    (stage,) = synth.resources("AWS::ApiGateway::Stage").values()
+    assert any(m.get("LoggingLevel") == "ERROR" for m in stage["Properties"]["MethodSettings"])
+
+
+def test_the_account_wide_cloudwatch_role_is_opt_in_and_retained(waf_synth):
+    ((_, account),) = waf_synth.resources("AWS::ApiGateway::Account").items()
+    assert account["DeletionPolicy"] == "Retain"
+    assert "AmazonAPIGatewayPushToCloudWatchLogs" in waf_synth.template_text

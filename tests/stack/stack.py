@@ -18,7 +18,7 @@ What runs, each a real component:
   goes to the indexer function as a DynamoDB Streams event.
 - API Gateway (`Gateway` of tests/functions/gateway.py): HTTP on 127.0.0.1 turned into REST API
   proxy events (payload 1.0, as the CDK `RestApi` sends), the REQUEST authorizer function first,
-  its Allow answers cached per Authorization header for `AUTHORIZER_CACHE_TTL_S` as the CDK app
+  its Allow answers cached per Authorization header for `api.authorizer_cache_ttl_s` as the CDK app
   configures, `/mcp` and `GET /v1/tools|openapi.json` to the edge, `POST /v1/<tool>` to the tool's
   function.
 - Bedrock embeddings (`BedrockStandIn`): Bedrock cannot run here, so a local endpoint with Bedrock
@@ -78,6 +78,8 @@ PREFIX = "fleetmem-local"
 LOCAL_EMBEDDING_MODEL = "fleetmem-local.all-minilm-l6-v2"
 LOCAL_EMBEDDING_DIM = 512
 REGION = "us-east-1"
+#: The stage's configured heartbeat: its name, tenant and client (its session and queue per stack).
+HEARTBEAT, HEARTBEAT_TENANT, HEARTBEAT_CLIENT = "stack-heartbeat", "heartbeat", "hb-stack"
 CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "fleetmem"
 #: Every function the CDK app deploys, as the folder names of functions/.
 GROUPS = tuple(sorted(p.name for p in (ROOT / "functions").iterdir() if (p / "handler.py").exists()))
@@ -487,9 +489,9 @@ class Stack:
         self.router = InvokeRouter(router_functions)
         self._stops.append(self.router.stop)
         env["common"]["AWS_ENDPOINT_URL_LAMBDA"] = self.router.url
-        from infra.config import load_config
+        from infra.config import EXAMPLE, load_config
 
-        cfg = load_config()
+        cfg = load_config(default=EXAMPLE)
         for group in GROUPS:
             self.functions[group] = self._spawn(
                 group, names[group], python, asset_dir, runtime, rie, {**env["common"], **env.get(group, {})}, cfg
@@ -500,12 +502,10 @@ class Stack:
         self.pump = StreamPump(self.ddb, self.prefix, invoke=self.invoke)
         self._poller = threading.Thread(target=self._poll, daemon=True)
         self._poller.start()
-        from infra.config import AUTHORIZER_CACHE_TTL_S
-
         self.gateway = Gateway(
             stage=STAGE,
             invoke=self.invoke,
-            authorizer_ttl_s=AUTHORIZER_CACHE_TTL_S,
+            authorizer_ttl_s=cfg.api.authorizer_cache_ttl_s,
             after_call=self.drain if self.sync_index else None,
         )
         self.gateway.start(self.port)
@@ -515,14 +515,16 @@ class Stack:
         """What the CDK app sets on each function (infra/stacks, infra/constructs), pointed at the
         local engines."""
         import boto3
-        from infra.config import load_config
+        from infra.config import EXAMPLE, load_config
 
         from fleetmem.config import (
             ENV_AUTHORIZATION_SERVER,
+            ENV_AUTHORIZER_CACHE_TTL_S,
             ENV_BACKEND,
             ENV_BEDROCK_EMBEDDING_DIM,
             ENV_BEDROCK_EMBEDDING_MODEL,
             ENV_EMBEDDER,
+            ENV_HEARTBEATS,
             ENV_INVOKE_READ_TIMEOUT_S,
             ENV_INVOKE_SIGNING_SECRET_ARN,
             ENV_LLM,
@@ -537,11 +539,23 @@ class Stack:
         from fleetmem.lambda_routes import TOOL_FUNCTIONS_ENV, function_group, function_name
         from fleetmem.memory.verbs import REGISTRY
 
-        cfg = load_config()
+        cfg = load_config(default=EXAMPLE)
         sm = boto3.client("secretsmanager", endpoint_url=self.moto, **engines.CREDENTIALS)
         tag = uuid.uuid4().hex[:8]
         signing = sm.create_secret(Name=f"{self.prefix}-invoke-signing-{tag}", SecretString=uuid.uuid4().hex * 2)
         usage = sm.create_secret(Name=f"{self.prefix}-usage-key-{tag}", SecretString=uuid.uuid4().hex[:40])
+        # The stage's one heartbeat (as the deploy config's `heartbeats` define them), to an SQS queue.
+        sqs = boto3.client("sqs", endpoint_url=self.moto, **engines.CREDENTIALS)
+        self.heartbeat_queue = sqs.create_queue(QueueName=f"{self.prefix}-{HEARTBEAT}-{tag}")["QueueUrl"]
+        heartbeats = {
+            HEARTBEAT: {
+                "tenant": HEARTBEAT_TENANT,
+                "client_id": HEARTBEAT_CLIENT,
+                "session_id": f"{HEARTBEAT}-{tag}",
+                "budget_tokens": 2000,
+                "destination": {"type": "sqs", "name": HEARTBEAT, "queue_url": self.heartbeat_queue},
+            }
+        }
         common = {
             "PATH": "/usr/bin:/bin",
             "LANG": "C.UTF-8",
@@ -578,7 +592,11 @@ class Stack:
                 ENV_INVOKE_READ_TIMEOUT_S: str(cfg.api.invoke_read_timeout_s),
                 ENV_PUBLIC_URL: self.base_url,
             },
-            "authorizer": {ENV_USAGE_KEY_SECRETS: json.dumps({"*": usage["ARN"]})},
+            "heartbeat": {ENV_HEARTBEATS: json.dumps(heartbeats)},
+            "authorizer": {
+                ENV_USAGE_KEY_SECRETS: json.dumps({"*": usage["ARN"]}),
+                ENV_AUTHORIZER_CACHE_TTL_S: str(cfg.api.authorizer_cache_ttl_s),
+            },
         }
 
     def _spawn(

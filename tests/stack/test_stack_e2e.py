@@ -20,13 +20,12 @@ import boto3
 import httpx
 import pytest
 
-from fleetmem.adapters.local.clock import SystemClock
 from fleetmem.conformance import run as run_conformance
 from fleetmem.protocol import VERB_NAMES
 from tests.aws import engines
-from tests.functions.conftest import load_event
 
-from .stack import Stack
+from .conftest import mint, rpc
+from .stack import HEARTBEAT, HEARTBEAT_CLIENT, HEARTBEAT_TENANT, Stack
 
 # one stack per session: every test here runs on the same xdist worker (scripts/test: --dist loadgroup)
 pytestmark = [
@@ -37,32 +36,6 @@ pytestmark = [
 ]
 
 SKIP_ON_FULL = {"surface.verbs_lists_exactly_seven_and_hides_the_rest"}
-HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
-
-
-def mint(stack: Stack, scopes: list[str], tenant: str = "e2e", client_id: str = "") -> str:
-    """A token in the stack's client store, as `fleetmem token create --backend aws` mints it."""
-    from fleetmem.tokens import create_client
-
-    stores = engines.open_stores(stack.ddb, stack.prefix)
-    token, _ = create_client(
-        stores.clients, SystemClock(), tenant=tenant, client_id=client_id or f"c-{uuid.uuid4().hex[:6]}", scopes=scopes
-    )
-    return str(token)
-
-
-@pytest.fixture(scope="session")
-def stack(request: pytest.FixtureRequest) -> Iterator[Stack]:
-    s = Stack(config=request.config)
-    s.start()
-    yield s
-    s.stop()
-
-
-def rpc(url: str, token: str, method: str, params: dict[str, Any] | None = None) -> httpx.Response:
-    body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params or {}}
-    headers = {**HEADERS, "Authorization": f"Bearer {token}", "MCP-Protocol-Version": "2025-06-18"}
-    return httpx.post(url, json=body, headers=headers, timeout=60)
 
 
 def test_the_conformance_cases_pass_in_both_eras_through_every_function_process(stack):
@@ -121,19 +94,14 @@ def test_a_v1_route_goes_straight_to_the_tool_function(stack):
 
 
 def test_a_delta_heartbeat_round_trip_through_the_heartbeat_function(stack):
-    """The scheduler's invoke (through the Lambda Invoke API), a write over MCP, the next wake
-    delivers it to the SQS destination (moto's server)."""
-    client_id = f"hb-{uuid.uuid4().hex[:6]}"
-    token = mint(stack, ["read", "write"], tenant="heartbeat", client_id=client_id)
+    """The scheduler's invoke (through the Lambda Invoke API, naming the stage's configured
+    heartbeat), a write over MCP, the next wake delivers it to the SQS destination (moto's server)."""
+    token = mint(stack, ["read", "write"], tenant=HEARTBEAT_TENANT, client_id=HEARTBEAT_CLIENT)
     sqs = boto3.client("sqs", endpoint_url=stack.moto, **engines.CREDENTIALS)
-    queue = sqs.create_queue(QueueName=f"hb-{uuid.uuid4().hex[:8]}")["QueueUrl"]
     lam = boto3.client("lambda", endpoint_url=stack.router.url, **engines.CREDENTIALS)
-    event = load_event("heartbeat", "sqs_destination")
-    event.update(tenant="heartbeat", client_id=client_id, session_id=f"hb-{uuid.uuid4().hex[:8]}")
-    event["destination"]["queue_url"] = queue
 
     def wake() -> dict[str, Any]:
-        out = lam.invoke(FunctionName=stack.functions["heartbeat"].name, Payload=json.dumps(event).encode())
+        out = lam.invoke(FunctionName=stack.functions["heartbeat"].name, Payload=json.dumps({"heartbeat": HEARTBEAT}))
         assert "FunctionError" not in out, out["Payload"].read()
         return dict(json.loads(out["Payload"].read()))
 
@@ -147,8 +115,8 @@ def test_a_delta_heartbeat_round_trip_through_the_heartbeat_function(stack):
     )
     assert called.status_code == 200 and called.json()["result"].get("isError") is not True, called.text
     assert wake()["status"] == "delivered"
-    got = sqs.receive_message(QueueUrl=queue, MaxNumberOfMessages=10, WaitTimeSeconds=1).get("Messages") or []
-    (message,) = [json.loads(m["Body"]) for m in got]
+    got = sqs.receive_message(QueueUrl=stack.heartbeat_queue, MaxNumberOfMessages=10, WaitTimeSeconds=1)
+    (message,) = [json.loads(m["Body"]) for m in got.get("Messages") or []]
     assert fact in json.dumps(message["delta"]["facts"])
 
 

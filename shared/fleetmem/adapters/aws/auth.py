@@ -5,15 +5,20 @@ deny-list kept in the same clients table (`fleetmem.tokens.deny_cognito_client`)
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Mapping
 from typing import cast
 
 from fleetmem.models import Caller
 from fleetmem.ports import ClientStore, Clock
 from fleetmem.protocol import SCOPES, Scope
-from fleetmem.tokens import ApiTokenAuth, cognito_client_denied, looks_like_token
+from fleetmem.tokens import TOKEN_PREFIX, ApiTokenAuth, cognito_client_denied, id_problem
 
 log = logging.getLogger("fleetmem.auth")
+
+#: A compact JWS: three base64url parts. Anything else is refused before the JWKS is consulted
+#: (a made-up key id would otherwise make PyJWT fetch the pool's keys again).
+_JWT_SHAPE = re.compile(r"[A-Za-z0-9_-]{4,2048}\.[A-Za-z0-9_-]{4,8192}\.[A-Za-z0-9_-]{16,2048}")
 
 
 class CognitoAuth:
@@ -45,7 +50,7 @@ class CognitoAuth:
     def verify(self, token: str) -> Caller | None:
         import jwt
 
-        if token.count(".") != 2:
+        if _JWT_SHAPE.fullmatch(token) is None:
             return None
         try:
             key = self.jwks.get_signing_key_from_jwt(token)
@@ -64,6 +69,10 @@ class CognitoAuth:
         app_client = str(claims.get("client_id"))
         mapped = self.clients.get(app_client)
         if not mapped:
+            return None
+        if id_problem("tenant", str(mapped.get("tenant"))) or id_problem("client", str(mapped.get("client_id"))):
+            # the deploy config refuses such ids; a hand-edited mapping must not reach the stores
+            log.error("cognito client mapping refused", extra={"event": "cognito_mapping_invalid"})
             return None
         prefix = f"{self.resource_server}/"
         scopes = frozenset(
@@ -90,6 +99,6 @@ class BearerAuth:
         self.cognito = cognito
 
     def verify(self, token: str) -> Caller | None:
-        if looks_like_token(token):
-            return self.api_tokens.verify(token)
+        if token.startswith(TOKEN_PREFIX):
+            return self.api_tokens.verify(token)  # checks the token's shape before any store read
         return self.cognito.verify(token) if self.cognito is not None else None

@@ -6,6 +6,11 @@ with a per-stage secret (Secrets Manager, ARN in `FLEETMEM_INVOKE_SIGNING_SECRET
 per sandbox); the verb function recomputes it and compares in constant time, and refuses a
 payload that is unsigned, forged, or signed more than `SIGNATURE_VALIDITY` ago (or ahead). So a
 principal that may only call `lambda:InvokeFunction` cannot act as another tenant.
+
+The same key signs the REQUEST authorizer's context (`sign_claims`: tenant, client, scopes and an
+expiry, as one string `proof`, since a context value must be a string): a function reached through
+API Gateway acts on those claims only when `verify_claims` accepts them, so a hand-made proxy event
+invoked directly carries no caller.
 """
 
 from __future__ import annotations
@@ -36,6 +41,19 @@ SIGNATURE_VALIDITY = 60
 def _canonical(payload: Mapping[str, Any], signed_at: int) -> bytes:
     body = {k: v for k, v in payload.items() if k != SIGNATURE_FIELD}
     return json.dumps([signed_at, body], sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode()
+
+
+#: Marks an authorizer-context proof: its canonical form starts with this string, an invoke
+#: payload's with a number, so neither signature can stand for the other.
+CLAIMS_DOMAIN = "fleetmem-authorizer-context"
+CLAIMS_VERSION = "v1"
+
+
+def _claims_canonical(claims: Mapping[str, str], expires_at: int) -> bytes:
+    body = {str(k): str(v) for k, v in claims.items()}
+    return json.dumps(
+        [CLAIMS_DOMAIN, expires_at, body], sort_keys=True, separators=(",", ":"), ensure_ascii=True
+    ).encode()
 
 
 class PayloadSigner:
@@ -84,6 +102,25 @@ class PayloadSigner:
         if abs(self.now() - at) > SIGNATURE_VALIDITY:
             return False
         expected = hmac.new(self.secret(), _canonical(payload, at), hashlib.sha256).hexdigest()
+        return hmac.compare_digest(expected, mac)
+
+    def sign_claims(self, claims: Mapping[str, str], *, valid_for_s: int) -> str:
+        """`v1.<expires_at>.<hex mac>` over the claims and the expiry (unix seconds)."""
+        expires_at = int(self.now()) + valid_for_s
+        mac = hmac.new(self.secret(), _claims_canonical(claims, expires_at), hashlib.sha256).hexdigest()
+        return f"{CLAIMS_VERSION}.{expires_at}.{mac}"
+
+    def verify_claims(self, claims: Mapping[str, str], proof: object) -> bool:
+        """True when `proof` is this key's `sign_claims` of exactly these claims and not expired."""
+        if not isinstance(proof, str):
+            return False
+        version, _, rest = proof.partition(".")
+        expires, _, mac = rest.partition(".")
+        if version != CLAIMS_VERSION or not (expires.isascii() and expires.isdigit()) or not mac:
+            return False
+        if int(expires) < self.now():
+            return False
+        expected = hmac.new(self.secret(), _claims_canonical(claims, int(expires)), hashlib.sha256).hexdigest()
         return hmac.compare_digest(expected, mac)
 
 

@@ -1,13 +1,29 @@
 """The REQUEST authorizer: a bearer credential through the `Auth` port (API token or Cognito access
-token, `wiring.build_auth`) -> an Allow policy for every route of the stage, or 401."""
+token, `wiring.build_auth`) -> an Allow policy for every route of the stage, or 401.
+
+Its context `{tenant, client_id, scopes}` is signed with the stage's signing key (`proof`), and
+every function behind API Gateway acts on an authorizer context only through `vouched_event`, which
+drops a context whose proof is missing, forged or expired. So a proxy-shaped event invoked directly
+(any principal allowed `lambda:InvokeFunction`) carries no caller. The proof cannot name the request:
+API Gateway reuses a cached answer for every request with the same Authorization header, for the
+cache TTL; it expires a signature-validity margin after that TTL.
+"""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from typing import Any
 
 from fleetmem.ports import Deps
 from fleetmem.transport.aws_lambda import runtime
+
+log = logging.getLogger("fleetmem.lambda")
+
+#: The authorizer-context key holding the signature over `CLAIMS`.
+PROOF_FIELD = "proof"
+#: The context values the proof covers; nothing else in a context is read.
+CLAIMS = ("tenant", "client_id", "scopes")
 
 
 class Unauthorized(Exception):
@@ -53,17 +69,65 @@ def authorize(event: Mapping[str, Any], deps: Deps | None = None) -> dict[str, A
         aws_account_id=arn.aws_account_id,
         api_id=arn.api_id,
         stage=arn.stage,
-        context={
-            "tenant": caller.tenant,
-            "client_id": caller.client_id,
-            "scopes": " ".join(sorted(caller.scopes)),
-        },
+        context=signed_context(caller.tenant, caller.client_id, " ".join(sorted(caller.scopes))),
         usage_identifier_key=usage_key_for(caller.client_id),
         partition=arn.partition,
     )
     # The result is cached per Authorization header, so it must cover every route of the stage.
     response.allow_all_routes()
     return response.asdict()
+
+
+def signed_context(tenant: str, client_id: str, scopes: str) -> dict[str, str]:
+    """The authorizer context with its proof, valid for the cache TTL plus the signature margin."""
+    from fleetmem.adapters.aws.invoker import SIGNATURE_VALIDITY
+
+    claims = {"tenant": tenant, "client_id": client_id, "scopes": scopes}
+    valid_for = runtime.settings().authorizer_cache_ttl_s + SIGNATURE_VALIDITY
+    return {**claims, PROOF_FIELD: runtime.signer().sign_claims(claims, valid_for_s=valid_for)}
+
+
+def vouched_event(event: Mapping[str, Any]) -> Mapping[str, Any]:
+    """`event` with its authorizer context reduced to the signed claims, or without any authorizer
+    context when the proof does not verify (then no caller reaches the handler: 401). Fails closed
+    when no signing key is configured or it cannot be read. Logs why, never the claims or proof."""
+    ctx = event.get("requestContext")
+    if not isinstance(ctx, Mapping) or "authorizer" not in ctx:
+        return event
+    auth = ctx.get("authorizer")
+    if isinstance(auth, Mapping) and isinstance(auth.get("lambda"), Mapping):
+        auth = auth["lambda"]  # HTTP API shape
+    claims: dict[str, str] = {}
+    reason = ""
+    if not isinstance(auth, Mapping) or PROOF_FIELD not in auth:
+        reason = "unsigned"
+    elif not all(isinstance(auth.get(k), str) for k in CLAIMS):
+        reason = "malformed"
+    else:
+        claims = {k: str(auth[k]) for k in CLAIMS}
+        s = runtime.signer()
+        if not s.configured:
+            reason = "no_signing_key"
+        else:
+            try:
+                if not s.verify_claims(claims, auth[PROOF_FIELD]):
+                    reason = "forged_or_expired"
+            except Exception as exc:
+                log.error(
+                    "signing secret unreadable",
+                    extra={"event": "invoke_secret_error", "exc_type": type(exc).__name__},
+                )
+                reason = "signing_key_unreadable"
+    out = dict(event)
+    if reason:
+        log.warning(
+            "authorizer context refused",
+            extra={"event": "authorizer_context_refused", "reason": reason, "request_id": ctx.get("requestId")},
+        )
+        out["requestContext"] = {k: v for k, v in ctx.items() if k != "authorizer"}
+    else:
+        out["requestContext"] = {**ctx, "authorizer": claims}
+    return out
 
 
 def _count_denial() -> None:

@@ -15,7 +15,9 @@ def handle_edge_event(event: Mapping[str, Any], *, invoker: Any = None) -> dict[
     per app instance, so each invocation gets its own; building it costs a few ms)."""
     import anyio
 
-    return anyio.run(_edge_async, event, invoker or runtime.edge_invoker())
+    from fleetmem.transport.aws_lambda.authorizer import vouched_event
+
+    return anyio.run(_edge_async, vouched_event(event), invoker or runtime.edge_invoker())
 
 
 def public_url(event: Mapping[str, Any]) -> str:

@@ -1,6 +1,11 @@
 """A scheduled wake: `delta` for one session from its stored cursor, delivered to SQS or the
 stage's event bus, and only then the cursor advanced to what was delivered. The budget bound, the
-size fitting and the cursor policy are the domain's (`fleetmem.memory.heartbeat`)."""
+size fitting and the cursor policy are the domain's (`fleetmem.memory.heartbeat`).
+
+A wake names its heartbeat only (`{"heartbeat": "<name>"}`, the schedule's input); tenant, client,
+session and destination come from the stage's own heartbeat table, set at deploy
+(`FLEETMEM_HEARTBEATS`). So whoever may invoke the function can at most run a configured wake early;
+a payload naming a tenant, client or destination itself is refused."""
 
 from __future__ import annotations
 
@@ -14,6 +19,21 @@ from fleetmem.ports import Deps
 from fleetmem.transport.aws_lambda import runtime
 
 log = logging.getLogger("fleetmem.lambda")
+
+
+#: The one key of a wake event.
+WAKE_FIELD = "heartbeat"
+
+
+def handle_wake(event: Mapping[str, Any], deps: Deps | None = None, send: Any = None) -> dict[str, Any]:
+    """The scheduler's event -> the configured heartbeat it names -> `run_heartbeat`; anything
+    else is refused (logged, nothing read or sent; not raised, so the platform does not retry)."""
+    name = event.get(WAKE_FIELD) if isinstance(event, Mapping) else None
+    spec = runtime.settings().heartbeats.get(name) if isinstance(name, str) and set(event) == {WAKE_FIELD} else None
+    if spec is None:
+        log.warning("heartbeat wake refused", extra={"event": "heartbeat_wake_refused"})
+        return {"status": "refused", "delivered": False}
+    return run_heartbeat(spec, deps, send)
 
 
 def run_heartbeat(payload: Mapping[str, Any], deps: Deps | None = None, send: Any = None) -> dict[str, Any]:

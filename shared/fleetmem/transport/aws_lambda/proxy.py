@@ -51,10 +51,19 @@ AWS_TOKEN_COMMAND = (
 GATEWAY_RETRY_AFTER_S = 1
 
 
-def gateway_error_body(code: str, message: str, *, correlation_id: str) -> dict[str, Any]:
+#: Why API Gateway answered 429 without running a function, by gateway response type.
+THROTTLE_WHY = "API Gateway throttles each client by its usage plan, and every route at the stage."
+AUTHORIZER_BUSY_WHY = (
+    "The credential check could not run (the authorizer was throttled or failed); nothing was done."
+)
+
+
+def gateway_error_body(
+    code: str, message: str, *, correlation_id: str, why: str = THROTTLE_WHY
+) -> dict[str, Any]:
     """The body API Gateway itself answers with (gateway responses: 401 before any function runs,
-    429 from usage plans), built by the one envelope builder. CDK renders it with
-    `correlation_id="$context.requestId"`."""
+    429 from usage plans, the stage throttle or a throttled authorizer), built by the one envelope
+    builder. CDK renders it with `correlation_id="$context.requestId"`."""
     from fleetmem.errors import Fix, VerbError
     from fleetmem.memory.envelope import build_envelope
     from fleetmem.transport.mcp_app import unauthorized_error
@@ -66,7 +75,7 @@ def gateway_error_body(code: str, message: str, *, correlation_id: str) -> dict[
             code,
             message,
             "Wait, then retry the same call; this client's rate limit or daily quota is used up.",
-            why="API Gateway throttles each client by its usage plan.",
+            why=why,
             fix=Fix(
                 why="The same request once the rate limit allows it.",
                 actor="provider",
@@ -77,6 +86,16 @@ def gateway_error_body(code: str, message: str, *, correlation_id: str) -> dict[
     body = build_envelope(err, tool="", arguments=None, correlation_id=correlation_id, transport="http")
     body["message"] = message
     return body
+
+
+def authorizer_busy_body(*, correlation_id: str) -> dict[str, Any]:
+    """What API Gateway answers (429, `Retry-After`) when the authorizer is throttled or fails."""
+    return gateway_error_body(
+        "rate_limited",
+        "The credential check is busy; retry shortly.",
+        correlation_id=correlation_id,
+        why=AUTHORIZER_BUSY_WHY,
+    )
 
 
 def www_authenticate(base_url: str) -> str:

@@ -1,5 +1,6 @@
 """A tool function (one per verb; `pages` and `admin` serve several tools): the edge's signed invoke
-payload, or a `POST /v1/<tool>` proxy event whose caller the authorizer vouched for."""
+payload, or a `POST /v1/<tool>` proxy event whose caller the authorizer vouched for (its context
+signed with the stage key, `authorizer.vouched_event`)."""
 
 from __future__ import annotations
 
@@ -115,7 +116,9 @@ def _handle_v1(event: Mapping[str, Any], owned: frozenset[str], deps: Deps | Non
         return _method_not_allowed(tool, cid)
     if not is_json_content_type(event_headers(event).get("content-type")):
         return refuse(not_json_error(f"POST /v1/{tool[:64]}"))  # the local server's rule too
-    caller = caller_from_authorizer(event)
+    from fleetmem.transport.aws_lambda.authorizer import vouched_event
+
+    caller = caller_from_authorizer(vouched_event(event))
     if caller is None:
         return refuse(
             VerbError(
