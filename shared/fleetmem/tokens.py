@@ -54,7 +54,7 @@ def token_id_for(token_hash: str) -> str:
     return "tok_" + token_hash[:10]
 
 
-_TOKEN_PATTERN = re.compile(re.escape(TOKEN_PREFIX) + r"[A-Za-z0-9_-]{%d}" % _TOKEN_BODY_LEN)
+_TOKEN_PATTERN = re.compile(re.escape(TOKEN_PREFIX) + rf"[A-Za-z0-9_-]{{{_TOKEN_BODY_LEN}}}")
 
 
 def looks_like_token(token: str) -> bool:

@@ -65,13 +65,16 @@ def test_fact_change_floor_resumes_a_timestamp_position(facts, tenant, now):
     assert facts.change_floor(tenant, after=now + timedelta(seconds=5)) == 3
 
 
-def test_facts_created_after_a_time_position_come_oldest_first_active_and_visible_only(facts, tenant, other_tenant, now):
+def test_facts_created_after_a_time_position_come_oldest_first_active_and_visible_only(
+    facts, tenant, other_tenant, now
+):
     """delta from a bare since: (created_at, seq) keyset, ascending; `after_seq` resumes inside a
     millisecond."""
     same = now + timedelta(seconds=1)
     for n, fact_id, at, vis in (
         (1, "f_before", now, "world"), (2, "f_a", same, "world"), (3, "f_b", same, "world"),
-        (4, "f_private", same, "private"), (5, "f_gone", same, "world"), (6, "f_c", same + timedelta(seconds=1), "world"),
+        (4, "f_private", same, "private"), (5, "f_gone", same, "world"),
+        (6, "f_c", same + timedelta(seconds=1), "world"),
     ):
         facts.put(make_fact(tenant, n, fact_id=fact_id, created_at=at, visibility=vis))
     facts.put(make_fact(other_tenant, 1, fact_id="f_other", created_at=same))

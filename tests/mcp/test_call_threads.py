@@ -4,6 +4,7 @@ serving a tools/list inside every tools/call. Real uvicorn on 127.0.0.1, real st
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -26,12 +27,14 @@ CALLS = 8
 
 
 class CountingInvoker:
-    """The real in-process invoker, counting how many calls run at the same moment. Each call
-    waits up to 0.3 s for more calls to arrive, so calls that may overlap do overlap."""
+    """The real in-process invoker, counting how many calls run at the same moment. Each call waits
+    until `expect` calls run at once (however slow the machine), then lingers a little so that any
+    call the bound should have held back would be counted too."""
 
-    def __init__(self, deps: Deps) -> None:
+    def __init__(self, deps: Deps, expect: int) -> None:
         self.inner = InProcessInvoker(lambda: deps)
         self.lock = threading.Lock()
+        self.expect = expect
         self.running = 0
         self.most = 0
         self.all_in = threading.Event()
@@ -40,10 +43,11 @@ class CountingInvoker:
         with self.lock:
             self.running += 1
             self.most = max(self.most, self.running)
-            if self.running == CALLS:
+            if self.running >= self.expect:
                 self.all_in.set()
         try:
-            self.all_in.wait(0.3)
+            assert self.all_in.wait(60), f"never {self.expect} calls at once"
+            time.sleep(0.2)
             return self.inner.invoke(tool, arguments, caller, cid)
         finally:
             with self.lock:
@@ -68,7 +72,7 @@ def _overlapping_calls(url: str, token: str) -> list[httpx.Response]:
 def test_calls_beyond_the_thread_bound_wait_their_turn_and_all_succeed(
     http_deps: Deps, tokens: dict[str, str], call_threads: int | None, bound: int
 ) -> None:
-    invoker = CountingInvoker(http_deps)
+    invoker = CountingInvoker(http_deps, expect=bound)
     app = build_mcp_app(
         None,
         invoker=invoker,

@@ -85,7 +85,10 @@ def test_a_forged_proxy_event_invoked_directly_reads_and_writes_nothing(stack, p
         "mcp",
         "tools_call_recall",
         tenant,
-        {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "recall", "arguments": {"entity": entity}}},
+        {
+            "jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "recall", "arguments": {"entity": entity}},
+        },
         **extra,
     )
     edge = direct_invoke(stack, "mcp", mcp)

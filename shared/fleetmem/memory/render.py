@@ -145,6 +145,7 @@ def render_delta(
         for arm in arms:
             cut.append(arm[: max(0, shown)])
             shown -= len(arm)
-        return _delta_text(since, cut[0], cut[1], cut[2], cut[3], has_more=has_more, left_out=total - sum(map(len, cut)))
+        left_out = total - sum(map(len, cut))
+        return _delta_text(since, cut[0], cut[1], cut[2], cut[3], has_more=has_more, left_out=left_out)
 
     return _longest_fitting(render, total, budget)

@@ -110,7 +110,10 @@ def test_a_superseded_fact_is_reported_with_the_fact_that_replaces_it(bdeps, cal
     body = follower()
     assert [f["fact_id"] for f in body["facts"]] == [new.fact_id]
     assert body["retracted"] == [
-        {"kind": "fact", "id": old.fact_id, "reason": "superseded", "at": iso(clock.now()), "superseded_by": new.fact_id}
+        {
+            "kind": "fact", "id": old.fact_id, "reason": "superseded", "at": iso(clock.now()),
+            "superseded_by": new.fact_id,
+        }
     ]
 
 

@@ -329,7 +329,7 @@ class DynamoFactStore:
             "Limit": self._page_size(limit),
         }
         horizon = settle_horizon(now, self.settle)
-        settled = (
+        settled: Iterator[Fact] = (
             item_to_fact(i) for i in map(from_ddb, query_all(self._db, req)) if i and is_fact_item(i)
         )
         if horizon is not None:  # not settled: an earlier write may still be on its way into the index
@@ -478,7 +478,9 @@ class DynamoFactStore:
                 "ExpressionAttributeValues": {":k": {"S": tenant}}, "ScanIndexForward": True, "Limit": 100,
             }
             for item in map(from_ddb, query_all(self._db, req)):
-                if item and is_fact_item(item) and f"{item.get('created_at', '')}#{as_int(item.get('seq')):012d}" > start:
+                if not (item and is_fact_item(item)):
+                    continue
+                if f"{item.get('created_at', '')}#{as_int(item.get('seq')):012d}" > start:
                     return min(top, as_int(item["cs"]) - 1)
             return top
         since_query = None

@@ -63,8 +63,8 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any
 from datetime import datetime, timedelta
+from typing import Any
 
 from pydantic import ConfigDict, Field
 
@@ -77,7 +77,16 @@ from fleetmem.memory.registry import ToolSpec, register
 from fleetmem.memory.render import render_delta
 from fleetmem.memory.verbs.recall import fact_item
 from fleetmem.models import (
-    BudgetFields, Caller, Cursor, Fact, PackFact, PageHead, PageItem, PageTombstone, SlugThread, Wire,
+    BudgetFields,
+    Caller,
+    Cursor,
+    Fact,
+    PackFact,
+    PageHead,
+    PageItem,
+    PageTombstone,
+    SlugThread,
+    Wire,
 )
 from fleetmem.ports import CallContext, Deps
 from fleetmem.protocol import (
@@ -517,7 +526,7 @@ def _reference_delta(
 
     next_since, next_slug = since, slug
     if delivered and not skipped:  # skipped facts are unknown: the position may not pass them
-        time_ms, arm, _, idx = delivered[-1]
+        _, arm, _, idx = delivered[-1]
         if arm == 1:
             next_since, next_slug = heads[idx].updated_at, heads[idx].slug
         else:
@@ -682,6 +691,7 @@ def run(deps: Deps, caller: Caller, params: DeltaParams, ctx: CallContext) -> Ou
     retracted = [r for r in page_arm + fact_arm if "reason" in r] + expiry_arm
     dropped = packer.dropped > 0 or skipped_arms
     has_more = page_overflow or fact_overflow or expiry_overflow or dropped
+    next_expiry: str | None
     if expiry_arm:
         last_expired = expired[len(expiry_arm) - 1]
         next_expiry = f"{iso(last_expired.valid_until)}#{last_expired.seq}"
@@ -721,7 +731,9 @@ def run(deps: Deps, caller: Caller, params: DeltaParams, ctx: CallContext) -> Ou
         if cursor is not None and explicit_since is not None:
             # A one-off read from an explicit since moves an arm only if it read from at or
             # before the session's own position (it must not skip what the session has not seen).
-            read_from = iso(expiry_at) if expiry_seq is None else f"{iso(expiry_at)}#{expiry_seq}"
+            read_from = iso(expiry_at) or ""
+            if expiry_seq is not None:
+                read_from = f"{read_from}#{expiry_seq}"
             target = _Target(
                 page_seq=target.page_seq if cursor.page_seq is None or page_pos <= cursor.page_seq else None,
                 fact_seq=target.fact_seq if cursor.fact_seq is None or fact_pos <= cursor.fact_seq else None,
