@@ -50,10 +50,40 @@ def arn_ref(construct: Construct) -> str:
     return f"<{cdk.Stack.of(construct).get_logical_id(child)}.Arn>"  # type: ignore[arg-type]
 
 
-def grant_table(table, role: iam.IRole, *, write: bool = False) -> None:
-    """Read (or write) one table's data; acknowledges the table's own `index/*` ARN, which
-    Query on its GSIs needs."""
-    (table.grant_write_data if write else table.grant_read_data)(role)
+# The DynamoDB actions each table's adapter calls (shared/fleetmem/adapters/aws), split into what a
+# reader and what a writer needs. TransactWriteItems has no IAM action of its own: DynamoDB
+# authorises each Put/Update/Delete inside it as PutItem/UpdateItem/DeleteItem on its table.
+# Nothing scans (listing clients is the operator's CLI, not a function) or describes a table.
+READ_ACTIONS: dict[str, tuple[str, ...]] = {
+    "facts": ("GetItem", "BatchGetItem", "Query"),
+    "pages": ("GetItem", "BatchGetItem", "Query"),
+    "cursors": ("GetItem", "Query"),
+    "audit": ("Query",),
+    "clients": ("GetItem", "Query"),
+    "idempotency": (),
+}
+WRITE_ACTIONS: dict[str, tuple[str, ...]] = {
+    # a fact is put (and its superseded one updated) in one transaction; the sequence counter is
+    # an UpdateItem. Only purge deletes a fact: see PURGE_ACTIONS.
+    "facts": ("PutItem", "UpdateItem"),
+    # a page put/delete replaces its derived rows (Delete + Put in a transaction, or BatchWriteItem
+    # when they do not fit one) and bumps the change counter (Update).
+    "pages": ("PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem"),
+    "cursors": ("PutItem", "DeleteItem"),  # conditional put; evicting the oldest session
+    "idempotency": ("PutItem", "UpdateItem", "DeleteItem"),  # claim, complete, release
+    "audit": ("PutItem",),  # audit rows ride in the facts/pages transactions
+}
+PURGE_ACTIONS: dict[str, tuple[str, ...]] = {"facts": ("DeleteItem",)}
+
+
+def grant_table(table, role: iam.IRole, actions: tuple[str, ...] | list[str]) -> None:
+    """Exactly `actions` on one table and its own `index/*` ARN (Query on its GSIs needs it)."""
+    if not actions:
+        return
+    arn = table.table_arn
+    role.add_to_principal_policy(
+        iam.PolicyStatement(actions=[f"dynamodb:{a}" for a in sorted(set(actions))], resources=[arn, f"{arn}/index/*"])
+    )
     acknowledge(
         role,
         f"AwsSolutions-IAM5[Resource::{arn_ref(table)}/index/*]",

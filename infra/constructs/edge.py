@@ -52,7 +52,7 @@ from fleetmem.transport.http_api import OPENAPI_PATH, TOOLS_PATH
 
 from ..config import DeployConfig
 from .client_auth import RESOURCE_SERVER, ClientAuth
-from .common import Fn, FunctionFactory, acknowledge, grant_table, retention
+from .common import READ_ACTIONS, Fn, FunctionFactory, acknowledge, grant_table, retention
 from .signing import InvokeSigning
 from .tables import Tables
 from .tool_functions import ToolFunctions
@@ -180,7 +180,7 @@ class Edge(Construct):
             },
         )
         signing.grant(self.authorizer_fn.role)
-        grant_table(tables["clients"], self.authorizer_fn.role)
+        grant_table(tables["clients"], self.authorizer_fn.role, READ_ACTIONS["clients"])
         for secret in self.key_secrets.values():
             secret.grant_read(self.authorizer_fn.role)
 

@@ -21,7 +21,7 @@ from fleetmem.config import ENV_HEARTBEATS
 from fleetmem.transport.aws_lambda.heartbeat import WAKE_FIELD
 
 from ..config import DeployConfig
-from .common import Fn, FunctionFactory, acknowledge, arn_ref, grant_table
+from .common import READ_ACTIONS, WRITE_ACTIONS, Fn, FunctionFactory, acknowledge, arn_ref, grant_table
 from .tables import Tables
 
 DETAIL_TYPE = "fleetmem.delta"
@@ -56,9 +56,9 @@ class Heartbeat(Construct):
             handler="functions.heartbeat.handler.handler",
             description="fleetmem heartbeat: scheduled delta -> SQS / webhook",
         )
-        for logical in ("facts", "pages", "cursors"):
-            grant_table(tables[logical], self.fn.role)
-        grant_table(tables["cursors"], self.fn.role, write=True)
+        for logical in ("facts", "pages"):
+            grant_table(tables[logical], self.fn.role, READ_ACTIONS[logical])
+        grant_table(tables["cursors"], self.fn.role, READ_ACTIONS["cursors"] + WRITE_ACTIONS["cursors"])
 
         self.queues: dict[str, sqs.Queue] = {}
         self.bus: events.EventBus | None = None

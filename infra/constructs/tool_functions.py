@@ -19,7 +19,7 @@ from fleetmem.config import ENV_BEDROCK_LLM_MODEL, ENV_LLM
 from fleetmem.lambda_routes import ADMIN_GROUP, PAGES_GROUP, function_name, groups
 
 from ..config import DeployConfig
-from .common import Fn, FunctionFactory, grant_table
+from .common import PURGE_ACTIONS, READ_ACTIONS, WRITE_ACTIONS, Fn, FunctionFactory, grant_table
 from .search import Search
 from .signing import InvokeSigning
 from .tables import Tables
@@ -32,6 +32,7 @@ class Access:
     search: bool = False
     embed: bool = False
     llm: bool = False
+    purge: bool = False  # deletes facts outright (the admin purge tool)
 
 
 def _a(read: str = "", write: str = "", **kw: bool) -> Access:
@@ -47,8 +48,20 @@ ACCESS: dict[str, Access] = {
     "context_pack": _a("facts pages", search=True, embed=True),
     "delta": _a("facts pages cursors", "cursors"),
     PAGES_GROUP: _a("facts pages idempotency", "pages idempotency audit", search=True, embed=True),
-    ADMIN_GROUP: _a("facts pages audit", "facts audit"),
+    ADMIN_GROUP: _a("facts pages audit", "facts audit", purge=True),
 }
+
+
+def table_actions(access: Access, logical: str) -> set[str]:
+    """The DynamoDB actions (without the `dynamodb:` prefix) `access` needs on one table."""
+    out: set[str] = set()
+    if logical in access.read:
+        out |= set(READ_ACTIONS[logical])
+    if logical in access.write:
+        out |= set(WRITE_ACTIONS[logical])
+        if access.purge:
+            out |= set(PURGE_ACTIONS.get(logical, ()))
+    return out
 
 
 def registry_tools() -> list[str]:
@@ -75,10 +88,8 @@ def bedrock_model_arns(scope: Construct, model: str) -> list[str]:
 def grant_data(
     fn: Fn, access: Access, *, tables: Tables, search: Search, config: DeployConfig, scope: Construct
 ) -> None:
-    for logical in sorted(access.read):
-        grant_table(tables[logical], fn.role)
-    for logical in sorted(access.write):
-        grant_table(tables[logical], fn.role, write=True)
+    for logical in sorted(access.read | access.write):
+        grant_table(tables[logical], fn.role, sorted(table_actions(access, logical)))
     if access.search:
         search.grant_read(fn.role)
     if access.embed:

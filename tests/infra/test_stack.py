@@ -161,6 +161,69 @@ def test_no_read_only_verb_role_can_write_any_table(domain_synth, verb):
     assert written == []
 
 
+R = {"GetItem", "BatchGetItem", "Query"}
+#: Per function, per table: exactly the DynamoDB actions its code calls (adapters/aws/*.py).
+#: TransactWriteItems is authorised per item as PutItem/UpdateItem/DeleteItem; nothing scans.
+EXPECTED_DDB = {
+    "recall": {"facts": R, "pages": R},
+    "entity": {"facts": R, "pages": R},
+    "synthesize": {"facts": R, "pages": R},
+    "context_pack": {"facts": R, "pages": R},
+    "remember": {
+        "facts": R | {"PutItem", "UpdateItem"},
+        "pages": R,
+        "idempotency": {"PutItem", "UpdateItem", "DeleteItem"},
+        "audit": {"PutItem"},
+    },
+    "forget": {"facts": R | {"PutItem", "UpdateItem"}, "audit": {"PutItem"}},
+    "delta": {"facts": R, "pages": R, "cursors": {"GetItem", "Query", "PutItem", "DeleteItem"}},
+    "pages": {
+        "facts": R,
+        "pages": R | {"PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem"},
+        "idempotency": {"PutItem", "UpdateItem", "DeleteItem"},
+        "audit": {"PutItem"},
+    },
+    "admin": {
+        "facts": R | {"PutItem", "UpdateItem", "DeleteItem"},
+        "pages": R,
+        "audit": {"Query", "PutItem"},
+    },
+    "heartbeat": {"facts": R, "pages": R, "cursors": {"GetItem", "Query", "PutItem", "DeleteItem"}},
+    "authorizer": {"clients": {"GetItem", "Query"}},
+}
+
+
+def _ddb_grants(synth, group: str) -> dict[str, set[str]]:
+    """table name -> the DynamoDB actions (without the prefix) the group's role holds on it."""
+    names = {lid: name for name, lid in _table_ids(synth).items()}
+    out: dict[str, set[str]] = {}
+    for s in _role_statements(synth)[_role_of(synth, _fn_name(synth, group))]:
+        ddb = {a.split(":", 1)[1] for a in _actions(s) if a.startswith("dynamodb:")}
+        if not ddb:
+            continue
+        refs = {names[r] for r in _refs(s["Resource"]) if r in names}
+        assert refs, f"{group}: DynamoDB actions on no known table: {s}"
+        for t in refs:
+            out.setdefault(t, set()).update(ddb)
+    return out
+
+
+@pytest.mark.parametrize("group", sorted(EXPECTED_DDB))
+def test_each_role_holds_exactly_the_dynamodb_actions_its_code_calls_per_table(domain_synth, group):
+    assert _ddb_grants(domain_synth, group) == EXPECTED_DDB[group]
+
+
+@pytest.mark.parametrize("synth", VARIANTS)
+def test_no_role_holds_a_dynamodb_wildcard_or_scan(synth, request):
+    synth = request.getfixturevalue(synth)
+    for role, stmts in _role_statements(synth).items():
+        for s in stmts:
+            acts = _actions(s)
+            assert not {a for a in acts if a.startswith("dynamodb:") and "*" in a}, (role, s)
+            assert "dynamodb:Scan" not in acts, (role, s)
+            assert "dynamodb:DescribeTable" not in acts, (role, s)
+
+
 def test_delta_writes_only_its_session_cursors(domain_synth):
     tables = _table_ids(domain_synth)
     stmts = _role_statements(domain_synth)[_role_of(domain_synth, _fn_name(domain_synth, "delta"))]
