@@ -70,8 +70,10 @@ WRITE_ACTIONS: dict[str, tuple[str, ...]] = {
     # when they do not fit one) and bumps the change counter (Update).
     "pages": ("PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem"),
     "cursors": ("PutItem", "DeleteItem"),  # conditional put; evicting the oldest session
-    "idempotency": ("PutItem", "UpdateItem", "DeleteItem"),  # claim, complete, release
-    "audit": ("PutItem",),  # audit rows ride in the facts/pages transactions
+    # claim, complete, release; GetItem because a failed conditional put asks for the stored item
+    # back (ReturnValuesOnConditionCheckFailure=ALL_OLD), which is a read of that item
+    "idempotency": ("PutItem", "UpdateItem", "DeleteItem", "GetItem"),
+    "audit": ("PutItem", "GetItem"),  # rows ride in transactions or a conditional put (ALL_OLD, as above)
 }
 PURGE_ACTIONS: dict[str, tuple[str, ...]] = {"facts": ("DeleteItem",)}
 

@@ -163,7 +163,8 @@ def test_no_read_only_verb_role_can_write_any_table(domain_synth, verb):
 
 R = {"GetItem", "BatchGetItem", "Query"}
 #: Per function, per table: exactly the DynamoDB actions its code calls (adapters/aws/*.py).
-#: TransactWriteItems is authorised per item as PutItem/UpdateItem/DeleteItem; nothing scans.
+#: TransactWriteItems is authorised per item as PutItem/UpdateItem/DeleteItem; nothing scans. A
+#: conditional put that asks for the stored item on failure (ALL_OLD) also reads it: GetItem.
 EXPECTED_DDB = {
     "recall": {"facts": R, "pages": R},
     "entity": {"facts": R, "pages": R},
@@ -172,21 +173,21 @@ EXPECTED_DDB = {
     "remember": {
         "facts": R | {"PutItem", "UpdateItem"},
         "pages": R,
-        "idempotency": {"PutItem", "UpdateItem", "DeleteItem"},
-        "audit": {"PutItem"},
+        "idempotency": {"PutItem", "UpdateItem", "DeleteItem", "GetItem"},
+        "audit": {"PutItem", "GetItem"},
     },
-    "forget": {"facts": R | {"PutItem", "UpdateItem"}, "audit": {"PutItem"}},
+    "forget": {"facts": R | {"PutItem", "UpdateItem"}, "audit": {"PutItem", "GetItem"}},
     "delta": {"facts": R, "pages": R, "cursors": {"GetItem", "Query", "PutItem", "DeleteItem"}},
     "pages": {
         "facts": R,
         "pages": R | {"PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem"},
-        "idempotency": {"PutItem", "UpdateItem", "DeleteItem"},
-        "audit": {"PutItem"},
+        "idempotency": {"PutItem", "UpdateItem", "DeleteItem", "GetItem"},
+        "audit": {"PutItem", "GetItem"},
     },
     "admin": {
         "facts": R | {"PutItem", "UpdateItem", "DeleteItem"},
         "pages": R,
-        "audit": {"Query", "PutItem"},
+        "audit": {"Query", "PutItem", "GetItem"},
     },
     "heartbeat": {"facts": R, "pages": R, "cursors": {"GetItem", "Query", "PutItem", "DeleteItem"}},
     "authorizer": {"clients": {"GetItem", "Query"}},
