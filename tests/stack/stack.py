@@ -500,6 +500,7 @@ class Stack:
         self._warm()
 
         self.pump = StreamPump(self.ddb, self.prefix, invoke=self.invoke)
+        self._refreshed_batches = self.pump.batches
         self._poller = threading.Thread(target=self._poll, daemon=True)
         self._poller.start()
         self.gateway = Gateway(
@@ -670,9 +671,11 @@ class Stack:
         """Index everything the streams hold now and refresh the index, so the next request's
         search sees this one's writes (the default; `--async-index` leaves it to the poller and
         OpenSearch's 1 s refresh, as on AWS)."""
-        before = self.pump.batches
+        # The poller may have indexed this call's batch a moment ago (pump waits for it): refresh
+        # whenever any batch, the poller's too, was indexed since the last refresh.
         self.pump.pump()
-        if self.pump.batches != before:
+        if self.pump.batches != self._refreshed_batches:
+            self._refreshed_batches = self.pump.batches
             _post(f"{self.search_url}/{self.index_prefix}*/_refresh", b"", timeout=30)
 
     def function_log(self, group: str, tail: int = 4000) -> str:
