@@ -82,6 +82,22 @@ class VerbError(Exception):
         self.http_status = http_status
 
 
+def caller_error(
+    message: str, *, problem: str, cause: str, instead: str, field: str, reason: str, code: str = "invalid_params"
+) -> VerbError:
+    """A caller's mistake that only the caller can correct (no run-fix): the suggestion reads
+    "Problem: … Cause: … Fix: …" and `detail` names the field and the reason."""
+    return VerbError(
+        code,
+        message,
+        f"Problem: {problem} Cause: {cause} Fix: {instead}",
+        why=cause,
+        detail={"field": field, "reason": reason},
+        fix=Fix(why=instead),
+        klass="caller",
+    )
+
+
 class PortError(Exception):
     """Base of the errors adapters raise. Messages must never hold secrets, SQL or vectors."""
 

@@ -46,7 +46,7 @@ import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from fleetmem.errors import Fix, VerbError
+from fleetmem.errors import caller_error
 from fleetmem.memory.slugs import ascii_slug, last_segment, normalize_alias, slugify
 from fleetmem.models import PageHead, PageMatch
 from fleetmem.ports import Deps
@@ -218,14 +218,13 @@ def require_slug(tool: str, name: str, target: EntityTarget) -> None:
         "slug of an existing page (entity(name) and list_pages show them)"
         + (", or leave entity out when the fact is about no particular entity." if tool == "remember" else ".")
     )
-    raise VerbError(
-        "invalid_params",
+    raise caller_error(
         f"entity {shown!r} names no entity: it has no letter or digit.",
-        f"Problem: entity {shown!r} has no letter or digit. Cause: {why} Fix: {instead}",
-        why=why,
-        detail={"field": "entity", "reason": "no_slug"},
-        fix=Fix(why=instead),
-        klass="caller",
+        problem=f"entity {shown!r} has no letter or digit.",
+        cause=why,
+        instead=instead,
+        field="entity",
+        reason="no_slug",
     )
 
 

@@ -37,7 +37,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
-from fleetmem.errors import Fix, Outcome, PortError, TooLarge, VerbError
+from fleetmem.errors import Fix, Outcome, PortError, TooLarge, VerbError, caller_error
 from fleetmem.memory import common, indexing
 from fleetmem.memory.pagefmt import PageFormatError, clip, first_h1, mentions, parse_page_content
 from fleetmem.memory.registry import ToolSpec, register
@@ -353,14 +353,13 @@ def run(deps: Deps, caller: Caller, params: PutPageParams, ctx: CallContext) -> 
             + " Title, aliases, type, summary and visibility may also be passed as arguments instead of "
             "frontmatter."
         )
-        raise VerbError(
-            "invalid_params",
+        raise caller_error(
             f"The page frontmatter of {slug} could not be read: {exc}.",
-            f"The YAML frontmatter of {slug} does not parse. Cause: {cause} Fix: {instead}",
-            why=cause,
-            detail={"field": "content", "reason": "frontmatter_yaml"},
-            fix=Fix(why=instead),
-            klass="caller",
+            problem=f"The YAML frontmatter of {slug} does not parse.",
+            cause=cause,
+            instead=instead,
+            field="content",
+            reason="frontmatter_yaml",
         ) from None
     if len(body.encode("utf-8")) > PAGE_BODY_MAX_BYTES:
         why = f"A page body holds at most {PAGE_BODY_MAX_BYTES // 1024} KB of UTF-8 text."
