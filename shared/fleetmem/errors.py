@@ -98,6 +98,22 @@ def caller_error(
     )
 
 
+def retry_later(
+    message: str, *, wait_s: int, why: str, fix_why: str, reason: str, mcp: dict[str, Any] | None
+) -> VerbError:
+    """`unavailable` that the same call cures after `wait_s` seconds: the suggestion, the fix and
+    `retry_after_seconds` all say the same wait."""
+    return VerbError(
+        "unavailable",
+        message,
+        f"Wait {wait_s} s, then retry the same call.",
+        why=why,
+        detail={"reason": reason} if reason else None,
+        fix=Fix(why=fix_why, mcp=mcp, actor="provider", retry_after_seconds=wait_s),
+        retryable=True,
+    )
+
+
 class PortError(Exception):
     """Base of the errors adapters raise. Messages must never hold secrets, SQL or vectors."""
 

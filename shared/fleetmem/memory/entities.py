@@ -125,9 +125,7 @@ def _suggestion(head: PageHead, wanted: set[str]) -> dict:
     return {"slug": head.slug, "title": head.title, "type": head.type, "create_safety": safety}
 
 
-def near_misses(
-    deps: Deps, tenant: str, name: str, *, world_only: bool, exclude: tuple[str, ...] = ()
-) -> list[dict]:
+def near_misses(deps: Deps, tenant: str, name: str, *, world_only: bool, exclude: tuple[str, ...] = ()) -> list[dict]:
     # A slug-shaped name is matched by its last segment: "people/" names a folder, not the entity
     # (otherwise every people/ page would look like a near-miss of "people/bob").
     text = last_segment(name.strip()[:TITLE_MAX]) or name.strip()[:TITLE_MAX]
@@ -214,7 +212,7 @@ def require_slug(tool: str, name: str, target: EntityTarget) -> None:
         f"{shown!r} has none, and no page has it as its title or an alias."
     )
     instead = (
-        "pass the entity's name as people write it (e.g. \"Alice Example\", \"北京办公室\"), or the "
+        'pass the entity\'s name as people write it (e.g. "Alice Example", "北京办公室"), or the '
         "slug of an existing page (entity(name) and list_pages show them)"
         + (", or leave entity out when the fact is about no particular entity." if tool == "remember" else ".")
     )

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from fleetmem.errors import Conflict, Fix, NotFound, Notice, PortError, TooLarge, Unavailable, VerbError
+from fleetmem.errors import Conflict, Fix, NotFound, Notice, PortError, TooLarge, Unavailable, VerbError, retry_later
 from fleetmem.memory.registry import ToolSpec
 from fleetmem.models import Caller
 from fleetmem.protocol import IDEMPOTENCY_TTL_HOURS, Surface
@@ -83,6 +83,7 @@ def unknown_tool(call: CallView, name: str, spec: ToolSpec | None) -> VerbError:
         fix=fix,
     )
 
+
 #: `token create` when the server names no command of its own (its store is unknown here).
 TOKEN_CREATE = ("fleetmem", "token", "create")
 
@@ -131,6 +132,7 @@ def scope_denied(
         ),
     )
 
+
 #: Unknown parameter names an answer spells out (the rest are counted): an answer's size must not
 #: grow with the number of keys a request sends.
 UNKNOWN_SHOWN = 10
@@ -161,7 +163,8 @@ def unknown_on_write(call: CallView, spec: ToolSpec, unknown: list[str], fields:
     fixed.update({close: call.args[key] for key, close in renames.items()})
     plural = "parameters" if len(unknown) > 1 else "parameter"
     how = (
-        "renamed " + ", ".join(f"{k[:UNKNOWN_NAME_CHARS]} -> {c}" for k, c in renames.items())
+        "renamed "
+        + ", ".join(f"{k[:UNKNOWN_NAME_CHARS]} -> {c}" for k, c in renames.items())
         + (" and without the other unknown parameters" if len(unknown) > len(renames) else "")
         if renames
         else "without the unknown parameter(s)"
@@ -181,6 +184,7 @@ def unknown_on_write(call: CallView, spec: ToolSpec, unknown: list[str], fields:
         },
         fix=Fix(why=f"The same call {how}; nothing was written.", mcp=call.same_call(fixed)),
     )
+
 
 def unknown_on_read(call: CallView, spec: ToolSpec, unknown: list[str], fields: list[str]) -> list[Notice]:
     """ONE notice however many unknown names the call sent: the first few named, the rest counted."""
@@ -214,6 +218,7 @@ def unknown_on_read(call: CallView, spec: ToolSpec, unknown: list[str], fields: 
         )
     ]
 
+
 def unencodable(call: CallView, spec: ToolSpec, path: str) -> VerbError:
     return VerbError(
         "invalid_params",
@@ -226,6 +231,7 @@ def unencodable(call: CallView, spec: ToolSpec, path: str) -> VerbError:
             mcp=call.same_call(scrub(call.args)),
         ),
     )
+
 
 def bad_dry_run(call: CallView, spec: ToolSpec) -> VerbError:
     return VerbError(
@@ -240,69 +246,55 @@ def bad_dry_run(call: CallView, spec: ToolSpec) -> VerbError:
         ),
     )
 
+
 def bad_key(call: CallView, spec: ToolSpec) -> VerbError:
     fixed = {k: v for k, v in call.args.items() if k != IDEMPOTENCY_KEY}
     return VerbError(
         "invalid_params",
-        f'Parameter "{IDEMPOTENCY_KEY}" must be a non-empty string of at most '
-        f"{IDEMPOTENCY_KEY_MAX} characters.",
+        f'Parameter "{IDEMPOTENCY_KEY}" must be a non-empty string of at most {IDEMPOTENCY_KEY_MAX} characters.',
         f"Pass a unique string per logical write (a UUID works) as `{IDEMPOTENCY_KEY}`, or leave it out.",
         why="The key identifies one logical write across retries.",
-        fix=Fix(
-            why="The same call without the idempotency key; nothing changed.", mcp=call.same_call(fixed)
-        ),
+        fix=Fix(why="The same call without the idempotency key; nothing changed.", mcp=call.same_call(fixed)),
     )
+
 
 def key_conflict(call: CallView, spec: ToolSpec) -> VerbError:
     fixed = {k: v for k, v in call.args.items() if k != IDEMPOTENCY_KEY}
     return VerbError(
         "invalid_params",
         f"This {IDEMPOTENCY_KEY} was already used for a different {spec.name} call.",
-        f"Reuse an {IDEMPOTENCY_KEY} only to retry the SAME call; for a new write use a new key or "
-        "leave it out.",
+        f"Reuse an {IDEMPOTENCY_KEY} only to retry the SAME call; for a new write use a new key or leave it out.",
         why=f"Keys are scoped to this client and tool for {IDEMPOTENCY_TTL_HOURS} h; the first call with "
         "this key had different arguments, so replaying its result would be wrong. Nothing was written.",
         detail={"reason": "idempotency_key_reused"},
-        fix=Fix(
-            why="The same call without the reused key; nothing was written.", mcp=call.same_call(fixed)
-        ),
+        fix=Fix(why="The same call without the reused key; nothing was written.", mcp=call.same_call(fixed)),
     )
 
+
 def in_flight(call: CallView, spec: ToolSpec) -> VerbError:
-    return VerbError(
-        "unavailable",
+    return retry_later(
         f"The first {spec.name} call with this {IDEMPOTENCY_KEY} is still running.",
-        f"Retry the same call after {IN_FLIGHT_RETRY_SECONDS} s; it will return the first call's result.",
-        why="This call waited for the first call with the same key, which had not finished in time.",
-        detail={"reason": "idempotency_in_flight"},
-        fix=Fix(
-            why="Retrying with the same key returns the first call's result once it is stored.",
-            mcp=call.same_call(dict(call.args)),
-            actor="provider",
-            retry_after_seconds=IN_FLIGHT_RETRY_SECONDS,
-        ),
-        retryable=True,
+        wait_s=IN_FLIGHT_RETRY_SECONDS,
+        why="This call waited for the first call with the same key, which had not finished in time; "
+        "the retry returns the first call's result.",
+        fix_why="Retrying with the same key returns the first call's result once it is stored.",
+        reason="idempotency_in_flight",
+        mcp=call.same_call(dict(call.args)),
     )
+
 
 def port_error(call: CallView, spec: ToolSpec, exc: PortError) -> VerbError:
     same = call.same_call(dict(call.args))
     if isinstance(exc, Unavailable):
         detail = {"reason": exc.reason} if exc.reason else None
         if exc.retry_after_seconds is not None:
-            return VerbError(
-                "unavailable",
+            return retry_later(
                 f"A service {spec.name} depends on is busy or briefly unavailable.",
-                f"Wait {exc.retry_after_seconds} s, then retry the same call.",
-                why="The storage or model provider throttled or refused the request; it recovers on "
-                "its own.",
-                detail=detail,
-                fix=Fix(
-                    why="The same call after the provider's stated delay.",
-                    mcp=same,
-                    actor="provider",
-                    retry_after_seconds=int(exc.retry_after_seconds),
-                ),
-                retryable=True,
+                wait_s=int(exc.retry_after_seconds),
+                why="The storage or model provider throttled or refused the request; it recovers on its own.",
+                fix_why="The same call after the provider's stated delay.",
+                reason=exc.reason,
+                mcp=same,
             )
         return VerbError(
             "unavailable",
@@ -321,19 +313,13 @@ def port_error(call: CallView, spec: ToolSpec, exc: PortError) -> VerbError:
             ),
         )
     if isinstance(exc, Conflict):
-        return VerbError(
-            "unavailable",
+        return retry_later(
             f"{spec.name} lost a race with a concurrent write.",
-            f"Retry the same call after {CONFLICT_RETRY_SECONDS} s.",
+            wait_s=CONFLICT_RETRY_SECONDS,
             why="Another call changed the same item between read and write; nothing was half-written.",
-            detail={"reason": "conflict"},
-            fix=Fix(
-                why="A retry reads the new state and applies the call to it.",
-                mcp=same,
-                actor="provider",
-                retry_after_seconds=CONFLICT_RETRY_SECONDS,
-            ),
-            retryable=True,
+            fix_why="A retry reads the new state and applies the call to it.",
+            reason="conflict",
+            mcp=same,
         )
     if isinstance(exc, NotFound):
         return VerbError(
