@@ -1388,7 +1388,7 @@ BUILTIN_COMMANDS = frozenset(
 #: The ambient-recall commands (fleetmem.hooks.commands): built-in too, so a hook skips the registry.
 BUILTIN_COMMANDS = BUILTIN_COMMANDS | {"profile", "hook", "heartbeat"}
 #: The portability commands (fleetmem.cli_pack).
-BUILTIN_COMMANDS = BUILTIN_COMMANDS | {"export", "backup"}
+BUILTIN_COMMANDS = BUILTIN_COMMANDS | {"export", "backup", "tenant"}
 
 
 def _command_word(argv: Sequence[str]) -> str | None:

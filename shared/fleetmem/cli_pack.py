@@ -10,12 +10,14 @@ from pathlib import Path
 from typing import Any
 
 from fleetmem.cli import (
+    EXIT_CONFIRM,
     EXIT_FAILED,
     EXIT_OK,
     EXIT_USAGE,
     CommandFailed,
     Output,
     _build_deps,
+    _Parser,
     _settings,
     store_state,
 )
@@ -43,6 +45,17 @@ def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("dest", metavar="DEST", help="new data directory for the copy (must not hold a memory)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(handler=cmd_backup)
+
+    ten = sub.add_parser("tenant", parents=[common], help="delete a tenant (brain) from every local table")
+    tsub = ten.add_subparsers(dest="tenant_command", metavar="ACTION", parser_class=_Parser, required=True)
+    p = tsub.add_parser(
+        "delete", parents=[common], help="remove every page, fact, audit event, cursor, token and search doc of TENANT"
+    )
+    p.add_argument("tenant", metavar="TENANT")
+    p.add_argument("--dry-run", action="store_true", help="report what would be deleted; delete nothing")
+    p.add_argument("--yes", action="store_true", help="confirm the deletion (without it: exit 3, nothing deleted)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(handler=cmd_tenant_delete)
 
 
 def add_import_options(p: argparse.ArgumentParser) -> None:
@@ -226,3 +239,70 @@ def cmd_backup(args: argparse.Namespace, out: Output) -> int:
             }
         )
     return EXIT_OK if ok else EXIT_FAILED
+
+
+def cmd_tenant_delete(args: argparse.Namespace, out: Output) -> int:
+    from fleetmem.adapters.local.sqlite import open_local
+
+    settings = _settings(args, embedder="none")
+    if settings.backend != "local":
+        raise CommandFailed(
+            "invalid_params",
+            "fleetmem tenant delete removes a tenant from a local data directory; this configuration names the "
+            f"{settings.backend} backend, where it is not available yet.",
+            "Run it with --data-dir DIR for a local memory (docs/portability.md, deleting a tenant).",
+            exit_code=EXIT_USAGE,
+        )
+    if store_state(settings) != "ok":
+        _build_deps(settings)  # raises the data-directory failure that names the fix
+    with open_local(settings.data_dir) as stores:
+        return _delete_tenant(args, out, stores.db, settings.data_dir)
+
+
+def _delete_tenant(args: argparse.Namespace, out: Output, db: Any, data_dir: str) -> int:
+    from fleetmem.adapters.local.sqlite.tenants import count_tenant, delete_tenant
+
+    found = count_tenant(db, args.tenant)
+    total = sum(found.values())
+    if args.dry_run or not args.yes or total == 0:
+        if total == 0:
+            Output.err(f"Tenant {args.tenant!r} holds nothing in {data_dir}; nothing to delete.")
+        else:
+            Output.err(
+                f"Tenant {args.tenant!r} holds {total} row(s) in {data_dir}: "
+                + ", ".join(f"{t} {n}" for t, n in found.items() if n)
+                + (". Dry run: nothing was deleted." if args.dry_run else ". Nothing was deleted.")
+            )
+            if not args.dry_run:
+                Output.err(
+                    f"  To delete them (this cannot be undone): fleetmem tenant delete {shlex.quote(args.tenant)} --yes"
+                )
+        if out.as_json:
+            out.document(
+                {
+                    "tenant": args.tenant,
+                    "dry_run": True,
+                    "rows": found,
+                    "deleted": False,
+                    "contract_version": CONTRACT_VERSION,
+                }
+            )
+        return EXIT_OK if (args.dry_run or total == 0) else EXIT_CONFIRM
+    deleted = delete_tenant(db, args.tenant)
+    left = sum(count_tenant(db, args.tenant).values())
+    Output.err(
+        f"Deleted tenant {args.tenant!r} from {data_dir}: {sum(deleted.values())} row(s); {left} left. "
+        "Backups and packs taken before still hold it (docs/portability.md)."
+    )
+    if out.as_json:
+        out.document(
+            {
+                "tenant": args.tenant,
+                "dry_run": False,
+                "rows": deleted,
+                "deleted": True,
+                "left": left,
+                "contract_version": CONTRACT_VERSION,
+            }
+        )
+    return EXIT_OK if left == 0 else EXIT_FAILED
