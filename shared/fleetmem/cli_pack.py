@@ -138,6 +138,7 @@ def cmd_export(args: argparse.Namespace, out: Output) -> int:
 
 
 def cmd_import_pack(args: argparse.Namespace, out: Output) -> int:
+    from fleetmem.errors import PortError
     from fleetmem.pack import MEMBERS, PackError, PackReader, check_tenant, import_pack
 
     path = Path(args.pack).expanduser()
@@ -157,6 +158,13 @@ def cmd_import_pack(args: argparse.Namespace, out: Output) -> int:
             report = import_pack(reader, deps, tenant=tenant, progress=_progress("import"))
     except PackError as exc:
         raise _failed(exc) from None
+    except PortError as exc:  # the store failed part-way: what was written stays, a rerun completes it
+        raise CommandFailed(
+            "unavailable",
+            f"The import stopped part-way: the store failed ({exc}). What was written stays written.",
+            f"Run the same import again to complete it (items already stored are skipped): fleetmem import "
+            f"--pack {shlex.quote(str(path))}",
+        ) from None
     names = {"pages.jsonl": "page(s)", "facts.jsonl": "fact(s)", "audit.jsonl": "audit event(s)"}
     Output.err(
         f"Imported {path} into tenant {tenant!r}: "

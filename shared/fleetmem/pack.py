@@ -22,6 +22,7 @@ import hashlib
 import io
 import json
 import os
+import shutil
 import tarfile
 import tempfile
 from collections.abc import Callable, Iterator
@@ -61,6 +62,8 @@ MANIFEST_MAX_BYTES = 64 * 1024
 ID_MAX = 200
 DETAIL_MAX_BYTES = 16 * 1024
 BATCH = 200
+#: Progress goes to stderr every this many items of a member.
+PROGRESS_EVERY = 5000
 
 States = Literal["active", "forgotten", "superseded", "expired"]
 
@@ -358,8 +361,21 @@ class PackReader:
 
     def __init__(self, path: Path) -> None:
         self.path = path
+        # Both passes read one private copy: a file changed after it was checked is never written.
+        self._copy = tempfile.TemporaryFile()
         try:
-            self._tar = tarfile.open(path, "r:*")
+            self._load()
+        except BaseException:
+            self._copy.close()
+            raise
+
+    def _load(self) -> None:
+        path = self.path
+        try:
+            with open(path, "rb") as src:
+                shutil.copyfileobj(src, self._copy)
+            self._copy.seek(0)
+            self._tar = tarfile.open(fileobj=self._copy, mode="r:*")
             names = self._members()
         except (tarfile.TarError, EOFError, OSError, ValueError) as exc:
             raise PackError(
@@ -481,12 +497,22 @@ class PackReader:
             if info is None:
                 raise PackError(f"{self.path}: the manifest lists no checksum for {member}.", _DAMAGED_FIX)
             digest, size, count = hashlib.sha256(), 0, 0
+            seen: set[bytes] = set()  # 8-byte digests of the keys: bounded even for large packs
             for n, line in self._lines(member):
                 digest.update(line)
                 size += len(line)
                 count = n
-                self._parse(member, n, line)
-                if progress and n % 1000 == 0:
+                item = self._parse(member, n, line)
+                key = _key(member, item)
+                if key is not None:
+                    mark = hashlib.blake2b(key.encode("utf-8"), digest_size=8).digest()
+                    if mark in seen:
+                        raise PackError(
+                            f"{self.path}: {member} line {n}: {key!r} appears twice in the pack; nothing was written.",
+                            "A pack holds each page and fact once: export it again.",
+                        )
+                    seen.add(mark)
+                if progress and n % PROGRESS_EVERY == 0:
                     progress(member, n)
             if digest.hexdigest() != info.sha256 or size != info.bytes or count != info.count:
                 raise PackError(
@@ -503,12 +529,22 @@ class PackReader:
 
     def close(self) -> None:
         self._tar.close()
+        self._copy.close()
 
     def __enter__(self) -> PackReader:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _key(member: str, item: Any) -> str | None:
+    """What must be unique within a member: a page's slug, a fact's id (audit events may repeat)."""
+    if member == PAGES:
+        return str(item.slug)
+    if member == FACTS:
+        return str(item.fact_id)
+    return None
 
 
 def _first_error(exc: ValidationError) -> str:
@@ -591,7 +627,7 @@ def export_pack(
 
 
 def _tick(progress: Callable[[str, int], None] | None, member: str, n: int) -> None:
-    if progress is not None and n % 1000 == 0:
+    if progress is not None and n % PROGRESS_EVERY == 0:
         progress(member, n)
 
 

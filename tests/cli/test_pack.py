@@ -375,3 +375,37 @@ def test_backup_during_a_write_burst_holds_every_acknowledged_write(fm: Fleetmem
 def test_backup_refuses_a_destination_holding_a_memory(fm: Fleetmem, tmp_path: Path) -> None:
     run = fm("backup", str(fm.data_dir), "--json")
     assert run.code == 2 and "already holds" in run.json()["message"]
+
+
+def test_a_pack_holding_a_fact_twice_is_refused(fm: Fleetmem, pack: Path, tmp_path: Path) -> None:
+    bad = rewrite(pack, tmp_path / "twice.fmpack", member="facts.jsonl", edit=lambda lines: [*lines, lines[0]])
+    body = refused(fm, bad, tmp_path)
+    assert "appears twice" in body["message"] and "facts.jsonl line" in body["message"]
+
+
+def test_the_pack_is_read_from_one_copy_so_a_change_after_the_check_is_not_written(
+    fm: Fleetmem, pack: Path, tmp_path: Path
+) -> None:
+    """The file is replaced by a pack with another fact between the check and the write: the import
+    writes what it checked."""
+    from fleetmem.adapters.local.clock import SystemClock
+    from fleetmem.adapters.local.hash_embedder import HashEmbedder
+    from fleetmem.adapters.local.ids import SortableIds
+    from fleetmem.pack import PackReader, import_pack
+    from fleetmem.ports import Deps
+
+    import random
+
+    # a body that does not compress, so the pack is far larger than any read buffer
+    rng = random.Random(7)
+    body = " ".join(f"{rng.getrandbits(64):x}" for _ in range(15_000))
+    rewrite(pack, pack, member="pages.jsonl", edit=set_field(0, body=body))
+    other = rewrite(pack, tmp_path / "other.fmpack", member="facts.jsonl", edit=set_field(0, text="Swapped in later"))
+    fresh = tmp_path / "fresh"
+    with PackReader(pack) as reader, open_local(fresh) as stores:
+        reader.verify()
+        pack.write_bytes(other.read_bytes())
+        deps = Deps.over(stores, clock=SystemClock(), ids=SortableIds(), embedder=HashEmbedder())
+        import_pack(reader, deps, tenant="default")
+    texts = {f["text"] for f in state(fresh)["facts"]}
+    assert "Alice prefers tea" in texts and "Swapped in later" not in texts
