@@ -388,13 +388,13 @@ def test_the_pack_is_read_from_one_copy_so_a_change_after_the_check_is_not_writt
 ) -> None:
     """The file is replaced by a pack with another fact between the check and the write: the import
     writes what it checked."""
+    import random
+
     from fleetmem.adapters.local.clock import SystemClock
     from fleetmem.adapters.local.hash_embedder import HashEmbedder
     from fleetmem.adapters.local.ids import SortableIds
     from fleetmem.pack import PackReader, import_pack
     from fleetmem.ports import Deps
-
-    import random
 
     # a body that does not compress, so the pack is far larger than any read buffer
     rng = random.Random(7)
