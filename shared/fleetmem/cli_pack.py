@@ -36,6 +36,7 @@ def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--since", default=None, metavar="ISO", help="only what was written or retracted after this time")
     p.add_argument("--state", choices=STATES, default=None, help="only facts in this state (no pages)")
     p.add_argument("--force", action="store_true", help="replace PACK if it exists")
+    _backend_option(p)
     p.add_argument("--json", action="store_true")
     p.set_defaults(handler=cmd_export)
 
@@ -58,8 +59,18 @@ def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
     p.set_defaults(handler=cmd_tenant_delete)
 
 
+def _backend_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--backend",
+        choices=("local", "aws"),
+        default=None,
+        help="local data directory (default) or the AWS stage named by the environment",
+    )
+
+
 def add_import_options(p: argparse.ArgumentParser) -> None:
     """The options `fleetmem import` takes for a pack (beside its markdown folder argument)."""
+    _backend_option(p)
     p.add_argument("--pack", default=None, metavar="FILE", help="import a memory pack (fleetmem export) instead")
     p.add_argument(
         "--from-tenant",
