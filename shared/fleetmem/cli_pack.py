@@ -165,7 +165,10 @@ def cmd_import_pack(args: argparse.Namespace, out: Output) -> int:
         with PackReader(path) as reader:
             check_tenant(reader.manifest, tenant=tenant, from_tenant=args.from_tenant)
             counts = reader.verify(progress=_progress("check"))
-            deps = _build_deps(_settings(args), creates=True)
+            settings = _settings(args)
+            if settings.backend == "aws":  # the stage's stream indexer embeds what the import writes
+                settings = _settings(args, embedder="none")
+            deps = _build_deps(settings, creates=True)
             report = import_pack(reader, deps, tenant=tenant, progress=_progress("import"))
     except PackError as exc:
         raise _failed(exc) from None
