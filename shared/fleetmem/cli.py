@@ -1070,10 +1070,17 @@ def _import_one(root: Path, path: Path, caller: Any, deps: Any) -> str | dict[st
 def cmd_import(args: argparse.Namespace, out: Output) -> int:
     from concurrent.futures import ThreadPoolExecutor
 
-    if args.pack is not None or args.path is None:
+    if args.pack is not None:
         from fleetmem.cli_pack import cmd_import_pack
 
         return cmd_import_pack(args, out)
+    if args.path is None:
+        raise CommandFailed(
+            "usage",
+            "fleetmem import needs a folder of markdown pages or --pack FILE.",
+            "Pass one: fleetmem import ./notes, or fleetmem import --pack brain.fmpack",
+            exit_code=EXIT_USAGE,
+        )
     root = Path(args.path).expanduser()
     if not root.is_dir():
         raise CommandFailed(

@@ -409,3 +409,8 @@ def test_the_pack_is_read_from_one_copy_so_a_change_after_the_check_is_not_writt
         import_pack(reader, deps, tenant="default")
     texts = {f["text"] for f in state(fresh)["facts"]}
     assert "Alice prefers tea" in texts and "Swapped in later" not in texts
+
+
+def test_import_without_a_folder_or_a_pack_is_a_usage_error(fm: Fleetmem) -> None:
+    run = fm("import", "--json")
+    assert run.code == 2 and "--pack" in run.json()["suggestion"]
