@@ -597,16 +597,20 @@ def export_pack(
     since = filter.since
     subjects: set[str] | None = None if filter == PackFilter() else set()
     with PackWriter(path, tenant=tenant, filter=filter, now=now) as writer:
+
+        def add(member: str, item: PackModel, subject: str) -> None:
+            writer.add(member, item)
+            if subjects is not None:
+                subjects.add(subject)
+            _tick(progress, member, writer.counts[member])
+
         if filter.state is None:  # a state selects facts only
             for page in _scan(pages, tenant):
                 if filter.entity is not None and page.slug != filter.entity:
                     continue
                 if since is not None and page.updated_at <= since:
                     continue
-                writer.add(PAGES, PackPage.of(page))
-                if subjects is not None:
-                    subjects.add(page.slug)
-                _tick(progress, PAGES, writer.counts[PAGES])
+                add(PAGES, PackPage.of(page), page.slug)
         for fact in _scan(facts, tenant):
             if filter.entity is not None and fact.entity_slug != filter.entity:
                 continue
@@ -614,10 +618,7 @@ def export_pack(
                 continue
             if filter.state is not None and fact_state(fact, now) != filter.state:
                 continue
-            writer.add(FACTS, PackFact.of(fact))
-            if subjects is not None:
-                subjects.add(fact.fact_id)
-            _tick(progress, FACTS, writer.counts[FACTS])
+            add(FACTS, PackFact.of(fact), fact.fact_id)
         for event in _scan(audit, tenant):
             if subjects is not None and event.subject not in subjects:
                 continue
