@@ -1070,6 +1070,17 @@ def _import_one(root: Path, path: Path, caller: Any, deps: Any) -> str | dict[st
 def cmd_import(args: argparse.Namespace, out: Output) -> int:
     from concurrent.futures import ThreadPoolExecutor
 
+    if args.pack is not None:
+        from fleetmem.cli_pack import cmd_import_pack
+
+        return cmd_import_pack(args, out)
+    if args.path is None:
+        raise CommandFailed(
+            "usage",
+            "fleetmem import needs a folder of markdown pages or --pack FILE.",
+            "Pass one: fleetmem import ./notes, or fleetmem import --pack brain.fmpack",
+            exit_code=EXIT_USAGE,
+        )
     root = Path(args.path).expanduser()
     if not root.is_dir():
         raise CommandFailed(
@@ -1383,6 +1394,8 @@ BUILTIN_COMMANDS = frozenset(
 )
 #: The ambient-recall commands (fleetmem.hooks.commands): built-in too, so a hook skips the registry.
 BUILTIN_COMMANDS = BUILTIN_COMMANDS | {"profile", "hook", "heartbeat"}
+#: The portability commands (fleetmem.cli_pack).
+BUILTIN_COMMANDS = BUILTIN_COMMANDS | {"export", "backup", "tenant"}
 
 
 def _command_word(argv: Sequence[str]) -> str | None:
@@ -1401,6 +1414,9 @@ def _command_word(argv: Sequence[str]) -> str | None:
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     """The full parser. Given the argv it will parse, tool subcommands are generated only when the
     command is not a built-in one (loading the registry costs more than the rest of a token command)."""
+    from fleetmem.cli_pack import add_commands as add_pack_commands
+    from fleetmem.cli_pack import add_import_options as add_pack_import_options
+
     with_tools = argv is None or (_command_word(argv) not in BUILTIN_COMMANDS and list(argv) != ["--version"])
     # Each subcommand repeats --data-dir with a SUPPRESS default so it works before or after the
     # command name without the subparser resetting a value given earlier.
@@ -1484,8 +1500,9 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.set_defaults(handler=cmd_protocol)
 
-    p = sub.add_parser("import", parents=[common], help="import a folder of markdown pages")
-    p.add_argument("path")
+    p = sub.add_parser("import", parents=[common], help="import a folder of markdown pages, or a memory pack")
+    p.add_argument("path", nargs="?", default=None)
+    add_pack_import_options(p)
     p.add_argument("--tenant", default=None)
     p.add_argument(
         "--jobs",
@@ -1540,6 +1557,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     from fleetmem.hooks.commands import add_commands
 
     add_commands(sub, common)
+    add_pack_commands(sub, common)
     return parser
 
 

@@ -282,6 +282,32 @@ class SearchIndex(Protocol):
         ...
 
 
+@runtime_checkable
+class PageScan(Protocol):
+    """Whole-tenant page reads for memory packs (`fleetmem.pack`): every page, whole, in a stable
+    order, in bounded batches. `after` is the opaque position the previous batch returned."""
+
+    def scan(self, tenant: str, *, after: str | None, limit: int) -> tuple[list[Page], str | None]: ...
+
+
+@runtime_checkable
+class FactScan(Protocol):
+    """Whole-tenant fact reads for memory packs: every fact in any state, in a stable order."""
+
+    def scan(self, tenant: str, *, after: str | None, limit: int) -> tuple[list[Fact], str | None]: ...
+
+    def raise_seq(self, tenant: str, at_least: int) -> None:
+        """Make `next_seq` continue above `at_least` (an import stores facts with their own seq)."""
+        ...
+
+
+@runtime_checkable
+class AuditScan(Protocol):
+    """Whole-tenant audit reads for memory packs: every event in the order written."""
+
+    def scan(self, tenant: str, *, after: str | None, limit: int) -> tuple[list[AuditEvent], str | None]: ...
+
+
 class VectorMaintenance(Protocol):
     """Re-embedding for a model switch (`fleetmem reindex`, `fleetmem doctor`): the local adapter
     implements it; on AWS the stream indexer embeds every write, so there is none."""

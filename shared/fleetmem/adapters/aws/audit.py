@@ -69,21 +69,44 @@ class DynamoAuditLog:
         events: list[AuditEvent] = []
         while True:
             out = call(self._db.query, **req)
-            for raw in out.get("Items", []):
-                item = from_ddb(raw) or {}
-                events.append(
-                    AuditEvent(
-                        tenant=item["tenant"],
-                        subject=item["subject"],
-                        action=item["action"],
-                        actor=item["actor"],
-                        at=parse_ts(item["at"]),  # type: ignore[arg-type]
-                        reason=item.get("reason"),
-                        provenance=item.get("provenance"),
-                        detail=json.loads(item["detail"]) if item.get("detail") else {},
-                    )
-                )
+            events.extend(_event_of(from_ddb(raw) or {}) for raw in out.get("Items", []))
             lek = out.get("LastEvaluatedKey")
             if not lek:
                 return events
             req["ExclusiveStartKey"] = lek
+
+    def scan(self, tenant: str, *, after: str | None, limit: int) -> tuple[list[AuditEvent], str | None]:
+        """Every audit event of the tenant (a table Scan filtered on the tenant: an admin read of
+        the whole table, for memory packs), each subject's events in order; `after` is the opaque
+        position the previous batch returned."""
+        req: dict[str, Any] = {
+            "TableName": self.table,
+            "FilterExpression": "tenant = :t",
+            "ExpressionAttributeValues": {":t": {"S": tenant}},
+            "Limit": max(1, int(limit)),
+        }
+        if after:
+            req["ExclusiveStartKey"] = json.loads(after)
+        events: list[AuditEvent] = []
+        while True:
+            out = call(self._db.scan, **req)
+            events.extend(_event_of(from_ddb(raw) or {}) for raw in out.get("Items", []))
+            lek = out.get("LastEvaluatedKey")
+            if not lek:
+                return events, None
+            if len(events) >= limit:
+                return events, json.dumps(lek, sort_keys=True)
+            req["ExclusiveStartKey"] = lek
+
+
+def _event_of(item: dict[str, Any]) -> AuditEvent:
+    return AuditEvent(
+        tenant=item["tenant"],
+        subject=item["subject"],
+        action=item["action"],
+        actor=item["actor"],
+        at=parse_ts(item["at"]),  # type: ignore[arg-type]
+        reason=item.get("reason"),
+        provenance=item.get("provenance"),
+        detail=json.loads(item["detail"]) if item.get("detail") else {},
+    )

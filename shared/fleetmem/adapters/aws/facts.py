@@ -504,3 +504,39 @@ class DynamoFactStore:
         except Conflict:
             return False
         return True
+
+    # -- memory packs (fleetmem.pack) ----------------------------------------------------------
+
+    def scan(self, tenant: str, *, after: str | None, limit: int) -> tuple[list[Fact], str | None]:
+        """Every fact of the tenant in any state, by (created_at, seq) ascending (the by_time
+        index, then the items themselves); `after` is the last `ck` of the previous batch."""
+        req: dict[str, Any] = {
+            "TableName": self.table,
+            "IndexName": "by_time",
+            "KeyConditionExpression": "tp = :k" + (" AND ck > :after" if after else ""),
+            "ExpressionAttributeValues": {":k": {"S": tenant}, **({":after": {"S": after}} if after else {})},
+            "ProjectionExpression": "fact_id, ck",
+            "ScanIndexForward": True,
+            "Limit": max(1, int(limit)),
+        }
+        out = call(self._db.query, **req)
+        rows = [from_ddb(raw) or {} for raw in out.get("Items", [])]
+        facts = self.many(tenant, [r["fact_id"] for r in rows if r.get("fact_id")])
+        return facts, (rows[-1]["ck"] if rows and out.get("LastEvaluatedKey") else None)
+
+    def raise_seq(self, tenant: str, at_least: int) -> None:
+        from botocore.exceptions import ClientError
+
+        try:
+            self._db.update_item(
+                TableName=self.table,
+                Key={"pk": {"S": fact_pk(tenant, _SEQ_ID)}},
+                UpdateExpression="SET n = :v, typ = :typ",
+                ConditionExpression="attribute_not_exists(n) OR n < :v",
+                ExpressionAttributeValues={":v": {"N": str(int(at_least))}, ":typ": {"S": "counter"}},
+            )
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
+                raise translate_client_error(exc) from None  # else: the counter is already above
+        except Exception as exc:
+            raise translate_client_error(exc) from None

@@ -560,3 +560,12 @@ class DynamoPageStore:
             while pending:
                 out = call(self._db.batch_write_item, RequestItems=pending)
                 pending = out.get("UnprocessedItems") or {}
+
+    # -- memory packs (fleetmem.pack) ----------------------------------------------------------
+
+    def scan(self, tenant: str, *, after: str | None, limit: int) -> tuple[builtins.list[Page], str | None]:
+        """Every page of the tenant, whole, by slug ascending after the slug `after`."""
+        n = max(1, int(limit))
+        heads = self.list(tenant, world_only=False, limit=n, after=after)
+        pages = [p for p in (self.get(tenant, h.slug) for h in heads) if p is not None]
+        return pages, (heads[-1].slug if len(heads) == n else None)

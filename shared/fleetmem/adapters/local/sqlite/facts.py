@@ -334,3 +334,36 @@ class SqliteFactStore:
             )
         args = (ms(after), _MAX_SEQ if after_seq is None else int(after_seq))
         return self.db.read(lambda c: _change_floor(c, tenant, "fact", sql, args))
+
+    # --------------------------------------------------------------- memory packs (fleetmem.pack)
+
+    def scan(self, tenant: str, *, after: str | None, limit: int) -> tuple[list[Fact], str | None]:
+        """Every fact of the tenant in any state, by (created_at, seq, fact_id) ascending, from the
+        opaque position `after` (None: the start); the position to continue from, None at the end."""
+        created, seq, fact_id = (-1, -1, "") if after is None else _scan_position(after)
+        sql = (
+            f"SELECT {_FACT_COLS} FROM facts WHERE tenant = ? AND (created_at, seq, fact_id) > (?, ?, ?) "
+            "ORDER BY created_at, seq, fact_id LIMIT ?"
+        )
+        n = max(1, int(limit))
+        rows = self.db.read(lambda c: c.execute(sql, (tenant, created, seq, fact_id, n)).fetchall())
+        facts = [_fact_of(r) for r in rows]
+        if len(facts) < n:
+            return facts, None
+        last = facts[-1]
+        return facts, f"{ms(last.created_at)}:{last.seq}:{last.fact_id}"
+
+    def raise_seq(self, tenant: str, at_least: int) -> None:
+        """Make the tenant's fact sequence continue above `at_least` (facts stored with their own seq)."""
+        self.db.write(
+            lambda c: c.execute(
+                "INSERT INTO fact_seq (tenant, seq) VALUES (?, ?) "
+                "ON CONFLICT (tenant) DO UPDATE SET seq = max(seq, excluded.seq)",
+                (tenant, int(at_least)),
+            )
+        )
+
+
+def _scan_position(after: str) -> tuple[int, int, str]:
+    created, seq, fact_id = after.split(":", 2)
+    return int(created), int(seq), fact_id

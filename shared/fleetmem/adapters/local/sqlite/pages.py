@@ -373,3 +373,18 @@ class SqlitePageStore:
                 raise
             return []  # a query the FTS engine rejects yields no near-misses, never an error
         return [_head_of(r) for r in rows]
+
+    # --------------------------------------------------------------- memory packs (fleetmem.pack)
+
+    def scan(self, tenant: str, *, after: str | None, limit: int) -> tuple[builtins.list[Page], str | None]:
+        """Every page of the tenant, whole, by slug ascending after the position `after` (a slug;
+        None: the start); the position to continue from, None at the end."""
+        n = max(1, int(limit))
+        rows = self.db.read(
+            lambda c: c.execute(
+                f"SELECT {_PAGE_COLS} FROM pages WHERE tenant = ? AND slug > ? ORDER BY slug LIMIT ?",
+                (tenant, after or "", n),
+            ).fetchall()
+        )
+        pages = [_page_of(r) for r in rows]
+        return pages, (pages[-1].slug if len(pages) == n else None)

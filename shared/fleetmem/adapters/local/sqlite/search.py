@@ -481,7 +481,8 @@ class SqliteSearchIndex:
             if cached is not None and cached.gen == gen:
                 return cached
             matrix = None
-            if cached is not None and cached.gen >= floor:
+            # a generation below the cached one: the tenant was deleted and started again; reload
+            if cached is not None and floor <= cached.gen <= gen:
                 base = cached
                 matrix = self.db.read(lambda c: self._catch_up(c, base, tenant, model, dim))
             if matrix is None:

@@ -1,0 +1,330 @@
+"""Portability commands (docs/portability.md): `fleetmem export`, `fleetmem import --pack` and
+`fleetmem backup`. `fleetmem.cli` registers them (`add_commands`) and routes `import --pack` here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+from pathlib import Path
+from typing import Any
+
+from fleetmem.cli import (
+    EXIT_CONFIRM,
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_USAGE,
+    CommandFailed,
+    Output,
+    _build_deps,
+    _Parser,
+    _settings,
+    store_state,
+)
+from fleetmem.protocol import CONTRACT_VERSION
+
+STATES = ("active", "forgotten", "superseded", "expired")
+
+
+def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser(
+        "export", parents=[common], help="write a tenant's pages, facts and audit trail to a memory pack"
+    )
+    p.add_argument("pack", metavar="PACK", help="the pack file to write (e.g. brain.fmpack)")
+    p.add_argument("--tenant", default="default", help="tenant (brain) to export (default: default)")
+    p.add_argument("--entity", default=None, metavar="SLUG", help="only this entity's page and facts")
+    p.add_argument("--since", default=None, metavar="ISO", help="only what was written or retracted after this time")
+    p.add_argument("--state", choices=STATES, default=None, help="only facts in this state (no pages)")
+    p.add_argument("--force", action="store_true", help="replace PACK if it exists")
+    _backend_option(p)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(handler=cmd_export)
+
+    p = sub.add_parser(
+        "backup", parents=[common], help="a consistent copy of the live local memory into a new data directory"
+    )
+    p.add_argument("dest", metavar="DEST", help="new data directory for the copy (must not hold a memory)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(handler=cmd_backup)
+
+    ten = sub.add_parser("tenant", parents=[common], help="delete a tenant (brain) from every local table")
+    tsub = ten.add_subparsers(dest="tenant_command", metavar="ACTION", parser_class=_Parser, required=True)
+    p = tsub.add_parser(
+        "delete", parents=[common], help="remove every page, fact, audit event, cursor, token and search doc of TENANT"
+    )
+    p.add_argument("tenant", metavar="TENANT")
+    p.add_argument("--dry-run", action="store_true", help="report what would be deleted; delete nothing")
+    p.add_argument("--yes", action="store_true", help="confirm the deletion (without it: exit 3, nothing deleted)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(handler=cmd_tenant_delete)
+
+
+def _backend_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--backend",
+        choices=("local", "aws"),
+        default=None,
+        help="local data directory (default) or the AWS stage named by the environment",
+    )
+
+
+def add_import_options(p: argparse.ArgumentParser) -> None:
+    """The options `fleetmem import` takes for a pack (beside its markdown folder argument)."""
+    _backend_option(p)
+    p.add_argument("--pack", default=None, metavar="FILE", help="import a memory pack (fleetmem export) instead")
+    p.add_argument(
+        "--from-tenant",
+        default=None,
+        metavar="TENANT",
+        help="with --pack: the tenant the pack was exported from, to load it into another --tenant",
+    )
+
+
+def _progress(verb: str) -> Any:
+    def report(member: str, n: int) -> None:
+        Output.err(f"{verb}: {member} {n}")
+
+    return report
+
+
+def _failed(exc: Any) -> CommandFailed:
+    return CommandFailed("invalid_pack", exc.message, exc.fix, exit_code=EXIT_USAGE)
+
+
+def cmd_export(args: argparse.Namespace, out: Output) -> int:
+    from fleetmem.pack import MEMBERS, PackError, PackFilter, export_pack
+    from fleetmem.timefmt import parse_iso
+
+    path = Path(args.pack).expanduser()
+    if path.exists() and not args.force:
+        raise CommandFailed(
+            "invalid_params",
+            f"{path} already exists; nothing was written.",
+            f"Choose another file name, or replace it: fleetmem export {shlex.quote(str(path))} --force",
+            exit_code=EXIT_USAGE,
+        )
+    if not path.parent.is_dir():
+        raise CommandFailed(
+            "invalid_params",
+            f"The folder of {path} does not exist.",
+            "Create the folder first, or pass another path.",
+            exit_code=EXIT_USAGE,
+        )
+    try:
+        since = parse_iso(args.since) if args.since else None
+    except (ValueError, OverflowError):
+        raise CommandFailed(
+            "invalid_params",
+            f"--since {args.since!r} is not an ISO 8601 date or datetime.",
+            "Pass e.g. --since 2026-06-01 or --since 2026-06-01T09:30:00Z.",
+            exit_code=EXIT_USAGE,
+        ) from None
+    deps = _build_deps(_settings(args, embedder="none"))
+    try:
+        manifest = export_pack(
+            path,
+            deps,
+            tenant=args.tenant,
+            filter=PackFilter(entity=args.entity, since=since, state=args.state),
+            progress=_progress("export"),
+        )
+    except PackError as exc:
+        raise _failed(exc) from None
+    counts = {m: manifest.members[m].count for m in MEMBERS}  # type: ignore[index]
+    Output.err(
+        f"Exported tenant {args.tenant!r} to {path}: {counts['pages.jsonl']} page(s), {counts['facts.jsonl']} "
+        f"fact(s), {counts['audit.jsonl']} audit event(s)."
+    )
+    if out.as_json:
+        out.document(
+            {
+                "pack": str(path),
+                "tenant": args.tenant,
+                "counts": counts,
+                "format_version": manifest.format_version,
+                "contract_version": CONTRACT_VERSION,
+            }
+        )
+    return EXIT_OK
+
+
+def cmd_import_pack(args: argparse.Namespace, out: Output) -> int:
+    from fleetmem.errors import PortError
+    from fleetmem.pack import MEMBERS, PackError, PackReader, check_tenant, import_pack
+
+    path = Path(args.pack).expanduser()
+    if not path.is_file():
+        raise CommandFailed(
+            "invalid_params",
+            f"{path} is not a file; nothing was written.",
+            "Pass the pack `fleetmem export` wrote: fleetmem import --pack brain.fmpack",
+            exit_code=EXIT_USAGE,
+        )
+    tenant = args.tenant or "default"
+    try:
+        with PackReader(path) as reader:
+            check_tenant(reader.manifest, tenant=tenant, from_tenant=args.from_tenant)
+            counts = reader.verify(progress=_progress("check"))
+            settings = _settings(args)
+            if settings.backend == "aws":  # the stage's stream indexer embeds what the import writes
+                settings = _settings(args, embedder="none")
+            deps = _build_deps(settings, creates=True)
+            report = import_pack(reader, deps, tenant=tenant, progress=_progress("import"))
+    except PackError as exc:
+        raise _failed(exc) from None
+    except PortError as exc:  # the store failed part-way: what was written stays, a rerun completes it
+        raise CommandFailed(
+            "unavailable",
+            f"The import stopped part-way: the store failed ({exc}). What was written stays written.",
+            f"Run the same import again to complete it (items already stored are skipped): fleetmem import "
+            f"--pack {shlex.quote(str(path))}",
+        ) from None
+    names = {"pages.jsonl": "page(s)", "facts.jsonl": "fact(s)", "audit.jsonl": "audit event(s)"}
+    Output.err(
+        f"Imported {path} into tenant {tenant!r}: "
+        + "; ".join(
+            f"{report.written[m]} of {counts[m]} {names[m]} written, {report.unchanged[m]} unchanged" for m in MEMBERS
+        )
+        + (f"; {len(report.kept)} kept as stored (the store's version differs and is not older)" if report.kept else "")
+        + "."
+    )
+    for line in report.kept[:20]:
+        Output.err(f"  kept: {line}")
+    if report.search_problem:
+        Output.err(f"Note [search_degraded]: {report.search_problem}")
+    if out.as_json:
+        out.document(
+            {
+                "pack": str(path),
+                "tenant": tenant,
+                "total": counts,
+                "written": report.written,
+                "unchanged": report.unchanged,
+                "kept": report.kept,
+                "search_problem": report.search_problem,
+                "contract_version": CONTRACT_VERSION,
+            }
+        )
+    return EXIT_OK
+
+
+def cmd_backup(args: argparse.Namespace, out: Output) -> int:
+    from fleetmem.adapters.local.sqlite.backup import backup
+    from fleetmem.adapters.local.sqlite.db import DB_FILENAME
+    from fleetmem.errors import Unavailable
+
+    settings = _settings(args, embedder="none")
+    if settings.backend != "local":
+        raise CommandFailed(
+            "invalid_params",
+            f"fleetmem backup copies a local data directory; this configuration names the {settings.backend} backend.",
+            "On AWS the tables use point-in-time recovery (docs/deploy.md); for a portable copy use fleetmem export.",
+            exit_code=EXIT_USAGE,
+        )
+    state = store_state(settings)
+    if state != "ok":
+        _build_deps(settings)  # raises the data-directory failure that names the fix
+    dest = Path(args.dest).expanduser()
+    if dest.exists() and not dest.is_dir():
+        raise CommandFailed(
+            "invalid_params",
+            f"{dest} is a file, not a directory; nothing was written.",
+            "Pass the path of a new directory for the copy.",
+            exit_code=EXIT_USAGE,
+        )
+    if (dest / DB_FILENAME).exists():
+        raise CommandFailed(
+            "invalid_params",
+            f"{dest} already holds a fleetmem memory; nothing was written.",
+            "Pass a new directory: a backup never overwrites a memory.",
+            exit_code=EXIT_USAGE,
+        )
+    source = Path(settings.data_dir) / DB_FILENAME
+    try:
+        target, check = backup(source, dest)
+    except Unavailable as exc:
+        raise CommandFailed(
+            "unavailable", str(exc), "Check the destination is writable and has room, then retry."
+        ) from None
+    ok = check == "ok"
+    Output.err(
+        f"Backed up {source} to {target} (integrity_check: {check}). Restore: stop the server, then serve the "
+        f"copy (fleetmem serve --data-dir {shlex.quote(str(dest))}) or move it into place (docs/portability.md)."
+    )
+    if out.as_json:
+        out.document(
+            {
+                "source": str(source),
+                "backup": str(target),
+                "integrity_check": check,
+                "contract_version": CONTRACT_VERSION,
+            }
+        )
+    return EXIT_OK if ok else EXIT_FAILED
+
+
+def cmd_tenant_delete(args: argparse.Namespace, out: Output) -> int:
+    from fleetmem.adapters.local.sqlite import open_local
+
+    settings = _settings(args, embedder="none")
+    if settings.backend != "local":
+        raise CommandFailed(
+            "invalid_params",
+            "fleetmem tenant delete removes a tenant from a local data directory; this configuration names the "
+            f"{settings.backend} backend, where it is not available yet.",
+            "Run it with --data-dir DIR for a local memory (docs/portability.md, deleting a tenant).",
+            exit_code=EXIT_USAGE,
+        )
+    if store_state(settings) != "ok":
+        _build_deps(settings)  # raises the data-directory failure that names the fix
+    with open_local(settings.data_dir) as stores:
+        return _delete_tenant(args, out, stores.db, settings.data_dir)
+
+
+def _delete_tenant(args: argparse.Namespace, out: Output, db: Any, data_dir: str) -> int:
+    from fleetmem.adapters.local.sqlite.tenants import count_tenant, delete_tenant
+
+    found = count_tenant(db, args.tenant)
+    total = sum(found.values())
+    if args.dry_run or not args.yes or total == 0:
+        if total == 0:
+            Output.err(f"Tenant {args.tenant!r} holds nothing in {data_dir}; nothing to delete.")
+        else:
+            Output.err(
+                f"Tenant {args.tenant!r} holds {total} row(s) in {data_dir}: "
+                + ", ".join(f"{t} {n}" for t, n in found.items() if n)
+                + (". Dry run: nothing was deleted." if args.dry_run else ". Nothing was deleted.")
+            )
+            if not args.dry_run:
+                Output.err(
+                    f"  To delete them (this cannot be undone): fleetmem tenant delete {shlex.quote(args.tenant)} --yes"
+                )
+        if out.as_json:
+            out.document(
+                {
+                    "tenant": args.tenant,
+                    "dry_run": True,
+                    "rows": found,
+                    "deleted": False,
+                    "contract_version": CONTRACT_VERSION,
+                }
+            )
+        return EXIT_OK if (args.dry_run or total == 0) else EXIT_CONFIRM
+    deleted = delete_tenant(db, args.tenant)
+    left = sum(count_tenant(db, args.tenant).values())
+    Output.err(
+        f"Deleted tenant {args.tenant!r} from {data_dir}: {sum(deleted.values())} row(s); {left} left. "
+        "Backups and packs taken before still hold it (docs/portability.md)."
+    )
+    if out.as_json:
+        out.document(
+            {
+                "tenant": args.tenant,
+                "dry_run": False,
+                "rows": deleted,
+                "deleted": True,
+                "left": left,
+                "contract_version": CONTRACT_VERSION,
+            }
+        )
+    return EXIT_OK if left == 0 else EXIT_FAILED
