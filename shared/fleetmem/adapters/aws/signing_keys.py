@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import secrets
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -39,8 +38,9 @@ CURRENT, PREVIOUS, PENDING = "AWSCURRENT", "AWSPREVIOUS", "AWSPENDING"
 DEFAULT_KEY_TTL_S = 300
 #: Seconds after a read that did not find a signature's key before an unknown key id causes another.
 FORCED_REFRESH_INTERVAL_S = 1.0
-#: Bytes of randomness in a generated key (hex-encoded in the secret).
-KEY_BYTES = 32
+#: Characters of a generated key: letters and digits from Secrets Manager's generator, as the
+#: deploy generates the first one (infra/constructs/signing.py), about 380 bits.
+KEY_LENGTH = 64
 
 
 def key_id(secret: bytes) -> str:
@@ -160,10 +160,11 @@ class RotationError(Exception):
 def rotation_step(client: Any, event: Mapping[str, Any]) -> None:
     """One step of Secrets Manager's rotation protocol for the signing key.
 
-    createSecret: a fresh random key as the AWSPENDING version `ClientRequestToken` (kept if a
-    retried step finds it written). setSecret: nothing, the key lives only in this secret.
-    testSecret: the pending key is readable and well formed. finishSecret: AWSCURRENT moves to the
-    pending version, and Secrets Manager labels the old current AWSPREVIOUS.
+    createSecret: a fresh random key (Secrets Manager's generator) as the AWSPENDING version
+    `ClientRequestToken` (kept if a retried step finds it written). setSecret: nothing, the key
+    lives only in this secret. testSecret: the pending key is readable and well formed.
+    finishSecret: AWSCURRENT moves to the pending version, and Secrets Manager labels the old
+    current AWSPREVIOUS.
     """
     arn, token, step = (str(event.get(k) or "") for k in ("SecretId", "ClientRequestToken", "Step"))
     if not arn or not token:
@@ -178,17 +179,13 @@ def rotation_step(client: Any, event: Mapping[str, Any]) -> None:
         try:
             client.get_secret_value(SecretId=arn, VersionId=token, VersionStage=PENDING)
         except client.exceptions.ResourceNotFoundException:
-            client.put_secret_value(
-                SecretId=arn,
-                ClientRequestToken=token,
-                SecretString=secrets.token_hex(KEY_BYTES),
-                VersionStages=[PENDING],
-            )
+            key = client.get_random_password(PasswordLength=KEY_LENGTH, ExcludePunctuation=True)["RandomPassword"]
+            client.put_secret_value(SecretId=arn, ClientRequestToken=token, SecretString=key, VersionStages=[PENDING])
     elif step == "setSecret":
         return
     elif step == "testSecret":
         pending = _material(client.get_secret_value(SecretId=arn, VersionId=token, VersionStage=PENDING))
-        if len(pending) < KEY_BYTES:
+        if len(pending) < KEY_LENGTH:
             raise RotationError("the pending signing key is shorter than a generated key")
     elif step == "finishSecret":
         current = next((v for v, s in stages.items() if CURRENT in s), None)
