@@ -53,6 +53,7 @@ FIRST_CALL = {
         "boto3",
         "opensearchpy",
     ],
+    "signing_rotation": ["fleetmem.adapters.aws.signing_keys", "fleetmem.adapters.aws.dynamo", "boto3"],
     "heartbeat": [
         "fleetmem.transport.dispatch",
         "fleetmem.wiring",

@@ -15,7 +15,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from fleetmem.config import DEFAULT_AUTHORIZER_CACHE_TTL_S
+from fleetmem.config import DEFAULT_AUTHORIZER_CACHE_TTL_S, DEFAULT_SIGNING_KEY_TTL_S
 from fleetmem.protocol import SCOPES, Scope
 from fleetmem.tokens import ID_REGEX
 
@@ -25,11 +25,15 @@ DEFAULT_ASSET = ROOT / "build" / "lambda"
 
 
 #: Function groups that are not verbs: the edge, the authorizer and the stream/schedule workers.
-NON_VERB_GROUPS = frozenset({"mcp", "authorizer", "indexer", "heartbeat"})
+NON_VERB_GROUPS = frozenset({"mcp", "authorizer", "indexer", "heartbeat", "signing_rotation"})
 #: Groups sized on their own: `functions.default` does not apply to them. The authorizer runs on
 #: every cache miss of every route, so its concurrency is its own setting (`functions.authorizer`),
 #: not the verbs' default: at the stage throttle's rate it must not be the first thing to refuse.
-OWN_SIZE = {"authorizer": {"memory_mb": 1024, "timeout_s": 10, "reserved_concurrency": 100}}
+OWN_SIZE = {
+    "authorizer": {"memory_mb": 1024, "timeout_s": 10, "reserved_concurrency": 100},
+    # Secrets Manager invokes it four times per rotation, one step at a time: one at once suffices.
+    "signing_rotation": {"memory_mb": 256, "timeout_s": 30, "reserved_concurrency": 1},
+}
 #: Stages treated as development: WAF is off unless the config turns it on.
 DEV_STAGES = frozenset({"dev", "local"})
 #: The largest heartbeat budget: a token is ~4 characters (fleetmem.memory.budget), a character
@@ -134,8 +138,6 @@ class WafConfig(_Model):
     rate_limit_per_5min: int = Field(default=1000, ge=10, le=2_000_000_000)
 
 
-
-
 class ApiConfig(_Model):
     """The public REST API: the timeout chain, the unauthenticated routes' throttle, usage keys."""
 
@@ -169,6 +171,18 @@ class ApiConfig(_Model):
     #: account needs the role set once for execution logs (docs/deploy.md, prerequisites).
     cloud_watch_role: bool = False
     waf: WafConfig = WafConfig()
+
+
+class SigningConfig(_Model):
+    """The stage's signing key (infra/constructs/signing.py): its rotation and how long a
+    function keeps the keys it read."""
+
+    #: Secrets Manager rotates the key on this schedule (1..1000 days); the key it replaces stays
+    #: accepted until the next rotation.
+    rotation_days: int = Field(default=30, ge=1, le=1000)
+    #: Seconds a function keeps the current and previous keys before reading them again
+    #: (FLEETMEM_SIGNING_KEY_TTL_S): the longest a sandbox signs with the key just replaced.
+    key_ttl_s: int = Field(default=DEFAULT_SIGNING_KEY_TTL_S, ge=1, le=86400)
 
 
 class CognitoConfig(_Model):
@@ -206,6 +220,7 @@ class DeployConfig(_Model):
     alarms: AlarmsConfig = AlarmsConfig()
     api: ApiConfig = ApiConfig()
     cognito: CognitoConfig = CognitoConfig()
+    signing: SigningConfig = SigningConfig()
     #: Public base URL when a custom domain fronts the API (e.g. "https://memory.example.com"); by
     #: default the execute-api URL with the stage is used in 401 challenges and OAuth metadata.
     public_url: str | None = None
@@ -261,6 +276,30 @@ class DeployConfig(_Model):
                 f"the synthesize function ({synth} s) must outlast the LLM deadline ({LLM_DEADLINE_S} s) "
                 f"plus {LLM_HEADROOM_S} s for the connection, the retrieval and the fallback answer"
             )
+
+    @model_validator(mode="after")
+    def _rotation_outlasts_caches(self) -> DeployConfig:
+        """A replaced key must stay accepted for as long as anything may still present a signature
+        made with it: a sandbox signs with it for up to `signing.key_ttl_s` after the rotation,
+        and API Gateway serves an authorizer context signed then for the cache TTL, valid for the
+        signature margin beyond it. It stays accepted (as AWSPREVIOUS) until the next rotation."""
+        from fleetmem.adapters.aws.invoker import SIGNATURE_VALIDITY
+
+        needed = self.signing_key_accepted_s()
+        if self.signing.rotation_days * 86400 <= needed:
+            raise ValueError(
+                f"signing.rotation_days ({self.signing.rotation_days}) must exceed the time a replaced key is "
+                f"still presented ({needed} s: signing.key_ttl_s + api.authorizer_cache_ttl_s + "
+                f"{SIGNATURE_VALIDITY} s): lower signing.key_ttl_s or rotate less often"
+            )
+        return self
+
+    def signing_key_accepted_s(self) -> int:
+        """Seconds a replaced signing key may still be presented after a rotation (the least
+        time between two rotations that refuses no call)."""
+        from fleetmem.adapters.aws.invoker import SIGNATURE_VALIDITY
+
+        return self.signing.key_ttl_s + self.api.authorizer_cache_ttl_s + SIGNATURE_VALIDITY
 
     # Names every resource derives from, so the CLI and docs can compute them too.
     @property

@@ -1,44 +1,74 @@
-"""The per-stage secret that signs verb invocations.
+"""The per-stage secret that signs verb invocations and authorizer contexts, and its rotation.
 
-The MCP edge signs every synchronous invoke payload (tenant, client, scopes, tool, arguments) with an
-HMAC keyed by this secret and each verb function verifies it, so a principal that may call
-`lambda:InvokeFunction` in the account still cannot act as a tenant with a payload it made up.
-Only the edge and the verb functions can read it; its ARN reaches them as
-FLEETMEM_INVOKE_SIGNING_SECRET_ARN.
+The MCP edge signs every synchronous invoke payload (tenant, client, scopes, tool, arguments) and the
+authorizer its context with an HMAC keyed by this secret, and each function acting on them verifies
+it, so a principal that may call `lambda:InvokeFunction` in the account still cannot act as a
+tenant with a payload it made up. Only the edge, the authorizer and the verb functions read it; its
+ARN reaches them as FLEETMEM_INVOKE_SIGNING_SECRET_ARN, the keys' TTL as FLEETMEM_SIGNING_KEY_TTL_S.
+
+Secrets Manager rotates it every `signing.rotation_days` with the rotation function
+(`functions/signing_rotation`, `fleetmem.adapters.aws.signing_keys.rotation_step`): the new key
+becomes AWSCURRENT, the replaced one AWSPREVIOUS, and the functions sign with the current key and
+accept both, so a rotation refuses no call.
 """
 
 from __future__ import annotations
 
+import aws_cdk as cdk
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_secretsmanager as sm
 
 from constructs import Construct
-from fleetmem.config import ENV_INVOKE_SIGNING_SECRET_ARN
+from fleetmem.config import ENV_INVOKE_SIGNING_SECRET_ARN, ENV_SIGNING_KEY_TTL_S
 
 from ..config import DeployConfig
-from .common import acknowledge
+from .common import Fn, FunctionFactory, acknowledge
+
+ROTATION_GROUP = "signing_rotation"
 
 
 class InvokeSigning(Construct):
-    def __init__(self, scope: Construct, id: str, *, config: DeployConfig) -> None:
+    def __init__(self, scope: Construct, id: str, *, config: DeployConfig, factory: FunctionFactory) -> None:
         super().__init__(scope, id)
+        self.config = config
         self.secret = sm.Secret(
             self,
             "Secret",
             description=f"{config.prefix}: HMAC key signing the edge's verb invocations",
             generate_secret_string=sm.SecretStringGenerator(exclude_punctuation=True, password_length=64),
         )
+        self.rotation: Fn = factory.make(
+            self,
+            "Rotation",
+            group=ROTATION_GROUP,
+            handler=f"functions.{ROTATION_GROUP}.handler.handler",
+            description="fleetmem signing-key rotation (Secrets Manager's four rotation steps)",
+        )
+        self.schedule = self.secret.add_rotation_schedule(
+            "Schedule",
+            rotation_lambda=self.rotation.function,
+            automatically_after=cdk.Duration.days(config.signing.rotation_days),
+            # the generated key is current at first deploy; the schedule rotates from there
+            rotate_immediately_on_update=False,
+        )
+        # Only Secrets Manager, and only for this secret, may invoke the rotation function.
+        for child in self.rotation.function.node.children:
+            if isinstance(child, lambda_.CfnPermission):
+                child.add_property_override("SourceArn", self.secret.secret_arn)
         acknowledge(
-            self.secret,
-            "AwsSolutions-SMG4",
-            "A symmetric HMAC key shared by the edge and the verb functions, never sent to a caller; "
-            "rotating it is a manual put-secret-value (docs/operate.md), because signer and verifiers "
-            "must switch together.",
+            self.rotation.role,
+            "AwsSolutions-IAM5[Resource::*]",
+            "Only actions without resource-level permissions use '*': X-Ray PutTraceSegments/"
+            "PutTelemetryRecords and secretsmanager:GetRandomPassword, which generates the new key.",
         )
 
     @property
     def env(self) -> dict[str, str]:
-        return {ENV_INVOKE_SIGNING_SECRET_ARN: self.secret.secret_arn}
+        return {
+            ENV_INVOKE_SIGNING_SECRET_ARN: self.secret.secret_arn,
+            ENV_SIGNING_KEY_TTL_S: str(self.config.signing.key_ttl_s),
+        }
 
     def grant(self, role: iam.IRole) -> None:
         self.secret.grant_read(role)

@@ -64,7 +64,7 @@ class FleetmemStack(cdk.Stack):
         self.tables = Tables(self, "Tables", config=config)
         self.search = Search(self, "Search", config=config)
         factory = FunctionFactory(config, base_environment(config, self.search))
-        self.signing = InvokeSigning(self, "InvokeSigning", config=config)
+        self.signing = InvokeSigning(self, "InvokeSigning", config=config, factory=factory)
         self.tools = ToolFunctions(
             self,
             "Tools",

@@ -43,6 +43,9 @@ ENV_COGNITO_RESOURCE_SERVER = "FLEETMEM_COGNITO_RESOURCE_SERVER"
 ENV_USAGE_KEY_SECRETS = "FLEETMEM_USAGE_KEY_SECRETS"
 #: Secrets Manager ARN of the per-stage HMAC key the edge signs invoke payloads with
 ENV_INVOKE_SIGNING_SECRET_ARN = "FLEETMEM_INVOKE_SIGNING_SECRET_ARN"  # noqa: S105 (a variable name)
+#: seconds a sandbox keeps the signing keys it read before reading them again (key rotation)
+ENV_SIGNING_KEY_TTL_S = "FLEETMEM_SIGNING_KEY_TTL_S"
+DEFAULT_SIGNING_KEY_TTL_S = 300
 #: D14 on DynamoDB: milliseconds a change must be old before delta lists it (covers GSI propagation)
 ENV_CHANGE_SETTLE_MS = "FLEETMEM_CHANGE_SETTLE_MS"
 #: seconds the edge waits for a verb function's answer (below the API integration timeout)
@@ -157,6 +160,7 @@ class Settings:
     cognito_resource_server: str = "fleetmem"
     usage_key_secrets_json: str = ""
     invoke_signing_secret_arn: str = ""
+    signing_key_ttl_s: int = DEFAULT_SIGNING_KEY_TTL_S
     invoke_read_timeout_s: int = 26
     authorizer_cache_ttl_s: int = DEFAULT_AUTHORIZER_CACHE_TTL_S
     heartbeats_json: str = ""
@@ -212,6 +216,7 @@ class Settings:
             cognito_resource_server=_env(ENV_COGNITO_RESOURCE_SERVER, "fleetmem"),
             usage_key_secrets_json=_env(ENV_USAGE_KEY_SECRETS),
             invoke_signing_secret_arn=_env(ENV_INVOKE_SIGNING_SECRET_ARN),
+            signing_key_ttl_s=int(_env(ENV_SIGNING_KEY_TTL_S) or DEFAULT_SIGNING_KEY_TTL_S),
             invoke_read_timeout_s=int(_env(ENV_INVOKE_READ_TIMEOUT_S, "26") or 26),
             authorizer_cache_ttl_s=int(_env(ENV_AUTHORIZER_CACHE_TTL_S) or DEFAULT_AUTHORIZER_CACHE_TTL_S),
             heartbeats_json=_env(ENV_HEARTBEATS),

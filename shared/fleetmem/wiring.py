@@ -173,10 +173,13 @@ def clear_auth_cache() -> None:
 
 
 def build_signer(settings: Settings) -> Any:
-    """The invoke-payload signer of this stage (key read from Secrets Manager on first use)."""
+    """The invoke-payload signer of this stage (its keys read from Secrets Manager on first use and
+    again every `signing_key_ttl_s`)."""
     from fleetmem.adapters.aws.invoker import PayloadSigner
 
-    return PayloadSigner(secret_arn=settings.invoke_signing_secret_arn, region=settings.region)
+    return PayloadSigner(
+        secret_arn=settings.invoke_signing_secret_arn, region=settings.region, key_ttl_s=settings.signing_key_ttl_s
+    )
 
 
 def build_lambda_invoker(settings: Settings, signer: Any) -> Any:

@@ -236,7 +236,8 @@ def test_only_the_edge_can_invoke_tool_functions(domain_synth):
     tool_fn_ids = {
         lid
         for lid, f in domain_synth.resources("AWS::Lambda::Function").items()
-        if f["Properties"]["Handler"].split(".")[1] not in ("mcp", "authorizer", "indexer", "heartbeat")
+        if f["Properties"]["Handler"].split(".")[1]
+        not in ("mcp", "authorizer", "indexer", "heartbeat", "signing_rotation")
     }
     edge_role = _role_of(domain_synth, _fn_name(domain_synth, "mcp"))
     invokers = set()
@@ -259,7 +260,8 @@ def test_only_the_edge_can_invoke_tool_functions(domain_synth):
 def test_each_function_resource_policy_admits_only_this_apis_own_routes(flavour, request):
     """Lambda resource policies: API Gateway may invoke the edge, the authorizer and each tool
     function only from this API's own routes (no console test-invoke, no other API, no wildcard
-    principal); nothing else has a resource policy (the indexer's stream and the scheduler use roles)."""
+    principal); nothing else has a resource policy (the indexer's stream and the scheduler use roles)
+    but the signing-key rotation function's, for Secrets Manager (tests/infra/test_signing_rotation.py)."""
     synth = request.getfixturevalue(flavour)
     (api_id,) = synth.resources("AWS::ApiGateway::RestApi")
     functions = synth.resources("AWS::Lambda::Function")
@@ -269,6 +271,8 @@ def test_each_function_resource_policy_admits_only_this_apis_own_routes(flavour,
     for perm in synth.resources("AWS::Lambda::Permission").values():
         p = perm["Properties"]
         assert p["Action"] == "lambda:InvokeFunction"
+        if group_of.get(next(iter(_refs(p["FunctionName"])), "")) == "signing_rotation":
+            continue
         assert p["Principal"] == "apigateway.amazonaws.com"
         assert api_id in _refs(p["SourceArn"])
         source = _text(p["SourceArn"])
@@ -772,7 +776,8 @@ def test_no_role_is_granted_the_nonexistent_bedrock_converse_action(flavour, req
 @pytest.mark.parametrize("flavour", VARIANTS)
 def test_the_edge_the_authorizer_and_every_verb_function_can_read_the_stage_signing_secret(flavour, request):
     """The edge signs invoke payloads and the authorizer its context; the tool functions verify
-    both. Nothing else reads the key (the indexer and heartbeat trust no caller-made payload)."""
+    both. Nothing else reads the key (the indexer and heartbeat trust no caller-made payload) but
+    the function that rotates it."""
     from infra.constructs.tool_functions import registry_tools
 
     from fleetmem.config import ENV_INVOKE_SIGNING_SECRET_ARN as SIGNING_SECRET_ENV
@@ -805,7 +810,8 @@ def test_the_edge_the_authorizer_and_every_verb_function_can_read_the_stage_sign
         for st in stmts
         if "secretsmanager:GetSecretValue" in _actions(st) and secret_id in _refs(st["Resource"])
     }
-    assert readers == {_role_of(synth, _fn_name(synth, g)) for g in signers}
+    rotation = _role_of(synth, _fn_name(synth, "signing_rotation"))  # tests/infra/test_signing_rotation.py
+    assert readers == {_role_of(synth, _fn_name(synth, g)) for g in signers} | {rotation}
 
 
 def test_public_routes_are_throttled_at_the_stage(domain_synth):

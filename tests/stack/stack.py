@@ -81,6 +81,9 @@ REGION = "us-east-1"
 #: The stage's configured heartbeat: its name, tenant and client (its session and queue per stack).
 HEARTBEAT, HEARTBEAT_TENANT, HEARTBEAT_CLIENT = "stack-heartbeat", "heartbeat", "hb-stack"
 CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "fleetmem"
+#: Seconds a function keeps the signing keys it read (FLEETMEM_SIGNING_KEY_TTL_S): short here, so
+#: a rotation reaches every function within seconds (the deploy's default is 300 s).
+SIGNING_KEY_TTL_S = 2
 #: Every function the CDK app deploys, as the folder names of functions/.
 GROUPS = tuple(sorted(p.name for p in (ROOT / "functions").iterdir() if (p / "handler.py").exists()))
 
@@ -533,6 +536,7 @@ class Stack:
             ENV_OPENSEARCH_INDEX_PREFIX,
             ENV_OPENSEARCH_SERVICE,
             ENV_PUBLIC_URL,
+            ENV_SIGNING_KEY_TTL_S,
             ENV_SURFACE,
             ENV_TABLE_PREFIX,
             ENV_USAGE_KEY_SECRETS,
@@ -544,6 +548,7 @@ class Stack:
         sm = boto3.client("secretsmanager", endpoint_url=self.moto, **engines.CREDENTIALS)
         tag = uuid.uuid4().hex[:8]
         signing = sm.create_secret(Name=f"{self.prefix}-invoke-signing-{tag}", SecretString=uuid.uuid4().hex * 2)
+        self.signing_secret_arn = signing["ARN"]
         usage = sm.create_secret(Name=f"{self.prefix}-usage-key-{tag}", SecretString=uuid.uuid4().hex[:40])
         # The stage's one heartbeat (as the deploy config's `heartbeats` define them), to an SQS queue.
         sqs = boto3.client("sqs", endpoint_url=self.moto, **engines.CREDENTIALS)
@@ -582,6 +587,7 @@ class Stack:
             ENV_BEDROCK_EMBEDDING_MODEL: LOCAL_EMBEDDING_MODEL,
             ENV_BEDROCK_EMBEDDING_DIM: str(LOCAL_EMBEDDING_DIM),
             ENV_INVOKE_SIGNING_SECRET_ARN: signing["ARN"],
+            ENV_SIGNING_KEY_TTL_S: str(SIGNING_KEY_TTL_S),
             "POWERTOOLS_METRICS_NAMESPACE": "fleetmem",
             "POWERTOOLS_LOG_LEVEL": "INFO",
         }

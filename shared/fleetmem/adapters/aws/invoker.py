@@ -2,10 +2,12 @@
 payload, and the verb function's check of that signature.
 
 Signing (HMAC-SHA256): the edge signs the canonical JSON of the payload and the signing time
-with a per-stage secret (Secrets Manager, ARN in `FLEETMEM_INVOKE_SIGNING_SECRET_ARN`, read once
-per sandbox); the verb function recomputes it and compares in constant time, and refuses a
-payload that is unsigned, forged, or signed more than `SIGNATURE_VALIDITY` ago (or ahead). So a
-principal that may only call `lambda:InvokeFunction` cannot act as another tenant.
+with the stage's current key (Secrets Manager, ARN in `FLEETMEM_INVOKE_SIGNING_SECRET_ARN`; the
+current and previous versions, re-read on a TTL: `signing_keys`) and names the key; the verb
+function recomputes it with the named key when that is the current or previous one, compares in
+constant time, and refuses a payload that is unsigned, forged, signed with an older key, or signed
+more than `SIGNATURE_VALIDITY` ago (or ahead). So a principal that may only call
+`lambda:InvokeFunction` cannot act as another tenant, and a key rotation refuses no call.
 
 The same key signs the REQUEST authorizer's context (`sign_claims`: tenant, client, scopes and an
 expiry, as one string `proof`, since a context value must be a string): a function reached through
@@ -23,6 +25,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from fleetmem.adapters.aws.signing_keys import DEFAULT_KEY_TTL_S, KeyRing, secrets_manager_fetch
 from fleetmem.errors import Fix, VerbError
 from fleetmem.memory.envelope import build_envelope, internal_envelope
 from fleetmem.models import Caller
@@ -34,6 +37,8 @@ from fleetmem.transport.logs import correlation
 log = logging.getLogger("fleetmem.invoker")
 
 SIGNATURE_FIELD = "signature"
+#: The signature format: v2 names its key (`kid`), so a verifier holding two keys computes one MAC.
+SIGNATURE_VERSION = 2
 #: How long a signed payload stays valid (seconds, either side of the verifier's clock).
 SIGNATURE_VALIDITY = 60
 
@@ -46,7 +51,7 @@ def _canonical(payload: Mapping[str, Any], signed_at: int) -> bytes:
 #: Marks an authorizer-context proof: its canonical form starts with this string, an invoke
 #: payload's with a number, so neither signature can stand for the other.
 CLAIMS_DOMAIN = "fleetmem-authorizer-context"
-CLAIMS_VERSION = "v1"
+CLAIMS_VERSION = "v2"
 
 
 def _claims_canonical(claims: Mapping[str, str], expires_at: int) -> bytes:
@@ -57,8 +62,10 @@ def _claims_canonical(claims: Mapping[str, str], expires_at: int) -> bytes:
 
 
 class PayloadSigner:
-    """HMAC-SHA256 over an invoke payload with the stage's secret. `secret` is the key itself
-    (tests) or loaded on first use from Secrets Manager by `secret_arn` and kept for the sandbox."""
+    """HMAC-SHA256 over an invoke payload with the stage's signing keys (`signing_keys.KeyRing`):
+    signs with the current key and names it (`kid`); verifies with the key a signature names when
+    it is the current or the previous one. `secret` is one fixed key (tests); otherwise the keys
+    are read from Secrets Manager by `secret_arn` and kept for `key_ttl_s`."""
 
     def __init__(
         self,
@@ -67,60 +74,76 @@ class PayloadSigner:
         secret_arn: str = "",
         region: str = "",
         now: Callable[[], float] = time.time,
+        key_ttl_s: float = DEFAULT_KEY_TTL_S,
+        ring: KeyRing | None = None,
     ) -> None:
-        self._secret = secret
         self.secret_arn = secret_arn
         self.region = region
         self.now = now
+        self._ring = ring or (KeyRing.fixed(secret) if secret is not None else None)
+        self.key_ttl_s = key_ttl_s
 
     @property
     def configured(self) -> bool:
-        return self._secret is not None or bool(self.secret_arn)
+        return self._ring is not None or bool(self.secret_arn)
 
-    def secret(self) -> bytes:
-        if self._secret is None:
+    @property
+    def ring(self) -> KeyRing:
+        if self._ring is None:
             if not self.secret_arn:
                 raise RuntimeError("no invoke signing secret is configured")
             from fleetmem.adapters.aws import sdk_client
 
-            value = sdk_client("secretsmanager", region=self.region).get_secret_value(SecretId=self.secret_arn)
-            self._secret = str(value["SecretString"]).encode()
-        return self._secret
+            client = sdk_client("secretsmanager", region=self.region)
+            self._ring = KeyRing(secrets_manager_fetch(client, self.secret_arn), ttl_s=self.key_ttl_s)
+        return self._ring
+
+    def secret(self) -> bytes:
+        """The current key's material."""
+        return self.ring.current().secret
 
     def sign(self, payload: Mapping[str, Any]) -> dict[str, Any]:
-        at = int(self.now())
-        mac = hmac.new(self.secret(), _canonical(payload, at), hashlib.sha256).hexdigest()
-        return {**payload, SIGNATURE_FIELD: {"v": 1, "at": at, "mac": mac}}
+        at, key = int(self.now()), self.ring.current()
+        mac = hmac.new(key.secret, _canonical(payload, at), hashlib.sha256).hexdigest()
+        return {**payload, SIGNATURE_FIELD: {"v": SIGNATURE_VERSION, "kid": key.kid, "at": at, "mac": mac}}
 
     def verify(self, payload: Mapping[str, Any]) -> bool:
         sig = payload.get(SIGNATURE_FIELD)
-        if not isinstance(sig, Mapping) or sig.get("v") != 1:
+        if not isinstance(sig, Mapping) or sig.get("v") != SIGNATURE_VERSION:
             return False
         at, mac = sig.get("at"), sig.get("mac")
         if not isinstance(at, int) or not isinstance(mac, str):
             return False
         if abs(self.now() - at) > SIGNATURE_VALIDITY:
             return False
-        expected = hmac.new(self.secret(), _canonical(payload, at), hashlib.sha256).hexdigest()
+        key = self.ring.find(sig.get("kid"))
+        if key is None:
+            return False
+        expected = hmac.new(key.secret, _canonical(payload, at), hashlib.sha256).hexdigest()
         return hmac.compare_digest(expected, mac)
 
     def sign_claims(self, claims: Mapping[str, str], *, valid_for_s: int) -> str:
-        """`v1.<expires_at>.<hex mac>` over the claims and the expiry (unix seconds)."""
-        expires_at = int(self.now()) + valid_for_s
-        mac = hmac.new(self.secret(), _claims_canonical(claims, expires_at), hashlib.sha256).hexdigest()
-        return f"{CLAIMS_VERSION}.{expires_at}.{mac}"
+        """`v2.<key id>.<expires_at>.<hex mac>` over the claims and the expiry (unix seconds)."""
+        expires_at, key = int(self.now()) + valid_for_s, self.ring.current()
+        mac = hmac.new(key.secret, _claims_canonical(claims, expires_at), hashlib.sha256).hexdigest()
+        return f"{CLAIMS_VERSION}.{key.kid}.{expires_at}.{mac}"
 
     def verify_claims(self, claims: Mapping[str, str], proof: object) -> bool:
-        """True when `proof` is this key's `sign_claims` of exactly these claims and not expired."""
+        """True when `proof` is an accepted key's `sign_claims` of exactly these claims, unexpired."""
         if not isinstance(proof, str):
             return False
-        version, _, rest = proof.partition(".")
-        expires, _, mac = rest.partition(".")
+        parts = proof.split(".")
+        if len(parts) != 4:
+            return False
+        version, kid, expires, mac = parts
         if version != CLAIMS_VERSION or not (expires.isascii() and expires.isdigit()) or not mac:
             return False
         if int(expires) < self.now():
             return False
-        expected = hmac.new(self.secret(), _claims_canonical(claims, int(expires)), hashlib.sha256).hexdigest()
+        key = self.ring.find(kid)
+        if key is None:
+            return False
+        expected = hmac.new(key.secret, _claims_canonical(claims, int(expires)), hashlib.sha256).hexdigest()
         return hmac.compare_digest(expected, mac)
 
 

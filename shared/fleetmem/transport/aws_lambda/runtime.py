@@ -28,7 +28,9 @@ def get_auth(deps: Deps | None = None) -> Auth:
 
 @functools.lru_cache(maxsize=1)
 def signer() -> Any:
-    """The invoke-payload signer (HMAC key from Secrets Manager, read once per sandbox)."""
+    """The invoke-payload signer: one per sandbox, holding the stage's current and previous HMAC
+    keys from Secrets Manager, re-read every `signing_key_ttl_s` and when a signature names a key
+    it does not hold (`fleetmem.adapters.aws.signing_keys`)."""
     from fleetmem.wiring import build_signer
 
     return build_signer(settings())
