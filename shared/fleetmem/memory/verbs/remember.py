@@ -37,6 +37,8 @@ said what the fact replaces. A retry with the same `idempotency_key` replays the
 
 from __future__ import annotations
 
+import random
+import time
 from datetime import datetime
 from typing import Annotated, Any
 
@@ -64,7 +66,7 @@ from fleetmem.memory.vectors import cosine, pack
 from fleetmem.memory.verbs.forget import _id_as_text, not_found
 from fleetmem.memory.writegate import FACT_WRITES
 from fleetmem.models import AuditEvent, Caller, Fact, Wire
-from fleetmem.ports import CallContext, Deps
+from fleetmem.ports import CallContext, DecisionPool, Deps
 from fleetmem.protocol import (
     DEDUP_NEIGHBOURS,
     FACT_KINDS,
@@ -288,17 +290,10 @@ def _validate(deps: Deps, params: RememberParams) -> tuple[str, str, FactKind, V
     return params.fact.strip(), params.provenance, params.kind or "fact", params.visibility or "world", valid_until
 
 
-def _pool(deps: Deps, tenant: str, entity_slug: str | None, now: datetime) -> list[Fact]:
-    """The active facts a new fact on `entity_slug` is compared with (all visibilities)."""
-    if entity_slug is not None:
-        return deps.facts.by_entity(
-            tenant, entity_slug, now=now, active_only=True, world_only=False, limit=_CANDIDATE_SCAN
-        )
-    return [
-        f
-        for f in deps.facts.recent(tenant, now=now, active_only=True, world_only=False, limit=_CANDIDATE_SCAN)
-        if f.entity_slug is None
-    ]
+def _pool(deps: Deps, tenant: str, entity_slug: str | None, now: datetime) -> DecisionPool:
+    """The active facts a new fact on `entity_slug` is compared with (all visibilities), with the
+    store's token the write is conditional on (D20)."""
+    return deps.facts.decision_pool(tenant, entity_slug, now=now, limit=_CANDIDATE_SCAN)
 
 
 def _candidates(caller: Caller, fact: Fact, pool: list[Fact]) -> list[Fact]:
@@ -342,7 +337,13 @@ def _match(
 
 
 #: decide-and-write rounds before a write that keeps losing races to other processes gives up
-_WRITE_ATTEMPTS = 4
+_WRITE_ATTEMPTS = 12
+
+
+def _back_off(attempt: int) -> None:
+    """A short random pause before deciding again, so writers in several processes that keep
+    meeting on one entity spread out instead of colliding in step."""
+    time.sleep(random.uniform(0, min(0.2, 0.005 * 2**attempt)))
 
 
 def _saved(deps: Deps, caller: Caller, draft: Fact, seq: int, existing: Fact | None) -> Fact:
@@ -470,7 +471,7 @@ def run(deps: Deps, caller: Caller, params: RememberParams, ctx: CallContext) ->
         lambda: _canonical_entity(deps, caller, params.entity),
         embed,
         lambda: deps.facts.next_seq(caller.tenant),
-        lambda: _pool(deps, caller.tenant, guess, now) if guess != "" else [],
+        lambda: _pool(deps, caller.tenant, guess, now) if guess != "" else None,
         lambda: deps.facts.get(caller.tenant, replaced_id) if replaced_id is not None else None,
     )
     _check_slug(params, target)
@@ -480,8 +481,9 @@ def run(deps: Deps, caller: Caller, params: RememberParams, ctx: CallContext) ->
     if entity_slug != guess:
         seen = FACT_WRITES.version(caller.tenant, entity_slug)
         pool = _pool(deps, caller.tenant, entity_slug, now)
+    assert pool is not None  # read for the resolved slug (a guess of "" never names one)
     degraded = vec is None
-    notices = [_new_entity_notice(deps, caller, params, target, pool)] if target is not None else []
+    notices = [_new_entity_notice(deps, caller, params, target, pool.facts)] if target is not None else []
 
     draft = Fact(
         tenant=caller.tenant,
@@ -504,9 +506,10 @@ def run(deps: Deps, caller: Caller, params: RememberParams, ctx: CallContext) ->
         notices.append(_already_expired_notice(valid_until))  # type: ignore[arg-type]
     write_through = bool(deps.search.write_through)
 
-    # From the decision to the write, one remember per entity at a time (`writegate`): each
-    # decides against the facts the previous one left. The pool is re-read only when a write on
-    # this entity went through since it was read.
+    # From the decision to the write, one remember per entity at a time in this process
+    # (`writegate`): each decides against the facts the previous one left. The pool is re-read only
+    # when a write on this entity went through since it was read. Across processes the write is
+    # conditional on the pool it was decided on (D20): a write that lost the race decides again.
     with FACT_WRITES.hold(caller.tenant, entity_slug) as version:
         if version != seen:
             pool = _pool(deps, caller.tenant, entity_slug, now)
@@ -518,7 +521,7 @@ def run(deps: Deps, caller: Caller, params: RememberParams, ctx: CallContext) ->
                 # stored as history: it neither deduplicates against nor supersedes a live fact
                 existing, status = None, "inserted"
             else:
-                existing, status = _match(deps, caller, draft, vec, pool)
+                existing, status = _match(deps, caller, draft, vec, pool.facts)
             if status == "duplicate":
                 assert existing is not None
                 current = write_through
@@ -531,13 +534,15 @@ def run(deps: Deps, caller: Caller, params: RememberParams, ctx: CallContext) ->
             fact = _saved(deps, caller, draft, seq, existing)
             try:
                 deps.facts.put(
-                    fact, supersede=existing if status == "superseded" else None, audit=_trail(caller, fact, existing)
+                    fact, supersede=existing if status == "superseded" else None,
+                    audit=_trail(caller, fact, existing), decided=pool,
                 )
                 break
             except Conflict:
                 # another process wrote this entity's facts in between: decide again on fresh state
                 if attempt == _WRITE_ATTEMPTS - 1:
                     raise _lost_race(params) from None
+                _back_off(attempt)
                 if named is not None:  # replaced or forgotten in between?
                     named = _replaced(caller, named.fact_id, deps.facts.get(caller.tenant, named.fact_id), now)
                 pool = _pool(deps, caller.tenant, entity_slug, now)

@@ -24,6 +24,7 @@ from fleetmem.models import (
     AuditEvent,
     Fact,
 )
+from fleetmem.ports import DecisionPool
 
 # ---------------------------------------------------------------------------------------------
 # facts
@@ -93,6 +94,22 @@ def _active_clause(now: datetime) -> tuple[str, list[Any]]:
     )
 
 
+def _pool_sql(tenant: str, entity_slug: str | None, now: datetime, limit: int, cols: str) -> tuple[str, list[Any]]:
+    """The decision pool's query (`decision_pool`); for no entity, the tenant's newest active facts
+    (the caller keeps the unattributed ones)."""
+    clause, extra = _active_clause(now)
+    where, args = ("", []) if entity_slug is None else (" AND entity_slug = ?", [entity_slug])
+    sql = f"SELECT {cols} FROM facts WHERE tenant = ?{where}{clause} ORDER BY created_at DESC, seq DESC LIMIT ?"
+    return sql, [tenant, *args, *extra, max(0, int(limit))]
+
+
+def _pool_ids(
+    conn: sqlite3.Connection, tenant: str, entity_slug: str | None, now: datetime, limit: int
+) -> frozenset[str]:
+    sql, args = _pool_sql(tenant, entity_slug, now, limit, "fact_id, entity_slug")
+    return frozenset(r[0] for r in conn.execute(sql, args) if entity_slug is not None or r[1] is None)
+
+
 class SqliteFactStore:
     def __init__(self, db: Database) -> None:
         self.db = db
@@ -108,11 +125,28 @@ class SqliteFactStore:
 
         return self.db.write(run)
 
-    def put(self, fact: Fact, *, supersede: Fact | None = None, audit: Sequence[AuditEvent] = ()) -> None:
+    def decision_pool(self, tenant: str, entity_slug: str | None, *, now: datetime, limit: int) -> DecisionPool:
+        # The token is what the decision depended on: the ids of the pool's active facts. `put`
+        # reads them again inside its write transaction, whose lock every process on the file takes.
+        sql, args = _pool_sql(tenant, entity_slug, now, limit, _FACT_COLS)
+        rows = self.db.read(lambda c: c.execute(sql, args).fetchall())
+        facts = [f for f in map(_fact_of, rows) if entity_slug is not None or f.entity_slug is None]
+        return DecisionPool(facts, (tenant, entity_slug, now, limit, frozenset(f.fact_id for f in facts)))
+
+    def put(
+        self, fact: Fact, *, supersede: Fact | None = None, audit: Sequence[AuditEvent] = (),
+        decided: DecisionPool | None = None,
+    ) -> None:
         if supersede is not None and supersede.tenant != fact.tenant:
             raise Conflict("the superseded fact belongs to another tenant")
 
         def run(conn: sqlite3.Connection) -> None:
+            if decided is not None:
+                tenant, entity_slug, at, limit, ids = decided.token
+                if tenant != fact.tenant or entity_slug != fact.entity_slug:
+                    raise Conflict("the decision pool belongs to another entity")
+                if _pool_ids(conn, tenant, entity_slug, at, limit) != ids:
+                    raise Conflict("the entity's facts changed since the decision")
             if supersede is not None:
                 row = conn.execute(
                     "SELECT text, valid_until, expired_at, superseded_by FROM facts "
