@@ -27,6 +27,9 @@ supersedes; anything else is a second fact.
 Without an embedder (or when it is unavailable) only exact-text dedup runs and the response says
 `degraded_dedup: true` (D7).
 
+Concurrency (D20): the decision reads the entity's `decision_pool` and the write is conditional on
+it, in every process; a write another process's decision made stale is decided again.
+
 Explicit replacement (`supersedes`): the caller names the fact the new one replaces by its
 `fact_id`. It must be an active fact of the caller's tenant that the caller can see (for a remote
 caller: a world fact); otherwise the answer is forget's `not_found` (a foreign or private id looks
