@@ -50,6 +50,15 @@ class DecisionPool:
     token: Any
 
 
+@dataclass(frozen=True)
+class FactWrite:
+    """What a decision stores: the new fact, the fact it supersedes, their audit trail."""
+
+    fact: Fact
+    supersede: Fact | None = None
+    audit: Sequence[AuditEvent] = ()
+
+
 class FactStore(Protocol):
     def next_seq(self, tenant: str) -> int:
         """Allocate the tenant's next integer fact sequence number (1, 2, 3, ...; atomic)."""
@@ -73,6 +82,17 @@ class FactStore(Protocol):
         entity), raises Conflict if the pool is no longer current — at least when another decided
         write on that entity committed since, in any process: the caller reads it again and decides
         again."""
+        ...
+
+    def put_decided(
+        self, tenant: str, entity_slug: str | None, decide: Callable[[DecisionPool], FactWrite | None], *,
+        now: datetime, limit: int, pool: DecisionPool | None = None,
+    ) -> None:
+        """D20: one decision about an entity — `decide` gets the entity's pool and returns what to
+        store (None: nothing), which is put conditional on that pool. A store with a lock every
+        process takes reads the pool and decides inside it (SQLite: `pool` is not used, the write
+        never loses); the others decide on `pool` (read when None) and raise Conflict when another
+        decision won: the caller calls again with `pool=None`."""
         ...
 
     def get(self, tenant: str, fact_id: str) -> Fact | None: ...

@@ -6,6 +6,7 @@ import pytest
 from tests.contract.builders import at, fact
 
 from fleetmem.errors import Conflict
+from fleetmem.ports import FactWrite
 
 ENT = "projects/orion"
 NOW = at(100)
@@ -70,4 +71,35 @@ def test_the_pool_holds_every_visibility_and_only_active_facts(facts, tenant):
     facts.put(fact(tenant, 1, entity_slug=ENT, visibility="private"))
     facts.put(fact(tenant, 2, entity_slug=ENT))
     facts.expire(tenant, "f_0002", at=at(10), reason="wrong", actor="agent-a")
+    assert [f.fact_id for f in facts.decision_pool(tenant, ENT, now=NOW, limit=50).facts] == ["f_0001"]
+
+
+def test_put_decided_stores_what_the_decision_returns_on_the_current_pool(facts, tenant):
+    seen: list[list[str]] = []
+
+    def first_value(pool):
+        seen.append([f.fact_id for f in pool.facts])
+        return None if pool.facts else FactWrite(fact(tenant, 1, entity_slug=ENT))
+
+    facts.put_decided(tenant, ENT, first_value, now=NOW, limit=50)
+    facts.put_decided(tenant, ENT, first_value, now=NOW, limit=50)  # decides "nothing to write"
+    assert seen == [[], ["f_0001"]]
+    assert [f.fact_id for f in facts.decision_pool(tenant, ENT, now=NOW, limit=50).facts] == ["f_0001"]
+
+
+def test_put_decided_on_a_stale_pool_never_writes_a_stale_decision(facts, tenant):
+    stale = facts.decision_pool(tenant, ENT, now=NOW, limit=50)
+    facts.put(fact(tenant, 1, entity_slug=ENT), decided=facts.decision_pool(tenant, ENT, now=NOW, limit=50))
+    seen: list[list[str]] = []
+
+    def insert_if_empty(pool):
+        seen.append([f.fact_id for f in pool.facts])
+        return FactWrite(fact(tenant, 2 + len(seen), entity_slug=ENT)) if not pool.facts else None
+
+    try:
+        # a store that decides under its lock reads the pool itself; the others lose the round
+        facts.put_decided(tenant, ENT, insert_if_empty, now=NOW, limit=50, pool=stale)
+    except Conflict:
+        facts.put_decided(tenant, ENT, insert_if_empty, now=NOW, limit=50)
+    assert seen[-1] == ["f_0001"]
     assert [f.fact_id for f in facts.decision_pool(tenant, ENT, now=NOW, limit=50).facts] == ["f_0001"]

@@ -13,8 +13,9 @@ went through the stripe meanwhile.
 
 The gate only spares this process's writers a lost race; it is not what makes the decision safe.
 Across processes (several Lambda instances, or a CLI next to a server on one data directory) the
-store does (docs/protocol.md D20): the write is conditional on the pool it was decided on
-(`FactStore.decision_pool`), and `remember` decides again when another process won.
+store does (docs/protocol.md D20, `FactStore.put_decided`): SQLite decides inside its write lock,
+DynamoDB makes the write conditional on the pool it was decided on, and `remember` decides again
+when another process won.
 """
 
 from __future__ import annotations

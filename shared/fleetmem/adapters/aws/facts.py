@@ -34,7 +34,7 @@ from fleetmem.adapters.aws.dynamo import (
 from fleetmem.adapters.aws.tables import AUDIT, FACTS
 from fleetmem.errors import Conflict, NotFound
 from fleetmem.models import AuditEvent, Fact
-from fleetmem.ports import DecisionPool
+from fleetmem.ports import DecisionPool, FactWrite
 
 _SEQ_LOCK = threading.Lock()
 _SEQ_ID = "~seq"  # not a valid fact id (ids are "<prefix>_<ulid>"), so it cannot collide
@@ -226,6 +226,17 @@ class DynamoFactStore:
                 if entity_slug is not None or f.entity_slug is None:
                     out.append(f)
         return seen, out
+
+    def put_decided(
+        self, tenant: str, entity_slug: str | None, decide: Callable[[DecisionPool], FactWrite | None], *,
+        now: datetime, limit: int, pool: DecisionPool | None = None,
+    ) -> None:
+        # no lock to decide under: decide on the pool, and the decision record's condition tells
+        # whether another decision committed since (Conflict: the caller decides again)
+        pool = pool if pool is not None else self.decision_pool(tenant, entity_slug, now=now, limit=limit)
+        write = decide(pool)
+        if write is not None:
+            self.put(write.fact, supersede=write.supersede, audit=write.audit, decided=pool)
 
     def _decision_actions(self, fact: Fact, decided: DecisionPool | None) -> list[dict[str, Any]]:
         """The decision record's move from the pool's version to the next, conditional on it."""

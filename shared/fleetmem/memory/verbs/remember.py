@@ -27,8 +27,9 @@ supersedes; anything else is a second fact.
 Without an embedder (or when it is unavailable) only exact-text dedup runs and the response says
 `degraded_dedup: true` (D7).
 
-Concurrency (D20): the decision reads the entity's `decision_pool` and the write is conditional on
-it, in every process; a write another process's decision made stale is decided again.
+Concurrency (D20): the store runs the decision and its write as one step (`FactStore.put_decided`):
+SQLite inside its cross-process write lock; DynamoDB conditional on the entity's decision record,
+deciding again when another process's decision won.
 
 Explicit replacement (`supersedes`): the caller names the fact the new one replaces by its
 `fact_id`. It must be an active fact of the caller's tenant that the caller can see (for a remote
@@ -69,7 +70,7 @@ from fleetmem.memory.vectors import cosine, pack
 from fleetmem.memory.verbs.forget import _id_as_text, not_found
 from fleetmem.memory.writegate import FACT_WRITES
 from fleetmem.models import AuditEvent, Caller, Fact, Wire
-from fleetmem.ports import CallContext, DecisionPool, Deps
+from fleetmem.ports import CallContext, DecisionPool, Deps, FactWrite
 from fleetmem.protocol import (
     DEDUP_NEIGHBOURS,
     FACT_KINDS,
@@ -340,13 +341,14 @@ def _match(
 
 
 #: decide-and-write rounds before a write that keeps losing races to other processes gives up
-_WRITE_ATTEMPTS = 12
+_WRITE_ATTEMPTS = 32
 
 
-def _back_off(attempt: int) -> None:
-    """A short random pause before deciding again, so writers in several processes that keep
-    meeting on one entity spread out instead of colliding in step."""
-    time.sleep(random.uniform(0, min(0.2, 0.005 * 2**attempt)))
+def _back_off() -> None:
+    """A pause of a few milliseconds at most before deciding again: enough that writers in several
+    processes meeting on one entity do not collide in step, short enough that a writer that lost
+    does not fall behind fresh ones (every round has a winner, so a loser only needs its turn)."""
+    time.sleep(random.uniform(0, 0.005))
 
 
 def _saved(deps: Deps, caller: Caller, draft: Fact, seq: int, existing: Fact | None) -> Fact:
@@ -509,46 +511,57 @@ def run(deps: Deps, caller: Caller, params: RememberParams, ctx: CallContext) ->
         notices.append(_already_expired_notice(valid_until))  # type: ignore[arg-type]
     write_through = bool(deps.search.write_through)
 
-    # From the decision to the write, one remember per entity at a time in this process
-    # (`writegate`): each decides against the facts the previous one left. The pool is re-read only
-    # when a write on this entity went through since it was read. Across processes the write is
-    # conditional on the pool it was decided on (D20): a write that lost the race decides again.
+    existing: Fact | None = None
+    status = "inserted"
+    fact = draft
+
+    def decide(current: DecisionPool) -> FactWrite | None:
+        """The decision on the entity's current pool (run by the store, D20); None: a duplicate."""
+        nonlocal existing, status, fact
+        if named is not None:
+            # the caller said what the fact replaces: no automatic matching
+            existing, status = named, "superseded"
+        elif born_expired:
+            # stored as history: it neither deduplicates against nor supersedes a live fact
+            existing, status = None, "inserted"
+        else:
+            existing, status = _match(deps, caller, draft, vec, current.facts)
+        if status == "duplicate":
+            return None
+        fact = _saved(deps, caller, draft, seq, existing)
+        supersede = existing if status == "superseded" else None
+        return FactWrite(fact, supersede=supersede, audit=_trail(caller, fact, existing))
+
+    # One remember per entity at a time in this process (`writegate`): each decides against the
+    # facts the previous one left, and the pool read above serves unless a write on this entity
+    # went through since. Across processes the store makes the decision and its write one step
+    # (D20); where it cannot lock, a write another process's decision made stale decides again.
+    decided_on: DecisionPool | None = pool
     with FACT_WRITES.hold(caller.tenant, entity_slug) as version:
         if version != seen:
-            pool = _pool(deps, caller.tenant, entity_slug, now)
+            decided_on = None
         for attempt in range(_WRITE_ATTEMPTS):
-            if named is not None:
-                # the caller said what the fact replaces: no automatic matching
-                existing, status = named, "superseded"
-            elif born_expired:
-                # stored as history: it neither deduplicates against nor supersedes a live fact
-                existing, status = None, "inserted"
-            else:
-                existing, status = _match(deps, caller, draft, vec, pool.facts)
-            if status == "duplicate":
-                assert existing is not None
-                current = write_through
-                if ctx.keyed:  # perhaps the retry of a call killed between storing and indexing it
-                    current = indexing.index_fact(deps, existing)
-                return _response(
-                    existing, "duplicate", f"Duplicate of fact #{existing.seq}", current=current,
-                    degraded=degraded, notices=notices,
-                )
-            fact = _saved(deps, caller, draft, seq, existing)
             try:
-                deps.facts.put(
-                    fact, supersede=existing if status == "superseded" else None,
-                    audit=_trail(caller, fact, existing), decided=pool,
+                deps.facts.put_decided(
+                    caller.tenant, entity_slug, decide, now=now, limit=_CANDIDATE_SCAN, pool=decided_on
                 )
                 break
             except Conflict:
-                # another process wrote this entity's facts in between: decide again on fresh state
                 if attempt == _WRITE_ATTEMPTS - 1:
                     raise _lost_race(params) from None
-                _back_off(attempt)
+                _back_off()
                 if named is not None:  # replaced or forgotten in between?
                     named = _replaced(caller, named.fact_id, deps.facts.get(caller.tenant, named.fact_id), now)
-                pool = _pool(deps, caller.tenant, entity_slug, now)
+                decided_on = None
+    if status == "duplicate":
+        assert existing is not None
+        current = write_through
+        if ctx.keyed:  # perhaps the retry of a call killed between storing and indexing it
+            current = indexing.index_fact(deps, existing)
+        return _response(
+            existing, "duplicate", f"Duplicate of fact #{existing.seq}", current=current,
+            degraded=degraded, notices=notices,
+        )
     indexed = indexing.index_fact(deps, fact)
     if existing is not None:
         indexed = indexing.unindex_facts(deps, caller.tenant, [existing.fact_id]) and indexed
