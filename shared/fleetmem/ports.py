@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import builtins
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
 
@@ -39,16 +40,59 @@ from fleetmem.models import (
 from fleetmem.protocol import IDEMPOTENCY_LEASE_SECONDS
 
 
+@dataclass(frozen=True)
+class DecisionPool:
+    """What one `remember` decision about an entity reads (D20): the active facts it compares the new
+    fact with, and the store's opaque token for that state. `FactStore.put(..., decided=pool)`
+    commits only while no other decision about the entity committed since the pool was read."""
+
+    facts: list[Fact]
+    token: Any
+
+
+@dataclass(frozen=True)
+class FactWrite:
+    """What a decision stores: the new fact, the fact it supersedes, their audit trail."""
+
+    fact: Fact
+    supersede: Fact | None = None
+    audit: Sequence[AuditEvent] = ()
+
+
 class FactStore(Protocol):
     def next_seq(self, tenant: str) -> int:
         """Allocate the tenant's next integer fact sequence number (1, 2, 3, ...; atomic)."""
         ...
 
-    def put(self, fact: Fact, *, supersede: Fact | None = None, audit: Sequence[AuditEvent] = ()) -> None:
+    def decision_pool(self, tenant: str, entity_slug: str | None, *, now: datetime, limit: int) -> DecisionPool:
+        """D20: the active facts (every visibility, newest first) a new fact on `entity_slug` is compared
+        with — for None, the unattributed ones among the tenant's `limit` newest active facts — with
+        the token `put(..., decided=)` checks."""
+        ...
+
+    def put(
+        self, fact: Fact, *, supersede: Fact | None = None, audit: Sequence[AuditEvent] = (),
+        decided: DecisionPool | None = None,
+    ) -> None:
         """Insert `fact`. With `supersede`, atomically also mark that stored fact expired at
         `fact.created_at` with `superseded_by = fact.fact_id` (raises Conflict if it is no longer
         active or was changed). Raises Conflict if `fact.fact_id` already exists. The `audit`
-        events are written in the same transaction: a fact is never written without its trail."""
+        events are written in the same transaction: a fact is never written without its trail.
+        With `decided` (the pool the write was decided on, from `decision_pool` for the fact's
+        entity), raises Conflict if the pool is no longer current — at least when another decided
+        write on that entity committed since, in any process: the caller reads it again and decides
+        again."""
+        ...
+
+    def put_decided(
+        self, tenant: str, entity_slug: str | None, decide: Callable[[DecisionPool], FactWrite | None], *,
+        now: datetime, limit: int, pool: DecisionPool | None = None,
+    ) -> None:
+        """D20: one decision about an entity — `decide` gets the entity's pool and returns what to
+        store (None: nothing), which is put conditional on that pool. A store with a lock every
+        process takes reads the pool and decides inside it (SQLite: `pool` is not used, the write
+        never loses); the others decide on `pool` (read when None) and raise Conflict when another
+        decision won: the caller calls again with `pool=None`."""
         ...
 
     def get(self, tenant: str, fact_id: str) -> Fact | None: ...

@@ -9,8 +9,13 @@ state the previous one left. The embedding is computed before the gate is taken.
 The gate is striped (a fixed set of locks chosen by a hash of the key), so memory stays bounded;
 two entities sharing a stripe only wait for each other. Each stripe counts the writes it let
 through: a caller that read the facts before taking the gate re-reads them only when a write
-went through the stripe meanwhile. Across processes (several Lambda instances or a CLI next to a
-server) the store's conditional writes still decide, and `remember` retries a lost race.
+went through the stripe meanwhile.
+
+The gate only spares this process's writers a lost race; it is not what makes the decision safe.
+Across processes (several Lambda instances, or a CLI next to a server on one data directory) the
+store does (docs/protocol.md D20, `FactStore.put_decided`): SQLite decides inside its write lock,
+DynamoDB makes the write conditional on the pool it was decided on, and `remember` decides again
+when another process won.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 import threading
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -20,6 +20,7 @@ from fleetmem.adapters.aws.dynamo import (
     change_floor,
     chunks,
     from_ddb,
+    parallel,
     parse_ts,
     query_all,
     read_counter,
@@ -33,10 +34,15 @@ from fleetmem.adapters.aws.dynamo import (
 from fleetmem.adapters.aws.tables import AUDIT, FACTS
 from fleetmem.errors import Conflict, NotFound
 from fleetmem.models import AuditEvent, Fact
+from fleetmem.ports import DecisionPool, FactWrite
 
 _SEQ_LOCK = threading.Lock()
 _SEQ_ID = "~seq"  # not a valid fact id (ids are "<prefix>_<ulid>"), so it cannot collide
 _ACTIVE = "attribute_not_exists(expired_at) AND attribute_not_exists(superseded_by)"
+# D20: one decision record per (tenant, entity) — "<tenant>#~dec#<slug>", "<tenant>#~dec#" for the
+# unattributed facts — with the number of decided writes (`v`) and the ids of the last few (`recent`)
+_DECISION_ID = "~dec"
+_RECENT = 8
 
 
 def fact_pk(tenant: str, fact_id: str) -> str:
@@ -167,7 +173,100 @@ class DynamoFactStore:
         # The request token makes an SDK retry of a transaction that already landed a no-op.
         call(self._db.transact_write_items, TransactItems=items, ClientRequestToken=uuid.uuid4().hex)
 
-    def put(self, fact: Fact, *, supersede: Fact | None = None, audit: Sequence[AuditEvent] = ()) -> None:
+    # -- decisions (D20) -------------------------------------------------------------------------
+
+    def _decision_key(self, tenant: str, entity_slug: str | None) -> dict[str, Any]:
+        return {"pk": {"S": f"{tenant}#{_DECISION_ID}#{entity_slug or ''}"}}
+
+    def decision_pool(self, tenant: str, entity_slug: str | None, *, now: datetime, limit: int) -> DecisionPool:
+        # The record and the pool are read at once. The pool comes from a GSI, eventually
+        # consistent and read in no order with the record, so it may miss a write the record
+        # already counts: the last `_RECENT` decided facts named by the record that the pool did
+        # not list are read from the table itself. A pool newer than the record only fails the
+        # write's condition (one more round).
+        reads: list[Callable[[], Any]] = [
+            lambda: call(
+                self._db.get_item, TableName=self.table, Key=self._decision_key(tenant, entity_slug),
+                ConsistentRead=True,
+            ).get("Item") or {},
+            lambda: self._pool(tenant, entity_slug, now, limit),
+        ]
+        record, (seen, facts) = parallel(reads)
+        version = as_int((record.get("v") or {}).get("N"))
+        recent = [x["S"] for x in (record.get("recent") or {}).get("L", [])]
+        missing = [i for i in recent if i not in seen]
+        if missing:
+            fresh = self._batch_get(tenant, missing, consistent=True)
+            listed = {f.fact_id for f in facts}
+            facts += [f for f in fresh if f.is_active(now) and f.fact_id not in listed]
+            facts = [f for f in facts if f.fact_id not in {g.fact_id for g in fresh if not g.is_active(now)}]
+        # a fact another listed fact superseded is history, even where the index still shows it active
+        replaced = {f.supersedes for f in facts if f.supersedes}
+        facts = sorted(
+            (f for f in facts if f.fact_id not in replaced), key=lambda f: (f.created_at, f.seq), reverse=True
+        )
+        return DecisionPool(facts, (tenant, entity_slug, version, tuple(recent)))
+
+    def _pool(self, tenant: str, entity_slug: str | None, now: datetime, limit: int) -> tuple[set[str], list[Fact]]:
+        """(ids of every fact read, the active ones) — for no entity, the unattributed facts among
+        the tenant's `limit` newest active ones."""
+        if entity_slug is not None:
+            it = self._query("by_entity", "ent", f"{tenant}#{entity_slug}", page_size=self._page_size(limit))
+        else:
+            it = self._query("by_time", "tp", tenant, page_size=self._page_size(limit))
+        seen: set[str] = set()
+        out: list[Fact] = []
+        active = 0
+        for f in it:
+            if active >= limit:
+                break
+            seen.add(f.fact_id)
+            if f.is_active(now):
+                active += 1
+                if entity_slug is not None or f.entity_slug is None:
+                    out.append(f)
+        return seen, out
+
+    def put_decided(
+        self, tenant: str, entity_slug: str | None, decide: Callable[[DecisionPool], FactWrite | None], *,
+        now: datetime, limit: int, pool: DecisionPool | None = None,
+    ) -> None:
+        # no lock to decide under: decide on the pool, and the decision record's condition tells
+        # whether another decision committed since (Conflict: the caller decides again)
+        pool = pool if pool is not None else self.decision_pool(tenant, entity_slug, now=now, limit=limit)
+        write = decide(pool)
+        if write is not None:
+            self.put(write.fact, supersede=write.supersede, audit=write.audit, decided=pool)
+
+    def _decision_actions(self, fact: Fact, decided: DecisionPool | None) -> list[dict[str, Any]]:
+        """The decision record's move from the pool's version to the next, conditional on it."""
+        if decided is None:
+            return []
+        tenant, entity_slug, version, recent = decided.token
+        if tenant != fact.tenant or entity_slug != fact.entity_slug:
+            raise Conflict("the decision pool belongs to another entity")
+        values: dict[str, Any] = {
+            ":v": {"N": str(version + 1)},
+            ":typ": {"S": "decision"},
+            ":recent": {"L": [{"S": i} for i in [*recent, fact.fact_id][-_RECENT:]]},
+        }
+        condition = "attribute_not_exists(v)"
+        if version:
+            condition = "v = :prev"
+            values[":prev"] = {"N": str(version)}
+        update = {
+            "TableName": self.table,
+            "Key": self._decision_key(tenant, entity_slug),
+            "UpdateExpression": "SET v = :v, typ = :typ, recent = :recent",
+            "ConditionExpression": condition,
+            "ExpressionAttributeValues": values,
+        }
+        return [{"Update": update}]
+
+    def put(
+        self, fact: Fact, *, supersede: Fact | None = None, audit: Sequence[AuditEvent] = (),
+        decided: DecisionPool | None = None,
+    ) -> None:
         if supersede is not None and supersede.tenant != fact.tenant:
             raise Conflict("the superseded fact belongs to another tenant")
         base = fact_to_item(fact)
@@ -175,11 +274,13 @@ class DynamoFactStore:
 
         def build(n: int) -> list[dict[str, Any]]:
             # One transaction: the change counter (D14), the new fact carrying its change number,
-            # the old one's expiry (a change of the old fact: the number before) and the audit trail.
+            # the old one's expiry (a change of the old fact: the number before), the entity's
+            # decision record (D20) and the audit trail.
             item = {**to_ddb({**base, "cs": n + 1 if supersede else n}), WRITE_ID: stamp}
             put = {"TableName": self.table, "Item": item, "ConditionExpression": "attribute_not_exists(pk)"}
-            return [{"Put": put}, *self._supersede_actions(fact, supersede, n), *audits]
+            return [{"Put": put}, *self._supersede_actions(fact, supersede, n), *decision, *audits]
 
+        decision = self._decision_actions(fact, decided)
         audits = self._audit_puts(audit)
         try:
             transact_with_change(
@@ -337,10 +438,14 @@ class DynamoFactStore:
         return self._take(settled, now=now, active_only=True, world_only=world_only, limit=limit)
 
     def many(self, tenant: str, fact_ids: Sequence[str]) -> list[Fact]:
+        return self._batch_get(tenant, fact_ids)
+
+    def _batch_get(self, tenant: str, fact_ids: Sequence[str], *, consistent: bool = False) -> list[Fact]:
         wanted = list(dict.fromkeys(fact_ids))
         found: dict[str, Fact] = {}
         for group in chunks(wanted, 100):
-            request = {self.table: {"Keys": [{"pk": {"S": fact_pk(tenant, fid)}} for fid in group]}}
+            keys = [{"pk": {"S": fact_pk(tenant, fid)}} for fid in group]
+            request: dict[str, Any] = {self.table: {"Keys": keys, **({"ConsistentRead": True} if consistent else {})}}
             while request:
                 out = call(self._db.batch_get_item, RequestItems=request)
                 for raw in out.get("Responses", {}).get(self.table, []):

@@ -27,6 +27,10 @@ supersedes; anything else is a second fact.
 Without an embedder (or when it is unavailable) only exact-text dedup runs and the response says
 `degraded_dedup: true` (D7).
 
+Concurrency (D20): the store runs the decision and its write as one step (`FactStore.put_decided`):
+SQLite inside its cross-process write lock; DynamoDB conditional on the entity's decision record,
+deciding again when another process's decision won.
+
 Explicit replacement (`supersedes`): the caller names the fact the new one replaces by its
 `fact_id`. It must be an active fact of the caller's tenant that the caller can see (for a remote
 caller: a world fact); otherwise the answer is forget's `not_found` (a foreign or private id looks
@@ -37,6 +41,8 @@ said what the fact replaces. A retry with the same `idempotency_key` replays the
 
 from __future__ import annotations
 
+import random
+import time
 from datetime import datetime
 from typing import Annotated, Any
 
@@ -64,7 +70,7 @@ from fleetmem.memory.vectors import cosine, pack
 from fleetmem.memory.verbs.forget import _id_as_text, not_found
 from fleetmem.memory.writegate import FACT_WRITES
 from fleetmem.models import AuditEvent, Caller, Fact, Wire
-from fleetmem.ports import CallContext, Deps
+from fleetmem.ports import CallContext, DecisionPool, Deps, FactWrite
 from fleetmem.protocol import (
     DEDUP_NEIGHBOURS,
     FACT_KINDS,
@@ -288,17 +294,10 @@ def _validate(deps: Deps, params: RememberParams) -> tuple[str, str, FactKind, V
     return params.fact.strip(), params.provenance, params.kind or "fact", params.visibility or "world", valid_until
 
 
-def _pool(deps: Deps, tenant: str, entity_slug: str | None, now: datetime) -> list[Fact]:
-    """The active facts a new fact on `entity_slug` is compared with (all visibilities)."""
-    if entity_slug is not None:
-        return deps.facts.by_entity(
-            tenant, entity_slug, now=now, active_only=True, world_only=False, limit=_CANDIDATE_SCAN
-        )
-    return [
-        f
-        for f in deps.facts.recent(tenant, now=now, active_only=True, world_only=False, limit=_CANDIDATE_SCAN)
-        if f.entity_slug is None
-    ]
+def _pool(deps: Deps, tenant: str, entity_slug: str | None, now: datetime) -> DecisionPool:
+    """The active facts a new fact on `entity_slug` is compared with (all visibilities), with the
+    store's token the write is conditional on (D20)."""
+    return deps.facts.decision_pool(tenant, entity_slug, now=now, limit=_CANDIDATE_SCAN)
 
 
 def _candidates(caller: Caller, fact: Fact, pool: list[Fact]) -> list[Fact]:
@@ -342,7 +341,14 @@ def _match(
 
 
 #: decide-and-write rounds before a write that keeps losing races to other processes gives up
-_WRITE_ATTEMPTS = 4
+_WRITE_ATTEMPTS = 32
+
+
+def _back_off() -> None:
+    """A pause of a few milliseconds at most before deciding again: enough that writers in several
+    processes meeting on one entity do not collide in step, short enough that a writer that lost
+    does not fall behind fresh ones (every round has a winner, so a loser only needs its turn)."""
+    time.sleep(random.uniform(0, 0.005))
 
 
 def _saved(deps: Deps, caller: Caller, draft: Fact, seq: int, existing: Fact | None) -> Fact:
@@ -470,7 +476,7 @@ def run(deps: Deps, caller: Caller, params: RememberParams, ctx: CallContext) ->
         lambda: _canonical_entity(deps, caller, params.entity),
         embed,
         lambda: deps.facts.next_seq(caller.tenant),
-        lambda: _pool(deps, caller.tenant, guess, now) if guess != "" else [],
+        lambda: _pool(deps, caller.tenant, guess, now) if guess != "" else None,
         lambda: deps.facts.get(caller.tenant, replaced_id) if replaced_id is not None else None,
     )
     _check_slug(params, target)
@@ -480,8 +486,9 @@ def run(deps: Deps, caller: Caller, params: RememberParams, ctx: CallContext) ->
     if entity_slug != guess:
         seen = FACT_WRITES.version(caller.tenant, entity_slug)
         pool = _pool(deps, caller.tenant, entity_slug, now)
+    assert pool is not None  # read for the resolved slug (a guess of "" never names one)
     degraded = vec is None
-    notices = [_new_entity_notice(deps, caller, params, target, pool)] if target is not None else []
+    notices = [_new_entity_notice(deps, caller, params, target, pool.facts)] if target is not None else []
 
     draft = Fact(
         tenant=caller.tenant,
@@ -504,43 +511,57 @@ def run(deps: Deps, caller: Caller, params: RememberParams, ctx: CallContext) ->
         notices.append(_already_expired_notice(valid_until))  # type: ignore[arg-type]
     write_through = bool(deps.search.write_through)
 
-    # From the decision to the write, one remember per entity at a time (`writegate`): each
-    # decides against the facts the previous one left. The pool is re-read only when a write on
-    # this entity went through since it was read.
+    existing: Fact | None = None
+    status = "inserted"
+    fact = draft
+
+    def decide(current: DecisionPool) -> FactWrite | None:
+        """The decision on the entity's current pool (run by the store, D20); None: a duplicate."""
+        nonlocal existing, status, fact
+        if named is not None:
+            # the caller said what the fact replaces: no automatic matching
+            existing, status = named, "superseded"
+        elif born_expired:
+            # stored as history: it neither deduplicates against nor supersedes a live fact
+            existing, status = None, "inserted"
+        else:
+            existing, status = _match(deps, caller, draft, vec, current.facts)
+        if status == "duplicate":
+            return None
+        fact = _saved(deps, caller, draft, seq, existing)
+        supersede = existing if status == "superseded" else None
+        return FactWrite(fact, supersede=supersede, audit=_trail(caller, fact, existing))
+
+    # One remember per entity at a time in this process (`writegate`): each decides against the
+    # facts the previous one left, and the pool read above serves unless a write on this entity
+    # went through since. Across processes the store makes the decision and its write one step
+    # (D20); where it cannot lock, a write another process's decision made stale decides again.
+    decided_on: DecisionPool | None = pool
     with FACT_WRITES.hold(caller.tenant, entity_slug) as version:
         if version != seen:
-            pool = _pool(deps, caller.tenant, entity_slug, now)
+            decided_on = None
         for attempt in range(_WRITE_ATTEMPTS):
-            if named is not None:
-                # the caller said what the fact replaces: no automatic matching
-                existing, status = named, "superseded"
-            elif born_expired:
-                # stored as history: it neither deduplicates against nor supersedes a live fact
-                existing, status = None, "inserted"
-            else:
-                existing, status = _match(deps, caller, draft, vec, pool)
-            if status == "duplicate":
-                assert existing is not None
-                current = write_through
-                if ctx.keyed:  # perhaps the retry of a call killed between storing and indexing it
-                    current = indexing.index_fact(deps, existing)
-                return _response(
-                    existing, "duplicate", f"Duplicate of fact #{existing.seq}", current=current,
-                    degraded=degraded, notices=notices,
-                )
-            fact = _saved(deps, caller, draft, seq, existing)
             try:
-                deps.facts.put(
-                    fact, supersede=existing if status == "superseded" else None, audit=_trail(caller, fact, existing)
+                deps.facts.put_decided(
+                    caller.tenant, entity_slug, decide, now=now, limit=_CANDIDATE_SCAN, pool=decided_on
                 )
                 break
             except Conflict:
-                # another process wrote this entity's facts in between: decide again on fresh state
                 if attempt == _WRITE_ATTEMPTS - 1:
                     raise _lost_race(params) from None
+                _back_off()
                 if named is not None:  # replaced or forgotten in between?
                     named = _replaced(caller, named.fact_id, deps.facts.get(caller.tenant, named.fact_id), now)
-                pool = _pool(deps, caller.tenant, entity_slug, now)
+                decided_on = None
+    if status == "duplicate":
+        assert existing is not None
+        current = write_through
+        if ctx.keyed:  # perhaps the retry of a call killed between storing and indexing it
+            current = indexing.index_fact(deps, existing)
+        return _response(
+            existing, "duplicate", f"Duplicate of fact #{existing.seq}", current=current,
+            degraded=degraded, notices=notices,
+        )
     indexed = indexing.index_fact(deps, fact)
     if existing is not None:
         indexed = indexing.unindex_facts(deps, caller.tenant, [existing.fact_id]) and indexed

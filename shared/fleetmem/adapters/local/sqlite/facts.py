@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -24,6 +24,7 @@ from fleetmem.models import (
     AuditEvent,
     Fact,
 )
+from fleetmem.ports import DecisionPool, FactWrite
 
 # ---------------------------------------------------------------------------------------------
 # facts
@@ -93,6 +94,69 @@ def _active_clause(now: datetime) -> tuple[str, list[Any]]:
     )
 
 
+def _pool_sql(tenant: str, entity_slug: str | None, now: datetime, limit: int, cols: str) -> tuple[str, list[Any]]:
+    """The decision pool's query (`decision_pool`); for no entity, the tenant's newest active facts
+    (the caller keeps the unattributed ones)."""
+    clause, extra = _active_clause(now)
+    where, args = ("", []) if entity_slug is None else (" AND entity_slug = ?", [entity_slug])
+    sql = f"SELECT {cols} FROM facts WHERE tenant = ?{where}{clause} ORDER BY created_at DESC, seq DESC LIMIT ?"
+    return sql, [tenant, *args, *extra, max(0, int(limit))]
+
+
+def _pool_ids(
+    conn: sqlite3.Connection, tenant: str, entity_slug: str | None, now: datetime, limit: int
+) -> frozenset[str]:
+    sql, args = _pool_sql(tenant, entity_slug, now, limit, "fact_id, entity_slug")
+    return frozenset(r[0] for r in conn.execute(sql, args) if entity_slug is not None or r[1] is None)
+
+
+def _check_tenant(fact: Fact, supersede: Fact | None) -> None:
+    if supersede is not None and supersede.tenant != fact.tenant:
+        raise Conflict("the superseded fact belongs to another tenant")
+
+
+def _read_pool(
+    conn: sqlite3.Connection, tenant: str, entity_slug: str | None, now: datetime, limit: int
+) -> DecisionPool:
+    """The decision pool read on `conn`, with the ids of its active facts as the token `put` checks."""
+    sql, args = _pool_sql(tenant, entity_slug, now, limit, _FACT_COLS)
+    facts = [f for f in map(_fact_of, conn.execute(sql, args)) if entity_slug is not None or f.entity_slug is None]
+    return DecisionPool(facts, (tenant, entity_slug, now, limit, frozenset(f.fact_id for f in facts)))
+
+
+def _insert(conn: sqlite3.Connection, fact: Fact, supersede: Fact | None, audit: Sequence[AuditEvent]) -> None:
+    """Store `fact` in the caller's write transaction, retracting `supersede` (Conflict when it is
+    no longer active or was changed) and writing the `audit` rows."""
+    if supersede is not None:
+        row = conn.execute(
+            "SELECT text, valid_until, expired_at, superseded_by FROM facts "
+            "WHERE tenant = ? AND fact_id = ?",
+            (fact.tenant, supersede.fact_id),
+        ).fetchone()
+        created = ms(fact.created_at)
+        if (
+            row is None
+            or row[2] is not None
+            or row[3] is not None
+            or (row[1] is not None and row[1] <= created)
+            or row[0] != supersede.text
+            or row[1] != ms_opt(supersede.valid_until)
+        ):
+            raise Conflict("the superseded fact is no longer active or was changed")
+        # the retraction is a change of the old fact: its next change number (delta reports it)
+        conn.execute(
+            "UPDATE facts SET expired_at = ?, expired_reason = ?, expired_by = ?, superseded_by = ?, "
+            "change_seq = ? WHERE tenant = ? AND fact_id = ?",
+            (created, "superseded", fact.client_id, fact.fact_id, _next_change(conn, fact.tenant, "fact"),
+             fact.tenant, supersede.fact_id),
+        )
+    # a duplicate fact_id violates UNIQUE: `_translate` turns that into Conflict
+    row = (*_fact_row(fact), _next_change(conn, fact.tenant, "fact"))
+    conn.execute(f"INSERT INTO facts ({_FACT_COLS}, change_seq) VALUES ({_marks(20)})", row)
+    for event in audit:
+        _insert_audit(conn, event)
+
+
 class SqliteFactStore:
     def __init__(self, db: Database) -> None:
         self.db = db
@@ -108,39 +172,38 @@ class SqliteFactStore:
 
         return self.db.write(run)
 
-    def put(self, fact: Fact, *, supersede: Fact | None = None, audit: Sequence[AuditEvent] = ()) -> None:
-        if supersede is not None and supersede.tenant != fact.tenant:
-            raise Conflict("the superseded fact belongs to another tenant")
+    def decision_pool(self, tenant: str, entity_slug: str | None, *, now: datetime, limit: int) -> DecisionPool:
+        return self.db.read(lambda c: _read_pool(c, tenant, entity_slug, now, limit))
+
+    def put_decided(
+        self, tenant: str, entity_slug: str | None, decide: Callable[[DecisionPool], FactWrite | None], *,
+        now: datetime, limit: int, pool: DecisionPool | None = None,
+    ) -> None:
+        # Read, decide and write in ONE write transaction: its lock (BEGIN IMMEDIATE) is the file's,
+        # taken by every process on the data directory, so no other decision comes in between.
+        def run(conn: sqlite3.Connection) -> None:
+            write = decide(_read_pool(conn, tenant, entity_slug, now, limit))
+            if write is not None:
+                _check_tenant(write.fact, write.supersede)
+                _insert(conn, write.fact, write.supersede, write.audit)
+
+        self.db.write(run)
+
+    def put(
+        self, fact: Fact, *, supersede: Fact | None = None, audit: Sequence[AuditEvent] = (),
+        decided: DecisionPool | None = None,
+    ) -> None:
+        _check_tenant(fact, supersede)
 
         def run(conn: sqlite3.Connection) -> None:
-            if supersede is not None:
-                row = conn.execute(
-                    "SELECT text, valid_until, expired_at, superseded_by FROM facts "
-                    "WHERE tenant = ? AND fact_id = ?",
-                    (fact.tenant, supersede.fact_id),
-                ).fetchone()
-                created = ms(fact.created_at)
-                if (
-                    row is None
-                    or row[2] is not None
-                    or row[3] is not None
-                    or (row[1] is not None and row[1] <= created)
-                    or row[0] != supersede.text
-                    or row[1] != ms_opt(supersede.valid_until)
-                ):
-                    raise Conflict("the superseded fact is no longer active or was changed")
-                # the retraction is a change of the old fact: its next change number (delta reports it)
-                conn.execute(
-                    "UPDATE facts SET expired_at = ?, expired_reason = ?, expired_by = ?, superseded_by = ?, "
-                    "change_seq = ? WHERE tenant = ? AND fact_id = ?",
-                    (created, "superseded", fact.client_id, fact.fact_id, _next_change(conn, fact.tenant, "fact"),
-                     fact.tenant, supersede.fact_id),
-                )
-            # a duplicate fact_id violates UNIQUE: `_translate` turns that into Conflict
-            row = (*_fact_row(fact), _next_change(conn, fact.tenant, "fact"))
-            conn.execute(f"INSERT INTO facts ({_FACT_COLS}, change_seq) VALUES ({_marks(20)})", row)
-            for event in audit:
-                _insert_audit(conn, event)
+            if decided is not None:
+                # the token is what the decision depended on: the ids of the pool's active facts
+                tenant, entity_slug, at, limit, ids = decided.token
+                if tenant != fact.tenant or entity_slug != fact.entity_slug:
+                    raise Conflict("the decision pool belongs to another entity")
+                if _pool_ids(conn, tenant, entity_slug, at, limit) != ids:
+                    raise Conflict("the entity's facts changed since the decision")
+            _insert(conn, fact, supersede, audit)
 
         self.db.write(run)
 
