@@ -293,8 +293,11 @@ class DeployConfig(_Model):
 
     def _capacity_holds(self) -> None:
         """No verb may hold more slots than the edge has, and the verbs that wait on the search
-        index together at most half of them (explicit `reserved_concurrency` values included)."""
-        edge = self.size_for("mcp").reserved_concurrency or 0
+        index together at most half of them (explicit `reserved_concurrency` values included). An
+        edge explicitly left unreserved (`functions.mcp.reserved_concurrency: null`) bounds nothing."""
+        edge = self.size_for("mcp").reserved_concurrency
+        if edge is None:
+            return
         search = 0
         for g in self.verb_groups():
             own = self.size_for(g).reserved_concurrency or 0
