@@ -8,6 +8,7 @@ with pydantic so a typo in a tier or destination name fails at synth time, not a
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 from pathlib import Path
@@ -15,8 +16,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from fleetmem.adapters.aws.deadlines import FUNCTION_TIMEOUT_S, SEARCH_GROUPS, invoke_deadline
 from fleetmem.config import DEFAULT_AUTHORIZER_CACHE_TTL_S, DEFAULT_SIGNING_KEY_TTL_S
-from fleetmem.protocol import SCOPES, Scope
+from fleetmem.protocol import IDEMPOTENCY_LEASE_SECONDS, SCOPES, Scope
 from fleetmem.tokens import ID_REGEX
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -45,6 +47,15 @@ HEARTBEAT_MAX_BUDGET_TOKENS = 8000
 HEARTBEAT_TABLE_MAX_BYTES = 2560
 #: Seconds the synthesize function needs beside the LLM call (connect, retrieval, fallback answer).
 LLM_HEADROOM_S = 5
+#: Reserved concurrency of each verb function as a share of `capacity.concurrent_calls` (the
+#: edge's): a DynamoDB-only verb may take half the edge's slots; the verbs that wait on the search
+#: index together at most half (`SEARCH_SHARE`), so a slow index leaves the other half free for
+#: writes, delta and entity, and its callers beyond their share are throttled at once (`unavailable`
+#: + Retry-After from the edge) instead of queueing in edge slots.
+VERB_SHARE = 0.5
+SEARCH_SHARE = {"recall": 0.4, "synthesize": 0.1}
+if set(SEARCH_SHARE) != SEARCH_GROUPS:  # the two tables name the same verbs
+    raise RuntimeError("SEARCH_SHARE must give a share to exactly the SEARCH_GROUPS")
 
 
 class _Model(BaseModel):
@@ -80,13 +91,24 @@ class LlmConfig(_Model):
 
 class FunctionSize(_Model):
     memory_mb: int = 1024
+    #: Unset: the group's own deadline (FUNCTION_TIMEOUT_S in fleetmem/adapters/aws/deadlines.py),
+    #: else the `default` entry's, else 15 s.
     timeout_s: int = 15
     #: Warm sandboxes kept ready (edge only): the MCP SDK import dominates the edge's cold start.
     provisioned_concurrency: int = Field(default=0, ge=0)
     #: Reserved concurrency: a ceiling on this function's concurrent executions (and a share of
     #: the account's pool kept for it), so a flood of calls to one route cannot starve the others.
-    #: None leaves the function on the account's unreserved pool.
+    #: Unset on the edge and the verbs: derived from `capacity.concurrent_calls`; elsewhere None
+    #: leaves the function on the account's unreserved pool.
     reserved_concurrency: int | None = Field(default=None, ge=1)
+
+
+class CapacityConfig(_Model):
+    """The one number the edge and verb concurrency derive from (docs/deploy.md, section 4a)."""
+
+    #: MCP calls the stage serves at once: the edge's reserved concurrency. Each verb function
+    #: reserves half of it; recall 40 % and synthesize 10 % (they wait on the search index).
+    concurrent_calls: int = Field(default=50, ge=10)
 
 
 class TierConfig(_Model):
@@ -219,6 +241,7 @@ class DeployConfig(_Model):
     heartbeats: tuple[HeartbeatConfig, ...] = ()
     alarms: AlarmsConfig = AlarmsConfig()
     api: ApiConfig = ApiConfig()
+    capacity: CapacityConfig = CapacityConfig()
     cognito: CognitoConfig = CognitoConfig()
     signing: SigningConfig = SigningConfig()
     #: Public base URL when a custom domain fronts the API (e.g. "https://memory.example.com"); by
@@ -251,6 +274,7 @@ class DeployConfig(_Model):
                 "function's variables): configure fewer heartbeats or shorter names and session ids"
             )
         self._timeouts_nest()
+        self._capacity_holds()
         return self
 
     def _timeouts_nest(self) -> None:
@@ -262,13 +286,20 @@ class DeployConfig(_Model):
 
         api, read = self.api.integration_timeout_s, self.api.invoke_read_timeout_s
         edge = self.size_for("mcp").timeout_s
-        verbs = {g: self.size_for(g).timeout_s for g in (*self.functions, "default") if g not in NON_VERB_GROUPS}
+        verbs = {g: self.size_for(g).timeout_s for g in self.verb_groups()}
         slowest = max(verbs, key=lambda g: verbs[g])
         if not verbs[slowest] < read < edge < api:
             raise ValueError(
                 f"timeouts must nest: verb function ({slowest}: {verbs[slowest]} s) < "
                 f"api.invoke_read_timeout_s ({read} s) < mcp function ({edge} s) < "
                 f"api.integration_timeout_s ({api} s)"
+            )
+        # A write still running when its idempotency claim lapses could run twice (D2): every verb
+        # function must be stopped by the platform before the lease ends.
+        if not verbs[slowest] < IDEMPOTENCY_LEASE_SECONDS:
+            raise ValueError(
+                f"timeouts must nest: verb function ({slowest}: {verbs[slowest]} s) must end before the "
+                f"idempotency lease ({IDEMPOTENCY_LEASE_SECONDS} s, FLEETMEM_IDEMPOTENCY_LEASE_S)"
             )
         synth = self.size_for("synthesize").timeout_s
         if self.llm.model and synth < LLM_DEADLINE_S + LLM_HEADROOM_S:
@@ -301,15 +332,71 @@ class DeployConfig(_Model):
 
         return self.signing.key_ttl_s + self.api.authorizer_cache_ttl_s + SIGNATURE_VALIDITY
 
+    def _capacity_holds(self) -> None:
+        """No verb may hold more slots than the edge has, and the verbs that wait on the search
+        index together at most half of them (explicit `reserved_concurrency` values included). An
+        edge explicitly left unreserved (`functions.mcp.reserved_concurrency: null`) bounds nothing."""
+        edge = self.size_for("mcp").reserved_concurrency
+        if edge is None:
+            return
+        search = 0
+        for g in self.verb_groups():
+            own = self.size_for(g).reserved_concurrency or 0
+            if own > edge:
+                raise ValueError(
+                    f"functions.{g}.reserved_concurrency ({own}) exceeds the edge's ({edge}): raise "
+                    "capacity.concurrent_calls instead of sizing one verb on its own"
+                )
+            search += own if g in SEARCH_GROUPS else 0
+        if search * 2 > edge:
+            raise ValueError(
+                f"the verbs that wait on search ({', '.join(sorted(SEARCH_GROUPS))}) reserve {search} "
+                f"of the edge's {edge} slots: at most half, so a slow index cannot starve the writes"
+            )
+
+    def verb_groups(self) -> tuple[str, ...]:
+        """Every deployed verb function group (the registry's, plus any configured by name)."""
+        known = {g for g in FUNCTION_TIMEOUT_S if g not in NON_VERB_GROUPS}
+        return tuple(sorted(known | {g for g in self.functions if g not in NON_VERB_GROUPS | {"default"}}))
+
+    def invoke_deadlines(self) -> dict[str, int]:
+        """tool -> seconds the edge waits for it (env FLEETMEM_INVOKE_DEADLINES_S of the edge):
+        its function's timeout plus `INVOKE_MARGIN_S`."""
+        from fleetmem.lambda_routes import function_group
+        from fleetmem.memory.verbs import REGISTRY
+
+        return {t: invoke_deadline(self.size_for(function_group(t)).timeout_s) for t in REGISTRY}
+
     # Names every resource derives from, so the CLI and docs can compute them too.
     @property
     def prefix(self) -> str:
         return f"fleetmem-{self.stage}"
 
     def size_for(self, group: str) -> FunctionSize:
+        """The group's size: what its own entry sets, else its deadline (`FUNCTION_TIMEOUT_S`) and
+        its share of `capacity` (edge and verbs), else the `default` entry."""
         if group in OWN_SIZE:
             return self.functions.get(group) or FunctionSize(**OWN_SIZE[group])
-        return self.functions.get(group) or self.functions.get("default") or FunctionSize()
+        default = self.functions.get("default") or FunctionSize()
+        own = self.functions.get(group)
+        given = own.model_fields_set if own is not None else set()
+        pick = own if own is not None else default
+        timeout = pick.timeout_s if "timeout_s" in given else FUNCTION_TIMEOUT_S.get(group, default.timeout_s)
+        reserved = pick.reserved_concurrency if "reserved_concurrency" in given else self._reserved_for(group, default)
+        return FunctionSize(
+            memory_mb=pick.memory_mb if "memory_mb" in given else default.memory_mb,
+            timeout_s=timeout,
+            provisioned_concurrency=pick.provisioned_concurrency,
+            reserved_concurrency=reserved,
+        )
+
+    def _reserved_for(self, group: str, default: FunctionSize) -> int | None:
+        calls = self.capacity.concurrent_calls
+        if group == "mcp":
+            return calls
+        if group in NON_VERB_GROUPS:
+            return default.reserved_concurrency
+        return max(1, math.floor(calls * SEARCH_SHARE.get(group, VERB_SHARE)))
 
     @property
     def is_dev(self) -> bool:
@@ -330,7 +417,10 @@ class DeployConfig(_Model):
     def heartbeat_table_bytes(self) -> int:
         """The size of FLEETMEM_HEARTBEATS as deployed (queue URLs at their longest: a 12-digit account)."""
         dest = {
-            name: {"type": "sqs", "queue_url": f"https://sqs.{self.region}.amazonaws.com/123456789012/{self.prefix}-{name}"}
+            name: {
+                "type": "sqs",
+                "queue_url": f"https://sqs.{self.region}.amazonaws.com/123456789012/{self.prefix}-{name}",
+            }
             if d.type == "sqs"
             else {"type": "https", "bus": f"{self.prefix}-heartbeat"}
             for name, d in self.destinations.items()

@@ -50,6 +50,8 @@ DEFAULT_SIGNING_KEY_TTL_S = 300
 ENV_CHANGE_SETTLE_MS = "FLEETMEM_CHANGE_SETTLE_MS"
 #: seconds the edge waits for a verb function's answer (below the API integration timeout)
 ENV_INVOKE_READ_TIMEOUT_S = "FLEETMEM_INVOKE_READ_TIMEOUT_S"
+#: JSON tool -> seconds the edge waits for that tool's function (set by the CDK app).
+ENV_INVOKE_DEADLINES_S = "FLEETMEM_INVOKE_DEADLINES_S"
 #: How long API Gateway caches an authorizer answer (seconds): the bound on revocation on AWS.
 ENV_AUTHORIZER_CACHE_TTL_S = "FLEETMEM_AUTHORIZER_CACHE_TTL_S"
 DEFAULT_AUTHORIZER_CACHE_TTL_S = 30
@@ -162,6 +164,7 @@ class Settings:
     invoke_signing_secret_arn: str = ""
     signing_key_ttl_s: int = DEFAULT_SIGNING_KEY_TTL_S
     invoke_read_timeout_s: int = 26
+    invoke_deadlines_json: str = ""
     authorizer_cache_ttl_s: int = DEFAULT_AUTHORIZER_CACHE_TTL_S
     heartbeats_json: str = ""
     #: D14 settle horizon for the DynamoDB change indexes (0: read them as written, e.g. DynamoDB Local)
@@ -171,6 +174,11 @@ class Settings:
     def tool_functions(self) -> dict[str, str]:
         """tool -> deployed function name."""
         return _json(self.tool_functions_json, {})
+
+    @property
+    def invoke_deadlines(self) -> dict[str, int]:
+        """tool -> seconds the edge waits for its function (at most `invoke_read_timeout_s`)."""
+        return {str(k): int(v) for k, v in _json(self.invoke_deadlines_json, {}).items()}
 
     @property
     def cognito_clients(self) -> dict[str, dict[str, str]]:
@@ -218,6 +226,7 @@ class Settings:
             invoke_signing_secret_arn=_env(ENV_INVOKE_SIGNING_SECRET_ARN),
             signing_key_ttl_s=int(_env(ENV_SIGNING_KEY_TTL_S) or DEFAULT_SIGNING_KEY_TTL_S),
             invoke_read_timeout_s=int(_env(ENV_INVOKE_READ_TIMEOUT_S, "26") or 26),
+            invoke_deadlines_json=_env(ENV_INVOKE_DEADLINES_S),
             authorizer_cache_ttl_s=int(_env(ENV_AUTHORIZER_CACHE_TTL_S) or DEFAULT_AUTHORIZER_CACHE_TTL_S),
             heartbeats_json=_env(ENV_HEARTBEATS),
             change_settle_ms=int(_env(ENV_CHANGE_SETTLE_MS, "0") or 0),

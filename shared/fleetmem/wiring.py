@@ -193,6 +193,7 @@ def build_lambda_invoker(settings: Settings, signer: Any) -> Any:
         region=settings.region or None,
         signer=signer,
         read_timeout=settings.invoke_read_timeout_s,
+        deadlines=settings.invoke_deadlines,
     )
 
 

@@ -83,20 +83,26 @@ def _lane_cost(paths: list[tuple[tuple[int, int], ...]], depth: int) -> int:
     )
 
 
+def _record_requests(recorder: Recorder, transport: Any) -> None:
+    original = transport.perform_request
+
+    def perform_request(method: str, url: str, *args: Any, **kwargs: Any) -> Any:
+        recorder.add("opensearch", f"{method} {url.split('?')[0].rsplit('/', 1)[-1] or '/'}")
+        return original(method, url, *args, **kwargs)
+
+    transport.perform_request = perform_request
+
+
 def attach(recorder: Recorder, dynamodb_client: Any, search: Any = None, embedder: Any = None) -> None:
     def before_call(model: Any, **_: Any) -> None:
         recorder.add("dynamodb", model.name)
 
     dynamodb_client.meta.events.register("before-call.dynamodb.*", before_call)
     if search is not None and hasattr(search, "client"):
-        transport = search.client.transport
-        original = transport.perform_request
-
-        def perform_request(method: str, url: str, *args: Any, **kwargs: Any) -> Any:
-            recorder.add("opensearch", f"{method} {url.split('?')[0].rsplit('/', 1)[-1] or '/'}")
-            return original(method, url, *args, **kwargs)
-
-        transport.perform_request = perform_request
+        # the index's writing client and its request-path query client (`search_client`)
+        clients = {id(c): c for c in (search.client, getattr(search, "search_client", search.client))}
+        for client in clients.values():
+            _record_requests(recorder, client.transport)
     if embedder is not None:
         original_embed = embedder.embed
 

@@ -140,7 +140,7 @@ def test_keyword_and_knn_arms_go_out_in_one_msearch(index: OpenSearchIndex) -> N
     )
     settle(index)
     rec = _Recorder(index.client)
-    index._client = rec
+    index._client = index._search_client = rec  # queries use the request-path client
     hits = index.search(q("t1", "coffee", vector=vec(0.1, 1)))
     assert len(rec.msearch_bodies) == 1 and rec.searches == 0
     (body,) = rec.msearch_bodies

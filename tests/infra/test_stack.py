@@ -700,8 +700,16 @@ def test_every_timeout_nests_inside_the_one_that_calls_it(flavour, request):
     from infra.constructs.tool_functions import registry_tools
 
     verbs = {function_group(t) for t in registry_tools()}
-    slowest = max(_function(synth, _fn_name(synth, g))[1]["Properties"]["Timeout"] for g in verbs)
+    timeouts = {g: _function(synth, _fn_name(synth, g))[1]["Properties"]["Timeout"] for g in verbs}
+    slowest = max(timeouts.values())
     assert slowest < read < edge["Timeout"] < 29
+    # the edge waits for each tool as long as its own function can run (plus the margin), no longer
+    from fleetmem.adapters.aws.deadlines import INVOKE_MARGIN_S
+    from fleetmem.config import ENV_INVOKE_DEADLINES_S
+
+    deadlines = json.loads(edge["Environment"]["Variables"][ENV_INVOKE_DEADLINES_S])
+    assert deadlines == {t: timeouts[function_group(t)] + INVOKE_MARGIN_S for t in registry_tools()}
+    assert max(deadlines.values()) <= read
     synth_timeout = _function(synth, _fn_name(synth, "synthesize"))[1]["Properties"]["Timeout"]
     assert LLM_DEADLINE_S + LLM_HEADROOM_S <= synth_timeout
 
@@ -716,7 +724,7 @@ def test_a_config_whose_timeouts_do_not_nest_is_refused():
 
     raw = _json.loads(EXAMPLE.read_text())
     DeployConfig.model_validate(raw)  # the example itself nests
-    for group, seconds in (("synthesize", 120), ("mcp", 29), ("default", 27)):
+    for group, seconds in (("synthesize", 120), ("mcp", 29), ("recall", 27)):
         bad = _json.loads(EXAMPLE.read_text())
         bad["functions"][group] = {"memory_mb": 1024, "timeout_s": seconds}
         with pytest.raises(ValidationError, match="timeouts must nest"):
@@ -838,9 +846,57 @@ def test_reserved_concurrency_follows_the_config(flavour, request):
     for fn in synth.resources("AWS::Lambda::Function").values():
         group = fn["Properties"]["FunctionName"].removeprefix(f"{synth.config.prefix}-").replace("-", "_")
         assert fn["Properties"].get("ReservedConcurrentExecutions") == synth.config.size_for(group).reserved_concurrency
-    if flavour == "domain_synth":  # the example reserves for the edge and the verbs
-        assert _function(synth, _fn_name(synth, "mcp"))[1]["Properties"]["ReservedConcurrentExecutions"] == 50
-        assert _function(synth, _fn_name(synth, "synthesize"))[1]["Properties"]["ReservedConcurrentExecutions"] == 10
+    if flavour == "domain_synth":  # the example's capacity: 50 calls at once
+        reserved = {
+            g: _function(synth, _fn_name(synth, g))[1]["Properties"]["ReservedConcurrentExecutions"]
+            for g in ("mcp", "recall", "synthesize", "remember", "delta", "entity", "pages")
+        }
+        verbs = {"remember": 25, "delta": 25, "entity": 25, "pages": 25}
+        assert reserved == {"mcp": 50, "recall": 20, "synthesize": 5, **verbs}
+
+
+def test_edge_and_verb_concurrency_come_from_one_capacity_setting():
+    """`capacity.concurrent_calls` sizes the edge; every verb reserves half of it, the verbs that
+    wait on search (recall, synthesize) half between them, so a slow index leaves half the edge's
+    slots to everything else. A config that lets search take more is refused."""
+    import json as _json
+
+    from infra.config import EXAMPLE, DeployConfig
+    from pydantic import ValidationError
+
+    from fleetmem.adapters.aws.deadlines import SEARCH_GROUPS
+
+    raw = _json.loads(EXAMPLE.read_text())
+    cfg = DeployConfig.model_validate({**raw, "capacity": {"concurrent_calls": 120}})
+    assert cfg.size_for("mcp").reserved_concurrency == 120
+    assert {g: cfg.size_for(g).reserved_concurrency for g in SEARCH_GROUPS} == {"recall": 48, "synthesize": 12}
+    assert {cfg.size_for(g).reserved_concurrency for g in cfg.verb_groups() if g not in SEARCH_GROUPS} == {60}
+    greedy = {**raw, "functions": {**raw["functions"], "recall": {"reserved_concurrency": 40}}}
+    with pytest.raises(ValidationError, match="at most half"):
+        DeployConfig.model_validate(greedy)
+    alone = {**raw, "functions": {**raw["functions"], "remember": {"reserved_concurrency": 51}}}
+    with pytest.raises(ValidationError, match="exceeds the edge"):
+        DeployConfig.model_validate(alone)
+
+
+def test_every_verb_ends_before_its_idempotency_claim_lapses():
+    """A write still running when its idempotency lease (60 s) ends could run twice: a verb
+    timeout at or above the lease is refused (with every other layer raised to allow it)."""
+    import json as _json
+
+    from infra.config import EXAMPLE, DeployConfig
+    from pydantic import ValidationError
+
+    raw = _json.loads(EXAMPLE.read_text())
+    long = {
+        **raw,
+        "api": {**raw["api"], "integration_timeout_s": 120, "invoke_read_timeout_s": 90},
+        "functions": {**raw["functions"], "mcp": {"timeout_s": 100}, "remember": {"timeout_s": 60}},
+    }
+    with pytest.raises(ValidationError, match="idempotency lease"):
+        DeployConfig.model_validate(long)
+    long["functions"]["remember"] = {"timeout_s": 59}
+    DeployConfig.model_validate(long)
 
 
 @pytest.mark.parametrize("flavour", ["serverless_synth", "waf_synth"])

@@ -1,5 +1,5 @@
 """`python -m tests.stack [--port 8766] [--surface full|verbs] [--async-index]` or `... bench [--pages N]`
-(run by scripts/stack)."""
+or `... overload [--recalls N]` (run by scripts/stack)."""
 
 from __future__ import annotations
 
@@ -15,6 +15,10 @@ def main(argv: list[str] | None = None) -> int:
         from tests.stack.bench import main as bench
 
         return bench(argv[1:])
+    if argv[:1] == ["overload"]:
+        from tests.stack.overload import main as overload
+
+        return overload(argv[1:])
     p = argparse.ArgumentParser(prog="scripts/stack", description="fleetmem's deployed AWS shape on 127.0.0.1")
     p.add_argument(
         "--port", type=int, default=DEFAULT_PORT, help=f"the HTTP front's port (default {DEFAULT_PORT}; 0: a free one)"

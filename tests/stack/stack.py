@@ -193,6 +193,79 @@ class _Server:
 
 
 # ---------------------------------------------------------------------------------------------
+# the functions' way to the search node: a TCP forwarder the tests can freeze
+
+
+class Forwarder:
+    """TCP from a free 127.0.0.1 port to `target` ("http://host:port"), byte for byte.
+
+    `freeze()` stops moving bytes in both directions while every connection stays open, and new
+    connections are still accepted (the kernel does that for a paused process too): what a client
+    sees of a SIGSTOPped node. `thaw()` moves what was held and carries on. The OpenSearch node is
+    shared by every test module and xdist worker, so the stack pauses its own way to it, never the
+    node itself."""
+
+    def __init__(self, target: str) -> None:
+        host, port = target.rsplit("//", 1)[-1].rsplit(":", 1)
+        self.target = (host, int(port))
+        self.flowing = threading.Event()
+        self.flowing.set()
+        self._closed = threading.Event()
+        self._conns: set[socket.socket] = set()
+        self._lock = threading.Lock()
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self._listener.getsockname()[1]}"
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def freeze(self) -> None:
+        self.flowing.clear()
+
+    def thaw(self) -> None:
+        self.flowing.set()
+
+    def _accept(self) -> None:
+        while not self._closed.is_set():
+            try:
+                client, _ = self._listener.accept()
+                upstream = socket.create_connection(self.target)
+            except OSError:
+                continue
+            with self._lock:
+                self._conns |= {client, upstream}
+            for src, dst in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pipe, args=(src, dst), daemon=True).start()
+
+    def _pipe(self, src: socket.socket, dst: socket.socket) -> None:
+        try:
+            while data := src.recv(65536):
+                self.flowing.wait()
+                dst.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for sock in (src, dst):
+                self._close(sock)
+
+    def _close(self, sock: socket.socket) -> None:
+        with self._lock:
+            self._conns.discard(sock)
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        sock.close()
+
+    def stop(self) -> None:
+        self._closed.set()
+        self.flowing.set()
+        self._listener.close()
+        with self._lock:
+            conns = list(self._conns)
+        for sock in conns:
+            self._close(sock)
+
+
+# ---------------------------------------------------------------------------------------------
 # Bedrock's InvokeModel, answered by the local MiniLM model
 
 
@@ -471,6 +544,10 @@ class Stack:
             self.bedrock = bedrock.result()
         self._stops.append(self.bedrock.stop)
         self.log(f"DynamoDB Local {self.ddb}, OpenSearch {self.search_url}, moto {self.moto}")
+        # the functions reach the node through this (tests freeze it); the stack's own index
+        # set-up and refreshes go to the node directly
+        self.search_path = Forwarder(self.search_url)
+        self._stops.append(self.search_path.stop)
 
         from fleetmem.adapters.aws.opensearch import OpenSearchIndex
 
@@ -529,6 +606,7 @@ class Stack:
             ENV_BEDROCK_EMBEDDING_MODEL,
             ENV_EMBEDDER,
             ENV_HEARTBEATS,
+            ENV_INVOKE_DEADLINES_S,
             ENV_INVOKE_READ_TIMEOUT_S,
             ENV_INVOKE_SIGNING_SECRET_ARN,
             ENV_LLM,
@@ -581,7 +659,7 @@ class Stack:
             ENV_LLM: "none",
             ENV_SURFACE: self.surface,
             ENV_TABLE_PREFIX: self.prefix,
-            ENV_OPENSEARCH_ENDPOINT: self.search_url,
+            ENV_OPENSEARCH_ENDPOINT: self.search_path.url,
             ENV_OPENSEARCH_SERVICE: "none",
             ENV_OPENSEARCH_INDEX_PREFIX: self.index_prefix,
             ENV_BEDROCK_EMBEDDING_MODEL: LOCAL_EMBEDDING_MODEL,
@@ -597,6 +675,7 @@ class Stack:
                 TOOL_FUNCTIONS_ENV: json.dumps({t: function_name(self.prefix, function_group(t)) for t in REGISTRY}),
                 ENV_AUTHORIZATION_SERVER: "",
                 ENV_INVOKE_READ_TIMEOUT_S: str(cfg.api.invoke_read_timeout_s),
+                ENV_INVOKE_DEADLINES_S: json.dumps(cfg.invoke_deadlines(), sort_keys=True),
                 ENV_PUBLIC_URL: self.base_url,
             },
             "heartbeat": {ENV_HEARTBEATS: json.dumps(heartbeats)},

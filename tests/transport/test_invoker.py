@@ -110,3 +110,15 @@ def test_a_verb_function_always_treats_its_caller_as_remote(deps: Deps, local_ca
     assert out["is_error"] is False
     assert out["correlation_id"] == "c_r"
     assert "4711" not in json.dumps(out["body"])
+
+
+def test_the_edge_waits_for_each_verb_only_as_long_as_that_verb_can_take() -> None:
+    """Each tool's Lambda client reads with that tool's deadline (capped by the ceiling), so a slow
+    verb holds an edge slot no longer than its own function can run. Real boto3 clients, no call."""
+    remote = LambdaInvoker(
+        lambda tool: tool, region="us-east-1", read_timeout=26, deadlines={"delta": 11, "recall": 16, "odd": 99}
+    )
+    assert [remote.deadline_for(t) for t in ("delta", "recall", "odd", "remember")] == [11, 16, 26, 26]
+    assert remote.client_for("delta").meta.config.read_timeout == 11
+    assert remote.client_for("recall").meta.config.read_timeout == 16
+    assert remote.client_for("remember").meta.config.read_timeout == 26

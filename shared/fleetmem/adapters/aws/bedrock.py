@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from fleetmem.adapters.aws.deadlines import EMBED_RETRIES, EMBED_TIMEOUT_S
 from fleetmem.adapters.aws.dynamo import AwsClients, translate_client_error
 from fleetmem.config import Settings
 from fleetmem.errors import Unavailable
@@ -107,7 +108,11 @@ class BedrockEmbedder:
             raise ValueError(f"Titan V2 dimension must be one of {TITAN_V2_DIMENSIONS}")
         self.model_id = model_id
         self.dim = dim
-        self._clients, self._client = _runtime(clients, client, region)
+        # Bounded (adapters/aws/deadlines.py): a slow model costs a call seconds, not the function's
+        # whole timeout; a query embedding that fails makes the search keyword-only.
+        self._clients, self._client = _runtime(
+            clients, client, region, read_timeout=EMBED_TIMEOUT_S, retries=EMBED_RETRIES
+        )
         self._workers = max_workers
 
     @property

@@ -147,8 +147,10 @@ class PayloadSigner:
         return hmac.compare_digest(expected, mac)
 
 
-#: Seconds to wait for a synchronous verb invocation by default: below the edge function's and the
-#: API integration's timeouts, above every verb function's (the deploy sets it per stage).
+#: Seconds to wait for a synchronous verb invocation when no deadline of its own is given: the
+#: ceiling, below the edge function's and the API integration's timeouts (the deploy sets it per
+#: stage). Each verb's own deadline (`deadlines`, from adapters/aws/deadlines.py via the deploy)
+#: is shorter: a slow verb holds an edge slot only as long as that verb can take.
 INVOKE_READ_TIMEOUT = 26
 
 
@@ -158,7 +160,8 @@ class LambdaInvoker:
     `client` is a boto3 Lambda client (built lazily on first use by the AWS adapters' client
     factory when not injected, so nothing connects at import or construction). A function error
     or an unreadable answer becomes the `internal` envelope; the function's error text is never
-    relayed; a throttled invoke is `unavailable` with a wait fix."""
+    relayed; a throttled invoke is `unavailable` with a wait fix. `deadlines` (tool -> seconds,
+    at most `read_timeout`) bounds how long the edge waits for each tool's function."""
 
     def __init__(
         self,
@@ -169,6 +172,7 @@ class LambdaInvoker:
         region: str | None = None,
         signer: PayloadSigner | None = None,
         read_timeout: int = INVOKE_READ_TIMEOUT,
+        deadlines: Mapping[str, int] | None = None,
     ) -> None:
         self.function_name_for = function_name_for
         self._client = client
@@ -176,6 +180,19 @@ class LambdaInvoker:
         self.region = region
         self.signer = signer
         self.read_timeout = read_timeout
+        self.deadlines = dict(deadlines or {})
+
+    def deadline_for(self, tool: str) -> int:
+        """Seconds the edge waits for `tool`'s function: its own deadline, never above the ceiling."""
+        return min(self.deadlines.get(tool, self.read_timeout), self.read_timeout)
+
+    def client_for(self, tool: str) -> Any:
+        """The Lambda client whose read timeout is `tool`'s deadline (one cached client per value)."""
+        if self._client is not None:
+            return self._client
+        from fleetmem.adapters.aws import sdk_client
+
+        return sdk_client("lambda", region=self.region or "", read_timeout=self.deadline_for(tool))
 
     @property
     def client(self) -> Any:
@@ -198,7 +215,7 @@ class LambdaInvoker:
         try:
             if self.signer is not None:
                 payload = self.signer.sign(payload)
-            response = self.client.invoke(
+            response = self.client_for(tool).invoke(
                 FunctionName=self.function_name_for(tool),
                 InvocationType="RequestResponse",
                 Payload=json.dumps(payload).encode(),

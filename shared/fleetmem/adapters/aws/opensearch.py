@@ -6,6 +6,9 @@
   go out in ONE `_msearch`; the domain fuses the two arms with RRF. A failing vector arm becomes
   `SearchHits.vector_error`, the keyword arm is kept.
 - Writes come from the stream indexer, not the request path: `write_through = False` (D11).
+- A query on the request path gets one attempt of `SEARCH_TIMEOUT_S` (adapters/aws/deadlines.py)
+  and a `SearchBreaker`: a paused or unreachable node costs a recall 3 s, then nothing while the
+  breaker is open, and the caller gets `unavailable` + Retry-After instead of a function timeout.
 - Every document carries `doc_key` (`tenant|doc_id`, a keyword). Two flavours write differently:
   `domain` (a managed domain) uses `doc_key` as the document `_id` (`domain_id`: its SHA-256 when
   the key is over OpenSearch's 512-byte `_id` limit, as a 200-character slug in a multibyte
@@ -25,10 +28,14 @@ to cosine so the domain's thresholds (e.g. high_vector_match ≥ 0.80) mean the 
 from __future__ import annotations
 
 import hashlib
+import math
 import re
-from collections.abc import Mapping, Sequence
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from fleetmem.adapters.aws.deadlines import BREAKER_FAILURES, BREAKER_OPEN_S, SEARCH_TIMEOUT_S
 from fleetmem.errors import PortError, Unavailable
 from fleetmem.memory.indexing import chunk_prefix
 from fleetmem.memory.vectors import unpack
@@ -365,13 +372,27 @@ def parse_msearch(response: dict[str, Any], *, vector_asked: bool, vector_proble
 # the adapter
 
 
-def build_client(endpoint: str, *, service: str = "es", region: str = "", session: Any = None) -> Any:
+def build_client(
+    endpoint: str,
+    *,
+    service: str = "es",
+    region: str = "",
+    session: Any = None,
+    timeout: float = 10,
+    retries: int = 2,
+) -> Any:
     """An opensearch-py client. `service` is "es" (managed domain) or "aoss" (Serverless), both
     SigV4-signed with the boto3 credential chain; "none" talks to an unsigned endpoint (a local
-    engine)."""
+    engine). `timeout` is per attempt; `retries` also applies to timeouts when there are any (the
+    indexer's writes: a retry is harmless there; the request path's queries run with none)."""
     from opensearchpy import AWSV4SignerAuth, OpenSearch, RequestsHttpConnection
 
-    kw: dict[str, Any] = {"hosts": [endpoint], "timeout": 10, "max_retries": 2, "retry_on_timeout": True}
+    kw: dict[str, Any] = {
+        "hosts": [endpoint],
+        "timeout": timeout,
+        "max_retries": retries,
+        "retry_on_timeout": retries > 0,
+    }
     if service in {"es", "aoss"}:
         import boto3
 
@@ -384,8 +405,55 @@ def build_client(endpoint: str, *, service: str = "es", region: str = "", sessio
     return OpenSearch(**kw)
 
 
+#: Search failures that mean "the index is not answering" (a slow or paused node, no route):
+#: the ones the breaker counts. A refused query (a 4xx) says nothing about the node's health.
+_NOT_ANSWERING = frozenset({"timeout", "connection"})
+
+
+class SearchBreaker:
+    """Fails a sandbox's searches fast while the index is not answering: after `failures`
+    timeouts or unreachable answers in a row, every search raises `unavailable` (reason
+    `circuit_open`, Retry-After = the seconds left) for `open_s` seconds without asking the index;
+    then calls go through again, and one more failure opens it again. A success closes it."""
+
+    def __init__(
+        self,
+        *,
+        failures: int = BREAKER_FAILURES,
+        open_s: float = BREAKER_OPEN_S,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.threshold = failures
+        self.open_s = open_s
+        self.clock = clock
+        self._failures = 0
+        self._open_until = 0.0
+        self._lock = threading.Lock()
+
+    def check(self) -> None:
+        with self._lock:
+            left = self._open_until - self.clock()
+        if left > 0:
+            raise Unavailable(
+                "search index is not answering; searches fail fast until it is retried",
+                retry_after_seconds=max(1, math.ceil(left)),
+                reason="circuit_open",
+            )
+
+    def record(self, error: Unavailable | None) -> None:
+        with self._lock:
+            if error is None:
+                self._failures, self._open_until = 0, 0.0
+            elif error.reason in _NOT_ANSWERING:
+                self._failures += 1
+                if self._failures >= self.threshold:
+                    self._open_until = self.clock() + self.open_s
+
+
 class OpenSearchIndex:
-    """SearchIndex over one versioned index. The client is built lazily (or injected)."""
+    """SearchIndex over one versioned index. The clients are built lazily (or one is injected):
+    writes (the stream indexer) use the patient one, queries on the request path one with a
+    `SEARCH_TIMEOUT_S` deadline and no retry, behind a `SearchBreaker`."""
 
     write_through = False
 
@@ -416,6 +484,8 @@ class OpenSearchIndex:
         self._region = region
         self._session = session
         self._client = client
+        self._search_client = client
+        self.breaker = SearchBreaker()
         self._ready = False
         # Serverless has no explicit refresh; a managed domain refreshes on its interval anyway.
         self._refresh = (refresh or write_through) and flavour == "domain"
@@ -433,14 +503,30 @@ class OpenSearchIndex:
             self._client = build_client(self.endpoint, service=self.service, region=self._region, session=self._session)
         return self._client
 
+    @property
+    def search_client(self) -> Any:
+        """The request path's client: one attempt of at most `SEARCH_TIMEOUT_S` seconds."""
+        if self._search_client is None:
+            self._search_client = build_client(
+                self.endpoint,
+                service=self.service,
+                region=self._region,
+                session=self._session,
+                timeout=SEARCH_TIMEOUT_S,
+                retries=0,
+            )
+        return self._search_client
+
     def _call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
         from opensearchpy.exceptions import ConnectionError as OsConnectionError
-        from opensearchpy.exceptions import OpenSearchException, TransportError
+        from opensearchpy.exceptions import ConnectionTimeout, OpenSearchException, TransportError
 
         try:
             return fn(*args, **kwargs)
         except PortError:
             raise
+        except ConnectionTimeout:
+            raise Unavailable("search index did not answer in time", retry_after_seconds=5, reason="timeout") from None
         except OsConnectionError:
             raise Unavailable("search index cannot be reached", retry_after_seconds=5, reason="connection") from None
         except TransportError as exc:
@@ -575,5 +661,11 @@ class OpenSearchIndex:
         if not query.text.strip():
             # vector only: keep the keyword slot with an empty match so the parser stays positional
             body[1] = {**body[1], "query": {"bool": {"must_not": [{"match_all": {}}]}}}
-        out = self._call(self.client.msearch, body=body)
+        self.breaker.check()
+        try:
+            out = self._call(self.search_client.msearch, body=body)
+        except Unavailable as exc:
+            self.breaker.record(exc)
+            raise
+        self.breaker.record(None)
         return parse_msearch(out, vector_asked=query.vector is not None, vector_problem=problem)
