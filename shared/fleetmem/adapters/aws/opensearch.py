@@ -480,10 +480,12 @@ class OpenSearchIndex:
                 pass
         self._ready = True
 
-    def _bulk(self, lines: list[dict[str, Any]]) -> None:
+    def _bulk(self, lines: list[dict[str, Any]], *, create: bool = True) -> None:
+        """Send `_bulk` actions; `create=False` for deletes naming their own existing index."""
         if not lines:
             return
-        self.ensure_index()
+        if create:
+            self.ensure_index()
         kw: dict[str, Any] = {"body": lines}
         if self._refresh:
             kw["refresh"] = "true"  # visible to the next request now, not at the next interval
@@ -597,7 +599,7 @@ class OpenSearchIndex:
             fresh = [hit for hit in found if hit not in done]
             if not fresh:  # deleted documents stay visible until the collection refreshes
                 return len(done)
-            self._bulk([{"delete": {"_index": index, "_id": _id}} for index, _id in fresh])
+            self._bulk([{"delete": {"_index": index, "_id": _id}} for index, _id in fresh], create=False)
             done.update(fresh)
 
     def search(self, query: SearchQuery) -> SearchHits:
