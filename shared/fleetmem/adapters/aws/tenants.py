@@ -33,6 +33,8 @@ ORDER: tuple[TableSpec, ...] = (CLIENTS, FACTS, PAGES, CURSORS, IDEMPOTENCY, AUD
 #: The report's name for the search index beside the tables.
 SEARCH = "search"
 BATCH = 25
+#: progress on stderr every this many items of a table, and at its end
+PROGRESS_EVERY = 1000
 _RETRIES = 8
 
 Key = dict[str, Any]
@@ -165,13 +167,15 @@ class TenantTables:
         deleted: dict[str, int] = {}
         for spec in ORDER:
             table = self.names[spec.logical]
-            n = 0
+            n = told = 0
             for batch in self.keys(spec, tenant):
                 for group in chunks(batch, BATCH):
                     self._batch_delete(table, list(group))
                     n += len(group)
-                if progress is not None:
-                    progress(spec.logical, n)
+                if progress is not None and n - told >= PROGRESS_EVERY:
+                    progress(spec.logical, told := n)
+            if progress is not None:
+                progress(spec.logical, n)  # each table's total
             deleted[spec.logical] = n
         return deleted
 
