@@ -1,11 +1,13 @@
-"""Portability commands (docs/portability.md): `fleetmem export`, `fleetmem import --pack` and
-`fleetmem backup`. `fleetmem.cli` registers them (`add_commands`) and routes `import --pack` here.
+"""Portability commands (docs/portability.md): `fleetmem export`, `fleetmem import --pack`,
+`fleetmem backup` and `fleetmem tenant delete`. `fleetmem.cli` registers them (`add_commands`) and
+routes `import --pack` here.
 """
 
 from __future__ import annotations
 
 import argparse
 import shlex
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -47,7 +49,7 @@ def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true")
     p.set_defaults(handler=cmd_backup)
 
-    ten = sub.add_parser("tenant", parents=[common], help="delete a tenant (brain) from every local table")
+    ten = sub.add_parser("tenant", parents=[common], help="delete a tenant (brain) from every store")
     tsub = ten.add_subparsers(dest="tenant_command", metavar="ACTION", parser_class=_Parser, required=True)
     p = tsub.add_parser(
         "delete", parents=[common], help="remove every page, fact, audit event, cursor, token and search doc of TENANT"
@@ -55,6 +57,7 @@ def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("tenant", metavar="TENANT")
     p.add_argument("--dry-run", action="store_true", help="report what would be deleted; delete nothing")
     p.add_argument("--yes", action="store_true", help="confirm the deletion (without it: exit 3, nothing deleted)")
+    _backend_option(p)
     p.add_argument("--json", action="store_true")
     p.set_defaults(handler=cmd_tenant_delete)
 
@@ -264,41 +267,105 @@ def cmd_backup(args: argparse.Namespace, out: Output) -> int:
 
 
 def cmd_tenant_delete(args: argparse.Namespace, out: Output) -> int:
-    from fleetmem.adapters.local.sqlite import open_local
-
     settings = _settings(args, embedder="none")
-    if settings.backend != "local":
-        raise CommandFailed(
-            "invalid_params",
-            "fleetmem tenant delete removes a tenant from a local data directory; this configuration names the "
-            f"{settings.backend} backend, where it is not available yet.",
-            "Run it with --data-dir DIR for a local memory (docs/portability.md, deleting a tenant).",
-            exit_code=EXIT_USAGE,
-        )
+    if settings.backend == "aws":
+        return _delete_tenant_aws(args, out, settings)
+    from fleetmem.adapters.local.sqlite import open_local
+    from fleetmem.adapters.local.sqlite.tenants import count_tenant, delete_tenant
+
     if store_state(settings) != "ok":
         _build_deps(settings)  # raises the data-directory failure that names the fix
     with open_local(settings.data_dir) as stores:
-        return _delete_tenant(args, out, stores.db, settings.data_dir)
+        db = stores.db
+        return _delete_tenant(
+            args,
+            out,
+            where=str(settings.data_dir),
+            unit="row(s)",
+            count=lambda: count_tenant(db, args.tenant),
+            delete=lambda: delete_tenant(db, args.tenant),
+            left=lambda: count_tenant(db, args.tenant),
+            caveat="Backups and packs taken before still hold it (docs/portability.md).",
+        )
 
 
-def _delete_tenant(args: argparse.Namespace, out: Output, db: Any, data_dir: str) -> int:
-    from fleetmem.adapters.local.sqlite.tenants import count_tenant, delete_tenant
+def _delete_tenant_aws(args: argparse.Namespace, out: Output, settings: Any) -> int:
+    from fleetmem.adapters.aws import open_aws
+    from fleetmem.adapters.aws.opensearch import OpenSearchIndex
+    from fleetmem.adapters.aws.tenants import SEARCH, TenantTables
+    from fleetmem.errors import PortError
 
-    found = count_tenant(db, args.tenant)
+    stores = open_aws(settings)
+    search = stores.search
+    if not isinstance(search, OpenSearchIndex):
+        raise CommandFailed(
+            "invalid_config",
+            "fleetmem tenant delete --backend aws also deletes the tenant's search documents, and no OpenSearch "
+            "endpoint is configured; nothing was deleted.",
+            "Set FLEETMEM_OPENSEARCH_ENDPOINT (and FLEETMEM_OPENSEARCH_SERVICE, FLEETMEM_OPENSEARCH_INDEX_PREFIX) "
+            "to the stage's, as its functions have them, then run the command again.",
+            exit_code=EXIT_USAGE,
+        )
+    tables = TenantTables(stores.aws.dynamodb, settings.table_prefix)
+    tenant = args.tenant
+
+    def count(confirm: bool = False) -> dict[str, int]:
+        return {**tables.count(tenant, confirm=confirm), SEARCH: search.tenant_doc_count(tenant)}
+
+    def delete() -> dict[str, int]:
+        deleted = tables.delete(tenant, progress=_progress("delete"))
+        deleted[SEARCH] = search.delete_tenant(tenant)
+        Output.err(f"delete: {SEARCH} {deleted[SEARCH]}")
+        return deleted
+
+    try:
+        return _delete_tenant(
+            args,
+            out,
+            where=f"stage {settings.table_prefix!r} (its tables and search index)",
+            unit="item(s)",
+            count=count,
+            delete=delete,
+            left=lambda: count(confirm=True),
+            backend=("--backend", "aws"),
+            caveat="Point-in-time recovery keeps deleted items restorable for its window, index snapshots until "
+            "they age out, and packs taken before still hold it (docs/portability.md).",
+        )
+    except PortError as exc:  # a store failed part-way: what was deleted stays deleted, a rerun completes it
+        raise CommandFailed(
+            "unavailable",
+            f"The deletion stopped part-way: the store failed ({exc}). What was deleted stays deleted.",
+            f"Run the same command again to complete it: fleetmem tenant delete {shlex.quote(tenant)} --backend aws "
+            "--yes",
+        ) from None
+
+
+def _delete_tenant(
+    args: argparse.Namespace,
+    out: Output,
+    *,
+    where: str,
+    unit: str,
+    count: Callable[[], dict[str, int]],
+    delete: Callable[[], dict[str, int]],
+    left: Callable[[], dict[str, int]],
+    caveat: str,
+    backend: tuple[str, ...] = (),
+) -> int:
+    found = count()
     total = sum(found.values())
     if args.dry_run or not args.yes or total == 0:
         if total == 0:
-            Output.err(f"Tenant {args.tenant!r} holds nothing in {data_dir}; nothing to delete.")
+            Output.err(f"Tenant {args.tenant!r} holds nothing in {where}; nothing to delete.")
         else:
             Output.err(
-                f"Tenant {args.tenant!r} holds {total} row(s) in {data_dir}: "
+                f"Tenant {args.tenant!r} holds {total} {unit} in {where}: "
                 + ", ".join(f"{t} {n}" for t, n in found.items() if n)
                 + (". Dry run: nothing was deleted." if args.dry_run else ". Nothing was deleted.")
             )
             if not args.dry_run:
-                Output.err(
-                    f"  To delete them (this cannot be undone): fleetmem tenant delete {shlex.quote(args.tenant)} --yes"
-                )
+                again = shlex.join(["fleetmem", "tenant", "delete", args.tenant, *backend, "--yes"])
+                Output.err(f"  To delete them (this cannot be undone): {again}")
         if out.as_json:
             out.document(
                 {
@@ -310,12 +377,16 @@ def _delete_tenant(args: argparse.Namespace, out: Output, db: Any, data_dir: str
                 }
             )
         return EXIT_OK if (args.dry_run or total == 0) else EXIT_CONFIRM
-    deleted = delete_tenant(db, args.tenant)
-    left = sum(count_tenant(db, args.tenant).values())
+    deleted = delete()
+    remaining = left()
+    n_left = sum(remaining.values())
     Output.err(
-        f"Deleted tenant {args.tenant!r} from {data_dir}: {sum(deleted.values())} row(s); {left} left. "
-        "Backups and packs taken before still hold it (docs/portability.md)."
+        f"Deleted tenant {args.tenant!r} from {where}: {sum(deleted.values())} {unit} ("
+        + ", ".join(f"{t} {n}" for t, n in deleted.items())
+        + f"); {n_left} left. {caveat}"
     )
+    if n_left:
+        Output.err("  Left: " + ", ".join(f"{t} {n}" for t, n in remaining.items() if n) + ". Run it again.")
     if out.as_json:
         out.document(
             {
@@ -323,8 +394,9 @@ def _delete_tenant(args: argparse.Namespace, out: Output, db: Any, data_dir: str
                 "dry_run": False,
                 "rows": deleted,
                 "deleted": True,
-                "left": left,
+                "left": n_left,
+                "left_by_store": remaining,
                 "contract_version": CONTRACT_VERSION,
             }
         )
-    return EXIT_OK if left == 0 else EXIT_FAILED
+    return EXIT_OK if n_left == 0 else EXIT_FAILED

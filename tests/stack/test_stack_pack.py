@@ -19,6 +19,7 @@ from fleetmem.conformance import run as run_conformance
 from tests.cli import conftest as cli_conftest
 from tests.cli.conftest import Fleetmem
 from tests.cli.test_pack import seed, state
+from tests.mcp.served import Served, server_env
 
 from .conftest import mint
 
@@ -77,20 +78,30 @@ def test_laptop_to_stack_and_back_keeps_the_brain(stack: Any, fm: Fleetmem, tmp_
         assert found and found == laptop_recall(fm, fm.data_dir, query=query), query
 
     assert fm("export", str(second), "--backend", "aws", "--tenant", TENANT, **on_stack).code == 0
-    fresh = tmp_path / "fresh"
+    fresh = tmp_path / "fresh" / "data"  # the data directory `Served` serves
     run = fm("import", "--pack", str(second), "--tenant", TENANT, "--data-dir", str(fresh), data_dir=False)
     assert run.code == 0, run.stderr
     assert by_subject(state(fresh, TENANT)) == laptop
     for entity in ENTITIES:
         assert laptop_recall(fm, fresh, entity=entity) == laptop_recall(fm, fm.data_dir, entity=entity)
 
-    # the stack still passes the protocol suite with the imported brain in it
-    report_doc = run_conformance(
-        stack.mcp_url,
-        mint(stack, ["read", "write", "admin"], tenant=TENANT),
-        json=True,
-        surface="full",
-        log=lambda _line: None,
-    )
-    failed = [c["id"] for c in report_doc["cases"] if c["status"] == "failed"]
-    assert failed == [], failed
+    # both sides pass the protocol suite with the moved brain in them: the stack, and
+    # `fleetmem serve` over the fresh laptop's data directory
+    assert conformance_failures(stack.mcp_url, mint(stack, ["read", "write", "admin"], tenant=TENANT)) == []
+    minted = fm(
+        "token", "create", "--client", "conformance", "--scopes", "read,write,admin", "--tenant", TENANT,
+        "--data-dir", str(fresh), data_dir=False,
+    )  # fmt: skip
+    assert minted.code == 0, minted.stderr
+    laptop_server = Served(tmp_path / "fresh", server_env(), token=minted.stdout.strip()).start()
+    try:
+        assert conformance_failures(f"{laptop_server.url}/mcp", laptop_server.token) == []
+    finally:
+        laptop_server.stop()
+
+
+def conformance_failures(mcp_url: str, token: str) -> list[str]:
+    """The ids of the conformance cases that failed (the suite ran: it reports passed cases too)."""
+    report_doc = run_conformance(mcp_url, token, json=True, surface="full", log=lambda _line: None)
+    assert any(c["status"] == "passed" for c in report_doc["cases"]), report_doc
+    return [c["id"] for c in report_doc["cases"] if c["status"] == "failed"]

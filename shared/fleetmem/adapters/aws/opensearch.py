@@ -274,6 +274,11 @@ def delete_page_body(tenant: str, slug: str) -> dict[str, Any]:
     }
 
 
+def tenant_docs_body(tenant: str) -> dict[str, Any]:
+    """Every document of one tenant (`fleetmem tenant delete`: counted, then deleted)."""
+    return {"query": {"bool": {"filter": [{"term": {"tenant": tenant}}]}}}
+
+
 def parse_lookup(response: dict[str, Any]) -> dict[str, list[str]]:
     """doc_key -> the `_id`s holding it, from a lookup or page search. Raises Unavailable when the
     search matched more than it returned (the batch is retried; the deletes already done stay)."""
@@ -481,6 +486,8 @@ class OpenSearchIndex:
         self.dim = dim
         self.service = service
         self.index = index_name(prefix, model_id, dim)
+        #: every docs index of this prefix, whatever its model (tenant deletion reaches them all)
+        self.indexes = f"{prefix}-docs-*"
         self._region = region
         self._session = session
         self._client = client
@@ -559,10 +566,12 @@ class OpenSearchIndex:
                 pass
         self._ready = True
 
-    def _bulk(self, lines: list[dict[str, Any]]) -> None:
+    def _bulk(self, lines: list[dict[str, Any]], *, create: bool = True) -> None:
+        """Send `_bulk` actions; `create=False` for deletes naming their own existing index."""
         if not lines:
             return
-        self.ensure_index()
+        if create:
+            self.ensure_index()
         kw: dict[str, Any] = {"body": lines}
         if self._refresh:
             kw["refresh"] = "true"  # visible to the next request now, not at the next interval
@@ -644,6 +653,40 @@ class OpenSearchIndex:
                 found.setdefault(key, []).extend(sorted(ids - set(found.get(key, ()))))
         stale = [_id for key, ids in found.items() if key not in keep for _id in ids]
         self._bulk([{"delete": {"_index": self.index, "_id": _id}} for _id in stale])
+
+    # -- deleting a tenant (fleetmem tenant delete --backend aws) --------------------------------
+
+    def tenant_doc_count(self, tenant: str) -> int:
+        """The tenant's documents in every docs index of the prefix (0 when there is none)."""
+        body = {**tenant_docs_body(tenant), "size": 0, "track_total_hits": True}
+        out = self._call(self.client.search, index=self.indexes, body=body, allow_no_indices=True)
+        total = out.get("hits", {}).get("total", {})
+        return int(total.get("value", 0) if isinstance(total, dict) else total or 0)
+
+    def delete_tenant(self, tenant: str) -> int:
+        """Delete the tenant's documents from every docs index of the prefix; returns how many.
+        A managed domain runs one `_delete_by_query` and refreshes; Serverless (which has none)
+        finds them by the same query and deletes them by `_id`, until a search finds no other."""
+        if self.flavour == "domain":
+            out = self._call(
+                self.client.delete_by_query,
+                index=self.indexes,
+                body=tenant_docs_body(tenant),
+                conflicts="proceed",
+                refresh=True,
+                allow_no_indices=True,
+            )
+            return int(out.get("deleted", 0))
+        done: set[tuple[str, str]] = set()
+        while True:
+            body = {**tenant_docs_body(tenant), "size": LOOKUP_MAX, "_source": False}
+            out = self._call(self.client.search, index=self.indexes, body=body, allow_no_indices=True)
+            found = [(str(h["_index"]), str(h["_id"])) for h in out.get("hits", {}).get("hits", [])]
+            fresh = [hit for hit in found if hit not in done]
+            if not fresh:  # deleted documents stay visible until the collection refreshes
+                return len(done)
+            self._bulk([{"delete": {"_index": index, "_id": _id}} for index, _id in fresh], create=False)
+            done.update(fresh)
 
     def search(self, query: SearchQuery) -> SearchHits:
         vector: list[float] | None = None

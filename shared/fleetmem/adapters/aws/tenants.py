@@ -1,0 +1,192 @@
+"""Deleting a tenant from a stage's stores (`fleetmem tenant delete --backend aws`, docs/portability.md).
+
+Each table is walked the cheapest way its keys allow, streaming (one result page at a time):
+
+- `clients`: a Query of `by_tenant`;
+- `facts`: a Query of `by_time` (`tp` is the tenant on every fact, in any state) and the two
+  counters, whose keys are known (`<tenant>#~seq`, `<tenant>#~chg`);
+- `pages`: a Query of `by_slug` (page rows and tombstones), then a Query of each page's own
+  partition for its derived rows (aliases, links, words, prefixes), and the change counter;
+- `cursors`, `idempotency`, `audit`: no index has the tenant as its partition, so a Scan filtered
+  on the `tenant` attribute every item of those tables carries (the whole table is read).
+
+Deletes go out as BatchWriteItem (25 keys a call, UnprocessedItems retried with backoff). The
+search index loses the tenant's documents in every index of the stage's prefix (one per embedding
+model). The keys come from the stores' own key helpers (`fact_pk`, `page_pk`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from fleetmem.adapters.aws.dynamo import CHANGE_ID, call, chunks, query_all
+from fleetmem.adapters.aws.facts import _SEQ_ID, fact_pk
+from fleetmem.adapters.aws.pages import CHANGE_SK, page_pk
+from fleetmem.adapters.aws.tables import AUDIT, CLIENTS, CURSORS, FACTS, IDEMPOTENCY, PAGES, TableSpec
+from fleetmem.errors import Unavailable
+
+#: The tables in the order they are emptied: credentials first, so nothing new is written with
+#: the tenant's API tokens while the rest goes.
+ORDER: tuple[TableSpec, ...] = (CLIENTS, FACTS, PAGES, CURSORS, IDEMPOTENCY, AUDIT)
+#: The report's name for the search index beside the tables.
+SEARCH = "search"
+BATCH = 25
+#: progress on stderr every this many items of a table, and at its end
+PROGRESS_EVERY = 1000
+_RETRIES = 8
+
+Key = dict[str, Any]
+Progress = Callable[[str, int], None]
+
+
+def _key_names(spec: TableSpec) -> list[str]:
+    return [spec.partition.name, *([spec.sort.name] if spec.sort else [])]
+
+
+def _projection(spec: TableSpec) -> dict[str, Any]:
+    names = _key_names(spec)
+    return {
+        "ProjectionExpression": ", ".join(f"#k{i}" for i in range(len(names))),
+        "ExpressionAttributeNames": {f"#k{i}": n for i, n in enumerate(names)},
+    }
+
+
+def _keys_of(spec: TableSpec, items: Iterator[dict[str, Any]]) -> Iterator[Key]:
+    names = _key_names(spec)
+    for item in items:
+        yield {n: item[n] for n in names}
+
+
+def _existing(db: Any, table: str, spec: TableSpec, keys: list[Key]) -> list[Key]:
+    """The keys whose item exists now (strongly consistent reads)."""
+    found: list[Key] = []
+    for group in chunks(keys, 100):
+        request: dict[str, Any] = {table: {"Keys": list(group), "ConsistentRead": True, **_projection(spec)}}
+        while request:
+            out = call(db.batch_get_item, RequestItems=request)
+            found.extend(_keys_of(spec, iter(out.get("Responses", {}).get(table, []))))
+            request = out.get("UnprocessedKeys") or {}
+    return found
+
+
+class TenantTables:
+    """The tenant's keys in each table of one prefix, and their deletion."""
+
+    def __init__(self, db: Any, prefix: str) -> None:
+        self.db = db
+        self.names = {spec.logical: spec.physical_name(prefix) for spec in ORDER}
+
+    # -- finding keys ----------------------------------------------------------------------------
+
+    def keys(self, spec: TableSpec, tenant: str, *, confirm: bool = False) -> Iterator[list[Key]]:
+        """The tenant's keys in one table, a result page at a time. Keys read from a secondary
+        index (eventually consistent) are checked against the table itself with `confirm`, so a
+        count taken right after a deletion does not count index entries of deleted items."""
+        table = self.names[spec.logical]
+        walk = {
+            CLIENTS.logical: self._clients,
+            FACTS.logical: self._facts,
+            PAGES.logical: self._pages,
+        }.get(spec.logical, self._scan)
+        for batch in walk(spec, table, tenant):
+            if confirm and batch and spec.logical in (CLIENTS.logical, FACTS.logical, PAGES.logical):
+                batch = _existing(self.db, table, spec, batch)
+            if batch:
+                yield batch
+
+    def _pages_of(self, req: dict[str, Any], op: Any) -> Iterator[list[dict[str, Any]]]:
+        req = dict(req)
+        while True:
+            out = call(op, **req)
+            yield out.get("Items", [])
+            lek = out.get("LastEvaluatedKey")
+            if not lek:
+                return
+            req["ExclusiveStartKey"] = lek
+
+    def _index_query(self, spec: TableSpec, table: str, index: str, attr: str, tenant: str) -> Iterator[list[Key]]:
+        req = {
+            "TableName": table,
+            "IndexName": index,
+            "KeyConditionExpression": "#p = :t",
+            "ExpressionAttributeValues": {":t": {"S": tenant}},
+            **_projection(spec),
+        }
+        req["ExpressionAttributeNames"] = {**req["ExpressionAttributeNames"], "#p": attr}
+        for items in self._pages_of(req, self.db.query):
+            yield list(_keys_of(spec, iter(items)))
+
+    def _clients(self, spec: TableSpec, table: str, tenant: str) -> Iterator[list[Key]]:
+        return self._index_query(spec, table, "by_tenant", "tenant", tenant)
+
+    def _facts(self, spec: TableSpec, table: str, tenant: str) -> Iterator[list[Key]]:
+        yield from self._index_query(spec, table, "by_time", "tp", tenant)
+        counters = [{"pk": {"S": fact_pk(tenant, c)}} for c in (_SEQ_ID, CHANGE_ID)]
+        yield _existing(self.db, table, spec, counters)
+
+    def _pages(self, spec: TableSpec, table: str, tenant: str) -> Iterator[list[Key]]:
+        seen: set[str] = set()
+        for heads in self._index_query(spec, table, "by_slug", "tp", tenant):
+            for pk in dict.fromkeys(k["pk"]["S"] for k in heads):  # a page row and its tombstone share one
+                if pk in seen:
+                    continue
+                seen.add(pk)
+                req = {
+                    "TableName": table,
+                    "KeyConditionExpression": "pk = :pk",
+                    "ExpressionAttributeValues": {":pk": {"S": pk}},
+                    "ConsistentRead": True,
+                    **_projection(spec),
+                }
+                yield list(_keys_of(spec, query_all(self.db, req)))
+        counter = {"pk": {"S": page_pk(tenant, CHANGE_ID)}, "sk": {"S": CHANGE_SK}}
+        yield _existing(self.db, table, spec, [counter])
+
+    def _scan(self, spec: TableSpec, table: str, tenant: str) -> Iterator[list[Key]]:
+        proj = _projection(spec)
+        req = {
+            "TableName": table,
+            "FilterExpression": "#tenant = :t",
+            "ExpressionAttributeValues": {":t": {"S": tenant}},
+            "ConsistentRead": True,
+            "ProjectionExpression": proj["ProjectionExpression"],
+            "ExpressionAttributeNames": {**proj["ExpressionAttributeNames"], "#tenant": "tenant"},
+        }
+        for items in self._pages_of(req, self.db.scan):
+            yield list(_keys_of(spec, iter(items)))
+
+    # -- counting and deleting -------------------------------------------------------------------
+
+    def count(self, tenant: str, *, confirm: bool = False) -> dict[str, int]:
+        return {spec.logical: sum(len(b) for b in self.keys(spec, tenant, confirm=confirm)) for spec in ORDER}
+
+    def delete(self, tenant: str, *, progress: Progress | None = None) -> dict[str, int]:
+        """Delete every item of the tenant, table by table; returns the items deleted per table."""
+        deleted: dict[str, int] = {}
+        for spec in ORDER:
+            table = self.names[spec.logical]
+            n = told = 0
+            for batch in self.keys(spec, tenant):
+                for group in chunks(batch, BATCH):
+                    self._batch_delete(table, list(group))
+                    n += len(group)
+                if progress is not None and n - told >= PROGRESS_EVERY:
+                    progress(spec.logical, told := n)
+            if progress is not None:
+                progress(spec.logical, n)  # each table's total
+            deleted[spec.logical] = n
+        return deleted
+
+    def _batch_delete(self, table: str, keys: list[Key]) -> None:
+        pending: dict[str, Any] = {table: [{"DeleteRequest": {"Key": k}} for k in keys]}
+        for attempt in range(_RETRIES):
+            out = call(self.db.batch_write_item, RequestItems=pending)
+            pending = out.get("UnprocessedItems") or {}
+            if not pending:
+                return
+            time.sleep(min(0.05 * 2**attempt, 2.0))  # the table is throttling: back off, then resend the rest
+        raise Unavailable(
+            "dynamodb kept refusing part of a batch delete (throttled)", retry_after_seconds=5, reason="throttled"
+        )
