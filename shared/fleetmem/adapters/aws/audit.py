@@ -12,13 +12,14 @@ import secrets
 import time
 from typing import Any
 
-from fleetmem.adapters.aws.dynamo import AwsClients, call, conditional_put, from_ddb, parse_ts, to_ddb, ts
+from fleetmem.adapters.aws import keys
+from fleetmem.adapters.aws.dynamo import AwsClients, call, conditional_put, parse_ts, to_ddb, ts
 from fleetmem.adapters.aws.tables import AUDIT
 from fleetmem.models import AuditEvent
 
 
 def audit_pk(tenant: str, subject: str) -> str:
-    return f"{tenant}#{subject}"
+    return keys.key(tenant, subject)
 
 
 _ORDER = itertools.count()
@@ -69,8 +70,7 @@ class DynamoAuditLog:
         events: list[AuditEvent] = []
         while True:
             out = call(self._db.query, **req)
-            for raw in out.get("Items", []):
-                item = from_ddb(raw) or {}
+            for item in keys.owned_items(out.get("Items", []), tenant, table="audit"):
                 events.append(
                     AuditEvent(
                         tenant=item["tenant"],
