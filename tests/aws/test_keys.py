@@ -343,3 +343,46 @@ def test_an_item_under_the_callers_key_but_of_another_tenant_is_dropped_and_logg
     dropped = [r for r in caplog.records if getattr(r, "event", "") == "foreign_item_dropped"]
     assert len(dropped) >= 5
     assert all("secret" not in r.getMessage() and f"s{n}" not in r.getMessage() for r in dropped)
+
+
+@pytest.mark.parametrize("backend", ["sqlite", pytest.param("dynamodb-local", marks=pytest.mark.dynamodb_local)])
+@pytest.mark.parametrize(("tenant", "client"), [("a#b", "c1"), ("a", "b#c"), ("A b", "c1")])
+def test_a_stored_credential_with_an_id_outside_the_grammar_reads_as_an_invalid_token(
+    request: pytest.FixtureRequest, caplog: pytest.LogCaptureFixture, backend: str, tenant: str, client: str
+) -> None:
+    """A clients row made before the grammar was enforced (written directly: `create_client` refuses
+    such ids) authenticates nobody; the reason is logged with the token's public id only."""
+    from fleetmem.adapters.local import open_local
+    from fleetmem.adapters.local.clock import FixedClock
+    from fleetmem.models import ClientRecord
+    from fleetmem.tokens import ApiTokenAuth, hash_token, mint_token, token_id_for
+
+    store = (
+        open_local(":memory:").clients
+        if backend == "sqlite"
+        else engines.open_stores(engines.dynamodb_local_endpoint(request.config), engines.fresh_prefix()).clients
+    )
+    auth = ApiTokenAuth(store, FixedClock(T0))
+
+    def stored(tenant_id: str, client_id: str) -> str:
+        token = mint_token()
+        digest = hash_token(token)
+        store.create(
+            ClientRecord(
+                token_hash=digest,
+                token_id=token_id_for(digest),
+                tenant=tenant_id,
+                client_id=client_id,
+                scopes=frozenset({"read"}),
+                created_at=T0,
+            )
+        )
+        return token
+
+    bad, good = stored(tenant, client), stored("a", "c1")
+    with caplog.at_level(logging.WARNING, logger="fleetmem.auth"):
+        assert auth.verify(bad) is None
+    caller = auth.verify(good)
+    assert caller is not None and (caller.tenant, caller.client_id) == ("a", "c1")
+    (logged,) = [r for r in caplog.records if getattr(r, "event", "") == "credential_id_invalid"]
+    assert bad not in logged.getMessage() and getattr(logged, "token_id", "").startswith("tok_")
