@@ -14,6 +14,7 @@ other character a storage key could join fields with, so no id can reach another
 from __future__ import annotations
 
 import hashlib
+import logging
 import re
 import secrets
 from collections.abc import Iterable
@@ -22,6 +23,8 @@ from datetime import datetime
 from fleetmem.models import Caller, ClientRecord
 from fleetmem.ports import ClientStore, Clock
 from fleetmem.protocol import SCOPES, Scope
+
+log = logging.getLogger("fleetmem.auth")
 
 TOKEN_PREFIX = "fm_"  # noqa: S105 (a format marker, not a secret)
 _TOKEN_BODY_LEN = 43
@@ -97,6 +100,14 @@ def verify_token(store: ClientStore, token: str, now: datetime) -> Caller | None
     if record is None:
         return None
     if record.revoked_at is not None and record.revoked_at <= now:
+        return None
+    if id_problem("tenant", record.tenant) or id_problem("client", record.client_id):
+        # a credential stored before the id grammar was enforced (e.g. tenant "a#b"): its ids could
+        # reach another tenant's keys, so it reads as an unknown token; the operator re-issues it
+        log.warning(
+            "credential refused: its tenant or client id breaks the id grammar",
+            extra={"event": "credential_id_invalid", "token_id": record.token_id},
+        )
         return None
     return Caller(tenant=record.tenant, client_id=record.client_id, scopes=record.scopes, remote=True)
 

@@ -12,13 +12,14 @@ import secrets
 import time
 from typing import Any
 
-from fleetmem.adapters.aws.dynamo import AwsClients, call, conditional_put, from_ddb, parse_ts, to_ddb, ts
+from fleetmem.adapters.aws import keys
+from fleetmem.adapters.aws.dynamo import AwsClients, call, conditional_put, parse_ts, to_ddb, ts
 from fleetmem.adapters.aws.tables import AUDIT
 from fleetmem.models import AuditEvent
 
 
 def audit_pk(tenant: str, subject: str) -> str:
-    return f"{tenant}#{subject}"
+    return keys.key(tenant, subject)
 
 
 _ORDER = itertools.count()
@@ -69,7 +70,7 @@ class DynamoAuditLog:
         events: list[AuditEvent] = []
         while True:
             out = call(self._db.query, **req)
-            events.extend(_event_of(from_ddb(raw) or {}) for raw in out.get("Items", []))
+            events.extend(_event_of(item) for item in keys.owned_items(out.get("Items", []), tenant, table="audit"))
             lek = out.get("LastEvaluatedKey")
             if not lek:
                 return events
@@ -90,7 +91,7 @@ class DynamoAuditLog:
         events: list[AuditEvent] = []
         while True:
             out = call(self._db.scan, **req)
-            events.extend(_event_of(from_ddb(raw) or {}) for raw in out.get("Items", []))
+            events.extend(_event_of(item) for item in keys.owned_items(out.get("Items", []), tenant, table="audit"))
             lek = out.get("LastEvaluatedKey")
             if not lek:
                 return events, None

@@ -75,7 +75,8 @@ class DynamoClientStore:
         out_items: list[ClientRecord] = []
         while True:
             out = call(op, **req)
-            out_items.extend(_record(i) for i in (from_ddb(x) for x in out.get("Items", [])) if i)
+            items = (from_ddb(x) for x in out.get("Items", []))
+            out_items.extend(_record(i) for i in items if i and (tenant is None or i.get("tenant") == tenant))
             lek = out.get("LastEvaluatedKey")
             if not lek:
                 break

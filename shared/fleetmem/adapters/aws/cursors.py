@@ -11,13 +11,13 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
+from fleetmem.adapters.aws import keys
 from fleetmem.adapters.aws.dynamo import (
     AwsClients,
     as_int,
     call,
     conditional_put,
     epoch,
-    from_ddb,
     parse_ts,
     to_ddb,
     ts,
@@ -30,7 +30,7 @@ _IDLE = timedelta(days=SESSION_IDLE_DAYS)
 
 
 def cursor_pk(tenant: str, client_id: str) -> str:
-    return f"{tenant}#{client_id}"
+    return keys.key(tenant, client_id)
 
 
 def _item(c: Cursor, version: int) -> dict[str, Any]:
@@ -84,8 +84,8 @@ class DynamoCursorStore:
             Key={"pk": {"S": cursor_pk(tenant, client_id)}, "sk": {"S": session_id}},
             ConsistentRead=True,
         )
-        item = from_ddb(out.get("Item"))
-        if not item:
+        item = next(keys.owned_items([out.get("Item")], tenant, table="cursors"), None)
+        if item is None:
             return None
         cursor = _cursor(item)
         if now > cursor.touched_at + _IDLE:

@@ -390,7 +390,6 @@ def conditional_put(
 # numbers, conditional on its previous value. Two writers that read the same value cannot both
 # commit: the loser retries with the next number, so numbers are assigned in commit order.
 
-CHANGE_ID = "~chg"  # not a valid slug or fact id, so the counter key cannot collide
 _CHANGE_ATTEMPTS = 200
 _change_guess: dict[tuple[str, str], int] = {}
 

@@ -5,13 +5,13 @@ from __future__ import annotations
 import itertools
 import threading
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
+from fleetmem.adapters.aws import keys
 from fleetmem.adapters.aws.audit import audit_item
 from fleetmem.adapters.aws.dynamo import (
-    CHANGE_ID,
     WRITE_ID,
     AwsClients,
     as_bytes,
@@ -37,16 +37,16 @@ from fleetmem.models import AuditEvent, Fact
 from fleetmem.ports import DecisionPool, FactWrite
 
 _SEQ_LOCK = threading.Lock()
-_SEQ_ID = "~seq"  # not a valid fact id (ids are "<prefix>_<ulid>"), so it cannot collide
 _ACTIVE = "attribute_not_exists(expired_at) AND attribute_not_exists(superseded_by)"
-# D20: one decision record per (tenant, entity) — "<tenant>#~dec#<slug>", "<tenant>#~dec#" for the
-# unattributed facts — with the number of decided writes (`v`) and the ids of the last few (`recent`)
+# D20: one decision record per (tenant, entity) — "<tenant>#~dec#<slug>" (the slug escaped by
+# keys.part), "<tenant>#~dec#" for the unattributed facts — with the number of decided writes (`v`)
+# and the ids of the last few (`recent`)
 _DECISION_ID = "~dec"
 _RECENT = 8
 
 
 def fact_pk(tenant: str, fact_id: str) -> str:
-    return f"{tenant}#{fact_id}"
+    return keys.key(tenant, fact_id)
 
 
 def _ck(fact: Fact) -> str:
@@ -58,22 +58,22 @@ def fact_to_item(fact: Fact) -> dict[str, Any]:
         "pk": fact_pk(fact.tenant, fact.fact_id),
         "typ": "fact",
         "tenant": fact.tenant,
-        "tp": fact.tenant,
+        "tp": keys.tenant(fact.tenant),
         "fact_id": fact.fact_id,
         "seq": fact.seq,
         "ck": _ck(fact),
         "text": fact.text,
         "kind": fact.kind,
         "entity_slug": fact.entity_slug or None,
-        "ent": f"{fact.tenant}#{fact.entity_slug}" if fact.entity_slug else None,
+        "ent": keys.key(fact.tenant, fact.entity_slug) if fact.entity_slug else None,
         "provenance": fact.provenance,
         "visibility": fact.visibility,
         "session_id": fact.session_id or None,
-        "sess": f"{fact.tenant}#{fact.session_id}" if fact.session_id else None,
+        "sess": keys.key(fact.tenant, fact.session_id) if fact.session_id else None,
         "client_id": fact.client_id,
         "created_at": ts(fact.created_at),
         "valid_until": ts(fact.valid_until),
-        "xp": fact.tenant if fact.valid_until else None,
+        "xp": keys.tenant(fact.tenant) if fact.valid_until else None,
         "xk": f"{ts(fact.valid_until)}#{fact.seq:012d}" if fact.valid_until else None,
         "expired_at": ts(fact.expired_at),
         "expired_reason": fact.expired_reason,
@@ -114,6 +114,12 @@ def is_fact_item(item: dict[str, Any]) -> bool:
     return item.get("typ") == "fact"
 
 
+def fact_items(raws: Iterable[dict[str, Any] | None], tenant: str) -> Iterator[dict[str, Any]]:
+    """The fact items of raw answers that are the tenant's: every read goes through here, so an
+    item of another tenant is dropped (and logged) as if missing; counters are skipped."""
+    return (i for i in keys.owned_items(raws, tenant, table="facts") if is_fact_item(i))
+
+
 class DynamoFactStore:
     def __init__(self, clients: AwsClients, prefix: str, *, settle_ms: int = 0) -> None:
         self._c = clients
@@ -138,7 +144,7 @@ class DynamoFactStore:
             try:
                 out = self._db.update_item(
                     TableName=self.table,
-                    Key={"pk": {"S": fact_pk(tenant, _SEQ_ID)}},
+                    Key={"pk": {"S": keys.reserved(tenant, keys.SEQ)}},
                     UpdateExpression="ADD n :one SET typ = :typ, #w = :stamp",
                     ConditionExpression="attribute_not_exists(#w) OR #w <> :stamp",
                     ExpressionAttributeNames={"#w": WRITE_ID},
@@ -176,7 +182,7 @@ class DynamoFactStore:
     # -- decisions (D20) -------------------------------------------------------------------------
 
     def _decision_key(self, tenant: str, entity_slug: str | None) -> dict[str, Any]:
-        return {"pk": {"S": f"{tenant}#{_DECISION_ID}#{entity_slug or ''}"}}
+        return {"pk": {"S": f"{keys.reserved(tenant, _DECISION_ID)}{keys.SEP}{keys.part(entity_slug or '')}"}}
 
     def decision_pool(self, tenant: str, entity_slug: str | None, *, now: datetime, limit: int) -> DecisionPool:
         # The record and the pool are read at once. The pool comes from a GSI, eventually
@@ -211,9 +217,10 @@ class DynamoFactStore:
         """(ids of every fact read, the active ones) — for no entity, the unattributed facts among
         the tenant's `limit` newest active ones."""
         if entity_slug is not None:
-            it = self._query("by_entity", "ent", f"{tenant}#{entity_slug}", page_size=self._page_size(limit))
+            ent = keys.key(tenant, entity_slug)
+            it = self._query(tenant, "by_entity", "ent", ent, page_size=self._page_size(limit))
         else:
-            it = self._query("by_time", "tp", tenant, page_size=self._page_size(limit))
+            it = self._query(tenant, "by_time", "tp", keys.tenant(tenant), page_size=self._page_size(limit))
         seen: set[str] = set()
         out: list[Fact] = []
         active = 0
@@ -298,7 +305,7 @@ class DynamoFactStore:
                 raise
 
     def _counter_key(self, tenant: str) -> dict[str, Any]:
-        return {"pk": {"S": fact_pk(tenant, CHANGE_ID)}}
+        return {"pk": {"S": keys.reserved(tenant, keys.CHANGE)}}
 
     def _supersede_actions(self, fact: Fact, supersede: Fact | None, n: int) -> list[dict[str, Any]]:
         items: list[dict[str, Any]] = []
@@ -322,15 +329,12 @@ class DynamoFactStore:
 
     def get(self, tenant: str, fact_id: str) -> Fact | None:
         out = call(self._db.get_item, TableName=self.table, Key={"pk": {"S": fact_pk(tenant, fact_id)}})
-        item = from_ddb(out.get("Item"))
-        if not item or not is_fact_item(item) or item.get("tenant") != tenant:
-            return None
-        return item_to_fact(item)
+        return next((item_to_fact(i) for i in fact_items([out.get("Item")], tenant)), None)
 
     # -- queries -------------------------------------------------------------------------------
 
     def _query(
-        self, index: str, key_attr: str, key: str, *, after: datetime | None = None, page_size: int = 100
+        self, tenant: str, index: str, key_attr: str, key: str, *, after: datetime | None = None, page_size: int = 100
     ) -> Iterator[Fact]:
         """Newest first over one GSI partition, lazily paged."""
         req: dict[str, Any] = {
@@ -347,10 +351,8 @@ class DynamoFactStore:
             values[":after"] = {"S": f"{ts(after)}#~"}
         req["KeyConditionExpression"] = cond
         req["ExpressionAttributeValues"] = values
-        for raw in query_all(self._db, req):
-            item = from_ddb(raw)
-            if item and is_fact_item(item):
-                yield item_to_fact(item)
+        for item in fact_items(query_all(self._db, req), tenant):
+            yield item_to_fact(item)
 
     @staticmethod
     def _take(
@@ -384,7 +386,7 @@ class DynamoFactStore:
         world_only: bool = True,
         limit: int = 50,
     ) -> list[Fact]:
-        it = self._query("by_entity", "ent", f"{tenant}#{entity_slug}", page_size=self._page_size(limit))
+        it = self._query(tenant, "by_entity", "ent", keys.key(tenant, entity_slug), page_size=self._page_size(limit))
         return self._take(it, now=now, active_only=active_only, world_only=world_only, limit=limit)
 
     def by_session(
@@ -399,7 +401,7 @@ class DynamoFactStore:
     ) -> list[Fact]:
         """Facts of one session, newest first, without `vector`: the by_session index does not
         carry it (tables.FACT_INDEX_ATTRS) because its readers (recall, context_pack) never use it."""
-        it = self._query("by_session", "sess", f"{tenant}#{session_id}", page_size=self._page_size(limit))
+        it = self._query(tenant, "by_session", "sess", keys.key(tenant, session_id), page_size=self._page_size(limit))
         return self._take(it, now=now, active_only=active_only, world_only=world_only, limit=limit)
 
     def recent(
@@ -412,7 +414,7 @@ class DynamoFactStore:
         world_only: bool = True,
         limit: int = 50,
     ) -> list[Fact]:
-        it = self._query("by_time", "tp", tenant, after=after, page_size=self._page_size(limit))
+        it = self._query(tenant, "by_time", "tp", keys.tenant(tenant), after=after, page_size=self._page_size(limit))
         return self._take(it, now=now, active_only=active_only, world_only=world_only, limit=limit)
 
     def created_after(
@@ -425,14 +427,12 @@ class DynamoFactStore:
             "TableName": self.table,
             "IndexName": "by_time",
             "KeyConditionExpression": "tp = :k AND ck > :after",
-            "ExpressionAttributeValues": {":k": {"S": tenant}, ":after": {"S": start}},
+            "ExpressionAttributeValues": {":k": {"S": keys.tenant(tenant)}, ":after": {"S": start}},
             "ScanIndexForward": True,
             "Limit": self._page_size(limit),
         }
         horizon = settle_horizon(now, self.settle)
-        settled: Iterator[Fact] = (
-            item_to_fact(i) for i in map(from_ddb, query_all(self._db, req)) if i and is_fact_item(i)
-        )
+        settled: Iterator[Fact] = (item_to_fact(i) for i in fact_items(query_all(self._db, req), tenant))
         if horizon is not None:  # not settled: an earlier write may still be on its way into the index
             settled = itertools.takewhile(lambda f: f.created_at <= horizon, settled)
         return self._take(settled, now=now, active_only=True, world_only=world_only, limit=limit)
@@ -444,21 +444,20 @@ class DynamoFactStore:
         wanted = list(dict.fromkeys(fact_ids))
         found: dict[str, Fact] = {}
         for group in chunks(wanted, 100):
-            keys = [{"pk": {"S": fact_pk(tenant, fid)}} for fid in group]
-            request: dict[str, Any] = {self.table: {"Keys": keys, **({"ConsistentRead": True} if consistent else {})}}
+            wanted_keys = [{"pk": {"S": fact_pk(tenant, fid)}} for fid in group]
+            consistency = {"ConsistentRead": True} if consistent else {}
+            request: dict[str, Any] = {self.table: {"Keys": wanted_keys, **consistency}}
             while request:
                 out = call(self._db.batch_get_item, RequestItems=request)
-                for raw in out.get("Responses", {}).get(self.table, []):
-                    item = from_ddb(raw)
-                    if item and is_fact_item(item) and item.get("tenant") == tenant:
-                        found[item["fact_id"]] = item_to_fact(item)
+                for item in fact_items(out.get("Responses", {}).get(self.table, []), tenant):
+                    found[item["fact_id"]] = item_to_fact(item)
                 request = out.get("UnprocessedKeys") or {}
         return [found[f] for f in fact_ids if f in found]
 
     def count_active(self, tenant: str, entity_slug: str, *, now: datetime, world_only: bool = True) -> int:
         return sum(
             1
-            for f in self._query("by_entity", "ent", f"{tenant}#{entity_slug}", page_size=500)
+            for f in self._query(tenant, "by_entity", "ent", keys.key(tenant, entity_slug), page_size=500)
             if f.is_active(now) and (not world_only or f.visibility == "world")
         )
 
@@ -508,7 +507,7 @@ class DynamoFactStore:
             "TableName": self.table,
             "IndexName": "by_change",
             "KeyConditionExpression": "tp = :k AND cs > :s",
-            "ExpressionAttributeValues": {":k": {"S": tenant}, ":s": {"N": str(int(seq))}},
+            "ExpressionAttributeValues": {":k": {"S": keys.tenant(tenant)}, ":s": {"N": str(int(seq))}},
             "ScanIndexForward": True,
             "Limit": self._page_size(limit),
         }
@@ -517,10 +516,7 @@ class DynamoFactStore:
         horizon = settle_horizon(now, self.settle)
         while limit > 0:
             out = call(self._db.query, **req)
-            for raw in out.get("Items", []):
-                item = from_ddb(raw)
-                if not item or not is_fact_item(item):
-                    continue
+            for item in fact_items(out.get("Items", []), tenant):
                 if horizon is not None and item.get("created_at", "") > ts(horizon):
                     return out_  # not settled: an earlier number may still be on its way into the index
                 fact = item_to_fact(item)
@@ -551,16 +547,13 @@ class DynamoFactStore:
             "IndexName": "by_expiry",
             "KeyConditionExpression": "xp = :k AND xk BETWEEN :low AND :until",
             "ExpressionAttributeValues": {
-                ":k": {"S": tenant}, ":low": {"S": low}, ":until": {"S": f"{ts(until)}#~"},
+                ":k": {"S": keys.tenant(tenant)}, ":low": {"S": low}, ":until": {"S": f"{ts(until)}#~"},
             },
             "ScanIndexForward": True,
             "Limit": self._page_size(limit),
         }
         out: list[Fact] = []
-        for raw in query_all(self._db, req):
-            item = from_ddb(raw)
-            if not item or not is_fact_item(item):
-                continue
+        for item in fact_items(query_all(self._db, req), tenant):
             fact = item_to_fact(item)
             if fact.expired_at is not None or fact.superseded_by is not None:
                 continue
@@ -580,11 +573,10 @@ class DynamoFactStore:
             top = read_counter(self._db, table=self.table, key=self._counter_key(tenant))
             req: dict[str, Any] = {
                 "TableName": self.table, "IndexName": "by_change", "KeyConditionExpression": "tp = :k",
-                "ExpressionAttributeValues": {":k": {"S": tenant}}, "ScanIndexForward": True, "Limit": 100,
+                "ExpressionAttributeValues": {":k": {"S": keys.tenant(tenant)}}, "ScanIndexForward": True,
+                "Limit": 100,
             }
-            for item in map(from_ddb, query_all(self._db, req)):
-                if not (item and is_fact_item(item)):
-                    continue
+            for item in fact_items(query_all(self._db, req), tenant):
                 if f"{item.get('created_at', '')}#{as_int(item.get('seq')):012d}" > start:
                     return min(top, as_int(item["cs"]) - 1)
             return top
@@ -593,7 +585,7 @@ class DynamoFactStore:
             since_query = {
                 "IndexName": "by_time",
                 "KeyConditionExpression": "tp = :k AND ck > :after",
-                "ExpressionAttributeValues": {":k": {"S": tenant}, ":after": {"S": start}},
+                "ExpressionAttributeValues": {":k": {"S": keys.tenant(tenant)}, ":after": {"S": start}},
             }
         return change_floor(self._db, table=self.table, counter_key=self._counter_key(tenant), since_query=since_query)
 
@@ -635,7 +627,7 @@ class DynamoFactStore:
         try:
             self._db.update_item(
                 TableName=self.table,
-                Key={"pk": {"S": fact_pk(tenant, _SEQ_ID)}},
+                Key={"pk": {"S": keys.reserved(tenant, keys.SEQ)}},
                 UpdateExpression="SET n = :v, typ = :typ",
                 ConditionExpression="attribute_not_exists(n) OR n < :v",
                 ExpressionAttributeValues={":v": {"N": str(int(at_least))}, ":typ": {"S": "counter"}},

@@ -14,12 +14,12 @@ import json
 from datetime import datetime
 from typing import Any
 
+from fleetmem.adapters.aws import keys
 from fleetmem.adapters.aws.dynamo import (
     WRITE_ID,
     AwsClients,
     call,
     epoch,
-    from_ddb,
     parse_ts,
     to_ddb,
     translate_client_error,
@@ -32,7 +32,7 @@ from fleetmem.models import IdempotencyRecord
 
 
 def idem_pk(tenant: str, client_id: str, verb: str, key: str) -> str:
-    return f"{tenant}#{client_id}#{verb}#{key}"
+    return keys.key(tenant, client_id, verb, key)
 
 
 def _record(item: dict[str, Any]) -> IdempotencyRecord:
@@ -97,7 +97,7 @@ class DynamoIdempotencyStore:
                 raise translate_client_error(exc) from None
             if (exc.response.get("Item") or {}).get(WRITE_ID) == stamp:
                 return None  # our own earlier attempt landed; the SDK retried after a lost response
-            old = from_ddb(exc.response.get("Item"))
+            old = next(keys.owned_items([exc.response.get("Item")], record.tenant, table="idempotency"), None)
             if not old:  # the live record vanished between check and read: report a lost race
                 raise Conflict("idempotency record changed concurrently") from None
             return _record(old)

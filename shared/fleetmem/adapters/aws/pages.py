@@ -19,8 +19,8 @@ from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from fleetmem.adapters.aws import keys
 from fleetmem.adapters.aws.dynamo import (
-    CHANGE_ID,
     ITEM_LIMIT_BYTES,
     AwsClients,
     approx_item_size,
@@ -28,7 +28,6 @@ from fleetmem.adapters.aws.dynamo import (
     call,
     change_floor,
     chunks,
-    from_ddb,
     parallel,
     parse_ts,
     query_all,
@@ -47,7 +46,7 @@ PAGE_SK = "P"
 #: a deleted page's tombstone row (in the page's partition, numbered in the page change sequence;
 #: it carries `tp` + `cs` for `by_change` and nothing the other indexes read but `tp` + `slug`)
 TOMBSTONE_SK = "T"
-CHANGE_SK = "C"  # with pk "<tenant>#~chg": the tenant's page change counter (D14)
+CHANGE_SK = "C"  # with pk "<tenant>#~chg" (keys.CHANGE): the tenant's page change counter (D14)
 #: a transaction holds at most 100 actions; bigger rewrites fall back to batches (not atomic)
 _TX_MAX = 100
 #: link types that are mere mentions (not counted as backlinks); both spellings are in use
@@ -58,7 +57,7 @@ _HEAD_NAMES = {f"#{a}": a for a in HEAD_ATTRS}
 
 
 def page_pk(tenant: str, slug: str) -> str:
-    return f"{tenant}#{slug}"
+    return keys.key(tenant, slug)
 
 
 def words(*texts: str) -> list[str]:
@@ -77,9 +76,9 @@ def words(*texts: str) -> list[str]:
 PREFIX_LEN = 3
 
 
-def prefix_key(tenant: str, prefix: str) -> str:
-    """`wk` of an `X#` row: "*" never occurs in a word, so prefix keys never meet word keys."""
-    return f"{tenant}#{prefix}*"
+def _position(at: datetime, slug: str) -> str:
+    """`us` of a page row: `<updated_at>#<slug>` (the slug escaped), delta's keyset position."""
+    return f"{ts(at)}#{keys.part(slug)}"
 
 
 def _head_attrs(page: Page) -> dict[str, Any]:
@@ -99,7 +98,7 @@ def page_to_item(page: Page) -> dict[str, Any]:
         "sk": PAGE_SK,
         "typ": "page",
         "tenant": page.tenant,
-        "tp": page.tenant,
+        "tp": keys.tenant(page.tenant),
         **_head_attrs(page),
         "aliases": list(page.aliases) or None,
         "summary": page.summary,
@@ -109,9 +108,9 @@ def page_to_item(page: Page) -> dict[str, Any]:
         "frontmatter": json.dumps(page.frontmatter, default=str) if page.frontmatter else None,
         "created_at": ts(page.created_at),
         "author": page.author,
-        "tk": f"{page.tenant}#{page.title.lower()}",
-        "lk": f"{page.tenant}#{last_segment(page.slug)}",
-        "us": f"{ts(page.updated_at)}#{page.slug}",
+        "tk": keys.key(page.tenant, page.title.lower()),
+        "lk": keys.key(page.tenant, last_segment(page.slug)),
+        "us": _position(page.updated_at, page.slug),
     }
 
 
@@ -156,21 +155,22 @@ def derived_rows(page: Page) -> list[dict[str, Any]]:
     for alias in page.aliases:
         norm = normalize_alias(alias)
         if norm:
-            rows[f"A#{norm}"] = {
+            sk = f"A#{keys.part(norm)}"
+            rows[sk] = {
                 "pk": pk,
-                "sk": f"A#{norm}",
+                "sk": sk,
                 "typ": "alias",
-                "ak": f"{page.tenant}#{norm}",
+                "ak": keys.key(page.tenant, norm),
                 "alias": norm,
                 **head,
             }
     for link in page.links:
-        sk = f"L#{link.target}#{link.type}"
+        sk = f"L#{keys.part(link.target)}#{keys.part(link.type)}"
         rows[sk] = {
             "pk": pk,
             "sk": sk,
             "typ": "link",
-            "gk": f"{page.tenant}#{link.target}",
+            "gk": keys.key(page.tenant, link.target),
             "src": page.slug,
             "ltype": link.type,
             "context": link.context,
@@ -179,11 +179,11 @@ def derived_rows(page: Page) -> list[dict[str, Any]]:
         }
     by_prefix: dict[str, list[str]] = {}
     for w in words(page.title, page.slug.replace("/", " "), *page.aliases):
-        rows[f"W#{w}"] = {"pk": pk, "sk": f"W#{w}", "typ": "word", "wk": f"{page.tenant}#{w}", **head}
+        rows[f"W#{w}"] = {"pk": pk, "sk": f"W#{w}", "typ": "word", "wk": keys.key(page.tenant, w), **head}
         by_prefix.setdefault(w[:PREFIX_LEN], []).append(w)
     for pre, ws in by_prefix.items():
         rows[f"X#{pre}"] = {
-            "pk": pk, "sk": f"X#{pre}", "typ": "prefix", "wk": prefix_key(page.tenant, pre), "pw": ws, **head,
+            "pk": pk, "sk": f"X#{pre}", "typ": "prefix", "wk": keys.prefix_key(page.tenant, pre), "pw": ws, **head,
         }
     return list(rows.values())
 
@@ -206,10 +206,7 @@ class DynamoPageStore:
             TableName=self.table,
             Key={"pk": {"S": page_pk(tenant, slug)}, "sk": {"S": PAGE_SK}},
         )
-        item = from_ddb(out.get("Item"))
-        if not item or item.get("tenant") != tenant:
-            return None
-        return item_to_page(item)
+        return next((item_to_page(i) for i in keys.owned_items([out.get("Item")], tenant, table="pages")), None)
 
     def _partition_keys(self, tenant: str, slug: str) -> builtins.list[str]:
         req: dict[str, Any] = {
@@ -223,14 +220,13 @@ class DynamoPageStore:
     def _query_raw(self, req: dict[str, Any]) -> Iterator[dict[str, Any]]:
         return query_all(self._db, req)
 
-    def _query(self, req: dict[str, Any]) -> Iterator[dict[str, Any]]:
-        for raw in self._query_raw(req):
-            item = from_ddb(raw)
-            if item:
-                yield item
+    def _query(self, tenant: str, req: dict[str, Any]) -> Iterator[dict[str, Any]]:
+        """The tenant's items of a Query (an item of another tenant is dropped as if missing)."""
+        return keys.owned_items(self._query_raw(req), tenant, table="pages")
 
     def _gsi(
         self,
+        tenant: str,
         index: str,
         key_attr: str,
         key: str,
@@ -256,7 +252,7 @@ class DynamoPageStore:
             req["ExpressionAttributeNames"] = {"#s": sort[0]}
         if limit is not None:
             req["Limit"] = limit
-        return self._query(req)
+        return self._query(tenant, req)
 
     @staticmethod
     def _visible(item: dict[str, Any], world_only: bool) -> bool:
@@ -287,11 +283,11 @@ class DynamoPageStore:
         thunks: builtins.list[Callable[[], builtins.list[PageMatch]]] = []
         if alias:
             thunks.append(
-                lambda: take(self._gsi("by_alias", "ak", f"{tenant}#{alias}"), "alias", lambda _: True)
+                lambda: take(self._gsi(tenant, "by_alias", "ak", keys.key(tenant, alias)), "alias", lambda _: True)
             )
         if title:
             thunks.append(
-                lambda: take(self._gsi("by_title", "tk", f"{tenant}#{title}"), "title", lambda _: True)
+                lambda: take(self._gsi(tenant, "by_title", "tk", keys.key(tenant, title)), "title", lambda _: True)
             )
         wanted = [s for s in dict.fromkeys(slugs) if s]
         if wanted:
@@ -306,7 +302,7 @@ class DynamoPageStore:
             tail = "/" + suffix
             thunks.append(
                 lambda: take(
-                    self._gsi("by_leaf", "lk", f"{tenant}#{last_segment(suffix)}"),
+                    self._gsi(tenant, "by_leaf", "lk", keys.key(tenant, last_segment(suffix))),
                     "suffix",
                     lambda i: str(i["slug"]).endswith(tail),
                 )
@@ -321,7 +317,7 @@ class DynamoPageStore:
             request: dict[str, Any] = {
                 self.table: {
                     "Keys": [{"pk": {"S": page_pk(tenant, s)}, "sk": {"S": PAGE_SK}} for s in group],
-                    "ProjectionExpression": _HEAD_PROJECTION + ", tenant",
+                    "ProjectionExpression": _HEAD_PROJECTION + ", pk, tenant",
                     "ExpressionAttributeNames": _HEAD_NAMES,
                 }
             }
@@ -333,16 +329,14 @@ class DynamoPageStore:
             return items
 
         for items in parallel([functools.partial(fetch, g) for g in chunks(wanted, 100)]):
-            for raw in items:
-                item = from_ddb(raw)
-                if item and item.get("tenant") == tenant:
-                    found[item["slug"]] = item_to_head(item)
+            for item in keys.owned_items(items, tenant, table="pages"):
+                found[item["slug"]] = item_to_head(item)
         return [found[s] for s in wanted if s in found]
 
     def list(
         self, tenant: str, *, world_only: bool, limit: int, after: str | None = None, type: str | None = None
     ) -> builtins.list[PageHead]:
-        it = self._gsi("by_slug", "tp", tenant, sort=("slug", ">", after) if after else None)
+        it = self._gsi(tenant, "by_slug", "tp", keys.tenant(tenant), sort=("slug", ">", after) if after else None)
         out: builtins.list[PageHead] = []
         if limit <= 0:
             return out
@@ -361,7 +355,7 @@ class DynamoPageStore:
     ) -> tuple[builtins.list[Backlink], int]:
         links: builtins.list[Backlink] = []
         count = 0
-        for item in self._gsi("by_target", "gk", f"{tenant}#{slug}"):
+        for item in self._gsi(tenant, "by_target", "gk", keys.key(tenant, slug)):
             if item.get("src") == slug:
                 continue
             if world_only and item.get("src_visibility", "world") != "world":
@@ -384,7 +378,9 @@ class DynamoPageStore:
         if limit <= 0:
             return out
         horizon = settle_horizon(now, self.settle)
-        for item in self._gsi("by_updated", "tp", tenant, sort=("us", ">", f"{ts(since)}#{slug}")):
+        for item in self._gsi(
+            tenant, "by_updated", "tp", keys.tenant(tenant), sort=("us", ">", _position(since, slug))
+        ):
             if horizon is not None and item.get("updated_at", "") > ts(horizon):
                 break  # not settled: an earlier write may still be on its way into the index
             if not self._visible(item, world_only):
@@ -400,10 +396,10 @@ class DynamoPageStore:
             return []
 
         def by_word(word: str) -> builtins.list[dict[str, Any]]:
-            return builtins.list(self._gsi("by_word", "wk", f"{tenant}#{word}", limit=50))
+            return builtins.list(self._gsi(tenant, "by_word", "wk", keys.key(tenant, word), limit=50))
 
         def by_prefix(word: str) -> builtins.list[dict[str, Any]]:
-            rows = self._gsi("by_word", "wk", prefix_key(tenant, word[:PREFIX_LEN]), limit=100)
+            rows = self._gsi(tenant, "by_word", "wk", keys.prefix_key(tenant, word[:PREFIX_LEN]), limit=100)
             return [i for i in rows if any(str(w).startswith(word) for w in i.get("pw") or ())]
 
         # one concurrent round: whole-word rows and prefix rows for every term
@@ -459,7 +455,7 @@ class DynamoPageStore:
         transact_with_change(self._db, table=self.table, key=self._counter_key(page.tenant), build=build)
 
     def _counter_key(self, tenant: str) -> dict[str, Any]:
-        return {"pk": {"S": page_pk(tenant, CHANGE_ID)}, "sk": {"S": CHANGE_SK}}
+        return {"pk": {"S": keys.reserved(tenant, keys.CHANGE)}, "sk": {"S": CHANGE_SK}}
 
     def changed_after(
         self, tenant: str, *, seq: int, world_only: bool, limit: int, now: datetime | None = None
@@ -478,11 +474,11 @@ class DynamoPageStore:
             "TableName": self.table,
             "IndexName": "by_change",
             "KeyConditionExpression": "tp = :k AND cs > :s",
-            "ExpressionAttributeValues": {":k": {"S": tenant}, ":s": {"N": str(int(seq))}},
+            "ExpressionAttributeValues": {":k": {"S": keys.tenant(tenant)}, ":s": {"N": str(int(seq))}},
             "ScanIndexForward": True,
             "Limit": max(10, min(limit * 2, 500)),
         }
-        for item in self._query(req):
+        for item in self._query(tenant, req):
             if horizon is not None and item.get("updated_at", "") > ts(horizon):
                 break  # not settled: an earlier number may still be on its way into the index
             if item.get("sk", PAGE_SK) != sk or not self._visible(item, world_only):
@@ -495,9 +491,9 @@ class DynamoPageStore:
     def change_floor(self, tenant: str, *, since: datetime | None, slug: str = "", walk: bool = False) -> int:
         if walk and since is not None:
             top = read_counter(self._db, table=self.table, key=self._counter_key(tenant))
-            position = (ts(since) or "", slug)
+            position = _position(since, slug)
             for n, head in self._changes(tenant, seq=0, world_only=False, limit=top + 1, now=None, sk=PAGE_SK):
-                if (ts(head.updated_at) or "", head.slug) > position:
+                if _position(head.updated_at, head.slug) > position:
                     return min(top, n - 1)
             return top
         since_query = None
@@ -505,7 +501,7 @@ class DynamoPageStore:
             since_query = {
                 "IndexName": "by_updated",
                 "KeyConditionExpression": "tp = :k AND us > :s",
-                "ExpressionAttributeValues": {":k": {"S": tenant}, ":s": {"S": f"{ts(since)}#{slug}"}},
+                "ExpressionAttributeValues": {":k": {"S": keys.tenant(tenant)}, ":s": {"S": _position(since, slug)}},
             }
         return change_floor(self._db, table=self.table, counter_key=self._counter_key(tenant), since_query=since_query)
 
@@ -524,8 +520,8 @@ class DynamoPageStore:
         def build(n: int) -> builtins.list[dict[str, Any]]:
             # the page row's delete and its tombstone (with the next page change number) land together
             tomb = {
-                "pk": pk, "sk": TOMBSTONE_SK, "typ": "tombstone", "tenant": tenant, "tp": tenant, "slug": slug,
-                "title": page.title, "visibility": page.visibility, "updated_at": when, "cs": n,
+                "pk": pk, "sk": TOMBSTONE_SK, "typ": "tombstone", "tenant": tenant, "tp": keys.tenant(tenant),
+                "slug": slug, "title": page.title, "visibility": page.visibility, "updated_at": when, "cs": n,
             }
             actions: builtins.list[dict[str, Any]] = [
                 {"Delete": {"TableName": self.table, "Key": to_ddb({"pk": pk, "sk": PAGE_SK})}}

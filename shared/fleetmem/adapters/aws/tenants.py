@@ -12,7 +12,7 @@ Each table is walked the cheapest way its keys allow, streaming (one result page
 
 Deletes go out as BatchWriteItem (25 keys a call, UnprocessedItems retried with backoff). The
 search index loses the tenant's documents in every index of the stage's prefix (one per embedding
-model). The keys come from the stores' own key helpers (`fact_pk`, `page_pk`).
+model). The keys come from the stores' key module (`fleetmem.adapters.aws.keys`).
 """
 
 from __future__ import annotations
@@ -21,9 +21,9 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from fleetmem.adapters.aws.dynamo import CHANGE_ID, call, chunks, query_all
-from fleetmem.adapters.aws.facts import _SEQ_ID, fact_pk
-from fleetmem.adapters.aws.pages import CHANGE_SK, page_pk
+from fleetmem.adapters.aws import keys
+from fleetmem.adapters.aws.dynamo import call, chunks, query_all
+from fleetmem.adapters.aws.pages import CHANGE_SK
 from fleetmem.adapters.aws.tables import AUDIT, CLIENTS, CURSORS, FACTS, IDEMPOTENCY, PAGES, TableSpec
 from fleetmem.errors import Unavailable
 
@@ -123,7 +123,7 @@ class TenantTables:
 
     def _facts(self, spec: TableSpec, table: str, tenant: str) -> Iterator[list[Key]]:
         yield from self._index_query(spec, table, "by_time", "tp", tenant)
-        counters = [{"pk": {"S": fact_pk(tenant, c)}} for c in (_SEQ_ID, CHANGE_ID)]
+        counters = [{"pk": {"S": keys.reserved(tenant, c)}} for c in (keys.SEQ, keys.CHANGE)]
         yield _existing(self.db, table, spec, counters)
 
     def _pages(self, spec: TableSpec, table: str, tenant: str) -> Iterator[list[Key]]:
@@ -141,7 +141,7 @@ class TenantTables:
                     **_projection(spec),
                 }
                 yield list(_keys_of(spec, query_all(self.db, req)))
-        counter = {"pk": {"S": page_pk(tenant, CHANGE_ID)}, "sk": {"S": CHANGE_SK}}
+        counter = {"pk": {"S": keys.reserved(tenant, keys.CHANGE)}, "sk": {"S": CHANGE_SK}}
         yield _existing(self.db, table, spec, [counter])
 
     def _scan(self, spec: TableSpec, table: str, tenant: str) -> Iterator[list[Key]]:
