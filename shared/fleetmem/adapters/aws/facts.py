@@ -45,6 +45,12 @@ _DECISION_ID = "~dec"
 _RECENT = 8
 
 
+def decision_pk(tenant: str, encoded_slug: str) -> str:
+    """The pk of the tenant's decision record for an entity (its slug as `keys.part` encodes it;
+    "" for the facts about no entity)."""
+    return f"{keys.reserved(tenant, _DECISION_ID)}{keys.SEP}{encoded_slug}"
+
+
 def fact_pk(tenant: str, fact_id: str) -> str:
     return keys.key(tenant, fact_id)
 
@@ -182,7 +188,7 @@ class DynamoFactStore:
     # -- decisions (D20) -------------------------------------------------------------------------
 
     def _decision_key(self, tenant: str, entity_slug: str | None) -> dict[str, Any]:
-        return {"pk": {"S": f"{keys.reserved(tenant, _DECISION_ID)}{keys.SEP}{keys.part(entity_slug or '')}"}}
+        return {"pk": {"S": decision_pk(tenant, keys.part(entity_slug or ""))}}
 
     def decision_pool(self, tenant: str, entity_slug: str | None, *, now: datetime, limit: int) -> DecisionPool:
         # The record and the pool are read at once. The pool comes from a GSI, eventually

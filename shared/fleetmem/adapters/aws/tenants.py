@@ -23,6 +23,7 @@ from typing import Any
 
 from fleetmem.adapters.aws import keys
 from fleetmem.adapters.aws.dynamo import call, chunks, query_all
+from fleetmem.adapters.aws.facts import decision_pk
 from fleetmem.adapters.aws.pages import CHANGE_SK
 from fleetmem.adapters.aws.tables import AUDIT, CLIENTS, CURSORS, FACTS, IDEMPOTENCY, PAGES, TableSpec
 from fleetmem.errors import Unavailable
@@ -122,9 +123,22 @@ class TenantTables:
         return self._index_query(spec, table, "by_tenant", "tenant", tenant)
 
     def _facts(self, spec: TableSpec, table: str, tenant: str) -> Iterator[list[Key]]:
-        yield from self._index_query(spec, table, "by_time", "tp", tenant)
+        # Every fact in any state is on by_time; the entities they name lead to the per-entity
+        # decision records (D20), which no index lists.
+        req = {
+            "TableName": table,
+            "IndexName": "by_time",
+            "KeyConditionExpression": "tp = :t",
+            "ExpressionAttributeValues": {":t": {"S": tenant}},
+            "ProjectionExpression": "pk, entity_slug",
+        }
+        entities: set[str] = {""}
+        for items in self._pages_of(req, self.db.query):
+            entities.update(keys.part(i["entity_slug"]["S"]) for i in items if "S" in i.get("entity_slug", {}))
+            yield [{"pk": item["pk"]} for item in items]
         counters = [{"pk": {"S": keys.reserved(tenant, c)}} for c in (keys.SEQ, keys.CHANGE)]
-        yield _existing(self.db, table, spec, counters)
+        records = [{"pk": {"S": decision_pk(tenant, encoded)}} for encoded in sorted(entities)]
+        yield _existing(self.db, table, spec, counters + records)
 
     def _pages(self, spec: TableSpec, table: str, tenant: str) -> Iterator[list[Key]]:
         seen: set[str] = set()
