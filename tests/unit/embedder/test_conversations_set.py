@@ -52,7 +52,16 @@ def test_set_shape_and_evidence():
     assert len(questions) >= 400
     assert {q["kind"] for q in questions} == set(KINDS) - {"all"}
     assert all(q["evidence"] and set(q["evidence"]) <= turn_ids for q in questions)
-    assert all(len(q["evidence"]) >= 2 for q in questions if q["kind"] == "multi-hop")
+    assert all(len(q["evidence"]) >= 2 for q in questions if q["kind"] in ("multi-hop", "multi-entity"))
+    # A multi-entity answer is spread over 2-4 turns of different sessions, told by 2+ people.
+    turns = {t["id"]: t for c in convs for t in c["turns"]}
+    for q in questions:
+        if q["kind"] == "multi-entity":
+            ev = [turns[t] for t in q["evidence"]]
+            assert 2 <= len(ev) <= 4 and len({t["session"] for t in ev}) == len(ev), q
+            assert len({t["speaker"] for t in ev}) >= 2, q
+    # Held-out conversations are half of the set, never tuned on.
+    assert [c["split"] for c in convs] == ["tuning", "held-out"] * (len(convs) // 2)
     # Question texts are not one repeated shape: many distinct openings per kind.
     for kind in set(KINDS) - {"all"}:
         openings = {" ".join(q["question"].split()[:2]) for q in questions if q["kind"] == kind}
