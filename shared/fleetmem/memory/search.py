@@ -6,7 +6,9 @@ Public API:
   embeds `text` with the configured embedder (one call), asks the SearchIndex for its keyword and
   vector arms, and fuses them with the shipped ranking (`ranking.shipped`: RRF k=60 with
   content-word, entity and date awareness; `ranking=` picks another of `ranking.RANKINGS` for the
-  benchmark). No embedder, an embedder raising
+  benchmark). A query that asks several questions at once (`ranking.parts`) also searches each part
+  (one batched embedding call, one SearchIndex call per part) and interleaves the rankings
+  (`ranking.cover`) so each part's best hit reaches the top. No embedder, an embedder raising
   `Unavailable`, or a failing vector arm -> keyword-only, with `degraded` holding the reason
   (never an error).
   Pass `embedded=query_vector(deps, text)` to reuse one embedding across several searches.
@@ -39,7 +41,7 @@ import re
 from dataclasses import dataclass, field
 
 from fleetmem.errors import Unavailable
-from fleetmem.memory.ranking import SHIPPED, fuse
+from fleetmem.memory.ranking import SHIPPED, cover, fuse, parts
 from fleetmem.memory.slugs import normalize_alias
 from fleetmem.memory.vectors import pack
 from fleetmem.models import SearchHit, SearchQuery
@@ -93,6 +95,55 @@ def hybrid_search(
     ranking: str = SHIPPED,
 ) -> SearchResult:
     vector, degraded = embedded if embedded is not None else query_vector(deps, text)
+    searches = [(text, vector)]
+    asked = parts(text) if ranking == SHIPPED else [text]
+    if len(asked) > 1:  # one batched embedding call for the parts, then one search per part
+        vectors, problem = _part_vectors(deps, asked) if vector is not None else ([None] * len(asked), None)
+        degraded = degraded or problem
+        searches += list(zip(asked, vectors, strict=True))
+    by_id: dict[str, SearchHit] = {}
+    kw_rank: dict[str, int] = {}
+    vec_rank: dict[str, int] = {}
+    cos: dict[str, float] = {}
+    rankings = []
+    for asking, vec in searches:
+        keyword, vector_hits, problem = _arms(deps, tenant, asking, vec, kinds, world_only, k)
+        degraded = degraded or problem
+        for rank, h in enumerate(keyword, start=1):
+            by_id.setdefault(h.doc_id, h)
+            kw_rank.setdefault(h.doc_id, rank)
+        for rank, h in enumerate(vector_hits, start=1):
+            by_id.setdefault(h.doc_id, h)
+            vec_rank.setdefault(h.doc_id, rank)
+            cos.setdefault(h.doc_id, h.score)
+        rankings.append(fuse(ranking, asking, keyword, vector_hits))
+    fused = cover(rankings) if len(rankings) > 1 else rankings[0]
+    return SearchResult(
+        hits=[Fused(by_id[d], s, kw_rank.get(d), vec_rank.get(d), cos.get(d)) for d, s in fused],
+        degraded=degraded,
+        query_tokens=tokens(text),
+    )
+
+
+def _part_vectors(deps: Deps, asked: list[str]) -> tuple[list[bytes | None], str | None]:
+    """The parts' embeddings in one call; keyword-only parts when the model fails."""
+    assert deps.embedder is not None  # the whole query was embedded
+    try:
+        return [pack(v) for v in deps.embedder.embed(asked)], None
+    except Unavailable as exc:
+        return [None] * len(asked), f"embedding model unavailable ({exc.reason or 'provider error'})"
+
+
+def _arms(
+    deps: Deps,
+    tenant: str,
+    text: str,
+    vector: bytes | None,
+    kinds: tuple[str, ...],
+    world_only: bool,
+    k: int,
+) -> tuple[list[SearchHit], list[SearchHit], str | None]:
+    """One SearchIndex call: (keyword hits, vector hits, why the vector arm is missing or None)."""
     query = SearchQuery(
         tenant=tenant,
         text=text,
@@ -103,29 +154,11 @@ def hybrid_search(
         k=k,
     )
     found = deps.search.search(query)
-    vector_hits: tuple[SearchHit, ...] = ()
-    if vector is not None:
-        if found.vector is None:
-            degraded = found.vector_error or "the vector search arm did not run"
-        else:
-            vector_hits = found.vector
-    by_id: dict[str, SearchHit] = {}
-    kw_rank: dict[str, int] = {}
-    vec_rank: dict[str, int] = {}
-    cos: dict[str, float] = {}
-    for rank, h in enumerate(found.keyword, start=1):
-        by_id.setdefault(h.doc_id, h)
-        kw_rank.setdefault(h.doc_id, rank)
-    for rank, h in enumerate(vector_hits, start=1):
-        by_id.setdefault(h.doc_id, h)
-        vec_rank.setdefault(h.doc_id, rank)
-        cos.setdefault(h.doc_id, h.score)
-    fused = fuse(ranking, text, list(found.keyword), list(vector_hits))
-    return SearchResult(
-        hits=[Fused(by_id[d], s, kw_rank.get(d), vec_rank.get(d), cos.get(d)) for d, s in fused],
-        degraded=degraded,
-        query_tokens=tokens(text),
-    )
+    if vector is None:
+        return list(found.keyword), [], None
+    if found.vector is None:
+        return list(found.keyword), [], found.vector_error or "the vector search arm did not run"
+    return list(found.keyword), list(found.vector), None
 
 
 def best_per_page(hits: list[Fused]) -> list[Fused]:
