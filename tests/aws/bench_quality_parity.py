@@ -4,7 +4,8 @@ the fleetmem analyzer) — with the same local MiniLM embedder, and print both t
 
 - the default (paraphrase) set, `shared/fleetmem/bench/quality.py`: `scripts/bench quality --aws`;
 - the conversational-memory set, `shared/fleetmem/bench/conversations.py` (tests/data/
-  conversations.json, five rankings side by side, tuning and held-out halves): `scripts/bench quality --aws --set conversations`.
+  conversations.json, five rankings side by side, tuning and held-out halves):
+  `scripts/bench quality --aws --set conversations`.
 
 A benchmark, not part of the suite (it takes minutes: every write is indexed with a refresh, and
 every question is asked on both sets), so the file name is outside pytest's `test_*.py` pattern.
