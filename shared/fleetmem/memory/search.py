@@ -7,13 +7,14 @@ Public API:
   vector arms, and fuses them with the shipped ranking (`ranking.shipped`: RRF k=60 with
   content-word, entity and date awareness; `ranking=` picks another of `ranking.RANKINGS` for the
   benchmark). A query that asks several questions at once (`ranking.parts`) also searches each part
-  (one batched embedding call, one SearchIndex call per part) and interleaves the rankings
-  (`ranking.cover`) so each part's best hit reaches the top. No embedder, an embedder raising
+  (one SearchIndex call per part; the vectors come from the query's one embedding call) and interleaves the rankings
+  (`ranking.cover`) so each part's best hit reaches the top; the query's and the parts' searches
+  run concurrently (`Deps.gather`: one round of parallel calls). No embedder, an embedder raising
   `Unavailable`, or a failing vector arm -> keyword-only, with `degraded` holding the reason
   (never an error).
   Pass `embedded=query_vector(deps, text)` to reuse one embedding across several searches.
-- `query_vector(deps, text) -> (packed vector | None, degraded reason | None)`: the one embedding
-  call a search needs.
+- `query_vector(deps, text) -> Embedded`: the one embedding call a search needs (the query and, when
+  it asks several questions, each of them, in one batch).
 - `SearchResult`: `hits` (fused, best first, each a `Fused`), `degraded: str | None`,
   `query_tokens`.
 - `Fused`: `hit` (the SearchHit), `score` (fused), `keyword_rank` / `vector_rank` (1-based or None),
@@ -39,6 +40,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from functools import partial
+from typing import NamedTuple
 
 from fleetmem.errors import Unavailable
 from fleetmem.memory.ranking import SHIPPED, cover, fuse, parts
@@ -49,8 +52,15 @@ from fleetmem.ports import Deps
 from fleetmem.protocol import HIGH_VECTOR_MATCH
 
 _TOKEN = re.compile(r"\w+", re.UNICODE)
-#: A query's embedding (packed vector or None) and why it is missing (None when present).
-Embedded = tuple[bytes | None, str | None]
+
+
+class Embedded(NamedTuple):
+    """A query's embedding (packed vector or None), why it is missing (None when present), and the
+    embeddings of the questions it asks (`ranking.parts`; empty for a query of one part)."""
+
+    vector: bytes | None
+    problem: str | None
+    parts: tuple[bytes, ...] = ()
 
 
 def tokens(text: str) -> list[str]:
@@ -75,12 +85,13 @@ class SearchResult:
 
 def query_vector(deps: Deps, text: str) -> Embedded:
     if deps.embedder is None:
-        return None, deps.embedder_problem or "no embedding model is configured"
-    try:
-        vec = deps.embedder.embed([text])[0]
+        return Embedded(None, deps.embedder_problem or "no embedding model is configured")
+    asked = parts(text)
+    try:  # the query and its parts in one call
+        vecs = deps.embedder.embed([text, *asked] if len(asked) > 1 else [text])
     except Unavailable as exc:
-        return None, f"embedding model unavailable ({exc.reason or 'provider error'})"
-    return pack(vec), None
+        return Embedded(None, f"embedding model unavailable ({exc.reason or 'provider error'})")
+    return Embedded(pack(vecs[0]), None, tuple(pack(v) for v in vecs[1:]))
 
 
 def hybrid_search(
@@ -94,20 +105,18 @@ def hybrid_search(
     embedded: Embedded | None = None,
     ranking: str = SHIPPED,
 ) -> SearchResult:
-    vector, degraded = embedded if embedded is not None else query_vector(deps, text)
-    searches = [(text, vector)]
+    vector, degraded, part_vectors = embedded if embedded is not None else query_vector(deps, text)
+    searches: list[tuple[str, bytes | None]] = [(text, vector)]
     asked = parts(text) if ranking == SHIPPED else [text]
-    if len(asked) > 1:  # one batched embedding call for the parts, then one search per part
-        vectors, problem = _part_vectors(deps, asked) if vector is not None else ([None] * len(asked), None)
-        degraded = degraded or problem
-        searches += list(zip(asked, vectors, strict=True))
+    if len(asked) > 1:  # each part is searched too, with its vector when the query has one
+        searches += list(zip(asked, part_vectors or [None] * len(asked), strict=True))
+    found = deps.gather(*[partial(_arms, deps, tenant, t, v, kinds, world_only, k) for t, v in searches])
     by_id: dict[str, SearchHit] = {}
     kw_rank: dict[str, int] = {}
     vec_rank: dict[str, int] = {}
     cos: dict[str, float] = {}
     rankings = []
-    for asking, vec in searches:
-        keyword, vector_hits, problem = _arms(deps, tenant, asking, vec, kinds, world_only, k)
+    for (asking, _), (keyword, vector_hits, problem) in zip(searches, found, strict=True):
         degraded = degraded or problem
         for rank, h in enumerate(keyword, start=1):
             by_id.setdefault(h.doc_id, h)
@@ -123,15 +132,6 @@ def hybrid_search(
         degraded=degraded,
         query_tokens=tokens(text),
     )
-
-
-def _part_vectors(deps: Deps, asked: list[str]) -> tuple[list[bytes | None], str | None]:
-    """The parts' embeddings in one call; keyword-only parts when the model fails."""
-    assert deps.embedder is not None  # the whole query was embedded
-    try:
-        return [pack(v) for v in deps.embedder.embed(asked)], None
-    except Unavailable as exc:
-        return [None] * len(asked), f"embedding model unavailable ({exc.reason or 'provider error'})"
 
 
 def _arms(
