@@ -137,13 +137,17 @@ def test_conversations_set_shipped_ranking_beats_plain_rrf_on_both_backends(
             # covering each part of a multi-entity question fills the top 5 with more of its pieces
             best_hit = per_ranking["best-hit"]
             assert shipped["multi-entity"]["all@5"] >= best_hit["multi-entity"]["all@5"] + 0.05, (backend, form)
-    # the same ranking on both backends: within 0.03 any@5 and all@5 on every kind, in each split
+    # The same ranking on both backends. The keyword arms differ (module docstring), so the
+    # whole-query ranking already differs by up to ~0.05 on fact temporal questions per half
+    # (README); covering the parts must not widen that gap by more than 0.03 on any kind.
     for split, per_form in local["splits"].items():
         for form, per_ranking in per_form.items():
             for kind, here in per_ranking["shipped"].items():
                 there = aws["splits"][split][form]["shipped"][kind]
+                before = (per_ranking["best-hit"][kind], aws["splits"][split][form]["best-hit"][kind])
                 for metric in ("any@5", "all@5"):
-                    assert abs(here[metric] - there[metric]) <= 0.03, (split, form, kind, metric, here, there)
+                    gap, was = abs(here[metric] - there[metric]), abs(before[0][metric] - before[1][metric])
+                    assert gap <= was + 0.03, (split, form, kind, metric, here, there, before)
 
 
 def with_query_stopwords(index_body: Callable[[int], dict[str, Any]]) -> Callable[[int], dict[str, Any]]:
