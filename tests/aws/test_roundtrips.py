@@ -41,6 +41,8 @@ CASES: list[tuple[str, str, dict[str, Any], int, int]] = [
     ("entity (alias hit)", "entity", {"name": "Ally"}, 3, 0),
     ("entity (miss)", "entity", {"name": "Nobody Known"}, 3, 0),
     ("recall (query)", "recall", {"query": "green tea"}, 2, 1),
+    # a query asking two questions also searches each one: same budget, still one embedding call
+    ("recall (query of two questions)", "recall", {"query": "What does Alice drink, and who sells tea?"}, 2, 1),
     ("recall (entity)", "recall", {"entity": ALICE}, 2, 0),
     ("recall (recent)", "recall", {}, 2, 0),
     (

@@ -20,6 +20,8 @@ from pathlib import Path
 
 SEED = 1207
 CONVERSATIONS = 16
+#: Questions per conversation whose answer is spread over 2-4 news turns of different sessions.
+MULTI_ENTITY = 8
 OUT = Path(__file__).with_name("conversations.json")
 
 NAMES = [
@@ -628,6 +630,8 @@ def build(seed: int = SEED) -> dict:
         conversations.append(
             {
                 "id": cid,
+                # Tune on the odd-numbered conversations, report on the even-numbered ones too.
+                "split": "tuning" if c % 2 == 0 else "held-out",
                 "people": people,
                 "sessions": [{"session": i + 1, "date": d.isoformat()} for i, d in enumerate(dates)],
                 "turns": turns,
@@ -716,7 +720,35 @@ def build(seed: int = SEED) -> dict:
                 )
                 past = ev["past"]
                 ask(cid, "temporal", form.format(p=person, x=past_tense(past)), later)
+        multi_entity(random.Random(f"{seed}-{cid}"), cid, told, tag_turn, by_id, counts, ask)
     return {"seed": seed, "conversations": conversations, "questions": questions}
+
+
+def multi_entity(rng: random.Random, cid: str, told: list, tag_turn: dict, by_id: dict, counts: dict, ask) -> None:
+    """MULTI_ENTITY questions that ask about 2-4 news events at once, each told in a different session,
+    by at least two different people: all@5 needs every one of the turns. Its own random stream
+    (seeded by the conversation), so the other questions do not depend on it."""
+    news = [(p, ev, tag_turn[("event", ev["id"], p)]) for p, ev, _ in told if counts[ev["id"]] == 1]
+    made: set[tuple[str, ...]] = set()
+    for _ in range(MULTI_ENTITY * 20):
+        if len(made) == MULTI_ENTITY:
+            break
+        want = rng.choice([2, 2, 3, 3, 4])
+        rng.shuffle(news)
+        parts: list[tuple[str, dict, str]] = []
+        for p, ev, tid in news:
+            if all(by_id[tid]["session"] != by_id[t]["session"] for _, _, t in parts):
+                parts.append((p, ev, tid))
+            if len(parts) == want:
+                break
+        key = tuple(sorted(t for _, _, t in parts))
+        if len(parts) < 2 or len({p for p, _, _ in parts}) < 2 or key in made:
+            continue
+        made.add(key)
+        asked = [rng.choice(ev["direct"]).format(p=p).rstrip("?") for p, ev, _ in parts]
+        asked = [asked[0]] + [a[0].lower() + a[1:] for a in asked[1:]]
+        text = (", ".join(asked[:-1]) + (", and " if len(asked) > 2 else " and ") + asked[-1]) + "?"
+        ask(cid, "multi-entity", text, [t for _, _, t in parts])
 
 
 _PAST = {

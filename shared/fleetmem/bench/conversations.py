@@ -13,6 +13,8 @@ Every question is then asked of both forms under four rankings of the same two a
 RRF (k=60) and the shipped ranking (`fleetmem.memory.ranking.shipped`, what recall uses). Pages are
 ranked best chunk per page (as recall shows them), facts by their fact doc.
 
+Every conversation is in one split (`split`: "tuning" or "held-out"); the tables show each kind
+once per split, side by side, and the result holds `splits` (per split) next to `results` (all).
 Metrics per question kind and overall: any@5 (an evidence turn in the top 5), all@5 (every evidence
 turn in the top 5), any@10, MRR (first evidence turn, cut at 10).
 
@@ -34,7 +36,9 @@ from fleetmem.memory.ranking import RANKINGS
 
 K = 30
 FORMS = ("pages", "facts")
-KINDS = ("single-hop", "multi-hop", "temporal", "paraphrase", "adversarial", "all")
+KINDS = ("single-hop", "multi-hop", "multi-entity", "temporal", "paraphrase", "adversarial", "all")
+#: Every conversation is in one split (its "split" field): rankings are tuned on "tuning" only.
+SPLITS = ("tuning", "held-out")
 MONTHS = [
     "January",
     "February",
@@ -179,8 +183,8 @@ def run_conversations(
     data = load_set(data_path)
     wanted = set(conversations) if conversations is not None else None
     started = time.monotonic()
-    sums: dict[tuple[str, str, str], dict[str, float]] = {}
-    counts: dict[str, int] = {}
+    sums: dict[tuple[str, str, str, str], dict[str, float]] = {}
+    counts: dict[tuple[str, str], int] = {}
     with tempfile.TemporaryDirectory(prefix="fleetmem-conversations-") as tmp:
         stores = open_stores(Path(tmp))
         try:
@@ -199,59 +203,65 @@ def run_conversations(
                 for q in data["questions"]:
                     if q["conversation"] != conv["id"]:
                         continue
-                    for kind in (q["kind"], "all"):
-                        counts[kind] = counts.get(kind, 0) + 1
+                    cells = [(split, kind) for split in (conv["split"], "all") for kind in (q["kind"], "all")]
+                    for cell in cells:
+                        counts[cell] = counts.get(cell, 0) + 1
                     for (form, ranking), scores in evaluate(
                         deps, conv["id"], q["question"], slugs, facts, q["evidence"]
                     ).items():
-                        for kind in (q["kind"], "all"):
-                            acc = sums.setdefault((form, ranking, kind), {})
+                        for split, kind in cells:
+                            acc = sums.setdefault((split, form, ranking, kind), {})
                             for m, v in scores.items():
                                 acc[m] = acc.get(m, 0.0) + v
         finally:
             close = getattr(stores, "close", None)
             if close:
                 close()
-    results = {
+    by_split = {split: _means(sums, counts, split) for split in (*SPLITS, "all")}
+    splits = {split: by_split[split] for split in SPLITS if (split, "all") in counts}
+    table = conversations_table(splits)
+    out(table)
+    return {
+        "results": by_split["all"],
+        "splits": splits,
+        "table": table,
+        "questions": counts.get(("all", "all"), 0),
+        "seconds": round(time.monotonic() - started, 1),
+    }
+
+
+def _means(
+    sums: dict[tuple[str, str, str, str], dict[str, float]], counts: dict[tuple[str, str], int], split: str
+) -> dict[str, Any]:
+    """{form: {ranking: {kind: {metric: mean, "n": questions}}}} of one split ("all": every conversation)."""
+    return {
         form: {
             ranking: {
-                kind: {**{m: v / counts[kind] for m, v in sums[(form, ranking, kind)].items()}, "n": counts[kind]}
+                kind: {**{m: v / counts[(split, kind)] for m, v in acc.items()}, "n": counts[(split, kind)]}
                 for kind in KINDS
-                if (form, ranking, kind) in sums
+                if (acc := sums.get((split, form, ranking, kind))) is not None
             }
             for ranking in RANKINGS
         }
         for form in FORMS
     }
-    table = conversations_table(results)
-    out(table)
-    return {
-        "results": results,
-        "table": table,
-        "questions": counts.get("all", 0),
-        "seconds": round(time.monotonic() - started, 1),
-    }
 
 
-def conversations_table(results: dict[str, Any]) -> str:
+def conversations_table(splits: dict[str, dict[str, Any]]) -> str:
+    """One table per form: a row per kind and split (tuning and held-out side by side)."""
     lines = []
-    for form, per_ranking in results.items():
+    for form in FORMS:
         lines += [
             f"\n{form}: any@5 / all@5 / any@10 / MRR",
             "",
-            "| kind | n | " + " | ".join(per_ranking) + " |",
-            "| --- | ---: |" + " --- |" * len(per_ranking),
+            "| kind | split | n | " + " | ".join(RANKINGS) + " |",
+            "| --- | --- | ---: |" + " --- |" * len(RANKINGS),
         ]
         for kind in KINDS:
-            cells = []
-            n = 0
-            for m in per_ranking.values():
-                s = m.get(kind)
-                if s is None:
-                    cells.append("")
+            for split, results in splits.items():
+                cells = [results[form][r].get(kind) for r in RANKINGS]
+                if cells[0] is None:
                     continue
-                n = s["n"]
-                cells.append(f"{s['any@5']:.2f} / {s['all@5']:.2f} / {s['any@10']:.2f} / {s['mrr']:.3f}")
-            if n:
-                lines.append(f"| {kind} | {n} | " + " | ".join(cells) + " |")
+                shown = [f"{s['any@5']:.2f} / {s['all@5']:.2f} / {s['any@10']:.2f} / {s['mrr']:.3f}" for s in cells]
+                lines.append(f"| {kind} | {split} | {cells[0]['n']} | " + " | ".join(shown) + " |")
     return "\n".join(lines).lstrip()

@@ -25,14 +25,24 @@ Public functions:
      ago"/"last Saturday" resolved against it) scores x(1 + DATE_BOOST); "the week/day/month
      after|before <event>" takes the best hit as the event and boosts hits written in that window
      after (before) it.
-  Everything uses only the hits' own title and text, so it costs no extra store call (the AWS path
-  stays one search round trip).
+  Everything uses only the hits' own title and text, so it costs no extra store call.
+- `parts(query) -> list[str]`: the questions a query asks at once ("What breed is Maya's puppy, and
+  how often does Daniel have Japanese lessons?" -> two), split where ", and" / "and" / "," / ";"
+  is followed by a question word and every part starts with one and has 3+ words; at most
+  MAX_PARTS; `[query]` when it asks one thing.
+- `cover(rankings) -> list[tuple[str, float]]`: the rankings interleaved (each one's best, then each
+  one's second, ...; an id once, at its first place), so every part of a question gets its best hit
+  into the top k instead of the hits of one strongly matching part filling it. Recall
+  (`search.hybrid_search`) covers the whole query's shipped ranking and each part's; a query of
+  one part costs nothing more, one of n parts n more searches and one batched embedding call.
+  Measured on the held-out conversations (README, "Search quality").
 """
 
 from __future__ import annotations
 
 import re
 import unicodedata
+from itertools import zip_longest
 
 from fleetmem.memory.temporal import dates_in, mentioned_days, written_day
 from fleetmem.models import SearchHit
@@ -56,21 +66,48 @@ def rrf(arms: list[list[str]], k: int = RRF_K) -> list[tuple[str, float]]:
     return sorted(scores.items(), key=lambda kv: (-kv[1], order[kv[0]]))
 
 
-KEYWORD, VECTOR, PLAIN, SHIPPED = "keyword", "vector", "rrf", "shipped"
-RANKINGS = (KEYWORD, VECTOR, PLAIN, SHIPPED)
+KEYWORD, VECTOR, PLAIN, BEST_HIT, SHIPPED = "keyword", "vector", "rrf", "best-hit", "shipped"
+#: "best-hit" is `shipped` on the whole query only (no `cover` of its parts), as recall ranked before.
+RANKINGS = (KEYWORD, VECTOR, PLAIN, BEST_HIT, SHIPPED)
 
 
 def fuse(ranking: str, query: str, keyword: list[SearchHit], vector: list[SearchHit]) -> list[tuple[str, float]]:
-    """(doc_id, score) best first under one of RANKINGS (see the module docstring)."""
+    """(doc_id, score) best first under one of RANKINGS (see the module docstring) for one query's
+    two arms (SHIPPED and BEST_HIT rank one query alike; SHIPPED's `cover` of parts is the caller's)."""
     if ranking == KEYWORD:
         return rrf([[h.doc_id for h in keyword]])
     if ranking == VECTOR:
         return rrf([[h.doc_id for h in vector]])
     if ranking == PLAIN:
         return rrf([[h.doc_id for h in keyword], [h.doc_id for h in vector]])
-    if ranking != SHIPPED:
+    if ranking not in (SHIPPED, BEST_HIT):
         raise ValueError(f"unknown ranking {ranking!r}; expected one of {RANKINGS}")
     return shipped(query, keyword, vector)
+
+
+#: The most questions one query is split into (each costs one more search).
+MAX_PARTS = 4
+_ASKS = r"(?:what|which|who|whom|whose|where|when|why|how|did|does|do|is|are|was|were|has|have)\b"
+_PART_SPLIT = re.compile(r"(?:,\s*(?:and\s+)?|\s+and\s+|;\s*)(?=" + _ASKS + ")", re.I)
+_ASKS_START = re.compile(_ASKS, re.I)
+
+
+def parts(query: str) -> list[str]:
+    """The questions `query` asks at once (see the module docstring); `[query]` for one."""
+    found = [p.strip(" ?") for p in _PART_SPLIT.split(query)]
+    if not 2 <= len(found) <= MAX_PARTS or not all(_ASKS_START.match(p) and len(p.split()) >= 3 for p in found):
+        return [query]
+    return found
+
+
+def cover(rankings: list[list[tuple[str, float]]]) -> list[tuple[str, float]]:
+    """The rankings interleaved, best of each first; the score is 1 / place (see the module docstring)."""
+    out: dict[str, float] = {}
+    for tier in zip_longest(*rankings):
+        for entry in tier:
+            if entry is not None and entry[0] not in out:
+                out[entry[0]] = 1.0 / (len(out) + 1)
+    return list(out.items())
 
 
 #: Words that carry no content in a question (lexical evidence ignores them).

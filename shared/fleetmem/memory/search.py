@@ -6,12 +6,15 @@ Public API:
   embeds `text` with the configured embedder (one call), asks the SearchIndex for its keyword and
   vector arms, and fuses them with the shipped ranking (`ranking.shipped`: RRF k=60 with
   content-word, entity and date awareness; `ranking=` picks another of `ranking.RANKINGS` for the
-  benchmark). No embedder, an embedder raising
+  benchmark). A query that asks several questions at once (`ranking.parts`) also searches each part
+  (one SearchIndex call per part; the vectors come from the query's one embedding call) and interleaves the rankings
+  (`ranking.cover`) so each part's best hit reaches the top; the query's and the parts' searches
+  run concurrently (`Deps.gather`: one round of parallel calls). No embedder, an embedder raising
   `Unavailable`, or a failing vector arm -> keyword-only, with `degraded` holding the reason
   (never an error).
   Pass `embedded=query_vector(deps, text)` to reuse one embedding across several searches.
-- `query_vector(deps, text) -> (packed vector | None, degraded reason | None)`: the one embedding
-  call a search needs.
+- `query_vector(deps, text) -> Embedded`: the one embedding call a search needs (the query and, when
+  it asks several questions, each of them, in one batch).
 - `SearchResult`: `hits` (fused, best first, each a `Fused`), `degraded: str | None`,
   `query_tokens`.
 - `Fused`: `hit` (the SearchHit), `score` (fused), `keyword_rank` / `vector_rank` (1-based or None),
@@ -37,9 +40,11 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from functools import partial
+from typing import NamedTuple
 
 from fleetmem.errors import Unavailable
-from fleetmem.memory.ranking import SHIPPED, fuse
+from fleetmem.memory.ranking import SHIPPED, cover, fuse, parts
 from fleetmem.memory.slugs import normalize_alias
 from fleetmem.memory.vectors import pack
 from fleetmem.models import SearchHit, SearchQuery
@@ -47,8 +52,15 @@ from fleetmem.ports import Deps
 from fleetmem.protocol import HIGH_VECTOR_MATCH
 
 _TOKEN = re.compile(r"\w+", re.UNICODE)
-#: A query's embedding (packed vector or None) and why it is missing (None when present).
-Embedded = tuple[bytes | None, str | None]
+
+
+class Embedded(NamedTuple):
+    """A query's embedding (packed vector or None), why it is missing (None when present), and the
+    embeddings of the questions it asks (`ranking.parts`; empty for a query of one part)."""
+
+    vector: bytes | None
+    problem: str | None
+    parts: tuple[bytes, ...] = ()
 
 
 def tokens(text: str) -> list[str]:
@@ -73,12 +85,13 @@ class SearchResult:
 
 def query_vector(deps: Deps, text: str) -> Embedded:
     if deps.embedder is None:
-        return None, deps.embedder_problem or "no embedding model is configured"
-    try:
-        vec = deps.embedder.embed([text])[0]
+        return Embedded(None, deps.embedder_problem or "no embedding model is configured")
+    asked = parts(text)
+    try:  # the query and its parts in one call
+        vecs = deps.embedder.embed([text, *asked] if len(asked) > 1 else [text])
     except Unavailable as exc:
-        return None, f"embedding model unavailable ({exc.reason or 'provider error'})"
-    return pack(vec), None
+        return Embedded(None, f"embedding model unavailable ({exc.reason or 'provider error'})")
+    return Embedded(pack(vecs[0]), None, tuple(pack(v) for v in vecs[1:]))
 
 
 def hybrid_search(
@@ -92,7 +105,45 @@ def hybrid_search(
     embedded: Embedded | None = None,
     ranking: str = SHIPPED,
 ) -> SearchResult:
-    vector, degraded = embedded if embedded is not None else query_vector(deps, text)
+    vector, degraded, part_vectors = embedded if embedded is not None else query_vector(deps, text)
+    searches: list[tuple[str, bytes | None]] = [(text, vector)]
+    asked = parts(text) if ranking == SHIPPED else [text]
+    if len(asked) > 1:  # each part is searched too, with its vector when the query has one
+        searches += list(zip(asked, part_vectors or [None] * len(asked), strict=True))
+    found = deps.gather(*[partial(_arms, deps, tenant, t, v, kinds, world_only, k) for t, v in searches])
+    by_id: dict[str, SearchHit] = {}
+    kw_rank: dict[str, int] = {}
+    vec_rank: dict[str, int] = {}
+    cos: dict[str, float] = {}
+    rankings = []
+    for (asking, _), (keyword, vector_hits, problem) in zip(searches, found, strict=True):
+        degraded = degraded or problem
+        for rank, h in enumerate(keyword, start=1):
+            by_id.setdefault(h.doc_id, h)
+            kw_rank.setdefault(h.doc_id, rank)
+        for rank, h in enumerate(vector_hits, start=1):
+            by_id.setdefault(h.doc_id, h)
+            vec_rank.setdefault(h.doc_id, rank)
+            cos.setdefault(h.doc_id, h.score)
+        rankings.append(fuse(ranking, asking, keyword, vector_hits))
+    fused = cover(rankings) if len(rankings) > 1 else rankings[0]
+    return SearchResult(
+        hits=[Fused(by_id[d], s, kw_rank.get(d), vec_rank.get(d), cos.get(d)) for d, s in fused],
+        degraded=degraded,
+        query_tokens=tokens(text),
+    )
+
+
+def _arms(
+    deps: Deps,
+    tenant: str,
+    text: str,
+    vector: bytes | None,
+    kinds: tuple[str, ...],
+    world_only: bool,
+    k: int,
+) -> tuple[list[SearchHit], list[SearchHit], str | None]:
+    """One SearchIndex call: (keyword hits, vector hits, why the vector arm is missing or None)."""
     query = SearchQuery(
         tenant=tenant,
         text=text,
@@ -103,29 +154,11 @@ def hybrid_search(
         k=k,
     )
     found = deps.search.search(query)
-    vector_hits: tuple[SearchHit, ...] = ()
-    if vector is not None:
-        if found.vector is None:
-            degraded = found.vector_error or "the vector search arm did not run"
-        else:
-            vector_hits = found.vector
-    by_id: dict[str, SearchHit] = {}
-    kw_rank: dict[str, int] = {}
-    vec_rank: dict[str, int] = {}
-    cos: dict[str, float] = {}
-    for rank, h in enumerate(found.keyword, start=1):
-        by_id.setdefault(h.doc_id, h)
-        kw_rank.setdefault(h.doc_id, rank)
-    for rank, h in enumerate(vector_hits, start=1):
-        by_id.setdefault(h.doc_id, h)
-        vec_rank.setdefault(h.doc_id, rank)
-        cos.setdefault(h.doc_id, h.score)
-    fused = fuse(ranking, text, list(found.keyword), list(vector_hits))
-    return SearchResult(
-        hits=[Fused(by_id[d], s, kw_rank.get(d), vec_rank.get(d), cos.get(d)) for d, s in fused],
-        degraded=degraded,
-        query_tokens=tokens(text),
-    )
+    if vector is None:
+        return list(found.keyword), [], None
+    if found.vector is None:
+        return list(found.keyword), [], found.vector_error or "the vector search arm did not run"
+    return list(found.keyword), list(found.vector), None
 
 
 def best_per_page(hits: list[Fused]) -> list[Fused]:

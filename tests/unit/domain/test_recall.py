@@ -331,6 +331,12 @@ def test_one_embedding_call_serves_both_the_facts_and_the_page_arms(deps, remote
     body = ask(deps, remote_caller, query="rockets").body
     assert body["facts"] and body["results"]
     assert calls == [["rockets"]]
+    # A query asking two questions: each is searched too, and all three texts share the one call.
+    calls.clear()
+    body = ask(deps, remote_caller, query="What is for sale, and which things are loud?").body
+    assert calls == [["What is for sale, and which things are loud?", "What is for sale", "which things are loud"]]
+    assert [r["slug"] for r in body["results"]] == ["companies/acme"]
+    assert [f["fact"] for f in body["facts"]] == ["rockets are loud"]
 
 
 # --- degraded search ------------------------------------------------------------------------------

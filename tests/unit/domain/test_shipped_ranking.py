@@ -7,7 +7,7 @@ from datetime import date
 
 import pytest
 
-from fleetmem.memory.ranking import PLAIN, SHIPPED, fuse, shipped
+from fleetmem.memory.ranking import MAX_PARTS, PLAIN, SHIPPED, cover, fuse, parts, shipped
 from fleetmem.memory.temporal import Day, dates_in, mentioned_days, written_day
 from fleetmem.models import SearchHit
 
@@ -84,3 +84,39 @@ def test_the_week_after_an_event_lifts_what_was_said_in_that_window():
 def test_an_unknown_ranking_is_refused():
     with pytest.raises(ValueError, match="unknown ranking"):
         fuse("bm42", "q", [], [])
+
+
+def test_a_query_asking_several_questions_is_split_into_its_parts():
+    asked = (
+        "What breed is the puppy Maya adopted, who had a baby girl in Daniel's family, and how often does Daniel swim?"
+    )
+    assert parts(asked) == [
+        "What breed is the puppy Maya adopted",
+        "who had a baby girl in Daniel's family",
+        "how often does Daniel swim",
+    ]
+    assert parts("Which class did Omar sign up for and where does Maya swim?") == [
+        "Which class did Omar sign up for",
+        "where does Maya swim",
+    ]
+    # One question: a clause that is not a question, a fragment, or no split point at all.
+    for one in (
+        "In the chat of 6 February 2026, what did Daniel announce?",
+        "Which sport did Maya play before and which now?",
+        "Where is the team retreat happening?",
+    ):
+        assert parts(one) == [one]
+    many = ", ".join(f"what did person{i} buy" for i in range(MAX_PARTS + 1))
+    assert parts(many) == [many]
+
+
+def test_cover_puts_each_rankings_best_first_and_every_id_once():
+    whole = [("puppy", 0.9), ("smalltalk", 0.8), ("smalltalk2", 0.7)]
+    part1 = [("puppy", 0.9), ("smalltalk", 0.5)]
+    part2 = [("lessons", 0.6), ("smalltalk", 0.4)]
+    ranked = [d for d, _ in cover([whole, part1, part2])]
+    # The second part's best hit comes before the whole query's second best.
+    assert ranked == ["puppy", "lessons", "smalltalk", "smalltalk2"]
+    scores = [s for _, s in cover([whole, part1, part2])]
+    assert scores == sorted(scores, reverse=True)
+    assert cover([]) == []
