@@ -8,7 +8,7 @@ its own, and the second call's `status` is the decision. Nothing is mocked.
 - `restatement` pairs are right when merged (`duplicate` or `superseded`).
 - `update` pairs are right when `superseded`.
 
-The precision/recall table in the README comes from this test:
+The precision/recall table in docs/duplicates.md comes from this test:
 `.venv/bin/python -m pytest tests/unit/embedder/test_fact_sameness_pairs.py -s -n 0`
 (it prints the table).
 """
