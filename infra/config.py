@@ -137,12 +137,13 @@ class SearchConfig(_Model):
 
     @model_validator(mode="after")
     def _nodes_fit_zones(self) -> SearchConfig:
-        if self.flavour == "domain" and self.zone_awareness and self.instance_count % self.availability_zones:
+        zones = self.availability_zones
+        if self.flavour == "domain" and self.zone_awareness and self.instance_count % zones:
             raise ValueError(
                 f"search.instance_count ({self.instance_count}) must be a multiple of "
                 f"search.availability_zones ({self.availability_zones}) with zone awareness on: OpenSearch "
                 "places the same number of data nodes in each zone; set instance_count to "
-                f"{self.availability_zones * max(1, self.instance_count // self.availability_zones)} or change the zones"
+                f"{zones * max(1, self.instance_count // zones)} or change the zones"
             )
         return self
 
