@@ -220,7 +220,8 @@ class FunctionFactory:
             alias_name=LIVE_ALIAS,
             version=function.current_version,
             description=f"fleetmem {__version__}",
-            provisioned_concurrent_executions=size.provisioned_concurrency or None,
+            # warm sandboxes are the edge's setting only (FunctionSize.provisioned_concurrency)
+            provisioned_concurrent_executions=(size.provisioned_concurrency or None) if group == "mcp" else None,
         )
         function.live = alias
         return Fn(function, role, log_group, group, alias)
