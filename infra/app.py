@@ -15,6 +15,7 @@ if __package__ in (None, ""):  # `python infra/app.py`
 
 import aws_cdk as cdk
 from cdk_nag import AwsSolutionsChecks
+from pydantic import ValidationError
 
 from infra.config import DeployConfig, load_config
 from infra.stacks.fleetmem_stack import FleetmemStack
@@ -38,6 +39,9 @@ def main() -> None:
         config = load_config()
     except FileNotFoundError as exc:
         print(f"fleetmem: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
+    except ValidationError as exc:  # what is wrong, why, and how to fix it: no traceback
+        print(f"fleetmem: the deploy config is refused:\n{exc}", file=sys.stderr)
         raise SystemExit(2) from None
     app, _ = build_app(config)
     app.synth()

@@ -63,21 +63,95 @@ class _Model(BaseModel):
 
 
 class TablesConfig(_Model):
+    """Unset `deletion_protection` / `retain_on_delete` follow the stage (`DeployConfig` fills them
+    in): on for every stage but a dev one, so a config copied from the dev example for a real stage
+    protects its data unless it says otherwise."""
+
     deletion_protection: bool = True
     point_in_time_recovery: bool = True
-    #: RETAIN keeps the data when the stack is deleted; dev stages usually set false.
+    #: RETAIN keeps the data (tables, user pool, search domain, alarm key) when the stack is deleted.
     retain_on_delete: bool = True
+
+
+#: What `search.preset` stands for (a managed domain). "dev" is one small node; "production"
+#: spreads data nodes over three zones behind three dedicated masters, so an index keeps a replica
+#: on another node and a zone can go. Any field set explicitly in `search` wins over the preset.
+SEARCH_PRESETS: dict[str, dict[str, object]] = {
+    "dev": {
+        "instance_type": "t3.small.search",
+        "instance_count": 1,
+        "volume_gb": 10,
+        "zone_awareness": False,
+        "availability_zones": 2,
+        "dedicated_master": False,
+        "master_instance_type": "m6g.large.search",
+        "snapshot_repository": False,
+        "standby_replicas": False,
+    },
+    "production": {
+        "instance_type": "r6g.large.search",
+        "instance_count": 3,
+        "volume_gb": 100,
+        "zone_awareness": True,
+        "availability_zones": 3,
+        "dedicated_master": True,
+        "master_instance_type": "m6g.large.search",
+        "snapshot_repository": True,
+        "standby_replicas": True,
+    },
+}
+#: Dedicated master nodes when `search.dedicated_master` is on (OpenSearch's quorum needs three).
+MASTER_NODES = 3
 
 
 class SearchConfig(_Model):
     flavour: Literal["domain", "serverless"] = "domain"
+    #: The sizes below default to this preset's (SEARCH_PRESETS); fields given explicitly override it.
+    preset: Literal["dev", "production"] = "dev"
     engine_version: str = "OpenSearch_2.19"
     instance_type: str = "t3.small.search"
-    instance_count: int = 1
-    volume_gb: int = 10
+    #: Data nodes.
+    instance_count: int = Field(default=1, ge=1)
+    #: EBS gp3 volume of each data node (GB).
+    volume_gb: int = Field(default=10, ge=10)
     zone_awareness: bool = False
+    #: Zones the data nodes spread over when `zone_awareness` is on (2 or 3).
+    availability_zones: Literal[2, 3] = 2
     dedicated_master: bool = False
+    master_instance_type: str = "m6g.large.search"
+    #: UTC hour of the automated snapshot (OpenSearch 2.x takes them hourly whatever it says).
+    snapshot_hour: int = Field(default=2, ge=0, le=23)
+    #: An S3 bucket and the role OpenSearch assumes to write manual snapshots to it (docs/deploy.md).
+    snapshot_repository: bool = False
+    #: Serverless only: standby replicas in another zone (doubles the OCU floor).
+    standby_replicas: bool = False
     index_prefix: str = "fleetmem"
+
+    @model_validator(mode="before")
+    @classmethod
+    def _preset_fills_unset_fields(cls, data: object) -> object:
+        if not isinstance(data, dict):
+            return data
+        preset = SEARCH_PRESETS.get(str(data.get("preset", "dev")), {})
+        return {**preset, **data}
+
+    @model_validator(mode="after")
+    def _nodes_fit_zones(self) -> SearchConfig:
+        zones = self.availability_zones
+        if self.flavour == "domain" and self.zone_awareness and self.instance_count % zones:
+            raise ValueError(
+                f"search.instance_count ({self.instance_count}) must be a multiple of "
+                f"search.availability_zones ({self.availability_zones}) with zone awareness on: OpenSearch "
+                "places the same number of data nodes in each zone; set instance_count to "
+                f"{zones * max(1, self.instance_count // zones)} or change the zones"
+            )
+        return self
+
+    @property
+    def index_replicas(self) -> int:
+        """Replicas per index shard: one when another data node can hold it, else none (a replica
+        with nowhere to go keeps a one-node cluster yellow forever)."""
+        return min(1, self.instance_count - 1)
 
 
 class EmbeddingConfig(_Model):
@@ -214,10 +288,73 @@ class CognitoConfig(_Model):
     access_token_minutes: int = Field(default=15, ge=5, le=1440)
 
 
+class AlarmSubscriber(_Model):
+    """One subscription of the alarm topic: an e-mail address, an https:// webhook (e.g. a chat or
+    paging service's SNS endpoint), an SQS queue ARN, a Lambda function ARN, or a phone number."""
+
+    type: Literal["email", "https", "sqs", "lambda", "sms"]
+    endpoint: str = Field(min_length=3)
+
+    @model_validator(mode="after")
+    def _endpoint_fits_type(self) -> AlarmSubscriber:
+        ok = {
+            "email": "@" in self.endpoint,
+            "https": self.endpoint.startswith("https://"),
+            "sqs": self.endpoint.startswith("arn:") and ":sqs:" in self.endpoint,
+            "lambda": self.endpoint.startswith("arn:") and ":lambda:" in self.endpoint,
+            "sms": self.endpoint.startswith("+"),
+        }[self.type]
+        if not ok:
+            raise ValueError(
+                f"alarm subscriber {self.endpoint!r} is not a valid {self.type} endpoint (email: an address; "
+                "https: an https:// URL; sqs/lambda: the queue's or function's ARN; sms: +<country code><number>)"
+            )
+        return self
+
+
 class AlarmsConfig(_Model):
+    #: Shorthand for one e-mail subscriber.
     email: str | None = None
+    #: Everyone the alarm topic notifies. A non-dev stage needs at least one (here or `email`).
+    subscribers: tuple[AlarmSubscriber, ...] = ()
     p99_ms: dict[str, int] = Field(default_factory=lambda: {"default": 3000})
     authorizer_denials_per_5min: int = 50
+    #: The indexer's stream position may trail the newest record by this much (seconds) before the
+    #: iterator-age alarm fires: search then misses writes at least this old.
+    iterator_age_s: int = Field(default=300, ge=60)
+    #: The free-storage alarm fires when a data node has less than this share of its volume left.
+    free_storage_fraction: float = Field(default=0.25, gt=0, lt=1)
+    #: JVM memory pressure (percent) the heap may stay above for 15 minutes.
+    jvm_memory_pressure_pct: int = Field(default=80, ge=50, le=99)
+
+    def all_subscribers(self) -> tuple[AlarmSubscriber, ...]:
+        own = (AlarmSubscriber(type="email", endpoint=self.email),) if self.email else ()
+        return own + tuple(s for s in self.subscribers if s not in own)
+
+
+#: CodeDeploy's predefined Lambda traffic shifts (`CodeDeployDefault.Lambda<type>`).
+CanaryType = Literal[
+    "Canary10Percent5Minutes",
+    "Canary10Percent10Minutes",
+    "Canary10Percent15Minutes",
+    "Canary10Percent30Minutes",
+    "Linear10PercentEvery1Minute",
+    "Linear10PercentEvery2Minutes",
+    "Linear10PercentEvery3Minutes",
+    "Linear10PercentEvery10Minutes",
+    "AllAtOnce",
+]
+
+
+class CanaryConfig(_Model):
+    #: Shift each function's `live` alias to its new version gradually with CodeDeploy, rolling
+    #: back when the function's error alarm fires. Off: the alias moves at once on deploy.
+    enabled: bool = False
+    type: CanaryType = "Canary10Percent5Minutes"
+
+
+class ReleaseConfig(_Model):
+    canary: CanaryConfig = CanaryConfig()
 
 
 class DeployConfig(_Model):
@@ -244,11 +381,42 @@ class DeployConfig(_Model):
     capacity: CapacityConfig = CapacityConfig()
     cognito: CognitoConfig = CognitoConfig()
     signing: SigningConfig = SigningConfig()
+    release: ReleaseConfig = ReleaseConfig()
     #: Public base URL when a custom domain fronts the API (e.g. "https://memory.example.com"); by
     #: default the execute-api URL with the stage is used in 401 challenges and OAuth metadata.
     public_url: str | None = None
     #: Directory holding the built Lambda code (scripts/build-lambda); FLEETMEM_LAMBDA_ASSET overrides.
     asset_dir: str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _protection_follows_the_stage(cls, data: object) -> object:
+        """Unset table protection follows the stage: deletion protection and RETAIN on every stage
+        but a dev one (`is_dev`); a value given explicitly stays."""
+        if not isinstance(data, dict):
+            return data
+        protect = not _is_dev_stage(str(data.get("stage", "")))
+        tables = data.get("tables", {})
+        if isinstance(tables, TablesConfig):
+            given = {k: getattr(tables, k) for k in tables.model_fields_set}
+        elif isinstance(tables, dict):
+            given = dict(tables)
+        else:
+            return data
+        filled = {"deletion_protection": protect, "retain_on_delete": protect, **given}
+        return {**data, "tables": filled}
+
+    @model_validator(mode="after")
+    def _alarms_reach_someone(self) -> DeployConfig:
+        if not self.is_dev and not self.alarms.all_subscribers():
+            raise ValueError(
+                f"alarms: stage {self.stage!r} has no alarm subscriber, so its alarms (indexing failures, "
+                "stream lag, search cluster red, function errors) would notify nobody. Add one: "
+                '"alarms": {"subscribers": [{"type": "email", "endpoint": "oncall@example.com"}]} '
+                '(or "alarms.email"; types: email, https, sqs, lambda, sms). Only dev stages (dev, local, '
+                "dev-*) may go without."
+            )
+        return self
 
     @model_validator(mode="after")
     def _references_resolve(self) -> DeployConfig:
@@ -400,7 +568,7 @@ class DeployConfig(_Model):
 
     @property
     def is_dev(self) -> bool:
-        return self.stage in DEV_STAGES or self.stage.startswith("dev-")
+        return _is_dev_stage(self.stage)
 
     @property
     def waf_enabled(self) -> bool:
@@ -439,6 +607,10 @@ class DeployConfig(_Model):
 
     def heartbeat_schedule_name(self, name: str) -> str:
         return re.sub(r"[^A-Za-z0-9_.-]", "-", f"{self.prefix}-{name}")[:64]
+
+
+def _is_dev_stage(stage: str) -> bool:
+    return stage in DEV_STAGES or stage.startswith("dev-")
 
 
 def load_config(path: str | Path | None = None, *, default: str | Path | None = None) -> DeployConfig:

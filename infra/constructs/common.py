@@ -1,5 +1,9 @@
 """The one way this app makes a Lambda function: its own role, its own log group, JSON logs,
-X-Ray, arm64 by default, the shared code asset."""
+X-Ray, arm64 by default, the shared code asset, and a published version behind the `live` alias.
+
+Everything that calls a function calls the alias (API Gateway, the edge's invokes, the stream and
+schedule triggers, Secrets Manager), so a deploy moves every caller to the new version at once, or
+gradually when `release.canary` is on (infra/constructs/release.py)."""
 
 from __future__ import annotations
 
@@ -11,8 +15,14 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 
 from constructs import Construct
+from fleetmem import __version__
 
 from ..config import DeployConfig
+
+#: The alias every caller invokes; the edge names `<function>:live` (`qualified_name`).
+LIVE_ALIAS = "live"
+#: Environment variable holding the fleetmem package version each function runs.
+ENV_VERSION = "FLEETMEM_VERSION"
 
 _RETENTION = {
     1: logs.RetentionDays.ONE_DAY,
@@ -93,12 +103,31 @@ def grant_table(table, role: iam.IRole, actions: tuple[str, ...] | list[str]) ->
     )
 
 
+def qualified_name(function_name: str) -> str:
+    """The alias-qualified name a caller invokes (`<function>:live`)."""
+    return f"{function_name}:{LIVE_ALIAS}"
+
+
+class LiveFunction(lambda_.Function):
+    """A function whose event sources (stream mappings) are attached to its `live` alias, so a
+    construct that adds one through the function still triggers the alias."""
+
+    live: lambda_.Alias | None = None
+
+    def add_event_source(self, source: lambda_.IEventSource) -> None:
+        if self.live is None:
+            raise RuntimeError("the live alias is made with the function (FunctionFactory.make)")
+        source.bind(self.live)
+
+
 @dataclass
 class Fn:
     function: lambda_.Function
     role: iam.Role
     log_group: logs.LogGroup
     group: str
+    #: The `live` alias of the function's current version: what every caller invokes.
+    alias: lambda_.Alias
 
 
 class FunctionFactory:
@@ -145,7 +174,7 @@ class FunctionFactory:
             )
         )
         size = cfg.size_for(group)
-        function = lambda_.Function(
+        function = LiveFunction(
             scope,
             id,
             function_name=name,
@@ -158,7 +187,12 @@ class FunctionFactory:
             memory_size=size.memory_mb,
             timeout=cdk.Duration.seconds(size.timeout_s),
             reserved_concurrent_executions=size.reserved_concurrency,
-            environment={**self.base_env, "POWERTOOLS_SERVICE_NAME": service or group, **(env or {})},
+            environment={
+                **self.base_env,
+                ENV_VERSION: __version__,
+                "POWERTOOLS_SERVICE_NAME": service or group,
+                **(env or {}),
+            },
             tracing=lambda_.Tracing.ACTIVE,
             logging_format=lambda_.LoggingFormat.JSON,
             application_log_level_v2=lambda_.ApplicationLogLevel.INFO,
@@ -178,4 +212,16 @@ class FunctionFactory:
             "Only X-Ray PutTraceSegments/PutTelemetryRecords use '*': X-Ray has no resource-level "
             "permissions.",
         )
-        return Fn(function, role, log_group, group)
+        # The version's logical id hashes the function's configuration (code, environment, size), so
+        # each deploy that changes any of it publishes a new version and moves the alias to it.
+        alias = lambda_.Alias(
+            scope,
+            f"{id}Live",
+            alias_name=LIVE_ALIAS,
+            version=function.current_version,
+            description=f"fleetmem {__version__}",
+            # warm sandboxes are the edge's setting only (FunctionSize.provisioned_concurrency)
+            provisioned_concurrent_executions=(size.provisioned_concurrency or None) if group == "mcp" else None,
+        )
+        function.live = alias
+        return Fn(function, role, log_group, group, alias)

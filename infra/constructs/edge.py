@@ -158,9 +158,10 @@ class Edge(Construct):
         )
         signing.grant(self.edge.role)
         for fn in tools.by_group.values():
-            # Only the edge may invoke tool functions (exact ARNs, no version wildcard).
+            # Only the edge may invoke tool functions: each one's `live` alias (exact ARN, no version
+            # wildcard), the name the edge invokes (`tools.tool_function_names`).
             self.edge.role.add_to_principal_policy(
-                iam.PolicyStatement(actions=["lambda:InvokeFunction"], resources=[fn.function.function_arn])
+                iam.PolicyStatement(actions=["lambda:InvokeFunction"], resources=[fn.alias.function_arn])
             )
 
         self.authorizer_fn: Fn = factory.make(
@@ -275,7 +276,7 @@ class Edge(Construct):
         self.authorizer = apigw.RequestAuthorizer(
             self,
             "RequestAuthorizer",
-            handler=self.authorizer_fn.function,
+            handler=self.authorizer_fn.alias,
             identity_sources=[apigw.IdentitySource.header("Authorization")],
             results_cache_ttl=cdk.Duration.seconds(config.api.authorizer_cache_ttl_s),
             authorizer_name=f"{config.prefix}-authorizer",
@@ -286,16 +287,8 @@ class Edge(Construct):
         secured = dict(authorizer=self.authorizer, api_key_required=True, request_validator=validator)
 
         mcp = self.api.root.add_resource("mcp")
-        warm = config.size_for("mcp").provisioned_concurrency
-        edge_target: lambda_.IFunction = self.edge.function
-        if warm:
-            edge_target = lambda_.Alias(
-                self,
-                "McpLive",
-                alias_name="live",
-                version=self.edge.function.current_version,
-                provisioned_concurrent_executions=warm,
-            )
+        # The live alias (warm sandboxes when functions.mcp.provisioned_concurrency is set).
+        edge_target: lambda_.IFunction = self.edge.alias
         # Explicit, and the outer end of the timeout chain checked in infra/config.py.
         integration_timeout = cdk.Duration.seconds(config.api.integration_timeout_s)
         # No test-invoke permission: each function's resource policy admits this stage's routes only.
@@ -310,9 +303,7 @@ class Edge(Construct):
         for tool, fn in tools.by_tool.items():
             v1.add_resource(tool).add_method(
                 "POST",
-                apigw.LambdaIntegration(
-                    fn.function, proxy=True, timeout=integration_timeout, allow_test_invoke=False
-                ),
+                apigw.LambdaIntegration(fn.alias, proxy=True, timeout=integration_timeout, allow_test_invoke=False),
                 **secured,
             )
         # The tool list and the OpenAPI document of /v1: answered by the edge (it holds the

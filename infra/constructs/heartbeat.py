@@ -21,7 +21,7 @@ from fleetmem.config import ENV_HEARTBEATS
 from fleetmem.transport.aws_lambda.heartbeat import WAKE_FIELD
 
 from ..config import DeployConfig
-from .common import READ_ACTIONS, WRITE_ACTIONS, Fn, FunctionFactory, acknowledge, arn_ref, grant_table
+from .common import READ_ACTIONS, WRITE_ACTIONS, Fn, FunctionFactory, acknowledge, grant_table
 from .tables import Tables
 
 DETAIL_TYPE = "fleetmem.delta"
@@ -142,7 +142,7 @@ class Heartbeat(Construct):
                     schedule_name=config.heartbeat_schedule_name(h.name),
                     schedule=expr,
                     target=scheduler_targets.LambdaInvoke(
-                        self.fn.function,
+                        self.fn.alias,
                         input=scheduler.ScheduleTargetInput.from_object({WAKE_FIELD: h.name}),
                         dead_letter_queue=self.dlq,
                         retry_attempts=3,
@@ -150,12 +150,5 @@ class Heartbeat(Construct):
                     ),
                     description=f"heartbeat {h.name}: delta for {h.tenant}/{h.client_id}/{h.session_id}",
                 )
-            )
-        if self.schedules:
-            acknowledge(
-                cdk.Stack.of(self),
-                f"AwsSolutions-IAM5[Resource::{arn_ref(self.fn.function)}:*]",
-                "EventBridge Scheduler's target role may invoke the heartbeat function and its "
-                "versions/aliases (function:*), and nothing else.",
             )
         self.all_queues = [self.dlq, *self.queues.values()]

@@ -1,5 +1,11 @@
-"""Alarms and one dashboard. Every alarm notifies one encrypted SNS topic (optionally e-mailed).
-What each alarm means and what to do is in docs/operate.md."""
+"""Alarms and one dashboard. Every alarm notifies one encrypted SNS topic, which every non-dev
+stage's config must give a subscriber (`alarms.subscribers` / `alarms.email`, infra/config.py).
+What each alarm means and what to do is in docs/operate.md.
+
+Beside each function's errors, throttles and p99: the indexer's stream iterator age, the indexing
+failures it reports (partial batch failures never count as Lambda errors), and on a managed search
+domain its cluster status, free storage and JVM memory pressure. The dashboard shows the search lag
+the indexer reports and the indexing failures next to what was kept for replay."""
 
 from __future__ import annotations
 
@@ -8,18 +14,38 @@ from aws_cdk import aws_cloudwatch as cw
 from aws_cdk import aws_cloudwatch_actions as cw_actions
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
+from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sns_subscriptions as subs
 from aws_cdk import aws_sqs as sqs
 
 from constructs import Construct
 
-from ..config import DeployConfig
+from ..config import AlarmSubscriber, DeployConfig
 from .common import Fn
+from .search import Search
 
 METRICS_NAMESPACE = "fleetmem"
 AUTHORIZER_DENIED = "AuthorizerDenied"
+#: Metrics the indexer function emits (Powertools, dimension service=indexer).
+INDEXING_FAILURES = "IndexingFailures"
+SEARCH_LAG_SECONDS = "SearchLagSeconds"
+REPLAY_KEPT = "ReplayKept"
 FIVE_MIN = cdk.Duration.minutes(5)
+ONE_MIN = cdk.Duration.minutes(1)
+
+
+def subscription(scope: Construct, index: int, s: AlarmSubscriber) -> sns.ITopicSubscription:
+    """The SNS subscription for one configured alarm subscriber."""
+    if s.type == "email":
+        return subs.EmailSubscription(s.endpoint)
+    if s.type == "https":
+        return subs.UrlSubscription(s.endpoint, protocol=sns.SubscriptionProtocol.HTTPS)
+    if s.type == "sms":
+        return subs.SmsSubscription(s.endpoint)
+    if s.type == "sqs":
+        return subs.SqsSubscription(sqs.Queue.from_queue_arn(scope, f"SubscriberQueue{index}", s.endpoint))
+    return subs.LambdaSubscription(lambda_.Function.from_function_arn(scope, f"SubscriberFunction{index}", s.endpoint))
 
 
 class Monitoring(Construct):
@@ -36,6 +62,7 @@ class Monitoring(Construct):
         heartbeat: Fn,
         dlqs: dict[str, sqs.IQueue],
         api_name: str,
+        search: Search,
     ) -> None:
         super().__init__(scope, id)
         # A customer-managed key: CloudWatch alarms cannot publish to a topic encrypted with the
@@ -64,8 +91,8 @@ class Monitoring(Construct):
             enforce_ssl=True,
             master_key=self.key,
         )
-        if config.alarms.email:
-            self.topic.add_subscription(subs.EmailSubscription(config.alarms.email))
+        for i, subscriber in enumerate(config.alarms.all_subscribers()):
+            self.topic.add_subscription(subscription(self, i, subscriber))
         action = cw_actions.SnsAction(self.topic)
         self.alarms: list[cw.Alarm] = []
 
@@ -101,12 +128,15 @@ class Monitoring(Construct):
         }
         latency_widgets: list[cw.IWidget] = []
         error_metrics: list[cw.IMetric] = []
+        #: label -> (function, its error alarm): the rollback trigger of a canary release.
+        self.error_alarms: dict[str, tuple[Fn, cw.Alarm]] = {}
         for label, fn in every_fn.items():
             f = fn.function
             errors = f.metric_errors(period=FIVE_MIN, statistic="Sum")
             error_metrics.append(errors.with_(label=label))
-            alarm(
-                f"{label}-errors", errors, 1, f"{f.function_name} raised unhandled errors (not tool errors)."
+            self.error_alarms[label] = (
+                fn,
+                alarm(f"{label}-errors", errors, 1, f"{f.function_name} raised unhandled errors (not tool errors)."),
             )
             alarm(
                 f"{label}-throttles",
@@ -161,10 +191,104 @@ class Monitoring(Construct):
         )
         alarm("api-5xx", api_5xx, 5, "The API answered 5xx (integration or authorizer failures).")
 
+        # -- the search index: is the indexer keeping up, and is the cluster healthy ----------------
+        def indexer_metric(name: str, statistic: str) -> cw.Metric:
+            return cw.Metric(
+                namespace=METRICS_NAMESPACE,
+                metric_name=name,
+                dimensions_map={"service": "indexer"},
+                period=FIVE_MIN,
+                statistic=statistic,
+            )
+
+        # IteratorAge of the function (all its versions and aliases): how old the newest stream
+        # record the indexer has just read was, in milliseconds.
+        iterator_age = indexer.function.metric("IteratorAge", period=FIVE_MIN, statistic="Maximum")
+        alarm(
+            "indexer-iterator-age",
+            iterator_age,
+            config.alarms.iterator_age_s * 1000,
+            f"The indexer trails its streams by {config.alarms.iterator_age_s} s or more: search misses "
+            "recent writes.",
+        )
+        failures = indexer_metric(INDEXING_FAILURES, "Sum")
+        alarm(
+            "indexing-failures",
+            failures,
+            0,
+            "Stream records could not be indexed (partial batch failures; they are retried, then kept for "
+            "replay): search misses them until they index.",
+            cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
+        )
+        search_widgets: list[cw.IWidget] = [
+            cw.GraphWidget(
+                title="Search lag (s) / stream iterator age (ms)",
+                left=[indexer_metric(SEARCH_LAG_SECONDS, "Maximum")],
+                right=[iterator_age],
+                width=12,
+            ),
+            cw.GraphWidget(
+                title="Indexing failures / kept for replay",
+                left=[failures, indexer_metric(REPLAY_KEPT, "Sum")],
+                width=12,
+            ),
+        ]
+        if search.flavour == "domain":
+            search_widgets.append(self._domain_alarms(config, search, alarm))
+
         self.dashboard = cw.Dashboard(self, "Dashboard", dashboard_name=config.prefix)
         self.dashboard.add_widgets(
             cw.GraphWidget(title="Function errors", left=error_metrics, width=12),
             cw.GraphWidget(title="Authorizer denials / API 5xx", left=[denied], right=[api_5xx], width=12),
         )
+        self.dashboard.add_widgets(*search_widgets)
         self.dashboard.add_widgets(*latency_widgets)
         self.dashboard.add_widgets(cw.AlarmStatusWidget(title="Alarms", alarms=self.alarms, width=24))
+
+    @staticmethod
+    def _domain_alarms(config: DeployConfig, search: Search, alarm) -> cw.IWidget:
+        """Cluster status red / yellow, free storage, JVM memory pressure of the managed domain (an
+        OpenSearch Serverless collection manages nodes, storage and heap itself and publishes none
+        of these: there the indexing-failure and iterator-age alarms watch the index)."""
+        domain = search.domain
+        red = domain.metric_cluster_status_red(period=ONE_MIN, statistic="Maximum")
+        yellow = domain.metric_cluster_status_yellow(period=ONE_MIN, statistic="Maximum")
+        alarm(
+            "search-cluster-red",
+            red,
+            1,
+            "At least one primary shard is unassigned: searches miss documents and the indexer's writes to it fail.",
+        )
+        alarm(
+            "search-cluster-yellow",
+            yellow,
+            1,
+            "At least one replica shard is unassigned for 5 minutes: a node loss would lose search data.",
+            periods=5,
+        )
+        free_mb = config.search.volume_gb * 1024 * config.alarms.free_storage_fraction
+        free = domain.metric_free_storage_space(period=FIVE_MIN, statistic="Minimum")
+        alarm(
+            "search-free-storage",
+            free,
+            free_mb,
+            f"A data node has less than {free_mb:.0f} MB ({config.alarms.free_storage_fraction:.0%} of "
+            f"{config.search.volume_gb} GB) free: at 5 % free OpenSearch blocks writes.",
+            cw.ComparisonOperator.LESS_THAN_THRESHOLD,
+        )
+        jvm = domain.metric_jvm_memory_pressure(period=FIVE_MIN, statistic="Maximum")
+        alarm(
+            "search-jvm-pressure",
+            jvm,
+            config.alarms.jvm_memory_pressure_pct,
+            f"JVM memory pressure above {config.alarms.jvm_memory_pressure_pct} % for 15 minutes: the "
+            "cluster is close to refusing requests (circuit breakers) or to out-of-memory.",
+            cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
+            periods=3,
+        )
+        return cw.GraphWidget(
+            title="Search cluster: red / yellow, JVM pressure (%)",
+            left=[red, yellow],
+            right=[jvm],
+            width=12,
+        )

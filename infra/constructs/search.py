@@ -5,6 +5,11 @@ Access is path-scoped on both sides (the role policies and the domain's access p
 may GET/HEAD the fleetmem indices and POST only to their `_search`/`_msearch` endpoints; only the
 indexer may PUT/DELETE or POST elsewhere (`_bulk`). On Serverless the data access policy gives
 readers ReadDocument/DescribeIndex only. No principal outside those roles has any access.
+
+Sizes come from `search.preset` (infra/config.py SEARCH_PRESETS; explicit fields override it): "dev"
+is one t3.small node, "production" three r6g data nodes over three zones behind three dedicated
+masters, with a manual snapshot repository (an S3 bucket and the role OpenSearch assumes to write
+it; registering it is one signed request, docs/deploy.md "Search presets").
 """
 
 from __future__ import annotations
@@ -16,11 +21,15 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_opensearchserverless as aoss
 from aws_cdk import aws_opensearchservice as opensearch
+from aws_cdk import aws_s3 as s3
 
 from constructs import Construct
 
-from ..config import DeployConfig
+from ..config import MASTER_NODES, DeployConfig
 from .common import acknowledge, arn_ref
+
+#: The repository name the registration command in docs/deploy.md uses.
+SNAPSHOT_REPOSITORY = "fleetmem-manual"
 
 
 class Search(Construct):
@@ -31,6 +40,8 @@ class Search(Construct):
         self._readers: list[iam.IRole] = []
         self._writers: list[iam.IRole] = []
         self._finalized = False
+        #: Stack outputs this construct adds (name -> value).
+        self.outputs: dict[str, str] = {}
         if self.flavour == "domain":
             self._build_domain(config)
         else:
@@ -71,16 +82,19 @@ class Search(Construct):
             capacity=opensearch.CapacityConfig(
                 data_nodes=s.instance_count,
                 data_node_instance_type=s.instance_type,
-                master_nodes=3 if s.dedicated_master else None,
-                master_node_instance_type=s.instance_type if s.dedicated_master else None,
+                master_nodes=MASTER_NODES if s.dedicated_master else None,
+                master_node_instance_type=s.master_instance_type if s.dedicated_master else None,
                 multi_az_with_standby_enabled=False,
             ),
             ebs=opensearch.EbsOptions(
                 volume_size=s.volume_gb, volume_type=cdk.aws_ec2.EbsDeviceVolumeType.GP3
             ),
-            zone_awareness=opensearch.ZoneAwarenessConfig(enabled=s.zone_awareness, availability_zone_count=2)
+            zone_awareness=opensearch.ZoneAwarenessConfig(
+                enabled=True, availability_zone_count=s.availability_zones
+            )
             if s.zone_awareness
             else None,
+            automated_snapshot_start_hour=s.snapshot_hour,
             encryption_at_rest=opensearch.EncryptionAtRestOptions(enabled=True),
             node_to_node_encryption=True,
             enforce_https=True,
@@ -101,6 +115,47 @@ class Search(Construct):
         self.domain.node.add_dependency(log_policy)
         self.endpoint = "https://" + self.domain.domain_endpoint
         self.service = "es"
+        if s.snapshot_repository:
+            self._snapshot_repository(config)
+
+    def _snapshot_repository(self, config: DeployConfig) -> None:
+        """An S3 bucket for manual snapshots and the role OpenSearch assumes to write it. Kept when
+        the stack is deleted: the snapshots are the backup."""
+        self.snapshot_bucket = s3.Bucket(
+            self,
+            "SnapshotBucket",
+            encryption=s3.BucketEncryption.S3_MANAGED,
+            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
+            enforce_ssl=True,
+            versioned=True,
+            removal_policy=cdk.RemovalPolicy.RETAIN,
+        )
+        acknowledge(
+            self.snapshot_bucket,
+            "AwsSolutions-S1",
+            "Only OpenSearch's snapshot role writes this bucket; CloudTrail records who registered or "
+            "restored a snapshot, so server access logs would add a second bucket for no new facts.",
+        )
+        self.snapshot_role = iam.Role(
+            self,
+            "SnapshotRole",
+            assumed_by=iam.ServicePrincipal("es.amazonaws.com"),
+            description=f"{config.prefix}: OpenSearch writes and reads manual snapshots in its bucket",
+        )
+        bucket = self.snapshot_bucket.bucket_arn
+        self.snapshot_role.add_to_principal_policy(iam.PolicyStatement(actions=["s3:ListBucket"], resources=[bucket]))
+        self.snapshot_role.add_to_principal_policy(
+            iam.PolicyStatement(actions=["s3:GetObject", "s3:PutObject", "s3:DeleteObject"], resources=[f"{bucket}/*"])
+        )
+        acknowledge(
+            self.snapshot_role,
+            f"AwsSolutions-IAM5[Resource::{arn_ref(self.snapshot_bucket)}/*]",
+            "OpenSearch names its snapshot objects itself: the role reads and writes objects of this one bucket only.",
+        )
+        self.outputs |= {
+            "SnapshotBucket": self.snapshot_bucket.bucket_name,
+            "SnapshotRoleArn": self.snapshot_role.role_arn,
+        }
 
     def _finalize_domain(self) -> None:
         stack = cdk.Stack.of(self)
@@ -198,7 +253,11 @@ class Search(Construct):
             ),
         )
         self.collection = aoss.CfnCollection(
-            self, "Collection", name=name, type="VECTORSEARCH", standby_replicas="DISABLED"
+            self,
+            "Collection",
+            name=name,
+            type="VECTORSEARCH",
+            standby_replicas="ENABLED" if config.search.standby_replicas else "DISABLED",
         )
         self.collection.node.add_dependency(enc)
         self.collection.node.add_dependency(net)

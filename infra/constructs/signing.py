@@ -47,13 +47,13 @@ class InvokeSigning(Construct):
         )
         self.schedule = self.secret.add_rotation_schedule(
             "Schedule",
-            rotation_lambda=self.rotation.function,
+            rotation_lambda=self.rotation.alias,
             automatically_after=cdk.Duration.days(config.signing.rotation_days),
             # the generated key is current at first deploy; the schedule rotates from there
             rotate_immediately_on_update=False,
         )
         # Only Secrets Manager, and only for this secret, may invoke the rotation function.
-        for child in self.rotation.function.node.children:
+        for child in self.rotation.alias.node.children:
             if isinstance(child, lambda_.CfnPermission):
                 child.add_property_override("SourceArn", self.secret.secret_arn)
         acknowledge(

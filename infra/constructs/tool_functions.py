@@ -19,7 +19,7 @@ from fleetmem.config import ENV_BEDROCK_LLM_MODEL, ENV_LLM
 from fleetmem.lambda_routes import ADMIN_GROUP, PAGES_GROUP, function_name, groups
 
 from ..config import DeployConfig
-from .common import PURGE_ACTIONS, READ_ACTIONS, WRITE_ACTIONS, Fn, FunctionFactory, grant_table
+from .common import PURGE_ACTIONS, READ_ACTIONS, WRITE_ACTIONS, Fn, FunctionFactory, grant_table, qualified_name
 from .search import Search
 from .signing import InvokeSigning
 from .tables import Tables
@@ -143,4 +143,7 @@ class ToolFunctions(Construct):
             self.by_group[group] = fn
             for tool in tools:
                 self.by_tool[tool] = fn
-        self.tool_function_names = {t: function_name(config.prefix, f.group) for t, f in self.by_tool.items()}
+        # The edge invokes each tool's `live` alias (`<function>:live`), never the unqualified function.
+        self.tool_function_names = {
+            t: qualified_name(function_name(config.prefix, f.group)) for t, f in self.by_tool.items()
+        }

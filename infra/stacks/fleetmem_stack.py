@@ -27,11 +27,14 @@ from ..constructs.edge import Edge
 from ..constructs.heartbeat import Heartbeat
 from ..constructs.indexer import Indexer
 from ..constructs.monitoring import METRICS_NAMESPACE, Monitoring
+from ..constructs.release import Release
 from ..constructs.search import Search
 from ..constructs.signing import InvokeSigning
 from ..constructs.tables import Tables
 from ..constructs.tool_functions import ToolFunctions
 
+#: Replicas per index shard the reindex creates indices with (`SearchConfig.index_replicas`).
+ENV_OPENSEARCH_REPLICAS = "FLEETMEM_OPENSEARCH_REPLICAS"
 #: GSI propagation is typically well under a second; writes finish within the verb timeout chain.
 CHANGE_SETTLE_MS = 5_000
 
@@ -54,6 +57,8 @@ def base_environment(config: DeployConfig, search: Search) -> dict[str, str]:
         ENV_CHANGE_SETTLE_MS: str(CHANGE_SETTLE_MS),
         "POWERTOOLS_METRICS_NAMESPACE": METRICS_NAMESPACE,
         "POWERTOOLS_LOG_LEVEL": "INFO",
+        # A serverless collection places its replicas itself (and refuses the setting).
+        **({ENV_OPENSEARCH_REPLICAS: str(config.search.index_replicas)} if search.flavour == "domain" else {}),
     }
 
 
@@ -100,7 +105,10 @@ class FleetmemStack(cdk.Stack):
             heartbeat=self.heartbeat.fn,
             dlqs=dlqs,
             api_name=config.prefix,
+            search=self.search,
         )
+        if config.release.canary.enabled:
+            self.release = Release(self, "Release", config=config, error_alarms=self.monitoring.error_alarms)
 
         for name, value in {
             "McpUrl": self.edge.mcp_url,
@@ -110,6 +118,7 @@ class FleetmemStack(cdk.Stack):
             "TablePrefix": config.prefix,
             "SearchEndpoint": self.search.endpoint,
             "AlarmTopic": self.monitoring.topic.topic_arn,
+            **self.search.outputs,
         }.items():
             cdk.CfnOutput(self, name, value=value)
         for cid, client in self.auth.app_clients.items():

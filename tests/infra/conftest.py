@@ -99,6 +99,34 @@ def serverless_synth(tmp_path_factory, _no_aws_env) -> Synth:
             },
             # no Cognito app clients (API tokens only), no usage keys
             "clients": [],
+            # a non-dev stage needs an alarm subscriber
+            "alarms": _example_alarms() | {"subscribers": [{"type": "https", "endpoint": "https://hooks.example.com/alarms"}]},
+        },
+    )
+
+
+def _example_alarms() -> dict:
+    return json.loads((ROOT / "infra" / "config.example.json").read_text())["alarms"]
+
+
+@pytest.fixture(scope="session")
+def production_synth(tmp_path_factory, _no_aws_env) -> Synth:
+    """A production stage as the docs suggest: the production search preset, tables protected by
+    the stage's defaults (nothing set), two alarm subscribers and canary releases on."""
+    return _synth(
+        tmp_path_factory.mktemp("prod"),
+        {
+            "stage": "prod",
+            "search": {"flavour": "domain", "preset": "production"},
+            "tables": {},
+            "alarms": _example_alarms()
+            | {
+                "subscribers": [
+                    {"type": "email", "endpoint": "oncall@example.com"},
+                    {"type": "https", "endpoint": "https://hooks.example.com/alarms"},
+                ]
+            },
+            "release": {"canary": {"enabled": True, "type": "Canary10Percent10Minutes"}},
         },
     )
 

@@ -7,7 +7,16 @@ from __future__ import annotations
 import json
 
 import pytest
-from tests.infra.test_stack import VARIANTS, _actions, _fn_name, _function, _refs, _resources, _role_statements
+from tests.infra.test_stack import (
+    VARIANTS,
+    _actions,
+    _alias_of,
+    _fn_name,
+    _function,
+    _refs,
+    _resources,
+    _role_statements,
+)
 
 from fleetmem.config import ENV_INVOKE_SIGNING_SECRET_ARN, ENV_SIGNING_KEY_TTL_S
 
@@ -37,7 +46,7 @@ def test_the_signing_secret_rotates_on_the_configured_schedule_with_its_own_func
     assert props["SecretId"] == {"Ref": secret}
     assert props["RotationRules"] == {"ScheduleExpression": f"rate({synth.config.signing.rotation_days} days)"}
     fn_id, fn = _function(synth, _fn_name(synth, "signing_rotation"))
-    assert props["RotationLambdaARN"] == {"Fn::GetAtt": [fn_id, "Arn"]}
+    assert props["RotationLambdaARN"] == {"Ref": _alias_of(synth, fn_id)}  # its live alias
     assert fn["Properties"]["Handler"] == "functions.signing_rotation.handler.handler"
     assert fn["Properties"]["ReservedConcurrentExecutions"] == 1  # one step at a time
     assert props["RotateImmediatelyOnUpdate"] is False
@@ -67,15 +76,16 @@ def test_the_rotation_function_may_rotate_only_the_signing_secret_and_nothing_el
                 "xray:PutTelemetryRecords",
             }
     assert ENV_INVOKE_SIGNING_SECRET_ARN not in fn["Properties"]["Environment"]["Variables"]
+    alias = _alias_of(synth, fn_id)
     invokers = [
         p["Properties"]
         for p in synth.resources("AWS::Lambda::Permission").values()
-        if fn_id in _refs(p["Properties"]["FunctionName"])
+        if {fn_id, alias} & _refs(p["Properties"]["FunctionName"])
     ]
     assert invokers == [
         {
             "Action": "lambda:InvokeFunction",
-            "FunctionName": {"Fn::GetAtt": [fn_id, "Arn"]},
+            "FunctionName": {"Ref": alias},
             "Principal": "secretsmanager.amazonaws.com",
             "SourceArn": {"Ref": secret},
         }

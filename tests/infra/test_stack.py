@@ -17,7 +17,7 @@ from fleetmem.protocol import SCOPES, VERB_NAMES
 
 #: Every synthesized variant (tests/infra/conftest.py): each search flavour, with and without
 #: Cognito app clients, WAF and the LLM.
-VARIANTS = ("domain_synth", "serverless_synth", "waf_synth")
+VARIANTS = ("domain_synth", "serverless_synth", "waf_synth", "production_synth")
 
 DDB_WRITES = {"dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:BatchWriteItem"}
 READ_ONLY_VERBS = ("recall", "entity", "synthesize", "context_pack")
@@ -63,6 +63,23 @@ def _function(synth, name: str) -> tuple[str, dict]:
         if fn["Properties"].get("FunctionName") == name:
             return lid, fn
     raise AssertionError(f"no function {name}")
+
+
+def _alias_of(synth, function_id: str) -> str:
+    """The logical id of the function's one alias (`live`)."""
+    (lid,) = [
+        lid
+        for lid, a in synth.resources("AWS::Lambda::Alias").items()
+        if a["Properties"]["FunctionName"] == {"Ref": function_id}
+    ]
+    return lid
+
+
+def _function_of(synth) -> dict[str, str]:
+    """alias logical id -> its function's logical id (and each function id to itself)."""
+    out = {lid: lid for lid in synth.resources("AWS::Lambda::Function")}
+    out |= {lid: a["Properties"]["FunctionName"]["Ref"] for lid, a in synth.resources("AWS::Lambda::Alias").items()}
+    return out
 
 
 def _role_of(synth, name: str) -> str:
@@ -243,7 +260,9 @@ def test_only_the_edge_can_invoke_tool_functions(domain_synth):
     invokers = set()
     for role, stmts in _role_statements(domain_synth).items():
         for s in stmts:
-            if _actions(s) & {"lambda:InvokeFunction", "lambda:*"} and _refs(s["Resource"]) & tool_fn_ids:
+            if _actions(s) & {"lambda:InvokeFunction", "lambda:*"} and {
+                _function_of(domain_synth).get(r, r) for r in _refs(s["Resource"])
+            } & tool_fn_ids:
                 invokers.add(role)
     assert invokers == {edge_role}
     edge_invokes = set().union(
@@ -253,7 +272,8 @@ def test_only_the_edge_can_invoke_tool_functions(domain_synth):
             if "lambda:InvokeFunction" in _actions(s)
         ]
     )
-    assert edge_invokes == tool_fn_ids
+    # the edge may invoke exactly each tool function's live alias (the name it invokes), not the function
+    assert edge_invokes == {_alias_of(domain_synth, f) for f in tool_fn_ids}
 
 
 @pytest.mark.parametrize("flavour", VARIANTS)
@@ -271,7 +291,8 @@ def test_each_function_resource_policy_admits_only_this_apis_own_routes(flavour,
     for perm in synth.resources("AWS::Lambda::Permission").values():
         p = perm["Properties"]
         assert p["Action"] == "lambda:InvokeFunction"
-        if group_of.get(next(iter(_refs(p["FunctionName"])), "")) == "signing_rotation":
+        target_fn = next(iter(_refs(p["FunctionName"])), "")
+        if group_of.get(aliases.get(target_fn, target_fn)) == "signing_rotation":
             continue
         assert p["Principal"] == "apigateway.amazonaws.com"
         assert api_id in _refs(p["SourceArn"])
@@ -567,7 +588,7 @@ def test_streams_feed_the_indexer_with_bisect_retries_partial_failures_and_a_dlq
     indexer_id, _ = _function(domain_synth, _fn_name(domain_synth, "indexer"))
     for m in mappings.values():
         p = m["Properties"]
-        assert p["FunctionName"] == {"Ref": indexer_id}
+        assert _refs(p["FunctionName"]) == {_alias_of(domain_synth, indexer_id)}  # the live alias
         assert p["BisectBatchOnFunctionError"] is True
         assert p["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
         assert p["MaximumRetryAttempts"] >= 1
@@ -640,8 +661,17 @@ def test_every_cdk_nag_acknowledgment_carries_a_reason(flavour, request):
 
 
 def test_the_edge_can_keep_warm_sandboxes_behind_an_alias(domain_synth, serverless_synth):
-    assert domain_synth.resources("AWS::Lambda::Alias") == {}
-    ((alias_id, alias),) = serverless_synth.resources("AWS::Lambda::Alias").items()
+    assert not any(
+        "ProvisionedConcurrencyConfig" in a["Properties"] for a in domain_synth.resources("AWS::Lambda::Alias").values()
+    )
+    warm = {
+        lid: a
+        for lid, a in serverless_synth.resources("AWS::Lambda::Alias").items()
+        if "ProvisionedConcurrencyConfig" in a["Properties"]
+    }
+    ((alias_id, alias),) = warm.items()
+    edge_id, _ = _function(serverless_synth, _fn_name(serverless_synth, "mcp"))
+    assert alias["Properties"]["FunctionName"] == {"Ref": edge_id}
     assert alias["Properties"]["ProvisionedConcurrencyConfig"] == {"ProvisionedConcurrentExecutions": 2}
     integrations = [
         json.dumps(m["Properties"].get("Integration", {}))
@@ -1077,11 +1107,12 @@ def test_the_idle_cost_table_in_deploy_md_counts_what_the_example_deploys(flavou
     doc = (Path(__file__).resolve().parents[2] / "docs" / "deploy.md").read_text()
     secrets = int(re.search(r"\((\d+) secrets:", doc).group(1))
     alarms = int(re.search(r"\((\d+) standard alarms", doc).group(1))
+    serverless_alarms = int(re.search(r"\((\d+) on serverless", doc).group(1))
     if flavour == "domain_synth":  # the example config itself
         assert len(synth.resources("AWS::SecretsManager::Secret")) == secrets
         assert len(synth.resources("AWS::CloudWatch::Alarm")) == alarms
-    else:  # same functions and alarms; no usage keys because this variant lists no clients
-        assert len(synth.resources("AWS::CloudWatch::Alarm")) == alarms
+    else:  # same functions; no domain alarms; no usage keys because this variant lists no clients
+        assert len(synth.resources("AWS::CloudWatch::Alarm")) == serverless_alarms
         assert len(synth.resources("AWS::SecretsManager::Secret")) == secrets - len(domain_cfg_clients())
     assert len(synth.resources("AWS::KMS::Key")) == 1
 
@@ -1135,3 +1166,313 @@ def test_the_account_wide_cloudwatch_role_is_opt_in_and_retained(waf_synth):
     ((_, account),) = waf_synth.resources("AWS::ApiGateway::Account").items()
     assert account["DeletionPolicy"] == "Retain"
     assert "AmazonAPIGatewayPushToCloudWatchLogs" in waf_synth.template_text
+
+
+# -- versions and aliases, index-health alarms, subscribers, search presets, canary releases --------
+
+
+def _alarms_by_name(synth) -> dict[str, dict]:
+    return {a["Properties"]["AlarmName"]: a["Properties"] for a in synth.resources("AWS::CloudWatch::Alarm").values()}
+
+
+def _dims(props: dict) -> dict:
+    return {d["Name"]: d["Value"] for d in props.get("Dimensions", [])}
+
+
+def _topic(synth) -> str:
+    (topic,) = synth.resources("AWS::SNS::Topic")
+    return topic
+
+
+@pytest.mark.parametrize("flavour", VARIANTS)
+def test_every_function_is_published_as_a_version_behind_a_live_alias_carrying_the_fleetmem_version(
+    flavour, request
+):
+    from fleetmem import __version__
+
+    synth = request.getfixturevalue(flavour)
+    versions = synth.resources("AWS::Lambda::Version")
+    for fn_id, fn in synth.resources("AWS::Lambda::Function").items():
+        alias = synth.template["Resources"][_alias_of(synth, fn_id)]["Properties"]
+        assert alias["Name"] == "live"
+        version_id = alias["FunctionVersion"]["Fn::GetAtt"][0]
+        assert versions[version_id]["Properties"]["FunctionName"] == {"Ref": fn_id}
+        assert alias["Description"] == f"fleetmem {__version__}"
+        assert fn["Properties"]["Environment"]["Variables"]["FLEETMEM_VERSION"] == __version__
+
+
+@pytest.mark.parametrize("flavour", VARIANTS)
+def test_every_caller_invokes_the_live_alias_never_the_unqualified_function(flavour, request):
+    """API Gateway integrations and the authorizer, every invoke permission, the stream mappings,
+    the heartbeat schedules, the rotation schedule and the edge's tool table all name the alias."""
+    from fleetmem.config import ENV_TOOL_FUNCTIONS
+
+    synth = request.getfixturevalue(flavour)
+    functions = set(synth.resources("AWS::Lambda::Function"))
+    aliases = set(synth.resources("AWS::Lambda::Alias"))
+
+    def targets(value) -> set[str]:
+        refs = _refs(value) & (functions | aliases)
+        assert refs, value
+        return refs
+
+    callers = [m["Properties"]["Integration"]["Uri"] for m in synth.resources("AWS::ApiGateway::Method").values()]
+    callers += [a["Properties"]["AuthorizerUri"] for a in synth.resources("AWS::ApiGateway::Authorizer").values()]
+    callers += [p["Properties"]["FunctionName"] for p in synth.resources("AWS::Lambda::Permission").values()]
+    callers += [m["Properties"]["FunctionName"] for m in synth.resources("AWS::Lambda::EventSourceMapping").values()]
+    callers += [s["Properties"]["Target"]["Arn"] for s in synth.resources("AWS::Scheduler::Schedule").values()]
+    callers += [
+        r["Properties"]["RotationLambdaARN"] for r in synth.resources("AWS::SecretsManager::RotationSchedule").values()
+    ]
+    assert len(callers) > 20
+    for value in callers:
+        assert targets(value) <= aliases, _text(value)
+    # the stream mappings name the alias-qualified function (`<name>:live`)
+    for m in synth.resources("AWS::Lambda::EventSourceMapping").values():
+        assert _text(m["Properties"]["FunctionName"]).endswith(":live")
+    table = json.loads(_text(_env(synth, "mcp")[ENV_TOOL_FUNCTIONS]))
+    assert table == {t: f"{_fn_name(synth, function_group(t))}:live" for t in registry_tools_for_test()}
+
+
+def test_the_indexer_alarms_on_stream_iterator_age_and_indexing_failures(domain_synth):
+    alarms = _alarms_by_name(domain_synth)
+    prefix, cfg = domain_synth.config.prefix, domain_synth.config
+    indexer_id, _ = _function(domain_synth, _fn_name(domain_synth, "indexer"))
+    age = alarms[f"{prefix}-indexer-iterator-age"]
+    assert (age["Namespace"], age["MetricName"], age["Statistic"]) == ("AWS/Lambda", "IteratorAge", "Maximum")
+    assert _dims(age) == {"FunctionName": {"Ref": indexer_id}}  # every version and alias of the indexer
+    assert age["Threshold"] == cfg.alarms.iterator_age_s * 1000  # the metric is in milliseconds
+    assert age["ComparisonOperator"] == "GreaterThanOrEqualToThreshold"
+    failed = alarms[f"{prefix}-indexing-failures"]
+    assert (failed["Namespace"], failed["MetricName"], failed["Statistic"]) == ("fleetmem", "IndexingFailures", "Sum")
+    assert (failed["Threshold"], failed["ComparisonOperator"]) == (0, "GreaterThanThreshold")
+    # the dimensions Powertools emits: service=<POWERTOOLS_SERVICE_NAME>, as for AuthorizerDenied
+    denied = alarms[f"{prefix}-authorizer-denials"]
+    assert _dims(failed) == {"service": "indexer"} and set(_dims(denied)) == set(_dims(failed))
+    env = _env(domain_synth, "indexer")
+    assert env["POWERTOOLS_SERVICE_NAME"] == "indexer" and env["POWERTOOLS_METRICS_NAMESPACE"] == failed["Namespace"]
+
+
+@pytest.mark.parametrize("flavour", ["domain_synth", "production_synth"])
+def test_a_managed_domain_alarms_on_cluster_status_free_storage_and_jvm_pressure(flavour, request):
+    synth = request.getfixturevalue(flavour)
+    alarms = _alarms_by_name(synth)
+    prefix, search = synth.config.prefix, synth.config.search
+    (domain_id,) = synth.resources("AWS::OpenSearchService::Domain")
+    expected = {
+        "search-cluster-red": ("ClusterStatus.red", "Maximum", "GreaterThanOrEqualToThreshold", 1),
+        "search-cluster-yellow": ("ClusterStatus.yellow", "Maximum", "GreaterThanOrEqualToThreshold", 1),
+        "search-free-storage": ("FreeStorageSpace", "Minimum", "LessThanThreshold", search.volume_gb * 1024 * 0.25),
+        "search-jvm-pressure": ("JVMMemoryPressure", "Maximum", "GreaterThanThreshold", 80),
+    }
+    for name, (metric, stat, op, threshold) in expected.items():
+        a = alarms[f"{prefix}-{name}"]
+        assert (a["Namespace"], a["MetricName"], a["Statistic"]) == ("AWS/ES", metric, stat)
+        assert a["ComparisonOperator"] == op
+        assert a["Threshold"] == threshold
+        assert _dims(a) == {"DomainName": {"Ref": domain_id}, "ClientId": {"Ref": "AWS::AccountId"}}
+    jvm = alarms[f"{prefix}-search-jvm-pressure"]
+    assert jvm["Period"] * jvm["EvaluationPeriods"] == 15 * 60
+    assert alarms[f"{prefix}-search-cluster-red"]["EvaluationPeriods"] == 1
+
+
+def test_a_serverless_collection_has_no_domain_alarms_but_keeps_the_indexer_ones(serverless_synth):
+    names = set(_alarms_by_name(serverless_synth))
+    prefix = serverless_synth.config.prefix
+    assert not any(n.startswith(f"{prefix}-search-") for n in names)
+    assert {f"{prefix}-indexer-iterator-age", f"{prefix}-indexing-failures"} <= names
+    assert "AWS/ES" not in serverless_synth.template_text
+
+
+@pytest.mark.parametrize("flavour", VARIANTS)
+def test_every_alarm_notifies_the_alarm_topic(flavour, request):
+    synth = request.getfixturevalue(flavour)
+    topic = _topic(synth)
+    alarms = synth.resources("AWS::CloudWatch::Alarm").values()
+    assert alarms and all(a["Properties"]["AlarmActions"] == [{"Ref": topic}] for a in alarms)
+
+
+def test_the_dashboard_shows_search_lag_and_indexing_failures_beside_what_was_kept(domain_synth):
+    (dashboard,) = domain_synth.resources("AWS::CloudWatch::Dashboard").values()
+    body = _text(dashboard["Properties"]["DashboardBody"])
+    for metric in ("SearchLagSeconds", "IndexingFailures", "ReplayKept", "IteratorAge", "ClusterStatus.red"):
+        assert f'\\"{metric}\\"' in body or f'"{metric}"' in body, metric
+    assert "Search lag" in body and "Indexing failures" in body
+
+
+def _example(**changes) -> dict:
+    from infra.config import EXAMPLE
+
+    raw = json.loads(EXAMPLE.read_text())
+    raw.update(changes)
+    return raw
+
+
+def test_a_non_dev_stage_without_an_alarm_subscriber_is_refused_and_a_dev_stage_is_not():
+    from infra.config import DeployConfig
+    from pydantic import ValidationError
+
+    assert DeployConfig.model_validate(_example()).alarms.all_subscribers() == ()  # dev: none needed
+    with pytest.raises(ValidationError, match="no alarm subscriber") as refused:
+        DeployConfig.model_validate(_example(stage="prod"))
+    assert '"subscribers"' in str(refused.value) and "dev-*" in str(refused.value)  # how to fix it
+    alarms = _example()["alarms"]
+    ok = DeployConfig.model_validate(_example(stage="prod", alarms=alarms | {"email": "oncall@example.com"}))
+    assert [s.type for s in ok.alarms.all_subscribers()] == ["email"]
+    queue = {"type": "sqs", "endpoint": "arn:aws:sqs:eu-west-1:123456789012:pager"}
+    ok = DeployConfig.model_validate(_example(stage="prod", alarms=alarms | {"subscribers": [queue]}))
+    assert ok.alarms.all_subscribers()[0].endpoint == queue["endpoint"]
+    with pytest.raises(ValidationError, match="not a valid https endpoint"):
+        DeployConfig.model_validate(
+            _example(stage="prod", alarms=alarms | {"subscribers": [{"type": "https", "endpoint": "http://x.example"}]})
+        )
+
+
+def test_cdk_synth_of_a_non_dev_config_without_a_subscriber_fails_with_the_reason(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    from infra.config import ROOT
+
+    config = tmp_path / "prod.json"
+    config.write_text(json.dumps(_example(stage="prod")))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")} | {"FLEETMEM_DEPLOY_CONFIG": str(config)}
+    done = subprocess.run(
+        [sys.executable, "-m", "infra.app"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False
+    )
+    assert done.returncode == 2
+    assert "no alarm subscriber" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_subscribers_become_subscriptions_of_the_alarm_topic(production_synth, serverless_synth, domain_synth):
+    for synth in (production_synth, serverless_synth):
+        subs = {
+            (s["Properties"]["Protocol"], s["Properties"]["Endpoint"])
+            for s in synth.resources("AWS::SNS::Subscription").values()
+            if s["Properties"]["TopicArn"] == {"Ref": _topic(synth)}
+        }
+        assert subs == {(x.type, x.endpoint) for x in synth.config.alarms.all_subscribers()}
+        assert subs
+    assert domain_synth.resources("AWS::SNS::Subscription") == {}
+
+
+def test_non_dev_stages_protect_their_data_unless_the_config_says_otherwise(production_synth, domain_synth):
+    """A config copied from the dev example for another stage keeps deletion protection and RETAIN:
+    the example no longer sets them, so they follow the stage."""
+    from infra.config import DeployConfig
+
+    alarms = _example()["alarms"] | {"email": "oncall@example.com"}
+    dev = DeployConfig.model_validate(_example()).tables
+    assert (dev.deletion_protection, dev.retain_on_delete) == (False, False)
+    prod = DeployConfig.model_validate(_example(stage="prod", alarms=alarms)).tables
+    assert (prod.deletion_protection, prod.retain_on_delete) == (True, True)
+    told = DeployConfig.model_validate(
+        _example(stage="prod", alarms=alarms, tables={"deletion_protection": False})
+    ).tables
+    assert (told.deletion_protection, told.retain_on_delete) == (False, True)
+    for t in production_synth.resources("AWS::DynamoDB::GlobalTable").values():
+        assert t["DeletionPolicy"] == "Retain"
+        assert all(r.get("DeletionProtectionEnabled") is True for r in t["Properties"]["Replicas"])
+    (domain,) = production_synth.resources("AWS::OpenSearchService::Domain").values()
+    assert domain["DeletionPolicy"] == "Retain"
+    for t in domain_synth.resources("AWS::DynamoDB::GlobalTable").values():
+        assert t["DeletionPolicy"] == "Delete"
+
+
+def test_the_production_search_preset_spreads_zones_with_dedicated_masters_and_a_snapshot_repository(
+    production_synth,
+):
+    (domain,) = production_synth.resources("AWS::OpenSearchService::Domain").values()
+    p = domain["Properties"]
+    cluster = p["ClusterConfig"]
+    assert cluster["ZoneAwarenessEnabled"] is True
+    assert cluster["ZoneAwarenessConfig"] == {"AvailabilityZoneCount": 3}
+    assert (cluster["DedicatedMasterEnabled"], cluster["DedicatedMasterCount"]) == (True, 3)
+    assert cluster["InstanceCount"] >= 2 and cluster["InstanceCount"] % 3 == 0
+    assert p["EncryptionAtRestOptions"] == {"Enabled": True}
+    assert p["NodeToNodeEncryptionOptions"] == {"Enabled": True}
+    assert 0 <= p["SnapshotOptions"]["AutomatedSnapshotStartHour"] <= 23
+    # the manual snapshot repository: a private bucket and the role OpenSearch assumes to use it
+    ((bucket_id, bucket),) = production_synth.resources("AWS::S3::Bucket").items()
+    assert bucket["DeletionPolicy"] == "Retain"
+    assert bucket["Properties"]["PublicAccessBlockConfiguration"]["BlockPublicPolicy"] is True
+    roles = production_synth.resources("AWS::IAM::Role")
+    (role_id,) = [
+        lid
+        for lid, r in roles.items()
+        if r["Properties"]["AssumeRolePolicyDocument"]["Statement"][0]["Principal"] == {"Service": "es.amazonaws.com"}
+    ]
+    stmts = _role_statements(production_synth)[role_id]
+    assert set().union(*(_actions(st) for st in stmts)) == {
+        "s3:ListBucket",
+        "s3:GetObject",
+        "s3:PutObject",
+        "s3:DeleteObject",
+    }
+    assert all(_refs(st["Resource"]) == {bucket_id} for st in stmts)
+    outputs = production_synth.template["Outputs"]
+    assert _refs(outputs["SnapshotBucket"]["Value"]) == {bucket_id}
+    assert _refs(outputs["SnapshotRoleArn"]["Value"]) == {role_id}
+
+
+@pytest.mark.parametrize(
+    ("flavour", "replicas"), [("domain_synth", "0"), ("production_synth", "1"), ("waf_synth", "1")]
+)
+def test_index_replicas_follow_the_data_node_count_in_every_function(flavour, replicas, request):
+    synth = request.getfixturevalue(flavour)
+    for fn in synth.resources("AWS::Lambda::Function").values():
+        assert fn["Properties"]["Environment"]["Variables"]["FLEETMEM_OPENSEARCH_REPLICAS"] == replicas
+
+
+def test_a_serverless_collection_sets_no_index_replicas(serverless_synth):
+    for fn in serverless_synth.resources("AWS::Lambda::Function").values():
+        assert "FLEETMEM_OPENSEARCH_REPLICAS" not in fn["Properties"]["Environment"]["Variables"]
+
+
+def test_explicit_search_fields_override_the_preset_and_zones_must_divide_the_nodes():
+    from infra.config import SEARCH_PRESETS, SearchConfig
+    from pydantic import ValidationError
+
+    prod = SearchConfig(preset="production")
+    assert {k: getattr(prod, k) for k in SEARCH_PRESETS["production"]} == SEARCH_PRESETS["production"]
+    bigger = SearchConfig.model_validate(
+        {"preset": "production", "instance_type": "r7g.xlarge.search", "volume_gb": 500}
+    )
+    assert (bigger.instance_type, bigger.volume_gb, bigger.dedicated_master) == ("r7g.xlarge.search", 500, True)
+    assert [SearchConfig(instance_count=n).index_replicas for n in (1, 2, 6)] == [0, 1, 1]
+    with pytest.raises(ValidationError, match=r"multiple of search\.availability_zones"):
+        SearchConfig.model_validate({"preset": "production", "instance_count": 4})
+
+
+def test_canary_releases_shift_each_alias_with_codedeploy_and_roll_back_on_its_error_alarm(production_synth):
+    groups = production_synth.resources("AWS::CodeDeploy::DeploymentGroup")
+    alarms = production_synth.resources("AWS::CloudWatch::Alarm")
+    functions = production_synth.resources("AWS::Lambda::Function")
+    alarmed = {
+        a["Properties"]["Dimensions"][0]["Value"]["Ref"]: lid
+        for lid, a in alarms.items()
+        if a["Properties"]["MetricName"] == "Errors"
+    }
+    assert len(groups) == len(alarmed) >= 13
+    shifted = set()
+    for lid, g in groups.items():
+        p = g["Properties"]
+        assert p["DeploymentConfigName"] == "CodeDeployDefault.LambdaCanary10Percent10Minutes"
+        assert p["AutoRollbackConfiguration"]["Enabled"] is True
+        assert "DEPLOYMENT_STOP_ON_ALARM" in p["AutoRollbackConfiguration"]["Events"]
+        ((alarm,),) = [[a["Name"]["Ref"] for a in p["AlarmConfiguration"]["Alarms"]]]
+        fn_id = alarms[alarm]["Properties"]["Dimensions"][0]["Value"]["Ref"]
+        assert fn_id in functions and alarmed[fn_id] == alarm  # that function's own error alarm
+        alias = production_synth.template["Resources"][_alias_of(production_synth, fn_id)]
+        assert alias["UpdatePolicy"]["CodeDeployLambdaAliasUpdate"]["DeploymentGroupName"] == {"Ref": lid}
+        shifted.add(fn_id)
+    assert len(shifted) == len(groups)
+
+
+@pytest.mark.parametrize("flavour", ["domain_synth", "serverless_synth", "waf_synth"])
+def test_without_canary_the_alias_moves_at_once_and_no_codedeploy_is_made(flavour, request):
+    synth = request.getfixturevalue(flavour)
+    assert synth.config.release.canary.enabled is False
+    assert not [r for r in synth.template["Resources"].values() if r["Type"].startswith("AWS::CodeDeploy::")]
+    assert not any("UpdatePolicy" in a for a in synth.resources("AWS::Lambda::Alias").values())
