@@ -1141,8 +1141,9 @@ def test_the_indexer_keeps_failed_items_on_its_own_encrypted_replay_queue(domain
     """The replay queue (`<prefix>-indexer-replay`, SSE, TLS only, 14 days) is the indexer's to send
     to: its URL is in the indexer's environment, only the indexer's role may send to it, and the
     stream mapping hands over batches of the deployed size."""
-    from fleetmem.adapters.aws.replay import ENV_REPLAY_QUEUE_URL, queue_name
     from infra.constructs.indexer import BATCH_SIZE, RETRY_ATTEMPTS
+
+    from fleetmem.adapters.aws.replay import ENV_REPLAY_QUEUE_URL, queue_name
 
     queues = {
         lid: q
