@@ -1396,6 +1396,7 @@ BUILTIN_COMMANDS = frozenset(
 BUILTIN_COMMANDS = BUILTIN_COMMANDS | {"profile", "hook", "heartbeat"}
 #: The portability commands (fleetmem.cli_pack).
 BUILTIN_COMMANDS = BUILTIN_COMMANDS | {"export", "backup", "tenant"}
+BUILTIN_COMMANDS = BUILTIN_COMMANDS | {"admin"}  # stage operations (fleetmem.cli_admin)
 
 
 def _command_word(argv: Sequence[str]) -> str | None:
@@ -1558,6 +1559,9 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
 
     add_commands(sub, common)
     add_pack_commands(sub, common)
+    from fleetmem.cli_admin import add_commands as add_admin_commands
+
+    add_admin_commands(sub, common)
     return parser
 
 

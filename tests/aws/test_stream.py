@@ -251,25 +251,22 @@ def test_an_embedding_outage_fails_the_records_that_needed_vectors():
 
 
 class FlakyIndex:
-    """Records calls; refuses upserts of one doc id (the index being unavailable for it)."""
+    """Records each batch write; refuses one doc id (the index failing that action)."""
 
     def __init__(self, refuse: str) -> None:
         self.refuse = refuse
-        self.calls: list[tuple[str, Any]] = []
+        self.calls: list[tuple[list[str], list[str]]] = []
 
-    def upsert(self, docs):
-        if any(d.doc_id == self.refuse for d in docs):
-            raise Unavailable("index busy")
-        self.calls.append(("upsert", [d.doc_id for d in docs]))
-
-    def delete(self, tenant, doc_ids):
-        self.calls.append(("delete", list(doc_ids)))
+    def write(self, upserts, deletes):
+        self.calls.append(([d.doc_id for d in upserts], [d for _, d in deletes]))
+        keys = [f"{d.tenant}|{d.doc_id}" for d in upserts] + [f"{t}|{d}" for t, d in deletes]
+        return {k for k in keys if k.endswith("|" + self.refuse)}
 
     def delete_page(self, tenant, slug):
-        self.calls.append(("delete_page", slug))
+        raise AssertionError("no page removal here")
 
 
-def test_after_a_failure_later_operations_on_the_same_document_wait_for_the_retry():
+def test_one_batch_is_one_write_and_a_refused_document_fails_every_record_that_touched_it():
     a = SearchDoc(tenant="t1", doc_id="fact:a", kind="fact", slug="", title="", text="a", updated_at=T0)
     b = SearchDoc(tenant="t1", doc_id="fact:b", kind="fact", slug="", title="", text="b", updated_at=T0)
     index = FlakyIndex(refuse="fact:a")
@@ -278,14 +275,33 @@ def test_after_a_failure_later_operations_on_the_same_document_wait_for_the_retr
         [
             IndexOp("1", "upsert", "t1", docs=(a,)),
             IndexOp("2", "upsert", "t1", docs=(b,)),
-            IndexOp("3", "delete", "t1", doc_ids=("fact:a",)),  # must not overtake the failed upsert
+            IndexOp("3", "delete", "t1", doc_ids=("fact:a",)),  # the document's last state in the batch
         ],
     )
     assert failed == ["1", "3"]
-    assert index.calls == [("upsert", ["fact:b"])]
+    # one write for the batch; fact:a is sent once, as its final state (deleted)
+    assert index.calls == [(["fact:b"], ["fact:a"])]
     assert BatchResult(failed=failed).response() == {
         "batchItemFailures": [{"itemIdentifier": "1"}, {"itemIdentifier": "3"}]
     }
+
+
+def test_after_a_failure_later_operations_on_the_same_document_wait_for_the_retry():
+    a = SearchDoc(tenant="t1", doc_id="fact:a", kind="fact", slug="people/x", title="", text="a", updated_at=T0)
+
+    class PageRemovalFails(FlakyIndex):
+        def delete_page(self, tenant, slug):
+            raise Unavailable("index busy")
+
+    index = PageRemovalFails(refuse="-")
+    failed = apply_operations(
+        index,
+        [
+            IndexOp("1", "delete_page", "t1", slug="people/x"),
+            IndexOp("2", "upsert", "t1", docs=(a,), slug="people/x"),  # must not overtake the failed removal
+        ],
+    )
+    assert failed == ["1", "2"] and index.calls == []
 
 
 def test_a_page_touch_that_changes_no_indexed_text_indexes_nothing(world):

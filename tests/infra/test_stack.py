@@ -1476,3 +1476,39 @@ def test_without_canary_the_alias_moves_at_once_and_no_codedeploy_is_made(flavou
     assert synth.config.release.canary.enabled is False
     assert not [r for r in synth.template["Resources"].values() if r["Type"].startswith("AWS::CodeDeploy::")]
     assert not any("UpdatePolicy" in a for a in synth.resources("AWS::Lambda::Alias").values())
+
+
+def test_the_indexer_keeps_failed_items_on_its_own_encrypted_replay_queue(domain_synth):
+    """The replay queue (`<prefix>-indexer-replay`, SSE, TLS only, 14 days) is the indexer's to send
+    to: its URL is in the indexer's environment, only the indexer's role may send to it, and the
+    stream mapping hands over batches of the deployed size."""
+    from infra.constructs.indexer import BATCH_SIZE, RETRY_ATTEMPTS
+
+    from fleetmem.adapters.aws.replay import ENV_REPLAY_QUEUE_URL, queue_name
+
+    queues = {
+        lid: q
+        for lid, q in domain_synth.resources("AWS::SQS::Queue").items()
+        if q["Properties"].get("QueueName") == queue_name(domain_synth.config.prefix)
+    }
+    ((queue_id, queue),) = queues.items()
+    assert queue["Properties"]["SqsManagedSseEnabled"] is True
+    assert queue["Properties"]["MessageRetentionPeriod"] == 14 * 86400
+    assert _env(domain_synth, "indexer")[ENV_REPLAY_QUEUE_URL] == {"Ref": queue_id}
+    indexer_role = _role_of(domain_synth, _fn_name(domain_synth, "indexer"))
+    senders = {
+        role
+        for role, stmts in _role_statements(domain_synth).items()
+        for s in stmts
+        if "sqs:SendMessage" in _actions(s) and queue_id in _refs(_resources(s))
+    }
+    assert senders == {indexer_role}
+    policies = [
+        p
+        for p in domain_synth.resources("AWS::SQS::QueuePolicy").values()
+        if {"Ref": queue_id} in p["Properties"]["Queues"]
+    ]
+    assert any("aws:SecureTransport" in json.dumps(p) for p in policies)
+    for m in domain_synth.resources("AWS::Lambda::EventSourceMapping").values():
+        assert m["Properties"]["BatchSize"] == BATCH_SIZE
+        assert m["Properties"]["MaximumRetryAttempts"] == RETRY_ATTEMPTS

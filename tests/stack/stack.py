@@ -14,8 +14,11 @@ What runs, each a real component:
 - The Lambda Invoke API (`InvokeRouter`): `POST /2015-03-31/functions/<name>/invocations` to the
   named function's emulator. The edge's boto3 Lambda client reaches it through
   `AWS_ENDPOINT_URL_LAMBDA`, with the signed payloads of a deployed stage.
-- The DynamoDB Streams event source mapping (`StreamPump`): the streams are polled and each batch
-  goes to the indexer function as a DynamoDB Streams event.
+- The DynamoDB Streams event source mapping (`RetryingPump`): the streams are polled and each batch
+  (at most the deployed `BATCH_SIZE` records) goes to the indexer function as a DynamoDB Streams
+  event; a partial-batch answer is retried from its lowest failed record, up to the deployed
+  `RETRY_ATTEMPTS`, then the batch is skipped (what the deployed mapping sends its DLQ is kept in
+  `pump.discarded`). The replay queue (`<prefix>-indexer-replay`) is an SQS queue on moto.
 - API Gateway (`Gateway` of tests/functions/gateway.py): HTTP on 127.0.0.1 turned into REST API
   proxy events (payload 1.0, as the CDK `RestApi` sends), the REQUEST authorizer function first,
   its Allow answers cached per Authorization header for `api.authorizer_cache_ttl_s` as the CDK app
@@ -68,7 +71,7 @@ from tests.functions.asset import (  # noqa: E402
     install_runtime_sdk,
     interpreter_for,
 )
-from tests.functions.gateway import FunctionError, Gateway, StreamPump  # noqa: E402
+from tests.functions.gateway import FunctionError, Gateway, StreamPump, lambda_json  # noqa: E402
 
 #: The port `scripts/stack` serves on unless `--port` says otherwise (fleetmem serve uses 8765).
 DEFAULT_PORT = 8766
@@ -210,6 +213,7 @@ class Forwarder:
         self.target = (host, int(port))
         self.flowing = threading.Event()
         self.flowing.set()
+        self.refusing = threading.Event()
         self._closed = threading.Event()
         self._conns: set[socket.socket] = set()
         self._lock = threading.Lock()
@@ -223,10 +227,27 @@ class Forwarder:
     def thaw(self) -> None:
         self.flowing.set()
 
+    def refuse(self) -> None:
+        """Stopped, as a node that went away: open connections are closed and every new one is
+        closed as soon as it is accepted (the client sees the connection fail at once). `resume()`
+        undoes it. Only this stack's way to the node stops: the node is shared with the other
+        test modules and xdist workers, which carry on."""
+        self.refusing.set()
+        with self._lock:
+            conns = list(self._conns)
+        for sock in conns:
+            self._close(sock)
+
+    def resume(self) -> None:
+        self.refusing.clear()
+
     def _accept(self) -> None:
         while not self._closed.is_set():
             try:
                 client, _ = self._listener.accept()
+                if self.refusing.is_set():
+                    client.close()
+                    continue
                 upstream = socket.create_connection(self.target)
             except OSError:
                 continue
@@ -308,6 +329,70 @@ class BedrockStandIn(_Server):
                 self.send(status, json.dumps(body).encode(), {"x-amzn-ErrorType": error_type} if error_type else {})
 
         super().__init__(Handler)
+
+
+# ---------------------------------------------------------------------------------------------
+# the event source mapping with the deployed batch size, partial-batch retries and skip
+
+
+class RetryingPump(StreamPump):
+    """`StreamPump` as the deployed mapping behaves (infra/constructs/indexer.py): at most
+    `batch_size` records per invocation; a `batchItemFailures` answer moves the shard's
+    checkpoint to just before its lowest failed record and the next pump retries from there;
+    after `retry_attempts` retries of one batch the mapping gives up on it and goes on after its
+    last record, noting (stream, first, last sequence number) in `discarded` as the deployed
+    mapping sends its DLQ. `failed_batches` counts the answers that reported failures."""
+
+    def __init__(self, *args: Any, batch_size: int, retry_attempts: int, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.batch_size = batch_size
+        self.retry_attempts = retry_attempts
+        self.attempts: dict[tuple[str, str], int] = {}
+        self.discarded: list[tuple[str, str, str]] = []
+        self.failed_batches = 0
+        self.records = 0  # records handed to the indexer, retries included
+
+    def pump(self) -> None:
+        with self.lock:
+            batches = self.batches
+            for arn in self.arns:
+                for shard in self.streams.describe_stream(StreamArn=arn)["StreamDescription"]["Shards"]:
+                    self._shard(arn, str(shard["ShardId"]))
+            if self.settle is not None and self.batches > batches:
+                self.settle()
+
+    def _shard(self, arn: str, shard: str) -> None:
+        iterator: str | None = self._iterator(arn, shard)
+        while iterator:
+            out = self.streams.get_records(ShardIterator=iterator, Limit=self.batch_size)
+            records: list[dict[str, Any]] = json.loads(json.dumps(out["Records"], default=lambda_json))
+            if not records:
+                return
+            for r in records:
+                r["eventSourceARN"] = arn
+            result = self.invoke("indexer", {"Records": records})
+            self.batches += 1
+            self.records += len(records)
+            seqs = [r["dynamodb"]["SequenceNumber"] for r in records]
+            failed = {str(f["itemIdentifier"]) for f in (result or {}).get("batchItemFailures", [])}
+            if not failed:
+                self.attempts.pop((arn, shard), None)
+                self.last[(arn, shard)] = seqs[-1]
+                iterator = out.get("NextShardIterator")
+                continue
+            self.failed_batches += 1
+            first = min(n for n, s in enumerate(seqs) if s in failed)
+            tries = self.attempts.get((arn, shard), 0) + 1
+            if tries > self.retry_attempts:  # give up on the batch (the DLQ gets its position)
+                self.discarded.append((arn, seqs[first], seqs[-1]))
+                self.attempts.pop((arn, shard), None)
+                self.last[(arn, shard)] = seqs[-1]
+                iterator = out.get("NextShardIterator")
+                continue
+            self.attempts[(arn, shard)] = tries
+            if first:  # the records before the first failed one are done
+                self.last[(arn, shard)] = seqs[first - 1]
+            return  # the next pump retries from the checkpoint
 
 
 # ---------------------------------------------------------------------------------------------
@@ -498,6 +583,17 @@ class Stack:
             "FLEETMEM_TABLE_PREFIX": self.prefix,
         }
 
+    def admin_env(self) -> dict[str, str]:
+        """What `fleetmem admin replay|status` needs: the stage's settings as its functions have
+        them (tables, search index, embedding model, the replay queue on moto)."""
+        env = dict(self.environment["common"])
+        env.update(self.environment.get("indexer", {}))
+        env["FLEETMEM_OPENSEARCH_ENDPOINT"] = self.search_url
+        env["AWS_ENDPOINT_URL_BEDROCK_RUNTIME"] = self.bedrock.url
+        env["AWS_ENDPOINT_URL_SQS"] = self.moto
+        env.pop("PATH", None)
+        return env
+
     def token_command(self) -> str:
         env = " ".join(f"{k}={v}" for k, v in self.client_env().items())
         return f"{env} .venv/bin/fleetmem token create --backend aws --tenant local --client me --scopes read,write"
@@ -562,6 +658,7 @@ class Stack:
             service="none",
         ).ensure_index()
         env = self._environment()
+        self.environment = env
 
         names = {g: f"{self.prefix}-{g.replace('_', '-')}" for g in GROUPS}
         router_functions: dict[str, Function] = {}
@@ -579,7 +676,11 @@ class Stack:
         router_functions.update(self.functions)
         self._warm()
 
-        self.pump = StreamPump(self.ddb, self.prefix, invoke=self.invoke)
+        from infra.constructs.indexer import BATCH_SIZE, RETRY_ATTEMPTS
+
+        self.pump = RetryingPump(
+            self.ddb, self.prefix, invoke=self.invoke, batch_size=BATCH_SIZE, retry_attempts=RETRY_ATTEMPTS
+        )
         self._refreshed_batches = self.pump.batches
         self._poller = threading.Thread(target=self._poll, daemon=True)
         self._poller.start()
@@ -631,6 +732,9 @@ class Stack:
         # The stage's one heartbeat (as the deploy config's `heartbeats` define them), to an SQS queue.
         sqs = boto3.client("sqs", endpoint_url=self.moto, **engines.CREDENTIALS)
         self.heartbeat_queue = sqs.create_queue(QueueName=f"{self.prefix}-{HEARTBEAT}-{tag}")["QueueUrl"]
+        from fleetmem.adapters.aws.replay import ENV_REPLAY_QUEUE_URL, queue_name
+
+        self.replay_queue = sqs.create_queue(QueueName=queue_name(self.prefix))["QueueUrl"]
         heartbeats = {
             HEARTBEAT: {
                 "tenant": HEARTBEAT_TENANT,
@@ -679,6 +783,7 @@ class Stack:
                 ENV_PUBLIC_URL: self.base_url,
             },
             "heartbeat": {ENV_HEARTBEATS: json.dumps(heartbeats)},
+            "indexer": {ENV_REPLAY_QUEUE_URL: self.replay_queue},
             "authorizer": {
                 ENV_USAGE_KEY_SECRETS: json.dumps({"*": usage["ARN"]}),
                 ENV_AUTHORIZER_CACHE_TTL_S: str(cfg.api.authorizer_cache_ttl_s),

@@ -38,6 +38,9 @@ class NoSearchIndex:
     def delete_page(self, tenant: str, slug: str) -> None:
         return None
 
+    def write(self, upserts: Any, deletes: Any) -> set[str]:
+        return set()
+
     def replace_page(self, tenant: str, slug: str, docs: Any) -> None:
         return None
 

@@ -279,6 +279,25 @@ def tenant_docs_body(tenant: str) -> dict[str, Any]:
     return {"query": {"bool": {"filter": [{"term": {"tenant": tenant}}]}}}
 
 
+def refused_keys(
+    lines: Sequence[dict[str, Any]], items: Sequence[dict[str, Any]], owner: Mapping[str, str]
+) -> set[str]:
+    """The `doc_key`s whose `_bulk` actions the node refused (status >= 300; a delete's 404 is
+    fine): an `index` action's key is in its source line, a delete's is `owner[_id]`."""
+    refused: set[str] = set()
+    pos = 0
+    for entry in items:
+        ((action, result),) = entry.items()
+        if action == "index":
+            key, pos = str(lines[pos + 1].get("doc_key", "")), pos + 2
+        else:
+            key, pos = owner.get(str(lines[pos].get("delete", {}).get("_id", "")), ""), pos + 1
+        status = int(result.get("status", 500))
+        if status >= 300 and not (action == "delete" and status == 404) and key:
+            refused.add(key)
+    return refused
+
+
 def parse_lookup(response: dict[str, Any]) -> dict[str, list[str]]:
     """doc_key -> the `_id`s holding it, from a lookup or page search. Raises Unavailable when the
     search matched more than it returned (the batch is retried; the deletes already done stay)."""
@@ -566,18 +585,23 @@ class OpenSearchIndex:
                 pass
         self._ready = True
 
-    def _bulk(self, lines: list[dict[str, Any]], *, create: bool = True) -> None:
-        """Send `_bulk` actions; `create=False` for deletes naming their own existing index."""
-        if not lines:
-            return
+    def _send(self, lines: list[dict[str, Any]], *, create: bool = True) -> dict[str, Any]:
+        """One `_bulk` call; `create=False` for deletes naming their own existing index."""
         if create:
             self.ensure_index()
         kw: dict[str, Any] = {"body": lines}
         if self._refresh:
             kw["refresh"] = "true"  # visible to the next request now, not at the next interval
-        out = self._call(self.client.bulk, **kw)
+        out: dict[str, Any] = self._call(self.client.bulk, **kw)
+        self._remember(lines, out.get("items", []))
+        return out
+
+    def _bulk(self, lines: list[dict[str, Any]], *, create: bool = True) -> None:
+        """Send `_bulk` actions; raises Unavailable on the first action the node refused."""
+        if not lines:
+            return
+        out = self._send(lines, create=create)
         items = out.get("items", [])
-        self._remember(lines, items)
         if out.get("errors"):
             for entry in items:
                 ((action, result),) = entry.items()
@@ -632,6 +656,22 @@ class OpenSearchIndex:
         found = self._lookup([doc_key(tenant, d) for d in doc_ids])
         deletes = [(tenant, d) for d in doc_ids]
         self._bulk(bulk_body(self.index, deletes=deletes, model_id=self.model_id, found=found))
+
+    def write(self, upserts: Sequence[SearchDoc], deletes: Sequence[tuple[str, str]]) -> set[str]:
+        """Upserts and deletes (tenant, doc_id) of many tenants in ONE `_bulk` (the stream
+        indexer's batch; each document named once). Returns the `doc_key`s of the actions the
+        node refused (a delete of a missing doc is not refused); raises Unavailable when the call
+        itself fails."""
+        keys = [doc_key(d.tenant, d.doc_id) for d in upserts] + [doc_key(t, d) for t, d in deletes]
+        found = self._lookup(keys)
+        lines = bulk_body(self.index, upserts=upserts, deletes=deletes, model_id=self.model_id, found=found)
+        if not lines:
+            return set()
+        out = self._send(lines)
+        if not out.get("errors"):
+            return set()
+        owner = {domain_id(k): k for k in keys} if found is None else {i: k for k, ids in found.items() for i in ids}
+        return refused_keys(lines, out.get("items", []), owner)
 
     def delete_page(self, tenant: str, slug: str) -> None:
         self.replace_page(tenant, slug, ())

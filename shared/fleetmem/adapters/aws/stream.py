@@ -2,7 +2,9 @@
 
 Pure functions first (`records_to_operations`), then the small effectful steps the indexer
 Lambda strings together (`embed_operations`, `apply_operations`, `handle_batch`). Documents are
-built by the domain's `fleetmem.memory.indexing`, so both backends index identically.
+built by the domain's `fleetmem.memory.indexing`, so both backends index identically. A batch
+costs one embedder call per `EMBED_BATCH` texts and one `_bulk` (plus one search per keys-only
+page removal, which has no image to name its chunks).
 
 - fact INSERT/MODIFY: upsert `fact:<id>`; a fact that is now expired or superseded is deleted;
 - fact REMOVE (purge, or a TTL deletion by the service): delete `fact:<id>`;
@@ -13,21 +15,35 @@ built by the domain's `fleetmem.memory.indexing`, so both backends index identic
 
 Re-delivery is harmless: document ids are deterministic, so a replayed record rewrites the same
 documents. Failures are reported per record (the stream's SequenceNumber), which is what a
-Lambda event source mapping with `ReportBatchItemFailures` expects.
+Lambda event source mapping with `ReportBatchItemFailures` expects (it retries from the lowest
+one reported). Each failed record's identity (`record_identity`: tenant, kind, id) is what the
+indexer keeps for `fleetmem admin replay` (adapters/aws/replay.py).
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
+from datetime import datetime
 from typing import Any, Literal
+from urllib.parse import unquote
 
 from fleetmem.errors import PortError
 from fleetmem.memory.indexing import EMBED_BATCH, chunk_prefix, doc_for_fact, docs_for_page, fact_doc_id
 from fleetmem.memory.vectors import pack
-from fleetmem.models import SearchDoc
+from fleetmem.models import Fact, Page, SearchDoc
 
-Action = Literal["upsert", "delete", "delete_page"]
+#: The indexer's metrics (Powertools Metrics, the stage's POWERTOOLS_METRICS_NAMESPACE); alarms and
+#: the dashboard name them through these constants.
+METRIC_INDEXING_FAILURES = "IndexingFailures"  # Count per batch: records whose operations failed
+METRIC_SEARCH_LAG = "SearchLagSeconds"  # per batch: the oldest record's age when indexed (Maximum)
+METRIC_REPLAY_KEPT = "ReplayKept"  # Count: failed records' identities kept for `fleetmem admin replay`
+
+#: `replace_page` (replay only): write the page's docs, then delete its other chunk docs.
+Action = Literal["upsert", "delete", "delete_page", "replace_page"]
+#: The kinds of record identity (`Kept.kind`).
+KINDS = ("fact", "page")
 
 
 @dataclass(frozen=True)
@@ -48,6 +64,15 @@ class BatchResult:
     def response(self) -> dict[str, Any]:
         """The partial-batch response Lambda reads (`ReportBatchItemFailures`)."""
         return {"batchItemFailures": [{"itemIdentifier": r} for r in self.failed]}
+
+
+@dataclass(frozen=True, order=True)
+class Kept:
+    """What a failed record is kept as: the item it changed, read again from DynamoDB at replay."""
+
+    tenant: str
+    kind: str  # "fact" (id: the fact id) or "page" (id: the slug)
+    id: str
 
 
 def record_id(record: dict[str, Any]) -> str:
@@ -87,10 +112,7 @@ def record_to_operations(record: dict[str, Any]) -> list[IndexOp]:
         if event == "REMOVE" or new is None:
             src = old or {}
             return [IndexOp(rid, "delete", src["tenant"], doc_ids=(fact_doc_id(src["fact_id"]),))]
-        fact = item_to_fact(new)
-        if fact.expired_at is not None or fact.superseded_by is not None:
-            return [IndexOp(rid, "delete", fact.tenant, doc_ids=(fact_doc_id(fact.fact_id),))]
-        return [IndexOp(rid, "upsert", fact.tenant, docs=(doc_for_fact(fact),))]
+        return fact_operations(rid, item_to_fact(new))
 
     if shape == "page":
         if event == "REMOVE" or new is None:
@@ -123,6 +145,65 @@ def record_to_operations(record: dict[str, Any]) -> list[IndexOp]:
     return []
 
 
+def fact_operations(rid: str, fact: Fact) -> list[IndexOp]:
+    """A fact as it now is -> its operation: a searchable fact is upserted, any other deleted."""
+    if fact.expired_at is not None or fact.superseded_by is not None:
+        return [IndexOp(rid, "delete", fact.tenant, doc_ids=(fact_doc_id(fact.fact_id),))]
+    return [IndexOp(rid, "upsert", fact.tenant, docs=(doc_for_fact(fact),))]
+
+
+def current_operations(rid: str, kept: Kept, *, fact: Fact | None = None, page: Page | None = None) -> list[IndexOp]:
+    """The operations that make the index match an item as DynamoDB holds it now (replay): the
+    fact's or page's current version, or its removal when it is gone (`fact`/`page` None)."""
+    if kept.kind == "fact":
+        if fact is None:
+            return [IndexOp(rid, "delete", kept.tenant, doc_ids=(fact_doc_id(kept.id),))]
+        return fact_operations(rid, fact)
+    if page is None:
+        return [IndexOp(rid, "delete_page", kept.tenant, slug=kept.id)]
+    return [IndexOp(rid, "replace_page", kept.tenant, docs=tuple(docs_for_page(page)), slug=page.slug)]
+
+
+def record_identity(record: dict[str, Any]) -> Kept | None:
+    """The item a stream record changed, as (tenant, kind, id): from its images' `tenant`,
+    `fact_id` / `slug`, else from its keys (`<tenant>#<escaped id>`; the facts table has no sort
+    key, a page row's is `P`). None for rows the index does not hold (counters, derived rows
+    of nothing readable)."""
+    ddb = record.get("dynamodb") or {}
+    try:
+        for raw in (ddb.get("NewImage"), ddb.get("OldImage")):
+            image = _image(raw) or {}
+            if image.get("typ") == "fact" and image.get("tenant") and image.get("fact_id"):
+                return Kept(str(image["tenant"]), "fact", str(image["fact_id"]))
+            if image.get("typ") == "page" and image.get("tenant") and image.get("slug"):
+                return Kept(str(image["tenant"]), "page", str(image["slug"]))
+        keys = _image(ddb.get("Keys")) or {}
+    except (KeyError, ValueError, TypeError):
+        return None
+    tenant, sep, rest = str(keys.get("pk", "")).partition("#")
+    if not (tenant and sep and rest) or rest.startswith("~"):
+        return None
+    sk = keys.get("sk")
+    if sk is None:
+        return Kept(tenant, "fact", unquote(rest))
+    return Kept(tenant, "page", unquote(rest))  # a page row or one of its derived rows: the page
+
+
+def search_lag_s(records: Iterable[dict[str, Any]], now: float | None = None) -> float | None:
+    """Seconds from the oldest record's write (`ApproximateCreationDateTime`, epoch seconds) to
+    `now`: how far search is behind the tables for this batch. None without such a time."""
+    times = []
+    for record in records:
+        at = (record.get("dynamodb") or {}).get("ApproximateCreationDateTime")
+        if isinstance(at, int | float):
+            times.append(float(at))
+        elif isinstance(at, datetime):  # as the SDK returns it
+            times.append(at.timestamp())
+    if not times:
+        return None
+    return max(0.0, (time.time() if now is None else now) - min(times))
+
+
 def records_to_operations(records: Iterable[dict[str, Any]]) -> tuple[list[IndexOp], list[str]]:
     """All records -> (operations in stream order, ids of records that could not be read)."""
     ops: list[IndexOp] = []
@@ -144,7 +225,6 @@ def embed_operations(ops: Sequence[IndexOp], embedder: Any) -> tuple[list[IndexO
     todo = [
         (i, j)
         for i, op in enumerate(ops)
-        if op.action == "upsert"
         for j, d in enumerate(op.docs)
         if not (d.vector and d.vector_model == embedder.model_id)
     ]
@@ -163,40 +243,86 @@ def embed_operations(ops: Sequence[IndexOp], embedder: Any) -> tuple[list[IndexO
             )
     out = []
     for i, op in enumerate(ops):
-        if op.action == "upsert" and any((i, j) in docs for j in range(len(op.docs))):
+        if any((i, j) in docs for j in range(len(op.docs))):
             op = replace(op, docs=tuple(docs.get((i, j), d) for j, d in enumerate(op.docs)))
         out.append(op)
     return out, sorted(failed)
 
 
-def _apply_one(index: Any, op: IndexOp) -> None:
-    if op.action == "upsert":
-        index.upsert(list(op.docs))
-    elif op.action == "delete":
-        index.delete(op.tenant, list(op.doc_ids))
-    else:
-        index.delete_page(op.tenant, op.slug)
+def _op_keys(op: IndexOp) -> set[str]:
+    keys = {d.doc_id for d in op.docs} | set(op.doc_ids) | ({chunk_prefix(op.slug)} if op.slug else set())
+    return {f"{op.tenant}|{k}" for k in keys}
+
+
+def _write_segment(index: Any, ops: Sequence[IndexOp]) -> set[str]:
+    """Upserts and deletes of consecutive operations in ONE `index.write` (one `_bulk`): each
+    document's last action in stream order is the one sent, which is the state the stream ends
+    in. Returns the record ids whose documents the index did not take."""
+    final: dict[str, tuple[str, str, SearchDoc | None]] = {}
+    touched: dict[str, set[str]] = {}
+    for op in ops:
+        for doc in op.docs:
+            key = f"{doc.tenant}|{doc.doc_id}"
+            final.pop(key, None)
+            final[key] = (doc.tenant, doc.doc_id, doc)
+            touched.setdefault(key, set()).add(op.record_id)
+        for doc_id in op.doc_ids:
+            key = f"{op.tenant}|{doc_id}"
+            final.pop(key, None)
+            final[key] = (op.tenant, doc_id, None)
+            touched.setdefault(key, set()).add(op.record_id)
+    if not final:
+        return set()
+    upserts = [doc for _, _, doc in final.values() if doc is not None]
+    deletes = [(tenant, doc_id) for tenant, doc_id, doc in final.values() if doc is None]
+    try:
+        refused = index.write(upserts, deletes)
+    except PortError:
+        refused = set(final)
+    return {rid for key in refused for rid in touched.get(key, ())}
 
 
 def apply_operations(index: Any, ops: Sequence[IndexOp]) -> list[str]:
-    """Apply in stream order; returns the ids of records whose operations failed. Once a record
-    fails, later operations on the same document are held back too, so a retry cannot reorder
-    a delete before an older upsert."""
+    """Apply in stream order, upserts and deletes in one `_bulk` per run of them (a page removal
+    without an image, and replay's page replacement, are searches of their own in between); returns
+    the ids of records whose operations failed. Once a record fails, later operations on the same
+    document are held back too, so a retry cannot reorder a delete before an older upsert."""
     failed: list[str] = []
     blocked: set[str] = set()
+    segment: list[IndexOp] = []
+
+    def fail(rids: Iterable[str], keys: set[str]) -> None:
+        failed.extend(r for r in rids if r not in failed)
+        blocked.update(keys)
+
+    def flush() -> None:
+        if segment:
+            bad = _write_segment(index, segment)
+            for op in segment:
+                if op.record_id in bad:
+                    fail([op.record_id], _op_keys(op))
+            segment.clear()
+
     for op in ops:
-        keys = {d.doc_id for d in op.docs} | set(op.doc_ids) | ({chunk_prefix(op.slug)} if op.slug else set())
-        keys = {f"{op.tenant}|{k}" for k in keys}
+        keys = _op_keys(op)
+        if op.action in ("upsert", "delete"):
+            if op.record_id in failed or keys & blocked:
+                fail([op.record_id], keys)
+            else:
+                segment.append(op)
+            continue
+        flush()
         if op.record_id in failed or keys & blocked:
-            if op.record_id not in failed:
-                failed.append(op.record_id)
-            blocked |= keys
+            fail([op.record_id], keys)
             continue
         try:
-            _apply_one(index, op)
+            if op.action == "delete_page":
+                index.delete_page(op.tenant, op.slug)
+            else:
+                index.replace_page(op.tenant, op.slug, list(op.docs))
         except PortError:
-            failed.append(op.record_id)
-            blocked |= keys
+            fail([op.record_id], keys)
+    flush()
     return failed
 
 
