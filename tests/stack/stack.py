@@ -461,7 +461,11 @@ class Stack:
         config: Any = None,
         sync_index: bool = True,
         log: Callable[[str], None] | None = None,
+        prefix: str = "",
+        index_prefix: str = "",
     ) -> None:
+        """`prefix` / `index_prefix`: serve these existing tables / this index (e.g. a restored
+        stage's), instead of new ones."""
         self.port = port or engines.free_port()
         self.surface = surface
         self.work = work or CACHE / "stack"
@@ -470,6 +474,7 @@ class Stack:
         self.sync_index = sync_index
         self.log = log or (lambda line: print(f"stack: {line}", file=sys.stderr))
         self.prefix = PREFIX
+        self._given = (prefix, index_prefix)
         self.functions: dict[str, Function] = {}
         self.run_dir = Path(tempfile.mkdtemp(prefix="fleetmem-stack-"))
         self._stops: list[Callable[[], None]] = []
@@ -496,6 +501,29 @@ class Stack:
             "AWS_REGION": REGION,
             "AWS_ENDPOINT_URL_DYNAMODB": self.ddb,
             "FLEETMEM_TABLE_PREFIX": self.prefix,
+        }
+
+    def admin_env(self) -> dict[str, str]:
+        """What `fleetmem admin reindex --backend aws` needs for this stack: its tables, its search
+        node (directly) and index prefix, the embedding model its functions use."""
+        from fleetmem.config import (
+            ENV_BEDROCK_EMBEDDING_DIM,
+            ENV_BEDROCK_EMBEDDING_MODEL,
+            ENV_EMBEDDER,
+            ENV_OPENSEARCH_ENDPOINT,
+            ENV_OPENSEARCH_INDEX_PREFIX,
+            ENV_OPENSEARCH_SERVICE,
+        )
+
+        return {
+            **self.client_env(),
+            "AWS_ENDPOINT_URL_BEDROCK_RUNTIME": self.bedrock.url,
+            ENV_EMBEDDER: "bedrock",
+            ENV_BEDROCK_EMBEDDING_MODEL: LOCAL_EMBEDDING_MODEL,
+            ENV_BEDROCK_EMBEDDING_DIM: str(LOCAL_EMBEDDING_DIM),
+            ENV_OPENSEARCH_ENDPOINT: self.search_url,
+            ENV_OPENSEARCH_SERVICE: "none",
+            ENV_OPENSEARCH_INDEX_PREFIX: self.index_prefix,
         }
 
     def token_command(self) -> str:
@@ -551,9 +579,9 @@ class Stack:
 
         from fleetmem.adapters.aws.opensearch import OpenSearchIndex
 
-        self.prefix = f"{PREFIX}-{uuid.uuid4().hex[:6]}"
+        self.prefix = self._given[0] or f"{PREFIX}-{uuid.uuid4().hex[:6]}"
         engines.tables_for(self.ddb, self.prefix)
-        self.index_prefix = f"fmstack{uuid.uuid4().hex[:6]}"
+        self.index_prefix = self._given[1] or f"fmstack{uuid.uuid4().hex[:6]}"
         OpenSearchIndex(
             self.search_url,
             model_id=LOCAL_EMBEDDING_MODEL,

@@ -1,7 +1,14 @@
 """SearchIndex on OpenSearch (managed domain or Serverless) through opensearch-py.
 
-- One index per embedding model: `<prefix>-docs-<model>-<dim>-v<N>`, so vectors of different
-  models are never compared and a model change is a new index plus a re-index.
+- One index name per embedding model: `<prefix>-docs-<model>-<dim>-v<N>`, so vectors of different
+  models are never compared and a model change is a new index plus a re-index. That name is an
+  alias: functions read and write through it, and it points at one concrete index
+  (`<name>-<build>`; `-0` when the first write creates it). `fleetmem admin reindex`
+  (adapters/aws/reindex.py) fills a new concrete index and moves the alias in one `_aliases` call
+  (`swap_alias`), so searches never see a half-built index. A concrete index that carries the name
+  itself (one created before aliases) is used as it is until the first rebuild replaces it.
+- Index replicas come from `FLEETMEM_OPENSEARCH_REPLICAS` (0 by default: a one-node domain has
+  nowhere to put a replica and would stay yellow).
 - Keyword (`multi_match`, BM25) and vector (`knn` with an efficient tenant/visibility/kind filter)
   go out in ONE `_msearch`; the domain fuses the two arms with RRF. A failing vector arm becomes
   `SearchHits.vector_error`, the keyword arm is kept.
@@ -81,11 +88,46 @@ def domain_id(key: str) -> str:
 # pure request builders
 
 
-def index_body(dim: int) -> dict[str, Any]:
-    """Settings + mapping of the docs index (HNSW, cosine, lucene engine)."""
+def concrete_name(name: str, build: str) -> str:
+    """A concrete docs index behind the alias `name` (`build`: "0" for the first, a UTC time stamp
+    for a rebuild)."""
+    return f"{name}-{build}"
+
+
+def index_body(dim: int, *, replicas: int | None = None, alias: str | None = None) -> dict[str, Any]:
+    """Settings + mapping of the docs index (HNSW, cosine, lucene engine); `replicas` (omitted:
+    the service's default, as Serverless requires) and the `alias` it is created behind."""
+    index: dict[str, Any] = {"knn": True, "number_of_shards": 1}
+    if replicas is not None:
+        index["number_of_replicas"] = replicas
+    body = _index_body(dim, index)
+    if alias:
+        body["aliases"] = {alias: {}}
+    return body
+
+
+def swap_actions(
+    alias: str, target: str, current: Sequence[str], *, legacy: bool, drop_old: bool
+) -> list[dict[str, Any]]:
+    """The `_aliases` actions that point `alias` at `target` alone, in one atomic step. `current`:
+    the concrete indexes it points at now; `legacy`: `alias` is itself a concrete index (created
+    before aliases), which is removed in the same step (its name becomes the alias's); `drop_old`:
+    the previous concrete indexes are deleted too (else they are kept, out of the alias)."""
+    actions: list[dict[str, Any]] = []
+    if legacy:
+        actions.append({"remove_index": {"index": alias}})
+    for old in current:
+        if old == target:
+            continue
+        actions.append({"remove_index": {"index": old}} if drop_old else {"remove": {"index": old, "alias": alias}})
+    actions.append({"add": {"index": target, "alias": alias}})
+    return actions
+
+
+def _index_body(dim: int, index: dict[str, Any]) -> dict[str, Any]:
     return {
         "settings": {
-            "index": {"knn": True, "number_of_shards": 1},
+            "index": index,
             "analysis": {
                 # punctuation becomes a word break before tokenizing: the standard tokenizer keeps
                 # "title:espresso" or "a.b" as one token, the embedded FTS engine splits them
@@ -476,7 +518,11 @@ class OpenSearchIndex:
         refresh: bool = False,
         write_through: bool = False,
         flavour: str = "",
+        replicas: int = 0,
+        target: str = "",
     ) -> None:
+        """`target`: write to this concrete index instead of the alias (a rebuild's new index,
+        created by the caller); `replicas`: index replicas when this process creates the index."""
         flavour = flavour or ("serverless" if service == "aoss" else "domain")
         if flavour not in FLAVOURS:
             raise ValueError(f"unknown OpenSearch flavour {flavour!r}: use one of {', '.join(FLAVOURS)}")
@@ -485,7 +531,10 @@ class OpenSearchIndex:
         self.model_id = model_id
         self.dim = dim
         self.service = service
-        self.index = index_name(prefix, model_id, dim)
+        #: the alias functions read and write through (or, when `target` is given, that index)
+        self.index = target or index_name(prefix, model_id, dim)
+        self.alias = index_name(prefix, model_id, dim)
+        self.replicas = replicas
         #: every docs index of this prefix, whatever its model (tenant deletion reaches them all)
         self.indexes = f"{prefix}-docs-*"
         self._region = region
@@ -493,7 +542,7 @@ class OpenSearchIndex:
         self._client = client
         self._search_client = client
         self.breaker = SearchBreaker()
-        self._ready = False
+        self._ready = bool(target)
         # Serverless has no explicit refresh; a managed domain refreshes on its interval anyway.
         self._refresh = (refresh or write_through) and flavour == "domain"
         # doc_key -> `_id`s this process wrote, which a search may not see yet (a write becomes
@@ -551,20 +600,44 @@ class OpenSearchIndex:
             raise Unavailable("search index request failed", reason="search_error") from None
 
     def ensure_index(self) -> None:
-        """Create the index when missing (idempotent; once per process)."""
+        """Create the index when missing (idempotent; once per process): the first concrete index
+        (`<alias>-0`) with the alias on it, in one request. An alias or a concrete index of that
+        name (one created before aliases) is used as it is."""
         if self._ready:
             return
         from opensearchpy.exceptions import RequestError
 
         if not self._call(self.client.indices.exists, index=self.index):
             try:
-                self._call(self.client.indices.create, index=self.index, body=index_body(self.dim))
+                self.create_index(concrete_name(self.alias, "0"), alias=self.alias)
             except Unavailable:
                 if not self._call(self.client.indices.exists, index=self.index):  # lost a creation race?
                     raise
             except RequestError:  # pragma: no cover - translated by _call
                 pass
         self._ready = True
+
+    def create_index(self, name: str, *, alias: str | None = None) -> None:
+        """Create the concrete docs index `name` (behind `alias` when given)."""
+        replicas = None if self.flavour == "serverless" else self.replicas
+        self._call(self.client.indices.create, index=name, body=index_body(self.dim, replicas=replicas, alias=alias))
+
+    def alias_targets(self) -> tuple[list[str], bool]:
+        """(the concrete indexes the alias points at, whether the name is itself a concrete index
+        created before aliases); ([], False) when neither exists."""
+        if self._call(self.client.indices.exists_alias, name=self.alias):
+            found = self._call(self.client.indices.get_alias, name=self.alias)
+            return sorted(found), False
+        return [], bool(self._call(self.client.indices.exists, index=self.alias))
+
+    def swap_alias(self, target: str, *, drop_old: bool = False) -> list[str]:
+        """Point the alias at `target` alone, atomically; returns the concrete indexes it left
+        (deleted with `drop_old`, else kept out of the alias; one created before aliases is always
+        deleted, its name being the alias's)."""
+        current, legacy = self.alias_targets()
+        actions = swap_actions(self.alias, target, current, legacy=legacy, drop_old=drop_old)
+        self._call(self.client.indices.update_aliases, body={"actions": actions})
+        return [c for c in current if c != target] + ([self.alias] if legacy else [])
 
     def _bulk(self, lines: list[dict[str, Any]], *, create: bool = True) -> None:
         """Send `_bulk` actions; `create=False` for deletes naming their own existing index."""
