@@ -137,7 +137,7 @@ def test_a_stopped_rebuild_resumes_from_its_checkpoint(stage: Any, tmp_path: Pat
             stores.pages.put(page(tenant, n))
     stores.facts.expire(tenants[0], "f_001", at=datetime.now(UTC), reason="test", actor="w")
     search.ensure_index()  # the stage's index today: empty (its documents lost)
-    (old,), _ = search.alias_targets()
+    (old,) = search.alias_targets()
     state = StateFile(tmp_path / "state.json")
     total = sum(len(expected_docs(stores, t)) for t in tenants)
 
@@ -154,7 +154,7 @@ def test_a_stopped_rebuild_resumes_from_its_checkpoint(stage: Any, tmp_path: Pat
         Rebuild(stores, first, EMBEDDER, state, rate=0, batch=3).run()
     stopped = state.load()
     assert stopped is not None and stopped.phase == "copy" and 0 < stopped.copied
-    assert search.alias_targets()[0] == [old]  # searches still go to the old index
+    assert search.alias_targets() == [old]  # searches still go to the old index
 
     counting = DyingClient(search.client, batches=-1)
     second = OpenSearchIndex(
@@ -171,26 +171,32 @@ def test_a_stopped_rebuild_resumes_from_its_checkpoint(stage: Any, tmp_path: Pat
     assert dying.sent + counting.sent == total and counting.sent < total
     for tenant in tenants:
         assert indexed(search, search.alias, tenant) == expected_docs(stores, tenant)
-    assert search.alias_targets()[0] == [done.target] and done.left == [old]
+    assert search.alias_targets() == [done.target] and done.left == [old]
     assert search.client.indices.exists(index=old)  # kept (no drop_old)
 
 
 @pytest.mark.live_opensearch
-def test_an_index_created_before_aliases_is_used_then_replaced_by_the_alias(stage: Any, tmp_path: Path) -> None:
+def test_an_index_created_before_aliases_is_adopted_and_a_rebuild_can_drop_it(stage: Any, tmp_path: Path) -> None:
     stores, search = stage
     tenant = "legacy"
     for n in range(1, 4):
         stores.facts.put(fact(tenant, n))
+    # the index as the adapter created it before aliases, holding one document
     legacy = index_name(search.alias.split("-docs-")[0], EMBEDDER.model_id, EMBEDDER.dim)
-    assert legacy == search.alias
-    search.client.indices.create(index=legacy, body=index_body(EMBEDDER.dim, replicas=0))  # as before aliases
-    facts, _ = stores.facts.scan(tenant, after=None, limit=10)
-    search.upsert(fact_docs(facts)[0][:1])  # the functions keep writing into it as it is
-    assert indexed(search, legacy, tenant) == {"fact:f_001"}
-    assert search.alias_targets() == ([], True)
+    assert legacy == search.index != search.alias
+    search.client.indices.create(index=legacy, body=index_body(EMBEDDER.dim, replicas=0))
+    search.client.index(
+        index=legacy,
+        id="legacy|fact:f_001",
+        body={"doc_key": "legacy|fact:f_001", "tenant": tenant, "doc_id": "fact:f_001", "kind": "fact", "text": "kept"},
+        refresh=True,
+    )
+    search.ensure_index()  # adopted: the alias now points at it, its document still found
+    assert search.alias_targets() == [legacy] and indexed(search, search.alias, tenant) == {"fact:f_001"}
 
     done = Rebuild(stores, search, EMBEDDER, StateFile(tmp_path / "s.json"), rate=0, drop_old=True).run()
-    assert search.alias_targets() == ([done.target], False) and done.left == [legacy]
+    assert search.alias_targets() == [done.target] and done.left == [legacy]
+    assert not search.client.indices.exists(index=legacy)  # --drop-old
     assert indexed(search, search.alias, tenant) == {"fact:f_001", "fact:f_002", "fact:f_003"}
 
 
@@ -198,7 +204,7 @@ def test_an_index_created_before_aliases_is_used_then_replaced_by_the_alias(stag
 def test_a_new_index_has_the_configured_replicas_and_is_green_on_one_node(stage: Any) -> None:
     _, search = stage
     search.ensure_index()
-    (concrete,), _ = search.alias_targets()
+    (concrete,) = search.alias_targets()
     settings = search.client.indices.get_settings(index=concrete)[concrete]["settings"]["index"]
     assert settings["number_of_replicas"] == "0"
     health = search.client.cluster.health(index=concrete, wait_for_status="green")

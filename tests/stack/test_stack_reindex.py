@@ -110,7 +110,7 @@ def test_a_rebuild_under_concurrent_writes_misses_nothing_and_swaps_the_alias(
     token = mint(stack, ["read", "write", "admin"], tenant=tenant)
     seeded = seed(stack, token, "before")
     search = search_of(stack)
-    (old,), _ = search.alias_targets()
+    (old,) = search.alias_targets()
 
     written: list[tuple[str, str]] = []
     stop = threading.Event()
@@ -145,7 +145,7 @@ def test_a_rebuild_under_concurrent_writes_misses_nothing_and_swaps_the_alias(
     assert failures == []
     stack.drain()
 
-    assert search.alias_targets() == ([doc["index"]], False) and doc["index"] != old
+    assert search.alias_targets() == [doc["index"]] and doc["index"] != old
     assert doc["previous"] == [old] and search.client.indices.exists(index=old)  # kept: no --drop-old
     want = expected_docs(stack.ddb, stack.prefix, tenant)
     assert len(want) > 20 and indexed(search, tenant) == want  # 0 missing, nothing stale
@@ -175,7 +175,7 @@ def test_restore_rehearsal_copied_tables_reindexed_pass_conformance(
     assert again.code != 0 and "not empty" in again.stderr  # never merged into a stage holding data
     doc = reindex(fm, env, tmp_path / "restore.json")
     search = search_of(stack, fresh)
-    assert search.alias_targets() == ([doc["index"]], False)
+    assert search.alias_targets() == [doc["index"]]
     assert indexed(search, tenant) == expected_docs(stack.ddb, restored, tenant)
 
     second = Stack(config=request.config, prefix=restored, index_prefix=fresh).start()

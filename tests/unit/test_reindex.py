@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from fleetmem.adapters.aws.opensearch import index_body, swap_actions
+from fleetmem.adapters.aws.opensearch import alias_name, index_body, index_name, rebuild_name, swap_actions
 from fleetmem.adapters.aws.reindex import Checkpoint, Pace, StateFile, fact_docs
 from fleetmem.config import ENV_OPENSEARCH_REPLICAS, Settings
 from fleetmem.models import Fact
@@ -16,20 +16,22 @@ T = datetime(2026, 1, 2, tzinfo=UTC)
 
 
 def test_the_swap_moves_the_alias_in_one_step_keeping_or_dropping_the_old_index() -> None:
-    assert swap_actions("a", "a-2", ["a-1"], legacy=False, drop_old=False) == [
-        {"remove": {"index": "a-1", "alias": "a"}},
-        {"add": {"index": "a-2", "alias": "a"}},
+    assert swap_actions("a-live", "a-2", ["a"], drop_old=False) == [
+        {"remove": {"index": "a", "alias": "a-live"}},
+        {"add": {"index": "a-2", "alias": "a-live"}},
     ]
-    assert swap_actions("a", "a-2", ["a-1"], legacy=False, drop_old=True) == [
-        {"remove_index": {"index": "a-1"}},
-        {"add": {"index": "a-2", "alias": "a"}},
-    ]
-    # an index that carries the alias's name itself (created before aliases) gives its name up
-    assert swap_actions("a", "a-2", [], legacy=True, drop_old=False) == [
+    assert swap_actions("a-live", "a-2", ["a"], drop_old=True) == [
         {"remove_index": {"index": "a"}},
-        {"add": {"index": "a-2", "alias": "a"}},
+        {"add": {"index": "a-2", "alias": "a-live"}},
     ]
-    assert swap_actions("a", "a-2", ["a-2"], legacy=False, drop_old=True) == [{"add": {"index": "a-2", "alias": "a"}}]
+    assert swap_actions("a-live", "a-2", [], drop_old=True) == [{"add": {"index": "a-2", "alias": "a-live"}}]
+    assert swap_actions("a-live", "a-2", ["a-2"], drop_old=True) == [{"add": {"index": "a-2", "alias": "a-live"}}]
+
+
+def test_names_of_the_alias_and_of_a_rebuild_keep_the_model_and_version() -> None:
+    assert alias_name("p", "Model X", 8) == "p-docs-model-x-8-v2-live"
+    assert rebuild_name(alias_name("p", "m", 8), "20260102t030405") == "p-docs-m-8-v2-20260102t030405"
+    assert rebuild_name(alias_name("p", "m", 8), "x").startswith(index_name("p", "m", 8))
 
 
 def test_index_body_carries_the_replicas_and_the_alias_only_when_given() -> None:

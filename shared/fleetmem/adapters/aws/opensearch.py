@@ -1,12 +1,12 @@
 """SearchIndex on OpenSearch (managed domain or Serverless) through opensearch-py.
 
-- One index name per embedding model: `<prefix>-docs-<model>-<dim>-v<N>`, so vectors of different
-  models are never compared and a model change is a new index plus a re-index. That name is an
-  alias: functions read and write through it, and it points at one concrete index
-  (`<name>-<build>`; `-0` when the first write creates it). `fleetmem admin reindex`
-  (adapters/aws/reindex.py) fills a new concrete index and moves the alias in one `_aliases` call
-  (`swap_alias`), so searches never see a half-built index. A concrete index that carries the name
-  itself (one created before aliases) is used as it is until the first rebuild replaces it.
+- One index per embedding model: `<prefix>-docs-<model>-<dim>-v<N>`, so vectors of different
+  models are never compared and a model change is a new index plus a re-index. Functions read and
+  write through the alias `<that name>-live` (`alias_name`), which points at one concrete index:
+  the first write creates `<prefix>-docs-<model>-<dim>-v<N>` with the alias on it (an index of
+  that name created before aliases gets the alias added: adopted, data kept). `fleetmem admin
+  reindex` (adapters/aws/reindex.py) fills a new concrete index `<that name>-<UTC stamp>` and
+  moves the alias in one `_aliases` call (`swap_alias`), so searches never see a half-built index.
 - Index replicas come from `FLEETMEM_OPENSEARCH_REPLICAS` (0 by default: a one-node domain has
   nowhere to put a replica and would stay yellow).
 - Keyword (`multi_match`, BM25) and vector (`knn` with an efficient tenant/visibility/kind filter)
@@ -88,10 +88,14 @@ def domain_id(key: str) -> str:
 # pure request builders
 
 
-def concrete_name(name: str, build: str) -> str:
-    """A concrete docs index behind the alias `name` (`build`: "0" for the first, a UTC time stamp
-    for a rebuild)."""
-    return f"{name}-{build}"
+def alias_name(prefix: str, model_id: str, dim: int, version: int = INDEX_VERSION) -> str:
+    """The alias functions read and write through."""
+    return f"{index_name(prefix, model_id, dim, version)}-live"
+
+
+def rebuild_name(alias: str, stamp: str) -> str:
+    """The concrete index a rebuild started at `stamp` fills (beside the first, `index_name`)."""
+    return f"{alias.removesuffix('-live')}-{stamp}"
 
 
 def index_body(dim: int, *, replicas: int | None = None, alias: str | None = None) -> dict[str, Any]:
@@ -106,16 +110,11 @@ def index_body(dim: int, *, replicas: int | None = None, alias: str | None = Non
     return body
 
 
-def swap_actions(
-    alias: str, target: str, current: Sequence[str], *, legacy: bool, drop_old: bool
-) -> list[dict[str, Any]]:
+def swap_actions(alias: str, target: str, current: Sequence[str], *, drop_old: bool) -> list[dict[str, Any]]:
     """The `_aliases` actions that point `alias` at `target` alone, in one atomic step. `current`:
-    the concrete indexes it points at now; `legacy`: `alias` is itself a concrete index (created
-    before aliases), which is removed in the same step (its name becomes the alias's); `drop_old`:
-    the previous concrete indexes are deleted too (else they are kept, out of the alias)."""
+    the concrete indexes it points at now; `drop_old`: they are deleted in the same step (else they
+    are kept, out of the alias)."""
     actions: list[dict[str, Any]] = []
-    if legacy:
-        actions.append({"remove_index": {"index": alias}})
     for old in current:
         if old == target:
             continue
@@ -531,9 +530,10 @@ class OpenSearchIndex:
         self.model_id = model_id
         self.dim = dim
         self.service = service
-        #: the alias functions read and write through (or, when `target` is given, that index)
+        #: the first concrete index of this model (`target`: the index this instance writes to)
         self.index = target or index_name(prefix, model_id, dim)
-        self.alias = index_name(prefix, model_id, dim)
+        #: what every read and write names: the alias (or `target`)
+        self.alias = target or alias_name(prefix, model_id, dim)
         self.replicas = replicas
         #: every docs index of this prefix, whatever its model (tenant deletion reaches them all)
         self.indexes = f"{prefix}-docs-*"
@@ -600,21 +600,20 @@ class OpenSearchIndex:
             raise Unavailable("search index request failed", reason="search_error") from None
 
     def ensure_index(self) -> None:
-        """Create the index when missing (idempotent; once per process): the first concrete index
-        (`<alias>-0`) with the alias on it, in one request. An alias or a concrete index of that
-        name (one created before aliases) is used as it is."""
+        """Make sure the alias exists (idempotent; once per process): create the first concrete
+        index with the alias on it in one request, or (an index of that name created before
+        aliases) add the alias to it."""
         if self._ready:
             return
-        from opensearchpy.exceptions import RequestError
-
-        if not self._call(self.client.indices.exists, index=self.index):
-            try:
-                self.create_index(concrete_name(self.alias, "0"), alias=self.alias)
-            except Unavailable:
-                if not self._call(self.client.indices.exists, index=self.index):  # lost a creation race?
-                    raise
-            except RequestError:  # pragma: no cover - translated by _call
-                pass
+        if not self._call(self.client.indices.exists, index=self.alias):
+            if self._call(self.client.indices.exists, index=self.index):
+                self._call(self.client.indices.put_alias, index=self.index, name=self.alias)  # adopted
+            else:
+                try:
+                    self.create_index(self.index, alias=self.alias)
+                except Unavailable:
+                    if not self._call(self.client.indices.exists, index=self.alias):  # lost a creation race?
+                        raise
         self._ready = True
 
     def create_index(self, name: str, *, alias: str | None = None) -> None:
@@ -622,22 +621,19 @@ class OpenSearchIndex:
         replicas = None if self.flavour == "serverless" else self.replicas
         self._call(self.client.indices.create, index=name, body=index_body(self.dim, replicas=replicas, alias=alias))
 
-    def alias_targets(self) -> tuple[list[str], bool]:
-        """(the concrete indexes the alias points at, whether the name is itself a concrete index
-        created before aliases); ([], False) when neither exists."""
-        if self._call(self.client.indices.exists_alias, name=self.alias):
-            found = self._call(self.client.indices.get_alias, name=self.alias)
-            return sorted(found), False
-        return [], bool(self._call(self.client.indices.exists, index=self.alias))
+    def alias_targets(self) -> list[str]:
+        """The concrete indexes the alias points at ([] when it does not exist)."""
+        if not self._call(self.client.indices.exists_alias, name=self.alias):
+            return []
+        return sorted(self._call(self.client.indices.get_alias, name=self.alias))
 
     def swap_alias(self, target: str, *, drop_old: bool = False) -> list[str]:
         """Point the alias at `target` alone, atomically; returns the concrete indexes it left
-        (deleted with `drop_old`, else kept out of the alias; one created before aliases is always
-        deleted, its name being the alias's)."""
-        current, legacy = self.alias_targets()
-        actions = swap_actions(self.alias, target, current, legacy=legacy, drop_old=drop_old)
+        (deleted with `drop_old`, else kept out of the alias)."""
+        current = self.alias_targets()
+        actions = swap_actions(self.alias, target, current, drop_old=drop_old)
         self._call(self.client.indices.update_aliases, body={"actions": actions})
-        return [c for c in current if c != target] + ([self.alias] if legacy else [])
+        return [c for c in current if c != target]
 
     def _bulk(self, lines: list[dict[str, Any]], *, create: bool = True) -> None:
         """Send `_bulk` actions; `create=False` for deletes naming their own existing index."""
@@ -695,16 +691,16 @@ class OpenSearchIndex:
 
     def _find(self, body: dict[str, Any]) -> dict[str, list[str]]:
         self.ensure_index()
-        return parse_lookup(self._call(self.client.search, index=self.index, body=body))
+        return parse_lookup(self._call(self.client.search, index=self.alias, body=body))
 
     def upsert(self, docs: Sequence[SearchDoc]) -> None:
         found = self._lookup([doc_key(d.tenant, d.doc_id) for d in docs])
-        self._bulk(bulk_body(self.index, upserts=docs, model_id=self.model_id, found=found))
+        self._bulk(bulk_body(self.alias, upserts=docs, model_id=self.model_id, found=found))
 
     def delete(self, tenant: str, doc_ids: Sequence[str]) -> None:
         found = self._lookup([doc_key(tenant, d) for d in doc_ids])
         deletes = [(tenant, d) for d in doc_ids]
-        self._bulk(bulk_body(self.index, deletes=deletes, model_id=self.model_id, found=found))
+        self._bulk(bulk_body(self.alias, deletes=deletes, model_id=self.model_id, found=found))
 
     def delete_page(self, tenant: str, slug: str) -> None:
         self.replace_page(tenant, slug, ())
@@ -725,7 +721,7 @@ class OpenSearchIndex:
             if key.startswith(prefix) and ids:
                 found.setdefault(key, []).extend(sorted(ids - set(found.get(key, ()))))
         stale = [_id for key, ids in found.items() if key not in keep for _id in ids]
-        self._bulk([{"delete": {"_index": self.index, "_id": _id}} for _id in stale])
+        self._bulk([{"delete": {"_index": self.alias, "_id": _id}} for _id in stale])
 
     # -- deleting a tenant (fleetmem tenant delete --backend aws) --------------------------------
 
@@ -773,7 +769,7 @@ class OpenSearchIndex:
                     problem, vector = "query vector has the wrong dimension for the index", None
         if not query.text.strip() and vector is None:
             return SearchHits(keyword=(), vector=None, vector_error=problem)
-        body = msearch_body(self.index, query, vector)
+        body = msearch_body(self.alias, query, vector)
         if not query.text.strip():
             # vector only: keep the keyword slot with an empty match so the parser stays positional
             body[1] = {**body[1], "query": {"bool": {"must_not": [{"match_all": {}}]}}}

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from fleetmem.adapters.aws.dynamo import call
-from fleetmem.adapters.aws.opensearch import OpenSearchIndex, concrete_name
+from fleetmem.adapters.aws.opensearch import OpenSearchIndex, rebuild_name
 from fleetmem.adapters.aws.stream import IndexOp, embed_operations
 from fleetmem.errors import Unavailable
 from fleetmem.memory.indexing import doc_for_fact, docs_for_page, fact_doc_id
@@ -213,10 +213,9 @@ class Rebuild:
         start = self.now()
         if self.tenant:
             self.search.ensure_index()
-            current, legacy = self.search.alias_targets()
-            target = self.search.alias if legacy else current[0]
+            target = self.search.alias_targets()[0]
         else:
-            target = concrete_name(self.search.alias, start.strftime("%Y%m%dt%H%M%S%f"))
+            target = rebuild_name(self.search.alias, start.strftime("%Y%m%dt%H%M%S%f"))
             self.search.create_index(target)
         point = Checkpoint(
             alias=self.search.alias,
