@@ -21,6 +21,9 @@ stopped:
    wrote during the copy are caught up from change 0. After the swap the stream indexer writes to
    the new index itself.
 
+`tenant` given: that tenant only, written again into the index the alias points at (no new index,
+no swap), then caught up the same way.
+
 Known limit: a fact purged (`purge_fact`) while the copy runs has no change number; its document
 can stay in the new index. Recall never shows it (fact reads go to the store).
 """
