@@ -48,7 +48,7 @@ def test_the_replica_setting_defaults_to_zero_and_is_read_from_the_environment(m
     monkeypatch.setenv(ENV_OPENSEARCH_REPLICAS, "2")
     assert Settings.from_env().opensearch_replicas == 2
     monkeypatch.setenv(ENV_OPENSEARCH_REPLICAS, "-1")
-    with pytest.raises(ValueError, match="whole number"):
+    with pytest.raises(ValueError, match=f"{ENV_OPENSEARCH_REPLICAS} must be a whole number"):
         Settings.from_env()
 
 
