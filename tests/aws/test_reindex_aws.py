@@ -19,7 +19,7 @@ from fleetmem.adapters.aws.reindex import Rebuild, StateFile, fact_docs
 from fleetmem.adapters.local.hash_embedder import HashEmbedder
 from fleetmem.errors import Unavailable
 from fleetmem.memory.indexing import docs_for_page
-from fleetmem.models import Fact, Page
+from fleetmem.models import Fact, Page, SearchQuery
 from tests.aws import engines
 
 T0 = datetime.now(UTC).replace(microsecond=0) - timedelta(hours=1)
@@ -188,9 +188,25 @@ def test_an_index_created_before_aliases_is_adopted_and_a_rebuild_can_drop_it(st
     search.client.index(
         index=legacy,
         id="legacy|fact:f_001",
-        body={"doc_key": "legacy|fact:f_001", "tenant": tenant, "doc_id": "fact:f_001", "kind": "fact", "text": "kept"},
+        body={
+            "doc_key": "legacy|fact:f_001",
+            "tenant": tenant,
+            "doc_id": "fact:f_001",
+            "kind": "fact",
+            "text": "kept",
+            "visibility": "world",
+        },
         refresh=True,
     )
+    reader = OpenSearchIndex(
+        search.endpoint,
+        model_id=search.model_id,
+        dim=search.dim,
+        service="none",
+        prefix=search.alias.split("-docs-")[0],
+    )
+    query = SearchQuery(tenant=tenant, text="kept", kinds=("fact",), k=5)
+    assert [h.doc_id for h in reader.search(query).keyword] == ["fact:f_001"]  # found before the alias exists
     search.ensure_index()  # adopted: the alias now points at it, its document still found
     assert search.alias_targets() == [legacy] and indexed(search, search.alias, tenant) == {"fact:f_001"}
 

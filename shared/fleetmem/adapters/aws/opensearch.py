@@ -543,6 +543,7 @@ class OpenSearchIndex:
         self._search_client = client
         self.breaker = SearchBreaker()
         self._ready = bool(target)
+        self._no_alias_until = 0.0  # until then, searches name the first index (no alias yet)
         # Serverless has no explicit refresh; a managed domain refreshes on its interval anyway.
         self._refresh = (refresh or write_through) and flavour == "domain"
         # doc_key -> `_id`s this process wrote, which a search may not see yet (a write becomes
@@ -620,6 +621,20 @@ class OpenSearchIndex:
         """Create the concrete docs index `name` (behind `alias` when given)."""
         replicas = None if self.flavour == "serverless" else self.replicas
         self._call(self.client.indices.create, index=name, body=index_body(self.dim, replicas=replicas, alias=alias))
+
+    def _msearch(self, body: list[dict[str, Any]]) -> Any:
+        """`_msearch` through the alias. A stage whose index predates aliases has none until its
+        indexer's next write adds it (the read path may not): until then the first index answers,
+        and the alias is looked for again at most once a minute."""
+        def named(name: str) -> list[dict[str, Any]]:
+            return [{**line, "index": name} if i % 2 == 0 else line for i, line in enumerate(body)]
+
+        legacy = self.alias != self.index and time.monotonic() < self._no_alias_until
+        out = self._call(self.search_client.msearch, body=named(self.index) if legacy else body)
+        if legacy or self.alias == self.index or not _missing_index((out.get("responses") or [{}])[0]):
+            return out
+        self._no_alias_until = time.monotonic() + 60
+        return self._call(self.search_client.msearch, body=named(self.index))
 
     def alias_targets(self) -> list[str]:
         """The concrete indexes the alias points at ([] when it does not exist)."""
@@ -775,7 +790,7 @@ class OpenSearchIndex:
             body[1] = {**body[1], "query": {"bool": {"must_not": [{"match_all": {}}]}}}
         self.breaker.check()
         try:
-            out = self._call(self.search_client.msearch, body=body)
+            out = self._msearch(body)
         except Unavailable as exc:
             self.breaker.record(exc)
             raise
