@@ -1395,8 +1395,7 @@ BUILTIN_COMMANDS = frozenset(
 #: The ambient-recall commands (fleetmem.hooks.commands): built-in too, so a hook skips the registry.
 BUILTIN_COMMANDS = BUILTIN_COMMANDS | {"profile", "hook", "heartbeat"}
 #: The portability commands (fleetmem.cli_pack).
-BUILTIN_COMMANDS = BUILTIN_COMMANDS | {"export", "backup", "tenant"}
-BUILTIN_COMMANDS = BUILTIN_COMMANDS | {"admin"}  # stage operations (fleetmem.cli_admin)
+BUILTIN_COMMANDS = BUILTIN_COMMANDS | {"export", "backup", "tenant", "admin"}  # admin: fleetmem.cli_admin
 
 
 def _command_word(argv: Sequence[str]) -> str | None:
@@ -1415,6 +1414,7 @@ def _command_word(argv: Sequence[str]) -> str | None:
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     """The full parser. Given the argv it will parse, tool subcommands are generated only when the
     command is not a built-in one (loading the registry costs more than the rest of a token command)."""
+    from fleetmem.cli_admin import add_commands as add_admin_commands
     from fleetmem.cli_pack import add_commands as add_pack_commands
     from fleetmem.cli_pack import add_import_options as add_pack_import_options
 
@@ -1559,8 +1559,6 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
 
     add_commands(sub, common)
     add_pack_commands(sub, common)
-    from fleetmem.cli_admin import add_commands as add_admin_commands
-
     add_admin_commands(sub, common)
     return parser
 

@@ -28,6 +28,8 @@ ENV_OPENSEARCH_ENDPOINT = "FLEETMEM_OPENSEARCH_ENDPOINT"
 ENV_OPENSEARCH_SERVICE = "FLEETMEM_OPENSEARCH_SERVICE"
 ENV_OPENSEARCH_INDEX_PREFIX = "FLEETMEM_OPENSEARCH_INDEX_PREFIX"
 ENV_OPENSEARCH_WRITE_THROUGH = "FLEETMEM_OPENSEARCH_WRITE_THROUGH"
+#: replicas of a docs index this stage creates (node count - 1, capped; 0: a one-node domain stays green)
+ENV_OPENSEARCH_REPLICAS = "FLEETMEM_OPENSEARCH_REPLICAS"
 ENV_BEDROCK_EMBEDDING_MODEL = "FLEETMEM_BEDROCK_EMBEDDING_MODEL"
 ENV_BEDROCK_EMBEDDING_DIM = "FLEETMEM_BEDROCK_EMBEDDING_DIM"
 ENV_BEDROCK_LLM_MODEL = "FLEETMEM_BEDROCK_LLM_MODEL"
@@ -114,6 +116,14 @@ def call_threads_value(text: str) -> int:
         ) from None
 
 
+def replicas_value(text: str) -> int:
+    """`$FLEETMEM_OPENSEARCH_REPLICAS`: 0..15 replicas per docs index."""
+    try:
+        return whole_number(text, 0, 15)
+    except ValueError as exc:
+        raise ValueError(f"{ENV_OPENSEARCH_REPLICAS} {exc}; Unset it for 0 (a one-node domain).") from None
+
+
 def idempotency_lease_value(text: str) -> int:
     """`$FLEETMEM_IDEMPOTENCY_LEASE_S`: whole seconds, at least 1 and at most the key's lifetime."""
     try:
@@ -147,6 +157,7 @@ class Settings:
     opensearch_endpoint: str = ""
     opensearch_service: str = "es"  # es (managed domain) | aoss (serverless)
     opensearch_index_prefix: str = "fleetmem"
+    opensearch_replicas: int = 0
     #: index writes synchronously (no stream indexer runs, e.g. DynamoDB Local + a local engine)
     opensearch_write_through: bool = False
     bedrock_embedding_model: str = "amazon.titan-embed-text-v2:0"
@@ -212,6 +223,7 @@ class Settings:
             opensearch_endpoint=_env(ENV_OPENSEARCH_ENDPOINT),
             opensearch_service=_env(ENV_OPENSEARCH_SERVICE, "es"),
             opensearch_index_prefix=_env(ENV_OPENSEARCH_INDEX_PREFIX, "fleetmem"),
+            opensearch_replicas=replicas_value(_env(ENV_OPENSEARCH_REPLICAS) or "0"),
             opensearch_write_through=_env(ENV_OPENSEARCH_WRITE_THROUGH).lower() in {"1", "true", "yes"},
             bedrock_embedding_model=_env(ENV_BEDROCK_EMBEDDING_MODEL, "amazon.titan-embed-text-v2:0"),
             bedrock_embedding_dim=int(_env(ENV_BEDROCK_EMBEDDING_DIM, "1024")),

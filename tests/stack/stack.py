@@ -546,7 +546,11 @@ class Stack:
         config: Any = None,
         sync_index: bool = True,
         log: Callable[[str], None] | None = None,
+        prefix: str = "",
+        index_prefix: str = "",
     ) -> None:
+        """`prefix` / `index_prefix`: serve these existing tables / this index (e.g. a restored
+        stage's), instead of new ones."""
         self.port = port or engines.free_port()
         self.surface = surface
         self.work = work or CACHE / "stack"
@@ -555,6 +559,7 @@ class Stack:
         self.sync_index = sync_index
         self.log = log or (lambda line: print(f"stack: {line}", file=sys.stderr))
         self.prefix = PREFIX
+        self._given = (prefix, index_prefix)
         self.functions: dict[str, Function] = {}
         self.run_dir = Path(tempfile.mkdtemp(prefix="fleetmem-stack-"))
         self._stops: list[Callable[[], None]] = []
@@ -584,14 +589,34 @@ class Stack:
         }
 
     def admin_env(self) -> dict[str, str]:
-        """What `fleetmem admin replay|status` needs: the stage's settings as its functions have
-        them (tables, search index, embedding model, the replay queue on moto)."""
+        """What `fleetmem admin ...` needs for this stack: the stage's settings as its functions have
+        them (tables, search index and prefix, embedding model, the replay queue on moto), with the
+        search node reached directly."""
+        from fleetmem.config import (
+            ENV_BEDROCK_EMBEDDING_DIM,
+            ENV_BEDROCK_EMBEDDING_MODEL,
+            ENV_EMBEDDER,
+            ENV_OPENSEARCH_ENDPOINT,
+            ENV_OPENSEARCH_INDEX_PREFIX,
+            ENV_OPENSEARCH_SERVICE,
+        )
+
         env = dict(self.environment["common"])
         env.update(self.environment.get("indexer", {}))
-        env["FLEETMEM_OPENSEARCH_ENDPOINT"] = self.search_url
-        env["AWS_ENDPOINT_URL_BEDROCK_RUNTIME"] = self.bedrock.url
-        env["AWS_ENDPOINT_URL_SQS"] = self.moto
         env.pop("PATH", None)
+        env.update(self.client_env())
+        env.update(
+            {
+                "AWS_ENDPOINT_URL_BEDROCK_RUNTIME": self.bedrock.url,
+                "AWS_ENDPOINT_URL_SQS": self.moto,
+                ENV_EMBEDDER: "bedrock",
+                ENV_BEDROCK_EMBEDDING_MODEL: LOCAL_EMBEDDING_MODEL,
+                ENV_BEDROCK_EMBEDDING_DIM: str(LOCAL_EMBEDDING_DIM),
+                ENV_OPENSEARCH_ENDPOINT: self.search_url,
+                ENV_OPENSEARCH_SERVICE: "none",
+                ENV_OPENSEARCH_INDEX_PREFIX: self.index_prefix,
+            }
+        )
         return env
 
     def token_command(self) -> str:
@@ -647,9 +672,9 @@ class Stack:
 
         from fleetmem.adapters.aws.opensearch import OpenSearchIndex
 
-        self.prefix = f"{PREFIX}-{uuid.uuid4().hex[:6]}"
+        self.prefix = self._given[0] or f"{PREFIX}-{uuid.uuid4().hex[:6]}"
         engines.tables_for(self.ddb, self.prefix)
-        self.index_prefix = f"fmstack{uuid.uuid4().hex[:6]}"
+        self.index_prefix = self._given[1] or f"fmstack{uuid.uuid4().hex[:6]}"
         OpenSearchIndex(
             self.search_url,
             model_id=LOCAL_EMBEDDING_MODEL,

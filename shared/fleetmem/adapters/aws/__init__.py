@@ -107,6 +107,7 @@ def open_aws(
             session=session,
             client=search_client,
             write_through=settings.opensearch_write_through,
+            replicas=settings.opensearch_replicas,
         )
     else:
         search = NoSearchIndex()

@@ -499,3 +499,27 @@ def change_floor(client: Any, *, table: str, counter_key: dict[str, Any], since_
     req = {"TableName": table, "ProjectionExpression": "cs", **since_query}
     low = min((as_int(i["cs"]["N"]) for i in query_all(client, req) if "cs" in i), default=None)
     return top if low is None else min(top, low - 1)
+
+
+def backfill_changes(
+    client: Any, *, table: str, counter_key: dict[str, Any], item_keys: Sequence[dict[str, Any]]
+) -> int:
+    """Give each item of `item_keys` that has no change number (`cs`) the next one, through
+    `transact_with_change`, as if it had just been written; returns how many were numbered. An item
+    numbered by a write meanwhile, or deleted, is skipped."""
+    numbered = 0
+    for key in item_keys:
+
+        def build(n: int, key: dict[str, Any] = key) -> list[dict[str, Any]]:
+            return [{"Update": {
+                "TableName": table, "Key": key, "UpdateExpression": "SET cs = :cs",
+                "ConditionExpression": "attribute_exists(pk) AND attribute_not_exists(cs)",
+                "ExpressionAttributeValues": {":cs": {"N": str(n)}},
+            }}]
+
+        try:
+            transact_with_change(client, table=table, key=counter_key, build=build)
+            numbered += 1
+        except Conflict:
+            pass
+    return numbered

@@ -16,6 +16,7 @@ from fleetmem.adapters.aws.dynamo import (
     AwsClients,
     as_bytes,
     as_int,
+    backfill_changes,
     call,
     change_floor,
     chunks,
@@ -643,3 +644,14 @@ class DynamoFactStore:
                 raise translate_client_error(exc) from None  # else: the counter is already above
         except Exception as exc:
             raise translate_client_error(exc) from None
+
+    def backfill_changes(self, tenant: str) -> int:
+        """Number the tenant's facts written before change numbers existed (no `cs`), so delta
+        lists them (`fleetmem admin reindex`); returns how many."""
+        req: dict[str, Any] = {
+            "TableName": self.table, "IndexName": "by_time", "KeyConditionExpression": "tp = :k",
+            "FilterExpression": "attribute_not_exists(cs)", "ProjectionExpression": "pk",
+            "ExpressionAttributeValues": {":k": {"S": keys.tenant(tenant)}},
+        }
+        found = [{"pk": i["pk"]} for i in query_all(self._db, req)]
+        return backfill_changes(self._db, table=self.table, counter_key=self._counter_key(tenant), item_keys=found)

@@ -1,7 +1,14 @@
 """SearchIndex on OpenSearch (managed domain or Serverless) through opensearch-py.
 
 - One index per embedding model: `<prefix>-docs-<model>-<dim>-v<N>`, so vectors of different
-  models are never compared and a model change is a new index plus a re-index.
+  models are never compared and a model change is a new index plus a re-index. Functions read and
+  write through the alias `<that name>-live` (`alias_name`), which points at one concrete index:
+  the first write creates `<prefix>-docs-<model>-<dim>-v<N>` with the alias on it (an index of
+  that name created before aliases gets the alias added: adopted, data kept). `fleetmem admin
+  reindex` (adapters/aws/reindex.py) fills a new concrete index `<that name>-<UTC stamp>` and
+  moves the alias in one `_aliases` call (`swap_alias`), so searches never see a half-built index.
+- Index replicas come from `FLEETMEM_OPENSEARCH_REPLICAS` (0 by default: a one-node domain has
+  nowhere to put a replica and would stay yellow).
 - Keyword (`multi_match`, BM25) and vector (`knn` with an efficient tenant/visibility/kind filter)
   go out in ONE `_msearch`; the domain fuses the two arms with RRF. A failing vector arm becomes
   `SearchHits.vector_error`, the keyword arm is kept.
@@ -81,11 +88,45 @@ def domain_id(key: str) -> str:
 # pure request builders
 
 
-def index_body(dim: int) -> dict[str, Any]:
-    """Settings + mapping of the docs index (HNSW, cosine, lucene engine)."""
+def alias_name(prefix: str, model_id: str, dim: int, version: int = INDEX_VERSION) -> str:
+    """The alias functions read and write through."""
+    return f"{index_name(prefix, model_id, dim, version)}-live"
+
+
+def rebuild_name(alias: str, stamp: str) -> str:
+    """The concrete index a rebuild started at `stamp` fills (beside the first, `index_name`)."""
+    return f"{alias.removesuffix('-live')}-{stamp}"
+
+
+def index_body(dim: int, *, replicas: int | None = None, alias: str | None = None) -> dict[str, Any]:
+    """Settings + mapping of the docs index (HNSW, cosine, lucene engine); `replicas` (omitted:
+    the service's default, as Serverless requires) and the `alias` it is created behind."""
+    index: dict[str, Any] = {"knn": True, "number_of_shards": 1}
+    if replicas is not None:
+        index["number_of_replicas"] = replicas
+    body = _index_body(dim, index)
+    if alias:
+        body["aliases"] = {alias: {}}
+    return body
+
+
+def swap_actions(alias: str, target: str, current: Sequence[str], *, drop_old: bool) -> list[dict[str, Any]]:
+    """The `_aliases` actions that point `alias` at `target` alone, in one atomic step. `current`:
+    the concrete indexes it points at now; `drop_old`: they are deleted in the same step (else they
+    are kept, out of the alias)."""
+    actions: list[dict[str, Any]] = []
+    for old in current:
+        if old == target:
+            continue
+        actions.append({"remove_index": {"index": old}} if drop_old else {"remove": {"index": old, "alias": alias}})
+    actions.append({"add": {"index": target, "alias": alias}})
+    return actions
+
+
+def _index_body(dim: int, index: dict[str, Any]) -> dict[str, Any]:
     return {
         "settings": {
-            "index": {"knn": True, "number_of_shards": 1},
+            "index": index,
             "analysis": {
                 # punctuation becomes a word break before tokenizing: the standard tokenizer keeps
                 # "title:espresso" or "a.b" as one token, the embedded FTS engine splits them
@@ -495,7 +536,11 @@ class OpenSearchIndex:
         refresh: bool = False,
         write_through: bool = False,
         flavour: str = "",
+        replicas: int = 0,
+        target: str = "",
     ) -> None:
+        """`target`: write to this concrete index instead of the alias (a rebuild's new index,
+        created by the caller); `replicas`: index replicas when this process creates the index."""
         flavour = flavour or ("serverless" if service == "aoss" else "domain")
         if flavour not in FLAVOURS:
             raise ValueError(f"unknown OpenSearch flavour {flavour!r}: use one of {', '.join(FLAVOURS)}")
@@ -504,7 +549,11 @@ class OpenSearchIndex:
         self.model_id = model_id
         self.dim = dim
         self.service = service
-        self.index = index_name(prefix, model_id, dim)
+        #: the first concrete index of this model (`target`: the index this instance writes to)
+        self.index = target or index_name(prefix, model_id, dim)
+        #: what every read and write names: the alias (or `target`)
+        self.alias = target or alias_name(prefix, model_id, dim)
+        self.replicas = replicas
         #: every docs index of this prefix, whatever its model (tenant deletion reaches them all)
         self.indexes = f"{prefix}-docs-*"
         self._region = region
@@ -512,7 +561,8 @@ class OpenSearchIndex:
         self._client = client
         self._search_client = client
         self.breaker = SearchBreaker()
-        self._ready = False
+        self._ready = bool(target)
+        self._no_alias_until = 0.0  # until then, searches name the first index (no alias yet)
         # Serverless has no explicit refresh; a managed domain refreshes on its interval anyway.
         self._refresh = (refresh or write_through) and flavour == "domain"
         # doc_key -> `_id`s this process wrote, which a search may not see yet (a write becomes
@@ -570,20 +620,54 @@ class OpenSearchIndex:
             raise Unavailable("search index request failed", reason="search_error") from None
 
     def ensure_index(self) -> None:
-        """Create the index when missing (idempotent; once per process)."""
+        """Make sure the alias exists (idempotent; once per process): create the first concrete
+        index with the alias on it in one request, or (an index of that name created before
+        aliases) add the alias to it."""
         if self._ready:
             return
-        from opensearchpy.exceptions import RequestError
-
-        if not self._call(self.client.indices.exists, index=self.index):
-            try:
-                self._call(self.client.indices.create, index=self.index, body=index_body(self.dim))
-            except Unavailable:
-                if not self._call(self.client.indices.exists, index=self.index):  # lost a creation race?
-                    raise
-            except RequestError:  # pragma: no cover - translated by _call
-                pass
+        if not self._call(self.client.indices.exists, index=self.alias):
+            if self._call(self.client.indices.exists, index=self.index):
+                self._call(self.client.indices.put_alias, index=self.index, name=self.alias)  # adopted
+            else:
+                try:
+                    self.create_index(self.index, alias=self.alias)
+                except Unavailable:
+                    if not self._call(self.client.indices.exists, index=self.alias):  # lost a creation race?
+                        raise
         self._ready = True
+
+    def create_index(self, name: str, *, alias: str | None = None) -> None:
+        """Create the concrete docs index `name` (behind `alias` when given)."""
+        replicas = None if self.flavour == "serverless" else self.replicas
+        self._call(self.client.indices.create, index=name, body=index_body(self.dim, replicas=replicas, alias=alias))
+
+    def _msearch(self, body: list[dict[str, Any]]) -> Any:
+        """`_msearch` through the alias. A stage whose index predates aliases has none until its
+        indexer's next write adds it (the read path may not): until then the first index answers,
+        and the alias is looked for again at most once a minute."""
+        def named(name: str) -> list[dict[str, Any]]:
+            return [{**line, "index": name} if i % 2 == 0 else line for i, line in enumerate(body)]
+
+        legacy = self.alias != self.index and time.monotonic() < self._no_alias_until
+        out = self._call(self.search_client.msearch, body=named(self.index) if legacy else body)
+        if legacy or self.alias == self.index or not _missing_index((out.get("responses") or [{}])[0]):
+            return out
+        self._no_alias_until = time.monotonic() + 60
+        return self._call(self.search_client.msearch, body=named(self.index))
+
+    def alias_targets(self) -> list[str]:
+        """The concrete indexes the alias points at ([] when it does not exist)."""
+        if not self._call(self.client.indices.exists_alias, name=self.alias):
+            return []
+        return sorted(self._call(self.client.indices.get_alias, name=self.alias))
+
+    def swap_alias(self, target: str, *, drop_old: bool = False) -> list[str]:
+        """Point the alias at `target` alone, atomically; returns the concrete indexes it left
+        (deleted with `drop_old`, else kept out of the alias)."""
+        current = self.alias_targets()
+        actions = swap_actions(self.alias, target, current, drop_old=drop_old)
+        self._call(self.client.indices.update_aliases, body={"actions": actions})
+        return [c for c in current if c != target]
 
     def _send(self, lines: list[dict[str, Any]], *, create: bool = True) -> dict[str, Any]:
         """One `_bulk` call; `create=False` for deletes naming their own existing index."""
@@ -646,16 +730,16 @@ class OpenSearchIndex:
 
     def _find(self, body: dict[str, Any]) -> dict[str, list[str]]:
         self.ensure_index()
-        return parse_lookup(self._call(self.client.search, index=self.index, body=body))
+        return parse_lookup(self._call(self.client.search, index=self.alias, body=body))
 
     def upsert(self, docs: Sequence[SearchDoc]) -> None:
         found = self._lookup([doc_key(d.tenant, d.doc_id) for d in docs])
-        self._bulk(bulk_body(self.index, upserts=docs, model_id=self.model_id, found=found))
+        self._bulk(bulk_body(self.alias, upserts=docs, model_id=self.model_id, found=found))
 
     def delete(self, tenant: str, doc_ids: Sequence[str]) -> None:
         found = self._lookup([doc_key(tenant, d) for d in doc_ids])
         deletes = [(tenant, d) for d in doc_ids]
-        self._bulk(bulk_body(self.index, deletes=deletes, model_id=self.model_id, found=found))
+        self._bulk(bulk_body(self.alias, deletes=deletes, model_id=self.model_id, found=found))
 
     def write(self, upserts: Sequence[SearchDoc], deletes: Sequence[tuple[str, str]]) -> set[str]:
         """Upserts and deletes (tenant, doc_id) of many tenants in ONE `_bulk` (the stream
@@ -664,7 +748,7 @@ class OpenSearchIndex:
         itself fails."""
         keys = [doc_key(d.tenant, d.doc_id) for d in upserts] + [doc_key(t, d) for t, d in deletes]
         found = self._lookup(keys)
-        lines = bulk_body(self.index, upserts=upserts, deletes=deletes, model_id=self.model_id, found=found)
+        lines = bulk_body(self.alias, upserts=upserts, deletes=deletes, model_id=self.model_id, found=found)
         if not lines:
             return set()
         out = self._send(lines)
@@ -692,7 +776,7 @@ class OpenSearchIndex:
             if key.startswith(prefix) and ids:
                 found.setdefault(key, []).extend(sorted(ids - set(found.get(key, ()))))
         stale = [_id for key, ids in found.items() if key not in keep for _id in ids]
-        self._bulk([{"delete": {"_index": self.index, "_id": _id}} for _id in stale])
+        self._bulk([{"delete": {"_index": self.alias, "_id": _id}} for _id in stale])
 
     # -- deleting a tenant (fleetmem tenant delete --backend aws) --------------------------------
 
@@ -740,13 +824,13 @@ class OpenSearchIndex:
                     problem, vector = "query vector has the wrong dimension for the index", None
         if not query.text.strip() and vector is None:
             return SearchHits(keyword=(), vector=None, vector_error=problem)
-        body = msearch_body(self.index, query, vector)
+        body = msearch_body(self.alias, query, vector)
         if not query.text.strip():
             # vector only: keep the keyword slot with an empty match so the parser stays positional
             body[1] = {**body[1], "query": {"bool": {"must_not": [{"match_all": {}}]}}}
         self.breaker.check()
         try:
-            out = self._call(self.search_client.msearch, body=body)
+            out = self._msearch(body)
         except Unavailable as exc:
             self.breaker.record(exc)
             raise

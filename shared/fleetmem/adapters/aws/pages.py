@@ -25,6 +25,7 @@ from fleetmem.adapters.aws.dynamo import (
     AwsClients,
     approx_item_size,
     as_int,
+    backfill_changes,
     call,
     change_floor,
     chunks,
@@ -565,3 +566,14 @@ class DynamoPageStore:
         heads = self.list(tenant, world_only=False, limit=n, after=after)
         pages = [p for p in (self.get(tenant, h.slug) for h in heads) if p is not None]
         return pages, (heads[-1].slug if len(heads) == n else None)
+
+    def backfill_changes(self, tenant: str) -> int:
+        """Number the tenant's pages written before change numbers existed (no `cs`), so delta
+        lists them (`fleetmem admin reindex`); returns how many."""
+        req: dict[str, Any] = {
+            "TableName": self.table, "IndexName": "by_slug", "KeyConditionExpression": "tp = :k",
+            "FilterExpression": "attribute_not_exists(cs) AND sk = :p", "ProjectionExpression": "pk, sk",
+            "ExpressionAttributeValues": {":k": {"S": keys.tenant(tenant)}, ":p": {"S": PAGE_SK}},
+        }
+        found = [{"pk": i["pk"], "sk": i["sk"]} for i in self._query_raw(req)]
+        return backfill_changes(self._db, table=self.table, counter_key=self._counter_key(tenant), item_keys=found)
