@@ -21,7 +21,9 @@ from fleetmem.protocol import CONTRACT_VERSION
 
 
 def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
-    adm = sub.add_parser("admin", parents=[common], help="operate a deployed AWS stage (reindex, copy-tables, replay, status)")
+    adm = sub.add_parser(
+        "admin", parents=[common], help="operate a deployed AWS stage (reindex, copy-tables, replay, status)"
+    )
     asub = adm.add_subparsers(dest="admin_command", metavar="ACTION", parser_class=_Parser, required=True)
     _add_reindex(asub, common)
     _add_copy_tables(asub, common)

@@ -469,9 +469,10 @@ class InvokeRouter(_Server):
         class Handler(_Quiet):
             def do_POST(self) -> None:
                 payload = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                name = self.path.split("/functions/", 1)[-1].split("/", 1)[0]
-                name = urllib.request.unquote(name).rsplit(":", 1)[-1] if ":function:" in name else name
-                fn = by_name(urllib.request.unquote(name))
+                name = urllib.request.unquote(self.path.split("/functions/", 1)[-1].split("/", 1)[0])
+                name = name.split(":function:", 1)[-1]  # an ARN names the function after `:function:`
+                # `name:live` (the alias every deployed caller invokes) reaches the one version the stack runs
+                fn = by_name(name.split(":", 1)[0])
                 headers = {"Content-Type": "application/json"}
                 if fn is None or not self.path.endswith("/invocations"):
                     status, raw = 404, json.dumps({"Type": "User", "message": f"Function not found: {name}"}).encode()
@@ -723,7 +724,9 @@ class Stack:
         local engines."""
         import boto3
         from infra.config import EXAMPLE, load_config
+        from infra.constructs.common import ENV_VERSION, qualified_name
 
+        from fleetmem import __version__
         from fleetmem.config import (
             ENV_AUTHORIZATION_SERVER,
             ENV_AUTHORIZER_CACHE_TTL_S,
@@ -797,11 +800,14 @@ class Stack:
             ENV_SIGNING_KEY_TTL_S: str(SIGNING_KEY_TTL_S),
             "POWERTOOLS_METRICS_NAMESPACE": "fleetmem",
             "POWERTOOLS_LOG_LEVEL": "INFO",
+            ENV_VERSION: __version__,
         }
         return {
             "common": common,
             "mcp": {
-                TOOL_FUNCTIONS_ENV: json.dumps({t: function_name(self.prefix, function_group(t)) for t in REGISTRY}),
+                TOOL_FUNCTIONS_ENV: json.dumps(
+                    {t: qualified_name(function_name(self.prefix, function_group(t))) for t in REGISTRY}
+                ),
                 ENV_AUTHORIZATION_SERVER: "",
                 ENV_INVOKE_READ_TIMEOUT_S: str(cfg.api.invoke_read_timeout_s),
                 ENV_INVOKE_DEADLINES_S: json.dumps(cfg.invoke_deadlines(), sort_keys=True),
