@@ -15,7 +15,7 @@ from fleetmem.adapters.aws.dynamo import to_ddb
 from fleetmem.adapters.aws.facts import fact_to_item
 from fleetmem.adapters.aws.opensearch import OpenSearchIndex, index_body, index_name
 from fleetmem.adapters.aws.pages import derived_rows, page_to_item
-from fleetmem.adapters.aws.reindex import Rebuild, StateFile, fact_docs
+from fleetmem.adapters.aws.reindex import Rebuild, StateFile, discover_tenants, fact_docs
 from fleetmem.adapters.local.hash_embedder import HashEmbedder
 from fleetmem.errors import Unavailable
 from fleetmem.memory.indexing import docs_for_page
@@ -225,3 +225,16 @@ def test_a_new_index_has_the_configured_replicas_and_is_green_on_one_node(stage:
     assert settings["number_of_replicas"] == "0"
     health = search.client.cluster.health(index=concrete, wait_for_status="green")
     assert health["status"] == "green"
+
+
+def test_rows_of_a_tenant_outside_the_id_grammar_are_left_out_of_the_rebuild(dynamodb_local_endpoint: str) -> None:
+    """An old-scheme row (tenant `a#b`, written before keys were escaped) belongs to no caller: the
+    rebuild's tenant discovery leaves it out instead of stopping on the stores' InvalidTenant."""
+    stores = engines.open_stores(dynamodb_local_endpoint, engines.fresh_prefix())
+    db = stores.aws.dynamodb
+    stores.facts.put(fact("good-brain", 1))
+    hostile = fact_to_item(fact("good-brain", 2))
+    hostile.update({"pk": "a#b#f_002", "tp": "a#b", "tenant": "a#b"})
+    db.put_item(TableName=stores.facts.table, Item=to_ddb(hostile))
+    tables = {"facts": stores.facts.table, "pages": stores.pages.table}
+    assert discover_tenants(db, tables) == {"good-brain": 1}

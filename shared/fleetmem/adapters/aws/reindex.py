@@ -45,6 +45,7 @@ from fleetmem.adapters.aws.stream import IndexOp, embed_operations
 from fleetmem.errors import Unavailable
 from fleetmem.memory.indexing import doc_for_fact, docs_for_page, fact_doc_id
 from fleetmem.models import Fact, SearchDoc
+from fleetmem.tokens import id_problem
 
 #: documents a second when no rate is given: a few `_bulk` calls a second, well inside a small
 #: domain's indexing capacity while the stream indexer keeps writing
@@ -141,7 +142,9 @@ def discover_tenants(db: Any, tables: dict[str, str], tenant: str | None = None)
             if not out.get("LastEvaluatedKey"):
                 break
             req["ExclusiveStartKey"] = out["LastEvaluatedKey"]
-    return counts
+    # A row whose tenant breaks the id grammar (an old `a#b` row) belongs to no caller: no
+    # credential can name it and the stores refuse its keys, so it is left out, not rebuilt.
+    return {t: n for t, n in counts.items() if not id_problem("tenant", t)}
 
 
 def fact_docs(facts: list[Fact]) -> tuple[list[SearchDoc], list[str]]:
