@@ -6,7 +6,8 @@ asset (and what the Lambda runtime itself provides) on sys.path — never the de
 - The Lambda runtime puts boto3/botocore on sys.path after the function's code (`/var/runtime`
   after `/var/task`); here `runtime/` plays that part: boto3 at this repository's pinned version,
   installed for the same Python and platform. The asset itself never ships boto3.
-- `AssetRunner.run(group, event)` starts `python -I -S` (no site-packages, no environment
+- `AssetRunner.run(group, event)` (or `run_many(group, events)`: one cold start, then the
+  events in order in the same warm sandbox) starts `python -I -S` (no site-packages, no environment
   paths), sets `sys.path = [asset, runtime] + stdlib`, imports `functions.<group>.handler` and
   calls `handler(event, context)`, returning what Lambda would: the result, or
   `{errorType, errorMessage}` for an uncaught exception.
@@ -24,7 +25,7 @@ import subprocess
 import sys
 import tempfile
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -56,18 +57,27 @@ _h = logging.StreamHandler(sys.stdout)
 _h.setFormatter(_Extra())
 logging.basicConfig(level=logging.WARNING, handlers=[_h])  # the Lambda runtime's root handler
 with open(event_path) as f:
-    event = json.load(f)
+    events = json.load(f)  # one sandbox: the events in order, as Lambda sends them to a warm one
+def failed(exc):
+    return {"errorType": type(exc).__name__, "errorMessage": str(exc), "trace": traceback.format_exc()}
+outs = []
 try:
     if leaks:
         raise RuntimeError(f"site packages on sys.path: {leaks}")
     import importlib
     handler = importlib.import_module(f"functions.{group}.handler").handler
-    out = {"result": handler(event, Context())}
 except Exception as exc:
-    out = {"errorType": type(exc).__name__, "errorMessage": str(exc), "trace": traceback.format_exc()}
-out["boto3_from"] = getattr(sys.modules.get("boto3"), "__file__", None)
+    outs = [failed(exc) for _ in events]
+else:
+    for event in events:
+        try:
+            outs.append({"result": handler(event, Context())})
+        except Exception as exc:
+            outs.append(failed(exc))
+for out in outs:
+    out["boto3_from"] = getattr(sys.modules.get("boto3"), "__file__", None)
 with open(out_path, "w") as f:
-    json.dump(out, f, default=str)
+    json.dump(outs, f, default=str)
 """
 
 
@@ -142,9 +152,16 @@ class AssetRunner:
         self.env: dict[str, str] = {}
 
     def run(self, group: str, event: Mapping[str, Any], env: Mapping[str, str] | None = None) -> dict[str, Any]:
+        """`event` handled by a new sandbox (a cold start)."""
+        return self.run_many(group, [event], env)[0]
+
+    def run_many(
+        self, group: str, events: Sequence[Mapping[str, Any]], env: Mapping[str, str] | None = None
+    ) -> list[dict[str, Any]]:
+        """`events` handled in order by one new sandbox: a cold start, then warm invocations."""
         with tempfile.TemporaryDirectory() as tmp:
             event_path, out_path = Path(tmp) / "event.json", Path(tmp) / "out.json"
-            event_path.write_text(json.dumps(event))
+            event_path.write_text(json.dumps(list(events)))
             proc = subprocess.run(
                 [
                     str(self.python),
@@ -166,9 +183,10 @@ class AssetRunner:
             )
             if not out_path.exists():
                 raise AssertionError(f"{group} handler process died (exit {proc.returncode}):\n{proc.stderr[-3000:]}")
-            out: dict[str, Any] = json.loads(out_path.read_text())
-            out["stdout"] = proc.stdout
-            return out
+            outs: list[dict[str, Any]] = json.loads(out_path.read_text())
+            for out in outs:
+                out["stdout"] = proc.stdout
+            return outs
 
 
 class LambdaService:
