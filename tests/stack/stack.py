@@ -549,11 +549,14 @@ class Stack:
         log: Callable[[str], None] | None = None,
         prefix: str = "",
         index_prefix: str = "",
+        groups: tuple[str, ...] = GROUPS,
     ) -> None:
         """`prefix` / `index_prefix`: serve these existing tables / this index (e.g. a restored
-        stage's), instead of new ones."""
+        stage's), instead of new ones. `groups`: the functions to run (default: every one); an
+        invoke of another is the service's not-found."""
         self.port = port or engines.free_port()
         self.surface = surface
+        self.groups = groups
         self.work = work or CACHE / "stack"
         self.own_cleanups = _Cleanups() if config is None else None
         self.config = config if config is not None else self.own_cleanups
@@ -695,7 +698,7 @@ class Stack:
         from infra.config import EXAMPLE, load_config
 
         cfg = load_config(default=EXAMPLE)
-        for group in GROUPS:
+        for group in self.groups:
             self.functions[group] = self._spawn(
                 group, names[group], python, asset_dir, runtime, rie, {**env["common"], **env.get(group, {})}, cfg
             )

@@ -128,8 +128,9 @@ def test_an_unknown_function_name_is_the_services_not_found(stack):
 
 @pytest.fixture(scope="module")
 def verbs_stack(request: pytest.FixtureRequest) -> Iterator[Stack]:
-    """A second stage with FLEETMEM_SURFACE=verbs on every function (same engines)."""
-    s = Stack(config=request.config, surface="verbs")
+    """A second stage with FLEETMEM_SURFACE=verbs on every function (same engines). Only what
+    tools/list and a refused tools/call reach runs: the authorizer, the edge and the indexer."""
+    s = Stack(config=request.config, surface="verbs", groups=("authorizer", "indexer", "mcp"))
     s.start()
     yield s
     s.stop()
