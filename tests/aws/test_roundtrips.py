@@ -7,7 +7,8 @@ round trip. The measurements are written to tests/aws/roundtrips.json, from whic
 `python tests/aws/render_roundtrips.py` renders the table in docs/table-design.md.
 
 Budgets (sequential round trips): entity ≤ 3, recall ≤ 2 (DynamoDB and OpenSearch in parallel),
-remember ≤ 2 plus one embedding call, delta ≤ 3, forget ≤ 2. The domain meets them by gathering
+remember ≤ 2 plus one embedding call, delta ≤ 3 (+1 on a wake that numbers pending changes, D21:
+the first wake below comes right after the remember case's write), forget ≤ 2. The domain meets them by gathering
 independent port calls into one concurrent round (`Deps.gather`) and by writing audit rows in the
 same transaction as the fact they describe.
 """
@@ -52,7 +53,8 @@ CASES: list[tuple[str, str, dict[str, Any], int, int]] = [
         2,
         1,
     ),
-    ("delta (first wake)", "delta", {"session_id": "s-new"}, 3, 0),
+    # D21: the remember case's fact is still pending, so this wake numbers it (one transaction)
+    ("delta (first wake)", "delta", {"session_id": "s-new"}, 4, 0),
     ("delta (next wake)", "delta", {"session_id": "s-old"}, 3, 0),
     ("delta (since)", "delta", {"since": "2026-01-01T00:00:00Z"}, 3, 0),
     ("forget", "forget", {"id": "<fact>", "reason": "wrong"}, 2, 0),

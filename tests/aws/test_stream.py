@@ -311,3 +311,22 @@ def test_a_page_touch_that_changes_no_indexed_text_indexes_nothing(world):
     stores.pages.put(original.model_copy(update={"last_retrieved_at": T0 + timedelta(hours=2)}))
     ops, bad = records_to_operations(pages.read())
     assert bad == [] and [op.action for op in ops] == ["upsert"]  # the insert only
+
+
+def test_numbering_a_pending_change_indexes_nothing(world):
+    """D21: a reader numbering pending changes rewrites `cs` / `ct` only: those MODIFY records
+    embed and upsert nothing (the write's own record already indexed the document)."""
+    stores, _, _, facts, pages = world
+    stores.facts.put(fact("t1", 1))
+    stores.pages.put(page("t1", "people/alice", "Drinks tea."))
+    stores.facts.changed_after("t1", seq=0, now=T0 + timedelta(hours=1), world_only=False)
+    stores.pages.changed_after("t1", seq=0, world_only=False, limit=10)
+    fact_records, page_records = facts.read(), pages.read()
+    modified = [r for r in fact_records + page_records if r["eventName"] == "MODIFY"]
+    assert {r["dynamodb"]["Keys"]["pk"]["S"] for r in modified} >= {"t1#f_1", "t1#people/alice"}
+    ops, bad = records_to_operations(fact_records)
+    assert bad == [] and [(op.action, op.doc_ids or tuple(d.doc_id for d in op.docs)) for op in ops] == [
+        ("upsert", ("fact:f_1",))
+    ]  # the insert only
+    ops, bad = records_to_operations(page_records)
+    assert bad == [] and [op.action for op in ops] == ["upsert"]  # the insert only

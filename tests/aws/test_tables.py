@@ -79,7 +79,7 @@ def test_the_facts_indexes_project_what_their_queries_read_and_the_vector_only_w
         "by_entity": written | {"vector"},
         "by_session": written,
         "by_time": (written - {"expired_reason", "expired_by"}) | {"vector", "cs"},
-        "by_change": written,
+        "by_change": written | {"ct"},  # D21: when the change was numbered (the settle horizon)
         "by_expiry": written,  # D19: delta's TTL retractions
     }
     req = create_table_request(FACTS, "p")

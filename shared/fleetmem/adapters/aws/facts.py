@@ -12,6 +12,7 @@ from typing import Any
 from fleetmem.adapters.aws import keys
 from fleetmem.adapters.aws.audit import audit_item
 from fleetmem.adapters.aws.dynamo import (
+    PENDING,
     WRITE_ID,
     AwsClients,
     as_bytes,
@@ -19,15 +20,17 @@ from fleetmem.adapters.aws.dynamo import (
     backfill_changes,
     call,
     change_floor,
+    change_time,
     chunks,
     from_ddb,
+    number_pending,
     parallel,
     parse_ts,
     query_all,
     read_counter,
     settle_horizon,
     to_ddb,
-    transact_with_change,
+    transact_pending,
     translate_client_error,
     ts,
     write_id,
@@ -286,21 +289,18 @@ class DynamoFactStore:
         base = fact_to_item(fact)
         stamp = write_id()
 
-        def build(n: int) -> list[dict[str, Any]]:
-            # One transaction: the change counter (D14), the new fact carrying its change number,
-            # the old one's expiry (a change of the old fact: the number before), the entity's
-            # decision record (D20) and the audit trail.
-            item = {**to_ddb({**base, "cs": n + 1 if supersede else n}), WRITE_ID: stamp}
+        def build(p: int) -> list[dict[str, Any]]:
+            # One transaction: the new fact carrying a pending change number (D21), the old one's
+            # expiry (a change of the old fact: the number before), the entity's decision record
+            # (D20) and the audit trail. No counter: readers number the change.
+            item = {**to_ddb({**base, "cs": p + 1 if supersede else p}), WRITE_ID: stamp}
             put = {"TableName": self.table, "Item": item, "ConditionExpression": "attribute_not_exists(pk)"}
-            return [{"Put": put}, *self._supersede_actions(fact, supersede, n), *decision, *audits]
+            return [{"Put": put}, *self._supersede_actions(fact, supersede, p), *decision, *audits]
 
         decision = self._decision_actions(fact, decided)
         audits = self._audit_puts(audit)
         try:
-            transact_with_change(
-                self._db, table=self.table, key=self._counter_key(fact.tenant), build=build,
-                width=2 if supersede else 1,
-            )
+            transact_pending(self._db, build=build)
         except Conflict:
             # An SDK retry of a transaction that already landed fails its own conditions: the
             # stored fact carrying OUR write id means the write succeeded.
@@ -313,6 +313,12 @@ class DynamoFactStore:
 
     def _counter_key(self, tenant: str) -> dict[str, Any]:
         return {"pk": {"S": keys.reserved(tenant, keys.CHANGE)}}
+
+    def _number(self, tenant: str, now: datetime | None = None) -> Any:
+        """D21: number the tenant's pending fact changes before reading positions."""
+        return number_pending(
+            self._db, table=self.table, counter_key=self._counter_key(tenant), tp=keys.tenant(tenant), now=now
+        )
 
     def _supersede_actions(self, fact: Fact, supersede: Fact | None, n: int) -> list[dict[str, Any]]:
         items: list[dict[str, Any]] = []
@@ -486,8 +492,8 @@ class DynamoFactStore:
         )
 
         def build(n: int) -> list[dict[str, Any]]:
-            # the expiry is a change of the fact: it takes the next fact change number (delta's
-            # retracted[]), in the same transaction as the audit row
+            # the expiry is a change of the fact: it takes a pending change number (delta's
+            # retracted[], D21), in the same transaction as the audit row
             update = {
                 "TableName": self.table,
                 "Key": {"pk": {"S": fact_pk(tenant, fact_id)}},
@@ -498,7 +504,7 @@ class DynamoFactStore:
             return [{"Update": update}, *self._audit_puts([audit] if audit is not None else [])]
 
         try:
-            transact_with_change(self._db, table=self.table, key=self._counter_key(tenant), build=build)
+            transact_pending(self._db, build=build)
             return True
         except Conflict:
             # The fact's condition failed: one read tells a missing fact from an expired one.
@@ -510,21 +516,40 @@ class DynamoFactStore:
         self, tenant: str, *, seq: int, now: datetime, world_only: bool = True, limit: int = 50,
         retracted: bool = False,
     ) -> list[tuple[int, Fact]]:
+        # D21: pending changes are numbered next to the listing (one concurrent round); without a
+        # settle horizon (an index read as consistent) a pass that numbered something lists again,
+        # so what it numbered is listed at once; with one, what it numbered has not settled yet
+        # anyway and comes on a later wake
+        numbering, listed = parallel([
+            lambda: self._number(tenant, now),
+            lambda: self._list_changes(tenant, seq=seq, now=now, world_only=world_only, limit=limit,
+                                       retracted=retracted),
+        ])
+        if numbering.fresh and settle_horizon(now, self.settle) is None:
+            return self._list_changes(tenant, seq=seq, now=now, world_only=world_only, limit=limit,
+                                      retracted=retracted)
+        return listed
+
+    def _list_changes(
+        self, tenant: str, *, seq: int, now: datetime, world_only: bool, limit: int, retracted: bool
+    ) -> list[tuple[int, Fact]]:
+        """Numbered changes only (`cs` below 2**53: a pending one is never a position), ascending."""
         req: dict[str, Any] = {
             "TableName": self.table,
             "IndexName": "by_change",
-            "KeyConditionExpression": "tp = :k AND cs > :s",
-            "ExpressionAttributeValues": {":k": {"S": keys.tenant(tenant)}, ":s": {"N": str(int(seq))}},
+            "KeyConditionExpression": "tp = :k AND cs BETWEEN :s AND :top",
+            "ExpressionAttributeValues": {
+                ":k": {"S": keys.tenant(tenant)}, ":s": {"N": str(int(seq) + 1)}, ":top": {"N": str(PENDING - 1)},
+            },
             "ScanIndexForward": True,
             "Limit": self._page_size(limit),
         }
-
         out_: list[tuple[int, Fact]] = []
         horizon = settle_horizon(now, self.settle)
         while limit > 0:
             out = call(self._db.query, **req)
             for item in fact_items(out.get("Items", []), tenant):
-                if horizon is not None and item.get("created_at", "") > ts(horizon):
+                if horizon is not None and change_time(item, "created_at") > str(ts(horizon)):
                     return out_  # not settled: an earlier number may still be on its way into the index
                 fact = item_to_fact(item)
                 written_off = fact.expired_at is not None or fact.superseded_by is not None
@@ -577,11 +602,12 @@ class DynamoFactStore:
         # ck = "<created iso>#<seq:012d>"; "~" sorts after every digit (created_at > after)
         start = f"{ts(after)}#" + ("~" if after_seq is None else f"{int(after_seq):012d}")
         if walk and after is not None:
+            self._number(tenant)
             top = read_counter(self._db, table=self.table, key=self._counter_key(tenant))
             req: dict[str, Any] = {
-                "TableName": self.table, "IndexName": "by_change", "KeyConditionExpression": "tp = :k",
-                "ExpressionAttributeValues": {":k": {"S": keys.tenant(tenant)}}, "ScanIndexForward": True,
-                "Limit": 100,
+                "TableName": self.table, "IndexName": "by_change", "KeyConditionExpression": "tp = :k AND cs < :p",
+                "ExpressionAttributeValues": {":k": {"S": keys.tenant(tenant)}, ":p": {"N": str(PENDING)}},
+                "ScanIndexForward": True, "Limit": 100,
             }
             for item in fact_items(query_all(self._db, req), tenant):
                 if f"{item.get('created_at', '')}#{as_int(item.get('seq')):012d}" > start:
@@ -594,7 +620,10 @@ class DynamoFactStore:
                 "KeyConditionExpression": "tp = :k AND ck > :after",
                 "ExpressionAttributeValues": {":k": {"S": keys.tenant(tenant)}, ":after": {"S": start}},
             }
-        return change_floor(self._db, table=self.table, counter_key=self._counter_key(tenant), since_query=since_query)
+        return change_floor(
+            self._db, table=self.table, counter_key=self._counter_key(tenant), tp=keys.tenant(tenant),
+            since_query=since_query,
+        )
 
     def purge(self, tenant: str, fact_id: str) -> bool:
         try:
@@ -654,4 +683,6 @@ class DynamoFactStore:
             "ExpressionAttributeValues": {":k": {"S": keys.tenant(tenant)}},
         }
         found = [{"pk": i["pk"]} for i in query_all(self._db, req)]
-        return backfill_changes(self._db, table=self.table, counter_key=self._counter_key(tenant), item_keys=found)
+        return backfill_changes(
+            self._db, table=self.table, counter_key=self._counter_key(tenant), tp=keys.tenant(tenant), item_keys=found
+        )

@@ -22,20 +22,23 @@ from typing import Any
 from fleetmem.adapters.aws import keys
 from fleetmem.adapters.aws.dynamo import (
     ITEM_LIMIT_BYTES,
+    PENDING,
     AwsClients,
     approx_item_size,
     as_int,
     backfill_changes,
     call,
     change_floor,
+    change_time,
     chunks,
+    number_pending,
     parallel,
     parse_ts,
     query_all,
     read_counter,
     settle_horizon,
     to_ddb,
-    transact_with_change,
+    transact_pending,
     ts,
 )
 from fleetmem.adapters.aws.tables import HEAD_ATTRS, PAGES
@@ -445,7 +448,7 @@ class DynamoPageStore:
             rows, deletes = [], []
 
         def build(n: int) -> builtins.list[dict[str, Any]]:
-            # D14: the page row carries the change number committed with it
+            # D21: the page row carries a pending change number; a reader numbers it
             actions: builtins.list[dict[str, Any]] = [
                 {"Delete": {"TableName": self.table, "Key": to_ddb(k)}} for k in deletes
             ]
@@ -453,15 +456,40 @@ class DynamoPageStore:
             actions.append({"Put": {"TableName": self.table, "Item": to_ddb({**item, "cs": n})}})
             return actions
 
-        transact_with_change(self._db, table=self.table, key=self._counter_key(page.tenant), build=build)
+        transact_pending(self._db, build=build)
 
     def _counter_key(self, tenant: str) -> dict[str, Any]:
         return {"pk": {"S": keys.reserved(tenant, keys.CHANGE)}, "sk": {"S": CHANGE_SK}}
 
+    def _number(self, tenant: str, now: datetime | None = None) -> Any:
+        """D21: number the tenant's pending page changes (pages and tombstones) before reading positions."""
+        return number_pending(
+            self._db, table=self.table, counter_key=self._counter_key(tenant), tp=keys.tenant(tenant), now=now
+        )
+
     def changed_after(
         self, tenant: str, *, seq: int, world_only: bool, limit: int, now: datetime | None = None
     ) -> builtins.list[tuple[int, PageHead]]:
-        return self._changes(tenant, seq=seq, world_only=world_only, limit=limit, now=now, sk=PAGE_SK)
+        return self._numbered_changes(tenant, seq=seq, world_only=world_only, limit=limit, now=now, sk=PAGE_SK)
+
+    def _numbered_changes(
+        self, tenant: str, *, seq: int, world_only: bool, limit: int, now: datetime | None, sk: str
+    ) -> builtins.list[tuple[int, PageHead]]:
+        """D21: pending changes numbered next to the listing (one concurrent round). Without a settle
+        horizon (an index read as consistent) a pass that numbered something lists again, so what
+        it numbered is listed at once — cut before the first change of the OTHER kind it numbered
+        (a tombstone for the page list, a page for the tombstone list): the parallel listing of
+        that kind ran before the numbering, and delta merges both into one position, which must not
+        pass a change neither list showed. With a horizon, what it numbered has not settled yet."""
+        numbering, listed = parallel([
+            lambda: self._number(tenant, now),
+            lambda: self._changes(tenant, seq=seq, world_only=world_only, limit=limit, now=now, sk=sk),
+        ])
+        if not numbering.fresh or settle_horizon(now, self.settle) is not None:
+            return listed
+        again = self._changes(tenant, seq=seq, world_only=world_only, limit=limit, now=now, sk=sk)
+        other = [n for n, item in numbering.fresh.values() if item.get("sk", {}).get("S", PAGE_SK) != sk]
+        return [(n, h) for n, h in again if n < min(other)] if other else again
 
     def _changes(
         self, tenant: str, *, seq: int, world_only: bool, limit: int, now: datetime | None, sk: str
@@ -474,13 +502,16 @@ class DynamoPageStore:
         req: dict[str, Any] = {
             "TableName": self.table,
             "IndexName": "by_change",
-            "KeyConditionExpression": "tp = :k AND cs > :s",
-            "ExpressionAttributeValues": {":k": {"S": keys.tenant(tenant)}, ":s": {"N": str(int(seq))}},
+            # numbered changes only (D21: pending ones are never positions)
+            "KeyConditionExpression": "tp = :k AND cs BETWEEN :s AND :top",
+            "ExpressionAttributeValues": {
+                ":k": {"S": keys.tenant(tenant)}, ":s": {"N": str(int(seq) + 1)}, ":top": {"N": str(PENDING - 1)},
+            },
             "ScanIndexForward": True,
             "Limit": max(10, min(limit * 2, 500)),
         }
         for item in self._query(tenant, req):
-            if horizon is not None and item.get("updated_at", "") > ts(horizon):
+            if horizon is not None and change_time(item, "updated_at") > str(ts(horizon)):
                 break  # not settled: an earlier number may still be on its way into the index
             if item.get("sk", PAGE_SK) != sk or not self._visible(item, world_only):
                 continue
@@ -491,6 +522,7 @@ class DynamoPageStore:
 
     def change_floor(self, tenant: str, *, since: datetime | None, slug: str = "", walk: bool = False) -> int:
         if walk and since is not None:
+            self._number(tenant)
             top = read_counter(self._db, table=self.table, key=self._counter_key(tenant))
             position = _position(since, slug)
             for n, head in self._changes(tenant, seq=0, world_only=False, limit=top + 1, now=None, sk=PAGE_SK):
@@ -504,7 +536,10 @@ class DynamoPageStore:
                 "KeyConditionExpression": "tp = :k AND us > :s",
                 "ExpressionAttributeValues": {":k": {"S": keys.tenant(tenant)}, ":s": {"S": _position(since, slug)}},
             }
-        return change_floor(self._db, table=self.table, counter_key=self._counter_key(tenant), since_query=since_query)
+        return change_floor(
+            self._db, table=self.table, counter_key=self._counter_key(tenant), tp=keys.tenant(tenant),
+            since_query=since_query,
+        )
 
     def delete(self, tenant: str, slug: str, *, at: datetime | None = None) -> bool:
         page = self.get(tenant, slug)
@@ -519,7 +554,7 @@ class DynamoPageStore:
         when = ts(at or datetime.now(UTC))
 
         def build(n: int) -> builtins.list[dict[str, Any]]:
-            # the page row's delete and its tombstone (with the next page change number) land together
+            # the page row's delete and its tombstone (with a pending page change number) land together
             tomb = {
                 "pk": pk, "sk": TOMBSTONE_SK, "typ": "tombstone", "tenant": tenant, "tp": keys.tenant(tenant),
                 "slug": slug, "title": page.title, "visibility": page.visibility, "updated_at": when, "cs": n,
@@ -531,7 +566,7 @@ class DynamoPageStore:
             actions.append({"Put": {"TableName": self.table, "Item": to_ddb(tomb)}})
             return actions
 
-        transact_with_change(self._db, table=self.table, key=self._counter_key(tenant), build=build)
+        transact_pending(self._db, build=build)
         return True
 
     def deleted_after(
@@ -539,7 +574,9 @@ class DynamoPageStore:
     ) -> builtins.list[tuple[int, PageTombstone]]:
         return [
             (n, PageTombstone(slug=h.slug, visibility=h.visibility, deleted_at=h.updated_at))
-            for n, h in self._changes(tenant, seq=seq, world_only=world_only, limit=limit, now=None, sk=TOMBSTONE_SK)
+            for n, h in self._numbered_changes(
+                tenant, seq=seq, world_only=world_only, limit=limit, now=None, sk=TOMBSTONE_SK
+            )
         ]
 
     def _write(self, puts: builtins.list[dict[str, Any]], deletes: builtins.list[dict[str, str]]) -> None:
@@ -576,4 +613,6 @@ class DynamoPageStore:
             "ExpressionAttributeValues": {":k": {"S": keys.tenant(tenant)}, ":p": {"S": PAGE_SK}},
         }
         found = [{"pk": i["pk"], "sk": i["sk"]} for i in self._query_raw(req)]
-        return backfill_changes(self._db, table=self.table, counter_key=self._counter_key(tenant), item_keys=found)
+        return backfill_changes(
+            self._db, table=self.table, counter_key=self._counter_key(tenant), tp=keys.tenant(tenant), item_keys=found
+        )

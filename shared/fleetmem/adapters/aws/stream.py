@@ -11,7 +11,8 @@ page removal, which has no image to name its chunks).
 - page INSERT/MODIFY: upsert every chunk of the new image and delete the chunks the old image
   had that the new one no longer has;
 - page REMOVE: delete every chunk of the old image (delete-by-query when no image is present);
-- derived rows (aliases, links, words) and the sequence counter are ignored.
+- derived rows (aliases, links, words) and the sequence counter are ignored, and so is a MODIFY
+  that only numbered a pending change (D21: `cs` / `ct` alone differ), which costs no embedding.
 
 Re-delivery is harmless: document ids are deterministic, so a replayed record rewrites the same
 documents. Failures are reported per record (the stream's SequenceNumber), which is what a
@@ -88,6 +89,18 @@ def _image(raw: dict[str, Any] | None) -> dict[str, Any] | None:
     return from_ddb(raw)
 
 
+#: attributes a reader's numbering sets (D21): the change number and when it was assigned
+_NUMBERING_ATTRS = frozenset({"cs", "ct"})
+
+
+def numbered_only(old: dict[str, Any] | None, new: dict[str, Any] | None) -> bool:
+    """Whether a MODIFY only numbered a pending change (the images differ in `cs` / `ct` alone)."""
+    if old is None or new is None:
+        return False
+    strip = lambda image: {k: v for k, v in image.items() if k not in _NUMBERING_ATTRS}  # noqa: E731
+    return strip(old) == strip(new)
+
+
 def is_ttl_removal(record: dict[str, Any]) -> bool:
     ident = record.get("userIdentity") or {}
     return ident.get("type") == "Service" and ident.get("principalId") == "dynamodb.amazonaws.com"
@@ -107,6 +120,8 @@ def record_to_operations(record: dict[str, Any]) -> list[IndexOp]:
     shape = (new or old or {}).get("typ")
     if event not in {"INSERT", "MODIFY", "REMOVE"}:
         raise ValueError("unknown stream event")
+    if event == "MODIFY" and numbered_only(old, new):
+        return []  # a reader numbered the change (D21): nothing indexed changed, nothing to embed
 
     if shape == "fact":
         if event == "REMOVE" or new is None:

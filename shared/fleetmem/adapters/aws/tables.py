@@ -78,8 +78,9 @@ FACTS = TableSpec(
         Gsi("by_session", KeyAttr("sess"), KeyAttr("ck"), FACT_INDEX_ATTRS),  # sess = "<tenant>#<session_id>"
         # the tenant's facts by creation time (recent facts, since filters)
         Gsi("by_time", KeyAttr("tp"), KeyAttr("ck"), FACT_TIME_ATTRS),  # tp = "<tenant>"
-        # D14: the tenant's facts in commit order (cs = change sequence, assigned in the write)
-        Gsi("by_change", KeyAttr("tp"), KeyAttr("cs", "N"), projection=FACT_INDEX_ATTRS),
+        # D14/D21: the tenant's fact changes in numbering order (cs = change number, pending >= 2**53
+        # until a reader numbers it; ct = when it was numbered, for the settle horizon)
+        Gsi("by_change", KeyAttr("tp"), KeyAttr("cs", "N"), projection=(*FACT_INDEX_ATTRS, "ct")),
         # D19: facts with a TTL by expiry time (xp = "<tenant>" only when valid_until is set;
         # xk = "<valid_until iso>#<seq:012d>"), for delta's TTL retractions
         Gsi("by_expiry", KeyAttr("xp"), KeyAttr("xk"), projection=FACT_INDEX_ATTRS),
@@ -101,8 +102,9 @@ PAGES = TableSpec(
         Gsi("by_word", KeyAttr("wk")),  # "W#" rows: wk = "<tenant>#<word>"
         Gsi("by_updated", KeyAttr("tp"), KeyAttr("us")),  # page row: us = "<updated_at iso>#<slug>"
         Gsi("by_slug", KeyAttr("tp"), KeyAttr("slug")),  # page row: list pages by slug
-        # D14: page rows in commit order (cs = change sequence of the page's last write)
-        Gsi("by_change", KeyAttr("tp"), KeyAttr("cs", "N"), projection=(*HEAD_ATTRS, "tenant")),
+        # D14/D21: page rows and tombstones in numbering order (cs = change number of the last
+        # write, pending >= 2**53 until a reader numbers it; ct = when it was numbered)
+        Gsi("by_change", KeyAttr("tp"), KeyAttr("cs", "N"), projection=(*HEAD_ATTRS, "tenant", "ct")),
     ),
     stream="NEW_AND_OLD_IMAGES",
     purpose="pages with their alias, link and word rows",

@@ -12,10 +12,11 @@ Rules:
   `next_cursor.page_seq` / `next_cursor.fact_seq`) resume the EXACT positions. An explicit `since`
   wins over the session's cursor.
 - Change sequences (D14): every page write and every new fact gets the tenant's next page / fact
-  change number inside its own write transaction, so numbers are commit-ordered: once a reader has
-  seen number N, every write below N has committed. Pages and facts are each listed by change
-  number strictly after their own position, ascending, 50 per call (51 fetched to detect
-  overflow); facts active only. A position not given (a reference client passing only since /
+  change number inside its own write transaction (on DynamoDB the write commits with a pending
+  number and the store numbers it when a reader asks for positions, D21), so once a reader has
+  seen number N, every change below N has committed and every later number is above N. Pages and
+  facts are each listed by change number strictly after their own position, ascending, 50 per
+  call (51 fetched to detect overflow); facts active only. A position not given (a reference client passing only since /
   since_slug, or a session cursor from before change numbers) is derived from the timestamp:
   min(current counter, smallest number of an item after it - 1) — `change_floor`.
 - Session cursors are keyed (tenant, cursor_client(caller), session_id): a trusted-local caller
