@@ -23,7 +23,6 @@ from pathlib import Path
 NAME = "fleetmem"
 
 
-
 def _this_script(argv0: str, executable: str) -> Path | None:
     """The console script this process runs from: argv[0] when it is one, else the venv's."""
     if argv0 and Path(argv0).name == NAME and Path(argv0).is_file():
@@ -70,12 +69,21 @@ def argv(words: Sequence[str]) -> list[str]:
     return [*command(), *words[1:]] if words[:1] == [NAME] else words
 
 
+#: The `fleetmem` subcommands that are not registry tools (the CLI builds them without loading the
+#: registry, and `in_text` knows them as commands): the server and tokens, the ambient-recall
+#: commands (profile, hook, heartbeat), the portability ones (export, backup, tenant) and admin.
+BUILTIN_COMMANDS = frozenset(
+    {"serve", "init", "token", "protocol", "import", "doctor", "embedder", "reindex", "conformance", "bench"}
+    | {"profile", "hook", "heartbeat"}
+    | {"export", "backup", "tenant", "admin"}
+)
+
+
 @functools.cache
 def _in_text() -> re.Pattern[str]:
     """`fleetmem` as the first word of a command inside prose: not part of a path, a URL or a
     longer word, and followed by one of its subcommands or an option (so "fleetmem MCP server",
     "no fleetmem memory" and "fleetmem's" stay as they are)."""
-    from fleetmem.cli import BUILTIN_COMMANDS
     from fleetmem.protocol import ADMIN_TOOLS, PAGE_TOOLS, VERB_NAMES
 
     words = BUILTIN_COMMANDS | {t.replace("_", "-") for t in (*VERB_NAMES, *PAGE_TOOLS, *ADMIN_TOOLS)}

@@ -9,8 +9,8 @@ the caller is REMOTE (docs/protocol.md: trust): the server decides visibility an
 `include_private`. Error bodies come back exactly as the server built them (envelope and fix);
 an HTTP-level refusal (401 and friends) carries the same envelope in its JSON body and is kept too.
 
-`Lane` is what the hook and heartbeat commands act through: `RemoteLane` (this module) or
-`LocalLane` (the trusted-local dispatch the CLI uses on a data directory).
+`Lane` (`fleetmem.lanes`) is what the hook and heartbeat commands act through: `RemoteLane` (this
+module) or `fleetmem.lanes.LocalLane` (the trusted-local dispatch the CLI uses on a data directory).
 """
 
 from __future__ import annotations
@@ -24,9 +24,10 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
-from fleetmem.cli import EXIT_USAGE, CommandFailed
+from fleetmem.console import EXIT_USAGE, CommandFailed
+from fleetmem.lanes import ToolReply
 
 #: The protocol version the client pins: the stateless era, one HTTP round trip per call.
 DEFAULT_MODE = "2026-07-28"
@@ -43,13 +44,6 @@ class Endpoint:
     source: str = "--url"
     #: argv that names this endpoint again (for fixes and confirmations), without the token.
     argv: tuple[str, ...] = ()
-
-
-@dataclass
-class ToolReply:
-    body: dict[str, Any]
-    is_error: bool = False
-    notices: list[dict[str, Any]] = field(default_factory=list)
 
 
 class RemoteUnavailable(Exception):
@@ -139,7 +133,9 @@ def resolve_endpoint(
         raise _usage(f"--timeout must be positive, got {seconds:g}", "Pass e.g. --timeout 10")
     if url:
         if not url.startswith(("http://", "https://")):
-            raise _usage(f"--url {url!r} is not an http(s) URL.", "Pass the MCP endpoint, e.g. --url http://127.0.0.1:8765/mcp")
+            raise _usage(
+                f"--url {url!r} is not an http(s) URL.", "Pass the MCP endpoint, e.g. --url http://127.0.0.1:8765/mcp"
+            )
         token = read_token_file(token_file) if token_file else env.get("FLEETMEM_TOKEN", "").strip()
         if not token:
             raise _usage(
@@ -290,16 +286,6 @@ def unavailable_failure(exc: RemoteUnavailable) -> CommandFailed:
 # --------------------------------------------------------------------------- lanes
 
 
-class Lane(Protocol):
-    #: A label for logs and state keys: the endpoint URL or `local:<data dir>`.
-    label: str
-    remote: bool
-
-    def warm(self) -> None: ...
-
-    def call_many(self, calls: Sequence[tuple[str, dict[str, Any]]]) -> list[ToolReply]: ...
-
-
 class RemoteLane:
     remote = True
 
@@ -315,41 +301,6 @@ class RemoteLane:
 
     def call_many(self, calls: Sequence[tuple[str, dict[str, Any]]]) -> list[ToolReply]:
         return call_remote(self.endpoint, calls) if calls else []
-
-    def call(self, tool: str, arguments: dict[str, Any]) -> ToolReply:
-        return self.call_many([(tool, arguments)])[0]
-
-
-class LocalLane:
-    """The trusted-local lane: the CLI's own dispatch on a data directory (remote=False)."""
-
-    remote = False
-
-    def __init__(self, data_dir: str | None = None, tenant: str | None = None, embedder: str | None = None) -> None:
-        from fleetmem.cli import _settings
-
-        ns = argparse.Namespace(data_dir=data_dir, embedder=embedder)
-        self.settings = _settings(ns)
-        self.tenant = tenant
-        self.label = f"local:{self.settings.data_dir}"
-        self._deps: Any = None
-
-    def warm(self) -> None:
-        import fleetmem.transport.dispatch
-        import fleetmem.wiring  # noqa: F401
-
-    def call_many(self, calls: Sequence[tuple[str, dict[str, Any]]]) -> list[ToolReply]:
-        from fleetmem.cli import _build_deps, _local_caller, render_notices
-        from fleetmem.transport.dispatch import dispatch
-
-        if self._deps is None:
-            self._deps = _build_deps(self.settings)
-        caller = _local_caller(self.tenant)
-        out = []
-        for tool, arguments in calls:
-            result = dispatch(tool, arguments, caller, self._deps, transport="cli")
-            out.append(ToolReply(dict(result.body), bool(result.is_error), render_notices(result.notices)))
-        return out
 
     def call(self, tool: str, arguments: dict[str, Any]) -> ToolReply:
         return self.call_many([(tool, arguments)])[0]

@@ -108,7 +108,7 @@ def test_protocol_json_describes_every_registry_tool(fm: Fleetmem) -> None:
 
 
 def test_protocol_schemas_are_the_tools_list_objects(fm: Fleetmem) -> None:
-    from fleetmem.transport.mcp_app import tool_definition
+    from fleetmem.transport.listing import tool_definition
 
     doc = fm("protocol", "--json").json()
     by_name = {t["name"]: t for t in doc["tools"]}

@@ -94,15 +94,15 @@ def _flat(text: str) -> str:
 
 
 def test_the_top_level_help_shows_every_description_in_full(fm: Fleetmem) -> None:
-    from fleetmem.cli import _tool_commands
+    from fleetmem.cli.tools import tool_commands
 
     run = fm("--help", env={"COLUMNS": "1000"}, data_dir=False, subprocess=True)  # no wrapping: one line each
     assert run.code == 0, run.stderr
     assert "…" not in run.stdout
     lines = [" ".join(line.split()) for line in run.stdout.splitlines()]
-    for cmd in _tool_commands().values():
+    for cmd in tool_commands().values():
         assert f"{cmd.name} {_flat(cmd.summary())}" in lines, cmd.name
-    assert any(len(cmd.summary()) > 72 for cmd in _tool_commands().values())  # what used to be cut
+    assert any(len(cmd.summary()) > 72 for cmd in tool_commands().values())  # what used to be cut
 
 
 def test_the_hook_help_states_the_hooks_own_timeout(fm: Fleetmem) -> None:

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from fleetmem.cli import ToolCommand, build_parser
+from fleetmem.cli import build_parser
+from fleetmem.cli.tools import ToolCommand
 from fleetmem.memory.verbs import REGISTRY
 from tests.cli.conftest import Fleetmem
 

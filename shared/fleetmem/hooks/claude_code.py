@@ -260,7 +260,8 @@ def pre_compact(event: dict[str, Any], cfg: ProjectConfig, lane: Any, log: HookL
 
 
 def _lane_for(args: Any, cfg: ProjectConfig, timeout: float) -> Any:
-    from fleetmem.remote import LocalLane, RemoteLane, resolve_endpoint
+    from fleetmem.lanes import LocalLane
+    from fleetmem.remote import RemoteLane, resolve_endpoint
 
     url = getattr(args, "url", None)
     token_file = getattr(args, "token_file", None)
@@ -347,7 +348,7 @@ def run_hook(args: Any, stdin_text: str) -> str | None:
 
 
 def _describe(exc: BaseException) -> str:
-    from fleetmem.cli import CommandFailed
+    from fleetmem.console import CommandFailed
     from fleetmem.remote import RemoteUnavailable
 
     if isinstance(exc, RemoteUnavailable):
@@ -385,7 +386,7 @@ def settings_path(project: Path, name: str = LOCAL_SETTINGS) -> Path:
 
 
 def _read_settings(path: Path) -> dict[str, Any]:
-    from fleetmem.cli import EXIT_FAILED, CommandFailed
+    from fleetmem.console import EXIT_FAILED, CommandFailed
 
     if not path.exists():
         return {}

@@ -140,7 +140,7 @@ def render_json(body: Any) -> bytes:
 
 def tools_document(surface: Surface, caller: Any) -> dict[str, Any]:
     """`GET /v1/tools`: exactly MCP tools/list's result for this caller on this surface."""
-    from fleetmem.transport.mcp_app import list_tool_definitions
+    from fleetmem.transport.listing import list_tool_definitions
 
     tools = list_tool_definitions(surface, caller)
     return {"tools": [t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in tools]}
@@ -270,7 +270,7 @@ def description_examples(description: str) -> list[dict[str, Any]]:
 
 
 def _operation(spec: ToolSpec, components: dict[str, Any]) -> dict[str, Any]:
-    from fleetmem.transport.mcp_app import tool_schema
+    from fleetmem.transport.listing import tool_schema
 
     request = _hoist(tool_schema(spec), f"{spec.name}.request", components)
     if spec.writes:

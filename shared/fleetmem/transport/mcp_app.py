@@ -67,7 +67,6 @@ from fleetmem.memory.envelope import (
     render_notice_block,
     render_notice_meta,
 )
-from fleetmem.memory.registry import REGISTRY, ToolSpec, on_surface
 from fleetmem.models import Caller
 from fleetmem.ports import Auth, Deps
 from fleetmem.protocol import PROTOCOL_VERSION, SCOPES, SERVER_NAME, Surface
@@ -88,6 +87,7 @@ from fleetmem.transport.http_api import (
     v1_answer,
 )
 from fleetmem.transport.invoker import InProcessInvoker, Invoker
+from fleetmem.transport.listing import list_tool_definitions, tool_input_schema
 from fleetmem.transport.logs import correlation, new_correlation_id
 
 log = logging.getLogger("fleetmem.transport.mcp")
@@ -99,62 +99,8 @@ PRM_PATH = "/.well-known/oauth-protected-resource"
 CallerFromRequest = Callable[[Request], Caller | None]
 CallerFromContext = Callable[[Any], Caller | None]
 
-IDEMPOTENCY_KEY_SCHEMA = {
-    "type": "string",
-    "maxLength": 200,
-    "description": "Optional. A unique string per logical write (e.g. a UUID). A retry with the same key "
-    "and the same arguments within 24 h returns the first result with "
-    "idempotent_replay: true instead of writing again.",
-}
-
-
 # ---------------------------------------------------------------------------------------------
 # tools/list and tools/call
-
-
-def tool_schema(spec: ToolSpec) -> dict[str, Any]:
-    schema = spec.input_schema()
-    if spec.idempotency and "idempotency_key" not in schema["properties"]:
-        schema = {**schema, "properties": {**schema["properties"], "idempotency_key": IDEMPOTENCY_KEY_SCHEMA}}
-    return schema
-
-
-#: Built tool definitions by spec: a spec never changes, and the SDK asks for the definitions on
-#: every tools/call of the stateless era (to check the arguments against the input schema), where
-#: regenerating pydantic's JSON schemas took a fifth of the server's CPU under a mixed load.
-_DEFINITIONS: dict[int, tuple[ToolSpec, types.Tool]] = {}
-
-
-def tool_definition(spec: ToolSpec) -> types.Tool:
-    hit = _DEFINITIONS.get(id(spec))
-    if hit is not None and hit[0] is spec:
-        return hit[1]
-    annotations = types.ToolAnnotations.model_validate(spec.annotations) if spec.annotations else None
-    tool = types.Tool(
-        name=spec.name, description=spec.description, input_schema=tool_schema(spec), annotations=annotations
-    )
-    _DEFINITIONS[id(spec)] = (spec, tool)  # holding the spec keeps its id from being reused
-    return tool
-
-
-def list_tool_definitions(surface: Surface, caller: Caller | None) -> list[types.Tool]:
-    if caller is None:
-        return []
-    return [tool_definition(s) for s in visible_tools(surface, caller)]
-
-
-def tool_input_schema(surface: Surface) -> Callable[[str], Mapping[str, Any] | None]:
-    """The SDK's `get_tool_input_schema`: the listed input schema of a tool on this surface.
-
-    Without it the SDK serves a whole tools/list inside every tools/call to find the schema it
-    checks `Mcp-Param-*` headers against. The schema is the one tools/list shows; a tool the
-    caller's scopes hide is still answered (the call itself is then refused by the gate)."""
-
-    def lookup(name: str) -> Mapping[str, Any] | None:
-        spec = REGISTRY.get(name)
-        return tool_definition(spec).input_schema if spec is not None and on_surface(spec, surface) else None
-
-    return lookup
 
 
 def _text(value: dict[str, Any]) -> str:

@@ -12,6 +12,7 @@ from datetime import UTC, datetime, timedelta
 from hashlib import blake2b
 from typing import Any, TypeVar
 
+from fleetmem.adapters.local.sqlite.fts import fts_terms
 from fleetmem.errors import Conflict, PortError, TooLarge, Unavailable
 from fleetmem.protocol import IDEMPOTENCY_LEASE_SECONDS
 from fleetmem.timefmt import to_ms
@@ -307,8 +308,6 @@ class Database:
                 self._retry(lambda: conn.execute("PRAGMA journal_mode = WAL").fetchone())
                 conn.execute("PRAGMA synchronous = NORMAL")
             conn.execute("PRAGMA temp_store = MEMORY")
-            from fleetmem.adapters.local.sqlite.search import fts_terms  # search imports this module
-
             conn.create_function("fm_fts_terms", 4, fts_terms, deterministic=True)
         except sqlite3.Error as exc:
             raise _translate(exc) from None

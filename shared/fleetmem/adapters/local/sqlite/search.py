@@ -3,22 +3,20 @@ FTS query building both it and the page near-miss lookup use."""
 
 from __future__ import annotations
 
-import re
 import sqlite3
 import threading
 import time
-import unicodedata
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from hashlib import blake2b
 from typing import Any, ClassVar
 
 import numpy as np
 
 from fleetmem.adapters.local.sqlite.db import Database, _chunks, _marks, dt_of, ms, tenant_key
+from fleetmem.adapters.local.sqlite.fts import fold_words, partition_key
 from fleetmem.errors import PortError, Unavailable
 from fleetmem.models import (
     SearchDoc,
@@ -117,29 +115,6 @@ _STOPWORDS = frozenset(
     "were what when where which who why will with".split()
 )
 _MAX_TERMS = 32
-
-
-_FOLDED_WORD = re.compile(r"[^\W_]+")
-
-
-def fold_words(text: str) -> list[str]:
-    """Words as the keyword index sees them: case-folded, accents removed, split on anything that
-    is not a letter or digit."""
-    folded = text.casefold()
-    if not folded.isascii():
-        folded = "".join(ch for ch in unicodedata.normalize("NFKD", folded) if not unicodedata.combining(ch))
-    return _FOLDED_WORD.findall(folded)
-
-
-def partition_key(tenant: str, kind: str, visibility: str) -> str:
-    """Fixed-length alphanumeric prefix of the keyword tokens of one (tenant, kind, visibility)."""
-    raw = f"{tenant}\x00{kind}\x00{visibility}".encode()
-    return "p" + blake2b(raw, digest_size=10).hexdigest()
-
-
-def fts_terms(tenant: str, kind: str, visibility: str, text: str | None) -> str:
-    prefix = partition_key(tenant, kind, visibility)
-    return " ".join(prefix + w for w in fold_words(text or ""))
 
 
 def query_terms(text: str) -> list[str]:

@@ -1,6 +1,6 @@
 """Portability commands (docs/portability.md): `fleetmem export`, `fleetmem import --pack`,
-`fleetmem backup` and `fleetmem tenant delete`. `fleetmem.cli` registers them (`add_commands`) and
-routes `import --pack` here.
+`fleetmem backup` and `fleetmem tenant delete`. `fleetmem.cli.app` registers them (`add_commands`) and
+`fleetmem.cli.importer` routes `import --pack` here.
 """
 
 from __future__ import annotations
@@ -11,18 +11,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from fleetmem.cli import (
-    EXIT_CONFIRM,
-    EXIT_FAILED,
-    EXIT_OK,
-    EXIT_USAGE,
-    CommandFailed,
-    Output,
-    _build_deps,
-    _Parser,
-    _settings,
-    store_state,
-)
+from fleetmem.cli.framework import Parser, backend_option
+from fleetmem.cli.stage import search_index
+from fleetmem.console import EXIT_CONFIRM, EXIT_FAILED, EXIT_OK, EXIT_USAGE, CommandFailed, Output
+from fleetmem.lanes import open_deps, settings_from, store_state
 from fleetmem.protocol import CONTRACT_VERSION
 
 STATES = ("active", "forgotten", "superseded", "expired")
@@ -38,7 +30,7 @@ def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--since", default=None, metavar="ISO", help="only what was written or retracted after this time")
     p.add_argument("--state", choices=STATES, default=None, help="only facts in this state (no pages)")
     p.add_argument("--force", action="store_true", help="replace PACK if it exists")
-    _backend_option(p)
+    backend_option(p)
     p.add_argument("--json", action="store_true")
     p.set_defaults(handler=cmd_export)
 
@@ -50,30 +42,21 @@ def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
     p.set_defaults(handler=cmd_backup)
 
     ten = sub.add_parser("tenant", parents=[common], help="delete a tenant (brain) from every store")
-    tsub = ten.add_subparsers(dest="tenant_command", metavar="ACTION", parser_class=_Parser, required=True)
+    tsub = ten.add_subparsers(dest="tenant_command", metavar="ACTION", parser_class=Parser, required=True)
     p = tsub.add_parser(
         "delete", parents=[common], help="remove every page, fact, audit event, cursor, token and search doc of TENANT"
     )
     p.add_argument("tenant", metavar="TENANT")
     p.add_argument("--dry-run", action="store_true", help="report what would be deleted; delete nothing")
     p.add_argument("--yes", action="store_true", help="confirm the deletion (without it: exit 3, nothing deleted)")
-    _backend_option(p)
+    backend_option(p)
     p.add_argument("--json", action="store_true")
     p.set_defaults(handler=cmd_tenant_delete)
 
 
-def _backend_option(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--backend",
-        choices=("local", "aws"),
-        default=None,
-        help="local data directory (default) or the AWS stage named by the environment",
-    )
-
-
 def add_import_options(p: argparse.ArgumentParser) -> None:
     """The options `fleetmem import` takes for a pack (beside its markdown folder argument)."""
-    _backend_option(p)
+    backend_option(p)
     p.add_argument("--pack", default=None, metavar="FILE", help="import a memory pack (fleetmem export) instead")
     p.add_argument(
         "--from-tenant",
@@ -122,7 +105,7 @@ def cmd_export(args: argparse.Namespace, out: Output) -> int:
             "Pass e.g. --since 2026-06-01 or --since 2026-06-01T09:30:00Z.",
             exit_code=EXIT_USAGE,
         ) from None
-    deps = _build_deps(_settings(args, embedder="none"))
+    deps = open_deps(settings_from(args, embedder="none"))
     try:
         manifest = export_pack(
             path,
@@ -168,10 +151,10 @@ def cmd_import_pack(args: argparse.Namespace, out: Output) -> int:
         with PackReader(path) as reader:
             check_tenant(reader.manifest, tenant=tenant, from_tenant=args.from_tenant)
             counts = reader.verify(progress=_progress("check"))
-            settings = _settings(args)
+            settings = settings_from(args)
             if settings.backend == "aws":  # the stage's stream indexer embeds what the import writes
-                settings = _settings(args, embedder="none")
-            deps = _build_deps(settings, creates=True)
+                settings = settings_from(args, embedder="none")
+            deps = open_deps(settings, creates=True)
             report = import_pack(reader, deps, tenant=tenant, progress=_progress("import"))
     except PackError as exc:
         raise _failed(exc) from None
@@ -216,7 +199,7 @@ def cmd_backup(args: argparse.Namespace, out: Output) -> int:
     from fleetmem.adapters.local.sqlite.db import DB_FILENAME
     from fleetmem.errors import Unavailable
 
-    settings = _settings(args, embedder="none")
+    settings = settings_from(args, embedder="none")
     if settings.backend != "local":
         raise CommandFailed(
             "invalid_params",
@@ -226,7 +209,7 @@ def cmd_backup(args: argparse.Namespace, out: Output) -> int:
         )
     state = store_state(settings)
     if state != "ok":
-        _build_deps(settings)  # raises the data-directory failure that names the fix
+        open_deps(settings)  # raises the data-directory failure that names the fix
     dest = Path(args.dest).expanduser()
     if dest.exists() and not dest.is_dir():
         raise CommandFailed(
@@ -267,14 +250,14 @@ def cmd_backup(args: argparse.Namespace, out: Output) -> int:
 
 
 def cmd_tenant_delete(args: argparse.Namespace, out: Output) -> int:
-    settings = _settings(args, embedder="none")
+    settings = settings_from(args, embedder="none")
     if settings.backend == "aws":
         return _delete_tenant_aws(args, out, settings)
     from fleetmem.adapters.local.sqlite import open_local
     from fleetmem.adapters.local.sqlite.tenants import count_tenant, delete_tenant
 
     if store_state(settings) != "ok":
-        _build_deps(settings)  # raises the data-directory failure that names the fix
+        open_deps(settings)  # raises the data-directory failure that names the fix
     with open_local(settings.data_dir) as stores:
         db = stores.db
         return _delete_tenant(
@@ -291,21 +274,15 @@ def cmd_tenant_delete(args: argparse.Namespace, out: Output) -> int:
 
 def _delete_tenant_aws(args: argparse.Namespace, out: Output, settings: Any) -> int:
     from fleetmem.adapters.aws import open_aws
-    from fleetmem.adapters.aws.opensearch import OpenSearchIndex
     from fleetmem.adapters.aws.tenants import SEARCH, TenantTables
     from fleetmem.errors import PortError
 
     stores = open_aws(settings)
-    search = stores.search
-    if not isinstance(search, OpenSearchIndex):
-        raise CommandFailed(
-            "invalid_config",
-            "fleetmem tenant delete --backend aws also deletes the tenant's search documents, and no OpenSearch "
-            "endpoint is configured; nothing was deleted.",
-            "Set FLEETMEM_OPENSEARCH_ENDPOINT (and FLEETMEM_OPENSEARCH_SERVICE, FLEETMEM_OPENSEARCH_INDEX_PREFIX) "
-            "to the stage's, as its functions have them, then run the command again.",
-            exit_code=EXIT_USAGE,
-        )
+    search = search_index(
+        stores.search,
+        doing="tenant delete --backend aws also deletes the tenant's search documents",
+        nothing="deleted",
+    )
     tables = TenantTables(stores.aws.dynamodb, settings.table_prefix)
     tenant = args.tenant
 

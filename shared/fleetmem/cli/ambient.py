@@ -1,4 +1,5 @@
-"""The ambient-recall commands: `fleetmem profile`, `fleetmem hook`, `fleetmem heartbeat`.
+"""The ambient-recall commands: `fleetmem profile`, `fleetmem hook`, `fleetmem heartbeat`; what the
+hooks and the heartbeat do is `fleetmem.hooks`, this module is their command line.
 
 They share the CLI's output contract (one JSON document with --json, human text otherwise, notices
 and errors on stderr through the CLI's own printers, the same exit codes).
@@ -12,28 +13,20 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from fleetmem.cli import (
-    EXIT_OK,
-    EXIT_USAGE,
-    CommandFailed,
-    Output,
-    _print_error,
-    _print_notices,
-    _tool_commands,
-    exit_code_for,
-)
+from fleetmem.cli.framework import Parser, exit_code_for, print_error, print_notices
+from fleetmem.cli.tools import tool_commands
+from fleetmem.console import EXIT_OK, EXIT_USAGE, CommandFailed, Output
 from fleetmem.remote import add_remote_options
 
 AMBIENT_COMMANDS = frozenset({"profile", "hook", "heartbeat"})
 HARNESSES = ("claude-code",)
 
 
-def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
-    from fleetmem.cli import _Parser
+def add_commands(sub: Any, common: Parser) -> None:
     from fleetmem.hooks.claude_code import DEFAULT_TIMEOUT_S as HOOK_TIMEOUT_S
 
     prof = sub.add_parser("profile", parents=[common], help="saved remote endpoints for --profile")
-    psub = prof.add_subparsers(dest="profile_command", metavar="ACTION", parser_class=_Parser, required=True)
+    psub = prof.add_subparsers(dest="profile_command", metavar="ACTION", parser_class=Parser, required=True)
     p = psub.add_parser("add", help="save (or replace) a profile: a URL and the path of a token file")
     p.add_argument("name")
     p.add_argument("--url", required=True, help="MCP endpoint, e.g. https://…/mcp")
@@ -49,7 +42,7 @@ def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
     p.set_defaults(handler=cmd_profile_remove)
 
     hook = sub.add_parser("hook", parents=[common], help="ambient recall hooks for agent harnesses")
-    hsub = hook.add_subparsers(dest="hook_command", metavar="ACTION", parser_class=_Parser, required=True)
+    hsub = hook.add_subparsers(dest="hook_command", metavar="ACTION", parser_class=Parser, required=True)
     p = hsub.add_parser(
         "claude-code",
         parents=[common],
@@ -99,7 +92,9 @@ def cmd_profile_add(args: argparse.Namespace, out: Output) -> int:
         )
     if not args.url.startswith(("http://", "https://")):
         raise CommandFailed(
-            "usage", f"--url {args.url!r} is not an http(s) URL.", "Pass the endpoint, e.g. https://…/mcp",
+            "usage",
+            f"--url {args.url!r} is not an http(s) URL.",
+            "Pass the endpoint, e.g. https://…/mcp",
             exit_code=EXIT_USAGE,
         )
     token_file = None
@@ -180,15 +175,17 @@ def _project(args: argparse.Namespace) -> Path:
     project = Path(args.project or os.environ.get("CLAUDE_PROJECT_DIR") or os.getcwd()).expanduser().resolve()
     if not project.is_dir():
         raise CommandFailed(
-            "usage", f"{project} is not a directory.", "Pass the project directory with --project DIR",
+            "usage",
+            f"{project} is not a directory.",
+            "Pass the project directory with --project DIR",
             exit_code=EXIT_USAGE,
         )
     return project
 
 
 def cmd_hook_install(args: argparse.Namespace, out: Output) -> int:
-    from fleetmem.cli import _data_dir_failure, _settings, store_state
     from fleetmem.hooks.claude_code import HARNESS_TIMEOUT_S, install
+    from fleetmem.lanes import data_dir_failure, settings_from, store_state
     from fleetmem.remote import endpoint_from_args
 
     # What the hook will use must work now, not fail quietly in every session: an endpoint without
@@ -202,9 +199,9 @@ def cmd_hook_install(args: argparse.Namespace, out: Output) -> int:
                 "environment too (or install with --token-file PATH)"
             )
     elif getattr(args, "data_dir", None):
-        settings = _settings(args)
+        settings = settings_from(args)
         if (state := store_state(settings)) != "ok":
-            raise _data_dir_failure(settings, state)
+            raise data_dir_failure(settings, state)
     extra: list[str] = []
     if args.url:
         extra += ["--url", args.url]
@@ -253,7 +250,8 @@ def cmd_hook_uninstall(args: argparse.Namespace, out: Output) -> int:
 
 def cmd_heartbeat(args: argparse.Namespace, out: Output) -> int:
     from fleetmem.hooks.heartbeat import HEARTBEAT_BUDGET_TOKENS, wake
-    from fleetmem.remote import LocalLane, RemoteLane, RemoteUnavailable, endpoint_from_args, unavailable_failure
+    from fleetmem.lanes import LocalLane
+    from fleetmem.remote import RemoteLane, RemoteUnavailable, endpoint_from_args, unavailable_failure
 
     endpoint = endpoint_from_args(args)
     lane: Any = RemoteLane(endpoint) if endpoint else LocalLane(args.data_dir, args.tenant, embedder="none")
@@ -262,12 +260,12 @@ def cmd_heartbeat(args: argparse.Namespace, out: Output) -> int:
         result = wake(lane, args.session_id, budget, args.entities)
     except RemoteUnavailable as exc:
         raise unavailable_failure(exc) from exc
-    commands = _tool_commands()
+    commands = tool_commands()
     if "error" in result:
         if out.as_json:
             out.document(result["error"])
         else:
-            _print_error(result["error"], commands)
+            print_error(result["error"], commands)
         return exit_code_for(result["error"])
     if out.as_json:
         out.document(result)
@@ -275,5 +273,5 @@ def cmd_heartbeat(args: argparse.Namespace, out: Output) -> int:
         out.text(result["text"])
         if result["established"]:
             Output.err("Note [cursor_established]: the session cursor was new or expired; caught up from state.")
-        _print_notices(result["notices"], commands)
+        print_notices(result["notices"], commands)
     return EXIT_OK

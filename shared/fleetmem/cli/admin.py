@@ -4,19 +4,21 @@ stage, `fleetmem admin replay` re-indexes the items the stream indexer could not
 `fleetmem admin status` shows versions, index lag, what is kept for replay and the tables' item
 counts. Each reads the stage's settings from the environment, as its functions have them
 (FLEETMEM_TABLE_PREFIX, FLEETMEM_OPENSEARCH_*, FLEETMEM_BEDROCK_*, the AWS region and credentials).
-`fleetmem.cli` registers the group (`add_commands`); each subcommand has its own `_add_*` and
+`fleetmem.cli.app` registers the group (`add_commands`); each subcommand has its own `_add_*` and
 `cmd_*` functions.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from fleetmem.cli import EXIT_FAILED, EXIT_OK, EXIT_USAGE, CommandFailed, Output, _Parser, _settings
+from fleetmem.cli.framework import Parser
+from fleetmem.cli.stage import aws_backend_option, replay_queue, search_index, stage
+from fleetmem.console import EXIT_FAILED, EXIT_OK, EXIT_USAGE, CommandFailed, Output
+from fleetmem.lanes import settings_from
 from fleetmem.protocol import CONTRACT_VERSION
 
 
@@ -24,50 +26,11 @@ def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
     adm = sub.add_parser(
         "admin", parents=[common], help="operate a deployed AWS stage (reindex, copy-tables, replay, status)"
     )
-    asub = adm.add_subparsers(dest="admin_command", metavar="ACTION", parser_class=_Parser, required=True)
+    asub = adm.add_subparsers(dest="admin_command", metavar="ACTION", parser_class=Parser, required=True)
     _add_reindex(asub, common)
     _add_copy_tables(asub, common)
     _add_replay(asub, common)
     _add_status(asub, common)
-
-
-# --------------------------------------------------------------------------- the stage
-
-
-def _stage(args: argparse.Namespace) -> tuple[Any, Any]:
-    """(settings, deps) of the stage the environment names; refuses a stage without a search index."""
-    from fleetmem.adapters.aws.opensearch import OpenSearchIndex
-    from fleetmem.config import ENV_EMBEDDER
-    from fleetmem.wiring import build_deps
-
-    settings = _settings(args, backend="aws", embedder=os.environ.get(ENV_EMBEDDER) or "bedrock")
-    deps = build_deps(settings)
-    if not isinstance(deps.search, OpenSearchIndex):
-        raise CommandFailed(
-            "invalid_config",
-            f"fleetmem admin {args.admin_command} works on the stage's search index, and no OpenSearch endpoint is "
-            "configured; nothing was read or written.",
-            "Set FLEETMEM_OPENSEARCH_ENDPOINT (and FLEETMEM_OPENSEARCH_SERVICE, FLEETMEM_OPENSEARCH_INDEX_PREFIX, "
-            "FLEETMEM_TABLE_PREFIX, FLEETMEM_BEDROCK_EMBEDDING_MODEL) to the stage's, as its functions have them.",
-            exit_code=EXIT_USAGE,
-        )
-    return settings, deps
-
-
-def _replay_queue(settings: Any) -> Any:
-    from fleetmem.adapters.aws import sdk_client
-    from fleetmem.adapters.aws.replay import ENV_REPLAY_QUEUE_URL, ReplayQueue, queue_name
-
-    try:
-        return ReplayQueue.for_stage(sdk_client("sqs", region=settings.region), settings.table_prefix)
-    except Exception as exc:
-        raise CommandFailed(
-            "unavailable",
-            f"The stage's replay queue {queue_name(settings.table_prefix)!r} could not be found "
-            f"({type(exc).__name__}); nothing was read or written.",
-            f"Check FLEETMEM_TABLE_PREFIX and the AWS credentials and region, or set {ENV_REPLAY_QUEUE_URL} to the "
-            "queue URL the indexer function has.",
-        ) from None
 
 
 # --------------------------------------------------------------------------- admin replay
@@ -86,8 +49,8 @@ def _add_replay(asub: Any, common: argparse.ArgumentParser) -> None:
 def cmd_replay(args: argparse.Namespace, out: Output) -> int:
     from fleetmem.adapters.aws.replay import ReplayReport, replay
 
-    settings, deps = _stage(args)
-    queue = _replay_queue(settings)
+    settings, deps = stage(args)
+    queue = replay_queue(settings)
     waiting = queue.count()
     Output.err(f"replay: {waiting['waiting']} kept record(s) waiting on {queue.url}")
 
@@ -143,7 +106,7 @@ def cmd_status(args: argparse.Namespace, out: Output) -> int:
     from fleetmem import __version__
     from fleetmem.adapters.aws.opensearch import INDEX_VERSION
 
-    settings, deps = _stage(args)
+    settings, deps = stage(args)
     search = deps.search
     doc: dict[str, Any] = {
         "fleetmem_version": __version__,
@@ -163,7 +126,7 @@ def cmd_status(args: argparse.Namespace, out: Output) -> int:
     doc["index"]["documents"] = _index_counts(search, problems)
     doc["index_lag"] = _lag(doc["tables"], doc["index"]["documents"], ddb, settings.table_prefix, args.exact)
     try:
-        doc["kept_for_replay"] = _replay_queue(settings).count()
+        doc["kept_for_replay"] = replay_queue(settings).count()
     except CommandFailed as exc:
         doc["kept_for_replay"] = None
         problems.append(exc.message)
@@ -340,7 +303,7 @@ def _add_reindex(asub: Any, common: argparse.ArgumentParser) -> None:
         parents=[common],
         help="rebuild the stage's search index from DynamoDB into a new index, then swap the alias",
     )
-    p.add_argument("--backend", choices=("aws",), default="aws", help="the AWS stage named by the environment")
+    aws_backend_option(p)
     p.add_argument("--tenant", default=None, help="only this tenant (default: every tenant)")
     p.add_argument(
         "--rate",
@@ -371,12 +334,11 @@ def _add_reindex(asub: Any, common: argparse.ArgumentParser) -> None:
 
 def cmd_reindex(args: argparse.Namespace, out: Output) -> int:
     from fleetmem.adapters.aws import BedrockEmbedder, open_aws
-    from fleetmem.adapters.aws.opensearch import OpenSearchIndex
     from fleetmem.adapters.aws.reindex import Rebuild, StateFile, default_state_path
     from fleetmem.errors import PortError
     from fleetmem.wiring import local_embedder
 
-    settings = _settings(args, backend="aws")
+    settings = settings_from(args, backend="aws")
     if settings.embedder == "bedrock":
         embedder: Any = BedrockEmbedder(settings)
     else:
@@ -389,16 +351,7 @@ def cmd_reindex(args: argparse.Namespace, out: Output) -> int:
                 exit_code=EXIT_USAGE,
             )
     stores = open_aws(settings, search_model_id=embedder.model_id, search_dim=embedder.dim)
-    search = stores.search
-    if not isinstance(search, OpenSearchIndex):
-        raise CommandFailed(
-            "invalid_config",
-            "fleetmem admin reindex rebuilds the stage's search index, and no OpenSearch endpoint is configured; "
-            "nothing was done.",
-            "Set FLEETMEM_OPENSEARCH_ENDPOINT (and FLEETMEM_OPENSEARCH_SERVICE, FLEETMEM_OPENSEARCH_INDEX_PREFIX) "
-            "to the stage's, as its functions have them, then run the command again.",
-            exit_code=EXIT_USAGE,
-        )
+    search = search_index(stores.search, doing="admin reindex rebuilds the stage's search index", nothing="done")
     state = StateFile(
         Path(args.state).expanduser() if args.state else default_state_path(settings.table_prefix, search.alias)
     )
@@ -458,7 +411,7 @@ def _add_copy_tables(asub: Any, common: argparse.ArgumentParser) -> None:
         parents=[common],
         help="copy every item of another stage's tables (e.g. a point-in-time restore) into this stage's empty tables",
     )
-    p.add_argument("--backend", choices=("aws",), default="aws", help="the AWS stage named by the environment")
+    aws_backend_option(p)
     p.add_argument(
         "--from",
         dest="source",
@@ -475,7 +428,7 @@ def cmd_copy_tables(args: argparse.Namespace, out: Output) -> int:
     from fleetmem.adapters.aws.restore import copy_tables, non_empty
     from fleetmem.errors import PortError
 
-    settings = _settings(args, backend="aws", embedder="none")
+    settings = settings_from(args, backend="aws", embedder="none")
     dest = settings.table_prefix
     if args.source == dest:
         raise CommandFailed(

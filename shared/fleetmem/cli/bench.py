@@ -1,0 +1,47 @@
+"""`fleetmem bench`: latency and throughput, search quality, and embedding and recall speed."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from fleetmem.cli.framework import Parser
+from fleetmem.console import EXIT_OK, Output
+from fleetmem.lanes import settings_from
+
+
+def add_commands(sub: Any, common: Parser) -> None:
+    p = sub.add_parser(
+        "bench",
+        parents=[common],
+        add_help=False,
+        help="latency/throughput benchmark; `bench quality`: search quality; `bench search`: embedding and "
+        "hybrid recall speed, vector memory (`fleetmem bench --help`)",
+    )
+    p.add_argument("rest", nargs=argparse.REMAINDER, help="[latency|quality] and the benchmark's options")
+    p.set_defaults(handler=cmd_bench)
+
+
+def cmd_bench(args: argparse.Namespace, out: Output) -> int:
+    rest = list(args.rest)
+    what = rest.pop(0) if rest and rest[0] in ("latency", "quality", "search") else "latency"
+    if what == "search":
+        from fleetmem.bench.search import main as search_main
+
+        out.text(search_main(rest, model_dir=settings_from(args).model_dir, log=Output.err))
+        return EXIT_OK
+    if what == "quality":
+        from fleetmem.bench.quality import run_quality
+
+        model_dir = settings_from(args).model_dir
+        if rest[:2] == ["--set", "conversations"]:
+            from fleetmem.bench.conversations import run_conversations
+
+            run_conversations(Path(rest[2]) if len(rest) > 2 else model_dir, out=out.text)
+            return EXIT_OK
+        run_quality(Path(rest[0]) if rest else model_dir, out=out.text)
+        return EXIT_OK
+    from fleetmem.bench import main as bench_main
+
+    return int(bench_main(rest, data_dir=getattr(args, "data_dir", None)) or 0)

@@ -1,0 +1,176 @@
+"""`fleetmem token`: create, list and revoke API tokens, and deny a Cognito app client."""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+from typing import Any
+
+from fleetmem.cli.framework import Parser, backend_option
+from fleetmem.console import EXIT_OK, EXIT_USAGE, CommandFailed, Output
+from fleetmem.lanes import open_deps, settings_from
+from fleetmem.protocol import SCOPES
+
+
+def add_commands(sub: Any, common: Parser) -> None:
+    tok = sub.add_parser("token", parents=[common], help="create, list and revoke API tokens")
+    tsub = tok.add_subparsers(dest="token_command", metavar="ACTION", parser_class=Parser, required=True)
+    p = tsub.add_parser("create", parents=[common], help="mint a token (printed once)")
+    backend_option(p)
+    p.add_argument("--client", required=True, help="client name (shown in audit rows and cursors)")
+    p.add_argument("--scopes", required=True, help="comma-separated: read,write[,admin]")
+    p.add_argument("--tenant", default="default", help="tenant (brain) the token belongs to")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(handler=cmd_token_create)
+    p = tsub.add_parser("list", parents=[common], help="list tokens (never shows the tokens)")
+    backend_option(p)
+    p.add_argument("--tenant", default=None)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(handler=cmd_token_list)
+    p = tsub.add_parser("revoke", parents=[common], help="revoke a token by its TOKEN_ID")
+    backend_option(p)
+    p.add_argument("token_id")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(handler=cmd_token_revoke)
+    p = tsub.add_parser("deny-cognito", parents=[common], help="refuse every access token of a Cognito app client")
+    backend_option(p)
+    p.add_argument("app_client_id")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(handler=cmd_token_deny_cognito)
+
+
+def _token_deps(args: argparse.Namespace, *, creates: bool = False) -> Any:
+    # Token management needs only the client store: never load the embedder for it.
+    return open_deps(settings_from(args, embedder="none"), creates=creates)
+
+
+def _token_hint(args: argparse.Namespace) -> list[str]:
+    """`fleetmem token create` for the tenant and data directory this command was given."""
+    from fleetmem.transport.errors import TOKEN_CREATE, token_create_argv
+
+    options = {"client": "NAME", "scopes": "read,write"}
+    options |= {"tenant": args.tenant} if getattr(args, "tenant", None) else {}
+    options |= {"data_dir": str(args.data_dir)} if getattr(args, "data_dir", None) else {}
+    return token_create_argv(TOKEN_CREATE, **options)
+
+
+def _client_doc(rec: Any) -> dict[str, Any]:
+    from fleetmem.timefmt import iso
+
+    return {
+        "token_id": rec.token_id,
+        "client": rec.client_id,
+        "tenant": rec.tenant,
+        "scopes": sorted(rec.scopes),
+        "created": iso(rec.created_at),
+        "revoked": iso(rec.revoked_at),
+    }
+
+
+def cmd_token_create(args: argparse.Namespace, out: Output) -> int:
+    from fleetmem.tokens import create_client
+
+    scopes = [s.strip() for s in args.scopes.split(",") if s.strip()]
+    bad = [s for s in scopes if s not in SCOPES]
+    if not scopes or bad:
+        raise CommandFailed(
+            "invalid_params",
+            f"Unknown scope(s): {', '.join(bad) or '(none given)'}",
+            f"Use a comma-separated subset of {','.join(SCOPES)}, e.g. --scopes read,write",
+            exit_code=EXIT_USAGE,
+        )
+    if not args.client.strip():
+        raise CommandFailed(
+            "invalid_params",
+            "--client is blank",
+            "Name the client, e.g. --client my-agent",
+            exit_code=EXIT_USAGE,
+        )
+    from fleetmem.tokens import ID_FIX, id_problem
+
+    for problem in (id_problem("tenant", args.tenant), id_problem("client", args.client.strip())):
+        if problem:
+            raise CommandFailed("invalid_params", problem, ID_FIX, exit_code=EXIT_USAGE)
+    deps = _token_deps(args, creates=True)
+    token, rec = create_client(
+        deps.clients, deps.clock, tenant=args.tenant, client_id=args.client.strip(), scopes=frozenset(scopes)
+    )
+    doc = {
+        "token": token,
+        "client": rec.client_id,
+        "tenant": rec.tenant,
+        "scopes": sorted(rec.scopes),
+        "token_id": rec.token_id,
+    }
+    if out.as_json:
+        out.document(doc)
+    else:
+        Output.err(
+            f"Token {rec.token_id} for client '{rec.client_id}' (tenant {rec.tenant}, scopes "
+            f"{','.join(sorted(rec.scopes))}). It is shown once and stored only as a SHA-256:"
+        )
+        out.text(token)
+    return EXIT_OK
+
+
+def cmd_token_list(args: argparse.Namespace, out: Output) -> int:
+    deps = _token_deps(args)
+    records = deps.clients.list(args.tenant) if args.tenant else deps.clients.list()
+    docs = [_client_doc(r) for r in sorted(records, key=lambda r: (r.created_at, r.token_id))]
+    if out.as_json:
+        out.document({"tokens": docs})
+        return EXIT_OK
+    if not docs:
+        Output.err(f"No tokens. Create one: {shlex.join(_token_hint(args))}")
+        return EXIT_OK
+    header = ("TOKEN_ID", "CLIENT", "TENANT", "SCOPES", "CREATED", "REVOKED")
+    rows = [
+        (
+            d["token_id"],
+            d["client"],
+            d["tenant"],
+            ",".join(d["scopes"]),
+            d["created"] or "",
+            d["revoked"] or "-",
+        )
+        for d in docs
+    ]
+    widths = [max(len(str(x)) for x in col) for col in zip(header, *rows, strict=False)]
+    for row in (header, *rows):
+        out.text("  ".join(str(x).ljust(w) for x, w in zip(row, widths, strict=True)).rstrip())
+    return EXIT_OK
+
+
+def cmd_token_revoke(args: argparse.Namespace, out: Output) -> int:
+    deps = _token_deps(args)
+    if not deps.clients.revoke(args.token_id, at=deps.clock.now()):
+        raise CommandFailed(
+            "not_found",
+            f"No active token with id {args.token_id}",
+            "Token ids come from `fleetmem token list` (the TOKEN_ID column, not the token itself).",
+            exit_code=EXIT_USAGE,
+        )
+    from fleetmem.tokens import revocation_bound_s, revocation_text
+
+    settings = settings_from(args, embedder="none")
+    bound = revocation_bound_s(settings.backend, settings.authorizer_cache_ttl_s)
+    if out.as_json:
+        out.document({"token_id": args.token_id, "revoked": True, "refused_within_s": bound})
+    else:
+        Output.err(f"Revoked {args.token_id}; {revocation_text(bound)}.")
+    return EXIT_OK
+
+
+def cmd_token_deny_cognito(args: argparse.Namespace, out: Output) -> int:
+    from fleetmem.tokens import deny_cognito_client
+
+    deps = _token_deps(args, creates=True)
+    record = deny_cognito_client(deps.clients, deps.clock, app_client_id=args.app_client_id)
+    if out.as_json:
+        out.document({"app_client_id": args.app_client_id, "token_id": record.token_id, "denied": True})
+    else:
+        Output.err(
+            f"Denied Cognito app client {args.app_client_id}; the authorizer refuses its access tokens "
+            "(at once for new tokens, after the authorizer cache TTL for cached ones)."
+        )
+    return EXIT_OK
