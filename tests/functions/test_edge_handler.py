@@ -1,4 +1,4 @@
-"""The MCP edge handler on its events/mcp files: each REST proxy event runs through a freshly built
+"""The MCP edge handler on its events/mcp files: each REST proxy event runs through the sandbox's
 MCP app; every tools/call goes through the LambdaInvoker to the verb's own handler (the Lambda
 service itself is replaced by an in-process stand-in that JSON round-trips the payload)."""
 
