@@ -3,18 +3,30 @@ interpreter, and how long the imports its first invocation adds (dispatch, the A
 boto3). A report, not a test of speed: numbers depend on the machine (Lambda's arm64 cores are
 slower than a laptop; budget ~1.5-2x).
 
-    .venv/bin/python -m infra.cold_start [--runs 3] [--json]
+    .venv/bin/python -m infra.cold_start [--runs 3] [--json] [--function mcp ...]
+
+`--asset DIR` measures the built asset instead (`scripts/build-lambda DIR`), as a sandbox loads it:
+the runtime's Python version (`python_runtime` of the deploy config, found as
+`scripts/lib/compile_asset.py` finds it), `-I -S`, the asset and then a runtime directory holding
+boto3 on the path (`--runtime DIR`; by default the local stack's, `~/.cache/fleetmem/stack/*/runtime`),
+and no bytecode written (a deployed asset is read-only): whatever the asset does not ship compiled
+is compiled on every run, as in a fresh sandbox.
+
+    .venv/bin/python -m infra.cold_start --asset build/lambda --function mcp
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import statistics
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from fleetmem.config import ENV_BACKEND
 
@@ -88,18 +100,38 @@ def kind(group: str) -> str:
     return group if group in FIRST_CALL else "tool"
 
 
-def measure(group: str, runs: int) -> dict[str, float | bool | str]:
+@dataclass(frozen=True)
+class AssetRun:
+    """How to load the built asset: interpreter, asset directory, runtime (boto3) directory."""
+
+    python: Path
+    asset: Path
+    runtime: Path
+
+
+_ASSET_PATH = "import sys; sys.path[:0] = [{asset!r}, {runtime!r}]\n"
+
+
+def measure(group: str, runs: int, asset: AssetRun | None = None) -> dict[str, float | bool | str]:
     env = {
         **os.environ,
-        "PYTHONDONTWRITEBYTECODE": "0",
+        "PYTHONDONTWRITEBYTECODE": "1" if asset else "0",
         ENV_BACKEND: "aws",
         "AWS_DEFAULT_REGION": os.environ.get("AWS_DEFAULT_REGION", "us-east-1"),
     }
+    if asset is None:
+        command = [sys.executable, "-c", _PROBE]
+        cwd = ROOT
+    else:
+        env.pop("PYTHONPATH", None)
+        path = _ASSET_PATH.format(asset=str(asset.asset), runtime=str(asset.runtime))
+        command = [str(asset.python), "-I", "-S", "-B", "-c", path + _PROBE]  # -I ignores PYTHON* variables
+        cwd = asset.asset
     samples = []
     for _ in range(runs):
         out = subprocess.run(  # noqa: S603 - our own interpreter on our own probe
-            [sys.executable, "-c", _PROBE, f"functions.{group}.handler", json.dumps(FIRST_CALL[kind(group)])],
-            cwd=ROOT,
+            [*command, f"functions.{group}.handler", json.dumps(FIRST_CALL[kind(group)])],
+            cwd=cwd,
             env=env,
             capture_output=True,
             text=True,
@@ -112,18 +144,57 @@ def measure(group: str, runs: int) -> dict[str, float | bool | str]:
     return row
 
 
+def _compile_asset_module() -> Any:
+    spec = importlib.util.spec_from_file_location("compile_asset", ROOT / "scripts" / "lib" / "compile_asset.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def asset_run(asset: Path, runtime: Path | None) -> AssetRun:
+    """The interpreter and directories for `--asset` (module doc); SystemExit with the reason when
+    one is missing."""
+    from infra.config import EXAMPLE, load_config
+
+    version = os.environ.get("FLEETMEM_LAMBDA_PYTHON") or load_config(default=EXAMPLE).python_runtime
+    python = _compile_asset_module().interpreter(version)
+    if python is None:
+        raise SystemExit(f"no python {version} (the deploy config's python_runtime) on this machine")
+    if not (asset / "functions").is_dir():
+        raise SystemExit(f"{asset} holds no built asset: run scripts/build-lambda {asset}")
+    if runtime is None:
+        stack = Path.home() / ".cache" / "fleetmem" / "stack"
+        built = sorted(stack.glob("*/runtime/boto3"), key=lambda p: p.stat().st_mtime, reverse=True)
+        if not built:
+            raise SystemExit("no runtime directory with boto3: pass --runtime DIR (or run scripts/stack once)")
+        runtime = built[0].parent
+    # The Lambda runtime ships its boto3 compiled; so does this directory once this has run.
+    subprocess.run([str(python), "-m", "compileall", "-q", str(runtime)], check=False, capture_output=True)  # noqa: S603
+    return AssetRun(python=python, asset=asset.resolve(), runtime=runtime.resolve())
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--asset", type=Path, help="measure this built asset (module doc)")
+    parser.add_argument("--runtime", type=Path, help="with --asset: the directory holding boto3")
+    parser.add_argument("--function", action="append", help="only these functions (repeatable)")
     args = parser.parse_args(argv)
-    # one warm-up so every later run reads compiled bytecode, as a deployed asset would
-    measure(functions()[0], 1)
-    rows = [measure(g, args.runs) for g in functions()]
+    asset = asset_run(args.asset, args.runtime) if args.asset else None
+    groups = args.function or functions()
+    if asset is None:
+        # one warm-up so every later run reads compiled bytecode, as a deployed asset would
+        measure(functions()[0], 1)
+    rows = [measure(g, args.runs, asset) for g in groups]
+    python = str(asset.python) if asset else sys.version.split()[0]
     if args.json:
-        print(json.dumps({"target_ms": TARGET_MS, "python": sys.version.split()[0], "rows": rows}, indent=2))
+        print(json.dumps({"target_ms": TARGET_MS, "python": python, "asset": str(args.asset or ""), "rows": rows},
+                         indent=2))
         return 0
-    print(f"target <= {TARGET_MS} ms; wall / cpu milliseconds, median of {args.runs} fresh interpreters")
+    where = f"asset {args.asset} with {python}" if asset else f"dev environment, python {python}"
+    print(f"target <= {TARGET_MS} ms; {where}; wall / cpu milliseconds, median of {args.runs} fresh interpreters")
     print(f"{'function':<14}{'handler import':>18}{'+ first call':>18}{'total (cpu)':>14}  mcp SDK")
     for r in rows:
         total_cpu = r["handler_cpu_ms"] + r["first_call_cpu_ms"]  # type: ignore[operator]

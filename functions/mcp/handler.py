@@ -1,4 +1,4 @@
-"""The MCP edge: API Gateway `/mcp` -> the MCP app (built per invocation) -> each tools/call to
+"""The MCP edge: API Gateway `/mcp` -> the MCP app (built once per sandbox) -> each tools/call to
 its verb's function."""
 
 from aws_lambda_powertools import Logger

@@ -1,4 +1,4 @@
-"""The MCP edge handler on its events/mcp files: each REST proxy event runs through a freshly built
+"""The MCP edge handler on its events/mcp files: each REST proxy event runs through the sandbox's
 MCP app; every tools/call goes through the LambdaInvoker to the verb's own handler (the Lambda
 service itself is replaced by an in-process stand-in that JSON round-trips the payload)."""
 
@@ -150,3 +150,60 @@ def test_the_edges_token_fixes_name_the_deployed_stage_and_keep_the_callers_tena
     assert argv[argv.index("--scopes") + 1] == "read,write"
     refused = json.loads(call("mcp", load_event("mcp", "no_authorizer_context"))["body"])
     assert refused["fix"]["argv"][:5] == ["fleetmem", "token", "create", "--backend", "aws"]
+
+
+class _TenantEcho:
+    """An invoker that answers each tools/call with the tenant and client it was handed."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, str]] = []
+
+    def invoke(self, tool, arguments, caller, correlation_id):
+        from fleetmem.transport.dispatch import DispatchResult
+
+        self.seen.append((caller.tenant, caller.client_id))
+        return DispatchResult({"tenant": caller.tenant, "client_id": caller.client_id}, False, [], correlation_id)
+
+
+def _as_tenant(event: dict, tenant: str, client_id: str, request_id: str) -> dict:
+    event = json.loads(json.dumps(event))
+    authorizer = event["requestContext"]["authorizer"]
+    authorizer.update(tenant=tenant, client_id=client_id, principalId=f"{tenant}/{client_id}")
+    event["requestContext"]["requestId"] = request_id
+    return event
+
+
+def test_one_warm_edge_serves_each_invocation_as_its_own_tenant(monkeypatch, aws_env):
+    from fleetmem.transport.aws_lambda import edge
+    from fleetmem.transport.aws_lambda import runtime as lambda_runtime
+
+    echo = _TenantEcho()
+    monkeypatch.setattr(lambda_runtime, "edge_invoker", lambda: echo)
+    base = load_event("mcp", "tools_call_recall")
+    answers, apps = [], []
+    for tenant, client_id in [("acme", "planner"), ("globex", "scout"), ("acme", "planner")]:
+        out = call("mcp", _as_tenant(base, tenant, client_id, f"req-{tenant}-{len(answers)}"))
+        assert out["statusCode"] == 200, out
+        answers.append(json.loads(json.loads(out["body"])["result"]["content"][0]["text"]))
+        apps.append(edge._EDGE.app if edge._EDGE is not None else None)
+    assert [a["tenant"] for a in answers] == ["acme", "globex", "acme"]
+    assert [a["client_id"] for a in answers] == ["planner", "scout", "planner"]
+    assert echo.seen == [("acme", "planner"), ("globex", "scout"), ("acme", "planner")]
+    assert apps[0] is not None and apps[0] is apps[1] is apps[2]  # built once, reused warm
+
+
+def test_a_warm_edge_answers_each_request_with_its_own_public_url(lambda_service):
+    from fleetmem.transport.aws_lambda import edge
+
+    event = load_event("mcp", "protected_resource_metadata")
+    resources = []
+    for host in ("a1b2c3d4e5.execute-api.eu-west-1.amazonaws.com", "memory.example.com"):
+        e = json.loads(json.dumps(event))
+        e["requestContext"]["domainName"] = host
+        out = call("mcp", e)
+        assert out["statusCode"] == 200, out
+        resources.append(json.loads(out["body"])["resource"])
+    app = edge._EDGE.app if edge._EDGE is not None else None
+    assert resources[0].startswith("https://a1b2c3d4e5.execute-api.eu-west-1.amazonaws.com/")
+    assert resources[1].startswith("https://memory.example.com")
+    assert app is not None

@@ -39,6 +39,11 @@ def main(argv: list[str]) -> int:
     p.add_argument(
         "--indexing", action="store_true", help="stream indexer throughput (records/s) over --pages pages instead"
     )
+    p.add_argument(
+        "--compare-v1",
+        action="store_true",
+        help="also make the same calls as POST /v1/<tool> and print both p50s and the /mcp overhead",
+    )
     args = p.parse_args(argv)
     if args.indexing:
         return indexing(args.pages)
@@ -83,6 +88,10 @@ def main(argv: list[str]) -> int:
         writes = {k: v for k, v in work.items() if v[0] == "remember"}
         stats = http_latency(stack.mcp_url, str(token), reads, args.iterations)
         stats.update(http_latency(stack.mcp_url, str(token), writes, args.iterations))
+        v1_stats = {}
+        if args.compare_v1:
+            v1_stats = http_latency(stack.mcp_url, str(token), reads, args.iterations, v1=True)
+            v1_stats.update(http_latency(stack.mcp_url, str(token), writes, args.iterations, v1=True))
     finally:
         stack.stop()
     print(
@@ -93,6 +102,12 @@ def main(argv: list[str]) -> int:
     for label, s in stats.items():
         name = f"{label} ({s.errors} errors)" if s.errors else label
         print(f"| {name} | {_ms(s.pct(0.5))} | {_ms(s.pct(0.99))} |")
+    if v1_stats:
+        print("\n| call | /mcp p50 ms | /v1 p50 ms | /mcp - /v1 ms |\n|---|---:|---:|---:|")
+        for label, s in stats.items():
+            v = v1_stats[label]
+            name = f"{label} ({v.errors} /v1 errors)" if v.errors else label
+            print(f"| {name} | {_ms(s.pct(0.5))} | {_ms(v.pct(0.5))} | {_ms(s.pct(0.5) - v.pct(0.5))} |")
     return 0
 
 

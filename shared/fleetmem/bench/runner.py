@@ -255,8 +255,24 @@ class HttpCaller:
         self.client.close()
 
 
-def http_latency(url: str, token: str, work: dict[str, tuple[str, ArgsFn]], iterations: int) -> dict[str, Stats]:
-    caller, out = HttpCaller(url, token), {}
+class V1Caller(HttpCaller):
+    """The same calls as `POST /v1/<tool>` (the JSON body is the arguments) on one keep-alive
+    connection; `url` is the MCP URL, whose `/v1` sibling is used."""
+
+    def __init__(self, url: str, token: str) -> None:
+        super().__init__(url, token)
+        self.base = url.removesuffix("/mcp")
+
+    def call(self, tool: str, arguments: dict[str, Any]) -> bool:
+        r = self.client.post(f"{self.base}/v1/{tool}", content=json.dumps(arguments))
+        return r.status_code == 200
+
+
+def http_latency(
+    url: str, token: str, work: dict[str, tuple[str, ArgsFn]], iterations: int, *, v1: bool = False
+) -> dict[str, Stats]:
+    """Per-label latency of `work` over MCP tools/call, or over `POST /v1/<tool>` with `v1`."""
+    caller, out = (V1Caller if v1 else HttpCaller)(url, token), {}
     try:
         for label, (tool, make) in work.items():
             rng, stats = random.Random(label + "http"), Stats()

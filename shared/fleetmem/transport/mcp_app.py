@@ -95,6 +95,9 @@ log = logging.getLogger("fleetmem.transport.mcp")
 MCP_PATH = "/mcp"
 CALLER_SCOPE_KEY = "fleetmem.caller"
 PRM_PATH = "/.well-known/oauth-protected-resource"
+#: The public base URL of this one request, when the host knows it better than the headers do (the
+#: Lambda edge puts it there from each event; one app serves every invocation of a sandbox).
+PUBLIC_URL_SCOPE_KEY = "fleetmem.public_url"
 
 CallerFromRequest = Callable[[Request], Caller | None]
 CallerFromContext = Callable[[Any], Caller | None]
@@ -242,6 +245,9 @@ def build_mcp_server(
 def public_base_url(request: Request, configured: str | None = None) -> str:
     if configured:
         return configured.rstrip("/")
+    per_request = request.scope.get(PUBLIC_URL_SCOPE_KEY)
+    if per_request:
+        return str(per_request).rstrip("/")
     proto = request.headers.get("x-forwarded-proto") or request.url.scheme
     host = request.headers.get("x-forwarded-host") or request.headers.get("host") or request.url.netloc
     return f"{proto}://{host}"
@@ -672,7 +678,8 @@ def build_mcp_app(
 
     `invoker` defaults to an `InProcessInvoker` over `deps_factory`. Behind API Gateway, DNS-rebinding
     protection is off (the gateway's Host header is not localhost); locally it is on.
-    Build a fresh app per Lambda invocation: the SDK's session manager runs once per app.
+    The SDK's session manager runs once per app: a host keeps the app's lifespan open for as long
+    as it serves (the Lambda edge does so for the life of its sandbox, `aws_lambda.edge`).
 
     `call_threads` bounds the worker threads that authenticate and run calls at once (None:
     anyio's default of 40). On a GIL-bound server more threads than cores mostly contend: with 32

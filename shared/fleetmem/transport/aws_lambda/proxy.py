@@ -108,8 +108,11 @@ def request_id(event: Mapping[str, Any]) -> str | None:
     return (event.get("requestContext") or {}).get("requestId") or None
 
 
-async def call_asgi(app: Callable[..., Any], event: Mapping[str, Any]) -> dict[str, Any]:
-    """Run one REST proxy event through an ASGI app and shape the proxy response."""
+async def call_asgi(
+    app: Callable[..., Any], event: Mapping[str, Any], *, extra_scope: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """Run one REST proxy event through an ASGI app and shape the proxy response (`extra_scope`:
+    more keys for this request's ASGI scope)."""
     import anyio
 
     headers = event_headers(event)
@@ -136,6 +139,7 @@ async def call_asgi(app: Callable[..., Any], event: Mapping[str, Any]) -> dict[s
         ),
         "server": (headers.get("host", "lambda"), 443),
         "aws.event": event,
+        **(extra_scope or {}),
     }
     body = event_body(event)
     sent_body = False
