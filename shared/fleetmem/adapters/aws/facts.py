@@ -534,6 +534,8 @@ class DynamoFactStore:
         self, tenant: str, *, seq: int, now: datetime, world_only: bool, limit: int, retracted: bool
     ) -> list[tuple[int, Fact]]:
         """Numbered changes only (`cs` below 2**53: a pending one is never a position), ascending."""
+        if int(seq) >= PENDING - 1:
+            return []  # no number is above the largest position (and BETWEEN would be empty and refused)
         req: dict[str, Any] = {
             "TableName": self.table,
             "IndexName": "by_change",

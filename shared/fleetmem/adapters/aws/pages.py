@@ -496,8 +496,8 @@ class DynamoPageStore:
     ) -> builtins.list[tuple[int, PageHead]]:
         """`by_change` entries of page rows (`sk` "P") or tombstones ("T"), which share the index."""
         out: builtins.list[tuple[int, PageHead]] = []
-        if limit <= 0:
-            return out
+        if limit <= 0 or int(seq) >= PENDING - 1:
+            return out  # nothing is numbered above the largest position (BETWEEN would be refused)
         horizon = settle_horizon(now, self.settle)
         req: dict[str, Any] = {
             "TableName": self.table,
