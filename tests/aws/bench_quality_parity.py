@@ -11,14 +11,14 @@ A benchmark, not part of the suite (it takes minutes: every write is indexed wit
 every question is asked on both sets), so the file name is outside pytest's `test_*.py` pattern.
 Run it directly with, e.g.:
     .venv/bin/python -m pytest tests/aws/bench_quality_parity.py -s -n 0 -k conversations
-`-k experiment` runs the experiments behind the README's parity explanation (a set on OpenSearch
+`-k experiment` runs the experiments behind the parity explanation in docs/search-quality.md (a set on OpenSearch
 with the local keyword arm's stopwords dropped from the query, and/or the fields combined as before,
 the better of title and text instead of their sum).
 
 The two sets rank differently by design (SQLite FTS5 bm25 over per-tenant partition tokens with
 stopwords dropped from the query, exact cosine; OpenSearch BM25 over the whole index with
-stopwords kept, approximate HNSW), so the numbers are not expected to be equal: the README's
-"Search quality" section reports both tables and explains the gaps. What must hold on both sets is checked here.
+stopwords kept, approximate HNSW), so the numbers are not expected to be equal: docs/search-quality.md
+reports both tables and explains the gaps. What must hold on both sets is checked here.
 """
 
 from __future__ import annotations
@@ -139,7 +139,7 @@ def test_conversations_set_shipped_ranking_beats_plain_rrf_on_both_backends(
             assert shipped["multi-entity"]["all@5"] >= best_hit["multi-entity"]["all@5"] + 0.05, (backend, form)
     # The same ranking on both backends. The keyword arms differ (module docstring), so the
     # whole-query ranking already differs by up to ~0.05 on fact temporal questions per half
-    # (README); covering the parts must not widen that gap by more than 0.03 on any kind.
+    # (docs/search-quality.md); covering the parts must not widen that gap by more than 0.03 on any kind.
     for split, per_form in local["splits"].items():
         for form, per_ranking in per_form.items():
             for kind, here in per_ranking["shipped"].items():
@@ -153,7 +153,7 @@ def test_conversations_set_shipped_ranking_beats_plain_rrf_on_both_backends(
 def with_query_stopwords(index_body: Callable[[int], dict[str, Any]]) -> Callable[[int], dict[str, Any]]:
     """The index body with a search-time analyzer that also drops the local keyword arm's stopwords
     (`fleetmem.adapters.local.sqlite._STOPWORDS`) from the query: the one analyzer difference the
-    README's parity explanation blames, isolated."""
+    parity explanation in docs/search-quality.md blames, isolated."""
     from fleetmem.adapters.aws.opensearch import ANALYZER
     from fleetmem.adapters.local.sqlite import _STOPWORDS
 
@@ -196,7 +196,7 @@ def test_experiment_on_opensearch(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """The experiments behind the README's parity explanation: the AWS run of a set again with its
+    """The experiments behind the parity explanation in docs/search-quality.md: the AWS run of a set again with its
     keyword arm changed — the index's search analyzer drops the local arm's stopwords from the
     query (one difference to the local arm removed), and/or the fields are combined as before
     (`best_fields`, title x2; one difference put back). Compare each table with the AWS table of

@@ -11,7 +11,7 @@ Public functions:
   both) or "shipped" (what recall uses). The first three exist for `scripts/bench quality --set
   conversations`, which compares them.
 - `shipped(query, keyword_hits, vector_hits)`: RRF of the two arms with three changes, each
-  measured on tests/data/conversations.json (README, "Search quality") (equal arm weights: a
+  measured on tests/data/conversations.json (docs/search-quality.md) (equal arm weights: a
   keyword weight of 1.5 helped the conversational facts but cost a page paraphrase in the
   `scripts/bench quality` default set):
   1. content words: a keyword hit counts only when it shares a content word (not a stopword, not
@@ -35,7 +35,7 @@ Public functions:
   into the top k instead of the hits of one strongly matching part filling it. Recall
   (`search.hybrid_search`) covers the whole query's shipped ranking and each part's; a query of
   one part costs nothing more, one of n parts n more searches and one batched embedding call.
-  Measured on the held-out conversations (README, "Search quality").
+  Measured on the held-out conversations (docs/search-quality.md).
 """
 
 from __future__ import annotations

@@ -188,7 +188,7 @@ def filter_clauses(query: SearchQuery) -> list[dict[str, Any]]:
 def keyword_body(query: SearchQuery) -> dict[str, Any]:
     # title and text scores summed, title x3 (`most_fields`), as the local FTS5 arm's bm25(3.0, 1.0):
     # with the better of the two (`best_fields`) a name in the title outweighs the content words of
-    # the text, and every fact of a named person tied (README, "Search quality")
+    # the text, and every fact of a named person tied (docs/search-quality.md)
     return {
         "size": query.k,
         "_source": _SOURCE_FIELDS,
