@@ -42,6 +42,7 @@ from fleetmem.config import (
     ENV_PUBLIC_URL,
     ENV_USAGE_KEY_SECRETS,
 )
+from fleetmem.contract.routes import MCP_GATEWAY_METHODS, MCP_PATH, OPENAPI_PATH, PUBLIC_PATHS, TOOLS_PATH, V1_PREFIX
 from fleetmem.lambda_routes import TOOL_FUNCTIONS_ENV
 from fleetmem.transport.aws_lambda.proxy import (
     GATEWAY_RETRY_AFTER_S,
@@ -49,7 +50,6 @@ from fleetmem.transport.aws_lambda.proxy import (
     gateway_error_body,
     www_authenticate,
 )
-from fleetmem.transport.http_api import OPENAPI_PATH, TOOLS_PATH
 
 from ..config import DeployConfig
 from .client_auth import RESOURCE_SERVER, ClientAuth
@@ -58,11 +58,8 @@ from .signing import InvokeSigning
 from .tables import Tables
 from .tool_functions import ToolFunctions
 
-#: `GET /v1/<part>` routes the edge function answers (`fleetmem.transport.http_api`).
+#: `GET /v1/<part>` routes the edge function answers (`fleetmem.contract.routes`).
 V1_EDGE_PATHS = (TOOLS_PATH.rsplit("/", 1)[1], OPENAPI_PATH.rsplit("/", 1)[1])
-
-#: Routes that answer without a credential (RFC 9728 metadata, health); throttled at the stage.
-PUBLIC_PATHS = ("/.well-known/oauth-protected-resource", "/.well-known/oauth-protected-resource/mcp", "/health")
 
 
 def _envelope(code: str, message: str) -> str:
@@ -286,7 +283,7 @@ class Edge(Construct):
         )
         secured = dict(authorizer=self.authorizer, api_key_required=True, request_validator=validator)
 
-        mcp = self.api.root.add_resource("mcp")
+        mcp = self.api.root.add_resource(MCP_PATH.strip("/"))
         # The live alias (warm sandboxes when functions.mcp.provisioned_concurrency is set).
         edge_target: lambda_.IFunction = self.edge.alias
         # Explicit, and the outer end of the timeout chain checked in infra/config.py.
@@ -296,10 +293,10 @@ class Edge(Construct):
             edge_target, proxy=True, timeout=integration_timeout, allow_test_invoke=False
         )
         # GET/DELETE reach the edge so it can answer 405 itself (the SDK would stream GET forever).
-        for method in ("POST", "GET", "DELETE"):
+        for method in MCP_GATEWAY_METHODS:
             mcp.add_method(method, edge_integration, **secured)
 
-        v1 = self.api.root.add_resource("v1")
+        v1 = self.api.root.add_resource(V1_PREFIX.strip("/"))
         for tool, fn in tools.by_tool.items():
             v1.add_resource(tool).add_method(
                 "POST",

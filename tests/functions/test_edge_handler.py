@@ -159,7 +159,7 @@ class _TenantEcho:
         self.seen: list[tuple[str, str]] = []
 
     def invoke(self, tool, arguments, caller, correlation_id):
-        from fleetmem.transport.dispatch import DispatchResult
+        from fleetmem.contract.result import DispatchResult
 
         self.seen.append((caller.tenant, caller.client_id))
         return DispatchResult({"tenant": caller.tenant, "client_id": caller.client_id}, False, [], correlation_id)

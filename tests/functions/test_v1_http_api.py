@@ -8,7 +8,8 @@ import json
 
 import pytest
 
-from fleetmem.transport.http_api import CORRELATION_HEADER, openapi_document
+from fleetmem.contract.status import CORRELATION_HEADER
+from fleetmem.transport.http_api import openapi_document
 
 from .conftest import call, load_event
 

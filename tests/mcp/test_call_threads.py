@@ -13,10 +13,10 @@ import anyio
 import httpx
 import pytest
 
+from fleetmem.contract.result import DispatchResult
 from fleetmem.memory.registry import REGISTRY
 from fleetmem.models import Caller
 from fleetmem.ports import Deps
-from fleetmem.transport.dispatch import DispatchResult
 from fleetmem.transport.http_local import build_local_app, serve_in_thread
 from fleetmem.transport.invoker import InProcessInvoker
 from fleetmem.transport.mcp_app import bearer_caller, build_mcp_app, list_tool_definitions, tool_input_schema

@@ -10,7 +10,8 @@ from typing import Any
 import anyio
 import httpx
 
-from fleetmem.transport.http_api import CORRELATION_HEADER, HTTP_STATUS, openapi_document
+from fleetmem.contract.status import CORRELATION_HEADER, HTTP_STATUS
+from fleetmem.transport.http_api import openapi_document
 from tests.mcp.conftest import mcp_session
 
 #: Fields of a body that differ between two calls by nature: the call's own id and how long it took.

@@ -10,11 +10,11 @@ import anyio
 import pytest
 from mcp.client.client import Client
 
+from fleetmem.contract.result import DispatchResult
 from fleetmem.errors import Notice
 from fleetmem.memory.registry import REGISTRY
 from fleetmem.models import Caller
 from fleetmem.ports import Deps
-from fleetmem.transport.dispatch import DispatchResult
 from fleetmem.transport.invoker import InProcessInvoker
 from fleetmem.transport.mcp_app import build_mcp_server, to_call_tool_result
 

@@ -11,11 +11,12 @@ from typing import Any
 
 import pytest
 
+from fleetmem.contract.result import DispatchResult
 from fleetmem.errors import Conflict, Fix, NotFound, Notice, TooLarge, Unavailable, VerbError
 from fleetmem.memory.registry import REGISTRY
 from fleetmem.models import Caller, IdempotencyRecord
 from fleetmem.ports import Deps
-from fleetmem.transport.dispatch import DispatchResult, _request_hash, dispatch, precheck, visible_tools
+from fleetmem.transport.dispatch import _request_hash, dispatch, precheck, visible_tools
 from fleetmem.transport.logs import CorrelationFilter, JsonFormatter
 from tests.transport.conftest import Probe, ProbeParams, snapshot
 

@@ -7,11 +7,12 @@ import json
 
 from pydantic import BaseModel
 
+from fleetmem.contract.status import HTTP_STATUS, status_for
 from fleetmem.memory.verbs import REGISTRY
 from fleetmem.models import Caller
 from fleetmem.protocol import ERROR_CODES
 from fleetmem.transport.dispatch import dispatch
-from fleetmem.transport.http_api import HTTP_STATUS, description_examples, openapi_document, status_for
+from fleetmem.transport.http_api import description_examples, openapi_document
 
 
 def test_every_tool_has_a_result_model_and_an_operation_with_its_schemas():

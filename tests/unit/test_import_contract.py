@@ -1,7 +1,8 @@
 """The import graph keeps its contracts (`[tool.importlinter]` in pyproject.toml): nothing beneath
 the CLI (remote, lanes, hooks, transport, memory, adapters, ...) imports `fleetmem.cli`, directly or
-through another module, and the domain reaches no AWS SDK, OpenSearch client or MCP. `lint-imports`
-builds the graph with grimp, which sees imports inside functions too.
+through another module; the call contract (`fleetmem.contract`) imports no transport, adapter or
+CLI, and no adapter imports a transport; and the domain reaches no AWS SDK, OpenSearch client or
+MCP. `lint-imports` builds the graph with grimp, which sees imports inside functions too.
 """
 
 from __future__ import annotations

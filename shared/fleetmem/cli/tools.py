@@ -72,16 +72,15 @@ class ToolCommand:
     )
 
     def __init__(self, spec: Any) -> None:
+        from fleetmem.contract.tools import tool_schema
+
         self.spec = spec
-        schema = spec.input_schema()
+        schema = tool_schema(spec)  # what tools/list shows, idempotency_key included
         self.defs = schema.get("$defs", {})
         self.props: dict[str, dict[str, Any]] = {
             k: v for k, v in schema.get("properties", {}).items() if k not in self.RESERVED and k != "_meta"
         }
         self.kinds = {name: option_kind(prop, self.defs) for name, prop in self.props.items()}
-        if getattr(spec, "idempotency", False) and "idempotency_key" not in self.props:
-            self.props["idempotency_key"] = {"type": "string", "description": "Retry key (24 h)."}
-            self.kinds["idempotency_key"] = "string"
         required = schema.get("required", [])
         self.positional = next((n for n in required if self.kinds.get(n) == "string"), None)
         if self.positional is None and spec.writes:

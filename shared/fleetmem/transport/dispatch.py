@@ -35,14 +35,16 @@ import time
 import traceback
 import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
 from datetime import timedelta
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
 import fleetmem.memory.verbs  # noqa: F401  (completes REGISTRY)
-from fleetmem.errors import Conflict, Fix, Notice, PortError, VerbError
+from fleetmem.contract.correlation import correlation, new_correlation_id
+from fleetmem.contract.result import DispatchResult
+from fleetmem.contract.tools import IDEMPOTENCY_KEY, IDEMPOTENCY_KEY_MAX
+from fleetmem.errors import Conflict, Notice, PortError, VerbError
 from fleetmem.memory.common import invalid_from_validation
 from fleetmem.memory.envelope import build_envelope, internal_envelope
 from fleetmem.memory.registry import REGISTRY, ToolSpec, on_surface, tools_for
@@ -50,8 +52,7 @@ from fleetmem.models import Caller, IdempotencyRecord
 from fleetmem.ports import CallContext, Deps
 from fleetmem.protocol import IDEMPOTENCY_TTL_HOURS, PROTOCOL_VERSION, Surface
 from fleetmem.transport import errors
-from fleetmem.transport.errors import IDEMPOTENCY_KEY, IDEMPOTENCY_KEY_MAX, CallView
-from fleetmem.transport.logs import correlation, new_correlation_id
+from fleetmem.transport.errors import CallView
 
 log = logging.getLogger("fleetmem.transport.dispatch")
 
@@ -59,41 +60,6 @@ ALWAYS_ALLOWED = frozenset({"_meta", "dry_run"})
 #: pauses between looks at an in-flight idempotency key (doubling from the first to the cap)
 _WAIT_FIRST_PAUSE_S = 0.01
 _WAIT_MAX_PAUSE_S = 0.25
-
-
-@dataclass
-class DispatchResult:
-    body: dict[str, Any]
-    is_error: bool
-    notices: list[Notice] = field(default_factory=list)
-    correlation_id: str = ""
-
-    def to_json(self) -> dict[str, Any]:
-        """Plain JSON for crossing a process boundary (Lambda invoke); `from_json` reverses it."""
-        return {
-            "body": self.body,
-            "is_error": self.is_error,
-            "notices": [asdict(n) for n in self.notices],
-            "correlation_id": self.correlation_id,
-        }
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> DispatchResult:
-        notices = []
-        for raw in data.get("notices") or []:
-            raw = dict(raw)
-            fix = raw.get("fix")
-            if isinstance(fix, dict):
-                fix = dict(fix)
-                fix["consent"] = tuple(fix.get("consent") or ())
-                raw["fix"] = Fix(**fix)
-            notices.append(Notice(**raw))
-        return cls(
-            body=dict(data["body"]),
-            is_error=bool(data["is_error"]),
-            notices=notices,
-            correlation_id=str(data.get("correlation_id") or ""),
-        )
 
 
 def visible_tools(surface: Surface, caller: Caller) -> list[ToolSpec]:

@@ -13,13 +13,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from fleetmem.contract.tools import IDEMPOTENCY_KEY, IDEMPOTENCY_KEY_MAX
 from fleetmem.errors import Conflict, Fix, NotFound, Notice, PortError, TooLarge, Unavailable, VerbError, retry_later
 from fleetmem.memory.registry import ToolSpec
 from fleetmem.models import Caller
 from fleetmem.protocol import IDEMPOTENCY_TTL_HOURS, Surface
 
-IDEMPOTENCY_KEY = "idempotency_key"
-IDEMPOTENCY_KEY_MAX = 200
 #: How long a caller waits before retrying while the first call with the same key is in flight.
 IN_FLIGHT_RETRY_SECONDS = 1
 CONFLICT_RETRY_SECONDS = 1

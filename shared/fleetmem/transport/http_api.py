@@ -5,72 +5,44 @@ to the MCP app in `mcp_app.build_mcp_app`) and the API on AWS (`POST /v1/{tool}`
 the tool's function, `transport.aws_lambda.tools`; `/v1/tools` and `/v1/openapi.json` to the edge
 function, which runs the same app). Every call goes through the one `dispatch()`, every error is
 the one envelope (`memory.envelope.build_envelope`), and this module is the ONE place that turns a
-`DispatchResult` into an HTTP answer (`v1_answer`) and a code into a status (`status_for`).
+`DispatchResult` into an HTTP answer (`v1_answer`) and the one handler of `POST /v1/<tool>`
+(`answer_v1`); codes map to statuses in `fleetmem.contract.status`, paths in `contract.routes`.
 
 The OpenAPI 3.1 document is generated here from the registry (`openapi_document`): one operation
 per tool, its request body the tool's inputSchema (what MCP tools/list shows), its 200 the tool's
 result model, every error the shared `ErrorEnvelope` component. It is never written by hand.
 
 Light at import (stdlib, pydantic and fleetmem's own envelope/registry modules): a tool function
-imports it for `v1_answer`; the document's generator imports the MCP SDK only when called.
+imports it for `answer_v1`; the document's generator imports the MCP SDK only when called.
 """
 
 from __future__ import annotations
 
 import copy
 import json
+import logging
 import re
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from fleetmem.contract.correlation import correlation, new_correlation_id
+from fleetmem.contract.result import DispatchResult, error_result, internal_result
+from fleetmem.contract.routes import OPENAPI_PATH, TOOLS_PATH, v1_tool_path
+from fleetmem.contract.status import CORRELATION_HEADER, error_headers, status_for
 from fleetmem.errors import Fix, VerbError
 from fleetmem.memory.envelope import order_notices, render_notice_meta
+from fleetmem.models import Caller
 from fleetmem.protocol import CONTRACT_VERSION, PROTOCOL_VERSION, SERVER_NAME, Surface
 
 if TYPE_CHECKING:
     from fleetmem.memory.registry import ToolSpec
-    from fleetmem.transport.dispatch import DispatchResult
 
-V1_PREFIX = "/v1"
-TOOLS_PATH = f"{V1_PREFIX}/tools"
-OPENAPI_PATH = f"{V1_PREFIX}/openapi.json"
-CORRELATION_HEADER = "X-Correlation-Id"
+log = logging.getLogger("fleetmem.transport.http")
 
-#: HTTP status per envelope code, for every deployment of `/v1` (MCP itself always answers 200 and
-#: carries the envelope in the tool result). The README's table is this one.
-HTTP_STATUS: dict[str, int] = {
-    "invalid_params": 400,
-    "provenance_required": 400,
-    "budget_unsatisfiable": 400,
-    "unauthorized": 401,
-    "scope_denied": 403,
-    "not_found": 404,
-    "unknown_tool": 404,
-    "rate_limited": 429,
-    "internal": 500,
-    "unavailable": 503,
-}
-#: Codes whose answer carries `Retry-After` (seconds): the fix's `retry_after_seconds`, else this.
-RETRY_AFTER_DEFAULT_S = {"rate_limited": 60, "unavailable": 5}
-
-
-def status_for(code: str) -> int:
-    """The HTTP status of an error envelope's `code` (an unmapped code is a server fault: 500)."""
-    return HTTP_STATUS.get(code, 500)
-
-
-def error_headers(body: Mapping[str, Any]) -> dict[str, str]:
-    """`X-Correlation-Id` always, `Retry-After` for the codes that are worth retrying."""
-    headers = {CORRELATION_HEADER: str(body.get("correlation_id") or "")}
-    code = str(body.get("code") or "")
-    if code in RETRY_AFTER_DEFAULT_S:
-        fix = body.get("fix") if isinstance(body.get("fix"), Mapping) else {}
-        seconds = fix.get("retry_after_seconds") if isinstance(fix, Mapping) else None
-        headers["Retry-After"] = str(int(seconds) if isinstance(seconds, int) else RETRY_AFTER_DEFAULT_S[code])
-    return headers
-
+#: How `answer_v1` runs one call: `(tool, arguments, caller, correlation_id) -> DispatchResult`.
+CallFn = Callable[[str, Any, Caller, str], DispatchResult]
 
 def v1_answer(
     result: DispatchResult, *, callable_tools: Collection[str] | None = None
@@ -88,6 +60,51 @@ def v1_answer(
             render_notice_meta(n, "http", callable_tools=callable_tools) for n in order_notices(result.notices)
         ]
     return 200, body, {CORRELATION_HEADER: result.correlation_id}
+
+
+def answer_v1(
+    tool: str,
+    raw_body: bytes,
+    caller: Caller,
+    call: CallFn,
+    *,
+    surface: Surface,
+    correlation_id: str | None = None,
+) -> tuple[int, dict[str, Any], dict[str, str]]:
+    """THE handler of `POST /v1/<tool>` for an authenticated caller, on the local server and on
+    Lambda: the body parsed as the tool's arguments (a body that is not JSON is `invalid_params`),
+    the call run by `call` (the deployment's way to `dispatch()`), the answer by `v1_answer`. An
+    exception of `call` is the `internal` answer (logged with its type only)."""
+    from fleetmem.memory.registry import tools_for
+
+    cid = correlation_id or new_correlation_id()
+    try:
+        arguments = parse_arguments(raw_body)
+    except ValueError:  # also a body that is not UTF-8
+        return v1_answer(error_result(not_json_body(tool), tool=tool, correlation_id=cid, transport="http"))
+    try:
+        result = call(tool, arguments, caller, cid)
+    except Exception as exc:  # the same last line of defence as tools/call
+        with correlation(cid):
+            log.error(
+                "tool call failed at the edge",
+                extra={"event": "edge_internal_error", "tool": str(tool)[:64], "exc_type": type(exc).__name__},
+            )
+        result = internal_result(cid, str(tool), transport="http")
+    return v1_answer(result, callable_tools={s.name for s in tools_for(surface, caller)})
+
+
+def not_json_body(tool: str) -> VerbError:
+    """The refusal of a `/v1` body that is not one JSON object in UTF-8."""
+    where = v1_tool_path(tool[:64])
+    return VerbError(
+        "invalid_params",
+        "The request body is not valid JSON.",
+        f"Problem: the body of POST {where} could not be parsed. Cause: it is not one "
+        "JSON object in UTF-8. Fix: send the tool's arguments as a JSON object, e.g. {}.",
+        fix=Fix(why="Send the tool's arguments as one JSON object with Content-Type: application/json."),
+        klass="caller",
+    )
 
 
 def is_json_content_type(value: str | None) -> bool:
@@ -270,13 +287,13 @@ def description_examples(description: str) -> list[dict[str, Any]]:
 
 
 def _operation(spec: ToolSpec, components: dict[str, Any]) -> dict[str, Any]:
-    from fleetmem.transport.listing import tool_schema
+    from fleetmem.contract.tools import result_schema, tool_schema
 
     request = _hoist(tool_schema(spec), f"{spec.name}.request", components)
     if spec.writes:
         # D3: a write refuses parameters it does not know (a read ignores them with a notice).
         request["additionalProperties"] = False
-    result = _hoist(spec.result.model_json_schema(mode="serialization"), f"{spec.name}.result", components)
+    result = _hoist(result_schema(spec), f"{spec.name}.result", components)
     result.setdefault("properties", {})["notices"] = NOTICES_SCHEMA
     components[f"{spec.name}.result"] = result
     media: dict[str, Any] = {"schema": request}
@@ -343,7 +360,7 @@ def openapi_document(
         }
         if links:
             op["responses"]["200"]["links"] = links
-        paths[f"{V1_PREFIX}/{spec.name}"] = {"post": op}
+        paths[v1_tool_path(spec.name)] = {"post": op}
     envelope = _hoist(ErrorEnvelope.model_json_schema(by_alias=True), "ErrorEnvelope", schemas)
     schemas["ErrorEnvelope"] = envelope
     schemas["DryRunResult"] = DRY_RUN_SCHEMA

@@ -33,13 +33,15 @@ import uvicorn
 
 from fleetmem import invocation
 from fleetmem.config import DEFAULT_CALL_THREADS, Settings
+from fleetmem.contract.correlation import new_correlation_id
+from fleetmem.contract.routes import MCP_PATH
+from fleetmem.contract.status import CORRELATION_HEADER
 from fleetmem.errors import Fix, VerbError
 from fleetmem.memory.envelope import build_envelope
 from fleetmem.ports import Deps
 from fleetmem.protocol import Surface
-from fleetmem.transport.http_api import CORRELATION_HEADER
-from fleetmem.transport.logs import configure_logging, new_correlation_id
-from fleetmem.transport.mcp_app import DEFAULT_TOKEN_COMMAND, MCP_PATH, bearer_caller, build_mcp_app
+from fleetmem.transport.logs import configure_logging
+from fleetmem.transport.mcp_app import DEFAULT_TOKEN_COMMAND, bearer_caller, build_mcp_app
 from fleetmem.wiring import build_auth
 
 log = logging.getLogger("fleetmem.transport.http_local")

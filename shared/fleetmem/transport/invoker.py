@@ -1,30 +1,18 @@
-"""How the MCP edge reaches `dispatch()`: in this process (local server, tests) or through one
-Lambda function per verb (AWS).
-
-Both answer `invoke(tool, arguments, caller, correlation_id) -> DispatchResult`, so the MCP app
-does not know which one it has.
-
-The Lambda payload is `{tool, arguments, caller: {tenant, client_id, scopes, remote}, surface,
-correlation_id}` (signed by the edge: `fleetmem.adapters.aws.invoker`); a verb function answers
-with `handle_invoke_payload(payload, deps)`, i.e. the `DispatchResult.to_json()` of the same
-`dispatch()` the local server runs. `LambdaInvoker` lives with the AWS adapters.
+"""Both ends of an `Invoker` (`fleetmem.contract.invoker`) that run `dispatch()`: `InProcessInvoker`
+(local server, tests) and `handle_invoke_payload`, a verb function's answer to the edge's invoke
+payload. `LambdaInvoker`, the edge's side on AWS, lives with the AWS adapters.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any, Protocol
+from typing import Any
 
+from fleetmem.contract.result import DispatchResult
 from fleetmem.models import Caller
 from fleetmem.ports import Deps
 from fleetmem.protocol import Surface
-from fleetmem.transport.dispatch import DispatchResult, dispatch
-
-
-class Invoker(Protocol):
-    def invoke(
-        self, tool: str, arguments: dict[str, Any] | None, caller: Caller, correlation_id: str
-    ) -> DispatchResult: ...
+from fleetmem.transport.dispatch import dispatch
 
 
 class InProcessInvoker:
@@ -49,27 +37,6 @@ class InProcessInvoker:
             correlation_id=correlation_id,
             transport=self.transport,
         )
-
-
-def caller_to_json(caller: Caller) -> dict[str, Any]:
-    return {
-        "tenant": caller.tenant,
-        "client_id": caller.client_id,
-        "scopes": sorted(caller.scopes),
-        "remote": caller.remote,
-    }
-
-
-def make_payload(
-    tool: str, arguments: dict[str, Any] | None, caller: Caller, correlation_id: str, surface: Surface
-) -> dict[str, Any]:
-    return {
-        "tool": tool,
-        "arguments": arguments,
-        "caller": caller_to_json(caller),
-        "surface": surface,
-        "correlation_id": correlation_id,
-    }
 
 
 def handle_invoke_payload(payload: Mapping[str, Any], deps: Deps) -> dict[str, Any]:

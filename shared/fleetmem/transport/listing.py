@@ -1,6 +1,6 @@
-"""The tool definitions MCP tools/list serves (and `GET /v1/tools` and the OpenAPI document
-repeat): each registry spec as an `mcp_types.Tool`, its input schema with the idempotency key a
-writing tool takes, built once per spec.
+"""The tool definitions MCP tools/list serves (and `GET /v1/tools` repeats): each registry spec as
+an `mcp_types.Tool` whose input schema is the contract's (`fleetmem.contract.tools`), built once
+per spec.
 """
 
 from __future__ import annotations
@@ -10,26 +10,11 @@ from typing import Any
 
 import mcp_types as types
 
+from fleetmem.contract.tools import tool_schema
 from fleetmem.memory.registry import REGISTRY, ToolSpec, on_surface
 from fleetmem.models import Caller
 from fleetmem.protocol import Surface
 from fleetmem.transport.dispatch import visible_tools
-
-IDEMPOTENCY_KEY_SCHEMA = {
-    "type": "string",
-    "maxLength": 200,
-    "description": "Optional. A unique string per logical write (e.g. a UUID). A retry with the same key "
-    "and the same arguments within 24 h returns the first result with "
-    "idempotent_replay: true instead of writing again.",
-}
-
-
-def tool_schema(spec: ToolSpec) -> dict[str, Any]:
-    schema = spec.input_schema()
-    if spec.idempotency and "idempotency_key" not in schema["properties"]:
-        schema = {**schema, "properties": {**schema["properties"], "idempotency_key": IDEMPOTENCY_KEY_SCHEMA}}
-    return schema
-
 
 #: Built tool definitions by spec: a spec never changes, and the SDK asks for the definitions on
 #: every tools/call of the stateless era (to check the arguments against the input schema), where

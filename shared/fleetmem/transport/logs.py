@@ -1,54 +1,31 @@
 """Structured JSON logs on stderr, with the call's correlation_id on every line (D1).
 
-The correlation id lives in a context variable set by `dispatch` for the duration of one call, and a
-logging filter stamps it on every record emitted meanwhile (the domain's and adapters' lines too),
-so an operator can pull one call's whole story with a single grep. Log lines carry names, codes,
-counts and timings only: never argument values, tokens, tenants in clear or vectors.
+The correlation id lives in a context variable (`fleetmem.contract.correlation`) set by `dispatch`
+for the duration of one call, and a logging filter stamps it on every record emitted meanwhile (the
+domain's and adapters' lines too), so an operator can pull one call's whole story with a single
+grep. Log lines carry names, codes, counts and timings only: never argument values, tokens, tenants
+in clear or vectors.
 """
 
 from __future__ import annotations
 
-import contextvars
 import json
 import logging
 import sys
-import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
+from fleetmem.contract.correlation import current_correlation_id
 from fleetmem.timefmt import iso
-
-_correlation_id: contextvars.ContextVar[str | None] = contextvars.ContextVar(
-    "fleetmem_correlation_id", default=None
-)
 
 #: Attribute names of a LogRecord that are not user-supplied `extra` fields.
 _RESERVED = set(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime"}
 
 
-def new_correlation_id() -> str:
-    return "c_" + uuid.uuid4().hex
-
-
-def current_correlation_id() -> str | None:
-    return _correlation_id.get()
-
-
-@contextmanager
-def correlation(correlation_id: str) -> Iterator[str]:
-    token = _correlation_id.set(correlation_id)
-    try:
-        yield correlation_id
-    finally:
-        _correlation_id.reset(token)
-
-
 class CorrelationFilter(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         if getattr(record, "correlation_id", None) is None:
-            record.correlation_id = _correlation_id.get()
+            record.correlation_id = current_correlation_id()
         return True
 
 
@@ -61,7 +38,7 @@ class JsonFormatter(logging.Formatter):
             "level": record.levelname,
             "logger": record.name,
             "msg": record.getMessage(),
-            "correlation_id": getattr(record, "correlation_id", None) or _correlation_id.get(),
+            "correlation_id": getattr(record, "correlation_id", None) or current_correlation_id(),
         }
         for key, value in vars(record).items():
             if key not in _RESERVED and key not in out and not key.startswith("_"):

@@ -41,6 +41,7 @@ import re
 import shlex
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from typing import Any
 
 import anyio
@@ -58,6 +59,21 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 import fleetmem
+from fleetmem.contract.correlation import correlation, new_correlation_id
+from fleetmem.contract.invoker import Invoker
+from fleetmem.contract.result import DispatchResult
+from fleetmem.contract.routes import (
+    HEALTH_PATH,
+    MCP_PATH,
+    OPENAPI_PATH,
+    PRM_MCP_PATH,
+    PRM_PATH,
+    TOOLS_PATH,
+    V1_PREFIX,
+    V1_TOOL_PATH,
+    served,
+)
+from fleetmem.contract.status import CORRELATION_HEADER
 from fleetmem.errors import Fix, VerbError
 from fleetmem.memory.envelope import (
     NOTICES_META_KEY,
@@ -70,31 +86,23 @@ from fleetmem.memory.envelope import (
 from fleetmem.models import Caller
 from fleetmem.ports import Auth, Deps
 from fleetmem.protocol import PROTOCOL_VERSION, SCOPES, SERVER_NAME, Surface
-from fleetmem.transport.dispatch import DispatchResult, precheck, visible_tools
+from fleetmem.transport.dispatch import precheck, visible_tools
 from fleetmem.transport.errors import unencodable_path
 from fleetmem.transport.gateway import caller_from_authorizer
 from fleetmem.transport.http_api import (
-    CORRELATION_HEADER,
-    OPENAPI_PATH,
-    TOOLS_PATH,
-    V1_PREFIX,
+    answer_v1,
     is_json_content_type,
     not_json_error,
     openapi_document,
-    parse_arguments,
     render_json,
     tools_document,
-    v1_answer,
 )
-from fleetmem.transport.invoker import InProcessInvoker, Invoker
+from fleetmem.transport.invoker import InProcessInvoker
 from fleetmem.transport.listing import list_tool_definitions, tool_input_schema
-from fleetmem.transport.logs import correlation, new_correlation_id
 
 log = logging.getLogger("fleetmem.transport.mcp")
 
-MCP_PATH = "/mcp"
 CALLER_SCOPE_KEY = "fleetmem.caller"
-PRM_PATH = "/.well-known/oauth-protected-resource"
 #: The public base URL of this one request, when the host knows it better than the headers do (the
 #: Lambda edge puts it there from each event; one app serves every invocation of a sandbox).
 PUBLIC_URL_SCOPE_KEY = "fleetmem.public_url"
@@ -254,7 +262,7 @@ def public_base_url(request: Request, configured: str | None = None) -> str:
 
 
 def resource_metadata_url(base: str) -> str:
-    return f"{base}{PRM_PATH}{MCP_PATH}"
+    return f"{base}{PRM_MCP_PATH}"
 
 
 def protected_resource_document(base: str, authorization_server: str | None) -> dict[str, Any]:
@@ -280,10 +288,7 @@ def protected_resource_document(base: str, authorization_server: str | None) -> 
 MAX_REQUEST_BYTES = 4 * 1024 * 1024
 
 #: What this server answers, named in 404 and 405 envelopes.
-SERVED = (
-    "POST /mcp, POST /v1/<tool>, GET /v1/tools, GET /v1/openapi.json, GET /health and "
-    "GET /.well-known/oauth-protected-resource"
-)
+SERVED = served()
 
 
 def _refusal(
@@ -733,12 +738,12 @@ def build_mcp_app(
         host=host,
         max_request_body_size=MAX_REQUEST_BYTES,
         custom_starlette_routes=[
-            Route("/health", health, methods=["GET"]),
+            Route(HEALTH_PATH, health, methods=["GET"]),
             Route(PRM_PATH, protected_resource, methods=["GET"]),
-            Route(PRM_PATH + MCP_PATH, protected_resource, methods=["GET"]),
+            Route(PRM_MCP_PATH, protected_resource, methods=["GET"]),
             Route(TOOLS_PATH, v1_tools, methods=["GET"]),
             Route(OPENAPI_PATH, v1_openapi, methods=["GET"]),
-            Route(V1_PREFIX + "/{tool}", v1_call, methods=["POST"]),
+            Route(V1_TOOL_PATH, v1_call, methods=["POST"]),
         ],
     )
     app.add_middleware(
@@ -760,48 +765,23 @@ async def call_v1(
     limiter: anyio.CapacityLimiter | None = None,
     token: tuple[Sequence[str], Sequence[Mapping[str, str]]] = (DEFAULT_TOKEN_COMMAND, ()),
 ) -> Response:
-    """`POST /v1/<tool>` on an authenticated request: the JSON body is the tool's arguments; the
-    same gate and invoker as MCP tools/call, answered by `http_api.v1_answer`."""
+    """`POST /v1/<tool>` on an authenticated request: `http_api.answer_v1` over the same gate and
+    invoker as MCP tools/call, on a worker thread (`limiter` bounds them)."""
     tool = request.path_params.get("tool", "")
     caller: Caller = request.scope[CALLER_SCOPE_KEY]
-    cid = new_correlation_id()
     raw = await request.body()
     if len(raw) > MAX_REQUEST_BYTES:
         return _too_large()
-    try:
-        arguments = parse_arguments(raw)
-    except ValueError:  # also a body that is not UTF-8
-        body = build_envelope(
-            VerbError(
-                "invalid_params",
-                "The request body is not valid JSON.",
-                f"Problem: the body of POST /v1/{tool[:64]} could not be parsed. Cause: it is not one "
-                "JSON object in UTF-8. Fix: send the tool's arguments as a JSON object, e.g. {}.",
-                fix=Fix(why="Send the tool's arguments as one JSON object with Content-Type: application/json."),
-                klass="caller",
-            ),
-            tool=tool,
-            arguments={},
-            correlation_id=cid,
-            transport="http",
-        )
-        return _v1_response(*v1_answer(DispatchResult(body, True, [], cid)))
-    try:
-        result = precheck(
+
+    def call(tool: str, arguments: Any, caller: Caller, cid: str) -> DispatchResult:
+        gate = precheck(
             tool, arguments, caller, surface=surface, correlation_id=cid, transport="http",
             token_command=token[0], token_inputs=token[1],
         )
-        if result is None:
-            result = await anyio.to_thread.run_sync(invoker.invoke, tool, arguments, caller, cid, limiter=limiter)
-    except Exception as exc:  # the same last line of defence as tools/call
-        with correlation(cid):
-            log.error(
-                "tool call failed at the edge",
-                extra={"event": "edge_internal_error", "tool": str(tool)[:64], "exc_type": type(exc).__name__},
-            )
-        result = DispatchResult(internal_envelope(cid, str(tool), transport="http"), True, [], cid)
-    allowed = {s.name for s in visible_tools(surface, caller)}
-    return _v1_response(*v1_answer(result, callable_tools=allowed))
+        return gate if gate is not None else invoker.invoke(tool, arguments, caller, cid)
+
+    answer = partial(answer_v1, tool, raw, caller, call, surface=surface)
+    return _v1_response(*await anyio.to_thread.run_sync(answer, limiter=limiter))
 
 
 def _v1_response(status: int, body: dict[str, Any], headers: dict[str, str]) -> Response:

@@ -1,5 +1,6 @@
-"""The edge's way to a verb: one Lambda function per verb, invoked synchronously with a signed
-payload, and the verb function's check of that signature.
+"""The edge's way to a verb (the `Invoker` port of `fleetmem.contract.invoker`): one Lambda
+function per verb, invoked synchronously with a signed payload, and the verb function's check of
+that signature.
 
 Signing (HMAC-SHA256): the edge signs the canonical JSON of the payload and the signing time
 with the stage's current key (Secrets Manager, ARN in `FLEETMEM_INVOKE_SIGNING_SECRET_ARN`; the
@@ -26,13 +27,12 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from fleetmem.adapters.aws.signing_keys import DEFAULT_KEY_TTL_S, KeyRing, secrets_manager_fetch
+from fleetmem.contract.correlation import correlation
+from fleetmem.contract.invoker import make_payload
+from fleetmem.contract.result import DispatchResult, error_result, internal_result
 from fleetmem.errors import Fix, VerbError
-from fleetmem.memory.envelope import build_envelope, internal_envelope
 from fleetmem.models import Caller
 from fleetmem.protocol import Surface
-from fleetmem.transport.dispatch import DispatchResult
-from fleetmem.transport.invoker import make_payload
-from fleetmem.transport.logs import correlation
 
 log = logging.getLogger("fleetmem.invoker")
 
@@ -262,9 +262,8 @@ def _throttled(correlation_id: str, tool: str, arguments: dict[str, Any] | None)
         ),
         retryable=True,
     )
-    body = build_envelope(err, tool=tool, arguments=arguments, correlation_id=correlation_id, transport="mcp")
-    return DispatchResult(body, True, [], correlation_id)
+    return error_result(err, tool=tool, arguments=arguments, correlation_id=correlation_id, transport="mcp")
 
 
 def _internal(correlation_id: str, tool: str) -> DispatchResult:
-    return DispatchResult(internal_envelope(correlation_id, tool), True, [], correlation_id)
+    return internal_result(correlation_id, tool)

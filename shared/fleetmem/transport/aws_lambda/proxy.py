@@ -100,7 +100,9 @@ def authorizer_busy_body(*, correlation_id: str) -> dict[str, Any]:
 
 def www_authenticate(base_url: str) -> str:
     """The 401 challenge: where the protected-resource metadata (and so the token issuer) is."""
-    return f'Bearer realm="fleetmem", resource_metadata="{base_url}/.well-known/oauth-protected-resource/mcp"'
+    from fleetmem.contract.routes import PRM_MCP_PATH
+
+    return f'Bearer realm="fleetmem", resource_metadata="{base_url}{PRM_MCP_PATH}"'
 
 
 def request_id(event: Mapping[str, Any]) -> str | None:

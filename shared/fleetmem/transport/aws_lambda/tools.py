@@ -8,16 +8,14 @@ import logging
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from fleetmem.contract.correlation import new_correlation_id
+from fleetmem.contract.routes import v1_tool_path
+from fleetmem.contract.status import CORRELATION_HEADER
 from fleetmem.errors import VerbError
+from fleetmem.models import Caller
 from fleetmem.ports import Deps
 from fleetmem.transport.aws_lambda import runtime
-from fleetmem.transport.aws_lambda.proxy import (
-    event_body,
-    event_headers,
-    is_proxy_event,
-    proxy_response,
-    request_id,
-)
+from fleetmem.transport.aws_lambda.proxy import event_body, event_headers, is_proxy_event, proxy_response, request_id
 from fleetmem.transport.gateway import caller_from_authorizer
 
 log = logging.getLogger("fleetmem.lambda")
@@ -81,26 +79,19 @@ def _unknown_tool_json(tool: str, correlation_id: str | None) -> dict[str, Any]:
 
 
 def _error_json(err: VerbError, tool: str, correlation_id: str | None) -> dict[str, Any]:
-    from fleetmem.transport.dispatch import DispatchResult
-    from fleetmem.transport.logs import new_correlation_id
+    from fleetmem.contract.result import error_result
 
     cid = correlation_id or new_correlation_id()
-    body = _envelope(err, tool=tool, arguments={}, correlation_id=cid, transport="mcp")
-    return DispatchResult(body, True, [], cid).to_json()
-
-
-def _envelope(err: VerbError, **kw: Any) -> dict[str, Any]:
-    from fleetmem.memory.envelope import build_envelope
-
-    return build_envelope(err, **kw)
+    return error_result(err, tool=tool, correlation_id=cid, transport="mcp").to_json()
 
 
 def _handle_v1(event: Mapping[str, Any], owned: frozenset[str], deps: Deps | None) -> dict[str, Any]:
-    """`POST /v1/<tool>` behind the authorizer: the same dispatch as the MCP edge's invoke, answered
-    by `http_api.v1_answer` (the one status map, notices in the body, `X-Correlation-Id`)."""
-    from fleetmem.transport.dispatch import DispatchResult, dispatch, visible_tools
-    from fleetmem.transport.http_api import is_json_content_type, not_json_error, parse_arguments, v1_answer
-    from fleetmem.transport.logs import new_correlation_id
+    """`POST /v1/<tool>` behind the authorizer: the gateway's checks (method, Content-Type, the
+    vouched caller, a tool this function owns), then `http_api.answer_v1`, the handler the local
+    server runs too, over this function's `dispatch`."""
+    from fleetmem.contract.result import DispatchResult, error_result
+    from fleetmem.transport.dispatch import dispatch
+    from fleetmem.transport.http_api import answer_v1, is_json_content_type, not_json_error, v1_answer
 
     cid = request_id(event) or new_correlation_id()
     tool = (event.get("pathParameters") or {}).get("tool") or str(event.get("path") or "").rstrip("/").rsplit("/", 1)[
@@ -108,8 +99,7 @@ def _handle_v1(event: Mapping[str, Any], owned: frozenset[str], deps: Deps | Non
     ]
 
     def refuse(err: VerbError, extra: Mapping[str, str] | None = None) -> dict[str, Any]:
-        body = _envelope(err, tool=tool, arguments={}, correlation_id=cid, transport="http")
-        status, body, headers = v1_answer(DispatchResult(body, True, [], cid))
+        status, body, headers = v1_answer(error_result(err, tool=tool, correlation_id=cid, transport="http"))
         return proxy_response(status, body, {**headers, **(extra or {})})
 
     if event.get("httpMethod") != "POST":
@@ -136,40 +126,23 @@ def _handle_v1(event: Mapping[str, Any], owned: frozenset[str], deps: Deps | Non
                 "POST to /v1/<tool> with a tool name from GET /v1/tools.",
             )
         )
-    try:
-        arguments = parse_arguments(event_body(event))
-    except ValueError:
-        return refuse(
-            VerbError(
-                "invalid_params",
-                "The request body is not valid JSON.",
-                "Send the tool's arguments as one JSON object.",
-            )
-        )
     surface = runtime.settings().surface
-    result = dispatch(
-        tool,
-        arguments,
-        caller,
-        deps or runtime.get_deps(),
-        surface=surface,
-        correlation_id=cid,
-        transport="http",
-    )
-    status, body, headers = v1_answer(result, callable_tools={s.name for s in visible_tools(surface, caller)})
-    return proxy_response(status, body, headers)
+
+    def call(tool: str, arguments: Any, caller: Caller, cid: str) -> DispatchResult:
+        return dispatch(
+            tool, arguments, caller, deps or runtime.get_deps(), surface=surface, correlation_id=cid, transport="http"
+        )
+
+    return proxy_response(*answer_v1(tool, event_body(event), caller, call, surface=surface, correlation_id=cid))
 
 
 def _method_not_allowed(tool: str, cid: str) -> dict[str, Any]:
-    body = _envelope(
-        VerbError(
-            "invalid_params",
-            f"/v1/{tool[:64]} answers POST only.",
-            "Send the tool's arguments as a JSON object with POST /v1/<tool>.",
-        ),
-        tool="",
-        arguments={},
-        correlation_id=cid,
-        transport="http",
+    from fleetmem.contract.result import error_result
+
+    err = VerbError(
+        "invalid_params",
+        f"{v1_tool_path(tool[:64])} answers POST only.",
+        "Send the tool's arguments as a JSON object with POST /v1/<tool>.",
     )
-    return proxy_response(405, body, {"Allow": "POST", "X-Correlation-Id": cid})
+    body = error_result(err, tool="", correlation_id=cid, transport="http").body
+    return proxy_response(405, body, {"Allow": "POST", CORRELATION_HEADER: cid})

@@ -1,0 +1,42 @@
+"""Error code -> HTTP status, and the headers every `/v1` answer carries, for every deployment of
+`/v1` (MCP itself always answers 200 and carries the envelope in the tool result). The README's
+table is this one."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+CORRELATION_HEADER = "X-Correlation-Id"
+
+#: HTTP status per envelope code.
+HTTP_STATUS: dict[str, int] = {
+    "invalid_params": 400,
+    "provenance_required": 400,
+    "budget_unsatisfiable": 400,
+    "unauthorized": 401,
+    "scope_denied": 403,
+    "not_found": 404,
+    "unknown_tool": 404,
+    "rate_limited": 429,
+    "internal": 500,
+    "unavailable": 503,
+}
+#: Codes whose answer carries `Retry-After` (seconds): the fix's `retry_after_seconds`, else this.
+RETRY_AFTER_DEFAULT_S = {"rate_limited": 60, "unavailable": 5}
+
+
+def status_for(code: str) -> int:
+    """The HTTP status of an error envelope's `code` (an unmapped code is a server fault: 500)."""
+    return HTTP_STATUS.get(code, 500)
+
+
+def error_headers(body: Mapping[str, Any]) -> dict[str, str]:
+    """`X-Correlation-Id` always, `Retry-After` for the codes that are worth retrying."""
+    headers = {CORRELATION_HEADER: str(body.get("correlation_id") or "")}
+    code = str(body.get("code") or "")
+    if code in RETRY_AFTER_DEFAULT_S:
+        fix = body.get("fix") if isinstance(body.get("fix"), Mapping) else {}
+        seconds = fix.get("retry_after_seconds") if isinstance(fix, Mapping) else None
+        headers["Retry-After"] = str(int(seconds) if isinstance(seconds, int) else RETRY_AFTER_DEFAULT_S[code])
+    return headers
