@@ -16,7 +16,7 @@ import threading
 from typing import Any
 
 from fleetmem.config import Settings
-from fleetmem.ports import Auth, Deps
+from fleetmem.ports import Auth, Deps, StoreSet
 
 _override: Deps | None = None
 _lock = threading.Lock()
@@ -75,31 +75,24 @@ def local_embedder(settings: Settings) -> tuple[Any, str | None]:
 
 def _build_local(settings: Settings) -> Deps:
     from fleetmem.adapters.local import open_local
-    from fleetmem.adapters.local.clock import SystemClock
-    from fleetmem.adapters.local.ids import SortableIds
 
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     stores = open_local(settings.data_dir)
     embedder, embedder_problem = local_embedder(settings)
-    return Deps.over(
+    return _deps(
+        settings,
         stores,
-        clock=SystemClock(),
-        ids=SortableIds(),
         embedder=embedder,
         embedder_problem=embedder_problem,
         llm=None,
         llm_problem=LLM_NOT_CONFIGURED,
         maintenance=stores.maintenance,
-        deadline_ms=settings.deadline_ms,
-        idempotency_lease_s=settings.idempotency_lease_s,
     )
 
 
 def _build_aws(settings: Settings) -> Deps:
     from fleetmem.adapters.aws import BedrockEmbedder, BedrockLLM, open_aws
     from fleetmem.adapters.aws.dynamo import parallel
-    from fleetmem.adapters.local.clock import SystemClock
-    from fleetmem.adapters.local.ids import SortableIds
 
     embedder: Any
     if settings.embedder == "bedrock":
@@ -117,17 +110,30 @@ def _build_aws(settings: Settings) -> Deps:
     if settings.llm == "bedrock" and settings.bedrock_llm_model:
         llm = BedrockLLM(settings)
         llm_problem = None
-    return Deps.over(
+    return _deps(
+        settings,
         stores,
-        clock=SystemClock(),
-        ids=SortableIds(),
         embedder=embedder,
         embedder_problem=embedder_problem,
         llm=llm,
         llm_problem=llm_problem,
+        parallel=parallel,
+    )
+
+
+def _deps(settings: Settings, stores: StoreSet, **ports: Any) -> Deps:
+    """Deps over a backend's stores and `ports`, with what every backend shares: the system clock,
+    sortable ids, and the settings' deadline and idempotency lease."""
+    from fleetmem.adapters.local.clock import SystemClock
+    from fleetmem.adapters.local.ids import SortableIds
+
+    return Deps.over(
+        stores,
+        clock=SystemClock(),
+        ids=SortableIds(),
         deadline_ms=settings.deadline_ms,
         idempotency_lease_s=settings.idempotency_lease_s,
-        parallel=parallel,
+        **ports,
     )
 
 

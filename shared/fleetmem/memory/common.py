@@ -104,27 +104,7 @@ def fix_call(tool: str, args: dict[str, Any], why: str, *, verify: dict[str, Any
 
 def invalid(
     tool: str,
-    params: BaseModel,
-    message: str,
-    *,
-    problem: str,
-    cause: str,
-    field: str,
-    value: Any = None,
-    why: str | None = None,
-    drop: bool = False,
-    verify: dict[str, Any] | None = None,
-    detail: Any = None,
-) -> VerbError:
-    return _invalid_args(
-        tool, given_args(params), message, problem=problem, cause=cause, field=field, value=value,
-        why=why, drop=drop, verify=verify, detail=detail,
-    )
-
-
-def _invalid_args(
-    tool: str,
-    args: dict[str, Any],
+    params: BaseModel | Mapping[str, Any],
     message: str,
     *,
     problem: str,
@@ -138,7 +118,10 @@ def _invalid_args(
     detail: Any = None,
     code: str = "invalid_params",
 ) -> VerbError:
-    args = dict(args)
+    """`code` (invalid_params) for one argument of a call given as its parsed `params` or its raw
+    arguments: the corrected call sets `field` to `value` (or drops it; `no_fix`: no corrected
+    call, only this remedy)."""
+    args = given_args(params) if isinstance(params, BaseModel) else dict(params)
     if no_fix is not None:
         remedy = no_fix
     elif drop:
@@ -205,9 +188,9 @@ def _since_error(tool: str, args: Mapping[str, Any], field: str, raw: Any) -> Ve
     """`invalid_params` for a time that does not parse. No corrected call: which instant the caller
     meant is theirs to say (a made-up one would silently change what the read returns)."""
     shown = json.dumps(raw, ensure_ascii=False, default=str)[:80]
-    return _invalid_args(
+    return invalid(
         tool,
-        dict(args),
+        args,
         f"{field} is not an ISO 8601 date or datetime (got {shown}).",
         problem=f"{field}={shown} could not be read as a time.",
         cause=f"{field} must be ISO 8601 in UTC: a date (2026-06-01) or a datetime (2026-06-01T09:30:00Z).",
@@ -380,7 +363,7 @@ def invalid_from_validation(
         message = str(first.get("msg")) if custom else f"{first_field} must be {hint.accepts} (got {shown})."
         problem = message if custom else f"{first_field}={shown} is not {hint.accepts}."
         value = hint.value(raw, now, fields[name].get_default(call_default_factory=True))
-        return _invalid_args(
+        return invalid(
             tool,
             args,
             message,

@@ -13,7 +13,7 @@ import time
 from typing import Any
 
 from fleetmem.adapters.aws import keys
-from fleetmem.adapters.aws.dynamo import AwsClients, call, conditional_put, parse_ts, to_ddb, ts
+from fleetmem.adapters.aws.dynamo import DynamoStore, answers, parse_ts, query_all, ts
 from fleetmem.adapters.aws.tables import AUDIT
 from fleetmem.models import AuditEvent
 
@@ -42,23 +42,11 @@ def audit_item(event: AuditEvent) -> dict[str, Any]:
     }
 
 
-class DynamoAuditLog:
-    def __init__(self, clients: AwsClients, prefix: str) -> None:
-        self._c = clients
-        self.table = AUDIT.physical_name(prefix)
-
-    @property
-    def _db(self) -> Any:
-        return self._c.dynamodb
+class DynamoAuditLog(DynamoStore):
+    TABLE = AUDIT
 
     def append(self, event: AuditEvent) -> None:
-        conditional_put(
-            self._db,
-            table=self.table,
-            item=to_ddb(audit_item(event)),
-            key_names=("pk", "sk"),
-            condition="attribute_not_exists(pk)",
-        )
+        self._put_new(audit_item(event), ("pk", "sk"))
 
     def for_subject(self, tenant: str, subject: str) -> list[AuditEvent]:
         req: dict[str, Any] = {
@@ -67,14 +55,7 @@ class DynamoAuditLog:
             "ExpressionAttributeValues": {":pk": {"S": audit_pk(tenant, subject)}},
             "ScanIndexForward": True,
         }
-        events: list[AuditEvent] = []
-        while True:
-            out = call(self._db.query, **req)
-            events.extend(_event_of(item) for item in keys.owned_items(out.get("Items", []), tenant, table="audit"))
-            lek = out.get("LastEvaluatedKey")
-            if not lek:
-                return events
-            req["ExclusiveStartKey"] = lek
+        return [_event_of(item) for item in keys.owned_items(query_all(self._db, req), tenant, table="audit")]
 
     def scan(self, tenant: str, *, after: str | None, limit: int) -> tuple[list[AuditEvent], str | None]:
         """Every audit event of the tenant (a table Scan filtered on the tenant: an admin read of
@@ -89,15 +70,12 @@ class DynamoAuditLog:
         if after:
             req["ExclusiveStartKey"] = json.loads(after)
         events: list[AuditEvent] = []
-        while True:
-            out = call(self._db.scan, **req)
+        for out in answers(self._db.scan, req):
             events.extend(_event_of(item) for item in keys.owned_items(out.get("Items", []), tenant, table="audit"))
             lek = out.get("LastEvaluatedKey")
-            if not lek:
-                return events, None
-            if len(events) >= limit:
+            if lek and len(events) >= limit:
                 return events, json.dumps(lek, sort_keys=True)
-            req["ExclusiveStartKey"] = lek
+        return events, None
 
 
 def _event_of(item: dict[str, Any]) -> AuditEvent:

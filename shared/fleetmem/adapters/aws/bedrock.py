@@ -87,7 +87,21 @@ def _runtime(
     return clients or AwsClients(region=region, **client_options), None
 
 
-class BedrockEmbedder:
+class _BedrockRuntime:
+    """A Bedrock Runtime client: the one given, or built on first use from the adapter's clients."""
+
+    _clients: AwsClients | None
+    _client: Any
+
+    @property
+    def client(self) -> Any:
+        if self._client is None:
+            assert self._clients is not None
+            self._client = self._clients.client("bedrock-runtime")
+        return self._client
+
+
+class BedrockEmbedder(_BedrockRuntime):
     """Embedder port over Titan Text Embeddings V2."""
 
     def __init__(
@@ -115,13 +129,6 @@ class BedrockEmbedder:
         )
         self._workers = max_workers
 
-    @property
-    def client(self) -> Any:
-        if self._client is None:
-            assert self._clients is not None
-            self._client = self._clients.client("bedrock-runtime")
-        return self._client
-
     def _one(self, text: str) -> list[float]:
         try:
             out = self.client.invoke_model(
@@ -146,7 +153,7 @@ class BedrockEmbedder:
             return list(pool.map(self._one, items))
 
 
-class BedrockLLM:
+class BedrockLLM(_BedrockRuntime):
     """LLM port over the Bedrock Converse API."""
 
     def __init__(
@@ -166,13 +173,6 @@ class BedrockLLM:
         # Bounded: one attempt that gives up after LLM_DEADLINE_S, so synthesize can still answer
         # (extractively) before the function, the edge and the API time out.
         self._clients, self._client = _runtime(clients, client, region, read_timeout=LLM_DEADLINE_S, retries=0)
-
-    @property
-    def client(self) -> Any:
-        if self._client is None:
-            assert self._clients is not None
-            self._client = self._clients.client("bedrock-runtime")
-        return self._client
 
     def complete(self, system: str, prompt: str, *, max_tokens: int = 800) -> Completion:
         try:

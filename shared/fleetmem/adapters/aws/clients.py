@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from fleetmem.adapters.aws.dynamo import AwsClients, call, conditional_put, from_ddb, parse_ts, to_ddb, ts
+from fleetmem.adapters.aws.dynamo import DynamoStore, answers, call, from_ddb, parse_ts, ts
 from fleetmem.adapters.aws.tables import CLIENTS
 from fleetmem.errors import Conflict
 from fleetmem.models import ClientRecord
@@ -40,23 +40,11 @@ def _record(item: dict[str, Any]) -> ClientRecord:
     )
 
 
-class DynamoClientStore:
-    def __init__(self, clients: AwsClients, prefix: str) -> None:
-        self._c = clients
-        self.table = CLIENTS.physical_name(prefix)
-
-    @property
-    def _db(self) -> Any:
-        return self._c.dynamodb
+class DynamoClientStore(DynamoStore):
+    TABLE = CLIENTS
 
     def create(self, record: ClientRecord) -> None:
-        conditional_put(
-            self._db,
-            table=self.table,
-            item=to_ddb(_item(record)),
-            key_names=("pk",),
-            condition="attribute_not_exists(pk)",
-        )
+        self._put_new(_item(record), ("pk",))
 
     def by_hash(self, token_hash: str) -> ClientRecord | None:
         out = call(self._db.get_item, TableName=self.table, Key={"pk": {"S": token_hash}})
@@ -72,15 +60,8 @@ class DynamoClientStore:
                 ExpressionAttributeValues={":t": {"S": tenant}},
             )
         op = self._db.query if tenant is not None else self._db.scan
-        out_items: list[ClientRecord] = []
-        while True:
-            out = call(op, **req)
-            items = (from_ddb(x) for x in out.get("Items", []))
-            out_items.extend(_record(i) for i in items if i and (tenant is None or i.get("tenant") == tenant))
-            lek = out.get("LastEvaluatedKey")
-            if not lek:
-                break
-            req["ExclusiveStartKey"] = lek
+        items = (from_ddb(x) for out in answers(op, req) for x in out.get("Items", []))
+        out_items = [_record(i) for i in items if i and (tenant is None or i.get("tenant") == tenant)]
         return sorted(out_items, key=lambda r: (r.tenant, r.created_at, r.token_id))
 
     def revoke(self, token_id: str, *, at: datetime) -> bool:

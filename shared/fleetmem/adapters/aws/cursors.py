@@ -14,11 +14,13 @@ from typing import Any
 from fleetmem.adapters.aws import keys
 from fleetmem.adapters.aws.dynamo import (
     AwsClients,
+    DynamoStore,
     as_int,
     call,
     conditional_put,
     epoch,
     parse_ts,
+    query_all,
     to_ddb,
     ts,
 )
@@ -67,15 +69,12 @@ def _cursor(item: dict[str, Any]) -> Cursor:
     )
 
 
-class DynamoCursorStore:
-    def __init__(self, clients: AwsClients, prefix: str, *, max_sessions: int = SESSIONS_PER_CLIENT) -> None:
-        self._c = clients
-        self.table = CURSORS.physical_name(prefix)
-        self.max_sessions = max_sessions
+class DynamoCursorStore(DynamoStore):
+    TABLE = CURSORS
 
-    @property
-    def _db(self) -> Any:
-        return self._c.dynamodb
+    def __init__(self, clients: AwsClients, prefix: str, *, max_sessions: int = SESSIONS_PER_CLIENT) -> None:
+        super().__init__(clients, prefix)
+        self.max_sessions = max_sessions
 
     def get(self, tenant: str, client_id: str, session_id: str, *, now: datetime) -> Cursor | None:
         out = call(
@@ -124,14 +123,7 @@ class DynamoCursorStore:
             "ProjectionExpression": "sk, touched_at",
             "ConsistentRead": True,  # the cursor just written must be counted
         }
-        rows: list[tuple[str, str]] = []
-        while True:
-            out = call(self._db.query, **req)
-            rows.extend((i["touched_at"]["S"], i["sk"]["S"]) for i in out.get("Items", []))
-            lek = out.get("LastEvaluatedKey")
-            if not lek:
-                break
-            req["ExclusiveStartKey"] = lek
+        rows = [(i["touched_at"]["S"], i["sk"]["S"]) for i in query_all(self._db, req)]
         if len(rows) <= self.max_sessions:
             return
         rows.sort()

@@ -15,10 +15,13 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from fleetmem.errors import Conflict, PortError, TooLarge, Unavailable
 from fleetmem.timefmt import iso, to_ms
+
+if TYPE_CHECKING:
+    from fleetmem.adapters.aws.tables import TableSpec
 
 T = TypeVar("T")
 
@@ -493,16 +496,11 @@ def number_pending(
         "ScanIndexForward": True,
         "Limit": _NUMBER_BATCH,
     }
-    for _ in range(_NUMBER_PASSES):
-        page = call(client.query, **req)
+    for page in itertools.islice(answers(client.query, req), _NUMBER_PASSES):
         items = [i for i in page.get("Items", []) if "cs" in i]
         if items:
             _number_batch(client, table=table, counter_key=counter_key, key_names=key_names, items=items,
                           stamp=stamp, out=out)
-        lek = page.get("LastEvaluatedKey")
-        if not lek:
-            break
-        req["ExclusiveStartKey"] = lek
     return out
 
 
@@ -600,16 +598,42 @@ def read_counter(client: Any, *, table: str, key: dict[str, Any]) -> int:
     return _counter_value(out.get("Item")) or 0
 
 
-def query_all(client: Any, req: dict[str, Any]) -> Iterator[dict[str, Any]]:
-    """Every raw item of a Query, following LastEvaluatedKey."""
+def answers(op: Callable[..., Any], req: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """Each answer of a paginated Query or Scan (`op`), following LastEvaluatedKey."""
     req = dict(req)
     while True:
-        out = call(client.query, **req)
-        yield from out.get("Items", [])
+        out = call(op, **req)
+        yield out
         lek = out.get("LastEvaluatedKey")
         if not lek:
             return
         req["ExclusiveStartKey"] = lek
+
+
+def query_all(client: Any, req: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """Every raw item of a Query, following LastEvaluatedKey."""
+    for out in answers(client.query, req):
+        yield from out.get("Items", [])
+
+
+class DynamoStore:
+    """A store on one DynamoDB table (`TABLE`, named under the deployment's `prefix`)."""
+
+    TABLE: ClassVar[TableSpec]
+
+    def __init__(self, clients: AwsClients, prefix: str) -> None:
+        self._c = clients
+        self.table = self.TABLE.physical_name(prefix)
+
+    @property
+    def _db(self) -> Any:
+        return self._c.dynamodb
+
+    def _put_new(self, item: dict[str, Any], key_names: Sequence[str]) -> None:
+        """Write `item` (plain values) under a key no item holds yet (Conflict otherwise)."""
+        conditional_put(
+            self._db, table=self.table, item=to_ddb(item), key_names=key_names, condition="attribute_not_exists(pk)"
+        )
 
 
 def change_floor(

@@ -15,6 +15,8 @@ from fleetmem.adapters.aws.dynamo import (
     PENDING,
     WRITE_ID,
     AwsClients,
+    DynamoStore,
+    answers,
     as_bytes,
     as_int,
     backfill_changes,
@@ -130,16 +132,13 @@ def fact_items(raws: Iterable[dict[str, Any] | None], tenant: str) -> Iterator[d
     return (i for i in keys.owned_items(raws, tenant, table="facts") if is_fact_item(i))
 
 
-class DynamoFactStore:
+class DynamoFactStore(DynamoStore):
+    TABLE = FACTS
+
     def __init__(self, clients: AwsClients, prefix: str, *, settle_ms: int = 0) -> None:
-        self._c = clients
-        self.table = FACTS.physical_name(prefix)
+        super().__init__(clients, prefix)
         self.settle = timedelta(milliseconds=settle_ms)
         self.audit_table = AUDIT.physical_name(prefix)
-
-    @property
-    def _db(self) -> Any:
-        return self._c.dynamodb
 
     def next_seq(self, tenant: str) -> int:
         from botocore.exceptions import ClientError
@@ -390,27 +389,15 @@ class DynamoFactStore:
         return max(10, min(limit * 2, 500))
 
     def by_entity(
-        self,
-        tenant: str,
-        entity_slug: str,
-        *,
-        now: datetime,
-        active_only: bool = True,
-        world_only: bool = True,
-        limit: int = 50,
+        self, tenant: str, entity_slug: str, *, now: datetime, active_only: bool = True,
+        world_only: bool = True, limit: int = 50,
     ) -> list[Fact]:
         it = self._query(tenant, "by_entity", "ent", keys.key(tenant, entity_slug), page_size=self._page_size(limit))
         return self._take(it, now=now, active_only=active_only, world_only=world_only, limit=limit)
 
     def by_session(
-        self,
-        tenant: str,
-        session_id: str,
-        *,
-        now: datetime,
-        active_only: bool = True,
-        world_only: bool = True,
-        limit: int = 50,
+        self, tenant: str, session_id: str, *, now: datetime, active_only: bool = True,
+        world_only: bool = True, limit: int = 50,
     ) -> list[Fact]:
         """Facts of one session, newest first, without `vector`: the by_session index does not
         carry it (tables.FACT_INDEX_ATTRS) because its readers (recall, context_pack) never use it."""
@@ -418,14 +405,8 @@ class DynamoFactStore:
         return self._take(it, now=now, active_only=active_only, world_only=world_only, limit=limit)
 
     def recent(
-        self,
-        tenant: str,
-        *,
-        now: datetime,
-        after: datetime | None = None,
-        active_only: bool = True,
-        world_only: bool = True,
-        limit: int = 50,
+        self, tenant: str, *, now: datetime, after: datetime | None = None, active_only: bool = True,
+        world_only: bool = True, limit: int = 50,
     ) -> list[Fact]:
         it = self._query(tenant, "by_time", "tp", keys.tenant(tenant), after=after, page_size=self._page_size(limit))
         return self._take(it, now=now, active_only=active_only, world_only=world_only, limit=limit)
@@ -548,8 +529,9 @@ class DynamoFactStore:
         }
         out_: list[tuple[int, Fact]] = []
         horizon = settle_horizon(now, self.settle)
-        while limit > 0:
-            out = call(self._db.query, **req)
+        if limit <= 0:
+            return out_
+        for out in answers(self._db.query, req):
             for item in fact_items(out.get("Items", []), tenant):
                 if horizon is not None and change_time(item, "created_at") > str(ts(horizon)):
                     return out_  # not settled: an earlier number may still be on its way into the index
@@ -562,10 +544,6 @@ class DynamoFactStore:
                 out_.append((as_int(item["cs"]), fact))
                 if len(out_) >= limit:
                     return out_
-            lek = out.get("LastEvaluatedKey")
-            if not lek:
-                break
-            req["ExclusiveStartKey"] = lek
         return out_
 
     def expired_between(

@@ -17,7 +17,7 @@ from typing import Any
 from fleetmem.adapters.aws import keys
 from fleetmem.adapters.aws.dynamo import (
     WRITE_ID,
-    AwsClients,
+    DynamoStore,
     call,
     epoch,
     parse_ts,
@@ -51,14 +51,8 @@ def _record(item: dict[str, Any]) -> IdempotencyRecord:
     )
 
 
-class DynamoIdempotencyStore:
-    def __init__(self, clients: AwsClients, prefix: str) -> None:
-        self._c = clients
-        self.table = IDEMPOTENCY.physical_name(prefix)
-
-    @property
-    def _db(self) -> Any:
-        return self._c.dynamodb
+class DynamoIdempotencyStore(DynamoStore):
+    TABLE = IDEMPOTENCY
 
     def claim(self, record: IdempotencyRecord, *, now: datetime) -> IdempotencyRecord | None:
         from botocore.exceptions import ClientError

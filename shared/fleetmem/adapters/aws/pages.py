@@ -24,6 +24,7 @@ from fleetmem.adapters.aws.dynamo import (
     ITEM_LIMIT_BYTES,
     PENDING,
     AwsClients,
+    DynamoStore,
     approx_item_size,
     as_int,
     backfill_changes,
@@ -192,15 +193,12 @@ def derived_rows(page: Page) -> list[dict[str, Any]]:
     return list(rows.values())
 
 
-class DynamoPageStore:
-    def __init__(self, clients: AwsClients, prefix: str, *, settle_ms: int = 0) -> None:
-        self._c = clients
-        self.table = PAGES.physical_name(prefix)
-        self.settle = timedelta(milliseconds=settle_ms)
+class DynamoPageStore(DynamoStore):
+    TABLE = PAGES
 
-    @property
-    def _db(self) -> Any:
-        return self._c.dynamodb
+    def __init__(self, clients: AwsClients, prefix: str, *, settle_ms: int = 0) -> None:
+        super().__init__(clients, prefix)
+        self.settle = timedelta(milliseconds=settle_ms)
 
     # -- reads ---------------------------------------------------------------------------------
 
@@ -263,15 +261,8 @@ class DynamoPageStore:
         return not world_only or item.get("visibility", "world") == "world"
 
     def lookup(
-        self,
-        tenant: str,
-        *,
-        alias: str,
-        title: str,
-        slugs: Sequence[str],
-        suffix: str,
-        world_only: bool,
-        limit: int = 10,
+        self, tenant: str, *, alias: str, title: str, slugs: Sequence[str], suffix: str,
+        world_only: bool, limit: int = 10,
     ) -> builtins.list[PageMatch]:
         def take(
             items: Iterator[dict[str, Any]], via: str, keep: Callable[[dict[str, Any]], bool]

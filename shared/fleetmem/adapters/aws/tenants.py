@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from fleetmem.adapters.aws import keys
-from fleetmem.adapters.aws.dynamo import call, chunks, query_all
+from fleetmem.adapters.aws.dynamo import answers, call, chunks, query_all
 from fleetmem.adapters.aws.facts import decision_pk
 from fleetmem.adapters.aws.pages import CHANGE_SK
 from fleetmem.adapters.aws.tables import AUDIT, CLIENTS, CURSORS, FACTS, IDEMPOTENCY, PAGES, TableSpec
@@ -98,14 +98,7 @@ class TenantTables:
                 yield batch
 
     def _pages_of(self, req: dict[str, Any], op: Any) -> Iterator[list[dict[str, Any]]]:
-        req = dict(req)
-        while True:
-            out = call(op, **req)
-            yield out.get("Items", [])
-            lek = out.get("LastEvaluatedKey")
-            if not lek:
-                return
-            req["ExclusiveStartKey"] = lek
+        return (out.get("Items", []) for out in answers(op, req))
 
     def _index_query(self, spec: TableSpec, table: str, index: str, attr: str, tenant: str) -> Iterator[list[Key]]:
         req = {

@@ -161,22 +161,26 @@ def _bad(params: PutPageParams, message: str, *, problem: str, cause: str, field
     )
 
 
-def _aliases(raw: Any) -> tuple[str, ...]:
+def _listed(raw: Any) -> list[Any]:
+    """An argument given as one item or a list of them (None: none), as a list."""
     if raw is None:
-        return ()
-    items = raw if isinstance(raw, list | tuple) else [raw]
-    out = [t for t in (_text(a) for a in items) if t]
+        return []
+    return list(raw) if isinstance(raw, list | tuple) else [raw]
+
+
+def _plain(item: Any) -> Any:
+    """A list item as the caller's JSON gave it (a parsed argument model back to its dict)."""
+    return item.model_dump() if isinstance(item, BaseModel) else item
+
+
+def _aliases(raw: Any) -> tuple[str, ...]:
+    out = [t for t in (_text(a) for a in _listed(raw)) if t]
     return tuple(dict.fromkeys(out))
 
 
 def _links(params: PutPageParams, raw: Any, slug: str) -> list[Link]:
-    if raw is None:
-        return []
-    items = raw if isinstance(raw, list | tuple) else [raw]
     links: list[Link] = []
-    for item in items:
-        if isinstance(item, BaseModel):
-            item = item.model_dump()
+    for item in map(_plain, _listed(raw)):
         if isinstance(item, str):
             item = {"target": item}
         if not isinstance(item, dict) or not _text(item.get("target")):
@@ -197,13 +201,8 @@ def _links(params: PutPageParams, raw: Any, slug: str) -> list[Link]:
 
 
 def _timeline(params: PutPageParams, raw: Any) -> list[TimelineEntry]:
-    if raw is None:
-        return []
-    items = raw if isinstance(raw, list | tuple) else [raw]
     entries: list[TimelineEntry] = []
-    for item in items:
-        if isinstance(item, BaseModel):
-            item = item.model_dump()
+    for item in map(_plain, _listed(raw)):
         date = _text(item.get("date")) if isinstance(item, dict) else None
         text = _text(item.get("text")) if isinstance(item, dict) else None
         ok = False

@@ -44,7 +44,7 @@ from __future__ import annotations
 import random
 import time
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BeforeValidator, ConfigDict, Field, StringConstraints, WithJsonSchema
 from pydantic_core import PydanticCustomError
@@ -362,29 +362,20 @@ def _saved(deps: Deps, caller: Caller, draft: Fact, seq: int, existing: Fact | N
 
 
 def _trail(caller: Caller, fact: Fact, existing: Fact | None) -> list[AuditEvent]:
-    trail = [
-        AuditEvent(
+    def event(subject: str, action: Literal["write", "supersede"], detail: dict[str, Any]) -> AuditEvent:
+        return AuditEvent(
             tenant=caller.tenant,
-            subject=fact.fact_id,
-            action="write",
+            subject=subject,
+            action=action,
             actor=caller.client_id,
             at=fact.created_at,
             provenance=fact.provenance,
-            detail={"seq": fact.seq, **({"supersedes": existing.fact_id} if existing else {})},
+            detail=detail,
         )
-    ]
+
+    trail = [event(fact.fact_id, "write", {"seq": fact.seq, **({"supersedes": existing.fact_id} if existing else {})})]
     if existing is not None:
-        trail.append(
-            AuditEvent(
-                tenant=caller.tenant,
-                subject=existing.fact_id,
-                action="supersede",
-                actor=caller.client_id,
-                at=fact.created_at,
-                provenance=fact.provenance,
-                detail={"superseded_by": fact.fact_id},
-            )
-        )
+        trail.append(event(existing.fact_id, "supersede", {"superseded_by": fact.fact_id}))
     return trail
 
 

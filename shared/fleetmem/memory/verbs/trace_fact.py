@@ -9,6 +9,7 @@ newest fact (bounded), and lists every audit event of every fact in it, oldest f
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from pydantic import ConfigDict, Field
@@ -63,26 +64,25 @@ class TraceFactResult(Wire):
 
 
 def _lineage(deps: Deps, tenant: str, fact: Fact) -> list[Fact]:
-    back: list[Fact] = []
-    cur = fact
     seen = {fact.fact_id}
-    while cur.supersedes and len(back) < MAX_LINEAGE:
-        prev = deps.facts.get(tenant, cur.supersedes)
-        if prev is None or prev.fact_id in seen:
-            break
-        seen.add(prev.fact_id)
-        back.append(prev)
-        cur = prev
-    forward: list[Fact] = []
+    back = _follow(deps, tenant, fact, lambda f: f.supersedes, seen)
+    forward = _follow(deps, tenant, fact, lambda f: f.superseded_by, seen)
+    return [*reversed(back), fact, *forward]
+
+
+def _follow(deps: Deps, tenant: str, fact: Fact, link: Callable[[Fact], str | None], seen: set[str]) -> list[Fact]:
+    """The facts `link` leads to from `fact`, one after another: at most MAX_LINEAGE, up to a
+    missing one or one already `seen` (which gains each fact taken)."""
+    out: list[Fact] = []
     cur = fact
-    while cur.superseded_by and len(forward) < MAX_LINEAGE:
-        nxt = deps.facts.get(tenant, cur.superseded_by)
+    while (next_id := link(cur)) and len(out) < MAX_LINEAGE:
+        nxt = deps.facts.get(tenant, next_id)
         if nxt is None or nxt.fact_id in seen:
             break
         seen.add(nxt.fact_id)
-        forward.append(nxt)
+        out.append(nxt)
         cur = nxt
-    return [*reversed(back), fact, *forward]
+    return out
 
 
 def _lineage_item(f: Fact) -> dict[str, Any]:

@@ -4,20 +4,18 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Sequence
-from typing import Any
 
-from fleetmem.adapters.local.sqlite.db import Database, dt_of, ms
-from fleetmem.models import (
-    AuditEvent,
-)
+from fleetmem.adapters.local.sqlite.db import Database, dt_of, ms, row_model
+from fleetmem.models import AuditEvent
+
+_AUDIT_COLS = "tenant, subject, action, actor, at, reason, provenance, detail"
+_event_of = row_model(AuditEvent, _AUDIT_COLS, at=dt_of, detail=json.loads)
 
 
 def _insert_audit(conn: sqlite3.Connection, event: AuditEvent) -> None:
     """One audit row; called inside the caller's write transaction so a write and its trail commit together."""
     conn.execute(
-        "INSERT INTO audit (tenant, subject, action, actor, at, reason, provenance, detail) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        f"INSERT INTO audit ({_AUDIT_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
         (
             event.tenant,
             event.subject,
@@ -39,12 +37,8 @@ class SqliteAuditLog:
         self.db.write(lambda c: _insert_audit(c, event))
 
     def for_subject(self, tenant: str, subject: str) -> list[AuditEvent]:
-        rows = self.db.read(
-            lambda c: c.execute(
-                "SELECT tenant, subject, action, actor, at, reason, provenance, detail FROM audit "
-                "WHERE tenant = ? AND subject = ? ORDER BY at, id",
-                (tenant, subject),
-            ).fetchall()
+        rows = self.db.all(
+            f"SELECT {_AUDIT_COLS} FROM audit WHERE tenant = ? AND subject = ? ORDER BY at, id", (tenant, subject)
         )
         return [_event_of(r) for r in rows]
 
@@ -52,24 +46,8 @@ class SqliteAuditLog:
         """Every audit event of the tenant in the order written, from the opaque position `after`
         (None: the start); the position to continue from, None at the end."""
         n = max(1, int(limit))
-        rows = self.db.read(
-            lambda c: c.execute(
-                "SELECT tenant, subject, action, actor, at, reason, provenance, detail, id FROM audit "
-                "WHERE tenant = ? AND id > ? ORDER BY id LIMIT ?",
-                (tenant, int(after or 0), n),
-            ).fetchall()
+        rows = self.db.all(
+            f"SELECT {_AUDIT_COLS}, id FROM audit WHERE tenant = ? AND id > ? ORDER BY id LIMIT ?",
+            (tenant, int(after or 0), n),
         )
         return [_event_of(r) for r in rows], (str(rows[-1][8]) if len(rows) == n else None)
-
-
-def _event_of(r: Sequence[Any]) -> AuditEvent:
-    return AuditEvent(
-        tenant=r[0],
-        subject=r[1],
-        action=r[2],
-        actor=r[3],
-        at=dt_of(r[4]),
-        reason=r[5],
-        provenance=r[6],
-        detail=json.loads(r[7]),
-    )

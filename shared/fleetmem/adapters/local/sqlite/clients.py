@@ -4,29 +4,15 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
 
-from fleetmem.adapters.local.sqlite.db import Database, dt_of, dt_opt, ms, ms_opt
-from fleetmem.models import (
-    ClientRecord,
-)
-
-
-def _client_of(r: Sequence[Any]) -> ClientRecord:
-    return ClientRecord(
-        token_hash=r[0],
-        token_id=r[1],
-        tenant=r[2],
-        client_id=r[3],
-        scopes=frozenset(json.loads(r[4])),
-        created_at=dt_of(r[5]),
-        revoked_at=dt_opt(r[6]),
-    )
-
+from fleetmem.adapters.local.sqlite.db import Database, dt_of, dt_opt, ms, ms_opt, row_model
+from fleetmem.models import ClientRecord
 
 _CLIENT_COLS = "token_hash, token_id, tenant, client_id, scopes, created_at, revoked_at"
+_client_of = row_model(
+    ClientRecord, _CLIENT_COLS, scopes=lambda v: frozenset(json.loads(v)), created_at=dt_of, revoked_at=dt_opt
+)
 
 
 class SqliteClientStore:
@@ -51,11 +37,7 @@ class SqliteClientStore:
         self.db.write(run)
 
     def by_hash(self, token_hash: str) -> ClientRecord | None:
-        row = self.db.read(
-            lambda c: c.execute(
-                f"SELECT {_CLIENT_COLS} FROM clients WHERE token_hash = ?", (token_hash,)
-            ).fetchone()
-        )
+        row = self.db.one(f"SELECT {_CLIENT_COLS} FROM clients WHERE token_hash = ?", (token_hash,))
         return None if row is None else _client_of(row)
 
     def list(self, tenant: str | None = None) -> list[ClientRecord]:
@@ -65,16 +47,9 @@ class SqliteClientStore:
         else:
             sql = f"SELECT {_CLIENT_COLS} FROM clients WHERE tenant = ? ORDER BY created_at, token_id"
             args = (tenant,)
-        return [_client_of(r) for r in self.db.read(lambda c: c.execute(sql, args).fetchall())]
+        return [_client_of(r) for r in self.db.all(sql, args)]
 
     def revoke(self, token_id: str, *, at: datetime) -> bool:
         """True when a live token was revoked now; False when unknown or already revoked."""
-        return self.db.write(
-            lambda c: (
-                c.execute(
-                    "UPDATE clients SET revoked_at = ? WHERE token_id = ? AND revoked_at IS NULL",
-                    (ms(at), token_id),
-                ).rowcount
-                > 0
-            )
-        )
+        sql = "UPDATE clients SET revoked_at = ? WHERE token_id = ? AND revoked_at IS NULL"
+        return self.db.run(sql, (ms(at), token_id)) > 0

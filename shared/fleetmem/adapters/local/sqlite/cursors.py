@@ -3,36 +3,18 @@
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Sequence
 from datetime import datetime, timedelta
-from typing import Any
 
-from fleetmem.adapters.local.sqlite.db import Database, dt_of, ms
+from fleetmem.adapters.local.sqlite.db import Database, dt_of, ms, row_model
 from fleetmem.errors import Conflict
-from fleetmem.models import (
-    Cursor,
-)
+from fleetmem.models import Cursor
 from fleetmem.protocol import SESSION_IDLE_DAYS, SESSIONS_PER_CLIENT
 from fleetmem.timefmt import to_ms
 
-# ---------------------------------------------------------------------------------------------
-# cursors, clients, idempotency, audit
-
-
-def _cursor_of(r: Sequence[Any]) -> Cursor:
-    return Cursor(
-        tenant=r[0],
-        client_id=r[1],
-        session_id=r[2],
-        since=dt_of(r[3]),
-        slug=r[4],
-        touched_at=dt_of(r[5]),
-        incomplete_streak=r[6],
-        version=r[7],
-        page_seq=r[8],
-        fact_seq=r[9],
-        expiry=r[10],
-    )
+_CURSOR_COLS = (
+    "tenant, client_id, session_id, since, slug, touched_at, incomplete_streak, version, page_seq, fact_seq, expiry"
+)
+_cursor_of = row_model(Cursor, _CURSOR_COLS, since=dt_of, touched_at=dt_of)
 
 
 class SqliteCursorStore:
@@ -48,12 +30,9 @@ class SqliteCursorStore:
         self.idle = timedelta(days=idle_days)
 
     def get(self, tenant: str, client_id: str, session_id: str, *, now: datetime) -> Cursor | None:
-        row = self.db.read(
-            lambda c: c.execute(
-                "SELECT tenant, client_id, session_id, since, slug, touched_at, incomplete_streak, version, "
-                "page_seq, fact_seq, expiry FROM cursors WHERE tenant = ? AND client_id = ? AND session_id = ?",
-                (tenant, client_id, session_id),
-            ).fetchone()
+        row = self.db.one(
+            f"SELECT {_CURSOR_COLS} FROM cursors WHERE tenant = ? AND client_id = ? AND session_id = ?",
+            (tenant, client_id, session_id),
         )
         if row is None or now - dt_of(row[5]) > self.idle:
             return None
@@ -83,8 +62,7 @@ class SqliteCursorStore:
                 }
             )
             conn.execute(
-                "INSERT INTO cursors (tenant, client_id, session_id, since, slug, touched_at, "
-                "incomplete_streak, version, page_seq, fact_seq, expiry) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+                f"INSERT INTO cursors ({_CURSOR_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
                 "ON CONFLICT (tenant, client_id, session_id) DO UPDATE SET since = excluded.since, "
                 "slug = excluded.slug, touched_at = excluded.touched_at, "
                 "incomplete_streak = excluded.incomplete_streak, version = excluded.version, "

@@ -18,6 +18,7 @@ from fleetmem.protocol import IDEMPOTENCY_LEASE_SECONDS
 from fleetmem.timefmt import to_ms
 
 T = TypeVar("T")
+M = TypeVar("M")
 
 DB_FILENAME = "fleetmem.db"
 SCHEMA_VERSION = 5
@@ -67,6 +68,20 @@ def _chunks(items: Sequence[T], n: int = _IN_CHUNK) -> Iterator[Sequence[T]]:
 
 def _marks(n: int) -> str:
     return ",".join("?" * n)
+
+
+def row_model(
+    model: Callable[..., M], cols: str, **convert: Callable[[Any], Any]
+) -> Callable[[Sequence[Any]], M]:
+    """What builds `model` from a row of `cols` (column names that are the model's field names, in
+    order; extra trailing values are ignored); `convert` turns a field's stored value into the
+    model's (epoch ms into datetimes, JSON text into values)."""
+    names = tuple(c.strip() for c in cols.split(","))
+
+    def of(r: Sequence[Any]) -> M:
+        return model(**{n: convert[n](v) if n in convert else v for n, v in zip(names, r, strict=False)})
+
+    return of
 
 
 _BUSY_MARKERS = ("database is locked", "database is busy", "database table is locked")
@@ -398,6 +413,18 @@ class Database:
                     raise _translate(exc) from None
         raise Unavailable("the local store is busy", retry_after_seconds=1, reason="busy")
 
+    def all(self, sql: str, args: Sequence[Any] = ()) -> list[Any]:
+        """Every row one read-only statement returns."""
+        return self.read(lambda c: c.execute(sql, args).fetchall())
+
+    def one(self, sql: str, args: Sequence[Any] = ()) -> Any | None:
+        """The first row one read-only statement returns (None: no row)."""
+        return self.read(lambda c: c.execute(sql, args).fetchone())
+
+    def run(self, sql: str, args: Sequence[Any] = ()) -> int:
+        """One write statement in its own transaction; how many rows it changed."""
+        return self.write(lambda c: c.execute(sql, args).rowcount)
+
     def write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         """Run `fn` inside one `BEGIN IMMEDIATE` transaction on the writer connection; retried as
         a whole when another process holds the file. Port errors raised by `fn` (e.g. Conflict)
@@ -511,15 +538,22 @@ def _migrate_4_to_5(conn: sqlite3.Connection) -> None:
         conn.execute("ALTER TABLE cursors ADD COLUMN expiry TEXT")
 
 
+def _increment(conn: sqlite3.Connection, table: str, column: str, key: dict[str, Any]) -> int:
+    """Add one to the counter `column` of `table`'s row at `key` (a new row starts at 1), inside the
+    caller's write transaction; the counter's new value."""
+    names = ", ".join(key)
+    row = conn.execute(
+        f"INSERT INTO {table} ({names}, {column}) VALUES ({_marks(len(key))}, 1) "
+        f"ON CONFLICT ({names}) DO UPDATE SET {column} = {column} + 1 RETURNING {column}",
+        tuple(key.values()),
+    ).fetchone()
+    return int(row[0])
+
+
 def _next_change(conn: sqlite3.Connection, tenant: str, kind: str) -> int:
     """D14: the tenant's next change number of `kind`, inside the caller's write transaction.
     Writes hold the database lock from BEGIN IMMEDIATE to COMMIT, so numbers commit in order."""
-    row = conn.execute(
-        "INSERT INTO change_seq (tenant, kind, seq) VALUES (?, ?, 1) "
-        "ON CONFLICT (tenant, kind) DO UPDATE SET seq = seq + 1 RETURNING seq",
-        (tenant, kind),
-    ).fetchone()
-    return int(row[0])
+    return _increment(conn, "change_seq", "seq", {"tenant": tenant, "kind": kind})
 
 
 def _change_floor(
@@ -533,6 +567,22 @@ def _change_floor(
         return top
     (low,) = conn.execute(min_sql, (tenant, *args)).fetchone()
     return top if low is None else min(top, int(low) - 1)
+
+
+def _keyset_floor(
+    db: Database, tenant: str, kind: str, table: str, order: str, position: tuple[Any, Any] | None, walk: bool
+) -> int:
+    """`_change_floor` of the `table` rows after a keyset `position` in `order` (two columns); None:
+    the counter. `walk`: the first such row in change order, read through the change index."""
+    if position is None:
+        return db.read(lambda c: _change_floor(c, tenant, kind, None, ()))
+    sql = f"SELECT min(change_seq) FROM {table} WHERE tenant = ? AND ({order}) > (?, ?)"
+    if walk:
+        sql = (
+            f"SELECT (SELECT change_seq FROM {table} INDEXED BY {table}_change WHERE tenant = ? "
+            f"AND ({order}) > (?, ?) ORDER BY change_seq LIMIT 1)"
+        )
+    return db.read(lambda c: _change_floor(c, tenant, kind, sql, position))
 
 
 def _split_script(script: str) -> list[str]:

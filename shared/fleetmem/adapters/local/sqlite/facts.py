@@ -11,19 +11,18 @@ from fleetmem.adapters.local.sqlite.audit import _insert_audit
 from fleetmem.adapters.local.sqlite.db import (
     Database,
     _batch_get,
-    _change_floor,
+    _increment,
+    _keyset_floor,
     _marks,
     _next_change,
     dt_of,
     dt_opt,
     ms,
     ms_opt,
+    row_model,
 )
 from fleetmem.errors import Conflict, NotFound
-from fleetmem.models import (
-    AuditEvent,
-    Fact,
-)
+from fleetmem.models import AuditEvent, Fact
 from fleetmem.ports import DecisionPool, FactWrite
 
 # ---------------------------------------------------------------------------------------------
@@ -60,28 +59,7 @@ def _fact_row(f: Fact) -> tuple[Any, ...]:
     )
 
 
-def _fact_of(r: sqlite3.Row | tuple[Any, ...]) -> Fact:
-    return Fact(
-        tenant=r[0],
-        fact_id=r[1],
-        seq=r[2],
-        text=r[3],
-        kind=r[4],
-        entity_slug=r[5],
-        provenance=r[6],
-        visibility=r[7],
-        session_id=r[8],
-        client_id=r[9],
-        created_at=dt_of(r[10]),
-        valid_until=dt_opt(r[11]),
-        expired_at=dt_opt(r[12]),
-        expired_reason=r[13],
-        expired_by=r[14],
-        superseded_by=r[15],
-        supersedes=r[16],
-        vector=r[17],
-        vector_model=r[18],
-    )
+_fact_of = row_model(Fact, _FACT_COLS, created_at=dt_of, valid_until=dt_opt, expired_at=dt_opt)
 
 
 _MAX_SEQ = 2**63 - 1  # above every fact seq: "(created_at, seq) > (t, _MAX_SEQ)" is created_at > t
@@ -162,15 +140,7 @@ class SqliteFactStore:
         self.db = db
 
     def next_seq(self, tenant: str) -> int:
-        def run(conn: sqlite3.Connection) -> int:
-            row = conn.execute(
-                "INSERT INTO fact_seq (tenant, seq) VALUES (?, 1) "
-                "ON CONFLICT (tenant) DO UPDATE SET seq = seq + 1 RETURNING seq",
-                (tenant,),
-            ).fetchone()
-            return int(row[0])
-
-        return self.db.write(run)
+        return self.db.write(lambda c: _increment(c, "fact_seq", "seq", {"tenant": tenant}))
 
     def decision_pool(self, tenant: str, entity_slug: str | None, *, now: datetime, limit: int) -> DecisionPool:
         return self.db.read(lambda c: _read_pool(c, tenant, entity_slug, now, limit))
@@ -208,23 +178,13 @@ class SqliteFactStore:
         self.db.write(run)
 
     def get(self, tenant: str, fact_id: str) -> Fact | None:
-        row = self.db.read(
-            lambda c: c.execute(
-                f"SELECT {_FACT_COLS} FROM facts WHERE tenant = ? AND fact_id = ?", (tenant, fact_id)
-            ).fetchone()
+        row = self.db.one(
+            f"SELECT {_FACT_COLS} FROM facts WHERE tenant = ? AND fact_id = ?", (tenant, fact_id)
         )
         return None if row is None else _fact_of(row)
 
     def _query(
-        self,
-        tenant: str,
-        where: str,
-        params: list[Any],
-        *,
-        now: datetime,
-        active_only: bool,
-        world_only: bool,
-        limit: int,
+        self, tenant: str, where: str, params: list[Any], now: datetime, active_only: bool, world_only: bool, limit: int
     ) -> list[Fact]:
         sql = f"SELECT {_FACT_COLS} FROM facts WHERE tenant = ?{where}"
         args: list[Any] = [tenant, *params]
@@ -236,63 +196,27 @@ class SqliteFactStore:
             sql += " AND visibility = 'world'"
         sql += " ORDER BY created_at DESC, seq DESC LIMIT ?"
         args.append(max(0, int(limit)))
-        rows = self.db.read(lambda c: c.execute(sql, args).fetchall())
+        rows = self.db.all(sql, args)
         return [_fact_of(r) for r in rows]
 
     def by_entity(
-        self,
-        tenant: str,
-        entity_slug: str,
-        *,
-        now: datetime,
-        active_only: bool = True,
-        world_only: bool = True,
-        limit: int = 50,
+        self, tenant: str, entity_slug: str, *, now: datetime, active_only: bool = True,
+        world_only: bool = True, limit: int = 50,
     ) -> list[Fact]:
-        return self._query(
-            tenant,
-            " AND entity_slug = ?",
-            [entity_slug],
-            now=now,
-            active_only=active_only,
-            world_only=world_only,
-            limit=limit,
-        )
+        return self._query(tenant, " AND entity_slug = ?", [entity_slug], now, active_only, world_only, limit)
 
     def by_session(
-        self,
-        tenant: str,
-        session_id: str,
-        *,
-        now: datetime,
-        active_only: bool = True,
-        world_only: bool = True,
-        limit: int = 50,
+        self, tenant: str, session_id: str, *, now: datetime, active_only: bool = True,
+        world_only: bool = True, limit: int = 50,
     ) -> list[Fact]:
-        return self._query(
-            tenant,
-            " AND session_id = ?",
-            [session_id],
-            now=now,
-            active_only=active_only,
-            world_only=world_only,
-            limit=limit,
-        )
+        return self._query(tenant, " AND session_id = ?", [session_id], now, active_only, world_only, limit)
 
     def recent(
-        self,
-        tenant: str,
-        *,
-        now: datetime,
-        after: datetime | None = None,
-        active_only: bool = True,
-        world_only: bool = True,
-        limit: int = 50,
+        self, tenant: str, *, now: datetime, after: datetime | None = None, active_only: bool = True,
+        world_only: bool = True, limit: int = 50,
     ) -> list[Fact]:
         where, params = ("", []) if after is None else (" AND created_at > ?", [ms(after)])
-        return self._query(
-            tenant, where, params, now=now, active_only=active_only, world_only=world_only, limit=limit
-        )
+        return self._query(tenant, where, params, now, active_only, world_only, limit)
 
     def created_after(
         self, tenant: str, *, after: datetime, after_seq: int | None, now: datetime, world_only: bool = True,
@@ -304,7 +228,7 @@ class SqliteFactStore:
             sql += " AND visibility = 'world'"
         sql += " ORDER BY created_at, seq LIMIT ?"
         args = (tenant, ms(after), _MAX_SEQ if after_seq is None else int(after_seq), *extra, max(0, int(limit)))
-        return [_fact_of(r) for r in self.db.read(lambda c: c.execute(sql, args).fetchall())]
+        return [_fact_of(r) for r in self.db.all(sql, args)]
 
     def many(self, tenant: str, fact_ids: Sequence[str]) -> list[Fact]:
         found = _batch_get(self.db, f"SELECT {_FACT_COLS} FROM facts", "fact_id", tenant, fact_ids, _fact_of, key=1)
@@ -367,7 +291,7 @@ class SqliteFactStore:
             sql += " AND visibility = 'world'"
         sql += " ORDER BY change_seq LIMIT ?"
         args = (tenant, int(seq), *extra, max(0, int(limit)))
-        return [(r[19], _fact_of(r)) for r in self.db.read(lambda c: c.execute(sql, args).fetchall())]
+        return [(r[19], _fact_of(r)) for r in self.db.all(sql, args)]
 
     def expired_between(
         self, tenant: str, *, after: datetime, after_seq: int | None, until: datetime, world_only: bool = True,
@@ -382,21 +306,13 @@ class SqliteFactStore:
             sql += " AND visibility = 'world'"
         sql += " ORDER BY valid_until, seq LIMIT ?"
         args = (tenant, ms(after), _MAX_SEQ if after_seq is None else int(after_seq), ms(until), max(0, int(limit)))
-        return [_fact_of(r) for r in self.db.read(lambda c: c.execute(sql, args).fetchall())]
+        return [_fact_of(r) for r in self.db.all(sql, args)]
 
     def change_floor(
         self, tenant: str, *, after: datetime | None, walk: bool = False, after_seq: int | None = None
     ) -> int:
-        if after is None:
-            return self.db.read(lambda c: _change_floor(c, tenant, "fact", None, ()))
-        sql = "SELECT min(change_seq) FROM facts WHERE tenant = ? AND (created_at, seq) > (?, ?)"
-        if walk:
-            sql = (
-                "SELECT (SELECT change_seq FROM facts INDEXED BY facts_change WHERE tenant = ? "
-                "AND (created_at, seq) > (?, ?) ORDER BY change_seq LIMIT 1)"
-            )
-        args = (ms(after), _MAX_SEQ if after_seq is None else int(after_seq))
-        return self.db.read(lambda c: _change_floor(c, tenant, "fact", sql, args))
+        position = None if after is None else (ms(after), _MAX_SEQ if after_seq is None else int(after_seq))
+        return _keyset_floor(self.db, tenant, "fact", "facts", "created_at, seq", position, walk)
 
     # --------------------------------------------------------------- memory packs (fleetmem.pack)
 
@@ -409,7 +325,7 @@ class SqliteFactStore:
             "ORDER BY created_at, seq, fact_id LIMIT ?"
         )
         n = max(1, int(limit))
-        rows = self.db.read(lambda c: c.execute(sql, (tenant, created, seq, fact_id, n)).fetchall())
+        rows = self.db.all(sql, (tenant, created, seq, fact_id, n))
         facts = [_fact_of(r) for r in rows]
         if len(facts) < n:
             return facts, None

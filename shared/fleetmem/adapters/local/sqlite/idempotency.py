@@ -13,27 +13,20 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from fleetmem.adapters.local.sqlite.db import Database, dt_of, dt_opt, ms, ms_opt
-from fleetmem.models import (
-    IdempotencyRecord,
-)
+from fleetmem.adapters.local.sqlite.db import Database, dt_of, dt_opt, ms, ms_opt, row_model
+from fleetmem.models import IdempotencyRecord
 
 _IDEM_COLS = "tenant, client_id, verb, key, request_hash, result, created_at, expires_at, lease_until, claim_id"
 
 
-def _idem_of(r: Sequence[Any]) -> IdempotencyRecord:
-    return IdempotencyRecord(
-        tenant=r[0],
-        client_id=r[1],
-        verb=r[2],
-        key=r[3],
-        request_hash=r[4],
-        result=None if r[5] is None else json.loads(r[5]),
-        created_at=dt_of(r[6]),
-        expires_at=dt_of(r[7]),
-        lease_until=dt_opt(r[8]),
-        claim_id=r[9],
-    )
+_idem_of = row_model(
+    IdempotencyRecord,
+    _IDEM_COLS,
+    result=lambda v: None if v is None else json.loads(v),
+    created_at=dt_of,
+    expires_at=dt_of,
+    lease_until=dt_opt,
+)
 
 
 def _live(row: Sequence[Any], record: IdempotencyRecord, now: int) -> bool:
@@ -90,20 +83,15 @@ class SqliteIdempotencyStore:
 
     def complete(self, tenant: str, client_id: str, verb: str, key: str, result: dict) -> None:
         payload = json.dumps(result, default=str, ensure_ascii=False)
-        self.db.write(
-            lambda c: c.execute(
-                "UPDATE idempotency SET result = ? "
-                "WHERE tenant = ? AND client_id = ? AND verb = ? AND key = ?",
-                (payload, tenant, client_id, verb, key),
-            )
+        self.db.run(
+            "UPDATE idempotency SET result = ? WHERE tenant = ? AND client_id = ? AND verb = ? AND key = ?",
+            (payload, tenant, client_id, verb, key),
         )
 
     def release(self, tenant: str, client_id: str, verb: str, key: str, claim_id: str | None = None) -> None:
         mine = "" if claim_id is None else " AND claim_id = ?"
-        self.db.write(
-            lambda c: c.execute(
-                "DELETE FROM idempotency WHERE tenant = ? AND client_id = ? AND verb = ? AND key = ? "
-                f"AND result IS NULL{mine}",
-                (tenant, client_id, verb, key, *(() if claim_id is None else (claim_id,))),
-            )
+        self.db.run(
+            "DELETE FROM idempotency WHERE tenant = ? AND client_id = ? AND verb = ? AND key = ? "
+            f"AND result IS NULL{mine}",
+            (tenant, client_id, verb, key, *(() if claim_id is None else (claim_id,))),
         )

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Sequence
+from typing import Any
 
 from fleetmem.adapters.local.sqlite.db import Database
 from fleetmem.adapters.local.sqlite.facts import _FACT_COLS, _fact_of
 from fleetmem.adapters.local.sqlite.search import _DOC_COLS, _bump_gen, _doc_of
 from fleetmem.models import Fact, SearchDoc
+
+#: a row lacking a vector of the model bound to `?`
+_LACKS = "(vector IS NULL OR vector_model IS NOT ?)"
 
 
 class SqliteVectorMaintenance:
@@ -21,36 +25,24 @@ class SqliteVectorMaintenance:
         """How many search docs and facts lack a vector of `model_id` (all tenants)."""
 
         def run(conn: sqlite3.Connection) -> dict[str, int]:
-            (docs,) = conn.execute(
-                "SELECT count(*) FROM docs WHERE vector IS NULL OR vector_model IS NOT ?", (model_id,)
-            ).fetchone()
-            (facts,) = conn.execute(
-                "SELECT count(*) FROM facts WHERE vector IS NULL OR vector_model IS NOT ?", (model_id,)
-            ).fetchone()
-            return {"docs": int(docs), "facts": int(facts)}
+            return {
+                table: int(conn.execute(f"SELECT count(*) FROM {table} WHERE {_LACKS}", (model_id,)).fetchone()[0])
+                for table in ("docs", "facts")
+            }
 
         return self.db.read(run)
 
     def docs_without_vector(self, model_id: str, limit: int) -> list[SearchDoc]:
         """Docs (any tenant) lacking a `model_id` vector, oldest row first; returned without vectors."""
-        rows = self.db.read(
-            lambda c: c.execute(
-                f"SELECT {_DOC_COLS} FROM docs "
-                "WHERE vector IS NULL OR vector_model IS NOT ? ORDER BY id LIMIT ?",
-                (model_id, max(0, int(limit))),
-            ).fetchall()
-        )
-        return [_doc_of(r, with_vector=False) for r in rows]
+        return [_doc_of(r, with_vector=False) for r in self._lacking("docs", _DOC_COLS, "id", model_id, limit)]
 
     def facts_without_vector(self, model_id: str, limit: int) -> list[Fact]:
-        rows = self.db.read(
-            lambda c: c.execute(
-                f"SELECT {_FACT_COLS} FROM facts WHERE vector IS NULL OR vector_model IS NOT ? "
-                "ORDER BY rowid LIMIT ?",
-                (model_id, max(0, int(limit))),
-            ).fetchall()
+        return [_fact_of(r) for r in self._lacking("facts", _FACT_COLS, "rowid", model_id, limit)]
+
+    def _lacking(self, table: str, cols: str, order: str, model_id: str, limit: int) -> list[Any]:
+        return self.db.all(
+            f"SELECT {cols} FROM {table} WHERE {_LACKS} ORDER BY {order} LIMIT ?", (model_id, max(0, int(limit)))
         )
-        return [_fact_of(r) for r in rows]
 
     def set_doc_vectors(self, model_id: str, items: Sequence[tuple[str, str, bytes]]) -> int:
         """Attach `model_id` vectors to docs; returns how many docs were updated."""

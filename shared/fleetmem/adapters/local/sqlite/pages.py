@@ -14,7 +14,7 @@ from fleetmem.adapters.local.sqlite.db import (
     _IN_CHUNK,
     Database,
     _batch_get,
-    _change_floor,
+    _keyset_floor,
     _marks,
     _next_change,
     dt_of,
@@ -22,6 +22,7 @@ from fleetmem.adapters.local.sqlite.db import (
     leaf_of,
     ms,
     ms_opt,
+    row_model,
     tenant_key,
 )
 from fleetmem.adapters.local.sqlite.search import fts_match
@@ -51,35 +52,18 @@ _PAGE_COLS = (
 _WORD = re.compile(r"\w+")
 
 
-def _head_of(r: Sequence[Any]) -> PageHead:
-    return PageHead(
-        slug=r[0],
-        title=r[1],
-        type=r[2],
-        visibility=r[3],
-        updated_at=dt_of(r[4]),
-        last_retrieved_at=dt_opt(r[5]),
-    )
-
-
-def _page_of(r: Sequence[Any]) -> Page:
-    return Page(
-        tenant=r[0],
-        slug=r[1],
-        title=r[2],
-        type=r[3],
-        aliases=tuple(json.loads(r[4])),
-        summary=r[5],
-        visibility=r[6],
-        body=r[7],
-        links=tuple(Link(**x) for x in json.loads(r[8])),
-        timeline=tuple(TimelineEntry(**x) for x in json.loads(r[9])),
-        frontmatter=json.loads(r[10]),
-        created_at=dt_of(r[11]),
-        updated_at=dt_of(r[12]),
-        last_retrieved_at=dt_opt(r[13]),
-        author=r[14],
-    )
+_head_of = row_model(PageHead, _HEAD_COLS, updated_at=dt_of, last_retrieved_at=dt_opt)
+_page_of = row_model(
+    Page,
+    _PAGE_COLS,
+    aliases=lambda v: tuple(json.loads(v)),
+    links=lambda v: tuple(Link(**x) for x in json.loads(v)),
+    timeline=lambda v: tuple(TimelineEntry(**x) for x in json.loads(v)),
+    frontmatter=json.loads,
+    created_at=dt_of,
+    updated_at=dt_of,
+    last_retrieved_at=dt_opt,
+)
 
 
 def _names_text(page: Page) -> str:
@@ -92,10 +76,8 @@ class SqlitePageStore:
         self.db = db
 
     def get(self, tenant: str, slug: str) -> Page | None:
-        row = self.db.read(
-            lambda c: c.execute(
-                f"SELECT {_PAGE_COLS} FROM pages WHERE tenant = ? AND slug = ?", (tenant, slug)
-            ).fetchone()
+        row = self.db.one(
+            f"SELECT {_PAGE_COLS} FROM pages WHERE tenant = ? AND slug = ?", (tenant, slug)
         )
         return None if row is None else _page_of(row)
 
@@ -197,15 +179,8 @@ class SqlitePageStore:
         return self.db.write(run)
 
     def lookup(
-        self,
-        tenant: str,
-        *,
-        alias: str,
-        title: str,
-        slugs: Sequence[str],
-        suffix: str,
-        world_only: bool,
-        limit: int = 10,
+        self, tenant: str, *, alias: str, title: str, slugs: Sequence[str], suffix: str,
+        world_only: bool, limit: int = 10,
     ) -> list[PageMatch]:
         vis = " AND p.visibility = 'world'" if world_only else ""
         lim = max(0, int(limit))
@@ -279,7 +254,7 @@ class SqlitePageStore:
             sql += " AND visibility = 'world'"
         sql += " ORDER BY slug LIMIT ?"
         args.append(max(0, int(limit)))
-        return [_head_of(r) for r in self.db.read(lambda c: c.execute(sql, args).fetchall())]
+        return [_head_of(r) for r in self.db.all(sql, args)]
 
     def backlinks(
         self, tenant: str, slug: str, *, world_only: bool, limit: int = 10
@@ -320,7 +295,7 @@ class SqlitePageStore:
             "ORDER BY updated_at, slug LIMIT ?"
         )
         args = (tenant, ms(since), slug, max(0, int(limit)))
-        return [_head_of(r) for r in self.db.read(lambda c: c.execute(sql, args).fetchall())]
+        return [_head_of(r) for r in self.db.all(sql, args)]
 
     def changed_after(
         self, tenant: str, *, seq: int, world_only: bool, limit: int, now: datetime | None = None
@@ -332,7 +307,7 @@ class SqlitePageStore:
             "ORDER BY change_seq LIMIT ?"
         )
         args = (tenant, int(seq), max(0, int(limit)))
-        return [(r[6], _head_of(r)) for r in self.db.read(lambda c: c.execute(sql, args).fetchall())]
+        return [(r[6], _head_of(r)) for r in self.db.all(sql, args)]
 
     def deleted_after(
         self, tenant: str, *, seq: int, world_only: bool, limit: int
@@ -342,19 +317,12 @@ class SqlitePageStore:
             "SELECT slug, visibility, deleted_at, change_seq FROM page_tombstones "
             f"WHERE tenant = ? AND change_seq > ?{vis} ORDER BY change_seq LIMIT ?"
         )
-        rows = self.db.read(lambda c: c.execute(sql, (tenant, int(seq), max(0, int(limit)))).fetchall())
+        rows = self.db.all(sql, (tenant, int(seq), max(0, int(limit))))
         return [(r[3], PageTombstone(slug=r[0], visibility=r[1], deleted_at=dt_of(r[2]))) for r in rows]
 
     def change_floor(self, tenant: str, *, since: datetime | None, slug: str = "", walk: bool = False) -> int:
-        if since is None:
-            return self.db.read(lambda c: _change_floor(c, tenant, "page", None, ()))
-        sql = "SELECT min(change_seq) FROM pages WHERE tenant = ? AND (updated_at, slug) > (?, ?)"
-        if walk:
-            sql = (
-                "SELECT (SELECT change_seq FROM pages INDEXED BY pages_change WHERE tenant = ? "
-                "AND (updated_at, slug) > (?, ?) ORDER BY change_seq LIMIT 1)"
-            )
-        return self.db.read(lambda c: _change_floor(c, tenant, "page", sql, (ms(since), slug)))
+        position = None if since is None else (ms(since), slug)
+        return _keyset_floor(self.db, tenant, "page", "pages", "updated_at, slug", position, walk)
 
     def keyword(self, tenant: str, text: str, *, world_only: bool, limit: int = 3) -> builtins.list[PageHead]:
         match = fts_match(text, tenant)
@@ -367,7 +335,7 @@ class SqlitePageStore:
             f"WHERE page_names_fts MATCH ? AND p.tenant = ?{vis} ORDER BY f.rank, p.slug LIMIT ?"
         )
         try:
-            rows = self.db.read(lambda c: c.execute(sql, (match, tenant, max(0, int(limit)))).fetchall())
+            rows = self.db.all(sql, (match, tenant, max(0, int(limit))))
         except Unavailable as exc:
             if exc.reason == "busy":
                 raise
@@ -380,11 +348,9 @@ class SqlitePageStore:
         """Every page of the tenant, whole, by slug ascending after the position `after` (a slug;
         None: the start); the position to continue from, None at the end."""
         n = max(1, int(limit))
-        rows = self.db.read(
-            lambda c: c.execute(
-                f"SELECT {_PAGE_COLS} FROM pages WHERE tenant = ? AND slug > ? ORDER BY slug LIMIT ?",
-                (tenant, after or "", n),
-            ).fetchall()
+        rows = self.db.all(
+            f"SELECT {_PAGE_COLS} FROM pages WHERE tenant = ? AND slug > ? ORDER BY slug LIMIT ?",
+            (tenant, after or "", n),
         )
         pages = [_page_of(r) for r in rows]
         return pages, (pages[-1].slug if len(pages) == n else None)

@@ -15,7 +15,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from fleetmem.adapters.local.sqlite.db import Database, _chunks, _marks, dt_of, ms, tenant_key
+from fleetmem.adapters.local.sqlite.db import Database, _chunks, _increment, _marks, dt_of, ms, row_model, tenant_key
 from fleetmem.adapters.local.sqlite.fts import fold_words, partition_key
 from fleetmem.errors import PortError, Unavailable
 from fleetmem.models import (
@@ -60,12 +60,7 @@ def _cosines(vectors: np.ndarray, n: int, q: np.ndarray) -> np.ndarray:
 
 def _bump_gen(conn: sqlite3.Connection, tenant: str) -> int:
     """Start a new search generation for `tenant` (call first in the write transaction)."""
-    row = conn.execute(
-        "INSERT INTO search_gen (tenant, gen) VALUES (?, 1) "
-        "ON CONFLICT (tenant) DO UPDATE SET gen = gen + 1 RETURNING gen",
-        (tenant,),
-    ).fetchone()
-    return int(row[0])
+    return _increment(conn, "search_gen", "gen", {"tenant": tenant})
 
 
 def _put_docs(conn: sqlite3.Connection, docs: Sequence[SearchDoc], gens: dict[str, int]) -> None:
@@ -305,20 +300,11 @@ class _Matrix:
 _DOC_COLS = "tenant, doc_id, kind, slug, title, text, visibility, fact_id, updated_at, vector, vector_model"
 
 
+_doc_row = row_model(SearchDoc, _DOC_COLS, updated_at=dt_of)
+
+
 def _doc_of(r: Sequence[Any], *, with_vector: bool = True) -> SearchDoc:
-    return SearchDoc(
-        tenant=r[0],
-        doc_id=r[1],
-        kind=r[2],
-        slug=r[3],
-        title=r[4],
-        text=r[5],
-        visibility=r[6],
-        fact_id=r[7],
-        updated_at=dt_of(r[8]),
-        vector=r[9] if with_vector else None,
-        vector_model=r[10] if with_vector else None,
-    )
+    return _doc_row(r if with_vector else (*r[:9], None, None))
 
 
 class SqliteSearchIndex:
@@ -420,7 +406,7 @@ class SqliteSearchIndex:
             "CROSS JOIN docs d ON d.id = r.id ORDER BY r.score, d.id"
         )
         try:
-            rows = self.db.read(lambda c: c.execute(sql, (match, k)).fetchall())
+            rows = self.db.all(sql, (match, k))
         except Unavailable as exc:
             if exc.reason == "busy":
                 raise
@@ -435,9 +421,7 @@ class SqliteSearchIndex:
         ]
 
     def _gen(self, tenant: str) -> tuple[int, int]:
-        row = self.db.read(
-            lambda c: c.execute("SELECT gen, floor FROM search_gen WHERE tenant = ?", (tenant,)).fetchone()
-        )
+        row = self.db.one("SELECT gen, floor FROM search_gen WHERE tenant = ?", (tenant,))
         return (0, 0) if row is None else (int(row[0]), int(row[1]))
 
     def _matrix(self, tenant: str, model: str, dim: int) -> _Matrix:
