@@ -12,7 +12,7 @@ from fleetmem.adapters.local.clock import FixedClock
 from fleetmem.adapters.local.hash_embedder import HashEmbedder
 from fleetmem.adapters.local.ids import SortableIds
 from fleetmem.models import Caller
-from fleetmem.ports import Deps
+from fleetmem.ports import Deps, Diagnostics
 
 START = datetime(2026, 6, 11, 9, 30, 0, tzinfo=UTC)
 
@@ -58,7 +58,8 @@ def deps(stores: LocalStores, clock: FixedClock) -> Deps:
 
 @pytest.fixture
 def deps_keyword_only(stores: LocalStores, clock: FixedClock) -> Deps:
-    return _deps(stores, clock, embedder=None, embedder_problem="no embedder configured (tests)")
+    problem = Diagnostics(embedder_problem="no embedder configured (tests)")
+    return _deps(stores, clock, embedder=None, diagnostics=problem)
 
 
 @pytest.fixture

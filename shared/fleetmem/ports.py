@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import builtins
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from fleetmem.models import (
     AuditEvent,
@@ -434,58 +434,52 @@ class IdGen(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class Diagnostics:
+    """Why an optional port is missing: shown in `search_degraded`, in `unavailable` fixes and by
+    `fleetmem doctor`."""
+
+    embedder_problem: str | None = None
+    llm_problem: str | None = None
+
+
+@dataclass(frozen=True)
+class Policy:
+    """How calls run over the ports: deadlines, idempotency waits, concurrency."""
+
+    #: Server-side deadline for context_pack/delta (D10).
+    deadline_ms: int = 2000
+    #: How long a call waits for an earlier call with its idempotency key to finish (then it is
+    #: told the first call is still running).
+    idempotency_wait_s: float = 30.0
+    #: How long a call's idempotency claim holds its key before a retry may take it over.
+    idempotency_lease_s: float = IDEMPOTENCY_LEASE_SECONDS
+    #: Runs independent port calls concurrently (network backends); None runs them in order.
+    parallel: Callable[[Sequence[Callable[[], Any]]], list[Any]] | None = None
+
+
+@dataclass(kw_only=True, eq=False)
 class Deps:
-    """Everything a verb needs, built once per process by `fleetmem.wiring.build_deps`."""
+    """The ports a verb needs, built once per process by `fleetmem.wiring.build_deps`; why an
+    optional port is missing (`diagnostics`) and how calls run (`policy`) ride beside them."""
 
-    def __init__(
-        self,
-        *,
-        facts: FactStore,
-        pages: PageStore,
-        cursors: CursorStore,
-        clients: ClientStore,
-        idempotency: IdempotencyStore,
-        audit: AuditLog,
-        search: SearchIndex,
-        clock: Clock,
-        ids: IdGen,
-        embedder: Embedder | None = None,
-        llm: LLM | None = None,
-        embedder_problem: str | None = None,
-        llm_problem: str | None = None,
-        maintenance: VectorMaintenance | None = None,
-        deadline_ms: int = 2000,
-        idempotency_wait_s: float = 30.0,
-        idempotency_lease_s: float = IDEMPOTENCY_LEASE_SECONDS,
-        parallel: Callable[[Sequence[Callable[[], Any]]], list[Any]] | None = None,
-    ) -> None:
-        self.facts = facts
-        self.pages = pages
-        self.cursors = cursors
-        self.clients = clients
-        self.idempotency = idempotency
-        self.audit = audit
-        self.search = search
-        self.clock = clock
-        self.ids = ids
-        self.embedder = embedder
-        self.llm = llm
-        #: Why no embedder/LLM is configured (shown in search_degraded / unavailable fixes).
-        self.embedder_problem = embedder_problem
-        self.llm_problem = llm_problem
-        #: Re-embedding queries (`fleetmem reindex`); None where the backend embeds by itself.
-        self.maintenance = maintenance
-        #: Server-side deadline for context_pack/delta (D10).
-        self.deadline_ms = deadline_ms
-        #: How long a call waits for an earlier call with its idempotency key to finish (then
-        #: it is told the first call is still running).
-        self.idempotency_wait_s = idempotency_wait_s
-        #: How long a call's idempotency claim holds its key before a retry may take it over.
-        self.idempotency_lease_s = idempotency_lease_s
-        #: Runs independent port calls concurrently (network backends); None runs them in order.
-        self._parallel = parallel
+    facts: FactStore
+    pages: PageStore
+    cursors: CursorStore
+    clients: ClientStore
+    idempotency: IdempotencyStore
+    audit: AuditLog
+    search: SearchIndex
+    clock: Clock
+    ids: IdGen
+    embedder: Embedder | None = None
+    llm: LLM | None = None
+    #: Re-embedding queries (`fleetmem reindex`); None where the backend embeds by itself.
+    maintenance: VectorMaintenance | None = None
+    diagnostics: Diagnostics = field(default_factory=Diagnostics)
+    policy: Policy = field(default_factory=Policy)
 
-    PORTS = ("facts", "pages", "cursors", "clients", "idempotency", "audit", "search")
+    PORTS: ClassVar[tuple[str, ...]] = ("facts", "pages", "cursors", "clients", "idempotency", "audit", "search")
 
     @classmethod
     def over(cls, stores: StoreSet, *, clock: Clock, ids: IdGen, **kw: Any) -> Deps:
@@ -497,9 +491,10 @@ class Deps:
     def gather(self, *calls: Callable[[], Any]) -> list[Any]:
         """Run independent port calls — concurrently when the backend pays a network round trip
         per call, in order otherwise — and return their results in order (first error re-raised)."""
-        if self._parallel is None or len(calls) <= 1:
+        parallel = self.policy.parallel
+        if parallel is None or len(calls) <= 1:
             return [call() for call in calls]
-        return self._parallel(calls)
+        return parallel(calls)
 
 
 class CallContext:

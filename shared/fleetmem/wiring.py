@@ -16,7 +16,7 @@ import threading
 from typing import Any
 
 from fleetmem.config import Settings
-from fleetmem.ports import Auth, Deps, StoreSet
+from fleetmem.ports import Auth, Deps, Diagnostics, Policy, StoreSet
 
 _override: Deps | None = None
 _lock = threading.Lock()
@@ -82,10 +82,9 @@ def _build_local(settings: Settings) -> Deps:
     return _deps(
         settings,
         stores,
+        Diagnostics(embedder_problem=embedder_problem, llm_problem=LLM_NOT_CONFIGURED),
         embedder=embedder,
-        embedder_problem=embedder_problem,
         llm=None,
-        llm_problem=LLM_NOT_CONFIGURED,
         maintenance=stores.maintenance,
     )
 
@@ -113,28 +112,25 @@ def _build_aws(settings: Settings) -> Deps:
     return _deps(
         settings,
         stores,
-        embedder=embedder,
-        embedder_problem=embedder_problem,
-        llm=llm,
-        llm_problem=llm_problem,
+        Diagnostics(embedder_problem=embedder_problem, llm_problem=llm_problem),
         parallel=parallel,
+        embedder=embedder,
+        llm=llm,
     )
 
 
-def _deps(settings: Settings, stores: StoreSet, **ports: Any) -> Deps:
+def _deps(
+    settings: Settings, stores: StoreSet, diagnostics: Diagnostics, *, parallel: Any = None, **ports: Any
+) -> Deps:
     """Deps over a backend's stores and `ports`, with what every backend shares: the system clock,
     sortable ids, and the settings' deadline and idempotency lease."""
     from fleetmem.adapters.local.clock import SystemClock
     from fleetmem.adapters.local.ids import SortableIds
 
-    return Deps.over(
-        stores,
-        clock=SystemClock(),
-        ids=SortableIds(),
-        deadline_ms=settings.deadline_ms,
-        idempotency_lease_s=settings.idempotency_lease_s,
-        **ports,
+    policy = Policy(
+        deadline_ms=settings.deadline_ms, idempotency_lease_s=settings.idempotency_lease_s, parallel=parallel
     )
+    return Deps.over(stores, clock=SystemClock(), ids=SortableIds(), diagnostics=diagnostics, policy=policy, **ports)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -354,7 +354,7 @@ def aws_deps(
     from fleetmem.adapters.aws.dynamo import parallel
     from fleetmem.adapters.aws.opensearch import OpenSearchIndex
     from fleetmem.adapters.local.ids import SortableIds
-    from fleetmem.ports import Deps
+    from fleetmem.ports import Deps, Policy
 
     prefix = fresh_prefix()
     search = OpenSearchIndex(
@@ -374,7 +374,7 @@ def aws_deps(
             ids=SortableIds(),
             embedder=embedder,
             llm=None,
-            parallel=parallel,
+            policy=Policy(parallel=parallel),
         )
     finally:
         search.client.indices.delete(index=search.index, ignore_unavailable=True)

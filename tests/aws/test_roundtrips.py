@@ -28,7 +28,7 @@ from fleetmem.adapters.local.clock import FixedClock
 from fleetmem.adapters.local.hash_embedder import HashEmbedder
 from fleetmem.adapters.local.ids import SortableIds
 from fleetmem.models import Caller
-from fleetmem.ports import Deps
+from fleetmem.ports import Deps, Policy
 from fleetmem.transport.dispatch import dispatch
 from tests.aws import engines
 from tests.aws.roundtrips import Recorder, attach
@@ -78,7 +78,7 @@ def measured(request: pytest.FixtureRequest, opensearch_url: str) -> dict[str, d
             clock=FixedClock(datetime(2026, 6, 11, 9, 30, tzinfo=UTC)),
             ids=SortableIds(),
             embedder=embedder,
-            parallel=parallel,
+            policy=Policy(parallel=parallel),
         )
         seed = [
             (

@@ -75,7 +75,7 @@ def remember_ports(backend: dict[str, str], worker: int, ports: list[int], barri
     from fleetmem.adapters.local.hash_embedder import HashEmbedder
     from fleetmem.adapters.local.ids import SortableIds
     from fleetmem.models import Caller
-    from fleetmem.ports import Deps
+    from fleetmem.ports import Deps, Policy
     from fleetmem.transport.dispatch import dispatch
 
     stores = open_backend(backend)
@@ -83,7 +83,7 @@ def remember_ports(backend: dict[str, str], worker: int, ports: list[int], barri
     if backend["kind"] != "sqlite":
         from fleetmem.adapters.aws.dynamo import parallel
 
-        kw["parallel"] = parallel
+        kw["policy"] = Policy(parallel=parallel)
     deps = Deps.over(
         stores,
         facts=SlowReads(stores.facts),

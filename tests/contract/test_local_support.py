@@ -54,7 +54,7 @@ def test_deps_fixtures_share_the_stores_and_the_clock(deps, deps_keyword_only, s
     assert isinstance(deps, Deps)
     assert deps.facts is stores.facts and deps.search is stores.search and deps.clock is clock
     assert deps.embedder is not None and deps.embedder.model_id == "hash-384" and deps.llm is None
-    assert deps_keyword_only.embedder is None and deps_keyword_only.embedder_problem
+    assert deps_keyword_only.embedder is None and deps_keyword_only.diagnostics.embedder_problem
     assert clock.now() == datetime(2026, 6, 11, 9, 30, tzinfo=UTC)
 
 

@@ -33,7 +33,7 @@ from fleetmem.adapters.local.clock import FixedClock  # noqa: E402
 from fleetmem.adapters.local.hash_embedder import HashEmbedder  # noqa: E402
 from fleetmem.adapters.local.ids import SortableIds  # noqa: E402
 from fleetmem.lambda_routes import TOOL_FUNCTIONS_ENV, function_group, function_name  # noqa: E402
-from fleetmem.ports import Deps  # noqa: E402
+from fleetmem.ports import Deps, Diagnostics  # noqa: E402
 from fleetmem.transport.aws_lambda import runtime as lambda_runtime  # noqa: E402
 from fleetmem.wiring import set_deps_override  # noqa: E402
 from tests.aws import engines  # noqa: E402
@@ -202,7 +202,7 @@ def make_deps(ddb_url: str, opensearch_url: str, clock: Any, prefix: str | None 
         ids=SortableIds(),
         embedder=HashEmbedder(),
         llm=None,
-        llm_problem="No LLM is configured (tests).",
+        diagnostics=Diagnostics(llm_problem="No LLM is configured (tests)."),
     )
 
 

@@ -7,6 +7,7 @@ import io
 import json
 import logging
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -276,7 +277,8 @@ def test_a_retry_while_the_first_call_is_in_flight_is_told_to_wait(
     deps: Deps, remote_caller: Caller, make_probe: Callable[..., Probe]
 ) -> None:
     make_probe("zz_write", writes=True, scope="write", idempotency=True)
-    deps.idempotency_wait_s = 0.2  # the retry waits this long for the first call, then gives up
+    # the retry waits this long for the first call, then gives up
+    deps.policy = replace(deps.policy, idempotency_wait_s=0.2)
     _first_call_in_flight(deps, "k-5")
     r = dispatch("zz_write", {"name": "x", "idempotency_key": "k-5"}, remote_caller, deps)
     assert r.body["code"] == "unavailable"

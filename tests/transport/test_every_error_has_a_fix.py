@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -15,7 +16,7 @@ import pytest
 from fleetmem.errors import Conflict, NotFound, TooLarge, Unavailable, VerbError
 from fleetmem.memory.registry import REGISTRY
 from fleetmem.models import Caller, IdempotencyRecord
-from fleetmem.ports import Deps
+from fleetmem.ports import Deps, Diagnostics
 from fleetmem.transport.dispatch import _request_hash, dispatch
 from tests.transport.conftest import Probe, ProbeParams
 
@@ -94,7 +95,8 @@ def test_a_reused_idempotency_key_and_an_in_flight_one_have_fixes(
     assert assert_error_with_fix(other, "invalid_params")["next"] == "run"
 
     make_probe("zz_write", writes=True, scope="write", idempotency=True)
-    deps.idempotency_wait_s = 0.2  # the retry waits this long for the first call, then gives up
+    # the retry waits this long for the first call, then gives up
+    deps.policy = replace(deps.policy, idempotency_wait_s=0.2)
     now = deps.clock.now()
     deps.idempotency.claim(
         IdempotencyRecord(
@@ -200,8 +202,8 @@ def test_configured_reasons_embedded_in_sentences_never_double_the_full_stop(sto
     _, embedder_problem = local_embedder(Settings(embedder="none"))
     assert embedder_problem and embedder_problem.endswith(".") and LLM_NOT_CONFIGURED.endswith(".")
     deps = Deps.over(
-        stores, clock=clock, ids=SortableIds(), embedder=None, embedder_problem=embedder_problem,
-        llm=None, llm_problem=LLM_NOT_CONFIGURED,
+        stores, clock=clock, ids=SortableIds(), embedder=None, llm=None,
+        diagnostics=Diagnostics(embedder_problem=embedder_problem, llm_problem=LLM_NOT_CONFIGURED),
     )
     refusal = dispatch("synthesize", {"question": "What does Alice like?"}, ADMIN, deps).body
     assert_error_with_fix(refusal, "unavailable")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -56,8 +57,7 @@ def deps(request: pytest.FixtureRequest) -> Iterator[Deps]:
     clock = FixedClock(datetime.now(UTC))
     with open_deps(request.param, request, clock) as d:
         d.embedder = HashEmbedder()
-        d.idempotency_lease_s = LEASE_S
-        d.idempotency_wait_s = 0.2
+        d.policy = replace(d.policy, idempotency_lease_s=LEASE_S, idempotency_wait_s=0.2)
         yield d
 
 
@@ -121,7 +121,7 @@ def sqlite_deps(request: pytest.FixtureRequest) -> Iterator[Deps]:
     by its stream (D11), so a killed call cannot leave a stored write unindexed there."""
     with open_deps("sqlite", request, FixedClock(datetime.now(UTC))) as d:
         d.embedder = HashEmbedder()
-        d.idempotency_lease_s = LEASE_S
+        d.policy = replace(d.policy, idempotency_lease_s=LEASE_S)
         yield d
 
 

@@ -44,19 +44,19 @@ def test_the_local_backend_opens_a_working_store_in_the_data_dir(tmp_path: Path)
 def test_no_llm_is_configured_locally_and_the_problem_says_how(tmp_path: Path) -> None:
     deps = wiring.build_deps(settings(tmp_path, embedder="hash"))
     assert deps.llm is None
-    assert deps.llm_problem
+    assert deps.diagnostics.llm_problem
 
 
 def test_embedder_none_means_keyword_only_with_a_stated_problem(tmp_path: Path) -> None:
     deps = wiring.build_deps(settings(tmp_path, embedder="none"))
     assert deps.embedder is None
-    assert deps.embedder_problem
+    assert deps.diagnostics.embedder_problem
 
 
 def test_an_unbuilt_minilm_model_degrades_to_no_embedder_with_its_problem(tmp_path: Path) -> None:
     deps = wiring.build_deps(settings(tmp_path, embedder="minilm"))
     assert deps.embedder is None
-    assert deps.embedder_problem
+    assert deps.diagnostics.embedder_problem
 
 
 def test_deps_are_built_once_per_settings(tmp_path: Path) -> None:
@@ -80,7 +80,7 @@ def test_the_aws_backend_wires_dynamodb_stores_and_bedrock_without_connecting(tm
     assert isinstance(deps.facts, DynamoFactStore)
     assert deps.maintenance is None  # the stream indexer embeds every write
     assert deps.embedder is not None and deps.embedder.model_id == Settings().bedrock_embedding_model
-    assert deps.llm is None and deps.llm_problem
+    assert deps.llm is None and deps.diagnostics.llm_problem
 
 
 def test_the_aws_backend_uses_bedrock_for_synthesis_when_a_model_is_configured(tmp_path: Path) -> None:
@@ -89,7 +89,7 @@ def test_the_aws_backend_uses_bedrock_for_synthesis_when_a_model_is_configured(t
     )
     deps = wiring.build_deps(s)
     assert deps.llm is not None and deps.llm.model_id == "test-model"
-    assert deps.llm_problem is None
+    assert deps.diagnostics.llm_problem is None
 
 
 def test_the_aws_backend_can_run_with_a_local_embedder(tmp_path: Path) -> None:

@@ -385,15 +385,15 @@ def build_eval_set(seed: int = SEED) -> EvalSet:
 def _deps(stores: Any, embedder: Any, problem: str | None) -> Any:
     from fleetmem.adapters.local.clock import FixedClock
     from fleetmem.adapters.local.ids import SortableIds
-    from fleetmem.ports import Deps
+    from fleetmem.ports import Deps, Diagnostics
 
     return Deps.over(
         stores,
         clock=FixedClock(datetime(2026, 6, 11, 9, 30, tzinfo=UTC)),
         ids=SortableIds(),
         embedder=embedder,
-        embedder_problem=problem,
         llm=None,
+        diagnostics=Diagnostics(embedder_problem=problem),
     )
 
 

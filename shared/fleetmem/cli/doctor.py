@@ -90,7 +90,7 @@ def doctor_report(args: argparse.Namespace) -> dict[str, Any]:
         checks.append(_embedder_check(settings, emb, problem))
     if deps is not None:
         emb = deps.embedder
-        checks.append(_embedder_check(settings, emb, deps.embedder_problem))
+        checks.append(_embedder_check(settings, emb, deps.diagnostics.embedder_problem))
         if emb is not None:
             checks.append(_unembedded_check(deps, emb))
         if deps.llm is None:
@@ -98,7 +98,7 @@ def doctor_report(args: argparse.Namespace) -> dict[str, Any]:
                 _check(
                     "llm",
                     "info",
-                    f"no LLM: {deps.llm_problem or 'not configured'}; synthesize answers `unavailable`",
+                    f"no LLM: {deps.diagnostics.llm_problem or 'not configured'}; synthesize answers `unavailable`",
                 )
             )
         else:

@@ -58,7 +58,7 @@ def cmd_reindex(args: argparse.Namespace, out: Output) -> int:
     if deps.embedder is None:
         raise CommandFailed(
             "unavailable",
-            f"No embedder to reindex with: {deps.embedder_problem}",
+            f"No embedder to reindex with: {deps.diagnostics.embedder_problem}",
             "Build the local model first: fleetmem embedder build",
         )
     stats = reindex(maintenance_stores(deps), deps.embedder, progress=sys.stderr)

@@ -160,7 +160,7 @@ def doc_for_fact(fact: Fact) -> SearchDoc:
 def embed_docs(deps: Deps, docs: Sequence[SearchDoc]) -> tuple[list[SearchDoc], str | None]:
     embedder = deps.embedder
     if embedder is None:
-        return list(docs), deps.embedder_problem or "no embedding model is configured"
+        return list(docs), deps.diagnostics.embedder_problem or "no embedding model is configured"
     out = list(docs)
     todo = [i for i, d in enumerate(out) if not (d.vector and d.vector_model == embedder.model_id)]
     for start in range(0, len(todo), EMBED_BATCH):

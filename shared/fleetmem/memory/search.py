@@ -85,7 +85,7 @@ class SearchResult:
 
 def query_vector(deps: Deps, text: str) -> Embedded:
     if deps.embedder is None:
-        return Embedded(None, deps.embedder_problem or "no embedding model is configured")
+        return Embedded(None, deps.diagnostics.embedder_problem or "no embedding model is configured")
     asked = parts(text)
     try:  # the query and its parts in one call
         vecs = deps.embedder.embed([text, *asked] if len(asked) > 1 else [text])

@@ -293,7 +293,7 @@ class _Call:
     def _execute(
         self, spec: ToolSpec, params: BaseModel, notices: list[Notice], *, keyed: bool = False
     ) -> DispatchResult:
-        deadline = time.monotonic() + self.deps.deadline_ms / 1000.0 if self.deps.deadline_ms else None
+        deadline = time.monotonic() + self.deps.policy.deadline_ms / 1000.0 if self.deps.policy.deadline_ms else None
         ctx = CallContext(self.cid, deadline_at=deadline, transport=self.transport, keyed=keyed)
         try:
             outcome = spec.run(self.deps, self.caller, params, ctx)
@@ -354,16 +354,16 @@ class _Call:
 
     def _claim(self, record: IdempotencyRecord) -> IdempotencyRecord | None:
         """Claim the key, or wait for the call that holds it: while that call is in flight (same
-        arguments, no result yet) claim again with a growing pause, up to `deps.idempotency_wait_s`.
+        arguments, no result yet) claim again with a growing pause, up to `deps.policy.idempotency_wait_s`.
         Every waiter then returns the first call's stored result; when the first call failed (its
-        claim released) or died (its lease, `deps.idempotency_lease_s` from its claim, lapsed),
+        claim released) or died (its lease, `deps.policy.idempotency_lease_s` from its claim, lapsed),
         the store lets exactly one waiter claim the key and run. Each look claims with a lease
         from that moment. A record that changed between the store's check and read (`Conflict`)
         is looked at again."""
-        give_up = time.monotonic() + self.deps.idempotency_wait_s
+        give_up = time.monotonic() + self.deps.policy.idempotency_wait_s
         pause = _WAIT_FIRST_PAUSE_S
         now = record.created_at
-        lease = timedelta(seconds=self.deps.idempotency_lease_s)
+        lease = timedelta(seconds=self.deps.policy.idempotency_lease_s)
         while True:
             try:
                 existing = self.deps.idempotency.claim(

@@ -115,7 +115,7 @@ def test_embed_docs_fills_vectors_with_the_configured_model(deps):
 
 def test_embed_docs_without_an_embedder_returns_the_docs_and_the_reason(deps_keyword_only):
     docs, problem = embed_docs(deps_keyword_only, docs_for_page(_page("Hello.")))
-    assert problem == deps_keyword_only.embedder_problem
+    assert problem == deps_keyword_only.diagnostics.embedder_problem
     assert all(d.vector is None for d in docs)
 
 

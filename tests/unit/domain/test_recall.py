@@ -346,7 +346,7 @@ def test_without_an_embedder_search_is_keyword_only_and_says_so(deps_keyword_onl
     seed_page(deps_keyword_only, "companies/acme", "Acme", "Rockets for sale.")
     out = ask(deps_keyword_only, remote_caller, query="rockets")
     assert [r["slug"] for r in out.body["results"]] == ["companies/acme"]
-    assert out.body["search_degraded"] == deps_keyword_only.embedder_problem
+    assert out.body["search_degraded"] == deps_keyword_only.diagnostics.embedder_problem
     assert "degraded_recall" in codes(out)
     assert next(n for n in out.notices if n.code == "degraded_recall").kind == "degraded"
 

@@ -7,6 +7,7 @@ machine, so the tests record what the verb sends and script what comes back."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -68,7 +69,7 @@ def save(deps, caller, **args):
 
 
 def test_without_an_llm_the_answer_is_unavailable_with_an_operator_fix(deps, remote_caller):
-    deps.llm_problem = "FLEETMEM_LLM is none"
+    deps.diagnostics = replace(deps.diagnostics, llm_problem="FLEETMEM_LLM is none")
     seed_page(deps, "companies/acme", "Acme", "We chose Stripe.")
     err = ask_error(deps, remote_caller, question="Why Stripe?")
     assert err.code == "unavailable"

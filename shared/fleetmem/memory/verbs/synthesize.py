@@ -92,7 +92,7 @@ class SynthesizeResult(Wire):
 
 def _no_llm(deps: Deps) -> VerbError:
     # The configured reason is a sentence; it is embedded mid-sentence here (no doubled full stop).
-    problem = (deps.llm_problem or "no LLM is configured for this brain").strip().rstrip(".")
+    problem = (deps.diagnostics.llm_problem or "no LLM is configured for this brain").strip().rstrip(".")
     return VerbError(
         "unavailable",
         "synthesize needs an LLM and none is configured.",
