@@ -86,7 +86,7 @@ from fleetmem.memory.envelope import (
 from fleetmem.models import Caller
 from fleetmem.ports import Auth, Deps
 from fleetmem.protocol import PROTOCOL_VERSION, SCOPES, SERVER_NAME, Surface
-from fleetmem.transport.dispatch import precheck, visible_tools
+from fleetmem.transport.dispatch import internal_answer, precheck, visible_tools
 from fleetmem.transport.errors import unencodable_path
 from fleetmem.transport.gateway import caller_from_authorizer
 from fleetmem.transport.http_api import (
@@ -224,16 +224,8 @@ def build_mcp_server(
             allowed = {s.name for s in visible_tools(surface, caller)}
             return to_call_tool_result(result, callable_tools=allowed)
         except Exception as exc:  # never let the SDK turn an exception's text into a result
-            with correlation(cid):
-                log.error(
-                    "tool call failed at the edge",
-                    extra={
-                        "event": "edge_internal_error",
-                        "tool": str(tool)[:64],
-                        "exc_type": type(exc).__name__,
-                    },
-                )
-            return _error_result(internal_envelope(cid, str(tool)))
+            answer = internal_answer(tool, cid, exc, transport="mcp", event="edge_internal_error")
+            return _error_result(answer.body)
 
     return Server(
         SERVER_NAME,
