@@ -34,7 +34,7 @@ import logging
 import time
 import traceback
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -42,11 +42,11 @@ from pydantic import BaseModel, ValidationError
 
 import fleetmem.memory.verbs  # noqa: F401  (completes REGISTRY)
 from fleetmem.contract.correlation import correlation, new_correlation_id
-from fleetmem.contract.result import DispatchResult
+from fleetmem.contract.result import DispatchResult, internal_result
 from fleetmem.contract.tools import IDEMPOTENCY_KEY, IDEMPOTENCY_KEY_MAX
 from fleetmem.errors import Conflict, Notice, PortError, VerbError
 from fleetmem.memory.common import invalid_from_validation
-from fleetmem.memory.envelope import build_envelope, internal_envelope
+from fleetmem.memory.envelope import build_envelope
 from fleetmem.memory.registry import REGISTRY, ToolSpec, on_surface, tools_for
 from fleetmem.models import Caller, IdempotencyRecord
 from fleetmem.ports import CallContext, Deps
@@ -85,11 +85,7 @@ def dispatch(
     started = time.perf_counter()
     with correlation(cid):
         call = _Call(tool, arguments, caller, deps, surface, cid, transport)
-        try:
-            result = call.run()
-        except Exception as exc:  # the last line of defence: never leak, always answer
-            _log_internal(tool, exc)
-            result = DispatchResult(internal_envelope(cid, str(tool), transport=transport), True, [], cid)
+        result = guarded(call.run, tool, cid, transport=transport)
         latency_ms = int((time.perf_counter() - started) * 1000)
         log.info(
             "tool call",
@@ -135,7 +131,32 @@ def precheck(
     return None
 
 
-def _log_internal(tool: str, exc: BaseException) -> None:
+#: The log line of a call that raised, by where it was caught: in `dispatch`, or at an edge around
+#: it (what an edge runs besides `dispatch`: building deps, the invoker, the SDK's framing).
+INTERNAL_LOG = {"internal_error": "unexpected error", "edge_internal_error": "tool call failed at the edge"}
+
+
+def guarded(
+    run: Callable[[], DispatchResult],
+    tool: str,
+    correlation_id: str,
+    *,
+    transport: str,
+    event: str = "internal_error",
+) -> DispatchResult:
+    """`run()`, or the `internal` answer when it raises: the last line of defence of `dispatch` and
+    of every edge in front of it (never leak, always answer)."""
+    try:
+        return run()
+    except Exception as exc:
+        return internal_answer(tool, correlation_id, exc, transport=transport, event=event)
+
+
+def internal_answer(
+    tool: str, correlation_id: str, exc: BaseException, *, transport: str, event: str = "internal_error"
+) -> DispatchResult:
+    """The `internal` answer to a call that raised `exc`; the log line says where it was caught."""
+    result = internal_result(correlation_id, str(tool), transport=transport)
     # Frames (file, line, function) help the operator; the exception's message and locals may hold
     # SQL, argument values or credentials, so they are never logged.
     frames = [
@@ -143,14 +164,16 @@ def _log_internal(tool: str, exc: BaseException) -> None:
         for f in traceback.extract_tb(exc.__traceback__)
     ]
     log.error(
-        "unexpected error",
+        INTERNAL_LOG[event],
         extra={
-            "event": "internal_error",
+            "event": event,
             "tool": str(tool)[:64],
             "exc_type": type(exc).__name__,
             "frames": frames[-8:],
+            "correlation_id": correlation_id,
         },
     )
+    return result
 
 
 class _Call:

@@ -23,12 +23,13 @@ import json
 import logging
 import re
 from collections.abc import Callable, Collection, Iterable
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from fleetmem.contract.correlation import correlation, new_correlation_id
-from fleetmem.contract.result import DispatchResult, error_result, internal_result
+from fleetmem.contract.correlation import new_correlation_id
+from fleetmem.contract.result import DispatchResult, error_result
 from fleetmem.contract.routes import OPENAPI_PATH, TOOLS_PATH, v1_tool_path
 from fleetmem.contract.status import CORRELATION_HEADER, error_headers, status_for
 from fleetmem.errors import Fix, VerbError
@@ -74,24 +75,28 @@ def answer_v1(
     """THE handler of `POST /v1/<tool>` for an authenticated caller, on the local server and on
     Lambda: the body parsed as the tool's arguments (a body that is not JSON is `invalid_params`),
     the call run by `call` (the deployment's way to `dispatch()`), the answer by `v1_answer`. An
-    exception of `call` is the `internal` answer (logged with its type only)."""
+    exception of `call` is the `internal` answer (`dispatch.guarded`)."""
     from fleetmem.memory.registry import tools_for
 
     cid = correlation_id or new_correlation_id()
     try:
-        arguments = parse_arguments(raw_body)
-    except ValueError:  # also a body that is not UTF-8
-        return v1_answer(error_result(not_json_body(tool), tool=tool, correlation_id=cid, transport="http"))
-    try:
-        result = call(tool, arguments, caller, cid)
-    except Exception as exc:  # the same last line of defence as tools/call
-        with correlation(cid):
-            log.error(
-                "tool call failed at the edge",
-                extra={"event": "edge_internal_error", "tool": str(tool)[:64], "exc_type": type(exc).__name__},
-            )
-        result = internal_result(cid, str(tool), transport="http")
+        arguments = read_arguments(tool, raw_body)
+    except VerbError as err:
+        return v1_answer(error_result(err, tool=tool, correlation_id=cid, transport="http"))
+    from fleetmem.transport.dispatch import guarded
+
+    run = partial(call, tool, arguments, caller, cid)
+    result = guarded(run, tool, cid, transport="http", event="edge_internal_error")
     return v1_answer(result, callable_tools={s.name for s in tools_for(surface, caller)})
+
+
+def read_arguments(tool: str, raw_body: bytes) -> Any:
+    """A `/v1` body as the tool's arguments; raises the `not_json_body` refusal on a body that is
+    not JSON (or not UTF-8)."""
+    try:
+        return parse_arguments(raw_body)
+    except ValueError:  # also a body that is not UTF-8
+        raise not_json_body(tool) from None
 
 
 def not_json_body(tool: str) -> VerbError:

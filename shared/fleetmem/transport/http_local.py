@@ -40,8 +40,10 @@ from fleetmem.errors import Fix, VerbError
 from fleetmem.memory.envelope import build_envelope
 from fleetmem.ports import Deps
 from fleetmem.protocol import Surface
+from fleetmem.transport.callers import bearer_caller
 from fleetmem.transport.logs import configure_logging
-from fleetmem.transport.mcp_app import DEFAULT_TOKEN_COMMAND, bearer_caller, build_mcp_app
+from fleetmem.transport.mcp_app import build_mcp_app
+from fleetmem.transport.refusals import DEFAULT_TOKEN_COMMAND
 from fleetmem.wiring import build_auth
 
 log = logging.getLogger("fleetmem.transport.http_local")

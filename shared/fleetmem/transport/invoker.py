@@ -1,11 +1,12 @@
 """Both ends of an `Invoker` (`fleetmem.contract.invoker`) that run `dispatch()`: `InProcessInvoker`
-(local server, tests) and `handle_invoke_payload`, a verb function's answer to the edge's invoke
-payload. `LambdaInvoker`, the edge's side on AWS, lives with the AWS adapters.
+(local server, tests) and `ReceivedCall`, the call a verb function received (`handle_invoke_payload`:
+its answer to the edge's invoke payload). `LambdaInvoker`, the edge's side on AWS, lives with the AWS adapters.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from fleetmem.contract.result import DispatchResult
@@ -39,25 +40,44 @@ class InProcessInvoker:
         )
 
 
-def handle_invoke_payload(payload: Mapping[str, Any], deps: Deps) -> dict[str, Any]:
-    """A verb function's whole job: the edge's payload in, `DispatchResult.to_json()` out.
+@dataclass(frozen=True)
+class ReceivedCall:
+    """One call a verb function received, in `dispatch()`'s terms: from the edge's invoke payload
+    (`from_payload`; its caller was authenticated by the edge and is always remote) or from a
+    `POST /v1/<tool>` event (`transport.aws_lambda.tools`)."""
 
-    The caller was authenticated by the edge (the authorizer context); it is always remote here."""
-    raw = payload.get("caller") or {}
-    caller = Caller(
-        tenant=str(raw["tenant"]),
-        client_id=str(raw["client_id"]),
-        scopes=frozenset(raw.get("scopes") or ()),
-        remote=True,
-    )
-    surface: Surface = "verbs" if payload.get("surface") == "verbs" else "full"
-    result = dispatch(
-        str(payload.get("tool") or ""),
-        payload.get("arguments"),
-        caller,
-        deps,
-        surface=surface,
-        correlation_id=payload.get("correlation_id") or None,
-        transport="mcp",
-    )
-    return result.to_json()
+    tool: str
+    arguments: Any
+    caller: Caller
+    surface: Surface
+    correlation_id: str | None
+    transport: str = "mcp"
+
+    @classmethod
+    def from_payload(cls, payload: Mapping[str, Any]) -> ReceivedCall:
+        raw = payload.get("caller") or {}
+        caller = Caller(
+            tenant=str(raw["tenant"]),
+            client_id=str(raw["client_id"]),
+            scopes=frozenset(raw.get("scopes") or ()),
+            remote=True,
+        )
+        surface: Surface = "verbs" if payload.get("surface") == "verbs" else "full"
+        tool = str(payload.get("tool") or "")
+        return cls(tool, payload.get("arguments"), caller, surface, payload.get("correlation_id") or None)
+
+    def run(self, deps: Deps) -> DispatchResult:
+        return dispatch(
+            self.tool,
+            self.arguments,
+            self.caller,
+            deps,
+            surface=self.surface,
+            correlation_id=self.correlation_id,
+            transport=self.transport,
+        )
+
+
+def handle_invoke_payload(payload: Mapping[str, Any], deps: Deps) -> dict[str, Any]:
+    """A verb function's whole job: the edge's payload in, `DispatchResult.to_json()` out."""
+    return ReceivedCall.from_payload(payload).run(deps).to_json()

@@ -20,7 +20,7 @@ from fleetmem.transport.aws_lambda.proxy import call_asgi, event_headers
 def handle_edge_event(event: Mapping[str, Any], *, invoker: Any = None) -> dict[str, Any]:
     """A REST proxy event through the sandbox's MCP app."""
     from fleetmem.transport.aws_lambda.authorizer import vouched_event
-    from fleetmem.transport.mcp_app import PUBLIC_URL_SCOPE_KEY
+    from fleetmem.transport.callers import PUBLIC_URL_SCOPE_KEY
 
     vouched = vouched_event(event)
     edge = _edge(invoker or runtime.edge_invoker())
@@ -45,7 +45,8 @@ class _Edge:
 
     def __init__(self, settings: Any, invoker: Any) -> None:
         from fleetmem.transport.aws_lambda.proxy import AWS_TOKEN_COMMAND
-        from fleetmem.transport.mcp_app import build_mcp_app, gateway_caller
+        from fleetmem.transport.callers import gateway_caller
+        from fleetmem.transport.mcp_app import build_mcp_app
 
         s = settings
         self.settings, self.invoker = settings, invoker

@@ -66,7 +66,7 @@ def gateway_error_body(
     builder. CDK renders it with `correlation_id="$context.requestId"`."""
     from fleetmem.errors import Fix, VerbError
     from fleetmem.memory.envelope import build_envelope
-    from fleetmem.transport.mcp_app import unauthorized_error
+    from fleetmem.transport.refusals import unauthorized_error
 
     if code == "unauthorized":
         err = unauthorized_error(token_presented=True, token_command=AWS_TOKEN_COMMAND)

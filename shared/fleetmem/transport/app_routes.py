@@ -1,0 +1,140 @@
+"""The routes the MCP app serves beside `POST /mcp`: `/health`, the OAuth protected-resource
+metadata document, and `/v1` (`GET /v1/tools`, `GET /v1/openapi.json`, `POST /v1/<tool>` through
+`http_api.answer_v1` over the same gate and invoker as tools/call)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from functools import partial
+from typing import Any
+
+import anyio
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+import fleetmem
+from fleetmem.contract.correlation import new_correlation_id
+from fleetmem.contract.invoker import Invoker
+from fleetmem.contract.result import DispatchResult
+from fleetmem.contract.routes import (
+    HEALTH_PATH,
+    MCP_PATH,
+    OPENAPI_PATH,
+    PRM_MCP_PATH,
+    PRM_PATH,
+    TOOLS_PATH,
+    V1_TOOL_PATH,
+)
+from fleetmem.contract.status import CORRELATION_HEADER
+from fleetmem.models import Caller
+from fleetmem.protocol import PROTOCOL_VERSION, SCOPES, SERVER_NAME, Surface
+from fleetmem.transport.callers import CALLER_SCOPE_KEY, public_base_url
+from fleetmem.transport.dispatch import precheck
+from fleetmem.transport.http_api import answer_v1, openapi_document, render_json, tools_document
+from fleetmem.transport.refusals import DEFAULT_TOKEN_COMMAND, MAX_REQUEST_BYTES, too_large
+
+
+def protected_resource_document(base: str, authorization_server: str | None) -> dict[str, Any]:
+    """RFC 9728 metadata. `authorization_servers` only when one is configured (Cognito on AWS): the
+    local server issues its own bearer tokens (`fleetmem token create`) and has no OAuth server, so
+    naming one (e.g. itself) would send clients to an endpoint that answers 404."""
+    doc: dict[str, Any] = {"resource": f"{base}{MCP_PATH}"}
+    if authorization_server:
+        doc["authorization_servers"] = [authorization_server]
+    doc.update(
+        {
+            "scopes_supported": list(SCOPES),
+            "bearer_methods_supported": ["header"],
+            "resource_name": SERVER_NAME,
+        }
+    )
+    return doc
+
+
+async def call_v1(
+    request: Request,
+    invoker: Invoker,
+    surface: Surface,
+    limiter: anyio.CapacityLimiter | None = None,
+    token: tuple[Sequence[str], Sequence[Mapping[str, str]]] = (DEFAULT_TOKEN_COMMAND, ()),
+) -> Response:
+    """`POST /v1/<tool>` on an authenticated request: `http_api.answer_v1` over the same gate and
+    invoker as MCP tools/call, on a worker thread (`limiter` bounds them)."""
+    tool = request.path_params.get("tool", "")
+    caller: Caller = request.scope[CALLER_SCOPE_KEY]
+    raw = await request.body()
+    if len(raw) > MAX_REQUEST_BYTES:
+        return too_large()
+
+    def call(tool: str, arguments: Any, caller: Caller, cid: str) -> DispatchResult:
+        gate = precheck(
+            tool, arguments, caller, surface=surface, correlation_id=cid, transport="http",
+            token_command=token[0], token_inputs=token[1],
+        )
+        return gate if gate is not None else invoker.invoke(tool, arguments, caller, cid)
+
+    answer = partial(answer_v1, tool, raw, caller, call, surface=surface)
+    return _v1_response(*await anyio.to_thread.run_sync(answer, limiter=limiter))
+
+
+def _v1_response(status: int, body: dict[str, Any], headers: dict[str, str]) -> Response:
+    return Response(render_json(body), status_code=status, headers=headers, media_type="application/json")
+
+
+class AppRoutes:
+    """The route handlers beside `POST /mcp`, over one invoker and surface (`build_mcp_app`)."""
+
+    def __init__(
+        self,
+        invoker: Invoker,
+        *,
+        surface: Surface,
+        limiter: anyio.CapacityLimiter | None,
+        authorization_server: str | None,
+        public_url: str | None,
+        token_command: Sequence[str],
+        token_inputs: Sequence[Mapping[str, str]],
+    ) -> None:
+        self.invoker = invoker
+        self.surface = surface
+        self.limiter = limiter
+        self.authorization_server = authorization_server
+        self.public_url = public_url
+        self.token = (tuple(token_command), tuple(token_inputs))
+
+    def routes(self) -> list[Route]:
+        return [
+            Route(HEALTH_PATH, self.health, methods=["GET"]),
+            Route(PRM_PATH, self.protected_resource, methods=["GET"]),
+            Route(PRM_MCP_PATH, self.protected_resource, methods=["GET"]),
+            Route(TOOLS_PATH, self.v1_tools, methods=["GET"]),
+            Route(OPENAPI_PATH, self.v1_openapi, methods=["GET"]),
+            Route(V1_TOOL_PATH, self.v1_call, methods=["POST"]),
+        ]
+
+    async def health(self, request: Request) -> Response:
+        return JSONResponse(
+            {
+                "status": "ok",
+                "server": SERVER_NAME,
+                "version": fleetmem.__version__,
+                "protocol_version": PROTOCOL_VERSION,
+                "surface": self.surface,
+            }
+        )
+
+    async def protected_resource(self, request: Request) -> Response:
+        base = public_base_url(request, self.public_url)
+        return JSONResponse(protected_resource_document(base, self.authorization_server))
+
+    async def v1_tools(self, request: Request) -> Response:
+        doc = tools_document(self.surface, request.scope.get(CALLER_SCOPE_KEY))
+        return JSONResponse(doc, headers={CORRELATION_HEADER: new_correlation_id()})
+
+    async def v1_openapi(self, request: Request) -> Response:
+        doc = openapi_document(self.surface, server_url=public_base_url(request, self.public_url))
+        return JSONResponse(doc, headers={CORRELATION_HEADER: new_correlation_id()})
+
+    async def v1_call(self, request: Request) -> Response:
+        return await call_v1(request, self.invoker, self.surface, self.limiter, token=self.token)
