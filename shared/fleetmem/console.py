@@ -30,6 +30,11 @@ class CommandFailed(Exception):
         self.suggestion = suggestion
         self.exit_code = exit_code
 
+    @classmethod
+    def usage(cls, message: str, suggestion: str, code: str = "invalid_params") -> CommandFailed:
+        """A command line that cannot run as given: exits with `EXIT_USAGE`."""
+        return cls(code, message, suggestion, exit_code=EXIT_USAGE)
+
 
 class Output:
     """Keeps the one-document rule: stdout carries data, stderr carries everything else."""

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from fleetmem.console import EXIT_USAGE, CommandFailed, Output
+from fleetmem.console import CommandFailed, Output
 from fleetmem.protocol import SCOPES, Scope
 
 LOCAL_CLIENT_ID = "local"
@@ -32,11 +32,10 @@ def settings_from(args: argparse.Namespace, **overrides: Any) -> Any:
         return Settings.from_env(**values)
     except ValueError as exc:  # a FLEETMEM_* variable that does not parse
         problem, _, fix = str(exc).partition("; ")
-        raise CommandFailed(
-            "invalid_config",
+        raise CommandFailed.usage(
             f"The configuration from the environment is not valid: {problem}",
             fix or "Correct or unset the FLEETMEM_* variable it names, then run: fleetmem doctor",
-            exit_code=EXIT_USAGE,
+            code="invalid_config",
         ) from None
 
 
@@ -57,21 +56,18 @@ def data_dir_failure(settings: Any, state: str) -> CommandFailed:
     data_dir = Path(settings.data_dir)
     quoted = shlex.quote(str(data_dir))
     if state == "file":
-        return CommandFailed(
-            "invalid_params",
+        return CommandFailed.usage(
             f"The data directory {data_dir} is a file, not a directory; nothing was read or written.",
             "Pass the directory that holds fleetmem.db (`fleetmem serve` prints it at startup), or the "
             "path of a new directory for a new memory: --data-dir DIR",
-            exit_code=EXIT_USAGE,
         )
     why = "no such directory" if not data_dir.exists() else "no fleetmem.db in it"
-    return CommandFailed(
-        "data_dir_not_found",
+    return CommandFailed.usage(
         f"No fleetmem memory in {data_dir} ({why}); nothing was read.",
         "Check the path: `fleetmem serve` prints its data directory at startup (without --data-dir it is "
         f"$FLEETMEM_DATA_DIR or the per-user directory). To start a new, empty memory there: "
         f"fleetmem init --data-dir {quoted}",
-        exit_code=EXIT_USAGE,
+        code="data_dir_not_found",
     )
 
 

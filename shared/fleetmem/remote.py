@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from fleetmem.console import EXIT_USAGE, CommandFailed
+from fleetmem.console import CommandFailed
 from fleetmem.lanes import ToolReply
 
 #: The protocol version the client pins: the stateless era, one HTTP round trip per call.
@@ -82,7 +82,7 @@ def add_remote_options(p: argparse.ArgumentParser, default_timeout_s: float = DE
 
 
 def _usage(message: str, suggestion: str) -> CommandFailed:
-    return CommandFailed("usage", message, suggestion, exit_code=EXIT_USAGE)
+    return CommandFailed.usage(message, suggestion, code="usage")
 
 
 def read_token_file(path: str) -> str:

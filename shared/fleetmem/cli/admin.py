@@ -17,7 +17,7 @@ from typing import Any
 
 from fleetmem.cli.framework import Parser
 from fleetmem.cli.stage import aws_backend_option, replay_queue, search_index, stage
-from fleetmem.console import EXIT_FAILED, EXIT_OK, EXIT_USAGE, CommandFailed, Output
+from fleetmem.console import EXIT_FAILED, EXIT_OK, CommandFailed, Output
 from fleetmem.lanes import settings_from
 from fleetmem.protocol import CONTRACT_VERSION
 
@@ -33,17 +33,29 @@ def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
     _add_status(asub, common)
 
 
+def _admin_parser(asub: Any, common: argparse.ArgumentParser, name: str, *, help: str, stage: bool = False) -> Any:
+    """The parser of `fleetmem admin NAME` (with `stage`: the options naming a deployed stage)."""
+    p = asub.add_parser(name, parents=[common], help=help)
+    if stage:
+        aws_backend_option(p)
+    return p
+
+
+def _answered_by(p: argparse.ArgumentParser, handler: Any) -> None:
+    """The last option of every admin action (`--json`), and the command that answers it."""
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(handler=handler)
+
+
 # --------------------------------------------------------------------------- admin replay
 
 
 def _add_replay(asub: Any, common: argparse.ArgumentParser) -> None:
-    p = asub.add_parser(
-        "replay",
-        parents=[common],
+    p = _admin_parser(
+        asub, common, "replay",
         help="re-index, from DynamoDB, every item the stream indexer kept after failing to index it",
     )
-    p.add_argument("--json", action="store_true")
-    p.set_defaults(handler=cmd_replay)
+    _answered_by(p, cmd_replay)
 
 
 def cmd_replay(args: argparse.Namespace, out: Output) -> int:
@@ -88,9 +100,8 @@ def cmd_replay(args: argparse.Namespace, out: Output) -> int:
 
 
 def _add_status(asub: Any, common: argparse.ArgumentParser) -> None:
-    p = asub.add_parser(
-        "status",
-        parents=[common],
+    p = _admin_parser(
+        asub, common, "status",
         help="the stage's versions, search index and its lag, records kept for replay, item counts per table",
     )
     p.add_argument(
@@ -98,8 +109,7 @@ def _add_status(asub: Any, common: argparse.ArgumentParser) -> None:
         action="store_true",
         help="count items by scanning every table (reads all of them; default: DynamoDB's approximate counts)",
     )
-    p.add_argument("--json", action="store_true")
-    p.set_defaults(handler=cmd_status)
+    _answered_by(p, cmd_status)
 
 
 def cmd_status(args: argparse.Namespace, out: Output) -> int:
@@ -298,12 +308,10 @@ def _print_status(out: Output, doc: dict[str, Any]) -> None:
 def _add_reindex(asub: Any, common: argparse.ArgumentParser) -> None:
     from fleetmem.adapters.aws.reindex import DEFAULT_RATE
 
-    p = asub.add_parser(
-        "reindex",
-        parents=[common],
+    p = _admin_parser(
+        asub, common, "reindex", stage=True,
         help="rebuild the stage's search index from DynamoDB into a new index, then swap the alias",
     )
-    aws_backend_option(p)
     p.add_argument("--tenant", default=None, help="only this tenant (default: every tenant)")
     p.add_argument(
         "--rate",
@@ -328,8 +336,7 @@ def _add_reindex(asub: Any, common: argparse.ArgumentParser) -> None:
         help="only index again what changed since the last finished rebuild began (after deploying a new "
         "embedding model or index version)",
     )
-    p.add_argument("--json", action="store_true")
-    p.set_defaults(handler=cmd_reindex)
+    _answered_by(p, cmd_reindex)
 
 
 def cmd_reindex(args: argparse.Namespace, out: Output) -> int:
@@ -344,11 +351,10 @@ def cmd_reindex(args: argparse.Namespace, out: Output) -> int:
     else:
         embedder, problem = local_embedder(settings)
         if embedder is None:
-            raise CommandFailed(
-                "invalid_config",
+            raise CommandFailed.usage(
                 f"No embedding model for the rebuild: {problem}",
                 "Set FLEETMEM_EMBEDDER (bedrock on a deployed stage) as the stage's functions have it.",
-                exit_code=EXIT_USAGE,
+                code="invalid_config",
             )
     stores = open_aws(settings, search_model_id=embedder.model_id, search_dim=embedder.dim)
     search = search_index(stores.search, doing="admin reindex rebuilds the stage's search index", nothing="done")
@@ -369,11 +375,9 @@ def cmd_reindex(args: argparse.Namespace, out: Output) -> int:
     try:
         point = rebuild.run(catch_up_only=args.catch_up)
     except ValueError as exc:
-        raise CommandFailed(
-            "invalid_params",
+        raise CommandFailed.usage(
             str(exc),
             f"Remove {state.path} to start a new rebuild, or pass --state FILE.",
-            exit_code=EXIT_USAGE,
         ) from None
     except PortError as exc:
         raise CommandFailed(
@@ -406,12 +410,10 @@ def cmd_reindex(args: argparse.Namespace, out: Output) -> int:
 
 
 def _add_copy_tables(asub: Any, common: argparse.ArgumentParser) -> None:
-    p = asub.add_parser(
-        "copy-tables",
-        parents=[common],
+    p = _admin_parser(
+        asub, common, "copy-tables", stage=True,
         help="copy every item of another stage's tables (e.g. a point-in-time restore) into this stage's empty tables",
     )
-    aws_backend_option(p)
     p.add_argument(
         "--from",
         dest="source",
@@ -419,8 +421,7 @@ def _add_copy_tables(asub: Any, common: argparse.ArgumentParser) -> None:
         metavar="PREFIX",
         help="table prefix of the tables to copy (their names are PREFIX-facts, PREFIX-pages, ...)",
     )
-    p.add_argument("--json", action="store_true")
-    p.set_defaults(handler=cmd_copy_tables)
+    _answered_by(p, cmd_copy_tables)
 
 
 def cmd_copy_tables(args: argparse.Namespace, out: Output) -> int:
@@ -431,21 +432,18 @@ def cmd_copy_tables(args: argparse.Namespace, out: Output) -> int:
     settings = settings_from(args, backend="aws", embedder="none")
     dest = settings.table_prefix
     if args.source == dest:
-        raise CommandFailed(
-            "invalid_params",
+        raise CommandFailed.usage(
             f"--from names this stage's own tables ({dest}); nothing was copied.",
             "Name the prefix of the restored tables, e.g. --from fleetmem-prod-restored.",
-            exit_code=EXIT_USAGE,
         )
     db = open_aws(settings).aws.dynamodb
     try:
         full = non_empty(db, dest)
         if full:
-            raise CommandFailed(
-                "conflict",
+            raise CommandFailed.usage(
                 f"The destination tables are not empty ({', '.join(full)}); nothing was copied.",
                 "Copy into a newly deployed stage (FLEETMEM_TABLE_PREFIX names its tables).",
-                exit_code=EXIT_USAGE,
+                code="conflict",
             )
         copied = copy_tables(db, args.source, dest, progress=lambda table, n: Output.err(f"copy-tables: {table} {n}"))
     except PortError as exc:

@@ -15,7 +15,7 @@ from typing import Any
 
 from fleetmem.cli.framework import Parser, exit_code_for, print_error, print_notices
 from fleetmem.cli.tools import tool_commands
-from fleetmem.console import EXIT_OK, EXIT_USAGE, CommandFailed, Output
+from fleetmem.console import EXIT_OK, CommandFailed, Output
 from fleetmem.remote import add_remote_options
 
 AMBIENT_COMMANDS = frozenset({"profile", "hook", "heartbeat"})
@@ -84,28 +84,25 @@ def cmd_profile_add(args: argparse.Namespace, out: Output) -> int:
     from fleetmem.profiles import Profile, load_profiles, save_profiles, valid_name
 
     if not valid_name(args.name):
-        raise CommandFailed(
-            "usage",
+        raise CommandFailed.usage(
             f"Profile name {args.name!r} is not allowed.",
             "Use letters, digits, '.', '_' or '-' (up to 64), e.g. fleetmem profile add stage …",
-            exit_code=EXIT_USAGE,
+            code="usage",
         )
     if not args.url.startswith(("http://", "https://")):
-        raise CommandFailed(
-            "usage",
+        raise CommandFailed.usage(
             f"--url {args.url!r} is not an http(s) URL.",
             "Pass the endpoint, e.g. https://…/mcp",
-            exit_code=EXIT_USAGE,
+            code="usage",
         )
     token_file = None
     if args.token_file:
         path = Path(args.token_file).expanduser().resolve()
         if not path.is_file():
-            raise CommandFailed(
-                "usage",
+            raise CommandFailed.usage(
                 f"The token file {path} does not exist.",
                 "Write the token (from `fleetmem token create`) into a file first, chmod 600 it, then add the profile.",
-                exit_code=EXIT_USAGE,
+                code="usage",
             )
         token_file = str(path)
     profiles = load_profiles()
@@ -140,11 +137,10 @@ def cmd_profile_remove(args: argparse.Namespace, out: Output) -> int:
 
     profiles = load_profiles()
     if profiles.pop(args.name, None) is None:
-        raise CommandFailed(
-            "not_found",
+        raise CommandFailed.usage(
             f"No profile named {args.name!r}.",
             "Profile names come from `fleetmem profile list`.",
-            exit_code=EXIT_USAGE,
+            code="not_found",
         )
     save_profiles(profiles)
     if out.as_json:
@@ -174,11 +170,10 @@ def cmd_hook_run(args: argparse.Namespace, out: Output) -> int:
 def _project(args: argparse.Namespace) -> Path:
     project = Path(args.project or os.environ.get("CLAUDE_PROJECT_DIR") or os.getcwd()).expanduser().resolve()
     if not project.is_dir():
-        raise CommandFailed(
-            "usage",
+        raise CommandFailed.usage(
             f"{project} is not a directory.",
             "Pass the project directory with --project DIR",
-            exit_code=EXIT_USAGE,
+            code="usage",
         )
     return project
 

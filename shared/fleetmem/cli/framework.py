@@ -36,7 +36,7 @@ class Parser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
-        raise CommandFailed("usage", message, f"Check the command: {self.prog} --help", exit_code=EXIT_USAGE)
+        raise CommandFailed.usage(message, f"Check the command: {self.prog} --help", code="usage")
 
 
 def backend_option(p: argparse.ArgumentParser) -> None:

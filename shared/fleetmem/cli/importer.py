@@ -9,7 +9,7 @@ from typing import Any
 
 from fleetmem.cli.framework import Parser, whole_number_type
 from fleetmem.cli.pack import add_import_options, cmd_import_pack
-from fleetmem.console import EXIT_FAILED, EXIT_OK, EXIT_USAGE, CommandFailed, Output
+from fleetmem.console import EXIT_FAILED, EXIT_OK, CommandFailed, Output
 from fleetmem.lanes import local_caller, open_deps, settings_from
 from fleetmem.protocol import CONTRACT_VERSION
 
@@ -99,19 +99,16 @@ def cmd_import(args: argparse.Namespace, out: Output) -> int:
     if args.pack is not None:
         return cmd_import_pack(args, out)
     if args.path is None:
-        raise CommandFailed(
-            "usage",
+        raise CommandFailed.usage(
             "fleetmem import needs a folder of markdown pages or --pack FILE.",
             "Pass one: fleetmem import ./notes, or fleetmem import --pack brain.fmpack",
-            exit_code=EXIT_USAGE,
+            code="usage",
         )
     root = Path(args.path).expanduser()
     if not root.is_dir():
-        raise CommandFailed(
-            "invalid_params",
+        raise CommandFailed.usage(
             f"{root} is not a directory",
             "Pass a folder of markdown pages: fleetmem import ./notes",
-            exit_code=EXIT_USAGE,
         )
     files = _import_files(root)
     deps = open_deps(settings_from(args), creates=True)

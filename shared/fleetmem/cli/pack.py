@@ -13,7 +13,7 @@ from typing import Any
 
 from fleetmem.cli.framework import Parser, backend_option
 from fleetmem.cli.stage import search_index
-from fleetmem.console import EXIT_CONFIRM, EXIT_FAILED, EXIT_OK, EXIT_USAGE, CommandFailed, Output
+from fleetmem.console import EXIT_CONFIRM, EXIT_FAILED, EXIT_OK, CommandFailed, Output
 from fleetmem.lanes import open_deps, settings_from, store_state
 from fleetmem.protocol import CONTRACT_VERSION
 
@@ -74,7 +74,7 @@ def _progress(verb: str) -> Any:
 
 
 def _failed(exc: Any) -> CommandFailed:
-    return CommandFailed("invalid_pack", exc.message, exc.fix, exit_code=EXIT_USAGE)
+    return CommandFailed.usage(exc.message, exc.fix, code="invalid_pack")
 
 
 def cmd_export(args: argparse.Namespace, out: Output) -> int:
@@ -83,27 +83,21 @@ def cmd_export(args: argparse.Namespace, out: Output) -> int:
 
     path = Path(args.pack).expanduser()
     if path.exists() and not args.force:
-        raise CommandFailed(
-            "invalid_params",
+        raise CommandFailed.usage(
             f"{path} already exists; nothing was written.",
             f"Choose another file name, or replace it: fleetmem export {shlex.quote(str(path))} --force",
-            exit_code=EXIT_USAGE,
         )
     if not path.parent.is_dir():
-        raise CommandFailed(
-            "invalid_params",
+        raise CommandFailed.usage(
             f"The folder of {path} does not exist.",
             "Create the folder first, or pass another path.",
-            exit_code=EXIT_USAGE,
         )
     try:
         since = parse_iso(args.since) if args.since else None
     except (ValueError, OverflowError):
-        raise CommandFailed(
-            "invalid_params",
+        raise CommandFailed.usage(
             f"--since {args.since!r} is not an ISO 8601 date or datetime.",
             "Pass e.g. --since 2026-06-01 or --since 2026-06-01T09:30:00Z.",
-            exit_code=EXIT_USAGE,
         ) from None
     deps = open_deps(settings_from(args, embedder="none"))
     try:
@@ -140,11 +134,9 @@ def cmd_import_pack(args: argparse.Namespace, out: Output) -> int:
 
     path = Path(args.pack).expanduser()
     if not path.is_file():
-        raise CommandFailed(
-            "invalid_params",
+        raise CommandFailed.usage(
             f"{path} is not a file; nothing was written.",
             "Pass the pack `fleetmem export` wrote: fleetmem import --pack brain.fmpack",
-            exit_code=EXIT_USAGE,
         )
     tenant = args.tenant or "default"
     try:
@@ -201,29 +193,23 @@ def cmd_backup(args: argparse.Namespace, out: Output) -> int:
 
     settings = settings_from(args, embedder="none")
     if settings.backend != "local":
-        raise CommandFailed(
-            "invalid_params",
+        raise CommandFailed.usage(
             f"fleetmem backup copies a local data directory; this configuration names the {settings.backend} backend.",
             "On AWS the tables use point-in-time recovery (docs/deploy.md); for a portable copy use fleetmem export.",
-            exit_code=EXIT_USAGE,
         )
     state = store_state(settings)
     if state != "ok":
         open_deps(settings)  # raises the data-directory failure that names the fix
     dest = Path(args.dest).expanduser()
     if dest.exists() and not dest.is_dir():
-        raise CommandFailed(
-            "invalid_params",
+        raise CommandFailed.usage(
             f"{dest} is a file, not a directory; nothing was written.",
             "Pass the path of a new directory for the copy.",
-            exit_code=EXIT_USAGE,
         )
     if (dest / DB_FILENAME).exists():
-        raise CommandFailed(
-            "invalid_params",
+        raise CommandFailed.usage(
             f"{dest} already holds a fleetmem memory; nothing was written.",
             "Pass a new directory: a backup never overwrites a memory.",
-            exit_code=EXIT_USAGE,
         )
     source = Path(settings.data_dir) / DB_FILENAME
     try:

@@ -5,24 +5,35 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fleetmem.cli.framework import yaml_text
 from fleetmem.console import Output
 
+if TYPE_CHECKING:  # the models are read when a body is rendered (`render_body` imports the verbs)
+    from fleetmem.memory.verbs.context_pack import ContextPackResult
+    from fleetmem.memory.verbs.delta import DeltaResult
+    from fleetmem.memory.verbs.entity import EntityResult
+    from fleetmem.memory.verbs.forget import ForgetResult
+    from fleetmem.memory.verbs.get_page import GetPageResult
+    from fleetmem.memory.verbs.recall import RecallResult
+    from fleetmem.memory.verbs.remember import RememberResult
+    from fleetmem.memory.verbs.synthesize import SynthesizeResult
+    from fleetmem.models import BudgetFields
 
-def _budget_line(result: Any) -> str | None:
+
+def _budget_line(result: BudgetFields) -> str | None:
     if result.budget_tokens is None:  # no budget asked: the response has no budget fields
         return None
     return f"budget: {result.budget_used}/{result.budget_tokens} tokens used, {result.dropped_count} dropped"
 
 
-def _render_remember(r: Any, out: Output) -> None:
+def _render_remember(r: RememberResult, out: Output) -> None:
     out.text(f"{r.status_text or r.status}")
     out.text(f"  id: {r.id}   entity: {r.entity_slug}   valid_until: {r.valid_until}")
 
 
-def _render_recall(r: Any, out: Output) -> None:
+def _render_recall(r: RecallResult, out: Output) -> None:
     out.text(f"{len(r.facts)} fact(s)")
     for f in r.facts:
         where = " · ".join(str(x) for x in (f.entity_slug, f.provenance) if x)
@@ -38,7 +49,7 @@ def _render_recall(r: Any, out: Output) -> None:
             out.text(line)
 
 
-def _render_entity(r: Any, out: Output) -> None:
+def _render_entity(r: EntityResult, out: Output) -> None:
     if not r.found or r.card is None:
         out.text("No entity matched.")
         for s in r.suggestions:
@@ -59,11 +70,13 @@ def _render_entity(r: Any, out: Output) -> None:
         out.text(f"  also: {s.slug} ({s.title})")
 
 
-def _render_pack(r: Any, out: Output) -> None:
+def _render_pack(r: ContextPackResult | DeltaResult, out: Output) -> None:
     """context_pack and delta: the ready-to-inject text on stdout, the bookkeeping on stderr."""
     out.text(r.text)
+    from fleetmem.memory.verbs.delta import DeltaResult
+
     extra = [_budget_line(r)]
-    if hasattr(r, "has_more"):
+    if isinstance(r, DeltaResult):
         extra.append(f"has_more: {r.has_more}   next_cursor: {json.dumps(r.next_cursor.model_dump())}")
     if r.degraded_reason:
         extra.append(f"degraded: {r.degraded_reason}")
@@ -72,17 +85,17 @@ def _render_pack(r: Any, out: Output) -> None:
             Output.err(line)
 
 
-def _render_forget(r: Any, out: Output) -> None:
+def _render_forget(r: ForgetResult, out: Output) -> None:
     verb = "Expired" if r.expired else "Already expired (nothing changed):"
     out.text(f"{verb} {r.id}" + (f" — {r.reason}" if r.reason else ""))
 
 
-def _render_page(r: Any, out: Output) -> None:
+def _render_page(r: GetPageResult, out: Output) -> None:
     # The page itself (frontmatter + body): `fleetmem get-page X > x.md` round-trips via put-page.
     out.text(r.content.rstrip("\n"))
 
 
-def _render_synthesize(r: Any, out: Output) -> None:
+def _render_synthesize(r: SynthesizeResult, out: Output) -> None:
     out.text(r.answer)
     out.text(yaml_text(r.model_dump(exclude={"answer", "protocol_version"}, exclude_unset=True)))
 

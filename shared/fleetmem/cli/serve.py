@@ -9,7 +9,7 @@ from typing import Any
 
 from fleetmem.cli.framework import Parser, port_type, whole_number_type
 from fleetmem.config import CALL_THREADS_MAX, DEFAULT_CALL_THREADS, ENV_CALL_THREADS
-from fleetmem.console import EXIT_FAILED, EXIT_OK, EXIT_USAGE, CommandFailed, Output
+from fleetmem.console import EXIT_FAILED, EXIT_OK, CommandFailed, Output
 from fleetmem.lanes import data_dir_failure, open_deps, settings_from, store_state
 from fleetmem.protocol import SURFACES
 
@@ -64,11 +64,10 @@ def cmd_init(args: argparse.Namespace, out: Output) -> int:
     `serve` and the commands that store); an existing memory is left as it is."""
     settings = settings_from(args, embedder="none")
     if settings.backend != "local":
-        raise CommandFailed(
-            "usage",
+        raise CommandFailed.usage(
             f"init starts a local memory; this configuration uses the {settings.backend} backend.",
             "Unset FLEETMEM_BACKEND (a deployed stage's tables are created by its deployment).",
-            exit_code=EXIT_USAGE,
+            code="usage",
         )
     existed = store_state(settings) == "ok"
     open_deps(settings, creates=True, announce=False)

@@ -8,7 +8,7 @@ import argparse
 import os
 from typing import TYPE_CHECKING, Any
 
-from fleetmem.console import EXIT_USAGE, CommandFailed
+from fleetmem.console import CommandFailed
 from fleetmem.lanes import settings_from
 
 if TYPE_CHECKING:
@@ -27,13 +27,12 @@ def search_index(search: Any, *, doing: str, nothing: str) -> OpenSearchIndex:
 
     if isinstance(search, OpenSearchIndex):
         return search
-    raise CommandFailed(
-        "invalid_config",
+    raise CommandFailed.usage(
         f"fleetmem {doing}, and no OpenSearch endpoint is configured; nothing was {nothing}.",
         "Set FLEETMEM_OPENSEARCH_ENDPOINT (and FLEETMEM_OPENSEARCH_SERVICE, FLEETMEM_OPENSEARCH_INDEX_PREFIX, "
         "FLEETMEM_TABLE_PREFIX, FLEETMEM_BEDROCK_EMBEDDING_MODEL) to the stage's, as its functions have them, "
         "then run the command again.",
-        exit_code=EXIT_USAGE,
+        code="invalid_config",
     )
 
 

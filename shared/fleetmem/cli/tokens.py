@@ -7,7 +7,7 @@ import shlex
 from typing import Any
 
 from fleetmem.cli.framework import Parser, backend_option
-from fleetmem.console import EXIT_OK, EXIT_USAGE, CommandFailed, Output
+from fleetmem.console import EXIT_OK, CommandFailed, Output
 from fleetmem.lanes import open_deps, settings_from
 from fleetmem.protocol import SCOPES
 
@@ -73,24 +73,20 @@ def cmd_token_create(args: argparse.Namespace, out: Output) -> int:
     scopes = [s.strip() for s in args.scopes.split(",") if s.strip()]
     bad = [s for s in scopes if s not in SCOPES]
     if not scopes or bad:
-        raise CommandFailed(
-            "invalid_params",
+        raise CommandFailed.usage(
             f"Unknown scope(s): {', '.join(bad) or '(none given)'}",
             f"Use a comma-separated subset of {','.join(SCOPES)}, e.g. --scopes read,write",
-            exit_code=EXIT_USAGE,
         )
     if not args.client.strip():
-        raise CommandFailed(
-            "invalid_params",
+        raise CommandFailed.usage(
             "--client is blank",
             "Name the client, e.g. --client my-agent",
-            exit_code=EXIT_USAGE,
         )
     from fleetmem.tokens import ID_FIX, id_problem
 
     for problem in (id_problem("tenant", args.tenant), id_problem("client", args.client.strip())):
         if problem:
-            raise CommandFailed("invalid_params", problem, ID_FIX, exit_code=EXIT_USAGE)
+            raise CommandFailed.usage(problem, ID_FIX)
     deps = _token_deps(args, creates=True)
     token, rec = create_client(
         deps.clients, deps.clock, tenant=args.tenant, client_id=args.client.strip(), scopes=frozenset(scopes)
@@ -144,11 +140,10 @@ def cmd_token_list(args: argparse.Namespace, out: Output) -> int:
 def cmd_token_revoke(args: argparse.Namespace, out: Output) -> int:
     deps = _token_deps(args)
     if not deps.clients.revoke(args.token_id, at=deps.clock.now()):
-        raise CommandFailed(
-            "not_found",
+        raise CommandFailed.usage(
             f"No active token with id {args.token_id}",
             "Token ids come from `fleetmem token list` (the TOKEN_ID column, not the token itself).",
-            exit_code=EXIT_USAGE,
+            code="not_found",
         )
     from fleetmem.tokens import revocation_bound_s, revocation_text
 

@@ -19,7 +19,7 @@ from typing import Any
 
 from fleetmem.cli.framework import Parser, exit_code_for, load_registry, print_error, print_notices
 from fleetmem.cli.render import render_body
-from fleetmem.console import EXIT_CONFIRM, EXIT_NO_RESULTS, EXIT_OK, EXIT_USAGE, CommandFailed, Output
+from fleetmem.console import EXIT_CONFIRM, EXIT_NO_RESULTS, EXIT_OK, CommandFailed, Output
 from fleetmem.lanes import local_caller, open_deps, render_notices, settings_from
 from fleetmem.protocol import CONTRACT_VERSION
 
@@ -185,11 +185,10 @@ class ToolCommand:
         pos = getattr(args, "_positional", None)
         if pos is not None and self.positional:
             if self.positional in out:
-                raise CommandFailed(
-                    "usage",
+                raise CommandFailed.usage(
                     f"{self.positional} given twice (positional and --{cli_name(self.positional)})",
                     f"Pass it once: fleetmem {self.name} {self.positional.upper()}",
-                    exit_code=EXIT_USAGE,
+                    code="usage",
                 )
             out[self.positional] = pos
         if "content" in self.props and "content" not in out:
@@ -202,11 +201,9 @@ class ToolCommand:
                 try:
                     out["content"] = Path(source).read_text(encoding="utf-8")
                 except (OSError, UnicodeDecodeError) as exc:
-                    raise CommandFailed(
-                        "invalid_params",
+                    raise CommandFailed.usage(
                         f"Cannot read {source}: {exc}",
                         "Pass a readable UTF-8 markdown file with --file, or pipe the content on stdin.",
-                        exit_code=EXIT_USAGE,
                     ) from exc
         return out
 

@@ -30,6 +30,7 @@ import secrets
 import sys
 from collections.abc import Callable
 from contextlib import AsyncExitStack
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from importlib import resources
 from typing import Any
@@ -404,21 +405,14 @@ class Session:
         return self.tool_lists[who]
 
 
+@dataclass
 class Runner:
-    def __init__(
-        self,
-        target: str,
-        token: str,
-        read_token: str | None,
-        log: Callable[[str], None],
-        surface: str | None = None,
-    ) -> None:
-        self.surface = surface
-        self.target = target
-        self.token = token
-        self.read_token = read_token
-        self.log = log
-        self.base_marker = secrets.token_hex(4)
+    target: str
+    token: str
+    read_token: str | None
+    log: Callable[[str], None]
+    surface: str | None = None
+    base_marker: str = field(init=False, default_factory=lambda: secrets.token_hex(4))
 
     def variables(self, era: str) -> dict[str, Any]:
         marker = f"{self.base_marker}{era[:1]}"

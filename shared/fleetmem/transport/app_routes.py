@@ -4,7 +4,6 @@ metadata document, and `/v1` (`GET /v1/tools`, `GET /v1/openapi.json`, `POST /v1
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
 from functools import partial
 from typing import Any
 
@@ -15,7 +14,6 @@ from starlette.routing import Route
 
 import fleetmem
 from fleetmem.contract.correlation import new_correlation_id
-from fleetmem.contract.invoker import Invoker
 from fleetmem.contract.result import DispatchResult
 from fleetmem.contract.routes import (
     HEALTH_PATH,
@@ -28,11 +26,12 @@ from fleetmem.contract.routes import (
 )
 from fleetmem.contract.status import CORRELATION_HEADER
 from fleetmem.models import Caller
-from fleetmem.protocol import PROTOCOL_VERSION, SCOPES, SERVER_NAME, Surface
+from fleetmem.protocol import PROTOCOL_VERSION, SCOPES, SERVER_NAME
 from fleetmem.transport.callers import CALLER_SCOPE_KEY, public_base_url
 from fleetmem.transport.dispatch import precheck
 from fleetmem.transport.http_api import answer_v1, openapi_document, render_json, tools_document
-from fleetmem.transport.refusals import DEFAULT_TOKEN_COMMAND, MAX_REQUEST_BYTES, too_large
+from fleetmem.transport.invoker import EdgeCalls
+from fleetmem.transport.refusals import MAX_REQUEST_BYTES, too_large
 
 
 def protected_resource_document(base: str, authorization_server: str | None) -> dict[str, Any]:
@@ -52,13 +51,7 @@ def protected_resource_document(base: str, authorization_server: str | None) -> 
     return doc
 
 
-async def call_v1(
-    request: Request,
-    invoker: Invoker,
-    surface: Surface,
-    limiter: anyio.CapacityLimiter | None = None,
-    token: tuple[Sequence[str], Sequence[Mapping[str, str]]] = (DEFAULT_TOKEN_COMMAND, ()),
-) -> Response:
+async def call_v1(request: Request, calls: EdgeCalls) -> Response:
     """`POST /v1/<tool>` on an authenticated request: `http_api.answer_v1` over the same gate and
     invoker as MCP tools/call, on a worker thread (`limiter` bounds them)."""
     tool = request.path_params.get("tool", "")
@@ -69,13 +62,13 @@ async def call_v1(
 
     def call(tool: str, arguments: Any, caller: Caller, cid: str) -> DispatchResult:
         gate = precheck(
-            tool, arguments, caller, surface=surface, correlation_id=cid, transport="http",
-            token_command=token[0], token_inputs=token[1],
+            tool, arguments, caller, surface=calls.surface, correlation_id=cid, transport="http",
+            token_command=calls.token_command, token_inputs=calls.token_inputs,
         )
-        return gate if gate is not None else invoker.invoke(tool, arguments, caller, cid)
+        return gate if gate is not None else calls.invoker.invoke(tool, arguments, caller, cid)
 
-    answer = partial(answer_v1, tool, raw, caller, call, surface=surface)
-    return _v1_response(*await anyio.to_thread.run_sync(answer, limiter=limiter))
+    answer = partial(answer_v1, tool, raw, caller, call, surface=calls.surface)
+    return _v1_response(*await anyio.to_thread.run_sync(answer, limiter=calls.limiter))
 
 
 def _v1_response(status: int, body: dict[str, Any], headers: dict[str, str]) -> Response:
@@ -85,23 +78,11 @@ def _v1_response(status: int, body: dict[str, Any], headers: dict[str, str]) -> 
 class AppRoutes:
     """The route handlers beside `POST /mcp`, over one invoker and surface (`build_mcp_app`)."""
 
-    def __init__(
-        self,
-        invoker: Invoker,
-        *,
-        surface: Surface,
-        limiter: anyio.CapacityLimiter | None,
-        authorization_server: str | None,
-        public_url: str | None,
-        token_command: Sequence[str],
-        token_inputs: Sequence[Mapping[str, str]],
-    ) -> None:
-        self.invoker = invoker
-        self.surface = surface
-        self.limiter = limiter
+    def __init__(self, calls: EdgeCalls, *, authorization_server: str | None, public_url: str | None) -> None:
+        self.calls = calls
+        self.surface = calls.surface
         self.authorization_server = authorization_server
         self.public_url = public_url
-        self.token = (tuple(token_command), tuple(token_inputs))
 
     def routes(self) -> list[Route]:
         return [
@@ -137,4 +118,4 @@ class AppRoutes:
         return JSONResponse(doc, headers={CORRELATION_HEADER: new_correlation_id()})
 
     async def v1_call(self, request: Request) -> Response:
-        return await call_v1(request, self.invoker, self.surface, self.limiter, token=self.token)
+        return await call_v1(request, self.calls)

@@ -35,6 +35,7 @@ import time
 import traceback
 import uuid
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
@@ -176,30 +177,27 @@ def internal_answer(
     return result
 
 
+@dataclass
 class _Call:
-    def __init__(
-        self,
-        tool: str,
-        arguments: Any,
-        caller: Caller,
-        deps: Deps,
-        surface: Surface,
-        cid: str,
-        transport: str,
-    ) -> None:
-        self.tool = tool
-        self.raw_arguments = arguments
-        self.caller = caller
-        self.deps = deps
-        self.surface = surface
-        self.cid = cid
-        self.transport = transport
-        self.allowed = {s.name: s for s in visible_tools(surface, caller)}
-        # The arguments as the caller sent them, minus `_meta`: what fixes echo back.
-        self.args: dict[str, Any] = {}
-        #: The server's `token create` command, for a scope_denied fix (set by `precheck`).
-        self.token_command: tuple[str, ...] = ()
-        self.token_inputs: tuple[dict[str, str], ...] = ()
+    """One call on its way through the pipeline (`run`), with what its fixes need."""
+
+    tool: str
+    raw_arguments: Any
+    caller: Caller
+    deps: Deps
+    surface: Surface
+    cid: str
+    transport: str
+    #: What this caller may call on this surface (the tools/list filter).
+    allowed: dict[str, ToolSpec] = field(init=False)
+    #: The arguments as the caller sent them, minus `_meta`: what fixes echo back.
+    args: dict[str, Any] = field(init=False, default_factory=dict)
+    #: The server's `token create` command, for a scope_denied fix (set by `precheck`).
+    token_command: tuple[str, ...] = field(init=False, default=())
+    token_inputs: tuple[dict[str, str], ...] = field(init=False, default=())
+
+    def __post_init__(self) -> None:
+        self.allowed = {s.name: s for s in visible_tools(self.surface, self.caller)}
 
     # -- helpers -------------------------------------------------------------------------------
 

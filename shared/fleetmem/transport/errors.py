@@ -247,27 +247,34 @@ def bad_dry_run(call: CallView, spec: ToolSpec) -> VerbError:
 
 
 def bad_key(call: CallView, spec: ToolSpec) -> VerbError:
-    fixed = {k: v for k, v in call.args.items() if k != IDEMPOTENCY_KEY}
-    return VerbError(
-        "invalid_params",
+    return _key_refused(
+        call,
         f'Parameter "{IDEMPOTENCY_KEY}" must be a non-empty string of at most {IDEMPOTENCY_KEY_MAX} characters.',
         f"Pass a unique string per logical write (a UUID works) as `{IDEMPOTENCY_KEY}`, or leave it out.",
         why="The key identifies one logical write across retries.",
-        fix=Fix(why="The same call without the idempotency key; nothing changed.", mcp=call.same_call(fixed)),
+        fix_why="The same call without the idempotency key; nothing changed.",
     )
 
 
 def key_conflict(call: CallView, spec: ToolSpec) -> VerbError:
-    fixed = {k: v for k, v in call.args.items() if k != IDEMPOTENCY_KEY}
-    return VerbError(
-        "invalid_params",
+    return _key_refused(
+        call,
         f"This {IDEMPOTENCY_KEY} was already used for a different {spec.name} call.",
         f"Reuse an {IDEMPOTENCY_KEY} only to retry the SAME call; for a new write use a new key or leave it out.",
         why=f"Keys are scoped to this client and tool for {IDEMPOTENCY_TTL_HOURS} h; the first call with "
         "this key had different arguments, so replaying its result would be wrong. Nothing was written.",
+        fix_why="The same call without the reused key; nothing was written.",
         detail={"reason": "idempotency_key_reused"},
-        fix=Fix(why="The same call without the reused key; nothing was written.", mcp=call.same_call(fixed)),
     )
+
+
+def _key_refused(
+    call: CallView, message: str, suggestion: str, *, why: str, fix_why: str, detail: Any = None
+) -> VerbError:
+    """`invalid_params` for the call's idempotency key; the fix is the same call without it."""
+    fixed = {k: v for k, v in call.args.items() if k != IDEMPOTENCY_KEY}
+    fix = Fix(why=fix_why, mcp=call.same_call(fixed))
+    return VerbError("invalid_params", message, suggestion, why=why, detail=detail, fix=fix)
 
 
 def in_flight(call: CallView, spec: ToolSpec) -> VerbError:

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import logging
 from collections import deque
-from collections.abc import Mapping, Sequence
 
 import anyio
 from mcp.server.streamable_http import check_accept_headers
@@ -31,9 +30,9 @@ from fleetmem.contract.status import CORRELATION_HEADER
 from fleetmem.memory.envelope import build_envelope
 from fleetmem.transport.callers import CALLER_SCOPE_KEY, CallerFromRequest, public_base_url, resource_metadata_url
 from fleetmem.transport.http_api import is_json_content_type
+from fleetmem.transport.invoker import EdgeCalls
 from fleetmem.transport.jsonrpc import jsonrpc_refusal
 from fleetmem.transport.refusals import (
-    DEFAULT_TOKEN_COMMAND,
     MAX_REQUEST_BYTES,
     bad_content_type,
     refusal,
@@ -94,21 +93,17 @@ class EdgeGuard:
         self,
         app: ASGIApp,
         *,
+        calls: EdgeCalls,
         caller_from_request: CallerFromRequest,
         public_url: str | None,
-        token_command: Sequence[str] = DEFAULT_TOKEN_COMMAND,
-        token_inputs: Sequence[Mapping[str, str]] = (),
-        limiter: anyio.CapacityLimiter | None = None,
         security: TransportSecuritySettings | None = None,
     ) -> None:
         self.app = app
         protect = security is not None and security.enable_dns_rebinding_protection
         self.security = TransportSecurityMiddleware(security) if protect else None
+        self.calls = calls
         self.caller_from_request = caller_from_request
         self.public_url = public_url
-        self.token_command = tuple(token_command)
-        self.token_inputs = tuple(token_inputs)
-        self.limiter = limiter
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -186,7 +181,7 @@ class EdgeGuard:
         """Puts the caller in the scope and returns True, or answers 401 and returns False."""
         presented = bool(request.headers.get("authorization"))
         try:
-            caller = await anyio.to_thread.run_sync(self.caller_from_request, request, limiter=self.limiter)
+            caller = await anyio.to_thread.run_sync(self.caller_from_request, request, limiter=self.calls.limiter)
         except Exception as exc:
             log.error("authentication failed", extra={"event": "auth_error", "exc_type": type(exc).__name__})
             caller = None
@@ -195,7 +190,7 @@ class EdgeGuard:
             cid = new_correlation_id()
             body = build_envelope(
                 unauthorized_error(
-                    token_presented=presented, token_command=self.token_command, inputs=self.token_inputs
+                    token_presented=presented, token_command=self.calls.token_command, inputs=self.calls.token_inputs
                 ),
                 tool="",
                 arguments={},

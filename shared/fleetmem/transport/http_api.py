@@ -401,34 +401,16 @@ def openapi_document(
         for status, why in ERROR_RESPONSES.items()
     }
     auth_errors = {s: {"$ref": f"#/components/responses/Error{s}"} for s in ("401", "429", "500", "503")}
-    paths[TOOLS_PATH] = {
-        "get": {
-            "operationId": "list_tools",
-            "summary": "The tools this credential may call on this surface (MCP tools/list).",
-            "security": [{"bearer": []}],
-            "responses": {
-                "200": {
-                    "description": "The tool list.",
-                    "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ToolList"}}},
-                },
-                **auth_errors,
-            },
-        }
-    }
-    paths[OPENAPI_PATH] = {
-        "get": {
-            "operationId": "openapi",
-            "summary": "This document.",
-            "security": [{"bearer": []}],
-            "responses": {
-                "200": {
-                    "description": "The OpenAPI 3.1 document of /v1.",
-                    "content": {"application/json": {"schema": {"type": "object"}}},
-                },
-                **auth_errors,
-            },
-        }
-    }
+    paths[TOOLS_PATH] = _get_operation(
+        "list_tools",
+        "The tools this credential may call on this surface (MCP tools/list).",
+        "The tool list.",
+        {"$ref": "#/components/schemas/ToolList"},
+        auth_errors,
+    )
+    paths[OPENAPI_PATH] = _get_operation(
+        "openapi", "This document.", "The OpenAPI 3.1 document of /v1.", {"type": "object"}, auth_errors
+    )
     return {
         "openapi": "3.1.0",
         "info": {
@@ -460,4 +442,21 @@ def openapi_document(
             "responses": error_responses,
             "schemas": schemas,
         },
+    }
+
+
+def _get_operation(
+    operation_id: str, summary: str, answer: str, schema: dict[str, Any], errors: dict[str, Any]
+) -> dict[str, Any]:
+    """A `GET` route of `/v1` beside the tools: any credential, a JSON answer of `schema`."""
+    return {
+        "get": {
+            "operationId": operation_id,
+            "summary": summary,
+            "security": [{"bearer": []}],
+            "responses": {
+                "200": {"description": answer, "content": {"application/json": {"schema": schema}}},
+                **errors,
+            },
+        }
     }

@@ -9,11 +9,25 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from fleetmem.contract.invoker import Invoker
 from fleetmem.contract.result import DispatchResult
 from fleetmem.models import Caller
 from fleetmem.ports import Deps
 from fleetmem.protocol import Surface
 from fleetmem.transport.dispatch import dispatch
+
+
+@dataclass(frozen=True)
+class EdgeCalls:
+    """How an edge runs the calls it receives: through `invoker` on `surface`, at most `limiter`'s
+    worth at once on worker threads (None: anyio's default), naming the server's own `token create`
+    (`token_command`, its `<placeholders>` in `token_inputs`) in the fixes of a 401 or 403."""
+
+    invoker: Invoker
+    surface: Surface = "full"
+    limiter: Any = None
+    token_command: tuple[str, ...] = ()
+    token_inputs: tuple[Mapping[str, str], ...] = ()
 
 
 class InProcessInvoker:

@@ -53,7 +53,7 @@ from fleetmem.transport.callers import (
 from fleetmem.transport.dispatch import internal_answer, precheck, visible_tools
 from fleetmem.transport.guard import LOOPBACK_HOSTS, LOOPBACK_SECURITY, EdgeGuard
 from fleetmem.transport.http_api import render_json
-from fleetmem.transport.invoker import InProcessInvoker
+from fleetmem.transport.invoker import EdgeCalls, InProcessInvoker
 from fleetmem.transport.listing import list_tool_definitions, tool_input_schema
 from fleetmem.transport.refusals import DEFAULT_TOKEN_COMMAND, MAX_REQUEST_BYTES, unauthorized_error
 
@@ -118,22 +118,9 @@ class ToolCalls:
     worker thread through the invoker (`limiter` bounds them), the result framed for MCP. Any
     exception is the `internal` answer: the SDK never turns an exception's text into a result."""
 
-    def __init__(
-        self,
-        invoker: Invoker,
-        caller_of: CallerFromContext,
-        *,
-        surface: Surface,
-        limiter: anyio.CapacityLimiter | None,
-        token_command: Sequence[str],
-        token_inputs: Sequence[Mapping[str, str]],
-    ) -> None:
-        self.invoker = invoker
+    def __init__(self, calls: EdgeCalls, caller_of: CallerFromContext) -> None:
+        self.calls = calls
         self.caller_of = caller_of
-        self.surface = surface
-        self.limiter = limiter
-        self.token_command = tuple(token_command)
-        self.token_inputs = tuple(token_inputs)
 
     async def __call__(self, ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
         cid = new_correlation_id()
@@ -154,16 +141,16 @@ class ToolCalls:
                 transport="mcp",
             )
             return _error_result(body)
+        calls = self.calls
         gate = precheck(
-            tool, arguments, caller, surface=self.surface, correlation_id=cid,
-            token_command=self.token_command, token_inputs=self.token_inputs,
+            tool, arguments, caller, surface=calls.surface, correlation_id=cid,
+            token_command=calls.token_command, token_inputs=calls.token_inputs,
         )
         if gate is not None:
             return _error_result(gate.body)
-        result = await anyio.to_thread.run_sync(
-            self.invoker.invoke, tool, arguments, caller, cid, limiter=self.limiter
-        )
-        allowed = {s.name for s in visible_tools(self.surface, caller)}
+        invoke = calls.invoker.invoke
+        result = await anyio.to_thread.run_sync(invoke, tool, arguments, caller, cid, limiter=calls.limiter)
+        allowed = {s.name for s in visible_tools(calls.surface, caller)}
         return to_call_tool_result(result, callable_tools=allowed)
 
 
@@ -191,9 +178,8 @@ def build_mcp_server(
     async def on_list_tools(ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
         return types.ListToolsResult(tools=list_tool_definitions(surface, caller_of(ctx)))
 
-    on_call_tool = ToolCalls(
-        invoker, caller_of, surface=surface, limiter=limiter, token_command=token_command, token_inputs=token_inputs
-    )
+    calls = EdgeCalls(invoker, surface, limiter, tuple(token_command), tuple(token_inputs))
+    on_call_tool = ToolCalls(calls, caller_of)
     return Server(
         SERVER_NAME,
         version=fleetmem.__version__,
@@ -238,19 +224,11 @@ def build_mcp_app(
             raise ValueError("build_mcp_app needs deps_factory or invoker")
         invoker = InProcessInvoker(deps_factory, surface=surface)
     limiter = anyio.CapacityLimiter(call_threads) if call_threads else None
+    calls = EdgeCalls(invoker, surface, limiter, tuple(token_command), tuple(token_inputs))
     server = build_mcp_server(
         invoker, surface=surface, limiter=limiter, token_command=token_command, token_inputs=token_inputs
     )
-
-    routes = AppRoutes(
-        invoker,
-        surface=surface,
-        limiter=limiter,
-        authorization_server=authorization_server,
-        public_url=public_url,
-        token_command=token_command,
-        token_inputs=token_inputs,
-    )
+    routes = AppRoutes(calls, authorization_server=authorization_server, public_url=public_url)
     security: TransportSecuritySettings | None = None  # off on another bind, as the SDK has it
     if behind_gateway:
         security = TransportSecuritySettings(enable_dns_rebinding_protection=False)
@@ -266,13 +244,7 @@ def build_mcp_app(
         custom_starlette_routes=routes.routes(),
     )
     app.add_middleware(
-        EdgeGuard,
-        caller_from_request=caller_from_request,
-        public_url=public_url,
-        token_command=token_command,
-        token_inputs=token_inputs,
-        limiter=limiter,
-        security=security,
+        EdgeGuard, calls=calls, caller_from_request=caller_from_request, public_url=public_url, security=security
     )
     return app
 

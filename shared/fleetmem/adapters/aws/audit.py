@@ -13,7 +13,7 @@ import time
 from typing import Any
 
 from fleetmem.adapters.aws import keys
-from fleetmem.adapters.aws.dynamo import DynamoStore, answers, parse_ts, query_all, ts
+from fleetmem.adapters.aws.dynamo import DynamoStore, answers, parse_ts, query_all, same_named, ts
 from fleetmem.adapters.aws.tables import AUDIT
 from fleetmem.models import AuditEvent
 
@@ -80,10 +80,7 @@ class DynamoAuditLog(DynamoStore):
 
 def _event_of(item: dict[str, Any]) -> AuditEvent:
     return AuditEvent(
-        tenant=item["tenant"],
-        subject=item["subject"],
-        action=item["action"],
-        actor=item["actor"],
+        **same_named(item, "tenant", "subject", "action", "actor"),
         at=parse_ts(item["at"]),  # type: ignore[arg-type]
         reason=item.get("reason"),
         provenance=item.get("provenance"),

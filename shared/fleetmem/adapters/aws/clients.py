@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from fleetmem.adapters.aws.dynamo import DynamoStore, answers, call, from_ddb, parse_ts, ts
+from fleetmem.adapters.aws.dynamo import DynamoStore, answers, call, from_ddb, parse_ts, same_named, ts
 from fleetmem.adapters.aws.tables import CLIENTS
 from fleetmem.errors import Conflict
 from fleetmem.models import ClientRecord
@@ -19,9 +19,7 @@ from fleetmem.models import ClientRecord
 def _item(r: ClientRecord) -> dict[str, Any]:
     return {
         "pk": r.token_hash,
-        "token_id": r.token_id,
-        "tenant": r.tenant,
-        "client_id": r.client_id,
+        **same_named(r, "token_id", "tenant", "client_id"),
         "scopes": sorted(r.scopes),
         "created_at": ts(r.created_at),
         "revoked_at": ts(r.revoked_at),
@@ -31,9 +29,7 @@ def _item(r: ClientRecord) -> dict[str, Any]:
 def _record(item: dict[str, Any]) -> ClientRecord:
     return ClientRecord(
         token_hash=item["pk"],
-        token_id=item["token_id"],
-        tenant=item["tenant"],
-        client_id=item["client_id"],
+        **same_named(item, "token_id", "tenant", "client_id"),
         scopes=frozenset(item.get("scopes") or ()),
         created_at=parse_ts(item["created_at"]),  # type: ignore[arg-type]
         revoked_at=parse_ts(item.get("revoked_at")),

@@ -11,7 +11,7 @@ import contextvars
 import itertools
 import secrets
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
@@ -234,6 +234,14 @@ def ts(dt: datetime | None) -> str | None:
     return iso(dt)
 
 
+def same_named(source: Any, *names: str) -> dict[str, Any]:
+    """The values stored under the same name on both sides: `names` read from an item (a mapping)
+    or from a record (its attributes), for the other side's keyword arguments or keys."""
+    if isinstance(source, Mapping):
+        return {n: source[n] for n in names}
+    return {n: getattr(source, n) for n in names}
+
+
 def parse_ts(value: Any) -> datetime | None:
     if value is None or value == "":
         return None
@@ -407,6 +415,24 @@ _NUMBER_ATTEMPTS = 64
 _NUMBER_PASSES = 16
 _WRITE_ATTEMPTS = 8
 _change_guess: dict[tuple[str, str], int] = {}
+
+
+def numbered_changes(table: str, tenant: str, seq: int, *, page_size: int) -> dict[str, Any]:
+    """The `by_change` Query of a tenant's numbered changes after `seq`, ascending: positions only
+    (`cs` below `PENDING`, D21: a pending change is never a position). The caller answers nothing
+    when `seq >= PENDING - 1` (nothing is above it, and that BETWEEN would be refused)."""
+    from fleetmem.adapters.aws import keys
+
+    return {
+        "TableName": table,
+        "IndexName": "by_change",
+        "KeyConditionExpression": "tp = :k AND cs BETWEEN :s AND :top",
+        "ExpressionAttributeValues": {
+            ":k": {"S": keys.tenant(tenant)}, ":s": {"N": str(int(seq) + 1)}, ":top": {"N": str(PENDING - 1)},
+        },
+        "ScanIndexForward": True,
+        "Limit": page_size,
+    }
 
 
 def pending_change() -> int:

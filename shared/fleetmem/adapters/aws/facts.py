@@ -26,6 +26,7 @@ from fleetmem.adapters.aws.dynamo import (
     chunks,
     from_ddb,
     number_pending,
+    numbered_changes,
     parallel,
     parse_ts,
     query_all,
@@ -368,11 +369,30 @@ class DynamoFactStore(DynamoStore):
 
     @staticmethod
     def _take(
-        facts: Iterator[Fact], *, now: datetime, active_only: bool, world_only: bool, limit: int
+        facts: Iterator[Fact],
+        *,
+        world_only: bool,
+        limit: int,
+        now: datetime | None = None,
+        active_only: bool = False,
+        keep: Callable[[Fact], bool] | None = None,
     ) -> list[Fact]:
+        """The first `limit` of `facts` that pass: active at `now` (`active_only`), world-visible
+        (`world_only`), and `keep`."""
         out: list[Fact] = []
         if limit <= 0:
             return out
+        for f in facts:
+            if active_only and now is not None and not f.is_active(now):
+                continue
+            if world_only and f.visibility != "world":
+                continue
+            if keep is not None and not keep(f):
+                continue
+            out.append(f)
+            if len(out) >= limit:
+                break
+        return out
         for f in facts:
             if active_only and not f.is_active(now):
                 continue
@@ -517,16 +537,7 @@ class DynamoFactStore(DynamoStore):
         """Numbered changes only (`cs` below 2**53: a pending one is never a position), ascending."""
         if int(seq) >= PENDING - 1:
             return []  # no number is above the largest position (and BETWEEN would be empty and refused)
-        req: dict[str, Any] = {
-            "TableName": self.table,
-            "IndexName": "by_change",
-            "KeyConditionExpression": "tp = :k AND cs BETWEEN :s AND :top",
-            "ExpressionAttributeValues": {
-                ":k": {"S": keys.tenant(tenant)}, ":s": {"N": str(int(seq) + 1)}, ":top": {"N": str(PENDING - 1)},
-            },
-            "ScanIndexForward": True,
-            "Limit": self._page_size(limit),
-        }
+        req = numbered_changes(self.table, tenant, seq, page_size=self._page_size(limit))
         out_: list[tuple[int, Fact]] = []
         horizon = settle_horizon(now, self.settle)
         if limit <= 0:
@@ -564,17 +575,8 @@ class DynamoFactStore(DynamoStore):
             "ScanIndexForward": True,
             "Limit": self._page_size(limit),
         }
-        out: list[Fact] = []
-        for item in fact_items(query_all(self._db, req), tenant):
-            fact = item_to_fact(item)
-            if fact.expired_at is not None or fact.superseded_by is not None:
-                continue
-            if world_only and fact.visibility != "world":
-                continue
-            out.append(fact)
-            if len(out) >= limit:
-                break
-        return out
+        found = (item_to_fact(item) for item in fact_items(query_all(self._db, req), tenant))
+        return self._take(found, keep=_lapsed_in_place, world_only=world_only, limit=limit)
 
     def change_floor(
         self, tenant: str, *, after: datetime | None, walk: bool = False, after_seq: int | None = None
@@ -666,3 +668,8 @@ class DynamoFactStore(DynamoStore):
         return backfill_changes(
             self._db, table=self.table, counter_key=self._counter_key(tenant), tp=keys.tenant(tenant), item_keys=found
         )
+
+
+def _lapsed_in_place(fact: Fact) -> bool:
+    """Expired by its validity, not replaced by another fact (what `expired_between` lists)."""
+    return fact.expired_at is None and fact.superseded_by is None

@@ -21,6 +21,7 @@ from fleetmem.adapters.aws.dynamo import (
     call,
     epoch,
     parse_ts,
+    same_named,
     to_ddb,
     translate_client_error,
     ts,
@@ -37,11 +38,8 @@ def idem_pk(tenant: str, client_id: str, verb: str, key: str) -> str:
 
 def _record(item: dict[str, Any]) -> IdempotencyRecord:
     return IdempotencyRecord(
-        tenant=item["tenant"],
-        client_id=item["client_id"],
-        verb=item["verb"],
+        **same_named(item, "tenant", "client_id", "verb", "request_hash"),
         key=item["ikey"],
-        request_hash=item["request_hash"],
         # results are stored as JSON text: DynamoDB has no float type and must not reshape them
         result=json.loads(item["result"]) if item.get("result") is not None else None,
         created_at=parse_ts(item["created_at"]),  # type: ignore[arg-type]

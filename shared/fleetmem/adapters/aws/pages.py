@@ -33,10 +33,12 @@ from fleetmem.adapters.aws.dynamo import (
     change_time,
     chunks,
     number_pending,
+    numbered_changes,
     parallel,
     parse_ts,
     query_all,
     read_counter,
+    same_named,
     settle_horizon,
     to_ddb,
     transact_pending,
@@ -88,8 +90,7 @@ def _position(at: datetime, slug: str) -> str:
 
 def _head_attrs(page: Page) -> dict[str, Any]:
     return {
-        "slug": page.slug,
-        "title": page.title,
+        **same_named(page, "slug", "title"),
         "ptype": page.type,
         "visibility": page.visibility,
         "updated_at": ts(page.updated_at),
@@ -490,17 +491,7 @@ class DynamoPageStore(DynamoStore):
         if limit <= 0 or int(seq) >= PENDING - 1:
             return out  # nothing is numbered above the largest position (BETWEEN would be refused)
         horizon = settle_horizon(now, self.settle)
-        req: dict[str, Any] = {
-            "TableName": self.table,
-            "IndexName": "by_change",
-            # numbered changes only (D21: pending ones are never positions)
-            "KeyConditionExpression": "tp = :k AND cs BETWEEN :s AND :top",
-            "ExpressionAttributeValues": {
-                ":k": {"S": keys.tenant(tenant)}, ":s": {"N": str(int(seq) + 1)}, ":top": {"N": str(PENDING - 1)},
-            },
-            "ScanIndexForward": True,
-            "Limit": max(10, min(limit * 2, 500)),
-        }
+        req = numbered_changes(self.table, tenant, seq, page_size=max(10, min(limit * 2, 500)))
         for item in self._query(tenant, req):
             if horizon is not None and change_time(item, "updated_at") > str(ts(horizon)):
                 break  # not settled: an earlier number may still be on its way into the index
