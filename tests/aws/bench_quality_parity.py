@@ -137,6 +137,8 @@ def test_conversations_set_shipped_ranking_beats_plain_rrf_on_both_backends(
             # covering each part of a multi-entity question fills the top 5 with more of its pieces
             best_hit = per_ranking["best-hit"]
             assert shipped["multi-entity"]["all@5"] >= best_hit["multi-entity"]["all@5"] + 0.05, (backend, form)
+            # a list question's topic, kept to the people it names, finds their pieces
+            assert shipped["aggregate"]["all@5"] >= best_hit["aggregate"]["all@5"] + 0.05, (backend, form)
     # The same ranking on both backends. The keyword arms differ (module docstring), so the
     # whole-query ranking already differs by up to ~0.05 on fact temporal questions per half
     # (docs/search-quality.md); covering the parts must not widen that gap by more than 0.03 on any kind.

@@ -22,6 +22,8 @@ SEED = 1207
 CONVERSATIONS = 16
 #: Questions per conversation whose answer is spread over 2-4 news turns of different sessions.
 MULTI_ENTITY = 8
+#: Aggregate questions per conversation at most: one topic, the news of one or more people about it.
+AGGREGATE = 8
 OUT = Path(__file__).with_name("conversations.json")
 
 NAMES = [
@@ -548,6 +550,7 @@ def build(seed: int = SEED) -> dict:
     rng = random.Random(seed)
     conversations, questions = [], []
     qn = 0
+    deferred: list[tuple] = []  # per conversation: what aggregate() needs, asked after every other question
 
     def ask(conv: str, kind: str, text: str, evidence: list[str]) -> None:
         nonlocal qn
@@ -721,6 +724,11 @@ def build(seed: int = SEED) -> dict:
                 past = ev["past"]
                 ask(cid, "temporal", form.format(p=person, x=past_tense(past)), later)
         multi_entity(random.Random(f"{seed}-{cid}"), cid, told, tag_turn, by_id, counts, ask)
+        deferred.append((cid, people, told, tag_turn, by_id))
+    # Aggregate questions come after all the others, from their own random stream, so the other
+    # questions keep their ids.
+    for cid, people, told, tag_turn, by_id in deferred:
+        aggregate(random.Random(f"{seed}-aggregate-{cid}"), cid, people, told, tag_turn, by_id, ask)
     return {"seed": seed, "conversations": conversations, "questions": questions}
 
 
@@ -749,6 +757,89 @@ def multi_entity(rng: random.Random, cid: str, told: list, tag_turn: dict, by_id
         asked = [asked[0]] + [a[0].lower() + a[1:] for a in asked[1:]]
         text = (", ".join(asked[:-1]) + (", and " if len(asked) > 2 else " and ") + asked[-1]) + "?"
         ask(cid, "multi-entity", text, [t for _, _, t in parts])
+
+
+# Topics an aggregate question names (never the pieces): the events of each, and question forms
+# ({who}: one person, "A and B", or "A, B and C"; {each}: " each" and {has}: "have" when several
+# people are asked).
+TOPICS: list[dict] = [
+    dict(
+        id="hobbies",
+        events={"pottery", "guitar", "climbing", "chess", "language", "swim", "cooking", "garden", "podcast"},
+        q=["What new hobbies {has} {who} taken on?", "Which pastimes did {who}{each} get into lately?"],
+    ),
+    dict(
+        id="places",
+        events={"marathon", "concert", "camping", "scuba"},
+        q=["Which places {has} {who} been to recently?", "Where did {who}{each} go on their outings and trips?"],
+    ),
+    dict(
+        id="milestones",
+        events={"marathon", "exam", "scuba", "climbing", "promotion", "chess"},
+        q=["What milestones did {who} reach?", "Which achievements did {who}{each} celebrate?"],
+    ),
+    dict(
+        id="home",
+        events={"puppy", "baby", "moving", "renovation", "wedding", "allergy"},
+        q=["What family or household news did {who} have?", "What changed at home for {who}?"],
+    ),
+    dict(
+        id="work",
+        events={"promotion", "newjob", "podcast", "volunteer"},
+        q=["What work news did {who} share?", "How are things at work for {who}?"],
+    ),
+    dict(
+        id="health",
+        events={"surgery", "allergy", "swim", "marathon"},
+        q=["What health news did {who} share?", "How {has} {who} been doing physically?"],
+    ),
+    dict(
+        id="outdoors",
+        events={"camping", "garden", "swim", "marathon", "climbing", "scuba"},
+        q=["What {has} {who} been doing outdoors?", "Which active things did {who}{each} do?"],
+    ),
+    dict(
+        id="learning",
+        events={"language", "guitar", "pottery", "exam", "scuba", "book"},
+        q=["What {has} {who} been learning?", "Which skills did {who}{each} work on?"],
+    ),
+    dict(
+        id="purchases",
+        events={"guitar", "car", "moving", "renovation"},
+        q=["What big things did {who} buy or spend on?", "Which purchases did {who}{each} make?"],
+    ),
+]
+
+
+def aggregate(rng: random.Random, cid: str, people: list, told: list, tag_turn: dict, by_id: dict, ask) -> None:
+    """Up to AGGREGATE questions that name a topic and one or more people, never the pieces ("What new
+    hobbies have Maya and Daniel taken up?"): the evidence is every news turn of those people about
+    the topic, 2-4 turns in as many sessions about at least two different events. The small talk and
+    reactions of the same sessions stay around them."""
+    groups = [[p] for p in people] + [[a, b] for i, a in enumerate(people) for b in people[i + 1 :]]
+    if len(people) == 3:
+        groups.append(list(people))
+    candidates = []
+    for topic in TOPICS:
+        for group in groups:
+            ev = [(p, e) for p, e, _ in told if p in group and e["id"] in topic["events"]]
+            turns = sorted({tag_turn[("event", e["id"], p)] for p, e in ev})
+            sessions = {by_id[t]["session"] for t in turns}
+            if 2 <= len(turns) <= 4 and len(sessions) == len(turns) and len({e["id"] for _, e in ev}) >= 2:
+                if all(any(p == q for q, _ in ev) for p in group):  # every person named has a piece
+                    candidates.append((topic, group, turns))
+    rng.shuffle(candidates)
+    made: set[tuple[str, ...]] = set()
+    for topic, group, turns in candidates:
+        if len(made) == AGGREGATE:
+            break
+        if tuple(turns) in made:
+            continue
+        made.add(tuple(turns))
+        who = group[0] if len(group) == 1 else ", ".join(group[:-1]) + " and " + group[-1]
+        several = len(group) > 1
+        text = rng.choice(topic["q"]).format(who=who, each=" each" if several else "", has="have" if several else "has")
+        ask(cid, "aggregate", text, turns)
 
 
 _PAST = {

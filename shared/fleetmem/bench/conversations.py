@@ -36,7 +36,7 @@ from fleetmem.memory.ranking import RANKINGS
 
 K = 30
 FORMS = ("pages", "facts")
-KINDS = ("single-hop", "multi-hop", "multi-entity", "temporal", "paraphrase", "adversarial", "all")
+KINDS = ("single-hop", "multi-hop", "multi-entity", "aggregate", "temporal", "paraphrase", "adversarial", "all")
 #: Every conversation is in one split (its "split" field): rankings are tuned on "tuning" only.
 SPLITS = ("tuning", "held-out")
 MONTHS = [

@@ -36,6 +36,22 @@ Public functions:
   (`search.hybrid_search`) covers the whole query's shipped ranking and each part's; a query of
   one part costs nothing more, one of n parts n more searches and one batched embedding call.
   Measured on the held-out conversations (docs/search-quality.md).
+- `topic(query) -> str | None`: what a list question asks about, without the names it gives
+  ("Which hobbies have Maya and Leo taken up?" -> "Which hobbies have and taken up?"). A list
+  question says "each" / "both" / "all" / "every" / "things", starts "what/which <plural noun>", or
+  joins two names with "and"; names are capitalised words after the first (not months or
+  weekdays). None for any other query, one that names no one, or one that names a day (the day
+  narrows it already).
+- `searches(query) -> (texts, topic)`: the texts searched besides the query itself: its parts, then
+  its topic.
+- `named(query, ranking, titles)`: the topic's ranking kept to the hits titled by an entity the
+  query names, those titled by more of its names first (empty when it names none).
+- `statements_first(ranking, texts)`: hits whose text is a question ("Was it as good as you
+  hoped?") after the others.
+  Recall ranks a list question's topic hits, kept to the people it names and statements first,
+  ahead of the whole query's (`search.hybrid_search`): the names fill the whole query's vector with
+  those people's small talk, the topic without them finds each person's pieces. One more search
+  in the same concurrent round and one more text in the embedding call, for list questions only.
 """
 
 from __future__ import annotations
@@ -98,6 +114,61 @@ def parts(query: str) -> list[str]:
     if not 2 <= len(found) <= MAX_PARTS or not all(_ASKS_START.match(p) and len(p.split()) >= 3 for p in found):
         return [query]
     return found
+
+
+#: A question that asks for a list: "each", "both", "all", "every", "things", "what/which"
+#: followed by a plural noun ("Which places has Maya been to?"), or two names joined
+#: by "and" ("What have Leo and Ana been learning?").
+_SEVERAL = re.compile(
+    r"(?i:\b(?:each|both|all|every|things)\b)"
+    r"|^(?i:what|which)\s+(?:[a-z]\w*\s+)?(?!(?:is|was|does|has)\b)[a-z]\w{2,}s\b"
+    r"|\b[A-Z]\w+,?\s+and\s+[A-Z]\w+"
+)
+_CALENDAR = (
+    "january february march april may june july august september october november december "
+    "monday tuesday wednesday thursday friday saturday sunday"
+).split()
+#: A capitalised word after the first (with its "'s"), not a month or a weekday: a name.
+_NAME = re.compile(r"(?<=\s)(?!(?i:" + "|".join(_CALENDAR) + r")s?\b)[A-Z]\w*(?:['’]s)?")
+
+
+def topic(query: str) -> str | None:
+    """What a list question asks about, without the names it gives ("Which places have Maya and
+    Daniel been to?" -> "Which places have and been to?"); None when the query does not ask for a
+    list or names nobody (a capitalised word after the first)."""
+    if not _SEVERAL.search(query) or dates_in(query) or _RELATIVE.search(query):
+        return None
+    stripped = " ".join(_NAME.sub(" ", query).split())
+    return stripped if stripped != " ".join(query.split()) else None
+
+
+def searches(query: str) -> tuple[list[str], str | None]:
+    """The texts searched besides the query itself: its parts (when it asks several questions) and
+    then its topic (when it asks for a list); the second item is that topic or None."""
+    asked = parts(query)
+    extra = asked if len(asked) > 1 else []
+    about = topic(query)
+    return ([*extra, about] if about else extra), about
+
+
+def named(query: str, ranking: list[tuple[str, float]], titles: dict[str, str]) -> list[tuple[str, float]]:
+    """`ranking` (of the query's topic) kept to the hits titled by an entity the query names
+    (`titles`: doc id -> title of every hit the query's searches returned); empty when the query
+    names none of them (the topic alone is not what was asked). Hits titled by more of the names come
+    first, each group in its order."""
+    q = _words(query)
+    words = {d: _words(t) for d, t in titles.items()}
+    entity = q & set().union(*words.values()) if words else set()
+    kept = [(d, s) for d, s in ranking if words.get(d, set()) & entity] if entity else []
+    # A hit titled by more of the names first ("Daniel Moreau" before another Daniel).
+    return sorted(kept, key=lambda e: -len(words[e[0]] & entity))
+
+
+def statements_first(ranking: list[tuple[str, float]], texts: dict[str, str]) -> list[tuple[str, float]]:
+    """`ranking` with the hits whose text is itself a question ("Was it as good as you hoped?") after
+    the others, each group in its order: an answer is stated, not asked."""
+    asks = {d for d, _ in ranking if texts.get(d, "").rstrip().endswith("?")}
+    return [e for e in ranking if e[0] not in asks] + [e for e in ranking if e[0] in asks]
 
 
 def cover(rankings: list[list[tuple[str, float]]]) -> list[tuple[str, float]]:

@@ -9,12 +9,15 @@ Public API:
   benchmark). A query that asks several questions at once (`ranking.parts`) also searches each part
   (one SearchIndex call per part; the vectors come from the query's one embedding call) and interleaves the rankings
   (`ranking.cover`) so each part's best hit reaches the top; the query's and the parts' searches
-  run concurrently (`Deps.gather`: one round of parallel calls). No embedder, an embedder raising
+  run concurrently (`Deps.gather`: one round of parallel calls). A list question (`ranking.topic`:
+  "Which hobbies have Maya and Leo taken up?") also searches its topic without the names, in the
+  same round; the topic's hits titled by the people named (`ranking.named`; statements before
+  questions, `ranking.statements_first`) lead, the whole query's follow. No embedder, an embedder raising
   `Unavailable`, or a failing vector arm -> keyword-only, with `degraded` holding the reason
   (never an error).
   Pass `embedded=query_vector(deps, text)` to reuse one embedding across several searches.
 - `query_vector(deps, text) -> Embedded`: the one embedding call a search needs (the query and, when
-  it asks several questions, each of them, in one batch).
+  it asks several questions, each of them, and its topic, in one batch).
 - `SearchResult`: `hits` (fused, best first, each a `Fused`), `degraded: str | None`,
   `query_tokens`.
 - `Fused`: `hit` (the SearchHit), `score` (fused), `keyword_rank` / `vector_rank` (1-based or None),
@@ -44,7 +47,7 @@ from functools import partial
 from typing import NamedTuple
 
 from fleetmem.errors import Unavailable
-from fleetmem.memory.ranking import SHIPPED, cover, fuse, parts
+from fleetmem.memory.ranking import SHIPPED, cover, fuse, named, searches, statements_first
 from fleetmem.memory.slugs import normalize_alias
 from fleetmem.memory.vectors import pack
 from fleetmem.models import SearchHit, SearchQuery
@@ -86,9 +89,9 @@ class SearchResult:
 def query_vector(deps: Deps, text: str) -> Embedded:
     if deps.embedder is None:
         return Embedded(None, deps.diagnostics.embedder_problem or "no embedding model is configured")
-    asked = parts(text)
-    try:  # the query and its parts in one call
-        vecs = deps.embedder.embed([text, *asked] if len(asked) > 1 else [text])
+    extra, _ = searches(text)
+    try:  # the query, its parts and its topic in one call
+        vecs = deps.embedder.embed([text, *extra])
     except Unavailable as exc:
         return Embedded(None, f"embedding model unavailable ({exc.reason or 'provider error'})")
     return Embedded(pack(vecs[0]), None, tuple(pack(v) for v in vecs[1:]))
@@ -106,17 +109,17 @@ def hybrid_search(
     ranking: str = SHIPPED,
 ) -> SearchResult:
     vector, degraded, part_vectors = embedded if embedded is not None else query_vector(deps, text)
-    searches: list[tuple[str, bytes | None]] = [(text, vector)]
-    asked = parts(text) if ranking == SHIPPED else [text]
-    if len(asked) > 1:  # each part is searched too, with its vector when the query has one
-        searches += list(zip(asked, part_vectors or [None] * len(asked), strict=True))
-    found = deps.gather(*[partial(_arms, deps, tenant, t, v, kinds, world_only, k) for t, v in searches])
+    asking: list[tuple[str, bytes | None]] = [(text, vector)]
+    extra, about = searches(text) if ranking == SHIPPED else ([], None)
+    if extra:  # each part and the topic are searched too, with their vectors when the query has one
+        asking += list(zip(extra, part_vectors or [None] * len(extra), strict=True))
+    found = deps.gather(*[partial(_arms, deps, tenant, t, v, kinds, world_only, k) for t, v in asking])
     by_id: dict[str, SearchHit] = {}
     kw_rank: dict[str, int] = {}
     vec_rank: dict[str, int] = {}
     cos: dict[str, float] = {}
     rankings = []
-    for (asking, _), (keyword, vector_hits, problem) in zip(searches, found, strict=True):
+    for (asked, _), (keyword, vector_hits, problem) in zip(asking, found, strict=True):
         degraded = degraded or problem
         for rank, h in enumerate(keyword, start=1):
             by_id.setdefault(h.doc_id, h)
@@ -125,7 +128,13 @@ def hybrid_search(
             by_id.setdefault(h.doc_id, h)
             vec_rank.setdefault(h.doc_id, rank)
             cos.setdefault(h.doc_id, h.score)
-        rankings.append(fuse(ranking, asking, keyword, vector_hits))
+        rankings.append(fuse(ranking, asked, keyword, vector_hits))
+    if about is not None:
+        # A list question: its topic's hits, kept to the entities it names (statements before
+        # questions), lead; the whole query's hits (the small talk of the people named first) follow.
+        titles = {d: h.title for d, h in by_id.items()}
+        topical = statements_first(named(text, rankings[-1], titles), {d: h.text for d, h in by_id.items()})
+        rankings = [cover([topical + rankings[0]]) if topical else rankings[0], *rankings[1:-1]]
     fused = cover(rankings) if len(rankings) > 1 else rankings[0]
     return SearchResult(
         hits=[Fused(by_id[d], s, kw_rank.get(d), vec_rank.get(d), cos.get(d)) for d, s in fused],

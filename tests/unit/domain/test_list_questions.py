@@ -1,0 +1,91 @@
+"""List questions ("Which hobbies have Maya and Leo taken up?"): their topic is searched without the
+names and ranked among the hits of the people named (`ranking.topic` / `named` / `statements_first`,
+used by `search.hybrid_search`), so the small talk of those people no longer fills the top k."""
+
+from __future__ import annotations
+
+from fleetmem.memory import search
+from fleetmem.memory.ranking import BEST_HIT, named, searches, statements_first, topic
+from fleetmem.models import SearchHit, SearchHits, SearchQuery
+
+
+def hit(doc_id: str, text: str, title: str) -> SearchHit:
+    return SearchHit(doc_id=doc_id, kind="fact", slug=title, title=title, text=text, fact_id=doc_id, score=0.5)
+
+
+def test_a_list_question_has_a_topic_without_its_names():
+    assert topic("Which hobbies have Maya and Leo taken up?") == "Which hobbies have and taken up?"
+    assert topic("What did Leo and Ana each adopt?") == "What did and each adopt?"
+    assert topic("What milestones did Jonas reach?") == "What milestones did reach?"
+    # Months and weekdays are not names; a question naming a day is narrowed by the day already.
+    assert topic("What charity work does Lena do on all Saturdays?") == "What charity work does do on all Saturdays?"
+    assert topic("What news did Maya share on 14 March 2026?") is None
+    # One thing asked, or no name to take out: no topic.
+    for one in (
+        "What is Tomás allergic to?",
+        "Which band did Lena see at the Ziggo Dome?",
+        "Did Kwame recently step into a leadership role?",
+        "which things are loud?",
+    ):
+        assert topic(one) is None, one
+
+
+def test_the_topic_is_searched_after_the_parts():
+    asked = "What breed is the puppy Maya adopted, and which hobbies have Maya and Leo taken up?"
+    extra, about = searches(asked)
+    assert about == "What breed is the puppy adopted, and which hobbies have and taken up?"
+    assert extra == ["What breed is the puppy Maya adopted", "which hobbies have Maya and Leo taken up", about]
+    assert searches("Where is the team retreat happening?") == ([], None)
+
+
+def test_named_keeps_the_hits_of_the_people_asked_about_most_names_first():
+    titles = {"a": "Maya Moreau", "b": "Ana", "c": "Maya Sato", "d": "Maya Moreau"}
+    ranking = [("b", 0.9), ("c", 0.8), ("a", 0.7), ("d", 0.6)]
+    assert named("What did Maya Moreau buy?", ranking, titles) == [("a", 0.7), ("d", 0.6), ("c", 0.8)]
+    assert named("What did somebody buy?", ranking, titles) == []
+
+
+def test_statements_come_before_questions():
+    texts = {"q": "Was it as good as you hoped?", "s": "I adopted a beagle.", "t": "Started pottery."}
+    ranking = [("q", 0.9), ("s", 0.8), ("t", 0.7)]
+    assert [d for d, _ in statements_first(ranking, texts)] == ["s", "t", "q"]
+
+
+class CannedSearch:
+    """A SearchIndex answering canned arms per query text (the topic's differ from the whole query's)."""
+
+    write_through = False
+
+    def __init__(self, arms: dict[str, list[SearchHit]]) -> None:
+        self.arms = arms
+        self.asked: list[str] = []
+
+    def search(self, query: SearchQuery) -> SearchHits:
+        self.asked.append(query.text)
+        return SearchHits(keyword=(), vector=tuple(self.arms.get(query.text, [])))
+
+
+def test_a_list_question_ranks_each_named_persons_pieces_before_their_small_talk(deps):
+    said = [("Maya", "Morning!"), ("Leo", "Long day."), ("Maya", "Ha!")]
+    chat = [hit(f"chat{i}", t, p) for i, (p, t) in enumerate(said)]
+    pottery = hit("pottery", "I signed up for a pottery class.", "Maya")
+    guitar = hit("guitar", "I bought an acoustic guitar.", "Leo")
+    asked = hit("asked", "Any new hobbies?", "Leo")
+    chess = hit("chess", "I play chess online every evening.", "Ana")  # not asked about
+    question = "Which hobbies have Maya and Leo taken up?"
+    index = CannedSearch(
+        {
+            question: [*chat, pottery, guitar],
+            "Which hobbies have and taken up?": [chess, asked, pottery, guitar, chat[1]],
+        }
+    )
+    deps.search = index
+    found = [f.hit.doc_id for f in search.hybrid_search(deps, "t1", question, kinds=("fact",)).hits]
+    assert index.asked == [question, "Which hobbies have and taken up?"]
+    assert found[:3] == ["pottery", "guitar", "chat1"]
+    assert "chess" not in found and found.index("asked") > found.index("guitar")
+    assert set(found) == {"pottery", "guitar", "asked", *(c.doc_id for c in chat)}
+    # The whole query alone (what recall ranked before) lists the small talk first.
+    alone = search.hybrid_search(deps, "t1", question, kinds=("fact",), ranking=BEST_HIT)
+    best_hit = [f.hit.doc_id for f in alone.hits]
+    assert best_hit[:3] == ["chat0", "chat1", "chat2"]
