@@ -1,8 +1,11 @@
-"""The import graph keeps its contracts (`[tool.importlinter]` in pyproject.toml): nothing beneath
+"""The import graph keeps its contracts (`[tool.importlinter]` in pyproject.toml): the house in
+layers (the CLI, hooks, remote, lanes, transport, wiring, adapters, contract, domain, ports, models
+— each imports only the layers below it), the two backends independent of each other, nothing beneath
 the CLI (remote, lanes, hooks, transport, memory, adapters, ...) imports `fleetmem.cli`, directly or
 through another module; the call contract (`fleetmem.contract`) imports no transport, adapter or
 CLI, and no adapter imports a transport; and the domain reaches no AWS SDK, OpenSearch client or
-MCP. `lint-imports` builds the graph with grimp, which sees imports inside functions too.
+MCP. `lint-imports` builds the graph with grimp, which sees imports inside functions too. And no
+two modules import each other, directly or through others (imports only read by type checkers aside).
 """
 
 from __future__ import annotations
@@ -26,3 +29,18 @@ def test_the_import_contracts_are_kept() -> None:
     )
     assert run.returncode == 0, f"lint-imports found a broken import contract:\n{run.stdout}\n{run.stderr}"
     assert "0 broken" in run.stdout
+
+
+def test_no_module_imports_itself_through_others() -> None:
+    import grimp
+
+    graph = grimp.build_graph("fleetmem", cache_dir=None, exclude_type_checking_imports=True)
+    circles = sorted(
+        {
+            tuple(sorted((module, imported)))
+            for module in graph.modules
+            for imported in graph.find_modules_directly_imported_by(module)
+            if graph.chain_exists(importer=imported, imported=module)
+        }
+    )
+    assert circles == [], f"modules in an import circle (each reaches the other): {circles}"

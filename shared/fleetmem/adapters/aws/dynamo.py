@@ -417,24 +417,6 @@ _WRITE_ATTEMPTS = 8
 _change_guess: dict[tuple[str, str], int] = {}
 
 
-def numbered_changes(table: str, tenant: str, seq: int, *, page_size: int) -> dict[str, Any]:
-    """The `by_change` Query of a tenant's numbered changes after `seq`, ascending: positions only
-    (`cs` below `PENDING`, D21: a pending change is never a position). The caller answers nothing
-    when `seq >= PENDING - 1` (nothing is above it, and that BETWEEN would be refused)."""
-    from fleetmem.adapters.aws import keys
-
-    return {
-        "TableName": table,
-        "IndexName": "by_change",
-        "KeyConditionExpression": "tp = :k AND cs BETWEEN :s AND :top",
-        "ExpressionAttributeValues": {
-            ":k": {"S": keys.tenant(tenant)}, ":s": {"N": str(int(seq) + 1)}, ":top": {"N": str(PENDING - 1)},
-        },
-        "ScanIndexForward": True,
-        "Limit": page_size,
-    }
-
-
 def pending_change() -> int:
     """A fresh pending change number: 2**53 + (nanosecond clock, 20 random bits), times 4 so a
     write may use up to 4 consecutive values. Unique per write, roughly time-ordered, and exact as a

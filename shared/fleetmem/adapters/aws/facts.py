@@ -26,7 +26,6 @@ from fleetmem.adapters.aws.dynamo import (
     chunks,
     from_ddb,
     number_pending,
-    numbered_changes,
     parallel,
     parse_ts,
     query_all,
@@ -537,7 +536,7 @@ class DynamoFactStore(DynamoStore):
         """Numbered changes only (`cs` below 2**53: a pending one is never a position), ascending."""
         if int(seq) >= PENDING - 1:
             return []  # no number is above the largest position (and BETWEEN would be empty and refused)
-        req = numbered_changes(self.table, tenant, seq, page_size=self._page_size(limit))
+        req = keys.numbered_changes(self.table, tenant, seq, page_size=self._page_size(limit))
         out_: list[tuple[int, Fact]] = []
         horizon = settle_horizon(now, self.settle)
         if limit <= 0:

@@ -16,7 +16,7 @@ import logging
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from fleetmem.adapters.aws.dynamo import from_ddb
+from fleetmem.adapters.aws.dynamo import PENDING, from_ddb
 from fleetmem.tokens import id_problem
 
 log = logging.getLogger("fleetmem.keys")
@@ -82,3 +82,19 @@ def owned_items(raws: Iterable[dict[str, Any] | None], tenant_id: str, *, table:
         item = from_ddb(raw)
         if item and owned(item, tenant_id, table=table):
             yield item
+
+
+def numbered_changes(table: str, tenant_id: str, seq: int, *, page_size: int) -> dict[str, Any]:
+    """The `by_change` Query of a tenant's numbered changes after `seq`, ascending: positions only
+    (`cs` below `PENDING`, D21: a pending change is never a position). The caller answers nothing
+    when `seq >= PENDING - 1` (nothing is above it, and that BETWEEN would be refused)."""
+    return {
+        "TableName": table,
+        "IndexName": "by_change",
+        "KeyConditionExpression": "tp = :k AND cs BETWEEN :s AND :top",
+        "ExpressionAttributeValues": {
+            ":k": {"S": tenant(tenant_id)}, ":s": {"N": str(int(seq) + 1)}, ":top": {"N": str(PENDING - 1)},
+        },
+        "ScanIndexForward": True,
+        "Limit": page_size,
+    }

@@ -33,7 +33,6 @@ from fleetmem.adapters.aws.dynamo import (
     change_time,
     chunks,
     number_pending,
-    numbered_changes,
     parallel,
     parse_ts,
     query_all,
@@ -491,7 +490,7 @@ class DynamoPageStore(DynamoStore):
         if limit <= 0 or int(seq) >= PENDING - 1:
             return out  # nothing is numbered above the largest position (BETWEEN would be refused)
         horizon = settle_horizon(now, self.settle)
-        req = numbered_changes(self.table, tenant, seq, page_size=max(10, min(limit * 2, 500)))
+        req = keys.numbered_changes(self.table, tenant, seq, page_size=max(10, min(limit * 2, 500)))
         for item in self._query(tenant, req):
             if horizon is not None and change_time(item, "updated_at") > str(ts(horizon)):
                 break  # not settled: an earlier number may still be on its way into the index
