@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -63,6 +64,15 @@ ENV_HEARTBEATS = "FLEETMEM_HEARTBEATS"
 ENV_CALL_THREADS = "FLEETMEM_CALL_THREADS"
 #: D2: seconds an in-flight idempotency claim holds its key before a retry may take it over
 ENV_IDEMPOTENCY_LEASE_S = "FLEETMEM_IDEMPOTENCY_LEASE_S"
+#: client side: a saved endpoint, the bearer token, where profiles and hook state live, the MCP
+#: mode of the remote lane, the hook timeout, and the verb subcommands' exit code on an empty result
+ENV_PROFILE = "FLEETMEM_PROFILE"
+ENV_TOKEN = "FLEETMEM_TOKEN"  # noqa: S105 (a variable name)
+ENV_CONFIG_DIR = "FLEETMEM_CONFIG_DIR"
+ENV_STATE_DIR = "FLEETMEM_STATE_DIR"
+ENV_MCP_MODE = "FLEETMEM_MCP_MODE"
+ENV_HOOK_TIMEOUT = "FLEETMEM_HOOK_TIMEOUT"
+ENV_FAIL_ON_EMPTY = "FLEETMEM_FAIL_ON_EMPTY"
 ENV_REGION = "AWS_REGION"
 ENV_DEFAULT_REGION = "AWS_DEFAULT_REGION"
 
@@ -135,8 +145,112 @@ def idempotency_lease_value(text: str) -> int:
         ) from None
 
 
+def _flag(name: str) -> bool:
+    return _env(name).lower() in {"1", "true", "yes"}
+
+
+def _int(name: str, default: int) -> int:
+    return int(_env(name) or default)
+
+
+# Settings are grouped by who reads them. `Settings` is what every process that opens the
+# backend reads (verbs, `fleetmem serve`, the CLI); the edge, the authorizer, the scheduled jobs
+# and the client each read their own group, so a verb function never parses what it does not use.
+
+
+@dataclass(frozen=True)
+class ServeSettings:
+    """`fleetmem serve`, the local MCP server."""
+
+    host: str = "127.0.0.1"
+    port: int = 8765
+    #: calls run on at most this many threads at once
+    call_threads: int = DEFAULT_CALL_THREADS
+    #: Cognito issuer for the protected-resource metadata document (the edge's MCP app too).
+    authorization_server: str = ""
+
+    @classmethod
+    def from_env(cls) -> ServeSettings:
+        return cls(
+            call_threads=call_threads_value(_env(ENV_CALL_THREADS) or str(DEFAULT_CALL_THREADS)),
+            authorization_server=_env(ENV_AUTHORIZATION_SERVER),
+        )
+
+
+@dataclass(frozen=True)
+class AwsSettings:
+    """The AWS backend's DynamoDB stores."""
+
+    region: str = ""
+    table_prefix: str = "fleetmem"
+    #: D14 settle horizon for the DynamoDB change indexes (0: read them as written, e.g. DynamoDB Local)
+    change_settle_ms: int = 0
+
+    @classmethod
+    def from_env(cls) -> AwsSettings:
+        return cls(
+            region=_env(ENV_REGION, _env(ENV_DEFAULT_REGION, "")),
+            table_prefix=_env(ENV_TABLE_PREFIX, "fleetmem"),
+            change_settle_ms=_int(ENV_CHANGE_SETTLE_MS, 0),
+        )
+
+
+@dataclass(frozen=True)
+class SearchSettings:
+    """The AWS backend's OpenSearch index."""
+
+    endpoint: str = ""
+    service: str = "es"  # es (managed domain) | aoss (serverless)
+    index_prefix: str = "fleetmem"
+    replicas: int = 0
+    #: index writes synchronously (no stream indexer runs, e.g. DynamoDB Local + a local engine)
+    write_through: bool = False
+
+    @classmethod
+    def from_env(cls) -> SearchSettings:
+        return cls(
+            endpoint=_env(ENV_OPENSEARCH_ENDPOINT),
+            service=_env(ENV_OPENSEARCH_SERVICE, "es"),
+            index_prefix=_env(ENV_OPENSEARCH_INDEX_PREFIX, "fleetmem"),
+            replicas=replicas_value(_env(ENV_OPENSEARCH_REPLICAS) or "0"),
+            write_through=_flag(ENV_OPENSEARCH_WRITE_THROUGH),
+        )
+
+
+@dataclass(frozen=True)
+class BedrockSettings:
+    """The AWS backend's embedding model and LLM."""
+
+    embedding_model: str = "amazon.titan-embed-text-v2:0"
+    embedding_dim: int = 1024
+    llm_model: str = ""
+
+    @classmethod
+    def from_env(cls) -> BedrockSettings:
+        return cls(
+            embedding_model=_env(ENV_BEDROCK_EMBEDDING_MODEL, "amazon.titan-embed-text-v2:0"),
+            embedding_dim=int(_env(ENV_BEDROCK_EMBEDDING_DIM, "1024")),
+            llm_model=_env(ENV_BEDROCK_LLM_MODEL),
+        )
+
+
+@dataclass(frozen=True)
+class SigningSettings:
+    """The invoke-payload key: the edge signs with it, every verb function checks with it."""
+
+    secret_arn: str = ""
+    key_ttl_s: int = DEFAULT_SIGNING_KEY_TTL_S
+
+    @classmethod
+    def from_env(cls) -> SigningSettings:
+        ttl = _int(ENV_SIGNING_KEY_TTL_S, DEFAULT_SIGNING_KEY_TTL_S)
+        return cls(secret_arn=_env(ENV_INVOKE_SIGNING_SECRET_ARN), key_ttl_s=ttl)
+
+
 @dataclass(frozen=True)
 class Settings:
+    """What a process that opens the backend reads: a verb, `fleetmem serve`, the CLI."""
+
     backend: str = "local"  # local | aws
     data_dir: Path = field(default_factory=default_data_dir)
     #: local embedder: "minilm" (ONNX MiniLM from model_dir), "hash" (tests only), "none"
@@ -144,42 +258,53 @@ class Settings:
     model_dir: Path = field(default_factory=default_model_dir)
     llm: str = "none"  # none | bedrock
     surface: Surface = "full"
-    host: str = "127.0.0.1"
-    port: int = 8765
-    #: `fleetmem serve`: calls run on at most this many threads at once
-    call_threads: int = DEFAULT_CALL_THREADS
     deadline_ms: int = 2000
     #: D2: seconds an in-flight idempotency claim holds its key (keep it above any write's run time)
     idempotency_lease_s: int = IDEMPOTENCY_LEASE_SECONDS
-    #: AWS backend
-    region: str = ""
-    table_prefix: str = "fleetmem"
-    opensearch_endpoint: str = ""
-    opensearch_service: str = "es"  # es (managed domain) | aoss (serverless)
-    opensearch_index_prefix: str = "fleetmem"
-    opensearch_replicas: int = 0
-    #: index writes synchronously (no stream indexer runs, e.g. DynamoDB Local + a local engine)
-    opensearch_write_through: bool = False
-    bedrock_embedding_model: str = "amazon.titan-embed-text-v2:0"
-    bedrock_embedding_dim: int = 1024
-    bedrock_llm_model: str = ""
-    #: Cognito issuer for the protected-resource metadata document (AWS); empty locally.
-    authorization_server: str = ""
-    #: Lambda glue (AWS). JSON values stay text so Settings stays hashable; the properties parse.
+    serve: ServeSettings = ServeSettings()
+    aws: AwsSettings = AwsSettings()
+    search: SearchSettings = SearchSettings()
+    bedrock: BedrockSettings = BedrockSettings()
+    signing: SigningSettings = SigningSettings()
+
+    @classmethod
+    def from_env(cls, *, serve: dict[str, Any] | None = None, **overrides: object) -> Settings:
+        """From the environment; `overrides` (None values ignored) replace fields, `serve` the
+        local server's."""
+        s = cls(
+            backend=_env(ENV_BACKEND, "local"),
+            embedder=_env(ENV_EMBEDDER, "minilm"),
+            llm=_env(ENV_LLM, "none"),
+            surface=_env(ENV_SURFACE, "full"),  # type: ignore[arg-type]
+            deadline_ms=int(_env(ENV_DEADLINE_MS, "2000")),
+            idempotency_lease_s=idempotency_lease_value(
+                _env(ENV_IDEMPOTENCY_LEASE_S) or str(IDEMPOTENCY_LEASE_SECONDS)
+            ),
+            serve=ServeSettings.from_env(),
+            aws=AwsSettings.from_env(),
+            search=SearchSettings.from_env(),
+            bedrock=BedrockSettings.from_env(),
+            signing=SigningSettings.from_env(),
+        )
+        clean = {k: v for k, v in overrides.items() if v is not None}
+        if "data_dir" in clean:
+            clean["data_dir"] = Path(str(clean["data_dir"])).expanduser()
+        served = {k: v for k, v in (serve or {}).items() if v is not None}
+        if served:
+            clean["serve"] = replace(s.serve, **served)
+        return replace(s, **clean)  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
+class EdgeSettings:
+    """The edge function (MCP and /v1 on Lambda): where it is reached and the verb functions it
+    invokes. JSON values stay text so the settings stay hashable; the properties parse."""
+
     public_url: str = ""
+    #: tool -> deployed function name (JSON)
     tool_functions_json: str = ""
-    cognito_issuer: str = ""
-    cognito_clients_json: str = ""
-    cognito_resource_server: str = "fleetmem"
-    usage_key_secrets_json: str = ""
-    invoke_signing_secret_arn: str = ""
-    signing_key_ttl_s: int = DEFAULT_SIGNING_KEY_TTL_S
     invoke_read_timeout_s: int = 26
     invoke_deadlines_json: str = ""
-    authorizer_cache_ttl_s: int = DEFAULT_AUTHORIZER_CACHE_TTL_S
-    heartbeats_json: str = ""
-    #: D14 settle horizon for the DynamoDB change indexes (0: read them as written, e.g. DynamoDB Local)
-    change_settle_ms: int = 0
 
     @property
     def tool_functions(self) -> dict[str, str]:
@@ -191,6 +316,27 @@ class Settings:
         """tool -> seconds the edge waits for its function (at most `invoke_read_timeout_s`)."""
         return {str(k): int(v) for k, v in _json(self.invoke_deadlines_json, {}).items()}
 
+    @classmethod
+    def from_env(cls) -> EdgeSettings:
+        return cls(
+            public_url=_env(ENV_PUBLIC_URL).rstrip("/"),
+            tool_functions_json=_env(ENV_TOOL_FUNCTIONS),
+            invoke_read_timeout_s=int(_env(ENV_INVOKE_READ_TIMEOUT_S, "26") or 26),
+            invoke_deadlines_json=_env(ENV_INVOKE_DEADLINES_S),
+        )
+
+
+@dataclass(frozen=True)
+class AuthSettings:
+    """The authorizer's: Cognito access tokens and the usage-plan keys it hands API Gateway."""
+
+    cognito_issuer: str = ""
+    #: [{app_client_id, tenant, client_id}] (JSON)
+    cognito_clients_json: str = ""
+    cognito_resource_server: str = "fleetmem"
+    usage_key_secrets_json: str = ""
+    authorizer_cache_ttl_s: int = DEFAULT_AUTHORIZER_CACHE_TTL_S
+
     @property
     def cognito_clients(self) -> dict[str, dict[str, str]]:
         """Cognito app client id -> {tenant, client_id}."""
@@ -198,55 +344,77 @@ class Settings:
         return {c["app_client_id"]: {"tenant": c["tenant"], "client_id": c["client_id"]} for c in raw}
 
     @property
-    def heartbeats(self) -> dict[str, dict[str, Any]]:
-        """heartbeat name -> its wake payload, as the deploy config defines it."""
-        return _json(self.heartbeats_json, {})
-
-    @property
     def usage_key_secrets(self) -> dict[str, str]:
         return _json(self.usage_key_secrets_json, {})
 
     @classmethod
-    def from_env(cls, **overrides: object) -> Settings:
-        s = cls(
-            backend=_env(ENV_BACKEND, "local"),
-            embedder=_env(ENV_EMBEDDER, "minilm"),
-            llm=_env(ENV_LLM, "none"),
-            surface=_env(ENV_SURFACE, "full"),  # type: ignore[arg-type]
-            deadline_ms=int(_env(ENV_DEADLINE_MS, "2000")),
-            call_threads=call_threads_value(_env(ENV_CALL_THREADS) or str(DEFAULT_CALL_THREADS)),
-            idempotency_lease_s=idempotency_lease_value(
-                _env(ENV_IDEMPOTENCY_LEASE_S) or str(IDEMPOTENCY_LEASE_SECONDS)
-            ),
-            region=_env(ENV_REGION, _env(ENV_DEFAULT_REGION, "")),
-            table_prefix=_env(ENV_TABLE_PREFIX, "fleetmem"),
-            opensearch_endpoint=_env(ENV_OPENSEARCH_ENDPOINT),
-            opensearch_service=_env(ENV_OPENSEARCH_SERVICE, "es"),
-            opensearch_index_prefix=_env(ENV_OPENSEARCH_INDEX_PREFIX, "fleetmem"),
-            opensearch_replicas=replicas_value(_env(ENV_OPENSEARCH_REPLICAS) or "0"),
-            opensearch_write_through=_env(ENV_OPENSEARCH_WRITE_THROUGH).lower() in {"1", "true", "yes"},
-            bedrock_embedding_model=_env(ENV_BEDROCK_EMBEDDING_MODEL, "amazon.titan-embed-text-v2:0"),
-            bedrock_embedding_dim=int(_env(ENV_BEDROCK_EMBEDDING_DIM, "1024")),
-            bedrock_llm_model=_env(ENV_BEDROCK_LLM_MODEL),
-            authorization_server=_env(ENV_AUTHORIZATION_SERVER),
-            public_url=_env(ENV_PUBLIC_URL).rstrip("/"),
-            tool_functions_json=_env(ENV_TOOL_FUNCTIONS),
+    def from_env(cls) -> AuthSettings:
+        return cls(
             cognito_issuer=_env(ENV_COGNITO_ISSUER),
             cognito_clients_json=_env(ENV_COGNITO_CLIENTS),
             cognito_resource_server=_env(ENV_COGNITO_RESOURCE_SERVER, "fleetmem"),
             usage_key_secrets_json=_env(ENV_USAGE_KEY_SECRETS),
-            invoke_signing_secret_arn=_env(ENV_INVOKE_SIGNING_SECRET_ARN),
-            signing_key_ttl_s=int(_env(ENV_SIGNING_KEY_TTL_S) or DEFAULT_SIGNING_KEY_TTL_S),
-            invoke_read_timeout_s=int(_env(ENV_INVOKE_READ_TIMEOUT_S, "26") or 26),
-            invoke_deadlines_json=_env(ENV_INVOKE_DEADLINES_S),
-            authorizer_cache_ttl_s=int(_env(ENV_AUTHORIZER_CACHE_TTL_S) or DEFAULT_AUTHORIZER_CACHE_TTL_S),
-            heartbeats_json=_env(ENV_HEARTBEATS),
-            change_settle_ms=int(_env(ENV_CHANGE_SETTLE_MS, "0") or 0),
+            authorizer_cache_ttl_s=_int(ENV_AUTHORIZER_CACHE_TTL_S, DEFAULT_AUTHORIZER_CACHE_TTL_S),
         )
-        clean = {k: v for k, v in overrides.items() if v is not None}
-        if "data_dir" in clean:
-            clean["data_dir"] = Path(str(clean["data_dir"])).expanduser()
-        return replace(s, **clean)  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
+class JobSettings:
+    """The scheduled jobs' (heartbeats)."""
+
+    heartbeats_json: str = ""
+
+    @property
+    def heartbeats(self) -> dict[str, dict[str, Any]]:
+        """heartbeat name -> its wake payload, as the deploy config defines it."""
+        return _json(self.heartbeats_json, {})
+
+    @classmethod
+    def from_env(cls) -> JobSettings:
+        return cls(heartbeats_json=_env(ENV_HEARTBEATS))
+
+
+@dataclass(frozen=True)
+class ClientSettings:
+    """The client side's (the CLI on an endpoint, hooks, profiles); read when a command needs them."""
+
+    #: a saved endpoint (`fleetmem profile`)
+    profile: str = ""
+    #: the bearer token when no token file is named
+    token: str = ""
+    config_dir: Path | None = None
+    state_dir: Path | None = None
+    #: how the remote lane speaks MCP (empty: its default)
+    mcp_mode: str = ""
+    #: seconds a hook waits for the memory (None: the hook's own default)
+    hook_timeout_s: float | None = None
+    #: verb subcommands exit non-zero on an empty result
+    fail_on_empty: bool = False
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> ClientSettings:
+        env = os.environ if env is None else env
+        return cls(
+            profile=env.get(ENV_PROFILE, ""),
+            token=env.get(ENV_TOKEN, "").strip(),
+            config_dir=_path(env.get(ENV_CONFIG_DIR)),
+            state_dir=_path(env.get(ENV_STATE_DIR)),
+            mcp_mode=env.get(ENV_MCP_MODE, ""),
+            hook_timeout_s=_positive(env.get(ENV_HOOK_TIMEOUT, "")),
+            fail_on_empty=env.get(ENV_FAIL_ON_EMPTY) == "1",
+        )
+
+
+def _path(text: str | None) -> Path | None:
+    return Path(text).expanduser() if text else None
+
+
+def _positive(text: str) -> float | None:
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return value if value > 0 else None
 
 
 def _json(text: str, default: Any) -> Any:

@@ -8,13 +8,15 @@ from __future__ import annotations
 
 import argparse
 import shlex
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from fleetmem.console import CommandFailed, Output
 from fleetmem.protocol import SCOPES, Scope
+
+T = TypeVar("T")
 
 LOCAL_CLIENT_ID = "local"
 ALL_SCOPES: frozenset[Scope] = frozenset(SCOPES)
@@ -24,12 +26,19 @@ def settings_from(args: argparse.Namespace, **overrides: Any) -> Any:
     from fleetmem.config import Settings
 
     values: dict[str, Any] = {"data_dir": getattr(args, "data_dir", None)}
-    for name in ("backend", "embedder", "surface", "host", "port", "model_dir", "call_threads"):
+    for name in ("backend", "embedder", "surface", "model_dir"):
         if getattr(args, name, None) is not None:
             values[name] = getattr(args, name)
     values.update(overrides)
+    serve = {name: getattr(args, name, None) for name in ("host", "port", "call_threads")}
+    return from_env(lambda: Settings.from_env(serve=serve, **values))
+
+
+def from_env(read: Callable[[], T]) -> T:
+    """`read()` (settings from the environment); a FLEETMEM_* variable that does not parse is the
+    command's `invalid_config`, naming the variable and the fix."""
     try:
-        return Settings.from_env(**values)
+        return read()
     except ValueError as exc:  # a FLEETMEM_* variable that does not parse
         problem, _, fix = str(exc).partition("; ")
         raise CommandFailed.usage(

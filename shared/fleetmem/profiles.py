@@ -16,14 +16,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from fleetmem.config import ClientSettings
+
 PROFILE_FILE = "profiles.json"
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
 
 def config_dir() -> Path:
-    env = os.environ.get("FLEETMEM_CONFIG_DIR")
+    env = ClientSettings.from_env().config_dir
     if env:
-        return Path(env).expanduser()
+        return env
     from platformdirs import user_config_dir
 
     return Path(user_config_dir("fleetmem", appauthor=False))
@@ -31,9 +33,9 @@ def config_dir() -> Path:
 
 def state_dir() -> Path:
     """Per-user state (hook banks, heartbeat last-seen times): `$FLEETMEM_STATE_DIR` or platformdirs'."""
-    env = os.environ.get("FLEETMEM_STATE_DIR")
+    env = ClientSettings.from_env().state_dir
     if env:
-        return Path(env).expanduser()
+        return env
     from platformdirs import user_state_dir
 
     return Path(user_state_dir("fleetmem", appauthor=False))

@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import stat
 import sys
 from collections.abc import Sequence
@@ -26,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from fleetmem.config import ClientSettings
 from fleetmem.console import CommandFailed
 from fleetmem.lanes import ToolReply
 
@@ -118,7 +118,7 @@ def resolve_endpoint(
 
     Precedence: `--url` > `--profile` > an explicit local `--data-dir` > `$FLEETMEM_PROFILE` > local.
     """
-    env = dict(os.environ) if env is None else env
+    client = ClientSettings.from_env(env)
     if url and profile:
         raise _usage("--url and --profile both name an endpoint.", "Pass one of them.")
     if (url or profile) and local_requested:
@@ -127,7 +127,7 @@ def resolve_endpoint(
             "Pass --data-dir to act on a local data directory, or --url/--profile for an endpoint, not both.",
         )
     if not url and not profile:
-        profile = None if local_requested else (env.get("FLEETMEM_PROFILE") or None)
+        profile = None if local_requested else (client.profile or None)
     seconds = DEFAULT_TIMEOUT_S if timeout is None else timeout
     if seconds <= 0:
         raise _usage(f"--timeout must be positive, got {seconds:g}", "Pass e.g. --timeout 10")
@@ -136,7 +136,7 @@ def resolve_endpoint(
             raise _usage(
                 f"--url {url!r} is not an http(s) URL.", "Pass the MCP endpoint, e.g. --url http://127.0.0.1:8765/mcp"
             )
-        token = read_token_file(token_file) if token_file else env.get("FLEETMEM_TOKEN", "").strip()
+        token = read_token_file(token_file) if token_file else client.token
         if not token:
             raise _usage(
                 f"No token for {url}.",
@@ -164,7 +164,7 @@ def resolve_endpoint(
                 f"Save it first: fleetmem profile add {profile} --url URL --token-file PATH",
             )
         path = token_file or found.token_file
-        token = read_token_file(path) if path else env.get("FLEETMEM_TOKEN", "").strip()
+        token = read_token_file(path) if path else client.token
         if not token:
             raise _usage(
                 f"Profile {profile!r} names no token file and FLEETMEM_TOKEN is not set.",
@@ -263,7 +263,7 @@ def call_remote(
     concurrency: int = 4,
 ) -> list[ToolReply]:
     """Run `calls` over one MCP connection; the whole batch is bounded by `endpoint.timeout`."""
-    mode = mode or os.environ.get("FLEETMEM_MCP_MODE") or DEFAULT_MODE
+    mode = mode or ClientSettings.from_env().mcp_mode or DEFAULT_MODE
 
     async def bounded() -> list[ToolReply]:
         try:

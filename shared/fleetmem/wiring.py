@@ -15,7 +15,7 @@ import functools
 import threading
 from typing import Any
 
-from fleetmem.config import Settings
+from fleetmem.config import AuthSettings, EdgeSettings, Settings
 from fleetmem.ports import Auth, Deps, Diagnostics, Policy, StoreSet
 
 _override: Deps | None = None
@@ -106,7 +106,7 @@ def _build_aws(settings: Settings) -> Deps:
     )
     llm = None
     llm_problem: str | None = LLM_NOT_CONFIGURED
-    if settings.llm == "bedrock" and settings.bedrock_llm_model:
+    if settings.llm == "bedrock" and settings.bedrock.llm_model:
         llm = BedrockLLM(settings)
         llm_problem = None
     return _deps(
@@ -140,10 +140,11 @@ def _deps(
 _auth_cache: list[tuple[Deps, Auth]] = []
 
 
-def build_auth(deps: Deps, settings: Settings | None = None) -> Auth:
+def build_auth(deps: Deps, settings: AuthSettings | None = None) -> Auth:
     """The `Auth` port: `fm_…` API tokens in the backend's client store (the local server passes
-    no settings); on AWS, when a Cognito pool is configured, also Cognito access tokens (refusing
-    deny-listed app clients). One per Deps (the Cognito adapter caches the pool's keys)."""
+    no settings); on AWS (the authorizer passes its settings), when a Cognito pool is configured,
+    also Cognito access tokens (refusing deny-listed app clients). One per Deps (the Cognito
+    adapter caches the pool's keys)."""
     for known, cached in _auth_cache:
         if known is deps:
             return cached
@@ -151,7 +152,7 @@ def build_auth(deps: Deps, settings: Settings | None = None) -> Auth:
 
     api_tokens = ApiTokenAuth(deps.clients, deps.clock)
     auth: Auth = api_tokens
-    if settings is not None and settings.backend == "aws":
+    if settings is not None:
         from fleetmem.adapters.aws.auth import BearerAuth, CognitoAuth
 
         cognito = (
@@ -176,26 +177,25 @@ def clear_auth_cache() -> None:
 
 def build_signer(settings: Settings) -> Any:
     """The invoke-payload signer of this stage (its keys read from Secrets Manager on first use and
-    again every `signing_key_ttl_s`)."""
+    again every `signing.key_ttl_s`)."""
     from fleetmem.adapters.aws.invoker import PayloadSigner
 
-    return PayloadSigner(
-        secret_arn=settings.invoke_signing_secret_arn, region=settings.region, key_ttl_s=settings.signing_key_ttl_s
-    )
+    signing = settings.signing
+    return PayloadSigner(secret_arn=signing.secret_arn, region=settings.aws.region, key_ttl_s=signing.key_ttl_s)
 
 
-def build_lambda_invoker(settings: Settings, signer: Any) -> Any:
-    """The edge's invoker: one function per verb (`Settings.tool_functions`), signed payloads."""
+def build_lambda_invoker(settings: Settings, edge: EdgeSettings, signer: Any) -> Any:
+    """The edge's invoker: one function per verb (`EdgeSettings.tool_functions`), signed payloads."""
     from fleetmem.adapters.aws.invoker import LambdaInvoker
 
-    table = settings.tool_functions
+    table = edge.tool_functions
     return LambdaInvoker(
         lambda tool: table[tool],
         surface=settings.surface,
-        region=settings.region or None,
+        region=settings.aws.region or None,
         signer=signer,
-        read_timeout=settings.invoke_read_timeout_s,
-        deadlines=settings.invoke_deadlines,
+        read_timeout=edge.invoke_read_timeout_s,
+        deadlines=edge.invoke_deadlines,
     )
 
 
@@ -203,4 +203,4 @@ def build_delivery(settings: Settings) -> Any:
     """Heartbeat delivery to SQS / EventBridge."""
     from fleetmem.adapters.aws.delivery import Delivery
 
-    return Delivery(region=settings.region)
+    return Delivery(region=settings.aws.region)

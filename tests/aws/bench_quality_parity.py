@@ -58,7 +58,7 @@ def model_dir(embedder: Any) -> Path:
 def aws_stores(request: pytest.FixtureRequest, opensearch_url: str, embedder: Any) -> Callable[[], Any]:
     """A factory of the AWS adapter set on fresh tables and a fresh index, indexing on write."""
     from fleetmem.adapters.aws import open_aws
-    from fleetmem.config import Settings
+    from fleetmem.config import AwsSettings, SearchSettings, Settings
 
     ddb = engines.dynamodb_local_endpoint(request.config)
 
@@ -67,12 +67,13 @@ def aws_stores(request: pytest.FixtureRequest, opensearch_url: str, embedder: An
         engines.tables_for(ddb, prefix)
         settings = Settings(
             backend="aws",
-            region="us-east-1",
-            table_prefix=prefix,
-            opensearch_endpoint=opensearch_url,
-            opensearch_service="none",
-            opensearch_index_prefix=prefix,
-            opensearch_write_through=True,  # no stream indexer here: index on write
+            aws=AwsSettings(region="us-east-1", table_prefix=prefix),
+            search=SearchSettings(
+                endpoint=opensearch_url,
+                service="none",
+                index_prefix=prefix,
+                write_through=True,  # no stream indexer here: index on write
+            ),
         )
         stores = open_aws(
             settings,

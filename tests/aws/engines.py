@@ -384,8 +384,8 @@ def aws_deps(
 def open_stores(endpoint: str, prefix: str, **kw: Any) -> Any:
     """AWS stores over a local DynamoDB endpoint (tables created on first use)."""
     from fleetmem.adapters.aws import open_aws
-    from fleetmem.config import Settings
+    from fleetmem.config import AwsSettings, Settings
 
     tables_for(endpoint, prefix)
-    settings = Settings(backend="aws", region="us-east-1", table_prefix=prefix)
+    settings = Settings(backend="aws", aws=AwsSettings(region="us-east-1", table_prefix=prefix))
     return open_aws(settings, session=session(), dynamodb_endpoint=endpoint, **kw)

@@ -17,7 +17,7 @@ from botocore.response import StreamingBody
 from botocore.stub import ANY, Stubber
 
 from fleetmem.adapters.aws.bedrock import BedrockEmbedder, BedrockLLM, usd_estimate
-from fleetmem.config import Settings
+from fleetmem.config import AwsSettings, BedrockSettings, Settings
 from fleetmem.errors import Unavailable
 
 
@@ -78,7 +78,8 @@ def test_an_unsupported_dimension_is_refused_at_construction():
 
 
 def test_embedder_is_built_from_settings():
-    emb = BedrockEmbedder(Settings(bedrock_embedding_dim=512, region="eu-west-1"), client=object())
+    settings = Settings(bedrock=BedrockSettings(embedding_dim=512), aws=AwsSettings(region="eu-west-1"))
+    emb = BedrockEmbedder(settings, client=object())
     assert (emb.model_id, emb.dim) == ("amazon.titan-embed-text-v2:0", 512)
 
 

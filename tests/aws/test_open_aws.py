@@ -6,7 +6,7 @@ import pytest
 
 from fleetmem.adapters.aws import open_aws
 from fleetmem.adapters.aws.opensearch import OpenSearchIndex
-from fleetmem.config import Settings
+from fleetmem.config import AwsSettings, BedrockSettings, SearchSettings, Settings
 from fleetmem.errors import Unavailable
 from fleetmem.models import SearchQuery
 
@@ -14,13 +14,13 @@ PORTS = ("facts", "pages", "cursors", "clients", "idempotency", "audit", "search
 
 
 def test_every_port_is_present_and_tables_follow_the_prefix():
-    stores = open_aws(Settings(backend="aws", region="eu-west-1", table_prefix="acme"))
+    stores = open_aws(Settings(backend="aws", aws=AwsSettings(region="eu-west-1", table_prefix="acme")))
     assert all(getattr(stores, p) is not None for p in PORTS)
     assert stores.facts.table == "acme-facts" and stores.cursors.table == "acme-cursors"
 
 
 def test_without_an_opensearch_endpoint_search_is_unavailable_and_says_which_setting():
-    stores = open_aws(Settings(backend="aws", region="eu-west-1"))
+    stores = open_aws(Settings(backend="aws", aws=AwsSettings(region="eu-west-1")))
     with pytest.raises(Unavailable) as err:
         stores.search.search(SearchQuery(tenant="t1", text="tea"))
     assert err.value.reason == "not_configured"
@@ -30,10 +30,9 @@ def test_without_an_opensearch_endpoint_search_is_unavailable_and_says_which_set
 def test_the_search_index_is_keyed_by_the_configured_embedding_model():
     settings = Settings(
         backend="aws",
-        region="eu-west-1",
-        opensearch_endpoint="https://search.example.invalid",
-        opensearch_service="aoss",
-        bedrock_embedding_dim=512,
+        aws=AwsSettings(region="eu-west-1"),
+        search=SearchSettings(endpoint="https://search.example.invalid", service="aoss"),
+        bedrock=BedrockSettings(embedding_dim=512),
     )
     search = open_aws(settings).search
     assert isinstance(search, OpenSearchIndex)
@@ -45,9 +44,7 @@ def test_the_search_index_is_keyed_by_the_configured_embedding_model():
 def test_write_through_is_opt_in_for_runs_without_a_stream_indexer():
     settings = Settings(
         backend="aws",
-        opensearch_endpoint="http://127.0.0.1:9",
-        opensearch_service="none",
-        opensearch_write_through=True,
+        search=SearchSettings(endpoint="http://127.0.0.1:9", service="none", write_through=True),
     )
     assert open_aws(settings).search.write_through is True
     assert open_aws(settings).search.flavour == "domain"

@@ -44,9 +44,9 @@ def test_importing_the_aws_adapters_loads_no_sdk_and_connects_nowhere():
         "def refuse(*a, **k): raise AssertionError('connected at import')\n"
         "socket.socket.connect = refuse\n"
         "import fleetmem.adapters.aws as aws, fleetmem.adapters.aws.tables\n"
-        "from fleetmem.config import Settings\n"
-        "stores = aws.open_aws(Settings(backend='aws', region='us-east-1',"
-        " opensearch_endpoint='https://search.example.invalid'))\n"
+        "from fleetmem.config import AwsSettings, SearchSettings, Settings\n"
+        "stores = aws.open_aws(Settings(backend='aws', aws=AwsSettings(region='us-east-1'),"
+        " search=SearchSettings(endpoint='https://search.example.invalid')))\n"
         "assert 'boto3' not in sys.modules and 'opensearchpy' not in sys.modules, 'SDK imported eagerly'\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)

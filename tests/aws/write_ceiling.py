@@ -52,7 +52,7 @@ def measure(endpoint: str, writers: int = 50, prefix: str | None = None) -> dict
 
     from fleetmem.adapters.aws import open_aws
     from fleetmem.adapters.aws.tables import create_tables
-    from fleetmem.config import Settings
+    from fleetmem.config import AwsSettings, Settings
     from fleetmem.models import Fact, Page
 
     prefix = prefix or "fmw" + uuid.uuid4().hex[:10]
@@ -64,7 +64,7 @@ def measure(endpoint: str, writers: int = 50, prefix: str | None = None) -> dict
                  connect_timeout=2, read_timeout=10)
     client = session.client("dynamodb", endpoint_url=endpoint, config=cfg)
     stores = open_aws(
-        Settings(backend="aws", region="us-east-1", table_prefix=prefix), session=session,
+        Settings(backend="aws", aws=AwsSettings(region="us-east-1", table_prefix=prefix)), session=session,
         dynamodb_endpoint=endpoint, clients={"dynamodb": client},
     )
     counter = WriteCounter()

@@ -35,10 +35,10 @@ def open_backend(backend: dict[str, str]) -> Any:
     import boto3
 
     from fleetmem.adapters.aws import open_aws
-    from fleetmem.config import Settings
+    from fleetmem.config import AwsSettings, Settings
 
     session = boto3.session.Session(aws_access_key_id="test", aws_secret_access_key="test", region_name="us-east-1")
-    settings = Settings(backend="aws", region="us-east-1", table_prefix=backend["prefix"])
+    settings = Settings(backend="aws", aws=AwsSettings(region="us-east-1", table_prefix=backend["prefix"]))
     return open_aws(settings, session=session, dynamodb_endpoint=backend["endpoint"])
 
 

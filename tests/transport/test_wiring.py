@@ -10,7 +10,7 @@ import pytest
 from fleetmem import wiring
 from fleetmem.adapters.aws.facts import DynamoFactStore
 from fleetmem.adapters.local.sqlite.facts import SqliteFactStore
-from fleetmem.config import Settings
+from fleetmem.config import AwsSettings, BedrockSettings, Settings
 from fleetmem.models import Caller
 from fleetmem.ports import Deps
 from fleetmem.transport.dispatch import dispatch
@@ -76,16 +76,17 @@ def test_an_unknown_backend_is_refused(tmp_path: Path) -> None:
 
 
 def test_the_aws_backend_wires_dynamodb_stores_and_bedrock_without_connecting(tmp_path: Path) -> None:
-    deps = wiring.build_deps(settings(tmp_path, backend="aws", region="eu-west-1", embedder="bedrock"))
+    deps = wiring.build_deps(settings(tmp_path, backend="aws", aws=AwsSettings(region="eu-west-1"), embedder="bedrock"))
     assert isinstance(deps.facts, DynamoFactStore)
     assert deps.maintenance is None  # the stream indexer embeds every write
-    assert deps.embedder is not None and deps.embedder.model_id == Settings().bedrock_embedding_model
+    assert deps.embedder is not None and deps.embedder.model_id == Settings().bedrock.embedding_model
     assert deps.llm is None and deps.diagnostics.llm_problem
 
 
 def test_the_aws_backend_uses_bedrock_for_synthesis_when_a_model_is_configured(tmp_path: Path) -> None:
     s = settings(
-        tmp_path, backend="aws", region="eu-west-1", embedder="bedrock", llm="bedrock", bedrock_llm_model="test-model"
+        tmp_path, backend="aws", aws=AwsSettings(region="eu-west-1"), embedder="bedrock", llm="bedrock",
+        bedrock=BedrockSettings(llm_model="test-model"),
     )
     deps = wiring.build_deps(s)
     assert deps.llm is not None and deps.llm.model_id == "test-model"
@@ -94,6 +95,6 @@ def test_the_aws_backend_uses_bedrock_for_synthesis_when_a_model_is_configured(t
 
 def test_the_aws_backend_can_run_with_a_local_embedder(tmp_path: Path) -> None:
     """DynamoDB + OpenSearch with the hashing embedder (how the local engine suites run it)."""
-    deps = wiring.build_deps(settings(tmp_path, backend="aws", region="eu-west-1", embedder="hash"))
+    deps = wiring.build_deps(settings(tmp_path, backend="aws", aws=AwsSettings(region="eu-west-1"), embedder="hash"))
     assert isinstance(deps.facts, DynamoFactStore)
     assert deps.embedder is not None and deps.embedder.model_id == "hash-384"

@@ -44,9 +44,9 @@ def test_index_body_carries_the_replicas_and_the_alias_only_when_given() -> None
 
 def test_the_replica_setting_defaults_to_zero_and_is_read_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(ENV_OPENSEARCH_REPLICAS, raising=False)
-    assert Settings.from_env().opensearch_replicas == 0
+    assert Settings.from_env().search.replicas == 0
     monkeypatch.setenv(ENV_OPENSEARCH_REPLICAS, "2")
-    assert Settings.from_env().opensearch_replicas == 2
+    assert Settings.from_env().search.replicas == 2
     monkeypatch.setenv(ENV_OPENSEARCH_REPLICAS, "-1")
     with pytest.raises(ValueError, match=f"{ENV_OPENSEARCH_REPLICAS} must be a whole number"):
         Settings.from_env()

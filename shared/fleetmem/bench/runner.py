@@ -408,7 +408,7 @@ def run_mixed_bench(args: argparse.Namespace, base: Path, sizes: list[int]) -> s
         _log(f"bench: {args.concurrency} MCP clients, mixed workload, {args.seconds:g} s at {n:,} pages")
         with http_server(data_dir, args.embedder, args.server_threads) as (url, token):
             result = run_mixed(url, token, corpus, clients=args.concurrency, seconds=args.seconds)
-        threads = args.server_threads or Settings.from_env().call_threads  # what the server reads
+        threads = args.server_threads or Settings.from_env().serve.call_threads  # what the server reads
         lines += [*format_mixed(result, pages=n, embedder=args.embedder, threads=threads), ""]
     if not args.data_dir:
         _log(f"bench: corpus left in {base} (pass --data-dir to reuse it next time)")

@@ -120,7 +120,7 @@ def cmd_status(args: argparse.Namespace, out: Output) -> int:
     search = deps.search
     doc: dict[str, Any] = {
         "fleetmem_version": __version__,
-        "stage_prefix": settings.table_prefix,
+        "stage_prefix": settings.aws.table_prefix,
         "index": {
             "name": search.index,
             "index_version": INDEX_VERSION,
@@ -131,10 +131,10 @@ def cmd_status(args: argparse.Namespace, out: Output) -> int:
     problems: list[str] = []
     from fleetmem.adapters.aws import sdk_client
 
-    ddb = sdk_client("dynamodb", region=settings.region)
-    doc["tables"] = _table_counts(ddb, settings.table_prefix, exact=args.exact, problems=problems)
+    ddb = sdk_client("dynamodb", region=settings.aws.region)
+    doc["tables"] = _table_counts(ddb, settings.aws.table_prefix, exact=args.exact, problems=problems)
     doc["index"]["documents"] = _index_counts(search, problems)
-    doc["index_lag"] = _lag(doc["tables"], doc["index"]["documents"], ddb, settings.table_prefix, args.exact)
+    doc["index_lag"] = _lag(doc["tables"], doc["index"]["documents"], ddb, settings.aws.table_prefix, args.exact)
     try:
         doc["kept_for_replay"] = replay_queue(settings).count()
     except CommandFailed as exc:
@@ -238,9 +238,9 @@ def _function_versions(settings: Any, problems: list[str]) -> list[dict[str, Any
     aliases, through the Lambda API (ListFunctions, ListAliases); None when that is not reachable."""
     from fleetmem.adapters.aws import sdk_client
 
-    prefix = f"{settings.table_prefix}-"
+    prefix = f"{settings.aws.table_prefix}-"
     try:
-        lam = sdk_client("lambda", region=settings.region)
+        lam = sdk_client("lambda", region=settings.aws.region)
         found = []
         for page in lam.get_paginator("list_functions").paginate():
             found += [f for f in page.get("Functions", []) if str(f.get("FunctionName", "")).startswith(prefix)]
@@ -359,7 +359,7 @@ def cmd_reindex(args: argparse.Namespace, out: Output) -> int:
     stores = open_aws(settings, search_model_id=embedder.model_id, search_dim=embedder.dim)
     search = search_index(stores.search, doing="admin reindex rebuilds the stage's search index", nothing="done")
     state = StateFile(
-        Path(args.state).expanduser() if args.state else default_state_path(settings.table_prefix, search.alias)
+        Path(args.state).expanduser() if args.state else default_state_path(settings.aws.table_prefix, search.alias)
     )
     rebuild = Rebuild(
         stores,
@@ -369,7 +369,7 @@ def cmd_reindex(args: argparse.Namespace, out: Output) -> int:
         tenant=args.tenant,
         rate=max(0.0, args.rate),
         drop_old=args.drop_old,
-        settle=timedelta(milliseconds=settings.change_settle_ms),
+        settle=timedelta(milliseconds=settings.aws.change_settle_ms),
         progress=lambda line: Output.err(f"reindex: {line}"),
     )
     try:
@@ -430,7 +430,7 @@ def cmd_copy_tables(args: argparse.Namespace, out: Output) -> int:
     from fleetmem.errors import PortError
 
     settings = settings_from(args, backend="aws", embedder="none")
-    dest = settings.table_prefix
+    dest = settings.aws.table_prefix
     if args.source == dest:
         raise CommandFailed.usage(
             f"--from names this stage's own tables ({dest}); nothing was copied.",

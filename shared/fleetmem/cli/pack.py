@@ -269,7 +269,7 @@ def _delete_tenant_aws(args: argparse.Namespace, out: Output, settings: Any) -> 
         doing="tenant delete --backend aws also deletes the tenant's search documents",
         nothing="deleted",
     )
-    tables = TenantTables(stores.aws.dynamodb, settings.table_prefix)
+    tables = TenantTables(stores.aws.dynamodb, settings.aws.table_prefix)
     tenant = args.tenant
 
     def count(confirm: bool = False) -> dict[str, int]:
@@ -285,7 +285,7 @@ def _delete_tenant_aws(args: argparse.Namespace, out: Output, settings: Any) -> 
         return _delete_tenant(
             args,
             out,
-            where=f"stage {settings.table_prefix!r} (its tables and search index)",
+            where=f"stage {settings.aws.table_prefix!r} (its tables and search index)",
             unit="item(s)",
             count=count,
             delete=delete,

@@ -51,7 +51,7 @@ def cmd_serve(args: argparse.Namespace, out: Output) -> int:
         raise CommandFailed(
             "port_unavailable",
             f"fleetmem serve {exc.strerror}; nothing was started.",
-            f"Stop the other server, or pick a free port: fleetmem serve --port {settings.port + 1}"
+            f"Stop the other server, or pick a free port: fleetmem serve --port {settings.serve.port + 1}"
             if exc.errno == errno.EADDRINUSE
             else "Pick another address or a port of 1024 or above: fleetmem serve --host 127.0.0.1 --port 8765",
             exit_code=EXIT_FAILED,

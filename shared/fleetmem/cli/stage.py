@@ -54,11 +54,11 @@ def replay_queue(settings: Any) -> Any:
     from fleetmem.adapters.aws.replay import ENV_REPLAY_QUEUE_URL, ReplayQueue, queue_name
 
     try:
-        return ReplayQueue.for_stage(sdk_client("sqs", region=settings.region), settings.table_prefix)
+        return ReplayQueue.for_stage(sdk_client("sqs", region=settings.aws.region), settings.aws.table_prefix)
     except Exception as exc:
         raise CommandFailed(
             "unavailable",
-            f"The stage's replay queue {queue_name(settings.table_prefix)!r} could not be found "
+            f"The stage's replay queue {queue_name(settings.aws.table_prefix)!r} could not be found "
             f"({type(exc).__name__}); nothing was read or written.",
             f"Check FLEETMEM_TABLE_PREFIX and the AWS credentials and region, or set {ENV_REPLAY_QUEUE_URL} to the "
             "queue URL the indexer function has.",

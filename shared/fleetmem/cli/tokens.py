@@ -8,7 +8,7 @@ from typing import Any
 
 from fleetmem.cli.framework import Parser, backend_option
 from fleetmem.console import EXIT_OK, CommandFailed, Output
-from fleetmem.lanes import open_deps, settings_from
+from fleetmem.lanes import from_env, open_deps, settings_from
 from fleetmem.protocol import SCOPES
 
 
@@ -145,10 +145,11 @@ def cmd_token_revoke(args: argparse.Namespace, out: Output) -> int:
             "Token ids come from `fleetmem token list` (the TOKEN_ID column, not the token itself).",
             code="not_found",
         )
+    from fleetmem.config import AuthSettings
     from fleetmem.tokens import revocation_bound_s, revocation_text
 
     settings = settings_from(args, embedder="none")
-    bound = revocation_bound_s(settings.backend, settings.authorizer_cache_ttl_s)
+    bound = revocation_bound_s(settings.backend, from_env(AuthSettings.from_env).authorizer_cache_ttl_s)
     if out.as_json:
         out.document({"token_id": args.token_id, "revoked": True, "refused_within_s": bound})
     else:

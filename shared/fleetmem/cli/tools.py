@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import shlex
 import sys
@@ -19,6 +18,7 @@ from typing import Any
 
 from fleetmem.cli.framework import Parser, exit_code_for, load_registry, print_error, print_notices
 from fleetmem.cli.render import render_body
+from fleetmem.config import ClientSettings
 from fleetmem.console import EXIT_CONFIRM, EXIT_NO_RESULTS, EXIT_OK, CommandFailed, Output
 from fleetmem.lanes import local_caller, open_deps, render_notices, settings_from
 from fleetmem.protocol import CONTRACT_VERSION
@@ -376,7 +376,7 @@ def cmd_tool(args: argparse.Namespace, out: Output) -> int:
     else:
         render_body(cmd.spec.name, body, out)
         print_notices(notices, commands, remote)
-    if os.environ.get("FLEETMEM_FAIL_ON_EMPTY") == "1" and _is_empty_result(cmd.spec.name, body, arguments):
+    if ClientSettings.from_env().fail_on_empty and _is_empty_result(cmd.spec.name, body, arguments):
         return EXIT_NO_RESULTS
     return EXIT_OK
 

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from fleetmem.config import ClientSettings
 from fleetmem.hooks.state import StateFile, now_iso
 from fleetmem.hooks.transcript import DEFAULT_TAIL_BYTES, candidates, last_mentions, read_tail_texts
 from fleetmem.profiles import state_dir
@@ -319,7 +320,7 @@ def run_hook(args: Any, stdin_text: str) -> str | None:
             log.info(problem)
         timeout = (
             getattr(args, "timeout", None)
-            or _env_float("FLEETMEM_HOOK_TIMEOUT")
+            or ClientSettings.from_env().hook_timeout_s
             or cfg.timeout_seconds
             or DEFAULT_TIMEOUT_S
         )
@@ -356,14 +357,6 @@ def _describe(exc: BaseException) -> str:
     if isinstance(exc, CommandFailed):
         return f"[{exc.code}] {exc.message}"
     return f"{type(exc).__name__}: {exc}"
-
-
-def _env_float(name: str) -> float | None:
-    try:
-        value = float(os.environ.get(name, ""))
-    except ValueError:
-        return None
-    return value if value > 0 else None
 
 
 # --------------------------------------------------------------------------- install / uninstall

@@ -155,7 +155,7 @@ def run_server(settings: Settings, *, out: TextIO | None = None) -> None:
     from fleetmem.adapters.local.sqlite.db import DB_FILENAME
     from fleetmem.wiring import build_deps
 
-    sock = bind_socket(settings.host, settings.port)
+    sock = bind_socket(settings.serve.host, settings.serve.port)
     new_store = settings.backend == "local" and not (Path(settings.data_dir) / DB_FILENAME).is_file()
     try:
         configure_logging()
@@ -163,12 +163,12 @@ def run_server(settings: Settings, *, out: TextIO | None = None) -> None:
         app = build_local_app(
             lambda: deps,
             surface=settings.surface,
-            authorization_server=settings.authorization_server,
-            host=settings.host,
+            authorization_server=settings.serve.authorization_server,
+            host=settings.serve.host,
             data_dir=settings.data_dir,
-            call_threads=settings.call_threads,
+            call_threads=settings.serve.call_threads,
         )
-        host = settings.host
+        host = settings.serve.host
         url_host = f"[{host}]" if ":" in host else host
         port = sock.getsockname()[1]
         print(banner(settings, f"http://{url_host}:{port}", new_store=new_store), file=out or sys.stdout, flush=True)

@@ -91,29 +91,29 @@ def open_aws(
     from fleetmem.adapters.aws.pages import DynamoPageStore
 
     endpoints = {"dynamodb": dynamodb_endpoint} if dynamodb_endpoint else {}
-    aws = AwsClients(region=settings.region, session=session, endpoints=endpoints, clients=clients)
-    prefix = settings.table_prefix
+    aws = AwsClients(region=settings.aws.region, session=session, endpoints=endpoints, clients=clients)
+    prefix = settings.aws.table_prefix
     search: SearchIndex
-    if settings.opensearch_endpoint:
+    if settings.search.endpoint:
         from fleetmem.adapters.aws.opensearch import OpenSearchIndex
 
         search = OpenSearchIndex(
-            settings.opensearch_endpoint,
-            model_id=search_model_id or settings.bedrock_embedding_model,
-            dim=search_dim or settings.bedrock_embedding_dim,
-            prefix=settings.opensearch_index_prefix,
-            service=settings.opensearch_service,
-            region=settings.region,
+            settings.search.endpoint,
+            model_id=search_model_id or settings.bedrock.embedding_model,
+            dim=search_dim or settings.bedrock.embedding_dim,
+            prefix=settings.search.index_prefix,
+            service=settings.search.service,
+            region=settings.aws.region,
             session=session,
             client=search_client,
-            write_through=settings.opensearch_write_through,
-            replicas=settings.opensearch_replicas,
+            write_through=settings.search.write_through,
+            replicas=settings.search.replicas,
         )
     else:
         search = NoSearchIndex()
     return AwsStores(
-        facts=DynamoFactStore(aws, prefix, settle_ms=settings.change_settle_ms),
-        pages=DynamoPageStore(aws, prefix, settle_ms=settings.change_settle_ms),
+        facts=DynamoFactStore(aws, prefix, settle_ms=settings.aws.change_settle_ms),
+        pages=DynamoPageStore(aws, prefix, settle_ms=settings.aws.change_settle_ms),
         cursors=DynamoCursorStore(aws, prefix),
         clients=DynamoClientStore(aws, prefix),
         idempotency=DynamoIdempotencyStore(aws, prefix),

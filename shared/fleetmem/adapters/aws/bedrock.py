@@ -116,8 +116,8 @@ class BedrockEmbedder(_BedrockRuntime):
     ) -> None:
         if isinstance(model_id, Settings):  # built straight from configuration by the wiring
             settings = model_id
-            model_id, dim = settings.bedrock_embedding_model, settings.bedrock_embedding_dim
-            region = region or settings.region
+            model_id, dim = settings.bedrock.embedding_model, settings.bedrock.embedding_dim
+            region = region or settings.aws.region
         if dim not in TITAN_V2_DIMENSIONS:
             raise ValueError(f"Titan V2 dimension must be one of {TITAN_V2_DIMENSIONS}")
         self.model_id = model_id
@@ -165,8 +165,8 @@ class BedrockLLM(_BedrockRuntime):
         clients: AwsClients | None = None,
     ) -> None:
         if isinstance(model_id, Settings):  # built straight from configuration by the wiring
-            region = region or model_id.region
-            model_id = model_id.bedrock_llm_model
+            region = region or model_id.aws.region
+            model_id = model_id.bedrock.llm_model
         if not model_id:
             raise ValueError("a Bedrock model id is required (FLEETMEM_BEDROCK_LLM_MODEL)")
         self.model_id = model_id

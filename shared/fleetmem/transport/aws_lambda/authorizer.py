@@ -36,7 +36,7 @@ class Unauthorized(Exception):
 def usage_key_for(client_id: str) -> str | None:
     """The API Gateway usage-plan key of this client (its own, else the shared default), read from
     Secrets Manager and cached by Powertools for five minutes."""
-    secrets = runtime.settings().usage_key_secrets
+    secrets = runtime.auth_settings().usage_key_secrets
     arn = secrets.get(client_id) or secrets.get("*")
     if not arn:
         return None
@@ -83,7 +83,7 @@ def signed_context(tenant: str, client_id: str, scopes: str) -> dict[str, str]:
     from fleetmem.adapters.aws.invoker import SIGNATURE_VALIDITY
 
     claims = {"tenant": tenant, "client_id": client_id, "scopes": scopes}
-    valid_for = runtime.settings().authorizer_cache_ttl_s + SIGNATURE_VALIDITY
+    valid_for = runtime.auth_settings().authorizer_cache_ttl_s + SIGNATURE_VALIDITY
     return {**claims, PROOF_FIELD: runtime.signer().sign_claims(claims, valid_for_s=valid_for)}
 
 

@@ -28,7 +28,7 @@ def handle_edge_event(event: Mapping[str, Any], *, invoker: Any = None) -> dict[
 
 
 def public_url(event: Mapping[str, Any]) -> str:
-    configured = runtime.settings().public_url
+    configured = runtime.edge_settings().public_url
     if configured:
         return configured
     ctx = event.get("requestContext") or {}
@@ -56,7 +56,7 @@ class _Edge:
             invoker=invoker,
             behind_gateway=True,
             caller_from_request=gateway_caller,
-            authorization_server=s.authorization_server or None,
+            authorization_server=s.serve.authorization_server or None,
             token_command=AWS_TOKEN_COMMAND,  # its 401 and scope_denied fixes mint in the deployed stage
         )
         self.loop = asyncio.new_event_loop()

@@ -29,7 +29,9 @@ def handle_wake(event: Mapping[str, Any], deps: Deps | None = None, send: Any = 
     """The scheduler's event -> the configured heartbeat it names -> `run_heartbeat`; anything
     else is refused (logged, nothing read or sent; not raised, so the platform does not retry)."""
     name = event.get(WAKE_FIELD) if isinstance(event, Mapping) else None
-    spec = runtime.settings().heartbeats.get(name) if isinstance(name, str) and set(event) == {WAKE_FIELD} else None
+    spec = None
+    if isinstance(name, str) and set(event) == {WAKE_FIELD}:
+        spec = runtime.job_settings().heartbeats.get(name)
     if spec is None:
         log.warning("heartbeat wake refused", extra={"event": "heartbeat_wake_refused"})
         return {"status": "refused", "delivered": False}

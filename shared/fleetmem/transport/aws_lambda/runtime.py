@@ -1,17 +1,34 @@
-"""Process-wide state of one Lambda sandbox, built on first use from `Settings.from_env()`."""
+"""Process-wide state of one Lambda sandbox, built on first use from the environment: `Settings`
+(every function), and the edge's, the authorizer's and the scheduled jobs' own settings, read only
+by the function that plays that role."""
 
 from __future__ import annotations
 
 import functools
 from typing import Any
 
-from fleetmem.config import Settings
+from fleetmem.config import AuthSettings, EdgeSettings, JobSettings, Settings
 from fleetmem.ports import Auth, Deps
 
 
 @functools.lru_cache(maxsize=1)
 def settings() -> Settings:
     return Settings.from_env()
+
+
+@functools.lru_cache(maxsize=1)
+def edge_settings() -> EdgeSettings:
+    return EdgeSettings.from_env()
+
+
+@functools.lru_cache(maxsize=1)
+def auth_settings() -> AuthSettings:
+    return AuthSettings.from_env()
+
+
+def job_settings() -> JobSettings:
+    """Read on every wake (one variable): the heartbeat table as the stage has it now."""
+    return JobSettings.from_env()
 
 
 def get_deps() -> Deps:
@@ -23,7 +40,7 @@ def get_deps() -> Deps:
 def get_auth(deps: Deps | None = None) -> Auth:
     from fleetmem.wiring import build_auth
 
-    return build_auth(deps or get_deps(), settings())
+    return build_auth(deps or get_deps(), auth_settings() if settings().backend == "aws" else None)
 
 
 @functools.lru_cache(maxsize=1)
@@ -40,7 +57,7 @@ def signer() -> Any:
 def edge_invoker() -> Any:
     from fleetmem.wiring import build_lambda_invoker
 
-    return build_lambda_invoker(settings(), signer())
+    return build_lambda_invoker(settings(), edge_settings(), signer())
 
 
 @functools.lru_cache(maxsize=1)
@@ -54,6 +71,6 @@ def reset() -> None:
     """Forget everything cached (tests change the environment between cases)."""
     from fleetmem.wiring import clear_auth_cache
 
-    for cached in (settings, signer, edge_invoker, delivery):
+    for cached in (settings, edge_settings, auth_settings, signer, edge_invoker, delivery):
         getattr(cached, "cache_clear", lambda: None)()  # tests may have replaced one
     clear_auth_cache()
