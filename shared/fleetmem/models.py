@@ -252,6 +252,11 @@ FactStatus = Literal["active", "forgotten", "superseded", "expired"]
 class Wire(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
+    def wire(self) -> dict[str, Any]:
+        """The body as it goes on the wire: the fields that were given (an optional one left out
+        stays absent, one given as None is null), in the model's field order."""
+        return self.model_dump(mode="json", exclude_unset=True)
+
 
 class BudgetFields(Wire):
     """Present together when the call had `budget_tokens` (§ budgets), absent otherwise."""
@@ -294,8 +299,13 @@ class OpenThread(Wire):
     date: str | None
 
 
-class SlugThread(OpenThread):
-    slug: str  # the entity the thread belongs to
+class SlugThread(Wire):
+    """An open thread with the entity it belongs to, first (as context_pack and delta list it)."""
+
+    slug: str
+    kind: Literal["commitment", "recent_event"]
+    text: str
+    date: str | None
 
 
 class Edge(Wire):

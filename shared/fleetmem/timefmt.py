@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, date, datetime
+from typing import overload
 
 
 def to_ms(dt: datetime) -> datetime:
@@ -11,6 +12,14 @@ def to_ms(dt: datetime) -> datetime:
         dt = dt.replace(tzinfo=UTC)
     dt = dt.astimezone(UTC)
     return dt.replace(microsecond=(dt.microsecond // 1000) * 1000)
+
+
+@overload
+def iso(dt: datetime) -> str: ...
+
+
+@overload
+def iso(dt: datetime | None) -> str | None: ...
 
 
 def iso(dt: datetime | None) -> str | None:

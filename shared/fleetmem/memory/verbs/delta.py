@@ -179,7 +179,7 @@ class Retraction(Wire):
     superseded_by: str | None = Field(default=None, description="the fact_id that replaces it (superseded)")
 
 
-class DeltaResult(BudgetFields):
+class DeltaBody(Wire):
     protocol_version: int
     since: str | None
     pages: list[DeltaPage]
@@ -190,6 +190,11 @@ class DeltaResult(BudgetFields):
     has_more: bool
     next_cursor: NextCursor
     degraded_reason: str | None = None
+
+
+class DeltaResult(BudgetFields, DeltaBody):
+    """delta's body: DeltaBody's fields, then the budget fields (pydantic lists the fields of the
+    last base first)."""
 
 
 def cursor_client(caller: Caller) -> str:
@@ -553,26 +558,9 @@ def _reference_delta(
     notices: list[Notice] = []
     if not taken and has_more:
         notices.append(_incomplete_notice(params, None))
-    body: dict = {
-        "protocol_version": PROTOCOL_VERSION,
-        "since": iso(since),
-        "pages": packed_pages,
-        "facts": packed_facts,
-        "threads": threads,
-        "retracted": [],
-        "text": render_delta(
-            iso(since) or "", packed_pages, packed_facts, threads, has_more=has_more, budget=budget_tokens
-        ),
-        "has_more": has_more,
-        "next_cursor": {
-            "since": iso(next_since), "slug": next_slug,
-            "page_seq": page_seq, "fact_seq": fact_seq, "expiry": None,
-        },
-    }
-    if degraded:
-        body["degraded_reason"] = "; ".join(degraded)
-    body.update(packer.fields())
-    return Outcome(body=body, notices=notices)
+    cursor = NextCursor(since=iso(next_since), slug=next_slug, page_seq=page_seq, fact_seq=fact_seq, expiry=None)
+    return _answer(since, packed_pages, packed_facts, threads, [], has_more=has_more, cursor=cursor,
+                   degraded=degraded, packer=packer, notices=notices)
 
 
 def run(deps: Deps, caller: Caller, params: DeltaParams, ctx: CallContext) -> Outcome:
@@ -754,27 +742,27 @@ def run(deps: Deps, caller: Caller, params: DeltaParams, ctx: CallContext) -> Ou
     elif incomplete:
         notices.append(_incomplete_notice(params, None))
 
-    body: dict = {
-        "protocol_version": PROTOCOL_VERSION,
-        "since": iso(eff_since),
-        "pages": packed_pages,
-        "facts": packed_facts,
-        "threads": threads,
-        "retracted": retracted,
-        "text": render_delta(
-            iso(eff_since) or "", packed_pages, packed_facts, threads, has_more=has_more, retracted=retracted,
-            budget=budget_tokens,
-        ),
-        "has_more": has_more,
-        "next_cursor": {
-            "since": iso(body_since), "slug": body_slug, "page_seq": next_page_seq, "fact_seq": next_fact_seq,
-            "expiry": next_expiry,
-        },
-    }
-    if degraded:
-        body["degraded_reason"] = "; ".join(degraded)
-    body.update(packer.fields())
-    return Outcome(body=body, notices=notices)
+    resume = NextCursor(
+        since=iso(body_since), slug=body_slug, page_seq=next_page_seq, fact_seq=next_fact_seq, expiry=next_expiry
+    )
+    return _answer(eff_since, packed_pages, packed_facts, threads, retracted, has_more=has_more, cursor=resume,
+                   degraded=degraded, packer=packer, notices=notices)
+
+
+def _answer(
+    since: datetime | None, pages: list[dict], facts: list[dict], threads: list[dict], retracted: list[dict], *,
+    has_more: bool, cursor: NextCursor, degraded: list[str], packer: budget.Packer, notices: list[Notice],
+) -> Outcome:
+    """The delta body from what was packed: built as its result model and dumped once."""
+    text = render_delta(
+        iso(since) or "", pages, facts, threads, has_more=has_more, retracted=retracted, budget=packer.budget
+    )
+    result = DeltaResult.model_validate({
+        "protocol_version": PROTOCOL_VERSION, "since": iso(since), "pages": pages, "facts": facts, "threads": threads,
+        "retracted": retracted, "text": text, "has_more": has_more, "next_cursor": cursor,
+        **({"degraded_reason": "; ".join(degraded)} if degraded else {}), **packer.fields(),
+    })
+    return Outcome(body=result.wire(), notices=notices)
 
 
 SPEC = register(

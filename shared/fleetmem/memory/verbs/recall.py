@@ -2,7 +2,8 @@
 budgets; D4, D8, D9, D13).
 
 Public API: `RecallParams`, `RecallResult`, `run(deps, caller, params, ctx) -> Outcome`,
-`fact_item(fact) -> dict` (the legacy facts[] item; other verbs may reuse it),
+`fact_model(fact, now=None) -> FactItem` (the legacy facts[] item, with its state when `now` is
+given) and `fact_item(fact) -> dict` (its wire form; other verbs reuse them),
 `fact_status(fact, now) -> dict` (`status` and, where they apply, `superseded_by`/`expired_at`).
 
 Facts arm — exactly one filter applies: entity > session_id > since > none. The entity filter
@@ -110,7 +111,7 @@ class RecallHit(Wire):
     provenance: str
 
 
-class RecallResult(BudgetFields):
+class RecallBody(Wire):
     protocol_version: int
     facts: list[FactItem]
     total: int
@@ -118,19 +119,24 @@ class RecallResult(BudgetFields):
     search_degraded: str | None = None
 
 
+class RecallResult(BudgetFields, RecallBody):
+    """recall's body: RecallBody's fields, then the budget fields (pydantic lists the fields of the
+    last base first)."""
+
+
+def fact_model(f: Fact, now: datetime | None = None) -> FactItem:
+    """The facts[] item; with `now`, also the fact's state at `now` (`fact_status`)."""
+    state = fact_status(f, now) if now is not None else {}
+    return FactItem(
+        id=f.seq, fact_id=f.fact_id, fact=f.text, kind=f.kind, entity_slug=f.entity_slug, provenance=f.provenance,
+        visibility=f.visibility, created_at=iso(f.created_at), valid_until=iso(f.valid_until),
+        session_id=f.session_id, **state,
+    )
+
+
 def fact_item(f: Fact) -> dict[str, Any]:
-    return {
-        "id": f.seq,
-        "fact_id": f.fact_id,
-        "fact": f.text,
-        "kind": f.kind,
-        "entity_slug": f.entity_slug,
-        "provenance": f.provenance,
-        "visibility": f.visibility,
-        "created_at": iso(f.created_at),
-        "valid_until": iso(f.valid_until),
-        "session_id": f.session_id,
-    }
+    """The facts[] item as it goes on the wire (context_pack and delta list it too)."""
+    return fact_model(f).wire()
 
 
 def fact_status(f: Fact, now: datetime) -> dict[str, Any]:
@@ -160,32 +166,20 @@ def _clamped_notice(raw: Any, limit: int) -> Notice:
     )
 
 
-def _fact_cost(item: dict[str, Any]) -> int:
-    return cost(item["fact"])
+def _fact_cost(item: FactItem) -> int:
+    return cost(item.fact)
 
 
-def _result_cost(item: dict[str, Any]) -> int:
-    return costs(item["title"], item["chunk"])
+def _result_cost(item: RecallHit) -> int:
+    return costs(item.title, item.chunk)
 
 
 def _ranked_facts(
-    deps: Deps,
-    caller: Caller,
-    query: str,
-    *,
-    limit: int,
-    world: bool,
-    include_expired: bool,
+    deps: Deps, caller: Caller, query: str, *, limit: int, world: bool, include_expired: bool,
     embedded: search_arm.Embedded,
 ) -> tuple[list[Fact], str | None]:
     found = search_arm.hybrid_search(
-        deps,
-        caller.tenant,
-        query,
-        kinds=("fact",),
-        world_only=world,
-        k=min(200, limit * 2 + 10),
-        embedded=embedded,
+        deps, caller.tenant, query, kinds=("fact",), world_only=world, k=min(200, limit * 2 + 10), embedded=embedded
     )
     ids = [f.hit.fact_id for f in found.hits if f.hit.fact_id]
     now = deps.clock.now()
@@ -262,22 +256,10 @@ def _facts_arm(
 
 
 def _search_arm(
-    deps: Deps,
-    caller: Caller,
-    query: str,
-    *,
-    limit: int,
-    world: bool,
-    embedded: search_arm.Embedded,
-) -> tuple[list[dict[str, Any]], str | None]:
+    deps: Deps, caller: Caller, query: str, *, limit: int, world: bool, embedded: search_arm.Embedded
+) -> tuple[list[RecallHit], str | None]:
     found = search_arm.hybrid_search(
-        deps,
-        caller.tenant,
-        query,
-        kinds=("chunk",),
-        world_only=world,
-        k=min(200, limit * 3),
-        embedded=embedded,
+        deps, caller.tenant, query, kinds=("chunk",), world_only=world, k=min(200, limit * 3), embedded=embedded
     )
     pages = search_arm.best_per_page(found.hits)[:limit]
     if not pages:
@@ -290,14 +272,10 @@ def _search_arm(
             query, f, alias_hit_slugs=aliases, query_tokens=found.query_tokens
         )
         results.append(
-            {
-                "slug": f.hit.slug,
-                "title": f.hit.title,
-                "chunk": chunk,
-                "evidence": evidence,
-                "create_safety": CREATE_SAFETY_FOR[evidence],
-                "provenance": f.hit.slug,
-            }
+            RecallHit(
+                slug=f.hit.slug, title=f.hit.title, chunk=chunk, evidence=evidence,  # type: ignore[arg-type]
+                create_safety=CREATE_SAFETY_FOR[evidence], provenance=f.hit.slug,  # type: ignore[arg-type]
+            )
         )
     return results, found.degraded
 
@@ -326,29 +304,21 @@ def run(deps: Deps, caller: Caller, params: RecallParams, ctx: CallContext) -> O
     degraded = degraded or facts_degraded
 
     packer = Packer(budget)
-    items = [fact_item(f) for f in facts]
-    if params.include_expired:
-        now = deps.clock.now()
-        items = [{**item, **fact_status(f, now)} for item, f in zip(items, facts, strict=True)]
-    fact_items = packer.take(items, _fact_cost)
+    now = deps.clock.now() if params.include_expired else None
+    fact_items = packer.take([fact_model(f, now) for f in facts], _fact_cost)
     result_items = packer.take(results, _result_cost)
-
-    body: dict[str, Any] = {
-        "protocol_version": PROTOCOL_VERSION,
-        "facts": fact_items,
-        "total": len(fact_items),
-        "results": result_items,
-    }
+    optional: dict[str, Any] = {**({"search_degraded": degraded} if degraded else {}), **packer.fields()}
+    result = RecallResult(
+        protocol_version=PROTOCOL_VERSION, facts=fact_items, total=len(fact_items), results=result_items, **optional
+    )
     notices: list[Notice] = []
     if _out_of_range(params.limit):
         notices.append(_clamped_notice(params.limit, limit))
     if degraded:
-        body["search_degraded"] = degraded
         notices.append(degraded_recall_notice(degraded))
-    body.update(packer.fields())
     if query and not facts and not results:
         notices.append(empty_retrieval_notice(degraded))
-    return Outcome(body, notices)
+    return Outcome(result.wire(), notices)
 
 
 SPEC = register(

@@ -10,7 +10,6 @@ newest fact (bounded), and lists every audit event of every fact in it, oldest f
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 from pydantic import ConfigDict, Field
 
@@ -18,7 +17,7 @@ from fleetmem.errors import Outcome
 from fleetmem.memory.common import Params
 from fleetmem.memory.registry import ToolSpec, register
 from fleetmem.memory.verbs.forget import not_found
-from fleetmem.memory.verbs.recall import fact_item
+from fleetmem.memory.verbs.recall import fact_model
 from fleetmem.models import Caller, Fact, FactItem, Wire
 from fleetmem.ports import CallContext, Deps
 from fleetmem.protocol import PROTOCOL_VERSION
@@ -85,15 +84,15 @@ def _follow(deps: Deps, tenant: str, fact: Fact, link: Callable[[Fact], str | No
     return out
 
 
-def _lineage_item(f: Fact) -> dict[str, Any]:
-    return {
-        **fact_item(f),
-        "expired_at": iso(f.expired_at),
-        "expired_reason": f.expired_reason,
-        "expired_by": f.expired_by,
-        "supersedes": f.supersedes,
-        "superseded_by": f.superseded_by,
-    }
+def _lineage_item(f: Fact) -> LineageFact:
+    return LineageFact(
+        **fact_model(f).wire(),
+        expired_at=iso(f.expired_at),
+        expired_reason=f.expired_reason,
+        expired_by=f.expired_by,
+        supersedes=f.supersedes,
+        superseded_by=f.superseded_by,
+    )
 
 
 def run(deps: Deps, caller: Caller, params: TraceFactParams, ctx: CallContext) -> Outcome:
@@ -102,31 +101,23 @@ def run(deps: Deps, caller: Caller, params: TraceFactParams, ctx: CallContext) -
     if fact is None:
         raise not_found(TOOL, fact_id)
     chain = _lineage(deps, caller.tenant, fact)
-    events = []
-    for f in chain:
-        for e in deps.audit.for_subject(caller.tenant, f.fact_id):
-            events.append(
-                {
-                    "fact_id": f.fact_id,
-                    "action": e.action,
-                    "actor": e.actor,
-                    "at": iso(e.at),
-                    "reason": e.reason,
-                    "provenance": e.provenance,
-                }
-            )
+    events = [
+        TraceEvent(
+            fact_id=f.fact_id, action=e.action, actor=e.actor, at=iso(e.at), reason=e.reason, provenance=e.provenance
+        )
+        for f in chain
+        for e in deps.audit.for_subject(caller.tenant, f.fact_id)
+    ]
     # Same-instant events (a supersession happens in the new fact's write) list the write first.
-    events.sort(key=lambda e: (e["at"] or "", e["action"] != "write"))
-    result = TraceFactResult.model_validate(
-        {
-            "id": fact.fact_id,
-            "fact": _lineage_item(fact),
-            "lineage": [_lineage_item(f) for f in chain],
-            "events": events,
-            "protocol_version": PROTOCOL_VERSION,
-        }
+    events.sort(key=lambda e: (e.at or "", e.action != "write"))
+    result = TraceFactResult(
+        id=fact.fact_id,
+        fact=_lineage_item(fact),
+        lineage=[_lineage_item(f) for f in chain],
+        events=events,
+        protocol_version=PROTOCOL_VERSION,
     )
-    return Outcome(result.model_dump(exclude_unset=True))
+    return Outcome(result.wire())
 
 
 SPEC = register(
