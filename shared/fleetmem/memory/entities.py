@@ -219,10 +219,7 @@ def require_slug(tool: str, name: str, target: EntityTarget) -> None:
     raise caller_error(
         f"entity {shown!r} names no entity: it has no letter or digit.",
         problem=f"entity {shown!r} has no letter or digit.",
-        cause=why,
-        instead=instead,
-        field="entity",
-        reason="no_slug",
+        cause=why, instead=instead, field="entity", reason="no_slug",
     )
 
 

@@ -107,6 +107,12 @@ RETRY_AFTER_SECONDS = 30
 INCOMPLETE_REPORT_STREAK = 3
 
 
+def _resume_at(what: str, cursor_field: str) -> Any:
+    """A `since_*` parameter: the position, within `since`, a call resumes from (the field of the
+    last answer's `next_cursor` it passes back)."""
+    return Field(default=None, description=f"With since: {what} (pass back next_cursor.{cursor_field}).")
+
+
 class DeltaParams(Params):
     model_config = ConfigDict(extra="ignore")
 
@@ -114,22 +120,10 @@ class DeltaParams(Params):
         default=None,
         description="ISO 8601 date/datetime: changes strictly after it. Wins over the session cursor.",
     )
-    since_slug: str | None = Field(
-        default=None,
-        description="With since: resume after this slug (pass back next_cursor.since + next_cursor.slug).",
-    )
-    since_page_seq: ChangePosition = Field(
-        default=None,
-        description="With since: the exact page position (pass back next_cursor.page_seq).",
-    )
-    since_fact_seq: ChangePosition = Field(
-        default=None,
-        description="With since: the exact fact position (pass back next_cursor.fact_seq).",
-    )
-    since_expiry: str | None = Field(
-        default=None,
-        description="With since: the TTL-expiry position (pass back next_cursor.expiry).",
-    )
+    since_slug: str | None = _resume_at("resume after this slug", "since + next_cursor.slug")
+    since_page_seq: ChangePosition = _resume_at("the exact page position", "page_seq")
+    since_fact_seq: ChangePosition = _resume_at("the exact fact position", "fact_seq")
+    since_expiry: str | None = _resume_at("the TTL-expiry position", "expiry")
     session_id: str | None = Field(
         default=None,
         description="A stable id for this heartbeat loop: the server keeps and advances its cursor.",

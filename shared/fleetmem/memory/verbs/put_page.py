@@ -249,43 +249,43 @@ def unindex_page(deps: Deps, tenant: str, slug: str) -> bool:
 _LIMIT_CAUSE = "pages have size limits so one name cannot crowd every budgeted read or lookup."
 
 
+def _over_limit(message: str, problem: str, instead: str, limit: tuple[str, int]) -> VerbError:
+    """A page name over one of its size limits; `limit` is the (detail key, maximum) it broke."""
+    key, most = limit
+    return common.too_long(message, problem=problem, cause=_LIMIT_CAUSE, instead=instead, detail={key: most})
+
+
 def _slug_too_long(slug: str, problem: str) -> VerbError:
     example = shorten_slug(slug)
-    return common.too_long(
+    return _over_limit(
         f"slug is too long: {problem}.",
-        problem=f"The slug {slug[:60]!r}… is too long: {problem}.",
-        cause=_LIMIT_CAUSE,
-        instead=f"choose a shorter slug (for example {example!r}) and put the full name in the title.",
-        detail={"max_slug": SLUG_MAX},
+        f"The slug {slug[:60]!r}… is too long: {problem}.",
+        f"choose a shorter slug (for example {example!r}) and put the full name in the title.",
+        ("max_slug", SLUG_MAX),
     )
 
 
 def _check_names(slug: str, title: str | None, aliases: tuple[str, ...]) -> None:
     if title is not None and len(title) > TITLE_MAX:
-        raise common.too_long(
+        raise _over_limit(
             f"title is longer than {TITLE_MAX} characters ({len(title)}).",
-            problem=f"The title of {slug} is {len(title)} characters long; a title holds at most {TITLE_MAX}.",
-            cause=_LIMIT_CAUSE,
-            instead="give a shorter title and move the rest into the summary or the body.",
-            detail={"max_title": TITLE_MAX},
+            f"The title of {slug} is {len(title)} characters long; a title holds at most {TITLE_MAX}.",
+            "give a shorter title and move the rest into the summary or the body.", ("max_title", TITLE_MAX),
         )
     if len(aliases) > ALIASES_MAX:
-        raise common.too_long(
+        raise _over_limit(
             f"{len(aliases)} aliases given; a page holds at most {ALIASES_MAX}.",
-            problem=f"{slug} has {len(aliases)} aliases; a page holds at most {ALIASES_MAX}.",
-            cause=_LIMIT_CAUSE,
-            instead=f"keep the {ALIASES_MAX} names people actually use and mention the others in the body.",
-            detail={"max_aliases": ALIASES_MAX},
+            f"{slug} has {len(aliases)} aliases; a page holds at most {ALIASES_MAX}.",
+            f"keep the {ALIASES_MAX} names people actually use and mention the others in the body.",
+            ("max_aliases", ALIASES_MAX),
         )
     for alias in aliases:
         if len(alias) > ALIAS_MAX:
-            raise common.too_long(
+            raise _over_limit(
                 f"alias {alias[:40]!r}… is longer than {ALIAS_MAX} characters ({len(alias)}).",
-                problem=f"An alias of {slug} is {len(alias)} characters long; an alias holds at most "
-                f"{ALIAS_MAX}.",
-                cause=_LIMIT_CAUSE,
-                instead="use a short name as the alias and put descriptions in the summary or the body.",
-                detail={"max_alias": ALIAS_MAX},
+                f"An alias of {slug} is {len(alias)} characters long; an alias holds at most {ALIAS_MAX}.",
+                "use a short name as the alias and put descriptions in the summary or the body.",
+                ("max_alias", ALIAS_MAX),
             )
 
 
@@ -355,10 +355,7 @@ def run(deps: Deps, caller: Caller, params: PutPageParams, ctx: CallContext) -> 
         raise caller_error(
             f"The page frontmatter of {slug} could not be read: {exc}.",
             problem=f"The YAML frontmatter of {slug} does not parse.",
-            cause=cause,
-            instead=instead,
-            field="content",
-            reason="frontmatter_yaml",
+            cause=cause, instead=instead, field="content", reason="frontmatter_yaml",
         ) from None
     if len(body.encode("utf-8")) > PAGE_BODY_MAX_BYTES:
         why = f"A page body holds at most {PAGE_BODY_MAX_BYTES // 1024} KB of UTF-8 text."
