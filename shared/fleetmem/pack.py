@@ -1,6 +1,6 @@
 """Memory packs: one tenant's pages, facts and audit trail in a portable, versioned file
-(docs/portability.md). One writer (`PackWriter`, used by `export_pack`), one reader
-(`PackReader`, used by `import_pack`).
+(docs/portability.md). The format, one writer (`PackWriter`) and one reader (`PackReader`);
+`fleetmem.pack_transfer` exports a tenant into a pack and imports one through the store ports.
 
 A pack is a gzip-compressed tar (stdlib `tarfile`) of four members, in this order:
 `manifest.json` (format, version, tenant, filter, and per data member its line count, byte size
@@ -10,10 +10,7 @@ pack: tokens, token hashes, cursors, idempotency records, vectors (re-embedded o
 
 Import treats a pack as untrusted input: the whole pack is read and checked first (members,
 checksums, counts, every line against its model and the verbs' own limits), and nothing is
-written unless all of it passes. Writing then keeps ids, seqs, states, lineage and timestamps;
-every item is written through the store ports, so each gets a change number like any write and
-delta followers see it. Writing is idempotent item by item (an item already stored is left as
-it is), so a second import changes nothing and an interrupted one is completed by running it again.
+written unless all of it passes.
 """
 
 from __future__ import annotations
@@ -26,7 +23,6 @@ import shutil
 import tarfile
 import tempfile
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import IO, Annotated, Any, Final, Literal
@@ -34,10 +30,8 @@ from typing import IO, Annotated, Any, Final, Literal
 from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field, ValidationError
 
 from fleetmem.errors import VerbError
-from fleetmem.memory import indexing
 from fleetmem.memory.slugs import is_canonical_slug, is_path_like, slug_size_problem
-from fleetmem.models import AuditEvent, Fact, FactStatus, Link, Page, TimelineEntry
-from fleetmem.ports import AuditLog, AuditScan, Deps, FactScan, FactStore, PageScan, PageStore
+from fleetmem.models import AuditEvent, Fact, Link, Page, TimelineEntry
 from fleetmem.protocol import (
     FACT_MAX,
     PAGE_BODY_MAX_BYTES,
@@ -47,7 +41,7 @@ from fleetmem.protocol import (
     FactKind,
     Visibility,
 )
-from fleetmem.timefmt import iso, parse_iso, to_ms
+from fleetmem.timefmt import parse_iso, to_ms
 
 FORMAT: Final = "fleetmem-pack"
 FORMAT_VERSION = 1
@@ -553,199 +547,3 @@ def _first_error(exc: ValidationError) -> str:
     if e.get("type") == "extra_forbidden":
         return f"unknown field {where!r} (not part of pack format {FORMAT_VERSION})"
     return f"{where}: {e.get('msg')}"
-
-
-# --------------------------------------------------------------------------- export
-
-
-def fact_state(f: Fact, now: datetime) -> FactStatus:
-    from fleetmem.memory.verbs.recall import fact_status
-
-    return fact_status(f, now)["status"]
-
-
-def _scan(store: Any, tenant: str) -> Iterator[Any]:
-    after: str | None = None
-    while True:
-        batch, after = store.scan(tenant, after=after, limit=BATCH)
-        yield from batch
-        if after is None:
-            return
-
-
-def _portable(pages: PageStore, facts: FactStore, audit: AuditLog) -> tuple[PageScan, FactScan, AuditScan]:
-    if not (isinstance(pages, PageScan) and isinstance(facts, FactScan) and isinstance(audit, AuditScan)):
-        raise PackError(
-            "This backend's stores cannot read a whole tenant yet, so no pack can be exported from or imported "
-            "into it.",
-            "Export from (or import into) a local data directory: --data-dir DIR.",
-        )
-    return pages, facts, audit
-
-
-def export_pack(
-    path: Path,
-    deps: Deps,
-    *,
-    tenant: str,
-    filter: PackFilter,
-    progress: Callable[[str, int], None] | None = None,
-) -> Manifest:
-    """Write the tenant's pages, facts and audit trail (or the part `filter` selects) to `path`."""
-    pages, facts, audit = _portable(deps.pages, deps.facts, deps.audit)
-    now = deps.clock.now()
-    since = filter.since
-    subjects: set[str] | None = None if filter == PackFilter() else set()
-    with PackWriter(path, tenant=tenant, filter=filter, now=now) as writer:
-
-        def add(member: str, item: PackModel, subject: str) -> None:
-            writer.add(member, item)
-            if subjects is not None:
-                subjects.add(subject)
-            _tick(progress, member, writer.counts[member])
-
-        if filter.state is None:  # a state selects facts only
-            for page in _scan(pages, tenant):
-                if filter.entity is not None and page.slug != filter.entity:
-                    continue
-                if since is not None and page.updated_at <= since:
-                    continue
-                add(PAGES, PackPage.of(page), page.slug)
-        for fact in _scan(facts, tenant):
-            if filter.entity is not None and fact.entity_slug != filter.entity:
-                continue
-            if since is not None and fact.created_at <= since and (fact.expired_at is None or fact.expired_at <= since):
-                continue
-            if filter.state is not None and fact_state(fact, now) != filter.state:
-                continue
-            add(FACTS, PackFact.of(fact), fact.fact_id)
-        for event in _scan(audit, tenant):
-            if subjects is not None and event.subject not in subjects:
-                continue
-            writer.add(AUDIT, PackAuditEvent.of(event))
-            _tick(progress, AUDIT, writer.counts[AUDIT])
-        return writer.finish()
-
-
-def _tick(progress: Callable[[str, int], None] | None, member: str, n: int) -> None:
-    if progress is not None and n % PROGRESS_EVERY == 0:
-        progress(member, n)
-
-
-# --------------------------------------------------------------------------- import
-
-
-@dataclass
-class ImportReport:
-    """What an import did, per member: written (new or replaced), unchanged (already stored as in
-    the pack), kept (stored differently and not older than the pack: left as it is)."""
-
-    written: dict[str, int] = field(default_factory=lambda: dict.fromkeys(MEMBERS, 0))
-    unchanged: dict[str, int] = field(default_factory=lambda: dict.fromkeys(MEMBERS, 0))
-    kept: list[str] = field(default_factory=list)
-    search_problem: str | None = None
-
-
-def check_tenant(manifest: Manifest, *, tenant: str, from_tenant: str | None) -> None:
-    """The tenant written is always the one the command names; a pack of another tenant is loaded
-    into it only when the command also names the pack's tenant (`--from-tenant`)."""
-    if manifest.tenant == tenant or from_tenant == manifest.tenant:
-        return
-    if from_tenant is not None:
-        raise PackError(
-            f"--from-tenant {from_tenant!r} does not match the pack, which was exported from tenant "
-            f"{manifest.tenant!r}; nothing was written.",
-            f"Pass --from-tenant {manifest.tenant} to load it into tenant {tenant!r}.",
-        )
-    raise PackError(
-        f"The pack was exported from tenant {manifest.tenant!r}, and this import writes tenant {tenant!r}; "
-        "nothing was written.",
-        f"To import into tenant {manifest.tenant!r}: --tenant {manifest.tenant}. To load it into {tenant!r} "
-        f"anyway, say so: --tenant {tenant} --from-tenant {manifest.tenant}.",
-    )
-
-
-def _content(page: Page) -> dict[str, Any]:
-    return page.model_dump(exclude={"last_retrieved_at"})
-
-
-def import_pack(
-    reader: PackReader, deps: Deps, *, tenant: str, progress: Callable[[str, int], None] | None = None
-) -> ImportReport:
-    """Write a verified pack (`reader.verify()` has passed) into `tenant`, item by item, idempotently."""
-    _pages, facts, _audit = _portable(deps.pages, deps.facts, deps.audit)
-    report = ImportReport()
-    for n, item in enumerate(reader.items(PAGES), 1):
-        page = item.to_page(tenant)
-        stored = deps.pages.get(tenant, page.slug)
-        if stored is not None and _content(stored) == _content(page):
-            report.unchanged[PAGES] += 1
-        elif stored is not None and stored.updated_at >= page.updated_at:
-            report.kept.append(f"page {page.slug} (stored version updated {iso(stored.updated_at)})")
-        else:
-            deps.pages.put(page)
-            from fleetmem.memory.verbs.put_page import index_page
-
-            if deps.search.write_through and not index_page(deps, page):
-                report.search_problem = "the search index refused some pages; run: fleetmem reindex"
-            report.written[PAGES] += 1
-        _tick(progress, PAGES, n)
-    top_seq = 0
-    batch: list[Fact] = []
-
-    def flush() -> None:
-        stored = {f.fact_id: f for f in deps.facts.many(tenant, [f.fact_id for f in batch])}
-        new: list[Fact] = []
-        for fact in batch:
-            have = stored.get(fact.fact_id)
-            if have is None:
-                deps.facts.put(fact)
-                new.append(fact)
-            elif have.model_copy(update={"vector": None, "vector_model": None}) == fact:
-                report.unchanged[FACTS] += 1
-            else:
-                report.kept.append(f"fact {fact.fact_id} (stored in another state)")
-        report.written[FACTS] += len(new)
-        live = [indexing.doc_for_fact(f) for f in new if f.expired_at is None and f.superseded_by is None]
-        if live and deps.search.write_through:
-            docs, problem = indexing.embed_docs(deps, live)
-            deps.search.upsert(docs)
-            report.search_problem = report.search_problem or problem
-        batch.clear()
-
-    for n, item in enumerate(reader.items(FACTS), 1):
-        batch.append(item.to_fact(tenant))
-        top_seq = max(top_seq, item.seq)
-        if len(batch) >= BATCH:
-            flush()
-        _tick(progress, FACTS, n)
-    if batch:
-        flush()
-    if top_seq:
-        facts.raise_seq(tenant, top_seq)
-    _import_audit(reader, deps.audit, tenant, report, progress)
-    return report
-
-
-def _import_audit(
-    reader: PackReader,
-    log: AuditLog,
-    tenant: str,
-    report: ImportReport,
-    progress: Callable[[str, int], None] | None,
-) -> None:
-    """Append each event the tenant's trail of its subject does not hold yet (so a rerun adds none)."""
-    known: dict[str, list[AuditEvent]] = {}
-    for n, item in enumerate(reader.items(AUDIT), 1):
-        event = item.to_event(tenant)
-        if event.subject not in known:
-            if len(known) > 10_000:
-                known.clear()
-            known[event.subject] = log.for_subject(tenant, event.subject)
-        if event in known[event.subject]:
-            known[event.subject].remove(event)  # a trail may repeat an identical event: count each once
-            report.unchanged[AUDIT] += 1
-        else:
-            log.append(event)
-            report.written[AUDIT] += 1
-        _tick(progress, AUDIT, n)

@@ -13,7 +13,8 @@ from fleetmem.adapters.local import open_local
 from fleetmem.adapters.local.clock import SystemClock
 from fleetmem.adapters.local.hash_embedder import HashEmbedder
 from fleetmem.adapters.local.ids import SortableIds
-from fleetmem.pack import PackFilter, PackReader, export_pack, import_pack
+from fleetmem.pack import PackFilter, PackReader
+from fleetmem.pack_transfer import export_pack, import_pack
 from fleetmem.ports import Deps
 from tests.aws import engines
 from tests.cli import conftest as cli_conftest

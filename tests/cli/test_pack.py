@@ -393,7 +393,8 @@ def test_the_pack_is_read_from_one_copy_so_a_change_after_the_check_is_not_writt
     from fleetmem.adapters.local.clock import SystemClock
     from fleetmem.adapters.local.hash_embedder import HashEmbedder
     from fleetmem.adapters.local.ids import SortableIds
-    from fleetmem.pack import PackReader, import_pack
+    from fleetmem.pack import PackReader
+    from fleetmem.pack_transfer import import_pack
     from fleetmem.ports import Deps
 
     # a body that does not compress, so the pack is far larger than any read buffer

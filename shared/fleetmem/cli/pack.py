@@ -78,7 +78,8 @@ def _failed(exc: Any) -> CommandFailed:
 
 
 def cmd_export(args: argparse.Namespace, out: Output) -> int:
-    from fleetmem.pack import MEMBERS, PackError, PackFilter, export_pack
+    from fleetmem.pack import MEMBERS, PackError, PackFilter
+    from fleetmem.pack_transfer import export_pack
     from fleetmem.timefmt import parse_iso
 
     path = Path(args.pack).expanduser()
@@ -130,7 +131,8 @@ def cmd_export(args: argparse.Namespace, out: Output) -> int:
 
 def cmd_import_pack(args: argparse.Namespace, out: Output) -> int:
     from fleetmem.errors import PortError
-    from fleetmem.pack import MEMBERS, PackError, PackReader, check_tenant, import_pack
+    from fleetmem.pack import MEMBERS, PackError, PackReader
+    from fleetmem.pack_transfer import check_tenant, import_pack
 
     path = Path(args.pack).expanduser()
     if not path.is_file():

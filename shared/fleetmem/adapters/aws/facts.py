@@ -11,28 +11,30 @@ from typing import Any
 
 from fleetmem.adapters.aws import keys
 from fleetmem.adapters.aws.audit import audit_item
-from fleetmem.adapters.aws.dynamo import (
+from fleetmem.adapters.aws.changes import (
     PENDING,
+    backfill_changes,
+    change_floor,
+    change_time,
+    number_pending,
+    read_counter,
+    settle_horizon,
+    transact_pending,
+)
+from fleetmem.adapters.aws.dynamo import (
     WRITE_ID,
     AwsClients,
     DynamoStore,
     answers,
     as_bytes,
     as_int,
-    backfill_changes,
     call,
-    change_floor,
-    change_time,
     chunks,
     from_ddb,
-    number_pending,
     parallel,
     parse_ts,
     query_all,
-    read_counter,
-    settle_horizon,
     to_ddb,
-    transact_pending,
     translate_client_error,
     ts,
     write_id,

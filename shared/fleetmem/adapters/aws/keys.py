@@ -16,7 +16,8 @@ import logging
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from fleetmem.adapters.aws.dynamo import PENDING, from_ddb
+from fleetmem.adapters.aws.changes import PENDING
+from fleetmem.adapters.aws.dynamo import from_ddb
 from fleetmem.tokens import id_problem
 
 log = logging.getLogger("fleetmem.keys")

@@ -19,28 +19,20 @@ from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from fleetmem.adapters.aws import keys
+from fleetmem.adapters.aws import changes, keys
 from fleetmem.adapters.aws.dynamo import (
     ITEM_LIMIT_BYTES,
-    PENDING,
     AwsClients,
     DynamoStore,
     approx_item_size,
     as_int,
-    backfill_changes,
     call,
-    change_floor,
-    change_time,
     chunks,
-    number_pending,
     parallel,
     parse_ts,
     query_all,
-    read_counter,
     same_named,
-    settle_horizon,
     to_ddb,
-    transact_pending,
     ts,
 )
 from fleetmem.adapters.aws.tables import HEAD_ATTRS, PAGES
@@ -372,7 +364,7 @@ class DynamoPageStore(DynamoStore):
         out: builtins.list[PageHead] = []
         if limit <= 0:
             return out
-        horizon = settle_horizon(now, self.settle)
+        horizon = changes.settle_horizon(now, self.settle)
         for item in self._gsi(
             tenant, "by_updated", "tp", keys.tenant(tenant), sort=("us", ">", _position(since, slug))
         ):
@@ -447,14 +439,14 @@ class DynamoPageStore(DynamoStore):
             actions.append({"Put": {"TableName": self.table, "Item": to_ddb({**item, "cs": n})}})
             return actions
 
-        transact_pending(self._db, build=build)
+        changes.transact_pending(self._db, build=build)
 
     def _counter_key(self, tenant: str) -> dict[str, Any]:
         return {"pk": {"S": keys.reserved(tenant, keys.CHANGE)}, "sk": {"S": CHANGE_SK}}
 
     def _number(self, tenant: str, now: datetime | None = None) -> Any:
         """D21: number the tenant's pending page changes (pages and tombstones) before reading positions."""
-        return number_pending(
+        return changes.number_pending(
             self._db, table=self.table, counter_key=self._counter_key(tenant), tp=keys.tenant(tenant), now=now
         )
 
@@ -476,7 +468,7 @@ class DynamoPageStore(DynamoStore):
             lambda: self._number(tenant, now),
             lambda: self._changes(tenant, seq=seq, world_only=world_only, limit=limit, now=now, sk=sk),
         ])
-        if not numbering.fresh or settle_horizon(now, self.settle) is not None:
+        if not numbering.fresh or changes.settle_horizon(now, self.settle) is not None:
             return listed
         again = self._changes(tenant, seq=seq, world_only=world_only, limit=limit, now=now, sk=sk)
         other = [n for n, item in numbering.fresh.values() if item.get("sk", {}).get("S", PAGE_SK) != sk]
@@ -487,12 +479,12 @@ class DynamoPageStore(DynamoStore):
     ) -> builtins.list[tuple[int, PageHead]]:
         """`by_change` entries of page rows (`sk` "P") or tombstones ("T"), which share the index."""
         out: builtins.list[tuple[int, PageHead]] = []
-        if limit <= 0 or int(seq) >= PENDING - 1:
+        if limit <= 0 or int(seq) >= changes.PENDING - 1:
             return out  # nothing is numbered above the largest position (BETWEEN would be refused)
-        horizon = settle_horizon(now, self.settle)
+        horizon = changes.settle_horizon(now, self.settle)
         req = keys.numbered_changes(self.table, tenant, seq, page_size=max(10, min(limit * 2, 500)))
         for item in self._query(tenant, req):
-            if horizon is not None and change_time(item, "updated_at") > str(ts(horizon)):
+            if horizon is not None and changes.change_time(item, "updated_at") > str(ts(horizon)):
                 break  # not settled: an earlier number may still be on its way into the index
             if item.get("sk", PAGE_SK) != sk or not self._visible(item, world_only):
                 continue
@@ -504,7 +496,7 @@ class DynamoPageStore(DynamoStore):
     def change_floor(self, tenant: str, *, since: datetime | None, slug: str = "", walk: bool = False) -> int:
         if walk and since is not None:
             self._number(tenant)
-            top = read_counter(self._db, table=self.table, key=self._counter_key(tenant))
+            top = changes.read_counter(self._db, table=self.table, key=self._counter_key(tenant))
             position = _position(since, slug)
             for n, head in self._changes(tenant, seq=0, world_only=False, limit=top + 1, now=None, sk=PAGE_SK):
                 if _position(head.updated_at, head.slug) > position:
@@ -517,7 +509,7 @@ class DynamoPageStore(DynamoStore):
                 "KeyConditionExpression": "tp = :k AND us > :s",
                 "ExpressionAttributeValues": {":k": {"S": keys.tenant(tenant)}, ":s": {"S": _position(since, slug)}},
             }
-        return change_floor(
+        return changes.change_floor(
             self._db, table=self.table, counter_key=self._counter_key(tenant), tp=keys.tenant(tenant),
             since_query=since_query,
         )
@@ -547,7 +539,7 @@ class DynamoPageStore(DynamoStore):
             actions.append({"Put": {"TableName": self.table, "Item": to_ddb(tomb)}})
             return actions
 
-        transact_pending(self._db, build=build)
+        changes.transact_pending(self._db, build=build)
         return True
 
     def deleted_after(
@@ -594,6 +586,6 @@ class DynamoPageStore(DynamoStore):
             "ExpressionAttributeValues": {":k": {"S": keys.tenant(tenant)}, ":p": {"S": PAGE_SK}},
         }
         found = [{"pk": i["pk"], "sk": i["sk"]} for i in self._query_raw(req)]
-        return backfill_changes(
+        return changes.backfill_changes(
             self._db, table=self.table, counter_key=self._counter_key(tenant), tp=keys.tenant(tenant), item_keys=found
         )

@@ -32,11 +32,12 @@ from typing import Any
 from fleetmem.adapters.local.sqlite.audit import SqliteAuditLog
 from fleetmem.adapters.local.sqlite.clients import SqliteClientStore
 from fleetmem.adapters.local.sqlite.cursors import SqliteCursorStore
-from fleetmem.adapters.local.sqlite.db import DB_FILENAME, SCHEMA_VERSION, Database
+from fleetmem.adapters.local.sqlite.db import DB_FILENAME, Database
 from fleetmem.adapters.local.sqlite.facts import SqliteFactStore
 from fleetmem.adapters.local.sqlite.idempotency import SqliteIdempotencyStore
 from fleetmem.adapters.local.sqlite.maintenance import SqliteVectorMaintenance
 from fleetmem.adapters.local.sqlite.pages import SqlitePageStore
+from fleetmem.adapters.local.sqlite.schema import SCHEMA_VERSION
 from fleetmem.adapters.local.sqlite.search import SqliteSearchIndex
 from fleetmem.errors import Unavailable
 from fleetmem.protocol import SESSIONS_PER_CLIENT
