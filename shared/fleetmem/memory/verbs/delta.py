@@ -3,7 +3,9 @@ include_private?)` — what changed since a cursor, for heartbeats (docs/protoco
 At-least-once under any interleaving of writers and wakes, never silent loss.
 
 Public API: `DeltaParams`, `DeltaResult`, `run(deps, caller, params, ctx) -> Outcome`, `SPEC`
-(registered), `cursor_client(caller) -> str`.
+(registered). The session cursors live in `fleetmem.memory.delta_cursor`, item costs and truncation
+in `delta_budget`, change and expiry positions in `delta_positions`, and the one-timeline read of a
+reference client in `delta_reference`.
 
 Rules:
 - Input: `since` (ISO 8601, must parse; echoed normalized `…T…:…:….000Z`) and/or `session_id`
@@ -63,16 +65,25 @@ Rules:
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
 from pydantic import ConfigDict, Field
 
-from fleetmem.errors import Conflict, Fix, Notice, Outcome, Unavailable, VerbError
+from fleetmem.errors import Fix, Notice, Outcome, Unavailable, VerbError
 from fleetmem.memory import budget, common
 from fleetmem.memory.cards import open_threads
 from fleetmem.memory.common import Budget, ChangePosition, Params, SinceText
+from fleetmem.memory.delta_budget import item_cost, truncate_fact, truncate_page
+from fleetmem.memory.delta_cursor import (
+    RETRY_AFTER_SECONDS,
+    CursorTarget,
+    cursor_client,
+    session_unavailable,
+    store_cursor,
+)
+from fleetmem.memory.delta_positions import expiry_key, fact_tie, merge_changes
+from fleetmem.memory.delta_reference import reference_read
 from fleetmem.memory.entities import parse_entity_list, resolve_entity
 from fleetmem.memory.registry import ToolSpec, register
 from fleetmem.memory.render import render_delta
@@ -94,16 +105,13 @@ from fleetmem.protocol import (
     DELTA_FACT_LIMIT,
     DELTA_MAX_THREAD_ENTITIES,
     DELTA_PAGE_LIMIT,
-    LOCAL_CLIENT,
     PROTOCOL_VERSION,
-    REMOTE_CLIENT,
     SESSION_ID_MAX,
 )
-from fleetmem.timefmt import iso, parse_iso, to_ms
+from fleetmem.timefmt import iso
 
 TOOL = "delta"
 IN_FLIGHT_MARGIN = timedelta(seconds=2)
-RETRY_AFTER_SECONDS = 30
 INCOMPLETE_REPORT_STREAK = 3
 
 
@@ -191,33 +199,8 @@ class DeltaResult(BudgetFields, DeltaBody):
     last base first)."""
 
 
-def cursor_client(caller: Caller) -> str:
-    if not caller.remote:
-        return caller.client_id or LOCAL_CLIENT
-    if not caller.client_id or caller.client_id == LOCAL_CLIENT:
-        return REMOTE_CLIENT
-    return caller.client_id
-
-
 def _deadline_passed(ctx: CallContext) -> bool:
     return ctx.deadline_at is not None and time.monotonic() >= ctx.deadline_at
-
-
-def _session_unavailable(exc: Unavailable) -> VerbError:
-    why = "The session cursor store could not be read, so delta cannot tell what you already received."
-    return VerbError(
-        "unavailable",
-        "The delta session state is unavailable right now.",
-        "Problem: delta could not read the session cursor. Cause: the cursor store is throttled or "
-        "down. Fix: wait and retry the same call; nothing was delivered or advanced.",
-        why=why,
-        detail={"reason": "session_state"},
-        fix=Fix(
-            why=why, actor="provider", retry_after_seconds=exc.retry_after_seconds or RETRY_AFTER_SECONDS
-        ),
-        klass="unavailable",
-        retryable=True,
-    )
 
 
 def _missing_input_error(params: DeltaParams, now: datetime) -> VerbError:
@@ -229,75 +212,6 @@ def _missing_input_error(params: DeltaParams, now: datetime) -> VerbError:
         field="since", value=iso(now - timedelta(days=1)),
         why="Without since or session_id delta has no starting point; the fix asks for the last 24 hours.",
     )
-
-
-@dataclass(frozen=True)
-class _Target:
-    """Where a wake moves the session cursor; None for a field means "leave it"."""
-
-    page_seq: int | None = None
-    fact_seq: int | None = None
-    position: tuple[datetime, str] | None = None
-    expiry: str | None = None
-
-
-def _store_cursor(
-    deps: Deps, caller: Caller, client: str, session_id: str, now: datetime, current: Cursor | None,
-    target: _Target, *, incomplete: bool, hold: tuple[datetime, str], hold_seqs: tuple[int, int],
-    hold_expiry: str | None = None,
-) -> Cursor | None:
-    """Conditionally write the advanced cursor; on a lost race re-read and retry once.
-
-    A missing cursor is created at `target` or, field by field, at `hold`/`hold_seqs` (the position
-    this wake read from). No position moves backwards. Returns the stored cursor, or None when both
-    attempts lost the race (delivery stays at-least-once: the cursor simply did not move).
-    """
-
-    def later(old: int | None, new: int | None) -> int | None:
-        if new is None:
-            return old
-        return new if old is None or new > old else old
-
-    def later_expiry(old: str | None, new: str | None) -> str | None:
-        if new is None:
-            return old
-        return new if old is None or _expiry_key(new) > _expiry_key(old) else old
-
-    for attempt in range(2):
-        streak = 0
-        if current is None:
-            since, slug = target.position or hold
-            new = Cursor(
-                tenant=caller.tenant, client_id=client, session_id=session_id, since=to_ms(since), slug=slug,
-                touched_at=now, incomplete_streak=1 if incomplete else 0,
-                page_seq=later(hold_seqs[0], target.page_seq), fact_seq=later(hold_seqs[1], target.fact_seq),
-                expiry=later_expiry(hold_expiry, target.expiry),
-            )
-            expected = None
-        else:
-            since, slug = current.since, current.slug
-            if target.position is not None and (to_ms(target.position[0]), target.position[1]) > (since, slug):
-                since, slug = to_ms(target.position[0]), target.position[1]
-            streak = current.incomplete_streak + 1 if incomplete else 0
-            new = current.model_copy(
-                update={
-                    "since": since, "slug": slug, "touched_at": now, "incomplete_streak": streak,
-                    "page_seq": later(current.page_seq if current.page_seq is not None else hold_seqs[0],
-                                      target.page_seq),
-                    "fact_seq": later(current.fact_seq if current.fact_seq is not None else hold_seqs[1],
-                                      target.fact_seq),
-                    "expiry": later_expiry(current.expiry if current.expiry is not None else hold_expiry,
-                                           target.expiry),
-                }
-            )
-            expected = current.version
-        try:
-            return deps.cursors.put(new, expected_version=expected)
-        except Conflict:
-            if attempt:
-                return None
-            current = deps.cursors.get(caller.tenant, client, session_id, now=now)
-    return None
 
 
 def _empty_body(since: datetime, slug: str, seqs: tuple[int, int], budget_tokens: int | None) -> dict:
@@ -319,38 +233,6 @@ def _empty_body(since: datetime, slug: str, seqs: tuple[int, int], budget_tokens
     return body
 
 
-def _truncate_page(page: dict, budget_tokens: int) -> dict:
-    """Cut the title (then the slug) so `title + " " + slug` costs at most the budget."""
-    room = 4 * budget_tokens - 1  # characters for title + slug around the one space
-    slug = page["slug"][:room]
-    title = page["title"][: max(0, room - len(slug))]
-    return {**page, "title": title, "slug": slug, "truncated": True}
-
-
-def _truncate_fact(fact: dict, budget_tokens: int) -> dict:
-    room = 4 * budget_tokens
-    return {**fact, "fact": fact["fact"][: room - 1] + "…", "truncated": True}
-
-
-def _page_cost(p: dict) -> int:
-    return budget.cost(f"{p['title']} {p['slug']}")
-
-
-def _fact_cost(f: dict) -> int:
-    return budget.cost(f["fact"])
-
-
-#: A retraction carries a handle and a reason, no content: it costs one token, so it always fits
-#: and a follower never keeps a retracted fact or a deleted page for want of budget.
-RETRACTION_COST = 1
-
-
-def _item_cost(item: dict) -> int:
-    if "reason" in item:
-        return RETRACTION_COST
-    return _fact_cost(item) if "fact_id" in item else _page_cost(item)
-
-
 def _page_entry(h: PageHead | PageTombstone) -> dict:
     if isinstance(h, PageTombstone):
         return {"kind": "page", "slug": h.slug, "reason": "deleted", "at": iso(h.deleted_at)}
@@ -367,24 +249,9 @@ def _fact_retraction(f: Fact, now: datetime) -> dict:
     return {"kind": "fact", "id": f.fact_id, "reason": "expired", "at": iso(f.valid_until or now)}
 
 
-def _expiry_key(position: str, *, raw: bool = False) -> Any:
-    """A TTL-expiry position "<ISO>#<seq>" (or "<ISO>": after everything of that millisecond) as
-    (datetime, seq) — comparable, or with `raw` the (datetime, seq | None) the store takes."""
-    when, _, seq = position.partition("#")
-    at = parse_iso(when)
-    if at is None or (seq and not seq.isdigit()):
-        raise ValueError("not an expiry position")
-    if raw:
-        return at, int(seq) if seq else None
-    return at, int(seq) if seq else _NO_SEQ
-
-
-_NO_SEQ = 2**63 - 1
-
-
 def _parse_expiry(params: DeltaParams) -> str:
     try:
-        _expiry_key(params.since_expiry or "")
+        expiry_key(params.since_expiry or "")
     except (ValueError, TypeError):
         raise common.invalid(
             TOOL, params, "`since_expiry` is not an expiry position from next_cursor.",
@@ -394,17 +261,6 @@ def _parse_expiry(params: DeltaParams) -> str:
             field="since_expiry", drop=True,
         ) from None
     return str(params.since_expiry)
-
-
-def _merge_changes(a: list, b: list, limit: int) -> tuple[list, bool]:
-    """Two change lists of one sequence (each ascending, fetched `limit + 1`) as one: ascending,
-    at most `limit`, cut before the first number either list could not show past; and whether
-    anything lies beyond."""
-    tops = [lst[limit][0] for lst in (a, b) if len(lst) > limit]
-    merged = sorted(a + b, key=lambda e: e[0])
-    if tops:
-        merged = [e for e in merged if e[0] < min(tops)]
-    return merged[:limit], bool(tops) or len(merged) > limit
 
 
 def _incomplete_notice(params: DeltaParams, streak: int | None) -> Notice:
@@ -457,104 +313,34 @@ def _threads(
     return threads, None
 
 
-#: `since_slug` of a position between facts created in the same millisecond: "#f<seq>" (no slug
-#: starts with "#", and "#" sorts before every character a slug can start with, so the pages
-#: keyset reads it as "every page of that millisecond is still pending").
-FACT_TIE = "#f"
-
-
-def _fact_tie(slug: str) -> int | None:
-    rest = slug[len(FACT_TIE) :] if slug.startswith(FACT_TIE) else ""
-    return int(rest) if rest.isdigit() and len(rest) <= 18 else None
-
-
 def _reference_delta(
     deps: Deps, tenant: str, params: DeltaParams, ctx: CallContext, *, now: datetime, since: datetime,
     slug: str, budget_tokens: int | None, world_only: bool,
 ) -> Outcome:
     """A stateless call from a bare `since` (+ `since_slug`), as reference clients make it: one
-    position on one timeline. Pages (updated_at, slug) and facts (created_at, seq) are merged in
-    time order (facts first within a millisecond) and delivered as a prefix of that order within
-    the budget, so `next_cursor.since`/`slug` — the last delivered item — never passes an
-    undelivered page or fact, and every call with something pending moves it forward."""
+    position on one timeline (`reference_read`), then the threads after `since`."""
     degraded: list[str] = []
     skipped = _deadline_passed(ctx)
     if skipped:
         degraded.append("server deadline reached before the facts arm; facts and threads skipped")
-    tie = _fact_tie(slug)
-    heads, rows = deps.gather(
-        lambda: deps.pages.updated_since(
-            tenant, since=since, slug=slug, world_only=world_only, limit=DELTA_PAGE_LIMIT + 1, now=now
-        ),
-        (lambda: []) if skipped else lambda: deps.facts.created_after(
-            tenant, after=since, after_seq=tie, now=now, world_only=world_only, limit=DELTA_FACT_LIMIT + 1
-        ),
+    read = reference_read(
+        deps, tenant, now=now, since=since, slug=slug, budget_tokens=budget_tokens, world_only=world_only,
+        skipped=skipped, fact_item=fact_item,
     )
-    page_overflow, fact_overflow = len(heads) > DELTA_PAGE_LIMIT, len(rows) > DELTA_FACT_LIMIT
-    # (time, arm, tie-break, index): facts (arm 0) before pages (arm 1) within a millisecond
-    order = sorted(
-        [(to_ms(h.updated_at), 1, h.slug, i) for i, h in enumerate(heads)]
-        + [(to_ms(f.created_at), 0, f.seq, j) for j, f in enumerate(rows)],
-        key=lambda e: (e[0], e[1], e[2]),
-    )
-    # Past the first item an arm did not list (its 51st) the other arm may not be followed: an
-    # unlisted item of the first could come before it.
-    window = []
-    for entry in order:
-        if (entry[1] == 1 and entry[3] >= DELTA_PAGE_LIMIT) or (entry[1] == 0 and entry[3] >= DELTA_FACT_LIMIT):
-            break
-        window.append(entry)
-    items = [
-        {"slug": heads[e[3]].slug, "title": heads[e[3]].title, "type": heads[e[3]].type,
-         "updated_at": iso(heads[e[3]].updated_at)}
-        if e[1] == 1 else fact_item(rows[e[3]])
-        for e in window
-    ]
-
-    def item_cost(item: dict) -> int:
-        return _fact_cost(item) if "fact_id" in item else _page_cost(item)
-
-    if budget_tokens is not None and items and item_cost(items[0]) > budget_tokens:
-        first = items[0]
-        items[0] = _truncate_fact(first, budget_tokens) if "fact_id" in first else _truncate_page(first, budget_tokens)
-    packer = budget.Packer(budget_tokens)
-    taken = packer.take(items, item_cost)
-    delivered = window[: len(taken)]
-    packed_pages = [i for i in taken if "fact_id" not in i]
-    packed_facts = [i for i in taken if "fact_id" in i]
-    has_more = page_overflow or fact_overflow or len(taken) < len(order) or skipped
-
-    next_since, next_slug = since, slug
-    if delivered and not skipped:  # skipped facts are unknown: the position may not pass them
-        _, arm, _, idx = delivered[-1]
-        if arm == 1:
-            next_since, next_slug = heads[idx].updated_at, heads[idx].slug
-        else:
-            fact = rows[idx]
-            same_ms = idx + 1 < len(rows) and to_ms(rows[idx + 1].created_at) == to_ms(fact.created_at)
-            next_since, next_slug = fact.created_at, f"{FACT_TIE}{fact.seq}" if same_ms else ""
-    # Each arm's exact position is the change floor of the new position: read over what lies after
-    # it when the arm listed everything there (at most 50 rows), else by walking the change order
-    # to the first item after it (a catch-up's position is early in that order). Null only for an
-    # arm the deadline skipped.
-    page_seq, fact_seq = deps.gather(
-        lambda: deps.pages.change_floor(tenant, since=next_since, slug=next_slug, walk=page_overflow),
-        (lambda: None) if skipped else lambda: deps.facts.change_floor(
-            tenant, after=next_since, after_seq=_fact_tie(next_slug), walk=fact_overflow
-        ),
-    )
-
+    has_more = read.has_more
     threads, cut = _threads(deps, tenant, params, world_only=world_only, now=now, since=since, ctx=ctx,
                             skipped=skipped)
     if cut:
         degraded.append(cut)
         has_more = True
     notices: list[Notice] = []
-    if not taken and has_more:
+    if not read.taken and has_more:
         notices.append(_incomplete_notice(params, None))
-    cursor = NextCursor(since=iso(next_since), slug=next_slug, page_seq=page_seq, fact_seq=fact_seq, expiry=None)
-    return _answer(since, packed_pages, packed_facts, threads, [], has_more=has_more, cursor=cursor,
-                   degraded=degraded, packer=packer, notices=notices)
+    cursor = NextCursor(
+        since=iso(read.since), slug=read.slug, page_seq=read.page_seq, fact_seq=read.fact_seq, expiry=None
+    )
+    return _answer(since, read.pages, read.facts, threads, [], has_more=has_more, cursor=cursor,
+                   degraded=degraded, packer=read.packer, notices=notices)
 
 
 def run(deps: Deps, caller: Caller, params: DeltaParams, ctx: CallContext) -> Outcome:
@@ -586,13 +372,13 @@ def run(deps: Deps, caller: Caller, params: DeltaParams, ctx: CallContext) -> Ou
                 # First wake (or the old cursor idled out): establish at now and at the current
                 # change counters, deliver nothing. A concurrent first wake set the same position.
                 seqs = (top_page, top_fact)
-                _store_cursor(
-                    deps, caller, client, session_id, now, None, _Target(), incomplete=False,
+                store_cursor(
+                    deps, caller, client, session_id, now, None, CursorTarget(), incomplete=False,
                     hold=(now, ""), hold_seqs=seqs, hold_expiry=iso(now),
                 )
                 return Outcome(body=_empty_body(now, "", seqs, budget_tokens))
         except Unavailable as exc:
-            raise _session_unavailable(exc) from None
+            raise session_unavailable(exc) from None
 
     if explicit_since is not None:
         eff_since, eff_slug = explicit_since, (params.since_slug or "").strip()
@@ -617,7 +403,7 @@ def run(deps: Deps, caller: Caller, params: DeltaParams, ctx: CallContext) -> Ou
             else lambda: deps.pages.change_floor(tenant, since=eff_since, slug=eff_slug),
             (lambda: known_fact) if known_fact is not None
             # inside a millisecond of facts ("#f<seq>"): after that fact
-            else lambda: deps.facts.change_floor(tenant, after=eff_since, after_seq=_fact_tie(eff_slug)),
+            else lambda: deps.facts.change_floor(tenant, after=eff_since, after_seq=fact_tie(eff_slug)),
         )
 
     degraded: list[str] = []
@@ -627,7 +413,7 @@ def run(deps: Deps, caller: Caller, params: DeltaParams, ctx: CallContext) -> Ou
     # Pages and facts are independent reads: one concurrent round on network backends.
     # Retractions ride their arm's change numbers: a deleted page leaves a tombstone numbered in
     # the page sequence, a forgotten or superseded fact takes the next fact number.
-    expiry_at, expiry_seq = (eff_since, None) if expiry_pos is None else _expiry_key(expiry_pos, raw=True)
+    expiry_at, expiry_seq = (eff_since, None) if expiry_pos is None else expiry_key(expiry_pos, raw=True)
     fetched, tombs, rows, expiring = deps.gather(
         lambda: deps.pages.changed_after(
             tenant, seq=page_pos, world_only=world_only, limit=DELTA_PAGE_LIMIT + 1, now=now
@@ -642,7 +428,7 @@ def run(deps: Deps, caller: Caller, params: DeltaParams, ctx: CallContext) -> Ou
             limit=DELTA_FACT_LIMIT + 1,
         ),
     )
-    heads, page_overflow = _merge_changes(fetched, tombs, DELTA_PAGE_LIMIT)
+    heads, page_overflow = merge_changes(fetched, tombs, DELTA_PAGE_LIMIT)
     pages = [_page_entry(h) for _, h in heads]
     fact_overflow = len(rows) > DELTA_FACT_LIMIT
     kept_facts = rows[:DELTA_FACT_LIMIT]
@@ -661,14 +447,14 @@ def run(deps: Deps, caller: Caller, params: DeltaParams, ctx: CallContext) -> Ou
 
     # D14: the first pending item of a call is always delivered, truncated if it alone is over.
     if budget_tokens is not None:
-        if pages and _item_cost(pages[0]) > budget_tokens:
-            pages[0] = _truncate_page(pages[0], budget_tokens)
-        elif not pages and facts and _item_cost(facts[0]) > budget_tokens:
-            facts[0] = _truncate_fact(facts[0], budget_tokens)
+        if pages and item_cost(pages[0]) > budget_tokens:
+            pages[0] = truncate_page(pages[0], budget_tokens)
+        elif not pages and facts and item_cost(facts[0]) > budget_tokens:
+            facts[0] = truncate_fact(facts[0], budget_tokens)
     packer = budget.Packer(budget_tokens)
-    page_arm = packer.take(pages, _item_cost)
-    fact_arm = packer.take(facts, _item_cost)
-    expiry_arm = packer.take(expiries, _item_cost)
+    page_arm = packer.take(pages, item_cost)
+    fact_arm = packer.take(facts, item_cost)
+    expiry_arm = packer.take(expiries, item_cost)
     packed_pages = [p for p in page_arm if "reason" not in p]
     packed_facts = [f for f in fact_arm if "reason" not in f]
     retracted = [r for r in page_arm + fact_arm if "reason" in r] + expiry_arm
@@ -703,34 +489,34 @@ def run(deps: Deps, caller: Caller, params: DeltaParams, ctx: CallContext) -> Ou
     # deadline can hold back everything now) keeps the cursor in place.
     incomplete = not delivered and (dropped or page_overflow or fact_overflow or expiry_overflow)
     if session_id is not None:
-        target = _Target(
+        target = CursorTarget(
             page_seq=next_page_seq if page_arm else None,
             fact_seq=next_fact_seq if fact_arm else None,
             position=(next_since, next_slug) if delivered_heads else None,
             expiry=next_expiry if expiry_arm else None,
         )
         if not delivered and not incomplete:
-            target = _Target(position=(now - IN_FLIGHT_MARGIN, ""))
+            target = CursorTarget(position=(now - IN_FLIGHT_MARGIN, ""))
         if cursor is not None and explicit_since is not None:
             # A one-off read from an explicit since moves an arm only if it read from at or
             # before the session's own position (it must not skip what the session has not seen).
             read_from = iso(expiry_at) or ""
             if expiry_seq is not None:
                 read_from = f"{read_from}#{expiry_seq}"
-            target = _Target(
+            target = CursorTarget(
                 page_seq=target.page_seq if cursor.page_seq is None or page_pos <= cursor.page_seq else None,
                 fact_seq=target.fact_seq if cursor.fact_seq is None or fact_pos <= cursor.fact_seq else None,
                 position=target.position,
                 expiry=target.expiry
-                if cursor.expiry is None or _expiry_key(read_from) <= _expiry_key(cursor.expiry) else None,
+                if cursor.expiry is None or expiry_key(read_from) <= expiry_key(cursor.expiry) else None,
             )
         try:
-            stored = _store_cursor(
+            stored = store_cursor(
                 deps, caller, client, session_id, now, cursor, target, incomplete=incomplete,
                 hold=(eff_since, eff_slug), hold_seqs=(page_pos, fact_pos), hold_expiry=next_expiry,
             )
         except Unavailable as exc:
-            raise _session_unavailable(exc) from None
+            raise session_unavailable(exc) from None
         if incomplete:
             notices.append(_incomplete_notice(params, stored.incomplete_streak if stored else None))
     elif incomplete:

@@ -1,6 +1,7 @@
 """remember — save ONE fact with mandatory provenance (docs/protocol.md: remember; D2, D5–D7, D11, D17).
 
-Public API: `RememberParams`, `RememberResult`, `run(deps, caller, params, ctx) -> Outcome`.
+Public API: `RememberParams`, `RememberResult`, `run(deps, caller, params, ctx) -> Outcome`. The
+dedup/supersession decision lives in `fleetmem.memory.fact_dedup`.
 
 Validation order (each failure stops): fact trimmed non-empty -> fact <= 2,000 chars -> provenance
 present -> provenance not blank (`provenance_required`) -> provenance <= 500 chars -> kind ->
@@ -50,7 +51,7 @@ from pydantic import AfterValidator, BeforeValidator, ConfigDict, Field, StringC
 from pydantic_core import PydanticCustomError
 
 from fleetmem.errors import Conflict, Fix, Notice, Outcome, Unavailable, VerbError
-from fleetmem.memory import indexing, sameness
+from fleetmem.memory import indexing
 from fleetmem.memory.common import (
     NO_FIX,
     Hint,
@@ -59,20 +60,19 @@ from fleetmem.memory.common import (
     fix_call,
     given_args,
     invalid,
-    normalize_text,
     too_long,
 )
 from fleetmem.memory.entities import EntityTarget, canonicalize_entity, near_misses, require_slug
+from fleetmem.memory.fact_dedup import CANDIDATE_SCAN, decision_pool, match
 from fleetmem.memory.registry import ToolSpec, register
 from fleetmem.memory.slugs import slug_size_problem, slugify
 from fleetmem.memory.ttl import parse_ttl
-from fleetmem.memory.vectors import cosine, pack
+from fleetmem.memory.vectors import pack
 from fleetmem.memory.verbs.forget import _id_as_text, not_found
 from fleetmem.memory.writegate import FACT_WRITES
 from fleetmem.models import AuditEvent, Caller, Fact, Wire
 from fleetmem.ports import CallContext, DecisionPool, Deps, FactWrite
 from fleetmem.protocol import (
-    DEDUP_NEIGHBOURS,
     FACT_KINDS,
     FACT_MAX,
     PROTOCOL_VERSION,
@@ -88,7 +88,6 @@ from fleetmem.protocol import (
 from fleetmem.timefmt import iso
 
 TOOL = "remember"
-_CANDIDATE_SCAN = 500  # active facts of one entity loaded for the nearest-neighbour comparison
 
 
 def _fact_text(value: Any) -> Any:
@@ -294,52 +293,6 @@ def _validate(deps: Deps, params: RememberParams) -> tuple[str, str, FactKind, V
     return params.fact.strip(), params.provenance, params.kind or "fact", params.visibility or "world", valid_until
 
 
-def _pool(deps: Deps, tenant: str, entity_slug: str | None, now: datetime) -> DecisionPool:
-    """The active facts a new fact on `entity_slug` is compared with (all visibilities), with the
-    store's token the write is conditional on (D20)."""
-    return deps.facts.decision_pool(tenant, entity_slug, now=now, limit=_CANDIDATE_SCAN)
-
-
-def _candidates(caller: Caller, fact: Fact, pool: list[Fact]) -> list[Fact]:
-    now = fact.created_at
-    out = []
-    for f in pool:
-        if not f.is_active(now) or f.visibility != fact.visibility:
-            continue
-        if caller.remote and f.visibility == "private" and f.client_id != caller.client_id:
-            continue
-        out.append(f)
-    return out
-
-
-def _match(
-    deps: Deps, caller: Caller, new: Fact, vec: list[float] | None, pool: list[Fact]
-) -> tuple[Fact | None, str]:
-    """-> (existing fact, "duplicate" | "superseded") or (None, "inserted")."""
-    candidates = _candidates(caller, new, pool)
-    norm = normalize_text(new.text)
-    for f in candidates:
-        if normalize_text(f.text) == norm:
-            return f, "duplicate"
-    if vec is None or deps.embedder is None:
-        return None, "inserted"
-    model = deps.embedder.model_id
-    scored = sorted(
-        ((cosine(vec, f.vector), f) for f in candidates if f.vector and f.vector_model == model),
-        key=lambda sf: -sf[0],
-    )[:DEDUP_NEIGHBOURS]
-    # Nearest first; the first neighbour that says the same thing decides (`sameness.decide`).
-    for similarity, f in scored:
-        decision = sameness.decide(
-            new.text, new.kind, f.text, f.kind, similarity, attributed=new.entity_slug is not None
-        )
-        if decision == "duplicate":
-            return f, "duplicate"
-        if decision == "supersede":
-            return f, "superseded"
-    return None, "inserted"
-
-
 #: decide-and-write rounds before a write that keeps losing races to other processes gives up
 _WRITE_ATTEMPTS = 32
 
@@ -467,7 +420,7 @@ def run(deps: Deps, caller: Caller, params: RememberParams, ctx: CallContext) ->
         lambda: _canonical_entity(deps, caller, params.entity),
         embed,
         lambda: deps.facts.next_seq(caller.tenant),
-        lambda: _pool(deps, caller.tenant, guess, now) if guess != "" else None,
+        lambda: decision_pool(deps, caller.tenant, guess, now) if guess != "" else None,
         lambda: deps.facts.get(caller.tenant, replaced_id) if replaced_id is not None else None,
     )
     _check_slug(params, target)
@@ -476,7 +429,7 @@ def run(deps: Deps, caller: Caller, params: RememberParams, ctx: CallContext) ->
     entity_slug = (target.slug or None) if target is not None else None
     if entity_slug != guess:
         seen = FACT_WRITES.version(caller.tenant, entity_slug)
-        pool = _pool(deps, caller.tenant, entity_slug, now)
+        pool = decision_pool(deps, caller.tenant, entity_slug, now)
     assert pool is not None  # read for the resolved slug (a guess of "" never names one)
     degraded = vec is None
     notices = [_new_entity_notice(deps, caller, params, target, pool.facts)] if target is not None else []
@@ -516,7 +469,7 @@ def run(deps: Deps, caller: Caller, params: RememberParams, ctx: CallContext) ->
             # stored as history: it neither deduplicates against nor supersedes a live fact
             existing, status = None, "inserted"
         else:
-            existing, status = _match(deps, caller, draft, vec, current.facts)
+            existing, status = match(deps, caller, draft, vec, current.facts)
         if status == "duplicate":
             return None
         fact = _saved(deps, caller, draft, seq, existing)
@@ -534,7 +487,7 @@ def run(deps: Deps, caller: Caller, params: RememberParams, ctx: CallContext) ->
         for attempt in range(_WRITE_ATTEMPTS):
             try:
                 deps.facts.put_decided(
-                    caller.tenant, entity_slug, decide, now=now, limit=_CANDIDATE_SCAN, pool=decided_on
+                    caller.tenant, entity_slug, decide, now=now, limit=CANDIDATE_SCAN, pool=decided_on
                 )
                 break
             except Conflict:

@@ -1,0 +1,116 @@
+"""The reference-era delta: a stateless call from a bare `since` (+ `since_slug`), as reference
+clients make it — one position on one timeline. Pages (updated_at, slug) and facts (created_at,
+seq) are merged in time order (facts first within a millisecond) and delivered as a prefix of that
+order within the budget, so `next_cursor.since`/`slug` — the last delivered item — never passes an
+undelivered page or fact, and every call with something pending moves it forward.
+
+Public API: `ReferenceRead`, `reference_read(deps, tenant, *, now, since, slug, budget_tokens,
+world_only, skipped, fact_item) -> ReferenceRead`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+
+from fleetmem.memory import budget
+from fleetmem.memory.delta_budget import fact_cost, page_cost, truncate_fact, truncate_page
+from fleetmem.memory.delta_positions import FACT_TIE, fact_tie
+from fleetmem.models import Fact
+from fleetmem.ports import Deps
+from fleetmem.protocol import DELTA_FACT_LIMIT, DELTA_PAGE_LIMIT
+from fleetmem.timefmt import iso, to_ms
+
+
+@dataclass(frozen=True)
+class ReferenceRead:
+    """What one timeline read delivered: the packed pages and facts, whether more is pending, the
+    next position (`since`/`slug`) and its change floors (`page_seq`, `fact_seq`: None only for an
+    arm the deadline skipped)."""
+
+    pages: list[dict]
+    facts: list[dict]
+    taken: bool
+    has_more: bool
+    since: datetime
+    slug: str
+    page_seq: int | None
+    fact_seq: int | None
+    packer: budget.Packer
+
+
+def reference_read(
+    deps: Deps, tenant: str, *, now: datetime, since: datetime, slug: str, budget_tokens: int | None,
+    world_only: bool, skipped: bool, fact_item: Callable[[Fact], dict],
+) -> ReferenceRead:
+    """Read, merge and pack one timeline after (`since`, `slug`); `skipped`: the deadline passed
+    before the facts arm, so facts are not read and their position may not move. `fact_item`
+    renders a fact as the verb lists it."""
+    tie = fact_tie(slug)
+    heads, rows = deps.gather(
+        lambda: deps.pages.updated_since(
+            tenant, since=since, slug=slug, world_only=world_only, limit=DELTA_PAGE_LIMIT + 1, now=now
+        ),
+        (lambda: []) if skipped else lambda: deps.facts.created_after(
+            tenant, after=since, after_seq=tie, now=now, world_only=world_only, limit=DELTA_FACT_LIMIT + 1
+        ),
+    )
+    page_overflow, fact_overflow = len(heads) > DELTA_PAGE_LIMIT, len(rows) > DELTA_FACT_LIMIT
+    # (time, arm, tie-break, index): facts (arm 0) before pages (arm 1) within a millisecond
+    order = sorted(
+        [(to_ms(h.updated_at), 1, h.slug, i) for i, h in enumerate(heads)]
+        + [(to_ms(f.created_at), 0, f.seq, j) for j, f in enumerate(rows)],
+        key=lambda e: (e[0], e[1], e[2]),
+    )
+    # Past the first item an arm did not list (its 51st) the other arm may not be followed: an
+    # unlisted item of the first could come before it.
+    window = []
+    for entry in order:
+        if (entry[1] == 1 and entry[3] >= DELTA_PAGE_LIMIT) or (entry[1] == 0 and entry[3] >= DELTA_FACT_LIMIT):
+            break
+        window.append(entry)
+    items = [
+        {"slug": heads[e[3]].slug, "title": heads[e[3]].title, "type": heads[e[3]].type,
+         "updated_at": iso(heads[e[3]].updated_at)}
+        if e[1] == 1 else fact_item(rows[e[3]])
+        for e in window
+    ]
+
+    def item_cost(item: dict) -> int:
+        return fact_cost(item) if "fact_id" in item else page_cost(item)
+
+    if budget_tokens is not None and items and item_cost(items[0]) > budget_tokens:
+        first = items[0]
+        items[0] = truncate_fact(first, budget_tokens) if "fact_id" in first else truncate_page(first, budget_tokens)
+    packer = budget.Packer(budget_tokens)
+    taken = packer.take(items, item_cost)
+    delivered = window[: len(taken)]
+    packed_pages = [i for i in taken if "fact_id" not in i]
+    packed_facts = [i for i in taken if "fact_id" in i]
+    has_more = page_overflow or fact_overflow or len(taken) < len(order) or skipped
+
+    next_since, next_slug = since, slug
+    if delivered and not skipped:  # skipped facts are unknown: the position may not pass them
+        _, arm, _, idx = delivered[-1]
+        if arm == 1:
+            next_since, next_slug = heads[idx].updated_at, heads[idx].slug
+        else:
+            fact = rows[idx]
+            same_ms = idx + 1 < len(rows) and to_ms(rows[idx + 1].created_at) == to_ms(fact.created_at)
+            next_since, next_slug = fact.created_at, f"{FACT_TIE}{fact.seq}" if same_ms else ""
+    # Each arm's exact position is the change floor of the new position: read over what lies after
+    # it when the arm listed everything there (at most 50 rows), else by walking the change order
+    # to the first item after it (a catch-up's position is early in that order). Null only for an
+    # arm the deadline skipped.
+    page_seq, fact_seq = deps.gather(
+        lambda: deps.pages.change_floor(tenant, since=next_since, slug=next_slug, walk=page_overflow),
+        (lambda: None) if skipped else lambda: deps.facts.change_floor(
+            tenant, after=next_since, after_seq=fact_tie(next_slug), walk=fact_overflow
+        ),
+    )
+
+    return ReferenceRead(
+        pages=packed_pages, facts=packed_facts, taken=bool(taken), has_more=has_more, since=next_since,
+        slug=next_slug, page_seq=page_seq, fact_seq=fact_seq, packer=packer,
+    )

@@ -1,0 +1,68 @@
+"""Which existing fact a new one repeats or replaces (D7, D17): the pool of active facts on its
+entity, the candidates the caller may meet, and the decision — identical normalized text is a
+duplicate; with an embedder the nearest neighbours go through `sameness.decide`.
+
+Public API: `CANDIDATE_SCAN`, `decision_pool(deps, tenant, entity_slug, now) -> DecisionPool`,
+`candidates(caller, fact, pool) -> list[Fact]`, `match(deps, caller, new, vec, pool)`.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from fleetmem.memory import sameness
+from fleetmem.memory.common import normalize_text
+from fleetmem.memory.vectors import cosine
+from fleetmem.models import Caller, Fact
+from fleetmem.ports import DecisionPool, Deps
+from fleetmem.protocol import DEDUP_NEIGHBOURS
+
+CANDIDATE_SCAN = 500  # active facts of one entity loaded for the nearest-neighbour comparison
+
+
+def decision_pool(deps: Deps, tenant: str, entity_slug: str | None, now: datetime) -> DecisionPool:
+    """The active facts a new fact on `entity_slug` is compared with (all visibilities), with the
+    store's token the write is conditional on (D20)."""
+    return deps.facts.decision_pool(tenant, entity_slug, now=now, limit=CANDIDATE_SCAN)
+
+
+def candidates(caller: Caller, fact: Fact, pool: list[Fact]) -> list[Fact]:
+    now = fact.created_at
+    out = []
+    for f in pool:
+        if not f.is_active(now) or f.visibility != fact.visibility:
+            continue
+        if caller.remote and f.visibility == "private" and f.client_id != caller.client_id:
+            continue
+        out.append(f)
+    return out
+
+
+def match(
+    deps: Deps, caller: Caller, new: Fact, vec: list[float] | None, pool: list[Fact]
+) -> tuple[Fact | None, str]:
+    """-> (existing fact, "duplicate" | "superseded") or (None, "inserted")."""
+    met = candidates(caller, new, pool)
+    norm = normalize_text(new.text)
+    for f in met:
+        if normalize_text(f.text) == norm:
+            return f, "duplicate"
+    if vec is None or deps.embedder is None:
+        return None, "inserted"
+    model = deps.embedder.model_id
+    scored = sorted(
+        ((cosine(vec, f.vector), f) for f in met if f.vector and f.vector_model == model),
+        key=lambda sf: -sf[0],
+    )[:DEDUP_NEIGHBOURS]
+    # Nearest first; the first neighbour that says the same thing decides (`sameness.decide`).
+    for similarity, f in scored:
+        decision = sameness.decide(
+            new.text, new.kind, f.text, f.kind, similarity, attributed=new.entity_slug is not None
+        )
+        if decision == "duplicate":
+            return f, "duplicate"
+        if decision == "supersede":
+            return f, "superseded"
+    return None, "inserted"
+
+
