@@ -150,7 +150,15 @@ def _flag(name: str) -> bool:
 
 
 def _int(name: str, default: int) -> int:
-    return int(_env(name) or default)
+    """The whole number in environment variable `name` (`default` when unset), else a ValueError
+    that names the variable."""
+    text = _env(name)
+    if not text:
+        return default
+    try:
+        return int(text)
+    except ValueError:
+        raise ValueError(f"{name} must be a whole number (got {text!r}); unset it for {default}") from None
 
 
 # Settings are grouped by who reads them. `Settings` is what every process that opens the
@@ -229,7 +237,7 @@ class BedrockSettings:
     def from_env(cls) -> BedrockSettings:
         return cls(
             embedding_model=_env(ENV_BEDROCK_EMBEDDING_MODEL, "amazon.titan-embed-text-v2:0"),
-            embedding_dim=int(_env(ENV_BEDROCK_EMBEDDING_DIM, "1024")),
+            embedding_dim=_int(ENV_BEDROCK_EMBEDDING_DIM, 1024),
             llm_model=_env(ENV_BEDROCK_LLM_MODEL),
         )
 
@@ -276,7 +284,7 @@ class Settings:
             embedder=_env(ENV_EMBEDDER, "minilm"),
             llm=_env(ENV_LLM, "none"),
             surface=_env(ENV_SURFACE, "full"),  # type: ignore[arg-type]
-            deadline_ms=int(_env(ENV_DEADLINE_MS, "2000")),
+            deadline_ms=_int(ENV_DEADLINE_MS, 2000),
             idempotency_lease_s=idempotency_lease_value(
                 _env(ENV_IDEMPOTENCY_LEASE_S) or str(IDEMPOTENCY_LEASE_SECONDS)
             ),
@@ -321,7 +329,7 @@ class EdgeSettings:
         return cls(
             public_url=_env(ENV_PUBLIC_URL).rstrip("/"),
             tool_functions_json=_env(ENV_TOOL_FUNCTIONS),
-            invoke_read_timeout_s=int(_env(ENV_INVOKE_READ_TIMEOUT_S, "26") or 26),
+            invoke_read_timeout_s=_int(ENV_INVOKE_READ_TIMEOUT_S, 26),
             invoke_deadlines_json=_env(ENV_INVOKE_DEADLINES_S),
         )
 

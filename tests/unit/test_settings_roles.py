@@ -27,9 +27,9 @@ def test_a_verb_function_starts_whatever_the_edge_and_authorizer_settings_hold(m
     monkeypatch.setenv(ENV_COGNITO_CLIENTS, "[not json")
     monkeypatch.setenv(ENV_TABLE_PREFIX, "acme")
     assert Settings.from_env().aws.table_prefix == "acme"
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=ENV_AUTHORIZER_CACHE_TTL_S):
         AuthSettings.from_env()
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=ENV_INVOKE_READ_TIMEOUT_S):
         EdgeSettings.from_env()
 
 
