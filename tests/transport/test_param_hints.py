@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from fleetmem.errors import VerbError
-from fleetmem.memory.common import Hint
+from fleetmem.memory.params import Hint
 from fleetmem.memory.verbs import REGISTRY
 from fleetmem.models import Caller
 from fleetmem.ports import Deps

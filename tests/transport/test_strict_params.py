@@ -85,7 +85,7 @@ def test_the_walk_finds_the_typed_parameters_and_every_integer_is_bounded_in_its
 def test_an_unbounded_integer_parameter_cannot_be_registered() -> None:
     from pydantic import Field
 
-    from fleetmem.memory.common import Params
+    from fleetmem.memory.params import Params
     from fleetmem.memory.registry import ToolSpec, register
 
     class Loose(Params):

@@ -4,7 +4,7 @@
 Each verb module registers itself with `register(ToolSpec(...))`; `fleetmem.memory.verbs`
 imports every module so that `REGISTRY` is complete once `fleetmem.memory` is imported.
 
-Every tool has a typed parameter model (a `common.Params`, whose failures become the tool's
+Every tool has a typed parameter model (a `params.Params`, whose failures become the tool's
 `invalid_params`; strict, with every integer parameter bounded in its schema — D18) and a result
 model that describes its success body (`validate_result`); the contract they spell out is
 docs/protocol.md.
@@ -19,7 +19,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from fleetmem.errors import Outcome
-from fleetmem.memory.common import Params
+from fleetmem.memory.params import Params
 from fleetmem.models import Caller
 from fleetmem.ports import CallContext, Deps
 from fleetmem.protocol import Scope, Surface

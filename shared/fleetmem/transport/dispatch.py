@@ -11,7 +11,7 @@ Order of checks, each answering with the one envelope builder (`fleetmem.memory.
    count, however many were sent); writes refuse them with `invalid_params` whose fix is the same
    call without them (or with the closest known names). Later fixes echo the call without them.
    `_meta` and `dry_run` are always allowed; `idempotency_key` on tools that take one.
-4. typed parameters (`fleetmem.memory.common.Params`, strict: D18) -> the tool's `invalid_params`
+4. typed parameters (`fleetmem.memory.params.Params`, strict: D18) -> the tool's `invalid_params`
    naming the first bad field, with the fix its hint (or default) gives and the other arguments kept.
 5. D2 idempotency: claim before run (a claim with a lease: once it lapses, a retry takes the key
    over), complete after, release on error.
@@ -46,8 +46,8 @@ from fleetmem.contract.correlation import correlation, new_correlation_id
 from fleetmem.contract.result import DispatchResult, internal_result
 from fleetmem.contract.tools import IDEMPOTENCY_KEY, IDEMPOTENCY_KEY_MAX
 from fleetmem.errors import Conflict, Notice, PortError, VerbError
-from fleetmem.memory.common import invalid_from_validation
 from fleetmem.memory.envelope import build_envelope
+from fleetmem.memory.params import invalid_from_validation
 from fleetmem.memory.registry import REGISTRY, ToolSpec, on_surface, tools_for
 from fleetmem.models import Caller, IdempotencyRecord
 from fleetmem.ports import CallContext, Deps
@@ -293,7 +293,7 @@ class _Call:
         return flag is True
 
     def _validate(self, spec: ToolSpec, args: dict[str, Any]) -> BaseModel:
-        # A failure is the tool's own invalid_params (fleetmem.memory.common), its fix echoing what
+        # A failure is the tool's own invalid_params (fleetmem.memory.params), its fix echoing what
         # the steps above took out of the arguments.
         keep = {k: self.args[k] for k in ("dry_run", IDEMPOTENCY_KEY) if k in self.args and k not in args}
         now = self.deps.clock.now()

@@ -2,7 +2,7 @@
 
 Each returns a `VerbError` that dispatch turns into the one envelope (`fleetmem.memory.envelope`);
 what each says and which fix it carries is described in docs/protocol.md ("Errors"). Parameter
-validation errors are built by `fleetmem.memory.common.invalid_from_validation`, not here.
+validation errors are built by `fleetmem.memory.params.invalid_from_validation`, not here.
 """
 
 from __future__ import annotations

@@ -31,8 +31,8 @@ from pydantic import ConfigDict, Field
 from fleetmem.errors import Outcome
 from fleetmem.memory import budget, common
 from fleetmem.memory.cards import build_card, card_cost, flat_card, read_card
-from fleetmem.memory.common import Budget, Params, SinceText
 from fleetmem.memory.entities import parse_entity_list, resolve_entity
+from fleetmem.memory.params import Budget, Params, SinceText
 from fleetmem.memory.registry import ToolSpec, register
 from fleetmem.memory.render import render_context_pack
 from fleetmem.memory.verbs.recall import fact_item

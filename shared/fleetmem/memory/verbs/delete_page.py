@@ -11,7 +11,7 @@ from __future__ import annotations
 from pydantic import ConfigDict, Field
 
 from fleetmem.errors import Outcome
-from fleetmem.memory.common import Params
+from fleetmem.memory.params import Params
 from fleetmem.memory.registry import ToolSpec, register
 from fleetmem.memory.verbs.get_page import page_not_found, visible_page
 from fleetmem.memory.verbs.put_page import unindex_page

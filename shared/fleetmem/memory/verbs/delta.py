@@ -73,7 +73,6 @@ from pydantic import ConfigDict, Field
 from fleetmem.errors import Fix, Notice, Outcome, Unavailable, VerbError
 from fleetmem.memory import budget, common
 from fleetmem.memory.cards import open_threads
-from fleetmem.memory.common import Budget, ChangePosition, Params, SinceText
 from fleetmem.memory.delta_budget import item_cost, truncate_fact, truncate_page
 from fleetmem.memory.delta_cursor import (
     RETRY_AFTER_SECONDS,
@@ -85,6 +84,7 @@ from fleetmem.memory.delta_cursor import (
 from fleetmem.memory.delta_positions import expiry_key, fact_tie, merge_changes
 from fleetmem.memory.delta_reference import reference_read
 from fleetmem.memory.entities import parse_entity_list, resolve_entity
+from fleetmem.memory.params import Budget, ChangePosition, Params, SinceText
 from fleetmem.memory.registry import ToolSpec, register
 from fleetmem.memory.render import render_delta
 from fleetmem.memory.verbs.recall import fact_item

@@ -29,8 +29,8 @@ from pydantic import ConfigDict, Field
 
 from fleetmem.errors import Fix, Outcome, VerbError
 from fleetmem.memory.cards import build_card, fact_card, read_card
-from fleetmem.memory.common import Params
 from fleetmem.memory.entities import near_misses, require_slug, resolve_entity
+from fleetmem.memory.params import Params
 from fleetmem.memory.registry import ToolSpec, register
 from fleetmem.models import Caller, Card, Wire
 from fleetmem.ports import CallContext, Deps

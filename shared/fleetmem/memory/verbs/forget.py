@@ -17,7 +17,7 @@ from pydantic import ConfigDict, Field, WithJsonSchema
 
 from fleetmem.errors import Fix, NotFound, Outcome, VerbError
 from fleetmem.memory import indexing
-from fleetmem.memory.common import Hint, Params
+from fleetmem.memory.params import Hint, Params
 from fleetmem.memory.registry import ToolSpec, register
 from fleetmem.models import AuditEvent, Caller, Wire
 from fleetmem.ports import CallContext, Deps

@@ -16,8 +16,9 @@ from __future__ import annotations
 from pydantic import ConfigDict, Field
 
 from fleetmem.errors import Fix, Outcome, VerbError
-from fleetmem.memory.common import Params, too_long
+from fleetmem.memory.common import too_long
 from fleetmem.memory.pagefmt import render_page_content, strip_private
+from fleetmem.memory.params import Params
 from fleetmem.memory.registry import ToolSpec, register
 from fleetmem.memory.slugs import is_path_like, last_segment, path_slug_error, slug_size_problem
 from fleetmem.models import Caller, Page, Wire

@@ -20,7 +20,7 @@ from pydantic import AfterValidator, ConfigDict, Field
 from pydantic_core import PydanticCustomError
 
 from fleetmem.errors import Outcome
-from fleetmem.memory import common
+from fleetmem.memory.params import DROP, Hint, Limit, Params
 from fleetmem.memory.registry import ToolSpec, register
 from fleetmem.models import Caller, PageItem, Wire
 from fleetmem.ports import CallContext, Deps
@@ -59,20 +59,20 @@ def _known_cursor(value: str | None) -> str | None:
     return value
 
 
-class ListPagesParams(common.Params):
+class ListPagesParams(Params):
     model_config = ConfigDict(extra="ignore")
 
-    limit: common.Limit(DEFAULT_LIMIT, MAX_LIMIT) = Field(  # type: ignore[valid-type]
+    limit: Limit(DEFAULT_LIMIT, MAX_LIMIT) = Field(  # type: ignore[valid-type]
         default=None, description=f"Pages per call (default {DEFAULT_LIMIT}, 1 to {MAX_LIMIT})."
     )
     cursor: Annotated[
         str | None,
         AfterValidator(_known_cursor),
-        common.Hint(
+        Hint(
             accepts="a next_cursor from list_pages",
             cause="cursor is opaque: pass back exactly the next_cursor of the previous call; without it "
             "the listing starts from the first page.",
-            fix=common.DROP,
+            fix=DROP,
         ),
     ] = Field(default=None, description="next_cursor from the previous call, passed back unchanged.")
     type: str | None = Field(default=None, description='Only pages of this type, e.g. "person".')

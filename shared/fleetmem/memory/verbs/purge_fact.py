@@ -16,7 +16,7 @@ from pydantic import ConfigDict, Field
 
 from fleetmem.errors import Outcome
 from fleetmem.memory import indexing
-from fleetmem.memory.common import Params
+from fleetmem.memory.params import Params
 from fleetmem.memory.registry import ToolSpec, register
 from fleetmem.memory.verbs.forget import not_found
 from fleetmem.models import AuditEvent, Caller, Wire

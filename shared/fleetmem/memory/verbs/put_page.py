@@ -40,6 +40,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 from fleetmem.errors import Fix, Outcome, PortError, TooLarge, VerbError, caller_error
 from fleetmem.memory import common, indexing
 from fleetmem.memory.pagefmt import PageFormatError, clip, first_h1, mentions, parse_page_content
+from fleetmem.memory.params import Params, VisibilityArg
 from fleetmem.memory.registry import ToolSpec, register
 from fleetmem.memory.slugs import (
     SLUG_GRAMMAR,
@@ -91,7 +92,7 @@ def _blank_as_none(value: Any) -> Any:
     return (value.strip() or None) if isinstance(value, str) else value
 
 
-class PutPageParams(common.Params):
+class PutPageParams(Params):
     model_config = ConfigDict(extra="ignore")
 
     slug: str = Field(
@@ -115,7 +116,7 @@ class PutPageParams(common.Params):
         json_schema_extra={"maxItems": ALIASES_MAX, "items": {"type": "string", "maxLength": ALIAS_MAX}},
     )
     summary: str | None = Field(default=None, description="One-sentence summary shown on entity cards.")
-    visibility: Annotated[common.VisibilityArg, BeforeValidator(_blank_as_none)] = Field(
+    visibility: Annotated[VisibilityArg, BeforeValidator(_blank_as_none)] = Field(
         default=None, description='"world" (default: every agent on this brain) or "private" (local only).'
     )
     links: list[LinkArg] | None = Field(default=None, description="Typed edges to other pages.")

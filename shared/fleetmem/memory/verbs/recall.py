@@ -36,10 +36,6 @@ from fleetmem.errors import Notice, Outcome
 from fleetmem.memory import search as search_arm
 from fleetmem.memory.budget import Packer, cost, costs
 from fleetmem.memory.common import (
-    Budget,
-    Limit,
-    Params,
-    Since,
     check_budget,
     clamp_limit,
     degraded_recall_notice,
@@ -50,6 +46,7 @@ from fleetmem.memory.common import (
 )
 from fleetmem.memory.entities import canonicalize_entity, require_slug
 from fleetmem.memory.indexing import chunk_display
+from fleetmem.memory.params import Budget, Limit, Params, Since
 from fleetmem.memory.registry import ToolSpec, register
 from fleetmem.models import BudgetFields, Caller, Fact, FactItem, Wire
 from fleetmem.ports import CallContext, Deps

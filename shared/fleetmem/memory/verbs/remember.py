@@ -52,18 +52,10 @@ from pydantic_core import PydanticCustomError
 
 from fleetmem.errors import Conflict, Fix, Notice, Outcome, Unavailable, VerbError
 from fleetmem.memory import indexing
-from fleetmem.memory.common import (
-    NO_FIX,
-    Hint,
-    Params,
-    VisibilityArg,
-    fix_call,
-    given_args,
-    invalid,
-    too_long,
-)
+from fleetmem.memory.common import fix_call, given_args, invalid, too_long
 from fleetmem.memory.entities import EntityTarget, canonicalize_entity, near_misses, require_slug
 from fleetmem.memory.fact_dedup import CANDIDATE_SCAN, decision_pool, match
+from fleetmem.memory.params import NO_FIX, Hint, Params, VisibilityArg
 from fleetmem.memory.registry import ToolSpec, register
 from fleetmem.memory.slugs import slug_size_problem, slugify
 from fleetmem.memory.ttl import parse_ttl

@@ -26,16 +26,10 @@ from pydantic import ConfigDict, Field
 
 from fleetmem.errors import Fix, Notice, Outcome, Unavailable, VerbError
 from fleetmem.memory import search as search_arm
-from fleetmem.memory.common import (
-    Params,
-    Since,
-    degraded_recall_notice,
-    empty_retrieval_notice,
-    parse_since,
-    world_only,
-)
+from fleetmem.memory.common import degraded_recall_notice, empty_retrieval_notice, parse_since, world_only
 from fleetmem.memory.indexing import chunk_display
 from fleetmem.memory.pagefmt import clip
+from fleetmem.memory.params import Params, Since
 from fleetmem.memory.registry import ToolSpec, register
 from fleetmem.models import Caller, Completion, Fact, Wire
 from fleetmem.ports import CallContext, Deps

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pydantic import ConfigDict, Field
 
 from fleetmem.errors import Outcome
-from fleetmem.memory.common import Params
+from fleetmem.memory.params import Params
 from fleetmem.memory.registry import ToolSpec, register
 from fleetmem.memory.verbs.forget import not_found
 from fleetmem.memory.verbs.recall import fact_model
