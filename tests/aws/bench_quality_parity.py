@@ -157,7 +157,7 @@ def with_query_stopwords(index_body: Callable[[int], dict[str, Any]]) -> Callabl
     """The index body with a search-time analyzer that also drops the local keyword arm's stopwords
     (`fleetmem.adapters.local.sqlite._STOPWORDS`) from the query: the one analyzer difference the
     parity explanation in docs/search-quality.md blames, isolated."""
-    from fleetmem.adapters.aws.opensearch import ANALYZER
+    from fleetmem.adapters.aws.opensearch_bodies import ANALYZER
     from fleetmem.adapters.local.sqlite import _STOPWORDS
 
     def body(dim: int) -> dict[str, Any]:
@@ -204,7 +204,7 @@ def test_experiment_on_opensearch(
     query (one difference to the local arm removed), and/or the fields are combined as before
     (`best_fields`, title x2; one difference put back). Compare each table with the AWS table of
     the plain run above (e.g. `-k "default and stopwords"`)."""
-    from fleetmem.adapters.aws import opensearch
+    from fleetmem.adapters.aws import opensearch, opensearch_bodies
     from fleetmem.bench.conversations import run_conversations
     from fleetmem.bench.quality import run_quality
     from fleetmem.models import SearchQuery
@@ -212,14 +212,14 @@ def test_experiment_on_opensearch(
     if "stopwords" in experiment:
         monkeypatch.setattr(opensearch, "index_body", with_query_stopwords(opensearch.index_body))
     if "best-fields" in experiment:
-        monkeypatch.setattr(opensearch, "keyword_body", with_best_fields(opensearch.keyword_body))
+        monkeypatch.setattr(opensearch_bodies, "keyword_body", with_best_fields(opensearch_bodies.keyword_body))
     stores = aws_stores()
     client, index = stores.search.client, stores.search.index
-    sent = opensearch.msearch_body(index, SearchQuery(tenant="t", text="x"), None)[1]
+    sent = opensearch_bodies.msearch_body(index, SearchQuery(tenant="t", text="x"), None)[1]
     best = sent["query"]["bool"]["must"][0]["multi_match"]["type"] == "best_fields"
     assert best == ("best-fields" in experiment)
     analyzer = client.indices.get_mapping(index=index)[index]["mappings"]["properties"]["text"].get(
-        "search_analyzer", opensearch.ANALYZER
+        "search_analyzer", opensearch_bodies.ANALYZER
     )
     analyzed = client.indices.analyze(index=index, body={"analyzer": analyzer, "text": "What is the name of the dog"})
     # the experiment is real: with the stop filter, the query side of the index drops function words

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from fleetmem.adapters.aws.opensearch import (
+from fleetmem.adapters.aws.opensearch_bodies import (
     bulk_body,
     delete_page_body,
     doc_key,

@@ -13,7 +13,8 @@ import pytest
 
 from fleetmem.adapters.aws.dynamo import to_ddb
 from fleetmem.adapters.aws.facts import fact_to_item
-from fleetmem.adapters.aws.opensearch import OpenSearchIndex, index_body, index_name
+from fleetmem.adapters.aws.opensearch import OpenSearchIndex
+from fleetmem.adapters.aws.opensearch_bodies import index_body, index_name
 from fleetmem.adapters.aws.pages import derived_rows, page_to_item
 from fleetmem.adapters.aws.reindex import Rebuild, StateFile, discover_tenants, fact_docs
 from fleetmem.adapters.local.hash_embedder import HashEmbedder

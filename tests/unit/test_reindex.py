@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from fleetmem.adapters.aws.opensearch import alias_name, index_body, index_name, rebuild_name, swap_actions
+from fleetmem.adapters.aws.opensearch_bodies import alias_name, index_body, index_name, rebuild_name, swap_actions
 from fleetmem.adapters.aws.reindex import Checkpoint, Pace, StateFile, fact_docs
 from fleetmem.config import ENV_OPENSEARCH_REPLICAS, Settings
 from fleetmem.models import Fact

@@ -114,7 +114,7 @@ def _add_status(asub: Any, common: argparse.ArgumentParser) -> None:
 
 def cmd_status(args: argparse.Namespace, out: Output) -> int:
     from fleetmem import __version__
-    from fleetmem.adapters.aws.opensearch import INDEX_VERSION
+    from fleetmem.adapters.aws.opensearch_bodies import INDEX_VERSION
 
     settings, deps = stage(args)
     search = deps.search

@@ -40,7 +40,8 @@ from pathlib import Path
 from typing import Any
 
 from fleetmem.adapters.aws.dynamo import call
-from fleetmem.adapters.aws.opensearch import OpenSearchIndex, rebuild_name
+from fleetmem.adapters.aws.opensearch import OpenSearchIndex
+from fleetmem.adapters.aws.opensearch_bodies import rebuild_name
 from fleetmem.adapters.aws.stream import IndexOp, embed_operations
 from fleetmem.errors import Unavailable
 from fleetmem.memory.indexing import doc_for_fact, docs_for_page, fact_doc_id
