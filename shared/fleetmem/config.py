@@ -62,6 +62,7 @@ DEFAULT_AUTHORIZER_CACHE_TTL_S = 30
 ENV_HEARTBEATS = "FLEETMEM_HEARTBEATS"
 #: threads `fleetmem serve` runs calls on at once (the rest wait their turn)
 ENV_CALL_THREADS = "FLEETMEM_CALL_THREADS"
+ENV_CONSOLE = "FLEETMEM_CONSOLE"
 #: D2: seconds an in-flight idempotency claim holds its key before a retry may take it over
 ENV_IDEMPOTENCY_LEASE_S = "FLEETMEM_IDEMPOTENCY_LEASE_S"
 #: client side: a saved endpoint, the bearer token, where profiles and hook state live, the MCP
@@ -149,6 +150,18 @@ def _flag(name: str) -> bool:
     return _env(name).lower() in {"1", "true", "yes"}
 
 
+def _switch(name: str, default: bool) -> bool:
+    """An on/off environment variable (`default` when unset), else a ValueError naming it."""
+    text = _env(name).lower()
+    if not text:
+        return default
+    if text in {"1", "true", "yes", "on"}:
+        return True
+    if text in {"0", "false", "no", "off"}:
+        return False
+    raise ValueError(f"{name} must be on or off (got {text!r}); unset it for {'on' if default else 'off'}")
+
+
 def _int(name: str, default: int) -> int:
     """The whole number in environment variable `name` (`default` when unset), else a ValueError
     that names the variable."""
@@ -176,12 +189,15 @@ class ServeSettings:
     call_threads: int = DEFAULT_CALL_THREADS
     #: Cognito issuer for the protected-resource metadata document (the edge's MCP app too).
     authorization_server: str = ""
+    #: the memory console at /console (`--no-console` or FLEETMEM_CONSOLE=off turns it off)
+    console: bool = True
 
     @classmethod
     def from_env(cls) -> ServeSettings:
         return cls(
             call_threads=call_threads_value(_env(ENV_CALL_THREADS) or str(DEFAULT_CALL_THREADS)),
             authorization_server=_env(ENV_AUTHORIZATION_SERVER),
+            console=_switch(ENV_CONSOLE, True),
         )
 
 

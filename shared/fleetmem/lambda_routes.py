@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from fleetmem.config import ENV_TOOL_FUNCTIONS
-from fleetmem.protocol import ADMIN_TOOLS, PAGE_TOOLS, VERB_NAMES
+from fleetmem.protocol import ADMIN_TOOLS, CONSOLE_TOOLS, PAGE_TOOLS, VERB_NAMES
 
 PAGES_GROUP = "pages"
 ADMIN_GROUP = "admin"
@@ -26,7 +26,7 @@ def function_group(tool: str) -> str:
         return tool
     if tool in PAGE_TOOLS:
         return PAGES_GROUP
-    if tool in ADMIN_TOOLS:
+    if tool in ADMIN_TOOLS or tool in CONSOLE_TOOLS:
         return ADMIN_GROUP
     raise KeyError(tool)
 

@@ -30,7 +30,7 @@ def settings_from(args: argparse.Namespace, **overrides: Any) -> Any:
         if getattr(args, name, None) is not None:
             values[name] = getattr(args, name)
     values.update(overrides)
-    serve = {name: getattr(args, name, None) for name in ("host", "port", "call_threads")}
+    serve = {name: getattr(args, name, None) for name in ("host", "port", "call_threads", "console")}
     return from_env(lambda: Settings.from_env(serve=serve, **values))
 
 

@@ -183,9 +183,15 @@ def test_each_verb_refusal_has_a_fix(deps_keyword_only: Deps, tool: str, args: d
     assert_error_with_fix(body, code)
 
 
+#: Tools without a parameter to refuse (they answer any authenticated caller with its scope).
+WITHOUT_PARAMETERS = {"whoami"}
+
+
 def test_the_walk_covers_every_registered_tool() -> None:
     covered = {t for t, _, _ in VERB_ERRORS}
-    assert set(REGISTRY) - covered == set(), sorted(set(REGISTRY) - covered)
+    assert set(REGISTRY) - covered - WITHOUT_PARAMETERS == set(), sorted(set(REGISTRY) - covered)
+    for tool in WITHOUT_PARAMETERS:
+        assert REGISTRY[tool].input_schema()["properties"] == {}, f"{tool} takes parameters: walk its refusals"
 
 
 # -- doubled full stops (issue 8 item 11) ---------------------------------------------------------

@@ -28,6 +28,7 @@ BASE: dict[str, dict[str, object]] = {
     "delete_page": {"slug": "people/alice"},
     "purge_fact": {"id": "f_1"},
     "trace_fact": {"id": "f_1"},
+    "whoami": {},
 }
 
 HINTED = [

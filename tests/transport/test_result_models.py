@@ -123,6 +123,7 @@ def test_every_tool_answers_bodies_that_match_its_result_model(deps: Deps, clock
     call("list_pages", limit=1)
     call("list_pages", type="person")
     call("trace_fact", id=first["id"])
+    call("whoami")
 
     deps.llm = ScriptedLLM()
     call("synthesize", question="What does Alice prefer?")

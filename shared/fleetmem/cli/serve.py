@@ -32,6 +32,10 @@ def add_commands(sub: Any, common: Parser) -> None:
         default=None,
         help=f"calls run at once (default {DEFAULT_CALL_THREADS} or ${ENV_CALL_THREADS}); the rest wait their turn",
     )
+    p.add_argument(
+        "--no-console", dest="console", action="store_const", const=False, default=None,
+        help="do not serve the memory console at /console (on by default; FLEETMEM_CONSOLE=off)",
+    )
     p.set_defaults(handler=cmd_serve)
 
     p = sub.add_parser("init", parents=[common], help="start a new, empty memory in the data directory")
@@ -46,7 +50,7 @@ def cmd_serve(args: argparse.Namespace, out: Output) -> int:
     if store_state(settings) == "file":
         raise data_dir_failure(settings, "file")
     try:
-        run_server(settings, out=sys.stderr)
+        run_server(settings, out=sys.stderr, mounts=_console_mount(settings) if settings.serve.console else None)
     except PortUnavailable as exc:
         raise CommandFailed(
             "port_unavailable",
@@ -78,3 +82,10 @@ def cmd_init(args: argparse.Namespace, out: Output) -> int:
     else:
         out.text(f"Started a new, empty memory in {settings.data_dir}.")
     return EXIT_OK
+
+
+def _console_mount(settings: Any) -> Any:
+    """The memory console's `/console` routes over the app `run_server` builds (docs/console.md)."""
+    from fleetmem.web import ToolClient, console_routes
+
+    return lambda app_of: console_routes(lambda: ToolClient.in_process(app_of(), host=settings.serve.host))

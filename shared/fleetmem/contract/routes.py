@@ -9,6 +9,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 MCP_PATH = "/mcp"
+#: The memory console `fleetmem serve` mounts (a browser UI over `/v1`; not deployed to a stage).
+CONSOLE_PATH = "/console"
 V1_PREFIX = "/v1"
 #: `POST /v1/<tool>`, with the tool's name as its last segment.
 V1_TOOL_PATH = f"{V1_PREFIX}/{{tool}}"

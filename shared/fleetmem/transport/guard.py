@@ -25,7 +25,7 @@ from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from fleetmem.contract.correlation import correlation, new_correlation_id
-from fleetmem.contract.routes import MCP_PATH, V1_PREFIX
+from fleetmem.contract.routes import CONSOLE_PATH, MCP_PATH, V1_PREFIX
 from fleetmem.contract.status import CORRELATION_HEADER
 from fleetmem.memory.envelope import build_envelope
 from fleetmem.transport.callers import CALLER_SCOPE_KEY, CallerFromRequest, public_base_url, resource_metadata_url
@@ -118,6 +118,9 @@ class EdgeGuard:
                 return
         if path.startswith(V1_PREFIX + "/"):
             await self._v1(scope, receive, send, request)
+            return
+        if path == CONSOLE_PATH or path.startswith(CONSOLE_PATH + "/"):
+            await self.app(scope, receive, send)  # the console answers browsers in HTML itself
             return
         if path.rstrip("/") != MCP_PATH:
             await self.app(scope, receive, _enveloped(scope, receive, send))

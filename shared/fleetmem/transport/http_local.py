@@ -24,17 +24,18 @@ import signal
 import socket
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TextIO
 
 import uvicorn
+from starlette.routing import BaseRoute
 
 from fleetmem import invocation
 from fleetmem.config import DEFAULT_CALL_THREADS, Settings
 from fleetmem.contract.correlation import new_correlation_id
-from fleetmem.contract.routes import MCP_PATH
+from fleetmem.contract.routes import CONSOLE_PATH, MCP_PATH
 from fleetmem.contract.status import CORRELATION_HEADER
 from fleetmem.errors import Fix, VerbError
 from fleetmem.memory.envelope import build_envelope
@@ -45,6 +46,9 @@ from fleetmem.transport.logs import configure_logging
 from fleetmem.transport.mcp_app import build_mcp_app
 from fleetmem.transport.refusals import DEFAULT_TOKEN_COMMAND
 from fleetmem.wiring import build_auth
+
+#: Routes to serve beside `/mcp` and `/v1`, given a way to reach the finished app.
+Mounts = Callable[[Callable[[], Any]], Sequence[BaseRoute]]
 
 log = logging.getLogger("fleetmem.transport.http_local")
 
@@ -89,6 +93,7 @@ def build_local_app(
     host: str = "127.0.0.1",
     data_dir: Path | None = None,
     call_threads: int | None = DEFAULT_CALL_THREADS,
+    extra_routes: Sequence[BaseRoute] = (),
 ) -> Any:
     """The app `fleetmem serve` runs: bearer tokens from the local client store, in-process dispatch.
     `data_dir` (the store the tokens live in) goes into the `token create` command of the 401 and
@@ -103,6 +108,7 @@ def build_local_app(
         token_command=argv,
         token_inputs=inputs,
         call_threads=call_threads,
+        extra_routes=extra_routes,
     )
 
 
@@ -131,7 +137,7 @@ def bind_socket(host: str, port: int) -> socket.socket:
     return sock
 
 
-def banner(settings: Settings, url: str, *, new_store: bool = False) -> str:
+def banner(settings: Settings, url: str, *, new_store: bool = False, console: bool = False) -> str:
     fleetmem = shlex.join(invocation.command())
     data_dir = shlex.quote(str(settings.data_dir))
     return "\n".join(
@@ -145,13 +151,15 @@ def banner(settings: Settings, url: str, *, new_store: bool = False) -> str:
             f"  claude mcp add --transport http fleetmem {url}{MCP_PATH} "
             '--header "Authorization: Bearer <token>"',
             f"Health: {url}/health",
+            *([f"Memory console (sign in with a token): {url}{CONSOLE_PATH}/"] if console else []),
         ]
     )
 
 
-def run_server(settings: Settings, *, out: TextIO | None = None) -> None:
+def run_server(settings: Settings, *, out: TextIO | None = None, mounts: Mounts | None = None) -> None:
     """Serve until interrupted (Ctrl-C). Raises `PortUnavailable` before printing anything when
-    the address cannot be bound."""
+    the address cannot be bound. `mounts` adds routes served beside `/mcp` and `/v1` (the memory
+    console); it is given a way to reach the finished app."""
     from fleetmem.adapters.local.sqlite.db import DB_FILENAME
     from fleetmem.wiring import build_deps
 
@@ -160,6 +168,7 @@ def run_server(settings: Settings, *, out: TextIO | None = None) -> None:
     try:
         configure_logging()
         deps = build_deps(settings)
+        built: list[Any] = []
         app = build_local_app(
             lambda: deps,
             surface=settings.surface,
@@ -167,11 +176,14 @@ def run_server(settings: Settings, *, out: TextIO | None = None) -> None:
             host=settings.serve.host,
             data_dir=settings.data_dir,
             call_threads=settings.serve.call_threads,
+            extra_routes=mounts(lambda: built[0]) if mounts else (),
         )
+        built.append(app)
         host = settings.serve.host
         url_host = f"[{host}]" if ":" in host else host
         port = sock.getsockname()[1]
-        print(banner(settings, f"http://{url_host}:{port}", new_store=new_store), file=out or sys.stdout, flush=True)
+        shown = banner(settings, f"http://{url_host}:{port}", new_store=new_store, console=mounts is not None)
+        print(shown, file=out or sys.stdout, flush=True)
         stopping = threading.Event()
         config = uvicorn.Config(
             _CutOffAnswers(app, stopping),

@@ -25,6 +25,7 @@ import mcp_types as types
 from mcp.server import Server
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.applications import Starlette
+from starlette.routing import BaseRoute
 
 import fleetmem
 from fleetmem.contract.correlation import new_correlation_id
@@ -204,6 +205,7 @@ def build_mcp_app(
     token_command: Sequence[str] = DEFAULT_TOKEN_COMMAND,
     token_inputs: Sequence[Mapping[str, str]] = (),
     call_threads: int | None = None,
+    extra_routes: Sequence[BaseRoute] = (),
 ) -> Starlette:
     """A Starlette app serving POST /mcp (both eras), /health and the protected-resource document.
 
@@ -241,7 +243,7 @@ def build_mcp_app(
         transport_security=security,
         host=host,
         max_request_body_size=MAX_REQUEST_BYTES,
-        custom_starlette_routes=routes.routes(),
+        custom_starlette_routes=[*routes.routes(), *extra_routes],  # type: ignore[list-item]
     )
     app.add_middleware(
         EdgeGuard, calls=calls, caller_from_request=caller_from_request, public_url=public_url, security=security

@@ -23,6 +23,7 @@ from fleetmem.memory.verbs import (
     remember,
     synthesize,
     trace_fact,
+    whoami,
 )
 
 __all__ = [
@@ -40,4 +41,5 @@ __all__ = [
     "remember",
     "synthesize",
     "trace_fact",
+    "whoami",
 ]

@@ -1,0 +1,110 @@
+"""How the console reaches memory: tools over `/v1`, exactly as any remote client does.
+
+`POST /v1/<tool>` with the signed-in token as the bearer credential, and the tool's body (or its
+error envelope) back. Locally the requests go in-process into the app that serves `/mcp` and `/v1`
+(`ToolClient.in_process`), for a deployed stage over HTTPS to its API (`ToolClient.remote`): one
+data path either way, so the server decides scopes, the tenant and what a caller may see.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import httpx2
+
+from fleetmem.contract.routes import TOOLS_PATH, v1_tool_path
+
+#: The longest a console page waits for one tool call.
+CALL_TIMEOUT_S = 30.0
+
+
+@dataclass
+class ToolFailed(Exception):
+    """A call the server refused or could not answer: its envelope's code, message and fix."""
+
+    code: str
+    message: str
+    suggestion: str = ""
+    status: int = 0
+    envelope: dict[str, Any] | None = None
+
+    def __str__(self) -> str:
+        return f"{self.code}: {self.message}"
+
+
+class ToolClient:
+    """Calls tools over `/v1` with the caller's token (never stored here)."""
+
+    def __init__(self, http: httpx2.AsyncClient, *, label: str) -> None:
+        self.http = http
+        #: What the console says it is connected to (a URL or "this server"); never a token.
+        self.label = label
+
+    @classmethod
+    def in_process(cls, app: Any, *, host: str = "127.0.0.1") -> ToolClient:
+        """Into `app` itself through ASGI: the guard, the auth port and dispatch all run as for a
+        network caller on this loopback address."""
+        transport = httpx2.ASGITransport(app=app, client=(host, 0))
+        http = httpx2.AsyncClient(transport=transport, base_url=f"http://{host}:1", timeout=CALL_TIMEOUT_S)
+        return cls(http, label="this server")
+
+    @classmethod
+    def remote(cls, base_url: str, *, timeout: float = CALL_TIMEOUT_S) -> ToolClient:
+        """A deployed stage's API (its base URL: the one serving `/v1` and `/mcp`)."""
+        return cls(httpx2.AsyncClient(base_url=base_url.rstrip("/"), timeout=timeout), label=base_url)
+
+    async def call(self, token: str, tool: str, arguments: dict[str, Any] | None = None) -> dict[str, Any]:
+        """The tool's success body, or `ToolFailed` with the server's envelope."""
+        try:
+            response = await self.http.post(
+                v1_tool_path(tool),
+                content=json.dumps(arguments or {}),
+                headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
+            )
+        except httpx2.HTTPError as exc:
+            raise ToolFailed(
+                "unavailable",
+                f"The memory server at {self.label} did not answer ({type(exc).__name__}).",
+                "Check that the server is running and reachable, then reload the page.",
+            ) from None
+        return _body(response)
+
+    async def tools(self, token: str) -> list[str]:
+        """The names of the tools this token may call (`GET /v1/tools`)."""
+        try:
+            response = await self.http.get(TOOLS_PATH, headers={"Authorization": f"Bearer {token}"})
+        except httpx2.HTTPError as exc:
+            raise ToolFailed(
+                "unavailable",
+                f"The memory server at {self.label} did not answer ({type(exc).__name__}).",
+                "Check that the server is running and reachable, then reload the page.",
+            ) from None
+        return [t.get("name", "") for t in _body(response).get("tools", [])]
+
+    async def aclose(self) -> None:
+        await self.http.aclose()
+
+
+def _body(response: httpx2.Response) -> dict[str, Any]:
+    try:
+        body = response.json()
+    except ValueError:
+        body = None
+    if not isinstance(body, dict):
+        raise ToolFailed(
+            "unavailable",
+            f"The memory server answered HTTP {response.status_code} without a JSON body.",
+            "Reload the page; if it persists, check the server's log.",
+            status=response.status_code,
+        )
+    if response.status_code >= 400 or ("error" in body and "code" in body and "message" in body):
+        raise ToolFailed(
+            str(body.get("code") or body.get("error") or "error"),
+            str(body.get("message") or f"HTTP {response.status_code}"),
+            str(body.get("suggestion") or ""),
+            status=response.status_code,
+            envelope=body,
+        )
+    return body
