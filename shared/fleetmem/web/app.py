@@ -36,7 +36,8 @@ CSP = (
 SECURITY_HEADERS = {
     "content-security-policy": CSP,
     "x-content-type-options": "nosniff",
-    "referrer-policy": "no-referrer",
+    # same-origin: form posts carry their true Origin (with no-referrer a browser sends "null")
+    "referrer-policy": "same-origin",
     "x-frame-options": "DENY",
     "cache-control": "no-store",
     "cross-origin-opener-policy": "same-origin",
@@ -106,7 +107,7 @@ class Console:
         """The posted form, after the same-origin and CSRF checks (a refusal page otherwise)."""
         request = view.request
         origin = request.headers.get("origin")
-        if origin and origin != "null" and _origin(origin) != _origin(str(request.base_url)):
+        if origin and _origin(origin) != _origin(str(request.base_url)):
             return _forbidden(view, "The form came from another site.")
         declared = request.headers.get("content-length", "")
         if declared.isdigit() and int(declared) > MAX_FORM_BYTES:
