@@ -69,7 +69,14 @@ class Console:
         return routes
 
     def app(self) -> ASGIApp:
-        return SecurityHeaders(Starlette(routes=self.routes()))
+        return SecurityHeaders(Starlette(routes=self.routes(), exception_handlers={404: self._not_found}))
+
+    async def _not_found(self, request: Request, exc: Exception) -> Response:
+        view = View(self, request, self.sessions.get(request.cookies.get(COOKIE)))
+        return view.render("error.html", status=404, title="Not found", error=ToolFailed(
+            "not_found", f"The console has no page at {request.url.path[:200]}.",
+            "Use the links at the top of the page.", status=404,
+        ))
 
     def _endpoint(self, s: Screen) -> Callable[[Request], Awaitable[Response]]:
         async def endpoint(request: Request) -> Response:
