@@ -28,6 +28,8 @@ BASE: dict[str, dict[str, object]] = {
     "delete_page": {"slug": "people/alice"},
     "purge_fact": {"id": "f_1"},
     "trace_fact": {"id": "f_1"},
+    "list_facts": {},
+    "memory_stats": {},
 }
 
 HINTED = [
