@@ -48,7 +48,8 @@ ACCESS: dict[str, Access] = {
     "context_pack": _a("facts pages", search=True, embed=True),
     "delta": _a("facts pages cursors", "cursors"),
     PAGES_GROUP: _a("facts pages idempotency", "pages idempotency audit", search=True, embed=True),
-    ADMIN_GROUP: _a("facts pages audit", "facts audit", purge=True),
+    # with the account tools: tokens (clients), followers (cursors) and their pending changes
+    ADMIN_GROUP: _a("facts pages audit clients cursors", "facts audit clients", purge=True),
 }
 
 

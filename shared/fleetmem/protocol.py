@@ -18,6 +18,8 @@ VERB_NAMES: Final = ("recall", "remember", "entity", "synthesize", "forget", "co
 PAGE_TOOLS: Final = ("put_page", "get_page", "list_pages", "delete_page")
 #: Admin-scope tools served on the `full` surface.
 ADMIN_TOOLS: Final = ("trace_fact", "purge_fact")
+#: The caller's own credential, tokens and followers, on the `full` surface (served with the admin tools).
+ACCOUNT_TOOLS: Final = ("whoami", "list_followers", "list_tokens", "create_token", "revoke_token")
 
 Surface = Literal["verbs", "full"]
 SURFACES: Final = ("verbs", "full")

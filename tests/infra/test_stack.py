@@ -205,6 +205,9 @@ EXPECTED_DDB = {
         "facts": R | {"PutItem", "UpdateItem", "DeleteItem"},
         "pages": R,
         "audit": {"Query", "PutItem", "GetItem"},
+        # the account tools: create_token / revoke_token / list_tokens, and list_followers
+        "clients": {"GetItem", "Query", "PutItem", "UpdateItem"},
+        "cursors": {"GetItem", "Query"},
     },
     "heartbeat": {"facts": R, "pages": R, "cursors": {"GetItem", "Query", "PutItem", "DeleteItem"}},
     "authorizer": {"clients": {"GetItem", "Query"}},

@@ -171,6 +171,12 @@ VERB_ERRORS: list[tuple[str, dict[str, Any], str]] = [
     ("list_pages", {"limit": "all"}, "invalid_params"),
     ("trace_fact", {"id": "f_unknown"}, "not_found"),
     ("purge_fact", {"id": "f_unknown"}, "not_found"),
+    ("whoami", {"dry_run": "yes"}, "invalid_params"),
+    ("list_followers", {"limit": 0}, "invalid_params"),
+    ("list_tokens", {"dry_run": "yes"}, "invalid_params"),
+    ("create_token", {"client": "Bad Name", "scopes": ["read"]}, "invalid_params"),
+    ("create_token", {"client": "ok", "scopes": []}, "invalid_params"),
+    ("revoke_token", {"token_id": "tok_unknown"}, "not_found"),
 ]
 
 

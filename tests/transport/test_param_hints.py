@@ -28,6 +28,11 @@ BASE: dict[str, dict[str, object]] = {
     "delete_page": {"slug": "people/alice"},
     "purge_fact": {"id": "f_1"},
     "trace_fact": {"id": "f_1"},
+    "whoami": {},
+    "list_followers": {},
+    "list_tokens": {},
+    "create_token": {"client": "agent-b", "scopes": ["read"]},
+    "revoke_token": {"token_id": "tok_0000000000"},
 }
 
 HINTED = [
