@@ -63,7 +63,8 @@ def arn_ref(construct: Construct) -> str:
 # The DynamoDB actions each table's adapter calls (shared/fleetmem/adapters/aws), split into what a
 # reader and what a writer needs. TransactWriteItems has no IAM action of its own: DynamoDB
 # authorises each Put/Update/Delete inside it as PutItem/UpdateItem/DeleteItem on its table.
-# Nothing scans (listing clients is the operator's CLI, not a function) or describes a table.
+# Nothing scans (the admin function lists one tenant's clients and cursors through their
+# `by_tenant` indexes; only the operator's CLI lists every tenant's) or describes a table.
 READ_ACTIONS: dict[str, tuple[str, ...]] = {
     "facts": ("GetItem", "BatchGetItem", "Query"),
     "pages": ("GetItem", "BatchGetItem", "Query"),
@@ -84,6 +85,8 @@ WRITE_ACTIONS: dict[str, tuple[str, ...]] = {
     # back (ReturnValuesOnConditionCheckFailure=ALL_OLD), which is a read of that item
     "idempotency": ("PutItem", "UpdateItem", "DeleteItem", "GetItem"),
     "audit": ("PutItem", "GetItem"),  # rows ride in transactions or a conditional put (ALL_OLD, as above)
+    # create_token: a conditional put (ALL_OLD: GetItem, a read grant); revoke_token: an update
+    "clients": ("PutItem", "UpdateItem"),
 }
 PURGE_ACTIONS: dict[str, tuple[str, ...]] = {"facts": ("DeleteItem",)}
 

@@ -48,8 +48,9 @@ ACCESS: dict[str, Access] = {
     "context_pack": _a("facts pages", search=True, embed=True),
     "delta": _a("facts pages cursors", "cursors"),
     PAGES_GROUP: _a("facts pages idempotency", "pages idempotency audit", search=True, embed=True),
-    # trace_fact, purge_fact; list_facts and memory_stats (which also counts live cursors per client)
-    ADMIN_GROUP: _a("facts pages audit cursors clients", "facts audit", purge=True),
+    # trace_fact, purge_fact; list_facts and memory_stats (which also counts live cursors per client);
+    # the account tools: tokens (clients), followers (cursors) and their pending changes
+    ADMIN_GROUP: _a("facts pages audit clients cursors", "facts audit clients", purge=True),
 }
 
 

@@ -327,12 +327,20 @@ class CursorStore(Protocol):
         """How many of the tenant's cursors are live (touched within SESSION_IDLE_DAYS)."""
         ...
 
+    def for_tenant(self, tenant: str, *, now: datetime, limit: int) -> builtins.list[Cursor]:
+        """The tenant's live cursors (woken within SESSION_IDLE_DAYS of `now`), most recently woken
+        first, at most `limit`: one tenant's key range, never a whole-table read."""
+        ...
+
 
 class ClientStore(Protocol):
     def create(self, record: ClientRecord) -> None: ...
     def by_hash(self, token_hash: str) -> ClientRecord | None: ...
     def list(self, tenant: str | None = None) -> builtins.list[ClientRecord]: ...
-    def revoke(self, token_id: str, *, at: datetime) -> bool: ...
+    def revoke(self, token_id: str, *, at: datetime, tenant: str | None = None) -> bool:
+        """Revoke the live token(s) with this public id (of `tenant` only, when given). True when
+        one was revoked now; False when unknown or already revoked."""
+        ...
 
 
 class IdempotencyStore(Protocol):
@@ -568,7 +576,8 @@ class CallContext:
     """Per-call facts that are not arguments: correlation id and the wall-clock deadline."""
 
     def __init__(
-        self, correlation_id: str, *, deadline_at: float | None = None, transport: str = "mcp", keyed: bool = False
+        self, correlation_id: str, *, deadline_at: float | None = None, transport: str = "mcp", keyed: bool = False,
+        surface: str = "full",
     ) -> None:
         self.correlation_id = correlation_id
         self.deadline_at = deadline_at  # time.monotonic() value, or None
@@ -576,3 +585,4 @@ class CallContext:
         #: The call carries an idempotency key (D2), so it may retry a call killed after storing
         #: its write and before indexing it: a write that finds itself already stored indexes it again.
         self.keyed = keyed
+        self.surface = surface  # the surface the call was made on ("verbs" | "full")

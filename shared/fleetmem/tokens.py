@@ -18,6 +18,7 @@ import logging
 import re
 import secrets
 from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import datetime
 
 from fleetmem.models import Caller, ClientRecord
@@ -63,6 +64,48 @@ _TOKEN_PATTERN = re.compile(re.escape(TOKEN_PREFIX) + rf"[A-Za-z0-9_-]{{{_TOKEN_
 def looks_like_token(token: str) -> bool:
     """Prefix, length and url-safe base64 alphabet: a token that fails this is never looked up."""
     return _TOKEN_PATTERN.fullmatch(token) is not None
+
+
+class MintRefused(ValueError):
+    """A token request the minting rules refuse. `field` names what is wrong: "scopes", "client"
+    or "tenant"; the message says why (each caller words its own fix)."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+        self.message = message
+
+
+@dataclass(frozen=True)
+class MintRequest:
+    """A token request that passed `mint_request`: what `mint` stores."""
+
+    tenant: str
+    client_id: str
+    scopes: frozenset[Scope]
+
+
+def mint_request(*, tenant: str, client: str, scopes: Iterable[str]) -> MintRequest:
+    """The one check of a token request, for `fleetmem token create` and the `create_token` tool:
+    scopes a non-empty subset of SCOPES (blank entries ignored), the client name stripped and not
+    blank, tenant and client inside the id grammar. Raises `MintRefused`."""
+    wanted = [s.strip() for s in scopes if s.strip()]
+    bad = [s for s in wanted if s not in SCOPES]
+    if not wanted or bad:
+        raise MintRefused("scopes", f"Unknown scope(s): {', '.join(bad) or '(none given)'}")
+    name = client.strip()
+    if not name:
+        raise MintRefused("client", "client is blank")
+    for kind, value in (("tenant", tenant), ("client", name)):
+        problem = id_problem(kind, value)
+        if problem:
+            raise MintRefused(kind, problem)
+    return MintRequest(tenant=tenant, client_id=name, scopes=frozenset(wanted))  # type: ignore[arg-type]
+
+
+def mint(store: ClientStore, clock: Clock, request: MintRequest) -> tuple[str, ClientRecord]:
+    """Mint the token a checked request names (see `create_client`)."""
+    return create_client(store, clock, tenant=request.tenant, client_id=request.client_id, scopes=request.scopes)
 
 
 def create_client(

@@ -104,3 +104,24 @@ def test_the_least_recently_woken_sessions_are_evicted_beyond_the_limit(cursors_
     assert cursors.get(tenant, "agent-a", "s00002", now=now) is not None
     assert cursors.get(tenant, "agent-a", f"s{limit + 1:05d}", now=now) is not None
     assert cursors.get(tenant, "agent-b", "s00000", now=now) is not None  # other clients keep theirs
+
+
+def test_for_tenant_lists_the_tenants_live_cursors_most_recently_woken_first(cursors, tenant, other_tenant, now):
+    cursors.put(cur(tenant, "s1", client="agent-a", touched=at(-30)), expected_version=None)
+    cursors.put(cur(tenant, "s2", client="agent-b", touched=at(-10), slug="people/x"), expected_version=None)
+    newest = cursors.put(cur(tenant, "s3", client="agent-a", touched=at(-1), page_seq=4, fact_seq=2),
+                         expected_version=None)
+    cursors.put(cur(other_tenant, "s9", client="agent-a", touched=at(-2)), expected_version=None)
+    listed = cursors.for_tenant(tenant, now=now, limit=10)
+    assert [(c.client_id, c.session_id) for c in listed] == [("agent-a", "s3"), ("agent-b", "s2"), ("agent-a", "s1")]
+    assert listed[0] == newest  # whole cursors, positions included
+    assert [c.session_id for c in cursors.for_tenant(tenant, now=now, limit=2)] == ["s3", "s2"]
+    assert [c.session_id for c in cursors.for_tenant(other_tenant, now=now, limit=10)] == ["s9"]
+    assert cursors.for_tenant("t-nobody-" + tenant[2:], now=now, limit=10) == []
+
+
+def test_for_tenant_leaves_out_idle_cursors(cursors, tenant):
+    cursors.put(cur(tenant, "s1", touched=at(0)), expected_version=None)
+    later = at(0) + timedelta(days=SESSION_IDLE_DAYS, minutes=1)
+    cursors.put(cur(tenant, "s2", touched=later), expected_version=None)
+    assert [c.session_id for c in cursors.for_tenant(tenant, now=later, limit=10)] == ["s2"]

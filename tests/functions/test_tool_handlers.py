@@ -12,6 +12,7 @@ import pytest
 from fleetmem.lambda_routes import groups
 from fleetmem.memory.verbs import REGISTRY
 from fleetmem.protocol import VERB_NAMES
+from fleetmem.tokens import hash_token
 
 from .conftest import ROOT, call, load_event
 
@@ -177,6 +178,25 @@ def test_the_admin_function_serves_list_facts_and_memory_stats_to_a_read_token()
     assert fact_id in [f["fact_id"] for f in listed["body"]["facts"]]
     stats = call("admin", load_event("admin", "invoke_memory_stats"))
     assert stats["is_error"] is False and stats["body"]["facts"]["active"] >= 1
+
+
+def test_the_admin_function_serves_the_account_tools(deps):
+    made = call("admin", load_event("admin", "invoke_create_token"))
+    assert made["is_error"] is False, made["body"]
+    token_id = made["body"]["token_id"]
+    assert deps.clients.by_hash(hash_token(made["body"]["token"])).tenant == "acme"
+
+    def admin(tool: str, **arguments) -> dict:
+        event = load_event("admin", "invoke_create_token")
+        event["tool"], event["arguments"] = tool, arguments
+        out = call("admin", event)
+        assert out["is_error"] is False, out["body"]
+        return out["body"]
+
+    assert admin("whoami")["tenant"] == "acme"
+    assert token_id in {t["token_id"] for t in admin("list_tokens")["tokens"]}
+    assert admin("list_followers")["followers"] == []
+    assert admin("revoke_token", token_id=token_id)["revoked"] is True
 
 
 # -- POST /v1/<tool> ----------------------------------------------------------------------------

@@ -173,9 +173,15 @@ VERB_ERRORS: list[tuple[str, dict[str, Any], str]] = [
     ("purge_fact", {"id": "f_unknown"}, "not_found"),
     ("list_facts", {"cursor": "garbage!!"}, "invalid_params"),
     ("list_facts", {"created_after": "soon"}, "invalid_params"),
+    ("whoami", {"dry_run": "yes"}, "invalid_params"),
+    ("list_followers", {"limit": 0}, "invalid_params"),
+    ("list_tokens", {"dry_run": "yes"}, "invalid_params"),
+    ("create_token", {"client": "Bad Name", "scopes": ["read"]}, "invalid_params"),
+    ("create_token", {"client": "ok", "scopes": []}, "invalid_params"),
+    ("revoke_token", {"token_id": "tok_unknown"}, "not_found"),
 ]
 #: Tools that take no arguments and read nothing by id: no call of theirs is refused by the tool.
-NO_REFUSALS = {"memory_stats", "whoami"}
+NO_REFUSALS = {"memory_stats"}
 
 
 @pytest.mark.parametrize(

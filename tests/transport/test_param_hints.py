@@ -31,6 +31,10 @@ BASE: dict[str, dict[str, object]] = {
     "whoami": {},
     "list_facts": {},
     "memory_stats": {},
+    "list_followers": {},
+    "list_tokens": {},
+    "create_token": {"client": "agent-b", "scopes": ["read"]},
+    "revoke_token": {"token_id": "tok_0000000000"},
 }
 
 HINTED = [

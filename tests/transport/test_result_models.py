@@ -140,6 +140,13 @@ def test_every_tool_answers_bodies_that_match_its_result_model(deps: Deps, clock
     call("purge_fact", id=first["id"], reason="deletion request")
     call("delete_page", slug="projects/rocket")
 
+    # the account tools
+    call("whoami")
+    call("list_followers")  # the "hb" session, with what it has not received
+    minted = call("create_token", client="agent-b", scopes=["read"])
+    call("list_tokens")
+    call("revoke_token", token_id=minted["token_id"])
+
     assert seen == set(REGISTRY) - {n for n in REGISTRY if n.startswith("zz_")}
 
 

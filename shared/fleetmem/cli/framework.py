@@ -27,12 +27,29 @@ class CommandLine(Protocol):
     def argv(self, arguments: dict[str, Any]) -> list[str]: ...
 
 
+class HelpFormatter(argparse.HelpFormatter):
+    """argparse's formatter, measuring subcommand names at the depth they are printed at (argparse
+    measures them one level shallower, so a name longer than the others' column wrapped its help
+    onto the next line)."""
+
+    def add_argument(self, action: argparse.Action) -> None:
+        super().add_argument(action)
+        if action.help is argparse.SUPPRESS:
+            return
+        self._indent()
+        names = [len(self._format_action_invocation(sub)) for sub in self._iter_indented_subactions(action)]
+        if names:
+            self._action_max_length = max(self._action_max_length, max(names) + self._current_indent)
+        self._dedent()
+
+
 class Parser(argparse.ArgumentParser):
     """argparse that raises instead of exiting, so `--json` can still write its fallback document.
     Options are never abbreviated: `--token fm_x` must not quietly become `--token-file fm_x`."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("allow_abbrev", False)
+        kwargs.setdefault("formatter_class", HelpFormatter)
         super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:

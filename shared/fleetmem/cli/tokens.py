@@ -68,29 +68,21 @@ def _client_doc(rec: Any) -> dict[str, Any]:
 
 
 def cmd_token_create(args: argparse.Namespace, out: Output) -> int:
-    from fleetmem.tokens import create_client
+    from fleetmem.tokens import ID_FIX, MintRefused, mint, mint_request
 
-    scopes = [s.strip() for s in args.scopes.split(",") if s.strip()]
-    bad = [s for s in scopes if s not in SCOPES]
-    if not scopes or bad:
-        raise CommandFailed.usage(
-            f"Unknown scope(s): {', '.join(bad) or '(none given)'}",
-            f"Use a comma-separated subset of {','.join(SCOPES)}, e.g. --scopes read,write",
-        )
-    if not args.client.strip():
-        raise CommandFailed.usage(
-            "--client is blank",
-            "Name the client, e.g. --client my-agent",
-        )
-    from fleetmem.tokens import ID_FIX, id_problem
-
-    for problem in (id_problem("tenant", args.tenant), id_problem("client", args.client.strip())):
-        if problem:
-            raise CommandFailed.usage(problem, ID_FIX)
+    try:
+        request = mint_request(tenant=args.tenant, client=args.client, scopes=args.scopes.split(","))
+    except MintRefused as refused:
+        if refused.field == "scopes":
+            raise CommandFailed.usage(
+                refused.message,
+                f"Use a comma-separated subset of {','.join(SCOPES)}, e.g. --scopes read,write",
+            ) from None
+        if not args.client.strip():
+            raise CommandFailed.usage("--client is blank", "Name the client, e.g. --client my-agent") from None
+        raise CommandFailed.usage(refused.message, ID_FIX) from None
     deps = _token_deps(args, creates=True)
-    token, rec = create_client(
-        deps.clients, deps.clock, tenant=args.tenant, client_id=args.client.strip(), scopes=frozenset(scopes)
-    )
+    token, rec = mint(deps.clients, deps.clock, request)
     doc = {
         "token": token,
         "client": rec.client_id,

@@ -85,8 +85,14 @@ class ToolCommand:
         self.positional = next((n for n in required if self.kinds.get(n) == "string"), None)
         if self.positional is None and spec.writes:
             self.positional = next((n for n in self.props if self.kinds[n] == "string"), None)
-        #: Admin-scope writes (purge) are destructive beyond recall: they need the user's yes.
-        self.needs_confirmation = spec.scope == "admin" and bool(spec.writes)
+        #: Admin-scope hard deletes (purge: destructive, not idempotent) are beyond recall: they need
+        #: the user's yes. Minting a token (not destructive) and revoking one (idempotent) do not,
+        #: as `fleetmem token create` / `token revoke` do not ask.
+        hints = spec.annotations
+        self.needs_confirmation = (
+            spec.scope == "admin" and bool(spec.writes) and hints.get("destructiveHint", True) is True
+            and hints.get("idempotentHint") is not True
+        )
 
     @property
     def name(self) -> str:

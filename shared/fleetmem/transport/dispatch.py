@@ -315,7 +315,9 @@ class _Call:
         self, spec: ToolSpec, params: BaseModel, notices: list[Notice], *, keyed: bool = False
     ) -> DispatchResult:
         deadline = time.monotonic() + self.deps.policy.deadline_ms / 1000.0 if self.deps.policy.deadline_ms else None
-        ctx = CallContext(self.cid, deadline_at=deadline, transport=self.transport, keyed=keyed)
+        ctx = CallContext(
+            self.cid, deadline_at=deadline, transport=self.transport, keyed=keyed, surface=self.surface
+        )
         try:
             outcome = spec.run(self.deps, self.caller, params, ctx)
         except VerbError as err:

@@ -60,7 +60,7 @@ class DynamoClientStore(DynamoStore):
         out_items = [_record(i) for i in items if i and (tenant is None or i.get("tenant") == tenant)]
         return sorted(out_items, key=lambda r: (r.tenant, r.created_at, r.token_id))
 
-    def revoke(self, token_id: str, *, at: datetime) -> bool:
+    def revoke(self, token_id: str, *, at: datetime, tenant: str | None = None) -> bool:
         out = call(
             self._db.query,
             TableName=self.table,
@@ -70,6 +70,8 @@ class DynamoClientStore(DynamoStore):
         )
         changed = False
         for raw in out.get("Items", []):
+            if tenant is not None and raw.get("tenant", {}).get("S") != tenant:
+                continue
             try:
                 call(
                     self._db.update_item,

@@ -117,6 +117,26 @@ class DynamoCursorStore(DynamoStore):
             return None
         return cursor
 
+    def for_tenant(self, tenant: str, *, now: datetime, limit: int) -> list[Cursor]:
+        """One Query of the `by_tenant` index (the tenant's cursors by touched_at, newest first),
+        from the idle cutoff on; eventually consistent, as a listing may be."""
+        if limit <= 0:
+            return []
+        req: dict[str, Any] = {
+            "TableName": self.table,
+            "IndexName": "by_tenant",
+            "KeyConditionExpression": "tenant = :t AND touched_at >= :cutoff",
+            "ExpressionAttributeValues": {":t": {"S": keys.tenant(tenant)}, ":cutoff": {"S": ts(now - _IDLE)}},
+            "ScanIndexForward": False,
+            "Limit": limit,
+        }
+        out: list[Cursor] = []
+        for answer in answers(self._db.query, req):
+            out += [_cursor(i) for i in keys.owned_items(answer.get("Items", []), tenant, table="cursors")]
+            if len(out) >= limit:
+                break
+        return out[:limit]
+
     def put(self, cursor: Cursor, *, expected_version: int | None) -> Cursor:
         version = (expected_version or 0) + 1
         stored = cursor.model_copy(update={"version": version})

@@ -114,6 +114,9 @@ CURSORS = TableSpec(
     logical="cursors",
     partition=KeyAttr("pk"),  # "<tenant>#<client_id>"
     sort=KeyAttr("sk"),  # session_id
+    # a tenant's cursors, most recently woken first (list_followers); every cursor item carries
+    # both attributes
+    gsis=(Gsi("by_tenant", KeyAttr("tenant"), KeyAttr("touched_at")),),
     ttl_attribute="ttl",  # touched_at + SESSION_IDLE_DAYS, epoch seconds
     purpose="delta session cursors",
 )

@@ -7,8 +7,9 @@ Each table is walked the cheapest way its keys allow, streaming (one result page
   counters, whose keys are known (`<tenant>#~seq`, `<tenant>#~chg`);
 - `pages`: a Query of `by_slug` (page rows and tombstones), then a Query of each page's own
   partition for its derived rows (aliases, links, words, prefixes), and the change counter;
-- `cursors`, `idempotency`, `audit`: no index has the tenant as its partition, so a Scan filtered
-  on the `tenant` attribute every item of those tables carries (the whole table is read).
+- `cursors`, `idempotency`, `audit`: a Scan filtered on the `tenant` attribute every item of those
+  tables carries (the whole table is read; no index of idempotency or audit has the tenant as its
+  partition, and the cursors' `by_tenant` index, like every GSI, may lag a write just made).
 
 Deletes go out as BatchWriteItem (25 keys a call, UnprocessedItems retried with backoff). The
 search index loses the tenant's documents in every index of the stage's prefix (one per embedding

@@ -1,21 +1,20 @@
-"""`whoami()` — the caller as the server sees it (full surface, read scope).
+"""`whoami()` — who this credential is (full surface, read, read-only).
 
-Public API: `WhoamiParams`, `run(deps, caller, params, ctx) -> Outcome`, `SPEC` (registered).
-Response `{tenant, client_id, scopes, remote, surface, protocol_version}`: the tenant and scopes
-come from the credential, so a client (the memory console) can show what a token may see and do
-without guessing from tools/list.
+Public API: `WhoamiParams`, `WhoamiResult`, `run(deps, caller, params, ctx) -> Outcome`, `SPEC`.
+No parameters. Response `{tenant, client_id, scopes (sorted), remote, surface, protocol_version}`:
+the tenant and client come from the credential only; `surface` is the one the call was made on.
 """
 
 from __future__ import annotations
 
-from pydantic import ConfigDict, Field
+from pydantic import ConfigDict
 
 from fleetmem.errors import Outcome
 from fleetmem.memory.params import Params
 from fleetmem.memory.registry import ToolSpec, register
 from fleetmem.models import Caller, Wire
 from fleetmem.ports import CallContext, Deps
-from fleetmem.protocol import PROTOCOL_VERSION, SCOPES, Scope, Surface
+from fleetmem.protocol import PROTOCOL_VERSION, Scope, Surface
 
 TOOL = "whoami"
 
@@ -27,30 +26,30 @@ class WhoamiParams(Params):
 class WhoamiResult(Wire):
     tenant: str
     client_id: str
-    scopes: list[Scope] = Field(description="The credential's scopes, in the order read, write, admin.")
-    remote: bool = Field(description="true: the server treats the caller as remote (world facts and pages only).")
+    scopes: list[Scope]
+    remote: bool
     surface: Surface
     protocol_version: int
 
 
 def run(deps: Deps, caller: Caller, params: WhoamiParams, ctx: CallContext) -> Outcome:
-    result = WhoamiResult(
-        tenant=caller.tenant,
-        client_id=caller.client_id,
-        scopes=[s for s in SCOPES if s in caller.scopes],
-        remote=caller.remote,
-        surface="full",
-        protocol_version=PROTOCOL_VERSION,
-    )
-    return Outcome(body=result.model_dump())
+    body = WhoamiResult.model_validate({
+        "tenant": caller.tenant,
+        "client_id": caller.client_id,
+        "scopes": sorted(caller.scopes),
+        "remote": caller.remote,
+        "surface": ctx.surface,
+        "protocol_version": PROTOCOL_VERSION,
+    })
+    return Outcome(body=body.model_dump())
 
 
 SPEC = register(
     ToolSpec(
         name=TOOL,
         description=(
-            "Who the server takes the caller to be: tenant, client id, scopes and whether it is treated as "
-            "remote. Example: {}. Use it to check a token before acting on its behalf."
+            "Who this credential is: its tenant (brain), client id and scopes, and the server's surface. "
+            "Takes no arguments. Example: {}."
         ),
         params=WhoamiParams,
         result=WhoamiResult,
@@ -58,6 +57,6 @@ SPEC = register(
         scope="read",
         surface="full",
         writes=False,
-        annotations={"readOnlyHint": True, "idempotentHint": True},
+        annotations={"readOnlyHint": True},
     )
 )

@@ -49,7 +49,9 @@ class SqliteClientStore:
             args = (tenant,)
         return [_client_of(r) for r in self.db.all(sql, args)]
 
-    def revoke(self, token_id: str, *, at: datetime) -> bool:
+    def revoke(self, token_id: str, *, at: datetime, tenant: str | None = None) -> bool:
         """True when a live token was revoked now; False when unknown or already revoked."""
         sql = "UPDATE clients SET revoked_at = ? WHERE token_id = ? AND revoked_at IS NULL"
-        return self.db.run(sql, (ms(at), token_id)) > 0
+        if tenant is None:
+            return self.db.run(sql, (ms(at), token_id)) > 0
+        return self.db.run(sql + " AND tenant = ?", (ms(at), token_id, tenant)) > 0

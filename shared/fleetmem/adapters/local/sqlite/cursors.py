@@ -44,6 +44,14 @@ class SqliteCursorStore:
             return None
         return _cursor_of(row)
 
+    def for_tenant(self, tenant: str, *, now: datetime, limit: int) -> list[Cursor]:
+        rows = self.db.all(
+            f"SELECT {_CURSOR_COLS} FROM cursors WHERE tenant = ? AND touched_at >= ? "
+            "ORDER BY touched_at DESC, client_id, session_id LIMIT ?",
+            (tenant, ms(now - self.idle), max(0, limit)),
+        )
+        return [_cursor_of(r) for r in rows]
+
     def put(self, cursor: Cursor, *, expected_version: int | None) -> Cursor:
         """Idle expiry on write is judged at `cursor.touched_at` (the time of this wake)."""
         key = (cursor.tenant, cursor.client_id, cursor.session_id)
