@@ -71,9 +71,10 @@ def test_a_write_token_gets_no_tokens_screen_and_its_posts_are_refused(page: Any
     assert response is not None and response.status == 403
     assert "admin scope" in page.get_by_role("alert").inner_text()
     cookies, csrf = session_of(page)
-    for path, form in (("create", {"client": "sneaky", "scope": "read"}), ("revoke", {"token_id": "t", "confirm": "yes"})):
-        r = httpx.post(f"{serve_console.base}/console/tokens/{path}", cookies=cookies, data={"csrf": csrf, **form},
-                       follow_redirects=False)
+    posts = (("create", {"client": "sneaky", "scope": "read"}), ("revoke", {"token_id": "t", "confirm": "yes"}))
+    for path, form in posts:
+        r = httpx.post(f"{serve_console.base}/console/tokens/{path}", cookies=cookies,
+                       data={"csrf": csrf, **form}, follow_redirects=False)
         assert r.status_code == 403 and "admin scope" in r.text and "fm_" not in r.text
 
 
