@@ -28,7 +28,7 @@ def test_create_shows_the_token_once_then_revoke_after_confirming(
     sign_in(page, serve_console, serve_console.admin)
     page.goto(f"{serve_console.base}/console/tokens")
     page.get_by_label("Client name").fill("console-made-bot")
-    page.get_by_label("write").check()
+    page.get_by_label("write", exact=True).check()
     page.get_by_role("button", name="Create token").click()
     token = page.get_by_label("Token for console-made-bot").input_value()
     assert token.startswith("fm_") and token not in page.url
@@ -58,7 +58,7 @@ def test_bad_input_shows_the_servers_message_and_keeps_what_was_typed(
     page.get_by_role("button", name="Create token").click()
     assert page.get_by_role("alert").count() == 1
     page.get_by_label("Client name").fill("no-scope-bot")
-    page.get_by_label("read").uncheck()
+    page.get_by_label("read", exact=True).uncheck()
     page.get_by_role("button", name="Create token").click()
     assert page.get_by_role("alert").count() == 1
     assert page.get_by_label("Client name").input_value() == "no-scope-bot"
