@@ -74,7 +74,7 @@ def argv(words: Sequence[str]) -> list[str]:
 #: commands (profile, hook, heartbeat), the portability ones (export, backup, tenant) and admin.
 BUILTIN_COMMANDS = frozenset(
     {"serve", "init", "token", "protocol", "import", "doctor", "embedder", "reindex", "conformance", "bench"}
-    | {"profile", "hook", "heartbeat"}
+    | {"profile", "hook", "heartbeat", "console"}
     | {"export", "backup", "tenant", "admin"}
 )
 

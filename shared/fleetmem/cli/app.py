@@ -17,6 +17,7 @@ from fleetmem.cli import (
     ambient,
     bench,
     conformance,
+    console_web,
     doctor,
     importer,
     maintenance,
@@ -71,7 +72,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     tokens.add_commands(sub, common)
     if with_tools:
         tools.add_commands(sub, common)
-    for group in (protocol, importer, doctor, maintenance, conformance, bench, ambient, pack, admin):
+    for group in (protocol, console_web, importer, doctor, maintenance, conformance, bench, ambient, pack, admin):
         group.add_commands(sub, common)
     return parser
 

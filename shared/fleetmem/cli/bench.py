@@ -25,7 +25,12 @@ def add_commands(sub: Any, common: Parser) -> None:
 
 def cmd_bench(args: argparse.Namespace, out: Output) -> int:
     rest = list(args.rest)
-    what = rest.pop(0) if rest and rest[0] in ("latency", "quality", "search") else "latency"
+    what = rest.pop(0) if rest and rest[0] in ("latency", "quality", "search", "console") else "latency"
+    if what == "console":
+        from fleetmem.bench.console import main as console_main
+
+        out.text(console_main(rest, log=Output.err))
+        return EXIT_OK
     if what == "search":
         from fleetmem.bench.search import main as search_main
 

@@ -1,3 +1,3 @@
 """One module per console screen; importing this package registers them all (`app.screen`)."""
 
-from fleetmem.web.screens import login, overview  # noqa: F401
+from fleetmem.web.screens import facts, login, memories, overview, tokens  # noqa: F401
