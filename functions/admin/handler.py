@@ -1,8 +1,9 @@
-"""The admin-scope tools (trace_fact, purge_fact) in one function."""
+"""The admin-scope tools (trace_fact, purge_fact) and the inspection tools (list_facts, memory_stats) in one
+function."""
 
 from aws_lambda_powertools import Logger
 
-from fleetmem.protocol import ADMIN_TOOLS
+from fleetmem.protocol import ADMIN_TOOLS, INSPECT_TOOLS
 from fleetmem.transport.aws_lambda import CORRELATION_PATH
 from fleetmem.transport.aws_lambda.tools import handle_tool_event
 
@@ -11,4 +12,4 @@ logger = Logger(service="admin")
 
 @logger.inject_lambda_context(correlation_id_path=CORRELATION_PATH, clear_state=True)
 def handler(event, context):
-    return handle_tool_event(event, ADMIN_TOOLS)
+    return handle_tool_event(event, (*ADMIN_TOOLS, *INSPECT_TOOLS))

@@ -48,7 +48,8 @@ ACCESS: dict[str, Access] = {
     "context_pack": _a("facts pages", search=True, embed=True),
     "delta": _a("facts pages cursors", "cursors"),
     PAGES_GROUP: _a("facts pages idempotency", "pages idempotency audit", search=True, embed=True),
-    ADMIN_GROUP: _a("facts pages audit", "facts audit", purge=True),
+    # trace_fact, purge_fact; list_facts and memory_stats (which also counts live cursors per client)
+    ADMIN_GROUP: _a("facts pages audit cursors clients", "facts audit", purge=True),
 }
 
 

@@ -1,7 +1,7 @@
 """Which Lambda function serves which tool — shared by the CDK app and the edge's invoker.
 
 Each of the seven memory verbs gets its own function (own role, own size, own alarms). The page
-tools share one `pages` function and the admin tools one `admin` function: they are rare, and
+tools share one `pages` function and the admin and inspection tools one `admin` function: they are rare, and
 grouping them keeps the count of cold-startable functions low without widening any verb's grants.
 No third-party imports: the CDK app and the Lambda runtime both read this.
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from fleetmem.config import ENV_TOOL_FUNCTIONS
-from fleetmem.protocol import ADMIN_TOOLS, CONSOLE_TOOLS, PAGE_TOOLS, VERB_NAMES
+from fleetmem.protocol import ADMIN_TOOLS, INSPECT_TOOLS, PAGE_TOOLS, VERB_NAMES
 
 PAGES_GROUP = "pages"
 ADMIN_GROUP = "admin"
@@ -26,7 +26,7 @@ def function_group(tool: str) -> str:
         return tool
     if tool in PAGE_TOOLS:
         return PAGES_GROUP
-    if tool in ADMIN_TOOLS or tool in CONSOLE_TOOLS:
+    if tool in ADMIN_TOOLS or tool in INSPECT_TOOLS:
         return ADMIN_GROUP
     raise KeyError(tool)
 

@@ -64,6 +64,23 @@ class Fact(Record):
             return False
         return self.valid_until is None or self.valid_until > now
 
+    def status(self, now: datetime) -> FactStatus:
+        """The fact's state at `now`: superseded (replaced by another fact), expired (its
+        `valid_until` passed before anything else retracted it), forgotten, or active."""
+        if self.superseded_by is not None:
+            return "superseded"
+        if (
+            self.valid_until is not None and self.valid_until <= now
+            and (self.expired_at is None or self.valid_until <= self.expired_at)
+        ):
+            return "expired"
+        return "forgotten" if self.expired_at is not None else "active"
+
+
+def provenance_matches(provenance: str, needle: str) -> bool:
+    """list_facts' `provenance` filter: `needle` is a case-insensitive substring of `provenance`."""
+    return needle.casefold() in provenance.casefold()
+
 
 class Link(Record):
     type: str = "related"

@@ -18,7 +18,7 @@ import builtins
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, ClassVar, Protocol, runtime_checkable
+from typing import Any, ClassVar, Literal, Protocol, runtime_checkable
 
 from fleetmem.models import (
     AuditEvent,
@@ -57,6 +57,44 @@ class FactWrite:
     fact: Fact
     supersede: Fact | None = None
     audit: Sequence[AuditEvent] = ()
+
+
+#: list_facts' `state` filter: one FactStatus (`Fact.status`), or "any".
+FactState = Literal["active", "superseded", "forgotten", "expired", "any"]
+
+
+@dataclass(frozen=True)
+class FactFilter:
+    """What `FactStore.listing` keeps (every field None: no condition). `provenance` is a
+    case-insensitive substring (`models.provenance_matches`); the times bound `created_at`
+    strictly (created_after < created_at < created_before)."""
+
+    entity_slug: str | None = None
+    kind: str | None = None
+    state: FactState = "active"
+    session_id: str | None = None
+    provenance: str | None = None
+    created_after: datetime | None = None
+    created_before: datetime | None = None
+
+
+@dataclass(frozen=True)
+class FactTallies:
+    """memory_stats' fact counts: per `Fact.status`, distinct entities and the busiest ones (by
+    active facts), and facts created per UTC day ("YYYY-MM-DD") since the asked day."""
+
+    status: dict[str, int]
+    entities: int
+    busiest: list[tuple[str, int]]
+    per_day: dict[str, int]
+
+
+@dataclass(frozen=True)
+class PageTallies:
+    """memory_stats' page counts: every page, and pages by the UTC day of their last write."""
+
+    pages: int
+    per_day: dict[str, int]
 
 
 class FactStore(Protocol):
@@ -132,6 +170,19 @@ class FactStore(Protocol):
         ...
 
     def count_active(self, tenant: str, entity_slug: str, *, now: datetime, world_only: bool = True) -> int: ...
+
+    def listing(
+        self, tenant: str, *, now: datetime, world_only: bool, where: FactFilter,
+        before: tuple[datetime, int] | None = None, limit: int = 50,
+    ) -> list[Fact]:
+        """list_facts: facts in any state that pass `where` (state judged at `now`), newest first
+        by (created_at, seq), strictly before the keyset position `before` (None: from the newest)."""
+        ...
+
+    def tallies(self, tenant: str, *, now: datetime, world_only: bool, since: datetime, top: int = 10) -> FactTallies:
+        """memory_stats: the tenant's fact counts (`FactTallies`; `per_day` from the UTC day of
+        `since`, `busiest` the `top` entities by active facts, most first, then by slug)."""
+        ...
 
     def expire(
         self, tenant: str, fact_id: str, *, at: datetime, reason: str | None, actor: str,
@@ -247,6 +298,10 @@ class PageStore(Protocol):
         removes it."""
         ...
 
+    def tallies(self, tenant: str, *, world_only: bool, since: datetime) -> PageTallies:
+        """memory_stats: how many pages, and pages by the UTC day of `updated_at` from `since`'s day."""
+        ...
+
     def change_floor(self, tenant: str, *, since: datetime | None, slug: str = "", walk: bool = False) -> int:
         """D14: the change position a (since, slug) keyset position resumes from: min(current
         counter, smallest change_seq of a page with (updated_at, slug) > (since, slug), minus 1);
@@ -266,6 +321,10 @@ class CursorStore(Protocol):
         otherwise the stored version must equal it. Stores version+1 and returns the stored cursor.
         Raises Conflict when the condition fails. Evicts the client's oldest cursors beyond
         SESSIONS_PER_CLIENT."""
+        ...
+
+    def count_live(self, tenant: str, *, now: datetime) -> int:
+        """How many of the tenant's cursors are live (touched within SESSION_IDLE_DAYS)."""
         ...
 
 
@@ -324,6 +383,14 @@ class SearchIndex(Protocol):
         tenant, kinds and visibility. Each arm returns up to `query.k` hits best first. A failing
         vector arm sets `vector_error` and keeps the keyword arm."""
         ...
+
+
+@runtime_checkable
+class SearchHealth(Protocol):
+    """A search index that can tell, without a request, that it is failing fast (OpenSearch's
+    breaker): the reason, or None while it answers."""
+
+    def health_problem(self) -> str | None: ...
 
 
 @runtime_checkable

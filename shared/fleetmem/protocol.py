@@ -18,8 +18,8 @@ VERB_NAMES: Final = ("recall", "remember", "entity", "synthesize", "forget", "co
 PAGE_TOOLS: Final = ("put_page", "get_page", "list_pages", "delete_page")
 #: Admin-scope tools served on the `full` surface.
 ADMIN_TOOLS: Final = ("trace_fact", "purge_fact")
-#: The tools the memory console reads through (full surface; the admin function serves them on AWS).
-CONSOLE_TOOLS: Final = ("whoami",)
+#: Read-scope tools that inspect the memory and the caller (full surface), served by the admin function on AWS.
+INSPECT_TOOLS: Final = ("list_facts", "memory_stats", "whoami")
 
 Surface = Literal["verbs", "full"]
 SURFACES: Final = ("verbs", "full")

@@ -6,10 +6,11 @@ import threading
 from datetime import timedelta
 
 import pytest
-from tests.contract.builders import at, fact, unit
+from tests.contract.builders import T0, at, fact, unit
 
 from fleetmem.errors import Conflict, NotFound
 from fleetmem.models import AuditEvent
+from fleetmem.ports import FactFilter
 
 
 def test_next_seq_counts_from_one_per_tenant(facts, tenant, other_tenant):
@@ -256,3 +257,68 @@ def test_expire_writes_its_audit_row_only_when_it_expires(facts_backend, tenant,
     with pytest.raises(NotFound):
         facts.expire(tenant, "f_nope", at=now, reason=None, actor="a", audit=_event(tenant, "f_nope", "expire", now))
     assert audit.for_subject(tenant, "f_nope") == []
+
+
+# -- listing and tallies (list_facts, memory_stats) -------------------------------------------------
+
+
+def _seed_listing(facts, tenant, other_tenant):
+    facts.put(fact(tenant, 1, entity_slug="people/a", session_id="s1", provenance="Chat log"))
+    facts.put(fact(tenant, 2, entity_slug="people/a", visibility="private", kind="preference"))
+    old = fact(tenant, 3, entity_slug="people/b")
+    facts.put(old)
+    facts.put(fact(tenant, 4, entity_slug="people/b", supersedes=old.fact_id), supersede=old)
+    facts.put(fact(tenant, 5, session_id="s1"))
+    facts.expire(tenant, "f_0005", at=at(6), reason="wrong", actor="agent-a")
+    facts.put(fact(tenant, 6, entity_slug="people/a", valid_until=at(7)))
+    facts.put(fact(tenant, 7, created_at=at(4)))  # same instant as seq 4: the seq breaks the tie
+    facts.put(fact(other_tenant, 8, entity_slug="people/a", session_id="s1"))
+    return T0
+
+
+@pytest.mark.parametrize(
+    ("where", "world_only", "seqs"),
+    [
+        ({}, False, [7, 4, 2, 1]),
+        ({}, True, [7, 4, 1]),
+        ({"state": "any"}, False, [6, 5, 7, 4, 3, 2, 1]),
+        ({"state": "superseded"}, False, [3]),
+        ({"state": "forgotten"}, False, [5]),
+        ({"state": "expired"}, False, [6]),
+        ({"entity_slug": "people/a", "state": "any"}, True, [6, 1]),
+        ({"session_id": "s1", "state": "any"}, False, [5, 1]),
+        ({"kind": "preference"}, False, [2]),
+        ({"provenance": "chat", "state": "any"}, False, [1]),
+        ({"created_after": at(2), "created_before": at(6), "state": "any"}, False, [5, 7, 4, 3]),
+    ],
+)
+def test_listing_filters_newest_first_in_the_tenant_only(facts, tenant, other_tenant, where, world_only, seqs):
+    _seed_listing(facts, tenant, other_tenant)
+    found = facts.listing(tenant, now=at(30), world_only=world_only, where=FactFilter(**where), limit=50)
+    assert [f.seq for f in found] == seqs
+    assert all(f.tenant == tenant for f in found)
+
+
+@pytest.mark.parametrize("where", [{"state": "any"}, {"entity_slug": "people/a", "state": "any"}])
+def test_listing_resumes_strictly_after_a_keyset_position(facts, tenant, other_tenant, where):
+    _seed_listing(facts, tenant, other_tenant)
+    whole = facts.listing(tenant, now=at(30), world_only=False, where=FactFilter(**where), limit=50)
+    paged, before = [], None
+    while True:
+        got = facts.listing(tenant, now=at(30), world_only=False, where=FactFilter(**where), before=before, limit=2)
+        paged += got
+        if len(got) < 2:
+            break
+        before = (got[-1].created_at, got[-1].seq)
+    assert [f.fact_id for f in paged] == [f.fact_id for f in whole]
+
+
+def test_tallies_count_by_status_entity_and_day(facts, tenant, other_tenant):
+    base = _seed_listing(facts, tenant, other_tenant)
+    t = facts.tallies(tenant, now=at(30), world_only=False, since=base)
+    assert t.status == {"active": 4, "superseded": 1, "forgotten": 1, "expired": 1}
+    assert (t.entities, t.busiest) == (2, [("people/a", 2), ("people/b", 1)])
+    assert t.per_day == {base.date().isoformat(): 7}
+    world = facts.tallies(tenant, now=at(30), world_only=True, since=base)
+    assert world.status["active"] == 3 and world.busiest == [("people/a", 1), ("people/b", 1)]
+    assert facts.tallies(tenant, now=at(30), world_only=False, since=at(24 * 60)).per_day == {}

@@ -274,3 +274,19 @@ def test_keyword_treats_hostile_text_as_plain_words(pages, tenant):
     for text in ['"', "*", "NEAR(", "-", "star*", 'near" OR "x', "title:star", "(((", "", "   ", "ü∂ƒ"]:
         assert isinstance(pages.keyword(tenant, text, world_only=True), list)
     assert _slugs(pages.keyword(tenant, 'NEAR("star', world_only=True)) == ["people/near"]
+
+
+def test_tallies_count_pages_and_their_last_write_per_day(pages, tenant, other_tenant):
+    from tests.contract.builders import T0
+
+    pages.put(page(tenant, "notes/a"))
+    pages.put(page(tenant, "notes/b", visibility="private"))
+    pages.put(page(tenant, "notes/c", updated_at=T0 + timedelta(days=1)))
+    pages.put(page(tenant, "notes/gone"))
+    pages.delete(tenant, "notes/gone")
+    pages.put(page(other_tenant, "notes/x"))
+    day0, day1 = T0.date().isoformat(), (T0 + timedelta(days=1)).date().isoformat()
+    whole = pages.tallies(tenant, world_only=False, since=T0)
+    assert (whole.pages, whole.per_day) == (3, {day0: 2, day1: 1})
+    world = pages.tallies(tenant, world_only=True, since=T0 + timedelta(days=1))
+    assert (world.pages, world.per_day) == (2, {day1: 1})

@@ -170,6 +170,15 @@ def test_purge_removes_the_fact_and_its_index_entry(deps):
     assert call("admin", trace)["body"]["code"] == "not_found"
 
 
+def test_the_admin_function_serves_list_facts_and_memory_stats_to_a_read_token():
+    fact_id = remember()
+    listed = call("admin", load_event("admin", "invoke_list_facts"))
+    assert listed["is_error"] is False
+    assert fact_id in [f["fact_id"] for f in listed["body"]["facts"]]
+    stats = call("admin", load_event("admin", "invoke_memory_stats"))
+    assert stats["is_error"] is False and stats["body"]["facts"]["active"] >= 1
+
+
 # -- POST /v1/<tool> ----------------------------------------------------------------------------
 
 

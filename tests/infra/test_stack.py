@@ -205,6 +205,9 @@ EXPECTED_DDB = {
         "facts": R | {"PutItem", "UpdateItem", "DeleteItem"},
         "pages": R,
         "audit": {"Query", "PutItem", "GetItem"},
+        # memory_stats counts live cursors: the tenant's clients (by_tenant), then each one's cursors
+        "cursors": {"GetItem", "Query"},
+        "clients": {"GetItem", "Query"},
     },
     "heartbeat": {"facts": R, "pages": R, "cursors": {"GetItem", "Query", "PutItem", "DeleteItem"}},
     "authorizer": {"clients": {"GetItem", "Query"}},

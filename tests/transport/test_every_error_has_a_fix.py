@@ -171,7 +171,11 @@ VERB_ERRORS: list[tuple[str, dict[str, Any], str]] = [
     ("list_pages", {"limit": "all"}, "invalid_params"),
     ("trace_fact", {"id": "f_unknown"}, "not_found"),
     ("purge_fact", {"id": "f_unknown"}, "not_found"),
+    ("list_facts", {"cursor": "garbage!!"}, "invalid_params"),
+    ("list_facts", {"created_after": "soon"}, "invalid_params"),
 ]
+#: Tools that take no arguments and read nothing by id: no call of theirs is refused by the tool.
+NO_REFUSALS = {"memory_stats", "whoami"}
 
 
 @pytest.mark.parametrize(
@@ -183,14 +187,10 @@ def test_each_verb_refusal_has_a_fix(deps_keyword_only: Deps, tool: str, args: d
     assert_error_with_fix(body, code)
 
 
-#: Tools without a parameter to refuse (they answer any authenticated caller with its scope).
-WITHOUT_PARAMETERS = {"whoami"}
-
-
 def test_the_walk_covers_every_registered_tool() -> None:
-    covered = {t for t, _, _ in VERB_ERRORS}
-    assert set(REGISTRY) - covered - WITHOUT_PARAMETERS == set(), sorted(set(REGISTRY) - covered)
-    for tool in WITHOUT_PARAMETERS:
+    covered = {t for t, _, _ in VERB_ERRORS} | NO_REFUSALS
+    assert set(REGISTRY) - covered == set(), sorted(set(REGISTRY) - covered)
+    for tool in NO_REFUSALS:
         assert REGISTRY[tool].input_schema()["properties"] == {}, f"{tool} takes parameters: walk its refusals"
 
 

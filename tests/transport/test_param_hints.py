@@ -29,6 +29,8 @@ BASE: dict[str, dict[str, object]] = {
     "purge_fact": {"id": "f_1"},
     "trace_fact": {"id": "f_1"},
     "whoami": {},
+    "list_facts": {},
+    "memory_stats": {},
 }
 
 HINTED = [

@@ -124,6 +124,9 @@ def test_every_tool_answers_bodies_that_match_its_result_model(deps: Deps, clock
     call("list_pages", type="person")
     call("trace_fact", id=first["id"])
     call("whoami")
+    call("list_facts", state="any", limit=2)
+    call("list_facts", fact_id=first["id"])
+    call("memory_stats")
 
     deps.llm = ScriptedLLM()
     call("synthesize", question="What does Alice prefer?")

@@ -50,7 +50,7 @@ def cmd_serve(args: argparse.Namespace, out: Output) -> int:
     if store_state(settings) == "file":
         raise data_dir_failure(settings, "file")
     try:
-        run_server(settings, out=sys.stderr, mounts=_console_mount(settings) if settings.serve.console else None)
+        run_server(settings, out=sys.stderr, mounts=_console_mount(settings))
     except PortUnavailable as exc:
         raise CommandFailed(
             "port_unavailable",
@@ -85,7 +85,10 @@ def cmd_init(args: argparse.Namespace, out: Output) -> int:
 
 
 def _console_mount(settings: Any) -> Any:
-    """The memory console's `/console` routes over the app `run_server` builds (docs/console.md)."""
+    """The memory console's `/console` routes over the app `run_server` builds (docs/console.md);
+    None when it is turned off, or on the verbs surface (its screens call the full surface's tools)."""
+    if not settings.serve.console or settings.surface != "full":
+        return None
     from fleetmem.web import ToolClient, console_routes
 
     return lambda app_of: console_routes(lambda: ToolClient.in_process(app_of(), host=settings.serve.host))

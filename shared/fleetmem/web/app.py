@@ -36,7 +36,8 @@ CSP = (
 SECURITY_HEADERS = {
     "content-security-policy": CSP,
     "x-content-type-options": "nosniff",
-    "referrer-policy": "no-referrer",
+    # same-origin: form posts carry their true Origin (with no-referrer a browser sends "null")
+    "referrer-policy": "same-origin",
     "x-frame-options": "DENY",
     "cache-control": "no-store",
     "cross-origin-opener-policy": "same-origin",
@@ -68,7 +69,14 @@ class Console:
         return routes
 
     def app(self) -> ASGIApp:
-        return SecurityHeaders(Starlette(routes=self.routes()))
+        return SecurityHeaders(Starlette(routes=self.routes(), exception_handlers={404: self._not_found}))
+
+    async def _not_found(self, request: Request, exc: Exception) -> Response:
+        view = View(self, request, self.sessions.get(request.cookies.get(COOKIE)))
+        return view.render("error.html", status=404, title="Not found", error=ToolFailed(
+            "not_found", f"The console has no page at {request.url.path[:200]}.",
+            "Use the links at the top of the page.", status=404,
+        ))
 
     def _endpoint(self, s: Screen) -> Callable[[Request], Awaitable[Response]]:
         async def endpoint(request: Request) -> Response:
@@ -106,7 +114,7 @@ class Console:
         """The posted form, after the same-origin and CSRF checks (a refusal page otherwise)."""
         request = view.request
         origin = request.headers.get("origin")
-        if origin and origin != "null" and _origin(origin) != _origin(str(request.base_url)):
+        if origin and _origin(origin) != _origin(str(request.base_url)):
             return _forbidden(view, "The form came from another site.")
         declared = request.headers.get("content-length", "")
         if declared.isdigit() and int(declared) > MAX_FORM_BYTES:

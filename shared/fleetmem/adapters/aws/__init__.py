@@ -49,6 +49,10 @@ class NoSearchIndex:
 
         raise Unavailable(self.problem, reason="not_configured")
 
+    def health_problem(self) -> str | None:
+        """`SearchHealth`: every search fails until an endpoint is configured."""
+        return f"search is unavailable: {self.problem}"
+
 
 @dataclass
 class AwsStores:

@@ -15,6 +15,7 @@ from fleetmem.adapters.aws import keys
 from fleetmem.adapters.aws.dynamo import (
     AwsClients,
     DynamoStore,
+    answers,
     as_int,
     call,
     conditional_put,
@@ -24,7 +25,7 @@ from fleetmem.adapters.aws.dynamo import (
     to_ddb,
     ts,
 )
-from fleetmem.adapters.aws.tables import CURSORS
+from fleetmem.adapters.aws.tables import CLIENTS, CURSORS
 from fleetmem.models import Cursor
 from fleetmem.protocol import SESSION_IDLE_DAYS, SESSIONS_PER_CLIENT
 
@@ -75,6 +76,31 @@ class DynamoCursorStore(DynamoStore):
     def __init__(self, clients: AwsClients, prefix: str, *, max_sessions: int = SESSIONS_PER_CLIENT) -> None:
         super().__init__(clients, prefix)
         self.max_sessions = max_sessions
+        self.clients_table = CLIENTS.physical_name(prefix)
+
+    def count_live(self, tenant: str, *, now: datetime) -> int:
+        """A cursor's partition is its client's: the tenant's client ids come from the clients
+        `by_tenant` index (one Query), then each client's live cursors are counted (one Query with
+        Select=COUNT each). A cursor of a client with no credential in this tenant is not counted."""
+        req: dict[str, Any] = {
+            "TableName": self.clients_table, "IndexName": "by_tenant",
+            "KeyConditionExpression": "#t = :t", "ExpressionAttributeNames": {"#t": "tenant", "#c": "client_id"},
+            "ExpressionAttributeValues": {":t": {"S": keys.tenant(tenant)}}, "ProjectionExpression": "#t, #c",
+        }
+        client_ids = sorted({
+            i["client_id"]["S"] for i in query_all(self._db, req)
+            if i.get("tenant", {}).get("S") == tenant and "S" in i.get("client_id", {})
+        })
+        total = 0
+        cutoff = ts(now - _IDLE)
+        for client_id in client_ids:
+            count: dict[str, Any] = {
+                "TableName": self.table, "KeyConditionExpression": "pk = :pk",
+                "FilterExpression": "touched_at >= :cutoff", "Select": "COUNT",
+                "ExpressionAttributeValues": {":pk": {"S": cursor_pk(tenant, client_id)}, ":cutoff": {"S": cutoff}},
+            }
+            total += sum(int(out.get("Count", 0)) for out in answers(self._db.query, count))
+        return total
 
     def get(self, tenant: str, client_id: str, session_id: str, *, now: datetime) -> Cursor | None:
         out = call(

@@ -135,6 +135,11 @@ class SearchBreaker:
                 reason="circuit_open",
             )
 
+    def open_for(self) -> float:
+        """Seconds the breaker stays open (0 when searches go through)."""
+        with self._lock:
+            return max(0.0, self._open_until - self.clock())
+
     def record(self, error: Unavailable | None) -> None:
         with self._lock:
             if error is None:
@@ -202,6 +207,16 @@ class OpenSearchIndex:
         self._owner: dict[str, str] = {}  # `_id` -> doc_key of the same writes
         # Without a stream indexer (local engines) the domain indexes synchronously instead.
         self.write_through = write_through
+
+    def health_problem(self) -> str | None:
+        """`SearchHealth`: why this process's searches fail fast now (the breaker is open), or None."""
+        left = self.breaker.open_for()
+        if left <= 0:
+            return None
+        return (
+            f"the search index is not answering, so searches fail fast for {math.ceil(left)} more second(s) "
+            "(circuit open); facts and pages are read from DynamoDB as usual"
+        )
 
     @property
     def client(self) -> Any:

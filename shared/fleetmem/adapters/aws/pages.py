@@ -39,6 +39,7 @@ from fleetmem.adapters.aws.tables import HEAD_ATTRS, PAGES
 from fleetmem.errors import TooLarge
 from fleetmem.memory.slugs import last_segment, normalize_alias
 from fleetmem.models import Backlink, Link, Page, PageHead, PageMatch, PageTombstone, TimelineEntry
+from fleetmem.ports import PageTallies
 
 PAGE_SK = "P"
 #: a deleted page's tombstone row (in the page's partition, numbered in the page change sequence;
@@ -336,6 +337,25 @@ class DynamoPageStore(DynamoStore):
             if len(out) >= limit:
                 break
         return out
+
+    def tallies(self, tenant: str, *, world_only: bool, since: datetime) -> PageTallies:
+        """One paginated Query of the tenant's `by_change` range (page heads; tombstones skipped;
+        pages from before change numbers get into it with `fleetmem admin reindex`)."""
+        req: dict[str, Any] = {
+            "TableName": self.table, "IndexName": "by_change", "KeyConditionExpression": "tp = :k",
+            "ExpressionAttributeValues": {":k": {"S": keys.tenant(tenant)}},
+        }
+        count = 0
+        per_day: dict[str, int] = {}
+        day0 = str(ts(since))[:10]
+        for item in self._query(tenant, req):
+            if item.get("sk") != PAGE_SK or not self._visible(item, world_only):
+                continue
+            count += 1
+            day = str(item.get("updated_at", ""))[:10]
+            if day >= day0:
+                per_day[day] = per_day.get(day, 0) + 1
+        return PageTallies(pages=count, per_day=per_day)
 
     def backlinks(
         self, tenant: str, slug: str, *, world_only: bool, limit: int = 10

@@ -138,13 +138,14 @@ def fact_item(f: Fact) -> dict[str, Any]:
 
 def fact_status(f: Fact, now: datetime) -> dict[str, Any]:
     """`status` of a fact at `now`, with `superseded_by` / `expired_at` where they apply."""
-    if f.superseded_by is not None:
-        return {"status": "superseded", "superseded_by": f.superseded_by, "expired_at": iso(f.expired_at)}
-    if f.valid_until is not None and f.valid_until <= now and (f.expired_at is None or f.valid_until <= f.expired_at):
-        return {"status": "expired", "expired_at": iso(f.valid_until)}
-    if f.expired_at is not None:
-        return {"status": "forgotten", "expired_at": iso(f.expired_at)}
-    return {"status": "active"}
+    status = f.status(now)
+    if status == "superseded":
+        return {"status": status, "superseded_by": f.superseded_by, "expired_at": iso(f.expired_at)}
+    if status == "expired":
+        return {"status": status, "expired_at": iso(f.valid_until)}
+    if status == "forgotten":
+        return {"status": status, "expired_at": iso(f.expired_at)}
+    return {"status": status}
 
 
 def _out_of_range(raw: Any) -> bool:

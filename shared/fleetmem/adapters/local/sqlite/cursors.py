@@ -29,6 +29,12 @@ class SqliteCursorStore:
         self.sessions_per_client = sessions_per_client
         self.idle = timedelta(days=idle_days)
 
+    def count_live(self, tenant: str, *, now: datetime) -> int:
+        row = self.db.one(
+            "SELECT count(*) FROM cursors WHERE tenant = ? AND touched_at >= ?", (tenant, ms(now - self.idle))
+        )
+        return int(row[0]) if row else 0
+
     def get(self, tenant: str, client_id: str, session_id: str, *, now: datetime) -> Cursor | None:
         row = self.db.one(
             f"SELECT {_CURSOR_COLS} FROM cursors WHERE tenant = ? AND client_id = ? AND session_id = ?",

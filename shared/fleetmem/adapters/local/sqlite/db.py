@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 from fleetmem.adapters.local.sqlite.fts import fts_terms
 from fleetmem.adapters.local.sqlite.schema import create_schema
 from fleetmem.errors import Conflict, PortError, TooLarge, Unavailable
+from fleetmem.models import provenance_matches
 from fleetmem.timefmt import to_ms
 
 T = TypeVar("T")
@@ -45,6 +46,11 @@ def dt_of(value: int) -> datetime:
 
 def dt_opt(value: int | None) -> datetime | None:
     return None if value is None else dt_of(value)
+
+
+def _icontains(hay: str | None, needle: str | None) -> bool:
+    """SQL `fm_icontains(text, part)`: `models.provenance_matches` (full Unicode case folding)."""
+    return hay is not None and needle is not None and provenance_matches(hay, needle)
 
 
 def leaf_of(slug: str) -> str | None:
@@ -165,6 +171,7 @@ class Database:
                 conn.execute("PRAGMA synchronous = NORMAL")
             conn.execute("PRAGMA temp_store = MEMORY")
             conn.create_function("fm_fts_terms", 4, fts_terms, deterministic=True)
+            conn.create_function("fm_icontains", 2, _icontains, deterministic=True)
         except sqlite3.Error as exc:
             raise _translate(exc) from None
         with self._all_lock:

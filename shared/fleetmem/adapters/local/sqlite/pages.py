@@ -37,6 +37,7 @@ from fleetmem.models import (
     PageTombstone,
     TimelineEntry,
 )
+from fleetmem.ports import PageTallies
 from fleetmem.protocol import MENTION_LINK_TYPE
 
 # ---------------------------------------------------------------------------------------------
@@ -255,6 +256,20 @@ class SqlitePageStore:
         sql += " ORDER BY slug LIMIT ?"
         args.append(max(0, int(limit)))
         return [_head_of(r) for r in self.db.all(sql, args)]
+
+    def tallies(self, tenant: str, *, world_only: bool, since: datetime) -> PageTallies:
+        seen = " AND visibility = 'world'" if world_only else ""
+
+        def run(c: sqlite3.Connection) -> PageTallies:
+            (count,) = c.execute(f"SELECT count(*) FROM pages WHERE tenant = ?{seen}", (tenant,)).fetchone()
+            per_day = c.execute(
+                "SELECT strftime('%Y-%m-%d', updated_at / 1000, 'unixepoch') AS d, count(*) FROM pages "
+                f"WHERE tenant = ? AND updated_at >= ?{seen} GROUP BY d",
+                (tenant, ms(since)),
+            ).fetchall()
+            return PageTallies(pages=int(count), per_day={str(d): int(n) for d, n in per_day})
+
+        return self.db.read(run)
 
     def backlinks(
         self, tenant: str, slug: str, *, world_only: bool, limit: int = 10

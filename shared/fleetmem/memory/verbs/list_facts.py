@@ -1,0 +1,188 @@
+"""`list_facts(entity?, kind?, state?, session_id?, provenance?, created_after?, created_before?,
+fact_id?, limit?, cursor?)` — page through the saved facts, newest first (full surface, read).
+
+Public API: `ListFactsParams`, `ListFactsResult`, `FactRow`, `run(deps, caller, params, ctx) -> Outcome`,
+`encode_cursor` / `decode_cursor`, `SPEC` (registered).
+
+Every filter is optional and they combine: `entity` (exact slug), `kind`, `state` (a fact's
+`status` — active | superseded | forgotten | expired — or "any"; default "active"), `session_id`,
+`provenance` (case-insensitive substring), `created_after` / `created_before` (ISO 8601, strict
+bounds on created_at). `fact_id` returns that one fact, whatever its state (the other filters do
+not apply), or no fact for an id that is missing or another tenant's. `limit` 1..200 (default
+50). `cursor` is the opaque `next_cursor` of the previous call (the last row's (created_at, seq));
+one that does not decode is refused with a fix that starts over without it. Response
+`{facts[FactRow], next_cursor (null on the last page), protocol_version}`. Remote callers never see
+private facts.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from datetime import datetime
+from typing import Annotated, Literal
+
+from pydantic import AfterValidator, ConfigDict, Field, WithJsonSchema
+from pydantic_core import PydanticCustomError
+
+from fleetmem.errors import Outcome
+from fleetmem.memory.common import parse_since
+from fleetmem.memory.params import DROP, Hint, Limit, Params, Since
+from fleetmem.memory.registry import ToolSpec, register
+from fleetmem.memory.verbs.recall import fact_model
+from fleetmem.models import Caller, Fact, FactItem, Wire
+from fleetmem.ports import CallContext, Deps, FactFilter
+from fleetmem.protocol import FACT_KINDS, PROTOCOL_VERSION, FactKind
+from fleetmem.timefmt import iso, parse_iso
+
+TOOL = "list_facts"
+DEFAULT_LIMIT = 50
+MAX_LIMIT = 200
+STATES = ("active", "superseded", "forgotten", "expired", "any")
+
+
+def encode_cursor(fact: Fact) -> str:
+    """The opaque `next_cursor` for "after this row" (its keyset position)."""
+    raw = json.dumps({"t": iso(fact.created_at), "s": fact.seq}, separators=(",", ":")).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str) -> tuple[datetime, int] | None:
+    """The (created_at, seq) a cursor of `encode_cursor` names, or None when it is not one."""
+    text = cursor.strip()
+    try:
+        data = json.loads(base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)).decode())
+        at, seq = (data.get("t"), data.get("s")) if isinstance(data, dict) else (None, None)
+        if not isinstance(at, str) or not isinstance(seq, int) or isinstance(seq, bool):
+            return None
+        return parse_iso(at), seq
+    except (binascii.Error, ValueError, UnicodeDecodeError, OverflowError):
+        return None
+
+
+def _known_cursor(value: str | None) -> str | None:
+    if value is not None and value.strip() and decode_cursor(value) is None:
+        raise PydanticCustomError(
+            "fm_cursor",
+            "cursor is not a next_cursor list_facts returned (it does not decode), so where to resume "
+            "is unknown.",
+        )
+    return value
+
+
+class ListFactsParams(Params):
+    model_config = ConfigDict(extra="ignore")
+
+    entity: str | None = Field(default=None, description='Only facts about this entity slug, e.g. "people/alice".')
+    kind: Annotated[
+        FactKind | None,
+        WithJsonSchema({"type": "string", "enum": list(FACT_KINDS)}),
+        Hint(accepts=f"one of {', '.join(FACT_KINDS)}", fix=DROP),
+    ] = Field(default=None, description="Only facts of this kind.")
+    state: Annotated[
+        Literal["active", "superseded", "forgotten", "expired", "any"] | None,
+        WithJsonSchema({"type": "string", "enum": list(STATES)}),
+        Hint(accepts=f"one of {', '.join(STATES)}", fix="active"),
+    ] = Field(default=None, description='Only facts in this state (default "active"; "any" for every state).')
+    session_id: str | None = Field(default=None, description="Only facts saved with this session_id.")
+    provenance: str | None = Field(
+        default=None, description="Only facts whose provenance contains this text (case-insensitive)."
+    )
+    created_after: Since = Field(
+        default=None, description='Only facts saved after this ISO 8601 time, e.g. "2026-06-01T00:00:00Z".'
+    )
+    created_before: Since = Field(default=None, description="Only facts saved before this ISO 8601 time.")
+    fact_id: str | None = Field(
+        default=None, description="Exactly this fact (any state), or no fact when there is none with that id."
+    )
+    limit: Limit(DEFAULT_LIMIT, MAX_LIMIT) = Field(  # type: ignore[valid-type]
+        default=None, description=f"Facts per call (default {DEFAULT_LIMIT}, 1 to {MAX_LIMIT})."
+    )
+    cursor: Annotated[
+        str | None,
+        AfterValidator(_known_cursor),
+        Hint(
+            accepts="a next_cursor from list_facts",
+            cause="cursor is opaque: pass back exactly the next_cursor of the previous call; without it "
+            "the listing starts from the newest fact.",
+            fix=DROP,
+        ),
+    ] = Field(default=None, description="next_cursor from the previous call, passed back unchanged.")
+
+
+class FactRow(FactItem):
+    """A fact as list_facts lists it: recall's item with its state always present, its writer,
+    why it stopped being live and what it replaced."""
+
+    client_id: str
+    expired_reason: str | None
+    supersedes: str | None
+
+
+class ListFactsResult(Wire):
+    facts: list[FactRow]
+    next_cursor: str | None  # null: the end
+    protocol_version: int
+
+
+def fact_row(f: Fact, now: datetime) -> FactRow:
+    item = fact_model(f, now)
+    return FactRow(
+        **{**item.model_dump(), "superseded_by": f.superseded_by, "expired_at": item.expired_at},
+        client_id=f.client_id, expired_reason=f.expired_reason, supersedes=f.supersedes,
+    )
+
+
+def _text(value: str | None) -> str | None:
+    return value.strip() or None if value is not None else None
+
+
+def run(deps: Deps, caller: Caller, params: ListFactsParams, ctx: CallContext) -> Outcome:
+    now = deps.clock.now()
+    after = parse_since(TOOL, params, "created_after", now)
+    before_time = parse_since(TOOL, params, "created_before", now)
+    limit = params.limit or DEFAULT_LIMIT
+    fact_id = _text(params.fact_id)
+    if fact_id is not None:
+        fact = deps.facts.get(caller.tenant, fact_id)
+        shown = [fact] if fact is not None and not (caller.remote and fact.visibility != "world") else []
+        rows, more = shown, False
+    else:
+        where = FactFilter(
+            entity_slug=_text(params.entity), kind=params.kind, state=params.state or "active",
+            session_id=_text(params.session_id), provenance=_text(params.provenance),
+            created_after=after, created_before=before_time,
+        )
+        position = decode_cursor(params.cursor) if params.cursor and params.cursor.strip() else None
+        found = deps.facts.listing(
+            caller.tenant, now=now, world_only=caller.remote, where=where, before=position, limit=limit + 1
+        )
+        rows, more = found[:limit], len(found) > limit
+    result = ListFactsResult(
+        facts=[fact_row(f, now) for f in rows],
+        next_cursor=encode_cursor(rows[-1]) if more else None,
+        protocol_version=PROTOCOL_VERSION,
+    )
+    return Outcome(body=result.model_dump(mode="json"))
+
+
+SPEC = register(
+    ToolSpec(
+        name=TOOL,
+        description=(
+            "List saved facts newest first, 50 per call by default (limit up to 200), filtered by entity, "
+            "kind, state (active by default; superseded, forgotten, expired or any), session_id, provenance "
+            "text and created_after/created_before; fact_id returns that one fact. Pass the returned "
+            'next_cursor as cursor to continue; null means the end. Example: {"entity": "people/alice", '
+            '"state": "any"}.'
+        ),
+        params=ListFactsParams,
+        result=ListFactsResult,
+        run=run,
+        scope="read",
+        surface="full",
+        writes=False,
+        annotations={"readOnlyHint": True},
+    )
+)
