@@ -1,3 +1,3 @@
 """One module per console screen; importing this package registers them all (`app.screen`)."""
 
-from fleetmem.web.screens import login, overview  # noqa: F401
+from fleetmem.web.screens import context, entities, followers, login, overview, pages  # noqa: F401
