@@ -100,3 +100,12 @@ def test_a_bad_budget_shows_context_packs_message_and_keeps_the_input(page: Any,
     assert page.get_by_label("Entities (slugs or names, comma-separated)").input_value() == ZED
     if budget == "0":
         shot(page, "context-refused")
+
+
+def test_a_busiest_entity_can_be_picked(page: Any, seeded: Console, tmp_path: Path, monkeypatch: Any) -> None:
+    sign_in(page, seeded, seeded.read)
+    page.goto(f"{seeded.base}/console/context")
+    page.get_by_label(ZED, exact=True).check()  # among memory_stats' busiest entities (4 active facts)
+    page.get_by_role("button", name="Preview").click()
+    assert page.get_by_label(ZED, exact=True).is_checked()
+    assert page.locator("pre#injected").text_content() == hook_text(seeded, [ZED], 2000, tmp_path, monkeypatch)

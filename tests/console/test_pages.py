@@ -175,6 +175,9 @@ def test_a_read_token_sees_no_write_control_and_its_post_is_refused(page: Any, s
                        follow_redirects=False)
         assert r.status_code == 403 and "write scope" in r.text
     assert get(seeded, ATLAS).json()["content"] == before
+    r = httpx.post(f"{seeded.base}/v1/put_page", json={"slug": ATLAS, "content": "x"},
+                   headers={"Authorization": f"Bearer {seeded.read}"}, timeout=60)
+    assert r.status_code == 403 and r.json()["code"] == "scope_denied"  # and the server refuses it too
 
 
 def test_a_forged_post_without_the_form_token_is_refused(page: Any, seeded: Console) -> None:
