@@ -24,7 +24,7 @@ ROWS = [
      "last_wake": "2026-01-02T00:00:00Z", "expires_at": "2026-01-09T00:00:00Z", "pending_pages": 2,
      "pending_facts": 5, "pending_capped": False},
     {"client_id": "agent-new", "session_id": "s-new", "since": "2026-01-01T00:00:00Z", "position": "",
-     "last_wake": "2026-01-05T00:00:00Z", "expires_at": "2026-01-12T00:00:00Z", "pending_pages": 1000,
+     "last_wake": "2026-01-05T00:00:00Z", "expires_at": "2026-01-12T00:00:00Z", "pending_pages": 3,
      "pending_facts": 1000, "pending_capped": True},
 ]
 
@@ -60,7 +60,7 @@ def _signed_in(stub: Stub) -> TestClient:
 def test_followers_are_sorted_by_last_wake_with_capped_counts() -> None:
     html = _signed_in(Stub()).get("/console/followers").text
     assert html.index("agent-new") < html.index("agent-old")
-    assert "<td>1000+</td>" in html and "<td>5</td>" in html and "(start)" in html
+    assert "<td>1000+</td>" in html and "<td>3</td>" in html and "<td>5</td>" in html and "(start)" in html
 
 
 def test_a_refusal_shows_the_servers_message() -> None:

@@ -7,9 +7,14 @@ from starlette.responses import Response
 from fleetmem.web.view import View, screen
 
 
+#: Where list_followers stops counting pending changes (its one `pending_capped` flag says a count
+#: stopped there; the count that did is the one at the cap).
+PENDING_CAP = 1000
+
+
 def pending(n: int, capped: bool) -> str:
     """A pending count as shown: "1000+" when the server stopped counting at its cap."""
-    return f"{n}+" if capped else str(n)
+    return f"{n}+" if capped and n >= PENDING_CAP else str(n)
 
 
 @screen("/followers")
