@@ -6,7 +6,6 @@ from starlette.responses import Response
 
 from fleetmem.web.view import View, screen
 
-
 #: Where list_followers stops counting pending changes (its one `pending_capped` flag says a count
 #: stopped there; the count that did is the one at the cap).
 PENDING_CAP = 1000
