@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from fleetmem.config import ClientSettings
+from fleetmem.contract.session_context import injected_context
 from fleetmem.hooks.state import StateFile, now_iso
 from fleetmem.hooks.transcript import DEFAULT_TAIL_BYTES, candidates, last_mentions, read_tail_texts
 from fleetmem.profiles import state_dir
@@ -209,8 +210,8 @@ def session_start(event: dict[str, Any], cfg: ProjectConfig, lane: Any, log: Hoo
     reply = lane.call("context_pack", arguments)
     if reply.is_error:
         raise HookSkipped(f"context_pack failed: [{reply.body.get('code')}] {reply.body.get('message', '')}")
-    text = reply.body.get("text")
-    if not isinstance(text, str) or not (reply.body.get("cards") or reply.body.get("facts")):
+    text = injected_context(reply.body)
+    if text is None:
         log.info(f"source={source}: nothing known for {len(entities)} entit(ies); nothing injected")
         return None
     log.info(

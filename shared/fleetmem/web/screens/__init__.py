@@ -1,3 +1,13 @@
 """One module per console screen; importing this package registers them all (`app.screen`)."""
 
-from fleetmem.web.screens import facts, login, memories, overview, tokens  # noqa: F401
+from fleetmem.web.screens import (  # noqa: F401
+    context,
+    entities,
+    facts,
+    followers,
+    login,
+    memories,
+    overview,
+    pages,
+    tokens,
+)

@@ -1,0 +1,135 @@
+"""Pages: the list (`list_pages`, by type, page by page) with a search (`recall`'s page hits), one page
+as stored (`get_page`), and, with the write scope, new / edit (`put_page`) and delete (`delete_page`).
+
+put_page itself has no version parameter: the edit form carries the `updated_at` it was loaded at,
+and a save is refused when `get_page` shows the page changed since (someone else saved it meanwhile).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from starlette.responses import Response
+
+from fleetmem.web.client import ToolFailed
+from fleetmem.web.view import View, screen
+
+PAGE_SIZE = 50
+NEW_PAGE_TEMPLATE = "---\ntitle: \ntype: \naliases: []\nsummary: \n---\n"
+
+
+def _slug(view: View) -> str:
+    return str(view.request.path_params.get("slug", "")).strip()
+
+
+async def _page_or_404(view: View, slug: str) -> tuple[dict[str, Any] | None, Response | None]:
+    page, error = await view.attempt("get_page", {"slug": slug})
+    if error is None:
+        return page, None
+    if error.code == "not_found":
+        return None, view.render("page_missing.html", status=404, title="Page not found", slug=slug, error=error)
+    raise error
+
+
+@screen("/pages")
+async def pages(view: View) -> Response:
+    q = view.field("q").strip()
+    kind = view.field("type").strip()
+    cursor = view.field("cursor").strip()
+    hits: list[dict[str, Any]] | None = None
+    listing: dict[str, Any] = {"pages": [], "next_cursor": None}
+    error: ToolFailed | None = None
+    if q:
+        found, error = await view.attempt("recall", {"query": q})
+        hits = (found or {}).get("results") or []
+    else:
+        limit = view.field("limit").strip()
+        arguments: dict[str, Any] = {"limit": int(limit) if limit.isdigit() else PAGE_SIZE}
+        if kind:
+            arguments["type"] = kind
+        if cursor:
+            arguments["cursor"] = cursor
+        got, error = await view.attempt("list_pages", arguments)
+        listing = got or listing
+    deleted = view.field("deleted")
+    if deleted:
+        view.notices.append(f"Deleted the page {deleted}.")
+    return view.render(
+        "pages.html", title="Pages", q=q, type=kind, cursor=cursor, limit=view.field("limit").strip(), hits=hits,
+        listing=listing, error=error,
+    )
+
+
+def _edit_form(view: View, *, slug: str, content: str, loaded_at: str, new: bool,
+               error: ToolFailed | None = None) -> Response:
+    status = 200 if error is None else (error.status if 400 <= error.status < 600 else 502)
+    return view.render(
+        "page_edit.html", status=status, title=("New page" if new else f"Edit {slug}"), slug=slug,
+        content=content, loaded_at=loaded_at, new=new, error=error,
+    )
+
+
+@screen("/pages/new", methods=("GET", "POST"), scope="write")
+async def new_page(view: View) -> Response:
+    slug = view.field("slug").strip()
+    content = view.field("content", NEW_PAGE_TEMPLATE)
+    if view.request.method == "GET":
+        return _edit_form(view, slug=slug, content=content, loaded_at="", new=True)
+    existing, _ = await view.attempt("get_page", {"slug": slug}) if slug else (None, None)
+    if existing is not None:
+        return _edit_form(view, slug=slug, content=content, loaded_at="", new=True, error=ToolFailed(
+            "conflict", f"A page {slug!r} already exists; nothing was saved.",
+            "Choose another slug, or open that page and edit it.", status=409,
+        ))
+    _, error = await view.attempt("put_page", {"slug": slug, "content": content})
+    if error is not None:
+        return _edit_form(view, slug=slug, content=content, loaded_at="", new=True, error=error)
+    return view.redirect(f"/pages/{slug}")
+
+
+@screen("/pages/{slug:path}/edit", methods=("GET", "POST"), scope="write")
+async def edit_page(view: View) -> Response:
+    slug = _slug(view)
+    page, missing = await _page_or_404(view, slug)
+    if page is None:
+        return missing  # type: ignore[return-value]
+    if view.request.method == "GET":
+        return _edit_form(view, slug=slug, content=page["content"], loaded_at=page["updated_at"], new=False)
+    content = view.field("content")
+    loaded_at = view.field("loaded_at")
+    if page["updated_at"] != loaded_at:
+        return _edit_form(view, slug=slug, content=content, loaded_at=loaded_at, new=False, error=ToolFailed(
+            "conflict",
+            f"The page {slug} was changed at {page['updated_at']}, after you opened it ({loaded_at or 'unknown'}); "
+            "your text was not saved.",
+            "Copy your text, reload the page to see the newer version, and apply your change to it.",
+            status=409,
+        ))
+    _, error = await view.attempt("put_page", {"slug": slug, "content": content})
+    if error is not None:
+        return _edit_form(view, slug=slug, content=content, loaded_at=loaded_at, new=False, error=error)
+    return view.redirect(f"/pages/{slug}")
+
+
+@screen("/pages/{slug:path}/delete", methods=("GET", "POST"), scope="write")
+async def delete_page(view: View) -> Response:
+    slug = _slug(view)
+    page, missing = await _page_or_404(view, slug)
+    if page is None:
+        return missing  # type: ignore[return-value]
+    if view.request.method == "GET":
+        return view.render("page_delete.html", title=f"Delete {slug}", page=page, error=None)
+    _, error = await view.attempt("delete_page", {"slug": slug})
+    if error is not None:
+        return view.render("page_delete.html", status=error.status or 502, title=f"Delete {slug}", page=page,
+                           error=error)
+    return view.redirect(f"/pages?deleted={slug}")
+
+
+@screen("/pages/{slug:path}")
+async def show_page(view: View) -> Response:
+    slug = _slug(view)
+    page, missing = await _page_or_404(view, slug)
+    if page is None:
+        return missing  # type: ignore[return-value]
+    return view.render("page.html", title=page["title"] or slug, page=page)
