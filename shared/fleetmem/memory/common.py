@@ -41,7 +41,7 @@ from pydantic import (
 )
 
 from fleetmem.errors import Fix, Notice, VerbError
-from fleetmem.models import Caller
+from fleetmem.models import Caller, Fact
 from fleetmem.timefmt import parse_iso
 
 _WS = re.compile(r"\s+")
@@ -62,6 +62,14 @@ def normalize_text(text: str) -> str:
 
 def world_only(caller: Caller, include_private: bool | None = False) -> bool:
     return caller.remote or not include_private
+
+
+def shown_to(caller: Caller, fact: Fact | None) -> Fact | None:
+    """`fact` when this caller may see it — its own tenant's, and for a remote caller a world fact —
+    else None: a private fact looks exactly like a missing one to a remote caller."""
+    if fact is None or fact.tenant != caller.tenant or (caller.remote and fact.visibility != "world"):
+        return None
+    return fact
 
 
 def given_args(params: BaseModel) -> dict[str, Any]:

@@ -109,3 +109,15 @@ def test_admin_tools_live_on_the_full_surface_with_admin_scope():
         True,
         True,
     )
+
+
+def test_a_private_fact_looks_missing_to_a_remote_admin_in_trace_and_purge(deps, admin_caller, local_caller):
+    """trace_fact and purge_fact answer a remote caller exactly as every read does: a private fact is
+    `not_found` (not traced, not purged), while the trusted local caller still reaches it."""
+    kept = save(deps, local_caller, fact="Dana's home address is 4 Elm Row", provenance="hr", visibility="private")
+    for call in (lambda: trace(deps, admin_caller, kept["id"]), lambda: purge(deps, admin_caller, kept["id"])):
+        with pytest.raises(VerbError) as err:
+            call()
+        assert err.value.code == "not_found"
+    assert deps.facts.get("t1", kept["id"]) is not None  # nothing was purged
+    assert trace(deps, local_caller, kept["id"])["id"] == kept["id"]

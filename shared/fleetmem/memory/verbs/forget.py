@@ -17,6 +17,7 @@ from pydantic import ConfigDict, Field, WithJsonSchema
 
 from fleetmem.errors import Fix, NotFound, Outcome, VerbError
 from fleetmem.memory import indexing
+from fleetmem.memory.common import shown_to
 from fleetmem.memory.params import Hint, Params
 from fleetmem.memory.registry import ToolSpec, register
 from fleetmem.models import AuditEvent, Caller, Wire
@@ -89,8 +90,8 @@ def run(deps: Deps, caller: Caller, params: ForgetParams, ctx: CallContext) -> O
         )
     fact_id = raw.strip()
     reason = params.reason[:PROVENANCE_MAX] if params.reason else None
-    fact = deps.facts.get(caller.tenant, fact_id)
-    if fact is None or fact.tenant != caller.tenant or (caller.remote and fact.visibility == "private"):
+    fact = shown_to(caller, deps.facts.get(caller.tenant, fact_id))
+    if fact is None:
         raise not_found(TOOL, fact_id)
 
     now = deps.clock.now()

@@ -27,7 +27,7 @@ from pydantic import AfterValidator, ConfigDict, Field, WithJsonSchema
 from pydantic_core import PydanticCustomError
 
 from fleetmem.errors import Outcome
-from fleetmem.memory.common import parse_since
+from fleetmem.memory.common import parse_since, shown_to
 from fleetmem.memory.params import DROP, Hint, Limit, Params, Since
 from fleetmem.memory.registry import ToolSpec, register
 from fleetmem.memory.verbs.recall import fact_model
@@ -145,8 +145,8 @@ def run(deps: Deps, caller: Caller, params: ListFactsParams, ctx: CallContext) -
     limit = params.limit or DEFAULT_LIMIT
     fact_id = _text(params.fact_id)
     if fact_id is not None:
-        fact = deps.facts.get(caller.tenant, fact_id)
-        shown = [fact] if fact is not None and not (caller.remote and fact.visibility != "world") else []
+        fact = shown_to(caller, deps.facts.get(caller.tenant, fact_id))
+        shown = [fact] if fact is not None else []
         rows, more = shown, False
     else:
         where = FactFilter(

@@ -16,6 +16,7 @@ from pydantic import ConfigDict, Field
 
 from fleetmem.errors import Outcome
 from fleetmem.memory import indexing
+from fleetmem.memory.common import shown_to
 from fleetmem.memory.params import Params
 from fleetmem.memory.registry import ToolSpec, register
 from fleetmem.memory.verbs.forget import not_found
@@ -46,7 +47,7 @@ class PurgeFactResult(Wire):
 
 def run(deps: Deps, caller: Caller, params: PurgeFactParams, ctx: CallContext) -> Outcome:
     fact_id = (params.id or "").strip()
-    fact = deps.facts.get(caller.tenant, fact_id) if fact_id else None
+    fact = shown_to(caller, deps.facts.get(caller.tenant, fact_id)) if fact_id else None
     if fact is None:
         raise not_found(TOOL, fact_id)
     reason = params.reason[:PROVENANCE_MAX] if params.reason else None

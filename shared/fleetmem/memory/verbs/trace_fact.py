@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pydantic import ConfigDict, Field
 
 from fleetmem.errors import Outcome
+from fleetmem.memory.common import shown_to
 from fleetmem.memory.params import Params
 from fleetmem.memory.registry import ToolSpec, register
 from fleetmem.memory.verbs.forget import not_found
@@ -97,10 +98,11 @@ def _lineage_item(f: Fact) -> LineageFact:
 
 def run(deps: Deps, caller: Caller, params: TraceFactParams, ctx: CallContext) -> Outcome:
     fact_id = (params.id or "").strip()
-    fact = deps.facts.get(caller.tenant, fact_id) if fact_id else None
+    fact = shown_to(caller, deps.facts.get(caller.tenant, fact_id)) if fact_id else None
     if fact is None:
         raise not_found(TOOL, fact_id)
-    chain = _lineage(deps, caller.tenant, fact)
+    # a remote caller's lineage leaves out the private facts in it, as every other read does
+    chain = [f for f in _lineage(deps, caller.tenant, fact) if shown_to(caller, f) is not None]
     events = [
         TraceEvent(
             fact_id=f.fact_id, action=e.action, actor=e.actor, at=iso(e.at), reason=e.reason, provenance=e.provenance
