@@ -230,8 +230,12 @@ class FactStore(Protocol):
 class PageStore(Protocol):
     def get(self, tenant: str, slug: str) -> Page | None: ...
 
-    def put(self, page: Page) -> None:
-        """Create or replace a page with its aliases, links and timeline (all derived rows replaced)."""
+    def put(self, page: Page, *, expected_updated_at: datetime | Literal[""] | None = None) -> None:
+        """Create or replace a page with its aliases, links and timeline (all derived rows replaced).
+        `expected_updated_at` makes the write conditional, checked in the same atomic step as the
+        write: a time = the stored page's `updated_at` (to the millisecond) must equal it; "" = no
+        page may be stored under the slug. Raises Conflict (nothing written) when the condition
+        fails. None (the default) writes unconditionally."""
         ...
 
     def delete(self, tenant: str, slug: str, *, at: datetime | None = None) -> bool:

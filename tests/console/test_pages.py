@@ -156,6 +156,20 @@ def test_new_page_with_a_bad_slug_is_refused_then_created_and_deleted(page: Any,
     assert get(seeded, "topics/fresh-cw2").status_code == 404
 
 
+def test_a_new_page_over_an_existing_slug_is_refused_and_the_text_kept(page: Any, seeded: Console) -> None:
+    slug = "topics/cw2-taken"
+    put(seeded, slug, "---\ntitle: Taken\n---\ntheirs\n")
+    sign_in(page, seeded, seeded.write)
+    page.goto(f"{seeded.base}/console/pages/new")
+    mine = "---\ntitle: Taken\n---\nmine\n"
+    page.get_by_label("Slug").fill(slug)
+    page.get_by_label("Content (markdown with YAML frontmatter)").fill(mine)
+    page.get_by_role("button", name="Save").click()
+    assert "already exists" in page.get_by_role("alert").inner_text()
+    assert page.get_by_label("Content (markdown with YAML frontmatter)").input_value() == mine
+    assert "theirs" in get(seeded, slug).json()["content"]
+
+
 def _session(page: Any) -> tuple[dict[str, str], str]:
     cookies = {c["name"]: c["value"] for c in page.context.cookies()}
     csrf = page.locator("form[action='/console/logout'] input[name=csrf]").get_attribute("value")

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import threading
 from datetime import timedelta
 
+import pytest
 from tests.contract.builders import at, page
 
+from fleetmem.errors import Conflict
 from fleetmem.models import Link, TimelineEntry
 from fleetmem.protocol import MENTION_LINK_TYPE
 
@@ -290,3 +293,67 @@ def test_tallies_count_pages_and_their_last_write_per_day(pages, tenant, other_t
     assert (whole.pages, whole.per_day) == (3, {day0: 2, day1: 1})
     world = pages.tallies(tenant, world_only=True, since=T0 + timedelta(days=1))
     assert (world.pages, world.per_day) == (2, {day1: 1})
+
+
+# -- conditional writes (expected_updated_at) --------------------------------------------------
+
+
+def test_a_put_expecting_an_older_updated_at_is_refused_and_writes_nothing(pages, tenant):
+    stored = page(tenant, "topics/guarded", body="v2", aliases=("Kept",), updated_at=at(2))
+    pages.put(stored)
+    with pytest.raises(Conflict):
+        pages.put(page(tenant, "topics/guarded", body="stale", aliases=("Lost",), updated_at=at(3)),
+                  expected_updated_at=at(1))
+    assert pages.get(tenant, "topics/guarded") == stored
+    assert _ways(_lookup(pages, tenant, alias="lost")) == set()
+    assert _ways(_lookup(pages, tenant, alias="kept")) == {("topics/guarded", "alias")}
+
+
+def test_a_put_expecting_the_stored_updated_at_writes(pages, tenant):
+    pages.put(page(tenant, "topics/guarded", body="v1", updated_at=at(1)))
+    pages.put(page(tenant, "topics/guarded", body="v2", updated_at=at(2)), expected_updated_at=at(1))
+    assert pages.get(tenant, "topics/guarded").body == "v2"
+
+
+def test_a_put_expecting_no_page_is_refused_over_an_existing_one(pages, tenant):
+    pages.put(page(tenant, "topics/guarded", body="first", updated_at=at(1)))
+    with pytest.raises(Conflict):
+        pages.put(page(tenant, "topics/guarded", body="second", updated_at=at(2)), expected_updated_at="")
+    assert pages.get(tenant, "topics/guarded").body == "first"
+    pages.put(page(tenant, "topics/fresh", body="new"), expected_updated_at="")
+    assert pages.get(tenant, "topics/fresh").body == "new"
+
+
+def test_a_put_expecting_a_time_is_refused_when_the_page_is_missing(pages, tenant):
+    with pytest.raises(Conflict):
+        pages.put(page(tenant, "topics/missing", updated_at=at(2)), expected_updated_at=at(1))
+    assert pages.get(tenant, "topics/missing") is None
+
+
+def test_of_concurrent_puts_expecting_the_same_version_exactly_one_writes(pages, tenant):
+    pages.put(page(tenant, "topics/raced", body="base", updated_at=at(1)))
+    loaded = pages.get(tenant, "topics/raced").updated_at
+    start = threading.Barrier(8)
+    won: list[int] = []
+    lost: list[int] = []
+    lock = threading.Lock()
+
+    def save(n: int) -> None:
+        start.wait()
+        mine = page(tenant, "topics/raced", body=f"writer {n}", updated_at=at(2, base=loaded) + timedelta(
+            milliseconds=n))
+        try:
+            pages.put(mine, expected_updated_at=loaded)
+            outcome = won
+        except Conflict:
+            outcome = lost
+        with lock:
+            outcome.append(n)
+
+    threads = [threading.Thread(target=save, args=(n,)) for n in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(won) == 1 and len(lost) == 7, (won, lost)
+    assert pages.get(tenant, "topics/raced").body == f"writer {won[0]}"

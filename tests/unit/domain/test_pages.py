@@ -308,3 +308,90 @@ def test_search_state_is_pending_when_an_asynchronous_indexer_owns_the_index(dep
     deps.search.write_through = False
     assert put(deps, remote_caller, "notes/async", "Body.")["search_state"] == "pending"
     assert delete(deps, remote_caller, "notes/async")["search_state"] == "pending"
+
+
+# -- expected_updated_at: refuse to overwrite a newer version ---------------------------------
+
+
+def _refusal(deps, caller, slug, content, expected):
+    with pytest.raises(VerbError) as info:
+        put(deps, caller, slug, content, expected_updated_at=expected)
+    err = info.value
+    assert err.code == "invalid_params" and err.klass == "caller" and not err.retryable
+    assert err.detail["reason"] == "stale_version" and err.detail["field"] == "expected_updated_at"
+    assert "get_page" in err.fix.why and err.fix.mcp is None
+    return err
+
+
+def test_put_page_with_a_stale_expected_updated_at_is_refused_and_the_page_kept(deps, remote_caller, clock):
+    put(deps, remote_caller, "topics/guarded", "first")
+    loaded = get(deps, remote_caller, "topics/guarded")["updated_at"]
+    clock.advance(minutes=1)
+    put(deps, remote_caller, "topics/guarded", "someone else's", expected_updated_at=loaded)
+    now_at = get(deps, remote_caller, "topics/guarded")["updated_at"]
+    clock.advance(minutes=1)
+    err = _refusal(deps, remote_caller, "topics/guarded", "mine", loaded)
+    assert err.detail["stored_updated_at"] == now_at and now_at in err.suggestion
+    assert get(deps, remote_caller, "topics/guarded")["content"].endswith("someone else's")
+    assert put(deps, remote_caller, "topics/guarded", "merged", expected_updated_at=now_at)["status"] == "updated"
+
+
+def test_put_page_expecting_no_page_is_refused_over_an_existing_one(deps, remote_caller):
+    assert put(deps, remote_caller, "topics/new", "one", expected_updated_at="")["status"] == "created"
+    err = _refusal(deps, remote_caller, "topics/new", "two", "")
+    assert err.detail["stored_updated_at"] == get(deps, remote_caller, "topics/new")["updated_at"]
+    assert get(deps, remote_caller, "topics/new")["content"].endswith("one")
+
+
+def test_put_page_expecting_a_time_is_refused_for_a_missing_page(deps, remote_caller):
+    err = _refusal(deps, remote_caller, "topics/gone", "x", "2026-01-01T00:00:00.000Z")
+    assert err.detail["stored_updated_at"] is None
+    assert get_missing(deps, remote_caller, "topics/gone")
+
+
+def test_put_page_refuses_an_expected_updated_at_that_is_not_a_time(deps, remote_caller):
+    with pytest.raises(VerbError) as info:
+        put(deps, remote_caller, "topics/x", "x", expected_updated_at="yesterday")
+    assert info.value.code == "invalid_params" and info.value.detail["reason"] == "not_a_time"
+
+
+def test_put_page_without_expected_updated_at_still_overwrites(deps, remote_caller, clock):
+    put(deps, remote_caller, "topics/plain", "one")
+    clock.advance(minutes=1)
+    assert put(deps, remote_caller, "topics/plain", "two")["status"] == "updated"
+
+
+def test_concurrent_put_pages_from_the_same_version_let_exactly_one_win(deps, remote_caller, clock):
+    import threading
+
+    put(deps, remote_caller, "topics/raced", "base")
+    loaded = get(deps, remote_caller, "topics/raced")["updated_at"]
+    clock.advance(minutes=1)
+    start = threading.Barrier(8)
+    outcomes: list[str] = []
+    lock = threading.Lock()
+
+    def save(n: int) -> None:
+        start.wait()
+        try:
+            put(deps, remote_caller, "topics/raced", f"writer {n}", expected_updated_at=loaded)
+            result = f"won {n}"
+        except VerbError as exc:
+            result = exc.detail["reason"]
+        with lock:
+            outcomes.append(result)
+
+    threads = [threading.Thread(target=save, args=(n,)) for n in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    won = [o for o in outcomes if o.startswith("won")]
+    assert len(won) == 1 and outcomes.count("stale_version") == 7, outcomes
+    assert get(deps, remote_caller, "topics/raced")["content"].endswith(f"writer {won[0].split()[1]}")
+
+
+def get_missing(deps, caller, slug):
+    with pytest.raises(VerbError) as info:
+        get(deps, caller, slug)
+    return info.value.code == "not_found"

@@ -17,7 +17,7 @@ import re
 import unicodedata
 from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, Literal
 
 from fleetmem.adapters.aws import changes, keys
 from fleetmem.adapters.aws.dynamo import (
@@ -33,6 +33,7 @@ from fleetmem.adapters.aws.dynamo import (
     query_all,
     same_named,
     to_ddb,
+    translate_client_error,
     ts,
 )
 from fleetmem.adapters.aws.tables import HEAD_ATTRS, PAGES
@@ -87,6 +88,18 @@ def _head_attrs(page: Page) -> dict[str, Any]:
         "visibility": page.visibility,
         "updated_at": ts(page.updated_at),
         "last_retrieved_at": ts(page.last_retrieved_at),
+    }
+
+
+def _page_condition(expected_updated_at: datetime | Literal[""] | None) -> dict[str, Any]:
+    """The ConditionExpression that makes a page write conditional ({} = unconditional)."""
+    if expected_updated_at is None:
+        return {}
+    if expected_updated_at == "":
+        return {"ConditionExpression": "attribute_not_exists(pk)"}
+    return {
+        "ConditionExpression": "updated_at = :expected_updated_at",
+        "ExpressionAttributeValues": {":expected_updated_at": {"S": str(ts(expected_updated_at))}},
     }
 
 
@@ -434,7 +447,7 @@ class DynamoPageStore(DynamoStore):
 
     # -- writes --------------------------------------------------------------------------------
 
-    def put(self, page: Page) -> None:
+    def put(self, page: Page, *, expected_updated_at: datetime | Literal[""] | None = None) -> None:
         item = page_to_item(page)
         if approx_item_size(item) > ITEM_LIMIT_BYTES - 8 * 1024:
             raise TooLarge("page is larger than one DynamoDB item can hold (400 KB)")
@@ -444,9 +457,12 @@ class DynamoPageStore(DynamoStore):
         pk = page_pk(page.tenant, page.slug)
         stale = [sk for sk in existing if sk not in keep]
         deletes = [{"pk": pk, "sk": sk} for sk in stale]
+        condition = _page_condition(expected_updated_at)
         if len(rows) + len(deletes) + 2 > _TX_MAX:
             # too many rows for one transaction: derived rows first, then the page row with its
             # change number (readers see the page only with its rows)
+            if condition:  # refuse before touching the derived rows; the page row checks again
+                self._check_page(pk, condition)
             self._write(rows, deletes)
             rows, deletes = [], []
 
@@ -456,10 +472,18 @@ class DynamoPageStore(DynamoStore):
                 {"Delete": {"TableName": self.table, "Key": to_ddb(k)}} for k in deletes
             ]
             actions += [{"Put": {"TableName": self.table, "Item": to_ddb(p)}} for p in rows]
-            actions.append({"Put": {"TableName": self.table, "Item": to_ddb({**item, "cs": n})}})
+            actions.append({"Put": {"TableName": self.table, "Item": to_ddb({**item, "cs": n}), **condition}})
             return actions
 
         changes.transact_pending(self._db, build=build)
+
+    def _check_page(self, pk: str, condition: dict[str, Any]) -> None:
+        try:
+            self._db.transact_write_items(TransactItems=[{"ConditionCheck": {
+                "TableName": self.table, "Key": to_ddb({"pk": pk, "sk": PAGE_SK}), **condition,
+            }}])
+        except Exception as exc:
+            raise translate_client_error(exc) from None
 
     def _counter_key(self, tenant: str) -> dict[str, Any]:
         return {"pk": {"S": keys.reserved(tenant, keys.CHANGE)}, "sk": {"S": CHANGE_SK}}

@@ -26,6 +26,10 @@ Public API: `PutPageParams`, `run(deps, caller, params, ctx) -> Outcome`, `SPEC`
   remote caller gets the answer a missing page would give (`created`), never `unchanged`.
 - Write-through search (`deps.search.write_through`): old chunks deleted, `indexing.docs_for_page`
   embedded (`indexing.embed_docs`) and upserted -> `search_state: current`; otherwise `pending`.
+- `expected_updated_at` (optional): the updated_at get_page returned, or "" = the page must not exist
+  yet. Checked by the store in the same atomic step as the write (`PageStore.put`); a mismatch
+  writes nothing -> invalid_params, detail.reason "stale_version" with `stored_updated_at`, whose
+  fix says: get_page again, merge, put again with the new updated_at. Checked before "unchanged".
 - Audit event "put_page". Response `{slug, status, search_state, protocol_version}`.
 """
 
@@ -37,7 +41,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
-from fleetmem.errors import Fix, Outcome, PortError, TooLarge, VerbError, caller_error
+from fleetmem.errors import Conflict, Fix, Outcome, PortError, TooLarge, VerbError, caller_error
 from fleetmem.memory import common, indexing
 from fleetmem.memory.pagefmt import PageFormatError, clip, first_h1, mentions, parse_page_content
 from fleetmem.memory.params import Params, VisibilityArg
@@ -65,7 +69,7 @@ from fleetmem.protocol import (
     VISIBILITIES,
     SearchState,
 )
-from fleetmem.timefmt import parse_iso
+from fleetmem.timefmt import iso, parse_iso
 
 TOOL = "put_page"
 KNOWN_KEYS = ("title", "type", "aliases", "summary", "visibility", "links", "timeline")
@@ -124,6 +128,12 @@ class PutPageParams(Params):
     idempotency_key: str | None = Field(
         default=None,
         description="Optional retry key: the same key and arguments within 24 h return the first result.",
+    )
+    expected_updated_at: str | None = Field(
+        default=None,
+        description="Optional guard against overwriting a newer version: the updated_at get_page returned "
+        'when you loaded the page ("" = the page must not exist yet). If the stored page differs, nothing '
+        "is written and the call is refused.",
     )
 
 
@@ -323,6 +333,55 @@ def _same(a: Page, b: Page) -> bool:
     return all(getattr(a, f) == getattr(b, f) for f in fields)
 
 
+def _expected(params: PutPageParams) -> dt.datetime | Literal[""] | None:
+    """expected_updated_at as the store's condition (None = unconditional, "" = must not exist)."""
+    raw = params.expected_updated_at
+    if raw is None or not raw.strip():
+        return None if raw is None else ""
+    try:
+        return parse_iso(raw.strip())
+    except (ValueError, OverflowError):
+        raise caller_error(
+            f"expected_updated_at {raw!r} is not an ISO 8601 time.",
+            problem=f"expected_updated_at={raw!r} is not a time.",
+            cause='expected_updated_at is the updated_at get_page returned, or "" for a page that must not '
+            "exist yet.",
+            instead="pass the updated_at from get_page unchanged (or leave the argument out).",
+            field="expected_updated_at", reason="not_a_time",
+        ) from None
+
+
+def _stale(slug: str, expected: dt.datetime | Literal[""], stored: Page | None) -> VerbError:
+    """The refusal of a write whose expected_updated_at no longer matches the stored page."""
+    stored_at = iso(stored.updated_at) if stored is not None else None
+    if stored is None:
+        problem = f"{slug} does not exist (it was deleted or never stored), but expected_updated_at was given."
+    elif expected == "":
+        problem = f"{slug} already exists (updated_at {stored_at}), but expected_updated_at was \"\"."
+    else:
+        problem = f"{slug} was changed since you loaded it: it is now at updated_at {stored_at}."
+    why = "put_page with expected_updated_at writes only over the version it names, so no change is lost."
+    instead = (
+        f"call get_page {slug!r} again, merge your change into what it returns, and put_page again with "
+        "expected_updated_at set to its new updated_at" + (' (or "" if the page is gone).' if stored is None else ".")
+    )
+    return VerbError(
+        "invalid_params",
+        f"{slug} was not written: the stored page is not the version expected_updated_at names.",
+        f"Problem: {problem} Cause: {why} Fix: {instead}",
+        why=why,
+        detail={"field": "expected_updated_at", "reason": "stale_version", "stored_updated_at": stored_at},
+        fix=Fix(why=instead, verify={"mcp": {"tool": "get_page", "arguments": {"slug": slug}}}),
+        klass="caller",
+    )
+
+
+def _matches(expected: dt.datetime | Literal[""], stored: Page | None) -> bool:
+    if expected == "":
+        return stored is None
+    return stored is not None and iso(stored.updated_at) == iso(expected)
+
+
 def run(deps: Deps, caller: Caller, params: PutPageParams, ctx: CallContext) -> Outcome:
     raw_slug = (params.slug or "").strip()
     if is_path_like(raw_slug):
@@ -395,10 +454,16 @@ def run(deps: Deps, caller: Caller, params: PutPageParams, ctx: CallContext) -> 
     heading = first_h1(body)
     title = given_title or (clip(heading, TITLE_MAX) if heading else None) or last_segment(slug)
 
+    expected = _expected(params)
     now = deps.clock.now()
     existing = deps.pages.get(caller.tenant, slug)
+    condition = expected
     if existing is not None and caller.remote and existing.visibility != "world":
+        if expected == "":  # the caller sees no page: write over the hidden one as today, atomically
+            condition = existing.updated_at
         existing = None  # a remote caller cannot see it: answer as for a missing page
+    if expected is not None and not _matches(expected, existing):
+        raise _stale(slug, expected, existing)
     page = Page(
         tenant=caller.tenant,
         slug=slug,
@@ -438,7 +503,13 @@ def run(deps: Deps, caller: Caller, params: PutPageParams, ctx: CallContext) -> 
         })
     status = "updated" if existing is not None else "created"
     try:
-        deps.pages.put(page)
+        deps.pages.put(page, expected_updated_at=condition)
+    except Conflict:  # changed between the read above and the write: nothing was written
+        assert expected is not None
+        now_stored = deps.pages.get(caller.tenant, slug)
+        if now_stored is not None and caller.remote and now_stored.visibility != "world":
+            now_stored = None
+        raise _stale(slug, expected, now_stored) from None
     except TooLarge:
         why = "The store refused the page as too large (aliases, links and timeline count too)."
         raise VerbError(

@@ -1,8 +1,9 @@
 """Pages: the list (`list_pages`, by type, page by page) with a search (`recall`'s page hits), one page
 as stored (`get_page`), and, with the write scope, new / edit (`put_page`) and delete (`delete_page`).
 
-put_page itself has no version parameter: the edit form carries the `updated_at` it was loaded at,
-and a save is refused when `get_page` shows the page changed since (someone else saved it meanwhile).
+The edit form carries the `updated_at` it was loaded at and saves with put_page's
+`expected_updated_at` (a new page with ""), so the server refuses, atomically, a save over a version
+someone else saved meanwhile; the form shows that refusal with the user's text kept.
 """
 
 from __future__ import annotations
@@ -75,13 +76,7 @@ async def new_page(view: View) -> Response:
     content = view.field("content", NEW_PAGE_TEMPLATE)
     if view.request.method == "GET":
         return _edit_form(view, slug=slug, content=content, loaded_at="", new=True)
-    existing, _ = await view.attempt("get_page", {"slug": slug}) if slug else (None, None)
-    if existing is not None:
-        return _edit_form(view, slug=slug, content=content, loaded_at="", new=True, error=ToolFailed(
-            "conflict", f"A page {slug!r} already exists; nothing was saved.",
-            "Choose another slug, or open that page and edit it.", status=409,
-        ))
-    _, error = await view.attempt("put_page", {"slug": slug, "content": content})
+    _, error = await view.attempt("put_page", {"slug": slug, "content": content, "expected_updated_at": ""})
     if error is not None:
         return _edit_form(view, slug=slug, content=content, loaded_at="", new=True, error=error)
     return view.redirect(f"/pages/{slug}")
@@ -97,15 +92,9 @@ async def edit_page(view: View) -> Response:
         return _edit_form(view, slug=slug, content=page["content"], loaded_at=page["updated_at"], new=False)
     content = view.field("content")
     loaded_at = view.field("loaded_at")
-    if page["updated_at"] != loaded_at:
-        return _edit_form(view, slug=slug, content=content, loaded_at=loaded_at, new=False, error=ToolFailed(
-            "conflict",
-            f"The page {slug} was changed at {page['updated_at']}, after you opened it ({loaded_at or 'unknown'}); "
-            "your text was not saved.",
-            "Copy your text, reload the page to see the newer version, and apply your change to it.",
-            status=409,
-        ))
-    _, error = await view.attempt("put_page", {"slug": slug, "content": content})
+    _, error = await view.attempt(
+        "put_page", {"slug": slug, "content": content, "expected_updated_at": loaded_at}
+    )
     if error is not None:
         return _edit_form(view, slug=slug, content=content, loaded_at=loaded_at, new=False, error=error)
     return view.redirect(f"/pages/{slug}")

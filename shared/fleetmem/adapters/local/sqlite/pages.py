@@ -8,7 +8,7 @@ import re
 import sqlite3
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Literal
 
 from fleetmem.adapters.local.sqlite.db import (
     _IN_CHUNK,
@@ -26,7 +26,7 @@ from fleetmem.adapters.local.sqlite.db import (
     tenant_key,
 )
 from fleetmem.adapters.local.sqlite.search import fts_match
-from fleetmem.errors import TooLarge, Unavailable
+from fleetmem.errors import Conflict, TooLarge, Unavailable
 from fleetmem.memory.slugs import normalize_alias
 from fleetmem.models import (
     Backlink,
@@ -82,7 +82,7 @@ class SqlitePageStore:
         )
         return None if row is None else _page_of(row)
 
-    def put(self, page: Page) -> None:
+    def put(self, page: Page, *, expected_updated_at: datetime | Literal[""] | None = None) -> None:
         try:
             frontmatter = json.dumps(page.frontmatter, default=str, ensure_ascii=False)
         except (TypeError, ValueError):
@@ -93,7 +93,14 @@ class SqlitePageStore:
         t, s = page.tenant, page.slug
 
         def run(conn: sqlite3.Connection) -> None:
-            row = conn.execute("SELECT rowid FROM pages WHERE tenant = ? AND slug = ?", (t, s)).fetchone()
+            row = conn.execute(
+                "SELECT rowid, updated_at FROM pages WHERE tenant = ? AND slug = ?", (t, s)
+            ).fetchone()
+            # the condition is read and the page written in one write transaction (BEGIN IMMEDIATE)
+            if expected_updated_at == "" and row is not None:
+                raise Conflict("a page is already stored under this slug")
+            if isinstance(expected_updated_at, datetime) and (row is None or row[1] != ms(expected_updated_at)):
+                raise Conflict("the stored page has another updated_at")
             values: tuple[Any, ...] = (
                 leaf_of(s),
                 page.title,
