@@ -112,7 +112,7 @@ def test_a_save_after_someone_elses_save_is_refused_and_the_text_kept(page: Any,
     slug = "topics/cw2-conflict"
     put(seeded, slug, "---\ntitle: Conflict\n---\nfirst\n")
     sign_in(page, seeded, seeded.write)
-    page.goto(f"{seeded.base}/console/pages/{slug}/edit")
+    page.goto(f"{seeded.base}/console/edit-page/{slug}")
     put(seeded, slug, "---\ntitle: Conflict\n---\nsomeone else's\n")  # meanwhile, through /v1
     mine = "---\ntitle: Conflict\n---\nmine\n"
     page.get_by_label("Content (markdown with YAML frontmatter)").fill(mine)
@@ -124,7 +124,7 @@ def test_a_save_after_someone_elses_save_is_refused_and_the_text_kept(page: Any,
 
 def test_malformed_frontmatter_shows_put_pages_message_and_keeps_the_text(page: Any, seeded: Console) -> None:
     sign_in(page, seeded, seeded.write)
-    page.goto(f"{seeded.base}/console/pages/{ATLAS}/edit")
+    page.goto(f"{seeded.base}/console/edit-page/{ATLAS}")
     bad = "---\ntitle: [unclosed\n---\nbody\n"
     page.get_by_label("Content (markdown with YAML frontmatter)").fill(bad)
     page.get_by_role("button", name="Save").click()
@@ -160,7 +160,7 @@ def test_a_new_page_over_an_existing_slug_is_refused_and_the_text_kept(page: Any
     slug = "topics/cw2-taken"
     put(seeded, slug, "---\ntitle: Taken\n---\ntheirs\n")
     sign_in(page, seeded, seeded.write)
-    page.goto(f"{seeded.base}/console/pages/new")
+    page.goto(f"{seeded.base}/console/new-page")
     mine = "---\ntitle: Taken\n---\nmine\n"
     page.get_by_label("Slug").fill(slug)
     page.get_by_label("Content (markdown with YAML frontmatter)").fill(mine)
@@ -184,7 +184,7 @@ def test_a_read_token_sees_no_write_control_and_its_post_is_refused(page: Any, s
     assert page.get_by_role("link", name="Delete").count() == 0
     before = get(seeded, ATLAS).json()["content"]
     cookies, csrf = _session(page)
-    for path, form in ((f"/pages/{ATLAS}/edit", {"content": "x", "loaded_at": ""}), (f"/pages/{ATLAS}/delete", {})):
+    for path, form in ((f"/edit-page/{ATLAS}", {"content": "x", "loaded_at": ""}), (f"/delete-page/{ATLAS}", {})):
         r = httpx.post(f"{seeded.base}/console{path}", data={"csrf": csrf, **form}, cookies=cookies,
                        follow_redirects=False)
         assert r.status_code == 403 and "write scope" in r.text
@@ -198,11 +198,11 @@ def test_a_forged_post_without_the_form_token_is_refused(page: Any, seeded: Cons
     sign_in(page, seeded, seeded.write)
     before = get(seeded, ATLAS).json()
     cookies, _ = _session(page)
-    r = httpx.post(f"{seeded.base}/console/pages/{ATLAS}/edit",
+    r = httpx.post(f"{seeded.base}/console/edit-page/{ATLAS}",
                    data={"content": "forged", "loaded_at": before["updated_at"]}, cookies=cookies,
                    follow_redirects=False)
     assert r.status_code == 403 and "security token" in r.text
-    r = httpx.post(f"{seeded.base}/console/pages/{ATLAS}/delete", data={}, cookies=cookies, follow_redirects=False)
+    r = httpx.post(f"{seeded.base}/console/delete-page/{ATLAS}", data={}, cookies=cookies, follow_redirects=False)
     assert r.status_code == 403
     assert get(seeded, ATLAS).json()["content"] == before["content"]
 
@@ -215,10 +215,21 @@ def test_another_tenant_and_private_pages_look_missing(page: Any, seeded: Consol
     other = page.context.browser.new_context().new_page()
     try:
         sign_in(other, seeded, seeded.other_admin)
-        for path in (f"/pages/{ATLAS}", f"/pages/{ATLAS}/edit", f"/entities/{ATLAS}"):
+        for path in (f"/pages/{ATLAS}", f"/edit-page/{ATLAS}", f"/entities/{ATLAS}"):
             response = other.goto(f"{seeded.base}/console{path}")
             assert response is not None and response.status == 404, path
         other.goto(f"{seeded.base}/console/pages?type=project")
         assert "Atlas" not in other.locator("main").inner_text()
     finally:
         other.context.close()
+
+
+@pytest.mark.parametrize("slug", ["notes/cw2-edit", "notes/cw2-delete", "new"])
+def test_a_slug_that_reads_like_an_action_is_still_its_page(page: Any, seeded: Console, slug: str) -> None:
+    """The edit, delete and new forms live beside the page view, never under a page's own path."""
+    put(seeded, slug, f"---\ntitle: Named {slug}\n---\nbody\n")
+    sign_in(page, seeded, seeded.write)
+    page.goto(f"{seeded.base}/console/pages/{slug}")
+    assert page.get_by_role("heading", name=f"Named {slug}").count() == 1
+    page.get_by_role("link", name="Edit").click()
+    assert f"Named {slug}" in page.locator("textarea").input_value()

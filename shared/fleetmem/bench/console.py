@@ -95,7 +95,7 @@ def run_console_bench(*, pages: int = 20_000, facts: int = 2_000, runs: int = 30
         console = Console(ToolClient.in_process(app))
         paths = [
             "/", "/memories", "/memories?state=any&limit=200", "/memories?q=account+plan", f"/facts/{one}",
-            "/pages", f"/pages/{page_slug}", f"/pages/{page_slug}/edit", "/entities/companies/bench-7",
+            "/pages", f"/pages/{page_slug}", f"/edit-page/{page_slug}", "/entities/companies/bench-7",
             "/followers", "/context?entities=companies/bench-7,companies/bench-8&budget=2000", "/tokens",
         ]
         timings = asyncio.run(_measure(console, token, paths, runs))

@@ -70,7 +70,7 @@ def _edit_form(view: View, *, slug: str, content: str, loaded_at: str, new: bool
     )
 
 
-@screen("/pages/new", methods=("GET", "POST"), scope="write")
+@screen("/new-page", methods=("GET", "POST"), scope="write")
 async def new_page(view: View) -> Response:
     slug = view.field("slug").strip()
     content = view.field("content", NEW_PAGE_TEMPLATE)
@@ -82,7 +82,7 @@ async def new_page(view: View) -> Response:
     return view.redirect(f"/pages/{slug}")
 
 
-@screen("/pages/{slug:path}/edit", methods=("GET", "POST"), scope="write")
+@screen("/edit-page/{slug:path}", methods=("GET", "POST"), scope="write")
 async def edit_page(view: View) -> Response:
     slug = _slug(view)
     page, missing = await _page_or_404(view, slug)
@@ -100,7 +100,7 @@ async def edit_page(view: View) -> Response:
     return view.redirect(f"/pages/{slug}")
 
 
-@screen("/pages/{slug:path}/delete", methods=("GET", "POST"), scope="write")
+@screen("/delete-page/{slug:path}", methods=("GET", "POST"), scope="write")
 async def delete_page(view: View) -> Response:
     slug = _slug(view)
     page, missing = await _page_or_404(view, slug)
