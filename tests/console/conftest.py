@@ -47,7 +47,9 @@ def _missing(what: str) -> None:
     pytest.skip(what)
 
 
-@pytest.fixture(scope="session")
+# Module scope: Playwright's sync API keeps an event loop running in this thread while it is open,
+# and the other tests a worker runs after a console module call asyncio.run in the same thread.
+@pytest.fixture(scope="module")
 def playwright() -> Iterator[Any]:
     try:
         from playwright.sync_api import sync_playwright
@@ -57,7 +59,7 @@ def playwright() -> Iterator[Any]:
         yield pw
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser(playwright: Any) -> Iterator[Any]:
     if not os.access(CHROMIUM, os.X_OK):
         _missing(f"{CHROMIUM} is missing (scripts/test installs Debian's chromium with apt-get)")
