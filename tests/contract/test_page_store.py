@@ -330,7 +330,13 @@ def test_a_put_expecting_a_time_is_refused_when_the_page_is_missing(pages, tenan
     assert pages.get(tenant, "topics/missing") is None
 
 
-def test_of_concurrent_puts_expecting_the_same_version_exactly_one_writes(pages, tenant):
+def test_of_concurrent_puts_expecting_the_same_version_exactly_one_writes(pages, tenant, request):
+    """On every backend whose conditional writes are isolated: SQLite, and DynamoDB Local (as DynamoDB
+    itself). moto's server checks a transaction's conditions without isolating concurrent requests
+    (it let 4 of 8 racing writers through), so it cannot judge a race; the single-writer conditions
+    above run on it."""
+    if request.node.callspec.params.get("pages_backend") == "moto":
+        pytest.skip("moto does not isolate concurrent conditional transactions; DynamoDB Local does")
     pages.put(page(tenant, "topics/raced", body="base", updated_at=at(1)))
     loaded = pages.get(tenant, "topics/raced").updated_at
     start = threading.Barrier(8)
