@@ -80,6 +80,16 @@ def page(browser: Any) -> Iterator[Any]:
         context.close()
 
 
+def follow(page: Any, target: Any) -> None:
+    """Click a link or a form's button and return once the page it leads to has loaded.
+
+    Every control in the console is a link or a form post, so a click is a navigation; reading the
+    page before the new one has loaded would read the old one.
+    """
+    with page.expect_navigation(wait_until="load"):
+        target.click()
+
+
 def shot(page: Any, name: str) -> Path:
     """Save a full-page PNG screenshot as test-artifacts/console/<name>.png."""
     ARTIFACTS.mkdir(parents=True, exist_ok=True)

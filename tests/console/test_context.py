@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from fleetmem.hooks.claude_code import HookLog, ProjectConfig, session_start
-from tests.console.conftest import Console, shot
+from tests.console.conftest import Console, follow, shot
 from tests.console.test_overview import v1
 from tests.console.test_pages import XSS, dialogs
 from tests.console.test_sign_in import sign_in
@@ -59,7 +59,7 @@ def test_the_preview_is_the_hooks_own_text(page: Any, seeded: Console, tmp_path:
     page.goto(f"{seeded.base}/console/context")
     page.get_by_label("Entities (slugs or names, comma-separated)").fill(f"{ZED}, Yara Cw2c")
     page.get_by_label("Budget (tokens)").fill("2000")
-    page.get_by_role("button", name="Preview").click()
+    follow(page, page.get_by_role("button", name="Preview"))
     shown = page.locator("pre#injected").text_content()
     expected = hook_text(seeded, [ZED, "Yara Cw2c"], 2000, tmp_path, monkeypatch)
     assert expected and shown == expected
@@ -89,7 +89,7 @@ def test_a_bad_budget_shows_context_packs_message_and_keeps_the_input(page: Any,
     page.goto(f"{seeded.base}/console/context")
     page.get_by_label("Entities (slugs or names, comma-separated)").fill(ZED)
     page.get_by_label("Budget (tokens)").fill(budget)
-    page.get_by_role("button", name="Preview").click()
+    follow(page, page.get_by_role("button", name="Preview"))
     sent = int(budget) if budget.isdigit() else budget  # as the console sends it
     r = httpx.post(f"{seeded.base}/v1/context_pack", json={"entities": ZED, "budget_tokens": sent},
                    headers={"Authorization": f"Bearer {seeded.read}"}, timeout=60)
@@ -106,6 +106,6 @@ def test_a_busiest_entity_can_be_picked(page: Any, seeded: Console, tmp_path: Pa
     sign_in(page, seeded, seeded.read)
     page.goto(f"{seeded.base}/console/context")
     page.get_by_label(ZED, exact=True).check()  # among memory_stats' busiest entities (4 active facts)
-    page.get_by_role("button", name="Preview").click()
+    follow(page, page.get_by_role("button", name="Preview"))
     assert page.get_by_label(ZED, exact=True).is_checked()
     assert page.locator("pre#injected").text_content() == hook_text(seeded, [ZED], 2000, tmp_path, monkeypatch)

@@ -60,7 +60,8 @@ def test_the_entity_card_facts_threads_and_neighbourhood(page: Any, seeded: dict
     assert f"links to {CORP}" in listed and f"linked from {PROJ}" in listed and f"c {XSS}" in listed
     shot(page, "entity")
     page.locator(f"svg.graph a[href='/console/entities/{CORP}']").focus()  # keyboard-reachable
-    page.keyboard.press("Enter")
+    with page.expect_navigation(wait_until="load"):
+        page.keyboard.press("Enter")
     page.wait_for_url(f"**/console/entities/{CORP}")
     assert page.get_by_role("heading", level=1).inner_text() == "Corp Cw2e"
     page.goto(f"{console.base}/console/entities/{EVIL}")

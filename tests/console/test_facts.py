@@ -9,7 +9,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.console.conftest import Console, shot
+from tests.console.conftest import Console, follow, shot
 from tests.console.test_memories import session_of, state_of
 from tests.console.test_overview import v1
 from tests.console.test_sign_in import sign_in
@@ -45,7 +45,7 @@ def test_an_admin_sees_the_fact_its_chain_and_audit_trail(
     audit = page.locator("section", has_text="Audit trail").locator("tbody").inner_text()
     assert "write" in audit and "console-write" in audit
     shot(page, "fact-detail")
-    page.get_by_role("link", name="Facts screen: Ada's desk is 5C").click()
+    follow(page, page.get_by_role("link", name="Facts screen: Ada's desk is 5C"))
     assert page.url.endswith(f"/console/facts/{new}")
 
 
@@ -74,11 +74,11 @@ def test_forget_needs_a_reason_then_expires_the_fact(page: Any, serve_console: C
     sign_in(page, serve_console, serve_console.write)
     page.goto(f"{serve_console.base}/console/facts/{target}")
     assert page.get_by_role("button", name="Purge for good").count() == 0  # admin only
-    page.get_by_role("button", name="Forget", exact=True).click()
+    follow(page, page.get_by_role("button", name="Forget", exact=True))
     assert "Give a reason" in page.get_by_role("alert").inner_text()
     assert state_of(serve_console, target) == "active"
     page.get_by_label("Reason").fill("wrong desk")
-    page.get_by_role("button", name="Forget", exact=True).click()
+    follow(page, page.get_by_role("button", name="Forget", exact=True))
     assert "Forgotten" in page.get_by_role("status").inner_text()
     assert state_of(serve_console, target) == "forgotten"
     assert "wrong desk" in page.locator("dl.props").inner_text()
@@ -90,13 +90,13 @@ def test_purge_asks_for_the_id_then_deletes_and_the_fact_is_gone(page: Any, serv
     page.goto(f"{serve_console.base}/console/facts/{target}")
     page.get_by_label("Reason", exact=False).last.fill("deletion request")
     page.get_by_label("Type the fact id").fill("f_wrong")
-    page.get_by_role("button", name="Purge for good").click()
+    follow(page, page.get_by_role("button", name="Purge for good"))
     assert "Type the fact's id exactly" in page.get_by_role("alert").inner_text()
     assert page.get_by_label("Type the fact id").input_value() == "f_wrong"  # what was typed is kept
     assert state_of(serve_console, target) == "active"
     shot(page, "fact-purge-refused")
     page.get_by_label("Type the fact id").fill(target)
-    page.get_by_role("button", name="Purge for good").click()
+    follow(page, page.get_by_role("button", name="Purge for good"))
     assert "deleted for good" in page.get_by_role("status").inner_text()
     assert state_of(serve_console, target) is None
     response = page.goto(f"{serve_console.base}/console/facts/{target}")

@@ -10,7 +10,7 @@ from urllib.parse import quote
 import httpx
 import pytest
 
-from tests.console.conftest import Console, shot
+from tests.console.conftest import Console, follow, shot
 from tests.console.test_overview import v1
 from tests.console.test_sign_in import sign_in
 
@@ -62,7 +62,7 @@ def test_the_table_filters_pages_with_next_and_links_each_fact(
     page.get_by_label("Entity").fill(ENTITY)
     page.get_by_label("Provenance contains").fill("MEMORIES-test")  # case-insensitive substring
     page.get_by_label("Per page").select_option("25")
-    page.get_by_role("button", name="Filter").click()
+    follow(page, page.get_by_role("button", name="Filter"))
     rows = page.locator("table.facts tbody tr")
     assert rows.count() == 3  # the three world facts; the private one is never listed to a remote caller
     assert "wombats" in rows.first.inner_text()
@@ -72,7 +72,7 @@ def test_the_table_filters_pages_with_next_and_links_each_fact(
     page.goto(f"{serve_console.base}/console/memories?entity={quote(ENTITY)}&provenance=memories-test&limit=2")
     first = page.locator("table.facts tbody tr").all_inner_texts()
     assert len(first) == 2
-    page.get_by_role("link", name="Next").click()
+    follow(page, page.get_by_role("link", name="Next"))
     assert "entity=projects%2Fmemories-screen" in page.url and "provenance=memories-test" in page.url
     second = page.locator("table.facts tbody tr").all_inner_texts()
     assert len(second) == 1 and second[0] not in first
@@ -80,7 +80,7 @@ def test_the_table_filters_pages_with_next_and_links_each_fact(
     assert page.get_by_label("Entity").input_value() == ENTITY  # the form shows the filters in force
 
     # each row opens the fact's detail
-    page.locator("table.facts tbody tr a").first.click()
+    follow(page, page.locator("table.facts tbody tr a").first)
     assert "/console/facts/" in page.url and page.get_by_role("heading", name="Fact").count() == 1
 
 
@@ -92,7 +92,7 @@ def test_the_state_filter_lists_forgotten_facts(page: Any, serve_console: Consol
     page.goto(f"{serve_console.base}/console/memories?entity=projects/memories-state")
     assert "No fact matches" in page.locator("table.facts").inner_text()
     page.get_by_label("State").select_option("forgotten")
-    page.get_by_role("button", name="Filter").click()
+    follow(page, page.get_by_role("button", name="Filter"))
     assert "stale desk note" in page.locator("table.facts").inner_text()
     assert "forgotten" in page.locator("table.facts tbody tr").first.inner_text()
 
@@ -102,7 +102,7 @@ def test_a_bad_date_shows_the_servers_message_and_keeps_the_filters(page: Any, s
     page.goto(f"{serve_console.base}/console/memories")
     page.get_by_label("Entity").fill(ENTITY)
     page.get_by_label("Created after").fill("last tuesday-ish")
-    page.get_by_role("button", name="Filter").click()
+    follow(page, page.get_by_role("button", name="Filter"))
     alert = page.get_by_role("alert").inner_text()
     assert "created_after" in alert and "invalid_params" in alert
     assert page.get_by_label("Created after").input_value() == "last tuesday-ish"
@@ -117,7 +117,7 @@ def test_search_shows_fact_hits_in_rank_order_and_page_evidence(
     sign_in(page, serve_console, serve_console.read)
     page.goto(f"{serve_console.base}/console/memories")
     page.get_by_label("Search memory (recall)").fill("Quokka")
-    page.get_by_role("button", name="Search").click()
+    follow(page, page.get_by_role("button", name="Search"))
     hits = page.locator("ol.hits").inner_text()
     assert XSS_TEXT in hits  # stored markup is shown as its literal text
     assert "private detail" not in page.content()  # recall never gives a remote caller a private fact
@@ -157,17 +157,17 @@ def test_forget_selected_shows_a_dry_run_then_forgets_each_with_the_reason(
     page.goto(f"{serve_console.base}/console/memories?entity=projects/memories-forget")
     for fact_id in ids:
         page.get_by_label(f"Select fact {fact_id}").check()
-    page.get_by_role("button", name="Forget selected").click()
+    follow(page, page.get_by_role("button", name="Forget selected"))
     outcomes = page.locator("td.outcome").all_inner_texts()
     assert outcomes == ["will be forgotten", "will be forgotten"]
     assert [state_of(serve_console, i) for i in ids] == ["active", "active"]  # the dry run changed nothing
     shot(page, "memories-forget-dry-run")
 
-    page.get_by_role("button", name="Forget these facts").click()  # no reason: refused, selection kept
+    follow(page, page.get_by_role("button", name="Forget these facts"))  # no reason: refused, selection kept
     assert "Give a reason" in page.get_by_role("alert").inner_text()
     assert [state_of(serve_console, i) for i in ids] == ["active", "active"]
     page.get_by_label("Reason").fill("batch cleanup")
-    page.get_by_role("button", name="Forget these facts").click()
+    follow(page, page.get_by_role("button", name="Forget these facts"))
     assert page.locator("td.outcome").all_inner_texts() == ["forgotten", "forgotten"]
     assert [state_of(serve_console, i) for i in ids] == ["forgotten", "forgotten"]
     trail = v1(serve_console, serve_console.admin, "trace_fact", id=ids[0])["events"]

@@ -9,7 +9,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.console.conftest import Console, shot
+from tests.console.conftest import Console, follow, shot
 from tests.console.test_overview import v1
 from tests.console.test_sign_in import sign_in
 
@@ -54,7 +54,7 @@ def test_the_list_filters_by_type_and_pages_by_cursor(page: Any, seeded: Console
     assert rows.count() == 2 and "Kind 0" in rows.nth(0).inner_text()
     assert "Secret Cw2" not in page.content()  # private: the console is a remote caller
     shot(page, "pages")
-    page.get_by_role("link", name="Next").click()
+    follow(page, page.get_by_role("link", name="Next"))
     assert page.locator("tbody tr").count() == 1 and "Kind 2" in page.locator("tbody").inner_text()
     assert page.get_by_role("link", name="Next").count() == 0
 
@@ -69,7 +69,7 @@ def test_search_shows_the_pages_recall_finds(page: Any, seeded: Console) -> None
     sign_in(page, seeded, seeded.read)
     page.goto(f"{seeded.base}/console/pages")
     page.get_by_label("Search").fill("atlas maps the fleet")
-    page.get_by_role("button", name="Search").click()
+    follow(page, page.get_by_role("button", name="Search"))
     assert page.get_by_role("link", name="Atlas Cw2").count() >= 1
 
 
@@ -97,13 +97,13 @@ def test_an_unknown_page_is_a_not_found_page_with_a_search(page: Any, seeded: Co
 def test_edit_saves_the_full_markdown(page: Any, seeded: Console) -> None:
     sign_in(page, seeded, seeded.write)
     page.goto(f"{seeded.base}/console/pages/{ATLAS}")
-    page.get_by_role("link", name="Edit").click()
+    follow(page, page.get_by_role("link", name="Edit"))
     box = page.get_by_label("Content (markdown with YAML frontmatter)")
     content = box.input_value()
     assert content == get(seeded, ATLAS).json()["content"] and content.startswith("---\ntitle: Atlas Cw2")
     shot(page, "page-edit")
     box.fill(content.replace("Atlas maps the fleet.", "Atlas maps the whole fleet."))
-    page.get_by_role("button", name="Save").click()
+    follow(page, page.get_by_role("button", name="Save"))
     assert page.url.endswith(f"/console/pages/{ATLAS}")
     assert "Atlas maps the whole fleet." in page.locator("pre.page").inner_text()
 
@@ -116,7 +116,7 @@ def test_a_save_after_someone_elses_save_is_refused_and_the_text_kept(page: Any,
     put(seeded, slug, "---\ntitle: Conflict\n---\nsomeone else's\n")  # meanwhile, through /v1
     mine = "---\ntitle: Conflict\n---\nmine\n"
     page.get_by_label("Content (markdown with YAML frontmatter)").fill(mine)
-    page.get_by_role("button", name="Save").click()
+    follow(page, page.get_by_role("button", name="Save"))
     assert "was changed" in page.get_by_role("alert").inner_text()
     assert page.get_by_label("Content (markdown with YAML frontmatter)").input_value() == mine
     assert "someone else's" in get(seeded, slug).json()["content"]
@@ -127,7 +127,7 @@ def test_malformed_frontmatter_shows_put_pages_message_and_keeps_the_text(page: 
     page.goto(f"{seeded.base}/console/edit-page/{ATLAS}")
     bad = "---\ntitle: [unclosed\n---\nbody\n"
     page.get_by_label("Content (markdown with YAML frontmatter)").fill(bad)
-    page.get_by_role("button", name="Save").click()
+    follow(page, page.get_by_role("button", name="Save"))
     alert = page.get_by_role("alert").inner_text()
     assert "invalid_params" in alert and "frontmatter" in alert
     assert page.get_by_label("Content (markdown with YAML frontmatter)").input_value() == bad
@@ -137,21 +137,21 @@ def test_malformed_frontmatter_shows_put_pages_message_and_keeps_the_text(page: 
 def test_new_page_with_a_bad_slug_is_refused_then_created_and_deleted(page: Any, seeded: Console) -> None:
     sign_in(page, seeded, seeded.write)
     page.goto(f"{seeded.base}/console/pages")
-    page.get_by_role("link", name="New page").click()
+    follow(page, page.get_by_role("link", name="New page"))
     text = "---\ntitle: Fresh Cw2\n---\nnew body\n"
     page.get_by_label("Slug").fill("Topics/Fresh CW2")
     page.get_by_label("Content (markdown with YAML frontmatter)").fill(text)
-    page.get_by_role("button", name="Save").click()
+    follow(page, page.get_by_role("button", name="Save"))
     assert "not a valid page slug" in page.get_by_role("alert").inner_text()
     assert page.get_by_label("Content (markdown with YAML frontmatter)").input_value() == text
     assert page.get_by_label("Slug").input_value() == "Topics/Fresh CW2"
     page.get_by_label("Slug").fill("topics/fresh-cw2")
-    page.get_by_role("button", name="Save").click()
+    follow(page, page.get_by_role("button", name="Save"))
     assert page.get_by_role("heading", level=1).inner_text() == "Fresh Cw2"
-    page.get_by_role("link", name="Delete").click()
+    follow(page, page.get_by_role("link", name="Delete"))
     shot(page, "page-delete")
     assert get(seeded, "topics/fresh-cw2").status_code == 200  # nothing gone before the confirmation
-    page.get_by_role("button", name="Delete the page").click()
+    follow(page, page.get_by_role("button", name="Delete the page"))
     assert "Deleted the page topics/fresh-cw2" in page.get_by_role("status").inner_text()
     assert get(seeded, "topics/fresh-cw2").status_code == 404
 
@@ -164,7 +164,7 @@ def test_a_new_page_over_an_existing_slug_is_refused_and_the_text_kept(page: Any
     mine = "---\ntitle: Taken\n---\nmine\n"
     page.get_by_label("Slug").fill(slug)
     page.get_by_label("Content (markdown with YAML frontmatter)").fill(mine)
-    page.get_by_role("button", name="Save").click()
+    follow(page, page.get_by_role("button", name="Save"))
     assert "already exists" in page.get_by_role("alert").inner_text()
     assert page.get_by_label("Content (markdown with YAML frontmatter)").input_value() == mine
     assert "theirs" in get(seeded, slug).json()["content"]
@@ -231,5 +231,5 @@ def test_a_slug_that_reads_like_an_action_is_still_its_page(page: Any, seeded: C
     sign_in(page, seeded, seeded.write)
     page.goto(f"{seeded.base}/console/pages/{slug}")
     assert page.get_by_role("heading", name=f"Named {slug}").count() == 1
-    page.get_by_role("link", name="Edit").click()
+    follow(page, page.get_by_role("link", name="Edit"))
     assert f"Named {slug}" in page.locator("textarea").input_value()

@@ -9,13 +9,13 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.console.conftest import Console, shot
+from tests.console.conftest import Console, follow, shot
 
 
 def sign_in(page: Any, console: Console, token: str, *, next_path: str = "") -> None:
     page.goto(f"{console.base}/console/login" + (f"?next={next_path}" if next_path else ""))
     page.get_by_label("fleetmem token").fill(token)
-    page.get_by_role("button", name="Sign in").click()
+    follow(page, page.get_by_role("button", name="Sign in"))
 
 
 def test_a_token_signs_in_and_the_header_shows_who_it_is(page: Any, serve_console: Console) -> None:
@@ -43,14 +43,14 @@ def test_a_wrong_token_is_refused_with_the_fix_and_no_session(page: Any, serve_c
 def test_an_empty_token_is_refused_before_any_call(page: Any, serve_console: Console) -> None:
     page.goto(f"{serve_console.base}/console/login")
     page.get_by_label("fleetmem token").evaluate("el => el.removeAttribute('required')")
-    page.get_by_role("button", name="Sign in").click()
+    follow(page, page.get_by_role("button", name="Sign in"))
     assert "Enter a token" in page.get_by_role("alert").inner_text()
 
 
 def test_sign_out_ends_the_session_on_the_server(page: Any, serve_console: Console) -> None:
     sign_in(page, serve_console, serve_console.read)
     session = next(c for c in page.context.cookies() if c["name"] == "fleetmem_console")["value"]
-    page.get_by_role("button", name="Sign out").click()
+    follow(page, page.get_by_role("button", name="Sign out"))
     assert page.url.endswith("/console/login")
     # the old session id, replayed by another client, no longer opens anything
     r = httpx.get(f"{serve_console.base}/console/", cookies={"fleetmem_console": session}, follow_redirects=False)
