@@ -23,7 +23,7 @@ import time
 from fleetmem.adapters.local.clock import SystemClock
 from fleetmem.adapters.local.ids import SortableIds
 from fleetmem.bench.corpus import seed_corpus
-from fleetmem.bench.runner import CALLER, TENANT, _ms, http_latency, workloads
+from fleetmem.bench.runner import CALLER, TENANT, Stats, _ms, http_latency, paired_http_latency, workloads
 from fleetmem.ports import Deps
 from fleetmem.timefmt import iso
 from fleetmem.transport.dispatch import dispatch
@@ -42,7 +42,7 @@ def main(argv: list[str]) -> int:
     p.add_argument(
         "--compare-v1",
         action="store_true",
-        help="also make the same calls as POST /v1/<tool> and print both p50s and the /mcp overhead",
+        help="pair each call with the same call as POST /v1/<tool>; print both p50s and the /mcp overhead",
     )
     args = p.parse_args(argv)
     if args.indexing:
@@ -86,12 +86,15 @@ def main(argv: list[str]) -> int:
         work = workloads(corpus, since)
         reads = {k: v for k, v in work.items() if v[0] != "remember"}
         writes = {k: v for k, v in work.items() if v[0] == "remember"}
-        stats = http_latency(stack.mcp_url, str(token), reads, args.iterations)
-        stats.update(http_latency(stack.mcp_url, str(token), writes, args.iterations))
-        v1_stats = {}
-        if args.compare_v1:
-            v1_stats = http_latency(stack.mcp_url, str(token), reads, args.iterations, v1=True)
-            v1_stats.update(http_latency(stack.mcp_url, str(token), writes, args.iterations, v1=True))
+        v1_stats: dict[str, Stats] = {}
+        if args.compare_v1:  # each /mcp call paired with the same /v1 call
+            stats, v1_stats = paired_http_latency(stack.mcp_url, str(token), reads, args.iterations)
+            more, more_v1 = paired_http_latency(stack.mcp_url, str(token), writes, args.iterations)
+            stats.update(more)
+            v1_stats.update(more_v1)
+        else:
+            stats = http_latency(stack.mcp_url, str(token), reads, args.iterations)
+            stats.update(http_latency(stack.mcp_url, str(token), writes, args.iterations))
     finally:
         stack.stop()
     print(

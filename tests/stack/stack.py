@@ -171,6 +171,9 @@ def ensure_asset(work: Path, log: Callable[[str], None]) -> tuple[Path, Path, Pa
 
 class _Quiet(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    # The headers and the body go out in two writes; with Nagle's algorithm on, the body waits for
+    # the client's delayed ACK of the headers (~40 ms on Linux) on every keep-alive request.
+    disable_nagle_algorithm = True
 
     def send(self, status: int, raw: bytes, headers: dict[str, str]) -> None:
         self.send_response(status)

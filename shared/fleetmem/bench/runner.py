@@ -290,6 +290,36 @@ def http_latency(
     return out
 
 
+def paired_http_latency(
+    url: str, token: str, work: dict[str, tuple[str, ArgsFn]], iterations: int
+) -> tuple[dict[str, Stats], dict[str, Stats]]:
+    """Per-label latency over MCP tools/call and over `POST /v1/<tool>`, the two calls of each
+    iteration made back to back with the same arguments, so both see the same engine warmth and
+    load (run one after the other, the later side meets JIT-warmed engines and looks faster)."""
+    mcp, v1 = HttpCaller(url, token), V1Caller(url, token)
+    out_mcp: dict[str, Stats] = {}
+    out_v1: dict[str, Stats] = {}
+    try:
+        for label, (tool, make) in work.items():
+            rng, sm, sv = random.Random(label + "http"), Stats(), Stats()
+            for i in range(min(20, iterations)):
+                args = make(rng, -i - 1_000_000)
+                mcp.call(tool, args)
+                v1.call(tool, args)
+            for i in range(iterations):
+                args = make(rng, i + 1_000_000)
+                for caller, stats in ((mcp, sm), (v1, sv)) if i % 2 == 0 else ((v1, sv), (mcp, sm)):
+                    t = time.perf_counter()
+                    ok = caller.call(tool, args)
+                    stats.samples.append((time.perf_counter() - t) * 1000)
+                    stats.errors += int(not ok)
+            out_mcp[label], out_v1[label] = sm, sv
+    finally:
+        mcp.close()
+        v1.close()
+    return out_mcp, out_v1
+
+
 def http_throughput(url: str, token: str, tool: str, make: ArgsFn, clients: int, total: int) -> tuple[float, int]:
     """Requests per second with `clients` concurrent keep-alive clients sharing `total` requests."""
     per = max(1, total // clients)
