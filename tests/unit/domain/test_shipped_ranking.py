@@ -7,7 +7,7 @@ from datetime import date
 
 import pytest
 
-from fleetmem.memory.ranking import MAX_PARTS, PLAIN, SHIPPED, cover, fuse, parts, shipped
+from fleetmem.memory.ranking import BEST_HIT, MAX_PARTS, PLAIN, SHIPPED, cover, fuse, parts, questions_down, shipped
 from fleetmem.memory.temporal import Day, dates_in, mentioned_days, written_day
 from fleetmem.models import SearchHit
 
@@ -53,6 +53,26 @@ def test_a_name_only_keyword_match_does_not_count_when_the_vector_arm_ran():
     assert ids(shipped(query, kw, vec))[0] == "cello"
     # Keyword-only (no vector arm): name-only matches are still returned, not dropped.
     assert set(ids(fuse(SHIPPED, query, kw, []))) == {"chat", "cello"}
+
+
+def test_a_hit_that_is_itself_a_question_goes_below_the_statements_it_outscored():
+    # The named person's small talk matches the name and outranks the second piece of the answer.
+    vec = [
+        hit("plan", "Omar: I'm planning a trip to Kyoto in the autumn", "omar"),
+        hit("ask", "Omar: How are you feeling about it?", "omar"),
+        hit("news", "Omar: What's new with you?", "omar"),
+        hit("went", "Omar: Kyoto was amazing, a thousand torii gates", "omar"),
+    ]
+    query = "What trip did Omar plan and how did it go?"
+    assert ids(fuse(BEST_HIT, query, [], vec)) == ["plan", "ask", "news", "went"]
+    assert ids(fuse(SHIPPED, query, [], vec)) == ["plan", "went", "ask", "news"]
+    # A question that matches far better than any statement still ranks first; ties keep their order.
+    assert ids(questions_down([("faq", 1.0), ("note", 0.2), ("other", 0.2)], {"faq": "Who owns billing?"})) == [
+        "faq",
+        "note",
+        "other",
+    ]
+    assert ids(questions_down([("faq", 1.0), ("note", 0.5)], {"faq": "Who owns billing?  "})) == ["note", "faq"]
 
 
 def test_a_person_named_in_the_question_lifts_that_persons_hits():
