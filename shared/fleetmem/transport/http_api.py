@@ -249,6 +249,8 @@ ERROR_RESPONSES: dict[str, str] = {
     "404": "not_found / unknown_tool: the named thing does not exist, or the tool is not on this "
     "surface.",
     "413": "invalid_params: the request body is larger than the server accepts.",
+    "421": "invalid_params: the Host header does not name this server (a local server answers only "
+    "requests for its own address: DNS-rebinding protection).",
     "429": "rate_limited: this client's rate limit or quota is used up; see Retry-After.",
     "500": "internal: an unexpected server error; quote correlation_id to the operator.",
     "503": "unavailable: a backend is temporarily unavailable; see Retry-After.",
