@@ -5,7 +5,9 @@ the fleetmem analyzer) — with the same local MiniLM embedder, and print both t
 - the default (paraphrase) set, `shared/fleetmem/bench/quality.py`: `scripts/bench quality --aws`;
 - the conversational-memory set, `shared/fleetmem/bench/conversations.py` (tests/data/
   conversations.json, five rankings side by side, tuning and held-out halves):
-  `scripts/bench quality --aws --set conversations`.
+  `scripts/bench quality --aws --set conversations`;
+- the long-history set (tests/data/long_conversations.json, all held out):
+  `scripts/bench quality --aws --set long-conversations`.
 
 A benchmark, not part of the suite (it takes minutes: every write is indexed with a refresh, and
 every question is asked on both sets), so the file name is outside pytest's `test_*.py` pattern.
@@ -125,13 +127,18 @@ def test_paraphrase_set_quality_on_opensearch_matches_the_local_backend(
 WIDER_GAP = {("facts", "temporal"): 0.07}
 
 
+@pytest.mark.parametrize("which", ["conversations", "long-conversations"])
 def test_conversations_set_shipped_ranking_beats_plain_rrf_on_both_backends(
-    aws_stores: Callable[[], Any], model_dir: Path, capsys: pytest.CaptureFixture[str]
+    which: str, aws_stores: Callable[[], Any], model_dir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from fleetmem.bench.conversations import KINDS, run_conversations
+    from fleetmem.bench.conversations import KINDS, default_set_path, run_conversations
 
-    local = run_conversations(model_dir, out=lambda _t: None)
-    aws = run_conversations(model_dir, out=lambda _t: None, open_stores=lambda _tmp: aws_stores())
+    data = default_set_path(which)
+    local = run_conversations(model_dir, data_path=data, out=lambda _t: None)
+    aws = run_conversations(model_dir, data_path=data, out=lambda _t: None, open_stores=lambda _tmp: aws_stores())
+    # In the long histories few list questions have all their 2-4 pieces in the top 5 (0.04); there
+    # the bar is that more have one.
+    listed = "all@5" if which == "conversations" else "any@5"
     _show(capsys, local, aws)
     assert aws["questions"] == local["questions"] > 0
     for backend, result in (("local", local), ("aws", aws)):
@@ -145,7 +152,7 @@ def test_conversations_set_shipped_ranking_beats_plain_rrf_on_both_backends(
             best_hit = per_ranking["best-hit"]
             assert shipped["multi-entity"]["all@5"] >= best_hit["multi-entity"]["all@5"] + 0.05, (backend, form)
             # a list question's topic, kept to the people it names, finds their pieces
-            assert shipped["aggregate"]["all@5"] >= best_hit["aggregate"]["all@5"] + 0.05, (backend, form)
+            assert shipped["aggregate"][listed] >= best_hit["aggregate"][listed] + 0.05, (backend, form)
     # The same ranking on both backends. The keyword arms differ (module docstring), so the
     # whole-query ranking already differs by up to ~0.05 on fact temporal questions per half
     # (docs/search-quality.md); the shipped steps must not widen that gap by more than 0.03 on any

@@ -123,3 +123,10 @@ def test_a_short_mixed_run_over_real_mcp_sessions_counts_every_verb_without_erro
     assert set(verbs) == {"recall", "entity", "remember", "context_pack", "delta", "put_page"}
     assert sum(int(r[1].replace(",", "")) for r in verbs.values()) == calls
     assert all(r[2] == "0" for r in verbs.values())
+
+
+def test_bench_quality_refuses_an_unknown_set_and_names_the_ones_it_has(fm: Fleetmem) -> None:
+    run = fm("bench", "quality", "--set", "longest")
+    assert run.code == 2
+    assert "unknown set longest" in run.stderr
+    assert "default, conversations, long-conversations" in run.stderr

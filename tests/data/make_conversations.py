@@ -1,9 +1,12 @@
-"""Generate tests/data/conversations.json: the conversational-memory evaluation set.
+"""Generate tests/data/conversations.json and tests/data/long_conversations.json: the
+conversational-memory evaluation sets (`SHORT` and `LONG` shapes).
 
-Deterministic (fixed seed, no clock, no network): `python tests/data/make_conversations.py`
-rewrites the file byte for byte. See tests/data/README.md for the format and the question kinds.
+Deterministic (fixed seeds, no clock, no network): `python tests/data/make_conversations.py [short|long]`
+rewrites the files byte for byte. See tests/data/README.md for the format and the question kinds.
 
-Each conversation is between 2-3 people over 4-6 dated sessions about a week apart. People share
+In the short set each conversation is between 2-3 people over 4-6 dated sessions about a week
+apart; in the long one between 3 people over 18-24 sessions, where news also comes up again later
+(`FOLLOW_UPS`). People share
 news ("events": hobbies, trips, pets, jobs, purchases), change preferences (a "before" turn in an
 early session, an "after" turn in a later one), make plans and later report how they went (with
 photos described in brackets), and chat around them (reactions and small talk that carry no
@@ -15,16 +18,76 @@ from __future__ import annotations
 
 import json
 import random
+import sys
+from dataclasses import dataclass
 from datetime import date, timedelta
 from pathlib import Path
 
 SEED = 1207
-CONVERSATIONS = 16
-#: Questions per conversation whose answer is spread over 2-4 news turns of different sessions.
-MULTI_ENTITY = 8
-#: Aggregate questions per conversation at most: one topic, the news of one or more people about it.
-AGGREGATE = 8
-OUT = Path(__file__).with_name("conversations.json")
+LONG_SEED = 2024
+
+
+@dataclass(frozen=True)
+class Shape:
+    """How big the conversations of one set are (each range inclusive)."""
+
+    conversations: int
+    sessions: tuple[int, int]
+    #: Days between two sessions.
+    gap: tuple[int, int]
+    #: News events per conversation, and how many of them a second person tells too.
+    events: int
+    shared: int
+    changes: int
+    plans: int
+    #: Turns per session before the cap (small talk fills up to it).
+    turns: tuple[int, int]
+    #: The most turns of one conversation (small talk beyond it is dropped).
+    max_turns: int
+    #: Questions per conversation whose answer is spread over 2-4 news turns of different sessions.
+    multi_entity: int
+    #: Aggregate questions per conversation at most: one topic, the news of one or more people about it.
+    aggregate: int
+    #: Later mentions of a piece of news by its teller (`FOLLOW_UPS`), per news turn at most.
+    follow_ups: int
+    #: "alternate": odd-numbered conversations are the tuning half; "held-out": every one is held out.
+    split: str
+
+
+#: tests/data/conversations.json: 16 conversations of 42-58 turns, tuning and held-out halves.
+SHORT = Shape(
+    conversations=16,
+    sessions=(4, 6),
+    gap=(6, 9),
+    events=8,
+    shared=2,
+    changes=2,
+    plans=2,
+    turns=(8, 11),
+    max_turns=60,
+    multi_entity=8,
+    aggregate=8,
+    follow_ups=0,
+    split="alternate",
+)
+#: tests/data/long_conversations.json: 6 conversations of about 300 turns in 18-24 sessions, where the
+#: news comes up again later (`FOLLOW_UPS`), every one held out (nothing is tuned on it).
+LONG = Shape(
+    conversations=6,
+    sessions=(18, 24),
+    gap=(3, 8),
+    events=20,
+    shared=4,
+    changes=4,
+    plans=4,
+    turns=(13, 17),
+    max_turns=480,
+    multi_entity=12,
+    aggregate=12,
+    follow_ups=2,
+    split="held-out",
+)
+SETS = {"short": (SHORT, SEED, "conversations.json"), "long": (LONG, LONG_SEED, "long_conversations.json")}
 
 NAMES = [
     "Maya",
@@ -482,6 +545,49 @@ PLANS: list[dict] = [
     ),
 ]
 
+# Later mentions of a piece of news by its teller: about it, but carrying none of its details (no
+# name, place, breed, grade or date that a question about it asks for). Not evidence of any question.
+FOLLOW_UPS: dict[str, list[str]] = {
+    "pottery": [
+        "Class again tonight, I'm slowly getting the hang of it.",
+        "The Thursday session ran late again, loved it.",
+    ],
+    "puppy": ["The little one chewed through my shoelaces again.", "Walks at 6 am every day now, the dog insists."],
+    "marathon": ["My legs have finally recovered from the race.", "Already looking at another race for next spring."],
+    "promotion": ["The new role means a lot more meetings.", "Still getting used to managing people at work."],
+    "guitar": ["My fingertips hurt from practising every night.", "I can almost play a whole song now."],
+    "garden": ["The slugs are winning at the plot this year.", "Watering everything at the plot takes an hour."],
+    "book": ["I keep thinking about that novel I finished.", "Looking for my next read after that last one."],
+    "moving": [
+        "Boxes everywhere, the move is taking over my life.",
+        "Still haven't unpacked the kitchen after the move.",
+    ],
+    "cooking": ["The starter needed feeding twice today.", "Another loaf this weekend, the crust was better."],
+    "surgery": ["Physio again today, slow going.", "Climbed the stairs without help for the first time."],
+    "volunteer": ["Another early Saturday sorting boxes.", "Met some lovely people on my shift this week."],
+    "car": ["Charging stations are easy to find around here.", "I barely pay anything for fuel anymore."],
+    "language": ["My teacher gave us so much homework.", "I can finally read a few signs in the script."],
+    "concert": [
+        "My ears were ringing for two days after the gig.",
+        "I still have the songs from that night in my head.",
+    ],
+    "wedding": ["Started writing my speech for the big day.", "Dress fittings are next month, so much to plan."],
+    "climbing": ["My forearms are sore after the gym again.", "Finally got the problem I was stuck on."],
+    "newjob": ["First weeks at the new place have been intense.", "My new colleagues are really friendly."],
+    "camping": ["Still drying out the tent from that trip.", "Next time I'm checking the forecast first."],
+    "chess": ["Lost three games in a row last night, tilted.", "Studying openings instead of sleeping."],
+    "allergy": ["Antihistamines are my new best friend.", "Visited a friend with pets and regretted it."],
+    "exam": ["Drove on the motorway alone for the first time.", "Borrowed my dad's car for the weekend."],
+    "renovation": ["The dust from the works gets everywhere.", "The builders found another problem behind the wall."],
+    "swim": ["The water was freezing this morning but I went anyway.", "Twenty lengths today, new record."],
+    "podcast": ["Recorded another episode last night.", "We got our first listener email!"],
+    "baby": [
+        "Visited my sister and the little one this weekend.",
+        "Sleepless nights for the new parents, they look tired.",
+    ],
+    "scuba": ["Already dreaming about my next dive.", "Bought my own mask and fins finally."],
+}
+
 REACTIONS = [
     "That's amazing, congrats!",
     "Oh wow, I had no idea.",
@@ -546,7 +652,7 @@ def weekday_before(d: date, weekday: int) -> date:
     return d - timedelta(days=back)
 
 
-def build(seed: int = SEED) -> dict:
+def build(seed: int = SEED, shape: Shape = SHORT) -> dict:
     rng = random.Random(seed)
     conversations, questions = [], []
     qn = 0
@@ -559,26 +665,26 @@ def build(seed: int = SEED) -> dict:
             {"id": f"q{qn:04d}", "conversation": conv, "kind": kind, "question": text, "evidence": evidence}
         )
 
-    for c in range(CONVERSATIONS):
+    for c in range(shape.conversations):
         cid = f"c{c + 1:02d}"
-        people = rng.sample(NAMES, 3 if c % 3 == 0 else 2)
-        n_sessions = rng.randint(4, 6)
+        people = rng.sample(NAMES, 3 if c % 3 == 0 or shape is not SHORT else 2)
+        n_sessions = rng.randint(*shape.sessions)
         start = date(2026, 1, 5) + timedelta(days=rng.randint(0, 200))
         dates = [start]
         for _ in range(n_sessions - 1):
-            dates.append(dates[-1] + timedelta(days=rng.randint(6, 9)))
-        events = rng.sample(EVENTS, 8)
+            dates.append(dates[-1] + timedelta(days=rng.randint(*shape.gap)))
+        events = rng.sample(EVENTS, shape.events)
         # Two events are told by two people: near-miss material.
         told: list[tuple[str, dict, int]] = []  # (person, event, variant)
         for i, ev in enumerate(events):
             told.append((people[i % len(people)], ev, rng.randrange(2)))
-        for ev in events[:2]:
+        for ev in events[: shape.shared]:
             owner = next(p for p, e, _ in told if e is ev)
             other = rng.choice([p for p in people if p != owner])
             variant = 1 - next(v for _, e, v in told if e is ev)
             told.append((other, ev, variant))
-        change = rng.sample(CHANGES, 2)
-        plan = rng.sample(PLANS, 2)
+        change = rng.sample(CHANGES, shape.changes)
+        plan = rng.sample(PLANS, shape.plans)
         # Schedule: each item -> (session index, speaker, text, tag)
         items: list[tuple[int, str, str, tuple]] = []
         rng.shuffle(told)
@@ -591,6 +697,9 @@ def build(seed: int = SEED) -> dict:
                 rel = prefix
                 text = f"{prefix[0].upper() + prefix[1:]} {text if text.startswith('I ') else 'we' + text[2:]}"
             items.append((s, person, text, ("event", ev["id"], person, rel)))
+            if shape.follow_ups and s < n_sessions - 1:
+                for line in rng.sample(FOLLOW_UPS[ev["id"]], rng.randint(0, shape.follow_ups)):
+                    items.append((rng.randrange(s + 1, n_sessions), person, line, None))
         for ch in change:
             person = rng.choice(people)
             s1 = rng.randrange(0, n_sessions // 2)
@@ -609,17 +718,17 @@ def build(seed: int = SEED) -> dict:
         for s in range(n_sessions):
             mine = [it for it in items if it[0] == s]
             rng.shuffle(mine)
-            target = rng.randint(8, 11)
+            target = rng.randint(*shape.turns)
             speaker_i = rng.randrange(len(people))
             script: list[tuple[str, str, tuple | None]] = []
             script.append((people[speaker_i], rng.choice(SMALLTALK), None))
             for _, person, text, tag in mine:
                 script.append((person, text, tag))
-                if rng.random() < 0.5:
+                if tag and rng.random() < 0.5:
                     script.append((rng.choice([p for p in people if p != person]), rng.choice(REACTIONS), None))
             while len(script) < target:
                 script.insert(rng.randrange(1, len(script) + 1), (rng.choice(people), rng.choice(SMALLTALK), None))
-            while len(script) > 60 // n_sessions and any(x[2] is None for x in script[1:]):
+            while len(script) > shape.max_turns // n_sessions and any(x[2] is None for x in script[1:]):
                 del script[max(i for i, x in enumerate(script) if x[2] is None)]
             for t, (speaker, text, tag) in enumerate(script, start=1):
                 tid = f"{cid}-s{s + 1}-t{t:02d}"
@@ -634,7 +743,7 @@ def build(seed: int = SEED) -> dict:
             {
                 "id": cid,
                 # Tune on the odd-numbered conversations, report on the even-numbered ones too.
-                "split": "tuning" if c % 2 == 0 else "held-out",
+                "split": "held-out" if shape.split == "held-out" or c % 2 else "tuning",
                 "people": people,
                 "sessions": [{"session": i + 1, "date": d.isoformat()} for i, d in enumerate(dates)],
                 "turns": turns,
@@ -692,13 +801,13 @@ def build(seed: int = SEED) -> dict:
                 ]
                 ask(cid, "temporal", form.format(p=person, d=human(d)), same_day or [tid])
         for ch in change:
-            person = next(it[1] for it in items if it[3][:2] == ("before", ch["id"]))
+            person = next(it[1] for it in items if it[3] and it[3][:2] == ("before", ch["id"]))
             ev = [tag_turn[("before", ch["id"], person)], tag_turn[("after", ch["id"], person)]]
             for tmpl in ch["q"]:
                 ask(cid, "multi-hop", tmpl.format(p=person), ev)
             ask(cid, "paraphrase", ch["para"].format(p=person), ev)
         for pl in plan:
-            person = next(it[1] for it in items if it[3][:2] == ("plan", pl["id"]))
+            person = next(it[1] for it in items if it[3] and it[3][:2] == ("plan", pl["id"]))
             ev = [tag_turn[("plan", pl["id"], person)], tag_turn[("done", pl["id"], person)]]
             ask(cid, "multi-hop", pl["q"][0].format(p=person), ev)
             ask(cid, "single-hop", pl["q"][1].format(p=person), [ev[1]])
@@ -723,23 +832,25 @@ def build(seed: int = SEED) -> dict:
                 )
                 past = ev["past"]
                 ask(cid, "temporal", form.format(p=person, x=past_tense(past)), later)
-        multi_entity(random.Random(f"{seed}-{cid}"), cid, told, tag_turn, by_id, counts, ask)
+        multi_entity(random.Random(f"{seed}-{cid}"), cid, told, tag_turn, by_id, counts, ask, shape.multi_entity)
         deferred.append((cid, people, told, tag_turn, by_id))
     # Aggregate questions come after all the others, from their own random stream, so the other
     # questions keep their ids.
     for cid, people, told, tag_turn, by_id in deferred:
-        aggregate(random.Random(f"{seed}-aggregate-{cid}"), cid, people, told, tag_turn, by_id, ask)
+        aggregate(random.Random(f"{seed}-aggregate-{cid}"), cid, people, told, tag_turn, by_id, ask, shape.aggregate)
     return {"seed": seed, "conversations": conversations, "questions": questions}
 
 
-def multi_entity(rng: random.Random, cid: str, told: list, tag_turn: dict, by_id: dict, counts: dict, ask) -> None:
-    """MULTI_ENTITY questions that ask about 2-4 news events at once, each told in a different session,
+def multi_entity(
+    rng: random.Random, cid: str, told: list, tag_turn: dict, by_id: dict, counts: dict, ask, wanted: int
+) -> None:
+    """`wanted` questions that ask about 2-4 news events at once, each told in a different session,
     by at least two different people: all@5 needs every one of the turns. Its own random stream
     (seeded by the conversation), so the other questions do not depend on it."""
     news = [(p, ev, tag_turn[("event", ev["id"], p)]) for p, ev, _ in told if counts[ev["id"]] == 1]
     made: set[tuple[str, ...]] = set()
-    for _ in range(MULTI_ENTITY * 20):
-        if len(made) == MULTI_ENTITY:
+    for _ in range(wanted * 20):
+        if len(made) == wanted:
             break
         want = rng.choice([2, 2, 3, 3, 4])
         rng.shuffle(news)
@@ -811,8 +922,10 @@ TOPICS: list[dict] = [
 ]
 
 
-def aggregate(rng: random.Random, cid: str, people: list, told: list, tag_turn: dict, by_id: dict, ask) -> None:
-    """Up to AGGREGATE questions that name a topic and one or more people, never the pieces ("What new
+def aggregate(
+    rng: random.Random, cid: str, people: list, told: list, tag_turn: dict, by_id: dict, ask, wanted: int
+) -> None:
+    """Up to `wanted` questions that name a topic and one or more people, never the pieces ("What new
     hobbies have Maya and Daniel taken up?"): the evidence is every news turn of those people about
     the topic, 2-4 turns in as many sessions about at least two different events. The small talk and
     reactions of the same sessions stay around them."""
@@ -831,7 +944,7 @@ def aggregate(rng: random.Random, cid: str, people: list, told: list, tag_turn: 
     rng.shuffle(candidates)
     made: set[tuple[str, ...]] = set()
     for topic, group, turns in candidates:
-        if len(made) == AGGREGATE:
+        if len(made) == wanted:
             break
         if tuple(turns) in made:
             continue
@@ -869,18 +982,27 @@ def past_tense(phrase: str) -> str:
     return f"{_PAST.get(verb, verb + 'ed')} {rest}"
 
 
-def main() -> None:
-    data = build()
-    OUT.write_text(json.dumps(data, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+def main(which: list[str]) -> None:
+    """Write the named sets ("short", "long"; both when none is named)."""
+    unknown = [w for w in which if w not in SETS]
+    if unknown:
+        raise SystemExit(f"unknown set {unknown[0]!r}: name short, long or none (both)")
+    for name in which or list(SETS):
+        shape, seed, file = SETS[name]
+        write(build(seed, shape), Path(__file__).with_name(file))
+
+
+def write(data: dict, out: Path) -> None:
+    out.write_text(json.dumps(data, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
     kinds: dict[str, int] = {}
     for q in data["questions"]:
         kinds[q["kind"]] = kinds.get(q["kind"], 0) + 1
     turns = [len(c["turns"]) for c in data["conversations"]]
     print(
-        f"{len(data['conversations'])} conversations, turns {min(turns)}-{max(turns)}, "
+        f"{out.name}: {len(data['conversations'])} conversations, turns {min(turns)}-{max(turns)}, "
         f"{len(data['questions'])} questions {kinds}"
     )
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])

@@ -55,8 +55,12 @@ MONTHS = [
 ]
 
 
-def default_set_path() -> Path:
-    return Path(__file__).resolve().parents[3] / "tests" / "data" / "conversations.json"
+#: `scripts/bench quality --set NAME`: the conversational sets, by name (tests/data/README.md).
+SETS = {"conversations": "conversations.json", "long-conversations": "long_conversations.json"}
+
+
+def default_set_path(name: str = "conversations") -> Path:
+    return Path(__file__).resolve().parents[3] / "tests" / "data" / SETS[name]
 
 
 def human(iso_date: str) -> str:

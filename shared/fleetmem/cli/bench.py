@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from fleetmem.cli.framework import Parser
-from fleetmem.console import EXIT_OK, Output
+from fleetmem.console import EXIT_OK, CommandFailed, Output
 from fleetmem.lanes import settings_from
 
 
@@ -40,11 +40,19 @@ def cmd_bench(args: argparse.Namespace, out: Output) -> int:
         from fleetmem.bench.quality import run_quality
 
         model_dir = settings_from(args).model_dir
-        if rest[:2] == ["--set", "conversations"]:
-            from fleetmem.bench.conversations import run_conversations
+        if rest[:1] == ["--set"] and rest[1:2] != ["default"]:
+            from fleetmem.bench.conversations import SETS, default_set_path, run_conversations
 
-            run_conversations(Path(rest[2]) if len(rest) > 2 else model_dir, out=out.text)
+            if rest[1:2] == [] or rest[1] not in SETS:
+                raise CommandFailed.usage(
+                    f"bench quality --set: unknown set {' '.join(rest[1:2]) or '(none given)'}",
+                    f"name one of: default, {', '.join(SETS)} (e.g. `fleetmem bench quality --set conversations`)",
+                )
+            data = default_set_path(rest[1])
+            run_conversations(Path(rest[2]) if len(rest) > 2 else model_dir, data_path=data, out=out.text)
             return EXIT_OK
+        if rest[:2] == ["--set", "default"]:
+            rest = rest[2:]
         run_quality(Path(rest[0]) if rest else model_dir, out=out.text)
         return EXIT_OK
     from fleetmem.bench import main as bench_main

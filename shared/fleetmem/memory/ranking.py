@@ -20,7 +20,10 @@ Public functions:
      of that person in BM25, which plain RRF takes as evidence. Without a vector arm (degraded),
      name-only matches still follow, after the content matches.
   2. entity boost: a hit whose title has an entity word of the query scores x(1 + ENTITY_BOOST).
-  3. dates: when the query names a day ("14 March 2026", "March 14", "2026-03-14"), a hit whose
+  3. dates: the words of a date the query names are neither entity words nor content words (a
+     page is titled "<speaker>, <date>": "august" is not a name, and "2026" matches every hit of
+     the year), and a keyword hit about the asked day counts as a content match. When the query
+     names a day ("14 March 2026", "March 14", "2026-03-14"), a hit whose
      text is about that day (`temporal.mentioned_days`: its own date, or a "yesterday"/"two days
      ago"/"last Saturday" resolved against it) scores x(1 + DATE_BOOST); "the week/day/month
      after|before <event>" takes the best hit as the event and boosts hits written in that window
@@ -53,6 +56,11 @@ Public functions:
   of the people a question names ("Anyway, what's new with you?", "How are you feeling about
   it?") matches their names and no longer pushes the second piece of an answer out of the top 5.
   `BEST_HIT` stays without it (the ranking recall shipped before, kept as the baseline).
+- `repeats_down(ranking, hits)`: a hit that repeats a hit ranked above it — the same title and words
+  but for their dates ("Omar, 3 May 2026" and "Omar, 31 May 2026" both saying "Miss our Friday
+  drinks, we should restart them.") — scores x REPEAT_WEIGHT (0.3). `fuse(SHIPPED, ...)` applies it
+  after `questions_down` to every search: in a long history one person's recurring small talk
+  otherwise fills the top 5 with copies of one line.
   Recall ranks a list question's topic hits, kept to the people it names and statements first,
   ahead of the whole query's (`search.hybrid_search`): the names fill the whole query's vector with
   those people's small talk, the topic without them finds each person's pieces. One more search
@@ -63,9 +71,10 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections import Counter
 from itertools import zip_longest
 
-from fleetmem.memory.temporal import dates_in, mentioned_days, written_day
+from fleetmem.memory.temporal import MONTH_NAMES, Day, date_words, dates_in, mentioned_days, written_day
 from fleetmem.models import SearchHit
 
 _TOKEN = re.compile(r"\w+", re.UNICODE)
@@ -104,7 +113,10 @@ def fuse(ranking: str, query: str, keyword: list[SearchHit], vector: list[Search
     if ranking not in (SHIPPED, BEST_HIT):
         raise ValueError(f"unknown ranking {ranking!r}; expected one of {RANKINGS}")
     fused = shipped(query, keyword, vector)
-    return fused if ranking == BEST_HIT else questions_down(fused, {h.doc_id: h.text for h in [*keyword, *vector]})
+    if ranking == BEST_HIT:
+        return fused
+    hits = {h.doc_id: h for h in [*keyword, *vector]}
+    return repeats_down(questions_down(fused, {d: h.text for d, h in hits.items()}), hits)
 
 
 #: The most questions one query is split into (each costs one more search).
@@ -195,6 +207,51 @@ def questions_down(ranking: list[tuple[str, float]], texts: dict[str, str]) -> l
     return sorted(scored, key=lambda e: -e[1])
 
 
+#: A hit that says again what a hit of the same speaker ranked above it said (the same title and
+#: words but for their dates: a greeting of another day, a note saved twice) scores x REPEAT_WEIGHT:
+#: it adds no piece of an answer (0.1 ranked the same as 0.3 on the tuning half).
+REPEAT_WEIGHT = 0.3
+
+
+def _gist(hit: SearchHit) -> tuple[str, ...]:
+    """Who says it (the title's words but its dates') and what (the text's words but the title's and
+    the dates'), folded, in order."""
+    dates = date_words(hit.title) | date_words(hit.text)
+    title = _words(hit.title)
+    who = tuple(sorted(title - dates))
+    said = tuple(w for w in _TOKEN.findall(_fold(hit.text)) if w not in title and w not in dates)
+    return (*who, "|", *said) if said else ()
+
+
+#: Characters of a hit's end compared first: only hits that end alike get their whole gist read.
+_ENDING = 80
+
+
+def _ending(hit: SearchHit) -> tuple[str, ...]:
+    """The last words of a hit's text but numbers and month names, folded: equal for every two hits
+    whose gists are equal."""
+    words = _TOKEN.findall(_fold(hit.text[-_ENDING:]))
+    return tuple(w for w in words if not w.isdigit() and w not in MONTH_NAMES)[-6:]
+
+
+def repeats_down(ranking: list[tuple[str, float]], hits: dict[str, SearchHit]) -> list[tuple[str, float]]:
+    """`ranking` with the score of every hit whose gist (`_gist`) a hit ranked above it already has
+    times REPEAT_WEIGHT, re-sorted (ties keep their order). Only hits that end alike are read whole,
+    so a ranking without repeats costs one short slice per hit."""
+    endings = {d: _ending(hits[d]) for d, _ in ranking if d in hits}
+    counts = Counter(endings.values())
+    seen: set[tuple[str, ...]] = set()
+    scored = []
+    for d, s in ranking:
+        if d in endings and counts[endings[d]] > 1:
+            gist = _gist(hits[d])
+            if gist and gist in seen:
+                s *= REPEAT_WEIGHT
+            seen.add(gist)
+        scored.append((d, s))
+    return sorted(scored, key=lambda e: -e[1])
+
+
 def cover(rankings: list[list[tuple[str, float]]]) -> list[tuple[str, float]]:
     """The rankings interleaved, best of each first; the score is 1 / place (see the module docstring)."""
     out: dict[str, float] = {}
@@ -235,11 +292,21 @@ def _words(text: str) -> set[str]:
     return {w for w in _TOKEN.findall(_fold(text)) if w not in STOPWORDS}
 
 
+def _about(asked: list[Day], text: str) -> bool:
+    """Whether a hit's text is about one of the asked days (`temporal.mentioned_days`)."""
+    return any(a.matches(day) for a in asked for day in mentioned_days(text))
+
+
 def shipped(query: str, keyword: list[SearchHit], vector: list[SearchHit]) -> list[tuple[str, float]]:
     """RRF of the two arms, where a keyword hit counts only when it matches a content word of the
     query (not just a name that titles it), times a boost for hits titled by an entity the query names
     and for hits about a day the query names."""
-    q = _words(query)
+    asked = dates_in(query)
+    # The words of a date the query names are neither names nor content: a page titled by its date
+    # ("Omar, 30 August 2026") does not make "august" a name, and "2026" would match every hit of
+    # the year. A keyword hit about the asked day counts as a content match.
+    day_words = date_words(query) if asked else set()
+    q = _words(query) - day_words
     hits: dict[str, SearchHit] = {}
     for h in [*keyword, *vector]:
         hits.setdefault(h.doc_id, h)
@@ -248,7 +315,11 @@ def shipped(query: str, keyword: list[SearchHit], vector: list[SearchHit]) -> li
     content = q - entity
     # One regex over each keyword hit's folded text (cheaper than tokenizing every chunk).
     has_content = re.compile(r"\b(?:" + "|".join(map(re.escape, sorted(content))) + r")\b") if content else None
-    matched = {h.doc_id for h in keyword if has_content and has_content.search(_fold(h.text))}
+    matched = {
+        h.doc_id
+        for h in keyword
+        if (has_content and has_content.search(_fold(h.text))) or (asked and _about(asked, h.text))
+    }
     lexical = [h.doc_id for h in keyword if h.doc_id in matched]
     if not vector:  # keyword-only (degraded): a name-only match is still the best there is
         lexical += [h.doc_id for h in keyword if h.doc_id not in matched]
@@ -256,12 +327,11 @@ def shipped(query: str, keyword: list[SearchHit], vector: list[SearchHit]) -> li
     for weight, arm in ((KEYWORD_WEIGHT, lexical), (VECTOR_WEIGHT, [h.doc_id for h in vector])):
         for rank, d in enumerate(dict.fromkeys(arm), start=1):
             scores[d] = scores.get(d, 0.0) + weight / (RRF_K + rank)
-    asked = dates_in(query)
     for d in scores:
         boost = 1.0
         if entity and entity & titles[d]:
             boost += ENTITY_BOOST
-        if asked and any(a.matches(day) for a in asked for day in mentioned_days(hits[d].text)):
+        if asked and _about(asked, hits[d].text):
             boost += DATE_BOOST
         scores[d] *= boost
     shift = _RELATIVE.search(query)

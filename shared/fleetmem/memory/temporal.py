@@ -5,6 +5,7 @@ against the text's own date.
 Public API:
 - `dates_in(text) -> list[Day]`: absolute dates written in `text`, in order ("2026-03-14",
   "14 March 2026", "March 14, 2026", "14 Mar", "March 14"); a date without a year has `year=None`.
+- `date_words(text) -> set[str]`: the words that write those dates, lower-cased.
 - `Day`: (year | None, month, day); `Day.matches(d: date) -> bool`.
 - `written_day(text) -> date | None`: the first full date in the first WRITTEN_SCAN characters of
   `text` (the day it was written).
@@ -40,6 +41,8 @@ _MONTHS = {
     )
     for m in names
 }
+#: Every spelling of a month `dates_in` reads ("march", "mar", ...).
+MONTH_NAMES = frozenset(_MONTHS)
 _ISO = re.compile(r"\b(\d{4})-(\d{2})-(\d{2})\b")
 # A month is any 3-9 letter word checked against _MONTHS afterwards: a case-insensitive
 # alternation of month names tried at every word is several times slower.
@@ -77,18 +80,32 @@ class Day(NamedTuple):
 
 
 def dates_in(text: str) -> list[Day]:
+    return [d for _, d in _found(text)]
+
+
+def date_words(text: str) -> set[str]:
+    """The words (lower-cased) that write the dates `dates_in` finds ("30 August 2026" -> {"30",
+    "august", "2026"})."""
+    return {w.lower() for m, _ in _found(text) for w in _WORD.findall(m[0])}
+
+
+_WORD = re.compile(r"\w+")
+
+
+def _found(text: str) -> list[tuple[re.Match[str], Day]]:
+    """Each date written in `text` with its match, in order."""
     if not _DIGIT.search(text):
         return []
-    found: list[tuple[int, Day]] = []
+    found: list[tuple[re.Match[str], Day]] = []
     for m in _ISO.finditer(text):
-        found.append((m.start(), Day(int(m[1]), int(m[2]), int(m[3]))))
+        found.append((m, Day(int(m[1]), int(m[2]), int(m[3]))))
     for m in _DAY_MONTH.finditer(text):
         if (month := _MONTHS.get(m[2].lower())) is not None:
-            found.append((m.start(), Day(int(m[3]) if m[3] else None, month, int(m[1]))))
+            found.append((m, Day(int(m[3]) if m[3] else None, month, int(m[1]))))
     for m in _MONTH_DAY.finditer(text):
         if (month := _MONTHS.get(m[1].lower())) is not None:
-            found.append((m.start(), Day(int(m[3]) if m[3] else None, month, int(m[2]))))
-    return [d for _, d in sorted(found) if 1 <= d.day <= 31]
+            found.append((m, Day(int(m[3]) if m[3] else None, month, int(m[2]))))
+    return [(m, d) for m, d in sorted(found, key=lambda e: e[0].start()) if 1 <= d.day <= 31]
 
 
 @lru_cache(maxsize=CACHE_SIZE)

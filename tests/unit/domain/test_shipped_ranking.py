@@ -7,8 +7,19 @@ from datetime import date
 
 import pytest
 
-from fleetmem.memory.ranking import BEST_HIT, MAX_PARTS, PLAIN, SHIPPED, cover, fuse, parts, questions_down, shipped
-from fleetmem.memory.temporal import Day, dates_in, mentioned_days, written_day
+from fleetmem.memory.ranking import (
+    BEST_HIT,
+    MAX_PARTS,
+    PLAIN,
+    SHIPPED,
+    cover,
+    fuse,
+    parts,
+    questions_down,
+    repeats_down,
+    shipped,
+)
+from fleetmem.memory.temporal import Day, date_words, dates_in, mentioned_days, written_day
 from fleetmem.models import SearchHit
 
 
@@ -88,6 +99,48 @@ def test_a_date_in_the_question_lifts_hits_about_that_day_relative_ones_included
     ]
     assert ids(shipped("What did Maya do on 14 March 2026?", [], vec))[0] == "b"
     assert ids(shipped("What did Maya do on March 12?", [], vec))[0] == "a"
+
+
+def test_a_line_its_speaker_said_before_goes_below_the_pieces_it_outscored():
+    # In a long history one person's recurring small talk matches a question about them in every
+    # session it was said: the copies would fill the top 5.
+    def page(doc_id: str, who: str, day: str, text: str) -> SearchHit:
+        return hit(doc_id, f"{who}, {day}\n\n{who} ({day}): {text}", f"{who}, {day}")
+
+    drinks = [
+        page(f"d{i}", "Priya", f"{i} May 2026", "Miss our Friday drinks, we should restart them.") for i in (3, 10, 17)
+    ]
+    before = page("before", "Priya", "15 May 2026", "I can't function without three espressos a day.")
+    now = page("now", "Priya", "5 July 2026", "I quit coffee completely, it's green tea for me now.")
+    vec = [*drinks, before, now]
+    query = "What did Priya drink before and what does Priya drink now?"
+    ranked = ids(fuse(SHIPPED, query, [], vec))
+    assert ranked[:3] == ["d3", "before", "now"]
+    assert ids(fuse(BEST_HIT, query, [], vec))[:3] == ["d3", "d10", "d17"]  # the whole query as before
+    # The same line said by someone else is not a repeat.
+    other = page("other", "Omar", "10 May 2026", "Miss our Friday drinks, we should restart them.")
+    assert ids(
+        repeats_down([("d3", 1.0), ("other", 0.9), ("before", 0.5)], {h.doc_id: h for h in [drinks[0], other, before]})
+    ) == ["d3", "other", "before"]
+
+
+def test_the_words_of_an_asked_date_are_not_names_and_a_keyword_hit_about_that_day_counts():
+    # Pages are titled "<speaker>, <date>": a question about a day shares its date words with the
+    # title of every page of that day (and "2026" with every page of the year). The turn of that day
+    # is found by the keyword arm only (a date means nothing to the vector arm of a long history).
+    def page(doc_id: str, day: str, text: str) -> SearchHit:
+        return hit(doc_id, f"Omar, {day}\n\nOmar ({day}): {text}", f"Omar, {day}")
+
+    evidence = page("swims", "30 August 2026", "Morning swims at the outdoor pool, 7 am sharp.")
+    kw = [page("coffee", "30 August 2026", "Morning! Coffee in hand?"), evidence]
+    vec = [page(f"v{i}", f"{i} July 2026", "Okay I have to run, talk soon!") for i in range(1, 11)]
+    ranked = ids(shipped("What did Omar tell the others on 30 August 2026?", kw, vec))
+    assert ranked.index("swims") < 2 and ranked.index("coffee") < 2
+
+
+def test_date_words_are_the_words_that_write_the_dates():
+    assert date_words("What did Omar do on 30 August 2026 and 2026-03-14?") == {"30", "august", "2026", "03", "14"}
+    assert date_words("What did Omar do in 2026 with 30 friends?") == set()
 
 
 def test_the_week_after_an_event_lifts_what_was_said_in_that_window():
