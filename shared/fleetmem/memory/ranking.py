@@ -203,8 +203,12 @@ QUESTION_WEIGHT = 0.3
 def questions_down(ranking: list[tuple[str, float]], texts: dict[str, str]) -> list[tuple[str, float]]:
     """`ranking` with the score of every hit whose text is a question (`texts`: doc id -> text) times
     QUESTION_WEIGHT, re-sorted (ties keep their order)."""
-    scored = [(d, s * QUESTION_WEIGHT if _asks(texts.get(d, "")) else s) for d, s in ranking]
-    return sorted(scored, key=lambda e: -e[1])
+    return _scaled(ranking, {d for d, _ in ranking if _asks(texts.get(d, ""))}, QUESTION_WEIGHT)
+
+
+def _scaled(ranking: list[tuple[str, float]], down: set[str], weight: float) -> list[tuple[str, float]]:
+    """`ranking` with the scores of the hits in `down` times `weight`, re-sorted (ties keep their order)."""
+    return sorted(((d, s * weight if d in down else s) for d, s in ranking), key=lambda e: -e[1])
 
 
 #: A hit that says again what a hit of the same speaker ranked above it said (the same title and
@@ -228,8 +232,8 @@ _ENDING = 80
 
 
 def _ending(hit: SearchHit) -> tuple[str, ...]:
-    """The last words of a hit's text but numbers and month names, folded: equal for every two hits
-    whose gists are equal."""
+    """The last words of a hit's text but numbers and month names, folded: equal for two hits whose
+    gists are equal unless a date in their last words is written otherwise ("5th March")."""
     words = _TOKEN.findall(_fold(hit.text[-_ENDING:]))
     return tuple(w for w in words if not w.isdigit() and w not in MONTH_NAMES)[-6:]
 
@@ -241,15 +245,14 @@ def repeats_down(ranking: list[tuple[str, float]], hits: dict[str, SearchHit]) -
     endings = {d: _ending(hits[d]) for d, _ in ranking if d in hits}
     counts = Counter(endings.values())
     seen: set[tuple[str, ...]] = set()
-    scored = []
-    for d, s in ranking:
+    repeats = set()
+    for d, _ in ranking:
         if d in endings and counts[endings[d]] > 1:
             gist = _gist(hits[d])
             if gist and gist in seen:
-                s *= REPEAT_WEIGHT
+                repeats.add(d)
             seen.add(gist)
-        scored.append((d, s))
-    return sorted(scored, key=lambda e: -e[1])
+    return _scaled(ranking, repeats, REPEAT_WEIGHT)
 
 
 def cover(rankings: list[list[tuple[str, float]]]) -> list[tuple[str, float]]:
