@@ -27,7 +27,10 @@ Public functions:
      text is about that day (`temporal.mentioned_days`: its own date, or a "yesterday"/"two days
      ago"/"last Saturday" resolved against it) scores x(1 + DATE_BOOST); "the week/day/month
      after|before <event>" takes the best hit as the event and boosts hits written in that window
-     after (before) it.
+     after (before) it. A hit with both boosts scores x(1 + ENTITY_BOOST) x (1 + DATE_BOOST) = x6
+     (`compound`, the shipped ranking): the named person's turn of the asked day, found by the
+     keyword arm alone, comes above another person's small talk of that day that both arms found.
+     BEST_HIT adds them (x4), as recall ranked before.
   Everything uses only the hits' own title and text, so it costs no extra store call.
 - `parts(query) -> list[str]`: the questions a query asks at once ("What breed is Maya's puppy, and
   how often does Daniel have Japanese lessons?" -> two), split where ", and" / "and" / "," / ";"
@@ -112,7 +115,7 @@ def fuse(ranking: str, query: str, keyword: list[SearchHit], vector: list[Search
         return rrf([[h.doc_id for h in keyword], [h.doc_id for h in vector]])
     if ranking not in (SHIPPED, BEST_HIT):
         raise ValueError(f"unknown ranking {ranking!r}; expected one of {RANKINGS}")
-    fused = shipped(query, keyword, vector)
+    fused = shipped(query, keyword, vector, compound=ranking == SHIPPED)
     if ranking == BEST_HIT:
         return fused
     hits = {h.doc_id: h for h in [*keyword, *vector]}
@@ -300,10 +303,13 @@ def _about(asked: list[Day], text: str) -> bool:
     return any(a.matches(day) for a in asked for day in mentioned_days(text))
 
 
-def shipped(query: str, keyword: list[SearchHit], vector: list[SearchHit]) -> list[tuple[str, float]]:
+def shipped(
+    query: str, keyword: list[SearchHit], vector: list[SearchHit], *, compound: bool = True
+) -> list[tuple[str, float]]:
     """RRF of the two arms, where a keyword hit counts only when it matches a content word of the
     query (not just a name that titles it), times a boost for hits titled by an entity the query names
-    and for hits about a day the query names."""
+    and for hits about a day the query names. With `compound` the two boosts multiply (x6 for a hit
+    of the named person about the asked day); without, they add (x4, as BEST_HIT ranks)."""
     asked = dates_in(query)
     # The words of a date the query names are neither names nor content: a page titled by its date
     # ("Omar, 30 August 2026") does not make "august" a name, and "2026" would match every hit of
@@ -335,7 +341,7 @@ def shipped(query: str, keyword: list[SearchHit], vector: list[SearchHit]) -> li
         if entity and entity & titles[d]:
             boost += ENTITY_BOOST
         if asked and _about(asked, hits[d].text):
-            boost += DATE_BOOST
+            boost = boost * (1.0 + DATE_BOOST) if compound else boost + DATE_BOOST
         scores[d] *= boost
     shift = _RELATIVE.search(query)
     if shift and scores:

@@ -138,6 +138,18 @@ def test_the_words_of_an_asked_date_are_not_names_and_a_keyword_hit_about_that_d
     assert ranked.index("swims") < 2 and ranked.index("coffee") < 2
 
 
+def test_a_hit_of_the_named_person_about_the_asked_day_outranks_another_persons_that_both_arms_found():
+    # A fact is "<date>: <text>" titled by its speaker. In a long history the vector arm finds the
+    # small talk of everyone on that day, rarely the named person's news; the keyword arm finds both.
+    news = hit("news", "31 October 2026: I'm taking Japanese lessons twice a week.", "omar")
+    small_talk = hit("talk", "31 October 2026: Speak soon, have a good one.", "felix")
+    kw, vec = [news, small_talk], [small_talk, hit("v2", "2 May 2026: Long day, finally home.", "felix")]
+    query = "What did Omar tell the others on 31 October 2026?"
+    # the two boosts multiply (x6) in the shipped ranking, and add (x4) in the baseline
+    assert ids(fuse(SHIPPED, query, kw, vec))[0] == "news"
+    assert ids(fuse(BEST_HIT, query, kw, vec))[0] == "talk"
+
+
 def test_date_words_are_the_words_that_write_the_dates():
     assert date_words("What did Omar do on 30 August 2026 and 2026-03-14?") == {"30", "august", "2026", "03", "14"}
     assert date_words("What did Omar do in 2026 with 30 friends?") == set()
