@@ -59,11 +59,11 @@ Public functions:
   of the people a question names ("Anyway, what's new with you?", "How are you feeling about
   it?") matches their names and no longer pushes the second piece of an answer out of the top 5.
   `BEST_HIT` stays without it (the ranking recall shipped before, kept as the baseline).
-- `repeats_down(ranking, hits)`: a hit that repeats a hit ranked above it — the same title and words
-  but for their dates ("Omar, 3 May 2026" and "Omar, 31 May 2026" both saying "Miss our Friday
-  drinks, we should restart them.") — scores x REPEAT_WEIGHT (0.3). `fuse(SHIPPED, ...)` applies it
-  after `questions_down` to every search: in a long history one person's recurring small talk
-  otherwise fills the top 5 with copies of one line.
+- `repeats_down(ranking, hits)`: every hit whose text another hit of the ranking also has, word for
+  word but for their dates ("Omar (3 May 2026): Miss our Friday drinks, we should restart them."
+  and the same line of 31 May), scores x REPEAT_WEIGHT (0.3), the first copy too. `fuse(SHIPPED,
+  ...)` applies it after `questions_down` to every search: in a long history the small talk said
+  again and again otherwise fills the top 5 with copies of a few lines, ahead of the news said once.
   Recall ranks a list question's topic hits, kept to the people it names and statements first,
   ahead of the whole query's (`search.hybrid_search`): the names fill the whole query's vector with
   those people's small talk, the topic without them finds each person's pieces. One more search
@@ -214,48 +214,39 @@ def _scaled(ranking: list[tuple[str, float]], down: set[str], weight: float) -> 
     return sorted(((d, s * weight if d in down else s) for d, s in ranking), key=lambda e: -e[1])
 
 
-#: A hit that says again what a hit of the same speaker ranked above it said (the same title and
-#: words but for their dates: a greeting of another day, a note saved twice) scores x REPEAT_WEIGHT:
-#: it adds no piece of an answer (0.1 ranked the same as 0.3 on the tuning half).
+#: A hit whose text says word for word what another hit of the same search says, but for their
+#: dates (a greeting of another day, a sign-off its speaker ends every chat with, a note saved twice),
+#: scores x REPEAT_WEIGHT, every copy: a line said again and again is small talk, not a piece of an
+#: answer (0.1 ranked the same as 0.3 on the tuning half).
 REPEAT_WEIGHT = 0.3
 
 
-def _gist(hit: SearchHit) -> tuple[str, ...]:
-    """Who says it (the title's words but its dates') and what (the text's words but the title's and
-    the dates'), folded, in order."""
+def _said(hit: SearchHit) -> tuple[str, ...]:
+    """The words of a hit's text but its dates', folded, in order."""
     dates = date_words(hit.title) | date_words(hit.text)
-    title = _words(hit.title)
-    who = tuple(sorted(title - dates))
-    said = tuple(w for w in _TOKEN.findall(_fold(hit.text)) if w not in title and w not in dates)
-    return (*who, "|", *said) if said else ()
+    return tuple(w for w in _TOKEN.findall(_fold(hit.text)) if w not in dates)
 
 
-#: Characters of a hit's end compared first: only hits that end alike get their whole gist read.
+#: Characters of a hit's end compared first: only hits that end alike get their whole text read.
 _ENDING = 80
 
 
 def _ending(hit: SearchHit) -> tuple[str, ...]:
-    """The last words of a hit's text but numbers and month names, folded: equal for two hits whose
-    gists are equal unless a date in their last words is written otherwise ("5th March")."""
+    """The last words of a hit's text but numbers and month names, folded: equal for two hits that
+    say the same (`_said`) unless a date in their last words is written otherwise ("5th March")."""
     words = _TOKEN.findall(_fold(hit.text[-_ENDING:]))
     return tuple(w for w in words if not w.isdigit() and w not in MONTH_NAMES)[-6:]
 
 
 def repeats_down(ranking: list[tuple[str, float]], hits: dict[str, SearchHit]) -> list[tuple[str, float]]:
-    """`ranking` with the score of every hit whose gist (`_gist`) a hit ranked above it already has
-    times REPEAT_WEIGHT, re-sorted (ties keep their order). Only hits that end alike are read whole,
-    so a ranking without repeats costs one short slice per hit."""
+    """`ranking` with the score of every hit that says what another hit of it says (`_said`) times
+    REPEAT_WEIGHT, re-sorted (ties keep their order). Only hits that end alike are read whole, so a
+    ranking without repeats costs one short slice per hit."""
     endings = {d: _ending(hits[d]) for d, _ in ranking if d in hits}
-    counts = Counter(endings.values())
-    seen: set[tuple[str, ...]] = set()
-    repeats = set()
-    for d, _ in ranking:
-        if d in endings and counts[endings[d]] > 1:
-            gist = _gist(hits[d])
-            if gist and gist in seen:
-                repeats.add(d)
-            seen.add(gist)
-    return _scaled(ranking, repeats, REPEAT_WEIGHT)
+    alike = Counter(endings.values())
+    said = {d: _said(hits[d]) for d, e in endings.items() if alike[e] > 1}
+    times = Counter(said.values())
+    return _scaled(ranking, {d for d, s in said.items() if s and times[s] > 1}, REPEAT_WEIGHT)
 
 
 def cover(rankings: list[list[tuple[str, float]]]) -> list[tuple[str, float]]:
@@ -324,11 +315,9 @@ def shipped(
     content = q - entity
     # One regex over each keyword hit's folded text (cheaper than tokenizing every chunk).
     has_content = re.compile(r"\b(?:" + "|".join(map(re.escape, sorted(content))) + r")\b") if content else None
-    matched = {
-        h.doc_id
-        for h in keyword
-        if (has_content and has_content.search(_fold(h.text))) or (asked and _about(asked, h.text))
-    }
+    # The hits about an asked day, read once: they count as content matches and get the date boost.
+    about = {d for d, h in hits.items() if _about(asked, h.text)} if asked else set()
+    matched = {h.doc_id for h in keyword if h.doc_id in about or (has_content and has_content.search(_fold(h.text)))}
     lexical = [h.doc_id for h in keyword if h.doc_id in matched]
     if not vector:  # keyword-only (degraded): a name-only match is still the best there is
         lexical += [h.doc_id for h in keyword if h.doc_id not in matched]
@@ -340,7 +329,7 @@ def shipped(
         boost = 1.0
         if entity and entity & titles[d]:
             boost += ENTITY_BOOST
-        if asked and _about(asked, hits[d].text):
+        if d in about:
             boost = boost * (1.0 + DATE_BOOST) if compound else boost + DATE_BOOST
         scores[d] *= boost
     shift = _RELATIVE.search(query)

@@ -6,7 +6,7 @@ Public API:
   embeds `text` with the configured embedder (one call), asks the SearchIndex for its keyword and
   vector arms, and fuses them with the shipped ranking (`ranking.shipped`: RRF k=60 with
   content-word, entity and date awareness, hits that are questions scored down,
-  `ranking.questions_down`, and lines a speaker already said scored down, `ranking.repeats_down`;
+  `ranking.questions_down`, and lines said again and again scored down, `ranking.repeats_down`;
   `ranking=` picks another of `ranking.RANKINGS` for the benchmark).
   A query that asks several questions at once (`ranking.parts`) also searches each part
   (one SearchIndex call per part; the vectors come from the query's one embedding call) and interleaves the rankings

@@ -158,7 +158,10 @@ def test_a_question_about_a_day_finds_that_days_turns_in_a_long_history(minilm_m
     so the words of an asked date are in the title of every page of that day. Counted as names, they
     left the keyword arm's hits about the day out of the fusion, and the vector arm (to which a date
     means little) alone ranked them: 0.37 against 0.68 for the keyword arm alone; 0.92 now. Fact
-    temporal any@5 with the boosts compounding: 0.92 against 0.63 for the whole query alone."""
+    temporal any@5 with the boosts compounding: 0.92 against 0.63 for the whole query alone. All@5 of
+    every question with each line said again and again scored down, every copy (`repeats_down`):
+    0.87 pages, 0.86 facts, against 0.70 for the whole query alone (0.84 / 0.82 when only the later
+    copies of a speaker's line went down)."""
     result = run_conversations(
         minilm_model_dir,
         data_path=default_set_path("long-conversations"),
@@ -173,5 +176,6 @@ def test_a_question_about_a_day_finds_that_days_turns_in_a_long_history(minilm_m
     for form in ("pages", "facts"):
         got = result["results"][form]
         assert got["shipped"]["multi-entity"]["all@5"] >= got["best-hit"]["multi-entity"]["all@5"] + 0.15, form
+        assert got["shipped"]["all"]["all@5"] >= got["best-hit"]["all"]["all@5"] + 0.14, form
         for kind in KINDS:
             assert got["shipped"][kind]["any@5"] >= got["best-hit"][kind]["any@5"], (form, kind)
