@@ -36,18 +36,20 @@ Public functions:
   how often does Daniel have Japanese lessons?" -> two), split where ", and" / "and" / "," / ";"
   is followed by a question word and every part starts with one and has 3+ words; at most
   MAX_PARTS; `[query]` when it asks one thing.
-- `cover(rankings) -> list[tuple[str, float]]`: the rankings interleaved (each one's best, then each
-  one's second, ...; an id once, at its first place), so every part of a question gets its best hit
-  into the top k instead of the hits of one strongly matching part filling it. Recall
-  (`search.hybrid_search`) covers the whole query's shipped ranking and each part's; a query of
-  one part costs nothing more, one of n parts n more searches and one batched embedding call.
-  Measured on the held-out conversations (docs/search-quality.md).
-- `topic(query) -> str | None`: what a list question asks about, without the names it gives
-  ("Which hobbies have Maya and Leo taken up?" -> "Which hobbies have and taken up?"). A list
-  question says "each" / "both" / "all" / "every" / "things", starts "what/which <plural noun>", or
-  joins two names with "and"; names are capitalised words after the first (not months or
-  weekdays). None for any other query, one that names no one, or one that names a day (the day
+- `cover(rankings, late=None) -> list[tuple[str, float]]`: the rankings interleaved (each one's
+  best, then each one's second, ...; an id once, at its first place), so every part of a question
+  gets its best hit into the top k instead of the hits of one strongly matching part filling it;
+  `late` joins from the second round on. Recall (`search.hybrid_search`) covers the whole query's
+  shipped ranking and each part's; a query of one part costs nothing more, one of n parts n more
+  searches and one batched embedding call. Measured on the held-out conversations
+  (docs/search-quality.md).
+- `topic(query) -> str | None`: what a question that names someone asks about, without the names
+  ("Which hobbies have Maya and Leo taken up?" -> "Which hobbies have and taken up?", "What did
+  Priya drink before?" -> "What did drink before?"); names are capitalised words after the first
+  (not months or weekdays). None for a query that names no one, or one that names a day (the day
   narrows it already).
+- `lists(query) -> bool`: whether a question asks for a list: it says "each" / "both" / "all" /
+  "every" / "things", starts "what/which <plural noun>", or joins two names with "and".
 - `searches(query) -> (texts, topic)`: the texts searched besides the query itself: its parts, then
   its topic.
 - `named(query, ranking, titles)`: the topic's ranking kept to the hits titled by an entity the
@@ -66,8 +68,12 @@ Public functions:
   again and again otherwise fills the top 5 with copies of a few lines, ahead of the news said once.
   Recall ranks a list question's topic hits, kept to the people it names and statements first,
   ahead of the whole query's (`search.hybrid_search`): the names fill the whole query's vector with
-  those people's small talk, the topic without them finds each person's pieces. One more search
-  in the same concurrent round and one more text in the embedding call, for list questions only.
+  those people's small talk, the topic without them finds each person's pieces. Any other question
+  that names someone gets the same topic hits into its cover one round late, after the best hit of
+  the whole query and of each part: the second piece of "What did Priya drink before and what does
+  she drink now?" shares no word with it, and among Priya's lines the topic's vector finds it. One
+  more search in the same concurrent round and one more text in the embedding call, for questions
+  that name someone.
 """
 
 from __future__ import annotations
@@ -154,18 +160,23 @@ _NAME = re.compile(r"(?<=\s)(?!(?i:" + "|".join(_CALENDAR) + r")s?\b)[A-Z]\w*(?:
 
 
 def topic(query: str) -> str | None:
-    """What a list question asks about, without the names it gives ("Which places have Maya and
-    Daniel been to?" -> "Which places have and been to?"); None when the query does not ask for a
-    list or names nobody (a capitalised word after the first)."""
-    if not _SEVERAL.search(query) or dates_in(query) or _RELATIVE.search(query):
+    """What a question asks about, without the names it gives ("Which places have Maya and Daniel
+    been to?" -> "Which places have and been to?"); None when the query names nobody (a capitalised
+    word after the first) or names a day."""
+    if dates_in(query) or _RELATIVE.search(query):
         return None
     stripped = " ".join(_NAME.sub(" ", query).split())
     return stripped if stripped != " ".join(query.split()) else None
 
 
+def lists(query: str) -> bool:
+    """Whether `query` asks for a list (see `_SEVERAL`)."""
+    return bool(_SEVERAL.search(query))
+
+
 def searches(query: str) -> tuple[list[str], str | None]:
     """The texts searched besides the query itself: its parts (when it asks several questions) and
-    then its topic (when it asks for a list); the second item is that topic or None."""
+    then its topic (when it names someone); the second item is that topic or None."""
     asked = parts(query)
     extra = asked if len(asked) > 1 else []
     about = topic(query)
@@ -249,10 +260,14 @@ def repeats_down(ranking: list[tuple[str, float]], hits: dict[str, SearchHit]) -
     return _scaled(ranking, {d for d, s in said.items() if s and times[s] > 1}, REPEAT_WEIGHT)
 
 
-def cover(rankings: list[list[tuple[str, float]]]) -> list[tuple[str, float]]:
-    """The rankings interleaved, best of each first; the score is 1 / place (see the module docstring)."""
+def cover(
+    rankings: list[list[tuple[str, float]]], late: list[tuple[str, float]] | None = None
+) -> list[tuple[str, float]]:
+    """The rankings interleaved, best of each first, `late` joining from the second round on; the
+    score is 1 / place (see the module docstring)."""
+    columns: list[list[tuple[str, float] | None]] = [*rankings, [None, *late]] if late else [*rankings]
     out: dict[str, float] = {}
-    for tier in zip_longest(*rankings):
+    for tier in zip_longest(*columns):
         for entry in tier:
             if entry is not None and entry[0] not in out:
                 out[entry[0]] = 1.0 / (len(out) + 1)

@@ -11,10 +11,11 @@ Public API:
   A query that asks several questions at once (`ranking.parts`) also searches each part
   (one SearchIndex call per part; the vectors come from the query's one embedding call) and interleaves the rankings
   (`ranking.cover`) so each part's best hit reaches the top; the query's and the parts' searches
-  run concurrently (`Deps.gather`: one round of parallel calls). A list question (`ranking.topic`:
-  "Which hobbies have Maya and Leo taken up?") also searches its topic without the names, in the
-  same round; the topic's hits titled by the people named (`ranking.named`; statements before
-  questions, `ranking.statements_first`) lead, the whole query's follow. No embedder, an embedder raising
+  run concurrently (`Deps.gather`: one round of parallel calls). A question that names someone
+  (`ranking.topic`: "Which hobbies have Maya and Leo taken up?") also searches its topic without the
+  names, in the same round; the topic's hits titled by the people named (`ranking.named`; statements
+  before questions, `ranking.statements_first`) lead a list question's hits (`ranking.lists`), the
+  whole query's follow, and join any other question's cover after its first round. No embedder, an embedder raising
   `Unavailable`, or a failing vector arm -> keyword-only, with `degraded` holding the reason
   (never an error).
   Pass `embedded=query_vector(deps, text)` to reuse one embedding across several searches.
@@ -49,7 +50,7 @@ from functools import partial
 from typing import NamedTuple
 
 from fleetmem.errors import Unavailable
-from fleetmem.memory.ranking import SHIPPED, cover, fuse, named, searches, statements_first
+from fleetmem.memory.ranking import SHIPPED, cover, fuse, lists, named, searches, statements_first
 from fleetmem.memory.slugs import normalize_alias
 from fleetmem.memory.vectors import pack
 from fleetmem.models import SearchHit, SearchQuery
@@ -131,13 +132,16 @@ def hybrid_search(
             vec_rank.setdefault(h.doc_id, rank)
             cos.setdefault(h.doc_id, h.score)
         rankings.append(fuse(ranking, asked, keyword, vector_hits))
+    topical: list[tuple[str, float]] = []
     if about is not None:
-        # A list question: its topic's hits, kept to the entities it names (statements before
-        # questions), lead; the whole query's hits (the small talk of the people named first) follow.
+        # The topic's hits, kept to the entities the query names (statements before questions).
         titles = {d: h.title for d, h in by_id.items()}
-        topical = statements_first(named(text, rankings[-1], titles), {d: h.text for d, h in by_id.items()})
-        rankings = [cover([topical + rankings[0]]) if topical else rankings[0], *rankings[1:-1]]
-    fused = cover(rankings) if len(rankings) > 1 else rankings[0]
+        topical = statements_first(named(text, rankings.pop(), titles), {d: h.text for d, h in by_id.items()})
+        if topical and lists(text):
+            # A list question: they lead; the whole query's hits (the named people's small talk first) follow.
+            rankings[0], topical = cover([topical + rankings[0]]), []
+    # Any other question naming someone: they join the cover after the first round.
+    fused = cover(rankings, topical) if len(rankings) > 1 or topical else rankings[0]
     return SearchResult(
         hits=[Fused(by_id[d], s, kw_rank.get(d), vec_rank.get(d), cos.get(d)) for d, s in fused],
         degraded=degraded,

@@ -5,7 +5,7 @@ used by `search.hybrid_search`), so the small talk of those people no longer fil
 from __future__ import annotations
 
 from fleetmem.memory import search
-from fleetmem.memory.ranking import BEST_HIT, named, searches, statements_first, topic
+from fleetmem.memory.ranking import BEST_HIT, lists, named, searches, statements_first, topic
 from fleetmem.models import SearchHit, SearchHits, SearchQuery
 
 
@@ -13,21 +13,36 @@ def hit(doc_id: str, text: str, title: str) -> SearchHit:
     return SearchHit(doc_id=doc_id, kind="fact", slug=title, title=title, text=text, fact_id=doc_id, score=0.5)
 
 
-def test_a_list_question_has_a_topic_without_its_names():
+def test_a_question_naming_someone_has_a_topic_without_the_names():
     assert topic("Which hobbies have Maya and Leo taken up?") == "Which hobbies have and taken up?"
     assert topic("What did Leo and Ana each adopt?") == "What did and each adopt?"
     assert topic("What milestones did Jonas reach?") == "What milestones did reach?"
+    assert topic("What is Tomás allergic to?") == "What is allergic to?"
+    assert topic("How have Priya's drinking habits changed?") == "How have drinking habits changed?"
     # Months and weekdays are not names; a question naming a day is narrowed by the day already.
     assert topic("What charity work does Lena do on all Saturdays?") == "What charity work does do on all Saturdays?"
     assert topic("What news did Maya share on 14 March 2026?") is None
-    # One thing asked, or no name to take out: no topic.
+    assert topic("What did Maya do the week after the wedding?") is None
+    # No name to take out: no topic.
+    assert topic("which things are loud?") is None
+    assert topic("Where is the team retreat happening?") is None
+
+
+def test_a_list_question_is_told_from_one_thing_asked():
+    for several in (
+        "Which hobbies have Maya and Leo taken up?",
+        "What did Leo and Ana each adopt?",
+        "What milestones did Jonas reach?",
+        "How are things at work for Kwame?",
+    ):
+        assert lists(several), several
     for one in (
         "What is Tomás allergic to?",
         "Which band did Lena see at the Ziggo Dome?",
         "Did Kwame recently step into a leadership role?",
-        "which things are loud?",
+        "How have Priya's drinking habits changed?",
     ):
-        assert topic(one) is None, one
+        assert not lists(one), one
 
 
 def test_the_topic_is_searched_after_the_parts():
@@ -89,3 +104,22 @@ def test_a_list_question_ranks_each_named_persons_pieces_before_their_small_talk
     alone = search.hybrid_search(deps, "t1", question, kinds=("fact",), ranking=BEST_HIT)
     best_hit = [f.hit.doc_id for f in alone.hits]
     assert best_hit[:3] == ["chat0", "chat1", "chat2"]
+
+
+def test_another_question_naming_someone_gets_their_topic_hits_after_the_first_round(deps):
+    # The second piece of a change shares no word with the question, and the name fills the whole
+    # query's vector with that person's small talk; among their lines the topic's vector finds it.
+    before = hit("before", "I can't function without three espressos a day.", "Priya")
+    chat = [hit(f"chat{i}", t, "Priya") for i, t in enumerate(["Morning!", "Long day.", "Ha!", "Sure.", "Oh wow."])]
+    now = hit("now", "I quit coffee completely, it's green tea for me now.", "Priya")
+    tea = hit("tea", "Green tea every morning for me.", "Omar")  # not asked about
+    question = "How have Priya's drinking habits changed?"
+    index = CannedSearch({question: [before, *chat], "How have drinking habits changed?": [tea, now, chat[0]]})
+    deps.search = index
+    found = [f.hit.doc_id for f in search.hybrid_search(deps, "t1", question, kinds=("fact",)).hits]
+    assert index.asked == [question, "How have drinking habits changed?"]
+    # The whole query's best hit and second keep their places; the topic's joins after them.
+    assert found[:4] == ["before", "chat0", "now", "chat1"]
+    assert "tea" not in found
+    alone = search.hybrid_search(deps, "t1", question, kinds=("fact",), ranking=BEST_HIT)
+    assert "now" not in [f.hit.doc_id for f in alone.hits]
