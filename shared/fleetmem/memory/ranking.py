@@ -45,9 +45,9 @@ Public functions:
   (docs/search-quality.md).
 - `topic(query) -> str | None`: what a question that names someone asks about, without the names
   ("Which hobbies have Maya and Leo taken up?" -> "Which hobbies have and taken up?", "What did
-  Priya drink before?" -> "What did drink before?"); names are capitalised words after the first
-  (not months or weekdays). None for a query that names no one, or one that names a day (the day
-  narrows it already).
+  Priya drink before?" -> "What did drink before?"); names are capitalised words after the first,
+  in any script ("Émile", "Łukasz", "Тимур"; not months or weekdays). None for a query that names
+  no one, or one that names a day (the day narrows it already).
 - `lists(query) -> bool`: whether a question asks for a list: it says "each" / "both" / "all" /
   "every" / "things", starts "what/which <plural noun>", or joins two names with "and".
 - `searches(query) -> (texts, topic)`: the texts searched besides the query itself: its parts, then
@@ -145,18 +145,33 @@ def parts(query: str) -> list[str]:
 
 #: A question that asks for a list: "each", "both", "all", "every", "things", "what/which"
 #: followed by a plural noun ("Which places has Maya been to?"), or two names joined
-#: by "and" ("What have Leo and Ana been learning?").
+#: by "and" ("What have Leo and Ana been learning?", `_PAIR`; "on Saturdays and Sundays" too).
 _SEVERAL = re.compile(
     r"(?i:\b(?:each|both|all|every|things)\b)"
     r"|^(?i:what|which)\s+(?:[a-z]\w*\s+)?(?!(?:is|was|does|has)\b)[a-z]\w{2,}s\b"
-    r"|\b[A-Z]\w+,?\s+and\s+[A-Z]\w+"
 )
-_CALENDAR = (
-    "january february march april may june july august september october november december "
-    "monday tuesday wednesday thursday friday saturday sunday"
-).split()
-#: A capitalised word after the first (with its "'s"), not a month or a weekday: a name.
-_NAME = re.compile(r"(?<=\s)(?!(?i:" + "|".join(_CALENDAR) + r")s?\b)[A-Z]\w*(?:['’]s)?")
+_PAIR = re.compile(r"\b(?=(\w{2,}),?\s+and\s+(\w{2,}))")  # overlapping: "cats and Leo and Ana"
+_CALENDAR = frozenset(
+    (
+        "january february march april may june july august september october november december "
+        "monday tuesday wednesday thursday friday saturday sunday"
+    ).split()
+)
+#: A word after the first (with its "'s"): a name when it is capitalised (`_capitalised`).
+_LATER_WORD = re.compile(r"(?<=\s)[^\W\d_]\w*(?:['’]s)?")
+_POSSESSIVE = re.compile(r"['’]s$")
+
+
+def _capital(word: str) -> bool:
+    """Whether a word starts with a capital letter of any script ("Maya", "Émile", "Łukasz", "Тимур")."""
+    return word[0].isupper() or word[0].istitle()
+
+
+def _capitalised(word: str) -> bool:
+    """Whether a word (with its "'s") is capitalised (`_capital`) and no month or weekday ("May's",
+    "Saturdays"): a name."""
+    folded = _POSSESSIVE.sub("", word).casefold()
+    return _capital(word) and folded not in _CALENDAR and folded.removesuffix("s") not in _CALENDAR
 
 
 def topic(query: str) -> str | None:
@@ -165,13 +180,13 @@ def topic(query: str) -> str | None:
     word after the first) or names a day."""
     if dates_in(query) or _RELATIVE.search(query):
         return None
-    stripped = " ".join(_NAME.sub(" ", query).split())
+    stripped = " ".join(_LATER_WORD.sub(lambda m: " " if _capitalised(m[0]) else m[0], query).split())
     return stripped if stripped != " ".join(query.split()) else None
 
 
 def lists(query: str) -> bool:
     """Whether `query` asks for a list (see `_SEVERAL`)."""
-    return bool(_SEVERAL.search(query))
+    return bool(_SEVERAL.search(query)) or any(_capital(a) and _capital(b) for a, b in _PAIR.findall(query))
 
 
 def searches(query: str) -> tuple[list[str], str | None]:

@@ -4,6 +4,8 @@ used by `search.hybrid_search`), so the small talk of those people no longer fil
 
 from __future__ import annotations
 
+import pytest
+
 from fleetmem.memory import search
 from fleetmem.memory.ranking import BEST_HIT, lists, named, searches, statements_first, topic
 from fleetmem.models import SearchHit, SearchHits, SearchQuery
@@ -23,6 +25,12 @@ def test_a_question_naming_someone_has_a_topic_without_the_names():
     assert topic("What charity work does Lena do on all Saturdays?") == "What charity work does do on all Saturdays?"
     assert topic("What news did Maya share on 14 March 2026?") is None
     assert topic("What did Maya do the week after the wedding?") is None
+    # Names in any script; a word in a script without capitals is not taken for one.
+    assert topic("What is Émile allergic to?") == "What is allergic to?"
+    assert topic("What did Łukasz and Тимур each adopt?") == "What did and each adopt?"
+    assert topic("How have Øystein's drinking habits changed?") == "How have drinking habits changed?"
+    assert topic("What did May's friend say?") is None
+    assert topic("What did 李明 say?") is None
     # No name to take out: no topic.
     assert topic("which things are loud?") is None
     assert topic("Where is the team retreat happening?") is None
@@ -34,6 +42,7 @@ def test_a_list_question_is_told_from_one_thing_asked():
         "What did Leo and Ana each adopt?",
         "What milestones did Jonas reach?",
         "How are things at work for Kwame?",
+        "What have Łukasz and Тимур been learning?",
     ):
         assert lists(several), several
     for one in (
@@ -106,14 +115,15 @@ def test_a_list_question_ranks_each_named_persons_pieces_before_their_small_talk
     assert best_hit[:3] == ["chat0", "chat1", "chat2"]
 
 
-def test_another_question_naming_someone_gets_their_topic_hits_after_the_first_round(deps):
+@pytest.mark.parametrize("person", ["Priya", "Øystein", "Тимур", "Émile Durand"])
+def test_another_question_naming_someone_gets_their_topic_hits_after_the_first_round(deps, person):
     # The second piece of a change shares no word with the question, and the name fills the whole
     # query's vector with that person's small talk; among their lines the topic's vector finds it.
-    before = hit("before", "I can't function without three espressos a day.", "Priya")
-    chat = [hit(f"chat{i}", t, "Priya") for i, t in enumerate(["Morning!", "Long day.", "Ha!", "Sure.", "Oh wow."])]
-    now = hit("now", "I quit coffee completely, it's green tea for me now.", "Priya")
+    before = hit("before", "I can't function without three espressos a day.", person)
+    chat = [hit(f"chat{i}", t, person) for i, t in enumerate(["Morning!", "Long day.", "Ha!", "Sure.", "Oh wow."])]
+    now = hit("now", "I quit coffee completely, it's green tea for me now.", person)
     tea = hit("tea", "Green tea every morning for me.", "Omar")  # not asked about
-    question = "How have Priya's drinking habits changed?"
+    question = f"How have {person}'s drinking habits changed?"
     index = CannedSearch({question: [before, *chat], "How have drinking habits changed?": [tea, now, chat[0]]})
     deps.search = index
     found = [f.hit.doc_id for f in search.hybrid_search(deps, "t1", question, kinds=("fact",)).hits]
