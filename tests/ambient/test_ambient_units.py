@@ -26,6 +26,16 @@ def test_candidates_are_slugs_names_and_kebab_names_best_first() -> None:
     assert found.index("Alice Example") < found.index("Carol Ng")  # mentioned twice
 
 
+def test_names_in_any_cased_script_are_candidates_whole() -> None:
+    texts = ["Émile Durand met Łukasz Nowak and Тимур Ахметов in Zürich; Ελένη Παππά joined later."]
+    found = candidates(texts)
+    for name in ("Émile Durand", "Łukasz Nowak", "Тимур Ахметов", "Zürich", "Ελένη Παππά"):
+        assert name in found, name
+    # Not cut to the part written in ASCII capitals, and all-capital words are still no names.
+    assert "Durand" not in found and "Nowak" not in found
+    assert candidates(["ÉCOLE and ÜBER are shouted."]) == []
+
+
 def test_candidates_skip_paths_urls_and_cap_the_lookups() -> None:
     texts = ["see src/app/main.py and https://example.com/people/x and ./docs/a-b"]
     assert candidates(texts) == []

@@ -3,7 +3,8 @@
 Only the last `max_bytes` of the file are read (the first, partial line is dropped), and only the
 conversation's text: user and assistant `text` blocks and compaction summaries — not tool inputs
 or outputs, which are mostly file contents and commands. Candidates are slugs (`people/alice`,
-`[[companies/acme]]`), capitalized name spans (`Alice Example`, `Acme Corp`) and kebab-case
+`[[companies/acme]]`), capitalized name spans (`Alice Example`, `Acme Corp`, `Émile Durand`,
+`Тимур Ахметов`: Latin, Greek, Cyrillic and the other cased scripts) and kebab-case
 names (`alice-example`), ranked by how often and how recently they occur. They are only
 candidates: the `entity` verb decides what is a known entity.
 """
@@ -20,7 +21,40 @@ DEFAULT_TAIL_BYTES = 64 * 1024
 
 _SLUG = re.compile(r"(?<![\w/.:@-])([a-z0-9][a-z0-9_-]*(?:/[a-z0-9][a-z0-9_-]*){1,2})(?![\w/-]|\.\w)")
 _WIKI = re.compile(r"\[\[([^\[\]|]{1,120})(?:\|[^\[\]]*)?\]\]")
-_NAME = re.compile(r"(?<![\w/.-])([A-Z][\w&'-]*[a-z][\w&'-]*(?:[ \t]+[A-Z][\w&'-]*[a-z][\w&'-]*){0,3})(?![\w/-])")
+#: The blocks of the Basic Multilingual Plane that hold cased letters beyond ASCII (Latin, Greek,
+#: Cyrillic, Armenian, Georgian, Cherokee, Glagolitic, Coptic, fullwidth Latin).
+_CASED_BLOCKS = (
+    (0x00C0, 0x058F),
+    (0x10A0, 0x10FF),
+    (0x13A0, 0x13FF),
+    (0x1C80, 0x1CBF),
+    (0x1E00, 0x1FFF),
+    (0x2C00, 0x2D2F),
+    (0xA640, 0xA69F),
+    (0xA720, 0xA7FF),
+    (0xAB70, 0xABBF),
+    (0xFF21, 0xFF5A),
+)
+
+
+def _letters(cased: str) -> str:
+    """A character class body of the letters of every script in `_CASED_BLOCKS` (and ASCII) that are
+    upper- (or title-) case, or lower-case, as ranges: "Émile", "Łukasz", "Тимур" are names too."""
+    wanted = (lambda ch: ch.isupper() or ch.istitle()) if cased == "upper" else str.islower
+    points = [c for lo, hi in _CASED_BLOCKS for c in range(lo, hi + 1) if wanted(chr(c))]
+    runs: list[list[int]] = []
+    for c in points:
+        if runs and runs[-1][1] == c - 1:
+            runs[-1][1] = c
+        else:
+            runs.append([c, c])
+    body = "".join(chr(a) if a == b else f"{chr(a)}-{chr(b)}" for a, b in runs)
+    return ("A-Z" if cased == "upper" else "a-z") + body
+
+
+_UPPER, _LOWER = _letters("upper"), _letters("lower")
+_CAP_WORD = rf"[{_UPPER}][\w&'-]*[{_LOWER}][\w&'-]*"
+_NAME = re.compile(rf"(?<![\w/.-])({_CAP_WORD}(?:[ \t]+{_CAP_WORD}){{0,3}})(?![\w/-])")
 _KEBAB = re.compile(r"(?<![\w/.-])([a-z][a-z0-9]+(?:-[a-z0-9]+){1,4})(?![\w/-]|\.\w)")
 
 #: Capitalized words that start sentences or name no one; dropped as single words and from span edges.
