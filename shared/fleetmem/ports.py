@@ -396,6 +396,13 @@ class SearchIndex(Protocol):
         vector arm sets `vector_error` and keeps the keyword arm."""
         ...
 
+    def search_many(self, queries: Sequence[SearchQuery]) -> list[SearchHits]:
+        """`search` of each query, answers in order: one request where the backend pays a round
+        trip per request (OpenSearch: one `_msearch` for every arm of every query), so a recall
+        that also searches a question's parts and topic sends no more requests than one that
+        does not."""
+        ...
+
 
 @runtime_checkable
 class SearchHealth(Protocol):

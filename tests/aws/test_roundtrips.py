@@ -44,6 +44,8 @@ CASES: list[tuple[str, str, dict[str, Any], int, int]] = [
     ("recall (query)", "recall", {"query": "green tea"}, 2, 1),
     # a query asking two questions also searches each one: same budget, still one embedding call
     ("recall (query of two questions)", "recall", {"query": "What does Alice drink, and who sells tea?"}, 2, 1),
+    # a question naming someone also searches its topic without the name: the same again
+    ("recall (question naming someone)", "recall", {"query": "What does Alice drink?"}, 2, 1),
     ("recall (entity)", "recall", {"entity": ALICE}, 2, 0),
     ("recall (recent)", "recall", {}, 2, 0),
     (
@@ -130,3 +132,11 @@ def test_the_verb_stays_within_its_round_trip_budget(measured, case_id):
     m = measured[case_id]
     assert m["embedding_calls"] <= m["embedding_budget"]
     assert m["sequential_round_trips"] <= m["budget"]
+
+
+@pytest.mark.parametrize("case_id", [case[0] for case in CASES if case[1] == "recall" and "query" in case[2]])
+def test_a_recall_query_sends_one_msearch_per_arm_whatever_it_asks(measured, case_id):
+    """The facts arm and the pages arm each send one `_msearch`: a question's parts and its topic
+    ride in it beside the whole query (`SearchIndex.search_many`), they add no request."""
+    searches = [op for op in measured[case_id]["operations"] if op.startswith("opensearch:POST _msearch")]
+    assert len(searches) == 2, measured[case_id]["operations"]

@@ -377,3 +377,24 @@ def test_an_empty_index_answers_empty(search, settle, tenant, vector_search):
     hits = search.search(q(tenant, "anything", vector=unit(1), vector_model=MODEL))
     assert hits.keyword == ()
     assert vec(hits, vector_search) in (None, ())
+
+
+def test_search_many_answers_each_query_as_search_does_in_order(search, corpus, tenant, other_tenant, vector_search):
+    """One call for the whole query, its parts and its topic (recall's searches): every answer is
+    the one `search` gives for that query alone, in the order asked, whatever mix of arms, tenants,
+    kinds and models the batch holds."""
+    batch = [
+        q(tenant, "tea", vector=unit(1, 0), vector_model=MODEL),
+        q(tenant, "coffee espresso", kinds=("chunk", "fact"), k=2),
+        q(tenant, "", vector=unit(0, 1), vector_model=MODEL),
+        q(other_tenant, "tea", vector=unit(1, 0), vector_model=MODEL),
+        q(tenant, "tea", vector=unit(1, 0), vector_model="another-model-8"),
+        q(tenant, "   "),
+        q(tenant, "tea secret", vector=unit(1, 0.1), vector_model=MODEL, world_only=False),
+    ]
+    many = search.search_many(batch)
+    assert many == [search.search(one) for one in batch]
+    assert ids(many[0].keyword) == ids(search.search(batch[0]).keyword) != []
+    assert not many[4].vector  # a foreign model's vector is compared with nothing
+    assert many[5].keyword == ()
+    assert search.search_many([]) == []

@@ -79,8 +79,8 @@ def _sqlite(tmp: Path) -> Any:
 
 
 class OnceSearch:
-    """A SearchIndex that answers a repeated query from its last result: the four rankings of one
-    question and form fuse the same two arms, so the index is asked once, not four times."""
+    """A SearchIndex that answers a repeated search from its last result: the rankings of one
+    question and form fuse the same arms, so the index is asked once, not once per ranking."""
 
     def __init__(self, index: Any) -> None:
         self.index = index
@@ -88,8 +88,13 @@ class OnceSearch:
         self._last: tuple[Any, Any] | None = None
 
     def search(self, query: Any) -> Any:
-        if self._last is None or self._last[0] != query:
-            self._last = (query, self.index.search(query))
+        return self.search_many([query])[0]
+
+    def search_many(self, queries: Any) -> Any:
+        asked = list(queries)
+        if self._last is not None and self._last[0][: len(asked)] == asked:
+            return self._last[1][: len(asked)]  # the whole query alone, after its parts and topic
+        self._last = (asked, self.index.search_many(asked))
         return self._last[1]
 
 

@@ -81,6 +81,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections import Counter
+from collections.abc import Sequence
 from itertools import zip_longest
 
 from fleetmem.memory.temporal import MONTH_NAMES, Day, date_words, dates_in, mentioned_days, written_day
@@ -280,7 +281,7 @@ def cover(
 ) -> list[tuple[str, float]]:
     """The rankings interleaved, best of each first, `late` joining from the second round on; the
     score is 1 / place (see the module docstring)."""
-    columns: list[list[tuple[str, float] | None]] = [*rankings, [None, *late]] if late else [*rankings]
+    columns: list[Sequence[tuple[str, float] | None]] = [*rankings, [None, *late]] if late else [*rankings]
     out: dict[str, float] = {}
     for tier in zip_longest(*columns):
         for entry in tier:

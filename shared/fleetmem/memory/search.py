@@ -9,11 +9,11 @@ Public API:
   `ranking.questions_down`, and lines said again and again scored down, `ranking.repeats_down`;
   `ranking=` picks another of `ranking.RANKINGS` for the benchmark).
   A query that asks several questions at once (`ranking.parts`) also searches each part
-  (one SearchIndex call per part; the vectors come from the query's one embedding call) and interleaves the rankings
+  (the vectors come from the query's one embedding call) and interleaves the rankings
   (`ranking.cover`) so each part's best hit reaches the top; the query's and the parts' searches
-  run concurrently (`Deps.gather`: one round of parallel calls). A question that names someone
-  (`ranking.topic`: "Which hobbies have Maya and Leo taken up?") also searches its topic without the
-  names, in the same round; the topic's hits titled by the people named (`ranking.named`; statements
+  go out in one `SearchIndex.search_many` call (on OpenSearch one `_msearch`). A question that
+  names someone (`ranking.topic`: "Which hobbies have Maya and Leo taken up?") also searches its
+  topic without the names, in the same call; the topic's hits titled by the people named (`ranking.named`; statements
   before questions, `ranking.statements_first`) lead a list question's hits (`ranking.lists`), the
   whole query's follow, and join any other question's cover after its first round. No embedder, an embedder raising
   `Unavailable`, or a failing vector arm -> keyword-only, with `degraded` holding the reason
@@ -46,7 +46,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from functools import partial
 from typing import NamedTuple
 
 from fleetmem.errors import Unavailable
@@ -116,7 +115,7 @@ def hybrid_search(
     extra, about = searches(text) if ranking == SHIPPED else ([], None)
     if extra:  # each part and the topic are searched too, with their vectors when the query has one
         asking += list(zip(extra, part_vectors or [None] * len(extra), strict=True))
-    found = deps.gather(*[partial(_arms, deps, tenant, t, v, kinds, world_only, k) for t, v in asking])
+    found = _arms(deps, [_query(deps, tenant, t, v, kinds, world_only, k) for t, v in asking])
     by_id: dict[str, SearchHit] = {}
     kw_rank: dict[str, int] = {}
     vec_rank: dict[str, int] = {}
@@ -149,17 +148,10 @@ def hybrid_search(
     )
 
 
-def _arms(
-    deps: Deps,
-    tenant: str,
-    text: str,
-    vector: bytes | None,
-    kinds: tuple[str, ...],
-    world_only: bool,
-    k: int,
-) -> tuple[list[SearchHit], list[SearchHit], str | None]:
-    """One SearchIndex call: (keyword hits, vector hits, why the vector arm is missing or None)."""
-    query = SearchQuery(
+def _query(
+    deps: Deps, tenant: str, text: str, vector: bytes | None, kinds: tuple[str, ...], world_only: bool, k: int
+) -> SearchQuery:
+    return SearchQuery(
         tenant=tenant,
         text=text,
         vector=vector,
@@ -168,12 +160,23 @@ def _arms(
         world_only=world_only,
         k=k,
     )
-    found = deps.search.search(query)
-    if vector is None:
-        return list(found.keyword), [], None
-    if found.vector is None:
-        return list(found.keyword), [], found.vector_error or "the vector search arm did not run"
-    return list(found.keyword), list(found.vector), None
+
+
+#: One query's answer: keyword hits, vector hits, and why the vector arm is missing (or None).
+Arms = tuple[list[SearchHit], list[SearchHit], str | None]
+
+
+def _arms(deps: Deps, queries: list[SearchQuery]) -> list[Arms]:
+    """One SearchIndex call for every query: the `Arms` of each."""
+    out: list[Arms] = []
+    for query, found in zip(queries, deps.search.search_many(queries), strict=True):
+        if query.vector is None:
+            out.append((list(found.keyword), [], None))
+        elif found.vector is None:
+            out.append((list(found.keyword), [], found.vector_error or "the vector search arm did not run"))
+        else:
+            out.append((list(found.keyword), list(found.vector), None))
+    return out
 
 
 def best_per_page(hits: list[Fused]) -> list[Fused]:

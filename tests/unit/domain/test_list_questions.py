@@ -88,6 +88,9 @@ class CannedSearch:
         self.asked.append(query.text)
         return SearchHits(keyword=(), vector=tuple(self.arms.get(query.text, [])))
 
+    def search_many(self, queries: list[SearchQuery]) -> list[SearchHits]:
+        return [self.search(q) for q in queries]
+
 
 def test_a_list_question_ranks_each_named_persons_pieces_before_their_small_talk(deps):
     said = [("Maya", "Morning!"), ("Leo", "Long day."), ("Maya", "Ha!")]

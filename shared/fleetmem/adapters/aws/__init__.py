@@ -49,6 +49,9 @@ class NoSearchIndex:
 
         raise Unavailable(self.problem, reason="not_configured")
 
+    def search_many(self, queries: Any) -> Any:
+        return [self.search(q) for q in queries]
+
     def health_problem(self) -> str | None:
         """`SearchHealth`: every search fails until an endpoint is configured."""
         return f"search is unavailable: {self.problem}"

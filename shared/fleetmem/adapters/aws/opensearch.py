@@ -458,26 +458,55 @@ class OpenSearchIndex:
             done.update(fresh)
 
     def search(self, query: SearchQuery) -> SearchHits:
-        vector: list[float] | None = None
-        problem: str | None = None
-        if query.vector is not None:
-            if query.vector_model and query.vector_model != self.model_id:
-                problem = "query vector comes from a different model than the index"
-            else:
-                vector = unpack(query.vector)
-                if len(vector) != self.dim:
-                    problem, vector = "query vector has the wrong dimension for the index", None
-        if not query.text.strip() and vector is None:
-            return SearchHits(keyword=(), vector=None, vector_error=problem)
-        body = msearch_body(self.alias, query, vector)
-        if not query.text.strip():
-            # vector only: keep the keyword slot with an empty match so the parser stays positional
-            body[1] = {**body[1], "query": {"bool": {"must_not": [{"match_all": {}}]}}}
-        self.breaker.check()
-        try:
-            out = self._msearch(body)
-        except Unavailable as exc:
-            self.breaker.record(exc)
-            raise
-        self.breaker.record(None)
-        return parse_msearch(out, vector_asked=query.vector is not None, vector_problem=problem)
+        return self.search_many([query])[0]
+
+    def search_many(self, queries: Sequence[SearchQuery]) -> list[SearchHits]:
+        """Both arms of every query in ONE `_msearch` (keyword, then k-NN when the query has a
+        usable vector); the answers are split back per query. A query with neither text nor a
+        usable vector is answered without a request."""
+        asked = [self._vector_of(q) for q in queries]
+        body: list[dict[str, Any]] = []
+        spans: list[tuple[int, int] | None] = []  # each query's answers: (first, count)
+        for query, (vector, _) in zip(queries, asked, strict=True):
+            if not query.text.strip() and vector is None:
+                spans.append(None)
+                continue
+            lines = msearch_body(self.alias, query, vector)
+            spans.append((len(body) // 2, len(lines) // 2))
+            body += lines
+        answers: list[dict[str, Any]] = []
+        if body:
+            self.breaker.check()
+            try:
+                out = self._msearch(body)
+            except Unavailable as exc:
+                self.breaker.record(exc)
+                raise
+            self.breaker.record(None)
+            answers = out.get("responses", [])
+        found = []
+        for query, (_, problem), span in zip(queries, asked, spans, strict=True):
+            if span is None:
+                found.append(SearchHits(keyword=(), vector=None, vector_error=problem))
+                continue
+            first, count = span
+            found.append(
+                parse_msearch(
+                    {"responses": answers[first : first + count]},
+                    vector_asked=query.vector is not None,
+                    vector_problem=problem,
+                )
+            )
+        return found
+
+    def _vector_of(self, query: SearchQuery) -> tuple[list[float] | None, str | None]:
+        """The query's vector when this index can compare it, else None and why (None when no
+        vector was given)."""
+        if query.vector is None:
+            return None, None
+        if query.vector_model and query.vector_model != self.model_id:
+            return None, "query vector comes from a different model than the index"
+        vector = unpack(query.vector)
+        if len(vector) != self.dim:
+            return None, "query vector has the wrong dimension for the index"
+        return vector, None
