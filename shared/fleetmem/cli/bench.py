@@ -34,6 +34,8 @@ def cmd_bench(args: argparse.Namespace, out: Output) -> int:
     if what == "search":
         from fleetmem.bench.search import main as search_main
 
+        if getattr(args, "data_dir", None) and "--data-dir" not in rest:
+            rest += ["--data-dir", str(args.data_dir)]  # the global option took it: it names where to seed
         out.text(search_main(rest, model_dir=settings_from(args).model_dir, log=Output.err))
         return EXIT_OK
     if what == "quality":
