@@ -14,8 +14,10 @@ Public API:
   go out in one `SearchIndex.search_many` call (on OpenSearch one `_msearch`). A question that
   names someone (`ranking.topic`: "Which hobbies have Maya and Leo taken up?") also searches its
   topic without the names, in the same call; the topic's hits titled by the people named (`ranking.named`; statements
-  before questions, `ranking.statements_first`) lead a list question's hits (`ranking.lists`), the
-  whole query's follow, and join any other question's cover after its first round. No embedder, an embedder raising
+  before questions, `ranking.statements_first`) lead a list question's hits (`ranking.lists`; its
+  topic is searched `ranking.LIST_DEPTH` times deeper), the whole query's follow, and join any other
+  question's cover after its first round. In the fused list a hit that says word for word what a
+  hit above it says (but for the dates) goes after the others (`ranking.distinct`). No embedder, an embedder raising
   `Unavailable`, or a failing vector arm -> keyword-only, with `degraded` holding the reason
   (never an error).
   Pass `embedded=query_vector(deps, text)` to reuse one embedding across several searches.
@@ -49,7 +51,17 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from fleetmem.errors import Unavailable
-from fleetmem.memory.ranking import SHIPPED, cover, fuse, lists, named, searches, statements_first
+from fleetmem.memory.ranking import (
+    LIST_DEPTH,
+    SHIPPED,
+    cover,
+    distinct,
+    fuse,
+    lists,
+    named,
+    searches,
+    statements_first,
+)
 from fleetmem.memory.slugs import normalize_alias
 from fleetmem.memory.vectors import pack
 from fleetmem.models import SearchHit, SearchQuery
@@ -115,7 +127,11 @@ def hybrid_search(
     extra, about = searches(text) if ranking == SHIPPED else ([], None)
     if extra:  # each part and the topic are searched too, with their vectors when the query has one
         asking += list(zip(extra, part_vectors or [None] * len(extra), strict=True))
-    found = _arms(deps, [_query(deps, tenant, t, v, kinds, world_only, k) for t, v in asking])
+    listing = about is not None and lists(text)
+    depths = [k] * len(asking)
+    if listing:  # a list question wants every piece: its topic (searched last) reaches deeper
+        depths[-1] = k * LIST_DEPTH
+    found = _arms(deps, [_query(deps, tenant, t, v, kinds, world_only, d) for (t, v), d in zip(asking, depths)])
     by_id: dict[str, SearchHit] = {}
     kw_rank: dict[str, int] = {}
     vec_rank: dict[str, int] = {}
@@ -136,11 +152,13 @@ def hybrid_search(
         # The topic's hits, kept to the entities the query names (statements before questions).
         titles = {d: h.title for d, h in by_id.items()}
         topical = statements_first(named(text, rankings.pop(), titles), {d: h.text for d, h in by_id.items()})
-        if topical and lists(text):
+        if topical and listing:
             # A list question: they lead; the whole query's hits (the named people's small talk first) follow.
             rankings[0], topical = cover([topical + rankings[0]]), []
     # Any other question naming someone: they join the cover after the first round.
     fused = cover(rankings, topical) if len(rankings) > 1 or topical else rankings[0]
+    if ranking == SHIPPED:  # a line said again adds no piece: its copies go after the rest
+        fused = distinct(fused, by_id)
     return SearchResult(
         hits=[Fused(by_id[d], s, kw_rank.get(d), vec_rank.get(d), cos.get(d)) for d, s in fused],
         degraded=degraded,

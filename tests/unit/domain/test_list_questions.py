@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from fleetmem.memory import search
-from fleetmem.memory.ranking import BEST_HIT, lists, named, searches, statements_first, topic
+from fleetmem.memory.ranking import BEST_HIT, LIST_DEPTH, distinct, lists, named, searches, statements_first, topic
 from fleetmem.models import SearchHit, SearchHits, SearchQuery
 
 
@@ -83,9 +83,11 @@ class CannedSearch:
     def __init__(self, arms: dict[str, list[SearchHit]]) -> None:
         self.arms = arms
         self.asked: list[str] = []
+        self.depths: list[int] = []
 
     def search(self, query: SearchQuery) -> SearchHits:
         self.asked.append(query.text)
+        self.depths.append(query.k)
         return SearchHits(keyword=(), vector=tuple(self.arms.get(query.text, [])))
 
     def search_many(self, queries: list[SearchQuery]) -> list[SearchHits]:
@@ -136,3 +138,45 @@ def test_another_question_naming_someone_gets_their_topic_hits_after_the_first_r
     assert "tea" not in found
     alone = search.hybrid_search(deps, "t1", question, kinds=("fact",), ranking=BEST_HIT)
     assert "now" not in [f.hit.doc_id for f in alone.hits]
+
+
+def test_a_list_questions_topic_is_searched_deeper_than_the_query(deps):
+    """A list question wants every piece, and in a long history the named people's news lies below
+    the first k hits of the topic; another question naming someone searches its topic at k."""
+    listing = "Which hobbies have Maya and Leo taken up?"
+    index = CannedSearch({})
+    deps.search = index
+    search.hybrid_search(deps, "t1", listing, kinds=("fact",), k=30)
+    assert index.asked == [listing, "Which hobbies have and taken up?"]
+    assert index.depths == [30, 30 * LIST_DEPTH] and LIST_DEPTH > 1
+    index.asked, index.depths = [], []
+    search.hybrid_search(deps, "t1", "How have Priya's drinking habits changed?", kinds=("fact",), k=30)
+    assert index.depths == [30, 30]
+
+
+def test_copies_of_a_line_go_after_the_other_hits_each_group_in_its_order():
+    hits = {
+        "a": hit("a", "3 May 2026: Hey! How was your week?", "Omar"),
+        "b": hit("b", "3 May 2026: I ran the Rotterdam half marathon.", "Omar"),
+        "c": hit("c", "10 May 2026: Hey! How was your week?", "Omar"),
+        "d": hit("d", "5 June 2026: Hey!  How was your week?", "Felix"),
+        "e": hit("e", "10 May 2026: Morning swims at the outdoor pool.", "Omar"),
+    }
+    ranking = [("a", 0.9), ("c", 0.8), ("b", 0.7), ("d", 0.6), ("e", 0.5)]
+    assert [d for d, _ in distinct(ranking, hits)] == ["a", "b", "e", "c", "d"]
+    once = [("a", 0.9), ("b", 0.7), ("e", 0.5)]
+    assert distinct(once, hits) == once
+
+
+def test_recall_lists_a_line_said_again_once_before_the_rest(deps):
+    """Copies that different searches of one question find (the topic one, the whole query another)
+    no longer take places in the top 5 that the rest can use: the first stays, the others go last."""
+    question = "Which active things did Felix and Omar each do?"
+    swims = hit("swims", "Morning swims at the outdoor pool, 7 am sharp.", "Omar")
+    first = hit("first", "1 May 2026: Sorry I went quiet, work has been hectic.", "Omar")
+    again = hit("again", "8 May 2026: Sorry I went quiet, work has been hectic.", "Omar")
+    chat = [hit(f"chat{i}", t, "Felix") for i, t in enumerate(["Oh wow, I had no idea.", "Sure, sounds good."])]
+    index = CannedSearch({question: [again, *chat], "Which active things did and each do?": [swims, first]})
+    deps.search = index
+    found = [f.hit.doc_id for f in search.hybrid_search(deps, "t1", question, kinds=("fact",)).hits]
+    assert found == ["swims", "first", "chat0", "chat1", "again"]
