@@ -35,7 +35,10 @@ Public functions:
 - `parts(query) -> list[str]`: the questions a query asks at once ("What breed is Maya's puppy, and
   how often does Daniel have Japanese lessons?" -> two), split where ", and" / "and" / "," / ";"
   is followed by a question word and every part starts with one and has 3+ words; at most
-  MAX_PARTS; `[query]` when it asks one thing.
+  MAX_PARTS; `[query]` when it asks one thing. A later part that refers back with "it" / "they" /
+  "them" / "that" / "this" gets the first part's content words, not its names ("What party did
+  Omar organise and how did it go?" -> "What party did Omar organise", "how did it go party
+  organise").
 - `distinct(ranking, hits)`: every hit that says word for word what a hit above it says (but for
   the dates; `_said`) moved after the others, each group in its order. Recall applies it to its
   fused list (`search.hybrid_search`): three copies of "Hey! How was your week?" in a top 5 leave
@@ -148,7 +151,26 @@ def parts(query: str) -> list[str]:
     found = [p.strip(" ?") for p in _PART_SPLIT.split(query)]
     if not 2 <= len(found) <= MAX_PARTS or not all(_ASKS_START.match(p) and len(p.split()) >= 3 for p in found):
         return [query]
-    return found
+    return [found[0], *(_resolved(part, found[0]) for part in found[1:])]
+
+
+#: A word by which a later part refers back to the first ("and how did it go?").
+_REFERS = re.compile(r"\b(?:it|they|them|that|this)\b", re.I)
+
+
+def _resolved(part: str, first: str) -> str:
+    """A later part that refers back ("how did it go") with the first part's content words but its
+    names added ("What party did Omar organise" -> "how did it go party organise"): alone, it
+    matches any small talk; names would pull it to the named person's small talk."""
+    if not _REFERS.search(part):
+        return part
+    have = {w.casefold() for w in _TOKEN.findall(part)}
+    carried = [
+        w
+        for w in _TOKEN.findall(first)
+        if w.casefold() not in STOPWORDS and w.casefold() not in have and not _capitalised(w)
+    ]
+    return " ".join([part, *dict.fromkeys(carried)])
 
 
 #: A question that asks for a list: "each", "both", "all", "every", "things", "what/which"

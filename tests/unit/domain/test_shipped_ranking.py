@@ -208,6 +208,18 @@ def test_a_query_asking_several_questions_is_split_into_its_parts():
     assert parts(many) == [many]
 
 
+def test_a_part_that_refers_back_is_searched_with_what_the_first_part_asks_about():
+    # "how did it go" alone matches any small talk; the names would pull it to the named person's.
+    assert parts("What party did Omar organise and how did it go?") == [
+        "What party did Omar organise",
+        "how did it go party organise",
+    ]
+    assert parts("What was Priya's diet before and what is it now?") == ["What was Priya's diet before", "what is it now diet"]
+    assert parts("What did Łukasz buy and how did they like it?") == ["What did Łukasz buy", "how did they like it buy"]
+    # A part that names its own subject is searched as it is.
+    assert parts("Which class did Omar sign up for and where does Maya swim?")[1] == "where does Maya swim"
+
+
 def test_cover_puts_each_rankings_best_first_and_every_id_once():
     whole = [("puppy", 0.9), ("smalltalk", 0.8), ("smalltalk2", 0.7)]
     part1 = [("puppy", 0.9), ("smalltalk", 0.5)]
