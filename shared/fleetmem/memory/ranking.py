@@ -92,6 +92,7 @@ import re
 import unicodedata
 from collections import Counter
 from collections.abc import Sequence
+from functools import lru_cache
 from itertools import zip_longest
 
 from fleetmem.memory.temporal import MONTH_NAMES, Day, date_words, dates_in, mentioned_days, written_day
@@ -290,7 +291,14 @@ _ENDING = 80
 def _ending(hit: SearchHit) -> tuple[str, ...]:
     """The last words of a hit's text but numbers and month names, folded: equal for two hits that
     say the same (`_said`) unless a date in their last words is written otherwise ("5th March")."""
-    words = _TOKEN.findall(_fold(hit.text[-_ENDING:]))
+    return _ending_of(hit.text[-_ENDING:])
+
+
+@lru_cache(maxsize=4096)
+def _ending_of(tail: str) -> tuple[str, ...]:
+    """`_ending` of a text's last characters (a recall reads the same hits in several searches, and
+    `repeats_down` and `distinct` both compare them)."""
+    words = _TOKEN.findall(_fold(tail))
     return tuple(w for w in words if not w.isdigit() and w not in MONTH_NAMES)[-6:]
 
 
