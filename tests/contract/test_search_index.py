@@ -270,6 +270,23 @@ def test_hostile_query_text_is_searched_as_plain_words(search, corpus, tenant, t
     vec(hits, vector_search)
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        "What did Maya do and how did it go? " * 200 + "espresso",  # 1,800 words, 9 distinct
+        " ".join(f"w{i}" for i in range(1500)) + " espresso",  # 1,500 distinct words
+        "中文日本語" * 300 + " espresso",  # 1,500 ideographs, each a word to the standard tokenizer
+    ],
+    ids=["repeated", "distinct", "ideographs"],
+)
+def test_a_query_of_thousands_of_words_is_answered_not_refused(search, corpus, tenant, text, vector_search):
+    """A pasted transcript as the query: every backend answers it (OpenSearch refuses a query of more
+    than 1,024 clauses, so its keyword arm keeps the query's first distinct words)."""
+    hits = search.search(q(tenant, text, vector=unit(1, 0), vector_model=MODEL, kinds=("chunk", "fact")))
+    assert all(h.score > 0 for h in hits.keyword)
+    vec(hits, vector_search)
+
+
 def test_a_real_word_inside_fts_syntax_still_matches(search, corpus, tenant):
     for text in ['NEAR("espresso', "espresso*", "-espresso", "title:espresso", '"espresso" AND OR']:
         assert ids(search.search(q(tenant, text)).keyword) == ["chunk:drinks/coffee#1"], text

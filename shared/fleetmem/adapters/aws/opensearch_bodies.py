@@ -151,6 +151,24 @@ def filter_clauses(query: SearchQuery) -> list[dict[str, Any]]:
     return clauses
 
 
+#: The most words (an ideograph or kana counts as one, as the standard tokenizer splits them) a
+#: keyword query keeps: each word is a clause per field, and OpenSearch refuses a query of more than
+#: 1,024 clauses (`too_many_clauses`), which no retry mends. A longer query keeps its first
+#: MAX_QUERY_WORDS distinct words (the local arm keeps its first 32 content words).
+MAX_QUERY_WORDS = 200
+_CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
+_QUERY_WORD = re.compile(f"[{_CJK}]|[^\\W{_CJK}]+")
+
+
+def query_text(text: str) -> str:
+    """`text` as the keyword arm asks it: whole while it has at most MAX_QUERY_WORDS words, else its
+    first MAX_QUERY_WORDS distinct words, case-folded."""
+    words = _QUERY_WORD.findall(text)
+    if len(words) <= MAX_QUERY_WORDS:
+        return text
+    return " ".join(list(dict.fromkeys(w.casefold() for w in words))[:MAX_QUERY_WORDS])
+
+
 def keyword_body(query: SearchQuery) -> dict[str, Any]:
     # title and text scores summed, title x3 (`most_fields`), as the local FTS5 arm's bm25(3.0, 1.0):
     # with the better of the two (`best_fields`) a name in the title outweighs the content words of
@@ -163,7 +181,7 @@ def keyword_body(query: SearchQuery) -> dict[str, Any]:
                 "must": [
                     {
                         "multi_match": {
-                            "query": query.text,
+                            "query": query_text(query.text),
                             "fields": ["title^3", "text"],
                             "type": "most_fields",
                         }
