@@ -160,8 +160,8 @@ _REFERS = re.compile(r"\b(?:it|they|them|that|this)\b", re.I)
 
 
 def _resolved(part: str, first: str) -> str:
-    """A later part that refers back ("how did it go") with the first part's content words but its
-    names added ("What party did Omar organise" -> "how did it go party organise"): alone, it
+    """A later part that refers back ("how did it go") with the first part's content words added,
+    not its names ("What party did Omar organise" -> "how did it go party organise"): alone, it
     matches any small talk; names would pull it to the named person's small talk."""
     if not _REFERS.search(part):
         return part
@@ -250,8 +250,12 @@ def _asks(text: str) -> bool:
 def statements_first(ranking: list[tuple[str, float]], texts: dict[str, str]) -> list[tuple[str, float]]:
     """`ranking` with the hits whose text is itself a question after the others, each group in its
     order: an answer is stated, not asked."""
-    asks = {d for d, _ in ranking if _asks(texts.get(d, ""))}
-    return [e for e in ranking if e[0] not in asks] + [e for e in ranking if e[0] in asks]
+    return _after(ranking, {d for d, _ in ranking if _asks(texts.get(d, ""))})
+
+
+def _after(ranking: list[tuple[str, float]], last: set[str]) -> list[tuple[str, float]]:
+    """`ranking` with the hits in `last` after the others, each group in its order."""
+    return [e for e in ranking if e[0] not in last] + [e for e in ranking if e[0] in last] if last else ranking
 
 
 #: A hit whose text is a question scores x QUESTION_WEIGHT in the shipped ranking (0.3 ranked as
@@ -336,9 +340,7 @@ def distinct(ranking: list[tuple[str, float]], hits: dict[str, SearchHit]) -> li
             if said[d] in seen:
                 copies.add(d)
             seen.add(said[d])
-    if not copies:
-        return ranking
-    return [e for e in ranking if e[0] not in copies] + [e for e in ranking if e[0] in copies]
+    return _after(ranking, copies)
 
 
 def cover(
