@@ -37,8 +37,8 @@ from fleetmem.adapters.aws.pages import CHANGE_SK
 from fleetmem.adapters.aws.tables import AUDIT, CLIENTS, CURSORS, FACTS, IDEMPOTENCY, PAGES, TableSpec
 from fleetmem.errors import Unavailable
 
-#: The tables in the order they are emptied: credentials first, so nothing new is written with
-#: the tenant's API tokens while the rest goes.
+#: The tables in the order they are emptied: credentials first (`fleetmem tenant delete` has
+#: revoked them and waited out the authorizer cache before any table is emptied).
 ORDER: tuple[TableSpec, ...] = (CLIENTS, FACTS, PAGES, CURSORS, IDEMPOTENCY, AUDIT)
 #: The report's names for the search index and the stage's queues beside the tables.
 SEARCH = "search"
