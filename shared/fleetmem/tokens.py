@@ -76,6 +76,16 @@ class MintRefused(ValueError):
         self.message = message
 
 
+class TenantDeleted(MintRefused):
+    """The tenant is deleted or being deleted (`fleetmem tenant delete`): no token is minted for it."""
+
+    def __init__(self, tenant: str) -> None:
+        super().__init__(
+            "tenant",
+            f"tenant {tenant[:80]!r} was deleted (fleetmem tenant delete); no token is minted for a deleted tenant",
+        )
+
+
 @dataclass(frozen=True)
 class MintRequest:
     """A token request that passed `mint_request`: what `mint` stores."""
@@ -121,6 +131,8 @@ def create_client(
         problem = id_problem(kind, value)
         if problem:
             raise ValueError(problem)
+    if tenant_deleted(store, tenant):
+        raise TenantDeleted(tenant)
     token = mint_token()
     digest = hash_token(token)
     record = ClientRecord(
@@ -220,3 +232,40 @@ def deny_cognito_client(store: ClientStore, clock: Clock, *, app_client_id: str,
 def cognito_client_denied(store: ClientStore, app_client_id: str, now: datetime) -> bool:
     record = store.by_hash(cognito_deny_hash(app_client_id))
     return record is not None and record.revoked_at is not None and record.revoked_at <= now
+
+
+# A tenant deletion (`fleetmem tenant delete --backend aws`) first leaves a tombstone in the clients
+# table, the same way: a ClientRecord keyed by a hash no API token can have, revoked at creation,
+# holding no tenant id (tenant "-", so the tenant's own listing never shows it). It stays after the
+# deletion: no token is minted for the tenant again (`create_client`) and its configured heartbeats
+# stop (`fleetmem.transport.aws_lambda.heartbeat`); a deleted tenant's id is not reused.
+_TENANT_DELETED_PREFIX = "tenant-deleted:"
+
+
+def tenant_deleted_hash(tenant: str) -> str:
+    return hash_token(_TENANT_DELETED_PREFIX + tenant)
+
+
+def mark_tenant_deleted(store: ClientStore, clock: Clock, tenant: str) -> ClientRecord:
+    """Leave the tenant's tombstone (idempotent); from then on `tenant_deleted` is true."""
+    digest = tenant_deleted_hash(tenant)
+    existing = store.by_hash(digest)
+    if existing is not None:
+        return existing
+    now = clock.now()
+    record = ClientRecord(
+        token_hash=digest,
+        token_id="del_" + digest[:10],
+        tenant="-",
+        client_id="tenant-deleted",
+        scopes=frozenset({"read"}),
+        created_at=now,
+        revoked_at=now,
+    )
+    store.create(record)
+    return record
+
+
+def tenant_deleted(store: ClientStore, tenant: str) -> bool:
+    """One lookup: was the tenant deleted (or is it being deleted)?"""
+    return store.by_hash(tenant_deleted_hash(tenant)) is not None

@@ -1,12 +1,15 @@
 """`fleetmem tenant delete TENANT --backend aws` on a stage's stores: DynamoDB Local for the tables,
-the run's OpenSearch node for the index (indexed as each write lands, write-through). Two tenants
-are written through the CLI on the AWS backend (pages, facts in every state, a deleted page,
-cursors, idempotency records, audit, tokens, search documents); one is deleted, and every table is
-then Scanned whole for any item of it, the index counted for its documents, and the other tenant
-compared with what it held before. Nothing is mocked."""
+the run's OpenSearch node for the index (indexed as each write lands, write-through), moto's SQS
+for the stage's queues. Two tenants are written through the CLI on the AWS backend (pages, facts in
+every state, a deleted page, cursors, idempotency records, audit, tokens, search documents, a
+heartbeat message each); one is deleted, and every table is then Scanned whole for any item of it,
+the index counted for its documents, the queue read for its messages, and the other tenant compared
+with what it held before. No API serves these stores, so the deletion runs with `--no-wait` (the
+wait and the race it closes are tests/stack/test_stack_tenant_delete.py's). Nothing is mocked."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +43,7 @@ def stage(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
     engines.tables_for(endpoint, prefix)
     env = {
         "AWS_ENDPOINT_URL_DYNAMODB": endpoint,
+        "AWS_ENDPOINT_URL_SQS": engines.moto_endpoint(request.config),
         "AWS_ACCESS_KEY_ID": engines.CREDENTIALS["aws_access_key_id"],
         "AWS_SECRET_ACCESS_KEY": engines.CREDENTIALS["aws_secret_access_key"],
         "AWS_REGION": "us-east-1",
@@ -78,6 +82,22 @@ def docs(search: Any, prefix: str, tenant: str) -> int:
     return int(search.count(index=f"{prefix}-docs-*", body={"query": {"term": {"tenant": tenant}}})["count"])
 
 
+def heartbeat_queue(env: dict[str, str], prefix: str) -> tuple[Any, str]:
+    import boto3
+
+    sqs = boto3.client("sqs", endpoint_url=env["AWS_ENDPOINT_URL_SQS"], **engines.CREDENTIALS)
+    return sqs, sqs.create_queue(QueueName=f"{prefix}-heartbeat")["QueueUrl"]
+
+
+def queued_tenants(sqs: Any, url: str) -> list[str]:
+    """The tenants the queue's messages name, read without hiding them (visibility 0)."""
+    seen: dict[str, str] = {}
+    for _ in range(3):
+        out = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, VisibilityTimeout=0)
+        seen.update({m["MessageId"]: json.loads(m["Body"])["tenant"] for m in out.get("Messages") or []})
+    return sorted(seen.values())
+
+
 def write_tenant(fm: Fleetmem, tenant: str) -> None:
     """Pages, facts in every state, a deleted page, a token, a cursor and an idempotency record."""
     seed(fm, tenant)
@@ -100,8 +120,10 @@ def test_tenant_delete_on_aws_leaves_nothing_of_the_tenant_in_any_store_and_keep
     aws = Fleetmem(
         tmp_path / "unused", {**fm.env, **env, "FLEETMEM_BACKEND": "aws", "FLEETMEM_OPENSEARCH_WRITE_THROUGH": "1"}
     )
+    sqs, queue = heartbeat_queue(env, prefix)
     for tenant in (GONE, KEPT):
         write_tenant(aws, tenant)
+        sqs.send_message(QueueUrl=queue, MessageBody=json.dumps({"tenant": tenant, "delta": {}}))
     before = tenant_items(endpoint, prefix, GONE)
     assert all(before.values()), before  # every table holds something of the tenant
     assert docs(search, prefix, GONE) > 0
@@ -110,17 +132,22 @@ def test_tenant_delete_on_aws_leaves_nothing_of_the_tenant_in_any_store_and_keep
 
     dry = aws("tenant", "delete", GONE, "--dry-run", "--json")
     assert dry.code == 0, dry.stderr
-    assert dry.json()["rows"] == {**before, "search": docs(search, prefix, GONE)}
+    assert dry.json()["rows"] == {**before, "search": docs(search, prefix, GONE), "queues": 1}
     asked = aws("tenant", "delete", GONE)
     assert asked.code == 3 and "--backend aws --yes" in asked.stderr  # no --yes: deletes nothing
     assert tenant_items(endpoint, prefix, GONE) == before
 
-    run = aws("tenant", "delete", GONE, "--backend", "aws", "--yes", "--json")
+    run = aws("tenant", "delete", GONE, "--backend", "aws", "--yes", "--no-wait", "--json")
     assert run.code == 0, run.stderr
     assert run.json()["rows"]["facts"] == before["facts"] and run.json()["left"] == 0
-    assert "delete: pages" in run.stderr  # progress on stderr
+    assert run.json()["rows"]["queues"] == 1 and run.json()["revoked"] == 1
+    assert "delete: pages" in run.stderr and "revoke: 1 API token(s) revoked" in run.stderr  # progress on stderr
     assert tenant_items(endpoint, prefix, GONE) == dict.fromkeys(before, 0)  # store by store: nothing
     assert docs(search, prefix, GONE) == 0
+    assert queued_tenants(sqs, queue) == [KEPT]
+    refused = aws("token", "create", "--client", "bot", "--scopes", "read", "--tenant", GONE)
+    assert refused.code == 2 and "was deleted" in refused.stderr  # no new credential for it
+    assert tenant_items(endpoint, prefix, GONE)["clients"] == 0
     assert (tenant_items(endpoint, prefix, KEPT), docs(search, prefix, KEPT), recall(aws, KEPT)) == kept
 
     again = aws("tenant", "delete", GONE, "--yes", "--json")

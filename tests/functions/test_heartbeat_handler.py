@@ -135,3 +135,22 @@ def test_a_wake_naming_a_configured_heartbeat_runs_it(queue_event):
 
     event, _ = queue_event
     assert call("heartbeat", schedule_heartbeat(event), sign=False)["status"] == "established"
+
+
+
+def test_a_deleted_tenants_heartbeat_reads_writes_and_sends_nothing(queue_event, clock, deps):
+    """`fleetmem tenant delete` leaves the tenant's tombstone; a wake the deploy config still
+    names for it must neither deliver its changes nor create a session cursor."""
+    from fleetmem.tokens import mark_tenant_deleted
+
+    event, url = queue_event
+    call("heartbeat", event)
+    clock.advance(minutes=1)
+    put_page("companies/acme", "Renewal call on Thursday.")
+    mark_tenant_deleted(deps.clients, clock, event["tenant"])
+    clock.advance(minutes=1)
+    assert call("heartbeat", event)["status"] == "refused"
+    assert received(url) == []
+    fresh = {**event, "session_id": f"new-{uuid.uuid4().hex[:8]}"}
+    assert call("heartbeat", fresh)["status"] == "refused"
+    assert deps.cursors.get(event["tenant"], event["client_id"], fresh["session_id"], now=clock.now()) is None

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import shlex
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -49,6 +50,11 @@ def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("tenant", metavar="TENANT")
     p.add_argument("--dry-run", action="store_true", help="report what would be deleted; delete nothing")
     p.add_argument("--yes", action="store_true", help="confirm the deletion (without it: exit 3, nothing deleted)")
+    p.add_argument(
+        "--no-wait",
+        action="store_true",
+        help="--backend aws: do not wait out the authorizer cache after revoking (only when nothing serves the API)",
+    )
     backend_option(p)
     p.add_argument("--json", action="store_true")
     p.set_defaults(handler=cmd_tenant_delete)
@@ -260,9 +266,85 @@ def cmd_tenant_delete(args: argparse.Namespace, out: Output) -> int:
         )
 
 
+#: Seconds added to the edge's invoke read timeout for a call the API let in just before its cached
+#: answer expired: the edge's own work before and after the verb function it invokes.
+IN_FLIGHT_MARGIN_S = 3
+#: Revoke passes before the deletion goes ahead without a clean one (a token minted while the
+#: tombstone was being written is revoked by the next pass, then waited out again).
+REVOKE_ROUNDS = 3
+#: Looks at the search index for documents the stream indexer re-created from writes made before
+#: the deletion (each followed by another delete), and the pause between them.
+SEARCH_SETTLE_ROUNDS = 10
+SEARCH_SETTLE_PAUSE_S = 2.0
+
+
+def _wait_bound() -> tuple[int, int]:
+    """(authorizer cache TTL, in-flight bound) in seconds, from the stage's settings as its
+    functions have them (FLEETMEM_AUTHORIZER_CACHE_TTL_S, FLEETMEM_INVOKE_READ_TIMEOUT_S)."""
+    from fleetmem.config import AuthSettings, EdgeSettings
+    from fleetmem.lanes import from_env
+
+    ttl = from_env(AuthSettings.from_env).authorizer_cache_ttl_s
+    in_flight = from_env(EdgeSettings.from_env).invoke_read_timeout_s + IN_FLIGHT_MARGIN_S
+    return max(0, ttl), in_flight
+
+
+def _wait(seconds: int, why: str, sleep: Callable[[float], None]) -> None:
+    Output.err(f"wait: {seconds} s, {why}")
+    left = float(seconds)
+    while left > 0:
+        step = min(10.0, left)
+        sleep(step)
+        left -= step
+        if left > 0:
+            Output.err(f"wait: {int(left)} s left")
+
+
+def _revoke_tenant(tenant: str, stores: Any, *, no_wait: bool) -> dict[str, Any]:
+    """Tombstone, revoke, wait: after this no credential of the tenant can reach a verb, however
+    long an API Gateway cache keeps its Allow (`docs/portability.md`)."""
+    from fleetmem.adapters.aws.tenants import revoke_clients
+    from fleetmem.adapters.local.clock import SystemClock
+    from fleetmem.config import AuthSettings
+    from fleetmem.lanes import from_env
+    from fleetmem.tokens import deny_cognito_client, mark_tenant_deleted
+
+    clock = SystemClock()
+    mark_tenant_deleted(stores.clients, clock, tenant)
+    Output.err(f"revoke: tenant {tenant!r} marked deleted (no token is minted for it from now on)")
+    mapped = sorted(a for a, m in from_env(AuthSettings.from_env).cognito_clients.items() if m.get("tenant") == tenant)
+    for app_client in mapped:
+        deny_cognito_client(stores.clients, clock, app_client_id=app_client)
+    if mapped:
+        Output.err(f"revoke: {len(mapped)} Cognito app client(s) mapped to it denied: {', '.join(mapped)}")
+    ttl, in_flight = _wait_bound()
+    revoked = waited = 0
+    for _ in range(REVOKE_ROUNDS):
+        now = revoke_clients(stores.clients, tenant, at=clock.now())
+        revoked += now
+        Output.err(f"revoke: {now} API token(s) revoked")
+        if waited and not now:
+            break  # a clean pass after a full wait: nothing of the tenant is authorized any more
+        if no_wait:
+            Output.err(
+                "wait: skipped (--no-wait). A call the API let in with a cached answer may still write; "
+                "use it only when nothing serves the stage's API."
+            )
+            break
+        _wait(
+            ttl + in_flight,
+            f"so that no revoked token is still let in: API Gateway may serve a cached Allow for {ttl} s after a "
+            f"revoke (api.authorizer_cache_ttl_s, FLEETMEM_AUTHORIZER_CACHE_TTL_S), and a call it let in may run "
+            f"{in_flight} s more (FLEETMEM_INVOKE_READ_TIMEOUT_S + {IN_FLIGHT_MARGIN_S} s)",
+            time.sleep,
+        )
+        waited += ttl + in_flight
+    return {"revoked": revoked, "cognito_denied": mapped, "waited_s": waited}
+
+
 def _delete_tenant_aws(args: argparse.Namespace, out: Output, settings: Any) -> int:
-    from fleetmem.adapters.aws import open_aws
-    from fleetmem.adapters.aws.tenants import SEARCH, TenantTables
+    from fleetmem.adapters.aws import open_aws, sdk_client
+    from fleetmem.adapters.aws.tenants import QUEUES, SEARCH, TenantQueues, TenantTables
     from fleetmem.errors import PortError
 
     stores = open_aws(settings)
@@ -272,29 +354,49 @@ def _delete_tenant_aws(args: argparse.Namespace, out: Output, settings: Any) -> 
         nothing="deleted",
     )
     tables = TenantTables(stores.aws.dynamodb, settings.aws.table_prefix)
+    queues = TenantQueues(sdk_client("sqs", region=settings.aws.region), settings.aws.table_prefix)
     tenant = args.tenant
 
-    def count(confirm: bool = False) -> dict[str, int]:
-        return {**tables.count(tenant, confirm=confirm), SEARCH: search.tenant_doc_count(tenant)}
+    def count(confirm: bool = False, with_queues: bool = False) -> dict[str, int]:
+        found = {**tables.count(tenant, confirm=confirm), SEARCH: search.tenant_doc_count(tenant)}
+        return {**found, QUEUES: queues.count(tenant)} if with_queues else found
 
     def delete() -> dict[str, int]:
         deleted = tables.delete(tenant, progress=_progress("delete"))
         deleted[SEARCH] = search.delete_tenant(tenant)
         Output.err(f"delete: {SEARCH} {deleted[SEARCH]}")
+        deleted[QUEUES] = queues.delete(tenant)
+        Output.err(f"delete: {QUEUES} {deleted[QUEUES]}")
         return deleted
+
+    def left() -> dict[str, int]:
+        # The stream indexer may still apply writes made before the deletion (each item's removal
+        # follows on its stream); the index is looked at again, and cleared again, until it settles.
+        remaining = count(confirm=True, with_queues=True)
+        for _ in range(SEARCH_SETTLE_ROUNDS):
+            if not remaining[SEARCH]:
+                break
+            Output.err(f"verify: {SEARCH} {remaining[SEARCH]} document(s) re-indexed from earlier writes; deleting")
+            search.delete_tenant(tenant)
+            time.sleep(SEARCH_SETTLE_PAUSE_S)
+            remaining[SEARCH] = search.tenant_doc_count(tenant)
+        Output.err("verify: " + ", ".join(f"{t} {n}" for t, n in remaining.items()))
+        return remaining
 
     try:
         return _delete_tenant(
             args,
             out,
-            where=f"stage {settings.aws.table_prefix!r} (its tables and search index)",
+            where=f"stage {settings.aws.table_prefix!r} (its tables, search index and queues)",
             unit="item(s)",
-            count=count,
+            count=lambda: count(with_queues=args.dry_run),
             delete=delete,
-            left=lambda: count(confirm=True),
+            left=left,
             backend=("--backend", "aws"),
+            before=lambda: _revoke_tenant(tenant, stores, no_wait=args.no_wait),
             caveat="Point-in-time recovery keeps deleted items restorable for its window, index snapshots until "
-            "they age out, and packs taken before still hold it (docs/portability.md).",
+            "they age out, and packs taken before still hold it; heartbeat events already sent to an https "
+            "destination are the receiver's (docs/portability.md).",
         )
     except PortError as exc:  # a store failed part-way: what was deleted stays deleted, a rerun completes it
         raise CommandFailed(
@@ -316,6 +418,7 @@ def _delete_tenant(
     left: Callable[[], dict[str, int]],
     caveat: str,
     backend: tuple[str, ...] = (),
+    before: Callable[[], dict[str, Any]] | None = None,
 ) -> int:
     found = count()
     total = sum(found.values())
@@ -342,6 +445,7 @@ def _delete_tenant(
                 }
             )
         return EXIT_OK if (args.dry_run or total == 0) else EXIT_CONFIRM
+    revoked = before() if before is not None else {}
     deleted = delete()
     remaining = left()
     n_left = sum(remaining.values())
@@ -361,6 +465,7 @@ def _delete_tenant(
                 "deleted": True,
                 "left": n_left,
                 "left_by_store": remaining,
+                **revoked,
                 "contract_version": CONTRACT_VERSION,
             }
         )

@@ -68,7 +68,7 @@ def _client_doc(rec: Any) -> dict[str, Any]:
 
 
 def cmd_token_create(args: argparse.Namespace, out: Output) -> int:
-    from fleetmem.tokens import ID_FIX, MintRefused, mint, mint_request
+    from fleetmem.tokens import ID_FIX, MintRefused, TenantDeleted, mint, mint_request
 
     try:
         request = mint_request(tenant=args.tenant, client=args.client, scopes=args.scopes.split(","))
@@ -82,7 +82,12 @@ def cmd_token_create(args: argparse.Namespace, out: Output) -> int:
             raise CommandFailed.usage("--client is blank", "Name the client, e.g. --client my-agent") from None
         raise CommandFailed.usage(refused.message, ID_FIX) from None
     deps = _token_deps(args, creates=True)
-    token, rec = mint(deps.clients, deps.clock, request)
+    try:
+        token, rec = mint(deps.clients, deps.clock, request)
+    except TenantDeleted as refused:
+        raise CommandFailed.usage(
+            refused.message, "Name another tenant: a deleted tenant's id is not reused (docs/portability.md)."
+        ) from None
     doc = {
         "token": token,
         "client": rec.client_id,

@@ -147,6 +147,18 @@ def test_create_token_checks_the_client_name_like_the_cli(bdeps, tenant):
     assert ok(bdeps, admin, "create_token", client="  padded  ", scopes=["read"])["client_id"] == "padded"
 
 
+
+def test_create_token_for_a_tenant_being_deleted_is_unauthorized_and_mints_nothing(bdeps, clock, tenant, other):
+    """`fleetmem tenant delete` leaves a tombstone before it revokes: a credential an API cache
+    still lets in cannot mint a fresh one for the tenant; another tenant is not affected."""
+    from fleetmem.tokens import mark_tenant_deleted
+
+    mark_tenant_deleted(bdeps.clients, clock, tenant)
+    body = err(bdeps, caller(tenant, *ALL), "create_token", client="escape", scopes=["read"])
+    assert body["code"] == "unauthorized"
+    assert bdeps.clients.list(tenant) == []
+    assert ok(bdeps, caller(other, *ALL), "create_token", client="fine", scopes=["read"])["scopes"] == ["read"]
+
 def test_another_tenants_token_id_is_not_found_like_a_missing_one(bdeps, clock, tenant, other):
     token, foreign = create_client(bdeps.clients, clock, tenant=other, client_id="agent-x", scopes=["read"])
     admin = caller(tenant, *ALL)

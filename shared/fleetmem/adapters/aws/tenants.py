@@ -14,12 +14,20 @@ Each table is walked the cheapest way its keys allow, streaming (one result page
 Deletes go out as BatchWriteItem (25 keys a call, UnprocessedItems retried with backoff). The
 search index loses the tenant's documents in every index of the stage's prefix (one per embedding
 model). The keys come from the stores' key module (`fleetmem.adapters.aws.keys`).
+
+`TenantQueues` finds the tenant's messages in the stage's SQS queues (every queue named
+`<prefix>-…`: the heartbeat destinations and their dead-letter queues, the indexer's replay
+queue): a message whose JSON body names the tenant (`"tenant": …`) is the tenant's; the others are
+made visible again at once. `revoke_clients` revokes every API token of the tenant (the deletion
+revokes first, then waits out the authorizer cache, then deletes: docs/portability.md).
 """
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable, Iterator
+from datetime import datetime
 from typing import Any
 
 from fleetmem.adapters.aws import keys
@@ -29,11 +37,12 @@ from fleetmem.adapters.aws.pages import CHANGE_SK
 from fleetmem.adapters.aws.tables import AUDIT, CLIENTS, CURSORS, FACTS, IDEMPOTENCY, PAGES, TableSpec
 from fleetmem.errors import Unavailable
 
-#: The tables in the order they are emptied: credentials first, so nothing new is written with
-#: the tenant's API tokens while the rest goes.
+#: The tables in the order they are emptied: credentials first (`fleetmem tenant delete` has
+#: revoked them and waited out the authorizer cache before any table is emptied).
 ORDER: tuple[TableSpec, ...] = (CLIENTS, FACTS, PAGES, CURSORS, IDEMPOTENCY, AUDIT)
-#: The report's name for the search index beside the tables.
+#: The report's names for the search index and the stage's queues beside the tables.
 SEARCH = "search"
+QUEUES = "queues"
 BATCH = 25
 #: progress on stderr every this many items of a table, and at its end
 PROGRESS_EVERY = 1000
@@ -198,3 +207,83 @@ class TenantTables:
         raise Unavailable(
             "dynamodb kept refusing part of a batch delete (throttled)", retry_after_seconds=5, reason="throttled"
         )
+
+
+def revoke_clients(store: Any, tenant: str, *, at: datetime) -> int:
+    """Revoke every API token of the tenant not yet revoked (`ClientStore.list` and `revoke`);
+    returns how many were revoked now."""
+    n = 0
+    for record in store.list(tenant):
+        if record.revoked_at is None and store.revoke(record.token_id, at=at, tenant=tenant):
+            n += 1
+    return n
+
+
+#: Messages one receive asks for (SQS's most), and how long a message read by the sweep stays
+#: invisible to the queue's consumer before the sweep makes it visible again.
+SQS_BATCH = 10
+SWEEP_VISIBILITY_S = 60
+
+
+def _message_tenant(body: str) -> str | None:
+    try:
+        doc = json.loads(body)
+    except ValueError:
+        return None
+    tenant = doc.get("tenant") if isinstance(doc, dict) else None
+    return tenant if isinstance(tenant, str) else None
+
+
+class TenantQueues:
+    """The tenant's messages in the stage's SQS queues (every queue named `<prefix>-…`)."""
+
+    def __init__(self, sqs: Any, prefix: str) -> None:
+        self.sqs = sqs
+        self.prefix = f"{prefix}-"
+
+    def urls(self) -> list[str]:
+        found: list[str] = []
+        req: dict[str, Any] = {"QueueNamePrefix": self.prefix, "MaxResults": 1000}
+        while True:
+            out = call(self.sqs.list_queues, **req)
+            found.extend(out.get("QueueUrls") or ())
+            if not out.get("NextToken"):
+                return sorted(found)
+            req["NextToken"] = out["NextToken"]
+
+    def count(self, tenant: str) -> int:
+        return sum(self._sweep(url, tenant, delete=False) for url in self.urls())
+
+    def delete(self, tenant: str) -> int:
+        return sum(self._sweep(url, tenant, delete=True) for url in self.urls())
+
+    def _sweep(self, url: str, tenant: str, *, delete: bool) -> int:
+        """Read the queue to its end (long polls, so every SQS server is asked), delete the
+        tenant's messages when `delete`, then make every other message read visible again."""
+        held: list[str] = []
+        n = 0
+        try:
+            while True:
+                out = call(
+                    self.sqs.receive_message,
+                    QueueUrl=url,
+                    MaxNumberOfMessages=SQS_BATCH,
+                    VisibilityTimeout=SWEEP_VISIBILITY_S,
+                    WaitTimeSeconds=1,
+                )
+                messages = out.get("Messages") or []
+                if not messages:
+                    break
+                mine = [m for m in messages if _message_tenant(m.get("Body", "")) == tenant]
+                n += len(mine)
+                if delete and mine:
+                    entries = [{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(mine)]
+                    call(self.sqs.delete_message_batch, QueueUrl=url, Entries=entries)
+                    mine_ids = {id(m) for m in mine}
+                    messages = [m for m in messages if id(m) not in mine_ids]
+                held.extend(m["ReceiptHandle"] for m in messages)
+        finally:
+            for group in chunks(held, SQS_BATCH):
+                entries = [{"Id": str(i), "ReceiptHandle": h, "VisibilityTimeout": 0} for i, h in enumerate(group)]
+                call(self.sqs.change_message_visibility_batch, QueueUrl=url, Entries=entries)
+        return n

@@ -25,7 +25,7 @@ from fleetmem.models import Caller, Wire
 from fleetmem.ports import CallContext, Deps
 from fleetmem.protocol import PROTOCOL_VERSION, SCOPES, Scope
 from fleetmem.timefmt import iso
-from fleetmem.tokens import ID_FIX, MintRefused, mint, mint_request
+from fleetmem.tokens import ID_FIX, MintRefused, TenantDeleted, mint, mint_request
 
 TOOL = "create_token"
 CLIENT_MAX = 64
@@ -85,7 +85,15 @@ def run(deps: Deps, caller: Caller, params: CreateTokenParams, ctx: CallContext)
             TOOL, params, refused.message, problem="The client name is not allowed.", cause=ID_FIX, field="client",
             no_fix='pass a client name such as "my-agent"',
         ) from None
-    token, record = mint(deps.clients, deps.clock, request)
+    try:
+        token, record = mint(deps.clients, deps.clock, request)
+    except TenantDeleted:
+        # the tenant is being deleted: its credentials are revoked, whatever a cache still lets in
+        raise VerbError(
+            "unauthorized",
+            "This credential was revoked.",
+            "Ask the memory host's operator for a valid token.",
+        ) from None
     body = CreateTokenResult.model_validate({
         "token": token,
         "token_id": record.token_id,

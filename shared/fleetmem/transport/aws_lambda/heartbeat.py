@@ -43,14 +43,20 @@ def run_heartbeat(payload: Mapping[str, Any], deps: Deps | None = None, send: An
     and the cursor stays put; a cursor race with another wake is lost quietly (the other wake
     advanced it). First wake of a session: the cursor is created at now and nothing is delivered,
     exactly like `delta` with a new session_id. A delta too large for one message is fetched
-    again with a smaller budget, and cut to item heads at the floor, so it never sticks."""
+    again with a smaller budget, and cut to item heads at the floor, so it never sticks. A deleted
+    tenant's wake is refused (`fleetmem.tokens.tenant_deleted`: one lookup)."""
     from fleetmem.errors import Conflict
     from fleetmem.timefmt import iso
+    from fleetmem.tokens import tenant_deleted
     from fleetmem.transport.dispatch import dispatch
 
     d = deps or runtime.get_deps()
     out = send or runtime.delivery()
     tenant, client_id = str(payload["tenant"]), str(payload["client_id"])
+    if tenant_deleted(d.clients, tenant):
+        # `fleetmem tenant delete` left the tenant's tombstone: nothing is read, written or sent
+        log.warning("heartbeat of a deleted tenant refused", extra={"event": "heartbeat_tenant_deleted"})
+        return {"status": "refused", "delivered": False}
     session_id = str(payload["session_id"])[:200]
     destination = payload["destination"]
     now = d.clock.now()
