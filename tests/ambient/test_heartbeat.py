@@ -80,8 +80,8 @@ def test_a_catch_up_larger_than_the_budget_resumes_on_the_next_wakes(
     for i in (1, 2, 3):
         page(fmx, served, f"notes/hb-drain-{i}", f"HB Drain {i}")
     seen: list[str] = []
-    for _ in range(10):  # one page fits the budget per wake (other tests' recent pages may come first)
-        doc = fmx("heartbeat", "--session-id", "hb-drain", "--budget-tokens", "8", "--json",
+    for _ in range(10):  # a page or two fit the budget per wake (other tests' recent pages may come first)
+        doc = fmx("heartbeat", "--session-id", "hb-drain", "--budget-tokens", "110", "--json",
                   *remote(served), data_dir=False).json()
         assert doc["catch_up"] is not None
         seen += [p["slug"] for p in doc["catch_up"]["pages"]]

@@ -73,14 +73,14 @@ def test_the_preview_is_the_hooks_own_text(page: Any, seeded: Console, tmp_path:
 
 def test_a_small_budget_lists_what_it_cut(page: Any, seeded: Console, tmp_path: Path, monkeypatch: Any) -> None:
     sign_in(page, seeded, seeded.read)
-    page.goto(f"{seeded.base}/console/context?entities={ZED}&budget=40")
-    pack = v1(seeded, seeded.read, "context_pack", entities=ZED, budget_tokens=40)
+    page.goto(f"{seeded.base}/console/context?entities={ZED}&budget=100")
+    pack = v1(seeded, seeded.read, "context_pack", entities=ZED, budget_tokens=100)
     full = v1(seeded, seeded.read, "context_pack", entities=ZED)
     cut = [f["fact"] for f in full["facts"] if f["fact_id"] not in {g["fact_id"] for g in pack["facts"]}]
     assert cut  # the budget is small enough to drop facts
     listed = page.locator("section", has_text="Cut by the budget").inner_text()
     assert all(text in listed for text in cut)
-    assert page.locator("pre#injected").text_content() == hook_text(seeded, [ZED], 40, tmp_path, monkeypatch)
+    assert page.locator("pre#injected").text_content() == hook_text(seeded, [ZED], 100, tmp_path, monkeypatch)
 
 
 @pytest.mark.parametrize("budget", ["0", "lots"])
@@ -109,3 +109,24 @@ def test_a_busiest_entity_can_be_picked(page: Any, seeded: Console, tmp_path: Pa
     follow(page, page.get_by_role("button", name="Preview"))
     assert page.get_by_label(ZED, exact=True).is_checked()
     assert page.locator("pre#injected").text_content() == hook_text(seeded, [ZED], 2000, tmp_path, monkeypatch)
+
+
+def test_the_previews_counts_are_the_injected_texts(
+    page: Any, seeded: Console, tmp_path: Path, monkeypatch: Any
+) -> None:
+    """At a budget whose text holds the card but not every fact, the counts above the text, the cut
+    list and the text agree (the preview once said "4 facts · 0 dropped … everything fits" over a
+    text that showed one fact and "(3 more over the budget)")."""
+    sign_in(page, seeded, seeded.read)
+    page.goto(f"{seeded.base}/console/context?entities={ZED}&budget=100")
+    shown = page.locator("pre#injected").text_content()
+    assert shown == hook_text(seeded, [ZED], 100, tmp_path, monkeypatch)
+    in_text = shown.count("- (fact [")
+    left_out = 4 - in_text
+    assert 1 <= in_text < 4  # the budget shows some of the four facts, not all
+    counts = page.locator("section", has_text="Injected text").locator("p.muted").inner_text()
+    assert f"1 cards · {in_text} facts · {left_out} dropped" in counts
+    assert f"({left_out} more over the budget)" in shown
+    cut = page.locator("section", has_text="Cut by the budget").locator("li")
+    assert cut.count() == left_out
+    assert all(cut.nth(i).inner_text().removeprefix("fact ") not in shown for i in range(left_out))

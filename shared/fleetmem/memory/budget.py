@@ -9,6 +9,14 @@ Public API:
   everything is kept and `fields()` is empty.
   `packer.used`, `packer.dropped`, `packer.fields() -> dict` ({budget_tokens, budget_used,
   dropped_count} when a budget was given, else {}).
+- `fit_prefix(render, total, budget) -> (shown, text)`: for verbs whose answer is an injectable
+  `text` (context_pack, delta): the largest `shown` (0..total) whose `render(shown)` costs at
+  most `budget`, and that text; (0, "") when not even the empty block fits; everything when
+  `budget` is None. The verb then lists exactly those `shown` items, so its JSON and its text
+  agree.
+- `text_fields(budget, text, dropped) -> dict`: the budget fields of such a verb: `budget_used`
+  is the cost of the text (frame, headings and lines included), `dropped_count` what it left out;
+  {} without a budget.
 """
 
 from __future__ import annotations
@@ -26,6 +34,24 @@ def cost(text: str | None) -> int:
 
 def costs(*texts: str | None) -> int:
     return sum(cost(t) for t in texts)
+
+
+def fit_prefix(render: Callable[[int], str], total: int, budget: int | None) -> tuple[int, str]:
+    """Searched from the top down: the first fit is the longest (not always the first miss from
+    below: a shown last item can be shorter than the line counting what was left out)."""
+    if budget is None:
+        return total, render(total)
+    for shown in range(total, -1, -1):
+        text = render(shown)
+        if cost(text) <= budget:
+            return shown, text
+    return 0, ""
+
+
+def text_fields(budget: int | None, text: str, dropped: int) -> dict[str, int]:
+    if budget is None:
+        return {}
+    return {"budget_tokens": budget, "budget_used": cost(text), "dropped_count": dropped}
 
 
 class Packer:

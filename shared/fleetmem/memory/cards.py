@@ -22,21 +22,27 @@ Public functions:
   `projects/` project, else null); `aka` [], `summary` "", `last_touched` all null; open threads
   are the active commitment facts; edges are the incoming links (pages may link to a slug before
   it has a page). Page cards from `build_card` carry `page: true`.
+- `entity_card(deps, tenant, name, res, *, world_only, now, since=None) -> EntityCard | None`: THE
+  card a resolved name gets, in `entity` and `context_pack` alike: the fact-only card when the
+  name's own slug (`res.target`, no page) has active facts visible to the caller, else the card of
+  the best-ranked page (`res.best`) when the caller may see it, else None. `EntityCard` carries
+  the card, its `CardInputs` (the entity's active facts, newest first: context_pack's hot facts)
+  and `fact_only`.
+- `fact_entity_head(slug, name="") -> (title, type)`: how a fact-only entity is named: the name as
+  asked when it slugifies to the slug's last segment, else that segment with "-" as spaces; the
+  type from the slug's folder.
 - `flat_card(card) -> dict`: the card as context_pack lists it — the reference's flat shape,
   `slug`, `title`, `type` at the top level next to `summary`, `open_threads`, `edges`,
-  `backlink_count` (the nested `entity`, `aka`, `last_touched`, `active_fact_count` stay as extras;
-  `page` is left out: a pack lists page cards only).
-- `card_cost(card) -> int`: the packing cost of a card: title + summary + each thread text.
-  `{id (legacy integer seq), fact_id, text, kind, entity_slug, provenance, visibility, created_at,
-  valid_until}`; its packing cost is `budget.cost(text)`.
+  `backlink_count` (the nested `entity`, `aka`, `last_touched`, `active_fact_count` and `page`
+  stay as extras).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
 
-from fleetmem.memory import budget
 from fleetmem.memory.pagefmt import clip, first_sentence, strip_private
 from fleetmem.memory.slugs import last_segment, normalize_alias, slugify
 from fleetmem.models import Backlink, Fact, Page
@@ -49,6 +55,9 @@ from fleetmem.protocol import (
     SUMMARY_MAX_CHARS,
 )
 from fleetmem.timefmt import iso, parse_iso
+
+if TYPE_CHECKING:
+    from fleetmem.memory.entities import Resolution
 
 MENTIONS = MENTION_LINK_TYPE
 _COMMITMENT_SCAN = 50
@@ -191,23 +200,27 @@ def build_card(
     }
 
 
-def _derived_title(slug: str, name: str) -> str:
+def fact_entity_head(slug: str, name: str = "") -> tuple[str, str | None]:
     asked = " ".join(name.split())
     if asked and "/" not in asked and slugify(asked) == last_segment(slug):
-        return asked
-    return last_segment(slug).replace("-", " ")
+        title = asked
+    else:
+        title = last_segment(slug).replace("-", " ")
+    folder = slug.split("/", 1)[0] if "/" in slug else ""
+    return title, _FOLDER_TYPES.get(folder)
 
 
 def fact_card(
-    deps: Deps, tenant: str, slug: str, name: str, inputs: CardInputs, *, world_only: bool
+    deps: Deps, tenant: str, slug: str, name: str, inputs: CardInputs, *, world_only: bool,
+    since: datetime | None = None,
 ) -> dict:
-    folder = slug.split("/", 1)[0] if "/" in slug else ""
+    title, kind = fact_entity_head(slug, name)
     return {
-        "entity": {"slug": slug, "title": _derived_title(slug, name), "type": _FOLDER_TYPES.get(folder)},
+        "entity": {"slug": slug, "title": title, "type": kind},
         "aka": [],
         "summary": "",
         "last_touched": {"updated_at": None, "last_retrieved_at": None, "last_timeline_date": None},
-        "open_threads": _commitments(inputs.facts, None),
+        "open_threads": _commitments(inputs.facts, since),
         "edges": _edges(deps, tenant, None, inputs, world_only=world_only, slug=slug),
         "backlink_count": inputs.backlink_count,
         "active_fact_count": inputs.active_fact_count,
@@ -215,13 +228,37 @@ def fact_card(
     }
 
 
+@dataclass(frozen=True)
+class EntityCard:
+    card: dict
+    inputs: CardInputs
+    fact_only: bool
+
+    @property
+    def slug(self) -> str:
+        return str(self.card["entity"]["slug"])
+
+
+def entity_card(
+    deps: Deps, tenant: str, name: str, res: Resolution, *, world_only: bool, now: datetime,
+    since: datetime | None = None,
+) -> EntityCard | None:
+    target = res.target
+    if target.page is None and target.slug:
+        _, inputs = read_card(deps, tenant, target.slug, world_only=world_only, now=now, with_page=False)
+        if inputs.active_fact_count > 0:
+            card = fact_card(deps, tenant, target.slug, name, inputs, world_only=world_only, since=since)
+            return EntityCard(card, inputs, fact_only=True)
+    if res.best is not None:
+        page, inputs = read_card(deps, tenant, res.best.head.slug, world_only=world_only, now=now)
+        if page is not None and not (world_only and page.visibility != "world"):
+            card = build_card(deps, tenant, page, world_only=world_only, now=now, since=since, inputs=inputs)
+            return EntityCard(card, inputs, fact_only=False)
+    return None
+
+
 def flat_card(card: dict) -> dict:
     ent = card["entity"]
-    rest = {k: v for k, v in card.items() if k != "page"}  # a pack lists page cards only
-    return {"slug": ent["slug"], "title": ent["title"], "type": ent["type"], **rest}
-
-
-def card_cost(card: dict) -> int:
-    return budget.costs(card["entity"]["title"], card["summary"], *(t["text"] for t in card["open_threads"]))
+    return {"slug": ent["slug"], "title": ent["title"], "type": ent["type"], **card}
 
 

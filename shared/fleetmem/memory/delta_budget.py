@@ -1,41 +1,112 @@
-"""What a delta item costs against the budget, and how the first pending item is cut to fit
-(D14: every call with something pending delivers something).
+"""delta's budget: a wake delivers exactly what its `text` shows (D14, D16).
 
-Public API: `truncate_page(page, budget_tokens)`, `truncate_fact(fact, budget_tokens)`,
-`page_cost(p)`, `fact_cost(f)`, `item_cost(item)`, `RETRACTION_COST`.
+Public API: `DeltaPack`, `pack_delta(since, items, threads, *, overflow, budget) -> DeltaPack`,
+`truncate_fact(fact, chars)`, `truncate_page(page, room)`.
+
+- `items` are the pending pages, facts and retractions in delivery order (the order the cursor
+  passes them); `threads` the open-thread events. The budget is spent on the text itself,
+  frame, headings and every line included: the wake keeps the longest prefix of items (then of
+  threads) whose rendered block costs at most the budget (`budget.fit_prefix`), and lists exactly
+  those items in its JSON, so the cursor never passes an item the text did not show.
+- When not even the first pending item fits whole, a page or fact is cut to the room the block
+  leaves (`truncated: true`, the same cut in the JSON and the text; a fact ends with "…", a page
+  title too), so a wake with something pending delivers something. A retraction is never cut.
+  When the frame leaves no room for even one character of it, nothing is delivered and `needed`
+  is the smallest budget that shows the first pending item whole (the caller's fix).
+- Threads are not positions the cursor passes (they are read again from `since` on every wake):
+  threads left out count in `dropped` but do not make the wake incomplete.
+- `has_more` in the text is `overflow` (a fetch limit or the deadline held items back) or any
+  item left out.
 """
 
 from __future__ import annotations
 
-from fleetmem.memory import budget
+from collections.abc import Sequence
+from dataclasses import dataclass
 
-#: A retraction carries a handle and a reason, no content: it costs one token, so it always fits
-#: and a follower never keeps a retracted fact or a deleted page for want of budget.
-RETRACTION_COST = 1
+from fleetmem.memory import budget as budget_rule
+from fleetmem.memory.render import delta_item_line, delta_section, delta_thread_line, render_delta_lines
+
+ELLIPSIS = "…"
 
 
-def truncate_page(page: dict, budget_tokens: int) -> dict:
-    """Cut the title (then the slug) so `title + " " + slug` costs at most the budget."""
-    room = 4 * budget_tokens - 1  # characters for title + slug around the one space
+@dataclass(frozen=True)
+class DeltaPack:
+    items: list[dict]  # the delivered prefix of the pending items (the first may be cut)
+    threads: list[dict]
+    text: str
+    dropped: int  # items and threads the text left out
+    has_more: bool
+    needed: int | None = None  # nothing fit: the smallest budget that shows the first item whole
+
+    def fields(self, budget: int | None) -> dict[str, int]:
+        return budget_rule.text_fields(budget, self.text, self.dropped)
+
+
+def truncate_fact(fact: dict, chars: int) -> dict:
+    """The fact with its text cut to `chars` characters plus "…"."""
+    return {**fact, "fact": fact["fact"][:chars] + ELLIPSIS, "truncated": True}
+
+
+def truncate_page(page: dict, room: int) -> dict:
+    """The page with `title` and `slug` cut to `room` characters together: the title goes first
+    (ending with "…"), then the slug."""
     slug = page["slug"][:room]
-    title = page["title"][: max(0, room - len(slug))]
+    keep = room - len(slug)
+    title = page["title"][: keep - 1] + ELLIPSIS if keep >= 1 and len(page["title"]) > keep else page["title"][:keep]
     return {**page, "title": title, "slug": slug, "truncated": True}
 
 
-def truncate_fact(fact: dict, budget_tokens: int) -> dict:
-    room = 4 * budget_tokens
-    return {**fact, "fact": fact["fact"][: room - 1] + "…", "truncated": True}
+def _content_len(item: dict) -> int:
+    """The characters of an item that a cut can remove (0: it cannot be cut)."""
+    section = delta_section(item)
+    if section == 1:
+        return len(" ".join(item["fact"].split()))
+    if section == 0:
+        return len(" ".join(item["title"].split())) + len(item["slug"])
+    return 0
 
 
-def page_cost(p: dict) -> int:
-    return budget.cost(f"{p['title']} {p['slug']}")
+def _cut(item: dict, room: int) -> dict | None:
+    """`item` cut so its content takes at most `room` characters, or None when it cannot be."""
+    section = delta_section(item)
+    if section == 1 and room >= 2:
+        return truncate_fact(item, room - len(ELLIPSIS))
+    if section == 0 and room >= 1:
+        return truncate_page(item, room)
+    return None
 
 
-def fact_cost(f: dict) -> int:
-    return budget.cost(f["fact"])
+def pack_delta(
+    since: str, items: Sequence[dict], threads: Sequence[dict], *, overflow: bool, budget: int | None
+) -> DeltaPack:
+    items = list(items)
+    lines = [(delta_section(i), delta_item_line(i)) for i in items]
+    thread_lines = [delta_thread_line(t) for t in threads]
+    n, total = len(items), len(items) + len(threads)
 
+    def render(shown: int) -> str:
+        return render_delta_lines(
+            since, lines[:shown], thread_lines[: max(0, shown - n)],
+            has_more=overflow or shown < n, left_out=total - shown,
+        )
 
-def item_cost(item: dict) -> int:
-    if "reason" in item:
-        return RETRACTION_COST
-    return fact_cost(item) if "fact_id" in item else page_cost(item)
+    shown, text = budget_rule.fit_prefix(render, total, budget)
+    needed: int | None = None
+    if shown == 0 and n and budget is not None:
+        whole = render(1)
+        room = 4 * budget - (len(whole) - _content_len(items[0]))
+        while (first := _cut(items[0], room)) is not None:
+            lines[0] = (delta_section(first), delta_item_line(first))
+            candidate = render(1)
+            if budget_rule.cost(candidate) <= budget:
+                items[0], shown, text = first, 1, candidate
+                break
+            room -= 1  # whitespace folding or a cut slug: recheck one character shorter
+        else:
+            needed = budget_rule.cost(whole)
+    taken = min(shown, n)
+    return DeltaPack(
+        items=items[:taken], threads=list(threads[: max(0, shown - n)]), text=text, dropped=total - shown,
+        has_more=overflow or taken < n, needed=needed,
+    )

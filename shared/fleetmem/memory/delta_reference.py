@@ -5,7 +5,8 @@ order within the budget, so `next_cursor.since`/`slug` — the last delivered it
 undelivered page or fact, and every call with something pending moves it forward.
 
 Public API: `ReferenceRead`, `reference_read(deps, tenant, *, now, since, slug, budget_tokens,
-world_only, skipped, fact_item) -> ReferenceRead`.
+world_only, skipped, fact_item, threads_of) -> ReferenceRead`. The prefix is the one the text
+shows (`delta_budget.pack_delta`): the position never passes an item the text left out.
 """
 
 from __future__ import annotations
@@ -14,8 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
-from fleetmem.memory import budget
-from fleetmem.memory.delta_budget import fact_cost, page_cost, truncate_fact, truncate_page
+from fleetmem.memory.delta_budget import DeltaPack, pack_delta
 from fleetmem.memory.delta_positions import FACT_TIE, fact_tie
 from fleetmem.models import Fact
 from fleetmem.ports import Deps
@@ -27,7 +27,7 @@ from fleetmem.timefmt import iso, to_ms
 class ReferenceRead:
     """What one timeline read delivered: the packed pages and facts, whether more is pending, the
     next position (`since`/`slug`) and its change floors (`page_seq`, `fact_seq`: None only for an
-    arm the deadline skipped)."""
+    arm the deadline skipped), and the pack (text, threads shown, budget fields)."""
 
     pages: list[dict]
     facts: list[dict]
@@ -37,16 +37,18 @@ class ReferenceRead:
     slug: str
     page_seq: int | None
     fact_seq: int | None
-    packer: budget.Packer
+    pack: DeltaPack
 
 
 def reference_read(
     deps: Deps, tenant: str, *, now: datetime, since: datetime, slug: str, budget_tokens: int | None,
     world_only: bool, skipped: bool, fact_item: Callable[[Fact], dict],
+    threads_of: Callable[[], tuple[list[dict], bool]],
 ) -> ReferenceRead:
     """Read, merge and pack one timeline after (`since`, `slug`); `skipped`: the deadline passed
     before the facts arm, so facts are not read and their position may not move. `fact_item`
-    renders a fact as the verb lists it."""
+    renders a fact as the verb lists it; `threads_of()` reads the thread events (after the
+    timeline) and says whether the deadline cut them short."""
     tie = fact_tie(slug)
     heads, rows = deps.gather(
         lambda: deps.pages.updated_since(
@@ -76,19 +78,16 @@ def reference_read(
         if e[1] == 1 else fact_item(rows[e[3]])
         for e in window
     ]
-
-    def item_cost(item: dict) -> int:
-        return fact_cost(item) if "fact_id" in item else page_cost(item)
-
-    if budget_tokens is not None and items and item_cost(items[0]) > budget_tokens:
-        first = items[0]
-        items[0] = truncate_fact(first, budget_tokens) if "fact_id" in first else truncate_page(first, budget_tokens)
-    packer = budget.Packer(budget_tokens)
-    taken = packer.take(items, item_cost)
+    threads, threads_cut = threads_of()
+    pack = pack_delta(
+        iso(since) or "", items, threads, budget=budget_tokens,
+        overflow=page_overflow or fact_overflow or len(window) < len(order) or skipped or threads_cut,
+    )
+    taken = pack.items
     delivered = window[: len(taken)]
     packed_pages = [i for i in taken if "fact_id" not in i]
     packed_facts = [i for i in taken if "fact_id" in i]
-    has_more = page_overflow or fact_overflow or len(taken) < len(order) or skipped
+    has_more = pack.has_more
 
     next_since, next_slug = since, slug
     if delivered and not skipped:  # skipped facts are unknown: the position may not pass them
@@ -112,5 +111,5 @@ def reference_read(
 
     return ReferenceRead(
         pages=packed_pages, facts=packed_facts, taken=bool(taken), has_more=has_more, since=next_since,
-        slug=next_slug, page_seq=page_seq, fact_seq=fact_seq, packer=packer,
+        slug=next_slug, page_seq=page_seq, fact_seq=fact_seq, pack=pack,
     )

@@ -32,6 +32,10 @@ Public functions:
   slug-shaped name ("people/pri") is matched by its last segment.
   create_safety: `probable` when every word of the normalized name is a word of the page's title
   or slug (the page very likely is the entity under another spelling), otherwise `unknown`.
+  Entities that have facts but no page are near-misses too: found through the fact index (facts
+  filed under a slug with a word that is, or starts with, a word of the name; their title and
+  type as `entity`'s fact-only card names them, `cards.fact_entity_head`). The `probable` ones
+  come first; within each kind pages before fact-only entities.
 - `parse_entity_list(text, cap) -> list[str]`: a comma-separated entity string, trimmed, empties
   dropped, capped (duplicates kept: the echo shows what was asked; cards are deduplicated later).
 
@@ -46,9 +50,10 @@ import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from fleetmem.errors import caller_error
+from fleetmem.errors import PortError, caller_error
+from fleetmem.memory.cards import fact_entity_head
 from fleetmem.memory.slugs import ascii_slug, last_segment, normalize_alias, slugify
-from fleetmem.models import PageHead, PageMatch
+from fleetmem.models import PageHead, PageMatch, SearchQuery
 from fleetmem.ports import Deps
 from fleetmem.protocol import SUGGESTIONS_MAX, TITLE_MAX
 
@@ -56,6 +61,7 @@ _RANK = {"alias": 0, "title": 1, "slug": 1, "token": 1, "suffix": 2}
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _WORD_SEP = re.compile(r"[-/]+")
 _ENTITY_PREFIXES = ("people/", "companies/")
+_FACT_SCAN = 20  # fact hits read for fact-only near-misses
 
 
 @dataclass
@@ -119,10 +125,42 @@ def _words(text: str) -> set[str]:
     return {w for w in _WORD_SEP.split(slugify(text)) if w}
 
 
-def _suggestion(head: PageHead, wanted: set[str]) -> dict:
-    have = _words(head.title) | _words(head.slug)
+def _suggestion(slug: str, title: str, kind: str | None, wanted: set[str]) -> dict:
+    have = _words(title) | _words(slug)
     safety = "probable" if wanted and wanted <= have else "unknown"
-    return {"slug": head.slug, "title": head.title, "type": head.type, "create_safety": safety}
+    return {"slug": slug, "title": title, "type": kind, "create_safety": safety}
+
+
+def _near(slug: str, wanted: set[str]) -> bool:
+    """A word of the slug's last segment is, or starts with, a word of the name."""
+    return any(have.startswith(w) for have in _words(last_segment(slug)) for w in wanted)
+
+
+def _fact_only_near_misses(
+    deps: Deps, tenant: str, text: str, wanted: set[str], *, world_only: bool, skip: set[str]
+) -> list[dict]:
+    """Entities that have facts but no page, near the name: the fact index finds facts filed under
+    a slug sharing a word with it (a fact's indexed title is its entity slug); those whose slug is
+    no page's and that hold active facts the caller may see are offered."""
+    if not wanted:
+        return []
+    query = SearchQuery(tenant=tenant, text=text, kinds=("fact",), world_only=world_only, k=_FACT_SCAN)
+    try:
+        hits = deps.search.search(query).keyword
+    except PortError:
+        return []  # near-misses are advice: an index that cannot answer offers none
+    slugs = [s for s in dict.fromkeys(h.slug for h in hits) if s and s not in skip and _near(s, wanted)]
+    if not slugs:
+        return []
+    paged = {h.slug for h in deps.pages.heads(tenant, slugs)}
+    slugs = [s for s in slugs if s not in paged][:SUGGESTIONS_MAX]
+    now = deps.clock.now()
+    counts = deps.gather(
+        *(lambda s=s: deps.facts.count_active(tenant, s, now=now, world_only=world_only) for s in slugs)
+    )
+    return [
+        _suggestion(slug, *fact_entity_head(slug), wanted) for slug, n in zip(slugs, counts, strict=True) if n
+    ]
 
 
 def near_misses(deps: Deps, tenant: str, name: str, *, world_only: bool, exclude: tuple[str, ...] = ()) -> list[dict]:
@@ -135,7 +173,12 @@ def near_misses(deps: Deps, tenant: str, name: str, *, world_only: bool, exclude
     for head in deps.pages.keyword(tenant, text, world_only=world_only, limit=limit):
         if (world_only and head.visibility != "world") or head.slug in exclude:
             continue
-        out.append(_suggestion(head, wanted))
+        out.append(_suggestion(head.slug, head.title, head.type, wanted))
+    out += _fact_only_near_misses(
+        deps, tenant, text, wanted, world_only=world_only, skip={*exclude, *(o["slug"] for o in out)}
+    )
+    # the likely ones first (a stable sort: within each, pages before fact-only entities)
+    out.sort(key=lambda o: o["create_safety"] != "probable")
     return out[:SUGGESTIONS_MAX]
 
 

@@ -13,7 +13,7 @@ import pytest
 
 from fleetmem.errors import VerbError
 from fleetmem.memory.budget import cost
-from fleetmem.memory.render import DATA_NOTICE
+from fleetmem.memory.render import DATA_NOTICE, render_context_pack
 from fleetmem.memory.verbs import context_pack, put_page
 from fleetmem.models import Fact
 from fleetmem.ports import CallContext
@@ -83,7 +83,9 @@ def test_cards_for_resolved_entities_only_in_request_order(deps, remote_caller):
         "edges",
         "backlink_count",
         "active_fact_count",
+        "page",
     }
+    assert card["page"] is True
     assert "Alice leads." in body["text"] and "Acme builds rockets." in body["text"]
     assert body["text"].splitlines()[1] == DATA_NOTICE
 
@@ -117,47 +119,52 @@ def test_a_budget_that_is_not_a_positive_integer_is_invalid_params(deps, remote_
     assert err.value.code == "invalid_params"
 
 
-def test_hot_facts_are_the_last_24_hours_newest_first_at_most_ten(deps, remote_caller):
-    add_fact(deps, "too old", age=timedelta(hours=25))
+def test_hot_facts_are_the_entities_last_24_hours_newest_first_at_most_ten(deps, remote_caller):
+    put(deps, remote_caller, "people/ann", "Ann.")
+    add_fact(deps, "too old", entity_slug="people/ann", age=timedelta(hours=25))
     for i in range(12):
-        add_fact(deps, f"recent {i}", age=timedelta(minutes=60 - i))
-    facts = pack(deps, remote_caller, entities="")["facts"]
+        add_fact(deps, f"recent {i}", entity_slug="people/ann", age=timedelta(minutes=60 - i))
+    add_fact(deps, "recent but about nobody asked", age=timedelta(minutes=1))
+    facts = pack(deps, remote_caller, entities="people/ann")["facts"]
     assert [f["fact"] for f in facts] == [f"recent {i}" for i in range(11, 1, -1)]
     assert {"fact_id", "id", "fact", "kind", "created_at"} <= set(facts[0]) and "text" not in facts[0]
+    assert pack(deps, remote_caller, entities="")["facts"] == []  # no entity: no facts
 
 
 def test_hot_facts_come_from_the_session_when_one_is_given(deps, remote_caller):
-    add_fact(deps, "other session", session_id="s2")
-    add_fact(deps, "old but in session", session_id="s1", age=timedelta(days=3))
-    add_fact(deps, "in session", session_id="s1")
-    facts = pack(deps, remote_caller, entities="", session_id="s1")["facts"]
+    put(deps, remote_caller, "people/ann", "Ann.")
+    add_fact(deps, "other session", entity_slug="people/ann", session_id="s2")
+    add_fact(deps, "old but in session", entity_slug="people/ann", session_id="s1", age=timedelta(days=3))
+    add_fact(deps, "in session", entity_slug="people/ann", session_id="s1")
+    add_fact(deps, "in session, about nobody asked", session_id="s1")
+    facts = pack(deps, remote_caller, entities="people/ann", session_id="s1")["facts"]
     assert [f["fact"] for f in facts] == ["in session", "old but in session"]
 
 
-def test_budget_packs_cards_first_then_facts_as_a_prefix(deps, remote_caller):
+def test_budget_packs_cards_first_then_facts_as_the_prefix_its_text_shows(deps, remote_caller):
+    """The budget is spent on the text: the pack lists exactly the prefix its text shows, and
+    budget_used is the text's cost."""
     put(deps, remote_caller, "people/ann", "---\ntitle: Ann\n---\nAnn writes code.")
     put(deps, remote_caller, "people/ben", "---\ntitle: Ben\n---\nBen writes tests.")
-    add_fact(deps, "a hot fact")
-    card_costs = [cost("Ann") + cost("Ann writes code."), cost("Ben") + cost("Ben writes tests.")]
-    fact_cost = cost("a hot fact")
+    add_fact(deps, "a hot fact", entity_slug="people/ben")
+    asked = "people/ann,people/ben"
+    full = pack(deps, remote_caller, entities=asked)
+    entities, (ann, _ben), [fact] = full["entities"], full["cards"], full["facts"]
 
-    exact = pack(
-        deps, remote_caller, entities="people/ann,people/ben", budget_tokens=sum(card_costs) + fact_cost
-    )
-    assert card_slugs(exact) == ["people/ann", "people/ben"] and len(exact["facts"]) == 1
-    assert (exact["budget_used"], exact["dropped_count"]) == (sum(card_costs) + fact_cost, 0)
+    exact = pack(deps, remote_caller, entities=asked, budget_tokens=cost(full["text"]))
+    assert card_slugs(exact) == ["people/ann", "people/ben"] and exact["facts"] == [fact]
+    assert (exact["text"], exact["budget_used"], exact["dropped_count"]) == (full["text"], cost(full["text"]), 0)
 
-    tight = pack(deps, remote_caller, entities="people/ann,people/ben", budget_tokens=card_costs[0] + 1)
-    assert card_slugs(tight) == ["people/ann"] and tight["facts"] == []
-    assert (tight["budget_tokens"], tight["budget_used"], tight["dropped_count"]) == (
-        card_costs[0] + 1,
-        card_costs[0],
-        2,
-    )
+    one_card = render_context_pack(entities, [ann], [], left_out=2)
+    tight = pack(deps, remote_caller, entities=asked, budget_tokens=cost(one_card))
+    assert card_slugs(tight) == ["people/ann"] and tight["facts"] == [] and tight["text"] == one_card
+    assert (tight["budget_tokens"], tight["budget_used"], tight["dropped_count"]) == (cost(one_card), cost(one_card), 2)
     assert "Ben" not in tight["text"] and "a hot fact" not in tight["text"]
 
-    filled = pack(deps, remote_caller, entities="people/ann", budget_tokens=card_costs[0])
-    assert filled["facts"] == [] and filled["dropped_count"] == 1  # no remainder: the facts arm drops whole
+    # the item costs alone (title + summary, the fact's text) would all fit: the text would not
+    items = cost("Ann") + cost("Ann writes code.") + cost("Ben") + cost("Ben writes tests.") + cost("a hot fact")
+    small = pack(deps, remote_caller, entities=asked, budget_tokens=max(items, cost(one_card)))
+    assert len(small["cards"]) + len(small["facts"]) < 3 and small["budget_used"] == cost(small["text"])
 
 
 def test_without_a_budget_there_are_no_budget_fields(deps, remote_caller):
@@ -172,17 +179,16 @@ def test_open_threads_are_the_packed_cards_threads_flattened(deps, remote_caller
         ("people/ann", "Ann shipped"),
         ("people/ben", "Ben shipped"),
     ]
-    one = pack(
-        deps, remote_caller, entities="people/ann,people/ben", budget_tokens=cost("ann") + cost("Ann.") + 3
-    )
+    ann_only = render_context_pack(both["entities"], both["cards"][:1], [], left_out=1)
+    one = pack(deps, remote_caller, entities="people/ann,people/ben", budget_tokens=cost(ann_only))
     assert [t["slug"] for t in one["open_threads"]] == ["people/ann"]
 
 
 def test_remote_callers_stay_world_only_even_with_include_private(deps, remote_caller, local_caller):
     put(deps, local_caller, "people/secret", "---\nvisibility: private\n---\nSecret person.")
     put(deps, local_caller, "people/open", "Open.<!-- private --> Hidden note.<!-- /private -->")
-    add_fact(deps, "private hot fact", visibility="private")
-    add_fact(deps, "world hot fact")
+    add_fact(deps, "private hot fact", visibility="private", entity_slug="people/open")
+    add_fact(deps, "world hot fact", entity_slug="people/open")
     remote = pack(deps, remote_caller, entities="people/secret,people/open", include_private=True)
     assert card_slugs(remote) == ["people/open"]
     assert [f["fact"] for f in remote["facts"]] == ["world hot fact"]
@@ -231,7 +237,9 @@ def _busy_brain(deps, caller):
     )
     put(deps, caller, "people/ben", "---\ntitle: Ben\n---\nBen writes tests for the ledger service.")
     for i in range(6):
-        add_fact(deps, f"Unrelated hot fact number {i} about the office plants", age=timedelta(minutes=i))
+        add_fact(deps, f"Ben hot fact number {i} about the office plants", entity_slug="people/ben",
+                 age=timedelta(minutes=i))
+    add_fact(deps, "Unrelated hot fact about the parking lot", age=timedelta(minutes=2))
     add_fact(deps, "Ann prefers written updates", entity_slug="people/ann", age=timedelta(minutes=30))
 
 
@@ -264,27 +272,29 @@ def test_a_huge_budget_shows_everything_packed(deps, remote_caller):
     assert "over the budget" not in body["text"]
 
 
-def test_a_text_that_leaves_packed_items_out_says_how_many(deps, remote_caller):
+@pytest.mark.parametrize("short", [1, 30, 120])
+def test_a_text_that_leaves_items_out_lists_only_what_it_shows_and_says_how_many(deps, remote_caller, short):
     _busy_brain(deps, remote_caller)
     full = pack(deps, remote_caller, entities="people/ann, people/ben")
-    budget = cost(full["text"]) - 1
+    budget = cost(full["text"]) - short
     body = pack(deps, remote_caller, entities="people/ann, people/ben", budget_tokens=budget)
     assert cost(body["text"]) <= budget
-    assert all(f"({c['slug']}" in body["text"] for c in body["cards"])  # only the last fact is left out
-    left_out = sum(1 for f in body["facts"] if f["fact"] not in body["text"])
-    assert left_out >= 1 and f"({left_out} more over the budget)" in body["text"]
+    assert all(f"({c['slug']}" in body["text"] for c in body["cards"])
+    assert all(f["fact"] in body["text"] for f in body["facts"])  # every listed fact is shown
+    left_out = len(full["cards"]) + len(full["facts"]) - len(body["cards"]) - len(body["facts"])
+    assert left_out >= 1 and body["dropped_count"] == left_out
+    assert f"({left_out} more over the budget)" in body["text"]
+    assert body["cards"] + body["facts"] == (full["cards"] + full["facts"])[: len(body["cards"]) + len(body["facts"])]
 
 
-def test_hot_facts_about_the_requested_entities_come_first(deps, remote_caller):
+def test_hot_facts_are_only_the_requested_entities(deps, remote_caller):
     _busy_brain(deps, remote_caller)
     for i in range(10):
         add_fact(deps, f"Newer unrelated fact {i}", age=timedelta(seconds=i))
     facts = pack(deps, remote_caller, entities="Annie")["facts"]
-    assert facts[0]["fact"] == "Ann prefers written updates" and facts[0]["entity_slug"] == "people/ann"
-    assert len(facts) == 10
-    rest = [f["created_at"] for f in facts[1:]]
-    assert rest == sorted(rest, reverse=True)  # newest first after the entity's facts
-    assert pack(deps, remote_caller, entities="people/ben")["facts"][0]["fact"] == "Newer unrelated fact 0"
+    assert [(f["fact"], f["entity_slug"]) for f in facts] == [("Ann prefers written updates", "people/ann")]
+    ben = pack(deps, remote_caller, entities="people/ben")["facts"]
+    assert [f["fact"] for f in ben] == [f"Ben hot fact number {i} about the office plants" for i in range(6)]
 
 
 def test_cards_are_the_references_flat_cards_and_facts_have_recalls_shape(deps, remote_caller):

@@ -13,6 +13,7 @@ import pytest
 
 from fleetmem.errors import VerbError
 from fleetmem.memory.budget import cost
+from fleetmem.memory.render import render_delta
 from fleetmem.memory.verbs import delta, put_page
 from fleetmem.models import Caller, Fact
 from fleetmem.ports import CallContext
@@ -92,7 +93,7 @@ def test_the_first_wake_creates_the_cursor_at_now_and_returns_an_empty_delta(dep
         "since": "2026-06-11T09:30:05.000Z", "slug": "", "page_seq": 1, "fact_seq": 1,
         "expiry": "2026-06-11T09:30:05.000Z",  # TTL expiries are reported from now on
     }
-    assert (out.body["budget_used"], out.body["dropped_count"]) == (0, 0)
+    assert (out.body["budget_used"], out.body["dropped_count"]) == (cost(out.body["text"]), 0)
     assert out.notices == []
     stored = cursor(deps, "agent-a", "hb")
     assert (stored.since, stored.slug) == (clock.now(), "")
@@ -157,19 +158,21 @@ def test_stateless_callers_resume_with_next_cursor_since_and_slug(deps, remote_c
     assert second["has_more"] is False
 
 
-def test_budget_packs_pages_then_facts_as_a_prefix_and_reports_the_arithmetic(deps, remote_caller, clock):
+def test_budget_packs_pages_then_facts_as_the_prefix_its_text_shows(deps, remote_caller, clock):
+    """The budget is spent on the text (frame included): the wake delivers exactly the prefix its
+    text shows, and budget_used is the text's cost."""
     start = iso(clock.now())
     clock.advance(seconds=1)
     for slug in ["p/one", "p/two", "p/three"]:
         put(deps, remote_caller, slug)
         clock.advance(seconds=1)
     add_fact(deps, "a fact that will not fit in the budget")
-    costs = [cost(f"{s.split('/')[1]} {s}") for s in ["p/one", "p/two", "p/three"]]
-    budget = costs[0] + costs[1]
-    body = wake(deps, remote_caller, since=start, budget_tokens=budget).body
-    assert page_slugs(body) == ["p/one", "p/two"]
+    full = wake(deps, remote_caller, since=start).body
+    two = render_delta(full["since"], full["pages"][:2], [], has_more=True, left_out=2)
+    body = wake(deps, remote_caller, since=start, budget_tokens=cost(two)).body
+    assert page_slugs(body) == ["p/one", "p/two"] and body["text"] == two
     assert body["facts"] == []
-    assert (body["budget_tokens"], body["budget_used"], body["dropped_count"]) == (budget, budget, 2)
+    assert (body["budget_tokens"], body["budget_used"], body["dropped_count"]) == (cost(two), cost(two), 2)
     assert body["has_more"] is True
     assert "p/three" not in body["text"] and "will not fit" not in body["text"]
     assert body["next_cursor"]["slug"] == "p/two"
@@ -183,9 +186,13 @@ def test_without_a_budget_there_are_no_budget_fields(deps, remote_caller):
 def test_budget_drops_advance_the_session_only_to_the_last_delivered_page(deps, remote_caller, clock):
     wake(deps, remote_caller, session_id="hb")
     clock.advance(seconds=1)
-    for slug in ["p/a", "p/b", "p/c"]:
-        put(deps, remote_caller, slug)
-    first = wake(deps, remote_caller, session_id="hb", budget_tokens=cost("a p/a") + cost("b p/b")).body
+    for slug in ["p/a", "p/b", "p/c"]:  # a line longer than the lines counting what was left out
+        put(deps, remote_caller, slug, title=f"The page {slug} with a title long enough to outweigh two short lines")
+    held = cursor(deps, "agent-a", "hb")
+    full = wake(deps, remote_caller, since=iso(held.since), since_page_seq=held.page_seq,
+                since_fact_seq=held.fact_seq).body
+    two = render_delta(full["since"], full["pages"][:2], [], has_more=True, left_out=1)
+    first = wake(deps, remote_caller, session_id="hb", budget_tokens=cost(two)).body
     assert page_slugs(first) == ["p/a", "p/b"] and first["has_more"] is True
     assert cursor(deps, "agent-a", "hb").slug == "p/b"
     second = wake(deps, remote_caller, session_id="hb").body
@@ -193,7 +200,8 @@ def test_budget_drops_advance_the_session_only_to_the_last_delivered_page(deps, 
 
 
 def test_held_back_with_nothing_delivered_holds_the_cursor_and_says_wait_then_report(deps, remote_caller, clock):
-    """Only the deadline can now hold everything back (the budget always delivers the first item)."""
+    """The deadline holds everything back: wait and retry, then report. (A budget holds back only
+    when the text's frame leaves no room for the first item: its fix names the budget that fits.)"""
     wake(deps, remote_caller, session_id="hb")
     before = cursor(deps, "agent-a", "hb")
     clock.advance(seconds=1)
@@ -217,8 +225,14 @@ def test_held_back_with_nothing_delivered_holds_the_cursor_and_says_wait_then_re
     }
     assert streak_fixes[1].mcp is not None
     assert streak_fixes[2].mcp is None and streak_fixes[2].argv is None  # third in a row: report
-    delivered = wake(deps, remote_caller, session_id="hb", budget_tokens=1)
-    assert [f["truncated"] for f in delivered.body["facts"]] == [True] and delivered.notices == []
+    short = wake(deps, remote_caller, session_id="hb", budget_tokens=1)
+    [notice] = short.notices
+    fixed = notice.fix.mcp["arguments"]
+    assert short.body["facts"] == [] and fixed["session_id"] == "hb" and fixed["budget_tokens"] > 1
+    assert cost(short.body["text"]) <= 1
+    delivered = delta.run(deps, remote_caller, delta.DeltaParams(**fixed), CTX)
+    assert [f["fact"] for f in delivered.body["facts"]] == ["a fact the deadline keeps back"]
+    assert "a fact the deadline keeps back" in delivered.body["text"] and delivered.notices == []
     assert cursor(deps, "agent-a", "hb").incomplete_streak == 0
 
 

@@ -132,7 +132,7 @@ def test_a_stateless_caller_following_next_cursor_gets_late_commits_too(bdeps, c
 # -- item 2: facts the budget drops ----------------------------------------------------------------
 
 
-def test_a_stateless_drain_at_budget_60_delivers_every_page_and_every_fact(bdeps, caller, clock):
+def test_a_stateless_drain_at_budget_150_delivers_every_page_and_every_fact(bdeps, caller, clock):
     slugs = [f"notes/page-{i:02d}" for i in range(11)]
     facts = [f"Fact number {i} about the drain" for i in range(35)]
     for i, slug in enumerate(slugs):
@@ -146,8 +146,8 @@ def test_a_stateless_drain_at_budget_60_delivers_every_page_and_every_fact(bdeps
     got_facts: list[str] = []
     args: dict = {"since": EPOCH}
     for _ in range(200):
-        body = wake(bdeps, caller, budget_tokens=60, **args)
-        assert body["budget_used"] <= 60
+        body = wake(bdeps, caller, budget_tokens=150, **args)
+        assert body["budget_used"] <= 150
         got_pages += [p["slug"] for p in body["pages"]]
         got_facts += texts(body)
         if not body["has_more"]:
@@ -176,7 +176,7 @@ def _passes(nxt: dict, catalog: dict[str, tuple[str, str | None]], missing: set[
 
 
 @pytest.mark.parametrize("follower", [reference_follow, follow], ids=["since-and-slug-only", "every-field"])
-def test_35_facts_then_11_pages_drain_at_budget_60_whatever_the_client_passes_back(
+def test_35_facts_then_11_pages_drain_at_budget_150_whatever_the_client_passes_back(
     bdeps, caller, clock, follower
 ):
     facts = [f"Drained fact number {i} about the reference client" for i in range(35)]
@@ -198,8 +198,8 @@ def test_35_facts_then_11_pages_drain_at_budget_60_whatever_the_client_passes_ba
     got_facts: list[str] = []
     args: dict = {"since": EPOCH}
     for _ in range(100):
-        body = wake(bdeps, caller, budget_tokens=60, **args)
-        assert body["budget_used"] <= 60 and (body["pages"] or body["facts"])
+        body = wake(bdeps, caller, budget_tokens=150, **args)
+        assert body["budget_used"] <= 150 and (body["pages"] or body["facts"])
         got_pages += [p["slug"] for p in body["pages"]]
         got_facts += texts(body)
         # next_cursor.since (+ slug) never passes an item of either arm not delivered yet
@@ -223,7 +223,7 @@ def test_a_reference_client_gets_facts_that_share_a_millisecond_past_the_budget(
     pages: list[str] = []
     args: dict = {"since": EPOCH}
     for _ in range(30):
-        body = wake(bdeps, caller, budget_tokens=cost(facts[0]) * 2, **args)
+        body = wake(bdeps, caller, budget_tokens=140, **args)  # the frame and a few lines
         assert len(body["facts"]) + len(body["pages"]) >= 1
         got += texts(body)
         pages += [p["slug"] for p in body["pages"]]
@@ -239,11 +239,12 @@ def test_facts_dropped_by_the_budget_on_a_session_wake_come_on_the_next_wake(bde
     written = [f"Budget-dropped fact {i} with some words" for i in range(5)]
     for text in written:
         stamped_fact(bdeps, text, clock.now())
-    first = wake(bdeps, caller, session_id="hb", budget_tokens=cost(written[0]))
-    assert texts(first) == written[:1]
-    assert first["dropped_count"] == 4 and first["has_more"] is True
+    first = wake(bdeps, caller, session_id="hb", budget_tokens=110)  # the frame and a line or two
+    got = texts(first)
+    assert 1 <= len(got) < 5 and got == written[: len(got)] and all(t in first["text"] for t in got)
+    assert first["dropped_count"] == 5 - len(got) and first["has_more"] is True
     rest = wake(bdeps, caller, session_id="hb")
-    assert texts(rest) == written[1:] and rest["has_more"] is False
+    assert texts(rest) == written[len(got):] and rest["has_more"] is False
 
 
 def test_more_than_fifty_facts_between_wakes_drain_over_later_wakes(bdeps, caller, clock):

@@ -135,20 +135,29 @@ def test_a_deleted_page_is_reported_and_a_rewrite_brings_it_back(bdeps, caller, 
     assert [h.slug for h in bdeps.pages.list(caller.tenant, world_only=True, limit=10)] == ["notes/plan"]
 
 
-def test_retractions_cost_one_token_each_and_drain_over_calls_at_budget_one(bdeps, caller, clock, follower):
+def drain_retractions(follower: Any, budget: int) -> list[str]:
+    """Wake at `budget` until nothing is pending: every retraction a wake lists is in its text."""
+    seen: list[str] = []
+    for calls in range(1, 9):
+        body = follower(budget_tokens=budget)
+        assert cost(body["text"]) <= budget and body["budget_used"] == cost(body["text"])
+        assert all(r["id"] in body["text"] for r in body["retracted"])
+        seen += [r["id"] for r in body["retracted"]]
+        if not body["has_more"]:
+            assert calls > 1  # the budget held some of the lines, not all
+            return seen
+    raise AssertionError("the retractions did not drain")
+
+
+@pytest.mark.parametrize("budget", [100, 120])
+def test_retractions_cost_their_line_and_drain_over_calls_at_a_small_budget(bdeps, caller, clock, follower, budget):
     clock.advance(seconds=1)
-    facts = [add_fact(bdeps, f"Fact {i} that will be forgotten soon") for i in range(3)]
-    for _ in range(3):
-        follower(budget_tokens=1)  # each delivers one fact, cut to the budget
+    facts = [add_fact(bdeps, f"Fact {i} that will be forgotten soon") for i in range(5)]
+    assert len(follower()["facts"]) == 5
     clock.advance(seconds=1)
     for f in facts:
         forget.run(bdeps, caller, forget.ForgetParams(id=f.fact_id), CTX)
-    seen: list[str] = []
-    for _ in range(3):
-        body = follower(budget_tokens=1)
-        assert body["budget_used"] <= 1 and cost(body["text"]) <= 1
-        seen += [r["id"] for r in body["retracted"]]
-    assert seen == [f.fact_id for f in facts] and body["has_more"] is False
+    assert drain_retractions(follower, budget) == [f.fact_id for f in facts]
 
 
 def test_remote_callers_never_learn_about_private_retractions(bdeps, caller, clock):
@@ -182,18 +191,12 @@ def test_a_fact_whose_ttl_ran_out_is_reported_once_in_expiry_order(bdeps, caller
     assert follower()["retracted"] == []
 
 
-def test_ttl_expiries_sharing_a_millisecond_drain_at_budget_one(bdeps, caller, clock, follower):
+def test_ttl_expiries_sharing_a_millisecond_drain_at_a_small_budget(bdeps, caller, clock, follower):
     clock.advance(seconds=1)
-    facts = [add_fact(bdeps, f"Short-lived fact {i}", ttl=timedelta(minutes=5)) for i in range(3)]
-    for _ in range(3):
-        follower(budget_tokens=1)
+    facts = [add_fact(bdeps, f"Short-lived fact {i}", ttl=timedelta(minutes=5)) for i in range(5)]
+    assert len(follower()["facts"]) == 5
     clock.advance(minutes=10)
-    seen: list[str] = []
-    for _ in range(3):
-        body = follower(budget_tokens=1)
-        assert body["budget_used"] <= 1
-        seen += [r["id"] for r in body["retracted"]]
-    assert seen == [f.fact_id for f in facts] and body["has_more"] is False
+    assert drain_retractions(follower, 100) == [f.fact_id for f in facts]
 
 
 def test_remote_callers_never_learn_about_a_private_fact_running_out(bdeps, caller, clock):

@@ -4,19 +4,21 @@ bundle of entity cards + open threads + hot facts for session boundaries (docs/p
 Public API: `ContextPackParams`, `run(deps, caller, params, ctx) -> Outcome`, `SPEC` (registered).
 
 - `entities`: comma-separated string; trimmed, empties dropped, capped at 8; echoed after capping.
-  Entities that do not resolve are silently omitted (an all-miss pack is an empty success).
+  Each resolves as `entity` resolves it and gets the card `entity` gives (`cards.entity_card`: a
+  page's card, or the fact-only card of an entity that has facts but no page). Entities that do
+  not resolve are silently omitted (an all-miss pack is an empty success).
 - `since` (ISO 8601, else invalid_params) keeps only open threads dated strictly after it.
-- facts arm ("hot memory"): the session's facts when `session_id` is given, else facts of the last
-  24 hours; facts about the requested (resolved) entities first, then newest first, at most 10.
-  Fact items have recall's shape (`fact`, `kind`, ...). Cards are the reference's flat cards
-  (`cards.flat_card`).
+- facts arm ("hot memory"): facts about the asked (resolved) entities only — those of the session
+  when `session_id` is given, else those of the last 24 hours — newest first, at most 10. No
+  entity resolved: no facts. Fact items have recall's shape (`fact`, `kind`, ...). Cards are the
+  reference's flat cards (`cards.flat_card`).
 - Visibility: world-only on every arm unless the caller is trusted-local (remote=False) AND passed
   include_private; then all arms widen together.
-- Budget: cards first (cost = title + summary + thread texts), then facts (cost = text); a prefix
-  walk (`budget.Packer`). `open_threads` = the packed cards' threads flattened (each with its slug);
-  `text` is rendered from the packed sets only and, with a budget, itself costs at most
-  `budget_tokens` including its frame (it shows the prefix of the packed items that fits and
-  counts the rest; `render.render_context_pack`).
+- Budget: spent on `text`, frame included (D16): the longest prefix of the cards, then the facts,
+  whose rendered block costs at most `budget_tokens` (`budget.fit_prefix`); the JSON lists exactly
+  that prefix, so the arrays and the text agree. `budget_used` = the cost of the text,
+  `dropped_count` = the cards and facts it left out. `open_threads` = the packed cards' threads
+  flattened (each with its slug).
 - D10: when `ctx.deadline_at` (time.monotonic) passes, the pack built so far is returned with
   `degraded_reason`.
 """
@@ -30,7 +32,7 @@ from pydantic import ConfigDict, Field
 
 from fleetmem.errors import Outcome
 from fleetmem.memory import budget, common
-from fleetmem.memory.cards import build_card, card_cost, flat_card, read_card
+from fleetmem.memory.cards import entity_card, flat_card
 from fleetmem.memory.entities import parse_entity_list, resolve_entity
 from fleetmem.memory.params import Budget, Params, SinceText
 from fleetmem.memory.registry import ToolSpec, register
@@ -47,7 +49,6 @@ from fleetmem.protocol import (
 )
 
 TOOL = "context_pack"
-_HOT_SCAN = 50  # hot facts read before the requested entities' facts are moved first and cut to 10
 
 
 class ContextPackParams(Params):
@@ -63,7 +64,9 @@ class ContextPackParams(Params):
     since: SinceText = Field(
         default=None, description="ISO 8601 date/datetime: only open threads dated after it."
     )
-    session_id: str | None = Field(default=None, description="Hot facts come from this session when given.")
+    session_id: str | None = Field(
+        default=None, description="Hot facts are the asked entities' facts from this session when given."
+    )
     include_private: bool = Field(
         default=False, description="Trusted local callers only: include private pages and facts."
     )
@@ -93,23 +96,19 @@ def run(deps: Deps, caller: Caller, params: ContextPackParams, ctx: CallContext)
 
     degraded: list[str] = []
     cards: list[dict] = []
+    entity_facts: list[Fact] = []
     seen: set[str] = set()
     for i, name in enumerate(entities):
         if deadline_passed(ctx):
             degraded.append(f"server deadline reached after {i} of {len(entities)} entities")
             break
-        best = resolve_entity(deps, caller.tenant, name, world_only=world_only).best
-        if best is None or best.head.slug in seen:
+        res = resolve_entity(deps, caller.tenant, name, world_only=world_only)
+        hit = entity_card(deps, caller.tenant, name, res, world_only=world_only, now=now, since=since)
+        if hit is None or hit.slug in seen:
             continue
-        page, inputs = read_card(deps, caller.tenant, best.head.slug, world_only=world_only, now=now)
-        if page is None or (world_only and page.visibility != "world"):
-            continue
-        seen.add(page.slug)
-        cards.append(
-            flat_card(
-                build_card(deps, caller.tenant, page, world_only=world_only, now=now, since=since, inputs=inputs)
-            )
-        )
+        seen.add(hit.slug)
+        cards.append(flat_card(hit.card))
+        entity_facts += hit.inputs.facts
 
     rows: list[Fact] = []
     if degraded or deadline_passed(ctx):
@@ -117,20 +116,25 @@ def run(deps: Deps, caller: Caller, params: ContextPackParams, ctx: CallContext)
             degraded.append("server deadline reached before the facts arm")
         else:
             degraded.append("facts arm skipped")
-    elif session_id:
-        rows = deps.facts.by_session(caller.tenant, session_id, now=now, world_only=world_only, limit=_HOT_SCAN)
     else:
-        rows = deps.facts.recent(
-            caller.tenant, now=now, after=now - timedelta(hours=HOT_FACTS_HOURS), world_only=world_only,
-            limit=_HOT_SCAN,
-        )
-    # The store returns newest first; a stable sort keeps that order within each group.
-    rows = sorted(rows, key=lambda f: f.entity_slug not in seen)[:HOT_FACTS_LIMIT]
+        # Hot facts are the asked entities' own (read with their cards): this session's, else the
+        # last 24 hours'.
+        after = now - timedelta(hours=HOT_FACTS_HOURS)
+        rows = [f for f in entity_facts if (f.session_id == session_id if session_id else f.created_at > after)]
+    rows = sorted(rows, key=lambda f: (f.created_at, f.seq), reverse=True)[:HOT_FACTS_LIMIT]
     facts = [fact_item(f) for f in rows]
 
-    packer = budget.Packer(budget_tokens)
-    packed_cards = packer.take(cards, card_cost)
-    packed_facts = packer.take(facts, lambda f: budget.cost(f["fact"]))
+    # The budget is spent on the text, frame included: the pack lists exactly the prefix of cards,
+    # then facts, that its text shows.
+    total = len(cards) + len(facts)
+
+    def render(shown: int) -> str:
+        return render_context_pack(
+            entities, cards[:shown], facts[: max(0, shown - len(cards))], left_out=total - shown
+        )
+
+    shown, text = budget.fit_prefix(render, total, budget_tokens)
+    packed_cards, packed_facts = cards[:shown], facts[: max(0, shown - len(cards))]
     threads = [{"slug": card["slug"], **thread} for card in packed_cards for thread in card["open_threads"]]
     body: dict = {
         "protocol_version": PROTOCOL_VERSION,
@@ -138,11 +142,11 @@ def run(deps: Deps, caller: Caller, params: ContextPackParams, ctx: CallContext)
         "cards": packed_cards,
         "open_threads": threads,
         "facts": packed_facts,
-        "text": render_context_pack(entities, packed_cards, packed_facts, budget=budget_tokens),
+        "text": text,
     }
     if degraded:
         body["degraded_reason"] = "; ".join(degraded)
-    body.update(packer.fields())
+    body.update(budget.text_fields(budget_tokens, text, total - shown))
     return Outcome(body=body)
 
 

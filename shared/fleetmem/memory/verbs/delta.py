@@ -3,9 +3,9 @@ include_private?)` — what changed since a cursor, for heartbeats (docs/protoco
 At-least-once under any interleaving of writers and wakes, never silent loss.
 
 Public API: `DeltaParams`, `DeltaResult`, `run(deps, caller, params, ctx) -> Outcome`, `SPEC`
-(registered). The session cursors live in `fleetmem.memory.delta_cursor`, item costs and truncation
-in `delta_budget`, change and expiry positions in `delta_positions`, and the one-timeline read of a
-reference client in `delta_reference`.
+(registered). The session cursors live in `fleetmem.memory.delta_cursor`, the budget (what the
+text shows, the first item's cut) in `delta_budget`, change and expiry positions in
+`delta_positions`, and the one-timeline read of a reference client in `delta_reference`.
 
 Rules:
 - Input: `since` (ISO 8601, must parse; echoed normalized `…T…:…:….000Z`) and/or `session_id`
@@ -26,20 +26,25 @@ Rules:
   the shared "remote" namespace when it has none — and never "local", which is reserved for the
   trusted lane. First wake (or a wake after 7 idle days): the cursor is created at now (its change
   positions at the current counters) and the delta is empty (`since` = now, `has_more: false`).
-- Budget: pages first (cost of `title + " " + slug`), then facts (cost of the fact text); a prefix
-  walk. When the FIRST pending item of a call alone exceeds the budget it is delivered truncated
-  to the budget (`truncated: true`), so every call with something pending delivers something.
-  `has_more` = page or fact fetch overflow, or anything dropped by the budget or the deadline.
+- Budget (`delta_budget.pack_delta`): the budget is spent on `text`, frame included (D16). The
+  pending items in the order their positions pass them (the page arm, the fact arm, TTL expiries;
+  then thread events) are delivered as the longest prefix the text can show within the budget,
+  and the JSON lists exactly that prefix: every delivered item is in the wake's text, and no
+  position passes an item the text left out. When not even the first pending page or fact fits
+  whole it is delivered cut to fit (`truncated: true`, the same cut in both). When the frame
+  leaves no room for it, nothing is delivered and the `delta_incomplete` notice's fix is the same
+  call with the smallest budget that shows it. `budget_used` = cost of the text; `dropped_count`
+  = items and threads it left out. `has_more` = page or fact fetch overflow, the deadline, or any
+  item left out (threads left out do not count: they are read again from `since`).
 - Fact items: `{id, fact_id, fact, kind, entity_slug, provenance, visibility, created_at,
-  valid_until}` (`fact` as in recall). `text` is rendered from the packed sets only and costs at
-  most the budget, frame included (D16).
+  valid_until}` (`fact` as in recall).
 - Retractions (D19), `retracted[]`: a forgotten or superseded fact takes the next fact change
   number in its write and is listed in the fact arm as `{kind: "fact", id, reason, at,
   superseded_by?}`; a deleted page's tombstone is numbered in the page sequence and listed in the
   page arm as `{kind: "page", slug, reason: "deleted", at}`; a TTL expiry (read-time, no write) is
   listed after the fact arm by (valid_until, seq) after its own position `expiry` ("<ISO>#<seq>",
-  in the session cursor and next_cursor; `since_expiry`; absent: from since). Each costs
-  RETRACTION_COST (1) token. Calls from a bare since list none of them.
+  in the session cursor and next_cursor; `since_expiry`; absent: from since). Each costs its line
+  in the text. Calls from a bare since list none of them.
 - A stateless call without both exact positions (a reference client: since + since_slug only)
   reads one timeline (`_reference_delta`): pages and facts merged in time order, a prefix within
   the budget, next_cursor.since/slug = the last delivered item ("#f<seq>" inside a millisecond of
@@ -71,9 +76,9 @@ from typing import Any
 from pydantic import ConfigDict, Field
 
 from fleetmem.errors import Fix, Notice, Outcome, Unavailable, VerbError
-from fleetmem.memory import budget, common
+from fleetmem.memory import common
 from fleetmem.memory.cards import open_threads
-from fleetmem.memory.delta_budget import item_cost, truncate_fact, truncate_page
+from fleetmem.memory.delta_budget import pack_delta
 from fleetmem.memory.delta_cursor import (
     RETRY_AFTER_SECONDS,
     CursorTarget,
@@ -86,7 +91,6 @@ from fleetmem.memory.delta_reference import reference_read
 from fleetmem.memory.entities import parse_entity_list, resolve_entity
 from fleetmem.memory.params import Budget, ChangePosition, Params, SinceText
 from fleetmem.memory.registry import ToolSpec, register
-from fleetmem.memory.render import render_delta
 from fleetmem.memory.verbs.recall import fact_item
 from fleetmem.models import (
     BudgetFields,
@@ -216,6 +220,7 @@ def _missing_input_error(params: DeltaParams, now: datetime) -> VerbError:
 
 def _empty_body(since: datetime, slug: str, seqs: tuple[int, int], budget_tokens: int | None) -> dict:
     """A first wake's answer: nothing delivered; every position at now (TTL expiries from now on)."""
+    pack = pack_delta(iso(since) or "", [], [], overflow=False, budget=budget_tokens)
     body: dict = {
         "protocol_version": PROTOCOL_VERSION,
         "since": iso(since),
@@ -223,13 +228,13 @@ def _empty_body(since: datetime, slug: str, seqs: tuple[int, int], budget_tokens
         "facts": [],
         "threads": [],
         "retracted": [],
-        "text": render_delta(iso(since) or "", [], [], [], has_more=False, budget=budget_tokens),
+        "text": pack.text,
         "has_more": False,
         "next_cursor": {
             "since": iso(since), "slug": slug, "page_seq": seqs[0], "fact_seq": seqs[1], "expiry": iso(since),
         },
     }
-    body.update(budget.Packer(budget_tokens).fields())
+    body.update(pack.fields(budget_tokens))
     return body
 
 
@@ -263,8 +268,18 @@ def _parse_expiry(params: DeltaParams) -> str:
     return str(params.since_expiry)
 
 
-def _incomplete_notice(params: DeltaParams, streak: int | None) -> Notice:
+def _incomplete_notice(params: DeltaParams, streak: int | None, needed: int | None = None) -> Notice:
     args = common.given_args(params)
+    if needed is not None:
+        why = (
+            f"The oldest pending change needs budget_tokens {needed} to be shown in the text (the block's "
+            f"frame included); with {params.budget_tokens} nothing could be delivered, so the cursor did not "
+            f"move. Run the same call with budget_tokens {needed}; nothing is lost."
+        )
+        return Notice(
+            code="delta_incomplete", kind="degraded", why=why,
+            fix=Fix(why=why, mcp={"tool": TOOL, "arguments": {**args, "budget_tokens": needed}}),
+        )
     if streak is not None and streak >= INCOMPLETE_REPORT_STREAK:
         why = (
             f"delta delivered nothing on {streak} consecutive wakes of this session although changes are "
@@ -323,24 +338,27 @@ def _reference_delta(
     skipped = _deadline_passed(ctx)
     if skipped:
         degraded.append("server deadline reached before the facts arm; facts and threads skipped")
+
+    def threads_of() -> tuple[list[dict], bool]:
+        threads, cut = _threads(deps, tenant, params, world_only=world_only, now=now, since=since, ctx=ctx,
+                                skipped=skipped)
+        if cut:
+            degraded.append(cut)
+        return threads, cut is not None
+
     read = reference_read(
         deps, tenant, now=now, since=since, slug=slug, budget_tokens=budget_tokens, world_only=world_only,
-        skipped=skipped, fact_item=fact_item,
+        skipped=skipped, fact_item=fact_item, threads_of=threads_of,
     )
     has_more = read.has_more
-    threads, cut = _threads(deps, tenant, params, world_only=world_only, now=now, since=since, ctx=ctx,
-                            skipped=skipped)
-    if cut:
-        degraded.append(cut)
-        has_more = True
     notices: list[Notice] = []
     if not read.taken and has_more:
-        notices.append(_incomplete_notice(params, None))
+        notices.append(_incomplete_notice(params, None, read.pack.needed))
     cursor = NextCursor(
         since=iso(read.since), slug=read.slug, page_seq=read.page_seq, fact_seq=read.fact_seq, expiry=None
     )
-    return _answer(since, read.pages, read.facts, threads, [], has_more=has_more, cursor=cursor,
-                   degraded=degraded, packer=read.packer, notices=notices)
+    return _answer(since, read.pages, read.facts, read.pack.threads, [], has_more=has_more, cursor=cursor,
+                   degraded=degraded, text=read.pack.text, fields=read.pack.fields(budget_tokens), notices=notices)
 
 
 def run(deps: Deps, caller: Caller, params: DeltaParams, ctx: CallContext) -> Outcome:
@@ -445,21 +463,19 @@ def run(deps: Deps, caller: Caller, params: DeltaParams, ctx: CallContext) -> Ou
         degraded.append(cut)
         skipped_arms = True
 
-    # D14: the first pending item of a call is always delivered, truncated if it alone is over.
-    if budget_tokens is not None:
-        if pages and item_cost(pages[0]) > budget_tokens:
-            pages[0] = truncate_page(pages[0], budget_tokens)
-        elif not pages and facts and item_cost(facts[0]) > budget_tokens:
-            facts[0] = truncate_fact(facts[0], budget_tokens)
-    packer = budget.Packer(budget_tokens)
-    page_arm = packer.take(pages, item_cost)
-    fact_arm = packer.take(facts, item_cost)
-    expiry_arm = packer.take(expiries, item_cost)
+    # The budget is spent on the text: the wake delivers the prefix of its pending items (in the
+    # order the positions pass them) that the text shows, the first cut to fit if need be (D14).
+    overflow = page_overflow or fact_overflow or expiry_overflow or skipped_arms
+    pack = pack_delta(
+        iso(eff_since) or "", pages + facts + expiries, threads, overflow=overflow, budget=budget_tokens
+    )
+    page_arm = pack.items[: len(pages)]
+    fact_arm = pack.items[len(pages): len(pages) + len(facts)]
+    expiry_arm = pack.items[len(pages) + len(facts):]
     packed_pages = [p for p in page_arm if "reason" not in p]
     packed_facts = [f for f in fact_arm if "reason" not in f]
     retracted = [r for r in page_arm + fact_arm if "reason" in r] + expiry_arm
-    dropped = packer.dropped > 0 or skipped_arms
-    has_more = page_overflow or fact_overflow or expiry_overflow or dropped
+    has_more = pack.has_more
     next_expiry: str | None
     if expiry_arm:
         last_expired = expired[len(expiry_arm) - 1]
@@ -487,7 +503,7 @@ def run(deps: Deps, caller: Caller, params: DeltaParams, ctx: CallContext) -> Ou
     delivered = bool(page_arm or fact_arm or expiry_arm)
     # Each arm carries its own position; with nothing delivered, anything held back (only the
     # deadline can hold back everything now) keeps the cursor in place.
-    incomplete = not delivered and (dropped or page_overflow or fact_overflow or expiry_overflow)
+    incomplete = not delivered and has_more
     if session_id is not None:
         target = CursorTarget(
             page_seq=next_page_seq if page_arm else None,
@@ -518,29 +534,26 @@ def run(deps: Deps, caller: Caller, params: DeltaParams, ctx: CallContext) -> Ou
         except Unavailable as exc:
             raise session_unavailable(exc) from None
         if incomplete:
-            notices.append(_incomplete_notice(params, stored.incomplete_streak if stored else None))
+            notices.append(_incomplete_notice(params, stored.incomplete_streak if stored else None, pack.needed))
     elif incomplete:
-        notices.append(_incomplete_notice(params, None))
+        notices.append(_incomplete_notice(params, None, pack.needed))
 
     resume = NextCursor(
         since=iso(body_since), slug=body_slug, page_seq=next_page_seq, fact_seq=next_fact_seq, expiry=next_expiry
     )
-    return _answer(eff_since, packed_pages, packed_facts, threads, retracted, has_more=has_more, cursor=resume,
-                   degraded=degraded, packer=packer, notices=notices)
+    return _answer(eff_since, packed_pages, packed_facts, pack.threads, retracted, has_more=has_more, cursor=resume,
+                   degraded=degraded, text=pack.text, fields=pack.fields(budget_tokens), notices=notices)
 
 
 def _answer(
     since: datetime | None, pages: list[dict], facts: list[dict], threads: list[dict], retracted: list[dict], *,
-    has_more: bool, cursor: NextCursor, degraded: list[str], packer: budget.Packer, notices: list[Notice],
+    has_more: bool, cursor: NextCursor, degraded: list[str], text: str, fields: dict, notices: list[Notice],
 ) -> Outcome:
-    """The delta body from what was packed: built as its result model and dumped once."""
-    text = render_delta(
-        iso(since) or "", pages, facts, threads, has_more=has_more, retracted=retracted, budget=packer.budget
-    )
+    """The delta body from what its text shows: built as its result model and dumped once."""
     result = DeltaResult.model_validate({
         "protocol_version": PROTOCOL_VERSION, "since": iso(since), "pages": pages, "facts": facts, "threads": threads,
         "retracted": retracted, "text": text, "has_more": has_more, "next_cursor": cursor,
-        **({"degraded_reason": "; ".join(degraded)} if degraded else {}), **packer.fields(),
+        **({"degraded_reason": "; ".join(degraded)} if degraded else {}), **fields,
     })
     return Outcome(body=result.wire(), notices=notices)
 

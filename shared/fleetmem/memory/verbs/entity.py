@@ -28,7 +28,7 @@ import time
 from pydantic import ConfigDict, Field
 
 from fleetmem.errors import Fix, Outcome, VerbError
-from fleetmem.memory.cards import build_card, fact_card, read_card
+from fleetmem.memory.cards import entity_card
 from fleetmem.memory.entities import near_misses, require_slug, resolve_entity
 from fleetmem.memory.params import Params
 from fleetmem.memory.registry import ToolSpec, register
@@ -99,22 +99,13 @@ def run(deps: Deps, caller: Caller, params: EntityParams, ctx: CallContext) -> O
     require_slug(TOOL, name, target)
     body: dict = {"protocol_version": PROTOCOL_VERSION, "found": False}
     now = deps.clock.now()
-    card: dict | None = None
-    suggestions: list[dict] = []
-    if target.page is None and target.slug:
-        _, inputs = read_card(deps, tenant, target.slug, world_only=world_only, now=now, with_page=False)
-        if inputs.active_fact_count > 0:
-            card = fact_card(deps, tenant, target.slug, name, inputs, world_only=world_only)
-            candidates = [c for c in [res.best, *res.runners_up] if c is not None]
-            suggestions = _suggested(candidates[:SUGGESTIONS_MAX])
-    if card is None and res.best is not None:
-        page, inputs = read_card(deps, tenant, res.best.head.slug, world_only=world_only, now=now)
-        if page is not None and not (world_only and page.visibility != "world"):
-            card = build_card(deps, tenant, page, world_only=world_only, now=now, inputs=inputs)
-            suggestions = _suggested(res.runners_up)
-    if card is not None:
+    hit = entity_card(deps, tenant, name, res, world_only=world_only, now=now)
+    if hit is not None:
         body["found"] = True
-        body["card"] = card
+        body["card"] = hit.card
+        # a fact-only card: the pages that also match are suggestions; a page card: its runners-up
+        candidates = [c for c in [res.best, *res.runners_up] if c is not None] if hit.fact_only else res.runners_up
+        suggestions = _suggested(candidates[:SUGGESTIONS_MAX])
     else:
         suggestions = near_misses(deps, tenant, name, world_only=world_only)
     body["suggestions"] = suggestions
