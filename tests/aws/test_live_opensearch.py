@@ -348,7 +348,8 @@ def test_every_request_of_the_functions_names_a_docs_index_in_its_path(
     monkeypatch.setattr(Transport, "perform_request", recording)
     ix = _index(opensearch_url, prefix, "domain")
     try:
-        ix.upsert([doc("t1", "chunk:drinks/espresso#0", "espresso is a strong coffee", vector=vec(1, 0), vector_model=MODEL)])
+        espresso = doc("t1", "chunk:drinks/espresso#0", "a strong coffee", vector=vec(1, 0), vector_model=MODEL)
+        ix.upsert([espresso])
         ix.replace_page("t1", "drinks/tea", [doc("t1", "chunk:drinks/tea#0", "green tea is mild")])
         ix.delete("t1", ["chunk:drinks/espresso#0"])
         ix.search(q("t1", "coffee", vector=vec(1, 0)))
