@@ -87,6 +87,9 @@ SEARCH_PRESETS: dict[str, dict[str, object]] = {
         "master_instance_type": "m6g.large.search",
         "snapshot_repository": False,
         "standby_replicas": False,
+        "multi_az_with_standby": False,
+        "fine_grained_access_control": False,
+        "audit_logs": False,
     },
     "production": {
         "instance_type": "r6g.large.search",
@@ -98,10 +101,24 @@ SEARCH_PRESETS: dict[str, dict[str, object]] = {
         "master_instance_type": "m6g.large.search",
         "snapshot_repository": True,
         "standby_replicas": True,
+        "multi_az_with_standby": True,
+        "fine_grained_access_control": True,
+        "audit_logs": True,
     },
 }
 #: Dedicated master nodes when `search.dedicated_master` is on (OpenSearch's quorum needs three).
 MASTER_NODES = 3
+
+
+class SearchVpcConfig(_Model):
+    """Place the managed domain in a VPC (no public endpoint): its subnets, one per zone the data
+    nodes use, and security groups that admit HTTPS (443) from the functions. The functions that
+    talk to OpenSearch (the searching verbs and the indexer) join the same subnets and groups; the
+    subnets need a route to DynamoDB, Bedrock, Secrets Manager, SQS and X-Ray (a NAT gateway or VPC
+    endpoints, docs/deploy.md section 4f)."""
+
+    subnet_ids: tuple[str, ...] = Field(min_length=1)
+    security_group_ids: tuple[str, ...] = Field(min_length=1)
 
 
 class SearchConfig(_Model):
@@ -125,6 +142,18 @@ class SearchConfig(_Model):
     snapshot_repository: bool = False
     #: Serverless only: standby replicas in another zone (doubles the OCU floor).
     standby_replicas: bool = False
+    #: Managed domain: Multi-AZ with Standby (one zone of three holds standby nodes; needs three
+    #: zones, dedicated masters and a data-node count that is a multiple of three).
+    multi_az_with_standby: bool = False
+    #: Managed domain: fine-grained access control with the stage's search-admin IAM role as its
+    #: master user (no internal user database, so no password in the template); the function
+    #: roles are mapped to OpenSearch roles once after the first deploy (docs/deploy.md 4f).
+    fine_grained_access_control: bool = False
+    #: Managed domain: OpenSearch audit logs to CloudWatch Logs (needs fine-grained access control).
+    audit_logs: bool = False
+    #: Managed domain: VPC placement (None: a public endpoint that takes only SigV4-signed requests
+    #: of the roles its access policy names).
+    vpc: SearchVpcConfig | None = None
     index_prefix: str = "fleetmem"
 
     @model_validator(mode="before")
@@ -144,6 +173,24 @@ class SearchConfig(_Model):
                 f"search.availability_zones ({self.availability_zones}) with zone awareness on: OpenSearch "
                 "places the same number of data nodes in each zone; set instance_count to "
                 f"{zones * max(1, self.instance_count // zones)} or change the zones"
+            )
+        if self.flavour != "domain":
+            return self
+        if self.multi_az_with_standby and not (
+            self.zone_awareness and zones == 3 and self.dedicated_master and self.instance_count % 3 == 0
+        ):
+            raise ValueError(
+                "search.multi_az_with_standby needs zone_awareness, availability_zones 3, dedicated_master "
+                "and an instance_count that is a multiple of 3 (OpenSearch's requirements for Multi-AZ with Standby)"
+            )
+        if self.audit_logs and not self.fine_grained_access_control:
+            raise ValueError(
+                "search.audit_logs needs search.fine_grained_access_control (OpenSearch audits through it)"
+            )
+        if self.vpc is not None and len(self.vpc.subnet_ids) != (zones if self.zone_awareness else 1):
+            raise ValueError(
+                f"search.vpc.subnet_ids: give one subnet per zone the domain uses "
+                f"({zones if self.zone_awareness else 1}, each in a different zone)"
             )
         return self
 
@@ -353,6 +400,36 @@ class CanaryConfig(_Model):
     type: CanaryType = "Canary10Percent5Minutes"
 
 
+#: Groups a `cold_start.snap_start` entry "verbs" stands for: every verb function.
+VERBS = "verbs"
+#: What `cold_start.preset` stands for. "production" snapshots the functions a caller waits on
+#: (the edge, the authorizer, every verb) with SnapStart; the stream and schedule workers start
+#: on demand (nobody waits on their cold start). Costs per function: docs/deploy.md section 4g.
+COLD_START_PRESETS: dict[str, dict[str, object]] = {
+    "dev": {"snap_start": ()},
+    "production": {"snap_start": ("mcp", "authorizer", VERBS)},
+}
+
+
+class ColdStartConfig(_Model):
+    """How each function group starts: SnapStart (a snapshot of its init, restored per sandbox;
+    Python 3.12+) for the groups in `snap_start`, provisioned concurrency where a group's
+    `functions.<group>.provisioned_concurrency` asks for it (the edge's alias only), else on demand.
+    A group cannot have both (Lambda refuses SnapStart with provisioned concurrency)."""
+
+    preset: Literal["dev", "production"] = "dev"
+    #: Function groups with SnapStart on their published versions ("verbs": every verb function).
+    snap_start: tuple[str, ...] = ()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _preset_fills_unset_fields(cls, data: object) -> object:
+        if not isinstance(data, dict):
+            return data
+        preset = COLD_START_PRESETS.get(str(data.get("preset", "dev")), {})
+        return {**preset, **data}
+
+
 class ReleaseConfig(_Model):
     canary: CanaryConfig = CanaryConfig()
 
@@ -382,6 +459,7 @@ class DeployConfig(_Model):
     cognito: CognitoConfig = CognitoConfig()
     signing: SigningConfig = SigningConfig()
     release: ReleaseConfig = ReleaseConfig()
+    cold_start: ColdStartConfig = ColdStartConfig()
     #: Public base URL when a custom domain fronts the API (e.g. "https://memory.example.com"); by
     #: default the execute-api URL with the stage is used in 401 challenges and OAuth metadata.
     public_url: str | None = None
@@ -443,7 +521,27 @@ class DeployConfig(_Model):
             )
         self._timeouts_nest()
         self._capacity_holds()
+        self._snap_start_fits()
         return self
+
+    def _snap_start_fits(self) -> None:
+        known = set(NON_VERB_GROUPS) | set(self.verb_groups()) | {VERBS}
+        unknown = sorted(set(self.cold_start.snap_start) - known)
+        if unknown:
+            raise ValueError(f"cold_start.snap_start: unknown function groups {unknown} (groups or {VERBS!r})")
+        for group in sorted(self.snap_start_groups()):
+            if self.size_for(group).provisioned_concurrency:
+                raise ValueError(
+                    f"functions.{group}: provisioned_concurrency and SnapStart (cold_start.snap_start) exclude "
+                    "each other on Lambda: choose one for this group"
+                )
+
+    def snap_start_groups(self) -> frozenset[str]:
+        """The function groups deployed with SnapStart (`cold_start.snap_start`, "verbs" expanded)."""
+        named = set(self.cold_start.snap_start)
+        if VERBS in named:
+            named = (named - {VERBS}) | set(self.verb_groups())
+        return frozenset(named)
 
     def _timeouts_nest(self) -> None:
         """Every layer gives up before the one that called it, so each caller gets an answer (the

@@ -287,18 +287,16 @@ class OpenSearchIndex:
         self._call(self.client.indices.create, index=name, body=index_body(self.dim, replicas=replicas, alias=alias))
 
     def _msearch(self, body: list[dict[str, Any]]) -> Any:
-        """`_msearch` through the alias. A stage whose index predates aliases has none until its
-        indexer's next write adds it (the read path may not): until then the first index answers,
-        and the alias is looked for again at most once a minute."""
-        def named(name: str) -> list[dict[str, Any]]:
-            return [{**line, "index": name} if i % 2 == 0 else line for i, line in enumerate(body)]
-
+        """`POST /<alias>/_msearch` (the index in the path, never `/_msearch` at the domain's
+        root: readers may call only their index's endpoints). A stage whose index predates aliases
+        has none until its indexer's next write adds it (the read path may not): until then the
+        first index answers, and the alias is looked for again at most once a minute."""
         legacy = self.alias != self.index and time.monotonic() < self._no_alias_until
-        out = self._call(self.search_client.msearch, body=named(self.index) if legacy else body)
+        out = self._call(self.search_client.msearch, index=self.index if legacy else self.alias, body=body)
         if legacy or self.alias == self.index or not missing_index((out.get("responses") or [{}])[0]):
             return out
         self._no_alias_until = time.monotonic() + 60
-        return self._call(self.search_client.msearch, body=named(self.index))
+        return self._call(self.search_client.msearch, index=self.index, body=body)
 
     def alias_targets(self) -> list[str]:
         """The concrete indexes the alias points at ([] when it does not exist)."""
@@ -318,7 +316,9 @@ class OpenSearchIndex:
         """One `_bulk` call; `create=False` for deletes naming their own existing index."""
         if create:
             self.ensure_index()
-        kw: dict[str, Any] = {"body": lines}
+        # `POST /<alias>/_bulk`: the indexer's policy allows `_bulk` under the docs indices only;
+        # an action naming its own `_index` (a concrete index of the prefix) still goes there.
+        kw: dict[str, Any] = {"index": self.alias, "body": lines}
         if self._refresh:
             kw["refresh"] = "true"  # visible to the next request now, not at the next interval
         out: dict[str, Any] = self._call(self.client.bulk, **kw)
@@ -471,7 +471,7 @@ class OpenSearchIndex:
             if not query.text.strip() and vector is None:
                 spans.append(None)
                 continue
-            lines = msearch_body(self.alias, query, vector)
+            lines = msearch_body(query, vector)
             spans.append((len(body) // 2, len(lines) // 2))
             body += lines
         answers: list[dict[str, Any]] = []
