@@ -36,6 +36,8 @@ OWN_SIZE = {
     # Secrets Manager invokes it four times per rotation, one step at a time: one at once suffices.
     "signing_rotation": {"memory_mb": 256, "timeout_s": 30, "reserved_concurrency": 1},
 }
+#: Seconds a WAF rate-based rule counts requests over (its `EvaluationWindowSec`; WAF's default).
+WAF_WINDOW_S = 300
 #: Stages treated as development: WAF is off unless the config turns it on.
 DEV_STAGES = frozenset({"dev", "local"})
 #: The largest heartbeat budget: a token is ~4 characters (fleetmem.memory.budget), a character
@@ -277,8 +279,17 @@ class WafConfig(_Model):
     #: and KnownBadInputs rule groups (about $5/month + $1 per rule + $0.60 per million requests;
     #: docs/deploy.md). Unset: on for every stage but a dev stage (`DeployConfig.is_dev`).
     enabled: bool | None = None
-    #: Requests one source IP may send in any 5-minute window before WAF blocks it (AWS minimum: 10).
+    #: Requests WITHOUT a well-formed credential (no `Authorization: Bearer <API token or JWS>`,
+    #: `fleetmem.transport.aws_lambda.authorizer.credential_shape`) one source IP may send in any
+    #: 5-minute window before WAF blocks it (AWS minimum: 10). A request that carries a
+    #: well-formed credential is not counted here: the per-client usage plans throttle it.
     rate_limit_per_5min: int = Field(default=1000, ge=10, le=2_000_000_000)
+    #: The flood guard: requests WITH a well-formed credential one source IP may send in any
+    #: 5-minute window. Unset: the stage throttle's rate over the window
+    #: (`DeployConfig.stage_rate() * 300`), so a whole fleet behind one NAT address
+    #: meets the stage before WAF, and one address alone cannot hold the stage with made-up
+    #: tokens for longer than a window. A value below that is refused.
+    flood_limit_per_5min: int | None = Field(default=None, ge=10, le=2_000_000_000)
 
 
 class ApiConfig(_Model):
@@ -294,11 +305,19 @@ class ApiConfig(_Model):
     #: carry no credential, so no usage plan can throttle them per client.
     public_rate_per_second: float = Field(default=5, gt=0)
     public_burst: int = Field(default=10, ge=1)
-    #: Stage-level throttle of every other route (/mcp, /v1/*): it applies before the authorizer
-    #: runs, so a flood of made-up credentials (each one a cache miss) is cut here, not in the
-    #: authorizer; per-client usage plans throttle each credential below it.
-    stage_rate_per_second: float = Field(default=100, gt=0)
-    stage_burst: int = Field(default=200, ge=1)
+    #: Stage-level throttle of every other route (/mcp, /v1/*), per method, shared by every
+    #: client: it applies before the authorizer runs, so a flood of made-up credentials (each one a
+    #: cache miss) is cut here, not in the authorizer; per-client usage plans throttle each
+    #: credential below it. Unset: sized from the tiers (`DeployConfig.stage_rate()`:
+    #: `stage_headroom` x every configured client at its tier's full rate, never below the largest
+    #: tier's); a value below the largest tier's rate or burst is refused, since that tier's
+    #: clients would be throttled by the stage before their own plan.
+    stage_rate_per_second: float | None = Field(default=None, gt=0)
+    stage_burst: int | None = Field(default=None, ge=1)
+    #: The multiple of the configured clients' combined plan rate (and burst) the stage allows when
+    #: `stage_rate_per_second` / `stage_burst` are unset: room for refused credentials (401, 403)
+    #: beside every client at full rate.
+    stage_headroom: float = Field(default=2.0, ge=1.0, le=100.0)
     #: The usage-plan keys' version. Bump it (and deploy) to rotate every key: the deploy creates
     #: new keys and secrets together and points the authorizer at the new secrets; see
     #: docs/operate.md "Rotating the usage-plan keys".
@@ -373,6 +392,21 @@ class AlarmsConfig(_Model):
     free_storage_fraction: float = Field(default=0.25, gt=0, lt=1)
     #: JVM memory pressure (percent) the heap may stay above for 15 minutes.
     jvm_memory_pressure_pct: int = Field(default=80, ge=50, le=99)
+    #: DynamoDB throttle events (reads + writes) one table, or one of its indexes, may see in 5
+    #: minutes before its alarm fires (on-demand tables throttle on a hot key or a sudden jump).
+    dynamodb_throttles_per_5min: int = Field(default=5, ge=1)
+    #: Share of API requests answered 4xx in 5 minutes (401, 403, 404, 429, ...) that alarms,
+    #: once at least `api_4xx_min_requests` requests came in (a few calls prove nothing).
+    api_4xx_rate: float = Field(default=0.2, gt=0, le=1)
+    api_4xx_min_requests: int = Field(default=100, ge=1)
+    #: 429s the API may answer in 5 minutes (usage plans, quotas, the stage throttle), counted from
+    #: the access log: API Gateway publishes no 429 metric of its own for a REST API.
+    api_429_per_5min: int = Field(default=50, ge=1)
+    #: Requests WAF may block in 5 minutes, all rules together (scanners are routine on a public
+    #: endpoint). Any block by the flood guard (well-formed credentials) alarms on its own.
+    waf_blocked_per_5min: int = Field(default=1000, ge=1)
+    #: Bedrock InvocationThrottles per model id in 5 minutes (the SDK retries a few).
+    bedrock_throttles_per_5min: int = Field(default=5, ge=1)
 
     def all_subscribers(self) -> tuple[AlarmSubscriber, ...]:
         own = (AlarmSubscriber(type="email", endpoint=self.email),) if self.email else ()
@@ -597,6 +631,57 @@ class DeployConfig(_Model):
         from fleetmem.adapters.aws.invoker import SIGNATURE_VALIDITY
 
         return self.signing.key_ttl_s + self.api.authorizer_cache_ttl_s + SIGNATURE_VALIDITY
+
+    @model_validator(mode="after")
+    def _limits_nest(self) -> DeployConfig:
+        """The limits a request meets, in order, each at least as wide as the next (docs/deploy.md,
+        "Limits, in the order they apply"): WAF's flood guard per source IP >= the stage throttle
+        >= the largest tier's usage plan, so a client is throttled by its own plan first and a
+        fleet behind one NAT address is never blocked by WAF before the stage."""
+        top = max(self.tiers.values(), key=lambda t: t.rate_per_second)
+        top_burst = max(t.burst for t in self.tiers.values())
+        rate, burst = self.stage_rate(), self.stage_burst()
+        if rate < top.rate_per_second or burst < top_burst:
+            raise ValueError(
+                f"api.stage_rate_per_second / stage_burst ({rate:g} / {burst}) must be at least the largest "
+                f"tier's rate / burst ({top.rate_per_second:g} / {top_burst}): the stage throttles every "
+                "client together, before its usage plan, so that tier's clients would be throttled by the "
+                "stage first. Raise them, or leave them unset to size them from the tiers"
+            )
+        flood, floor = self.waf_flood_limit(), math.ceil(rate * WAF_WINDOW_S)
+        if flood < floor:
+            raise ValueError(
+                f"api.waf.flood_limit_per_5min ({flood}) must be at least the stage's rate over WAF's window "
+                f"({rate:g}/s x {WAF_WINDOW_S} s = {floor}): below it WAF blocks a fleet behind one address "
+                "before the stage and the usage plans would; raise it or leave it unset"
+            )
+        return self
+
+    def _planned(self, per_tier) -> float:
+        """`per_tier(tier)` summed over every configured client, never below the largest tier's."""
+        largest = max(per_tier(t) for t in self.tiers.values())
+        return max(largest, sum(per_tier(self.tiers[c.tier]) for c in self.clients))
+
+    def stage_rate(self) -> float:
+        """The stage throttle of every credentialed route (requests/s per method): as configured,
+        else `api.stage_headroom` x the configured clients' plan rates together (at least the
+        largest tier's)."""
+        if self.api.stage_rate_per_second is not None:
+            return self.api.stage_rate_per_second
+        return round(self.api.stage_headroom * self._planned(lambda t: t.rate_per_second), 3)
+
+    def stage_burst(self) -> int:
+        """The stage throttle's burst: as configured, else sized like `stage_rate` from bursts."""
+        if self.api.stage_burst is not None:
+            return self.api.stage_burst
+        return math.ceil(self.api.stage_headroom * self._planned(lambda t: t.burst))
+
+    def waf_flood_limit(self) -> int:
+        """WAF's per-IP ceiling on requests with a well-formed credential, per `WAF_WINDOW_S`:
+        as configured, else the stage rate over the window."""
+        if self.api.waf.flood_limit_per_5min is not None:
+            return self.api.waf.flood_limit_per_5min
+        return math.ceil(self.stage_rate() * WAF_WINDOW_S)
 
     def _capacity_holds(self) -> None:
         """No verb may hold more slots than the edge has, and the verbs that wait on the search
