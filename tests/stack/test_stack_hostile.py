@@ -155,3 +155,19 @@ def test_a_revoked_token_is_refused_once_the_authorizer_cache_ttl_has_passed(sta
     finally:
         stack.gateway.clock = real
     assert denied.status_code == 401 and denied.json()["code"] == "unauthorized"
+
+
+@pytest.mark.parametrize("depth", [100, 100_000])
+def test_a_v1_body_nested_too_deep_gets_the_envelope_with_its_correlation_id(stack, depth):
+    """Regression: the tool function's body reader let RecursionError out (no envelope, no id)."""
+    token = mint(stack, ["read"])
+    r = httpx.post(
+        f"{stack.base_url}/v1/recall",
+        content=b'{"query": ' + b"[" * depth + b"]" * depth + b"}",
+        headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
+        timeout=60,
+    )
+    body = r.json()
+    assert (r.status_code, body["code"]) == (400, "invalid_params"), r.text[:300]
+    assert body["detail"] == {"reason": "too_deep", "max_depth": 32}
+    assert body["correlation_id"] and r.headers["X-Correlation-Id"] == body["correlation_id"]
