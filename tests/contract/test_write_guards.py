@@ -6,6 +6,8 @@ the AWS stores (DynamoDB Local for the tables, the run's OpenSearch node for the
   (`slug_taken`) and the page stays private with its text — also when the page is made private
   between the write's read and its write. Naming a time in expected_updated_at over a private page
   answers exactly as over a missing one; another brain's slug is simply free.
+- list_facts' entity filter resolves a name exactly as recall's does.
+- An entity name that is a path is refused by remember (nothing written) and by the reads.
 """
 
 from __future__ import annotations
@@ -159,3 +161,40 @@ def test_a_page_made_private_between_the_read_and_the_write_is_not_overwritten(b
     assert is_error and body["detail"] == {"field": "slug", "reason": "slug_taken"}
     page = stored_vault(brain, tenant)
     assert page["visibility"] == "private" and SECRET in page["content"]
+
+
+# ----------------------------------------------------------------------------- one entity resolver
+
+
+def test_list_facts_resolves_an_entity_name_as_recall_does(brain, tenant):
+    agent = remote(tenant)
+    ok(brain, agent, "put_page", {"slug": "projects/atlas", "content": "---\ntitle: Atlas\n---\nThe Atlas project."})
+    saved = ok(brain, agent, "remember", {"fact": "Atlas ships in March", "provenance": "standup", "entity": "Atlas"})
+    assert saved["entity_slug"] == "projects/atlas"
+
+    recalled = [f["fact_id"] for f in ok(brain, agent, "recall", {"entity": "Atlas"})["facts"]]
+    listed = [f["fact_id"] for f in ok(brain, agent, "list_facts", {"entity": "Atlas"})["facts"]]
+    by_slug = [f["fact_id"] for f in ok(brain, agent, "list_facts", {"entity": "projects/atlas"})["facts"]]
+
+    assert recalled == listed == by_slug == [saved["id"]]
+
+
+# ----------------------------------------------------------------------------- entity names that are paths
+
+
+def nothing_written(deps: Deps, tenant: str) -> bool:
+    return ok(deps, owner(tenant), "list_facts", {"state": "any"})["facts"] == []
+
+
+@pytest.mark.parametrize("entity", ["../../etc/passwd", "people/../../x", "..\\..\\windows"])
+def test_a_path_as_the_entity_is_refused_on_remember_and_on_the_reads(brain, tenant, entity):
+    is_error, body = call(brain, remote(tenant), "remember",
+                          {"fact": "Root owns it", "provenance": "chat", "entity": entity})
+    assert is_error and body["code"] == "invalid_params"
+    assert body["detail"]["reason"] == "path_slug" and body["detail"]["field"] == "entity"
+    assert "path" in body["message"] and body["fix"]["next"] == "report"
+    assert nothing_written(brain, tenant)
+    reads = (("recall", {"entity": entity}), ("list_facts", {"entity": entity}), ("entity", {"name": entity}))
+    for tool, args in reads:
+        is_error, body = call(brain, remote(tenant), tool, args)
+        assert is_error and body["detail"]["reason"] == "path_slug", (tool, body)
