@@ -8,6 +8,8 @@ the AWS stores (DynamoDB Local for the tables, the run's OpenSearch node for the
   answers exactly as over a missing one; another brain's slug is simply free.
 - list_facts' entity filter resolves a name exactly as recall's does.
 - An entity name that is a path is refused by remember (nothing written) and by the reads.
+- remember refuses a fact or provenance with no visible character and an empty ttl, writing
+  nothing.
 """
 
 from __future__ import annotations
@@ -198,3 +200,31 @@ def test_a_path_as_the_entity_is_refused_on_remember_and_on_the_reads(brain, ten
     for tool, args in reads:
         is_error, body = call(brain, remote(tenant), tool, args)
         assert is_error and body["detail"]["reason"] == "path_slug", (tool, body)
+
+
+# ----------------------------------------------------------------------------- remember validation
+
+INVISIBLE = ["\u200b", "\u200b\u200c", "\u200d", "\ufeff", "\u2060\u200e", " \u200b\u00a0\u3000 ", "\u180e",
+             "\u3164", "\ufe0f"]
+
+
+@pytest.mark.parametrize("text", INVISIBLE, ids=[t.encode("unicode_escape").decode() for t in INVISIBLE])
+def test_a_fact_or_provenance_with_no_visible_character_is_refused(brain, tenant, text):
+    is_error, body = call(brain, remote(tenant), "remember", {"fact": text, "provenance": "chat"})
+    assert is_error and body["code"] == "invalid_params" and "fact is empty" in body["message"]
+
+    is_error, body = call(brain, remote(tenant), "remember", {"fact": "Ada likes tea", "provenance": text})
+    assert is_error and body["code"] == "provenance_required"
+    assert text not in ((body.get("fix") or {}).get("mcp") or {}).get("arguments", {}).get("provenance", "")
+    assert nothing_written(brain, tenant)
+
+
+@pytest.mark.parametrize("ttl", ["", "   ", "\u200b"])
+def test_an_empty_ttl_is_refused_not_read_as_never_expires(brain, tenant, ttl):
+    arguments = {"fact": "Ada likes tea", "provenance": "chat", "ttl": ttl}
+    is_error, body = call(brain, remote(tenant), "remember", arguments)
+    assert is_error and body["code"] == "invalid_params" and body["message"].startswith("ttl is empty")
+    assert "leave ttl out" in body["message"] and body["fix"]["next"] == "report"
+    assert nothing_written(brain, tenant)
+    saved = ok(brain, remote(tenant), "remember", {"fact": "Ada likes tea", "provenance": "chat", "ttl": None})
+    assert saved["valid_until"] is None
