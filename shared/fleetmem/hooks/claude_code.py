@@ -101,7 +101,7 @@ class ProjectConfig:
         cfg = cls(path=path)
         try:
             raw = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError) as exc:
+        except (OSError, json.JSONDecodeError, RecursionError) as exc:
             cfg.problems.append(f"{path} is unreadable ({type(exc).__name__}); using defaults")
             return cfg
         if not isinstance(raw, dict):
@@ -304,7 +304,7 @@ def run_hook(args: Any, stdin_text: str) -> str | None:
     """The stdout document for one hook event, or None. Never raises."""
     try:
         event = json.loads(stdin_text) if stdin_text.strip() else {}
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, RecursionError):  # RecursionError: nested too deep to parse
         event = None
     if not isinstance(event, dict):
         HookLog("?", "").failure("the hook input on stdin is not a JSON object")
@@ -386,7 +386,7 @@ def _read_settings(path: Path) -> dict[str, Any]:
         return {}
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
+    except (OSError, json.JSONDecodeError, RecursionError) as exc:
         raise CommandFailed(
             "invalid_params",
             f"{path} is not valid JSON ({type(exc).__name__}: {exc}); nothing was changed.",
