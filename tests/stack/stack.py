@@ -54,7 +54,8 @@ import time
 import urllib.error
 import urllib.request
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -115,8 +116,13 @@ def awslambdaric_requirement() -> str:
 
 def _sources_digest(python_version: str) -> str:
     h = hashlib.sha256(f"{python_version} {awslambdaric_requirement()}".encode())
-    for base in ("shared/fleetmem", "functions", "infra/requirements-lambda.txt", "scripts/build-lambda",
-                 "scripts/lib/compile_asset.py"):
+    for base in (
+        "shared/fleetmem",
+        "functions",
+        "infra/requirements-lambda.txt",
+        "scripts/build-lambda",
+        "scripts/lib/compile_asset.py",
+    ):
         path = ROOT / base
         files = sorted(path.rglob("*")) if path.is_dir() else [path]
         for f in files:
@@ -461,12 +467,27 @@ class Function:
         return json.loads(raw)
 
 
+#: The faults `InvokeRouter.fault` injects into one function's invokes.
+THROTTLE, SLOW = "throttle", "slow"
+
+
 class InvokeRouter(_Server):
     """The Lambda Invoke API on 127.0.0.1: the function named in the path, through its emulator.
     A function error carries `X-Amz-Function-Error: Unhandled` as the service sets it; an unknown
-    name answers the service's 404 `ResourceNotFoundException`."""
+    name answers the service's 404 `ResourceNotFoundException`.
+
+    `invocations` counts every Invoke request per function group (whatever it was answered), and
+    `fault(group, ...)` makes that function's invokes answer as an overloaded service does while
+    the block runs: THROTTLE, the service's 429 `TooManyRequestsException` (the function does not
+    run); SLOW, the function runs but its answer is held until the block ends, past any caller's
+    deadline."""
 
     def __init__(self, functions: dict[str, Function]) -> None:
+        self.invocations: dict[str, int] = {}
+        self._faults: dict[str, tuple[str, threading.Event]] = {}
+        self._lock = threading.Lock()
+        router = self
+
         def by_name(name: str) -> Function | None:  # read at call time: functions start after the router
             return next((f for f in functions.values() if f.name == name), None)
 
@@ -481,16 +502,53 @@ class InvokeRouter(_Server):
                 if fn is None or not self.path.endswith("/invocations"):
                     status, raw = 404, json.dumps({"Type": "User", "message": f"Function not found: {name}"}).encode()
                     headers["x-amzn-ErrorType"] = "ResourceNotFoundException"
-                else:
-                    status, raw = fn.invoke_raw(payload)
-                    if status == 200 and function_error(raw) is not None:
-                        headers["X-Amz-Function-Error"] = "Unhandled"
-                    elif status != 200:
-                        status, raw = 502, json.dumps({"message": raw.decode(errors="replace")[:500]}).encode()
-                        headers["x-amzn-ErrorType"] = "ServiceException"
-                self.send(status, raw, {**headers, "X-Amz-Executed-Version": "$LATEST"})
+                    self.send(status, raw, {**headers, "X-Amz-Executed-Version": "$LATEST"})
+                    return
+                fault, released = router._count(fn.group)
+                if fault == THROTTLE:
+                    raw = json.dumps(
+                        {
+                            "Reason": "ReservedFunctionConcurrentInvocationLimitExceeded",
+                            "Type": "User",
+                            "message": "Rate Exceeded.",
+                        }
+                    ).encode()
+                    self.send(429, raw, {**headers, "x-amzn-ErrorType": "TooManyRequestsException"})
+                    return
+                status, raw = fn.invoke_raw(payload)
+                if status == 200 and function_error(raw) is not None:
+                    headers["X-Amz-Function-Error"] = "Unhandled"
+                elif status != 200:
+                    status, raw = 502, json.dumps({"message": raw.decode(errors="replace")[:500]}).encode()
+                    headers["x-amzn-ErrorType"] = "ServiceException"
+                if fault == SLOW:
+                    released.wait(timeout=300)
+                try:
+                    self.send(status, raw, {**headers, "X-Amz-Executed-Version": "$LATEST"})
+                except OSError:  # the caller stopped waiting (a SLOW answer after its deadline)
+                    self.close_connection = True
 
         super().__init__(Handler)
+
+    def _count(self, group: str) -> tuple[str, threading.Event]:
+        with self._lock:
+            self.invocations[group] = self.invocations.get(group, 0) + 1
+            return self._faults.get(group, ("", threading.Event()))
+
+    @contextmanager
+    def fault(self, group: str, kind: str) -> Iterator[None]:
+        """While the block runs, `group`'s invokes answer with `kind` (THROTTLE or SLOW); held SLOW
+        answers go out when it ends."""
+        assert kind in {THROTTLE, SLOW}, kind
+        released = threading.Event()
+        with self._lock:
+            self._faults[group] = (kind, released)
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._faults.pop(group, None)
+            released.set()
 
 
 #: A first invocation per function at start (the emulator initializes the runtime on the first
