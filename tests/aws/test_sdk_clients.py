@@ -127,3 +127,23 @@ def test_the_opensearch_clients_take_their_rows():
     assert index.max_retries == SDK_CLIENTS["index"].attempts - 1 and index.retry_on_timeout is True
     with pytest.raises(ValueError):
         build_client("http://127.0.0.1:9", service="none", purpose="stores")
+
+
+def test_the_deploy_docs_table_is_this_table():
+    """docs/deploy.md section 4f lists every row with its service, attempts and timeouts."""
+    text = (ROOT / "docs" / "deploy.md").read_text()
+    section = text.split("### 4f. Retries and deadlines", 1)[1].split("\n## ", 1)[0]
+    rows = {}
+    for line in section.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 5 and cells[0].startswith("`"):
+            rows[cells[0].strip("`")] = cells[1:4]
+    assert set(rows) == set(SDK_CLIENTS)
+    for purpose, (service, attempts, timeouts) in rows.items():
+        row = SDK_CLIENTS[purpose]
+        connect, read = (t.strip() for t in timeouts.split("/", 1))
+        assert (service, int(attempts)) == (row.service, row.attempts), purpose
+        if row.service != "opensearch":
+            assert float(connect) == row.connect_timeout_s, purpose
+        if purpose != "verb_invoke":  # its read timeout is each verb's own deadline
+            assert float(read) == row.read_timeout_s, purpose
