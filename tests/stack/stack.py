@@ -817,6 +817,8 @@ class Stack:
         from fleetmem.memory.verbs import REGISTRY
 
         cfg = load_config(default=EXAMPLE)
+        #: seconds a replaced signing key may still be presented (the rotation function's window)
+        self.signing_key_accepted_s = cfg.signing_key_accepted_s() - cfg.signing.key_ttl_s + SIGNING_KEY_TTL_S
         sm = boto3.client("secretsmanager", endpoint_url=self.moto, **engines.CREDENTIALS)
         tag = uuid.uuid4().hex[:8]
         signing = sm.create_secret(Name=f"{self.prefix}-invoke-signing-{tag}", SecretString=uuid.uuid4().hex * 2)
@@ -826,6 +828,7 @@ class Stack:
         sqs = boto3.client("sqs", endpoint_url=self.moto, **engines.CREDENTIALS)
         self.heartbeat_queue = sqs.create_queue(QueueName=f"{self.prefix}-{HEARTBEAT}-{tag}")["QueueUrl"]
         from fleetmem.adapters.aws.replay import ENV_REPLAY_QUEUE_URL, queue_name
+        from fleetmem.adapters.aws.signing_keys import ENV_KEY_ACCEPTED_S
 
         self.replay_queue = sqs.create_queue(QueueName=queue_name(self.prefix))["QueueUrl"]
         heartbeats = {
@@ -879,6 +882,8 @@ class Stack:
                 ENV_PUBLIC_URL: self.base_url,
             },
             "heartbeat": {ENV_HEARTBEATS: json.dumps(heartbeats)},
+            # the overlap window as the CDK app derives it, with the stack's own key TTL
+            "signing_rotation": {ENV_KEY_ACCEPTED_S: str(self.signing_key_accepted_s)},
             "indexer": {ENV_REPLAY_QUEUE_URL: self.replay_queue},
             "authorizer": {
                 ENV_USAGE_KEY_SECRETS: json.dumps({"*": usage["ARN"]}),
