@@ -72,7 +72,9 @@ def test_the_lambda_invoker_answers_like_the_in_process_one(deps: Deps, remote_c
     assert sent["Payload"]["correlation_id"] == "c_1"
 
 
-def test_a_function_error_becomes_the_internal_envelope_without_its_text(deps: Deps, remote_caller: Caller) -> None:
+def test_a_function_error_becomes_the_internal_envelope_without_its_text(
+    deps: Deps, remote_caller: Caller
+) -> None:
     remote = LambdaInvoker(lambda tool: tool, client=FunctionClient(deps, function_error=True))
     r = remote.invoke("recall", {}, remote_caller, "c_err")
     assert r.is_error and r.body["code"] == "internal"
@@ -81,7 +83,9 @@ def test_a_function_error_becomes_the_internal_envelope_without_its_text(deps: D
 
 
 def test_a_throttled_invoke_is_unavailable_with_a_wait_fix(deps: Deps, remote_caller: Caller) -> None:
-    throttled = ClientError({"Error": {"Code": "TooManyRequestsException", "Message": "Rate exceeded"}}, "Invoke")
+    throttled = ClientError(
+        {"Error": {"Code": "TooManyRequestsException", "Message": "Rate exceeded"}}, "Invoke"
+    )
     remote = LambdaInvoker(lambda tool: tool, client=FunctionClient(deps, raises=throttled))
     r = remote.invoke("recall", {"query": "x"}, remote_caller, "c_t")
     assert r.body["code"] == "unavailable"
@@ -125,8 +129,8 @@ def test_the_edge_waits_for_each_verb_only_as_long_as_that_verb_can_take() -> No
 class InvokeEndpoint:
     """The Lambda Invoke API's error answers on 127.0.0.1 for a real boto3 client (the service
     cannot run here): every request is counted; `throttle` answers the service's 429
-    TooManyRequestsException, otherwise the answer is held until `release()` (a verb slower than
-    the edge's deadline)."""
+    TooManyRequestsException, otherwise the answer is held until the endpoint closes (a verb
+    slower than the edge's deadline)."""
 
     def __init__(self, *, throttle: bool) -> None:
         import threading

@@ -293,7 +293,6 @@ class OpenSearchIndex:
         """`_msearch` through the alias. A stage whose index predates aliases has none until its
         indexer's next write adds it (the read path may not): until then the first index answers,
         and the alias is looked for again at most once a minute."""
-
         def named(name: str) -> list[dict[str, Any]]:
             return [{**line, "index": name} if i % 2 == 0 else line for i, line in enumerate(body)]
 
