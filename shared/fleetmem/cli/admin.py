@@ -132,7 +132,7 @@ def cmd_status(args: argparse.Namespace, out: Output) -> int:
     problems: list[str] = []
     from fleetmem.adapters.aws import sdk_client
 
-    ddb = sdk_client("dynamodb", region=settings.aws.region)
+    ddb = sdk_client("admin_tables", region=settings.aws.region)
     doc["tables"] = _table_counts(ddb, settings.aws.table_prefix, exact=args.exact, problems=problems)
     doc["index"]["documents"] = _index_counts(search, problems)
     doc["index_lag"] = _lag(doc["tables"], doc["index"]["documents"], ddb, settings.aws.table_prefix, args.exact)
@@ -241,7 +241,7 @@ def _function_versions(settings: Any, problems: list[str]) -> list[dict[str, Any
 
     prefix = f"{settings.aws.table_prefix}-"
     try:
-        lam = sdk_client("lambda", region=settings.aws.region)
+        lam = sdk_client("admin_functions", region=settings.aws.region)
         found = []
         for page in lam.get_paginator("list_functions").paginate():
             found += [f for f in page.get("Functions", []) if str(f.get("FunctionName", "")).startswith(prefix)]

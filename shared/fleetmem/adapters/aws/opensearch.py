@@ -41,7 +41,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from fleetmem.adapters.aws.deadlines import BREAKER_FAILURES, BREAKER_OPEN_S, SEARCH_TIMEOUT_S
+from fleetmem.adapters.aws.deadlines import BREAKER_FAILURES, BREAKER_OPEN_S
 from fleetmem.adapters.aws.opensearch_bodies import (
     FLAVOURS,
     LOOKUP_MAX,
@@ -73,18 +73,24 @@ def build_client(
     service: str = "es",
     region: str = "",
     session: Any = None,
-    timeout: float = 10,
-    retries: int = 2,
+    purpose: str,
 ) -> Any:
     """An opensearch-py client. `service` is "es" (managed domain) or "aoss" (Serverless), both
     SigV4-signed with the boto3 credential chain; "none" talks to an unsigned endpoint (a local
-    engine). `timeout` is per attempt; `retries` also applies to timeouts when there are any (the
-    indexer's writes: a retry is harmless there; the request path's queries run with none)."""
+    engine). Its timeout per attempt and its attempts are `purpose`'s row of
+    `sdk_clients.SDK_CLIENTS`; retries also apply to timeouts when there are any (the indexer's
+    writes, "index": a retry is harmless there; the request path's queries, "search", run with none)."""
     from opensearchpy import AWSV4SignerAuth, OpenSearch, RequestsHttpConnection
 
+    from fleetmem.adapters.aws.sdk_clients import policy
+
+    row = policy(purpose)
+    if row.service != "opensearch":
+        raise ValueError(f"{purpose!r} is not an OpenSearch client purpose")
+    retries = row.attempts - 1
     kw: dict[str, Any] = {
         "hosts": [endpoint],
-        "timeout": timeout,
+        "timeout": row.read_timeout_s,
         "max_retries": retries,
         "retry_on_timeout": retries > 0,
     }
@@ -221,7 +227,9 @@ class OpenSearchIndex:
     @property
     def client(self) -> Any:
         if self._client is None:
-            self._client = build_client(self.endpoint, service=self.service, region=self._region, session=self._session)
+            self._client = build_client(
+                self.endpoint, service=self.service, region=self._region, session=self._session, purpose="index"
+            )
         return self._client
 
     @property
@@ -229,12 +237,7 @@ class OpenSearchIndex:
         """The request path's client: one attempt of at most `SEARCH_TIMEOUT_S` seconds."""
         if self._search_client is None:
             self._search_client = build_client(
-                self.endpoint,
-                service=self.service,
-                region=self._region,
-                session=self._session,
-                timeout=SEARCH_TIMEOUT_S,
-                retries=0,
+                self.endpoint, service=self.service, region=self._region, session=self._session, purpose="search"
             )
         return self._search_client
 

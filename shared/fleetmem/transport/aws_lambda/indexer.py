@@ -58,7 +58,7 @@ def _replay_queue() -> Any:
     url = os.environ.get(ENV_REPLAY_QUEUE_URL)
     if not url:
         raise RuntimeError(f"{ENV_REPLAY_QUEUE_URL} is not set")
-    return ReplayQueue(sdk_client("sqs", region=runtime.settings().aws.region), url)
+    return ReplayQueue(sdk_client("replay", region=runtime.settings().aws.region), url)
 
 
 def _emit_metrics(*, failed: int, lag_s: float | None, kept: int) -> None:
