@@ -234,6 +234,17 @@ def test_each_role_holds_exactly_the_dynamodb_actions_its_code_calls_per_table(d
     assert _ddb_grants(domain_synth, group) == EXPECTED_DDB[group]
 
 
+def test_the_indexer_reads_its_tables_items_and_writes_no_table(domain_synth):
+    """The indexer trusts a stream record only for the keys it names and reads the item itself:
+    BatchGetItem on the streamed tables (facts, pages) beside the stream reads, and no write."""
+    stream_reads = {"DescribeStream", "GetRecords", "GetShardIterator", "ListStreams"}
+    grants = _ddb_grants(domain_synth, "indexer")
+    assert {t: acts - stream_reads for t, acts in grants.items()} == {
+        "facts": {"BatchGetItem"},
+        "pages": {"BatchGetItem"},
+    }
+
+
 @pytest.mark.parametrize("synth", VARIANTS)
 def test_no_role_holds_a_dynamodb_wildcard_or_scan(synth, request):
     synth = request.getfixturevalue(synth)
