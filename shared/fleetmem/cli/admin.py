@@ -643,9 +643,9 @@ def cmd_preflight(args: argparse.Namespace, out: Output) -> int:
     cfg = _deploy_config(args.config)
     models = [m for m in (cfg.embedding.model, cfg.llm.model) if m]
     checks = preflight_checks(
-        apigateway=sdk_client("apigateway", region=cfg.region),
-        iam=sdk_client("iam", region=cfg.region),
-        bedrock=sdk_client("bedrock", region=cfg.region),
+        apigateway=sdk_client("preflight_apigateway", region=cfg.region),
+        iam=sdk_client("preflight_iam", region=cfg.region),
+        bedrock=sdk_client("preflight_bedrock", region=cfg.region),
         creates_cloud_watch_role=cfg.api.cloud_watch_role,
         models=models,
     )

@@ -118,6 +118,31 @@ SDK_CLIENTS: Final[dict[str, ClientPolicy]] = {
         attempts=3,
         read_timeout_s=10,
     ),
+    "tenant_queues": ClientPolicy(
+        "sqs",
+        "`fleetmem tenant delete --backend aws` sweeping the tenant's messages from the stage's queues "
+        "(an operator waits; receives and deletes are safe to retry)",
+        attempts=3,
+        read_timeout_s=10,
+    ),
+    "preflight_apigateway": ClientPolicy(
+        "apigateway",
+        "`fleetmem admin preflight` reading the account's API Gateway settings (one read; an operator waits)",
+        attempts=3,
+        read_timeout_s=10,
+    ),
+    "preflight_iam": ClientPolicy(
+        "iam",
+        "`fleetmem admin preflight` checking that API Gateway's CloudWatch role exists (one read)",
+        attempts=3,
+        read_timeout_s=10,
+    ),
+    "preflight_bedrock": ClientPolicy(
+        "bedrock",
+        "`fleetmem admin preflight` checking model access for the stage's embedding model and LLM (reads only)",
+        attempts=3,
+        read_timeout_s=10,
+    ),
     "search": ClientPolicy(
         "opensearch",
         "recall/synthesize querying the index: one attempt, then `unavailable` + Retry-After and the sandbox's breaker",
