@@ -5,6 +5,7 @@ OpenAPI document is the generated one."""
 from __future__ import annotations
 
 import json
+import logging
 from typing import Any
 
 import anyio
@@ -100,3 +101,37 @@ def test_non_finite_json_numbers_are_refused_as_invalid_json(server_url, tokens)
 def test_the_served_document_is_generated_from_the_registry(server_url, tokens):
     r = httpx.get(f"{server_url}/v1/openapi.json", headers={"Authorization": f"Bearer {tokens['read']}"})
     assert r.json() == openapi_document("full", server_url=server_url)
+
+
+class _ToolCallLines(logging.Handler):
+    """The `tool_call` log lines dispatch writes while it is attached."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.lines: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if getattr(record, "event", None) == "tool_call":
+            self.lines.append(record)
+
+
+def test_a_v1_call_is_logged_as_v1_and_an_mcp_call_as_mcp(server_url, tokens):
+    logger = logging.getLogger("fleetmem.transport.dispatch")
+    seen, level = _ToolCallLines(), logger.level
+    logger.addHandler(seen)
+    logger.setLevel(logging.INFO)
+    try:
+        auth = {"Authorization": f"Bearer {tokens['write']}"}
+        assert httpx.post(f"{server_url}/v1/recall", json={"query": "v1 call"}, headers=auth).status_code == 200
+        refused = httpx.post(f"{server_url}/v1/forget", json={"id": "f_missing"}, headers=auth)
+        assert refused.status_code == HTTP_STATUS[refused.json()["code"]]
+
+        async def over_mcp() -> None:
+            async with mcp_session(server_url, tokens["write"], "auto") as client:
+                assert not (await client.call_tool("recall", {"query": "mcp call"})).is_error
+
+        anyio.run(over_mcp)
+    finally:
+        logger.removeHandler(seen)
+        logger.setLevel(level)
+    assert [(r.tool, r.transport) for r in seen.lines] == [("recall", "v1"), ("forget", "v1"), ("recall", "mcp")]
