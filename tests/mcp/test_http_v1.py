@@ -5,6 +5,7 @@ OpenAPI document is the generated one."""
 from __future__ import annotations
 
 import json
+import logging
 from typing import Any
 
 import anyio
@@ -123,3 +124,37 @@ def test_a_body_nested_too_deep_is_refused_with_the_envelope_on_v1_and_a_parse_e
         assert rpc.json()["error"]["code"] in (-32700, -32600, -32602), (depth, rpc.text[:200])
     flat = httpx.post(f"{server_url}/v1/recall", json={"query": "x"}, headers=auth)
     assert flat.status_code == 200
+
+
+class _ToolCallLines(logging.Handler):
+    """The `tool_call` log lines dispatch writes while it is attached."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.lines: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if getattr(record, "event", None) == "tool_call":
+            self.lines.append(record)
+
+
+def test_a_v1_call_is_logged_as_v1_and_an_mcp_call_as_mcp(server_url, tokens):
+    logger = logging.getLogger("fleetmem.transport.dispatch")
+    seen, level = _ToolCallLines(), logger.level
+    logger.addHandler(seen)
+    logger.setLevel(logging.INFO)
+    try:
+        auth = {"Authorization": f"Bearer {tokens['write']}"}
+        assert httpx.post(f"{server_url}/v1/recall", json={"query": "v1 call"}, headers=auth).status_code == 200
+        refused = httpx.post(f"{server_url}/v1/forget", json={"id": "f_missing"}, headers=auth)
+        assert refused.status_code == HTTP_STATUS[refused.json()["code"]]
+
+        async def over_mcp() -> None:
+            async with mcp_session(server_url, tokens["write"], "auto") as client:
+                assert not (await client.call_tool("recall", {"query": "mcp call"})).is_error
+
+        anyio.run(over_mcp)
+    finally:
+        logger.removeHandler(seen)
+        logger.setLevel(level)
+    assert [(r.tool, r.transport) for r in seen.lines] == [("recall", "v1"), ("forget", "v1"), ("recall", "mcp")]

@@ -30,7 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from fleetmem.contract.correlation import new_correlation_id
 from fleetmem.contract.result import DispatchResult, error_result
-from fleetmem.contract.routes import OPENAPI_PATH, TOOLS_PATH, v1_tool_path
+from fleetmem.contract.routes import OPENAPI_PATH, TOOLS_PATH, V1_TRANSPORT, v1_tool_path
 from fleetmem.contract.status import CORRELATION_HEADER, error_headers, status_for
 from fleetmem.errors import Fix, VerbError
 from fleetmem.memory.envelope import order_notices, render_notice_meta
@@ -58,7 +58,7 @@ def v1_answer(
         return status_for(str(body.get("code") or "")), body, error_headers(body)
     if result.notices:
         body["notices"] = [
-            render_notice_meta(n, "http", callable_tools=callable_tools) for n in order_notices(result.notices)
+            render_notice_meta(n, V1_TRANSPORT, callable_tools=callable_tools) for n in order_notices(result.notices)
         ]
     return 200, body, {CORRELATION_HEADER: result.correlation_id}
 
@@ -82,11 +82,11 @@ def answer_v1(
     try:
         arguments = read_arguments(tool, raw_body)
     except VerbError as err:
-        return v1_answer(error_result(err, tool=tool, correlation_id=cid, transport="http"))
+        return v1_answer(error_result(err, tool=tool, correlation_id=cid, transport=V1_TRANSPORT))
     from fleetmem.transport.dispatch import guarded
 
     run = partial(call, tool, arguments, caller, cid)
-    result = guarded(run, tool, cid, transport="http", event="edge_internal_error")
+    result = guarded(run, tool, cid, transport=V1_TRANSPORT, event="edge_internal_error")
     return v1_answer(result, callable_tools={s.name for s in tools_for(surface, caller)})
 
 
