@@ -425,8 +425,10 @@ def test_the_401_fix_runs_as_printed_by_the_cli(fm: Fleetmem, tmp_path: Path) ->
         run: Run = fm("entity", "x", *_remote(server, bad), env=env, data_dir=False, subprocess=True)
         assert run.code == 1
         printed = next(ln for ln in run.stderr.splitlines() if ln.strip().startswith("Fix:")).split("Fix: ", 1)[1]
-        assert printed.startswith(f"{VENV_FLEETMEM} token create") and f"--data-dir {data}" in printed
-        minted = run_printed(printed, env)
+        assert printed.startswith(f"{VENV_FLEETMEM} token create") and "--data-dir '<data_dir>'" in printed
+        assert str(data) not in run.stdout + run.stderr  # a 401 never names the server's directory
+        # the operator fills in the directory the server printed at startup
+        minted = run_printed(printed.replace("'<data_dir>'", shlex.quote(str(data))), env)
         assert minted.returncode == 0, minted.stderr
         assert accepted(server, minted.stdout.strip())
 
