@@ -4,7 +4,6 @@ through a custom resource (infra/constructs/search_rolemap.py); without it there
 
 from __future__ import annotations
 
-import pytest
 from tests.infra.test_search_coldstart import GROUPS, SUBNETS, vpc_synth  # noqa: F401 (fixture)
 from tests.infra.test_stack import _actions, _fn_name, _function, _resources, _role_of, _role_statements
 
@@ -36,14 +35,18 @@ def _id_with(synth, type_: str, part: str) -> str:
     return lid
 
 
-@pytest.mark.parametrize("flavour", ["domain_synth", "serverless_synth", "waf_synth"])
-def test_no_mapping_without_fine_grained_access_control(flavour, request):
-    synth = request.getfixturevalue(flavour)
-    assert not synth.config.search.fine_grained_access_control
-    assert synth.resources(RESOURCE_TYPE) == {}
-    names = {f["Properties"].get("FunctionName") for f in synth.resources("AWS::Lambda::Function").values()}
-    assert _fn_name(synth, "search_rolemap") not in names
-    assert "search-rolemap" not in synth.template_text.lower()
+def test_the_mapping_exists_only_with_fine_grained_access_control(
+    production_synth, domain_synth, serverless_synth, waf_synth
+):
+    assert production_synth.config.search.fine_grained_access_control
+    assert len(production_synth.resources(RESOURCE_TYPE)) == 1
+    _function(production_synth, _fn_name(production_synth, "search_rolemap"))
+    for synth in (domain_synth, serverless_synth, waf_synth):
+        assert not synth.config.search.fine_grained_access_control
+        assert synth.resources(RESOURCE_TYPE) == {}
+        names = {f["Properties"].get("FunctionName") for f in synth.resources("AWS::Lambda::Function").values()}
+        assert _fn_name(synth, "search_rolemap") not in names
+        assert "search-rolemap" not in synth.template_text.lower()
 
 
 def test_the_production_preset_maps_the_reader_and_indexer_roles_after_the_domain(production_synth):
