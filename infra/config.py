@@ -27,7 +27,7 @@ DEFAULT_ASSET = ROOT / "build" / "lambda"
 
 
 #: Function groups that are not verbs: the edge, the authorizer and the stream/schedule workers.
-NON_VERB_GROUPS = frozenset({"mcp", "authorizer", "indexer", "heartbeat", "signing_rotation"})
+NON_VERB_GROUPS = frozenset({"mcp", "authorizer", "indexer", "heartbeat", "signing_rotation", "search_rolemap"})
 #: Groups sized on their own: `functions.default` does not apply to them. The authorizer runs on
 #: every cache miss of every route, so its concurrency is its own setting (`functions.authorizer`),
 #: not the verbs' default: at the stage throttle's rate it must not be the first thing to refuse.
@@ -35,6 +35,8 @@ OWN_SIZE = {
     "authorizer": {"memory_mb": 1024, "timeout_s": 10, "reserved_concurrency": 100},
     # Secrets Manager invokes it four times per rotation, one step at a time: one at once suffices.
     "signing_rotation": {"memory_mb": 256, "timeout_s": 30, "reserved_concurrency": 1},
+    # CloudFormation's search role mapping (fine-grained access control): four PUTs per deploy.
+    "search_rolemap": {"memory_mb": 256, "timeout_s": 60, "reserved_concurrency": 1},
 }
 #: Seconds a WAF rate-based rule counts requests over (its `EvaluationWindowSec`; WAF's default).
 WAF_WINDOW_S = 300
@@ -148,8 +150,8 @@ class SearchConfig(_Model):
     #: zones, dedicated masters and a data-node count that is a multiple of three).
     multi_az_with_standby: bool = False
     #: Managed domain: fine-grained access control with the stage's search-admin IAM role as its
-    #: master user (no internal user database, so no password in the template); the function
-    #: roles are mapped to OpenSearch roles once after the first deploy (docs/deploy.md 4f).
+    #: master user (no internal user database, so no password in the template); the deploy maps
+    #: the function roles to OpenSearch roles itself (a custom resource, docs/deploy.md 4f).
     fine_grained_access_control: bool = False
     #: Managed domain: OpenSearch audit logs to CloudWatch Logs (needs fine-grained access control).
     audit_logs: bool = False

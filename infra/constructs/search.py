@@ -14,7 +14,8 @@ ReadDocument/DescribeIndex only. No principal outside those roles has any access
 
 Sizes come from `search.preset` (infra/config.py SEARCH_PRESETS; explicit fields override it): "dev"
 is one t3.small node, "production" three r6g data nodes over three zones (Multi-AZ with Standby)
-behind three dedicated masters, fine-grained access control with an IAM master role, audit logs,
+behind three dedicated masters, fine-grained access control with an IAM master role (the deploy
+maps the function roles to OpenSearch roles itself: search_rolemap.py), audit logs,
 and a manual snapshot repository (an S3 bucket and the role OpenSearch assumes to write it;
 registering it is one signed request, docs/deploy.md "Search presets"). `search.vpc` places the
 domain, and the functions that talk to it, in a VPC.
@@ -36,7 +37,8 @@ from constructs import Construct
 from fleetmem.adapters.aws.opensearch_bodies import alias_name, index_name
 
 from ..config import MASTER_NODES, DeployConfig
-from .common import acknowledge, arn_ref
+from .common import FunctionFactory, acknowledge, arn_ref
+from .search_rolemap import SearchRoleMapping
 
 #: The repository name the registration command in docs/deploy.md uses.
 SNAPSHOT_REPOSITORY = "fleetmem-manual"
@@ -72,6 +74,9 @@ class Search(Construct):
         self.vpc = config.search.vpc if self.flavour == "domain" else None
         self.fine_grained = self.flavour == "domain" and config.search.fine_grained_access_control
         self.admin_role: iam.Role | None = None
+        #: Fine-grained access control's role mapping, made by the deploy (`SearchRoleMapping`).
+        self.role_mapping: SearchRoleMapping | None = None
+        self._config = config
         self._readers: list[iam.IRole] = []
         self._writers: list[iam.IRole] = []
         self._finalized = False
@@ -115,7 +120,8 @@ class Search(Construct):
         fine_grained = None
         if self.fine_grained:
             # The master user is an IAM role (no internal user database, so no password anywhere);
-            # operators assume it to map the function roles and to run `fleetmem admin`.
+            # operators assume it to run `fleetmem admin`, and the deploy's role mapping assumes it
+            # narrowed to its four PUTs (search_rolemap.py).
             self.admin_role = iam.Role(
                 self,
                 "AdminRole",
@@ -233,7 +239,15 @@ class Search(Construct):
         docs = f"{domain}/{self.docs_pattern}"
         return [([GET, HEAD, PUT], [docs]), ([POST], [f"{docs}/_bulk", f"{docs}/_search"])]
 
-    def _finalize_domain(self) -> None:
+    @property
+    def readers(self) -> list[iam.IRole]:
+        return list(self._readers)
+
+    @property
+    def writers(self) -> list[iam.IRole]:
+        return list(self._writers)
+
+    def _finalize_domain(self, factory: FunctionFactory) -> None:
         stack = cdk.Stack.of(self)
         # Built from the name, not the domain's ARN attribute: the policy lives on the domain itself.
         domain = f"arn:{stack.partition}:es:{stack.region}:{stack.account}:domain/{self.domain_name}"
@@ -261,10 +275,15 @@ class Search(Construct):
                 )
         cfn = self.domain.node.default_child
         cfn.access_policies = {"Version": "2012-10-17", "Statement": statements}  # type: ignore[union-attr]
+        if self.fine_grained:
+            # OpenSearch's own roles for the function roles, mapped on every deploy (docs/deploy.md 4f)
+            self.role_mapping = SearchRoleMapping(
+                self, "RoleMapping", config=self._config, factory=factory, search=self
+            )
         if self.vpc is not None:
             self._place_functions_in_vpc()
         if self.fine_grained:
-            # the ARNs the one-time role mapping names (docs/deploy.md section 4f)
+            # the ARNs the role mapping names (docs/deploy.md section 4f: checking it by hand)
             self.outputs |= {
                 "SearchReaderRoleArns": cdk.Fn.join(",", [r.role_arn for r in self._readers]),
                 "SearchIndexerRoleArns": cdk.Fn.join(",", [r.role_arn for r in self._writers]),
@@ -305,10 +324,11 @@ class Search(Construct):
             )
 
     def _place_functions_in_vpc(self) -> None:
-        """Every function whose role was granted search access joins the domain's subnets and
-        security groups, and its role may manage the network interfaces that needs."""
+        """Every function whose role was granted search access (and the role mapping's) joins the
+        domain's subnets and security groups, and its role may manage the network interfaces that needs."""
         assert self.vpc is not None
-        roles = {id(r) for r in (*self._readers, *self._writers)}
+        mapping = [self.role_mapping.fn.role] if self.role_mapping is not None else []
+        roles = {id(r) for r in (*self._readers, *self._writers, *mapping)}
         for c in cdk.Stack.of(self).node.find_all():
             if isinstance(c, lambda_.Function) and id(c.role) in roles:
                 fn = c.node.default_child
@@ -427,14 +447,15 @@ class Search(Construct):
                         "snapshots, security roles); never the whole domain.",
                     )
 
-    def finalize(self) -> None:
+    def finalize(self, factory: FunctionFactory) -> None:
         """Write the resource-side policy once every role has been granted: the domain's access
-        policy or the collection's data access policy names exactly the granted roles."""
+        policy or the collection's data access policy names exactly the granted roles. With
+        fine-grained access control, `factory` makes the role mapping's function."""
         if self._finalized:
             return
         self._finalized = True
         if self.flavour == "domain":
-            self._finalize_domain()
+            self._finalize_domain(factory)
             return
         name = self.collection_name
         index = f"index/{name}/{self.index_prefix}*"

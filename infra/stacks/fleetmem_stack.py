@@ -92,7 +92,7 @@ class FleetmemStack(cdk.Stack):
         )
         self.indexer = Indexer(self, "Indexer", config=config, factory=factory, tables=self.tables, search=self.search)
         self.heartbeat = Heartbeat(self, "Heartbeat", config=config, factory=factory, tables=self.tables)
-        self.search.finalize()
+        self.search.finalize(factory)
         dlqs = {"indexer": self.indexer.dlq, "heartbeat": self.heartbeat.dlq}
         self.monitoring = Monitoring(
             self,

@@ -155,6 +155,19 @@ SDK_CLIENTS: Final[dict[str, ClientPolicy]] = {
         attempts=3,
         read_timeout_s=10,
     ),
+    "search_roles": ClientPolicy(
+        "opensearch",
+        "the deploy's search role mapping (a custom resource, 60 s timeout): four idempotent PUTs to the "
+        "security API, safe to retry",
+        attempts=3,
+        read_timeout_s=10,
+    ),
+    "search_admin_session": ClientPolicy(
+        "sts",
+        "the search role mapping assuming the search-admin role for its four PUTs (once per deploy)",
+        attempts=3,
+        read_timeout_s=5,
+    ),
 }
 
 

@@ -128,6 +128,7 @@ INIT_IMPORTS: dict[str, tuple[str, ...]] = {
         "opensearchpy",
     ),
     "signing_rotation": ("fleetmem.adapters.aws.signing_keys", "fleetmem.adapters.aws.dynamo", "boto3"),
+    "search_rolemap": ("fleetmem.adapters.aws.opensearch", "fleetmem.adapters.aws.dynamo", "boto3", "opensearchpy"),
     "heartbeat": (
         "fleetmem.transport.dispatch",
         "fleetmem.wiring",
