@@ -124,7 +124,8 @@ def test_a_probable_update_is_noticed_never_merged_and_its_fix_replaces_the_old_
     new = result.body
     [notice] = [n for n in result.notices if n.code == "probable_update"]
     assert old["id"] in notice.why and "2027-01-15" in notice.why
-    assert notice.fix is not None and notice.fix.mcp == {"tool": "remember", "arguments": {**args, "supersedes": old["id"]}}
+    assert notice.fix is not None
+    assert notice.fix.mcp == {"tool": "remember", "arguments": {**args, "supersedes": old["id"]}}
     live = call(deps, "recall", entity=entity)["facts"]
     assert {f["fact_id"] for f in live} == {old["id"], new["id"]}  # nothing was superseded
 

@@ -3,8 +3,8 @@ entity, the candidates the caller may meet, and the decision — identical norma
 duplicate; with an embedder the nearest neighbours go through `sameness.decide`.
 
 Public API: `CANDIDATE_SCAN`, `decision_pool(deps, tenant, entity_slug, now) -> DecisionPool`,
-`candidates(caller, fact, pool) -> list[Fact]`, `restated(caller, new, named, pool)`, `match(deps, caller, new, vec, pool)` -> (existing,
-status, probable update).
+`candidates(caller, fact, pool) -> list[Fact]`, `restated(caller, new, named, pool)`,
+`match(deps, caller, new, vec, pool)` -> (existing, status, probable update).
 """
 
 from __future__ import annotations

@@ -322,7 +322,9 @@ def _is_content(word: str) -> bool:
 
 def _same_shape(a: list[str], b: list[str]) -> bool:
     """Two values of the same words, but for numbers, dates or names in the same places."""
-    return len(a) == len(b) and all(x.casefold() == y.casefold() or (_is_value(x) and _is_value(y)) for x, y in zip(a, b))
+    return len(a) == len(b) and all(
+        x.casefold() == y.casefold() or (_is_value(x) and _is_value(y)) for x, y in zip(a, b, strict=True)
+    )
 
 
 def _align(a: list[str], b: list[str]) -> tuple[int, int]:
@@ -440,7 +442,7 @@ def _is_role_change(new_text: str, old_text: str) -> bool:
     p, _ = _align(new, old)
     n = [w.casefold() for w in new]
     o = [w.casefold() for w in old]
-    if p == 0 or n[p - 1] not in _COPULAS and not (p >= 2 and n[p - 1] in _FILLERS and n[p - 2] in _COPULAS):
+    if p == 0 or (n[p - 1] not in _COPULAS and not (p >= 2 and n[p - 1] in _FILLERS and n[p - 2] in _COPULAS)):
         return False
     if n[p - 1] not in _FILLERS:  # each value opens with its own article
         if p >= len(n) or p >= len(o) or n[p] not in _FILLERS or o[p] not in _FILLERS:

@@ -525,7 +525,9 @@ def _retire_twin(deps: Deps, caller: Caller, twin: Fact, fact: Fact) -> bool:
         tenant=caller.tenant, subject=twin.fact_id, action="expire", actor=caller.client_id,
         at=fact.created_at, reason=reason, provenance=fact.provenance,
     )
-    deps.facts.expire(caller.tenant, twin.fact_id, at=fact.created_at, reason=reason, actor=caller.client_id, audit=trail)
+    deps.facts.expire(
+        caller.tenant, twin.fact_id, at=fact.created_at, reason=reason, actor=caller.client_id, audit=trail
+    )
     return indexing.unindex_facts(deps, caller.tenant, [twin.fact_id])
 
 
