@@ -13,6 +13,10 @@ and no bytecode written (a deployed asset is read-only): whatever the asset does
 is compiled on every run, as in a fresh sandbox.
 
     .venv/bin/python -m infra.cold_start --asset build/lambda --function mcp
+
+`--snap-start` splits each cold start as SnapStart does (infra/config.py `cold_start`): the init a
+snapshot captures (the handler module and `runtime.prewarm`) and what every restored sandbox still
+runs (`runtime.after_restore`, then the first call's imports, already loaded by then).
 """
 
 from __future__ import annotations
@@ -29,51 +33,14 @@ from pathlib import Path
 from typing import Any
 
 from fleetmem.config import ENV_BACKEND
+from fleetmem.transport.aws_lambda.runtime import INIT_IMPORTS
 
 ROOT = Path(__file__).resolve().parent.parent
 TARGET_MS = 400
 
-#: What the first invocation of each kind of function imports beyond its handler module.
-FIRST_CALL = {
-    "tool": [
-        "fleetmem.transport.invoker",
-        "fleetmem.adapters.aws.invoker",
-        "fleetmem.wiring",
-        "fleetmem.adapters.aws",
-        "fleetmem.adapters.aws.facts",
-        "fleetmem.adapters.aws.pages",
-        "fleetmem.adapters.aws.opensearch",
-        "fleetmem.adapters.aws.bedrock",
-        "boto3",
-        "opensearchpy",
-    ],
-    "mcp": ["fleetmem.transport.mcp_app", "fleetmem.adapters.aws.invoker", "boto3"],
-    "authorizer": [
-        "fleetmem.tokens",
-        "fleetmem.wiring",
-        "fleetmem.adapters.aws.auth",
-        "fleetmem.adapters.aws.clients",
-        "boto3",
-        "jwt",
-        "aws_lambda_powertools.utilities.parameters",
-    ],
-    "indexer": [
-        "fleetmem.adapters.aws.stream",
-        "fleetmem.adapters.aws.opensearch",
-        "fleetmem.adapters.aws.bedrock",
-        "aws_lambda_powertools.utilities.batch",
-        "boto3",
-        "opensearchpy",
-    ],
-    "signing_rotation": ["fleetmem.adapters.aws.signing_keys", "fleetmem.adapters.aws.dynamo", "boto3"],
-    "heartbeat": [
-        "fleetmem.transport.dispatch",
-        "fleetmem.wiring",
-        "fleetmem.adapters.aws.cursors",
-        "fleetmem.adapters.aws.delivery",
-        "boto3",
-    ],
-}
+#: What the first invocation of each kind of function imports beyond its handler module (the same
+#: table SnapStart's init imports ahead, `runtime.prewarm`).
+FIRST_CALL = {kind: list(names) for kind, names in INIT_IMPORTS.items()}
 
 # Wall time and CPU time: on a busy machine the CPU time is the better estimate of an
 # uncontended cold start (a Lambda sandbox has its vCPU share to itself).
@@ -82,7 +49,13 @@ import json, sys, time
 t0, c0 = time.perf_counter(), time.process_time()
 import importlib
 importlib.import_module(sys.argv[1])
+snap = sys.argv[3] == "snap-start"
+if snap:  # SnapStart: init prewarms, and the snapshot captures everything up to here
+    from fleetmem.transport.aws_lambda import runtime
+    runtime.prewarm(sys.argv[4])
 t1, c1 = time.perf_counter(), time.process_time()
+if snap:  # each restored sandbox runs the after-restore hook before its first call
+    runtime.after_restore()
 for name in json.loads(sys.argv[2]):
     importlib.import_module(name)
 t2, c2 = time.perf_counter(), time.process_time()
@@ -112,7 +85,12 @@ class AssetRun:
 _ASSET_PATH = "import sys; sys.path[:0] = [{asset!r}, {runtime!r}]\n"
 
 
-def measure(group: str, runs: int, asset: AssetRun | None = None) -> dict[str, float | bool | str]:
+def measure(
+    group: str, runs: int, asset: AssetRun | None = None, *, snap_start: bool = False
+) -> dict[str, float | bool | str]:
+    """With `snap_start`, "handler import" is the init a snapshot captures (handler module and
+    `runtime.prewarm`) and "first call" what runs after each restore (`runtime.after_restore`
+    and the first call's imports, by then loaded)."""
     env = {
         **os.environ,
         "PYTHONDONTWRITEBYTECODE": "1" if asset else "0",
@@ -130,7 +108,13 @@ def measure(group: str, runs: int, asset: AssetRun | None = None) -> dict[str, f
     samples = []
     for _ in range(runs):
         out = subprocess.run(  # noqa: S603 - our own interpreter on our own probe
-            [*command, f"functions.{group}.handler", json.dumps(FIRST_CALL[kind(group)])],
+            [
+                *command,
+                f"functions.{group}.handler",
+                json.dumps(FIRST_CALL[kind(group)]),
+                "snap-start" if snap_start else "on-demand",
+                group,
+            ],
             cwd=cwd,
             env=env,
             capture_output=True,
@@ -181,13 +165,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--asset", type=Path, help="measure this built asset (module doc)")
     parser.add_argument("--runtime", type=Path, help="with --asset: the directory holding boto3")
     parser.add_argument("--function", action="append", help="only these functions (repeatable)")
+    parser.add_argument(
+        "--snap-start", action="store_true", help="split init (captured by a snapshot) from what runs after restore"
+    )
     args = parser.parse_args(argv)
     asset = asset_run(args.asset, args.runtime) if args.asset else None
     groups = args.function or functions()
     if asset is None:
         # one warm-up so every later run reads compiled bytecode, as a deployed asset would
         measure(functions()[0], 1)
-    rows = [measure(g, args.runs, asset) for g in groups]
+    rows = [measure(g, args.runs, asset, snap_start=args.snap_start) for g in groups]
     python = str(asset.python) if asset else sys.version.split()[0]
     if args.json:
         print(json.dumps({"target_ms": TARGET_MS, "python": python, "asset": str(args.asset or ""), "rows": rows},
@@ -195,7 +182,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     where = f"asset {args.asset} with {python}" if asset else f"dev environment, python {python}"
     print(f"target <= {TARGET_MS} ms; {where}; wall / cpu milliseconds, median of {args.runs} fresh interpreters")
-    print(f"{'function':<14}{'handler import':>18}{'+ first call':>18}{'total (cpu)':>14}  mcp SDK")
+    heads = ("init (snapshot)", "+ after restore") if args.snap_start else ("handler import", "+ first call")
+    print(f"{'function':<14}{heads[0]:>18}{heads[1]:>18}{'total (cpu)':>14}  mcp SDK")
     for r in rows:
         total_cpu = r["handler_cpu_ms"] + r["first_call_cpu_ms"]  # type: ignore[operator]
         print(

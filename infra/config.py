@@ -36,6 +36,8 @@ OWN_SIZE = {
     # Secrets Manager invokes it four times per rotation, one step at a time: one at once suffices.
     "signing_rotation": {"memory_mb": 256, "timeout_s": 30, "reserved_concurrency": 1},
 }
+#: Seconds a WAF rate-based rule counts requests over (its `EvaluationWindowSec`; WAF's default).
+WAF_WINDOW_S = 300
 #: Stages treated as development: WAF is off unless the config turns it on.
 DEV_STAGES = frozenset({"dev", "local"})
 #: The largest heartbeat budget: a token is ~4 characters (fleetmem.memory.budget), a character
@@ -87,6 +89,9 @@ SEARCH_PRESETS: dict[str, dict[str, object]] = {
         "master_instance_type": "m6g.large.search",
         "snapshot_repository": False,
         "standby_replicas": False,
+        "multi_az_with_standby": False,
+        "fine_grained_access_control": False,
+        "audit_logs": False,
     },
     "production": {
         "instance_type": "r6g.large.search",
@@ -98,10 +103,24 @@ SEARCH_PRESETS: dict[str, dict[str, object]] = {
         "master_instance_type": "m6g.large.search",
         "snapshot_repository": True,
         "standby_replicas": True,
+        "multi_az_with_standby": True,
+        "fine_grained_access_control": True,
+        "audit_logs": True,
     },
 }
 #: Dedicated master nodes when `search.dedicated_master` is on (OpenSearch's quorum needs three).
 MASTER_NODES = 3
+
+
+class SearchVpcConfig(_Model):
+    """Place the managed domain in a VPC (no public endpoint): its subnets, one per zone the data
+    nodes use, and security groups that admit HTTPS (443) from the functions. The functions that
+    talk to OpenSearch (the searching verbs and the indexer) join the same subnets and groups; the
+    subnets need a route to DynamoDB, Bedrock, Secrets Manager, SQS and X-Ray (a NAT gateway or VPC
+    endpoints, docs/deploy.md section 4f)."""
+
+    subnet_ids: tuple[str, ...] = Field(min_length=1)
+    security_group_ids: tuple[str, ...] = Field(min_length=1)
 
 
 class SearchConfig(_Model):
@@ -125,6 +144,18 @@ class SearchConfig(_Model):
     snapshot_repository: bool = False
     #: Serverless only: standby replicas in another zone (doubles the OCU floor).
     standby_replicas: bool = False
+    #: Managed domain: Multi-AZ with Standby (one zone of three holds standby nodes; needs three
+    #: zones, dedicated masters and a data-node count that is a multiple of three).
+    multi_az_with_standby: bool = False
+    #: Managed domain: fine-grained access control with the stage's search-admin IAM role as its
+    #: master user (no internal user database, so no password in the template); the function
+    #: roles are mapped to OpenSearch roles once after the first deploy (docs/deploy.md 4f).
+    fine_grained_access_control: bool = False
+    #: Managed domain: OpenSearch audit logs to CloudWatch Logs (needs fine-grained access control).
+    audit_logs: bool = False
+    #: Managed domain: VPC placement (None: a public endpoint that takes only SigV4-signed requests
+    #: of the roles its access policy names).
+    vpc: SearchVpcConfig | None = None
     index_prefix: str = "fleetmem"
 
     @model_validator(mode="before")
@@ -144,6 +175,24 @@ class SearchConfig(_Model):
                 f"search.availability_zones ({self.availability_zones}) with zone awareness on: OpenSearch "
                 "places the same number of data nodes in each zone; set instance_count to "
                 f"{zones * max(1, self.instance_count // zones)} or change the zones"
+            )
+        if self.flavour != "domain":
+            return self
+        if self.multi_az_with_standby and not (
+            self.zone_awareness and zones == 3 and self.dedicated_master and self.instance_count % 3 == 0
+        ):
+            raise ValueError(
+                "search.multi_az_with_standby needs zone_awareness, availability_zones 3, dedicated_master "
+                "and an instance_count that is a multiple of 3 (OpenSearch's requirements for Multi-AZ with Standby)"
+            )
+        if self.audit_logs and not self.fine_grained_access_control:
+            raise ValueError(
+                "search.audit_logs needs search.fine_grained_access_control (OpenSearch audits through it)"
+            )
+        if self.vpc is not None and len(self.vpc.subnet_ids) != (zones if self.zone_awareness else 1):
+            raise ValueError(
+                f"search.vpc.subnet_ids: give one subnet per zone the domain uses "
+                f"({zones if self.zone_awareness else 1}, each in a different zone)"
             )
         return self
 
@@ -230,8 +279,17 @@ class WafConfig(_Model):
     #: and KnownBadInputs rule groups (about $5/month + $1 per rule + $0.60 per million requests;
     #: docs/deploy.md). Unset: on for every stage but a dev stage (`DeployConfig.is_dev`).
     enabled: bool | None = None
-    #: Requests one source IP may send in any 5-minute window before WAF blocks it (AWS minimum: 10).
+    #: Requests WITHOUT a well-formed credential (no `Authorization: Bearer <API token or JWS>`,
+    #: `fleetmem.transport.aws_lambda.authorizer.credential_shape`) one source IP may send in any
+    #: 5-minute window before WAF blocks it (AWS minimum: 10). A request that carries a
+    #: well-formed credential is not counted here: the per-client usage plans throttle it.
     rate_limit_per_5min: int = Field(default=1000, ge=10, le=2_000_000_000)
+    #: The flood guard: requests WITH a well-formed credential one source IP may send in any
+    #: 5-minute window. Unset: the stage throttle's rate over the window
+    #: (`DeployConfig.stage_rate() * 300`), so a whole fleet behind one NAT address
+    #: meets the stage before WAF, and one address alone cannot hold the stage with made-up
+    #: tokens for longer than a window. A value below that is refused.
+    flood_limit_per_5min: int | None = Field(default=None, ge=10, le=2_000_000_000)
 
 
 class ApiConfig(_Model):
@@ -247,11 +305,19 @@ class ApiConfig(_Model):
     #: carry no credential, so no usage plan can throttle them per client.
     public_rate_per_second: float = Field(default=5, gt=0)
     public_burst: int = Field(default=10, ge=1)
-    #: Stage-level throttle of every other route (/mcp, /v1/*): it applies before the authorizer
-    #: runs, so a flood of made-up credentials (each one a cache miss) is cut here, not in the
-    #: authorizer; per-client usage plans throttle each credential below it.
-    stage_rate_per_second: float = Field(default=100, gt=0)
-    stage_burst: int = Field(default=200, ge=1)
+    #: Stage-level throttle of every other route (/mcp, /v1/*), per method, shared by every
+    #: client: it applies before the authorizer runs, so a flood of made-up credentials (each one a
+    #: cache miss) is cut here, not in the authorizer; per-client usage plans throttle each
+    #: credential below it. Unset: sized from the tiers (`DeployConfig.stage_rate()`:
+    #: `stage_headroom` x every configured client at its tier's full rate, never below the largest
+    #: tier's); a value below the largest tier's rate or burst is refused, since that tier's
+    #: clients would be throttled by the stage before their own plan.
+    stage_rate_per_second: float | None = Field(default=None, gt=0)
+    stage_burst: int | None = Field(default=None, ge=1)
+    #: The multiple of the configured clients' combined plan rate (and burst) the stage allows when
+    #: `stage_rate_per_second` / `stage_burst` are unset: room for refused credentials (401, 403)
+    #: beside every client at full rate.
+    stage_headroom: float = Field(default=2.0, ge=1.0, le=100.0)
     #: The usage-plan keys' version. Bump it (and deploy) to rotate every key: the deploy creates
     #: new keys and secrets together and points the authorizer at the new secrets; see
     #: docs/operate.md "Rotating the usage-plan keys".
@@ -326,6 +392,21 @@ class AlarmsConfig(_Model):
     free_storage_fraction: float = Field(default=0.25, gt=0, lt=1)
     #: JVM memory pressure (percent) the heap may stay above for 15 minutes.
     jvm_memory_pressure_pct: int = Field(default=80, ge=50, le=99)
+    #: DynamoDB throttle events (reads + writes) one table, or one of its indexes, may see in 5
+    #: minutes before its alarm fires (on-demand tables throttle on a hot key or a sudden jump).
+    dynamodb_throttles_per_5min: int = Field(default=5, ge=1)
+    #: Share of API requests answered 4xx in 5 minutes (401, 403, 404, 429, ...) that alarms,
+    #: once at least `api_4xx_min_requests` requests came in (a few calls prove nothing).
+    api_4xx_rate: float = Field(default=0.2, gt=0, le=1)
+    api_4xx_min_requests: int = Field(default=100, ge=1)
+    #: 429s the API may answer in 5 minutes (usage plans, quotas, the stage throttle), counted from
+    #: the access log: API Gateway publishes no 429 metric of its own for a REST API.
+    api_429_per_5min: int = Field(default=50, ge=1)
+    #: Requests WAF may block in 5 minutes, all rules together (scanners are routine on a public
+    #: endpoint). Any block by the flood guard (well-formed credentials) alarms on its own.
+    waf_blocked_per_5min: int = Field(default=1000, ge=1)
+    #: Bedrock InvocationThrottles per model id in 5 minutes (the SDK retries a few).
+    bedrock_throttles_per_5min: int = Field(default=5, ge=1)
 
     def all_subscribers(self) -> tuple[AlarmSubscriber, ...]:
         own = (AlarmSubscriber(type="email", endpoint=self.email),) if self.email else ()
@@ -351,6 +432,36 @@ class CanaryConfig(_Model):
     #: back when the function's error alarm fires. Off: the alias moves at once on deploy.
     enabled: bool = False
     type: CanaryType = "Canary10Percent5Minutes"
+
+
+#: Groups a `cold_start.snap_start` entry "verbs" stands for: every verb function.
+VERBS = "verbs"
+#: What `cold_start.preset` stands for. "production" snapshots the functions a caller waits on
+#: (the edge, the authorizer, every verb) with SnapStart; the stream and schedule workers start
+#: on demand (nobody waits on their cold start). Costs per function: docs/deploy.md section 4g.
+COLD_START_PRESETS: dict[str, dict[str, object]] = {
+    "dev": {"snap_start": ()},
+    "production": {"snap_start": ("mcp", "authorizer", VERBS)},
+}
+
+
+class ColdStartConfig(_Model):
+    """How each function group starts: SnapStart (a snapshot of its init, restored per sandbox;
+    Python 3.12+) for the groups in `snap_start`, provisioned concurrency where a group's
+    `functions.<group>.provisioned_concurrency` asks for it (the edge's alias only), else on demand.
+    A group cannot have both (Lambda refuses SnapStart with provisioned concurrency)."""
+
+    preset: Literal["dev", "production"] = "dev"
+    #: Function groups with SnapStart on their published versions ("verbs": every verb function).
+    snap_start: tuple[str, ...] = ()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _preset_fills_unset_fields(cls, data: object) -> object:
+        if not isinstance(data, dict):
+            return data
+        preset = COLD_START_PRESETS.get(str(data.get("preset", "dev")), {})
+        return {**preset, **data}
 
 
 class ReleaseConfig(_Model):
@@ -382,6 +493,7 @@ class DeployConfig(_Model):
     cognito: CognitoConfig = CognitoConfig()
     signing: SigningConfig = SigningConfig()
     release: ReleaseConfig = ReleaseConfig()
+    cold_start: ColdStartConfig = ColdStartConfig()
     #: Public base URL when a custom domain fronts the API (e.g. "https://memory.example.com"); by
     #: default the execute-api URL with the stage is used in 401 challenges and OAuth metadata.
     public_url: str | None = None
@@ -443,7 +555,27 @@ class DeployConfig(_Model):
             )
         self._timeouts_nest()
         self._capacity_holds()
+        self._snap_start_fits()
         return self
+
+    def _snap_start_fits(self) -> None:
+        known = set(NON_VERB_GROUPS) | set(self.verb_groups()) | {VERBS}
+        unknown = sorted(set(self.cold_start.snap_start) - known)
+        if unknown:
+            raise ValueError(f"cold_start.snap_start: unknown function groups {unknown} (groups or {VERBS!r})")
+        for group in sorted(self.snap_start_groups()):
+            if self.size_for(group).provisioned_concurrency:
+                raise ValueError(
+                    f"functions.{group}: provisioned_concurrency and SnapStart (cold_start.snap_start) exclude "
+                    "each other on Lambda: choose one for this group"
+                )
+
+    def snap_start_groups(self) -> frozenset[str]:
+        """The function groups deployed with SnapStart (`cold_start.snap_start`, "verbs" expanded)."""
+        named = set(self.cold_start.snap_start)
+        if VERBS in named:
+            named = (named - {VERBS}) | set(self.verb_groups())
+        return frozenset(named)
 
     def _timeouts_nest(self) -> None:
         """Every layer gives up before the one that called it, so each caller gets an answer (the
@@ -499,6 +631,57 @@ class DeployConfig(_Model):
         from fleetmem.adapters.aws.invoker import SIGNATURE_VALIDITY
 
         return self.signing.key_ttl_s + self.api.authorizer_cache_ttl_s + SIGNATURE_VALIDITY
+
+    @model_validator(mode="after")
+    def _limits_nest(self) -> DeployConfig:
+        """The limits a request meets, in order, each at least as wide as the next (docs/deploy.md,
+        "Limits, in the order they apply"): WAF's flood guard per source IP >= the stage throttle
+        >= the largest tier's usage plan, so a client is throttled by its own plan first and a
+        fleet behind one NAT address is never blocked by WAF before the stage."""
+        top = max(self.tiers.values(), key=lambda t: t.rate_per_second)
+        top_burst = max(t.burst for t in self.tiers.values())
+        rate, burst = self.stage_rate(), self.stage_burst()
+        if rate < top.rate_per_second or burst < top_burst:
+            raise ValueError(
+                f"api.stage_rate_per_second / stage_burst ({rate:g} / {burst}) must be at least the largest "
+                f"tier's rate / burst ({top.rate_per_second:g} / {top_burst}): the stage throttles every "
+                "client together, before its usage plan, so that tier's clients would be throttled by the "
+                "stage first. Raise them, or leave them unset to size them from the tiers"
+            )
+        flood, floor = self.waf_flood_limit(), math.ceil(rate * WAF_WINDOW_S)
+        if flood < floor:
+            raise ValueError(
+                f"api.waf.flood_limit_per_5min ({flood}) must be at least the stage's rate over WAF's window "
+                f"({rate:g}/s x {WAF_WINDOW_S} s = {floor}): below it WAF blocks a fleet behind one address "
+                "before the stage and the usage plans would; raise it or leave it unset"
+            )
+        return self
+
+    def _planned(self, per_tier) -> float:
+        """`per_tier(tier)` summed over every configured client, never below the largest tier's."""
+        largest = max(per_tier(t) for t in self.tiers.values())
+        return max(largest, sum(per_tier(self.tiers[c.tier]) for c in self.clients))
+
+    def stage_rate(self) -> float:
+        """The stage throttle of every credentialed route (requests/s per method): as configured,
+        else `api.stage_headroom` x the configured clients' plan rates together (at least the
+        largest tier's)."""
+        if self.api.stage_rate_per_second is not None:
+            return self.api.stage_rate_per_second
+        return round(self.api.stage_headroom * self._planned(lambda t: t.rate_per_second), 3)
+
+    def stage_burst(self) -> int:
+        """The stage throttle's burst: as configured, else sized like `stage_rate` from bursts."""
+        if self.api.stage_burst is not None:
+            return self.api.stage_burst
+        return math.ceil(self.api.stage_headroom * self._planned(lambda t: t.burst))
+
+    def waf_flood_limit(self) -> int:
+        """WAF's per-IP ceiling on requests with a well-formed credential, per `WAF_WINDOW_S`:
+        as configured, else the stage rate over the window."""
+        if self.api.waf.flood_limit_per_5min is not None:
+            return self.api.waf.flood_limit_per_5min
+        return math.ceil(self.stage_rate() * WAF_WINDOW_S)
 
     def _capacity_holds(self) -> None:
         """No verb may hold more slots than the edge has, and the verbs that wait on the search

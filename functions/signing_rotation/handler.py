@@ -11,4 +11,4 @@ logger = Logger(service="signing_rotation")
 
 @logger.inject_lambda_context(clear_state=True)
 def handler(event, context):
-    rotation_step(sdk_client("secretsmanager"), event)
+    rotation_step(sdk_client("signing_rotation"), event)

@@ -16,6 +16,7 @@ from aws_cdk import aws_logs as logs
 
 from constructs import Construct
 from fleetmem import __version__
+from fleetmem.transport.aws_lambda.runtime import ENV_FUNCTION_GROUP
 
 from ..config import DeployConfig
 
@@ -177,6 +178,7 @@ class FunctionFactory:
             )
         )
         size = cfg.size_for(group)
+        snap = group in cfg.snap_start_groups()
         function = LiveFunction(
             scope,
             id,
@@ -194,8 +196,16 @@ class FunctionFactory:
                 **self.base_env,
                 ENV_VERSION: __version__,
                 "POWERTOOLS_SERVICE_NAME": service or group,
+                ENV_FUNCTION_GROUP: group,
                 **(env or {}),
             },
+            # SnapStart snapshots each published version's init (runtime.prewarm) and restores it
+            # per sandbox (runtime.after_restore re-seeds and drops init's clients): config
+            # `cold_start`, docs/deploy.md section 4g.
+            # A SnapStart version's snapshot is billed while the version exists: the version a
+            # deploy replaces is deleted in the deploy's cleanup, after the alias has moved off it
+            # (`current_version`'s removal policy stays DESTROY, the default; docs/deploy.md 4g).
+            snap_start=lambda_.SnapStartConf.ON_PUBLISHED_VERSIONS if snap else None,
             tracing=lambda_.Tracing.ACTIVE,
             logging_format=lambda_.LoggingFormat.JSON,
             application_log_level_v2=lambda_.ApplicationLogLevel.INFO,

@@ -7,15 +7,17 @@ The authorizer returns each caller's API key as `usageIdentifierKey`, so throttl
 follow the credential, not the network. A credential whose client is not named in the config has
 no key, and API Gateway refuses it (403): every client gets its own throttle, none shares one.
 Its 401 carries `WWW-Authenticate` through the gateway response; throttling and quota answer 429
-in the protocol's error-envelope shape.
+in the protocol's error-envelope shape, a failing authorizer 503 `unavailable`.
 
 Usage keys are versioned (`api.usage_key_version`): a new version creates a new secret and a new
 key in the same deploy that points the authorizer at the new secrets, so the key API Gateway
 knows and the key the authorizer hands out cannot diverge; the previous version's keys stay in
 the plans so authorizer answers cached before the deploy keep working.
 
-Unauthenticated routes (/health, the OAuth metadata) are throttled at the stage, and an optional
-WAF web ACL rate-limits every route per source IP.
+Unauthenticated routes (/health, the OAuth metadata) are throttled at the stage, and the other
+routes at the stage too, sized from the tiers (`DeployConfig.stage_rate`). An optional WAF web ACL
+rate-limits per source IP the requests that carry no well-formed credential, and, far higher, those
+that do (a flood guard at the stage's rate); docs/deploy.md, "Limits, in the order they apply".
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ from fleetmem.config import (
 )
 from fleetmem.contract.routes import MCP_GATEWAY_METHODS, MCP_PATH, OPENAPI_PATH, PUBLIC_PATHS, TOOLS_PATH, V1_PREFIX
 from fleetmem.lambda_routes import TOOL_FUNCTIONS_ENV
+from fleetmem.transport.aws_lambda.authorizer import credential_shape
 from fleetmem.transport.aws_lambda.proxy import (
     GATEWAY_RETRY_AFTER_S,
     authorizer_busy_body,
@@ -51,7 +54,7 @@ from fleetmem.transport.aws_lambda.proxy import (
     www_authenticate,
 )
 
-from ..config import DeployConfig
+from ..config import WAF_WINDOW_S, DeployConfig
 from .client_auth import RESOURCE_SERVER, ClientAuth
 from .common import READ_ACTIONS, Fn, FunctionFactory, acknowledge, grant_table, retention
 from .signing import InvokeSigning
@@ -68,6 +71,11 @@ def _envelope(code: str, message: str) -> str:
 
 def _authorizer_busy() -> str:
     return json.dumps(authorizer_busy_body(correlation_id="$context.requestId"))
+
+
+#: WAF rule names (and their CloudWatch metric names, the `Rule` dimension of `AWS/WAFV2`).
+RATE_RULE, RATE_METRIC = "rate-per-ip", "ratePerIp"
+FLOOD_RULE, FLOOD_METRIC = "flood-per-ip", "floodPerIp"
 
 
 #: AWS managed rule groups on the web ACL, each with the rules that inspect the request body set to
@@ -185,7 +193,7 @@ class Edge(Construct):
             secret.grant_read(self.authorizer_fn.role)
 
         # -- the REST API ----------------------------------------------------------------------
-        access_logs = logs.LogGroup(
+        self.access_logs = access_logs = logs.LogGroup(
             self, "AccessLogs", retention=retention(config), removal_policy=cdk.RemovalPolicy.DESTROY
         )
         # Unauthenticated routes carry no credential, so no usage plan throttles them: the stage does.
@@ -223,11 +231,12 @@ class Edge(Construct):
                 data_trace_enabled=False,
                 metrics_enabled=True,
                 tracing_enabled=True,
-                # Every route: before the authorizer runs, so made-up credentials cannot flood it.
+                # Every route: before the authorizer runs, so made-up credentials cannot flood it;
+                # sized from the tiers so no client meets it before its own usage plan.
                 method_options={
                     "/*/*": apigw.MethodDeploymentOptions(
-                        throttling_rate_limit=config.api.stage_rate_per_second,
-                        throttling_burst_limit=config.api.stage_burst,
+                        throttling_rate_limit=config.stage_rate(),
+                        throttling_burst_limit=config.stage_burst(),
                         logging_level=apigw.MethodLoggingLevel.ERROR,
                         metrics_enabled=True,
                     ),
@@ -253,6 +262,7 @@ class Edge(Construct):
                 "API Gateway's account-level CloudWatch role uses the AWS-managed "
                 "AmazonAPIGatewayPushToCloudWatchLogs policy, the documented way to enable execution logs.",
             )
+        self.web_acl: wafv2.CfnWebACL | None = None
         if config.waf_enabled:
             self._waf(config)
         else:
@@ -308,7 +318,7 @@ class Edge(Construct):
         for part in V1_EDGE_PATHS:
             v1.add_resource(part).add_method("GET", edge_integration, **secured)
 
-        # -- 401 with WWW-Authenticate; 429 in the envelope's shape --------------------------
+        # -- 401 with WWW-Authenticate; 429 and 503 in the envelope's shape ------------------
         base_url = cdk.Fn.join(
             "",
             [
@@ -354,8 +364,12 @@ class Edge(Construct):
                 )
             },
         )
-        # A throttled or failing authorizer would be API Gateway's bare 500: answer 429 with
-        # Retry-After in the envelope's shape instead (the call was not run, so it is safe to retry).
+        # A throttled, failing or timed-out authorizer would be API Gateway's bare 500: answer 503
+        # `unavailable` with Retry-After in the envelope's shape instead (the call was not run, so
+        # it is safe to retry). Not 429: the caller is over no limit of its own, and a 429 would
+        # read as "this client's rate" to the client and to the 429 alarm. API Gateway counts a
+        # gateway response whose status was changed as 4XXError, so the 5xx alarm counts these
+        # from the access log (monitoring.py), beside the authorizer function's own error alarms.
         for rt, label in (
             (apigw.ResponseType.AUTHORIZER_FAILURE, "AuthorizerFailure"),
             (apigw.ResponseType.AUTHORIZER_CONFIGURATION_ERROR, "AuthorizerConfiguration"),
@@ -363,7 +377,7 @@ class Edge(Construct):
             self.api.add_gateway_response(
                 label,
                 type=rt,
-                status_code="429",
+                status_code="503",
                 response_headers={"Retry-After": f"'{GATEWAY_RETRY_AFTER_S}'", "Content-Type": f"'{json_type}'"},
                 templates={json_type: _authorizer_busy()},
             )
@@ -448,8 +462,47 @@ class Edge(Construct):
         return secret, key
 
     def _waf(self, config: DeployConfig) -> None:
-        """A regional web ACL on the stage: one rate-based rule per source IP first, then AWS's
-        managed Common and KnownBadInputs rule groups."""
+        """A regional web ACL on the stage: two rate-based rules per source IP first, then AWS's
+        managed Common and KnownBadInputs rule groups.
+
+        The low per-IP limit counts only requests WITHOUT a well-formed credential (no
+        `Authorization` value of `credential_shape()`): probes, junk and the public routes. A
+        request WITH one is counted by the flood guard only, at the stage's rate over WAF's window
+        (`DeployConfig.waf_flood_limit`): a fleet behind one NAT address is throttled by its usage
+        plans and the stage, never blocked by WAF first. The edge takes no usage-plan key header
+        (the key comes from the authorizer, `ApiKeySourceType.AUTHORIZER`), so the credential is
+        the `Authorization` header alone."""
+        well_formed = wafv2.CfnWebACL.StatementProperty(
+            regex_match_statement=wafv2.CfnWebACL.RegexMatchStatementProperty(
+                regex_string=credential_shape(),
+                field_to_match=wafv2.CfnWebACL.FieldToMatchProperty(
+                    single_header={"Name": "authorization"}
+                ),
+                text_transformations=[wafv2.CfnWebACL.TextTransformationProperty(priority=0, type="NONE")],
+            )
+        )
+        not_well_formed = wafv2.CfnWebACL.StatementProperty(
+            not_statement=wafv2.CfnWebACL.NotStatementProperty(statement=well_formed)
+        )
+
+        def per_ip(name: str, metric: str, priority: int, limit: int, scope) -> wafv2.CfnWebACL.RuleProperty:
+            return wafv2.CfnWebACL.RuleProperty(
+                name=name,
+                priority=priority,
+                action=wafv2.CfnWebACL.RuleActionProperty(block={}),
+                statement=wafv2.CfnWebACL.StatementProperty(
+                    rate_based_statement=wafv2.CfnWebACL.RateBasedStatementProperty(
+                        aggregate_key_type="IP",
+                        limit=limit,
+                        evaluation_window_sec=WAF_WINDOW_S,
+                        scope_down_statement=scope,
+                    )
+                ),
+                visibility_config=wafv2.CfnWebACL.VisibilityConfigProperty(
+                    cloud_watch_metrics_enabled=True, metric_name=metric, sampled_requests_enabled=True
+                ),
+            )
+
         name = f"{config.prefix}-api"
         acl = wafv2.CfnWebACL(
             self,
@@ -461,23 +514,12 @@ class Edge(Construct):
                 cloud_watch_metrics_enabled=True, metric_name=name.replace("-", ""), sampled_requests_enabled=True
             ),
             rules=[
+                per_ip(RATE_RULE, RATE_METRIC, 0, config.api.waf.rate_limit_per_5min, not_well_formed),
+                per_ip(FLOOD_RULE, FLOOD_METRIC, 1, config.waf_flood_limit(), well_formed),
                 *(
                     _managed_rule_group(group, priority, body_rules)
-                    for priority, (group, body_rules) in enumerate(MANAGED_RULE_GROUPS.items(), start=1)
+                    for priority, (group, body_rules) in enumerate(MANAGED_RULE_GROUPS.items(), start=2)
                 ),
-                wafv2.CfnWebACL.RuleProperty(
-                    name="rate-per-ip",
-                    priority=0,
-                    action=wafv2.CfnWebACL.RuleActionProperty(block={}),
-                    statement=wafv2.CfnWebACL.StatementProperty(
-                        rate_based_statement=wafv2.CfnWebACL.RateBasedStatementProperty(
-                            aggregate_key_type="IP", limit=config.api.waf.rate_limit_per_5min
-                        )
-                    ),
-                    visibility_config=wafv2.CfnWebACL.VisibilityConfigProperty(
-                        cloud_watch_metrics_enabled=True, metric_name="ratePerIp", sampled_requests_enabled=True
-                    ),
-                )
             ],
         )
         self.web_acl = acl

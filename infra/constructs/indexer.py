@@ -4,7 +4,9 @@ Batches report partial failures, a failing batch is bisected to isolate a poison
 are bounded, and whatever still fails lands in an encrypted DLQ (alarmed in monitoring): that DLQ
 gets only the shard position. The items of the records that failed are kept on the replay queue
 (`<prefix>-indexer-replay`, sent by the function on every failure), which `fleetmem admin replay`
-re-indexes from DynamoDB (docs/operate.md).
+re-indexes from DynamoDB (docs/operate.md). The function trusts a record only for the item it
+names: it reads that item from its table (BatchGetItem on the facts and pages tables, nothing
+else) and indexes what the table holds.
 """
 
 from __future__ import annotations
@@ -76,6 +78,10 @@ class Indexer(Construct):
         )
         self.replay_queue.grant_send_messages(self.fn.role)
         search.grant_write(self.fn.role)
+        # a stream record names an item; the function reads the item itself before indexing it
+        self.fn.role.add_to_principal_policy(
+            iam.PolicyStatement(actions=["dynamodb:BatchGetItem"], resources=[t.table_arn for t in tables.streamed])
+        )
         self.fn.role.add_to_principal_policy(
             iam.PolicyStatement(
                 actions=["bedrock:InvokeModel"], resources=bedrock_model_arns(self, config.embedding.model)

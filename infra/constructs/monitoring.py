@@ -5,7 +5,14 @@ What each alarm means and what to do is in docs/operate.md.
 Beside each function's errors, throttles and p99: the indexer's stream iterator age, the indexing
 failures it reports (partial batch failures never count as Lambda errors), and on a managed search
 domain its cluster status, free storage and JVM memory pressure. The dashboard shows the search lag
-the indexer reports and the indexing failures next to what was kept for replay."""
+the indexer reports and the indexing failures next to what was kept for replay.
+
+The limits a request meets (docs/deploy.md, "Limits, in the order they apply") each have an alarm:
+WAF blocks (all rules, and any block by the flood guard), the API's 4xx share and its 429s, every
+DynamoDB table's and index's throttle events, and Bedrock's throttles per model id used. API Gateway
+publishes no 429 metric for a REST API and counts a gateway response whose status was changed (the
+authorizer's 503) as 4XXError, so the 429s and the 5xx actually sent are counted from the access log
+by metric filters (namespace `fleetmem/<stage>`)."""
 
 from __future__ import annotations
 
@@ -15,6 +22,7 @@ from aws_cdk import aws_cloudwatch_actions as cw_actions
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sns_subscriptions as subs
 from aws_cdk import aws_sqs as sqs
@@ -23,7 +31,9 @@ from constructs import Construct
 
 from ..config import AlarmSubscriber, DeployConfig
 from .common import Fn
+from .edge import FLOOD_METRIC
 from .search import Search
+from .tables import Tables
 
 METRICS_NAMESPACE = "fleetmem"
 AUTHORIZER_DENIED = "AuthorizerDenied"
@@ -31,6 +41,9 @@ AUTHORIZER_DENIED = "AuthorizerDenied"
 INDEXING_FAILURES = "IndexingFailures"
 SEARCH_LAG_SECONDS = "SearchLagSeconds"
 REPLAY_KEPT = "ReplayKept"
+#: Metrics counted from the API's access log (per stage: the namespace is `fleetmem/<stage>`).
+API_THROTTLED = "ApiThrottled"
+API_SERVER_ERRORS = "ApiServerErrors"
 FIVE_MIN = cdk.Duration.minutes(5)
 ONE_MIN = cdk.Duration.minutes(1)
 
@@ -63,6 +76,9 @@ class Monitoring(Construct):
         dlqs: dict[str, sqs.IQueue],
         api_name: str,
         search: Search,
+        tables: Tables,
+        access_logs: logs.ILogGroup,
+        web_acl_name: str | None,
     ) -> None:
         super().__init__(scope, id)
         # A customer-managed key: CloudWatch alarms cannot publish to a topic encrypted with the
@@ -182,14 +198,72 @@ class Monitoring(Construct):
             config.alarms.authorizer_denials_per_5min,
             "Many rejected credentials: a misconfigured client, a revoked token still in use, or probing.",
         )
-        api_5xx = cw.Metric(
-            namespace="AWS/ApiGateway",
-            metric_name="5XXError",
-            dimensions_map={"ApiName": api_name, "Stage": config.stage},
+
+        def api_metric(name: str) -> cw.Metric:
+            return cw.Metric(
+                namespace="AWS/ApiGateway",
+                metric_name=name,
+                dimensions_map={"ApiName": api_name, "Stage": config.stage},
+                period=FIVE_MIN,
+                statistic="Sum",
+            )
+
+        # What the access log saw: the status each caller got, whatever API Gateway's own metrics
+        # count it as. Its `status` field is a JSON string (AccessLogFormat.json_with_standard_fields).
+        def from_access_log(id: str, metric_name: str, status: str) -> cw.Metric:
+            f = logs.MetricFilter(
+                self,
+                id,
+                log_group=access_logs,
+                metric_namespace=f"{METRICS_NAMESPACE}/{config.stage}",
+                metric_name=metric_name,
+                filter_pattern=logs.FilterPattern.string_value("$.status", "=", status),
+                metric_value="1",
+            )
+            return f.metric(period=FIVE_MIN, statistic="Sum")
+
+        sent_5xx = from_access_log("Api5xxSent", API_SERVER_ERRORS, "5*")
+        api_5xx = cw.MathExpression(
+            expression="MAX([FILL(gateway, 0), FILL(sent, 0)])",
+            using_metrics={"gateway": api_metric("5XXError"), "sent": sent_5xx},
+            label="API 5xx",
             period=FIVE_MIN,
-            statistic="Sum",
         )
-        alarm("api-5xx", api_5xx, 5, "The API answered 5xx (integration or authorizer failures).")
+        alarm(
+            "api-5xx",
+            api_5xx,
+            5,
+            "The API answered 5xx: integration failures, or the authorizer failed, timed out or was throttled "
+            "(503 unavailable).",
+        )
+        api_4xx_share = cw.MathExpression(
+            expression=f"IF(n >= {config.alarms.api_4xx_min_requests}, FILL(e, 0) / n, 0)",
+            using_metrics={"e": api_metric("4XXError"), "n": api_metric("Count")},
+            label="API 4xx share",
+            period=FIVE_MIN,
+        )
+        alarm(
+            "api-4xx-rate",
+            api_4xx_share,
+            config.alarms.api_4xx_rate,
+            f"At least {config.alarms.api_4xx_rate:.0%} of {config.alarms.api_4xx_min_requests} or more API "
+            "requests in 5 minutes answered 4xx (refused credentials, unconfigured clients, throttling).",
+        )
+        throttled = from_access_log("Api429", API_THROTTLED, "429")
+        alarm(
+            "api-429",
+            throttled,
+            config.alarms.api_429_per_5min,
+            "The API answered 429: a client's usage plan (rate or daily quota) or the stage throttle refused "
+            "requests.",
+        )
+        limit_widgets: list[cw.IWidget] = [
+            cw.GraphWidget(title="API 429 / 4xx share", left=[throttled], right=[api_4xx_share], width=12)
+        ]
+        if web_acl_name is not None:
+            limit_widgets.append(self._waf_alarms(config, web_acl_name, alarm))
+        limit_widgets.append(self._dynamodb_alarms(config, tables, alarm))
+        limit_widgets.append(self._bedrock_alarms(config, alarm))
 
         # -- the search index: is the indexer keeping up, and is the cluster healthy ----------------
         def indexer_metric(name: str, statistic: str) -> cw.Metric:
@@ -242,8 +316,113 @@ class Monitoring(Construct):
             cw.GraphWidget(title="Authorizer denials / API 5xx", left=[denied], right=[api_5xx], width=12),
         )
         self.dashboard.add_widgets(*search_widgets)
+        self.dashboard.add_widgets(*limit_widgets)
         self.dashboard.add_widgets(*latency_widgets)
         self.dashboard.add_widgets(cw.AlarmStatusWidget(title="Alarms", alarms=self.alarms, width=24))
+
+    def _waf_alarms(self, config: DeployConfig, acl: str, alarm) -> cw.IWidget:
+        """Requests the web ACL blocked, all rules together, and any block by the flood guard (an
+        address sending well-formed credentials beyond the stage's rate)."""
+        region = cdk.Stack.of(self).region
+
+        def blocked(rule: str) -> cw.Metric:
+            return cw.Metric(
+                namespace="AWS/WAFV2",
+                metric_name="BlockedRequests",
+                dimensions_map={"WebACL": acl, "Region": region, "Rule": rule},
+                period=FIVE_MIN,
+                statistic="Sum",
+            )
+
+        every, flood = blocked("ALL"), blocked(FLOOD_METRIC)
+        alarm(
+            "waf-blocked",
+            every,
+            config.alarms.waf_blocked_per_5min,
+            f"WAF blocked {config.alarms.waf_blocked_per_5min} or more requests in 5 minutes (per-IP limits "
+            "and the managed rule groups together).",
+        )
+        alarm(
+            "waf-flood-guard",
+            flood,
+            1,
+            "WAF's flood guard blocked an address sending well-formed credentials faster than the stage allows "
+            f"({config.waf_flood_limit()} per 5 minutes): a fleet outgrowing the stage, or made-up tokens.",
+        )
+        return cw.GraphWidget(title="WAF blocked: all rules / flood guard", left=[every], right=[flood], width=12)
+
+    @staticmethod
+    def _dynamodb_alarms(config: DeployConfig, tables: Tables, alarm) -> cw.IWidget:
+        """Read and write throttle events per table and per global secondary index. A throttled
+        index also throttles the writes to its table (its writes back up), so both alarm."""
+
+        def throttles(label: str, dims: dict[str, str]) -> cw.MathExpression:
+            def m(name: str) -> cw.Metric:
+                return cw.Metric(
+                    namespace="AWS/DynamoDB", metric_name=name, dimensions_map=dims, period=FIVE_MIN, statistic="Sum"
+                )
+
+            # ids unique per table: the dashboard graphs every table's expression together
+            r, w = f"r_{dims['TableName'].replace('-', '_')}", f"w_{dims['TableName'].replace('-', '_')}"
+            return cw.MathExpression(
+                expression=f"FILL({r}, 0) + FILL({w}, 0)",
+                using_metrics={r: m("ReadThrottleEvents"), w: m("WriteThrottleEvents")},
+                label=label,
+                period=FIVE_MIN,
+            )
+
+        threshold = config.alarms.dynamodb_throttles_per_5min
+        per_table = []
+        for logical, spec in tables.specs.items():
+            name = spec.physical_name(config.prefix)
+            table = throttles(logical, {"TableName": name})
+            per_table.append(table)
+            alarm(
+                f"ddb-{logical}-throttles",
+                table,
+                threshold,
+                f"DynamoDB throttled {threshold} or more reads/writes of {name} in 5 minutes: callers wait on "
+                "SDK retries, then get unavailable.",
+            )
+            for gsi in spec.gsis:
+                alarm(
+                    f"ddb-{logical}-{gsi.name}-throttles",
+                    throttles(f"{logical}/{gsi.name}", {"TableName": name, "GlobalSecondaryIndexName": gsi.name}),
+                    threshold,
+                    f"DynamoDB throttled {threshold} or more reads/writes of index {gsi.name} of {name} in 5 "
+                    "minutes (an index's write throttling also throttles writes to its table).",
+                )
+        return cw.GraphWidget(title="DynamoDB throttle events per table", left=per_table, width=12)
+
+    @staticmethod
+    def _bedrock_alarms(config: DeployConfig, alarm) -> cw.IWidget:
+        """Bedrock InvocationThrottles per model id the stage calls: the embedding model (every write
+        and recall) and the LLM of synthesize when one is configured."""
+        models = {"embedding": config.embedding.model, **({"llm": config.llm.model} if config.llm.model else {})}
+        threshold = config.alarms.bedrock_throttles_per_5min
+        metrics = []
+        for role, model in models.items():
+            m = cw.Metric(
+                namespace="AWS/Bedrock",
+                metric_name="InvocationThrottles",
+                dimensions_map={"ModelId": model},
+                period=FIVE_MIN,
+                statistic="Sum",
+                label=model,
+            )
+            metrics.append(m)
+            alarm(
+                f"bedrock-{role}-throttles",
+                m,
+                threshold,
+                f"Bedrock throttled {threshold} or more calls to {model} in 5 minutes: "
+                + (
+                    "writes index late and recall answers degraded (search_degraded)."
+                    if role == "embedding"
+                    else "synthesize answers with its extractive fallback."
+                ),
+            )
+        return cw.GraphWidget(title="Bedrock throttles per model", left=metrics, width=12)
 
     @staticmethod
     def _domain_alarms(config: DeployConfig, search: Search, alarm) -> cw.IWidget:

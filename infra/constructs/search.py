@@ -1,15 +1,23 @@
 """The derived search index: a managed OpenSearch domain or an OpenSearch Serverless vector
 collection, chosen by config. DynamoDB stays the source of truth; only the indexer writes here.
 
-Access is path-scoped on both sides (the role policies and the domain's access policy): readers
-may GET/HEAD the fleetmem indices and POST only to their `_search`/`_msearch` endpoints; only the
-indexer may PUT/DELETE or POST elsewhere (`_bulk`). On Serverless the data access policy gives
-readers ReadDocument/DescribeIndex only. No principal outside those roles has any access.
+Access is path-scoped on both sides (the role policies and the domain's access policy), and no
+role is granted a path at the domain's root (`/_msearch`, `/_bulk`, `/_all`, `domain/NAME/*`):
+readers (the searching verbs) may GET/POST only `<read alias>/_search` and `<read alias>/_msearch`
+(and the same on the model's first index, which answers while a stage older than aliases has
+none); the indexer may HEAD/GET/PUT the docs indices (`<prefix>-docs-*`: create, alias) and POST
+only to their `_bulk` and `_search`; nothing may DELETE but the search-admin role (fine-grained
+access control's master, for `fleetmem admin reindex`, tenant deletion and snapshots), whose paths
+are listed in `ADMIN_PATHS`. The client names the index in every path
+(adapters/aws/opensearch.py). On Serverless the data access policy gives readers
+ReadDocument/DescribeIndex only. No principal outside those roles has any access.
 
 Sizes come from `search.preset` (infra/config.py SEARCH_PRESETS; explicit fields override it): "dev"
-is one t3.small node, "production" three r6g data nodes over three zones behind three dedicated
-masters, with a manual snapshot repository (an S3 bucket and the role OpenSearch assumes to write
-it; registering it is one signed request, docs/deploy.md "Search presets").
+is one t3.small node, "production" three r6g data nodes over three zones (Multi-AZ with Standby)
+behind three dedicated masters, fine-grained access control with an IAM master role, audit logs,
+and a manual snapshot repository (an S3 bucket and the role OpenSearch assumes to write it;
+registering it is one signed request, docs/deploy.md "Search presets"). `search.vpc` places the
+domain, and the functions that talk to it, in a VPC.
 """
 
 from __future__ import annotations
@@ -18,12 +26,14 @@ import json
 
 import aws_cdk as cdk
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_opensearchserverless as aoss
 from aws_cdk import aws_opensearchservice as opensearch
 from aws_cdk import aws_s3 as s3
 
 from constructs import Construct
+from fleetmem.adapters.aws.opensearch_bodies import alias_name, index_name
 
 from ..config import MASTER_NODES, DeployConfig
 from .common import acknowledge, arn_ref
@@ -31,12 +41,37 @@ from .common import acknowledge, arn_ref
 #: The repository name the registration command in docs/deploy.md uses.
 SNAPSHOT_REPOSITORY = "fleetmem-manual"
 
+#: Methods of the OpenSearch HTTP API as IAM actions.
+GET, HEAD, PUT, POST, DELETE, PATCH = (f"es:ESHttp{m}" for m in ("Get", "Head", "Put", "Post", "Delete", "Patch"))
+#: What the search-admin role may call beside the docs indices (`{docs}`: every method): the alias
+#: swap of `fleetmem admin reindex`, the snapshot repository, fine-grained access control's
+#: roles and mappings, cluster health. Paths under the domain, method by method.
+ADMIN_PATHS: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...] = (
+    ((GET, HEAD, PUT, POST, DELETE), ("{docs}",)),
+    ((GET, HEAD), ("_alias/*",)),
+    ((POST,), ("_aliases",)),
+    ((GET, PUT, POST, DELETE), ("_snapshot/*",)),
+    ((GET, PUT, PATCH, DELETE), ("_plugins/_security/api/*",)),
+    ((GET,), ("_cluster/health", "_cat/*")),
+)
+
 
 class Search(Construct):
     def __init__(self, scope: Construct, id: str, *, config: DeployConfig) -> None:
         super().__init__(scope, id)
         self.flavour = config.search.flavour
         self.index_prefix = config.search.index_prefix
+        #: What readers search: the read alias, and the model's first index (module doc).
+        emb = config.embedding
+        self.read_targets = (
+            alias_name(self.index_prefix, emb.model, emb.dimension),
+            index_name(self.index_prefix, emb.model, emb.dimension),
+        )
+        #: Every docs index of the prefix (the indexer's and the admin's), as the client names them.
+        self.docs_pattern = f"{self.index_prefix}-docs-*"
+        self.vpc = config.search.vpc if self.flavour == "domain" else None
+        self.fine_grained = self.flavour == "domain" and config.search.fine_grained_access_control
+        self.admin_role: iam.Role | None = None
         self._readers: list[iam.IRole] = []
         self._writers: list[iam.IRole] = []
         self._finalized = False
@@ -58,6 +93,11 @@ class Search(Construct):
             self, "SlowIndexLogs", retention=_retention(config), removal_policy=removal
         )
         app_logs = logs.LogGroup(self, "AppLogs", retention=_retention(config), removal_policy=removal)
+        groups = [slow_search, slow_index, app_logs]
+        audit_logs = None
+        if s.audit_logs:
+            audit_logs = logs.LogGroup(self, "AuditLogs", retention=_retention(config), removal_policy=removal)
+            groups.append(audit_logs)
         # The domain's own log-policy custom resource would add a Node.js Lambda with a managed
         # policy; one explicit resource policy does the same job with nothing to run.
         log_policy = logs.ResourcePolicy(
@@ -67,11 +107,22 @@ class Search(Construct):
                 iam.PolicyStatement(
                     principals=[iam.ServicePrincipal("es.amazonaws.com")],
                     actions=["logs:CreateLogStream", "logs:PutLogEvents"],
-                    resources=[g.log_group_arn for g in (slow_search, slow_index, app_logs)],
+                    resources=[g.log_group_arn for g in groups],
                 )
             ],
         )
         self.domain_name = config.prefix[:28]
+        fine_grained = None
+        if self.fine_grained:
+            # The master user is an IAM role (no internal user database, so no password anywhere);
+            # operators assume it to map the function roles and to run `fleetmem admin`.
+            self.admin_role = iam.Role(
+                self,
+                "AdminRole",
+                assumed_by=iam.AccountRootPrincipal(),
+                description=f"{config.prefix}: search admin (fine-grained access control master, reindex, snapshots)",
+            )
+            fine_grained = opensearch.AdvancedSecurityOptions(master_user_arn=self.admin_role.role_arn)
         self.dedicated_master = s.dedicated_master
         self.zone_awareness = s.zone_awareness
         self.domain = opensearch.Domain(
@@ -84,7 +135,7 @@ class Search(Construct):
                 data_node_instance_type=s.instance_type,
                 master_nodes=MASTER_NODES if s.dedicated_master else None,
                 master_node_instance_type=s.master_instance_type if s.dedicated_master else None,
-                multi_az_with_standby_enabled=False,
+                multi_az_with_standby_enabled=s.multi_az_with_standby,
             ),
             ebs=opensearch.EbsOptions(
                 volume_size=s.volume_gb, volume_type=cdk.aws_ec2.EbsDeviceVolumeType.GP3
@@ -106,13 +157,25 @@ class Search(Construct):
                 slow_index_log_group=slow_index,
                 app_log_enabled=True,
                 app_log_group=app_logs,
+                audit_log_enabled=s.audit_logs or None,
+                audit_log_group=audit_logs,
             ),
+            fine_grained_access_control=fine_grained,
             suppress_logs_resource_policy=True,
             removal_policy=removal,
         )
         # OpenSearch checks at creation that it may write its log groups: without this ordering
         # CloudFormation may create the domain first and the creation fails.
         self.domain.node.add_dependency(log_policy)
+        if self.vpc is not None:
+            # subnets and groups the operator owns, by id (no lookup: the synth needs no account access)
+            cfn = self.domain.node.default_child
+            cfn.vpc_options = opensearch.CfnDomain.VPCOptionsProperty(  # type: ignore[union-attr]
+                subnet_ids=list(self.vpc.subnet_ids), security_group_ids=list(self.vpc.security_group_ids)
+            )
+        if self.admin_role is not None:
+            self._grant_admin(self.admin_role)
+            self.outputs["SearchAdminRoleArn"] = self.admin_role.role_arn
         self.endpoint = "https://" + self.domain.domain_endpoint
         self.service = "es"
         if s.snapshot_repository:
@@ -147,6 +210,10 @@ class Search(Construct):
         self.snapshot_role.add_to_principal_policy(
             iam.PolicyStatement(actions=["s3:GetObject", "s3:PutObject", "s3:DeleteObject"], resources=[f"{bucket}/*"])
         )
+        if self.admin_role is not None:  # registering the repository passes the snapshot role
+            self.admin_role.add_to_principal_policy(
+                iam.PolicyStatement(actions=["iam:PassRole"], resources=[self.snapshot_role.role_arn])
+            )
         acknowledge(
             self.snapshot_role,
             f"AwsSolutions-IAM5[Resource::{arn_ref(self.snapshot_bucket)}/*]",
@@ -157,49 +224,66 @@ class Search(Construct):
             "SnapshotRoleArn": self.snapshot_role.role_arn,
         }
 
+    def _read_paths(self, domain: str) -> list[str]:
+        return [f"{domain}/{target}/{endpoint}" for target in self.read_targets for endpoint in ("_search", "_msearch")]
+
+    def _indexer_paths(self, domain: str) -> list[tuple[list[str], list[str]]]:
+        """(actions, resources) of the indexer: create/check the docs indices and their alias, and
+        POST to their `_bulk` (writes, deletes) and `_search` (a page's chunks, Serverless lookups)."""
+        docs = f"{domain}/{self.docs_pattern}"
+        return [([GET, HEAD, PUT], [docs]), ([POST], [f"{docs}/_bulk", f"{docs}/_search"])]
+
     def _finalize_domain(self) -> None:
         stack = cdk.Stack.of(self)
         # Built from the name, not the domain's ARN attribute: the policy lives on the domain itself.
         domain = f"arn:{stack.partition}:es:{stack.region}:{stack.account}:domain/{self.domain_name}"
         statements = []
         if self._readers:
-            # Readers: GET/HEAD on the fleetmem indices, POST only to their _search/_msearch.
-            idx = f"{domain}/{self.index_prefix}*"
-            readers = [r.role_arn for r in self._readers]
-            statements += [
-                {
-                    "Sid": "ReadersGetHead",
-                    "Effect": "Allow",
-                    "Principal": {"AWS": readers},
-                    "Action": ["es:ESHttpGet", "es:ESHttpHead"],
-                    "Resource": [idx, f"{idx}/*"],
-                },
-                {
-                    "Sid": "ReadersSearch",
-                    "Effect": "Allow",
-                    "Principal": {"AWS": readers},
-                    "Action": "es:ESHttpPost",
-                    "Resource": [f"{idx}/_search", f"{idx}/_msearch", f"{domain}/_msearch"],
-                },
-            ]
-        if self._writers:
             statements.append(
                 {
-                    "Sid": "IndexerWrites",
+                    "Sid": "ReadersSearchTheReadAlias",
                     "Effect": "Allow",
-                    "Principal": {"AWS": [r.role_arn for r in self._writers]},
-                    "Action": ["es:ESHttpGet", "es:ESHttpHead", "es:ESHttpPost", "es:ESHttpPut", "es:ESHttpDelete"],
-                    "Resource": [domain, f"{domain}/*"],
+                    "Principal": {"AWS": [r.role_arn for r in self._readers]},
+                    "Action": [GET, POST],
+                    "Resource": self._read_paths(domain),
                 }
             )
+        if self._writers:
+            for i, (actions, resources) in enumerate(self._indexer_paths(domain)):
+                statements.append(
+                    {
+                        "Sid": f"IndexerWrites{i}",
+                        "Effect": "Allow",
+                        "Principal": {"AWS": [r.role_arn for r in self._writers]},
+                        "Action": actions,
+                        "Resource": resources,
+                    }
+                )
         cfn = self.domain.node.default_child
         cfn.access_policies = {"Version": "2012-10-17", "Statement": statements}  # type: ignore[union-attr]
-        acknowledge(
-            self.domain,
-            "AwsSolutions-OS1",
-            "No VPC: the functions run outside a VPC (no NAT cost, faster cold starts); the domain "
-            "accepts only SigV4-signed requests from the roles named in its access policy.",
-        )
+        if self.vpc is not None:
+            self._place_functions_in_vpc()
+        if self.fine_grained:
+            # the ARNs the one-time role mapping names (docs/deploy.md section 4f)
+            self.outputs |= {
+                "SearchReaderRoleArns": cdk.Fn.join(",", [r.role_arn for r in self._readers]),
+                "SearchIndexerRoleArns": cdk.Fn.join(",", [r.role_arn for r in self._writers]),
+            }
+        else:
+            acknowledge(
+                self.domain,
+                "AwsSolutions-OS5",
+                "Access is by IAM principal: the domain's access policy names only the function roles, "
+                "path by path; the production preset turns on fine-grained access control.",
+            )
+        if self.vpc is None:
+            acknowledge(
+                self.domain,
+                "AwsSolutions-OS1",
+                "No VPC in this stage's config (search.vpc): the functions run outside a VPC (no NAT cost, "
+                "faster cold starts); the domain accepts only SigV4-signed requests from the roles named "
+                "in its access policy.",
+            )
         acknowledge(
             self.domain,
             "AwsSolutions-OS3",
@@ -219,6 +303,36 @@ class Search(Construct):
                 "Zone awareness is off in this stage's config; the index is derived data rebuilt "
                 "from DynamoDB streams, so an AZ loss degrades search, not memory.",
             )
+
+    def _place_functions_in_vpc(self) -> None:
+        """Every function whose role was granted search access joins the domain's subnets and
+        security groups, and its role may manage the network interfaces that needs."""
+        assert self.vpc is not None
+        roles = {id(r) for r in (*self._readers, *self._writers)}
+        for c in cdk.Stack.of(self).node.find_all():
+            if isinstance(c, lambda_.Function) and id(c.role) in roles:
+                fn = c.node.default_child
+                fn.vpc_config = lambda_.CfnFunction.VpcConfigProperty(  # type: ignore[union-attr]
+                    subnet_ids=list(self.vpc.subnet_ids), security_group_ids=list(self.vpc.security_group_ids)
+                )
+                c.role.add_to_principal_policy(  # type: ignore[union-attr]
+                    iam.PolicyStatement(
+                        actions=[
+                            "ec2:CreateNetworkInterface",
+                            "ec2:DescribeNetworkInterfaces",
+                            "ec2:DeleteNetworkInterface",
+                            "ec2:AssignPrivateIpAddresses",
+                            "ec2:UnassignPrivateIpAddresses",
+                        ],
+                        resources=["*"],
+                    )
+                )
+                acknowledge(
+                    c.role,  # type: ignore[arg-type]
+                    "AwsSolutions-IAM5[Resource::*]",
+                    "X-Ray's PutTraceSegments/PutTelemetryRecords and the VPC network-interface actions "
+                    "Lambda needs to join the search subnets take no resource-level permissions.",
+                )
 
     # -- serverless collection --------------------------------------------------------------
     def _build_collection(self, config: DeployConfig) -> None:
@@ -266,62 +380,52 @@ class Search(Construct):
 
     # -- grants -----------------------------------------------------------------------------
     def grant_read(self, role: iam.IRole) -> None:
+        """GET/POST on the read alias's `_search`/`_msearch` only (module doc)."""
         self._readers.append(role)
         if self.flavour == "domain":
-            arn = self.domain.domain_arn
-            idx = f"{arn}/{self.index_prefix}*"
             role.add_to_principal_policy(
-                iam.PolicyStatement(actions=["es:ESHttpGet", "es:ESHttpHead"], resources=[idx, f"{idx}/*"])
+                iam.PolicyStatement(actions=[GET, POST], resources=self._read_paths(self.domain.domain_arn))
             )
-            role.add_to_principal_policy(
-                iam.PolicyStatement(
-                    actions=["es:ESHttpPost"],
-                    resources=[f"{idx}/_search", f"{idx}/_msearch", f"{arn}/_msearch"],
-                )
-            )
-            ref = arn_ref(self.domain)
-            for pattern in (
-                f"{self.index_prefix}*",
-                f"{self.index_prefix}*/*",
-                f"{self.index_prefix}*/_search",
-                f"{self.index_prefix}*/_msearch",
-            ):
-                acknowledge(
-                    role,
-                    f"AwsSolutions-IAM5[Resource::{ref}/{pattern}]",
-                    f"Read-only access to the fleetmem indices ({self.index_prefix}*): GET/HEAD, and POST "
-                    "only to _search/_msearch — index names carry the model id, so a prefix is needed.",
-                )
         else:
             role.add_to_principal_policy(
                 iam.PolicyStatement(actions=["aoss:APIAccessAll"], resources=[self.collection.attr_arn])
             )
 
     def grant_write(self, role: iam.IRole) -> None:
+        """The indexer's paths (`_indexer_paths`): no DELETE, nothing at the domain's root."""
         self._writers.append(role)
         if self.flavour == "domain":
-            arn = self.domain.domain_arn
-            role.add_to_principal_policy(
-                iam.PolicyStatement(
-                    actions=[
-                        "es:ESHttpGet",
-                        "es:ESHttpHead",
-                        "es:ESHttpPost",
-                        "es:ESHttpPut",
-                        "es:ESHttpDelete",
-                    ],
-                    resources=[arn, f"{arn}/*"],
+            for actions, resources in self._indexer_paths(self.domain.domain_arn):
+                role.add_to_principal_policy(iam.PolicyStatement(actions=actions, resources=resources))
+            ref = arn_ref(self.domain)
+            for suffix in ("", "/_bulk", "/_search"):
+                acknowledge(
+                    role,
+                    f"AwsSolutions-IAM5[Resource::{ref}/{self.docs_pattern}{suffix}]",
+                    f"The docs indices of this stage ({self.docs_pattern}): index names carry the model id and "
+                    "a rebuild's time stamp, so a prefix is needed; no root path, no DELETE.",
                 )
-            )
-            acknowledge(
-                role,
-                f"AwsSolutions-IAM5[Resource::{arn_ref(self.domain)}/*]",
-                "The indexer creates indices and writes through _bulk on this one domain.",
-            )
         else:
             role.add_to_principal_policy(
                 iam.PolicyStatement(actions=["aoss:APIAccessAll"], resources=[self.collection.attr_arn])
             )
+
+    def _grant_admin(self, role: iam.Role) -> None:
+        """`ADMIN_PATHS` on this domain (the operator's role: reindex, tenant deletion, snapshots,
+        the role mapping of fine-grained access control)."""
+        arn = self.domain.domain_arn
+        ref = arn_ref(self.domain)
+        for actions, paths in ADMIN_PATHS:
+            resources = [f"{arn}/{p.format(docs=self.docs_pattern)}" for p in paths]
+            role.add_to_principal_policy(iam.PolicyStatement(actions=list(actions), resources=resources))
+            for p in (p.format(docs=self.docs_pattern) for p in paths):
+                if "*" in p:
+                    acknowledge(
+                        role,
+                        f"AwsSolutions-IAM5[Resource::{ref}/{p}]",
+                        "The search admin's own API family on this one domain (docs indices, aliases, "
+                        "snapshots, security roles); never the whole domain.",
+                    )
 
     def finalize(self) -> None:
         """Write the resource-side policy once every role has been granted: the domain's access

@@ -9,7 +9,9 @@ ARN reaches them as FLEETMEM_INVOKE_SIGNING_SECRET_ARN, the keys' TTL as FLEETME
 Secrets Manager rotates it every `signing.rotation_days` with the rotation function
 (`functions/signing_rotation`, `fleetmem.adapters.aws.signing_keys.rotation_step`): the new key
 becomes AWSCURRENT, the replaced one AWSPREVIOUS, and the functions sign with the current key and
-accept both, so a rotation refuses no call.
+accept both, so a rotation refuses no call. The rotation function refuses a rotation while the key it
+would retire may still be presented (FLEETMEM_SIGNING_KEY_ACCEPTED_S, `signing_key_accepted_s`), and
+its resource policy lets only Secrets Manager invoke it, for this secret in this account.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_secretsmanager as sm
 
 from constructs import Construct
+from fleetmem.adapters.aws.signing_keys import ENV_KEY_ACCEPTED_S
 from fleetmem.config import ENV_INVOKE_SIGNING_SECRET_ARN, ENV_SIGNING_KEY_TTL_S
 
 from ..config import DeployConfig
@@ -44,6 +47,8 @@ class InvokeSigning(Construct):
             group=ROTATION_GROUP,
             handler=f"functions.{ROTATION_GROUP}.handler.handler",
             description="fleetmem signing-key rotation (Secrets Manager's four rotation steps)",
+            # the overlap window: a rotation inside it would retire a key still being presented
+            env={ENV_KEY_ACCEPTED_S: str(config.signing_key_accepted_s())},
         )
         self.schedule = self.secret.add_rotation_schedule(
             "Schedule",
@@ -52,10 +57,12 @@ class InvokeSigning(Construct):
             # the generated key is current at first deploy; the schedule rotates from there
             rotate_immediately_on_update=False,
         )
-        # Only Secrets Manager, and only for this secret, may invoke the rotation function.
+        # Only Secrets Manager, and only for this secret in this account, may invoke the rotation
+        # function (the confused-deputy conditions: SourceArn and SourceAccount).
         for child in self.rotation.alias.node.children:
             if isinstance(child, lambda_.CfnPermission):
                 child.add_property_override("SourceArn", self.secret.secret_arn)
+                child.add_property_override("SourceAccount", cdk.Stack.of(self).account)
         acknowledge(
             self.rotation.role,
             "AwsSolutions-IAM5[Resource::*]",

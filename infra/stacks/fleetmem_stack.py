@@ -106,6 +106,9 @@ class FleetmemStack(cdk.Stack):
             dlqs=dlqs,
             api_name=config.prefix,
             search=self.search,
+            tables=self.tables,
+            access_logs=self.edge.access_logs,
+            web_acl_name=self.edge.web_acl.name if self.edge.web_acl is not None else None,
         )
         if config.release.canary.enabled:
             self.release = Release(self, "Release", config=config, error_alarms=self.monitoring.error_alarms)

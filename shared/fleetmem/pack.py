@@ -410,7 +410,7 @@ class PackReader:
             raise PackError(f"{self.path}: manifest.json is larger than {MANIFEST_MAX_BYTES // 1024} KB.", _DAMAGED_FIX)
         try:
             doc = json.loads(raw)
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: nested too deep to parse
             raise PackError(f"{self.path}: manifest.json is not JSON; nothing was written.", _DAMAGED_FIX) from None
         if not isinstance(doc, dict) or doc.get("format") != FORMAT:
             raise PackError(

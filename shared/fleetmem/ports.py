@@ -592,7 +592,7 @@ class CallContext:
     ) -> None:
         self.correlation_id = correlation_id
         self.deadline_at = deadline_at  # time.monotonic() value, or None
-        self.transport = transport  # "mcp" | "cli" | "http"
+        self.transport = transport  # "mcp" | "cli" | "v1" | "http"
         #: The call carries an idempotency key (D2), so it may retry a call killed after storing
         #: its write and before indexing it: a write that finds itself already stored indexes it again.
         self.keyed = keyed

@@ -113,10 +113,13 @@ def resolve_endpoint(
     timeout: float | None = None,
     local_requested: bool = False,
     env: dict[str, str] | None = None,
+    profile_source: str = "--profile",
 ) -> Endpoint | None:
     """The endpoint the options name, or None for the local lane.
 
     Precedence: `--url` > `--profile` > an explicit local `--data-dir` > `$FLEETMEM_PROFILE` > local.
+    `profile_source` names where `profile` came from (an option, a project file) for the message
+    an unknown profile gets.
     """
     client = ClientSettings.from_env(env)
     if url and profile:
@@ -128,6 +131,7 @@ def resolve_endpoint(
         )
     if not url and not profile:
         profile = None if local_requested else (client.profile or None)
+        profile_source = "$FLEETMEM_PROFILE"
     seconds = DEFAULT_TIMEOUT_S if timeout is None else timeout
     if seconds <= 0:
         raise _usage(f"--timeout must be positive, got {seconds:g}", "Pass e.g. --timeout 10")
@@ -146,7 +150,7 @@ def resolve_endpoint(
         argv = ("--url", url, *(("--token-file", token_file) if token_file else ()))
         return Endpoint(url, token, seconds, "--url", argv)
     if profile:
-        from fleetmem.profiles import load_profiles
+        from fleetmem.profiles import load_profiles, profile_path
 
         try:
             profiles = load_profiles()
@@ -158,10 +162,13 @@ def resolve_endpoint(
             ) from exc
         found = profiles.get(profile)
         if found is None:
-            known = ", ".join(sorted(profiles)) or "none saved"
+            known = f"holds {', '.join(sorted(profiles))}" if profiles else "holds none"
             raise _usage(
-                f"No profile named {profile!r} ({known}).",
-                f"Save it first: fleetmem profile add {profile} --url URL --token-file PATH",
+                f"No profile named {profile!r} (named by {profile_source}): a profile is a saved endpoint "
+                f"(a URL and a token file) and must be added on this machine before use; {profile_path()} {known}.",
+                f"Save it first: fleetmem profile add {profile} --url URL --token-file PATH "
+                f"(e.g. --url http://127.0.0.1:8765/mcp for the local server), or drop {profile_source} "
+                "to use the local data directory.",
             )
         path = token_file or found.token_file
         token = read_token_file(path) if path else client.token

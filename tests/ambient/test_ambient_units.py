@@ -65,6 +65,22 @@ def test_only_conversation_text_from_the_tail_is_read(tmp_path: Path) -> None:
         assert absent not in joined
 
 
+def test_json_nested_too_deep_to_parse_is_read_as_damaged_not_raised(tmp_path: Path) -> None:
+    """Regression: hook input, a transcript line or the state file nested deeper than the JSON
+    parser's recursion limit raised RecursionError (not a JSONDecodeError) out of the hook, which
+    must never raise."""
+    import argparse
+
+    deep = "[" * 5000 + "]" * 5000
+    assert claude_code.run_hook(argparse.Namespace(event=None), deep) is None
+    transcript = tmp_path / "t.jsonl"
+    said = {"type": "user", "message": {"role": "user", "content": "Ada Lovelace"}}
+    transcript.write_text(deep + "\n" + json.dumps(said) + "\n")
+    assert "Ada Lovelace" in " ".join(read_tail_texts(transcript, max_bytes=100_000))
+    (tmp_path / "s.json").write_text(deep)
+    assert StateFile("s.json", max_entries=3, directory=tmp_path).get("k") is None
+
+
 def test_the_state_file_is_private_and_evicts_the_oldest_entries(tmp_path: Path) -> None:
     sf = StateFile("s.json", max_entries=3, directory=tmp_path)
     for i in range(5):

@@ -369,3 +369,97 @@ def test_install_into_a_fresh_project_creates_the_personal_settings_file(tmp_pat
     assert not _settings(project, "settings.json").exists()
     assert fm("hook", "uninstall", "--harness", "claude-code", "--project", str(project), data_dir=False).code == 0
     assert json.loads(_settings(project).read_text()) == {}
+
+
+# --------------------------------------------------------------------------- a configuration that cannot work
+
+
+def test_an_unknown_profile_in_the_project_file_is_shown_to_the_user_with_its_fix(tmp_path: Path) -> None:
+    project = tmp_path / "proj"
+    project.mkdir()
+    (project / ".fleetmem.json").write_text(json.dumps({"entities": ["people/hook-alice"], "profile": "prod"}))
+    env = {**base_env(tmp_path), "CLAUDE_PROJECT_DIR": str(project)}
+    for event in EVENTS:
+        proc = run_hook(env, {"session_id": "no-profile", "cwd": str(project), **event})
+        assert proc.returncode == 0  # the session goes on
+        shown = json.loads(proc.stdout)["systemMessage"]  # Claude Code shows it to the user
+        assert "No profile named 'prod'" in shown and str(project / ".fleetmem.json") in shown, shown
+        assert "fleetmem profile add prod --url URL --token-file PATH" in shown
+        assert "hookSpecificOutput" not in proc.stdout
+        line = proc.stderr.strip().splitlines()
+        assert len(line) == 1 and "No profile named 'prod'" in line[0] and "nothing injected" in line[0]
+    assert "No profile named 'prod'" in (tmp_path / "state" / "hook.log").read_text()
+
+
+def test_install_checks_the_profile_the_project_file_names(tmp_path: Path) -> None:
+    fm = Fleetmem(tmp_path / "data", base_env(tmp_path))
+    project = tmp_path / "proj"
+    project.mkdir()
+    (project / ".fleetmem.json").write_text(json.dumps({"profile": "prod"}))
+    r = fm("hook", "install", "--harness", "claude-code", "--project", str(project), data_dir=False)
+    assert r.code == 2, r.stderr
+    assert "No profile named 'prod'" in r.stderr and "fleetmem profile add prod" in r.stderr
+    assert not (project / ".claude").exists()
+    token_file = write_token(tmp_path / "prod.token", "fm_" + "p" * 43)
+    assert fm("profile", "add", "prod", "--url", "https://prod.example/mcp", "--token-file", str(token_file),
+              data_dir=False).code == 0
+    assert fm("hook", "install", "--harness", "claude-code", "--project", str(project), data_dir=False).code == 0
+
+
+def _session_start_command(project: Path) -> str:
+    doc = json.loads(_settings(project).read_text())
+    return str(doc["hooks"]["SessionStart"][0]["hooks"][0]["command"])
+
+
+def test_install_pins_the_data_directory_of_the_environment_and_the_hook_reads_it(
+    tmp_path: Path, brain: Served
+) -> None:
+    env = {**base_env(tmp_path), "FLEETMEM_DATA_DIR": str(brain.data_dir)}  # as `scripts/serve` had it
+    fm = Fleetmem(brain.data_dir, env)
+    project = tmp_path / "proj"
+    project.mkdir()
+    (project / ".fleetmem.json").write_text(json.dumps({"entities": ["people/hook-alice"], "timeout_seconds": 30}))
+    r = fm("hook", "install", "--harness", "claude-code", "--project", str(project), data_dir=False)
+    assert r.code == 0, r.stderr
+    command = _session_start_command(project)
+    assert f"FLEETMEM_DATA_DIR={brain.data_dir}" in command and "--data-dir" not in command
+    # Claude Code runs the command through a shell, in an environment without the variable
+    harness_env = {k: v for k, v in base_env(tmp_path).items() if k != "FLEETMEM_DATA_DIR"}
+    harness_env["HOME"] = str(tmp_path / "home")  # no per-user memory there
+    event = {"session_id": "pinned", "cwd": str(project), "hook_event_name": "SessionStart", "source": "startup"}
+    proc = subprocess.run(["/bin/sh", "-c", command], input=json.dumps(event), capture_output=True, text=True,
+                          env=harness_env, cwd=project, timeout=120, check=False)
+    assert "Hook Alice (people/hook-alice" in context_of(proc)
+    # a $FLEETMEM_DATA_DIR without a memory would inject nothing, ever: refused like --data-dir
+    empty = tmp_path / "empty"
+    refused = fm("hook", "install", "--harness", "claude-code", "--project", str(project), "--json",
+                 env={"FLEETMEM_DATA_DIR": str(empty)}, data_dir=False)
+    assert refused.code == 2 and refused.json()["code"] == "data_dir_not_found"
+    assert _session_start_command(project) == command and not empty.exists()
+
+
+def test_install_refuses_the_fleetmem_checkout_unless_forced(tmp_path: Path) -> None:
+    fm = Fleetmem(tmp_path / "data", base_env(tmp_path))
+    clone = Path(__file__).resolve().parents[2]  # `--project .` from the clone's root
+    before = _settings(clone).read_text() if _settings(clone).exists() else None
+    r = fm("hook", "install", "--harness", "claude-code", "--project", str(clone), "--json", data_dir=False)
+    if r.code == 0 and before is None:  # a regression wrote into the clone: leave it as it was
+        fm("hook", "uninstall", "--harness", "claude-code", "--project", str(clone), data_dir=False)
+        _settings(clone).unlink(missing_ok=True)
+        for leftover in (_settings(clone).parent.glob("*.fleetmem.bak")):
+            leftover.unlink()
+        if not any(_settings(clone).parent.iterdir()):
+            _settings(clone).parent.rmdir()
+    assert r.code == 2, r.stdout
+    doc = r.json()
+    assert "fleetmem source checkout" in doc["message"] and "nothing was written" in doc["message"]
+    assert "--project ~/path/to/your-project" in doc["suggestion"] and "--force" in doc["suggestion"]
+    assert (_settings(clone).read_text() if _settings(clone).exists() else None) == before
+    copy = tmp_path / "another-clone"
+    copy.mkdir()
+    (copy / "pyproject.toml").write_text('[project]\nname = "fleetmem"\nversion = "0"\n')
+    assert fm("hook", "install", "--harness", "claude-code", "--project", str(copy), data_dir=False).code == 2
+    assert not (copy / ".claude").exists()
+    forced = fm("hook", "install", "--harness", "claude-code", "--project", str(copy), "--force", data_dir=False)
+    assert forced.code == 0, forced.stderr
+    assert set(json.loads(_settings(copy).read_text())["hooks"]) == {"SessionStart", "PreCompact"}

@@ -226,7 +226,7 @@ def test_experiment_on_opensearch(
         monkeypatch.setattr(opensearch_bodies, "keyword_body", with_best_fields(opensearch_bodies.keyword_body))
     stores = aws_stores()
     client, index = stores.search.client, stores.search.index
-    sent = opensearch_bodies.msearch_body(index, SearchQuery(tenant="t", text="x"), None)[1]
+    sent = opensearch_bodies.msearch_body(SearchQuery(tenant="t", text="x"), None)[1]
     best = sent["query"]["bool"]["must"][0]["multi_match"]["type"] == "best_fields"
     assert best == ("best-fields" in experiment)
     analyzer = client.indices.get_mapping(index=index)[index]["mappings"]["properties"]["text"].get(

@@ -327,3 +327,35 @@ def test_the_serverless_transport_refuses_a_custom_id(opensearch_url: str, prefi
 def test_an_unknown_flavour_is_refused() -> None:
     with pytest.raises(ValueError, match="domain, serverless"):
         OpenSearchIndex("http://127.0.0.1:9", model_id=MODEL, dim=DIM, flavour="vectorsearch")
+
+
+def test_every_request_of_the_functions_names_a_docs_index_in_its_path(
+    opensearch_url: str, prefix: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The domain's access policy allows the readers `POST /<alias>/_msearch` and the indexer
+    `_bulk`/`_search` under the docs indices only (infra/constructs/search.py): every request the
+    request path and the indexer send must name the index in its path, never `/_msearch` or
+    `/_bulk` at the domain's root with the index inside the body."""
+    from opensearchpy import Transport
+
+    paths: list[tuple[str, str]] = []
+    real = Transport.perform_request
+
+    def recording(self: Any, method: str, url: str, *args: Any, **kwargs: Any) -> Any:
+        paths.append((method, url))
+        return real(self, method, url, *args, **kwargs)
+
+    monkeypatch.setattr(Transport, "perform_request", recording)
+    ix = _index(opensearch_url, prefix, "domain")
+    try:
+        espresso = doc("t1", "chunk:drinks/espresso#0", "a strong coffee", vector=vec(1, 0), vector_model=MODEL)
+        ix.upsert([espresso])
+        ix.replace_page("t1", "drinks/tea", [doc("t1", "chunk:drinks/tea#0", "green tea is mild")])
+        ix.delete("t1", ["chunk:drinks/espresso#0"])
+        ix.search(q("t1", "coffee", vector=vec(1, 0)))
+    finally:
+        ix.client.close()
+    assert {m for m, _ in paths} >= {"HEAD", "PUT", "POST"}
+    assert any(url.endswith("/_msearch") for _, url in paths) and any(url.endswith("/_bulk") for _, url in paths)
+    outside = [(m, url) for m, url in paths if not url.startswith(f"/{prefix}-docs-")]
+    assert outside == []

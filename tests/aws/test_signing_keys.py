@@ -168,11 +168,21 @@ def sm(moto_endpoint: str):
     return boto3.client("secretsmanager", endpoint_url=moto_endpoint, **engines.CREDENTIALS)
 
 
-def rotate(sm, arn: str) -> str:
-    """What Secrets Manager does for one rotation: the four steps with one token, in order."""
+#: The overlap window these tests give the rotation (seconds).
+WINDOW = 390
+
+
+def rotate(sm, arn: str, *, later_s: float = 0) -> str:
+    """What Secrets Manager does for one rotation: the four steps with one token, in order;
+    `later_s` seconds from now by the rotation's clock."""
     token = str(uuid.uuid4())
     for step in ("createSecret", "setSecret", "testSecret", "finishSecret"):
-        rotation_step(sm, {"SecretId": arn, "ClientRequestToken": token, "Step": step})
+        rotation_step(
+            sm,
+            {"SecretId": arn, "ClientRequestToken": token, "Step": step},
+            accepted_s=WINDOW,
+            now=lambda: time.time() + later_s,
+        )
     return token
 
 
@@ -186,9 +196,26 @@ def test_rotation_makes_a_new_current_key_and_labels_the_old_one_previous(sm) ->
     stages = sm.describe_secret(SecretId=arn)["VersionIdsToStages"]
     assert "AWSCURRENT" in stages[token]
     assert not any(PENDING in s for v, s in stages.items() if v != token)
-    rotate(sm, arn)
+    rotate(sm, arn, later_s=WINDOW)  # the next rotation, once the replaced key is no longer presented
     newest, prior = fetch()
     assert prior == current and newest not in (current, previous)
+
+
+def test_a_rotation_inside_the_previous_ones_overlap_window_is_refused_and_changes_nothing(sm, caplog) -> None:
+    """Two rotations in a row would retire the first key while sandboxes (key TTL) and cached
+    authorizer contexts still present it: the second createSecret refuses, logged, and the secret
+    keeps its versions; once the window has passed the same rotation goes through."""
+    arn = sm.create_secret(Name=f"signing-{uuid.uuid4().hex[:8]}", SecretString="d" * 64)["ARN"]
+    rotate(sm, arn)  # never rotated before: no window
+    stages = sm.describe_secret(SecretId=arn)["VersionIdsToStages"]
+    event = {"SecretId": arn, "ClientRequestToken": str(uuid.uuid4()), "Step": "createSecret"}
+    with caplog.at_level("WARNING", logger="fleetmem.signing"), pytest.raises(RotationError, match="refused"):
+        rotation_step(sm, event, accepted_s=WINDOW, now=lambda: time.time() + WINDOW - 30)
+    refused = [r for r in caplog.records if r.name == "fleetmem.signing" and r.levelname == "WARNING"]
+    assert [r.__dict__.get("event") for r in refused] == ["signing_key_rotation_refused"]
+    assert sm.describe_secret(SecretId=arn)["VersionIdsToStages"] == stages  # nothing written
+    rotation_step(sm, event, accepted_s=WINDOW, now=lambda: time.time() + WINDOW)
+    assert PENDING in sm.describe_secret(SecretId=arn)["VersionIdsToStages"][event["ClientRequestToken"]]
 
 
 def test_rotation_steps_are_safe_to_retry_and_refuse_what_they_do_not_own(sm) -> None:

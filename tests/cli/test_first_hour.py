@@ -425,8 +425,10 @@ def test_the_401_fix_runs_as_printed_by_the_cli(fm: Fleetmem, tmp_path: Path) ->
         run: Run = fm("entity", "x", *_remote(server, bad), env=env, data_dir=False, subprocess=True)
         assert run.code == 1
         printed = next(ln for ln in run.stderr.splitlines() if ln.strip().startswith("Fix:")).split("Fix: ", 1)[1]
-        assert printed.startswith(f"{VENV_FLEETMEM} token create") and f"--data-dir {data}" in printed
-        minted = run_printed(printed, env)
+        assert printed.startswith(f"{VENV_FLEETMEM} token create") and "--data-dir '<data_dir>'" in printed
+        assert str(data) not in run.stdout + run.stderr  # a 401 never names the server's directory
+        # the operator fills in the directory the server printed at startup
+        minted = run_printed(printed.replace("'<data_dir>'", shlex.quote(str(data))), env)
         assert minted.returncode == 0, minted.stderr
         assert accepted(server, minted.stdout.strip())
 
@@ -435,3 +437,82 @@ def test_json_documents_keep_the_commands_name(fm: Fleetmem, tmp_path: Path) -> 
     run = fm("recall", "--json", "--data-dir", str(tmp_path / "dta"), env={"PATH": path_without_fleetmem()},
              data_dir=False, subprocess=True)
     assert json.loads(run.stdout)["suggestion"].endswith(f"fleetmem init --data-dir {tmp_path / 'dta'}")
+
+
+# --------------------------------------------------------------------------- profiles and the first hour as written
+
+
+def test_an_unknown_profile_says_what_why_and_the_command_that_adds_it(fm: Fleetmem, tmp_path: Path) -> None:
+    env = {"FLEETMEM_CONFIG_DIR": str(tmp_path / "config")}
+    for argv, source in ((["--profile", "prod"], "--profile"), ([], "$FLEETMEM_PROFILE")):
+        run = fm("recall", "--query", "alice", *argv, "--json", data_dir=False,
+                 env={**env, **({} if argv else {"FLEETMEM_PROFILE": "prod"})})
+        assert run.code == 2, run.stdout
+        doc = run.json()
+        assert doc["message"].startswith(f"No profile named 'prod' (named by {source}): a profile is a saved endpoint")
+        assert str(tmp_path / "config" / "profiles.json") in doc["message"] and "holds none" in doc["message"]
+        assert doc["suggestion"].startswith("Save it first: fleetmem profile add prod --url URL --token-file PATH")
+
+
+def _fenced_lines(path: Path) -> list[str]:
+    text = path.read_text(encoding="utf-8")
+    blocks = re.findall(r"```(?:bash|cron|ini)\n(.*?)```", text, flags=re.S)
+    return [ln for block in blocks for ln in block.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
+
+
+@pytest.mark.parametrize("doc", [README, README.parent / "docs" / "ambient.md"], ids=lambda p: p.name)
+def test_every_profile_the_docs_use_is_added_before_its_first_use(doc: Path) -> None:
+    added: set[str] = set()
+    used = []
+    for line in _fenced_lines(doc):
+        added.update(re.findall(r"fleetmem profile add (\S+)", line))
+        for name in re.findall(r'--profile (\w[\w.-]*)|FLEETMEM_PROFILE=(\w[\w.-]*)|"profile": "([^"]+)"', line):
+            name = next(n for n in name if n)
+            used.append(name)
+            assert name in added, f"{doc.name}: `{line.strip()}` uses profile {name!r} before `fleetmem profile add`"
+    assert used  # the docs do show profiles in use
+
+
+def _first_hour_block() -> str:
+    text = README.read_text(encoding="utf-8")
+    found = re.search(r"<!-- first-hour:begin -->\n```bash\n(.*?)```\n<!-- first-hour:end -->", text, flags=re.S)
+    assert found, "README.md lost its first-hour block"
+    return found.group(1)
+
+
+def test_the_readmes_first_hour_runs_as_written_and_the_next_session_starts_with_the_memory(tmp_path: Path) -> None:
+    """The README's first-hour block, run by bash line for line in a fresh home directory (no
+    FLEETMEM_* and no XDG_* variables, so every per-user directory is the default one under it)
+    against `fleetmem serve` as `scripts/serve` starts it: the default data directory, its port
+    swapped for a free one. Then the SessionStart hook it installed, run the way Claude Code runs
+    it, injects what the block remembered."""
+    block = _first_hour_block()
+    assert "fleetmem profile add local" in block
+    assert block.index("fleetmem profile add local") < block.index("--profile local")
+    assert block.index("fleetmem profile add local") < block.index('"profile": "local"')
+    home = tmp_path / "home"
+    project = home / "code" / "my-project"
+    project.mkdir(parents=True)  # the user's own project
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("FLEETMEM_", "XDG_", "VIRTUAL_ENV")) and k != "CLAUDE_PROJECT_DIR"}
+    env.update(HOME=str(home), PATH=path_without_fleetmem(), FLEETMEM_MODEL_DIR=str(tmp_path / "no-model"))
+    env["FLEETMEM_EMBEDDER"] = "hash"  # the server's and the CLI's: no model to build in a test
+    with serving(tmp_path, env) as server:
+        script = block.replace("127.0.0.1:8765", f"127.0.0.1:{server.port}")
+        ran = subprocess.run(["bash", "-e", "-x", "-c", script], cwd=README.parent, env=env, capture_output=True,
+                             text=True, timeout=600, check=False)
+        assert ran.returncode == 0, ran.stderr
+        assert "Alice prefers async standups" in ran.stdout  # the recall
+        assert "Saved profile local: http://127.0.0.1:" in ran.stdout
+        assert (home / ".local" / "share" / "fleetmem" / "fleetmem.db").is_file()  # the server's default directory
+        settings = json.loads((project / ".claude" / "settings.local.json").read_text())
+        command = settings["hooks"]["SessionStart"][0]["hooks"][0]["command"]
+        assert not (README.parent / ".claude" / "settings.local.json").exists()  # not into the clone
+        harness = {k: v for k, v in env.items() if k != "FLEETMEM_EMBEDDER"}
+        event = {"session_id": "first-hour", "cwd": str(project), "hook_event_name": "SessionStart",
+                 "source": "startup", "transcript_path": None}
+        hook = subprocess.run(["/bin/sh", "-c", command], input=json.dumps(event), cwd=project, env=harness,
+                              capture_output=True, text=True, timeout=120, check=False)
+    assert hook.returncode == 0 and hook.stderr == "", hook.stderr
+    context = json.loads(hook.stdout)["hookSpecificOutput"]["additionalContext"]
+    assert "Alice prefers async standups" in context

@@ -305,6 +305,28 @@ def test_a_newer_pack_version_is_refused_with_the_upgrade_fix(fm: Fleetmem, pack
     assert "version 9" in body["message"] and "upgrade" in body["suggestion"].lower()
 
 
+def test_a_manifest_nested_too_deep_to_parse_is_refused(fm: Fleetmem, pack: Path, tmp_path: Path) -> None:
+    """Regression: a manifest nested deeper than the JSON parser's recursion limit raised
+    RecursionError (not a ValueError) out of the pack reader instead of the `invalid_pack` answer."""
+    import gzip
+    import io
+    import tarfile
+
+    marked = rewrite(pack, tmp_path / "marked.fmpack", manifest=lambda d: d.update(deep="DEEP"))
+    with tarfile.open(marked) as tar:
+        files = {m.name: tar.extractfile(m).read() for m in tar.getmembers()}  # type: ignore[union-attr]
+    files["manifest.json"] = files["manifest.json"].replace(b'"DEEP"', b"[" * 5000 + b"]" * 5000)
+    buf = io.BytesIO()
+    with gzip.GzipFile(fileobj=buf, mode="wb") as gz, tarfile.open(fileobj=gz, mode="w") as tar:  # type: ignore[call-overload]
+        for name, data in files.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    bad = tmp_path / "deep.fmpack"
+    bad.write_bytes(buf.getvalue())
+    assert "manifest.json is not JSON" in refused(fm, bad, tmp_path)["message"]
+
+
 def test_a_pack_of_another_tenant_is_refused_unless_its_tenant_is_named(
     fm: Fleetmem, pack: Path, tmp_path: Path
 ) -> None:

@@ -109,13 +109,19 @@ class Console:
     other_admin: str
     server: Served
 
+    @property
+    def cookie(self) -> str:
+        """The session cookie's name: it carries the console's port."""
+        return f"fleetmem_console_{self.base.rsplit(':', 1)[1]}"
+
 
 @pytest.fixture(scope="session")
 def serve_console(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Console]:
     """`fleetmem serve --surface full` on 127.0.0.1 (a free port, a temporary data directory);
     tokens for tenant "acme" (read; read,write; read,write,admin) and tenant "other" (admin)."""
     tmp = tmp_path_factory.mktemp("console-serve")
-    env = server_env(FLEETMEM_MODEL_DIR=str(tmp / "no-model"))
+    # every test signs in from 127.0.0.1: the sign-in rate limit has its own test and server
+    env = server_env(FLEETMEM_MODEL_DIR=str(tmp / "no-model"), FLEETMEM_CONSOLE_SIGN_INS_PER_MINUTE="100000")
     data = tmp / "data"
     server = Served(tmp, env, args=("--surface", "full"))
     server.token = mint(env, data, "read,write,admin", "console-admin", tenant="acme")

@@ -90,12 +90,14 @@ def test_purge_asks_for_the_id_then_deletes_and_the_fact_is_gone(page: Any, serv
     page.goto(f"{serve_console.base}/console/facts/{target}")
     page.get_by_label("Reason", exact=False).last.fill("deletion request")
     page.get_by_label("Type the fact id").fill("f_wrong")
+    page.get_by_label("Your token, to confirm").fill(serve_console.admin)
     follow(page, page.get_by_role("button", name="Purge for good"))
     assert "Type the fact's id exactly" in page.get_by_role("alert").inner_text()
     assert page.get_by_label("Type the fact id").input_value() == "f_wrong"  # what was typed is kept
     assert state_of(serve_console, target) == "active"
     shot(page, "fact-purge-refused")
     page.get_by_label("Type the fact id").fill(target)
+    page.get_by_label("Your token, to confirm").fill(serve_console.admin)
     follow(page, page.get_by_role("button", name="Purge for good"))
     assert "deleted for good" in page.get_by_role("status").inner_text()
     assert state_of(serve_console, target) is None

@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from fleetmem.web import sessions
-from fleetmem.web.sessions import ABSOLUTE, IDLE, TICKET_TTL, Sessions
+from fleetmem.web.sessions import ABSOLUTE, IDLE, MAX_PER_TOKEN, SIGN_IN_WINDOW, TICKET_TTL, Sessions, SignInLimiter
 
 
 @pytest.fixture
@@ -64,3 +64,28 @@ def test_a_ticket_expires(clock: list[datetime]) -> None:
     ticket = s.ticket("fm_token")
     clock[0] += TICKET_TTL + timedelta(seconds=1)
     assert s.redeem(ticket) is None
+
+
+def test_one_token_keeps_at_most_its_cap_of_sessions_the_oldest_going_first(clock: list[datetime]) -> None:
+    s = Sessions()
+    mine = []
+    for _ in range(MAX_PER_TOKEN + 1):
+        clock[0] += timedelta(seconds=1)
+        mine.append(s.open("fm_token", {"scopes": ["read"]}))
+    other = s.open("fm_other", {"scopes": ["read"]})
+    assert s.get(mine[0].id) is None
+    assert all(s.get(m.id) is m for m in mine[1:]) and s.get(other.id) is other
+
+
+def test_sign_ins_are_limited_per_address_within_the_window(clock: list[datetime]) -> None:
+    limiter = SignInLimiter(3)
+    assert [limiter.allow("10.0.0.1") for _ in range(4)] == [True, True, True, False]
+    assert limiter.allow("10.0.0.2")  # another address has its own count
+    clock[0] += SIGN_IN_WINDOW + timedelta(seconds=1)
+    assert limiter.allow("10.0.0.1")  # the window has passed
+
+
+def test_the_step_up_check_takes_only_the_sessions_own_token(clock: list[datetime]) -> None:
+    opened = Sessions().open("fm_token", {"scopes": ["admin"]})
+    assert opened.token_ok("fm_token") and opened.token_ok(" fm_token\n")
+    assert not opened.token_ok("fm_other") and not opened.token_ok("") and not opened.token_ok(None)

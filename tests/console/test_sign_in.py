@@ -26,7 +26,7 @@ def test_a_token_signs_in_and_the_header_shows_who_it_is(page: Any, serve_consol
     header = page.locator("header .who").inner_text()
     assert "acme" in header and "console-write" in header and "read, write" in header
     assert page.get_by_role("link", name="Tokens").count() == 0  # an admin screen: not offered
-    cookie = next(c for c in page.context.cookies() if c["name"] == "fleetmem_console")
+    cookie = next(c for c in page.context.cookies() if c["name"] == serve_console.cookie)
     assert cookie["httpOnly"] and cookie["sameSite"] == "Strict" and cookie["path"] == "/console"
     assert serve_console.write not in cookie["value"]  # the browser holds a session id, not the token
 
@@ -49,11 +49,12 @@ def test_an_empty_token_is_refused_before_any_call(page: Any, serve_console: Con
 
 def test_sign_out_ends_the_session_on_the_server(page: Any, serve_console: Console) -> None:
     sign_in(page, serve_console, serve_console.read)
-    session = next(c for c in page.context.cookies() if c["name"] == "fleetmem_console")["value"]
+    session = next(c for c in page.context.cookies() if c["name"] == serve_console.cookie)["value"]
     follow(page, page.get_by_role("button", name="Sign out"))
-    assert page.url.endswith("/console/login")
+    assert page.url.endswith("/console/login?done=signed-out")
+    assert "signed out" in page.get_by_role("status").inner_text()
     # the old session id, replayed by another client, no longer opens anything
-    r = httpx.get(f"{serve_console.base}/console/", cookies={"fleetmem_console": session}, follow_redirects=False)
+    r = httpx.get(f"{serve_console.base}/console/", cookies={serve_console.cookie: session}, follow_redirects=False)
     assert r.status_code == 303 and "/console/login" in r.headers["location"]
 
 
@@ -70,7 +71,7 @@ def test_a_sign_in_post_without_the_form_token_is_refused(serve_console: Console
         follow_redirects=False,
     )
     assert r.status_code == 403 and "security token" in r.text
-    assert "fleetmem_console=" not in r.headers.get("set-cookie", "")
+    assert f"{serve_console.cookie}=" not in r.headers.get("set-cookie", "")
 
 
 def test_a_post_from_another_origin_is_refused(page: Any, serve_console: Console) -> None:

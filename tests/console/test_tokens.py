@@ -28,6 +28,7 @@ def test_create_shows_the_token_once_then_revoke_after_confirming(
     page.goto(f"{serve_console.base}/console/tokens")
     page.get_by_label("Client name").fill("console-made-bot")
     page.get_by_label("write", exact=True).check()
+    page.get_by_label("Your token, to confirm").fill(serve_console.admin)
     follow(page, page.get_by_role("button", name="Create token"))
     token = page.get_by_label("Token for console-made-bot").input_value()
     assert token.startswith("fm_") and token not in page.url
@@ -42,6 +43,7 @@ def test_create_shows_the_token_once_then_revoke_after_confirming(
     row = page.locator("tr", has_text="console-made-bot")
     follow(page, row.get_by_role("button"))
     assert "cannot be undone" in page.locator("main").inner_text()
+    page.get_by_label("Your token, to confirm").fill(serve_console.admin)
     follow(page, page.get_by_role("button", name="Revoke for good"))
     assert "revoked" in page.get_by_role("status").inner_text()
     who = httpx.post(f"{serve_console.base}/v1/whoami", json={}, headers={"Authorization": f"Bearer {token}"})
@@ -54,10 +56,12 @@ def test_bad_input_shows_the_servers_message_and_keeps_what_was_typed(
     sign_in(page, serve_console, serve_console.admin)
     page.goto(f"{serve_console.base}/console/tokens")
     page.get_by_label("Client name").fill("")
+    page.get_by_label("Your token, to confirm").fill(serve_console.admin)
     follow(page, page.get_by_role("button", name="Create token"))
     assert page.get_by_role("alert").count() == 1
     page.get_by_label("Client name").fill("no-scope-bot")
     page.get_by_label("read", exact=True).uncheck()
+    page.get_by_label("Your token, to confirm").fill(serve_console.admin)
     follow(page, page.get_by_role("button", name="Create token"))
     assert page.get_by_role("alert").count() == 1
     assert page.get_by_label("Client name").input_value() == "no-scope-bot"

@@ -178,7 +178,7 @@ class Gateway:
             try:
                 authorizer = self._authorize(headers, method, resource)
             except FunctionError:  # the stack's AUTHORIZER_FAILURE gateway response
-                status, headers, raw = _json_response(429, authorizer_busy_body(correlation_id=request_id))
+                status, headers, raw = _json_response(503, authorizer_busy_body(correlation_id=request_id))
                 return status, {**headers, "retry-after": str(GATEWAY_RETRY_AFTER_S)}, raw
             if authorizer is None:
                 body_ = gateway_error_body(

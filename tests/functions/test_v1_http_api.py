@@ -103,3 +103,16 @@ def test_post_v1_needs_a_json_content_type_as_on_the_local_server(content_type):
     assert call("remember", {**event, "headers": {**headers, "Content-Type": "application/json"},
                              "multiValueHeaders": {}})["statusCode"] == 200
     assert len(json.loads(call("recall", recall)["body"])["facts"]) == 1  # the same caller's brain
+
+
+@pytest.mark.parametrize("depth", [100, 1_000, 100_000])
+def test_post_v1_refuses_a_body_nested_too_deep_with_the_envelope_as_on_the_local_server(depth):
+    """Regression: a body nested ~1,000 levels raised RecursionError out of the body reader (the
+    function failed instead of answering the envelope)."""
+    event = load_event("recall", "v1")
+    event["body"] = '{"query": ' + "[" * depth + "]" * depth + "}"
+    out = call("recall", event)
+    body = json.loads(out["body"])
+    assert (out["statusCode"], body["code"]) == (400, "invalid_params")
+    assert body["detail"] == {"reason": "too_deep", "max_depth": 32}
+    assert out["headers"][CORRELATION_HEADER] == body["correlation_id"] == event["requestContext"]["requestId"]

@@ -18,6 +18,7 @@ from tests.infra.test_stack import (
     _role_statements,
 )
 
+from fleetmem.adapters.aws.signing_keys import ENV_KEY_ACCEPTED_S
 from fleetmem.config import ENV_INVOKE_SIGNING_SECRET_ARN, ENV_SIGNING_KEY_TTL_S
 
 ROTATION_ACTIONS = {
@@ -56,7 +57,7 @@ def test_the_signing_secret_rotates_on_the_configured_schedule_with_its_own_func
 def test_the_rotation_function_may_rotate_only_the_signing_secret_and_nothing_else(flavour, request):
     synth = request.getfixturevalue(flavour)
     secret = _signing_secret(synth)
-    fn_id, fn = _function(synth, _fn_name(synth, "signing_rotation"))
+    _, fn = _function(synth, _fn_name(synth, "signing_rotation"))
     stmts = _role_statements(synth)[fn["Properties"]["Role"]["Fn::GetAtt"][0]]
     granted = set().union(*(_actions(st) for st in stmts))
     assert granted == ROTATION_ACTIONS | {
@@ -76,20 +77,46 @@ def test_the_rotation_function_may_rotate_only_the_signing_secret_and_nothing_el
                 "xray:PutTelemetryRecords",
             }
     assert ENV_INVOKE_SIGNING_SECRET_ARN not in fn["Properties"]["Environment"]["Variables"]
+
+
+@pytest.mark.parametrize("flavour", VARIANTS)
+def test_only_secrets_manager_may_invoke_the_rotation_function_for_this_secret_in_this_account(flavour, request):
+    """The function's resource policy has one statement: Secrets Manager's service principal, on
+    condition of this secret (SourceArn) in this stack's account (SourceAccount); and no role of the
+    stack is granted lambda:InvokeFunction on it."""
+    synth = request.getfixturevalue(flavour)
+    secret = _signing_secret(synth)
+    fn_id, _ = _function(synth, _fn_name(synth, "signing_rotation"))
     alias = _alias_of(synth, fn_id)
     invokers = [
         p["Properties"]
         for p in synth.resources("AWS::Lambda::Permission").values()
         if {fn_id, alias} & _refs(p["Properties"]["FunctionName"])
     ]
+    account = synth.config.account or {"Ref": "AWS::AccountId"}
     assert invokers == [
         {
             "Action": "lambda:InvokeFunction",
             "FunctionName": {"Ref": alias},
             "Principal": "secretsmanager.amazonaws.com",
+            "SourceAccount": account,
             "SourceArn": {"Ref": secret},
         }
     ]
+    for role, stmts in _role_statements(synth).items():
+        for st in stmts:
+            if "lambda:InvokeFunction" in _actions(st):
+                assert not {fn_id, alias} & _refs(_resources(st)), (role, st)
+
+
+@pytest.mark.parametrize("flavour", VARIANTS)
+def test_the_rotation_function_knows_the_overlap_window_of_a_replaced_key(flavour, request):
+    """It refuses a rotation inside the window; the window is the deploy config's own figure."""
+    synth = request.getfixturevalue(flavour)
+    _, fn = _function(synth, _fn_name(synth, "signing_rotation"))
+    env = fn["Properties"]["Environment"]["Variables"]
+    assert env[ENV_KEY_ACCEPTED_S] == str(synth.config.signing_key_accepted_s())
+    assert synth.config.signing_key_accepted_s() > synth.config.signing.key_ttl_s
 
 
 @pytest.mark.parametrize("flavour", VARIANTS)

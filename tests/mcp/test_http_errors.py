@@ -134,14 +134,21 @@ def test_json_rpc_errors_stay_json_rpc_errors(app_url: str, tokens: dict[str, st
     assert r.json()["error"]["code"] == -32700
 
 
-def test_the_401_fix_names_token_create_on_the_servers_own_data_directory(app_url: str, data_dir: Path) -> None:
-    r = httpx.post(app_url + "/mcp", json=LIST, headers=_headers(None), timeout=10)
-    env = assert_envelope(r, 401)
-    argv = env["fix"]["argv"]
-    assert argv[:3] == ["fleetmem", "token", "create"]
-    assert argv[argv.index("--data-dir") + 1] == str(data_dir)
-    assert env["fix"]["command"] in env["fix"]["user_message"]
-    assert env["fix"]["command"] in env["suggestion"]
+def test_the_401_fix_names_token_create_and_asks_for_the_data_directory_without_showing_it(
+    app_url: str, data_dir: Path, tokens: dict[str, str]
+) -> None:
+    """Even on loopback: a 401 answers anyone who reaches the port, so it never names the path."""
+    for path in ("/mcp", "/v1/whoami"):
+        for token in (None, "fm_" + "x" * 43):
+            r = httpx.post(app_url + path, json=LIST, headers=_headers(token), timeout=10)
+            env = assert_envelope(r, 401)
+            assert str(data_dir) not in r.text, path
+            argv = env["fix"]["argv"]
+            assert argv[:3] == ["fleetmem", "token", "create"]
+            assert argv[argv.index("--data-dir") + 1] == "<data_dir>"
+            assert [i["name"] for i in env["fix"]["inputs"]] == ["data_dir"]
+            assert env["fix"]["command"] in env["fix"]["user_message"]
+            assert env["fix"]["command"] in env["suggestion"]
 
 
 def test_off_loopback_the_401_fix_asks_for_the_data_directory_instead_of_showing_it(tmp_path: Path) -> None:

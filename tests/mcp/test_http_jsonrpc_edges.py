@@ -152,3 +152,47 @@ def test_the_handshake_and_discovery_still_answer(server_url: str, tokens: dict[
     edge = Edge("", MODERN, raw(message("server/discover", modern=True)), 200, 0, None, ())
     r = httpx.post(server_url + "/mcp", content=edge.body, headers=headers_for(edge, tokens["read"]), timeout=10)
     assert r.status_code == 200 and MODERN in r.json()["result"]["supportedVersions"]
+
+
+def _modern_post(server_url: str, token: str, payload: dict, **routing: str) -> tuple[int, dict[str, Any]]:
+    headers = {"Accept": ACCEPT, "Content-Type": "application/json", "Authorization": f"Bearer {token}",
+               "MCP-Protocol-Version": MODERN, **routing}
+    r = httpx.post(server_url + "/mcp", content=raw(payload), headers=headers, timeout=10)
+    return r.status_code, r.json()
+
+
+RECALL_CALL = {"name": "recall", "arguments": {"query": "x"}}
+
+
+@pytest.mark.parametrize(
+    ("payload", "routing", "header", "send"),
+    [
+        (message("tools/list", modern=True), {}, "Mcp-Method", "Mcp-Method: tools/list"),
+        (message("tools/call", RECALL_CALL, modern=True), {}, "Mcp-Method", "Mcp-Method: tools/call"),
+        (message("tools/call", RECALL_CALL, modern=True), {"Mcp-Method": "tools/call"}, "Mcp-Name",
+         "Mcp-Name: recall"),
+    ],
+    ids=["tools/list without Mcp-Method", "tools/call without Mcp-Method", "tools/call without Mcp-Name"],
+)
+def test_a_missing_routing_header_is_called_missing_and_names_the_header_to_send(
+    server_url: str, tokens: dict[str, str], payload: dict, routing: dict[str, str], header: str, send: str
+) -> None:
+    status, body = _modern_post(server_url, tokens["write"], payload, **routing)
+    assert status == 400 and body["id"] == 1
+    error = body["error"]
+    assert error["code"] == -32020  # HEADER_MISMATCH, the code the SDK gives a wrong header
+    assert error["message"].startswith(f"Missing {header} header") and f"`{send}`" in error["message"]
+    assert "does not match" not in error["message"]
+    assert error["data"]["reason"] == "missing_header" and error["data"]["header"] == header
+
+
+def test_a_routing_header_that_differs_from_the_body_is_still_a_mismatch(
+    server_url: str, tokens: dict[str, str]
+) -> None:
+    status, body = _modern_post(server_url, tokens["write"], message("tools/list", modern=True),
+                                **{"Mcp-Method": "tools/call"})
+    assert status == 400 and body["error"]["code"] == -32020
+    assert "does not match" in body["error"]["message"] and "Missing" not in body["error"]["message"]
+    ok_status, ok = _modern_post(server_url, tokens["write"], message("tools/list", modern=True),
+                                 **{"Mcp-Method": "tools/list"})
+    assert ok_status == 200 and ok["result"]["tools"]

@@ -5,6 +5,7 @@ OpenAPI document is the generated one."""
 from __future__ import annotations
 
 import json
+import logging
 from typing import Any
 
 import anyio
@@ -100,3 +101,60 @@ def test_non_finite_json_numbers_are_refused_as_invalid_json(server_url, tokens)
 def test_the_served_document_is_generated_from_the_registry(server_url, tokens):
     r = httpx.get(f"{server_url}/v1/openapi.json", headers={"Authorization": f"Bearer {tokens['read']}"})
     assert r.json() == openapi_document("full", server_url=server_url)
+
+
+def test_a_body_nested_too_deep_is_refused_with_the_envelope_on_v1_and_a_parse_error_on_mcp(server_url, tokens):
+    """Regression: a body nested ~1,000 levels raised RecursionError in the JSON parser, which the
+    body reader did not catch: 500 text/plain without envelope or correlation id. One nested 100
+    levels parsed and reached the tool."""
+    auth = {"Authorization": f"Bearer {tokens['write']}", "Content-Type": "application/json"}
+    for depth in (100, 1_000, 100_000):
+        deep = b'{"query": ' + b"[" * depth + b"]" * depth + b"}"
+        r = httpx.post(f"{server_url}/v1/recall", content=deep, headers=auth)
+        body = r.json()
+        assert (r.status_code, body["code"]) == (400, "invalid_params"), (depth, r.text[:200])
+        assert body["detail"] == {"reason": "too_deep", "max_depth": 32}
+        assert body["correlation_id"] == r.headers[CORRELATION_HEADER]
+        rpc = httpx.post(
+            f"{server_url}/mcp",
+            content=b'{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": ' + deep[len(b'{"query": '):],
+            headers={**auth, "Accept": "application/json, text/event-stream", "MCP-Protocol-Version": "2025-06-18"},
+        )
+        assert rpc.headers["content-type"].startswith("application/json"), (depth, rpc.text[:200])
+        assert rpc.json()["error"]["code"] in (-32700, -32600, -32602), (depth, rpc.text[:200])
+    flat = httpx.post(f"{server_url}/v1/recall", json={"query": "x"}, headers=auth)
+    assert flat.status_code == 200
+
+
+class _ToolCallLines(logging.Handler):
+    """The `tool_call` log lines dispatch writes while it is attached."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.lines: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if getattr(record, "event", None) == "tool_call":
+            self.lines.append(record)
+
+
+def test_a_v1_call_is_logged_as_v1_and_an_mcp_call_as_mcp(server_url, tokens):
+    logger = logging.getLogger("fleetmem.transport.dispatch")
+    seen, level = _ToolCallLines(), logger.level
+    logger.addHandler(seen)
+    logger.setLevel(logging.INFO)
+    try:
+        auth = {"Authorization": f"Bearer {tokens['write']}"}
+        assert httpx.post(f"{server_url}/v1/recall", json={"query": "v1 call"}, headers=auth).status_code == 200
+        refused = httpx.post(f"{server_url}/v1/forget", json={"id": "f_missing"}, headers=auth)
+        assert refused.status_code == HTTP_STATUS[refused.json()["code"]]
+
+        async def over_mcp() -> None:
+            async with mcp_session(server_url, tokens["write"], "auto") as client:
+                assert not (await client.call_tool("recall", {"query": "mcp call"})).is_error
+
+        anyio.run(over_mcp)
+    finally:
+        logger.removeHandler(seen)
+        logger.setLevel(level)
+    assert [(r.tool, r.transport) for r in seen.lines] == [("recall", "v1"), ("forget", "v1"), ("recall", "mcp")]

@@ -54,7 +54,8 @@ import time
 import urllib.error
 import urllib.request
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -461,12 +462,27 @@ class Function:
         return json.loads(raw)
 
 
+#: The faults `InvokeRouter.fault` injects into one function's invokes.
+THROTTLE, SLOW = "throttle", "slow"
+
+
 class InvokeRouter(_Server):
     """The Lambda Invoke API on 127.0.0.1: the function named in the path, through its emulator.
     A function error carries `X-Amz-Function-Error: Unhandled` as the service sets it; an unknown
-    name answers the service's 404 `ResourceNotFoundException`."""
+    name answers the service's 404 `ResourceNotFoundException`.
+
+    `invocations` counts every Invoke request per function group (whatever it was answered), and
+    `fault(group, ...)` makes that function's invokes answer as an overloaded service does while
+    the block runs: THROTTLE, the service's 429 `TooManyRequestsException` (the function does not
+    run); SLOW, the function runs but its answer is held until the block ends, past any caller's
+    deadline."""
 
     def __init__(self, functions: dict[str, Function]) -> None:
+        self.invocations: dict[str, int] = {}
+        self._faults: dict[str, tuple[str, threading.Event]] = {}
+        self._lock = threading.Lock()
+        router = self
+
         def by_name(name: str) -> Function | None:  # read at call time: functions start after the router
             return next((f for f in functions.values() if f.name == name), None)
 
@@ -481,16 +497,53 @@ class InvokeRouter(_Server):
                 if fn is None or not self.path.endswith("/invocations"):
                     status, raw = 404, json.dumps({"Type": "User", "message": f"Function not found: {name}"}).encode()
                     headers["x-amzn-ErrorType"] = "ResourceNotFoundException"
-                else:
-                    status, raw = fn.invoke_raw(payload)
-                    if status == 200 and function_error(raw) is not None:
-                        headers["X-Amz-Function-Error"] = "Unhandled"
-                    elif status != 200:
-                        status, raw = 502, json.dumps({"message": raw.decode(errors="replace")[:500]}).encode()
-                        headers["x-amzn-ErrorType"] = "ServiceException"
-                self.send(status, raw, {**headers, "X-Amz-Executed-Version": "$LATEST"})
+                    self.send(status, raw, {**headers, "X-Amz-Executed-Version": "$LATEST"})
+                    return
+                fault, released = router._count(fn.group)
+                if fault == THROTTLE:
+                    raw = json.dumps(
+                        {
+                            "Reason": "ReservedFunctionConcurrentInvocationLimitExceeded",
+                            "Type": "User",
+                            "message": "Rate Exceeded.",
+                        }
+                    ).encode()
+                    self.send(429, raw, {**headers, "x-amzn-ErrorType": "TooManyRequestsException"})
+                    return
+                status, raw = fn.invoke_raw(payload)
+                if status == 200 and function_error(raw) is not None:
+                    headers["X-Amz-Function-Error"] = "Unhandled"
+                elif status != 200:
+                    status, raw = 502, json.dumps({"message": raw.decode(errors="replace")[:500]}).encode()
+                    headers["x-amzn-ErrorType"] = "ServiceException"
+                if fault == SLOW:
+                    released.wait(timeout=300)
+                try:
+                    self.send(status, raw, {**headers, "X-Amz-Executed-Version": "$LATEST"})
+                except OSError:  # the caller stopped waiting (a SLOW answer after its deadline)
+                    self.close_connection = True
 
         super().__init__(Handler)
+
+    def _count(self, group: str) -> tuple[str, threading.Event]:
+        with self._lock:
+            self.invocations[group] = self.invocations.get(group, 0) + 1
+            return self._faults.get(group, ("", threading.Event()))
+
+    @contextmanager
+    def fault(self, group: str, kind: str) -> Iterator[None]:
+        """While the block runs, `group`'s invokes answer with `kind` (THROTTLE or SLOW); held SLOW
+        answers go out when it ends."""
+        assert kind in {THROTTLE, SLOW}, kind
+        released = threading.Event()
+        with self._lock:
+            self._faults[group] = (kind, released)
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._faults.pop(group, None)
+            released.set()
 
 
 #: A first invocation per function at start (the emulator initializes the runtime on the first
@@ -759,6 +812,8 @@ class Stack:
         from fleetmem.memory.verbs import REGISTRY
 
         cfg = load_config(default=EXAMPLE)
+        #: seconds a replaced signing key may still be presented (the rotation function's window)
+        self.signing_key_accepted_s = cfg.signing_key_accepted_s() - cfg.signing.key_ttl_s + SIGNING_KEY_TTL_S
         sm = boto3.client("secretsmanager", endpoint_url=self.moto, **engines.CREDENTIALS)
         tag = uuid.uuid4().hex[:8]
         signing = sm.create_secret(Name=f"{self.prefix}-invoke-signing-{tag}", SecretString=uuid.uuid4().hex * 2)
@@ -768,6 +823,7 @@ class Stack:
         sqs = boto3.client("sqs", endpoint_url=self.moto, **engines.CREDENTIALS)
         self.heartbeat_queue = sqs.create_queue(QueueName=f"{self.prefix}-{HEARTBEAT}-{tag}")["QueueUrl"]
         from fleetmem.adapters.aws.replay import ENV_REPLAY_QUEUE_URL, queue_name
+        from fleetmem.adapters.aws.signing_keys import ENV_KEY_ACCEPTED_S
 
         self.replay_queue = sqs.create_queue(QueueName=queue_name(self.prefix))["QueueUrl"]
         heartbeats = {
@@ -821,6 +877,8 @@ class Stack:
                 ENV_PUBLIC_URL: self.base_url,
             },
             "heartbeat": {ENV_HEARTBEATS: json.dumps(heartbeats)},
+            # the overlap window as the CDK app derives it, with the stack's own key TTL
+            "signing_rotation": {ENV_KEY_ACCEPTED_S: str(self.signing_key_accepted_s)},
             "indexer": {ENV_REPLAY_QUEUE_URL: self.replay_queue},
             "authorizer": {
                 ENV_USAGE_KEY_SECRETS: json.dumps({"*": usage["ARN"]}),

@@ -17,7 +17,7 @@ import pytest
 from tests.aws import engines
 from tests.functions.conftest import load_event
 
-from .conftest import mint
+from .conftest import mint, rpc
 from .stack import Stack
 
 pytestmark = [
@@ -155,3 +155,51 @@ def test_a_revoked_token_is_refused_once_the_authorizer_cache_ttl_has_passed(sta
     finally:
         stack.gateway.clock = real
     assert denied.status_code == 401 and denied.json()["code"] == "unauthorized"
+
+
+def test_a_remote_put_page_over_a_private_page_leaves_it_private_on_the_deployed_shape(stack):
+    """The owner's private page (written on the store, as `fleetmem put-page --backend aws` does) is
+    neither overwritten nor published by a tenant token's put_page through the gateway, on /v1 and
+    on /mcp; a missing slug is still created."""
+    from fleetmem.adapters.local.clock import SystemClock
+    from fleetmem.models import Page
+
+    tenant = f"owner-{uuid.uuid4().hex[:6]}"
+    token = mint(stack, ["read", "write"], tenant=tenant)
+    secret = f"The vault code of {tenant} is {uuid.uuid4().hex[:8]}"
+    pages = engines.open_stores(stack.ddb, stack.prefix).pages
+    now = SystemClock().now()
+    pages.put(Page(tenant=tenant, slug="projects/vault", title="Vault Room", visibility="private", body=secret,
+                   created_at=now, updated_at=now, author="local"))
+
+    for arguments in ({}, {"expected_updated_at": ""}):
+        r = v1(stack, token, "put_page", {"slug": "projects/vault", "content": "Open to all.", **arguments})
+        body = r.json()
+        assert (r.status_code, body["code"]) == (400, "invalid_params"), r.text
+        assert body["detail"] == {"field": "slug", "reason": "slug_taken"} and secret not in r.text
+    over_mcp = rpc(stack.mcp_url, token, "tools/call",
+                   {"name": "put_page", "arguments": {"slug": "projects/vault", "content": "Open to all."}})
+    result = over_mcp.json()["result"]
+    assert result["isError"] is True and json.loads(result["content"][0]["text"])["detail"]["reason"] == "slug_taken"
+
+    kept = pages.get(tenant, "projects/vault")
+    assert kept is not None and kept.visibility == "private" and kept.body == secret
+    assert v1(stack, token, "get_page", {"slug": "projects/vault"}).json()["code"] == "not_found"
+    made = v1(stack, token, "put_page", {"slug": "projects/lobby", "content": "# Lobby\nOpen to all."})
+    assert made.status_code == 200 and made.json()["status"] == "created"
+
+
+@pytest.mark.parametrize("depth", [100, 100_000])
+def test_a_v1_body_nested_too_deep_gets_the_envelope_with_its_correlation_id(stack, depth):
+    """Regression: the tool function's body reader let RecursionError out (no envelope, no id)."""
+    token = mint(stack, ["read"])
+    r = httpx.post(
+        f"{stack.base_url}/v1/recall",
+        content=b'{"query": ' + b"[" * depth + b"]" * depth + b"}",
+        headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
+        timeout=60,
+    )
+    body = r.json()
+    assert (r.status_code, body["code"]) == (400, "invalid_params"), r.text[:300]
+    assert body["detail"] == {"reason": "too_deep", "max_depth": 32}
+    assert body["correlation_id"] and r.headers["X-Correlation-Id"] == body["correlation_id"]

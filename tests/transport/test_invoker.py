@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import io
 import json
+from collections.abc import Iterator
 from typing import Any
 
+import pytest
 from botocore.exceptions import ClientError
 
 from fleetmem.adapters.aws.invoker import LambdaInvoker
@@ -122,3 +124,90 @@ def test_the_edge_waits_for_each_verb_only_as_long_as_that_verb_can_take() -> No
     assert remote.client_for("delta").meta.config.read_timeout == 11
     assert remote.client_for("recall").meta.config.read_timeout == 16
     assert remote.client_for("remember").meta.config.read_timeout == 26
+
+
+class InvokeEndpoint:
+    """The Lambda Invoke API's error answers on 127.0.0.1 for a real boto3 client (the service
+    cannot run here): every request is counted; `throttle` answers the service's 429
+    TooManyRequestsException, otherwise the answer is held until the endpoint closes (a verb
+    slower than the edge's deadline)."""
+
+    def __init__(self, *, throttle: bool) -> None:
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        self.requests = 0
+        self.released = threading.Event()
+        endpoint = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_POST(self) -> None:
+                self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                endpoint.requests += 1
+                if throttle:
+                    raw = json.dumps({"Type": "User", "message": "Rate Exceeded."}).encode()
+                    self.send_response(429)
+                    self.send_header("x-amzn-ErrorType", "TooManyRequestsException")
+                else:
+                    endpoint.released.wait(timeout=60)
+                    raw = b"{}"
+                    self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(raw)))
+                self.end_headers()
+                try:
+                    self.wfile.write(raw)
+                except OSError:
+                    self.close_connection = True
+
+            def log_message(self, *args: Any) -> None:
+                return None
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def close(self) -> None:
+        self.released.set()
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def invoke_endpoint(monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) -> Iterator[InvokeEndpoint]:
+    import fleetmem.adapters.aws as aws
+
+    endpoint = InvokeEndpoint(throttle=request.param == "throttle")
+    monkeypatch.setattr(aws, "_shared_clients", {})  # clients built for this endpoint only
+    monkeypatch.setenv("AWS_ENDPOINT_URL_LAMBDA", endpoint.url)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "test")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "test")
+    monkeypatch.delenv("AWS_PROFILE", raising=False)
+    yield endpoint
+    endpoint.close()
+
+
+@pytest.mark.parametrize("invoke_endpoint", ["throttle"], indirect=True)
+def test_a_throttled_invoke_is_sent_once_and_answers_unavailable_at_once(invoke_endpoint, remote_caller) -> None:
+    """The edge's own Lambda client (built as deployed, no injection) makes one attempt: botocore's
+    default would retry the 429 three times with backoff before the edge could answer."""
+    remote = LambdaInvoker(lambda tool: f"fleetmem-test-{tool}", region="us-east-1", deadlines={"remember": 16})
+    r = remote.invoke("remember", REMEMBER, remote_caller, "c_th")
+    assert invoke_endpoint.requests == 1
+    assert r.body["code"] == "unavailable" and r.body["detail"]["reason"] == "throttled"
+    assert r.body["fix"]["next"] == "wait" and r.body["fix"]["retry_after_seconds"] >= 1
+
+
+@pytest.mark.parametrize("invoke_endpoint", ["slow"], indirect=True)
+def test_an_invoke_past_the_verbs_deadline_is_sent_once_and_answers_unavailable(invoke_endpoint, remote_caller) -> None:
+    """A verb that does not answer within its deadline (1 s here) is not invoked again (a retried
+    remember could run twice) and the caller gets `unavailable` with a wait fix, not `internal`."""
+    remote = LambdaInvoker(lambda tool: f"fleetmem-test-{tool}", region="us-east-1", deadlines={"remember": 1})
+    r = remote.invoke("remember", REMEMBER, remote_caller, "c_slow")
+    assert invoke_endpoint.requests == 1
+    assert r.body["code"] == "unavailable" and r.body["detail"]["reason"] == "timeout"
+    assert r.body["fix"]["next"] == "wait" and r.body["fix"]["retry_after_seconds"] >= 1
+    assert r.body["fix"]["mcp"] == {"tool": "remember", "arguments": REMEMBER}

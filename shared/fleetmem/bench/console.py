@@ -30,7 +30,7 @@ from fleetmem.tokens import create_client
 from fleetmem.transport.dispatch import dispatch
 from fleetmem.transport.http_local import build_local_app
 from fleetmem.web import Console, ToolClient
-from fleetmem.web.sessions import COOKIE
+from fleetmem.web.sessions import cookie_names
 
 TENANT = "bench"
 
@@ -51,7 +51,7 @@ async def _measure(console: Console, token: str, paths: list[str], runs: int) ->
         transport=httpx2.ASGITransport(
             app=Starlette(routes=[Mount("/console", app=console.app())]), client=("127.0.0.1", 0)
         ),
-        base_url="http://127.0.0.1:1", cookies={COOKIE: session.id},
+        base_url="http://127.0.0.1:1", cookies={cookie_names(1)[0]: session.id},
     )
     out: dict[str, dict[str, Any]] = {}
     try:

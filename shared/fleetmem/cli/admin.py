@@ -132,10 +132,11 @@ def cmd_status(args: argparse.Namespace, out: Output) -> int:
     problems: list[str] = []
     from fleetmem.adapters.aws import sdk_client
 
-    ddb = sdk_client("dynamodb", region=settings.aws.region)
+    ddb = sdk_client("admin_tables", region=settings.aws.region)
     doc["tables"] = _table_counts(ddb, settings.aws.table_prefix, exact=args.exact, problems=problems)
     doc["index"]["documents"] = _index_counts(search, problems)
-    doc["index_lag"] = _lag(doc["tables"], doc["index"]["documents"], ddb, settings.aws.table_prefix, args.exact)
+    indexed = _index_ids(search, problems) if args.exact and doc["index"]["documents"] is not None else None
+    doc["index_lag"] = _lag(doc["tables"], indexed, ddb, settings.aws.table_prefix, args.exact)
     try:
         doc["kept_for_replay"] = replay_queue(settings).count()
     except CommandFailed as exc:
@@ -181,6 +182,15 @@ def _scan_count(ddb: Any, **req: Any) -> int:
             return n
 
 
+def _index_ids(search: Any, problems: list[str]) -> dict[str, Any] | None:
+    """{"keys": every `doc_key` in the index}, or None (a problem noted) when the index does not answer."""
+    try:
+        return {"keys": _index_doc_keys(search)}
+    except Exception as exc:
+        problems.append(f"search index {search.index}: {type(exc).__name__}")
+        return None
+
+
 def _index_counts(search: Any, problems: list[str]) -> dict[str, Any] | None:
     """Documents in the index: facts, chunks, and the pages the chunks belong to (approximate)."""
     body = {
@@ -203,35 +213,96 @@ def _index_counts(search: Any, problems: list[str]) -> dict[str, Any] | None:
     }
 
 
-def _lag(tables: dict[str, Any], docs: dict[str, Any] | None, ddb: Any, prefix: str, exact: bool) -> dict[str, Any]:
-    """Index lag from the CLI: searchable facts and pages in the tables against documents in the
-    index (exact with `--exact`: counting Scans of facts neither expired nor superseded, and of
-    page rows). The indexer's own measure, per batch, is the `SearchLagSeconds` metric."""
+def _lag(tables: dict[str, Any], indexed: dict[str, Any] | None, ddb: Any, prefix: str, exact: bool) -> dict[str, Any]:
+    """Index lag from the CLI. With `--exact`: the ids, per tenant, of the documents the tables'
+    items make (facts neither expired nor superseded, every chunk of every page) against the ids
+    of the documents in the index, so a document the index should not hold can never offset one
+    it misses: `missing` (in the tables, not in the index) and `extra` (in the index, made by no
+    item) are counted apart. The indexer's own measure, per batch, is the `SearchLagSeconds` metric."""
     lag: dict[str, Any] = {"metric": "SearchLagSeconds (CloudWatch, the stage's metrics namespace)"}
-    if not exact or docs is None:
-        lag["note"] = "run with --exact to compare searchable items in the tables with documents in the index"
+    if not exact or indexed is None:
+        lag["note"] = "run with --exact to compare the documents the tables' items make with those in the index"
         return lag
-    from fleetmem.adapters.aws.tables import FACTS, PAGES
+    return {**lag, **_compare_ids(_table_doc_keys(ddb, prefix), indexed["keys"])}
 
-    facts = _scan_count(
-        ddb,
-        TableName=FACTS.physical_name(prefix),
-        FilterExpression="typ = :f AND attribute_not_exists(expired_at) AND attribute_not_exists(superseded_by)",
-        ExpressionAttributeValues={":f": {"S": "fact"}},
-    )
-    pages = _scan_count(
-        ddb,
-        TableName=PAGES.physical_name(prefix),
-        FilterExpression="sk = :p AND typ = :t",
-        ExpressionAttributeValues={":p": {"S": "P"}, ":t": {"S": "page"}},
-    )
-    lag.update(
-        {
-            "facts": {"tables": facts, "index": docs["facts"], "missing": max(0, facts - docs["facts"])},
-            "pages": {"tables": pages, "index": docs["pages"], "missing": max(0, pages - docs["pages"])},
+
+#: Per tenant with a difference, at most this many ids of each kind are listed (all are counted).
+_SHOWN_IDS = 5
+
+
+def _compare_ids(expected: set[str], indexed: set[str]) -> dict[str, Any]:
+    """`doc_key`s (`tenant|doc_id`) the tables make vs those the index holds -> counts per kind of
+    document (`facts`, `chunks`) and, per tenant that differs, its missing and extra ids."""
+    out: dict[str, Any] = {}
+    for kind in ("fact", "chunk"):
+        want = {k for k in expected if k.split("|", 1)[1].startswith(kind + ":")}
+        have = {k for k in indexed if k.split("|", 1)[-1].startswith(kind + ":")}
+        out[kind + "s"] = {
+            "tables": len(want), "index": len(have), "missing": len(want - have), "extra": len(have - want)
         }
-    )
-    return lag
+    tenants: dict[str, dict[str, Any]] = {}
+    for label, keys in (("missing", expected - indexed), ("extra", indexed - expected)):
+        for key in sorted(keys):
+            tenant, _, doc_id = key.partition("|")
+            row = tenants.setdefault(tenant, {"missing": 0, "extra": 0, "missing_ids": [], "extra_ids": []})
+            row[label] += 1
+            if len(row[label + "_ids"]) < _SHOWN_IDS:
+                row[label + "_ids"].append(doc_id)
+    out["tenants"] = tenants
+    out["consistent"] = not tenants
+    return out
+
+
+def _table_doc_keys(ddb: Any, prefix: str) -> set[str]:
+    """The `doc_key` of every document the tables' items make, as the stream indexer builds them:
+    one per fact neither expired nor superseded, every chunk of every page (Scans of both tables;
+    a row whose tenant no key can hold makes none, as the indexer indexes none)."""
+    from fleetmem.adapters.aws.dynamo import answers, from_ddb
+    from fleetmem.adapters.aws.opensearch_bodies import doc_key
+    from fleetmem.adapters.aws.pages import item_to_page
+    from fleetmem.adapters.aws.tables import FACTS, PAGES
+    from fleetmem.memory.indexing import docs_for_page, fact_doc_id
+    from fleetmem.tokens import id_problem
+
+    keys: set[str] = set()
+    facts = {
+        "TableName": FACTS.physical_name(prefix),
+        "FilterExpression": "typ = :f AND attribute_not_exists(expired_at) AND attribute_not_exists(superseded_by)",
+        "ProjectionExpression": "#t, fact_id",
+        "ExpressionAttributeNames": {"#t": "tenant"},
+        "ExpressionAttributeValues": {":f": {"S": "fact"}},
+    }
+    for out in answers(ddb.scan, facts):
+        for item in map(from_ddb, out.get("Items", [])):
+            if item and not id_problem("tenant", str(item["tenant"])):
+                keys.add(doc_key(str(item["tenant"]), fact_doc_id(str(item["fact_id"]))))
+    pages = {
+        "TableName": PAGES.physical_name(prefix),
+        "FilterExpression": "sk = :p AND typ = :t",
+        "ExpressionAttributeValues": {":p": {"S": "P"}, ":t": {"S": "page"}},
+    }
+    for out in answers(ddb.scan, pages):
+        for item in map(from_ddb, out.get("Items", [])):
+            if item and not id_problem("tenant", str(item["tenant"])):
+                keys.update(doc_key(d.tenant, d.doc_id) for d in docs_for_page(item_to_page(item)))
+    return keys
+
+
+def _index_doc_keys(search: Any) -> set[str]:
+    """Every `doc_key` in the index (a composite aggregation, 1,000 a page)."""
+    keys: set[str] = set()
+    after: dict[str, Any] | None = None
+    while True:
+        composite: dict[str, Any] = {"size": 1000, "sources": [{"k": {"terms": {"field": "doc_key"}}}]}
+        if after:
+            composite["after"] = after
+        body = {"size": 0, "aggs": {"keys": {"composite": composite}}}
+        out = search.client.search(index=search.index, body=body, allow_no_indices=True, ignore_unavailable=True)
+        agg = out.get("aggregations", {}).get("keys", {})
+        keys.update(str(b["key"]["k"]) for b in agg.get("buckets", []))
+        after = agg.get("after_key")
+        if not after or not agg.get("buckets"):
+            return keys
 
 
 def _function_versions(settings: Any, problems: list[str]) -> list[dict[str, Any]] | None:
@@ -241,7 +312,7 @@ def _function_versions(settings: Any, problems: list[str]) -> list[dict[str, Any
 
     prefix = f"{settings.aws.table_prefix}-"
     try:
-        lam = sdk_client("lambda", region=settings.aws.region)
+        lam = sdk_client("admin_functions", region=settings.aws.region)
         found = []
         for page in lam.get_paginator("list_functions").paginate():
             found += [f for f in page.get("Functions", []) if str(f.get("FunctionName", "")).startswith(prefix)]
@@ -275,12 +346,19 @@ def _print_status(out: Output, doc: dict[str, Any]) -> None:
         )
     lag = doc["index_lag"]
     if "facts" in lag:
-        for kind in ("facts", "pages"):
+        for kind in ("facts", "chunks"):
             row = lag[kind]
             out.text(
-                f"  index lag, {kind}: {row['tables']} searchable in the tables, {row['index']} in the index, "
-                f"{row['missing']} missing"
+                f"  index by id, {kind}: {row['tables']} the tables make, {row['index']} in the index, "
+                f"{row['missing']} missing, {row['extra']} made by no item"
             )
+        for tenant, row in sorted(lag["tenants"].items()):
+            out.text(
+                f"    tenant {tenant}: {row['missing']} missing (e.g. {', '.join(row['missing_ids']) or '-'}), "
+                f"{row['extra']} extra (e.g. {', '.join(row['extra_ids']) or '-'})"
+            )
+        if lag["consistent"]:
+            out.text("  the index holds exactly the documents the tables' items make")
     else:
         out.text(f"  index lag: {lag['note']}; per batch: the {lag['metric']} metric")
     kept = doc["kept_for_replay"]
@@ -565,9 +643,9 @@ def cmd_preflight(args: argparse.Namespace, out: Output) -> int:
     cfg = _deploy_config(args.config)
     models = [m for m in (cfg.embedding.model, cfg.llm.model) if m]
     checks = preflight_checks(
-        apigateway=sdk_client("apigateway", region=cfg.region),
-        iam=sdk_client("iam", region=cfg.region),
-        bedrock=sdk_client("bedrock", region=cfg.region),
+        apigateway=sdk_client("preflight_apigateway", region=cfg.region),
+        iam=sdk_client("preflight_iam", region=cfg.region),
+        bedrock=sdk_client("preflight_bedrock", region=cfg.region),
         creates_cloud_watch_role=cfg.api.cloud_watch_role,
         models=models,
     )

@@ -60,6 +60,9 @@ def add_commands(sub: Any, common: Parser) -> None:
         if action == "install":
             add_remote_options(p, HOOK_TIMEOUT_S)
             p.add_argument(
+                "--force", action="store_true", help="install even into a fleetmem source checkout"
+            )
+            p.add_argument(
                 "--hook-timeout", type=int, default=None, metavar="SECONDS", help="the harness's kill timeout"
             )
         p.add_argument("--json", action="store_true")
@@ -178,14 +181,57 @@ def _project(args: argparse.Namespace) -> Path:
     return project
 
 
+def _is_fleetmem_checkout(project: Path) -> bool:
+    """The directory is a fleetmem source checkout (its pyproject.toml declares the project)."""
+    import tomllib
+
+    try:
+        doc = tomllib.loads((project / "pyproject.toml").read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return False
+    return (doc.get("project") or {}).get("name") == "fleetmem"
+
+
+def _project_names_endpoint(project: Path, args: argparse.Namespace) -> bool:
+    """Check the endpoint the project's `.fleetmem.json` names (the hook uses it when the command
+    line names none); True when the file names one, so the hook will not use the default store."""
+    from fleetmem.hooks.claude_code import ProjectConfig
+    from fleetmem.lanes import data_dir_failure, settings_from, store_state
+    from fleetmem.remote import resolve_endpoint
+
+    cfg = ProjectConfig.find(project)
+    if cfg.url or cfg.profile:
+        resolve_endpoint(
+            url=cfg.url, token_file=cfg.token_file, profile=cfg.profile, profile_source=f'"profile" in {cfg.path}'
+        )
+        return True
+    if cfg.data_dir:
+        settings = settings_from(args, data_dir=cfg.data_dir)
+        if (state := store_state(settings)) != "ok":
+            raise data_dir_failure(settings, state)
+        return True
+    return False
+
+
 def cmd_hook_install(args: argparse.Namespace, out: Output) -> int:
+    from fleetmem.config import ENV_DATA_DIR
     from fleetmem.hooks.claude_code import HARNESS_TIMEOUT_S, install
     from fleetmem.lanes import data_dir_failure, settings_from, store_state
     from fleetmem.remote import endpoint_from_args
 
+    project = _project(args)
+    if _is_fleetmem_checkout(project) and not args.force:
+        raise CommandFailed.usage(
+            f"{project} is the fleetmem source checkout, not a project of yours: the hooks would run "
+            "only for sessions opened in this clone; nothing was written.",
+            "Run it for the project your agent works in: fleetmem hook install --harness claude-code "
+            "--project ~/path/to/your-project (or pass --force to install into this checkout anyway)",
+            code="usage",
+        )
     # What the hook will use must work now, not fail quietly in every session: an endpoint without
     # a token, an unknown profile or a data directory without a memory is refused here with its fix.
     notes: list[str] = []
+    env: dict[str, str] = {}
     if args.url or args.profile:
         endpoint_from_args(args)
         if args.url and not args.token_file:
@@ -197,6 +243,15 @@ def cmd_hook_install(args: argparse.Namespace, out: Output) -> int:
         settings = settings_from(args)
         if (state := store_state(settings)) != "ok":
             raise data_dir_failure(settings, state)
+    else:
+        project_decides = _project_names_endpoint(project, args)
+        if os.environ.get(ENV_DATA_DIR):
+            # The data directory `fleetmem serve` uses in this shell; Claude Code's environment need
+            # not carry the variable, so the hook gets it pinned (a default: .fleetmem.json still wins).
+            settings = settings_from(args)
+            if not project_decides and (state := store_state(settings)) != "ok":
+                raise data_dir_failure(settings, state)
+            env[ENV_DATA_DIR] = str(Path(settings.data_dir).expanduser().resolve())
     extra: list[str] = []
     if args.url:
         extra += ["--url", args.url]
@@ -208,7 +263,7 @@ def cmd_hook_install(args: argparse.Namespace, out: Output) -> int:
         extra += ["--data-dir", str(Path(args.data_dir).expanduser().resolve())]
     if args.timeout:
         extra += ["--timeout", f"{args.timeout:g}"]
-    report = install(_project(args), extra, args.hook_timeout or HARNESS_TIMEOUT_S)
+    report = install(project, extra, args.hook_timeout or HARNESS_TIMEOUT_S, env)
     report["notes"] = notes
     if out.as_json:
         out.document(report)

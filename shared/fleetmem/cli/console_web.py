@@ -57,7 +57,7 @@ def _check(base: str, token: str) -> dict[str, Any]:
         raise CommandFailed(
             exc.code if exc.code in {"unauthorized", "unavailable"} else "unavailable",
             f"The stage at {base} refused the profile's token: {exc.message}",
-            exc.suggestion or "Check the profile's token file (fleetmem profile list) and the stage URL.",
+            "Check the profile's token file (fleetmem profile list) and the stage URL.",
         ) from None
 
 

@@ -354,7 +354,7 @@ def _delete_tenant_aws(args: argparse.Namespace, out: Output, settings: Any) -> 
         nothing="deleted",
     )
     tables = TenantTables(stores.aws.dynamodb, settings.aws.table_prefix)
-    queues = TenantQueues(sdk_client("sqs", region=settings.aws.region), settings.aws.table_prefix)
+    queues = TenantQueues(sdk_client("tenant_queues", region=settings.aws.region), settings.aws.table_prefix)
     tenant = args.tenant
 
     def count(confirm: bool = False, with_queues: bool = False) -> dict[str, int]:

@@ -54,7 +54,7 @@ def replay_queue(settings: Any) -> Any:
     from fleetmem.adapters.aws.replay import ENV_REPLAY_QUEUE_URL, ReplayQueue, queue_name
 
     try:
-        return ReplayQueue.for_stage(sdk_client("sqs", region=settings.aws.region), settings.aws.table_prefix)
+        return ReplayQueue.for_stage(sdk_client("replay", region=settings.aws.region), settings.aws.table_prefix)
     except Exception as exc:
         raise CommandFailed(
             "unavailable",

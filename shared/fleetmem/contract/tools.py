@@ -1,7 +1,7 @@
-"""A tool as callers see it: its complete input schema (the parameters model's JSON schema plus the
-`idempotency_key` a writing tool takes, D2) and its result schema. MCP tools/list, `/v1`'s OpenAPI
-document and the CLI's options are all read from here, so they name the same parameters in the
-same words."""
+"""A tool as callers see it: its human title, its complete input schema (the parameters model's
+JSON schema plus the `idempotency_key` a writing tool takes, D2) and its result schema. MCP
+tools/list, `/v1`'s OpenAPI document and the CLI's options are all read from here, so they name
+the same parameters in the same words."""
 
 from __future__ import annotations
 
@@ -34,3 +34,42 @@ def tool_schema(spec: ToolSpec) -> dict[str, Any]:
 def result_schema(spec: ToolSpec) -> dict[str, Any]:
     """The JSON schema of the tool's success body (as serialized)."""
     return spec.result.model_json_schema(mode="serialization")
+
+
+#: The display name of each tool (MCP `Tool.title`: what a client's tool picker or a connector
+#: directory shows; `name` stays the identifier). A registered tool without one fails its test.
+TOOL_TITLES: dict[str, str] = {
+    "recall": "Recall memories",
+    "remember": "Remember a fact",
+    "entity": "Look up an entity",
+    "synthesize": "Synthesize an answer",
+    "forget": "Forget a fact",
+    "context_pack": "Build a context pack",
+    "delta": "What changed since",
+    "get_page": "Read a page",
+    "put_page": "Write a page",
+    "delete_page": "Delete a page",
+    "list_pages": "List pages",
+    "list_facts": "List facts",
+    "list_followers": "List delta followers",
+    "trace_fact": "Trace a fact",
+    "purge_fact": "Purge a fact",
+    "memory_stats": "Memory statistics",
+    "whoami": "Who am I",
+    "create_token": "Create an access token",
+    "list_tokens": "List access tokens",
+    "revoke_token": "Revoke an access token",
+}
+
+
+def tool_title(spec: ToolSpec) -> str:
+    """The tool's human title (its name, spaced, for a tool the table does not know yet)."""
+    return TOOL_TITLES.get(spec.name) or spec.name.replace("_", " ").capitalize()
+
+
+def output_schema(spec: ToolSpec) -> dict[str, Any]:
+    """The JSON schema a successful call's `structuredContent` conforms to (MCP `outputSchema`):
+    the result model's, which is an object schema. An error result carries no structured content."""
+    schema = result_schema(spec)
+    schema.setdefault("type", "object")
+    return schema

@@ -17,8 +17,10 @@ window's standing entities: candidate names from the transcript tail, resolved t
 (only `found: true` is banked), kept per session id (at most 8 per session, 200 sessions).
 
 The hook never blocks or breaks the harness: any failure (server down, bad token, timeout, bad
-input, bad config) prints nothing on stdout, logs one line on stderr and in the state directory's
-`hook.log`, and exits 0.
+input, bad config) injects nothing, logs one line on stderr and in the state directory's
+`hook.log`, and exits 0. A configuration that cannot work in any session (an unknown profile, an
+endpoint without a token, a data directory without a memory) also prints `{"systemMessage": …}`
+with the fix, which Claude Code shows to the user; a down or slow server prints nothing.
 """
 
 from __future__ import annotations
@@ -101,7 +103,7 @@ class ProjectConfig:
         cfg = cls(path=path)
         try:
             raw = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError) as exc:
+        except (OSError, json.JSONDecodeError, RecursionError) as exc:
             cfg.problems.append(f"{path} is unreadable ({type(exc).__name__}); using defaults")
             return cfg
         if not isinstance(raw, dict):
@@ -269,11 +271,14 @@ def _lane_for(args: Any, cfg: ProjectConfig, timeout: float) -> Any:
     token_file = getattr(args, "token_file", None)
     profile = getattr(args, "profile", None)
     data_dir = getattr(args, "data_dir", None)
+    source = "--profile"
     if not (url or profile or data_dir):  # nothing on the command line: the project's config
         url, profile, data_dir = cfg.url, cfg.profile, cfg.data_dir
         token_file = token_file or cfg.token_file
+        source = f'"profile" in {cfg.path}'
     endpoint = resolve_endpoint(
-        url=url, token_file=token_file, profile=profile, timeout=timeout, local_requested=bool(data_dir)
+        url=url, token_file=token_file, profile=profile, timeout=timeout, local_requested=bool(data_dir),
+        profile_source=source,
     )
     if endpoint is not None:
         return RemoteLane(endpoint)
@@ -304,7 +309,7 @@ def run_hook(args: Any, stdin_text: str) -> str | None:
     """The stdout document for one hook event, or None. Never raises."""
     try:
         event = json.loads(stdin_text) if stdin_text.strip() else {}
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, RecursionError):  # RecursionError: nested too deep to parse
         event = None
     if not isinstance(event, dict):
         HookLog("?", "").failure("the hook input on stdin is not a JSON object")
@@ -346,7 +351,25 @@ def run_hook(args: Any, stdin_text: str) -> str | None:
         log.failure(str(exc))
     except Exception as exc:
         log.failure(_describe(exc))
+        if _misconfigured(exc):
+            return json.dumps({"systemMessage": _system_message(exc)}, ensure_ascii=False)
     return None
+
+
+def _misconfigured(exc: BaseException) -> bool:
+    """A configuration that cannot work in any session (an unknown profile, an endpoint without a
+    token, a data directory without a memory), as opposed to a down or slow server."""
+    from fleetmem.console import EXIT_USAGE, CommandFailed
+
+    return isinstance(exc, CommandFailed) and exc.exit_code == EXIT_USAGE
+
+
+def _system_message(exc: Any) -> str:
+    """Claude Code shows a hook's `systemMessage` to the user (exit 0, the session goes on): the
+    one place a misconfigured hook is seen without reading hook.log."""
+    from fleetmem.invocation import in_text
+
+    return in_text(f"fleetmem hook: {exc.message} Fix: {exc.suggestion} (nothing was injected)")
 
 
 def _describe(exc: BaseException) -> str:
@@ -363,12 +386,15 @@ def _describe(exc: BaseException) -> str:
 # --------------------------------------------------------------------------- install / uninstall
 
 
-def hook_command(extra: list[str]) -> str:
+def hook_command(extra: list[str], env: dict[str, str] | None = None) -> str:
     """The hook's command line: this installation by absolute path (it goes into the personal,
-    uncommitted settings file, so the path of this clone is right there and nowhere else)."""
+    uncommitted settings file, so the path of this clone is right there and nowhere else). `env`
+    is set for the hook alone (`env NAME=VALUE …`): a default the options and the project's
+    `.fleetmem.json` still override, as they override the same variable in a shell."""
     from fleetmem.invocation import installed_command
 
-    return shlex.join([*installed_command(), *HOOK_SUBCOMMAND.split(), *extra])
+    prefix = ["env", *(f"{k}={v}" for k, v in sorted((env or {}).items()))] if env else []
+    return shlex.join([*prefix, *installed_command(), *HOOK_SUBCOMMAND.split(), *extra])
 
 
 def is_ours(handler: Any) -> bool:
@@ -386,7 +412,7 @@ def _read_settings(path: Path) -> dict[str, Any]:
         return {}
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
+    except (OSError, json.JSONDecodeError, RecursionError) as exc:
         raise CommandFailed(
             "invalid_params",
             f"{path} is not valid JSON ({type(exc).__name__}: {exc}); nothing was changed.",
@@ -460,7 +486,9 @@ def _load(path: Path) -> tuple[dict[str, Any], str | None]:
     return _read_settings(path), old_text
 
 
-def install(project: Path, extra_args: list[str], timeout_s: int = HARNESS_TIMEOUT_S) -> dict[str, Any]:
+def install(
+    project: Path, extra_args: list[str], timeout_s: int = HARNESS_TIMEOUT_S, env: dict[str, str] | None = None
+) -> dict[str, Any]:
     """Merge our SessionStart and PreCompact hooks into the project's .claude/settings.local.json,
     and take any earlier fleetmem hooks out of the committed .claude/settings.json."""
     path, shared = settings_path(project), settings_path(project, SHARED_SETTINGS)
@@ -468,7 +496,7 @@ def install(project: Path, extra_args: list[str], timeout_s: int = HARNESS_TIMEO
     shared_doc, shared_text = _load(shared)  # both are read before either is changed
     moved, shared_backup = _take_ours_out(shared, shared_doc, shared_text)
     hooks, replaced = _without_ours(doc.get("hooks") or {})
-    command = hook_command(extra_args)
+    command = hook_command(extra_args, env)
     handler = {"type": "command", "command": command, "timeout": timeout_s}
     for event, matcher in (("SessionStart", SESSION_START_MATCHER), ("PreCompact", PRE_COMPACT_MATCHER)):
         hooks.setdefault(event, []).append({"matcher": matcher, "hooks": [dict(handler)]})

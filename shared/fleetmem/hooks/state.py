@@ -46,7 +46,7 @@ class StateFile:
     def _read(self) -> dict[str, dict[str, Any]]:
         try:
             doc = json.loads(self.path.read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError):
+        except (OSError, json.JSONDecodeError, RecursionError):
             return {}  # absent or damaged: state is a cache of hints, start over
         entries = doc.get("entries") if isinstance(doc, dict) else None
         return {k: v for k, v in (entries or {}).items() if isinstance(v, dict)}

@@ -87,7 +87,7 @@ def read_tail_texts(path: str | os.PathLike[str], max_bytes: int = DEFAULT_TAIL_
     for line in data.splitlines():
         try:
             record = json.loads(line)
-        except (json.JSONDecodeError, UnicodeDecodeError):
+        except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
             continue
         if isinstance(record, dict):
             texts += record_texts(record)

@@ -11,8 +11,12 @@ Public API: `DeltaPack`, `pack_delta(since, items, threads, *, overflow, budget)
 - When not even the first pending item fits whole, a page or fact is cut to the room the block
   leaves (`truncated: true`, the same cut in the JSON and the text; a fact ends with "…", a page
   title too), so a wake with something pending delivers something. A retraction is never cut.
-  When the frame leaves no room for even one character of it, nothing is delivered and `needed`
-  is the smallest budget that shows the first pending item whole (the caller's fix).
+  When the frame leaves no room for even one character of it (budgets below about 80 tokens),
+  the text is the cut item alone, without the frame: its words (a fact) or title and slug (a
+  page), the same cut as the JSON's, so the session still progresses (D14) and the text still
+  shows what the wake delivers (D16: at most the budget). Only an item that cannot be cut (a
+  retraction) is then not delivered, and `needed` is the smallest budget that shows it whole (the
+  caller's fix).
 - Threads are not positions the cursor passes (they are read again from `since` on every wake):
   threads left out count in `dropped` but do not make the wake incomplete.
 - `has_more` in the text is `overflow` (a fetch limit or the deadline held items back) or any
@@ -77,6 +81,27 @@ def _cut(item: dict, room: int) -> dict | None:
     return None
 
 
+def _bare(item: dict, budget: int) -> tuple[dict, str] | None:
+    """Below the frame (D14: a session always progresses): the first item cut to the budget, its
+    text the cut content alone (a fact's words, a page's title and slug), so the text still shows
+    what the JSON delivers and costs at most the budget. None when the item cannot be cut (a
+    retraction) or the budget holds not even one character and the marker."""
+    def content(it: dict) -> str:
+        if delta_section(it) == 1:
+            return " ".join(it["fact"].split())
+        return " ".join(part for part in (" ".join(it["title"].split()), it["slug"]) if part)
+
+    if delta_section(item) != 2 and budget_rule.cost(whole := content(item)) <= budget:
+        return item, whole
+    room = 4 * budget
+    while (cut := _cut(item, room)) is not None:
+        text = content(cut)
+        if text and budget_rule.cost(text) <= budget:
+            return cut, text
+        room -= 1
+    return None
+
+
 def pack_delta(
     since: str, items: Sequence[dict], threads: Sequence[dict], *, overflow: bool, budget: int | None
 ) -> DeltaPack:
@@ -104,7 +129,12 @@ def pack_delta(
                 break
             room -= 1  # whitespace folding or a cut slug: recheck one character shorter
         else:
-            needed = budget_rule.cost(whole)
+            bare = _bare(items[0], budget)
+            if bare is None:
+                needed = budget_rule.cost(whole)
+            else:
+                items[0], text = bare
+                shown = 1
     taken = min(shown, n)
     return DeltaPack(
         items=items[:taken], threads=list(threads[: max(0, shown - n)]), text=text, dropped=total - shown,

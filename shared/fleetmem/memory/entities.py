@@ -24,8 +24,13 @@ Public functions:
 - `canonicalize_entity(deps, tenant, name, *, world_only=True) -> EntityTarget`: `resolve_entity`'s
   target alone (the suffix rank, which never decides a target, is not looked up).
 - `require_slug(tool, name, target)`: raises `invalid_params` when a name of at most TITLE_MAX
-  characters resolved to no page and has no letter or digit to make a slug from ("!!!///???"):
-  such a fact could never be found by entity. The fix says what to pass instead (no guessed call).
+  characters resolved to no page and either is a path ("../../etc/passwd": a "." or ".." segment
+  or a backslash, `slugs.path_slug_error`; slugifying it would file the fact under the folded
+  "etc/passwd") or has no letter or digit to make a slug from ("!!!///???": such a fact could
+  never be found by entity). The fix says what to pass instead (no guessed call).
+- `filter_slug(deps, tool, tenant, name, *, world_only) -> str`: THE entity filter of the reads
+  (recall's facts arm, list_facts): the name resolved as remember files it, checked by
+  `require_slug`; "" when it can name nothing (longer than TITLE_MAX), which matches no fact.
 - `near_misses(deps, tenant, name, *, world_only, exclude=()) -> list[dict]`: up to 3
   near-misses `{slug, title, type, create_safety}`: pages sharing a word with the name, or with a
   word of title/alias/slug that STARTS with a word of the name ("Pri" -> "Priya Raman"); a
@@ -52,7 +57,7 @@ from datetime import UTC, datetime
 
 from fleetmem.errors import PortError, caller_error
 from fleetmem.memory.cards import fact_entity_head
-from fleetmem.memory.slugs import ascii_slug, last_segment, normalize_alias, slugify
+from fleetmem.memory.slugs import ascii_slug, is_path_like, last_segment, normalize_alias, path_slug_error, slugify
 from fleetmem.models import PageHead, PageMatch, SearchQuery
 from fleetmem.ports import Deps
 from fleetmem.protocol import SUGGESTIONS_MAX, TITLE_MAX
@@ -247,7 +252,11 @@ def canonicalize_entity(deps: Deps, tenant: str, name: str, *, world_only: bool 
 
 def require_slug(tool: str, name: str, target: EntityTarget) -> None:
     raw = name.strip()
-    if target.slug or target.page is not None or not raw or len(raw) > TITLE_MAX:
+    if target.page is not None or not raw or len(raw) > TITLE_MAX:
+        return
+    if is_path_like(raw):
+        raise path_slug_error("entity", raw, field="entity")
+    if target.slug:
         return
     shown = raw[:60]
     why = (
@@ -264,6 +273,12 @@ def require_slug(tool: str, name: str, target: EntityTarget) -> None:
         problem=f"entity {shown!r} has no letter or digit.",
         cause=why, instead=instead, field="entity", reason="no_slug",
     )
+
+
+def filter_slug(deps: Deps, tool: str, tenant: str, name: str, *, world_only: bool) -> str:
+    target = canonicalize_entity(deps, tenant, name.strip(), world_only=world_only)
+    require_slug(tool, name, target)
+    return target.slug
 
 
 def parse_entity_list(text: str | None, cap: int) -> list[str]:

@@ -8,6 +8,10 @@
   rejected value and the current time; `NO_FIX` for none, `DROP` to leave the field out).
 - `Budget`, `Limit`, `ChangePosition`, `Since`/`SinceText`, `VisibilityArg`: the shared typed fields
   (D4 budget, per-call limit, delta positions, ISO `since`, world|private).
+- `is_blank(text)`: the one test of "this text says nothing" for a required text: only whitespace,
+  format characters (zero-width space, ZWNJ, ZWJ, BOM, word joiner, bidi marks, tags), controls,
+  variation selectors and the blank filler letters (Hangul fillers, Braille blank). `str.strip()`
+  alone keeps "\u200b", so a zero-width fact or provenance would pass as text.
 
 Strict parameters (docs/protocol.md, D18): every `Params` model validates strictly. An integer is a
 JSON integer (a number without a fractional part; never a string or a boolean) within the bounds its
@@ -21,6 +25,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import unicodedata
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -50,6 +55,25 @@ _FROM_DEFAULT: Any = object()
 
 #: pydantic error types that are their own envelope code (the rest are `invalid_params`).
 _OWN_CODES = frozenset({"provenance_required"})
+
+
+#: Unicode categories that show nothing on their own: controls, format characters (zero-width
+#: space and joiners, BOM, bidi marks, tags) and separators.
+_BLANK_CATEGORIES = frozenset({"Cc", "Cf", "Zs", "Zl", "Zp"})
+#: Code points of other categories that render as nothing: the combining grapheme joiner,
+#: variation selectors, the Hangul fillers and the Braille blank.
+_BLANK_CHARS = frozenset(
+    {"\u034f", "\u115f", "\u1160", "\u2800", "\u3164", "\uffa0"}
+    | {chr(c) for c in range(0xFE00, 0xFE10)}
+    | {chr(c) for c in range(0xE0100, 0xE01F0)}
+)
+
+
+def is_blank(text: str) -> bool:
+    """True when `text` holds nothing a reader could see (see the module docstring); "" is blank."""
+    return all(
+        ch.isspace() or ch in _BLANK_CHARS or unicodedata.category(ch) in _BLANK_CATEGORIES for ch in text
+    )
 
 
 @dataclass(frozen=True)

@@ -13,8 +13,9 @@ Public functions:
 - `is_canonical_slug(slug) -> bool`: non-empty and already equal to its slugified form.
 - `is_path_like(slug) -> bool`: a "." or ".." path segment or a backslash: a file-system path, not a
   slug. Writers refuse it without guessing a slug (folding "../../x" to "x" would change its meaning).
-- `path_slug_error(what, value) -> VerbError`: the `invalid_params` for such a value (`what` names
-  it: "slug", "link target"): it explains the slug grammar (SLUG_GRAMMAR) and offers no call to run.
+- `path_slug_error(what, value, field=None) -> VerbError`: the `invalid_params` for such a value
+  (`what` names it: "slug", "link target", "entity"; `field` the argument in `detail`, by default
+  "slug" or "links"): it explains the slug grammar (SLUG_GRAMMAR) and offers no call to run.
 - `normalize_alias(text) -> str`: casefolded, whitespace collapsed to single spaces, trimmed.
 - `last_segment(slug) -> str`: the part after the final "/".
 - `slug_size_problem(slug) -> str | None`: why `slug` breaks the size limits (D16: at most
@@ -88,7 +89,7 @@ def is_path_like(slug: str) -> bool:
     return "\\" in slug or any(seg.strip() in (".", "..") for seg in slug.split("/"))
 
 
-def path_slug_error(what: str, value: str) -> VerbError:
+def path_slug_error(what: str, value: str, *, field: str | None = None) -> VerbError:
     shown = value.strip()[:80]
     why = f"{what} {shown!r} is a file-system path, not a page slug: {SLUG_GRAMMAR}"
     instead = (
@@ -101,7 +102,7 @@ def path_slug_error(what: str, value: str) -> VerbError:
         f"Problem: {what} {shown!r} holds a segment that is one dot or two dots, or a backslash. Cause: {SLUG_GRAMMAR} "
         f"Fix: {instead}",
         why=why,
-        detail={"field": "slug" if what == "slug" else "links", "reason": "path_slug", "value": shown},
+        detail={"field": field or ("slug" if what == "slug" else "links"), "reason": "path_slug", "value": shown},
         fix=Fix(why=instead),
         klass="caller",
     )

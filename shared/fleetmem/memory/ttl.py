@@ -2,7 +2,8 @@
 
 Public API:
 - `parse_ttl(value: str | None, now: datetime) -> datetime | None`: the absolute expiry instant.
-  `None` / `""` (after trimming) -> None (never expires). Shorthand `N<unit>` with N a
+  `None` / `""` (after trimming) -> None (never expires; remember refuses a ttl of invisible
+  characters only before it gets here, `RememberParams`). Shorthand `N<unit>` with N a
   non-negative integer and unit s|sec|second(s), m|min|minute(s) (m is MINUTES), h|hr|hour(s),
   d|day(s), w|week(s), case-insensitive, optional space ("30d", "12 h", "2 weeks") -> now + N
   units. Otherwise an absolute ISO 8601 date or datetime (past instants accepted; naive means UTC).

@@ -23,6 +23,7 @@ from fleetmem.contract.routes import (
     PRM_PATH,
     TOOLS_PATH,
     V1_TOOL_PATH,
+    V1_TRANSPORT,
 )
 from fleetmem.contract.status import CORRELATION_HEADER
 from fleetmem.models import Caller
@@ -62,7 +63,7 @@ async def call_v1(request: Request, calls: EdgeCalls) -> Response:
 
     def call(tool: str, arguments: Any, caller: Caller, cid: str) -> DispatchResult:
         gate = precheck(
-            tool, arguments, caller, surface=calls.surface, correlation_id=cid, transport="http",
+            tool, arguments, caller, surface=calls.surface, correlation_id=cid, transport=V1_TRANSPORT,
             token_command=calls.token_command, token_inputs=calls.token_inputs,
         )
         return gate if gate is not None else calls.invoker.invoke(tool, arguments, caller, cid)
@@ -76,10 +77,19 @@ def _v1_response(status: int, body: dict[str, Any], headers: dict[str, str]) -> 
 
 
 class AppRoutes:
-    """The route handlers beside `POST /mcp`, over one invoker and surface (`build_mcp_app`)."""
+    """The route handlers beside `POST /mcp`, over one invoker and surface (`build_mcp_app`);
+    `v1_calls`, when given, runs `/v1` calls (an in-process invoker that labels them `v1`)."""
 
-    def __init__(self, calls: EdgeCalls, *, authorization_server: str | None, public_url: str | None) -> None:
+    def __init__(
+        self,
+        calls: EdgeCalls,
+        *,
+        authorization_server: str | None,
+        public_url: str | None,
+        v1_calls: EdgeCalls | None = None,
+    ) -> None:
         self.calls = calls
+        self.v1_calls = v1_calls or calls
         self.surface = calls.surface
         self.authorization_server = authorization_server
         self.public_url = public_url
@@ -118,4 +128,4 @@ class AppRoutes:
         return JSONResponse(doc, headers={CORRELATION_HEADER: new_correlation_id()})
 
     async def v1_call(self, request: Request) -> Response:
-        return await call_v1(request, self.calls)
+        return await call_v1(request, self.v1_calls)

@@ -30,7 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from fleetmem.contract.correlation import new_correlation_id
 from fleetmem.contract.result import DispatchResult, error_result
-from fleetmem.contract.routes import OPENAPI_PATH, TOOLS_PATH, v1_tool_path
+from fleetmem.contract.routes import OPENAPI_PATH, TOOLS_PATH, V1_TRANSPORT, v1_tool_path
 from fleetmem.contract.status import CORRELATION_HEADER, error_headers, status_for
 from fleetmem.errors import Fix, VerbError
 from fleetmem.memory.envelope import order_notices, render_notice_meta
@@ -58,7 +58,7 @@ def v1_answer(
         return status_for(str(body.get("code") or "")), body, error_headers(body)
     if result.notices:
         body["notices"] = [
-            render_notice_meta(n, "http", callable_tools=callable_tools) for n in order_notices(result.notices)
+            render_notice_meta(n, V1_TRANSPORT, callable_tools=callable_tools) for n in order_notices(result.notices)
         ]
     return 200, body, {CORRELATION_HEADER: result.correlation_id}
 
@@ -82,21 +82,39 @@ def answer_v1(
     try:
         arguments = read_arguments(tool, raw_body)
     except VerbError as err:
-        return v1_answer(error_result(err, tool=tool, correlation_id=cid, transport="http"))
+        return v1_answer(error_result(err, tool=tool, correlation_id=cid, transport=V1_TRANSPORT))
     from fleetmem.transport.dispatch import guarded
 
     run = partial(call, tool, arguments, caller, cid)
-    result = guarded(run, tool, cid, transport="http", event="edge_internal_error")
+    result = guarded(run, tool, cid, transport=V1_TRANSPORT, event="edge_internal_error")
     return v1_answer(result, callable_tools={s.name for s in tools_for(surface, caller)})
 
 
 def read_arguments(tool: str, raw_body: bytes) -> Any:
-    """A `/v1` body as the tool's arguments; raises the `not_json_body` refusal on a body that is
-    not JSON (or not UTF-8)."""
+    """A `/v1` body as the tool's arguments; raises the `too_deep_body` refusal on a body nested
+    deeper than `MAX_JSON_DEPTH` and the `not_json_body` refusal on a body that is not JSON (or not
+    UTF-8)."""
     try:
         return parse_arguments(raw_body)
+    except TooDeep:
+        raise too_deep_body(tool) from None
     except ValueError:  # also a body that is not UTF-8
         raise not_json_body(tool) from None
+
+
+def too_deep_body(tool: str) -> VerbError:
+    """The refusal of a `/v1` body nested deeper than any tool's arguments are."""
+    where = v1_tool_path(tool[:64])
+    return VerbError(
+        "invalid_params",
+        f"The request body is nested deeper than {MAX_JSON_DEPTH} levels.",
+        f"Problem: the body of POST {where} nests arrays or objects more than {MAX_JSON_DEPTH} levels deep. "
+        "Cause: tool arguments are flat (a few levels at most), so such a body is never read. Fix: send the "
+        "tool's arguments as one flat JSON object, as GET /v1/tools describes them.",
+        detail={"reason": "too_deep", "max_depth": MAX_JSON_DEPTH},
+        fix=Fix(why="Send the tool's arguments as one JSON object of the shape its inputSchema gives."),
+        klass="caller",
+    )
 
 
 def not_json_body(tool: str) -> VerbError:
@@ -142,13 +160,46 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
+#: The deepest nesting of arrays and objects a `/v1` body may have. Tool arguments nest three levels
+#: at most (put_page's `links`: object, list, object); a body far deeper would only reach the
+#: recursion limit of the parser or of the code that reads the arguments (an `internal` answer, or
+#: none at all), so it is refused up front.
+MAX_JSON_DEPTH = 32
+
+
+class TooDeep(ValueError):
+    """A JSON text nested deeper than `MAX_JSON_DEPTH`."""
+
+
+def _depth_over(value: Any, limit: int) -> bool:
+    """True when `value` nests arrays/objects more than `limit` levels deep (walked without recursion)."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else None
+        if children is None:
+            continue
+        if depth > limit:
+            return True
+        stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
+    return False
+
+
 def parse_arguments(raw: bytes) -> Any:
     """The request body as JSON (empty: `{}`); raises ValueError on anything RFC 8259 does not
     allow, including `NaN`/`Infinity` and numbers that overflow to infinity, which Python's parser
-    would otherwise accept and no JSON answer could echo back."""
+    would otherwise accept and no JSON answer could echo back, and `TooDeep` (a ValueError) on a body
+    nested deeper than `MAX_JSON_DEPTH` — also when it is too deep for the parser itself
+    (`RecursionError`, which is not a ValueError)."""
     if not raw.strip():
         return {}
-    return json.loads(raw, parse_float=_finite, parse_constant=_no_constant)
+    try:
+        value = json.loads(raw, parse_float=_finite, parse_constant=_no_constant)
+    except RecursionError:
+        raise TooDeep(f"nested deeper than {MAX_JSON_DEPTH} levels") from None
+    if _depth_over(value, MAX_JSON_DEPTH):
+        raise TooDeep(f"nested deeper than {MAX_JSON_DEPTH} levels")
+    return value
 
 
 def render_json(body: Any) -> bytes:

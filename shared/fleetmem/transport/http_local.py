@@ -44,7 +44,7 @@ from fleetmem.protocol import Surface
 from fleetmem.transport.callers import bearer_caller
 from fleetmem.transport.logs import configure_logging
 from fleetmem.transport.mcp_app import build_mcp_app
-from fleetmem.transport.refusals import DEFAULT_TOKEN_COMMAND
+from fleetmem.transport.refusals import DATA_DIR_HOW, DEFAULT_TOKEN_COMMAND
 from fleetmem.wiring import build_auth
 
 #: Routes to serve beside `/mcp` and `/v1`, given a way to reach the finished app.
@@ -74,15 +74,15 @@ def is_loopback(host: str) -> bool:
 
 def token_command(data_dir: Path | None, host: str) -> tuple[list[str], list[dict[str, str]]]:
     """The command that mints a token this server accepts: `token create` on the SAME data
-    directory. On a loopback bind the fix names the directory; on any other bind the path is not
-    shown to unauthenticated callers, so it is an AGENT_OPERATOR input the operator fills in."""
+    directory. On a loopback bind an authenticated refusal's fix (scope_denied) names the directory;
+    on any other bind it is an AGENT_OPERATOR input the operator fills in. A 401 never names it
+    (`refusals.without_data_dir`)."""
     argv = list(DEFAULT_TOKEN_COMMAND)
     if data_dir is None:
         return argv, []
     if is_loopback(host):
         return [*argv, "--data-dir", str(data_dir)], []
-    how = "the data directory `fleetmem serve` printed at startup (its --data-dir)"
-    return [*argv, "--data-dir", "<data_dir>"], [{"name": "data_dir", "how": how}]
+    return [*argv, "--data-dir", "<data_dir>"], [{"name": "data_dir", "how": DATA_DIR_HOW}]
 
 
 def build_local_app(

@@ -1,6 +1,7 @@
 """JSON-RPC refusals of a `POST /mcp` body, answered before the SDK sees it: what the SDK would drop
 or explain badly (an unpaired surrogate escape, an id that is neither a string nor an integer, an
-unknown `MCP-Protocol-Version`, `initialize` in the stateless era)."""
+unknown `MCP-Protocol-Version`, `initialize` in the stateless era, a 2026-07-28 request without its
+`Mcp-Method` / `Mcp-Name` header, which the SDK reports as a mismatch)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,13 @@ from collections.abc import Mapping
 from typing import Any
 
 import mcp_types as types
-from mcp.shared.inbound import ERROR_CODE_HTTP_STATUS, MCP_PROTOCOL_VERSION_HEADER
+from mcp.shared.inbound import (
+    ERROR_CODE_HTTP_STATUS,
+    MCP_METHOD_HEADER,
+    MCP_NAME_HEADER,
+    MCP_PROTOCOL_VERSION_HEADER,
+    NAME_BEARING_METHODS,
+)
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 from starlette.responses import JSONResponse, Response
 
@@ -87,6 +94,39 @@ def jsonrpc_refusal(raw: bytes, headers: Mapping[str, str]) -> Response | None:
             "and client capabilities) on every request; a handshake client sends initialize with "
             f"MCP-Protocol-Version {HANDSHAKE_PROTOCOL_VERSIONS[-1]} (or without that header).",
             "initialize",
+        )
+    if version in MODERN_PROTOCOL_VERSIONS and "id" in message:
+        return _missing_routing_header(message, headers)
+    return None
+
+
+def _missing_routing_header(message: dict[str, Any], headers: Mapping[str, str]) -> Response | None:
+    """A 2026-07-28 request repeats its method (and a tool call its tool's name) in a header; the
+    SDK answers an absent one as "does not match", which sends a client looking for a difference
+    that is not there. Only a request the SDK would check (its `params._meta` is an object)."""
+    params = message.get("params")
+    method = message.get("method")
+    if not isinstance(params, dict) or not isinstance(params.get("_meta"), dict) or not isinstance(method, str):
+        return None
+    if headers.get(MCP_METHOD_HEADER) is None:
+        return _jsonrpc_error(
+            message.get("id"),
+            types.HEADER_MISMATCH,
+            f"Missing Mcp-Method header: a {MODERN_PROTOCOL_VERSIONS[-1]} request names its method in "
+            f"the Mcp-Method header as well as in the body. Add the header `Mcp-Method: {method[:80]}` "
+            "(an MCP SDK of that protocol version sends it itself).",
+            {"reason": "missing_header", "header": "Mcp-Method", "expected": method[:80]},
+        )
+    name_key = NAME_BEARING_METHODS.get(method)
+    name = params.get(name_key) if name_key else None
+    if isinstance(name, str) and headers.get(MCP_NAME_HEADER) is None:
+        return _jsonrpc_error(
+            message.get("id"),
+            types.HEADER_MISMATCH,
+            f"Missing Mcp-Name header: a {MODERN_PROTOCOL_VERSIONS[-1]} {method} request names its "
+            f"params.{name_key} in the Mcp-Name header as well as in the body. Add the header "
+            f"`Mcp-Name: {name[:80]}` (an MCP SDK of that protocol version sends it itself).",
+            {"reason": "missing_header", "header": "Mcp-Name", "expected": name[:80]},
         )
     return None
 

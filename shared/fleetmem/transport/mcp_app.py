@@ -16,6 +16,7 @@ notices), `structuredContent` = the body, one extra text block per notice, and
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -31,7 +32,7 @@ import fleetmem
 from fleetmem.contract.correlation import new_correlation_id
 from fleetmem.contract.invoker import Invoker
 from fleetmem.contract.result import DispatchResult
-from fleetmem.contract.routes import MCP_PATH
+from fleetmem.contract.routes import MCP_PATH, V1_TRANSPORT
 from fleetmem.memory.envelope import (
     NOTICES_META_KEY,
     build_envelope,
@@ -55,7 +56,7 @@ from fleetmem.transport.dispatch import internal_answer, precheck, visible_tools
 from fleetmem.transport.guard import LOOPBACK_HOSTS, LOOPBACK_SECURITY, EdgeGuard
 from fleetmem.transport.http_api import render_json
 from fleetmem.transport.invoker import EdgeCalls, InProcessInvoker
-from fleetmem.transport.listing import list_tool_definitions, tool_input_schema
+from fleetmem.transport.listing import TOOLS_LIST_CACHE, list_tool_definitions, tool_input_schema
 from fleetmem.transport.refusals import DEFAULT_TOKEN_COMMAND, MAX_REQUEST_BYTES, unauthorized_error
 
 #: Names other modules and tests import from here (the app's front door).
@@ -189,6 +190,7 @@ def build_mcp_server(
         on_list_tools=on_list_tools,
         on_call_tool=on_call_tool,
         get_tool_input_schema=tool_input_schema(surface),
+        cache_hints={"tools/list": TOOLS_LIST_CACHE},
     )
 
 
@@ -221,16 +223,19 @@ def build_mcp_app(
     anyio's default of 40). On a GIL-bound server more threads than cores mostly contend: with 32
     clients on two cores, 8 threads served a mixed load faster than 40 (README, "Fleet
     throughput"); calls beyond the bound wait their turn, none is refused."""
+    v1_invoker: Invoker | None = None
     if invoker is None:
         if deps_factory is None:
             raise ValueError("build_mcp_app needs deps_factory or invoker")
         invoker = InProcessInvoker(deps_factory, surface=surface)
+        v1_invoker = InProcessInvoker(deps_factory, surface=surface, transport=V1_TRANSPORT)
     limiter = anyio.CapacityLimiter(call_threads) if call_threads else None
     calls = EdgeCalls(invoker, surface, limiter, tuple(token_command), tuple(token_inputs))
+    v1_calls = dataclasses.replace(calls, invoker=v1_invoker) if v1_invoker is not None else None
     server = build_mcp_server(
         invoker, surface=surface, limiter=limiter, token_command=token_command, token_inputs=token_inputs
     )
-    routes = AppRoutes(calls, authorization_server=authorization_server, public_url=public_url)
+    routes = AppRoutes(calls, authorization_server=authorization_server, public_url=public_url, v1_calls=v1_calls)
     security: TransportSecuritySettings | None = None  # off on another bind, as the SDK has it
     if behind_gateway:
         security = TransportSecuritySettings(enable_dns_rebinding_protection=False)

@@ -20,12 +20,29 @@ from fleetmem.transport.http_api import not_json_error
 #: What mints a token for this server when nothing more specific is known (`build_mcp_app`'s
 #: `token_command` names the server's own store, e.g. the local server's `--data-dir`).
 DEFAULT_TOKEN_COMMAND = ("fleetmem", "token", "create", "--client", "my-agent", "--scopes", "read,write")
+#: How the operator fills in the `<data_dir>` of a token command that does not show the path.
+DATA_DIR_HOW = "the data directory `fleetmem serve` printed at startup (its --data-dir)"
+
+
+def without_data_dir(
+    token_command: Sequence[str], inputs: Sequence[Mapping[str, str]]
+) -> tuple[list[str], list[dict[str, str]]]:
+    """The token command with its `--data-dir` path replaced by the `<data_dir>` input: a 401 answers
+    anyone who reaches the port (another local user, a page in a browser), so it never names the
+    server's directory; the startup banner and an authenticated refusal still do."""
+    argv, needs = list(token_command), [dict(i) for i in inputs]
+    at = argv.index("--data-dir") + 1 if "--data-dir" in argv[:-1] else 0
+    if at and argv[at] != "<data_dir>":
+        argv[at] = "<data_dir>"
+        needs.append({"name": "data_dir", "how": DATA_DIR_HOW})
+    return argv, needs
 
 
 def unauthorized_error(
     *, token_presented: bool, token_command: Sequence[str] = DEFAULT_TOKEN_COMMAND,
     inputs: Sequence[Mapping[str, str]] = (),
 ) -> VerbError:
+    token_command, inputs = without_data_dir(token_command, inputs)
     command = shlex.join(token_command)
     return VerbError(
         "unauthorized",

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote, urlsplit
 
 import jinja2
@@ -24,8 +25,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 import fleetmem.web.screens  # noqa: F401  (registers every screen)
 from fleetmem.contract.routes import CONSOLE_PATH
 from fleetmem.web.client import ToolClient, ToolFailed
-from fleetmem.web.sessions import COOKIE, LOGIN_CSRF_COOKIE, Sessions
-from fleetmem.web.view import SCREENS, Screen, View
+from fleetmem.web.sessions import Sessions, SignInLimiter, cookie_names
+from fleetmem.web.view import SCREENS, Screen, View, when
 
 HERE = Path(__file__).parent
 #: No script, no frame, no foreign origin: stored markup in memory cannot run or leak.
@@ -53,6 +54,7 @@ class Console:
         self.root = root
         self.secure_cookie = secure_cookie
         self.sessions = Sessions()
+        self.sign_ins = SignInLimiter()
         self.templates = jinja2.Environment(
             loader=jinja2.FileSystemLoader(HERE / "templates"),
             autoescape=True,
@@ -61,6 +63,7 @@ class Console:
             lstrip_blocks=True,
         )
         self.templates.filters["q"] = lambda s: quote(str(s), safe="")
+        self.templates.filters["when"] = when
 
     def routes(self) -> list[BaseRoute]:
         routes: list[BaseRoute] = [Mount("/static", app=StaticFiles(directory=HERE / "static"), name="static")]
@@ -71,8 +74,12 @@ class Console:
     def app(self) -> ASGIApp:
         return SecurityHeaders(Starlette(routes=self.routes(), exception_handlers={404: self._not_found}))
 
+    def _session(self, request: Request) -> Any:
+        port = request.url.port or (443 if request.url.scheme == "https" else 80)
+        return self.sessions.get(request.cookies.get(cookie_names(port)[0]))
+
     async def _not_found(self, request: Request, exc: Exception) -> Response:
-        view = View(self, request, self.sessions.get(request.cookies.get(COOKIE)))
+        view = View(self, request, self._session(request))
         return view.render("error.html", status=404, title="Not found", error=ToolFailed(
             "not_found", f"The console has no page at {request.url.path[:200]}.",
             "Use the links at the top of the page.", status=404,
@@ -80,7 +87,7 @@ class Console:
 
     def _endpoint(self, s: Screen) -> Callable[[Request], Awaitable[Response]]:
         async def endpoint(request: Request) -> Response:
-            session = self.sessions.get(request.cookies.get(COOKIE))
+            session = self._session(request)
             view = View(self, request, session)
             if request.method == "POST":
                 refused = await self._read_form(view)
@@ -104,8 +111,12 @@ class Console:
             try:
                 return await s.handler(view)
             except ToolFailed as exc:
-                if exc.status == 401:
-                    self.sessions.close(session.id if session else None)
+                if exc.status == 401 and session is not None:
+                    # the token was revoked or expired meanwhile: sign the browser out, saying why
+                    self.sessions.close(session.id)
+                    response = view.redirect("/login", done="signed-out-refused")
+                    response.delete_cookie(view.cookie, path=self.root)
+                    return response
                 return view.failed(exc)
 
         return endpoint
@@ -124,7 +135,7 @@ class Console:
         if view.session is not None:
             if not view.session.csrf_ok(presented if isinstance(presented, str) else None):
                 return _forbidden(view, "The form's security token is missing or stale.")
-        elif presented != request.cookies.get(LOGIN_CSRF_COOKIE) or not presented:
+        elif presented != request.cookies.get(view.login_cookie) or not presented:
             return _forbidden(view, "The sign-in form's security token is missing or stale.")
         return None
 

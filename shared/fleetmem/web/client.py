@@ -18,6 +18,18 @@ from fleetmem.contract.routes import TOOLS_PATH, v1_tool_path
 
 #: The longest a console page waits for one tool call.
 CALL_TIMEOUT_S = 30.0
+#: What a person can do next after a refusal with this code. The envelope's own suggestion and fix
+#: are written for an agent (tools to call, arguments to pass), so the console never shows them.
+NEXT_STEPS = {
+    "unauthorized": "Sign in again with a valid fleetmem token.",
+    "scope_denied": "Sign in with a token that has the scope this needs, or ask this memory's admin for one.",
+    "not_found": "Check the name or id, or pick it from the list it appears in.",
+    "invalid_params": "Correct what you entered (it is kept in the form) and submit again.",
+    "rate_limited": "Wait a minute, then try again.",
+    "payload_too_large": "Make it shorter and submit again.",
+    "conflict": "Reload the page to see the current state, then try again.",
+}
+NEXT_STEP_DEFAULT = "Reload the page and try again; if it keeps failing, tell this memory's operator."
 
 
 @dataclass
@@ -100,10 +112,11 @@ def _body(response: httpx2.Response) -> dict[str, Any]:
             status=response.status_code,
         )
     if response.status_code >= 400 or ("error" in body and "code" in body and "message" in body):
+        code = str(body.get("code") or body.get("error") or "error")
         raise ToolFailed(
-            str(body.get("code") or body.get("error") or "error"),
+            code,
             str(body.get("message") or f"HTTP {response.status_code}"),
-            str(body.get("suggestion") or ""),
+            NEXT_STEPS.get(code, NEXT_STEP_DEFAULT),
             status=response.status_code,
             envelope=body,
         )

@@ -10,12 +10,14 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from markupsafe import Markup, escape
 from starlette.datastructures import FormData
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
+from fleetmem.timefmt import parse_iso
 from fleetmem.web.client import ToolFailed
-from fleetmem.web.sessions import Session
+from fleetmem.web.sessions import Session, cookie_names
 
 if TYPE_CHECKING:
     from fleetmem.web.app import Console
@@ -35,6 +37,21 @@ class Screen:
 
 SCREENS: list[Screen] = []
 
+#: The notices a redirect may ask for (`?done=<code>`): fixed text, never anything from the URL.
+NOTICES = {
+    "page-deleted": "The page was deleted.",
+    "fact-forgotten": "Forgotten: the fact is no longer recalled; its audit trail keeps the reason.",
+    "fact-inactive": "The fact was already inactive: nothing changed.",
+    "fact-purged": "The fact was deleted for good. An audit row without its text records the purge.",
+    "fact-gone": "The fact was already gone: nothing was deleted.",
+    "token-revoked": "The token is revoked: calls with it are refused from now on.",
+    "token-already-revoked": "The token was already revoked: nothing changed.",
+    "token-shown": "A new token is shown only once, on the page right after it is created; it is not shown again.",
+    "signed-out": "You are signed out.",
+    "signed-out-refused": "You were signed out: the memory server no longer accepts the token this session "
+    "used (it was revoked or has expired). Sign in with a valid token.",
+}
+
 
 def screen(path: str, *, methods: Sequence[str] = ("GET",), scope: str = "read", public: bool = False) -> Any:
     def register(handler: Handler) -> Handler:
@@ -42,6 +59,20 @@ def screen(path: str, *, methods: Sequence[str] = ("GET",), scope: str = "read",
         return handler
 
     return register
+
+
+def when(value: Any) -> Markup | str:
+    """A wire time as people read it (`6 Dec 2026, 09:30 UTC`) in a `<time>` whose `datetime` and
+    `title` keep the exact ISO value; anything that is not a time is shown as it is."""
+    if not value:
+        return ""
+    text = str(value)
+    try:
+        moment = parse_iso(text)
+    except ValueError:
+        return text
+    shown = f"{moment.day} {moment:%b %Y}" if len(text) == 10 else f"{moment.day} {moment:%b %Y, %H:%M} UTC"
+    return Markup('<time datetime="{0}" title="{0}">{1}</time>').format(escape(text), shown)
 
 
 @dataclass
@@ -58,6 +89,20 @@ class View:
     def root(self) -> str:
         return self.console.root
 
+    @property
+    def cookie(self) -> str:
+        """The session cookie's name for this console's port."""
+        return cookie_names(self.port)[0]
+
+    @property
+    def login_cookie(self) -> str:
+        return cookie_names(self.port)[1]
+
+    @property
+    def port(self) -> int:
+        url = self.request.url
+        return url.port or (443 if url.scheme == "https" else 80)
+
     def can(self, scope: str) -> bool:
         return self.session is not None and self.session.can(scope)
 
@@ -70,10 +115,13 @@ class View:
     async def attempt(
         self, tool: str, arguments: dict[str, Any] | None = None
     ) -> tuple[dict[str, Any] | None, ToolFailed | None]:
-        """`call`, with a refusal returned instead of raised (a screen shows it beside what worked)."""
+        """`call`, with a refusal returned instead of raised (a screen shows it beside what worked).
+        A refused token (401) is still raised: it signs the session out, whatever the screen."""
         try:
             return await self.call(tool, arguments), None
         except ToolFailed as exc:
+            if exc.status == 401:
+                raise
             return None, exc
 
     def field(self, name: str, default: str = "") -> str:
@@ -88,6 +136,9 @@ class View:
         return [v for v in source.getlist(name) if isinstance(v, str)]
 
     def render(self, template: str, *, status: int = 200, title: str = "", **context: Any) -> HTMLResponse:
+        done = NOTICES.get(self.request.query_params.get("done", ""))
+        if done and done not in self.notices:
+            self.notices.append(done)
         html = self.console.templates.get_template(template).render(
             root=self.root,
             session=self.session,
@@ -107,5 +158,9 @@ class View:
         status = exc.status if 400 <= exc.status < 600 else 502
         return self.render("error.html", status=status, title=title, error=exc)
 
-    def redirect(self, to: str, *, status: int = 303) -> RedirectResponse:
+    def redirect(self, to: str, *, status: int = 303, done: str = "") -> RedirectResponse:
+        """To a console path; `done` names the notice (a `NOTICES` code) the next page shows."""
+        if done:
+            assert done in NOTICES, done
+            to += ("&" if "?" in to else "?") + f"done={done}"
         return RedirectResponse(f"{self.root}{to}", status_code=status)

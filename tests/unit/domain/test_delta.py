@@ -200,8 +200,8 @@ def test_budget_drops_advance_the_session_only_to_the_last_delivered_page(deps, 
 
 
 def test_held_back_with_nothing_delivered_holds_the_cursor_and_says_wait_then_report(deps, remote_caller, clock):
-    """The deadline holds everything back: wait and retry, then report. (A budget holds back only
-    when the text's frame leaves no room for the first item: its fix names the budget that fits.)"""
+    """The deadline holds everything back: wait and retry, then report. (A budget never holds a
+    fact or page back: below the text's frame the first one arrives cut, D14.)"""
     wake(deps, remote_caller, session_id="hb")
     before = cursor(deps, "agent-a", "hb")
     clock.advance(seconds=1)
@@ -225,14 +225,13 @@ def test_held_back_with_nothing_delivered_holds_the_cursor_and_says_wait_then_re
     }
     assert streak_fixes[1].mcp is not None
     assert streak_fixes[2].mcp is None and streak_fixes[2].argv is None  # third in a row: report
+    # Below the text's frame the session still progresses (D14): the fact arrives cut to the budget,
+    # its text the cut words alone, and the next wake goes on after it.
     short = wake(deps, remote_caller, session_id="hb", budget_tokens=1)
-    [notice] = short.notices
-    fixed = notice.fix.mcp["arguments"]
-    assert short.body["facts"] == [] and fixed["session_id"] == "hb" and fixed["budget_tokens"] > 1
-    assert cost(short.body["text"]) <= 1
-    delivered = delta.run(deps, remote_caller, delta.DeltaParams(**fixed), CTX)
-    assert [f["fact"] for f in delivered.body["facts"]] == ["a fact the deadline keeps back"]
-    assert "a fact the deadline keeps back" in delivered.body["text"] and delivered.notices == []
+    assert short.notices == [] and cost(short.body["text"]) <= 1
+    [cut] = short.body["facts"]
+    assert cut["truncated"] is True and cut["fact"] == short.body["text"] == "a f…"
+    assert wake(deps, remote_caller, session_id="hb").body["facts"] == []
     assert cursor(deps, "agent-a", "hb").incomplete_streak == 0
 
 

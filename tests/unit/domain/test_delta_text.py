@@ -1,5 +1,6 @@
 """delta's `text` and its JSON agree (D14, D16): every item a wake delivers is shown in that wake's
-text (cut the same way when `truncated`), no position passes an item the text left out, and a
+text (cut the same way when `truncated`; below the text's frame, the one item cut to the budget
+is the whole text), no position passes an item the text left out, and a
 follower of `next_cursor` gets every fact exactly once — whatever the budget.
 
 A follower here is a heartbeat loop: it wakes a session with its budget and, when a wake delivers
@@ -96,6 +97,14 @@ class Follower:
     def check(self, body: dict, budget: int) -> None:
         text = body["text"]
         assert cost(text) <= budget and body["budget_used"] == cost(text) <= budget
+        if text and not text.startswith("<fleetmem-delta>"):
+            # below the frame (D14): one item, cut to the budget, its text the cut content alone
+            [item] = body["pages"] + body["facts"]
+            shown = _folded(item["fact"]) if "fact" in item else f"{_folded(item['title'])} {item['slug']}".strip()
+            assert text == shown, (item, text)
+            self.delivered += [f["fact_id"] for f in body["facts"]]
+            self.pages += [p["slug"] for p in body["pages"]]
+            return
         lines = text.splitlines()
         for page in body["pages"]:  # shown, cut as the JSON cuts it
             assert f"- {_folded(page['title'])} ({page['slug']}) at {page['updated_at']}" in lines, (page, text)

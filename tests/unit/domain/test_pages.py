@@ -296,10 +296,13 @@ def test_tool_specs_register_surface_scope_and_write_flags():
     assert "idempotency_key" in REGISTRY["put_page"].input_schema()["properties"]
 
 
-def test_a_remote_write_over_a_private_page_answers_as_for_a_missing_page(deps, remote_caller, local_caller):
+def test_a_remote_write_over_a_private_page_is_refused_whatever_it_holds(deps, remote_caller, local_caller):
+    """The same text as the private page is refused like any other (never `unchanged`, which would
+    confirm the page's content), and the page stays as its owner wrote it."""
     put(deps, local_caller, "people/private-one", "Same body.", visibility="private")
-    body = put(deps, remote_caller, "people/private-one", "Same body.", visibility="private")
-    assert body["status"] == "created"
+    with pytest.raises(VerbError) as info:
+        put(deps, remote_caller, "people/private-one", "Same body.", visibility="private")
+    assert info.value.detail == {"field": "slug", "reason": "slug_taken"}
     again = put(deps, local_caller, "people/private-one", "Same body.", visibility="private")
     assert again["status"] == "unchanged"
 

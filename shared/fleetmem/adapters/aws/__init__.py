@@ -133,17 +133,17 @@ def open_aws(
 _shared_clients: dict[str, Any] = {}
 
 
-def sdk_client(service: str, *, region: str = "", read_timeout: float = 10) -> Any:
-    """A lazily built, process-cached boto3 client for `service` (e.g. "lambda", "sqs",
-    "events"), so code outside this package never imports the SDK itself. Use a long
-    `read_timeout` for synchronous Lambda invokes of slow verbs."""
+def sdk_client(purpose: str, *, region: str = "", read_timeout: float | None = None) -> Any:
+    """A lazily built, process-cached boto3 client for `purpose` (a row of
+    `sdk_clients.SDK_CLIENTS`, e.g. "verb_invoke", "replay", "heartbeat_bus": the service, its
+    retries and timeouts), so code outside this package never imports the SDK itself.
+    `read_timeout`: the caller's own deadline when it has one (a verb invoke: that verb's)."""
     from fleetmem.adapters.aws.dynamo import AwsClients
 
-    key = f"{region}|{read_timeout}"
-    clients = _shared_clients.get(key)
+    clients = _shared_clients.get(region)
     if clients is None:
-        clients = _shared_clients.setdefault(key, AwsClients(region=region, read_timeout=read_timeout))
-    return clients.client(service)
+        clients = _shared_clients.setdefault(region, AwsClients(region=region))
+    return clients.client(purpose, read_timeout=read_timeout)
 
 
 def __getattr__(name: str) -> Any:

@@ -18,8 +18,8 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from fleetmem.adapters.aws.deadlines import EMBED_RETRIES, EMBED_TIMEOUT_S
 from fleetmem.adapters.aws.dynamo import AwsClients, translate_client_error
+from fleetmem.adapters.aws.sdk_clients import LLM_DEADLINE_S  # the deploy checks synthesize outlasts it
 from fleetmem.config import Settings
 from fleetmem.errors import Unavailable
 from fleetmem.models import Completion
@@ -42,12 +42,6 @@ PRICES_PER_1K: dict[str, tuple[float, float]] = {
     "amazon.nova-pro-v1:0": (0.0008, 0.0032),
 }
 _PROFILE_PREFIXES = ("us.", "eu.", "apac.", "global.", "us-gov.")
-
-#: Seconds the LLM call may take before synthesize answers with its extractive fallback: one
-#: attempt, no retry (a retry could not finish inside the API's 29 s integration timeout). The
-#: deployment checks that the synthesize function's timeout leaves room for it and for the 2 s
-#: connect timeout and the retrieval before it (infra/config.py).
-LLM_DEADLINE_S = 18.0
 
 
 def base_model_id(model_id: str) -> str:
@@ -79,30 +73,35 @@ def converse_request(model_id: str, system: str, prompt: str, max_tokens: int) -
     return req
 
 
-def _runtime(
-    clients: AwsClients | None, client: Any, region: str, **client_options: Any
-) -> tuple[AwsClients | None, Any]:
+def _runtime(clients: AwsClients | None, client: Any, region: str) -> tuple[AwsClients | None, Any]:
     if client is not None:
         return None, client
-    return clients or AwsClients(region=region, **client_options), None
+    return clients or AwsClients(region=region), None
 
 
 class _BedrockRuntime:
-    """A Bedrock Runtime client: the one given, or built on first use from the adapter's clients."""
+    """A Bedrock Runtime client: the one given, or built on first use from the adapter's clients
+    for `PURPOSE` (its retries and timeouts: `sdk_clients.SDK_CLIENTS`)."""
 
+    PURPOSE = ""
     _clients: AwsClients | None
     _client: Any
+
+    def _read_timeout(self) -> float | None:
+        return None
 
     @property
     def client(self) -> Any:
         if self._client is None:
             assert self._clients is not None
-            self._client = self._clients.client("bedrock-runtime")
+            self._client = self._clients.client(self.PURPOSE, read_timeout=self._read_timeout())
         return self._client
 
 
 class BedrockEmbedder(_BedrockRuntime):
     """Embedder port over Titan Text Embeddings V2."""
+
+    PURPOSE = "embed"
 
     def __init__(
         self,
@@ -122,11 +121,9 @@ class BedrockEmbedder(_BedrockRuntime):
             raise ValueError(f"Titan V2 dimension must be one of {TITAN_V2_DIMENSIONS}")
         self.model_id = model_id
         self.dim = dim
-        # Bounded (adapters/aws/deadlines.py): a slow model costs a call seconds, not the function's
-        # whole timeout; a query embedding that fails makes the search keyword-only.
-        self._clients, self._client = _runtime(
-            clients, client, region, read_timeout=EMBED_TIMEOUT_S, retries=EMBED_RETRIES
-        )
+        # Bounded (adapters/aws/sdk_clients.py, "embed"): a slow model costs a call seconds, not the
+        # function's whole timeout; a query embedding that fails makes the search keyword-only.
+        self._clients, self._client = _runtime(clients, client, region)
         self._workers = max_workers
 
     def _one(self, text: str) -> list[float]:
@@ -156,6 +153,8 @@ class BedrockEmbedder(_BedrockRuntime):
 class BedrockLLM(_BedrockRuntime):
     """LLM port over the Bedrock Converse API."""
 
+    PURPOSE = "llm"
+
     def __init__(
         self,
         model_id: str | Settings,
@@ -172,7 +171,10 @@ class BedrockLLM(_BedrockRuntime):
         self.model_id = model_id
         # Bounded: one attempt that gives up after LLM_DEADLINE_S, so synthesize can still answer
         # (extractively) before the function, the edge and the API time out.
-        self._clients, self._client = _runtime(clients, client, region, read_timeout=LLM_DEADLINE_S, retries=0)
+        self._clients, self._client = _runtime(clients, client, region)
+
+    def _read_timeout(self) -> float | None:
+        return LLM_DEADLINE_S
 
     def complete(self, system: str, prompt: str, *, max_tokens: int = 800) -> Completion:
         try:

@@ -17,6 +17,8 @@ HEARTBEAT_DETAIL_TYPE = "fleetmem.delta"
 #: The PutEvents entry / SQS message limit (256 KiB), less a margin for the envelope the
 #: services add and for EventBridge's own accounting of the entry's fields.
 MAX_MESSAGE_BYTES = 256 * 1024 - 4 * 1024
+#: The client each destination type is sent through (retries: `sdk_clients.SDK_CLIENTS`).
+_PURPOSES = {"sqs": "heartbeat_queue", "events": "heartbeat_bus"}
 
 
 class Delivery:
@@ -31,7 +33,7 @@ class Delivery:
         if current is None:
             from fleetmem.adapters.aws import sdk_client
 
-            current = sdk_client(name, region=self.region)
+            current = sdk_client(_PURPOSES[name], region=self.region)
             setattr(self, f"_{name}", current)
         return current
 

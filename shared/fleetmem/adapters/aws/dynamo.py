@@ -121,7 +121,10 @@ def _is_size_error(exc: Any) -> bool:
 
 
 class AwsClients:
-    """Lazily built, cached, injectable boto3 clients (thread-safe)."""
+    """Lazily built, cached, injectable boto3 clients (thread-safe). Each client is built for a
+    purpose of `sdk_clients.SDK_CLIENTS`, with that row's retries and timeouts (a caller with a
+    deadline of its own may pass a shorter `read_timeout`); a purpose without a row is refused.
+    `clients` injects ready clients by service name (tests, local engines)."""
 
     def __init__(
         self,
@@ -131,16 +134,12 @@ class AwsClients:
         endpoints: dict[str, str] | None = None,
         clients: dict[str, Any] | None = None,
         max_pool_connections: int = 16,
-        read_timeout: float = 10,
-        retries: int = 3,
     ) -> None:
-        self._read_timeout = read_timeout
-        #: retries after the first attempt (botocore's `max_attempts` counts retries only)
-        self._retries = retries
         self._region = region or None
         self._session = session
         self._endpoints = dict(endpoints or {})
-        self._clients: dict[str, Any] = dict(clients or {})
+        self._injected: dict[str, Any] = dict(clients or {})
+        self._built: dict[tuple[str, float | None], Any] = {}
         self._lock = threading.Lock()
         self._pool = max_pool_connections
 
@@ -152,33 +151,40 @@ class AwsClients:
             self._session = boto3.session.Session(region_name=self._region)
         return self._session
 
-    def client(self, service: str) -> Any:
-        c = self._clients.get(service)
+    def client(self, purpose: str, *, read_timeout: float | None = None) -> Any:
+        from fleetmem.adapters.aws.sdk_clients import policy
+
+        row = policy(purpose)
+        injected = self._injected.get(row.service)
+        if injected is not None:
+            return injected
+        key = (purpose, read_timeout)
+        c = self._built.get(key)
         if c is not None:
             return c
         with self._lock:
-            c = self._clients.get(service)
+            c = self._built.get(key)
             if c is None:
                 from botocore.config import Config
 
                 cfg = Config(
-                    retries={"max_attempts": self._retries, "mode": "standard"},
+                    retries={"total_max_attempts": row.attempts, "mode": row.mode},
                     max_pool_connections=self._pool,
-                    connect_timeout=2,
-                    read_timeout=self._read_timeout,
+                    connect_timeout=row.connect_timeout_s,
+                    read_timeout=row.read_timeout_s if read_timeout is None else read_timeout,
                 )
                 kw: dict[str, Any] = {"config": cfg}
                 if self._region:
                     kw["region_name"] = self._region
-                if service in self._endpoints:
-                    kw["endpoint_url"] = self._endpoints[service]
-                c = self.session.client(service, **kw)
-                self._clients[service] = c
+                if row.service in self._endpoints:
+                    kw["endpoint_url"] = self._endpoints[row.service]
+                c = self.session.client(row.service, **kw)
+                self._built[key] = c
         return c
 
     @property
     def dynamodb(self) -> Any:
-        return self.client("dynamodb")
+        return self.client("stores")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -26,11 +26,12 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from fleetmem.adapters.aws.sdk_clients import INVOKE_READ_TIMEOUT_S
 from fleetmem.adapters.aws.signing_keys import DEFAULT_KEY_TTL_S, KeyRing, secrets_manager_fetch
 from fleetmem.contract.correlation import correlation
 from fleetmem.contract.invoker import make_payload
 from fleetmem.contract.result import DispatchResult, error_result, internal_result
-from fleetmem.errors import Fix, VerbError
+from fleetmem.errors import retry_later
 from fleetmem.models import Caller
 from fleetmem.protocol import Surface
 
@@ -94,7 +95,7 @@ class PayloadSigner:
                 raise RuntimeError("no invoke signing secret is configured")
             from fleetmem.adapters.aws import sdk_client
 
-            client = sdk_client("secretsmanager", region=self.region)
+            client = sdk_client("signing_keys", region=self.region)
             self._ring = KeyRing(secrets_manager_fetch(client, self.secret_arn), ttl_s=self.key_ttl_s)
         return self._ring
 
@@ -151,7 +152,7 @@ class PayloadSigner:
 #: ceiling, below the edge function's and the API integration's timeouts (the deploy sets it per
 #: stage). Each verb's own deadline (`deadlines`, from adapters/aws/deadlines.py via the deploy)
 #: is shorter: a slow verb holds an edge slot only as long as that verb can take.
-INVOKE_READ_TIMEOUT = 26
+INVOKE_READ_TIMEOUT = INVOKE_READ_TIMEOUT_S
 
 
 class LambdaInvoker:
@@ -160,8 +161,10 @@ class LambdaInvoker:
     `client` is a boto3 Lambda client (built lazily on first use by the AWS adapters' client
     factory when not injected, so nothing connects at import or construction). A function error
     or an unreadable answer becomes the `internal` envelope; the function's error text is never
-    relayed; a throttled invoke is `unavailable` with a wait fix. `deadlines` (tool -> seconds,
-    at most `read_timeout`) bounds how long the edge waits for each tool's function."""
+    relayed. The client makes ONE attempt (`sdk_clients.SDK_CLIENTS["verb_invoke"]`): a throttled
+    invoke and one that outlives the verb's deadline answer `unavailable` with a wait fix at once,
+    and no verb runs twice for one call. `deadlines` (tool -> seconds, at most `read_timeout`)
+    bounds how long the edge waits for each tool's function."""
 
     def __init__(
         self,
@@ -192,14 +195,14 @@ class LambdaInvoker:
             return self._client
         from fleetmem.adapters.aws import sdk_client
 
-        return sdk_client("lambda", region=self.region or "", read_timeout=self.deadline_for(tool))
+        return sdk_client("verb_invoke", region=self.region or "", read_timeout=self.deadline_for(tool))
 
     @property
     def client(self) -> Any:
         if self._client is None:
             from fleetmem.adapters.aws import sdk_client
 
-            self._client = sdk_client("lambda", region=self.region or "", read_timeout=self.read_timeout)
+            self._client = sdk_client("verb_invoke", region=self.region or "", read_timeout=self.read_timeout)
         return self._client
 
     def invoke(
@@ -236,6 +239,12 @@ class LambdaInvoker:
             code = (getattr(exc, "response", None) or {}).get("Error", {}).get("Code", "")
             if code in _THROTTLED:
                 return _throttled(correlation_id, tool, arguments)
+            if _timed_out(exc):
+                log.warning(
+                    "verb function did not answer in time",
+                    extra={"event": "lambda_invoke_timeout", "tool": tool[:64], "deadline_s": self.deadline_for(tool)},
+                )
+                return _late(correlation_id, tool, arguments, self.deadline_for(tool))
             log.error(
                 "verb function unreachable",
                 extra={"event": "lambda_invoke_failed", "tool": tool[:64], "exc_type": type(exc).__name__},
@@ -245,22 +254,38 @@ class LambdaInvoker:
 
 _THROTTLED = frozenset({"TooManyRequestsException", "ThrottlingException", "EC2ThrottledException"})
 THROTTLE_RETRY_SECONDS = 1
+#: The wait a timed-out invoke asks for: the verb may still be finishing the call.
+TIMEOUT_RETRY_SECONDS = 5
+
+
+def _timed_out(exc: BaseException) -> bool:
+    """The invoke got no answer within the deadline (the read), or no connection at all in time."""
+    from botocore.exceptions import ConnectTimeoutError, ReadTimeoutError
+
+    return isinstance(exc, ReadTimeoutError | ConnectTimeoutError)
 
 
 def _throttled(correlation_id: str, tool: str, arguments: dict[str, Any] | None) -> DispatchResult:
-    err = VerbError(
-        "unavailable",
+    err = retry_later(
         f"The {tool} function is at its concurrency limit.",
-        f"Wait {THROTTLE_RETRY_SECONDS} s, then retry the same call.",
+        wait_s=THROTTLE_RETRY_SECONDS,
         why="The platform throttled the invocation before it ran; nothing was done.",
-        detail={"reason": "throttled"},
-        fix=Fix(
-            why="The same call after a short wait.",
-            mcp={"tool": tool, "arguments": dict(arguments or {})},
-            actor="provider",
-            retry_after_seconds=THROTTLE_RETRY_SECONDS,
-        ),
-        retryable=True,
+        fix_why="The same call after a short wait.",
+        reason="throttled",
+        mcp={"tool": tool, "arguments": dict(arguments or {})},
+    )
+    return error_result(err, tool=tool, arguments=arguments, correlation_id=correlation_id, transport="mcp")
+
+
+def _late(correlation_id: str, tool: str, arguments: dict[str, Any] | None, deadline_s: int) -> DispatchResult:
+    err = retry_later(
+        f"The {tool} function did not answer within {deadline_s} s.",
+        wait_s=TIMEOUT_RETRY_SECONDS,
+        why="The edge stopped waiting at the verb's deadline and did not invoke it again; the call "
+        "may still have run (a write with the same idempotency_key is not applied twice).",
+        fix_why="The same call after a wait.",
+        reason="timeout",
+        mcp={"tool": tool, "arguments": dict(arguments or {})},
     )
     return error_result(err, tool=tool, arguments=arguments, correlation_id=correlation_id, transport="mcp")
 

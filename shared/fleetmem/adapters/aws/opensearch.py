@@ -41,7 +41,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from fleetmem.adapters.aws.deadlines import BREAKER_FAILURES, BREAKER_OPEN_S, SEARCH_TIMEOUT_S
+from fleetmem.adapters.aws.deadlines import BREAKER_FAILURES, BREAKER_OPEN_S
 from fleetmem.adapters.aws.opensearch_bodies import (
     FLAVOURS,
     LOOKUP_MAX,
@@ -73,18 +73,24 @@ def build_client(
     service: str = "es",
     region: str = "",
     session: Any = None,
-    timeout: float = 10,
-    retries: int = 2,
+    purpose: str,
 ) -> Any:
     """An opensearch-py client. `service` is "es" (managed domain) or "aoss" (Serverless), both
     SigV4-signed with the boto3 credential chain; "none" talks to an unsigned endpoint (a local
-    engine). `timeout` is per attempt; `retries` also applies to timeouts when there are any (the
-    indexer's writes: a retry is harmless there; the request path's queries run with none)."""
+    engine). Its timeout per attempt and its attempts are `purpose`'s row of
+    `sdk_clients.SDK_CLIENTS`; retries also apply to timeouts when there are any (the indexer's
+    writes, "index": a retry is harmless there; the request path's queries, "search", run with none)."""
     from opensearchpy import AWSV4SignerAuth, OpenSearch, RequestsHttpConnection
 
+    from fleetmem.adapters.aws.sdk_clients import policy
+
+    row = policy(purpose)
+    if row.service != "opensearch":
+        raise ValueError(f"{purpose!r} is not an OpenSearch client purpose")
+    retries = row.attempts - 1
     kw: dict[str, Any] = {
         "hosts": [endpoint],
-        "timeout": timeout,
+        "timeout": row.read_timeout_s,
         "max_retries": retries,
         "retry_on_timeout": retries > 0,
     }
@@ -221,7 +227,9 @@ class OpenSearchIndex:
     @property
     def client(self) -> Any:
         if self._client is None:
-            self._client = build_client(self.endpoint, service=self.service, region=self._region, session=self._session)
+            self._client = build_client(
+                self.endpoint, service=self.service, region=self._region, session=self._session, purpose="index"
+            )
         return self._client
 
     @property
@@ -229,12 +237,7 @@ class OpenSearchIndex:
         """The request path's client: one attempt of at most `SEARCH_TIMEOUT_S` seconds."""
         if self._search_client is None:
             self._search_client = build_client(
-                self.endpoint,
-                service=self.service,
-                region=self._region,
-                session=self._session,
-                timeout=SEARCH_TIMEOUT_S,
-                retries=0,
+                self.endpoint, service=self.service, region=self._region, session=self._session, purpose="search"
             )
         return self._search_client
 
@@ -287,18 +290,16 @@ class OpenSearchIndex:
         self._call(self.client.indices.create, index=name, body=index_body(self.dim, replicas=replicas, alias=alias))
 
     def _msearch(self, body: list[dict[str, Any]]) -> Any:
-        """`_msearch` through the alias. A stage whose index predates aliases has none until its
-        indexer's next write adds it (the read path may not): until then the first index answers,
-        and the alias is looked for again at most once a minute."""
-        def named(name: str) -> list[dict[str, Any]]:
-            return [{**line, "index": name} if i % 2 == 0 else line for i, line in enumerate(body)]
-
+        """`POST /<alias>/_msearch` (the index in the path, never `/_msearch` at the domain's
+        root: readers may call only their index's endpoints). A stage whose index predates aliases
+        has none until its indexer's next write adds it (the read path may not): until then the
+        first index answers, and the alias is looked for again at most once a minute."""
         legacy = self.alias != self.index and time.monotonic() < self._no_alias_until
-        out = self._call(self.search_client.msearch, body=named(self.index) if legacy else body)
+        out = self._call(self.search_client.msearch, index=self.index if legacy else self.alias, body=body)
         if legacy or self.alias == self.index or not missing_index((out.get("responses") or [{}])[0]):
             return out
         self._no_alias_until = time.monotonic() + 60
-        return self._call(self.search_client.msearch, body=named(self.index))
+        return self._call(self.search_client.msearch, index=self.index, body=body)
 
     def alias_targets(self) -> list[str]:
         """The concrete indexes the alias points at ([] when it does not exist)."""
@@ -318,7 +319,9 @@ class OpenSearchIndex:
         """One `_bulk` call; `create=False` for deletes naming their own existing index."""
         if create:
             self.ensure_index()
-        kw: dict[str, Any] = {"body": lines}
+        # `POST /<alias>/_bulk`: the indexer's policy allows `_bulk` under the docs indices only;
+        # an action naming its own `_index` (a concrete index of the prefix) still goes there.
+        kw: dict[str, Any] = {"index": self.alias, "body": lines}
         if self._refresh:
             kw["refresh"] = "true"  # visible to the next request now, not at the next interval
         out: dict[str, Any] = self._call(self.client.bulk, **kw)
@@ -471,7 +474,7 @@ class OpenSearchIndex:
             if not query.text.strip() and vector is None:
                 spans.append(None)
                 continue
-            lines = msearch_body(self.alias, query, vector)
+            lines = msearch_body(query, vector)
             spans.append((len(body) // 2, len(lines) // 2))
             body += lines
         answers: list[dict[str, Any]] = []

@@ -211,15 +211,17 @@ def knn_body(query: SearchQuery, vector: Sequence[float]) -> dict[str, Any]:
     }
 
 
-def msearch_body(index: str, query: SearchQuery, vector: Sequence[float] | None) -> list[dict[str, Any]]:
+def msearch_body(query: SearchQuery, vector: Sequence[float] | None) -> list[dict[str, Any]]:
     """Header/body pairs: keyword first, then the vector arm when a vector is given. A query with
-    no text keeps the keyword slot, matching nothing, so the answers stay positional."""
+    no text keeps the keyword slot, matching nothing, so the answers stay positional. The headers
+    are empty: the index is named in the path (`POST /<alias>/_msearch`), the only `_msearch` the
+    readers' access policy allows (infra/constructs/search.py)."""
     keyword = keyword_body(query)
     if not query.text.strip():
         keyword = {**keyword, "query": {"bool": {"must_not": [{"match_all": {}}]}}}
-    lines: list[dict[str, Any]] = [{"index": index}, keyword]
+    lines: list[dict[str, Any]] = [{}, keyword]
     if vector is not None:
-        lines += [{"index": index}, knn_body(query, vector)]
+        lines += [{}, knn_body(query, vector)]
     return lines
 
 

@@ -8,10 +8,10 @@ never its content: replay reads the item as DynamoDB holds it NOW and writes tha
 (an item that is gone deletes its documents), so an identity kept twice, or kept for a record the
 stream later indexed after all, costs a re-write and changes nothing else.
 
-`replay` reads the queue ten messages at a time, re-indexes the distinct items of each read in one
-embedder call and one `_bulk` (the stream indexer's own steps, adapters/aws/stream.py), deletes
-the messages whose items went in, and leaves the others on the queue (they come back after the
-visibility timeout, for the next run).
+`replay` reads the queue ten messages at a time, re-indexes the distinct items of each read with one
+BatchGetItem, one embedder call and one `_bulk` (the stream indexer's own steps,
+adapters/aws/stream.py), deletes the messages whose items went in, and leaves the others on the
+queue (they come back after the visibility timeout, for the next run).
 """
 
 from __future__ import annotations
@@ -23,8 +23,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from fleetmem.adapters.aws.keys import InvalidTenant
-from fleetmem.adapters.aws.stream import KINDS, Kept, apply_operations, current_operations, embed_operations
+from fleetmem.adapters.aws.stream import KINDS, Kept, apply_operations, embed_operations, operations_for, read_current
 from fleetmem.errors import PortError
 
 log = logging.getLogger("fleetmem.replay")
@@ -117,22 +116,19 @@ class ReplayReport:
 
 
 def replay_batch(kept: Sequence[Kept], *, facts: Any, pages: Any, index: Any, embedder: Any) -> set[Kept]:
-    """Re-index these items from their current DynamoDB state; returns the ones that failed."""
-    ops = []
-    failed: set[Kept] = set()
+    """Re-index these items from their current DynamoDB state (one BatchGetItem, as the stream
+    indexer reads); returns the ones that failed. An identity whose tenant no key can hold has no
+    item and nothing indexed: it is done, not failed."""
     by_rid = {f"{n}": k for n, k in enumerate(kept)}
-    for rid, k in by_rid.items():
-        try:
-            if k.kind == "fact":
-                ops += current_operations(rid, k, fact=facts.get(k.tenant, k.id))
-            else:
-                ops += current_operations(rid, k, page=pages.get(k.tenant, k.id))
-        except (PortError, ValueError, InvalidTenant) as exc:  # the table failed, or an id no key holds
-            log.warning("replay read failed", extra={"event": "replay_read_failed", "error": type(exc).__name__})
-            failed.add(k)
+    try:
+        current = read_current(facts, pages, kept)
+    except PortError as exc:  # the table failed: every item waits for the next run
+        log.warning("replay read failed", extra={"event": "replay_read_failed", "error": type(exc).__name__})
+        return set(kept)
+    ops = operations_for(current, {k: rid for rid, k in by_rid.items()}, {})
     ops, unembedded = embed_operations(ops, embedder)
     skip = set(unembedded)
-    failed.update(by_rid[r] for r in skip)
+    failed = {by_rid[r] for r in skip}
     failed.update(by_rid[r] for r in apply_operations(index, [op for op in ops if op.record_id not in skip]))
     return failed
 

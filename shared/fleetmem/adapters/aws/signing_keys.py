@@ -18,13 +18,18 @@ key stays accepted for one rotation period after it stops being current, which t
 keeps above the ring TTL plus the authorizer cache TTL (infra/config.py `_rotation_outlasts_caches`).
 
 `rotation_step` is the rotation function's body: the four steps Secrets Manager invokes
-(createSecret, setSecret, testSecret, finishSecret) for a key only fleetmem reads.
+(createSecret, setSecret, testSecret, finishSecret) for a key only fleetmem reads. Its createSecret
+refuses (fails the rotation, changing nothing, logged `signing_key_rotation_refused`) while the
+current key is younger than the overlap window (`ENV_KEY_ACCEPTED_S`: how long a replaced key may
+still be presented after a rotation, infra/config.py `signing_key_accepted_s`): rotating again
+then would retire the previous key while sandboxes and cached authorizer contexts still present it.
 """
 
 from __future__ import annotations
 
 import hashlib
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -41,6 +46,9 @@ FORCED_REFRESH_INTERVAL_S = 1.0
 #: Characters of a generated key: letters and digits from Secrets Manager's generator, as the
 #: deploy generates the first one (infra/constructs/signing.py), about 380 bits.
 KEY_LENGTH = 64
+#: The rotation function's overlap window in seconds (set by the deploy from
+#: `DeployConfig.signing_key_accepted_s()`: key TTL + authorizer cache TTL + signature validity).
+ENV_KEY_ACCEPTED_S = "FLEETMEM_SIGNING_KEY_ACCEPTED_S"
 
 
 def key_id(secret: bytes) -> str:
@@ -157,11 +165,51 @@ class RotationError(Exception):
     """A rotation request this function refuses (Secrets Manager records the message)."""
 
 
-def rotation_step(client: Any, event: Mapping[str, Any]) -> None:
+def key_accepted_s() -> int:
+    """The overlap window the deploy set (`ENV_KEY_ACCEPTED_S`); without it, the one the default
+    settings give (default key TTL + default authorizer cache TTL + signature validity)."""
+    from fleetmem.adapters.aws.invoker import SIGNATURE_VALIDITY
+    from fleetmem.config import DEFAULT_AUTHORIZER_CACHE_TTL_S
+
+    raw = os.environ.get(ENV_KEY_ACCEPTED_S, "")
+    return int(raw) if raw.isdigit() else DEFAULT_KEY_TTL_S + DEFAULT_AUTHORIZER_CACHE_TTL_S + SIGNATURE_VALIDITY
+
+
+def _refuse_inside_overlap(client: Any, arn: str, stages: Mapping[str, Any], accepted_s: float, now: float) -> None:
+    """Raise (changing nothing) while the current key is younger than `accepted_s`: its version was
+    created by the rotation that made it current, and the key it replaced (AWSPREVIOUS) is still
+    presented until `accepted_s` after that. A secret never rotated (no AWSPREVIOUS) has no window."""
+    if not any(PREVIOUS in s for s in stages.values()):
+        return
+    created = client.get_secret_value(SecretId=arn, VersionStage=CURRENT).get("CreatedDate")
+    if created is None:
+        return
+    age = now - created.timestamp()
+    if age < accepted_s:
+        wait = int(accepted_s - age) + 1
+        log.warning(
+            "signing key rotation refused",
+            extra={
+                "event": "signing_key_rotation_refused",
+                "current_key_age_s": int(age),
+                "overlap_window_s": int(accepted_s),
+            },
+        )
+        raise RotationError(
+            f"rotation refused: the current signing key was created {int(age)} s ago and the key it "
+            f"replaced is still presented for up to {int(accepted_s)} s after a rotation; nothing was "
+            f"changed, rotate again in {wait} s"
+        )
+
+
+def rotation_step(
+    client: Any, event: Mapping[str, Any], *, accepted_s: float | None = None, now: Callable[[], float] = time.time
+) -> None:
     """One step of Secrets Manager's rotation protocol for the signing key.
 
     createSecret: a fresh random key (Secrets Manager's generator) as the AWSPENDING version
-    `ClientRequestToken` (kept if a retried step finds it written). setSecret: nothing, the key
+    `ClientRequestToken` (kept if a retried step finds it written); refused while the current key
+    is younger than `accepted_s` (default `key_accepted_s()`). setSecret: nothing, the key
     lives only in this secret. testSecret: the pending key is readable and well formed.
     finishSecret: AWSCURRENT moves to the pending version, and Secrets Manager labels the old
     current AWSPREVIOUS.
@@ -179,6 +227,8 @@ def rotation_step(client: Any, event: Mapping[str, Any]) -> None:
         try:
             client.get_secret_value(SecretId=arn, VersionId=token, VersionStage=PENDING)
         except client.exceptions.ResourceNotFoundException:
+            window = key_accepted_s() if accepted_s is None else accepted_s
+            _refuse_inside_overlap(client, arn, stages, window, now())
             key = client.get_random_password(PasswordLength=KEY_LENGTH, ExcludePunctuation=True)["RandomPassword"]
             client.put_secret_value(SecretId=arn, ClientRequestToken=token, SecretString=key, VersionStages=[PENDING])
     elif step == "setSecret":

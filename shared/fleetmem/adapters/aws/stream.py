@@ -1,30 +1,40 @@
 """DynamoDB stream records (facts and pages tables) -> search index operations.
 
-Pure functions first (`records_to_operations`), then the small effectful steps the indexer
-Lambda strings together (`embed_operations`, `apply_operations`, `handle_batch`). Documents are
-built by the domain's `fleetmem.memory.indexing`, so both backends index identically. A batch
-costs one embedder call per `EMBED_BATCH` texts and one `_bulk` (plus one search per keys-only
-page removal, which has no image to name its chunks).
+A stream record is a hint, never a source: it names an item (`record_identity`: tenant, kind,
+id) and the indexer reads that item again from DynamoDB (`read_current`) and indexes what the
+table holds, exactly as `fleetmem admin replay` does. So a record the table did not write (an
+invoke of the function with a made-up event) can make the index re-read and re-write the truth,
+nothing else: a made-up INSERT/MODIFY of an item the table does not hold indexes nothing, a
+made-up REMOVE of an item the table still holds leaves it indexed (rewritten as the table has
+it), and a real REMOVE (purge, TTL deletion) finds the item gone and deletes its documents. Every
+document's tenant is the tenant of the item read, which `keys.owned` checked against the key.
 
-- fact INSERT/MODIFY: upsert `fact:<id>`; a fact that is now expired or superseded is deleted;
-- fact REMOVE (purge, or a TTL deletion by the service): delete `fact:<id>`;
-- page INSERT/MODIFY: upsert every chunk of the new image and delete the chunks the old image
-  had that the new one no longer has;
-- page REMOVE: delete every chunk of the old image (delete-by-query when no image is present);
-- derived rows (aliases, links, words) and the sequence counter are ignored, and so is a MODIFY
-  that only numbered a pending change (D21: `cs` / `ct` alone differ), which costs no embedding.
+A record's own images may still decide to do nothing (skipping cannot harm): derived rows
+(aliases, links, words), the sequence counters, a MODIFY that only numbered a pending change (D21:
+`cs` / `ct` alone differ) and a page MODIFY whose documents are equal (`last_retrieved_at`) read
+and embed nothing.
+
+What a batch costs: one strongly consistent BatchGetItem for its items (a stream batch is at most
+100 records, one call; more only for UnprocessedKeys), one embedder call per `EMBED_BATCH` texts
+and one `_bulk`, plus one search per removed page (finding its chunks) and per page whose record
+carried no image (keys only, which names no chunk to compare).
+
+- fact: upsert `fact:<id>` as the table holds it; deleted when expired, superseded or gone;
+- page: upsert every chunk of the page as the table holds it and delete the chunks the record's
+  images named that it no longer has; every chunk deleted when the page is gone.
 
 Re-delivery is harmless: document ids are deterministic, so a replayed record rewrites the same
 documents. Failures are reported per record (the stream's SequenceNumber), which is what a
 Lambda event source mapping with `ReportBatchItemFailures` expects (it retries from the lowest
-one reported). Each failed record's identity (`record_identity`: tenant, kind, id) is what the
-indexer keeps for `fleetmem admin replay` (adapters/aws/replay.py).
+one reported); a failed read fails every record that needed it. Each failed record's identity
+(`record_identity`: tenant, kind, id) is what the indexer keeps for `fleetmem admin replay`
+(adapters/aws/replay.py).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Literal
@@ -167,16 +177,28 @@ def fact_operations(rid: str, fact: Fact) -> list[IndexOp]:
     return [IndexOp(rid, "upsert", fact.tenant, docs=(doc_for_fact(fact),))]
 
 
-def current_operations(rid: str, kept: Kept, *, fact: Fact | None = None, page: Page | None = None) -> list[IndexOp]:
-    """The operations that make the index match an item as DynamoDB holds it now (replay): the
-    fact's or page's current version, or its removal when it is gone (`fact`/`page` None)."""
+def current_operations(
+    rid: str, kept: Kept, *, fact: Fact | None = None, page: Page | None = None, named: Iterable[str] = ()
+) -> list[IndexOp]:
+    """The operations that make the index match an item as DynamoDB holds it now: the fact's or
+    page's current version, or its removal when it is gone (`fact`/`page` None). `named`: chunk
+    ids of this page that stream records' images listed; the ones the page no longer has are
+    deleted by id (no search). Without any, the page's other chunks are found by a search."""
     if kept.kind == "fact":
         if fact is None:
             return [IndexOp(rid, "delete", kept.tenant, doc_ids=(fact_doc_id(kept.id),))]
         return fact_operations(rid, fact)
     if page is None:
         return [IndexOp(rid, "delete_page", kept.tenant, slug=kept.id)]
-    return [IndexOp(rid, "replace_page", kept.tenant, docs=tuple(docs_for_page(page)), slug=page.slug)]
+    docs = tuple(docs_for_page(page))
+    named = set(named)
+    if not named:
+        return [IndexOp(rid, "replace_page", page.tenant, docs=docs, slug=page.slug)]
+    ops = [IndexOp(rid, "upsert", page.tenant, docs=docs, slug=page.slug)]
+    stale = tuple(sorted(named - {d.doc_id for d in docs}))
+    if stale:
+        ops.append(IndexOp(rid, "delete", page.tenant, doc_ids=stale))
+    return ops
 
 
 def record_identity(record: dict[str, Any]) -> Kept | None:
@@ -202,6 +224,93 @@ def record_identity(record: dict[str, Any]) -> Kept | None:
     if sk is None:
         return Kept(tenant, "fact", unquote(rest))
     return Kept(tenant, "page", unquote(rest))  # a page row or one of its derived rows: the page
+
+
+def record_hint(record: dict[str, Any]) -> tuple[Kept, frozenset[str]] | None:
+    """What a record asks of the indexer: the item to read again, with the chunk ids its images
+    name for that same page (its old chunks, to delete by id those the page no longer has). None
+    when the record by its own images changes nothing indexed (skipping it cannot harm). Raises
+    ValueError, KeyError or TypeError for a record that cannot be understood."""
+    from fleetmem.adapters.aws.pages import item_to_page
+
+    if not record_to_operations(record):
+        return None
+    kept = record_identity(record)
+    if kept is None:
+        return None
+    named: set[str] = set()
+    if kept.kind == "page":
+        ddb = record.get("dynamodb") or {}
+        for raw in (ddb.get("NewImage"), ddb.get("OldImage")):
+            image = _image(raw) or {}
+            same = image.get("tenant") == kept.tenant and image.get("slug") == kept.id
+            if same and image.get("typ") == "page" and image.get("title") is not None:
+                named.update(d.doc_id for d in docs_for_page(item_to_page(image)))
+    return kept, frozenset(named)
+
+
+#: BatchGetItem takes at most 100 keys; rounds of UnprocessedKeys before a read counts as failed.
+READ_BATCH = 100
+READ_ROUNDS = 6
+
+
+def read_current(facts: Any, pages: Any, wanted: Iterable[Kept]) -> dict[Kept, Fact | Page | None]:
+    """The items as DynamoDB holds them now, for the facts and pages stores given: strongly
+    consistent BatchGetItem over both tables, `READ_BATCH` keys a call (a stream batch is one).
+    An item missing, of another tenant (`keys.owned`) or of another shape reads as None. An
+    identity whose tenant no key can hold (outside the id grammar) is left out: no item is there,
+    and nothing of it is indexed. Raises PortError when a read fails."""
+    from fleetmem.adapters.aws import keys
+    from fleetmem.adapters.aws.dynamo import call, chunks
+    from fleetmem.adapters.aws.facts import fact_pk, item_to_fact
+    from fleetmem.adapters.aws.pages import PAGE_SK, item_to_page, page_pk
+    from fleetmem.errors import Unavailable
+    from fleetmem.tokens import id_problem
+
+    asks: dict[tuple[str, str], Kept] = {}
+    for k in dict.fromkeys(wanted):
+        if id_problem("tenant", k.tenant) or k.kind not in KINDS:
+            continue
+        table = facts.table if k.kind == "fact" else pages.table
+        asks[(table, fact_pk(k.tenant, k.id) if k.kind == "fact" else page_pk(k.tenant, k.id))] = k
+    out: dict[Kept, Fact | Page | None] = dict.fromkeys(asks.values())
+    for group in chunks(list(asks), READ_BATCH):
+        request: dict[str, Any] = {}
+        for table, pk in group:
+            key = {"pk": {"S": pk}} if table == facts.table else {"pk": {"S": pk}, "sk": {"S": PAGE_SK}}
+            request.setdefault(table, {"Keys": [], "ConsistentRead": True})["Keys"].append(key)
+        for round_ in range(READ_ROUNDS):
+            answer = call(facts._db.batch_get_item, RequestItems=request)
+            for table, raws in (answer.get("Responses") or {}).items():
+                for raw in raws:
+                    asked = asks.get((table, str((raw.get("pk") or {}).get("S"))))
+                    if asked is None:
+                        continue
+                    for item in keys.owned_items([raw], asked.tenant, table=asked.kind + "s"):
+                        if item.get("typ") == asked.kind:
+                            out[asked] = item_to_fact(item) if asked.kind == "fact" else item_to_page(item)
+            request = answer.get("UnprocessedKeys") or {}
+            if not request:
+                break
+            time.sleep(0.05 * 2**round_)  # DynamoDB asks for a backoff before the unprocessed keys
+        if request:
+            raise Unavailable("DynamoDB left keys unprocessed", retry_after_seconds=1)
+    return out
+
+
+def operations_for(
+    current: Mapping[Kept, Fact | Page | None], rids: Mapping[Kept, str], named: Mapping[Kept, Iterable[str]]
+) -> list[IndexOp]:
+    """The operations that make the index match each item as `read_current` read it, each under
+    its record id (`rids`); an identity `read_current` left out gets none."""
+    ops: list[IndexOp] = []
+    for kept, rid in rids.items():
+        if kept in current:
+            item = current[kept]
+            fact = item if isinstance(item, Fact) else None
+            page = item if isinstance(item, Page) else None
+            ops += current_operations(rid, kept, fact=fact, page=page, named=named.get(kept, ()))
+    return ops
 
 
 def search_lag_s(records: Iterable[dict[str, Any]], now: float | None = None) -> float | None:
@@ -341,12 +450,36 @@ def apply_operations(index: Any, ops: Sequence[IndexOp]) -> list[str]:
     return failed
 
 
-def handle_batch(records: Sequence[dict[str, Any]], *, index: Any, embedder: Any) -> BatchResult:
-    """The whole indexer step for one stream batch."""
-    ops, unreadable = records_to_operations(records)
+def handle_batch(
+    records: Sequence[dict[str, Any]], *, index: Any, embedder: Any, facts: Any, pages: Any
+) -> BatchResult:
+    """The whole indexer step for one stream batch: the records' items read again from the
+    tables (`facts`, `pages`: the DynamoDB stores), then indexed as the tables hold them."""
+    hinted: dict[Kept, list[str]] = {}
+    named: dict[Kept, set[str]] = {}
+    unreadable: list[str] = []
+    for record in records:
+        try:
+            hint = record_hint(record)
+        except (KeyError, ValueError, TypeError):
+            unreadable.append(record_id(record))
+            continue
+        if hint is not None:
+            hinted.setdefault(hint[0], []).append(record_id(record))
+            named.setdefault(hint[0], set()).update(hint[1])
+    try:
+        current = read_current(facts, pages, hinted)
+    except PortError:
+        current = None
+    failed: set[str] = set(unreadable)
+    if current is None:
+        failed.update(rid for rids in hinted.values() for rid in rids)
+    ops = operations_for(current or {}, {k: rids[0] for k, rids in hinted.items()}, named)
     ops, unembedded = embed_operations(ops, embedder)
-    skip = set(unreadable) | set(unembedded)
-    failed = apply_operations(index, [op for op in ops if op.record_id not in skip])
+    skip = set(unembedded)
+    broken = skip | set(apply_operations(index, [op for op in ops if op.record_id not in skip]))
+    for rids in hinted.values():
+        if rids[0] in broken:
+            failed.update(rids)  # every record of an item whose documents did not go in
     order = {record_id(r): n for n, r in enumerate(records)}
-    all_failed = sorted(skip | set(failed), key=lambda r: order.get(r, len(order)))
-    return BatchResult(operations=len(ops), failed=all_failed)
+    return BatchResult(operations=len(ops), failed=sorted(failed, key=lambda r: order.get(r, len(order))))

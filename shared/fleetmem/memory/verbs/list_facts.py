@@ -4,7 +4,8 @@ fact_id?, limit?, cursor?)` — page through the saved facts, newest first (full
 Public API: `ListFactsParams`, `ListFactsResult`, `FactRow`, `run(deps, caller, params, ctx) -> Outcome`,
 `encode_cursor` / `decode_cursor`, `SPEC` (registered).
 
-Every filter is optional and they combine: `entity` (exact slug), `kind`, `state` (a fact's
+Every filter is optional and they combine: `entity` (a slug or a name, resolved exactly as recall's
+entity filter resolves it: `entities.filter_slug`), `kind`, `state` (a fact's
 `status` — active | superseded | forgotten | expired — or "any"; default "active"), `session_id`,
 `provenance` (case-insensitive substring), `created_after` / `created_before` (ISO 8601, strict
 bounds on created_at). `fact_id` returns that one fact, whatever its state (the other filters do
@@ -28,6 +29,7 @@ from pydantic_core import PydanticCustomError
 
 from fleetmem.errors import Outcome
 from fleetmem.memory.common import parse_since, shown_to
+from fleetmem.memory.entities import filter_slug
 from fleetmem.memory.params import DROP, Hint, Limit, Params, Since
 from fleetmem.memory.registry import ToolSpec, register
 from fleetmem.memory.verbs.recall import fact_model
@@ -74,7 +76,11 @@ def _known_cursor(value: str | None) -> str | None:
 class ListFactsParams(Params):
     model_config = ConfigDict(extra="ignore")
 
-    entity: str | None = Field(default=None, description='Only facts about this entity slug, e.g. "people/alice".')
+    entity: str | None = Field(
+        default=None,
+        description='Only facts about this entity: its slug or its name, resolved as recall resolves it, e.g. '
+        '"people/alice" or "Alice".',
+    )
     kind: Annotated[
         FactKind | None,
         WithJsonSchema({"type": "string", "enum": list(FACT_KINDS)}),
@@ -138,6 +144,12 @@ def _text(value: str | None) -> str | None:
     return value.strip() or None if value is not None else None
 
 
+def _entity_slug(deps: Deps, caller: Caller, name: str | None) -> str | None:
+    """The entity filter's slug (None: no filter), resolved as recall resolves it."""
+    text = _text(name)
+    return None if text is None else filter_slug(deps, TOOL, caller.tenant, text, world_only=caller.remote)
+
+
 def run(deps: Deps, caller: Caller, params: ListFactsParams, ctx: CallContext) -> Outcome:
     now = deps.clock.now()
     after = parse_since(TOOL, params, "created_after", now)
@@ -148,9 +160,11 @@ def run(deps: Deps, caller: Caller, params: ListFactsParams, ctx: CallContext) -
         fact = shown_to(caller, deps.facts.get(caller.tenant, fact_id))
         shown = [fact] if fact is not None else []
         rows, more = shown, False
+    elif (slug := _entity_slug(deps, caller, params.entity)) == "":
+        rows, more = [], False  # a name that can name nothing (longer than any slug) matches no fact
     else:
         where = FactFilter(
-            entity_slug=_text(params.entity), kind=params.kind, state=params.state or "active",
+            entity_slug=slug, kind=params.kind, state=params.state or "active",
             session_id=_text(params.session_id), provenance=_text(params.provenance),
             created_after=after, created_before=before_time,
         )

@@ -24,8 +24,14 @@ Public API: `PutPageParams`, `run(deps, caller, params, ctx) -> Outcome`, `SPEC`
   YAML that uses an alias (`pagefmt`: refused before it expands) -> invalid_params with no run-fix
   (only the writer can correct it).
 - status: created | updated | unchanged (unchanged writes nothing, so delta does not re-deliver).
-  A remote caller may write a private page but cannot read it back; over an existing private page a
-  remote caller gets the answer a missing page would give (`created`), never `unchanged`.
+  A remote caller may write a private page but cannot read it back, and never replaces a page it
+  cannot see: over a stored private page its put is refused (`invalid_params`, detail.reason
+  "slug_taken", nothing of the page told) unless expected_updated_at names a time, which answers as
+  for a missing page (stale_version, `stored_updated_at` null). A remote write without
+  expected_updated_at is still conditional in the store, on the version it was decided on ("" when
+  none), so a page made private between the read and the write is not overwritten either; when
+  other writers win that race `_WRITE_ROUNDS` times the answer is `unavailable` (retryable). The
+  trusted local CLI writes unconditionally.
 - Write-through search (`deps.search.write_through`): old chunks deleted, `indexing.docs_for_page`
   embedded (`indexing.embed_docs`) and upserted -> `search_state: current`; otherwise `pending`.
 - `expected_updated_at` (optional): the updated_at get_page returned, or "" = the page must not exist
@@ -43,7 +49,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
-from fleetmem.errors import Conflict, Fix, Outcome, PortError, TooLarge, VerbError, caller_error
+from fleetmem.errors import Conflict, Fix, Outcome, PortError, TooLarge, VerbError, caller_error, retry_later
 from fleetmem.memory import common, indexing
 from fleetmem.memory.pagefmt import PageFormatError, clip, first_h1, mentions, parse_page_content
 from fleetmem.memory.params import Params, VisibilityArg
@@ -404,6 +410,59 @@ def _matches(expected: dt.datetime | Literal[""], stored: Page | None) -> bool:
     return stored is not None and iso(stored.updated_at) == iso(expected)
 
 
+#: Read-and-write rounds of an unconditional remote put_page whose page another writer changed
+#: between the read and the write, before the call answers `unavailable` (retryable).
+_WRITE_ROUNDS = 8
+
+
+def _slug_taken(slug: str) -> VerbError:
+    """The refusal of a remote put_page over a page the caller cannot see (a private page): it is
+    neither overwritten nor published, and nothing of it (title, text, times) is told."""
+    return caller_error(
+        f"{slug} was not written: the slug is taken by a page this caller cannot see.",
+        problem=f"a page is already stored under {slug}, and it is not visible to remote callers.",
+        cause="a remote writer never replaces a page it cannot read, so a private page cannot be overwritten "
+        "or made world-visible from outside.",
+        instead="put your page under another slug (list_pages shows the slugs you can use); only the "
+        "brain owner's local CLI can change the page stored under this one.",
+        field="slug", reason="slug_taken",
+    )
+
+
+def _seen(deps: Deps, caller: Caller, slug: str, expected: dt.datetime | Literal[""] | None) -> Page | None:
+    """The stored page as this caller sees it. For a remote caller a private page is not there
+    when expected_updated_at names a time (the answer a missing page gets: stale_version, no stored
+    time); any other put over it is `_slug_taken`."""
+    page = deps.pages.get(caller.tenant, slug)
+    if page is None or not caller.remote or page.visibility == "world":
+        return page
+    if expected is None or expected == "":
+        raise _slug_taken(slug)
+    return None
+
+
+def _condition(
+    caller: Caller, expected: dt.datetime | Literal[""] | None, seen: Page | None
+) -> dt.datetime | Literal[""] | None:
+    """The store's condition for the write: the caller's expected_updated_at when given; for a remote
+    caller without it, the version it was decided on (or "" when there was none), so a page made
+    private between the read and the write is never overwritten; none for the trusted local CLI."""
+    if expected is not None or not caller.remote:
+        return expected
+    return seen.updated_at if seen is not None else ""
+
+
+def _busy(params: PutPageParams) -> VerbError:
+    return retry_later(
+        f"{params.slug} was not written: other writes kept changing it at the same moment.",
+        wait_s=1,
+        why="put_page writes over the version it read; concurrent writers changed the page each time.",
+        fix_why="A retry reads the page again and writes over the version it then finds.",
+        reason="write_contention",
+        mcp={"tool": TOOL, "arguments": common.given_args(params)},
+    )
+
+
 def run(deps: Deps, caller: Caller, params: PutPageParams, ctx: CallContext) -> Outcome:
     raw_slug = (params.slug or "").strip()
     if is_path_like(raw_slug):
@@ -479,15 +538,7 @@ def run(deps: Deps, caller: Caller, params: PutPageParams, ctx: CallContext) -> 
 
     expected = _expected(params)
     now = deps.clock.now()
-    existing = deps.pages.get(caller.tenant, slug)
-    condition = expected
-    if existing is not None and caller.remote and existing.visibility != "world":
-        if expected == "":  # the caller sees no page: write over the hidden one as today, atomically
-            condition = existing.updated_at
-        existing = None  # a remote caller cannot see it: answer as for a missing page
-    if expected is not None and not _matches(expected, existing):
-        raise _stale(slug, expected, existing)
-    page = Page(
+    draft = Page(
         tenant=caller.tenant,
         slug=slug,
         title=title,
@@ -499,12 +550,11 @@ def run(deps: Deps, caller: Caller, params: PutPageParams, ctx: CallContext) -> 
         links=tuple(links),
         timeline=tuple(timeline),
         frontmatter={k: _jsonable(v) for k, v in meta.items() if k not in KNOWN_KEYS},
-        created_at=existing.created_at if existing else now,
+        created_at=now,
         updated_at=now,
-        last_retrieved_at=existing.last_retrieved_at if existing else None,
         author=caller.client_id,
     )
-    stored = stored_bytes(page)
+    stored = stored_bytes(draft)
     if stored > PAGE_STORED_MAX_BYTES:
         why = (
             f"A page as stored (body plus title, aliases, summary, links, timeline and the other "
@@ -516,30 +566,40 @@ def run(deps: Deps, caller: Caller, params: PutPageParams, ctx: CallContext) -> 
             why,
             {"max_stored_bytes": PAGE_STORED_MAX_BYTES, "stored_bytes": stored},
         )
-    if existing is not None and _same(existing, page):
-        if ctx.keyed:  # perhaps the retry of a call killed between storing and indexing the page
-            index_page(deps, existing)
-        return Outcome(body={
-            "slug": slug, "status": "unchanged",
-            "search_state": "current",
-            "protocol_version": PROTOCOL_VERSION,
-        })
-    status = "updated" if existing is not None else "created"
-    try:
-        deps.pages.put(page, expected_updated_at=condition)
-    except Conflict:  # changed between the read above and the write: nothing was written
-        assert expected is not None
-        now_stored = deps.pages.get(caller.tenant, slug)
-        if now_stored is not None and caller.remote and now_stored.visibility != "world":
-            now_stored = None
-        raise _stale(slug, expected, now_stored) from None
-    except TooLarge:
-        why = "The store refused the page as too large (aliases, links and timeline count too)."
-        raise VerbError(
-            "invalid_params", "The page is too large to store.",
-            f"Problem: {slug} could not be stored. Cause: {why} Fix: split it into smaller pages.",
-            why=why, fix=Fix(why=why, actor="agent"), klass="caller",
-        ) from None
+    for _ in range(_WRITE_ROUNDS):
+        existing = _seen(deps, caller, slug, expected)
+        if expected is not None and not _matches(expected, existing):
+            raise _stale(slug, expected, existing)
+        page = draft
+        if existing is not None:
+            page = draft.model_copy(
+                update={"created_at": existing.created_at, "last_retrieved_at": existing.last_retrieved_at}
+            )
+        if existing is not None and _same(existing, page):
+            if ctx.keyed:  # perhaps the retry of a call killed between storing and indexing the page
+                index_page(deps, existing)
+            return Outcome(body={
+                "slug": slug, "status": "unchanged",
+                "search_state": "current",
+                "protocol_version": PROTOCOL_VERSION,
+            })
+        status = "updated" if existing is not None else "created"
+        try:
+            deps.pages.put(page, expected_updated_at=_condition(caller, expected, existing))
+        except Conflict:  # changed between the read above and the write: nothing was written
+            if expected is None:
+                continue  # an unconditional remote write: read the page again and decide again
+            raise _stale(slug, expected, _seen(deps, caller, slug, expected)) from None
+        except TooLarge:
+            why = "The store refused the page as too large (aliases, links and timeline count too)."
+            raise VerbError(
+                "invalid_params", "The page is too large to store.",
+                f"Problem: {slug} could not be stored. Cause: {why} Fix: split it into smaller pages.",
+                why=why, fix=Fix(why=why, actor="agent"), klass="caller",
+            ) from None
+        break
+    else:
+        raise _busy(params)
     deps.audit.append(AuditEvent(
         tenant=caller.tenant, subject=slug, action="put_page", actor=caller.client_id, at=now,
         detail={"status": status, "visibility": visibility},

@@ -7,8 +7,9 @@ given) and `fact_item(fact) -> dict` (its wire form; other verbs reuse them),
 `fact_status(fact, now) -> dict` (`status` and, where they apply, `superseded_by`/`expired_at`).
 
 Facts arm — exactly one filter applies: entity > session_id > since > none. The entity filter
-resolves the name as remember files it (`entities.canonicalize_entity`); a name with no letter or
-digit that no page has as title or alias is `invalid_params` (`entities.require_slug`). With no
+resolves the name as remember files it (`entities.filter_slug`, which list_facts uses too); a
+path ("../x") or a name with no letter or digit that no page has as title or alias is
+`invalid_params` (`entities.require_slug`). With no
 filter and a query, facts are ranked by hybrid relevance to the query (D13: RRF of the keyword and
 vector arms over fact docs; the vector arm ranks every fact, so this orders rather than filters);
 with no filter and no query, the most recent facts come first. Only active facts (not forgotten, not
@@ -46,7 +47,7 @@ from fleetmem.memory.common import (
     too_long,
     world_only,
 )
-from fleetmem.memory.entities import canonicalize_entity, require_slug
+from fleetmem.memory.entities import filter_slug
 from fleetmem.memory.indexing import chunk_display
 from fleetmem.memory.params import Budget, Limit, Params, Since
 from fleetmem.memory.registry import ToolSpec, register
@@ -211,9 +212,7 @@ def _facts_arm(
     now = deps.clock.now()
     active_only = not params.include_expired
     if params.entity and params.entity.strip():
-        target = canonicalize_entity(deps, caller.tenant, params.entity.strip(), world_only=world)
-        require_slug(TOOL, params.entity, target)
-        slug = target.slug
+        slug = filter_slug(deps, TOOL, caller.tenant, params.entity, world_only=world)
         facts = (
             deps.facts.by_entity(
                 caller.tenant, slug, now=now, active_only=active_only, world_only=world, limit=limit

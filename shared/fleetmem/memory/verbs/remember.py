@@ -3,11 +3,13 @@
 Public API: `RememberParams`, `RememberResult`, `run(deps, caller, params, ctx) -> Outcome`. The
 dedup/supersession decision lives in `fleetmem.memory.fact_dedup`.
 
-Validation order (each failure stops): fact trimmed non-empty -> fact <= 2,000 chars -> provenance
+Validation order (each failure stops): fact not blank -> fact <= 2,000 chars -> provenance
 present -> provenance not blank (`provenance_required`) -> provenance <= 500 chars -> kind ->
-visibility -> ttl -> entity <= 300 chars -> supersedes not blank -> (after resolution) the entity's
-slug within the slug limits (D16) -> supersedes names an active fact the caller can see. Nothing is
-written before every check passed.
+visibility -> ttl (invisible-only is refused; "" never expires) -> entity <= 300 chars ->
+supersedes not blank -> (after resolution) the entity's slug within the slug limits (D16) ->
+supersedes names an active fact the caller can see. Nothing is written before every check passed.
+Blank is `params.is_blank`: no visible character, so zero-width or other invisible characters
+alone are as empty as "".
 
 Entity: resolved by `entities.canonicalize_entity` (the resolution `entity()` and recall use; D6,
 D15). When nothing resolves, the fact is filed under the slugified name and, if no page and no
@@ -55,7 +57,7 @@ from fleetmem.memory import indexing
 from fleetmem.memory.common import fix_call, given_args, invalid, too_long
 from fleetmem.memory.entities import EntityTarget, canonicalize_entity, near_misses, require_slug
 from fleetmem.memory.fact_dedup import CANDIDATE_SCAN, decision_pool, match, restated
-from fleetmem.memory.params import NO_FIX, Hint, Params, VisibilityArg
+from fleetmem.memory.params import NO_FIX, Hint, Params, VisibilityArg, is_blank
 from fleetmem.memory.registry import ToolSpec, register
 from fleetmem.memory.slugs import slug_size_problem, slugify
 from fleetmem.memory.ttl import parse_ttl
@@ -83,16 +85,36 @@ TOOL = "remember"
 
 
 def _fact_text(value: Any) -> Any:
-    if isinstance(value, str) and not value.strip():
-        raise PydanticCustomError("fm_fact_empty", "fact is empty.")
+    if isinstance(value, str) and is_blank(value):
+        raise PydanticCustomError(
+            "fm_fact_empty",
+            "fact is empty: it holds no visible character (only spaces, zero-width or other invisible "
+            "characters)." if value else "fact is empty.",
+        )
     return value
 
 
 def _provenance_gate(value: Any) -> Any:
     if value is None:
         raise PydanticCustomError("fm_provenance_missing", "provenance is missing.")
-    if isinstance(value, str) and not value.strip():
-        raise PydanticCustomError("provenance_required", "provenance is blank.")
+    if isinstance(value, str) and is_blank(value):
+        raise PydanticCustomError(
+            "provenance_required",
+            "provenance is blank: it holds no visible character (only spaces, zero-width or other "
+            "invisible characters)." if value else "provenance is blank.",
+        )
+    return value
+
+
+def _ttl_given(value: Any) -> Any:
+    # "" (or whitespace) means "never expires", as PROTOCOL_NOTES and the reference define it; a ttl
+    # of invisible characters only ("\u200b") is no duration and no date.
+    if isinstance(value, str) and value.strip() and is_blank(value):
+        raise PydanticCustomError(
+            "fm_ttl_empty",
+            "ttl holds only invisible characters. Leave ttl out (or \"\", or null) for a fact that never "
+            "expires, or send the duration you meant (\"30d\", \"12h\") or an ISO 8601 date.",
+        )
     return value
 
 
@@ -101,7 +123,7 @@ def _fact_fix(raw: Any, now: datetime) -> Any:
 
 
 def _provenance_fix(raw: Any, now: datetime) -> str:
-    if isinstance(raw, str) and raw.strip():
+    if isinstance(raw, str) and not is_blank(raw):
         return raw[:PROVENANCE_MAX]
     if raw is not None and not isinstance(raw, str):
         return str(raw)
@@ -169,13 +191,17 @@ class RememberParams(Params):
     )
     ttl: Annotated[
         str | None,
+        AfterValidator(_ttl_given),
         WithJsonSchema({"type": ["string", "null"]}),
         Hint(
             accepts="a duration string or an ISO 8601 date",
-            cause='ttl is text: a shorthand like "30d" / "12h" or an ISO 8601 date.',
-            # A bare number has no unit (seconds? days?): no corrected call keeps its meaning.
+            cause='ttl is text: a shorthand like "30d" / "12h" or an ISO 8601 date; left out (or null) the '
+            "fact never expires.",
+            # A bare number has no unit (seconds? days?) and an empty text no duration at all: no
+            # corrected call keeps the meaning.
             fix=NO_FIX,
-            remedy='pass ttl as text with its unit, e.g. "30d" for thirty days or "12h" for twelve hours',
+            remedy='pass ttl as text with its unit, e.g. "30d" for thirty days or "12h" for twelve hours, '
+            "or leave ttl out for a fact that never expires",
         ),
     ] = Field(
         None,

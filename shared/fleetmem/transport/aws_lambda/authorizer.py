@@ -26,6 +26,23 @@ PROOF_FIELD = "proof"
 CLAIMS = ("tenant", "client_id", "scopes")
 
 
+def credential_shape() -> str:
+    """A regex matching every `Authorization` value `authorize` can accept: the `Bearer` scheme
+    (any case), then an API token (`fleetmem.tokens`: prefix, length, alphabet) or a compact JWS
+    (the Cognito shape `fleetmem.adapters.aws.auth` checks before any JWKS fetch, its upper length
+    bounds dropped), whitespace around it allowed as `authorize` strips it. WAF reads it to tell a
+    well-formed credential from none, so it is written in WAF's PCRE dialect: no capturing group
+    and no large repeat count. It says nothing about whether the credential is valid."""
+    import re
+
+    from fleetmem.adapters.aws.auth import _JWT_SHAPE
+    from fleetmem.tokens import _TOKEN_PATTERN
+
+    scheme = "".join(f"[{c.upper()}{c}]" for c in "bearer")
+    jws = re.sub(r"\{(\d+),\d+\}", r"{\1,}", _JWT_SHAPE.pattern)
+    return rf"^{scheme} \s*(?:{_TOKEN_PATTERN.pattern}|{jws})\s*$"
+
+
 class Unauthorized(Exception):
     """Raised to make API Gateway answer 401 (the message must be exactly "Unauthorized")."""
 

@@ -17,9 +17,11 @@ log = logging.getLogger("fleetmem.indexer")
 def handle_stream_batch(
     event: Mapping[str, Any], context: Any, deps: Deps | None = None, kept: Any = None
 ) -> dict[str, Any]:
-    """A DynamoDB Streams batch -> the search index in one pass: one embedder call per
-    `EMBED_BATCH` texts and one `_bulk` for the whole batch (`adapters.aws.stream.handle_batch`,
-    whose documents the domain's indexing builds exactly as the local backend does).
+    """A DynamoDB Streams batch -> the search index in one pass: the records' items read again
+    from the tables in one BatchGetItem (a record is trusted for the keys it names, never for its
+    images), one embedder call per `EMBED_BATCH` texts and one `_bulk` for the whole batch
+    (`adapters.aws.stream.handle_batch`, whose documents the domain's indexing builds exactly as
+    the local backend does).
 
     The answer is the partial-batch response of `ReportBatchItemFailures`: every record whose
     operations failed, by sequence number; Lambda retries the shard from the lowest one (the
@@ -32,7 +34,11 @@ def handle_stream_batch(
 
     d = deps or runtime.get_deps()
     records = [sdk_shaped_record(r) for r in event.get("Records") or ()]
-    result = handle_batch(records, index=d.search, embedder=d.embedder) if records else BatchResult()
+    result = (
+        handle_batch(records, index=d.search, embedder=d.embedder, facts=d.facts, pages=d.pages)
+        if records
+        else BatchResult()
+    )
     n_kept = 0
     if result.failed:
         failed = set(result.failed)
@@ -58,7 +64,7 @@ def _replay_queue() -> Any:
     url = os.environ.get(ENV_REPLAY_QUEUE_URL)
     if not url:
         raise RuntimeError(f"{ENV_REPLAY_QUEUE_URL} is not set")
-    return ReplayQueue(sdk_client("sqs", region=runtime.settings().aws.region), url)
+    return ReplayQueue(sdk_client("replay", region=runtime.settings().aws.region), url)
 
 
 def _emit_metrics(*, failed: int, lag_s: float | None, kept: int) -> None:

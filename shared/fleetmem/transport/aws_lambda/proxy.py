@@ -62,7 +62,7 @@ def gateway_error_body(
     code: str, message: str, *, correlation_id: str, why: str = THROTTLE_WHY
 ) -> dict[str, Any]:
     """The body API Gateway itself answers with (gateway responses: 401 before any function runs,
-    429 from usage plans, the stage throttle or a throttled authorizer), built by the one envelope
+    429 from usage plans or the stage throttle), built by the one envelope
     builder. CDK renders it with `correlation_id="$context.requestId"`."""
     from fleetmem.errors import Fix, VerbError
     from fleetmem.memory.envelope import build_envelope
@@ -89,13 +89,24 @@ def gateway_error_body(
 
 
 def authorizer_busy_body(*, correlation_id: str) -> dict[str, Any]:
-    """What API Gateway answers (429, `Retry-After`) when the authorizer is throttled or fails."""
-    return gateway_error_body(
-        "rate_limited",
-        "The credential check is busy; retry shortly.",
-        correlation_id=correlation_id,
+    """What API Gateway answers (503 `unavailable`, `Retry-After`) when the authorizer fails, times
+    out or is throttled: the service could not check the credential; the caller is over no limit,
+    so it is not a 429 (which means "this client's rate")."""
+    from fleetmem.errors import retry_later
+    from fleetmem.memory.envelope import build_envelope
+
+    message = "The credential check could not run; retry shortly."
+    err = retry_later(
+        message,
+        wait_s=GATEWAY_RETRY_AFTER_S,
         why=AUTHORIZER_BUSY_WHY,
+        fix_why="The same request once the credential check answers.",
+        reason="authorizer_unavailable",
+        mcp=None,
     )
+    body = build_envelope(err, tool="", arguments=None, correlation_id=correlation_id, transport="http")
+    body["message"] = message
+    return body
 
 
 def www_authenticate(base_url: str) -> str:

@@ -16,7 +16,7 @@ from typing import Any
 
 from fleetmem.contract.correlation import new_correlation_id
 from fleetmem.contract.result import DispatchResult, error_result
-from fleetmem.contract.routes import v1_tool_path
+from fleetmem.contract.routes import V1_TRANSPORT, v1_tool_path
 from fleetmem.errors import VerbError
 from fleetmem.ports import Deps
 from fleetmem.transport.aws_lambda import runtime
@@ -78,13 +78,13 @@ def run(call: ReceivedCall | Refusal, deps: Deps | None) -> DispatchResult:
     def run_call() -> DispatchResult:
         return call.run(deps or runtime.get_deps())
 
-    return guarded(run_call, call.tool, call.correlation_id or "", transport="http", event="edge_internal_error")
+    return guarded(run_call, call.tool, call.correlation_id or "", transport=V1_TRANSPORT, event="edge_internal_error")
 
 
 def answer(call: ReceivedCall | Refusal, result: DispatchResult) -> dict[str, Any]:
     """THE one place a result becomes this function's answer: on `/v1` the proxy response of
     `http_api.v1_answer` (a refusal with its own status and headers), else the invoke answer."""
-    if call.transport == "http":
+    if call.transport == V1_TRANSPORT:
         from fleetmem.transport.http_api import v1_answer
 
         if isinstance(call, Refusal):
@@ -147,21 +147,21 @@ def _read_v1(event: Mapping[str, Any], owned: frozenset[str]) -> ReceivedCall | 
             f"{v1_tool_path(tool[:64])} answers POST only.",
             "Send the tool's arguments as a JSON object with POST /v1/<tool>.",
         )
-        return Refusal(err, "", cid, "http", status=405, headers={"Allow": "POST"})
+        return Refusal(err, "", cid, V1_TRANSPORT, status=405, headers={"Allow": "POST"})
     if not is_json_content_type(event_headers(event).get("content-type")):
-        return Refusal(not_json_error(f"POST /v1/{tool[:64]}"), tool, cid, "http")
+        return Refusal(not_json_error(f"POST /v1/{tool[:64]}"), tool, cid, V1_TRANSPORT)
     caller = caller_from_authorizer(vouched_event(event))
     if caller is None:
-        return Refusal(NO_CALLER, tool, cid, "http", headers={"WWW-Authenticate": 'Bearer realm="fleetmem"'})
+        return Refusal(NO_CALLER, tool, cid, V1_TRANSPORT, headers={"WWW-Authenticate": 'Bearer realm="fleetmem"'})
     if tool not in owned:
         err = VerbError(
             "unknown_tool",
             f"No tool {tool[:64]!r} at this route.",
             "POST to /v1/<tool> with a tool name from GET /v1/tools.",
         )
-        return Refusal(err, tool, cid, "http")
+        return Refusal(err, tool, cid, V1_TRANSPORT)
     try:
         arguments = read_arguments(tool, event_body(event))
     except VerbError as err:
-        return Refusal(err, tool, cid, "http")
-    return ReceivedCall(tool, arguments, caller, runtime.settings().surface, cid, transport="http")
+        return Refusal(err, tool, cid, V1_TRANSPORT)
+    return ReceivedCall(tool, arguments, caller, runtime.settings().surface, cid, transport=V1_TRANSPORT)

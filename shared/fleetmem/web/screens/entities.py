@@ -20,12 +20,13 @@ async def entity(view: View) -> Response:
     slug = str(view.request.path_params.get("slug", "")).strip()
     found: dict[str, Any] = await view.call("entity", {"name": slug}) if slug else {"found": False}
     if not found.get("found"):
+        suggestions = found.get("suggestions") or []
         return view.render(
-            "entity.html", status=404, title="Entity not found", slug=slug, card=None,
-            suggestions=found.get("suggestions") or [],
+            "entity.html", status=404, title="Entity not found", slug=slug, card=None, suggestions=suggestions,
             error=ToolFailed(
                 "not_found", f"No entity {slug!r} is known.",
-                "Search the pages for the name, or pick one of the near misses below.", status=404,
+                "Search the pages for the name, or pick one of the near misses below."
+                if suggestions else "Search the pages for the name.", status=404,
             ),
         )
     card = found["card"]

@@ -4,10 +4,12 @@
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import quote
 
 from starlette.responses import Response
 
 from fleetmem.web.client import ToolFailed
+from fleetmem.web.screens.tokens import step_up
 from fleetmem.web.view import View, screen
 
 #: Steps followed each way along `supersedes` / `superseded_by` without trace_fact.
@@ -99,11 +101,8 @@ async def forget_fact(view: View) -> Response:
         if failed.code == "not_found":
             return _not_found(view, _fact_id(view))
         return await _detail(view, status=failed.status or 502, error=failed, reason=reason)
-    view.notices.append(
-        "Forgotten: the fact is no longer recalled; its audit trail keeps the reason."
-        if done and done.get("expired") else "The fact was already inactive: nothing changed."
-    )
-    return await _detail(view)
+    outcome = "fact-forgotten" if done and done.get("expired") else "fact-inactive"
+    return view.redirect(f"/facts/{quote(_fact_id(view), safe='')}", done=outcome)
 
 
 @screen("/facts/{fact_id}/purge", methods=("POST",), scope="admin")
@@ -116,6 +115,9 @@ async def purge_fact(view: View) -> Response:
             "confirmation_required", "Type the fact's id exactly to confirm the purge; nothing was deleted.",
             f"Type {fact_id} in the confirmation box.", status=400,
         ))
+    refused = step_up(view)
+    if refused is not None:
+        return await _detail(view, status=403, purge_reason=reason, confirm_id=typed, error=refused)
     if await _one(view, fact_id) is None:
         return _not_found(view, fact_id)
     done, failed = await view.attempt("purge_fact", {"id": fact_id, "reason": reason or None})
@@ -123,5 +125,4 @@ async def purge_fact(view: View) -> Response:
         if failed.code == "not_found":
             return _not_found(view, fact_id)
         return await _detail(view, status=failed.status or 502, error=failed, purge_reason=reason, confirm_id=typed)
-    return view.render("purged.html", title="Purged", fact_id=fact_id, purged=bool(done and done.get("purged")),
-                       reason=reason)
+    return view.redirect("/memories", done="fact-purged" if done and done.get("purged") else "fact-gone")

@@ -7,7 +7,7 @@ import secrets
 from starlette.responses import RedirectResponse, Response
 
 from fleetmem.web.client import ToolFailed
-from fleetmem.web.sessions import ABSOLUTE, COOKIE, LOGIN_CSRF_COOKIE
+from fleetmem.web.sessions import ABSOLUTE, SIGN_IN_WINDOW
 from fleetmem.web.view import View, screen
 
 
@@ -25,13 +25,25 @@ def _login_form(view: View, *, status: int = 200, error: ToolFailed | None = Non
         "login.html", status=status, title="Sign in", error=error, login_csrf=nonce, next=_next(view)
     )
     response.set_cookie(
-        LOGIN_CSRF_COOKIE, nonce, max_age=900, path=view.root, httponly=True, samesite="strict",
+        view.login_cookie, nonce, max_age=900, path=view.root, httponly=True, samesite="strict",
         secure=view.console.secure_cookie,
     )
     return response
 
 
+def _too_many(view: View) -> Response:
+    minutes = int(SIGN_IN_WINDOW.total_seconds() // 60)
+    response = _login_form(view, status=429, error=ToolFailed(
+        "rate_limited", "Too many sign-in attempts from this address: nothing was checked.",
+        f"Wait {minutes} minute{'s' if minutes != 1 else ''}, then sign in again.", status=429,
+    ))
+    response.headers["retry-after"] = str(int(SIGN_IN_WINDOW.total_seconds()))
+    return response
+
+
 async def _sign_in(view: View, token: str) -> Response:
+    if not view.console.sign_ins.allow(view.request.client.host if view.request.client else ""):
+        return _too_many(view)
     try:
         who = await view.console.client.call(token, "whoami", {})
     except ToolFailed as exc:
@@ -46,10 +58,10 @@ async def _sign_in(view: View, token: str) -> Response:
     session = view.console.sessions.open(token, who)
     response = RedirectResponse(_next(view), status_code=303)
     response.set_cookie(
-        COOKIE, session.id, max_age=int(ABSOLUTE.total_seconds()), path=view.root, httponly=True,
+        view.cookie, session.id, max_age=int(ABSOLUTE.total_seconds()), path=view.root, httponly=True,
         samesite="strict", secure=view.console.secure_cookie,
     )
-    response.delete_cookie(LOGIN_CSRF_COOKIE, path=view.root)
+    response.delete_cookie(view.login_cookie, path=view.root)
     return response
 
 
@@ -78,6 +90,6 @@ async def login(view: View) -> Response:
 @screen("/logout", methods=("POST",))
 async def logout(view: View) -> Response:
     view.console.sessions.close(view.session.id if view.session else None)
-    response = view.redirect("/login")
-    response.delete_cookie(COOKIE, path=view.root)
+    response = view.redirect("/login", done="signed-out")
+    response.delete_cookie(view.cookie, path=view.root)
     return response

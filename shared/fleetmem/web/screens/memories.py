@@ -8,6 +8,7 @@ from urllib.parse import urlencode
 
 from starlette.responses import Response
 
+from fleetmem.timefmt import parse_iso
 from fleetmem.web.client import ToolFailed
 from fleetmem.web.view import View, screen
 
@@ -48,6 +49,43 @@ def _arguments(filters: dict[str, str]) -> dict[str, Any]:
     return out
 
 
+def _recall_arguments(query: str, filters: dict[str, str]) -> dict[str, Any]:
+    """recall narrows by one of entity, session or a start time; `_kept` applies the rest."""
+    out: dict[str, Any] = {"query": query, "limit": 20}
+    if filters["entity"]:
+        out["entity"] = filters["entity"]
+    elif filters["session"]:
+        out["session_id"] = filters["session"]
+    elif filters["after"]:
+        out["since"] = filters["after"]
+    if (filters["state"] or "active") != "active":
+        out["include_expired"] = True
+    return out
+
+
+def _kept(fact: dict[str, Any], filters: dict[str, str]) -> bool:
+    """Whether a fact recall found passes every filter of the form (recall itself resolves the entity,
+    which always goes to it)."""
+    state = filters["state"] or "active"
+    when = str(fact.get("created_at") or "")
+    checks = (
+        not filters["kind"] or fact.get("kind") == filters["kind"],
+        state == "any" or (fact.get("status") or "active") == state,
+        not filters["session"] or fact.get("session_id") == filters["session"],
+        not filters["provenance"] or filters["provenance"].lower() in str(fact.get("provenance") or "").lower(),
+        not filters["after"] or _after(when, filters["after"]),
+        not filters["before"] or _after(filters["before"], when),
+    )
+    return all(checks)
+
+
+def _after(a: str, b: str) -> bool:
+    try:
+        return parse_iso(a) > parse_iso(b)
+    except ValueError:
+        return True  # list_facts, beside, says why the date is refused
+
+
 @screen("/memories")
 async def memories(view: View) -> Response:
     filters = _filters(view)
@@ -56,7 +94,9 @@ async def memories(view: View) -> Response:
     listing, error = await view.attempt(
         "list_facts", {**_arguments(filters), **({"cursor": cursor} if cursor else {})}
     )
-    found, search_error = (await view.attempt("recall", {"query": query, "limit": 20})) if query else (None, None)
+    found, search_error = (await view.attempt("recall", _recall_arguments(query, filters))) if query else (None, None)
+    if found is not None:
+        found = {**found, "facts": [f for f in found.get("facts") or [] if _kept(f, filters)]}
     following = (listing or {}).get("next_cursor")
     kept = {k: v for k, v in filters.items() if v}
     return view.render(
@@ -105,18 +145,19 @@ async def forget_selected(view: View) -> Response:
         error = None
     rows = []
     for fact_id in selected:
+        listed, failed = await view.attempt("list_facts", {"fact_id": fact_id})
+        fact = ((listed or {}).get("facts") or [None])[0]
         if confirm:
-            done, failed = await view.attempt("forget", {"id": fact_id, "reason": reason})
-            if failed is not None:
-                outcome = f"refused: {failed.message}"
+            done, refused = await view.attempt("forget", {"id": fact_id, "reason": reason})
+            if refused is not None:
+                missing = refused.code == "not_found"
+                outcome = "not found: nothing to forget" if missing else f"refused: {refused.message}"
             elif done and done.get("expired"):
                 outcome = "forgotten"
             else:
                 outcome = "already inactive: nothing changed"
-            rows.append({"fact_id": fact_id, "fact": None, "outcome": outcome})
+            rows.append({"fact_id": fact_id, "fact": fact, "outcome": outcome})
             continue
-        listed, failed = await view.attempt("list_facts", {"fact_id": fact_id})
-        fact = ((listed or {}).get("facts") or [None])[0]
         if failed is not None:
             outcome = f"cannot check: {failed.message}"
         elif fact is None:
@@ -126,7 +167,21 @@ async def forget_selected(view: View) -> Response:
         else:
             outcome = f"already {fact.get('status')}: nothing will change"
         rows.append({"fact_id": fact_id, "fact": fact, "outcome": outcome})
+    if confirm and view.session is not None:
+        # post/redirect/get: a reload shows the report again and forgets nothing twice
+        view.session.flash["forgotten"] = {"rows": rows, "reason": reason}
+        return view.redirect("/memories/forgotten")
     return view.render(
         "forget.html", status=400 if error else 200, title="Forget facts", rows=rows, reason=reason,
-        done=confirm, error=error,
+        done=False, error=error,
     )
+
+
+@screen("/memories/forgotten", scope="write")
+async def forgotten(view: View) -> Response:
+    """The report of the last confirmed forget (each fact, its result and the reason given)."""
+    report = view.session.flash.get("forgotten") if view.session else None
+    if report is None:
+        return view.redirect("/memories")
+    return view.render("forget.html", title="Forget facts", rows=report["rows"], reason=report["reason"],
+                       done=True, error=None)

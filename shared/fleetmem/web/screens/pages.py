@@ -52,9 +52,6 @@ async def pages(view: View) -> Response:
             arguments["cursor"] = cursor
         got, error = await view.attempt("list_pages", arguments)
         listing = got or listing
-    deleted = view.field("deleted")
-    if deleted:
-        view.notices.append(f"Deleted the page {deleted}.")
     return view.render(
         "pages.html", title="Pages", q=q, type=kind, cursor=cursor, limit=view.field("limit").strip(), hits=hits,
         listing=listing, error=error,
@@ -78,26 +75,51 @@ async def new_page(view: View) -> Response:
         return _edit_form(view, slug=slug, content=content, loaded_at="", new=True)
     _, error = await view.attempt("put_page", {"slug": slug, "content": content, "expected_updated_at": ""})
     if error is not None:
+        if _stale(error)[0]:
+            error = ToolFailed(
+                "conflict", f"A page {slug} already exists, so nothing was saved (it is not overwritten).",
+                "Pick another slug, or open that page and edit it there; your text is kept below.", status=409,
+            )
         return _edit_form(view, slug=slug, content=content, loaded_at="", new=True, error=error)
     return view.redirect(f"/pages/{slug}")
+
+
+def _stale(error: ToolFailed) -> tuple[bool, bool]:
+    """(whether put_page refused a save over another version, whether the page is gone meanwhile)."""
+    detail = (error.envelope or {}).get("detail") or {}
+    stale = isinstance(detail, dict) and detail.get("reason") == "stale_version"
+    return stale, stale and detail.get("stored_updated_at") is None
 
 
 @screen("/edit-page/{slug:path}", methods=("GET", "POST"), scope="write")
 async def edit_page(view: View) -> Response:
     slug = _slug(view)
-    page, missing = await _page_or_404(view, slug)
-    if page is None:
-        return missing  # type: ignore[return-value]
     if view.request.method == "GET":
+        page, missing = await _page_or_404(view, slug)
+        if page is None:
+            return missing  # type: ignore[return-value]
         return _edit_form(view, slug=slug, content=page["content"], loaded_at=page["updated_at"], new=False)
     content = view.field("content")
     loaded_at = view.field("loaded_at")
     _, error = await view.attempt(
         "put_page", {"slug": slug, "content": content, "expected_updated_at": loaded_at}
     )
-    if error is not None:
-        return _edit_form(view, slug=slug, content=content, loaded_at=loaded_at, new=False, error=error)
-    return view.redirect(f"/pages/{slug}")
+    if error is None:
+        return view.redirect(f"/pages/{slug}")
+    stale, gone = _stale(error)
+    if gone:
+        # deleted while it was being edited: keep the text and offer to save it as the page anew
+        return _edit_form(view, slug=slug, content=content, loaded_at="", new=True, error=ToolFailed(
+            "conflict", f"The page {slug} was deleted after you opened it, so your edit was not saved.",
+            "Your text is kept below: press Save to re-create the page with it, or leave to let it go.", status=409,
+        ))
+    if stale:
+        error = ToolFailed(
+            "conflict", f"{slug} was changed by someone else after you opened it, so your edit was not saved.",
+            "Your text is kept below: copy your change, open the page again in another tab, and re-apply it "
+            "there.", status=409,
+        )
+    return _edit_form(view, slug=slug, content=content, loaded_at=loaded_at, new=False, error=error)
 
 
 @screen("/delete-page/{slug:path}", methods=("GET", "POST"), scope="write")
@@ -112,7 +134,7 @@ async def delete_page(view: View) -> Response:
     if error is not None:
         return view.render("page_delete.html", status=error.status or 502, title=f"Delete {slug}", page=page,
                            error=error)
-    return view.redirect(f"/pages?deleted={slug}")
+    return view.redirect("/pages", done="page-deleted")
 
 
 @screen("/pages/{slug:path}")

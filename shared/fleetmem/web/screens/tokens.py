@@ -1,5 +1,7 @@
 """Tokens (admin): this tenant's tokens (`list_tokens`), minting one (`create_token`, shown once on
-the answer page and never again) and revoking one (`revoke_token`, after a confirmation step)."""
+the page the post redirects to, and never again) and revoking one (`revoke_token`, after a
+confirmation step). Both ask for the signed-in token again (`step_up`): a stolen session cookie alone
+cannot mint or revoke."""
 
 from __future__ import annotations
 
@@ -11,6 +13,20 @@ from fleetmem.web.client import ToolFailed
 from fleetmem.web.view import View, screen
 
 SCOPES = ("read", "write", "admin")
+#: The form field in which a person types the token they signed in with, to confirm a dangerous act.
+STEP_UP_FIELD = "confirm_token"
+
+
+def step_up(view: View) -> ToolFailed | None:
+    """None when the form carries this session's own token; the refusal to show otherwise."""
+    if view.session is not None and view.session.token_ok(view.field(STEP_UP_FIELD)):
+        return None
+    return ToolFailed(
+        "step_up_required",
+        "To confirm, type the token you signed in with: the one typed is missing or is not it. Nothing was changed.",
+        "Paste the token you signed in with into the confirmation box, then submit again.",
+        status=403,
+    )
 
 
 async def _page(
@@ -34,11 +50,24 @@ async def tokens(view: View) -> Response:
 async def create(view: View) -> Response:
     client = view.field("client")
     scopes = [s for s in view.fields("scope") if s]
+    refused = step_up(view)
+    if refused is not None:
+        return await _page(view, status=403, error=refused, client=client, scopes=scopes)
     made, failed = await view.attempt("create_token", {"client": client.strip(), "scopes": scopes})
     if failed is not None:
         return await _page(view, status=failed.status if 400 <= failed.status < 500 else 502, error=failed,
                            client=client, scopes=scopes)
-    assert made is not None
+    assert made is not None and view.session is not None
+    view.session.flash["token"] = made
+    return view.redirect("/tokens/created")
+
+
+@screen("/tokens/created", scope="admin")
+async def created(view: View) -> Response:
+    """The token just created, once: a reload finds it gone and creates nothing."""
+    made = view.session.flash.pop("token", None) if view.session else None
+    if made is None:
+        return view.redirect("/tokens", done="token-shown")
     return view.render("token_created.html", title="Token created", made=made)
 
 
@@ -53,12 +82,13 @@ async def revoke(view: View) -> Response:
         if target is None:
             return await _page(view, status=404, error=ToolFailed(
                 "not_found", "No token with that id in this tenant.", "Pick a token from the list.", status=404))
-        return view.render("token_revoke.html", title="Revoke a token", token=target)
+        return view.render("token_revoke.html", title="Revoke a token", token=target, error=None)
+    refused = step_up(view)
+    if refused is not None:
+        if target is None:
+            return await _page(view, status=403, error=refused)
+        return view.render("token_revoke.html", status=403, title="Revoke a token", token=target, error=refused)
     done, failed = await view.attempt("revoke_token", {"token_id": token_id})
     if failed is not None:
         return await _page(view, status=failed.status if 400 <= failed.status < 500 else 502, error=failed)
-    view.notices.append(
-        f"Token {token_id} is revoked: calls with it are refused from now on."
-        if done and done.get("revoked") else f"Token {token_id} was already revoked: nothing changed."
-    )
-    return await _page(view)
+    return view.redirect("/tokens", done="token-revoked" if done and done.get("revoked") else "token-already-revoked")
