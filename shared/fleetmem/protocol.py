@@ -88,6 +88,10 @@ DEDUP_NEIGHBOURS: Final = 5
 DEDUP_THRESHOLD: Final = 0.95
 HIGH_VECTOR_MATCH: Final = 0.80
 PAGE_BODY_MAX_BYTES: Final = 350 * 1024
+#: bytes of put_page's whole `content`: above it nothing is parsed (no page that large can be stored)
+PAGE_CONTENT_MAX_BYTES: Final = 1024 * 1024
+#: characters of recall's `query` (more than any question; a longer one is refused before any work)
+RECALL_QUERY_MAX: Final = 4000
 IDEMPOTENCY_TTL_HOURS: Final = 24
 #: D2: how long an in-flight claim holds its key (the default of FLEETMEM_IDEMPOTENCY_LEASE_S).
 #: Longer than a write runs (a verb function's timeout is below the edge's 26 s invoke read timeout;

@@ -112,6 +112,38 @@ def test_a_genuine_update_and_a_restatement_still_merge(deps):
     assert old["id"] not in {f["fact_id"] for f in facts}
 
 
+def test_a_probable_update_is_noticed_never_merged_and_its_fix_replaces_the_old_value(deps):
+    """A new value without an update marker: saved beside the old one with a `probable_update`
+    notice (carried like every notice) whose fix, run as given, supersedes the old fact and leaves
+    the new text active once."""
+    entity = "projects/apollo"
+    old = remember(deps, "The Apollo launch deadline is 2027-01-15", entity)
+    args = {"fact": "The Apollo launch deadline is 2027-02-01", "provenance": "integrity test", "entity": entity}
+    result = dispatch("remember", args, CALLER, deps)
+    assert not result.is_error and result.body["status"] == "inserted"
+    new = result.body
+    [notice] = [n for n in result.notices if n.code == "probable_update"]
+    assert old["id"] in notice.why and "2027-01-15" in notice.why
+    assert notice.fix is not None
+    assert notice.fix.mcp == {"tool": "remember", "arguments": {**args, "supersedes": old["id"]}}
+    live = call(deps, "recall", entity=entity)["facts"]
+    assert {f["fact_id"] for f in live} == {old["id"], new["id"]}  # nothing was superseded
+
+    fixed = call(deps, notice.fix.mcp["tool"], **notice.fix.mcp["arguments"])
+    assert fixed["status"] == "superseded"
+    live = call(deps, "recall", entity=entity)["facts"]
+    assert [(f["fact_id"], f["fact"]) for f in live] == [(fixed["id"], "The Apollo launch deadline is 2027-02-01")]
+    items = {f["fact_id"]: f for f in call(deps, "recall", entity=entity, include_expired=True)["facts"]}
+    assert items[old["id"]]["superseded_by"] == fixed["id"]
+    assert items[new["id"]]["status"] == "forgotten"  # the first save of the same text, retired
+
+    # distinct near-twins get no notice
+    for text in ("The Borealis launch deadline is 2027-03-01", "The Apollo beta deadline is 2027-03-01"):
+        result = dispatch("remember", {"fact": text, "provenance": "integrity test", "entity": entity}, CALLER, deps)
+        assert result.body["status"] == "inserted"
+        assert [n.code for n in result.notices if n.code == "probable_update"] == []
+
+
 # --- item 7: include_expired tells live facts from dead ones --------------------------------------------
 
 

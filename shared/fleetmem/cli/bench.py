@@ -17,7 +17,8 @@ def add_commands(sub: Any, common: Parser) -> None:
         parents=[common],
         add_help=False,
         help="latency/throughput benchmark; `bench quality`: search quality; `bench search`: embedding and "
-        "hybrid recall speed, vector memory (`fleetmem bench --help`)",
+        "hybrid recall speed, vector memory; `bench updates`: update notices on the labelled fact pairs "
+        "(`fleetmem bench --help`)",
     )
     p.add_argument("rest", nargs=argparse.REMAINDER, help="[latency|quality] and the benchmark's options")
     p.set_defaults(handler=cmd_bench)
@@ -25,7 +26,12 @@ def add_commands(sub: Any, common: Parser) -> None:
 
 def cmd_bench(args: argparse.Namespace, out: Output) -> int:
     rest = list(args.rest)
-    what = rest.pop(0) if rest and rest[0] in ("latency", "quality", "search", "console") else "latency"
+    what = rest.pop(0) if rest and rest[0] in ("latency", "quality", "search", "console", "updates") else "latency"
+    if what == "updates":
+        from fleetmem.bench.updates import main as updates_main
+
+        updates_main(Path(rest[0]) if rest else settings_from(args).model_dir, out=out.text)
+        return EXIT_OK
     if what == "console":
         from fleetmem.bench.console import main as console_main
 

@@ -3,7 +3,8 @@ entity, the candidates the caller may meet, and the decision — identical norma
 duplicate; with an embedder the nearest neighbours go through `sameness.decide`.
 
 Public API: `CANDIDATE_SCAN`, `decision_pool(deps, tenant, entity_slug, now) -> DecisionPool`,
-`candidates(caller, fact, pool) -> list[Fact]`, `match(deps, caller, new, vec, pool)`.
+`candidates(caller, fact, pool) -> list[Fact]`, `restated(caller, new, named, pool)`,
+`match(deps, caller, new, vec, pool)` -> (existing, status, probable update).
 """
 
 from __future__ import annotations
@@ -38,31 +39,50 @@ def candidates(caller: Caller, fact: Fact, pool: list[Fact]) -> list[Fact]:
     return out
 
 
+def restated(caller: Caller, new: Fact, named: Fact, pool: list[Fact]) -> Fact | None:
+    """With `supersedes`: an active fact (not the named one) the caller may meet that already says
+    the new text, e.g. the fact saved by the call a `probable_update` notice answered."""
+    norm = normalize_text(new.text)
+    return next(
+        (f for f in candidates(caller, new, pool) if f.fact_id != named.fact_id and normalize_text(f.text) == norm),
+        None,
+    )
+
+
 def match(
     deps: Deps, caller: Caller, new: Fact, vec: list[float] | None, pool: list[Fact]
-) -> tuple[Fact | None, str]:
-    """-> (existing fact, "duplicate" | "superseded") or (None, "inserted")."""
+) -> tuple[Fact | None, str, Fact | None]:
+    """-> (existing fact, "duplicate" | "superseded", None) or (None, "inserted", probable), where
+    `probable` is the nearest fact the new one probably updates (`sameness.probable_update`): the
+    caller is told, nothing is superseded."""
     met = candidates(caller, new, pool)
     norm = normalize_text(new.text)
     for f in met:
         if normalize_text(f.text) == norm:
-            return f, "duplicate"
+            return f, "duplicate", None
     if vec is None or deps.embedder is None:
-        return None, "inserted"
+        return None, "inserted", None
     model = deps.embedder.model_id
     scored = sorted(
         ((cosine(vec, f.vector), f) for f in met if f.vector and f.vector_model == model),
         key=lambda sf: -sf[0],
     )[:DEDUP_NEIGHBOURS]
     # Nearest first; the first neighbour that says the same thing decides (`sameness.decide`).
+    attributed = new.entity_slug is not None
     for similarity, f in scored:
-        decision = sameness.decide(
-            new.text, new.kind, f.text, f.kind, similarity, attributed=new.entity_slug is not None
-        )
+        decision = sameness.decide(new.text, new.kind, f.text, f.kind, similarity, attributed=attributed)
         if decision == "duplicate":
-            return f, "duplicate"
+            return f, "duplicate", None
         if decision == "supersede":
-            return f, "superseded"
-    return None, "inserted"
+            return f, "superseded", None
+    probable = next(
+        (
+            f
+            for similarity, f in scored
+            if sameness.probable_update(new.text, new.kind, f.text, f.kind, similarity, attributed=attributed)
+        ),
+        None,
+    )
+    return None, "inserted", probable
 
 

@@ -73,15 +73,21 @@ def _split_long(section: str, limit: int = CHUNK_CHARS) -> list[str]:
     out: list[str] = []
     current = ""
     for para in paragraphs:
-        while len(para) > limit:  # one huge paragraph: cut at a space near the limit
-            cut = para.rfind(" ", 0, limit)
-            cut = cut if cut > limit // 2 else limit
-            pieces = para[:cut].strip()
+        # One huge paragraph: cut at a space near the limit. Cut by position, never re-copying the
+        # rest of the paragraph, so the work stays linear in its length.
+        start, end = 0, len(para)
+        while end - start > limit:
+            cut = para.rfind(" ", start, start + limit)
+            cut = cut if cut - start > limit // 2 else start + limit
             if current:
                 out.append(current)
                 current = ""
-            out.append(pieces)
-            para = para[cut:].strip()
+            out.append(para[start:cut].strip())
+            start = cut
+            while start < end and para[start].isspace():
+                start += 1
+            end = len(para.rstrip())
+        para = para[start:end] if start else para
         candidate = f"{current}\n\n{para}" if current else para
         if len(candidate) > limit and current:
             out.append(current)

@@ -157,6 +157,8 @@ _PIVOTS = _GENERIC_PIVOTS | {
     "pays", "charges", "drives", "speaks", "reads", "wants", "needs", "targets", "holds", "stays", "based",
     "located", "opens", "closes", "lasts", "begins", "expires", "meets", "renews", "launches", "lands", "departs",
 }
+#: bare copulas: before one, only the subject names the attribute ("The deadline is ...")
+_COPULAS = {"is", "are", "was", "were"}
 _PREPOSITIONS = {"to", "in", "at", "on", "from", "for", "by", "with", "as", "into", "until", "till", "under"}
 #: articles and titles between a pivot and its value ("is based in the London office", "is Dr. Kerr")
 _FILLERS = {"the", "a", "an", "dr", "mr", "mrs", "ms", "prof"}
@@ -299,7 +301,8 @@ def _canonical(text: str) -> list[str]:
     text = _INSTEAD.sub("", text)
     for phrase in (_UPDATE_PHRASE, _SCHEDULED, _BECAME):
         text = phrase.sub(" is ", text)
-    return [w for w in _words(text) if w.casefold() not in _MARKER_ADVERBS and w != "new"]
+    # "status: green" reads as "status is green"
+    return ["is" if w == ":" else w for w in _words(text) if w.casefold() not in _MARKER_ADVERBS and w != "new"]
 
 
 def _is_value(word: str) -> bool:
@@ -317,6 +320,13 @@ def _is_content(word: str) -> bool:
     return word[:1].islower() and word.replace("-", "").isalpha() and word.casefold() not in _FUNCTION_WORDS
 
 
+def _same_shape(a: list[str], b: list[str]) -> bool:
+    """Two values of the same words, but for numbers, dates or names in the same places."""
+    return len(a) == len(b) and all(
+        x.casefold() == y.casefold() or (_is_value(x) and _is_value(y)) for x, y in zip(a, b, strict=True)
+    )
+
+
 def _align(a: list[str], b: list[str]) -> tuple[int, int]:
     """(common prefix, common suffix) lengths of two word lists, case-folded; they never overlap."""
     fa, fb = [w.casefold() for w in a], [w.casefold() for w in b]
@@ -329,10 +339,13 @@ def _align(a: list[str], b: list[str]) -> tuple[int, int]:
     return p, s
 
 
-def _is_update(new_text: str, old_text: str, *, need_name: bool = False) -> bool:
+def _is_update(new_text: str, old_text: str, *, need_name: bool = False, marked: bool = True) -> bool:
     """The new text gives a NEW VALUE to the same attribute of the same subject (rule 3, "genuine
-    update"). `need_name`: the subject must also contain a name or identifier (facts on no entity)."""
-    if not _has_marker(new_text) or _is_additive(new_text):
+    update"). `need_name`: the subject must also contain a name or identifier (facts on no entity).
+    `marked=False` (the `probable_update` notice, never a merge): no update marker is needed, but
+    the attribute must then be a noun of the subject before a bare copula ("The Apollo launch
+    deadline is A" / "... is B", "Project Atlas status: green" / "... is now red")."""
+    if (marked and not _has_marker(new_text)) or _is_additive(new_text):
         return False
     new, old = _canonical(new_text), _canonical(old_text)
     p, s = _align(new, old)
@@ -366,7 +379,9 @@ def _is_update(new_text: str, old_text: str, *, need_name: bool = False) -> bool
     # The values themselves: one slot each. A preposition in a value is another relation ("works
     # at Acme" / "works with Bob") or a qualifier that makes it another fact ("20:00 on Fridays",
     # "2027-02-01 for the EU region").
-    if any(w.casefold() in _PREPOSITIONS for w in (*dn, *do)):
+    # For the notice only, a value of one shape on both sides is still one value: a range ("9 to 5"
+    # / "10 to 6").
+    if any(w.casefold() in _PREPOSITIONS for w in (*dn, *do)) and (marked or not _same_shape(dn, do)):
         return False
     if any(any(c.isdigit() for c in w) for w in values) and not valued:
         return False  # "3 owners" / "12 replicas": numbers of different things
@@ -377,6 +392,8 @@ def _is_update(new_text: str, old_text: str, *, need_name: bool = False) -> bool
     # "deadline") or a noun the values share ("2 direct reports" / "5 direct reports"). A bare
     # "Alice is ..." could be any attribute.
     shared_tail = new[len(new) - s :]
+    if not marked:
+        return n[i] in _COPULAS and any(_is_content(w) for w in subject)
     return n[i] not in _GENERIC_PIVOTS or any(_is_content(w) for w in (*subject, *shared_tail))
 
 
@@ -396,3 +413,47 @@ def decide(
     if update_kind and _is_update(new_text, old_text, need_name=not attributed):
         return "supersede"
     return "distinct"
+
+
+def probable_update(
+    new_text: str, new_kind: str, old_text: str, old_kind: str, similarity: float | None, *, attributed: bool = True
+) -> bool:
+    """A pair `decide` keeps as two facts that still reads as a new value of one attribute of the
+    same subject: remember answers it with a `probable_update` notice naming the older fact (and
+    the same call with `supersedes` as its fix), never by superseding. Two shapes:
+
+    - no update marker, the attribute a noun of the subject before a bare copula, one value each
+      side ("The Apollo launch deadline is 2027-01-15" / "... is 2027-02-01");
+    - an update marker and a role: "X is the A (for Y)" / "X is now the B" (both values noun
+      phrases after an article; the old one may carry a qualifier the new one drops).
+    """
+    if _fold(new_text) == _fold(old_text) or similarity is None or similarity < UPDATE_THRESHOLD:
+        return False
+    if new_kind != old_kind or new_kind == "event" or _is_additive(new_text):
+        return False
+    if _is_update(new_text, old_text, need_name=not attributed, marked=False):
+        return True
+    return _has_marker(new_text) and _is_role_change(new_text, old_text)
+
+
+def _is_role_change(new_text: str, old_text: str) -> bool:
+    """ "Maya Lin is the product manager for Atlas" -> "Maya Lin is now the engineering director"."""
+    new, old = _canonical(new_text), _canonical(old_text)
+    p, _ = _align(new, old)
+    n = [w.casefold() for w in new]
+    o = [w.casefold() for w in old]
+    if p == 0 or (n[p - 1] not in _COPULAS and not (p >= 2 and n[p - 1] in _FILLERS and n[p - 2] in _COPULAS)):
+        return False
+    if n[p - 1] not in _FILLERS:  # each value opens with its own article
+        if p >= len(n) or p >= len(o) or n[p] not in _FILLERS or o[p] not in _FILLERS:
+            return False
+        p += 1
+    dn, do = new[p:], old[p:]
+    cut = next((k for k, w in enumerate(do) if w.casefold() in _PREPOSITIONS), len(do))  # "... for Atlas"
+    do = do[:cut]
+    return (
+        0 < len(dn) <= _VALUE_WORDS
+        and 0 < len(do) <= _VALUE_WORDS
+        and n[p:] != o[p : p + cut]
+        and all(_is_content(w) for w in (*dn, *do))
+    )

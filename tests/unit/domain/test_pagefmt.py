@@ -179,3 +179,31 @@ def test_the_largest_body_with_ordinary_frontmatter_fits_and_reads_back(bdeps, b
     assert put(bdeps, bcaller, "notes/full", content)["status"] == "created"
     got = get_page.run(bdeps, bcaller, get_page.GetPageParams(slug="notes/full"), CTX).body
     assert got["content"].endswith("x" * PAGE_BODY_MAX_BYTES) and "owner: Alice" in got["content"]
+
+
+def test_first_sentence_reduces_a_bounded_prefix_of_each_paragraph(monkeypatch):
+    """The inline patterns backtrack on runs of "[" or "![" (square work in the run's length), so
+    `first_sentence` hands them at most SENTENCE_SCAN_CHARS of a paragraph: the characters they see
+    are counted here, for a 349 KB body that is one run of "[" after an unclosed comment."""
+    from fleetmem.memory import pagefmt
+
+    seen: list[int] = []
+
+    def counting(text: str) -> str:
+        seen.append(len(text))
+        return "x"
+
+    monkeypatch.setattr(pagefmt, "_inline_text", counting)
+    body = "<!-- unclosed " + "[" * 349_000
+    assert pagefmt.first_sentence(body) == "x"
+    assert seen == [pagefmt.SENTENCE_SCAN_CHARS]
+
+
+def test_first_sentence_skips_comments_and_keeps_an_unclosed_one_as_written():
+    from fleetmem.memory.pagefmt import first_sentence
+
+    assert first_sentence("<!-- a --><!-- b -->Real start. More.") == "Real start."
+    assert first_sentence("Text <!-- x\n\ny --> goes on. Then.") == "Text goes on."
+    assert first_sentence("<!-- never closed. Second.") == "<!-- never closed."
+    long = "word " * 1000 + "end."
+    assert first_sentence(long).startswith("word word") and len(first_sentence(long)) <= 2000

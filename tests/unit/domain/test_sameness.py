@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from fleetmem.memory.sameness import decide, distinguishing_tokens
+from fleetmem.memory.sameness import decide, distinguishing_tokens, probable_update
 
 
 def test_distinguishing_tokens_cover_numbers_dates_ids_quotes_and_names():
@@ -139,3 +139,51 @@ def test_on_no_entity_an_update_below_the_gate_needs_a_named_subject():
     assert decide(new, "fact", old, "fact", 0.9) == "supersede"  # both on one entity
     assert decide(new, "fact", old, "fact", 0.9, attributed=False) == "distinct"  # whose deadline?
     assert decide(new, "fact", old, "fact", 0.96, attributed=False) == "supersede"  # the dedup gate as before
+
+
+# --------------------------------------------------------------------------- probable_update (a notice, never a merge)
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        ("The Orion launch deadline is 2027-01-15", "The Orion launch deadline is 2027-02-01"),
+        ("The ledger migration status: green", "The ledger migration status is red"),
+        ("Priya Raman is the product manager for Atlas", "Priya Raman is now the engineering director"),
+        ("Tom's working hours are 9 to 5", "Tom's working hours are now 10 to 6"),
+    ],
+)
+def test_one_value_of_one_attribute_is_a_probable_update_that_decide_keeps_apart(old, new):
+    assert decide(new, "fact", old, "fact", 0.8) == "distinct"  # never merged by the rule
+    assert probable_update(new, "fact", old, "fact", 0.8)
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "kind"),
+    [
+        ("Priya owns the ledger migration", "Daniel owns the ledger migration", "fact"),  # another subject
+        ("Alice's work phone is 555-0100", "Alice's home phone is 555-0123", "fact"),  # another attribute
+        ("Alice speaks Spanish", "Alice speaks Portuguese", "fact"),  # a verb, no subject noun: a list
+        ("Alice likes Python", "Alice likes Rust", "preference"),
+        ("Alice speaks Spanish", "Alice now also speaks Portuguese", "fact"),  # additive
+        ("Alice Chen is a staff engineer", "Alice Chen is now in Dublin", "fact"),  # no attribute named
+        ("Ravi is the tech lead", "Ravi is now out sick", "fact"),
+        ("The office closes at 18:00", "The office now closes at 20:00 on Fridays", "fact"),  # qualified
+        ("Stand-up 2026-06-01: Priya shipped it", "Stand-up 2026-06-02: Priya shipped it", "event"),
+    ],
+)
+def test_distinct_near_twins_are_no_probable_update(old, new, kind):
+    assert not probable_update(new, kind, old, kind, 0.9)
+
+
+def test_a_probable_update_needs_the_same_kind_and_a_similar_text():
+    old, new = "The Orion launch deadline is 2027-01-15", "The Orion launch deadline is 2027-02-01"
+    assert not probable_update(new, "fact", old, "belief", 0.9)
+    assert not probable_update(new, "fact", old, "fact", 0.5)
+    assert not probable_update(old, "fact", old, "fact", 1.0)  # the same text is a duplicate
+
+
+def test_a_label_colon_reads_as_the_copula():
+    old = "The ledger migration status: green"
+    assert decide("The ledger migration status is now red", "fact", old, "fact", 0.8) == "supersede"
+    assert decide("The ledger migration status: now red", "fact", old, "fact", 0.8) == "supersede"

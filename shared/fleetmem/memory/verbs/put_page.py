@@ -18,7 +18,9 @@ Public API: `PutPageParams`, `run(deps, caller, params, ctx) -> Outcome`, `SPEC`
   clipped to 300 instead); each alias <= 200 and at most 50 aliases. Over -> invalid_params whose
   fix has no runnable step (a shortened name is a different name) and says what to do instead.
 - Body larger than 350 KB (UTF-8), or a page larger than `PAGE_STORED_MAX_BYTES` (384 KB) as stored
-  (`stored_bytes`: the body plus every other field re-serialized) -> invalid_params. Bad YAML, or
+  (`stored_bytes`: the body plus every other field re-serialized) -> invalid_params; `content`
+  itself larger than `PAGE_CONTENT_MAX_BYTES` (1 MiB, UTF-8) is refused the same way before it is
+  parsed. Bad YAML, or
   YAML that uses an alias (`pagefmt`: refused before it expands) -> invalid_params with no run-fix
   (only the writer can correct it).
 - status: created | updated | unchanged (unchanged writes nothing, so delta does not re-deliver).
@@ -69,6 +71,7 @@ from fleetmem.protocol import (
     ALIASES_MAX,
     MENTION_LINK_TYPE,
     PAGE_BODY_MAX_BYTES,
+    PAGE_CONTENT_MAX_BYTES,
     PROTOCOL_VERSION,
     SLUG_MAX,
     TITLE_MAX,
@@ -334,6 +337,25 @@ def _too_big(message: str, problem: str, why: str, detail: dict[str, int]) -> Ve
     )
 
 
+def _check_content_size(slug: str, content: str) -> None:
+    """Content that can never be stored (PAGE_CONTENT_MAX_BYTES, several times what a page holds) is
+    refused before it is parsed, chunked or embedded; below it the body and stored-size limits decide."""
+    if len(content) <= PAGE_CONTENT_MAX_BYTES // 4:  # at most 4 UTF-8 bytes per character
+        return
+    size = len(content.encode("utf-8"))
+    if size > PAGE_CONTENT_MAX_BYTES:
+        why = (
+            f"A page holds at most {PAGE_BODY_MAX_BYTES // 1024} KB of body and {PAGE_STORED_MAX_BYTES // 1024} KB "
+            f"as stored; content over {PAGE_CONTENT_MAX_BYTES // 1024} KB is refused before any of it is read."
+        )
+        raise _too_big(
+            f"The page content is larger than {PAGE_CONTENT_MAX_BYTES // 1024} KB.",
+            f"the content of {slug} is {size // 1024} KB",
+            why,
+            {"max_content_bytes": PAGE_CONTENT_MAX_BYTES, "content_bytes": size, "max_bytes": PAGE_BODY_MAX_BYTES},
+        )
+
+
 def _same(a: Page, b: Page) -> bool:
     fields = ("title", "type", "aliases", "summary", "visibility", "body", "links", "timeline", "frontmatter")
     return all(getattr(a, f) == getattr(b, f) for f in fields)
@@ -458,6 +480,7 @@ def run(deps: Deps, caller: Caller, params: PutPageParams, ctx: CallContext) -> 
         )
     slug = raw_slug
     content = params.content or ""
+    _check_content_size(slug, content)
     try:
         meta, body = parse_page_content(content)
     except PageFormatError as exc:

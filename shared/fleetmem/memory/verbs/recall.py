@@ -19,7 +19,8 @@ replacing fact's id) and `expired_at` (when it stopped being live: the forget or
 instant, or the passed `valid_until`). Remote callers see world facts only; `include_private`
 widens only for trusted-local callers.
 
-`limit` outside 1..100 is clamped and the response carries a `clamped` notice saying so.
+`limit` outside 1..100 is clamped and the response carries a `clamped` notice saying so. A `query`
+longer than RECALL_QUERY_MAX (4,000) characters is `invalid_params` before any work (D16).
 
 Search arm — only with a non-empty query: hybrid keyword+vector over page chunks, fused (RRF),
 best chunk per page, each result with evidence/create_safety (see `fleetmem.memory.search`).
@@ -43,6 +44,7 @@ from fleetmem.memory.common import (
     empty_retrieval_notice,
     loose_int,
     parse_since,
+    too_long,
     world_only,
 )
 from fleetmem.memory.entities import filter_slug
@@ -56,6 +58,7 @@ from fleetmem.protocol import (
     DEFAULT_RECALL_LIMIT,
     MAX_RECALL_LIMIT,
     PROTOCOL_VERSION,
+    RECALL_QUERY_MAX,
     SESSION_ID_MAX,
     CreateSafety,
     Evidence,
@@ -70,8 +73,9 @@ class RecallParams(Params):
 
     query: str | None = Field(
         None,
-        description="What to look for, in words. Runs the hybrid page search and, without another "
-        'filter, ranks saved facts by relevance. Example: "pricing decision for Acme".',
+        description="What to look for, in words (at most 4,000 characters). Runs the hybrid page search "
+        'and, without another filter, ranks saved facts by relevance. Example: "pricing decision for Acme".',
+        json_schema_extra={"maxLength": RECALL_QUERY_MAX},
     )
     entity: str | None = Field(
         None, description='Only facts about this entity (slug or name), e.g. "people/alice-example".'
@@ -277,6 +281,20 @@ def _search_arm(
     return results, found.degraded
 
 
+def _check_query(query: str) -> None:
+    """D16: a query longer than RECALL_QUERY_MAX characters is refused before it is embedded or searched."""
+    if len(query) > RECALL_QUERY_MAX:
+        raise too_long(
+            f"query is longer than {RECALL_QUERY_MAX:,} characters ({len(query):,}).",
+            problem=f"The query is {len(query):,} characters long; recall takes at most {RECALL_QUERY_MAX:,}.",
+            cause="recall looks for a question's words, and every word of a query is searched and ranked: "
+            "a query the size of a document only makes the search slow.",
+            instead=f"ask with the words that name what you look for (at most {RECALL_QUERY_MAX:,} characters); "
+            "to find the page a long passage came from, search for one distinctive sentence of it.",
+            detail={"field": "query", "reason": "too_long", "limits": {"query": RECALL_QUERY_MAX}},
+        )
+
+
 def run(deps: Deps, caller: Caller, params: RecallParams, ctx: CallContext) -> Outcome:
     budget = check_budget(TOOL, params)
     limit = clamp_limit(TOOL, params, default=DEFAULT_RECALL_LIMIT, hi=MAX_RECALL_LIMIT)
@@ -284,6 +302,7 @@ def run(deps: Deps, caller: Caller, params: RecallParams, ctx: CallContext) -> O
     since = parse_since(TOOL, params, "since", deps.clock.now())
     world = world_only(caller, params.include_private)
     query = (params.query or "").strip()
+    _check_query(query)
     # One embedding call serves both arms.
     embedded = search_arm.query_vector(deps, query) if query else None
 

@@ -56,7 +56,7 @@ from fleetmem.errors import Conflict, Fix, Notice, Outcome, Unavailable, VerbErr
 from fleetmem.memory import indexing
 from fleetmem.memory.common import fix_call, given_args, invalid, too_long
 from fleetmem.memory.entities import EntityTarget, canonicalize_entity, near_misses, require_slug
-from fleetmem.memory.fact_dedup import CANDIDATE_SCAN, decision_pool, match
+from fleetmem.memory.fact_dedup import CANDIDATE_SCAN, decision_pool, match, restated
 from fleetmem.memory.params import NO_FIX, Hint, Params, VisibilityArg, is_blank
 from fleetmem.memory.registry import ToolSpec, register
 from fleetmem.memory.slugs import slug_size_problem, slugify
@@ -476,18 +476,22 @@ def run(deps: Deps, caller: Caller, params: RememberParams, ctx: CallContext) ->
     existing: Fact | None = None
     status = "inserted"
     fact = draft
+    probable: Fact | None = None  # the fact the new one probably updates (a notice, never a merge)
+    twin: Fact | None = None  # with `supersedes`: an active fact already saying the new text
 
     def decide(current: DecisionPool) -> FactWrite | None:
         """The decision on the entity's current pool (run by the store, D20); None: a duplicate."""
-        nonlocal existing, status, fact
+        nonlocal existing, status, fact, probable, twin
+        probable = twin = None
         if named is not None:
             # the caller said what the fact replaces: no automatic matching
             existing, status = named, "superseded"
+            twin = restated(caller, draft, named, current.facts)
         elif born_expired:
             # stored as history: it neither deduplicates against nor supersedes a live fact
             existing, status = None, "inserted"
         else:
-            existing, status = match(deps, caller, draft, vec, current.facts)
+            existing, status, probable = match(deps, caller, draft, vec, current.facts)
         if status == "duplicate":
             return None
         fact = _saved(deps, caller, draft, seq, existing)
@@ -527,11 +531,52 @@ def run(deps: Deps, caller: Caller, params: RememberParams, ctx: CallContext) ->
     indexed = indexing.index_fact(deps, fact)
     if existing is not None:
         indexed = indexing.unindex_facts(deps, caller.tenant, [existing.fact_id]) and indexed
+    if twin is not None:
+        indexed = _retire_twin(deps, caller, twin, fact) and indexed
+    if status == "inserted" and probable is not None:
+        notices.append(_probable_update_notice(params, probable))
 
     status_text = f"Saved fact #{fact.seq}" + (f" (supersedes #{existing.seq})" if existing else "")
     if born_expired:
         status_text += " (already expired)"
     return _response(fact, status, status_text, current=indexed, degraded=degraded, notices=notices)
+
+
+def _retire_twin(deps: Deps, caller: Caller, twin: Fact, fact: Fact) -> bool:
+    """The `probable_update` fix run: the fact saved by the first call says the same text as the one
+    that now supersedes the old value, so it is expired (reason: restated by the new fact) instead of
+    staying active twice."""
+    reason = f"restated by {fact.fact_id}"
+    trail = AuditEvent(
+        tenant=caller.tenant, subject=twin.fact_id, action="expire", actor=caller.client_id,
+        at=fact.created_at, reason=reason, provenance=fact.provenance,
+    )
+    deps.facts.expire(
+        caller.tenant, twin.fact_id, at=fact.created_at, reason=reason, actor=caller.client_id, audit=trail
+    )
+    return indexing.unindex_facts(deps, caller.tenant, [twin.fact_id])
+
+
+def _probable_update_notice(params: RememberParams, old: Fact) -> Notice:
+    """`probable_update`: the new fact was saved beside an active fact it probably updates (same
+    subject and attribute, another value; `sameness.probable_update`). Nothing was superseded; the
+    fix is the same call with `supersedes` naming the older fact."""
+    args = given_args(params)
+    args.pop("idempotency_key", None)  # a new call: the old key would replay the first result
+    args["supersedes"] = old.fact_id
+    return Notice(
+        code="probable_update",
+        kind="info",
+        why=f"This fact probably gives a new value to what fact #{old.seq} ({old.fact_id}) says: "
+        f"{_quote(old.text)}. Both are active now. If the new value replaces the old one, run the fix: the "
+        "same remember call with `supersedes`, which expires the older fact (superseded_by the new one) "
+        "and keeps the new text once. If both are true, do nothing.",
+        fix=fix_call(TOOL, args, f"Replace fact {old.fact_id} with this one."),
+    )
+
+
+def _quote(text: str, limit: int = 200) -> str:
+    return repr(text if len(text) <= limit else text[: limit - 1] + "…")
 
 
 def _new_entity_notice(
