@@ -243,12 +243,13 @@ class PageStore(Protocol):
         ...
 
     def lookup(
-        self, tenant: str, *, alias: str, title: str, slugs: Sequence[str], suffix: str,
-        world_only: bool, limit: int = 10,
+        self, tenant: str, *, aliases: Sequence[str], titles: Sequence[str], slugs: Sequence[str],
+        suffix: str, world_only: bool, limit: int = 10,
     ) -> builtins.list[PageMatch]:
         """Resolution candidates, one per (page, way) it matched:
-        `alias`: a stored normalized alias equals `alias`;
-        `title`: lower-cased title equals `title` (already lower-cased);
+        `alias`: a stored alias key (`slugs.match_key` of the alias; `normalize_alias` for pages
+        written before it) is one of `aliases`;
+        `title`: the stored title key (`match_key` of the title; `str.lower()` before) is one of `titles`;
         `slug`: slug is one of `slugs`;
         `suffix`: slug ends with "/" + `suffix` (skipped when `suffix` is empty).
         The domain ranks them; the store need not sort. At most `limit` per way."""

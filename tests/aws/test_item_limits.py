@@ -38,5 +38,5 @@ def test_a_page_over_the_item_limit_is_refused_and_nothing_changes(pages):
     stored = pages.get("t1", "notes/big")
     assert stored.body == "small" and stored.aliases == ("Bigly",)
     assert [
-        m.page.slug for m in pages.lookup("t1", alias="bigly", title="", slugs=(), suffix="", world_only=True)
+        m.page.slug for m in pages.lookup("t1", aliases=["bigly"], titles=(), slugs=(), suffix="", world_only=True)
     ] == ["notes/big"]

@@ -24,7 +24,7 @@ def test_corpus_has_one_alias_one_link_and_two_facts_per_page_plus_target_facts(
     assert len(ordinary) == FACTS_PER_PAGE
     target = deps.facts.by_entity("bench", corpus.targets[0], now=NOW, limit=100)
     assert len(target) == FACTS_PER_PAGE + FACTS_PER_TARGET
-    hits = deps.pages.lookup("bench", alias="alias-000077", title="", slugs=[], suffix="", world_only=True)
+    hits = deps.pages.lookup("bench", aliases=["alias-000077"], titles=[], slugs=[], suffix="", world_only=True)
     assert [m.page.slug for m in hits] == [slug_for(77)]
 
 

@@ -23,7 +23,8 @@ def _ways(matches) -> set[tuple[str, str]]:
 
 def _lookup(pages, tenant, *, alias="", title="", slugs=(), suffix="", world_only=True, limit=10):
     return pages.lookup(
-        tenant, alias=alias, title=title, slugs=list(slugs), suffix=suffix, world_only=world_only, limit=limit
+        tenant, aliases=[alias] if alias else [], titles=[title] if title else [], slugs=list(slugs), suffix=suffix,
+        world_only=world_only, limit=limit,
     )
 
 

@@ -8,16 +8,17 @@ Public functions:
   show; `runners_up` are up to 3 other candidates.
   The target takes only EXACT ways, and only when unambiguous (docs/protocol.md: remember, D6:
   exact is not fuzzy; D15: exact titles resolve on writes), in this order:
-  1. exact normalized alias of exactly one page;
-  2. exact title (case-insensitive) of exactly one page;
+  1. exact alias of exactly one page, compared by `slugs.match_key` (NFKC, casefold, format
+     characters dropped, whitespace collapsed: "JÜRGEN STRASSE" is "Jürgen Straße");
+  2. exact title of exactly one page, compared by `slugs.match_key` too;
   3. exact slug (as given, slugified, or ASCII-folded: `slugs.ascii_slug`);
   4. a bare single token and exactly one page is `people/<tok>` / `people/<tok>-…` /
      `companies/<tok>` / `companies/<tok>-…` (tok slugified or ASCII-folded);
   5. otherwise `slugify(name)` per path segment ("" when nothing is sluggable): `page` is None
      and `ambiguous` lists the pages that tied at a rank (the caller's suggestions).
   When the target is a page, that page is `best`. Otherwise `best` is the top of the entity
-  verb's ranking (docs/protocol.md: entity): rank 0 exact normalized alias; rank 1 exact title
-  (case-insensitive) or exact slug; rank 2 slug suffix `*/<slugify(name)>`; a page counts once, at
+  verb's ranking (docs/protocol.md: entity): rank 0 exact alias; rank 1 exact title
+  (both by `match_key`) or exact slug; rank 2 slug suffix `*/<slugify(name)>`; a page counts once, at
   its best rank; ties break on the most recent of updated_at / last_retrieved_at (then slug).
   With `world_only` (remote callers; fail-closed) private pages take no part, so a name cannot
   reveal a private page's slug; trusted-local callers pass `world_only=False`.
@@ -57,7 +58,15 @@ from datetime import UTC, datetime
 
 from fleetmem.errors import PortError, caller_error
 from fleetmem.memory.cards import fact_entity_head
-from fleetmem.memory.slugs import ascii_slug, is_path_like, last_segment, normalize_alias, path_slug_error, slugify
+from fleetmem.memory.slugs import (
+    alias_keys,
+    ascii_slug,
+    is_path_like,
+    last_segment,
+    path_slug_error,
+    slugify,
+    title_keys,
+)
 from fleetmem.models import PageHead, PageMatch, SearchQuery
 from fleetmem.ports import Deps
 from fleetmem.protocol import SUGGESTIONS_MAX, TITLE_MAX
@@ -103,10 +112,11 @@ class Resolution:
 def _matches(deps: Deps, tenant: str, raw: str, *, world_only: bool, suffix: bool) -> list[PageMatch]:
     """The one store lookup behind every resolution: alias, title, slug (and suffix for entity)."""
     slug = slugify(raw)
+    # both key forms: pages written before `match_key` keep their old keys until their next put
     matches = deps.pages.lookup(
         tenant,
-        alias=normalize_alias(raw),
-        title=raw.lower(),
+        aliases=alias_keys(raw),
+        titles=title_keys(raw),
         slugs=[s for s in dict.fromkeys((raw, slug, ascii_slug(raw))) if s],
         suffix=slug if suffix else "",
         world_only=world_only,

@@ -62,7 +62,7 @@ from fleetmem.memory.ranking import (
     searches,
     statements_first,
 )
-from fleetmem.memory.slugs import normalize_alias
+from fleetmem.memory.slugs import alias_keys, normalize_alias
 from fleetmem.memory.vectors import pack
 from fleetmem.models import SearchHit, SearchQuery
 from fleetmem.ports import Deps
@@ -209,13 +209,13 @@ def best_per_page(hits: list[Fused]) -> list[Fused]:
 
 
 def alias_slugs(deps: Deps, tenant: str, query: str, *, world_only: bool) -> set[str]:
-    alias = normalize_alias(query)
-    if not alias:
+    aliases = alias_keys(query)
+    if not aliases:
         return set()
     matches = deps.pages.lookup(
         tenant,
-        alias=alias,
-        title=query.strip().casefold(),
+        aliases=aliases,
+        titles=[],  # only alias hits are kept
         slugs=[],
         suffix="",
         world_only=world_only,

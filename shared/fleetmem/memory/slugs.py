@@ -1,10 +1,12 @@
 """Slugs and aliases: the two normal forms entity resolution compares.
 
 Public functions:
-- `slugify_segment(text) -> str`: NFKC-normalized and casefolded; the letters, digits and combining
-  marks of EVERY script are kept, every run of anything else becomes one "-", leading/trailing "-"
-  stripped ("Zoë Müller!" -> "zoë-müller", "Сергей Иванов" -> "сергей-иванов", "北京办公室" kept as
-  is). A combining mark counts only after a letter or digit of its word.
+- `slugify_segment(text) -> str`: NFKC-normalized and casefolded (NFD and NFC spellings give one
+  slug); the letters, digits and combining marks of EVERY script are kept, format characters
+  (category Cf: ZWJ, ZWNJ, ZWSP, soft hyphen) are dropped without separating anything ("Ka" + ZWJ +
+  "ren" -> "karen"), every run of anything else becomes one "-", leading/trailing "-" stripped
+  ("Zoë Müller!" -> "zoë-müller", "Сергей Иванов" -> "сергей-иванов", "北京办公室" kept as is). A
+  combining mark counts only after a letter or digit of its word.
 - `slugify(text) -> str`: `slugify_segment` per "/"-separated path segment, empty segments dropped
   ("People/Alice Example" -> "people/alice-example"). May return "" (nothing sluggable: "!!!///???").
 - `ascii_slug(text) -> str`: `slugify` with letters ASCII-folded and anything else dropped (the
@@ -16,7 +18,20 @@ Public functions:
 - `path_slug_error(what, value, field=None) -> VerbError`: the `invalid_params` for such a value
   (`what` names it: "slug", "link target", "entity"; `field` the argument in `detail`, by default
   "slug" or "links"): it explains the slug grammar (SLUG_GRAMMAR) and offers no call to run.
-- `normalize_alias(text) -> str`: casefolded, whitespace collapsed to single spaces, trimmed.
+- `match_key(text) -> str`: THE key titles and aliases are matched on (entity resolution, and the
+  keys the page stores write): format characters (ZWJ, ZWNJ, ZWSP, soft hyphen, bidi marks; Unicode
+  category Cf) dropped without leaving a gap, NFKC, casefolded ("Straße" and "STRASSE" -> "strasse"),
+  a combining dot above directly after "i" dropped ("İ" casefolds to "i" + U+0307; the key of
+  "İlker Işık" is the key of "ilker işık"), whitespace collapsed to single spaces, trimmed. NFD
+  and NFC spellings share one key. It folds nothing else: "Müller"/"Muller", "Işık"/"Isik" (ı is not
+  i) and "René"/"Rene" stay distinct, so different people are never merged by the key. An ASCII
+  text's key is `normalize_alias` of it.
+- `alias_keys(text)` / `title_keys(text) -> list[str]`: the keys a store may hold an alias / title
+  equal to `text` under: `match_key`, and the key written before it (`normalize_alias` /
+  `str.lower()`): a page keeps the keys it was written with until its next put, so resolution
+  looks up both (one key for a plain ASCII name, so it costs nothing there).
+- `normalize_alias(text) -> str`: casefolded, whitespace collapsed to single spaces, trimmed: the
+  alias key written before `match_key` (kept for the lookups of such stored keys and for display).
 - `last_segment(slug) -> str`: the part after the final "/".
 - `slug_size_problem(slug) -> str | None`: why `slug` breaks the size limits (D16: at most
   SLUG_MAX characters, each "/" segment at most SLUG_SEGMENT_MAX), or None when it fits.
@@ -41,6 +56,7 @@ SLUG_GRAMMAR = (
 
 _NON_ALNUM = re.compile(r"[^a-z0-9]+")
 _WHITESPACE = re.compile(r"\s+")
+_DOTTED_I = re.compile("i\u0307")
 
 
 def _fold(text: str) -> str:
@@ -55,10 +71,16 @@ def _fold(text: str) -> str:
     return out
 
 
+def _drop_format(text: str) -> str:
+    """Without its format characters (Cf: ZWJ, ZWNJ, ZWSP, soft hyphen, bidi marks): invisible,
+    they join or separate nothing a reader sees, so a name never differs by them."""
+    return "".join(ch for ch in text if unicodedata.category(ch) != "Cf")
+
+
 def slugify_segment(text: str) -> str:
     out: list[str] = []
     gap = False
-    for ch in _fold(text):
+    for ch in _fold(_drop_format(text)):
         cat = unicodedata.category(ch)[0]
         if cat in "LN" or (cat == "M" and out and not gap):
             if gap and out:
@@ -114,6 +136,26 @@ def is_canonical_slug(slug: str) -> bool:
 
 def normalize_alias(text: str) -> str:
     return _WHITESPACE.sub(" ", text.casefold()).strip()
+
+
+def alias_keys(text: str) -> list[str]:
+    """The keys an alias equal to `text` may be stored under: `match_key` (written now) and
+    `normalize_alias` (written before it; a page keeps its keys until its next put). One key for
+    a plain ASCII name."""
+    return [k for k in dict.fromkeys((match_key(text), normalize_alias(text))) if k]
+
+
+def title_keys(text: str) -> list[str]:
+    """The keys a title equal to `text` may be stored under: `match_key` (written now) and
+    `str.lower()` (written before it). One key for a plain ASCII name."""
+    return [k for k in dict.fromkeys((match_key(text), text.strip().lower())) if k]
+
+
+def match_key(text: str) -> str:
+    # Only the dot above that casefold gives "İ" is dropped (the dot of a lower "i" is its own):
+    # folding accents or "ı" into ASCII would merge different names (Müller/Muller, Işık/Isik).
+    folded = _DOTTED_I.sub("i", _fold(_drop_format(text)))
+    return _WHITESPACE.sub(" ", folded).strip()
 
 
 def last_segment(slug: str) -> str:

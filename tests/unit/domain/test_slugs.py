@@ -12,6 +12,7 @@ from fleetmem.memory.slugs import (
     is_canonical_slug,
     is_path_like,
     last_segment,
+    match_key,
     normalize_alias,
     path_slug_error,
     slug_size_problem,
@@ -59,6 +60,43 @@ def test_canonical_slugs_are_exactly_their_slugified_form():
 def test_aliases_are_casefolded_and_whitespace_collapsed():
     assert normalize_alias("  Alice\t  EXAMPLE \n") == "alice example"
     assert normalize_alias("Straße") == "strasse"
+
+
+@pytest.mark.parametrize(
+    ("written", "stored"),
+    [
+        (unicodedata.normalize("NFD", "René Lefèvre"), "René Lefèvre"),  # NFD and NFC
+        ("JÜRGEN STRASSE", "Jürgen Straße"),  # casefold, not lower
+        ("ilker işık", "İlker Işık"),  # "İ" casefolds to "i" + combining dot above
+        ("Ka\u200dren\u00a0 Smith", "Karen Smith"),  # ZWJ dropped, NBSP and runs of spaces folded
+        ("Ka\u200cren\u200b Smith\u00ad", "  karen smith "),  # ZWNJ, ZWSP, soft hyphen
+        ("ＡＢＣ", "abc"),  # NFKC
+    ],
+)
+def test_names_written_differently_share_one_match_key(written, stored):
+    assert match_key(written) == match_key(stored)
+
+
+@pytest.mark.parametrize(
+    ("one", "other"),
+    [("Anna Müller", "Anna Muller"), ("Ayşe Işık", "Ayse Isik"), ("Işık", "Isik"), ("René", "Rene"),
+     ("Łukasz", "Lukasz"), ("Karen Smith", "Karens Mith"), ("Jürgen", "Jurgen")],
+)
+def test_names_that_differ_in_a_letter_keep_different_match_keys(one, other):
+    assert match_key(one) != match_key(other)
+
+
+def test_an_ascii_names_match_key_is_the_alias_key_it_had():
+    for name in ("Alice Example", "  ACME,  Inc.\t", "o'neil-smith", "x"):
+        assert match_key(name) == normalize_alias(name)
+    assert match_key("Priya Raman") == "Priya Raman".lower()
+
+
+def test_a_format_character_inside_a_word_never_splits_its_slug():
+    assert slugify("Ka\u200dren Smith") == slugify("Karen Smith") == "karen-smith"
+    assert slugify("Ka\u200cren\u200b\u00adSmith") == "karensmith"
+    assert slugify("people/Ka\u200dren") == "people/karen"
+    assert slugify(unicodedata.normalize("NFD", "René Lefèvre")) == slugify("René Lefèvre") == "rené-lefèvre"
 
 
 def test_last_segment_is_the_leaf_of_the_path():

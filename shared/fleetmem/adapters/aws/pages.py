@@ -38,7 +38,7 @@ from fleetmem.adapters.aws.dynamo import (
 )
 from fleetmem.adapters.aws.tables import HEAD_ATTRS, PAGES
 from fleetmem.errors import TooLarge
-from fleetmem.memory.slugs import last_segment, normalize_alias
+from fleetmem.memory.slugs import last_segment, match_key
 from fleetmem.models import Backlink, Link, Page, PageHead, PageMatch, PageTombstone, TimelineEntry
 from fleetmem.ports import PageTallies
 
@@ -119,7 +119,7 @@ def page_to_item(page: Page) -> dict[str, Any]:
         "frontmatter": json.dumps(page.frontmatter, default=str) if page.frontmatter else None,
         "created_at": ts(page.created_at),
         "author": page.author,
-        "tk": keys.key(page.tenant, page.title.lower()),
+        "tk": keys.key(page.tenant, match_key(page.title)),
         "lk": keys.key(page.tenant, last_segment(page.slug)),
         "us": _position(page.updated_at, page.slug),
     }
@@ -164,7 +164,7 @@ def derived_rows(page: Page) -> list[dict[str, Any]]:
     head = _head_attrs(page)
     rows: dict[str, dict[str, Any]] = {}
     for alias in page.aliases:
-        norm = normalize_alias(alias)
+        norm = match_key(alias)
         if norm:
             sk = f"A#{keys.part(norm)}"
             rows[sk] = {
@@ -267,8 +267,8 @@ class DynamoPageStore(DynamoStore):
         return not world_only or item.get("visibility", "world") == "world"
 
     def lookup(
-        self, tenant: str, *, alias: str, title: str, slugs: Sequence[str], suffix: str,
-        world_only: bool, limit: int = 10,
+        self, tenant: str, *, aliases: Sequence[str], titles: Sequence[str], slugs: Sequence[str],
+        suffix: str, world_only: bool, limit: int = 10,
     ) -> builtins.list[PageMatch]:
         def take(
             items: Iterator[dict[str, Any]], via: str, keep: Callable[[dict[str, Any]], bool]
@@ -282,13 +282,14 @@ class DynamoPageStore(DynamoStore):
             return out
 
         thunks: builtins.list[Callable[[], builtins.list[PageMatch]]] = []
-        if alias:
+        # one index query per key form (the current key, and the key pages written before it carry)
+        for alias in dict.fromkeys(a for a in aliases if a):
             thunks.append(
-                lambda: take(self._gsi(tenant, "by_alias", "ak", keys.key(tenant, alias)), "alias", lambda _: True)
+                lambda a=alias: take(self._gsi(tenant, "by_alias", "ak", keys.key(tenant, a)), "alias", lambda _: True)
             )
-        if title:
+        for title in dict.fromkeys(t for t in titles if t):
             thunks.append(
-                lambda: take(self._gsi(tenant, "by_title", "tk", keys.key(tenant, title)), "title", lambda _: True)
+                lambda t=title: take(self._gsi(tenant, "by_title", "tk", keys.key(tenant, t)), "title", lambda _: True)
             )
         wanted = [s for s in dict.fromkeys(slugs) if s]
         if wanted:
@@ -308,7 +309,9 @@ class DynamoPageStore(DynamoStore):
                     lambda i: str(i["slug"]).endswith(tail),
                 )
             )
-        return [m for group in parallel(thunks) for m in group]
+        # a page found under both key forms is one candidate of its way
+        found = {(m.via, m.page.slug): m for group in parallel(thunks) for m in group}
+        return list(found.values())
 
     def heads(self, tenant: str, slugs: Sequence[str]) -> builtins.list[PageHead]:
         wanted = list(dict.fromkeys(s for s in slugs if s))

@@ -128,8 +128,8 @@ def measure(stores, *, pages: int, runs: int) -> dict[str, object]:
     out["lookup"] = _timed(
         lambda: stores.pages.lookup(
             "bench",
-            alias=f"alias {rng.randrange(max(1, pages))}",
-            title="orbit river 12",
+            aliases=[f"alias {rng.randrange(max(1, pages))}"],
+            titles=["orbit river 12"],
             slugs=["people/orbit-12"],
             suffix=f"{rng.choice(_WORDS)}-{rng.randrange(max(1, pages))}",
             world_only=True,

@@ -27,7 +27,7 @@ from fleetmem.adapters.local.sqlite.db import (
 )
 from fleetmem.adapters.local.sqlite.search import fts_match
 from fleetmem.errors import Conflict, TooLarge, Unavailable
-from fleetmem.memory.slugs import normalize_alias
+from fleetmem.memory.slugs import match_key
 from fleetmem.models import (
     Backlink,
     Link,
@@ -104,7 +104,7 @@ class SqlitePageStore:
             values: tuple[Any, ...] = (
                 leaf_of(s),
                 page.title,
-                page.title.lower(),
+                match_key(page.title),
                 page.type,
                 aliases,
                 page.summary,
@@ -140,7 +140,7 @@ class SqlitePageStore:
             self._delete_derived(conn, t, s, rowid)
             conn.executemany(
                 "INSERT OR IGNORE INTO aliases (tenant, alias, slug) VALUES (?, ?, ?)",
-                [(t, a, s) for a in {normalize_alias(a) for a in page.aliases} if a],
+                [(t, a, s) for a in {match_key(a) for a in page.aliases} if a],
             )
             updated, vis = ms(page.updated_at), page.visibility
             conn.executemany(
@@ -187,29 +187,34 @@ class SqlitePageStore:
         return self.db.write(run)
 
     def lookup(
-        self, tenant: str, *, alias: str, title: str, slugs: Sequence[str], suffix: str,
-        world_only: bool, limit: int = 10,
+        self, tenant: str, *, aliases: Sequence[str], titles: Sequence[str], slugs: Sequence[str],
+        suffix: str, world_only: bool, limit: int = 10,
     ) -> list[PageMatch]:
         vis = " AND p.visibility = 'world'" if world_only else ""
         lim = max(0, int(limit))
         head = "p.slug, p.title, p.type, p.visibility, p.updated_at, p.last_retrieved_at"
         wanted_slugs = list(dict.fromkeys(slugs))[:_IN_CHUNK]
+        wanted_aliases = [a for a in dict.fromkeys(aliases) if a][:_IN_CHUNK]
+        wanted_titles = [t for t in dict.fromkeys(titles) if t][:_IN_CHUNK]
 
         def run(conn: sqlite3.Connection) -> list[PageMatch]:
             out: list[PageMatch] = []
-            if alias:
+            if wanted_aliases:
+                # DISTINCT: a page holding an alias under both key forms is one candidate
                 for r in conn.execute(
-                    f"SELECT {head} FROM aliases a "
+                    f"SELECT DISTINCT {head} FROM aliases a "
                     "CROSS JOIN pages p ON p.tenant = a.tenant AND p.slug = a.slug "
-                    f"WHERE a.tenant = ? AND a.alias = ?{vis} ORDER BY a.slug LIMIT ?",
-                    (tenant, alias, lim),
+                    f"WHERE a.tenant = ? AND a.alias IN ({_marks(len(wanted_aliases))}){vis} "
+                    "ORDER BY p.slug LIMIT ?",
+                    (tenant, *wanted_aliases, lim),
                 ):
                     out.append(PageMatch(page=_head_of(r), via="alias"))
-            if title:
+            if wanted_titles:
                 for r in conn.execute(
-                    f"SELECT {head} FROM pages p WHERE p.tenant = ? AND p.title_lc = ?{vis} "
+                    f"SELECT {head} FROM pages p "
+                    f"WHERE p.tenant = ? AND p.title_lc IN ({_marks(len(wanted_titles))}){vis} "
                     "ORDER BY p.slug LIMIT ?",
-                    (tenant, title, lim),
+                    (tenant, *wanted_titles, lim),
                 ):
                     out.append(PageMatch(page=_head_of(r), via="title"))
             if wanted_slugs:
