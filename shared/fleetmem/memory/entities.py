@@ -151,19 +151,24 @@ def _near(slug: str, wanted: set[str]) -> bool:
     return any(have.startswith(w) for have in _words(last_segment(slug)) for w in wanted)
 
 
-def _fact_only_near_misses(
-    deps: Deps, tenant: str, text: str, wanted: set[str], *, world_only: bool, skip: set[str]
-) -> list[dict]:
-    """Entities that have facts but no page, near the name: the fact index finds facts filed under
-    a slug sharing a word with it (a fact's indexed title is its entity slug); those whose slug is
-    no page's and that hold active facts the caller may see are offered."""
+def _fact_hits(deps: Deps, tenant: str, text: str, wanted: set[str], *, world_only: bool) -> list:
+    """The fact index's keyword hits for a name (a fact's indexed title is its entity slug); none
+    when the name has no word or the index cannot answer (near-misses are advice)."""
     if not wanted:
         return []
     query = SearchQuery(tenant=tenant, text=text, kinds=("fact",), world_only=world_only, k=_FACT_SCAN)
     try:
-        hits = deps.search.search(query).keyword
+        return list(deps.search.search(query).keyword)
     except PortError:
-        return []  # near-misses are advice: an index that cannot answer offers none
+        return []
+
+
+def _fact_only_near_misses(
+    deps: Deps, tenant: str, hits: list, wanted: set[str], *, world_only: bool, skip: set[str]
+) -> list[dict]:
+    """Entities that have facts but no page, near the name: of the facts the index found (`hits`),
+    those filed under a slug sharing a word with it, whose slug is no page's and that hold active
+    facts the caller may see, are offered."""
     slugs = [s for s in dict.fromkeys(h.slug for h in hits) if s and s not in skip and _near(s, wanted)]
     if not slugs:
         return []
@@ -185,12 +190,17 @@ def near_misses(deps: Deps, tenant: str, name: str, *, world_only: bool, exclude
     wanted = _words(text)
     out: list[dict] = []
     limit = SUGGESTIONS_MAX + len(exclude)
-    for head in deps.pages.keyword(tenant, text, world_only=world_only, limit=limit):
+    # the page keyword lookup and the fact search are independent: one concurrent round
+    heads, fact_hits = deps.gather(
+        lambda: deps.pages.keyword(tenant, text, world_only=world_only, limit=limit),
+        lambda: _fact_hits(deps, tenant, text, wanted, world_only=world_only),
+    )
+    for head in heads:
         if (world_only and head.visibility != "world") or head.slug in exclude:
             continue
         out.append(_suggestion(head.slug, head.title, head.type, wanted))
     out += _fact_only_near_misses(
-        deps, tenant, text, wanted, world_only=world_only, skip={*exclude, *(o["slug"] for o in out)}
+        deps, tenant, fact_hits, wanted, world_only=world_only, skip={*exclude, *(o["slug"] for o in out)}
     )
     # the likely ones first (a stable sort: within each, pages before fact-only entities)
     out.sort(key=lambda o: o["create_safety"] != "probable")
