@@ -473,7 +473,6 @@ def test_a_failed_read_fails_the_records_that_needed_it(world):
         region="us-east-1",
         endpoints={"dynamodb": f"http://127.0.0.1:{engines.free_port()}"},
         session=engines.session(),
-        retries=0,
     )
     down = type("Down", (), {"facts": DynamoFactStore(clients, "x"), "pages": DynamoPageStore(clients, "x")})
     result = index_batch(records, down, index, embedder)
