@@ -27,7 +27,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from fleetmem.adapters.aws.sdk_clients import INVOKE_READ_TIMEOUT_S
-from fleetmem.adapters.aws.signing_keys import DEFAULT_KEY_TTL_S, KeyRing, secrets_manager_fetch
+from fleetmem.adapters.aws.signing_keys import DEFAULT_KEY_TTL_S, SIGNATURE_VALIDITY, KeyRing, secrets_manager_fetch
 from fleetmem.contract.correlation import correlation
 from fleetmem.contract.invoker import make_payload
 from fleetmem.contract.result import DispatchResult, error_result, internal_result
@@ -40,8 +40,6 @@ log = logging.getLogger("fleetmem.invoker")
 SIGNATURE_FIELD = "signature"
 #: The signature format: v2 names its key (`kid`), so a verifier holding two keys computes one MAC.
 SIGNATURE_VERSION = 2
-#: How long a signed payload stays valid (seconds, either side of the verifier's clock).
-SIGNATURE_VALIDITY = 60
 
 
 def _canonical(payload: Mapping[str, Any], signed_at: int) -> bytes:

@@ -36,6 +36,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+#: How long a signed invoke payload stays valid (seconds, either side of the verifier's clock;
+#: adapters/aws/invoker.py signs and checks with it, the rotation's overlap window counts it).
+SIGNATURE_VALIDITY = 60
+
 log = logging.getLogger("fleetmem.signing")
 
 CURRENT, PREVIOUS, PENDING = "AWSCURRENT", "AWSPREVIOUS", "AWSPENDING"
@@ -168,7 +172,6 @@ class RotationError(Exception):
 def key_accepted_s() -> int:
     """The overlap window the deploy set (`ENV_KEY_ACCEPTED_S`); without it, the one the default
     settings give (default key TTL + default authorizer cache TTL + signature validity)."""
-    from fleetmem.adapters.aws.invoker import SIGNATURE_VALIDITY
     from fleetmem.config import DEFAULT_AUTHORIZER_CACHE_TTL_S
 
     raw = os.environ.get(ENV_KEY_ACCEPTED_S, "")
