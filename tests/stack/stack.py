@@ -431,6 +431,10 @@ def function_error(raw: bytes) -> tuple[str, str] | None:
     return None
 
 
+class _PortTaken(RuntimeError):
+    """A function's emulator found one of its ports taken by another process (see `Stack._spawn`)."""
+
+
 @dataclass
 class Function:
     group: str
@@ -897,6 +901,29 @@ class Stack:
         env: dict[str, str],
         cfg: Any,
     ) -> Function:
+        """Start one function's emulator. A free port is picked, released, then bound by the
+        emulator, so another process of the run (an xdist worker starting its own servers) can take
+        it in between: the emulator then exits with "address already in use" in its log, and the
+        function is started again on new ports (at most 3 times)."""
+        for attempt in range(3):
+            try:
+                return self._spawn_once(group, name, python, asset, runtime, rie, env, cfg)
+            except _PortTaken:
+                if attempt == 2:
+                    raise
+        raise AssertionError("unreachable")
+
+    def _spawn_once(
+        self,
+        group: str,
+        name: str,
+        python: Path,
+        asset: Path,
+        runtime: Path,
+        rie: Path,
+        env: dict[str, str],
+        cfg: Any,
+    ) -> Function:
         size = cfg.size_for(group)
         port, api_port = engines.free_port(), engines.free_port()
         handler = f"functions.{group}.handler.handler"
@@ -938,7 +965,12 @@ class Stack:
         log.close()
 
         self._stops.append(lambda: engines.stop_process(proc))
-        engines._wait_port(port, proc, name=f"the {group} function's emulator")
+        try:
+            engines._wait_port(port, proc, name=f"the {group} function's emulator")
+        except RuntimeError:
+            if proc.poll() is not None and b"address already in use" in log_path.read_bytes():
+                raise _PortTaken(group) from None
+            raise
         return Function(group, name, port, proc, log_path, size.timeout_s)
 
     def _warm(self) -> None:
