@@ -153,9 +153,7 @@ def main() -> None:
                 it = streams.get_shard_iterator(
                     StreamArn=arn, ShardId=shard["ShardId"], ShardIteratorType="TRIM_HORIZON"
                 )["ShardIterator"]
-                for r in json.loads(
-                    json.dumps(streams.get_records(ShardIterator=it)["Records"], default=lambda_json)
-                ):
+                for r in json.loads(json.dumps(streams.get_records(ShardIterator=it)["Records"], default=lambda_json)):
                     r.update(eventSourceARN=public_arn, awsRegion=REGION)
                     r["dynamodb"]["ApproximateCreationDateTime"] = 1781170200
                     records[table].append(r)

@@ -21,9 +21,7 @@ from infra.config import DeployConfig, load_config
 from infra.stacks.fleetmem_stack import FleetmemStack
 
 
-def build_app(
-    config: DeployConfig, *, nag: bool = True, outdir: str | None = None
-) -> tuple[cdk.App, FleetmemStack]:
+def build_app(config: DeployConfig, *, nag: bool = True, outdir: str | None = None) -> tuple[cdk.App, FleetmemStack]:
     app = cdk.App(outdir=outdir) if outdir else cdk.App()
     stack = FleetmemStack(
         app, config.prefix, config=config, env=cdk.Environment(account=config.account, region=config.region)

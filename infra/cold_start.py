@@ -177,8 +177,11 @@ def main(argv: list[str] | None = None) -> int:
     rows = [measure(g, args.runs, asset, snap_start=args.snap_start) for g in groups]
     python = str(asset.python) if asset else sys.version.split()[0]
     if args.json:
-        print(json.dumps({"target_ms": TARGET_MS, "python": python, "asset": str(args.asset or ""), "rows": rows},
-                         indent=2))
+        print(
+            json.dumps(
+                {"target_ms": TARGET_MS, "python": python, "asset": str(args.asset or ""), "rows": rows}, indent=2
+            )
+        )
         return 0
     where = f"asset {args.asset} with {python}" if asset else f"dev environment, python {python}"
     print(f"target <= {TARGET_MS} ms; {where}; wall / cpu milliseconds, median of {args.runs} fresh interpreters")

@@ -123,8 +123,13 @@ class CallCost:
     @property
     def total_usd(self) -> float:
         return (
-            self.lambda_usd + self.apigw_usd + self.dynamodb_usd + self.embedding_usd + self.xray_usd
-            + self.waf_usd + self.logs_usd
+            self.lambda_usd
+            + self.apigw_usd
+            + self.dynamodb_usd
+            + self.embedding_usd
+            + self.xray_usd
+            + self.waf_usd
+            + self.logs_usd
         )
 
 

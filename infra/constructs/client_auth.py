@@ -41,9 +41,7 @@ class ClientAuth(Construct):
             mfa_second_factor=cognito.MfaSecondFactor(otp=True, sms=False),
             account_recovery=cognito.AccountRecovery.NONE,
             deletion_protection=config.tables.deletion_protection,
-            removal_policy=cdk.RemovalPolicy.RETAIN
-            if config.tables.retain_on_delete
-            else cdk.RemovalPolicy.DESTROY,
+            removal_policy=cdk.RemovalPolicy.RETAIN if config.tables.retain_on_delete else cdk.RemovalPolicy.DESTROY,
         )
         acknowledge(
             self.pool,
@@ -57,9 +55,7 @@ class ClientAuth(Construct):
             "Plus-plan features (threat protection, passwordless) protect human users; this pool "
             "issues client-credentials tokens only.",
         )
-        self.scopes = {
-            s: cognito.ResourceServerScope(scope_name=s, scope_description=_SCOPE_TEXT[s]) for s in SCOPES
-        }
+        self.scopes = {s: cognito.ResourceServerScope(scope_name=s, scope_description=_SCOPE_TEXT[s]) for s in SCOPES}
         self.resource_server = self.pool.add_resource_server(
             "ResourceServer", identifier=RESOURCE_SERVER, scopes=list(self.scopes.values())
         )
@@ -78,10 +74,7 @@ class ClientAuth(Construct):
                 generate_secret=True,
                 o_auth=cognito.OAuthSettings(
                     flows=cognito.OAuthFlows(client_credentials=True),
-                    scopes=[
-                        cognito.OAuthScope.resource_server(self.resource_server, self.scopes[s])
-                        for s in c.scopes
-                    ],
+                    scopes=[cognito.OAuthScope.resource_server(self.resource_server, self.scopes[s]) for s in c.scopes],
                 ),
                 # Short-lived: these tokens cannot be revoked (see CognitoConfig).
                 access_token_validity=cdk.Duration.minutes(config.cognito.access_token_minutes),

@@ -142,9 +142,7 @@ class FunctionFactory:
         self.base_env = base_env
         self.code = lambda_.Code.from_asset(str(config.asset_path()))
         self.runtime = _RUNTIMES[config.python_runtime]
-        self.arch = (
-            lambda_.Architecture.ARM_64 if config.architecture == "arm64" else lambda_.Architecture.X86_64
-        )
+        self.arch = lambda_.Architecture.ARM_64 if config.architecture == "arm64" else lambda_.Architecture.X86_64
 
     def make(
         self,
@@ -222,8 +220,7 @@ class FunctionFactory:
         acknowledge(
             role,
             "AwsSolutions-IAM5[Resource::*]",
-            "Only X-Ray PutTraceSegments/PutTelemetryRecords use '*': X-Ray has no resource-level "
-            "permissions.",
+            "Only X-Ray PutTraceSegments/PutTelemetryRecords use '*': X-Ray has no resource-level permissions.",
         )
         # The version's logical id hashes the function's configuration (code, environment, size), so
         # each deploy that changes any of it publishes a new version and moves the alias to it.

@@ -179,9 +179,7 @@ class Edge(Construct):
                 ENV_COGNITO_ISSUER: auth.issuer,
                 ENV_COGNITO_CLIENTS: auth.clients_by_app_id(config),
                 ENV_COGNITO_RESOURCE_SERVER: RESOURCE_SERVER,
-                ENV_USAGE_KEY_SECRETS: stack.to_json_string(
-                    {cid: s.secret_arn for cid, s in self.key_secrets.items()}
-                ),
+                ENV_USAGE_KEY_SECRETS: stack.to_json_string({cid: s.secret_arn for cid, s in self.key_secrets.items()}),
                 ENV_AUTHORIZER_CACHE_TTL_S: str(config.api.authorizer_cache_ttl_s),
                 # the authorizer signs its context with the stage key; functions act on signed ones only
                 **signing.env,
@@ -338,9 +336,7 @@ class Edge(Construct):
             type=apigw.ResponseType.UNAUTHORIZED,
             status_code="401",
             response_headers={"WWW-Authenticate": www, "Content-Type": f"'{json_type}'"},
-            templates={
-                json_type: _envelope("unauthorized", "Missing, unknown, expired or revoked credential.")
-            },
+            templates={json_type: _envelope("unauthorized", "Missing, unknown, expired or revoked credential.")},
         )
         self.api.add_gateway_response(
             "AccessDenied",
@@ -390,9 +386,7 @@ class Edge(Construct):
                 type=rt,
                 status_code="429",
                 response_headers={"Retry-After": "'60'", "Content-Type": f"'{json_type}'"},
-                templates={
-                    json_type: _envelope("rate_limited", "This client's rate limit or quota is used up.")
-                },
+                templates={json_type: _envelope("rate_limited", "This client's rate limit or quota is used up.")},
             )
 
         # Public by design: the OAuth protected-resource metadata (RFC 9728) tells a client where to
@@ -475,9 +469,7 @@ class Edge(Construct):
         well_formed = wafv2.CfnWebACL.StatementProperty(
             regex_match_statement=wafv2.CfnWebACL.RegexMatchStatementProperty(
                 regex_string=credential_shape(),
-                field_to_match=wafv2.CfnWebACL.FieldToMatchProperty(
-                    single_header={"Name": "authorization"}
-                ),
+                field_to_match=wafv2.CfnWebACL.FieldToMatchProperty(single_header={"Name": "authorization"}),
                 text_transformations=[wafv2.CfnWebACL.TextTransformationProperty(priority=0, type="NONE")],
             )
         )

@@ -77,9 +77,7 @@ class Heartbeat(Construct):
                     self,
                     f"WebhookSecret-{name}",
                     description=f"Shared secret sent as X-Fleetmem-Key to {name}",
-                    generate_secret_string=sm.SecretStringGenerator(
-                        exclude_punctuation=True, password_length=40
-                    ),
+                    generate_secret_string=sm.SecretStringGenerator(exclude_punctuation=True, password_length=40),
                 )
                 acknowledge(
                     secret,

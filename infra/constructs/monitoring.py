@@ -254,8 +254,7 @@ class Monitoring(Construct):
             "api-429",
             throttled,
             config.alarms.api_429_per_5min,
-            "The API answered 429: a client's usage plan (rate or daily quota) or the stage throttle refused "
-            "requests.",
+            "The API answered 429: a client's usage plan (rate or daily quota) or the stage throttle refused requests.",
         )
         limit_widgets: list[cw.IWidget] = [
             cw.GraphWidget(title="API 429 / 4xx share", left=[throttled], right=[api_4xx_share], width=12)
@@ -282,8 +281,7 @@ class Monitoring(Construct):
             "indexer-iterator-age",
             iterator_age,
             config.alarms.iterator_age_s * 1000,
-            f"The indexer trails its streams by {config.alarms.iterator_age_s} s or more: search misses "
-            "recent writes.",
+            f"The indexer trails its streams by {config.alarms.iterator_age_s} s or more: search misses recent writes.",
         )
         failures = indexer_metric(INDEXING_FAILURES, "Sum")
         alarm(

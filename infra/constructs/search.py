@@ -91,12 +91,8 @@ class Search(Construct):
     def _build_domain(self, config: DeployConfig) -> None:
         s = config.search
         removal = cdk.RemovalPolicy.RETAIN if config.tables.retain_on_delete else cdk.RemovalPolicy.DESTROY
-        slow_search = logs.LogGroup(
-            self, "SlowSearchLogs", retention=_retention(config), removal_policy=removal
-        )
-        slow_index = logs.LogGroup(
-            self, "SlowIndexLogs", retention=_retention(config), removal_policy=removal
-        )
+        slow_search = logs.LogGroup(self, "SlowSearchLogs", retention=_retention(config), removal_policy=removal)
+        slow_index = logs.LogGroup(self, "SlowIndexLogs", retention=_retention(config), removal_policy=removal)
         app_logs = logs.LogGroup(self, "AppLogs", retention=_retention(config), removal_policy=removal)
         groups = [slow_search, slow_index, app_logs]
         audit_logs = None
@@ -143,12 +139,8 @@ class Search(Construct):
                 master_node_instance_type=s.master_instance_type if s.dedicated_master else None,
                 multi_az_with_standby_enabled=s.multi_az_with_standby,
             ),
-            ebs=opensearch.EbsOptions(
-                volume_size=s.volume_gb, volume_type=cdk.aws_ec2.EbsDeviceVolumeType.GP3
-            ),
-            zone_awareness=opensearch.ZoneAwarenessConfig(
-                enabled=True, availability_zone_count=s.availability_zones
-            )
+            ebs=opensearch.EbsOptions(volume_size=s.volume_gb, volume_type=cdk.aws_ec2.EbsDeviceVolumeType.GP3),
+            zone_awareness=opensearch.ZoneAwarenessConfig(enabled=True, availability_zone_count=s.availability_zones)
             if s.zone_awareness
             else None,
             automated_snapshot_start_hour=s.snapshot_hour,

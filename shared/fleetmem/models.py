@@ -70,7 +70,8 @@ class Fact(Record):
         if self.superseded_by is not None:
             return "superseded"
         if (
-            self.valid_until is not None and self.valid_until <= now
+            self.valid_until is not None
+            and self.valid_until <= now
             and (self.expired_at is None or self.valid_until <= self.expired_at)
         ):
             return "expired"

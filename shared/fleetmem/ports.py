@@ -109,7 +109,11 @@ class FactStore(Protocol):
         ...
 
     def put(
-        self, fact: Fact, *, supersede: Fact | None = None, audit: Sequence[AuditEvent] = (),
+        self,
+        fact: Fact,
+        *,
+        supersede: Fact | None = None,
+        audit: Sequence[AuditEvent] = (),
         decided: DecisionPool | None = None,
     ) -> None:
         """Insert `fact`. With `supersede`, atomically also mark that stored fact expired at
@@ -123,8 +127,14 @@ class FactStore(Protocol):
         ...
 
     def put_decided(
-        self, tenant: str, entity_slug: str | None, decide: Callable[[DecisionPool], FactWrite | None], *,
-        now: datetime, limit: int, pool: DecisionPool | None = None,
+        self,
+        tenant: str,
+        entity_slug: str | None,
+        decide: Callable[[DecisionPool], FactWrite | None],
+        *,
+        now: datetime,
+        limit: int,
+        pool: DecisionPool | None = None,
     ) -> None:
         """D20: one decision about an entity — `decide` gets the entity's pool and returns what to
         store (None: nothing), which is put conditional on that pool. A store with a lock every
@@ -136,22 +146,40 @@ class FactStore(Protocol):
     def get(self, tenant: str, fact_id: str) -> Fact | None: ...
 
     def by_entity(
-        self, tenant: str, entity_slug: str, *, now: datetime, active_only: bool = True,
-        world_only: bool = True, limit: int = 50,
+        self,
+        tenant: str,
+        entity_slug: str,
+        *,
+        now: datetime,
+        active_only: bool = True,
+        world_only: bool = True,
+        limit: int = 50,
     ) -> list[Fact]:
         """Facts about one entity, newest first (created_at desc, then seq desc)."""
         ...
 
     def by_session(
-        self, tenant: str, session_id: str, *, now: datetime, active_only: bool = True,
-        world_only: bool = True, limit: int = 50,
+        self,
+        tenant: str,
+        session_id: str,
+        *,
+        now: datetime,
+        active_only: bool = True,
+        world_only: bool = True,
+        limit: int = 50,
     ) -> list[Fact]:
         """Facts written with this session_id, newest first."""
         ...
 
     def recent(
-        self, tenant: str, *, now: datetime, after: datetime | None = None, active_only: bool = True,
-        world_only: bool = True, limit: int = 50,
+        self,
+        tenant: str,
+        *,
+        now: datetime,
+        after: datetime | None = None,
+        active_only: bool = True,
+        world_only: bool = True,
+        limit: int = 50,
     ) -> list[Fact]:
         """Facts with created_at > after (all when None), newest first."""
         ...
@@ -161,7 +189,13 @@ class FactStore(Protocol):
         ...
 
     def created_after(
-        self, tenant: str, *, after: datetime, after_seq: int | None, now: datetime, world_only: bool = True,
+        self,
+        tenant: str,
+        *,
+        after: datetime,
+        after_seq: int | None,
+        now: datetime,
+        world_only: bool = True,
         limit: int = 50,
     ) -> list[Fact]:
         """Active facts with (created_at, seq) > (after, after_seq) — `after_seq=None`: created_at >
@@ -172,8 +206,14 @@ class FactStore(Protocol):
     def count_active(self, tenant: str, entity_slug: str, *, now: datetime, world_only: bool = True) -> int: ...
 
     def listing(
-        self, tenant: str, *, now: datetime, world_only: bool, where: FactFilter,
-        before: tuple[datetime, int] | None = None, limit: int = 50,
+        self,
+        tenant: str,
+        *,
+        now: datetime,
+        world_only: bool,
+        where: FactFilter,
+        before: tuple[datetime, int] | None = None,
+        limit: int = 50,
     ) -> list[Fact]:
         """list_facts: facts in any state that pass `where` (state judged at `now`), newest first
         by (created_at, seq), strictly before the keyset position `before` (None: from the newest)."""
@@ -185,7 +225,13 @@ class FactStore(Protocol):
         ...
 
     def expire(
-        self, tenant: str, fact_id: str, *, at: datetime, reason: str | None, actor: str,
+        self,
+        tenant: str,
+        fact_id: str,
+        *,
+        at: datetime,
+        reason: str | None,
+        actor: str,
         audit: AuditEvent | None = None,
     ) -> bool:
         """Mark a fact expired. True if it was active and is now expired; False if already
@@ -198,7 +244,13 @@ class FactStore(Protocol):
         ...
 
     def changed_after(
-        self, tenant: str, *, seq: int, now: datetime, world_only: bool = True, limit: int = 50,
+        self,
+        tenant: str,
+        *,
+        seq: int,
+        now: datetime,
+        world_only: bool = True,
+        limit: int = 50,
         retracted: bool = False,
     ) -> list[tuple[int, Fact]]:
         """D14: (change_seq, fact) of active facts whose change_seq > seq, ascending. `put` assigns
@@ -210,7 +262,13 @@ class FactStore(Protocol):
         ...
 
     def expired_between(
-        self, tenant: str, *, after: datetime, after_seq: int | None, until: datetime, world_only: bool = True,
+        self,
+        tenant: str,
+        *,
+        after: datetime,
+        after_seq: int | None,
+        until: datetime,
+        world_only: bool = True,
         limit: int = 50,
     ) -> list[Fact]:
         """D19: facts whose `valid_until` lies in ((after, after_seq), until] — `after_seq=None`:
@@ -243,8 +301,15 @@ class PageStore(Protocol):
         ...
 
     def lookup(
-        self, tenant: str, *, aliases: Sequence[str], titles: Sequence[str], slugs: Sequence[str],
-        suffix: str, world_only: bool, limit: int = 10,
+        self,
+        tenant: str,
+        *,
+        aliases: Sequence[str],
+        titles: Sequence[str],
+        slugs: Sequence[str],
+        suffix: str,
+        world_only: bool,
+        limit: int = 10,
     ) -> builtins.list[PageMatch]:
         """Resolution candidates, one per (page, way) it matched:
         `alias`: a stored alias key (`slugs.match_key` of the alias; `normalize_alias` for pages
@@ -260,7 +325,12 @@ class PageStore(Protocol):
         ...
 
     def list(
-        self, tenant: str, *, world_only: bool, limit: int, after: str | None = None,
+        self,
+        tenant: str,
+        *,
+        world_only: bool,
+        limit: int,
+        after: str | None = None,
         type: str | None = None,
     ) -> builtins.list[PageHead]:
         """Pages ordered by slug ascending, strictly after `after` (keyset paging)."""
@@ -274,7 +344,13 @@ class PageStore(Protocol):
         ...
 
     def updated_since(
-        self, tenant: str, *, since: datetime, slug: str, world_only: bool, limit: int,
+        self,
+        tenant: str,
+        *,
+        since: datetime,
+        slug: str,
+        world_only: bool,
+        limit: int,
         now: datetime | None = None,
     ) -> builtins.list[PageHead]:
         """Keyset page: (updated_at, slug) > (since, slug) ascending, byte order on slug. With `now`,
@@ -588,7 +664,12 @@ class CallContext:
     """Per-call facts that are not arguments: correlation id and the wall-clock deadline."""
 
     def __init__(
-        self, correlation_id: str, *, deadline_at: float | None = None, transport: str = "mcp", keyed: bool = False,
+        self,
+        correlation_id: str,
+        *,
+        deadline_at: float | None = None,
+        transport: str = "mcp",
+        keyed: bool = False,
         surface: str = "full",
     ) -> None:
         self.correlation_id = correlation_id

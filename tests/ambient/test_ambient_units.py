@@ -48,13 +48,18 @@ def test_only_conversation_text_from_the_tail_is_read(tmp_path: Path) -> None:
     records = [
         {"type": "user", "message": {"role": "user", "content": "Early Person said hello"}},
         *({"type": "user", "message": {"role": "user", "content": "x" * 500}} for _ in range(10)),
-        {"type": "assistant", "message": {"role": "assistant", "content": [
-            {"type": "text", "text": "Late Person replied"},
-            {"type": "tool_use", "name": "Bash", "input": {"command": "echo Tool Person"}},
-            {"type": "thinking", "thinking": "Thinking Person"},
-        ]}},
-        {"type": "user", "message": {"role": "user", "content": [
-            {"type": "tool_result", "content": "Result Person"}]}},
+        {
+            "type": "assistant",
+            "message": {
+                "role": "assistant",
+                "content": [
+                    {"type": "text", "text": "Late Person replied"},
+                    {"type": "tool_use", "name": "Bash", "input": {"command": "echo Tool Person"}},
+                    {"type": "thinking", "thinking": "Thinking Person"},
+                ],
+            },
+        },
+        {"type": "user", "message": {"role": "user", "content": [{"type": "tool_result", "content": "Result Person"}]}},
         {"type": "summary", "summary": "Summary Person was discussed"},
     ]
     path.write_text("\n".join(json.dumps(r) for r in records) + "\nnot json\n")
@@ -104,8 +109,12 @@ def test_a_session_banks_at_most_eight_entities_newest_first(tmp_path: Path, mon
     monkeypatch.setenv("FLEETMEM_STATE_DIR", str(tmp_path))
     claude_code.bank_entities("s", [f"people/p{i}" for i in range(6)])
     banked = claude_code.bank_entities("s", ["people/new1", "people/p0", "people/new2"])
-    assert banked == ["people/new1", "people/p0", "people/new2", "people/p1", "people/p2", "people/p3",
-                      "people/p4", "people/p5"][: claude_code.BANK_CAP]
+    assert (
+        banked
+        == ["people/new1", "people/p0", "people/new2", "people/p1", "people/p2", "people/p3", "people/p4", "people/p5"][
+            : claude_code.BANK_CAP
+        ]
+    )
     assert len(claude_code.banked_entities("s")) == claude_code.BANK_CAP == 8
 
 
@@ -119,8 +128,9 @@ def test_the_bank_keeps_at_most_200_sessions(tmp_path: Path, monkeypatch: pytest
 
 
 def test_project_config_is_found_upwards_and_never_takes_a_token(tmp_path: Path) -> None:
-    (tmp_path / ".fleetmem.json").write_text(json.dumps(
-        {"entities": "a, b ,", "budget_tokens": 900, "token": "fm_secret", "token_file": "tok"}))
+    (tmp_path / ".fleetmem.json").write_text(
+        json.dumps({"entities": "a, b ,", "budget_tokens": 900, "token": "fm_secret", "token_file": "tok"})
+    )
     deep = tmp_path / "src" / "pkg"
     deep.mkdir(parents=True)
     cfg = claude_code.ProjectConfig.find(deep)

@@ -43,17 +43,25 @@ def test_first_wake_sets_the_cursor_and_the_next_wake_delivers_changes(fmx: Flee
     assert "HB Basic Note (notes/hb-basic)" in second.stdout
 
 
-def test_an_expired_session_catches_up_from_the_last_seen_time(
-    fmx: Fleetmem, served: Served, tmp_path: Path
-) -> None:
+def test_an_expired_session_catches_up_from_the_last_seen_time(fmx: Fleetmem, served: Served, tmp_path: Path) -> None:
     # The state says this session last woke 8 days ago; the server has no cursor for it any more
     # (expired), so its wake re-establishes at now and would skip what changed meanwhile.
     last_seen = datetime.now(UTC) - timedelta(seconds=1)
     key = f"{served.url}|hb-expired"
-    write_private_json(tmp_path / "state" / "heartbeat.json", {"entries": {key: {
-        "last_seen": iso(last_seen), "last_slug": "", "exact": False,
-        "last_wake_at": iso(datetime.now(UTC) - timedelta(days=8)), "updated_at": iso(last_seen),
-    }}})
+    write_private_json(
+        tmp_path / "state" / "heartbeat.json",
+        {
+            "entries": {
+                key: {
+                    "last_seen": iso(last_seen),
+                    "last_slug": "",
+                    "exact": False,
+                    "last_wake_at": iso(datetime.now(UTC) - timedelta(days=8)),
+                    "updated_at": iso(last_seen),
+                }
+            }
+        },
+    )
     page(fmx, served, "notes/hb-missed", "HB Missed While Asleep")
 
     r = fmx("heartbeat", "--session-id", "hb-expired", "--json", *remote(served), data_dir=False)
@@ -73,16 +81,27 @@ def test_a_catch_up_larger_than_the_budget_resumes_on_the_next_wakes(
 ) -> None:
     last_seen = datetime.now(UTC) - timedelta(seconds=1)
     key = f"{served.url}|hb-drain"
-    write_private_json(tmp_path / "state" / "heartbeat.json", {"entries": {key: {
-        "last_seen": iso(last_seen), "last_slug": "", "exact": False,
-        "last_wake_at": iso(datetime.now(UTC) - timedelta(days=9)), "updated_at": iso(last_seen),
-    }}})
+    write_private_json(
+        tmp_path / "state" / "heartbeat.json",
+        {
+            "entries": {
+                key: {
+                    "last_seen": iso(last_seen),
+                    "last_slug": "",
+                    "exact": False,
+                    "last_wake_at": iso(datetime.now(UTC) - timedelta(days=9)),
+                    "updated_at": iso(last_seen),
+                }
+            }
+        },
+    )
     for i in (1, 2, 3):
         page(fmx, served, f"notes/hb-drain-{i}", f"HB Drain {i}")
     seen: list[str] = []
     for _ in range(10):  # a page or two fit the budget per wake (other tests' recent pages may come first)
-        doc = fmx("heartbeat", "--session-id", "hb-drain", "--budget-tokens", "110", "--json",
-                  *remote(served), data_dir=False).json()
+        doc = fmx(
+            "heartbeat", "--session-id", "hb-drain", "--budget-tokens", "110", "--json", *remote(served), data_dir=False
+        ).json()
         assert doc["catch_up"] is not None
         seen += [p["slug"] for p in doc["catch_up"]["pages"]]
         if not doc["catch_up"]["has_more"]:
@@ -103,8 +122,15 @@ def test_repeated_wakes_on_the_local_lane_keep_state_per_lane(fm_local: Fleetmem
 
 
 def body(since: datetime, **extra: object) -> dict:
-    return {"since": iso(since), "pages": [], "facts": [], "threads": [], "has_more": False,
-            "next_cursor": {"since": iso(since), "slug": ""}, **extra}
+    return {
+        "since": iso(since),
+        "pages": [],
+        "facts": [],
+        "threads": [],
+        "has_more": False,
+        "next_cursor": {"since": iso(since), "slug": ""},
+        **extra,
+    }
 
 
 def test_what_counts_as_a_freshly_established_cursor() -> None:

@@ -93,16 +93,32 @@ def test_a_session_start_remember_precompact_compact_cycle_rehydrates_the_banked
     assert "Hook Alice" not in text  # nothing banked yet
 
     fm = Fleetmem(brain.data_dir, env)
-    for fact, slug in (("Hook Alice wants the refund report by Friday", "people/hook-alice"),
-                       ("Hook Acme renewed for two years", "companies/hook-acme")):
-        r = fm("remember", fact, "--provenance", "session 0b5c", "--entity", slug,
-               "--url", brain.url, "--token-file", str(brain.token_file), data_dir=False)
+    for fact, slug in (
+        ("Hook Alice wants the refund report by Friday", "people/hook-alice"),
+        ("Hook Acme renewed for two years", "companies/hook-acme"),
+    ):
+        r = fm(
+            "remember",
+            fact,
+            "--provenance",
+            "session 0b5c",
+            "--entity",
+            slug,
+            "--url",
+            brain.url,
+            "--token-file",
+            str(brain.token_file),
+            data_dir=False,
+        )
         assert r.code == 0, r.stderr
 
-    transcript(path, [
-        ("user", f"Can you ask Hook Alice about the Hook Acme renewal? {UNKNOWN} asked too."),
-        ("assistant", f"Hook Alice confirmed; Hook Acme renewed. I could not find {UNKNOWN}."),
-    ])
+    transcript(
+        path,
+        [
+            ("user", f"Can you ask Hook Alice about the Hook Acme renewal? {UNKNOWN} asked too."),
+            ("assistant", f"Hook Alice confirmed; Hook Acme renewed. I could not find {UNKNOWN}."),
+        ],
+    )
     pre = run_hook(env, {**base, "hook_event_name": "PreCompact", "trigger": "auto", "custom_instructions": ""})
     assert pre.returncode == 0, pre.stderr
     assert pre.stdout == ""  # PreCompact cannot add context: it prints nothing
@@ -119,8 +135,19 @@ def test_a_session_start_remember_precompact_compact_cycle_rehydrates_the_banked
     assert asked.index("projects/hook-standing") > banked_last
     # what was injected is exactly the server's pack at the compaction budget the project set (400)
     entities = asked.removeprefix("Entities asked:").strip()
-    pack = fm("context-pack", "--entities", entities, "--budget-tokens", "400", "--json",
-              "--url", brain.url, "--token-file", str(brain.token_file), data_dir=False).json()
+    pack = fm(
+        "context-pack",
+        "--entities",
+        entities,
+        "--budget-tokens",
+        "400",
+        "--json",
+        "--url",
+        brain.url,
+        "--token-file",
+        str(brain.token_file),
+        data_dir=False,
+    ).json()
     assert pack["text"] == after
     assert pack["budget_tokens"] == 400 and 0 < pack["budget_used"] <= 400
 
@@ -129,22 +156,36 @@ def test_banked_entities_are_newest_first_not_most_mentioned_first(
     tmp_path: Path, brain: Served, project: Path
 ) -> None:
     env = {**base_env(tmp_path), "CLAUDE_PROJECT_DIR": str(project)}
-    path = transcript(tmp_path / "t.jsonl", [
-        ("user", "Hook Standing first. Then Hook Acme, Hook Acme and Hook Acme again."),
-        ("assistant", "Noted. Hook Alice is the one to ask."),
-    ])
-    event = {"session_id": "newest-first", "transcript_path": str(path), "cwd": str(project),
-             "hook_event_name": "PreCompact", "trigger": "auto"}
+    path = transcript(
+        tmp_path / "t.jsonl",
+        [
+            ("user", "Hook Standing first. Then Hook Acme, Hook Acme and Hook Acme again."),
+            ("assistant", "Noted. Hook Alice is the one to ask."),
+        ],
+    )
+    event = {
+        "session_id": "newest-first",
+        "transcript_path": str(path),
+        "cwd": str(project),
+        "hook_event_name": "PreCompact",
+        "trigger": "auto",
+    }
     assert run_hook(env, event).returncode == 0
     bank = json.loads((tmp_path / "state" / "hook-sessions.json").read_text())
     assert bank["entries"]["newest-first"]["entities"] == [
-        "people/hook-alice", "companies/hook-acme", "projects/hook-standing"]
+        "people/hook-alice",
+        "companies/hook-acme",
+        "projects/hook-standing",
+    ]
     # a later compaction's entities go before the earlier ones
     transcript(path, [("user", "Back to Hook Standing.")])
     assert run_hook(env, event).returncode == 0
     bank = json.loads((tmp_path / "state" / "hook-sessions.json").read_text())
     assert bank["entries"]["newest-first"]["entities"] == [
-        "projects/hook-standing", "people/hook-alice", "companies/hook-acme"]
+        "projects/hook-standing",
+        "people/hook-alice",
+        "companies/hook-acme",
+    ]
 
 
 def test_the_transcript_is_read_only_from_its_tail(tmp_path: Path, brain: Served, project: Path) -> None:
@@ -154,11 +195,20 @@ def test_the_transcript_is_read_only_from_its_tail(tmp_path: Path, brain: Served
     path = tmp_path / "t.jsonl"
     records = [{"type": "user", "message": {"role": "user", "content": "Hook Alice started this."}}]
     records += [{"type": "user", "message": {"role": "user", "content": "filler " * 60}} for _ in range(40)]
-    records += [{"type": "assistant", "message": {"role": "assistant", "content": [
-        {"type": "text", "text": "Now about Hook Acme."}]}}]
+    records += [
+        {
+            "type": "assistant",
+            "message": {"role": "assistant", "content": [{"type": "text", "text": "Now about Hook Acme."}]},
+        }
+    ]
     path.write_text("\n".join(json.dumps(r) for r in records) + "\n")
-    event = {"session_id": "tail-only", "transcript_path": str(path), "cwd": str(project),
-             "hook_event_name": "PreCompact", "trigger": "manual"}
+    event = {
+        "session_id": "tail-only",
+        "transcript_path": str(path),
+        "cwd": str(project),
+        "hook_event_name": "PreCompact",
+        "trigger": "manual",
+    }
     assert run_hook(env, event).returncode == 0
     bank = json.loads((tmp_path / "state" / "hook-sessions.json").read_text())
     assert bank["entries"]["tail-only"]["entities"] == ["companies/hook-acme"]
@@ -167,11 +217,20 @@ def test_the_transcript_is_read_only_from_its_tail(tmp_path: Path, brain: Served
 def test_the_hook_works_on_the_local_lane_too(tmp_path: Path, brain: Served) -> None:
     project = tmp_path / "local-project"
     project.mkdir()
-    (project / ".fleetmem.json").write_text(json.dumps(
-        {"data_dir": str(brain.data_dir), "entities": "people/hook-alice", "timeout_seconds": 30}))
+    (project / ".fleetmem.json").write_text(
+        json.dumps({"data_dir": str(brain.data_dir), "entities": "people/hook-alice", "timeout_seconds": 30})
+    )
     env = {**base_env(tmp_path), "CLAUDE_PROJECT_DIR": str(project)}
-    proc = run_hook(env, {"session_id": "local-1", "cwd": str(project), "hook_event_name": "SessionStart",
-                          "source": "startup", "transcript_path": None})
+    proc = run_hook(
+        env,
+        {
+            "session_id": "local-1",
+            "cwd": str(project),
+            "hook_event_name": "SessionStart",
+            "source": "startup",
+            "transcript_path": None,
+        },
+    )
     assert "Hook Alice (people/hook-alice" in context_of(proc)
 
 
@@ -181,8 +240,11 @@ def test_the_hook_works_on_the_local_lane_too(tmp_path: Path, brain: Served) -> 
 def failing_project(tmp_path: Path, url: str, token_file: Path, timeout: float = 1) -> dict[str, str]:
     project = tmp_path / "p"
     project.mkdir(exist_ok=True)
-    (project / ".fleetmem.json").write_text(json.dumps(
-        {"url": url, "token_file": str(token_file), "entities": ["people/hook-alice"], "timeout_seconds": timeout}))
+    (project / ".fleetmem.json").write_text(
+        json.dumps(
+            {"url": url, "token_file": str(token_file), "entities": ["people/hook-alice"], "timeout_seconds": timeout}
+        )
+    )
     return {**base_env(tmp_path), "CLAUDE_PROJECT_DIR": str(project)}
 
 
@@ -239,8 +301,15 @@ def test_a_hanging_server_times_out_and_leaves_the_harness_output_empty(
 
 @pytest.mark.parametrize("stdin", ["", "not json", "[1, 2]"])
 def test_unreadable_hook_input_is_ignored(tmp_path: Path, stdin: str) -> None:
-    proc = subprocess.run([*fleetmem_command(), "hook", "claude-code"], input=stdin, capture_output=True, text=True,
-                          env=base_env(tmp_path), timeout=120, check=False)
+    proc = subprocess.run(
+        [*fleetmem_command(), "hook", "claude-code"],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        env=base_env(tmp_path),
+        timeout=120,
+        check=False,
+    )
     assert proc.returncode == 0 and proc.stdout == ""
 
 
@@ -256,8 +325,19 @@ def test_install_merges_into_the_personal_settings_keeps_the_first_backup_and_un
 ) -> None:
     fm = Fleetmem(tmp_path / "data", base_env(tmp_path))
     token_file = write_token(tmp_path / "stage.token", "fm_" + "s" * 43)
-    assert fm("profile", "add", "stage", "--url", "https://stage.example/mcp", "--token-file", str(token_file),
-              data_dir=False).code == 0
+    assert (
+        fm(
+            "profile",
+            "add",
+            "stage",
+            "--url",
+            "https://stage.example/mcp",
+            "--token-file",
+            str(token_file),
+            data_dir=False,
+        ).code
+        == 0
+    )
     project = tmp_path / "proj"
     (project / ".claude").mkdir(parents=True)
     theirs = {
@@ -272,8 +352,18 @@ def test_install_merges_into_the_personal_settings_keeps_the_first_backup_and_un
     settings.write_text(json.dumps(theirs, indent=2))
     _settings(project, "settings.json").write_text(json.dumps(committed, indent=2))
 
-    r = fm("hook", "install", "--harness", "claude-code", "--project", str(project), "--profile", "stage", "--json",
-           data_dir=False)
+    r = fm(
+        "hook",
+        "install",
+        "--harness",
+        "claude-code",
+        "--project",
+        str(project),
+        "--profile",
+        "stage",
+        "--json",
+        data_dir=False,
+    )
     assert r.code == 0, r.stderr
     report = r.json()
     assert report["settings"] == str(settings)
@@ -312,8 +402,9 @@ def test_install_takes_an_earlier_install_out_of_the_committed_settings(tmp_path
     (project / ".claude").mkdir(parents=True)
     earlier = {"type": "command", "command": "/some/clone/.venv/bin/fleetmem hook claude-code", "timeout": 10}
     theirs = {"permissions": {"allow": ["Bash(ls:*)"]}}
-    _settings(project, "settings.json").write_text(json.dumps(
-        {**theirs, "hooks": {"SessionStart": [{"matcher": "startup", "hooks": [earlier]}]}}))
+    _settings(project, "settings.json").write_text(
+        json.dumps({**theirs, "hooks": {"SessionStart": [{"matcher": "startup", "hooks": [earlier]}]}})
+    )
     r = fm("hook", "install", "--harness", "claude-code", "--project", str(project), "--json", data_dir=False)
     assert r.code == 0, r.stderr
     assert r.json()["moved_from"] == str(_settings(project, "settings.json"))
@@ -325,21 +416,50 @@ def test_install_with_an_endpoint_that_cannot_work_fails_with_the_fix_and_writes
     fm = Fleetmem(tmp_path / "data", base_env(tmp_path))
     project = tmp_path / "proj"
     project.mkdir()
-    r = fm("hook", "install", "--harness", "claude-code", "--project", str(project),
-           "--url", "http://127.0.0.1:8765/mcp", data_dir=False)
+    r = fm(
+        "hook",
+        "install",
+        "--harness",
+        "claude-code",
+        "--project",
+        str(project),
+        "--url",
+        "http://127.0.0.1:8765/mcp",
+        data_dir=False,
+    )
     assert r.code == 2, r.stderr
     assert "No token for http://127.0.0.1:8765/mcp" in r.stderr and "--token-file PATH" in r.stderr
     assert not (project / ".claude").exists()
     # with the token in the environment it installs, and says where the hook will look for it
-    ok = fm("hook", "install", "--harness", "claude-code", "--project", str(project),
-            "--url", "http://127.0.0.1:8765/mcp", env={"FLEETMEM_TOKEN": "fm_" + "e" * 43}, data_dir=False)
+    ok = fm(
+        "hook",
+        "install",
+        "--harness",
+        "claude-code",
+        "--project",
+        str(project),
+        "--url",
+        "http://127.0.0.1:8765/mcp",
+        env={"FLEETMEM_TOKEN": "fm_" + "e" * 43},
+        data_dir=False,
+    )
     assert ok.code == 0, ok.stderr
     assert "$FLEETMEM_TOKEN" in ok.stderr and "e" * 10 not in ok.stdout + ok.stderr
     assert "FLEETMEM_TOKEN" not in _settings(project).read_text() and "eeeeee" not in _settings(project).read_text()
     # a local lane on a data directory without a memory would inject nothing, ever: refused too
     typo = tmp_path / "dta"
-    local = fm("hook", "install", "--harness", "claude-code", "--project", str(project), "--data-dir", str(typo),
-               "--json", data_dir=False)
+    local = fm(
+        "hook",
+        "install",
+        "--harness",
+        "claude-code",
+        "--project",
+        str(project),
+        "--data-dir",
+        str(typo),
+        "--json",
+        data_dir=False,
+    )
     assert local.code == 2 and local.json()["code"] == "data_dir_not_found"
     assert "--data-dir" not in _settings(project).read_text() and not typo.exists()
 
@@ -401,8 +521,19 @@ def test_install_checks_the_profile_the_project_file_names(tmp_path: Path) -> No
     assert "No profile named 'prod'" in r.stderr and "fleetmem profile add prod" in r.stderr
     assert not (project / ".claude").exists()
     token_file = write_token(tmp_path / "prod.token", "fm_" + "p" * 43)
-    assert fm("profile", "add", "prod", "--url", "https://prod.example/mcp", "--token-file", str(token_file),
-              data_dir=False).code == 0
+    assert (
+        fm(
+            "profile",
+            "add",
+            "prod",
+            "--url",
+            "https://prod.example/mcp",
+            "--token-file",
+            str(token_file),
+            data_dir=False,
+        ).code
+        == 0
+    )
     assert fm("hook", "install", "--harness", "claude-code", "--project", str(project), data_dir=False).code == 0
 
 
@@ -427,13 +558,30 @@ def test_install_pins_the_data_directory_of_the_environment_and_the_hook_reads_i
     harness_env = {k: v for k, v in base_env(tmp_path).items() if k != "FLEETMEM_DATA_DIR"}
     harness_env["HOME"] = str(tmp_path / "home")  # no per-user memory there
     event = {"session_id": "pinned", "cwd": str(project), "hook_event_name": "SessionStart", "source": "startup"}
-    proc = subprocess.run(["/bin/sh", "-c", command], input=json.dumps(event), capture_output=True, text=True,
-                          env=harness_env, cwd=project, timeout=120, check=False)
+    proc = subprocess.run(
+        ["/bin/sh", "-c", command],
+        input=json.dumps(event),
+        capture_output=True,
+        text=True,
+        env=harness_env,
+        cwd=project,
+        timeout=120,
+        check=False,
+    )
     assert "Hook Alice (people/hook-alice" in context_of(proc)
     # a $FLEETMEM_DATA_DIR without a memory would inject nothing, ever: refused like --data-dir
     empty = tmp_path / "empty"
-    refused = fm("hook", "install", "--harness", "claude-code", "--project", str(project), "--json",
-                 env={"FLEETMEM_DATA_DIR": str(empty)}, data_dir=False)
+    refused = fm(
+        "hook",
+        "install",
+        "--harness",
+        "claude-code",
+        "--project",
+        str(project),
+        "--json",
+        env={"FLEETMEM_DATA_DIR": str(empty)},
+        data_dir=False,
+    )
     assert refused.code == 2 and refused.json()["code"] == "data_dir_not_found"
     assert _session_start_command(project) == command and not empty.exists()
 
@@ -446,7 +594,7 @@ def test_install_refuses_the_fleetmem_checkout_unless_forced(tmp_path: Path) -> 
     if r.code == 0 and before is None:  # a regression wrote into the clone: leave it as it was
         fm("hook", "uninstall", "--harness", "claude-code", "--project", str(clone), data_dir=False)
         _settings(clone).unlink(missing_ok=True)
-        for leftover in (_settings(clone).parent.glob("*.fleetmem.bak")):
+        for leftover in _settings(clone).parent.glob("*.fleetmem.bak"):
             leftover.unlink()
         if not any(_settings(clone).parent.iterdir()):
             _settings(clone).parent.rmdir()

@@ -54,8 +54,15 @@ def seeded(served: Served, tmp_path_factory: pytest.TempPathFactory) -> Served:
     fm = Fleetmem(served.data_dir, base_env(tmp_path_factory.mktemp("seed")))
     assert fm("put-page", "people/alice-remote", stdin=ALICE).code == 0
     assert fm("put-page", "companies/acme-remote", stdin=ACME).code == 0
-    r = fm("remember", "Alice Remote prefers written updates", "--provenance", "chat 2026-11-30",
-           "--entity", "people/alice-remote", "--json")
+    r = fm(
+        "remember",
+        "Alice Remote prefers written updates",
+        "--provenance",
+        "chat 2026-11-30",
+        "--entity",
+        "people/alice-remote",
+        "--json",
+    )
     assert r.code == 0, r.stderr
     return served
 
@@ -136,8 +143,19 @@ def test_an_unreachable_endpoint_fails_with_unavailable(fmx: Fleetmem, seeded: S
 
 
 def test_remote_calls_never_widen_to_private_facts(fmx: Fleetmem, seeded: Served) -> None:
-    wrote = fmx("remember", "Alice Remote's private phone is 555", "--provenance", "chat", "--entity",
-                "people/alice-remote", "--visibility", "private", "--json", *remote(seeded), data_dir=False)
+    wrote = fmx(
+        "remember",
+        "Alice Remote's private phone is 555",
+        "--provenance",
+        "chat",
+        "--entity",
+        "people/alice-remote",
+        "--visibility",
+        "private",
+        "--json",
+        *remote(seeded),
+        data_dir=False,
+    )
     assert wrote.code == 0, wrote.stdout + wrote.stderr
     args = ["recall", "--entity", "people/alice-remote", "--include-private", "--json"]
     over_http = fmx(*args, *remote(seeded), data_dir=False).json()
@@ -200,8 +218,7 @@ def test_purge_confirmation_names_the_remote_endpoint(fmx: Fleetmem, seeded: Ser
     denied = fmx("purge-fact", saved.json()["id"], "--json", *remote(seeded), data_dir=False)
     assert denied.code == 1 and denied.json()["code"] == "scope_denied"
     admin = write_token(tmp_path / "admin.token", mint(base_env(tmp_path), seeded.data_dir, "read,write,admin", "ops"))
-    r = fmx("purge-fact", saved.json()["id"], "--json", "--url", seeded.url, "--token-file", str(admin),
-            data_dir=False)
+    r = fmx("purge-fact", saved.json()["id"], "--json", "--url", seeded.url, "--token-file", str(admin), data_dir=False)
     assert r.code == 3
     argv = r.json()["fix"]["argv"]
     assert argv[argv.index("--url") + 1] == seeded.url

@@ -31,9 +31,18 @@ def start_dynamodb_local() -> tuple[str, subprocess.Popen[bytes]]:
     jar_dir = jar_dirs[-1]
     port = engines.free_port()
     proc = subprocess.Popen(
-        [java, f"-Djava.library.path={jar_dir / 'DynamoDBLocal_lib'}", "-jar", str(jar_dir / "DynamoDBLocal.jar"),
-         "-inMemory", "-port", str(port)],
-        cwd=jar_dir, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        [
+            java,
+            f"-Djava.library.path={jar_dir / 'DynamoDBLocal_lib'}",
+            "-jar",
+            str(jar_dir / "DynamoDBLocal.jar"),
+            "-inMemory",
+            "-port",
+            str(port),
+        ],
+        cwd=jar_dir,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     engines._wait_port(port, proc)
     return f"http://127.0.0.1:{port}", proc
@@ -48,7 +57,11 @@ def run_one(endpoint: str, writers: int, shared: Path | None) -> dict:
         "r = measure(sys.argv[1], int(sys.argv[2])); r['code'] = fleetmem.__file__; print(json.dumps(r))"
     )
     out = subprocess.run(
-        [sys.executable, "-c", code, endpoint, str(writers)], env=env, check=True, capture_output=True, text=True,
+        [sys.executable, "-c", code, endpoint, str(writers)],
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
         cwd=tempfile.gettempdir(),
     )
     return json.loads(out.stdout.strip().splitlines()[-1])

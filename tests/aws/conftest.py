@@ -30,4 +30,3 @@ def ddb_endpoint(request: pytest.FixtureRequest) -> str:
     if request.param == "moto":
         return engines.moto_endpoint(request.config)
     return engines.dynamodb_local_endpoint(request.config)
-

@@ -78,8 +78,7 @@ def _lane_cost(paths: list[tuple[tuple[int, int], ...]], depth: int) -> int:
             group, lane = p[depth]
             lanes.setdefault(group, {}).setdefault(lane, []).append(p)
     return own + sum(
-        max(_lane_cost(members, depth + 1) for members in group_lanes.values())
-        for group_lanes in lanes.values()
+        max(_lane_cost(members, depth + 1) for members in group_lanes.values()) for group_lanes in lanes.values()
     )
 
 

@@ -27,15 +27,11 @@ from tests.cli.conftest import fleetmem_command
 pytestmark = [pytest.mark.dynamodb_local, pytest.mark.slow]
 
 
-def wait_until_listening(
-    proc: subprocess.Popen[bytes], port: int, log: Path, deadline_s: float = 90.0
-) -> None:
+def wait_until_listening(proc: subprocess.Popen[bytes], port: int, log: Path, deadline_s: float = 90.0) -> None:
     end = time.monotonic() + deadline_s
     while time.monotonic() < end:
         if proc.poll() is not None:
-            raise RuntimeError(
-                f"fleetmem serve exited with {proc.returncode}\n{log.read_text(errors='replace')}"
-            )
+            raise RuntimeError(f"fleetmem serve exited with {proc.returncode}\n{log.read_text(errors='replace')}")
         try:
             with socket.create_connection(("127.0.0.1", port), timeout=0.2):
                 return
@@ -105,9 +101,7 @@ def aws_server(request: pytest.FixtureRequest, opensearch_url: str, tmp_path: Pa
 
 
 def test_the_conformance_suite_passes_on_dynamodb_local_and_opensearch(aws_server):
-    report = run_conformance(
-        aws_server["url"], aws_server["token"], json=True, read_token=aws_server["read_token"]
-    )
+    report = run_conformance(aws_server["url"], aws_server["token"], json=True, read_token=aws_server["read_token"])
     failed = [(c["id"], c["era"], c.get("detail")) for c in report["cases"] if c["status"] == "failed"]
     assert failed == []
     skipped = {c["id"] for c in report["cases"] if c["status"] == "skipped"}

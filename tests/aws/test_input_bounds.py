@@ -19,7 +19,7 @@ from tests.aws.test_fact_integrity import CALLER, call, deps, minilm  # noqa: F4
 pytestmark = pytest.mark.slow
 
 
-def test_recall_refuses_a_query_over_the_cap_before_any_work(deps, monkeypatch):  # noqa: F811
+def test_recall_refuses_a_query_over_the_cap_before_any_work(deps, monkeypatch):
     def no_embedding(*_a, **_k):
         raise AssertionError("an over-long query was embedded")
 
@@ -37,7 +37,7 @@ def test_recall_refuses_a_query_over_the_cap_before_any_work(deps, monkeypatch):
     assert "facts" in ok
 
 
-def test_put_page_refuses_content_over_the_cap_before_parsing_it(deps, monkeypatch):  # noqa: F811
+def test_put_page_refuses_content_over_the_cap_before_parsing_it(deps, monkeypatch):
     def no_parse(*_a, **_k):
         raise AssertionError("over-large content was parsed")
 

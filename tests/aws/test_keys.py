@@ -261,8 +261,12 @@ def reads(stores: Any, tenant: str, n: int, value: str) -> dict[str, Any]:
         "pages.get": p.get(tenant, value),
         "pages.heads": p.heads(tenant, [value]),
         "pages.lookup": p.lookup(
-            tenant, aliases=alias_keys(value), titles=title_keys(f"{value} title"), slugs=[value],
-            suffix=last_segment(value), **everything
+            tenant,
+            aliases=alias_keys(value),
+            titles=title_keys(f"{value} title"),
+            slugs=[value],
+            suffix=last_segment(value),
+            **everything,
         ),
         "pages.list": p.list(tenant, limit=1000, **everything),
         "pages.backlinks": p.backlinks(tenant, value, **everything)[0],

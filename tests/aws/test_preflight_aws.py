@@ -33,7 +33,11 @@ def preflight(moto: str) -> tuple[int, dict[str, Any], str]:
     }
     run = subprocess.run(
         [sys.executable, "-m", "fleetmem.cli", "admin", "preflight", "--config", str(EXAMPLE), "--json"],
-        env=env, cwd=ROOT, capture_output=True, text=True, timeout=120,
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     doc = json.loads(run.stdout) if run.stdout.strip() else {}
     return run.returncode, doc, run.stderr

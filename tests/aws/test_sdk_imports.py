@@ -34,9 +34,7 @@ def sdk_imports(path: Path) -> list[str]:
 
 
 def test_no_module_outside_the_aws_adapters_imports_an_aws_sdk():
-    offenders = [
-        hit for p in sorted(PACKAGE.rglob("*.py")) if ALLOWED not in p.parents for hit in sdk_imports(p)
-    ]
+    offenders = [hit for p in sorted(PACKAGE.rglob("*.py")) if ALLOWED not in p.parents for hit in sdk_imports(p)]
     assert offenders == []
 
 

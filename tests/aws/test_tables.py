@@ -64,7 +64,12 @@ def test_the_facts_indexes_project_what_their_queries_read_and_the_vector_only_w
     from fleetmem.models import Fact
 
     f = Fact(
-        tenant="t", fact_id="f_1", seq=1, text="x", provenance="p", client_id="c",
+        tenant="t",
+        fact_id="f_1",
+        seq=1,
+        text="x",
+        provenance="p",
+        client_id="c",
         created_at=datetime(2026, 1, 1, tzinfo=UTC),
     )
     # every attribute a fact item carries, less the vector and the key attributes (which

@@ -38,8 +38,15 @@ def test_the_settle_horizon_counts_from_when_a_change_was_numbered(dynamodb_loca
     stores = engines.open_stores(dynamodb_local_endpoint, engines.fresh_prefix())
     stores.facts.settle = timedelta(seconds=5)
     t = datetime.now(UTC).replace(microsecond=0)
-    old = Fact(tenant="t1", fact_id="f_old", seq=1, text="written a minute ago", provenance="t",
-               client_id="w", created_at=t - timedelta(minutes=1))
+    old = Fact(
+        tenant="t1",
+        fact_id="f_old",
+        seq=1,
+        text="written a minute ago",
+        provenance="t",
+        client_id="w",
+        created_at=t - timedelta(minutes=1),
+    )
     stores.facts.put(old)
 
     def listed(now: datetime) -> list[str]:

@@ -60,12 +60,18 @@ def measure(endpoint: str, writers: int = 50, prefix: str | None = None) -> dict
     create_tables(session.client("dynamodb", endpoint_url=endpoint), prefix)
     # one connection per writer, so all of them are in flight at once (as separate functions
     # would be); the SDK's retry policy as the adapters configure it
-    cfg = Config(max_pool_connections=writers + 4, retries={"max_attempts": 3, "mode": "standard"},
-                 connect_timeout=2, read_timeout=10)
+    cfg = Config(
+        max_pool_connections=writers + 4,
+        retries={"max_attempts": 3, "mode": "standard"},
+        connect_timeout=2,
+        read_timeout=10,
+    )
     client = session.client("dynamodb", endpoint_url=endpoint, config=cfg)
     stores = open_aws(
-        Settings(backend="aws", aws=AwsSettings(region="us-east-1", table_prefix=prefix)), session=session,
-        dynamodb_endpoint=endpoint, clients={"dynamodb": client},
+        Settings(backend="aws", aws=AwsSettings(region="us-east-1", table_prefix=prefix)),
+        session=session,
+        dynamodb_endpoint=endpoint,
+        clients={"dynamodb": client},
     )
     counter = WriteCounter()
     stores.aws.dynamodb.meta.events.register("before-send.dynamodb.*", counter)
@@ -79,11 +85,22 @@ def measure(endpoint: str, writers: int = 50, prefix: str | None = None) -> dict
     def writer(w: int) -> None:
         nonlocal stored
         fact = Fact(
-            tenant=tenant, fact_id=f"f_{w:03d}", seq=w + 1, text=f"writer {w} noted the harbour is open",
-            provenance="bench", client_id="bench", created_at=now,
+            tenant=tenant,
+            fact_id=f"f_{w:03d}",
+            seq=w + 1,
+            text=f"writer {w} noted the harbour is open",
+            provenance="bench",
+            client_id="bench",
+            created_at=now,
         )
-        page = Page(tenant=tenant, slug=f"notes/w{w:03d}", title=f"Note {w}", body=f"Writer {w}.",
-                    created_at=now, updated_at=now)
+        page = Page(
+            tenant=tenant,
+            slug=f"notes/w{w:03d}",
+            title=f"Note {w}",
+            body=f"Writer {w}.",
+            created_at=now,
+            updated_at=now,
+        )
         start.wait()
         for put in (lambda: stores.facts.put(fact), lambda: stores.pages.put(page)):
             try:

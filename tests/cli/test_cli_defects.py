@@ -37,8 +37,12 @@ def test_a_query_recall_with_only_weak_neighbours_exits_12_with_fail_on_empty(fm
     assert body["facts"] or body["results"]
     assert all(r["evidence"] == "weak_semantic" for r in body["results"])
     run = fm(
-        "recall", "--query", "quantum submarine telemetry", "--json",
-        env={"FLEETMEM_FAIL_ON_EMPTY": "1"}, subprocess=True,
+        "recall",
+        "--query",
+        "quantum submarine telemetry",
+        "--json",
+        env={"FLEETMEM_FAIL_ON_EMPTY": "1"},
+        subprocess=True,
     )
     assert run.code == 12, run.stderr
     assert run.json()["protocol_version"] == 1  # the body is still printed
@@ -72,9 +76,7 @@ def test_serve_with_an_impossible_port_is_a_usage_error_without_a_traceback(fm: 
 
 
 @pytest.mark.parametrize("threads", ["0", "257", "many"])
-def test_serve_with_an_impossible_thread_count_is_a_usage_error_without_a_traceback(
-    fm: Fleetmem, threads: str
-) -> None:
+def test_serve_with_an_impossible_thread_count_is_a_usage_error_without_a_traceback(fm: Fleetmem, threads: str) -> None:
     run = fm("serve", "--threads", threads, "--host", "127.0.0.1", "--port", "0", subprocess=True)
     assert run.code == 2
     assert "Traceback" not in run.stderr
@@ -83,9 +85,7 @@ def test_serve_with_an_impossible_thread_count_is_a_usage_error_without_a_traceb
 
 
 def test_a_bad_thread_count_in_the_environment_names_the_variable_and_the_fix(fm: Fleetmem) -> None:
-    run = fm(
-        "serve", "--host", "127.0.0.1", "--port", "0", env={"FLEETMEM_CALL_THREADS": "lots"}, subprocess=True
-    )
+    run = fm("serve", "--host", "127.0.0.1", "--port", "0", env={"FLEETMEM_CALL_THREADS": "lots"}, subprocess=True)
     assert run.code == 2
     assert "Traceback" not in run.stderr
     assert "[invalid_config]" in run.stderr and "'lots'" in run.stderr

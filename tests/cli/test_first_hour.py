@@ -267,8 +267,17 @@ def test_the_no_tokens_hint_keeps_the_tenant_and_data_directory(fm: Fleetmem) ->
     assert run.code == 0
     hint = run.stderr.strip().removeprefix("No tokens. Create one: ")
     assert shlex.split(hint) == [
-        "fleetmem", "token", "create", "--client", "NAME", "--scopes", "read,write",
-        "--tenant", "acme", "--data-dir", str(fm.data_dir),
+        "fleetmem",
+        "token",
+        "create",
+        "--client",
+        "NAME",
+        "--scopes",
+        "read,write",
+        "--tenant",
+        "acme",
+        "--data-dir",
+        str(fm.data_dir),
     ]
 
 
@@ -293,7 +302,9 @@ def serving(tmp: Path, env: dict[str, str], *args: str) -> Iterator[Server]:
     with log.open("wb") as out:
         proc = subprocess.Popen(
             [VENV_FLEETMEM, "serve", "--host", "127.0.0.1", "--port", str(port), "--embedder", "hash", *args],
-            stdout=out, stderr=subprocess.STDOUT, env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=env,
         )
         try:
             try:
@@ -366,8 +377,18 @@ def test_the_readme_connecting_steps_after_the_quickstart_end_in_an_accepted_tok
 def test_a_second_serve_on_the_quickstarts_port_fails_loudly(fm: Fleetmem, tmp_path: Path) -> None:
     env = {**fm.env, "PATH": path_with_fleetmem()}
     with serving(tmp_path, env, "--data-dir", str(tmp_path / "a")) as server:
-        second = fm("serve", "--host", "127.0.0.1", "--port", str(server.port), "--data-dir", str(tmp_path / "b"),
-                    env=env, data_dir=False, subprocess=True)
+        second = fm(
+            "serve",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(server.port),
+            "--data-dir",
+            str(tmp_path / "b"),
+            env=env,
+            data_dir=False,
+            subprocess=True,
+        )
     assert second.code == 1
     assert f"127.0.0.1:{server.port}" in second.stderr and "already listening" in second.stderr
     assert "Stop the other server, or pick a free port: fleetmem serve --port" in second.stderr
@@ -394,8 +415,16 @@ def test_the_scope_denied_fix_keeps_the_tenant_and_data_directory_and_its_token_
     reader = local("token", "create", "--client", "acme-bot", "--scopes", "read", "--tenant", "acme", "--json")
     read_file = _token_file(tmp_path / "read.token", reader.json()["token"])
     with serving(tmp_path, env, "--data-dir", str(data)) as server:
-        denied = fm("remember", "Acme asked for a discount", "--provenance", "call", "--json",
-                    *_remote(server, read_file), env=env, data_dir=False)
+        denied = fm(
+            "remember",
+            "Acme asked for a discount",
+            "--provenance",
+            "call",
+            "--json",
+            *_remote(server, read_file),
+            env=env,
+            data_dir=False,
+        )
         body = denied.json()
         assert body["code"] == "scope_denied", body
         argv = body["fix"]["argv"]
@@ -404,14 +433,29 @@ def test_the_scope_denied_fix_keeps_the_tenant_and_data_directory_and_its_token_
         assert argv[argv.index("--data-dir") + 1] == str(data)
         assert argv[argv.index("--client") + 1] == "acme-bot"
         assert argv[argv.index("--scopes") + 1] == "read,write"
-        human = fm("remember", "Acme asked for a discount", "--provenance", "call",
-                   *_remote(server, read_file), env=env, data_dir=False)
+        human = fm(
+            "remember",
+            "Acme asked for a discount",
+            "--provenance",
+            "call",
+            *_remote(server, read_file),
+            env=env,
+            data_dir=False,
+        )
         assert f"Fix: {shlex.join(argv)}" in human.stderr
         minted = run_printed(shlex.join(argv), env)  # followed literally
         assert minted.returncode == 0, minted.stderr
         write_file = _token_file(tmp_path / "write.token", minted.stdout.strip())
-        wrote = fm("remember", "Acme asked for a discount", "--provenance", "call", "--json",
-                   *_remote(server, write_file), env=env, data_dir=False)
+        wrote = fm(
+            "remember",
+            "Acme asked for a discount",
+            "--provenance",
+            "call",
+            "--json",
+            *_remote(server, write_file),
+            env=env,
+            data_dir=False,
+        )
         assert wrote.code == 0, wrote.stdout
         found = fm("recall", "--query", "Acme renews", "--json", *_remote(server, write_file), env=env, data_dir=False)
         assert "Acme renews in March" in [f["fact"] for f in found.json()["facts"]]  # the same tenant's memory
@@ -434,8 +478,15 @@ def test_the_401_fix_runs_as_printed_by_the_cli(fm: Fleetmem, tmp_path: Path) ->
 
 
 def test_json_documents_keep_the_commands_name(fm: Fleetmem, tmp_path: Path) -> None:
-    run = fm("recall", "--json", "--data-dir", str(tmp_path / "dta"), env={"PATH": path_without_fleetmem()},
-             data_dir=False, subprocess=True)
+    run = fm(
+        "recall",
+        "--json",
+        "--data-dir",
+        str(tmp_path / "dta"),
+        env={"PATH": path_without_fleetmem()},
+        data_dir=False,
+        subprocess=True,
+    )
     assert json.loads(run.stdout)["suggestion"].endswith(f"fleetmem init --data-dir {tmp_path / 'dta'}")
 
 
@@ -445,8 +496,15 @@ def test_json_documents_keep_the_commands_name(fm: Fleetmem, tmp_path: Path) -> 
 def test_an_unknown_profile_says_what_why_and_the_command_that_adds_it(fm: Fleetmem, tmp_path: Path) -> None:
     env = {"FLEETMEM_CONFIG_DIR": str(tmp_path / "config")}
     for argv, source in ((["--profile", "prod"], "--profile"), ([], "$FLEETMEM_PROFILE")):
-        run = fm("recall", "--query", "alice", *argv, "--json", data_dir=False,
-                 env={**env, **({} if argv else {"FLEETMEM_PROFILE": "prod"})})
+        run = fm(
+            "recall",
+            "--query",
+            "alice",
+            *argv,
+            "--json",
+            data_dir=False,
+            env={**env, **({} if argv else {"FLEETMEM_PROFILE": "prod"})},
+        )
         assert run.code == 2, run.stdout
         doc = run.json()
         assert doc["message"].startswith(f"No profile named 'prod' (named by {source}): a profile is a saved endpoint")
@@ -493,14 +551,24 @@ def test_the_readmes_first_hour_runs_as_written_and_the_next_session_starts_with
     home = tmp_path / "home"
     project = home / "code" / "my-project"
     project.mkdir(parents=True)  # the user's own project
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("FLEETMEM_", "XDG_", "VIRTUAL_ENV")) and k != "CLAUDE_PROJECT_DIR"}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("FLEETMEM_", "XDG_", "VIRTUAL_ENV")) and k != "CLAUDE_PROJECT_DIR"
+    }
     env.update(HOME=str(home), PATH=path_without_fleetmem(), FLEETMEM_MODEL_DIR=str(tmp_path / "no-model"))
     env["FLEETMEM_EMBEDDER"] = "hash"  # the server's and the CLI's: no model to build in a test
     with serving(tmp_path, env) as server:
         script = block.replace("127.0.0.1:8765", f"127.0.0.1:{server.port}")
-        ran = subprocess.run(["bash", "-e", "-x", "-c", script], cwd=README.parent, env=env, capture_output=True,
-                             text=True, timeout=600, check=False)
+        ran = subprocess.run(
+            ["bash", "-e", "-x", "-c", script],
+            cwd=README.parent,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
+        )
         assert ran.returncode == 0, ran.stderr
         assert "Alice prefers async standups" in ran.stdout  # the recall
         assert "Saved profile local: http://127.0.0.1:" in ran.stdout
@@ -509,10 +577,23 @@ def test_the_readmes_first_hour_runs_as_written_and_the_next_session_starts_with
         command = settings["hooks"]["SessionStart"][0]["hooks"][0]["command"]
         assert not (README.parent / ".claude" / "settings.local.json").exists()  # not into the clone
         harness = {k: v for k, v in env.items() if k != "FLEETMEM_EMBEDDER"}
-        event = {"session_id": "first-hour", "cwd": str(project), "hook_event_name": "SessionStart",
-                 "source": "startup", "transcript_path": None}
-        hook = subprocess.run(["/bin/sh", "-c", command], input=json.dumps(event), cwd=project, env=harness,
-                              capture_output=True, text=True, timeout=120, check=False)
+        event = {
+            "session_id": "first-hour",
+            "cwd": str(project),
+            "hook_event_name": "SessionStart",
+            "source": "startup",
+            "transcript_path": None,
+        }
+        hook = subprocess.run(
+            ["/bin/sh", "-c", command],
+            input=json.dumps(event),
+            cwd=project,
+            env=harness,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
     assert hook.returncode == 0 and hook.stderr == "", hook.stderr
     context = json.loads(hook.stdout)["hookSpecificOutput"]["additionalContext"]
     assert "Alice prefers async standups" in context

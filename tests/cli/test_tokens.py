@@ -16,9 +16,7 @@ def test_token_create_json_prints_the_token_once_with_client_tenant_and_scopes(f
 
 
 def test_token_create_human_prints_only_the_token_on_stdout(fm: Fleetmem) -> None:
-    run = fm(
-        "token", "create", "--client", "agent-a", "--scopes", "read", "--tenant", "team-x", subprocess=True
-    )
+    run = fm("token", "create", "--client", "agent-a", "--scopes", "read", "--tenant", "team-x", subprocess=True)
     assert run.code == 0, run.stderr
     assert run.stdout.strip().startswith("fm_")
     assert len(run.stdout.strip().splitlines()) == 1

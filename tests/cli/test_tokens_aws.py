@@ -30,9 +30,7 @@ def aws_env(request: pytest.FixtureRequest) -> dict[str, str]:
     }
 
 
-def test_token_create_with_backend_aws_stores_the_hash_in_the_stage(
-    fm: Fleetmem, aws_env: dict[str, str]
-) -> None:
+def test_token_create_with_backend_aws_stores_the_hash_in_the_stage(fm: Fleetmem, aws_env: dict[str, str]) -> None:
     run = fm(
         "token",
         "create",

@@ -134,9 +134,7 @@ def test_purge_with_yes_deletes_the_fact(fm: Fleetmem) -> None:
 
 def test_empty_recall_exits_0_unless_fail_on_empty_is_set(fm: Fleetmem) -> None:
     assert fm("recall", "--entity", "people/nobody", "--json").code == 0
-    run = fm(
-        "recall", "--entity", "people/nobody", "--json", env={"FLEETMEM_FAIL_ON_EMPTY": "1"}, subprocess=True
-    )
+    run = fm("recall", "--entity", "people/nobody", "--json", env={"FLEETMEM_FAIL_ON_EMPTY": "1"}, subprocess=True)
     assert run.code == 12
     assert run.json()["facts"] == []
 
@@ -157,9 +155,7 @@ def test_a_usage_error_exits_2_with_the_fallback_document(fm: Fleetmem) -> None:
 
 def test_put_page_reads_content_from_a_file(fm: Fleetmem, tmp_path: Path) -> None:
     page = tmp_path / "erin.md"
-    page.write_text(
-        "---\ntitle: Erin Example\ntype: person\n---\nErin runs the platform team.\n", encoding="utf-8"
-    )
+    page.write_text("---\ntitle: Erin Example\ntype: person\n---\nErin runs the platform team.\n", encoding="utf-8")
     run = fm("put-page", "people/erin", "--file", str(page), "--json")
     assert run.code == 0, run.stdout + run.stderr
     got = fm("entity", "Erin Example", "--json").json()

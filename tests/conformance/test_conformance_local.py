@@ -134,9 +134,7 @@ def verbs_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
 
 
 def failures(report: dict) -> str:
-    return "\n".join(
-        f"[{c['era']}] {c['id']}: {c['detail']}" for c in report["cases"] if c["status"] == "failed"
-    )
+    return "\n".join(f"[{c['era']}] {c['id']}: {c['detail']}" for c in report["cases"] if c["status"] == "failed")
 
 
 def assert_passes(report: dict, surface: str) -> None:
@@ -175,9 +173,7 @@ def test_every_case_passes_or_skips_honestly_on_the_verbs_surface(verbs_server: 
         log=lambda _line: None,
     )
     assert_passes(report, "verbs")
-    verbs_case = next(
-        c for c in report["cases"] if c["id"] == "surface.verbs_lists_exactly_seven_and_hides_the_rest"
-    )
+    verbs_case = next(c for c in report["cases"] if c["id"] == "surface.verbs_lists_exactly_seven_and_hides_the_rest")
     assert verbs_case["status"] == "passed"
 
 
@@ -304,9 +300,7 @@ def test_tokens_created_and_revoked_by_the_cli_take_effect_while_the_server_runs
             check=True,
             timeout=120,
         )
-        token_id = next(
-            t["token_id"] for t in json.loads(listed.stdout)["tokens"] if t["client"] == "late-joiner"
-        )
+        token_id = next(t["token_id"] for t in json.loads(listed.stdout)["tokens"] if t["client"] == "late-joiner")
         subprocess.run(
             [*fleetmem_command(), "token", "revoke", token_id, "--data-dir", str(full_server.data_dir)],
             capture_output=True,

@@ -33,6 +33,7 @@ CHROMIUM_ARGS = [
 ]
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "console"
 
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Every console test shares the session's server and browser: xdist keeps them on one worker."""
     here = Path(__file__).parent

@@ -41,8 +41,9 @@ def command(*args: str) -> list[str]:
 def running(tmp_path: Path, serve_console: Console) -> Iterator[tuple[str, str]]:
     """The console process and the sign-in URL it printed."""
     env = profile_env(tmp_path, f"{serve_console.base}/mcp", serve_console.write)
-    proc = subprocess.Popen(command("--port", "0", "--no-open"), env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        command("--port", "0", "--no-open"), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     try:
         assert proc.stdout is not None
         printed = ""

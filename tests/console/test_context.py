@@ -28,8 +28,14 @@ def seeded(serve_console: Console) -> Console:
     v1(serve_console, w, "put_page", slug=ZED, content=zed)
     v1(serve_console, w, "put_page", slug=YARA, content="---\ntitle: Yara Cw2c\nsummary: Yara sails.\n---\nY\n")
     for n in range(4):
-        v1(serve_console, w, "remember", fact=f"Zed owns boat number {n} and keeps it in the north harbour",
-           provenance="chat", entity=ZED)
+        v1(
+            serve_console,
+            w,
+            "remember",
+            fact=f"Zed owns boat number {n} and keeps it in the north harbour",
+            provenance="chat",
+            entity=ZED,
+        )
     return serve_console
 
 
@@ -42,8 +48,12 @@ class Lane:
         self.console = console
 
     def call(self, tool: str, arguments: dict[str, Any]) -> Any:
-        r = httpx.post(f"{self.console.base}/v1/{tool}", json=arguments,
-                       headers={"Authorization": f"Bearer {self.console.read}"}, timeout=60)
+        r = httpx.post(
+            f"{self.console.base}/v1/{tool}",
+            json=arguments,
+            headers={"Authorization": f"Bearer {self.console.read}"},
+            timeout=60,
+        )
         return SimpleNamespace(is_error=r.status_code != 200, body=r.json())
 
 
@@ -91,8 +101,12 @@ def test_a_bad_budget_shows_context_packs_message_and_keeps_the_input(page: Any,
     page.get_by_label("Budget (tokens)").fill(budget)
     follow(page, page.get_by_role("button", name="Preview"))
     sent = int(budget) if budget.isdigit() else budget  # as the console sends it
-    r = httpx.post(f"{seeded.base}/v1/context_pack", json={"entities": ZED, "budget_tokens": sent},
-                   headers={"Authorization": f"Bearer {seeded.read}"}, timeout=60)
+    r = httpx.post(
+        f"{seeded.base}/v1/context_pack",
+        json={"entities": ZED, "budget_tokens": sent},
+        headers={"Authorization": f"Bearer {seeded.read}"},
+        timeout=60,
+    )
     assert r.status_code == 400
     alert = page.get_by_role("alert").inner_text()
     assert "invalid_params" in alert and r.json()["message"] in alert

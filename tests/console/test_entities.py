@@ -27,14 +27,20 @@ def seeded(serve_console: Console) -> dict[str, Any]:
         v1(serve_console, w, "put_page", slug=slug, content=content, **extra)
 
     put(CORP, "---\ntitle: Corp Cw2e\ntype: company\n---\nA company.\n")
-    put(ADA, "---\ntitle: Ada Cw2e\ntype: person\naliases: [Ada]\nsummary: Ada runs payments.\n---\nAda.\n",
-        links=[{"type": "works_at", "target": CORP, "context": "since 2024"}])
+    put(
+        ADA,
+        "---\ntitle: Ada Cw2e\ntype: person\naliases: [Ada]\nsummary: Ada runs payments.\n---\nAda.\n",
+        links=[{"type": "works_at", "target": CORP, "context": "since 2024"}],
+    )
     put(PROJ, "Project.\n", title="Proj Cw2e", links=[{"type": "led_by", "target": ADA}])
     put(EVIL, "evil\n", title=f"Evil {XSS}", links=[{"type": "related", "target": ADA, "context": f"c {XSS}"}])
     facts = [
         v1(serve_console, w, "remember", fact=text, provenance="chat", entity=ADA, kind=kind)
-        for text, kind in (("Ada prefers tea", "preference"), ("Ada will send the budget by Friday", "commitment"),
-                           (f"Ada said {XSS}", "fact"))
+        for text, kind in (
+            ("Ada prefers tea", "preference"),
+            ("Ada will send the budget by Friday", "commitment"),
+            (f"Ada said {XSS}", "fact"),
+        )
     ]
     return {"console": serve_console, "facts": facts}
 

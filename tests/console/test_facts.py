@@ -18,16 +18,32 @@ from tests.console.test_sign_in import sign_in
 @pytest.fixture(scope="module")
 def chain(serve_console: Console) -> tuple[str, str]:
     """An old fact and the newer one that superseded it."""
-    old = v1(serve_console, serve_console.write, "remember", fact="Facts screen: Ada's desk is 3A",
-             provenance="facts-test", entity="people/ada-facts", session_id="facts-session", ttl="30d")["id"]
-    new = v1(serve_console, serve_console.write, "remember", fact="Facts screen: Ada's desk is 5C",
-             provenance="facts-test", entity="people/ada-facts", supersedes=old)["id"]
+    old = v1(
+        serve_console,
+        serve_console.write,
+        "remember",
+        fact="Facts screen: Ada's desk is 3A",
+        provenance="facts-test",
+        entity="people/ada-facts",
+        session_id="facts-session",
+        ttl="30d",
+    )["id"]
+    new = v1(
+        serve_console,
+        serve_console.write,
+        "remember",
+        fact="Facts screen: Ada's desk is 5C",
+        provenance="facts-test",
+        entity="people/ada-facts",
+        supersedes=old,
+    )["id"]
     return str(old), str(new)
 
 
 def fresh(console: Console, text: str) -> str:
-    return str(v1(console, console.write, "remember", fact=text, provenance="facts-test",
-                  entity="people/ada-facts")["id"])
+    return str(
+        v1(console, console.write, "remember", fact=text, provenance="facts-test", entity="people/ada-facts")["id"]
+    )
 
 
 def test_an_admin_sees_the_fact_its_chain_and_audit_trail(
@@ -63,8 +79,12 @@ def test_without_admin_the_chain_comes_from_list_facts_and_the_audit_trail_is_wi
     cookies, csrf = session_of(page)
     target = fresh(serve_console, "Facts screen: read token target")
     for action, form in (("forget", {"reason": "x"}), ("purge", {"confirm_id": target})):
-        r = httpx.post(f"{serve_console.base}/console/facts/{target}/{action}", cookies=cookies,
-                       data={"csrf": csrf, **form}, follow_redirects=False)
+        r = httpx.post(
+            f"{serve_console.base}/console/facts/{target}/{action}",
+            cookies=cookies,
+            data={"csrf": csrf, **form},
+            follow_redirects=False,
+        )
         assert r.status_code == 403
     assert state_of(serve_console, target) == "active"
 
@@ -111,8 +131,12 @@ def test_a_forged_purge_is_refused_and_nothing_is_deleted(page: Any, serve_conso
     page.goto(f"{serve_console.base}/console/facts/{target}")
     cookies, _ = session_of(page)
     for form in ({}, {"csrf": "wrong"}):
-        r = httpx.post(f"{serve_console.base}/console/facts/{target}/purge", cookies=cookies,
-                       data={**form, "confirm_id": target}, follow_redirects=False)
+        r = httpx.post(
+            f"{serve_console.base}/console/facts/{target}/purge",
+            cookies=cookies,
+            data={**form, "confirm_id": target},
+            follow_redirects=False,
+        )
         assert r.status_code == 403
     assert state_of(serve_console, target) == "active"
 

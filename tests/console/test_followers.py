@@ -19,12 +19,28 @@ from tests.console.test_overview import v1
 from tests.console.test_sign_in import sign_in
 
 ROWS = [
-    {"client_id": "agent-old", "session_id": "s-old", "since": "2026-01-01T00:00:00Z", "position": "people/a",
-     "last_wake": "2026-01-02T00:00:00Z", "expires_at": "2026-01-09T00:00:00Z", "pending_pages": 2,
-     "pending_facts": 5, "pending_capped": False},
-    {"client_id": "agent-new", "session_id": "s-new", "since": "2026-01-01T00:00:00Z", "position": "",
-     "last_wake": "2026-01-05T00:00:00Z", "expires_at": "2026-01-12T00:00:00Z", "pending_pages": 3,
-     "pending_facts": 1000, "pending_capped": True},
+    {
+        "client_id": "agent-old",
+        "session_id": "s-old",
+        "since": "2026-01-01T00:00:00Z",
+        "position": "people/a",
+        "last_wake": "2026-01-02T00:00:00Z",
+        "expires_at": "2026-01-09T00:00:00Z",
+        "pending_pages": 2,
+        "pending_facts": 5,
+        "pending_capped": False,
+    },
+    {
+        "client_id": "agent-new",
+        "session_id": "s-new",
+        "since": "2026-01-01T00:00:00Z",
+        "position": "",
+        "last_wake": "2026-01-05T00:00:00Z",
+        "expires_at": "2026-01-12T00:00:00Z",
+        "pending_pages": 3,
+        "pending_facts": 1000,
+        "pending_capped": True,
+    },
 ]
 
 
@@ -69,12 +85,19 @@ def test_a_refusal_shows_the_servers_message() -> None:
 
 
 def test_a_delta_session_shows_up_as_a_follower(page: Any, serve_console: Console) -> None:
-    tools = httpx.get(f"{serve_console.base}/v1/tools", headers={"Authorization": f"Bearer {serve_console.read}"},
-                      timeout=30).json()["tools"]
+    tools = httpx.get(
+        f"{serve_console.base}/v1/tools", headers={"Authorization": f"Bearer {serve_console.read}"}, timeout=30
+    ).json()["tools"]
     assert "list_followers" in {t["name"] for t in tools}  # the screen's tool is served
     v1(serve_console, serve_console.read, "delta", session_id="cw2-follower")
-    v1(serve_console, serve_console.write, "remember", fact="Fern joined the follower test", provenance="chat",
-       entity="people/cw2f-fern")
+    v1(
+        serve_console,
+        serve_console.write,
+        "remember",
+        fact="Fern joined the follower test",
+        provenance="chat",
+        entity="people/cw2f-fern",
+    )
     sign_in(page, serve_console, serve_console.read)
     page.goto(f"{serve_console.base}/console/followers")
     row = page.locator("tbody tr", has_text="cw2-follower")

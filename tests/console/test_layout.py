@@ -13,10 +13,21 @@ SCREENS = ["/", "/memories", "/pages", "/followers", "/context", "/tokens", "/en
 
 
 def test_every_screen_fits_a_phone_in_dark_mode(browser: Any, serve_console: Console) -> None:
-    v1(serve_console, serve_console.write, "put_page", slug="people/layout-ada",
-       content="---\ntitle: Ada Layout\ntype: person\n---\nAda runs a very long-named programme of work.\n")
-    v1(serve_console, serve_console.write, "remember", fact="Ada Layout prefers tea " + "and biscuits " * 12,
-       provenance="a-rather-long-provenance-label/with/several/segments", entity="people/layout-ada")
+    v1(
+        serve_console,
+        serve_console.write,
+        "put_page",
+        slug="people/layout-ada",
+        content="---\ntitle: Ada Layout\ntype: person\n---\nAda runs a very long-named programme of work.\n",
+    )
+    v1(
+        serve_console,
+        serve_console.write,
+        "remember",
+        fact="Ada Layout prefers tea " + "and biscuits " * 12,
+        provenance="a-rather-long-provenance-label/with/several/segments",
+        entity="people/layout-ada",
+    )
     context = browser.new_context(viewport={"width": 390, "height": 844}, color_scheme="dark", is_mobile=True)
     try:
         page = context.new_page()

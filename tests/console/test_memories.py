@@ -47,10 +47,17 @@ def seeded(serve_console: Console) -> dict[str, Any]:
         for n in range(3)
     ]
     xss = remember(XSS_TEXT, provenance=XSS_PROVENANCE, entity=ENTITY)
-    private = remember("Quokka private detail only the owner may read", provenance="memories-test",
-                       entity=ENTITY, visibility="private")
-    v1(serve_console, serve_console.write, "put_page", slug="projects/quokka-habitat", title="Quokka habitat",
-       content="Quokkas live on Rottnest Island and like shade.")
+    private = remember(
+        "Quokka private detail only the owner may read", provenance="memories-test", entity=ENTITY, visibility="private"
+    )
+    v1(
+        serve_console,
+        serve_console.write,
+        "put_page",
+        slug="projects/quokka-habitat",
+        title="Quokka habitat",
+        content="Quokkas live on Rottnest Island and like shade.",
+    )
     return {"ids": ids, "xss": xss, "private": private}
 
 
@@ -85,8 +92,14 @@ def test_the_table_filters_pages_with_next_and_links_each_fact(
 
 
 def test_the_state_filter_lists_forgotten_facts(page: Any, serve_console: Console) -> None:
-    gone = v1(serve_console, serve_console.write, "remember", fact="Memories screen stale desk note",
-              provenance="memories-state", entity="projects/memories-state")["id"]
+    gone = v1(
+        serve_console,
+        serve_console.write,
+        "remember",
+        fact="Memories screen stale desk note",
+        provenance="memories-state",
+        entity="projects/memories-state",
+    )["id"]
     v1(serve_console, serve_console.write, "forget", id=gone, reason="stale")
     sign_in(page, serve_console, serve_console.read)
     page.goto(f"{serve_console.base}/console/memories?entity=projects/memories-state")
@@ -145,12 +158,16 @@ def test_stored_markup_in_text_and_provenance_renders_inert(
     assert not fired
 
 
-def test_forget_selected_shows_a_dry_run_then_forgets_each_with_the_reason(
-    page: Any, serve_console: Console
-) -> None:
+def test_forget_selected_shows_a_dry_run_then_forgets_each_with_the_reason(page: Any, serve_console: Console) -> None:
     ids = [
-        v1(serve_console, serve_console.write, "remember", fact=f"Memories forget batch item {n}",
-           provenance="memories-forget", entity="projects/memories-forget")["id"]
+        v1(
+            serve_console,
+            serve_console.write,
+            "remember",
+            fact=f"Memories forget batch item {n}",
+            provenance="memories-forget",
+            entity="projects/memories-forget",
+        )["id"]
         for n in range(2)
     ]
     sign_in(page, serve_console, serve_console.write)
@@ -183,8 +200,10 @@ def test_a_forged_forget_without_or_with_a_wrong_csrf_is_refused(
     target = seeded["ids"][0]
     for form in ({}, {"csrf": "not-the-token"}):
         r = httpx.post(
-            f"{serve_console.base}/console/memories/forget", cookies=cookies,
-            data={**form, "fact": target, "reason": "forged", "confirm": "yes"}, follow_redirects=False,
+            f"{serve_console.base}/console/memories/forget",
+            cookies=cookies,
+            data={**form, "fact": target, "reason": "forged", "confirm": "yes"},
+            follow_redirects=False,
         )
         assert r.status_code == 403 and "security token" in r.text
     assert state_of(serve_console, target) == "active"
@@ -200,8 +219,10 @@ def test_a_read_token_sees_no_forget_control_and_its_direct_post_is_refused(
     cookies, csrf = session_of(page)
     target = seeded["ids"][0]
     r = httpx.post(
-        f"{serve_console.base}/console/memories/forget", cookies=cookies,
-        data={"csrf": csrf, "fact": target, "reason": "read", "confirm": "yes"}, follow_redirects=False,
+        f"{serve_console.base}/console/memories/forget",
+        cookies=cookies,
+        data={"csrf": csrf, "fact": target, "reason": "read", "confirm": "yes"},
+        follow_redirects=False,
     )
     assert r.status_code == 403 and "write scope" in r.text
     assert state_of(serve_console, target) == "active"

@@ -31,10 +31,22 @@ def test_the_overview_counts_what_the_tenant_holds_and_nothing_of_another(page: 
         sign_in(other, serve_console, serve_console.other_admin)
         before_active, before_forgotten = tile(page, "active facts"), tile(page, "forgotten")
         others_before = tile(other, "active facts"), tile(other, "forgotten")
-        v1(serve_console, serve_console.write, "remember", fact="Ovid prefers green tea", provenance="chat",
-           entity="people/ovid-overview")
-        gone = v1(serve_console, serve_console.write, "remember", fact="Ovid's old desk is 4B", provenance="chat",
-                  entity="people/ovid-overview")
+        v1(
+            serve_console,
+            serve_console.write,
+            "remember",
+            fact="Ovid prefers green tea",
+            provenance="chat",
+            entity="people/ovid-overview",
+        )
+        gone = v1(
+            serve_console,
+            serve_console.write,
+            "remember",
+            fact="Ovid's old desk is 4B",
+            provenance="chat",
+            entity="people/ovid-overview",
+        )
         v1(serve_console, serve_console.write, "forget", id=gone["id"], reason="moved")
         page.reload()
         assert tile(page, "active facts") == before_active + 1

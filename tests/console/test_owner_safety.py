@@ -54,8 +54,9 @@ def test_the_session_cookie_is_named_for_the_consoles_port(serve_console: Consol
     # the same id under the port-less name (another console's cookie) opens nothing here
     r = httpx.get(f"{serve_console.base}/console/", cookies={"fleetmem_console": session}, follow_redirects=False)
     assert r.status_code == 303 and "/console/login" in r.headers["location"]
-    r = httpx.get(f"{serve_console.base}/console/", cookies={f"fleetmem_console_{port}": session},
-                  follow_redirects=False)
+    r = httpx.get(
+        f"{serve_console.base}/console/", cookies={f"fleetmem_console_{port}": session}, follow_redirects=False
+    )
     assert r.status_code == 200
 
 
@@ -67,8 +68,12 @@ def test_one_token_holds_at_most_20_sessions_and_the_oldest_goes_first(serve_con
             sessions.append(client.cookies.get(serve_console.cookie))
 
     def opens(session: str) -> bool:
-        r = httpx.get(f"{serve_console.base}/console/", cookies={serve_console.cookie: session},
-                      follow_redirects=False, timeout=60)
+        r = httpx.get(
+            f"{serve_console.base}/console/",
+            cookies={serve_console.cookie: session},
+            follow_redirects=False,
+            timeout=60,
+        )
         return r.status_code == 200
 
     assert not opens(sessions[0])  # the 21st sign-in ended the oldest
@@ -118,8 +123,12 @@ def test_creating_a_token_asks_for_the_signed_in_token_again(page: Any, serve_co
     page.goto(f"{serve_console.base}/console/tokens")
     cookies, csrf = session_of(page)
     # a stolen session cookie (and the form's CSRF value) is not enough
-    r = httpx.post(f"{serve_console.base}/console/tokens/create", cookies=cookies,
-                   data={"csrf": csrf, "client": "stepup-stolen", "scope": "admin"}, follow_redirects=False)
+    r = httpx.post(
+        f"{serve_console.base}/console/tokens/create",
+        cookies=cookies,
+        data={"csrf": csrf, "client": "stepup-stolen", "scope": "admin"},
+        follow_redirects=False,
+    )
     assert r.status_code == 403 and "fm_" not in r.text
     assert tokens_of(serve_console, "stepup-stolen") == []
     page.get_by_label("Client name").fill("stepup-bot")
@@ -146,11 +155,19 @@ def test_revoking_and_purging_ask_for_the_signed_in_token_again(page: Any, serve
     )
     for path, form in forged:
         for step_up in ({}, {"confirm_token": serve_console.write}):
-            r = httpx.post(f"{serve_console.base}/console{path}", cookies=cookies,
-                           data={"csrf": csrf, **form, **step_up}, follow_redirects=False)
+            r = httpx.post(
+                f"{serve_console.base}/console{path}",
+                cookies=cookies,
+                data={"csrf": csrf, **form, **step_up},
+                follow_redirects=False,
+            )
             assert r.status_code == 403 and "type the token you signed in with" in r.text, path
-    assert httpx.post(f"{serve_console.base}/v1/whoami", json={},
-                      headers={"Authorization": f"Bearer {made['token']}"}).status_code == 200
+    assert (
+        httpx.post(
+            f"{serve_console.base}/v1/whoami", json={}, headers={"Authorization": f"Bearer {made['token']}"}
+        ).status_code
+        == 200
+    )
     assert state_of(serve_console, target) == "active"
     # in the browser, with the token typed: both go through
     row = page.locator("tr", has_text="stepup-victim")
@@ -158,8 +175,12 @@ def test_revoking_and_purging_ask_for_the_signed_in_token_again(page: Any, serve
     page.get_by_label(STEP_UP).fill(serve_console.admin)
     follow(page, page.get_by_role("button", name="Revoke for good"))
     assert "is revoked" in page.get_by_role("status").inner_text()
-    assert httpx.post(f"{serve_console.base}/v1/whoami", json={},
-                      headers={"Authorization": f"Bearer {made['token']}"}).status_code == 401
+    assert (
+        httpx.post(
+            f"{serve_console.base}/v1/whoami", json={}, headers={"Authorization": f"Bearer {made['token']}"}
+        ).status_code
+        == 401
+    )
 
 
 # -- notices, post/redirect/get, revocation ------------------------------------------------------
@@ -252,8 +273,17 @@ def test_a_refusal_shows_the_message_and_a_next_step_for_people(page: Any, serve
 
 def test_the_bulk_forget_report_names_each_fact_and_the_reason(page: Any, serve_console: Console) -> None:
     texts = [f"Owner bulk forget item {n}" for n in range(2)]
-    ids = [v1(serve_console, serve_console.write, "remember", fact=t, provenance="owner-forget",
-              entity="projects/owner-forget")["id"] for t in texts]
+    ids = [
+        v1(
+            serve_console,
+            serve_console.write,
+            "remember",
+            fact=t,
+            provenance="owner-forget",
+            entity="projects/owner-forget",
+        )["id"]
+        for t in texts
+    ]
     sign_in(page, serve_console, serve_console.write)
     page.goto(f"{serve_console.base}/console/memories?entity=projects/owner-forget")
     for fact_id in ids:
@@ -270,10 +300,24 @@ def test_the_bulk_forget_report_names_each_fact_and_the_reason(page: Any, serve_
 
 
 def test_search_keeps_to_the_filters_and_shows_no_unfiltered_table(page: Any, serve_console: Console) -> None:
-    v1(serve_console, serve_console.write, "remember", fact="Owner zebrafinch prefers tea", kind="preference",
-       provenance="owner-search", entity="people/owner-search")
-    v1(serve_console, serve_console.write, "remember", fact="Owner zebrafinch met the team", kind="event",
-       provenance="owner-search", entity="people/owner-search")
+    v1(
+        serve_console,
+        serve_console.write,
+        "remember",
+        fact="Owner zebrafinch prefers tea",
+        kind="preference",
+        provenance="owner-search",
+        entity="people/owner-search",
+    )
+    v1(
+        serve_console,
+        serve_console.write,
+        "remember",
+        fact="Owner zebrafinch met the team",
+        kind="event",
+        provenance="owner-search",
+        entity="people/owner-search",
+    )
     sign_in(page, serve_console, serve_console.read)
     page.goto(f"{serve_console.base}/console/memories?q=zebrafinch&kind=preference")
     hits = page.locator("ol.hits").inner_text()

@@ -25,16 +25,30 @@ def put(console: Console, slug: str, content: str, **extra: Any) -> dict[str, An
 
 
 def get(console: Console, slug: str) -> httpx.Response:
-    return httpx.post(f"{console.base}/v1/get_page", json={"slug": slug},
-                      headers={"Authorization": f"Bearer {console.admin}"}, timeout=60)
+    return httpx.post(
+        f"{console.base}/v1/get_page",
+        json={"slug": slug},
+        headers={"Authorization": f"Bearer {console.admin}"},
+        timeout=60,
+    )
 
 
 @pytest.fixture(scope="module")
 def seeded(serve_console: Console) -> Console:
-    put(serve_console, ATLAS, "---\ntitle: Atlas Cw2\ntype: project\naliases: [Atlas]\nsummary: The atlas "
-        "project.\n---\nAtlas maps the fleet. See [[people/cw2-xss]].\n")
-    put(serve_console, XSS_SLUG, f"Body {SCRIPT} and {XSS}\n", title=f"T {XSS}", aliases=[SCRIPT],
-        links=[{"type": "related", "target": ATLAS, "context": f"ctx {XSS}"}])
+    put(
+        serve_console,
+        ATLAS,
+        "---\ntitle: Atlas Cw2\ntype: project\naliases: [Atlas]\nsummary: The atlas "
+        "project.\n---\nAtlas maps the fleet. See [[people/cw2-xss]].\n",
+    )
+    put(
+        serve_console,
+        XSS_SLUG,
+        f"Body {SCRIPT} and {XSS}\n",
+        title=f"T {XSS}",
+        aliases=[SCRIPT],
+        links=[{"type": "related", "target": ATLAS, "context": f"ctx {XSS}"}],
+    )
     put(serve_console, SECRET, "---\ntitle: Secret Cw2\nvisibility: private\ntype: cw2kind\n---\nhidden\n")
     for n in range(3):
         put(serve_console, f"topics/cw2-kind-{n}", f"---\ntitle: Kind {n}\ntype: cw2kind\n---\nk{n}\n")
@@ -185,12 +199,17 @@ def test_a_read_token_sees_no_write_control_and_its_post_is_refused(page: Any, s
     before = get(seeded, ATLAS).json()["content"]
     cookies, csrf = _session(page)
     for path, form in ((f"/edit-page/{ATLAS}", {"content": "x", "loaded_at": ""}), (f"/delete-page/{ATLAS}", {})):
-        r = httpx.post(f"{seeded.base}/console{path}", data={"csrf": csrf, **form}, cookies=cookies,
-                       follow_redirects=False)
+        r = httpx.post(
+            f"{seeded.base}/console{path}", data={"csrf": csrf, **form}, cookies=cookies, follow_redirects=False
+        )
         assert r.status_code == 403 and "write scope" in r.text
     assert get(seeded, ATLAS).json()["content"] == before
-    r = httpx.post(f"{seeded.base}/v1/put_page", json={"slug": ATLAS, "content": "x"},
-                   headers={"Authorization": f"Bearer {seeded.read}"}, timeout=60)
+    r = httpx.post(
+        f"{seeded.base}/v1/put_page",
+        json={"slug": ATLAS, "content": "x"},
+        headers={"Authorization": f"Bearer {seeded.read}"},
+        timeout=60,
+    )
     assert r.status_code == 403 and r.json()["code"] == "scope_denied"  # and the server refuses it too
 
 
@@ -198,9 +217,12 @@ def test_a_forged_post_without_the_form_token_is_refused(page: Any, seeded: Cons
     sign_in(page, seeded, seeded.write)
     before = get(seeded, ATLAS).json()
     cookies, _ = _session(page)
-    r = httpx.post(f"{seeded.base}/console/edit-page/{ATLAS}",
-                   data={"content": "forged", "loaded_at": before["updated_at"]}, cookies=cookies,
-                   follow_redirects=False)
+    r = httpx.post(
+        f"{seeded.base}/console/edit-page/{ATLAS}",
+        data={"content": "forged", "loaded_at": before["updated_at"]},
+        cookies=cookies,
+        follow_redirects=False,
+    )
     assert r.status_code == 403 and "security token" in r.text
     r = httpx.post(f"{seeded.base}/console/delete-page/{ATLAS}", data={}, cookies=cookies, follow_redirects=False)
     assert r.status_code == 403

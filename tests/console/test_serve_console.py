@@ -44,6 +44,9 @@ def test_a_malformed_switch_is_refused_naming_the_variable(tmp_path: Path) -> No
     env = server_env(FLEETMEM_CONSOLE="maybe")
     out = subprocess.run(
         [*fleetmem_command(), "serve", "--port", "0", "--data-dir", str(tmp_path / "d")],
-        capture_output=True, text=True, env=env, timeout=60,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
     )
     assert out.returncode != 0 and "FLEETMEM_CONSOLE must be on or off" in out.stderr

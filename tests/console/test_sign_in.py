@@ -67,7 +67,8 @@ def test_the_redirect_after_sign_in_never_leaves_the_console(page: Any, serve_co
 def test_a_sign_in_post_without_the_form_token_is_refused(serve_console: Console) -> None:
     """A forged cross-site sign-in (login CSRF) carries neither the form's value nor its cookie."""
     r = httpx.post(
-        f"{serve_console.base}/console/login", data={"token": serve_console.admin, "csrf": "guess"},
+        f"{serve_console.base}/console/login",
+        data={"token": serve_console.admin, "csrf": "guess"},
         follow_redirects=False,
     )
     assert r.status_code == 403 and "security token" in r.text
@@ -79,8 +80,11 @@ def test_a_post_from_another_origin_is_refused(page: Any, serve_console: Console
     cookies = {c["name"]: c["value"] for c in page.context.cookies()}
     form = page.locator("form[action='/console/logout'] input[name=csrf]").get_attribute("value")
     r = httpx.post(
-        f"{serve_console.base}/console/logout", data={"csrf": form}, cookies=cookies,
-        headers={"Origin": "https://evil.example"}, follow_redirects=False,
+        f"{serve_console.base}/console/logout",
+        data={"csrf": form},
+        cookies=cookies,
+        headers={"Origin": "https://evil.example"},
+        follow_redirects=False,
     )
     # refused by the server's DNS-rebinding guard (it checks Origin on every route) or the console's own check
     assert r.status_code == 403 and ("Origin header" in r.text or "another site" in r.text)

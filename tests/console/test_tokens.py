@@ -76,8 +76,12 @@ def test_a_write_token_gets_no_tokens_screen_and_its_posts_are_refused(page: Any
     cookies, csrf = session_of(page)
     posts = (("create", {"client": "sneaky", "scope": "read"}), ("revoke", {"token_id": "t", "confirm": "yes"}))
     for path, form in posts:
-        r = httpx.post(f"{serve_console.base}/console/tokens/{path}", cookies=cookies,
-                       data={"csrf": csrf, **form}, follow_redirects=False)
+        r = httpx.post(
+            f"{serve_console.base}/console/tokens/{path}",
+            cookies=cookies,
+            data={"csrf": csrf, **form},
+            follow_redirects=False,
+        )
         assert r.status_code == 403 and "admin scope" in r.text and "fm_" not in r.text
 
 
@@ -85,6 +89,10 @@ def test_a_forged_create_without_the_csrf_is_refused(page: Any, serve_console: C
     sign_in(page, serve_console, serve_console.admin)
     cookies, _ = session_of(page)
     for form in ({}, {"csrf": "wrong"}):
-        r = httpx.post(f"{serve_console.base}/console/tokens/create", cookies=cookies,
-                       data={**form, "client": "forged", "scope": "admin"}, follow_redirects=False)
+        r = httpx.post(
+            f"{serve_console.base}/console/tokens/create",
+            cookies=cookies,
+            data={**form, "client": "forged", "scope": "admin"},
+            follow_redirects=False,
+        )
         assert r.status_code == 403 and "security token" in r.text and "fm_" not in r.text

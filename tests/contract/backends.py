@@ -60,9 +60,7 @@ class Backend:
 _REGISTRY: dict[str, Backend] = {}
 
 
-def register_backend(
-    name: str, factory: Factory, *, ports: Iterable[str] = PORTS, marks: Iterable[Any] = ()
-) -> None:
+def register_backend(name: str, factory: Factory, *, ports: Iterable[str] = PORTS, marks: Iterable[Any] = ()) -> None:
     """Add (or replace) a backend. `ports` names the port attributes the factory's object has."""
     wanted = frozenset(ports)
     unknown = wanted - PORTS
@@ -73,9 +71,7 @@ def register_backend(
 
 def backends_for(port: str) -> list[Any]:
     """pytest params (id = backend name) for every backend that provides `port`."""
-    return [
-        pytest.param(b.name, id=b.name, marks=list(b.marks)) for b in _REGISTRY.values() if port in b.ports
-    ]
+    return [pytest.param(b.name, id=b.name, marks=list(b.marks)) for b in _REGISTRY.values() if port in b.ports]
 
 
 def backend(name: str) -> Backend:

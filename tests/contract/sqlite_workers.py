@@ -63,9 +63,7 @@ def hammer(data_dir: str, worker: int, rounds: int) -> list[int]:
             )
             assert any(h.doc_id == f"fact:f_{worker}_{i}" for h in hits.keyword)
             assert hits.vector_error is None
-            base = cursor or Cursor(
-                tenant="t1", client_id=f"w{worker}", session_id="s", since=when, touched_at=when
-            )
+            base = cursor or Cursor(tenant="t1", client_id=f"w{worker}", session_id="s", since=when, touched_at=when)
             cursor = stores.cursors.put(
                 base.model_copy(update={"since": when, "touched_at": when}),
                 expected_version=None if cursor is None else cursor.version,

@@ -21,9 +21,7 @@ def test_pages_are_numbered_in_write_order_and_a_rewrite_moves_the_page(pages, t
         (2, "p/early-stamp"),
         (3, "p/late-stamp"),
     ]
-    assert [h.slug for _, h in pages.changed_after(other_tenant, seq=0, world_only=False, limit=10)] == [
-        "p/elsewhere"
-    ]
+    assert [h.slug for _, h in pages.changed_after(other_tenant, seq=0, world_only=False, limit=10)] == ["p/elsewhere"]
 
 
 def test_page_change_floor_resumes_a_timestamp_position(pages, tenant, now):
@@ -72,8 +70,11 @@ def test_facts_created_after_a_time_position_come_oldest_first_active_and_visibl
     millisecond."""
     same = now + timedelta(seconds=1)
     for n, fact_id, at, vis in (
-        (1, "f_before", now, "world"), (2, "f_a", same, "world"), (3, "f_b", same, "world"),
-        (4, "f_private", same, "private"), (5, "f_gone", same, "world"),
+        (1, "f_before", now, "world"),
+        (2, "f_a", same, "world"),
+        (3, "f_b", same, "world"),
+        (4, "f_private", same, "private"),
+        (5, "f_gone", same, "world"),
         (6, "f_c", same + timedelta(seconds=1), "world"),
     ):
         facts.put(make_fact(tenant, n, fact_id=fact_id, created_at=at, visibility=vis))
@@ -95,8 +96,12 @@ def test_facts_whose_ttl_ran_out_are_listed_by_expiry_time(facts, tenant, other_
     """D19: (valid_until, seq) keyset up to `until`; forgotten ones left out (listed as changes)."""
     soon, later = now + timedelta(minutes=1), now + timedelta(minutes=2)
     for n, fact_id, until, vis in (
-        (1, "f_later", later, "world"), (2, "f_soon", soon, "world"), (3, "f_soon_too", soon, "world"),
-        (4, "f_private", soon, "private"), (5, "f_forgot", soon, "world"), (6, "f_forever", None, "world"),
+        (1, "f_later", later, "world"),
+        (2, "f_soon", soon, "world"),
+        (3, "f_soon_too", soon, "world"),
+        (4, "f_private", soon, "private"),
+        (5, "f_forgot", soon, "world"),
+        (6, "f_forever", None, "world"),
     ):
         facts.put(make_fact(tenant, n, fact_id=fact_id, created_at=now, valid_until=until, visibility=vis))
     facts.put(make_fact(other_tenant, 1, fact_id="f_other", created_at=now, valid_until=soon))
@@ -108,7 +113,10 @@ def test_facts_whose_ttl_ran_out_are_listed_by_expiry_time(facts, tenant, other_
     end = now + timedelta(minutes=5)
     assert ids(after=now, after_seq=None, until=end) == ["f_soon", "f_soon_too", "f_later"]
     assert ids(after=now, after_seq=None, until=end, world_only=False) == [
-        "f_soon", "f_soon_too", "f_private", "f_later",
+        "f_soon",
+        "f_soon_too",
+        "f_private",
+        "f_later",
     ]
     assert ids(after=soon, after_seq=2, until=end) == ["f_soon_too", "f_later"]
     assert ids(after=now, after_seq=None, until=soon) == ["f_soon", "f_soon_too"]

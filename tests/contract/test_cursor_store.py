@@ -109,8 +109,9 @@ def test_the_least_recently_woken_sessions_are_evicted_beyond_the_limit(cursors_
 def test_for_tenant_lists_the_tenants_live_cursors_most_recently_woken_first(cursors, tenant, other_tenant, now):
     cursors.put(cur(tenant, "s1", client="agent-a", touched=at(-30)), expected_version=None)
     cursors.put(cur(tenant, "s2", client="agent-b", touched=at(-10), slug="people/x"), expected_version=None)
-    newest = cursors.put(cur(tenant, "s3", client="agent-a", touched=at(-1), page_seq=4, fact_seq=2),
-                         expected_version=None)
+    newest = cursors.put(
+        cur(tenant, "s3", client="agent-a", touched=at(-1), page_seq=4, fact_seq=2), expected_version=None
+    )
     cursors.put(cur(other_tenant, "s9", client="agent-a", touched=at(-2)), expected_version=None)
     listed = cursors.for_tenant(tenant, now=now, limit=10)
     assert [(c.client_id, c.session_id) for c in listed] == [("agent-a", "s3"), ("agent-b", "s2"), ("agent-a", "s1")]

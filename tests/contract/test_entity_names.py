@@ -46,15 +46,17 @@ def brain(request: pytest.FixtureRequest) -> Iterator[Deps]:
         finally:
             stores.close()
         return
-    with engines.aws_deps(request.config, engines.dynamodb_local_endpoint(request.config), embedder=embedder,
-                          clock=clock) as deps:
+    with engines.aws_deps(
+        request.config, engines.dynamodb_local_endpoint(request.config), embedder=embedder, clock=clock
+    ) as deps:
         yield deps
 
 
 @pytest.fixture
 def agent() -> Caller:
-    return Caller(tenant="t-" + uuid.uuid4().hex[:10], client_id="agent-a", scopes=frozenset({"read", "write"}),
-                  remote=True)
+    return Caller(
+        tenant="t-" + uuid.uuid4().hex[:10], client_id="agent-a", scopes=frozenset({"read", "write"}), remote=True
+    )
 
 
 def ok(deps: Deps, caller: Caller, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
@@ -104,8 +106,9 @@ def test_an_alias_matches_as_people_write_it(brain, agent, stored, written):
 def test_a_zwj_inside_a_word_files_a_pageless_fact_under_the_same_slug(brain, agent):
     first = ok(brain, agent, "remember", {"fact": "Karen runs the lab", "provenance": "chat", "entity": "Karen Smith"})
     assert first["entity_slug"] == "karen-smith"
-    again = ok(brain, agent, "remember",
-               {"fact": "Karen moved to Oslo", "provenance": "chat", "entity": f"Ka{ZWJ}ren Smith"})
+    again = ok(
+        brain, agent, "remember", {"fact": "Karen moved to Oslo", "provenance": "chat", "entity": f"Ka{ZWJ}ren Smith"}
+    )
     assert again["entity_slug"] == "karen-smith"
     found = {f["fact_id"] for f in ok(brain, agent, "list_facts", {"entity": f"Ka{ZWJ}ren Smith"})["facts"]}
     assert found == {first["id"], again["id"]}
@@ -113,8 +116,12 @@ def test_a_zwj_inside_a_word_files_a_pageless_fact_under_the_same_slug(brain, ag
 
 @pytest.mark.parametrize(
     ("stored", "other"),
-    [("Anna Müller", "Anna Muller"), ("Ayşe Işık", "Ayse Isik"), ("René Lefèvre", "Rene Lefevre"),
-     ("Ilker Isik", "İlker Işık")],
+    [
+        ("Anna Müller", "Anna Muller"),
+        ("Ayşe Işık", "Ayse Isik"),
+        ("René Lefèvre", "Rene Lefevre"),
+        ("Ilker Isik", "İlker Işık"),
+    ],
 )
 def test_names_that_differ_in_a_letter_stay_apart(brain, agent, stored, other):
     # sanity: the keys differ (this is what keeps the two people apart), the resolver agrees
@@ -138,11 +145,13 @@ def _write_legacy_keys(deps: Deps, tenant: str, slug: str) -> None:
     assert title_key != match_key(stored.title)
     assert all(normalize_alias(a) != match_key(a) for a in stored.aliases)
     if hasattr(deps.pages, "db"):  # SQLite
+
         def run(conn: Any) -> None:
             conn.execute("UPDATE pages SET title_lc = ? WHERE tenant = ? AND slug = ?", (title_key, tenant, slug))
             conn.execute("DELETE FROM aliases WHERE tenant = ? AND slug = ?", (tenant, slug))
-            conn.executemany("INSERT INTO aliases (tenant, alias, slug) VALUES (?, ?, ?)",
-                             [(tenant, a, slug) for a in alias_keys])
+            conn.executemany(
+                "INSERT INTO aliases (tenant, alias, slug) VALUES (?, ?, ?)", [(tenant, a, slug) for a in alias_keys]
+            )
 
         deps.pages.db.write(run)
         return
@@ -153,7 +162,9 @@ def _write_legacy_keys(deps: Deps, tenant: str, slug: str) -> None:
     store: Any = deps.pages
     pk = page_pk(tenant, slug)
     store._db.update_item(
-        TableName=store.table, Key={"pk": {"S": pk}, "sk": {"S": "P"}}, UpdateExpression="SET tk = :tk",
+        TableName=store.table,
+        Key={"pk": {"S": pk}, "sk": {"S": "P"}},
+        UpdateExpression="SET tk = :tk",
         ExpressionAttributeValues={":tk": {"S": keys.key(tenant, title_key)}},
     )
     for row in derived_rows(stored):

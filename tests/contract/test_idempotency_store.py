@@ -56,9 +56,7 @@ def test_first_claim_wins_and_the_second_sees_it_in_flight(idempotency, tenant):
 
 def test_a_completed_claim_returns_the_stored_result(idempotency, tenant):
     idempotency.claim(rec(tenant), now=at(0))
-    idempotency.complete(
-        tenant, "agent-a", "remember", "k1", {"id": "f_1", "status": "inserted", "n": [1, 2]}
-    )
+    idempotency.complete(tenant, "agent-a", "remember", "k1", {"id": "f_1", "status": "inserted", "n": [1, 2]})
     seen = idempotency.claim(rec(tenant), now=at(2))
     assert seen.result == {"id": "f_1", "status": "inserted", "n": [1, 2]}
 

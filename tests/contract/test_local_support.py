@@ -58,9 +58,7 @@ def test_deps_fixtures_share_the_stores_and_the_clock(deps, deps_keyword_only, s
     assert clock.now() == datetime(2026, 6, 11, 9, 30, tzinfo=UTC)
 
 
-def test_caller_fixtures_carry_the_agreed_identities(
-    remote_caller, local_caller, admin_caller, other_tenant_caller
-):
+def test_caller_fixtures_carry_the_agreed_identities(remote_caller, local_caller, admin_caller, other_tenant_caller):
     assert (remote_caller.tenant, remote_caller.client_id, remote_caller.remote) == ("t1", "agent-a", True)
     assert remote_caller.has_scope("write") and not remote_caller.has_scope("admin")
     assert (local_caller.client_id, local_caller.remote) == ("local", False)

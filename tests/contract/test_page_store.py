@@ -23,8 +23,13 @@ def _ways(matches) -> set[tuple[str, str]]:
 
 def _lookup(pages, tenant, *, alias="", title="", slugs=(), suffix="", world_only=True, limit=10):
     return pages.lookup(
-        tenant, aliases=[alias] if alias else [], titles=[title] if title else [], slugs=list(slugs), suffix=suffix,
-        world_only=world_only, limit=limit,
+        tenant,
+        aliases=[alias] if alias else [],
+        titles=[title] if title else [],
+        slugs=list(slugs),
+        suffix=suffix,
+        world_only=world_only,
+        limit=limit,
     )
 
 
@@ -119,9 +124,7 @@ def test_lookup_suffix_matches_whole_trailing_segments_only(pages, tenant):
 
 def test_lookup_world_only_never_matches_private_pages(pages, tenant):
     pages.put(page(tenant, "people/secret", title="Secret", aliases=("hidden",), visibility="private"))
-    assert (
-        _lookup(pages, tenant, alias="hidden", title="secret", slugs=["people/secret"], suffix="secret") == []
-    )
+    assert _lookup(pages, tenant, alias="hidden", title="secret", slugs=["people/secret"], suffix="secret") == []
     got = _lookup(
         pages,
         tenant,
@@ -204,8 +207,9 @@ def test_backlinks_follow_rewrites_and_deletes_of_their_source_pages(pages, tena
     assert pages.backlinks(tenant, target, world_only=True, limit=10)[1] == 5
     pages.put(page(tenant, "people/p0", links=(Link(type=MENTION_LINK_TYPE, target=target),), updated_at=at(10)))
     pages.put(page(tenant, "people/p1", links=(), updated_at=at(11)))
-    pages.put(page(tenant, "people/p2", links=(Link(type="invests", target=target),), updated_at=at(12),
-                   visibility="private"))
+    pages.put(
+        page(tenant, "people/p2", links=(Link(type="invests", target=target),), updated_at=at(12), visibility="private")
+    )
     assert pages.delete(tenant, "people/p3") is True
     links, count = pages.backlinks(tenant, target, world_only=True, limit=10)
     assert {(b.source, b.type) for b in links} == {("people/p0", MENTION_LINK_TYPE), ("people/p4", "works_at")}
@@ -249,9 +253,7 @@ def test_updated_since_starts_strictly_after_the_given_instant(pages, tenant):
 
 
 def test_delete_removes_the_page_and_its_derived_rows(pages, tenant):
-    pages.put(
-        page(tenant, "people/dan", aliases=("danny",), links=(Link(type="knows", target="people/eve"),))
-    )
+    pages.put(page(tenant, "people/dan", aliases=("danny",), links=(Link(type="knows", target="people/eve"),)))
     assert pages.delete(tenant, "people/dan") is True
     assert pages.delete(tenant, "people/dan") is False
     assert pages.get(tenant, "people/dan") is None
@@ -303,8 +305,9 @@ def test_a_put_expecting_an_older_updated_at_is_refused_and_writes_nothing(pages
     stored = page(tenant, "topics/guarded", body="v2", aliases=("Kept",), updated_at=at(2))
     pages.put(stored)
     with pytest.raises(Conflict):
-        pages.put(page(tenant, "topics/guarded", body="stale", aliases=("Lost",), updated_at=at(3)),
-                  expected_updated_at=at(1))
+        pages.put(
+            page(tenant, "topics/guarded", body="stale", aliases=("Lost",), updated_at=at(3)), expected_updated_at=at(1)
+        )
     assert pages.get(tenant, "topics/guarded") == stored
     assert _ways(_lookup(pages, tenant, alias="lost")) == set()
     assert _ways(_lookup(pages, tenant, alias="kept")) == {("topics/guarded", "alias")}
@@ -347,8 +350,9 @@ def test_of_concurrent_puts_expecting_the_same_version_exactly_one_writes(pages,
 
     def save(n: int) -> None:
         start.wait()
-        mine = page(tenant, "topics/raced", body=f"writer {n}", updated_at=at(2, base=loaded) + timedelta(
-            milliseconds=n))
+        mine = page(
+            tenant, "topics/raced", body=f"writer {n}", updated_at=at(2, base=loaded) + timedelta(milliseconds=n)
+        )
         try:
             pages.put(mine, expected_updated_at=loaded)
             outcome = won

@@ -192,9 +192,7 @@ def test_no_arm_returns_another_tenants_docs(search, corpus, tenant, other_tenan
 def test_world_only_hides_private_docs_in_both_arms(search, corpus, tenant, vector_search):
     world = search.search(q(tenant, "tea secret", vector=unit(1, 0.1), vector_model=MODEL))
     assert "chunk:secret/tea#0" not in ids(world.keyword) + ids(vec(world, vector_search) or ())
-    everyone = search.search(
-        q(tenant, "tea secret", vector=unit(1, 0.1), vector_model=MODEL, world_only=False)
-    )
+    everyone = search.search(q(tenant, "tea secret", vector=unit(1, 0.1), vector_model=MODEL, world_only=False))
     assert "chunk:secret/tea#0" in ids(everyone.keyword)
     if vector_search:
         assert ids(vec(everyone, True))[0] == "chunk:secret/tea#0"
@@ -329,18 +327,12 @@ def test_delete_removes_docs_from_both_arms(search, settle, corpus, tenant, othe
     assert ids(search.search(q(other_tenant, "tea")).keyword) == ["chunk:drinks/tea#0"]
 
 
-def test_delete_page_removes_every_chunk_of_that_page_only(
-    search, settle, corpus, tenant, other_tenant, vector_search
-):
-    search.upsert(
-        [doc(tenant, "fact:f_2", "coffee fact", slug="drinks/coffee", vector=unit(0, 1), vector_model=MODEL)]
-    )
+def test_delete_page_removes_every_chunk_of_that_page_only(search, settle, corpus, tenant, other_tenant, vector_search):
+    search.upsert([doc(tenant, "fact:f_2", "coffee fact", slug="drinks/coffee", vector=unit(0, 1), vector_model=MODEL)])
     settle()
     search.delete_page(tenant, "drinks/coffee")
     settle()
-    hits = search.search(
-        q(tenant, "coffee espresso", kinds=("chunk", "fact"), vector=unit(0, 1), vector_model=MODEL)
-    )
+    hits = search.search(q(tenant, "coffee espresso", kinds=("chunk", "fact"), vector=unit(0, 1), vector_model=MODEL))
     found = hits.keyword + (vec(hits, vector_search) or ())
     assert not [h for h in found if h.kind == "chunk" and h.slug == "drinks/coffee"]
     assert "fact:f_2" in ids(hits.keyword)

@@ -123,9 +123,7 @@ def test_beside_a_vector_arm_a_query_of_only_common_words_skips_the_keyword_arm(
     keyword_only = stores.search.search(SearchQuery(tenant=TENANT, text="target person", kinds=("chunk",), k=5))
     assert len(keyword_only.keyword) == 5  # no vector arm: the rarest common word still matches
     hybrid = stores.search.search(
-        SearchQuery(
-            tenant=TENANT, text="target person", kinds=("chunk",), k=5, vector=unit(1, 0), vector_model="m-8"
-        )
+        SearchQuery(tenant=TENANT, text="target person", kinds=("chunk",), k=5, vector=unit(1, 0), vector_model="m-8")
     )
     assert hybrid.keyword == ()  # both words are in every doc: no keyword evidence
     assert hybrid.vector is not None and [h.slug for h in hybrid.vector][:1] == ["people/ann"]
@@ -144,9 +142,7 @@ def test_searches_of_one_query_vector_share_scores_and_still_see_new_docs(stores
     first = stores.search.search(query).vector
     assert first is not None and first[0].slug == "people/ann"
     assert stores.search.search(query).vector == first  # the second search reuses the scores
-    stores.search.upsert(
-        [doc(TENANT, "chunk:people/bo#0", "Bo", vector=unit(1, 0), vector_model="m-8", title="Bo")]
-    )
+    stores.search.upsert([doc(TENANT, "chunk:people/bo#0", "Bo", vector=unit(1, 0), vector_model="m-8", title="Bo")])
     again = stores.search.search(query).vector
     assert again is not None and {"people/ann", "people/bo"} <= {h.slug for h in again[:2]}
     facts = stores.search.search(query.model_copy(update={"kinds": ("fact",)})).vector

@@ -126,8 +126,7 @@ def test_the_suffix_lookup_seeks_the_leaf_index():
     with open_local(":memory:") as stores:
         plan = stores.db.read(
             lambda c: c.execute(
-                "EXPLAIN QUERY PLAN SELECT slug FROM pages p "
-                "WHERE p.tenant = ? AND p.leaf = ? ORDER BY p.slug",
+                "EXPLAIN QUERY PLAN SELECT slug FROM pages p WHERE p.tenant = ? AND p.leaf = ? ORDER BY p.slug",
                 ("t1", "alice"),
             ).fetchall()
         )
@@ -149,8 +148,7 @@ def test_backlinks_list_the_newest_sources_first_after_rewrites_from_the_link_in
         links, count = pages.backlinks("t1", "hub", world_only=False, limit=4)
         assert [b.source for b in links] == ["p/1", "p/5", "p/3", "p/4"]  # ties on time: by slug
         assert count == 7
-        pages.put(page("t1", "p/1", links=(Link(type="knows", target="hub"),), updated_at=at(21),
-                       visibility="private"))
+        pages.put(page("t1", "p/1", links=(Link(type="knows", target="hub"),), updated_at=at(21), visibility="private"))
         assert [b.source for b in pages.backlinks("t1", "hub", world_only=True, limit=2)[0]] == ["p/5", "p/3"]
         for world_only in (True, False):
             vis = " AND source_visibility = 'world'" if world_only else ""
@@ -160,8 +158,9 @@ def test_backlinks_list_the_newest_sources_first_after_rewrites_from_the_link_in
                 f"SELECT count(*) FROM links INDEXED BY links_count WHERE tenant = 't1' AND target = 'hub' "
                 f"AND source <> target{vis} AND type NOT IN ('mentions', 'mention')",
             ):
-                plan = " ".join(str(r[-1]) for r in stores.db.read(lambda c, q=sql: c.execute(
-                    "EXPLAIN QUERY PLAN " + q).fetchall()))
+                plan = " ".join(
+                    str(r[-1]) for r in stores.db.read(lambda c, q=sql: c.execute("EXPLAIN QUERY PLAN " + q).fetchall())
+                )
                 assert "pages" not in plan and "TEMP B-TREE" not in plan, plan
                 assert "COVERING INDEX" in plan or "links_recent" in plan, plan
 
@@ -309,9 +308,7 @@ def test_keyword_search_folds_case_and_accents_both_ways():
             ("ZOE", "chunk:a/cafe#0"),
             ("naïve résumé", "chunk:a/naive#0"),
         ]:
-            assert [h.doc_id for h in stores.search.search(SearchQuery(tenant="t1", text=text)).keyword] == [
-                expected
-            ]
+            assert [h.doc_id for h in stores.search.search(SearchQuery(tenant="t1", text=text)).keyword] == [expected]
 
 
 def test_visibility_changes_move_a_doc_between_keyword_partitions():

@@ -49,8 +49,9 @@ def brain(request: pytest.FixtureRequest) -> Iterator[Deps]:
         finally:
             stores.close()
         return
-    with engines.aws_deps(request.config, engines.dynamodb_local_endpoint(request.config), embedder=embedder,
-                          clock=clock) as deps:
+    with engines.aws_deps(
+        request.config, engines.dynamodb_local_endpoint(request.config), embedder=embedder, clock=clock
+    ) as deps:
         yield deps
 
 
@@ -101,12 +102,22 @@ def test_a_remote_put_page_never_replaces_a_page_it_cannot_see(brain, tenant):
 
     # naming a time: exactly the answer a missing page gets
     over_private = call(brain, agent, "put_page", {"slug": VAULT, "content": "Open.", "expected_updated_at": stored_at})
-    over_missing = call(brain, agent, "put_page",
-                        {"slug": "projects/nothing-here", "content": "Open.", "expected_updated_at": stored_at})
+    over_missing = call(
+        brain,
+        agent,
+        "put_page",
+        {"slug": "projects/nothing-here", "content": "Open.", "expected_updated_at": stored_at},
+    )
     assert over_private[0] and over_missing[0]
-    assert over_private[1]["detail"] == over_missing[1]["detail"] == {
-        "field": "expected_updated_at", "reason": "stale_version", "stored_updated_at": None,
-    }
+    assert (
+        over_private[1]["detail"]
+        == over_missing[1]["detail"]
+        == {
+            "field": "expected_updated_at",
+            "reason": "stale_version",
+            "stored_updated_at": None,
+        }
+    )
     assert over_private[1]["message"].replace(VAULT, "S") == over_missing[1]["message"].replace(
         "projects/nothing-here", "S"
     )
@@ -125,8 +136,12 @@ def test_a_remote_put_page_never_replaces_a_page_it_cannot_see(brain, tenant):
     ok(brain, owner(other), "put_page", {"slug": "projects/atrium", "content": PRIVATE_PAGE})
     ok(brain, owner(other), "put_page", {"slug": "projects/annex", "content": "# Annex\nWorld page of another brain."})
     assert ok(brain, agent, "put_page", {"slug": "projects/atrium", "content": "Mine."})["status"] == "created"
-    assert ok(brain, agent, "put_page", {"slug": "projects/annex", "content": "Mine too.", "expected_updated_at": ""}
-              )["status"] == "created"
+    assert (
+        ok(brain, agent, "put_page", {"slug": "projects/annex", "content": "Mine too.", "expected_updated_at": ""})[
+            "status"
+        ]
+        == "created"
+    )
     assert SECRET in ok(brain, owner(other), "get_page", {"slug": "projects/atrium"})["content"]
     assert "another brain" in ok(brain, owner(other), "get_page", {"slug": "projects/annex"})["content"]
 
@@ -190,8 +205,9 @@ def nothing_written(deps: Deps, tenant: str) -> bool:
 
 @pytest.mark.parametrize("entity", ["../../etc/passwd", "people/../../x", "..\\..\\windows"])
 def test_a_path_as_the_entity_is_refused_on_remember_and_on_the_reads(brain, tenant, entity):
-    is_error, body = call(brain, remote(tenant), "remember",
-                          {"fact": "Root owns it", "provenance": "chat", "entity": entity})
+    is_error, body = call(
+        brain, remote(tenant), "remember", {"fact": "Root owns it", "provenance": "chat", "entity": entity}
+    )
     assert is_error and body["code"] == "invalid_params"
     assert body["detail"]["reason"] == "path_slug" and body["detail"]["field"] == "entity"
     assert "path" in body["message"] and body["fix"]["next"] == "report"
@@ -204,8 +220,17 @@ def test_a_path_as_the_entity_is_refused_on_remember_and_on_the_reads(brain, ten
 
 # ----------------------------------------------------------------------------- remember validation
 
-INVISIBLE = ["\u200b", "\u200b\u200c", "\u200d", "\ufeff", "\u2060\u200e", " \u200b\u00a0\u3000 ", "\u180e",
-             "\u3164", "\ufe0f"]
+INVISIBLE = [
+    "\u200b",
+    "\u200b\u200c",
+    "\u200d",
+    "\ufeff",
+    "\u2060\u200e",
+    " \u200b\u00a0\u3000 ",
+    "\u180e",
+    "\u3164",
+    "\ufe0f",
+]
 
 
 @pytest.mark.parametrize("text", INVISIBLE, ids=[t.encode("unicode_escape").decode() for t in INVISIBLE])

@@ -137,7 +137,6 @@ def test_a_wake_naming_a_configured_heartbeat_runs_it(queue_event):
     assert call("heartbeat", schedule_heartbeat(event), sign=False)["status"] == "established"
 
 
-
 def test_a_deleted_tenants_heartbeat_reads_writes_and_sends_nothing(queue_event, clock, deps):
     """`fleetmem tenant delete` leaves the tenant's tombstone; a wake the deploy config still
     names for it must neither deliver its changes nor create a session cursor."""

@@ -100,8 +100,12 @@ def test_post_v1_needs_a_json_content_type_as_on_the_local_server(content_type):
     recall = load_event("recall", "v1")
     recall["body"] = json.dumps({"session_id": "form-post"})
     assert json.loads(call("recall", recall)["body"])["facts"] == []
-    assert call("remember", {**event, "headers": {**headers, "Content-Type": "application/json"},
-                             "multiValueHeaders": {}})["statusCode"] == 200
+    assert (
+        call(
+            "remember", {**event, "headers": {**headers, "Content-Type": "application/json"}, "multiValueHeaders": {}}
+        )["statusCode"]
+        == 200
+    )
     assert len(json.loads(call("recall", recall)["body"])["facts"]) == 1  # the same caller's brain
 
 

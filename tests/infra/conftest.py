@@ -56,9 +56,7 @@ def _synth(tmp: Path, overrides: dict) -> Synth:
     if report.exists():
         for plugin in json.loads(report.read_text()).get("pluginReports", []):
             for v in plugin.get("violations", []):
-                violations.append(
-                    (v["ruleName"], sorted(c["constructPath"] for c in v["violatingConstructs"]))
-                )
+                violations.append((v["ruleName"], sorted(c["constructPath"] for c in v["violatingConstructs"])))
     name = config.prefix
     text = (outdir / f"{name}.template.json").read_text()
     metadata = json.loads((outdir / f"{name}.metadata.json").read_text())
@@ -83,9 +81,7 @@ def domain_synth(tmp_path_factory, _no_aws_env) -> Synth:
 
 @pytest.fixture(scope="session")
 def serverless_synth(tmp_path_factory, _no_aws_env) -> Synth:
-    search = json.loads((ROOT / "infra" / "config.example.json").read_text())["search"] | {
-        "flavour": "serverless"
-    }
+    search = json.loads((ROOT / "infra" / "config.example.json").read_text())["search"] | {"flavour": "serverless"}
     return _synth(
         tmp_path_factory.mktemp("aoss"),
         {
@@ -100,7 +96,8 @@ def serverless_synth(tmp_path_factory, _no_aws_env) -> Synth:
             # no Cognito app clients (API tokens only), no usage keys
             "clients": [],
             # a non-dev stage needs an alarm subscriber
-            "alarms": _example_alarms() | {"subscribers": [{"type": "https", "endpoint": "https://hooks.example.com/alarms"}]},
+            "alarms": _example_alarms()
+            | {"subscribers": [{"type": "https", "endpoint": "https://hooks.example.com/alarms"}]},
         },
     )
 

@@ -108,7 +108,7 @@ def test_the_mapping_function_may_only_assume_the_search_admin_role(production_s
     assert all(_resources(s) == [{"Ref": alias_id}] for s in framework_statements)
 
 
-def test_in_a_vpc_stage_the_mapping_function_joins_the_search_subnets(vpc_synth):  # noqa: F811
+def test_in_a_vpc_stage_the_mapping_function_joins_the_search_subnets(vpc_synth):
     synth = vpc_synth
     _, fn = _function(synth, _fn_name(synth, "search_rolemap"))
     assert fn["Properties"]["VpcConfig"] == {"SubnetIds": SUBNETS, "SecurityGroupIds": GROUPS}

@@ -137,9 +137,7 @@ def _fn_name(synth, group: str) -> str:
 def test_each_of_the_seven_verbs_gets_its_own_function_generated_from_the_registry(domain_synth):
     from infra.constructs.tool_functions import registry_tools
 
-    names = {
-        f["Properties"]["FunctionName"] for f in domain_synth.resources("AWS::Lambda::Function").values()
-    }
+    names = {f["Properties"]["FunctionName"] for f in domain_synth.resources("AWS::Lambda::Function").values()}
     for verb in VERB_NAMES:
         assert _fn_name(domain_synth, verb) in names
     groups = {function_group(t) for t in registry_tools()}
@@ -171,10 +169,7 @@ def test_function_sizes_and_timeouts_follow_the_config(domain_synth):
 
 
 def test_every_function_has_its_own_role(domain_synth):
-    roles = [
-        f["Properties"]["Role"]["Fn::GetAtt"][0]
-        for f in domain_synth.resources("AWS::Lambda::Function").values()
-    ]
+    roles = [f["Properties"]["Role"]["Fn::GetAtt"][0] for f in domain_synth.resources("AWS::Lambda::Function").values()]
     assert len(roles) == len(set(roles))
 
 
@@ -284,9 +279,10 @@ def test_only_the_edge_can_invoke_tool_functions(domain_synth):
     invokers = set()
     for role, stmts in _role_statements(domain_synth).items():
         for s in stmts:
-            if _actions(s) & {"lambda:InvokeFunction", "lambda:*"} and {
-                _function_of(domain_synth).get(r, r) for r in _refs(s["Resource"])
-            } & tool_fn_ids:
+            if (
+                _actions(s) & {"lambda:InvokeFunction", "lambda:*"}
+                and {_function_of(domain_synth).get(r, r) for r in _refs(s["Resource"])} & tool_fn_ids
+            ):
                 invokers.add(role)
     assert invokers == {edge_role}
     edge_invokes = set().union(
@@ -347,9 +343,7 @@ def _stage_ref(synth) -> str:
 
 def test_the_edge_role_touches_no_table(domain_synth):
     edge_role = _role_of(domain_synth, _fn_name(domain_synth, "mcp"))
-    assert not any(
-        a.startswith("dynamodb:") for s in _role_statements(domain_synth)[edge_role] for a in _actions(s)
-    )
+    assert not any(a.startswith("dynamodb:") for s in _role_statements(domain_synth)[edge_role] for a in _actions(s))
 
 
 def test_only_the_indexer_can_write_to_opensearch(domain_synth):
@@ -597,9 +591,7 @@ def test_cognito_exposes_the_protocol_scopes_and_one_client_credentials_app_per_
 def test_the_authorizer_reads_only_the_clients_table(domain_synth):
     tables = _table_ids(domain_synth)
     stmts = _role_statements(domain_synth)[_role_of(domain_synth, _fn_name(domain_synth, "authorizer"))]
-    touched = set().union(
-        *[_refs(s["Resource"]) for s in stmts if any(a.startswith("dynamodb:") for a in _actions(s))]
-    )
+    touched = set().union(*[_refs(s["Resource"]) for s in stmts if any(a.startswith("dynamodb:") for a in _actions(s))])
     assert touched & set(tables.values()) == {tables["clients"]}
     assert not any(_actions(s) & DDB_WRITES for s in stmts)
 
@@ -626,8 +618,7 @@ def test_heartbeat_schedules_come_from_config_and_name_only_their_heartbeat(doma
     the heartbeat function's environment, so no invoke payload can choose them."""
     cfg = domain_synth.config
     schedules = {
-        s["Properties"]["Name"]: s["Properties"]
-        for s in domain_synth.resources("AWS::Scheduler::Schedule").values()
+        s["Properties"]["Name"]: s["Properties"] for s in domain_synth.resources("AWS::Scheduler::Schedule").values()
     }
     assert len(schedules) == len(cfg.heartbeats)
     table = _text(_env(domain_synth, "heartbeat")["FLEETMEM_HEARTBEATS"])
@@ -1227,9 +1218,7 @@ def _topic(synth) -> str:
 
 
 @pytest.mark.parametrize("flavour", VARIANTS)
-def test_every_function_is_published_as_a_version_behind_a_live_alias_carrying_the_fleetmem_version(
-    flavour, request
-):
+def test_every_function_is_published_as_a_version_behind_a_live_alias_carrying_the_fleetmem_version(flavour, request):
     from fleetmem import __version__
 
     synth = request.getfixturevalue(flavour)

@@ -60,9 +60,7 @@ def http_deps(file_stores: LocalStores, clock: FixedClock) -> Deps:
 def tokens(file_stores: LocalStores, clock: FixedClock) -> dict[str, str]:
     out = {}
     for name, scopes in TOKEN_SCOPES.items():
-        token, _ = create_client(
-            file_stores.clients, clock, tenant="t1", client_id=f"agent-{name}", scopes=scopes
-        )  # type: ignore[arg-type]
+        token, _ = create_client(file_stores.clients, clock, tenant="t1", client_id=f"agent-{name}", scopes=scopes)  # type: ignore[arg-type]
         out[name] = token
     out["other_tenant"], _ = create_client(
         file_stores.clients, clock, tenant="t2", client_id="agent-x", scopes=("read", "write")

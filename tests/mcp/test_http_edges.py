@@ -32,9 +32,7 @@ def post(
     if token:
         h["Authorization"] = f"Bearer {token}"
     if isinstance(payload, bytes):
-        return httpx.post(
-            url + "/mcp", content=payload, headers={**h, "Content-Type": "application/json"}, timeout=10
-        )
+        return httpx.post(url + "/mcp", content=payload, headers={**h, "Content-Type": "application/json"}, timeout=10)
     return httpx.post(url + "/mcp", json=payload, headers=h, timeout=10)
 
 
@@ -76,9 +74,7 @@ def test_a_missing_token_is_401_with_the_resource_metadata_challenge_and_an_enve
     assert env["fix"]["next"] == "tell_user_to_run"
 
 
-@pytest.mark.parametrize(
-    "authorization", ["Bearer fm_" + "x" * 43, "Bearer not-a-token", "Basic dTpw", "Bearer"]
-)
+@pytest.mark.parametrize("authorization", ["Bearer fm_" + "x" * 43, "Bearer not-a-token", "Basic dTpw", "Bearer"])
 def test_an_unknown_or_malformed_token_is_401(server_url: str, authorization: str) -> None:
     r = post(server_url, CALL, Authorization=authorization)
     assert r.status_code == 401
@@ -105,12 +101,8 @@ def test_a_token_revoked_while_the_server_runs_is_refused_at_once(
     assert 'error="invalid_token"' in r.headers["www-authenticate"]
 
 
-@pytest.mark.parametrize(
-    "path", ["/.well-known/oauth-protected-resource", "/.well-known/oauth-protected-resource/mcp"]
-)
-def test_the_protected_resource_document_lists_resource_servers_and_scopes(
-    server_url: str, path: str
-) -> None:
+@pytest.mark.parametrize("path", ["/.well-known/oauth-protected-resource", "/.well-known/oauth-protected-resource/mcp"])
+def test_the_protected_resource_document_lists_resource_servers_and_scopes(server_url: str, path: str) -> None:
     doc = httpx.get(server_url + path, timeout=5).json()
     assert doc["resource"] == server_url + "/mcp"
     # Locally there is no OAuth server to name (tests/mcp/test_http_errors.py); AWS names Cognito.
@@ -183,9 +175,7 @@ def test_behind_the_gateway_any_host_is_accepted_and_the_caller_comes_from_the_a
         ({}, None),
     ],
 )
-def test_the_gateway_caller_reads_rest_and_http_api_authorizer_contexts(
-    authorizer: dict, expected: Any
-) -> None:
+def test_the_gateway_caller_reads_rest_and_http_api_authorizer_contexts(authorizer: dict, expected: Any) -> None:
     scope = {
         "type": "http",
         "method": "POST",

@@ -47,9 +47,7 @@ def test_tools_list_and_a_remember_then_recall_by_entity_round_trip(
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_an_error_is_one_text_block_holding_the_envelope(
-    mode: str, server_url: str, tokens: dict[str, str]
-) -> None:
+def test_an_error_is_one_text_block_holding_the_envelope(mode: str, server_url: str, tokens: dict[str, str]) -> None:
     async def scenario() -> None:
         async with mcp_session(server_url, tokens["read"], mode) as client:
             result = await client.call_tool("remember", {"fact": "x", "provenance": "p"})
@@ -68,9 +66,7 @@ def test_notices_ride_extra_blocks_and_meta_while_content_0_stays_byte_identical
 ) -> None:
     async def scenario() -> None:
         async with mcp_session(server_url, tokens["write"], mode) as client:
-            await client.call_tool(
-                "remember", {"fact": "Bob plays chess", "provenance": "chat", "entity": "Bob"}
-            )
+            await client.call_tool("remember", {"fact": "Bob plays chess", "provenance": "chat", "entity": "Bob"})
             clean = await client.call_tool("recall", {"entity": "Bob"})
             noisy = await client.call_tool("recall", {"entity": "Bob", "limt": 5})
             assert noisy.content[0].text == clean.content[0].text

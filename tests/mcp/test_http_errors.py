@@ -159,9 +159,7 @@ def test_off_loopback_the_401_fix_asks_for_the_data_directory_instead_of_showing
     assert token_command(tmp_path, "::1")[0][-1] == str(tmp_path)
 
 
-@pytest.mark.parametrize(
-    "path", ["/.well-known/oauth-protected-resource", "/.well-known/oauth-protected-resource/mcp"]
-)
+@pytest.mark.parametrize("path", ["/.well-known/oauth-protected-resource", "/.well-known/oauth-protected-resource/mcp"])
 def test_the_local_protected_resource_document_names_no_authorization_server(app_url: str, path: str) -> None:
     doc = httpx.get(app_url + path, timeout=5).json()
     assert "authorization_servers" not in doc

@@ -49,26 +49,96 @@ BAD_ID = ("string or an integer", 'Send e.g. "id": 1')
 INITIALIZE = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "x", "version": "1"}}
 
 JSONRPC_EDGES = [
-    Edge("object id, handshake era", "2025-11-25", raw(message("tools/list", id={"a": 1})), 400, -32600, None,
-         ("an object", *BAD_ID)),
-    Edge("array id, no version header", None, raw(message("tools/list", id=[1])), 400, -32600, None,
-         ("an array", *BAD_ID)),
-    Edge("null id, handshake era", "2025-06-18", raw(message("tools/list", id=None)), 400, -32600, None,
-         ("null", *BAD_ID)),
-    Edge("boolean id, stateless era", MODERN, raw(message("tools/list", id=True, modern=True)), 400, -32600, None,
-         ("a boolean", *BAD_ID)),
-    Edge("fractional id, stateless era", MODERN, raw(message("tools/list", id=1.5, modern=True)), 400, -32600,
-         None, ("a number with a fraction", *BAD_ID)),
-    Edge("1.0 id, handshake era", "2025-11-25", raw(message("tools/list", id=1.0)), 400, -32600,
-         None, ("a number with a fraction or exponent", *BAD_ID)),
-    Edge("lone high surrogate, handshake era", "2025-11-25", raw(message("tools/call", RECALL_HIGH)), 400,
-         -32700, None, ("params.arguments.query", "unpaired UTF-16 surrogate", "U+FFFD")),
-    Edge("lone low surrogate, stateless era", MODERN, raw(message("tools/call", RECALL_LOW, modern=True)), 400,
-         -32700, None, ("params.arguments.query", "unpaired UTF-16 surrogate")),
-    Edge("unsupported version header", "1999-01-01", raw(message("tools/list")), 400, -32022, 1,
-         ("'1999-01-01'", *SERVED)),
-    Edge("initialize in the stateless era", MODERN, raw(message("initialize", INITIALIZE, id=5, modern=True)),
-         404, -32601, 5, ("no handshake", "server/discover", "initialize with MCP-Protocol-Version 2025-11-25")),
+    Edge(
+        "object id, handshake era",
+        "2025-11-25",
+        raw(message("tools/list", id={"a": 1})),
+        400,
+        -32600,
+        None,
+        ("an object", *BAD_ID),
+    ),
+    Edge(
+        "array id, no version header",
+        None,
+        raw(message("tools/list", id=[1])),
+        400,
+        -32600,
+        None,
+        ("an array", *BAD_ID),
+    ),
+    Edge(
+        "null id, handshake era",
+        "2025-06-18",
+        raw(message("tools/list", id=None)),
+        400,
+        -32600,
+        None,
+        ("null", *BAD_ID),
+    ),
+    Edge(
+        "boolean id, stateless era",
+        MODERN,
+        raw(message("tools/list", id=True, modern=True)),
+        400,
+        -32600,
+        None,
+        ("a boolean", *BAD_ID),
+    ),
+    Edge(
+        "fractional id, stateless era",
+        MODERN,
+        raw(message("tools/list", id=1.5, modern=True)),
+        400,
+        -32600,
+        None,
+        ("a number with a fraction", *BAD_ID),
+    ),
+    Edge(
+        "1.0 id, handshake era",
+        "2025-11-25",
+        raw(message("tools/list", id=1.0)),
+        400,
+        -32600,
+        None,
+        ("a number with a fraction or exponent", *BAD_ID),
+    ),
+    Edge(
+        "lone high surrogate, handshake era",
+        "2025-11-25",
+        raw(message("tools/call", RECALL_HIGH)),
+        400,
+        -32700,
+        None,
+        ("params.arguments.query", "unpaired UTF-16 surrogate", "U+FFFD"),
+    ),
+    Edge(
+        "lone low surrogate, stateless era",
+        MODERN,
+        raw(message("tools/call", RECALL_LOW, modern=True)),
+        400,
+        -32700,
+        None,
+        ("params.arguments.query", "unpaired UTF-16 surrogate"),
+    ),
+    Edge(
+        "unsupported version header",
+        "1999-01-01",
+        raw(message("tools/list")),
+        400,
+        -32022,
+        1,
+        ("'1999-01-01'", *SERVED),
+    ),
+    Edge(
+        "initialize in the stateless era",
+        MODERN,
+        raw(message("initialize", INITIALIZE, id=5, modern=True)),
+        404,
+        -32601,
+        5,
+        ("no handshake", "server/discover", "initialize with MCP-Protocol-Version 2025-11-25"),
+    ),
 ]
 
 
@@ -155,8 +225,13 @@ def test_the_handshake_and_discovery_still_answer(server_url: str, tokens: dict[
 
 
 def _modern_post(server_url: str, token: str, payload: dict, **routing: str) -> tuple[int, dict[str, Any]]:
-    headers = {"Accept": ACCEPT, "Content-Type": "application/json", "Authorization": f"Bearer {token}",
-               "MCP-Protocol-Version": MODERN, **routing}
+    headers = {
+        "Accept": ACCEPT,
+        "Content-Type": "application/json",
+        "Authorization": f"Bearer {token}",
+        "MCP-Protocol-Version": MODERN,
+        **routing,
+    }
     r = httpx.post(server_url + "/mcp", content=raw(payload), headers=headers, timeout=10)
     return r.status_code, r.json()
 
@@ -169,8 +244,7 @@ RECALL_CALL = {"name": "recall", "arguments": {"query": "x"}}
     [
         (message("tools/list", modern=True), {}, "Mcp-Method", "Mcp-Method: tools/list"),
         (message("tools/call", RECALL_CALL, modern=True), {}, "Mcp-Method", "Mcp-Method: tools/call"),
-        (message("tools/call", RECALL_CALL, modern=True), {"Mcp-Method": "tools/call"}, "Mcp-Name",
-         "Mcp-Name: recall"),
+        (message("tools/call", RECALL_CALL, modern=True), {"Mcp-Method": "tools/call"}, "Mcp-Name", "Mcp-Name: recall"),
     ],
     ids=["tools/list without Mcp-Method", "tools/call without Mcp-Method", "tools/call without Mcp-Name"],
 )
@@ -189,10 +263,12 @@ def test_a_missing_routing_header_is_called_missing_and_names_the_header_to_send
 def test_a_routing_header_that_differs_from_the_body_is_still_a_mismatch(
     server_url: str, tokens: dict[str, str]
 ) -> None:
-    status, body = _modern_post(server_url, tokens["write"], message("tools/list", modern=True),
-                                **{"Mcp-Method": "tools/call"})
+    status, body = _modern_post(
+        server_url, tokens["write"], message("tools/list", modern=True), **{"Mcp-Method": "tools/call"}
+    )
     assert status == 400 and body["error"]["code"] == -32020
     assert "does not match" in body["error"]["message"] and "Missing" not in body["error"]["message"]
-    ok_status, ok = _modern_post(server_url, tokens["write"], message("tools/list", modern=True),
-                                 **{"Mcp-Method": "tools/list"})
+    ok_status, ok = _modern_post(
+        server_url, tokens["write"], message("tools/list", modern=True), **{"Mcp-Method": "tools/list"}
+    )
     assert ok_status == 200 and ok["result"]["tools"]

@@ -69,9 +69,12 @@ def test_v1_tools_is_tools_list_for_this_callers_scopes(server_url, tokens):
     for scope in ("read", "write"):
         got = httpx.get(f"{server_url}/v1/tools", headers={"Authorization": f"Bearer {tokens[scope]}"}).json()
         assert got["tools"] == anyio.run(listed, tokens[scope])
-    read_names = {t["name"] for t in httpx.get(
-        f"{server_url}/v1/tools", headers={"Authorization": f"Bearer {tokens['read']}"}
-    ).json()["tools"]}
+    read_names = {
+        t["name"]
+        for t in httpx.get(f"{server_url}/v1/tools", headers={"Authorization": f"Bearer {tokens['read']}"}).json()[
+            "tools"
+        ]
+    }
     assert "recall" in read_names and "remember" not in read_names
 
 
@@ -117,7 +120,7 @@ def test_a_body_nested_too_deep_is_refused_with_the_envelope_on_v1_and_a_parse_e
         assert body["correlation_id"] == r.headers[CORRELATION_HEADER]
         rpc = httpx.post(
             f"{server_url}/mcp",
-            content=b'{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": ' + deep[len(b'{"query": '):],
+            content=b'{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": ' + deep[len(b'{"query": ') :],
             headers={**auth, "Accept": "application/json, text/event-stream", "MCP-Protocol-Version": "2025-06-18"},
         )
         assert rpc.headers["content-type"].startswith("application/json"), (depth, rpc.text[:200])

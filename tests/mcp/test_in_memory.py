@@ -61,9 +61,7 @@ def test_annotations_follow_the_registry(deps: Deps, admin_caller: Caller) -> No
             tools = {t.name: t for t in (await client.list_tools()).tools}
             for name, tool in tools.items():
                 expected = REGISTRY[name].annotations
-                got = (
-                    tool.annotations.model_dump(by_alias=True, exclude_none=True) if tool.annotations else {}
-                )
+                got = tool.annotations.model_dump(by_alias=True, exclude_none=True) if tool.annotations else {}
                 assert {k: v for k, v in got.items() if k in expected} == expected, name
 
     anyio.run(scenario)

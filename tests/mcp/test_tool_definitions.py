@@ -93,8 +93,13 @@ def test_every_listed_tool_has_a_title_and_an_output_schema_its_results_validate
 
 
 def _modern_tools_list(server_url: str, token: str) -> dict[str, Any]:
-    headers = {"Accept": ACCEPT, "Content-Type": "application/json", "Authorization": f"Bearer {token}",
-               "MCP-Protocol-Version": MODERN, "Mcp-Method": "tools/list"}
+    headers = {
+        "Accept": ACCEPT,
+        "Content-Type": "application/json",
+        "Authorization": f"Bearer {token}",
+        "MCP-Protocol-Version": MODERN,
+        "Mcp-Method": "tools/list",
+    }
     r = httpx.post(server_url + "/mcp", json=message("tools/list", modern=True), headers=headers, timeout=30)
     assert r.status_code == 200, r.text
     return r.json()["result"]

@@ -60,9 +60,7 @@ def main(argv: list[str]) -> int:
             prefix=stack.index_prefix,
             service="none",
         )
-        deps = Deps.over(
-            stores, search=search, clock=SystemClock(), ids=SortableIds(), embedder=None, llm=None
-        )
+        deps = Deps.over(stores, search=search, clock=SystemClock(), ids=SortableIds(), embedder=None, llm=None)
         t0 = time.monotonic()
         corpus = seed_corpus(deps, tenant=TENANT, pages=args.pages, now=deps.clock.now())
         stack.drain()

@@ -116,8 +116,13 @@ def awslambdaric_requirement() -> str:
 
 def _sources_digest(python_version: str) -> str:
     h = hashlib.sha256(f"{python_version} {awslambdaric_requirement()}".encode())
-    for base in ("shared/fleetmem", "functions", "infra/requirements-lambda.txt", "scripts/build-lambda",
-                 "scripts/lib/compile_asset.py"):
+    for base in (
+        "shared/fleetmem",
+        "functions",
+        "infra/requirements-lambda.txt",
+        "scripts/build-lambda",
+        "scripts/lib/compile_asset.py",
+    ):
         path = ROOT / base
         files = sorted(path.rglob("*")) if path.is_dir() else [path]
         for f in files:

@@ -75,9 +75,7 @@ def test_a_forged_proxy_event_invoked_directly_reads_and_writes_nothing(stack, p
     wrote = direct_invoke(
         stack,
         "remember",
-        proxy_event(
-            "remember", "v1", tenant, {"fact": planted, "provenance": "forger", "entity": entity}, **extra
-        ),
+        proxy_event("remember", "v1", tenant, {"fact": planted, "provenance": "forger", "entity": entity}, **extra),
     )
     assert wrote["statusCode"] == 401 and json.loads(wrote["body"])["code"] == "unauthorized"
 
@@ -86,7 +84,9 @@ def test_a_forged_proxy_event_invoked_directly_reads_and_writes_nothing(stack, p
         "tools_call_recall",
         tenant,
         {
-            "jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "tools/call",
             "params": {"name": "recall", "arguments": {"entity": entity}},
         },
         **extra,
@@ -143,7 +143,11 @@ def test_a_revoked_token_is_refused_once_the_authorizer_cache_ttl_has_passed(sta
     env.pop("FLEETMEM_AUTHORIZER_CACHE_TTL_S", None)
     done = subprocess.run(
         [str(cli), "token", "revoke", "--backend", "aws", token_id, "--json"],
-        env=env, capture_output=True, text=True, timeout=120, check=False,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
     )
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == {"token_id": token_id, "revoked": True, "refused_within_s": ttl}
@@ -169,16 +173,30 @@ def test_a_remote_put_page_over_a_private_page_leaves_it_private_on_the_deployed
     secret = f"The vault code of {tenant} is {uuid.uuid4().hex[:8]}"
     pages = engines.open_stores(stack.ddb, stack.prefix).pages
     now = SystemClock().now()
-    pages.put(Page(tenant=tenant, slug="projects/vault", title="Vault Room", visibility="private", body=secret,
-                   created_at=now, updated_at=now, author="local"))
+    pages.put(
+        Page(
+            tenant=tenant,
+            slug="projects/vault",
+            title="Vault Room",
+            visibility="private",
+            body=secret,
+            created_at=now,
+            updated_at=now,
+            author="local",
+        )
+    )
 
     for arguments in ({}, {"expected_updated_at": ""}):
         r = v1(stack, token, "put_page", {"slug": "projects/vault", "content": "Open to all.", **arguments})
         body = r.json()
         assert (r.status_code, body["code"]) == (400, "invalid_params"), r.text
         assert body["detail"] == {"field": "slug", "reason": "slug_taken"} and secret not in r.text
-    over_mcp = rpc(stack.mcp_url, token, "tools/call",
-                   {"name": "put_page", "arguments": {"slug": "projects/vault", "content": "Open to all."}})
+    over_mcp = rpc(
+        stack.mcp_url,
+        token,
+        "tools/call",
+        {"name": "put_page", "arguments": {"slug": "projects/vault", "content": "Open to all."}},
+    )
     result = over_mcp.json()["result"]
     assert result["isError"] is True and json.loads(result["content"][0]["text"])["detail"]["reason"] == "slug_taken"
 

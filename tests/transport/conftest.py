@@ -45,9 +45,7 @@ class Probe:
     calls: list[ProbeParams] = field(default_factory=list)
 
 
-def _make_probe(
-    name: str, *, writes: bool, scope: str, surface: str, idempotency: bool
-) -> tuple[ToolSpec, Probe]:
+def _make_probe(name: str, *, writes: bool, scope: str, surface: str, idempotency: bool) -> tuple[ToolSpec, Probe]:
     probe = Probe()
 
     def run(deps: Any, caller: Any, params: ProbeParams, ctx: Any) -> Outcome:
@@ -105,9 +103,7 @@ def snapshot(stores: LocalStores) -> dict[str, list[tuple[Any, ...]]]:
     """Every row of every table, sorted: equal snapshots mean nothing was written."""
 
     def run(conn: sqlite3.Connection) -> dict[str, list[tuple[Any, ...]]]:
-        tables = [
-            r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table' ORDER BY name")
-        ]
+        tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table' ORDER BY name")]
         out = {}
         for t in tables:
             try:

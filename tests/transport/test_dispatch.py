@@ -47,9 +47,7 @@ def test_a_name_that_is_no_tool_is_unknown_tool_with_the_closest_name_as_fix(dep
     assert r.body["fix"]["next"] == "run"
 
 
-def test_a_tool_the_scopes_do_not_allow_is_scope_denied_for_the_host_admin(
-    deps: Deps, remote_caller: Caller
-) -> None:
+def test_a_tool_the_scopes_do_not_allow_is_scope_denied_for_the_host_admin(deps: Deps, remote_caller: Caller) -> None:
     r = dispatch("purge_fact", {"id": "f_x"}, remote_caller, deps)
     assert r.body["code"] == "scope_denied"
     assert r.body["class"] == "host_only"
@@ -93,9 +91,7 @@ def test_the_verbs_surface_lists_only_memory_verbs(deps: Deps) -> None:
 
 
 @pytest.mark.parametrize("bad", [[1, 2], "text", 7])
-def test_arguments_that_are_not_an_object_are_invalid_params(
-    deps: Deps, remote_caller: Caller, bad: object
-) -> None:
+def test_arguments_that_are_not_an_object_are_invalid_params(deps: Deps, remote_caller: Caller, bad: object) -> None:
     r = dispatch("recall", bad, remote_caller, deps)  # type: ignore[arg-type]
     assert r.body["code"] == "invalid_params"
     assert r.body["suggestion"]
@@ -145,9 +141,7 @@ def test_an_unknown_param_on_a_write_without_a_close_name_is_dropped_in_the_fix(
 
 def test_meta_and_dry_run_are_always_allowed(deps: Deps, remote_caller: Caller, stores: object) -> None:
     before = snapshot(stores)  # type: ignore[arg-type]
-    r = dispatch(
-        "remember", {**REMEMBER, "_meta": {"progressToken": 1}, "dry_run": True}, remote_caller, deps
-    )
+    r = dispatch("remember", {**REMEMBER, "_meta": {"progressToken": 1}, "dry_run": True}, remote_caller, deps)
     assert not r.is_error
     assert r.body["dry_run"] is True
     assert snapshot(stores) == before  # type: ignore[arg-type]
@@ -325,9 +319,7 @@ def test_a_retry_runs_when_the_first_call_failed_while_it_waited(
 
 
 @pytest.mark.parametrize("key", ["", "   ", 12, "k" * 201])
-def test_a_malformed_idempotency_key_is_invalid_params(
-    deps: Deps, remote_caller: Caller, key: object
-) -> None:
+def test_a_malformed_idempotency_key_is_invalid_params(deps: Deps, remote_caller: Caller, key: object) -> None:
     r = dispatch("remember", {**REMEMBER, "idempotency_key": key}, remote_caller, deps)
     assert r.body["code"] == "invalid_params"
 
@@ -369,9 +361,7 @@ def test_port_errors_map_to_their_envelopes(
         assert r.body["fix"]["mcp"] == {"tool": "zz_probe", "arguments": {"name": "x"}}
 
 
-def test_a_verb_error_from_the_tool_keeps_its_code_and_fix(
-    deps: Deps, make_probe: Callable[..., Probe]
-) -> None:
+def test_a_verb_error_from_the_tool_keeps_its_code_and_fix(deps: Deps, make_probe: Callable[..., Probe]) -> None:
     probe = make_probe()
     probe.raises = VerbError(
         "provenance_required",
@@ -397,9 +387,7 @@ def _capture() -> tuple[logging.Handler, io.StringIO]:
     return handler, buf
 
 
-def test_an_unexpected_exception_is_internal_and_leaks_nothing(
-    deps: Deps, make_probe: Callable[..., Probe]
-) -> None:
+def test_an_unexpected_exception_is_internal_and_leaks_nothing(deps: Deps, make_probe: Callable[..., Probe]) -> None:
     probe = make_probe()
     probe.raises = RuntimeError(SECRET)
     handler, buf = _capture()
@@ -451,9 +439,7 @@ def test_a_given_correlation_id_is_used_and_one_is_minted_otherwise(
     assert minted.correlation_id and minted.body["correlation_id"] == minted.correlation_id
 
 
-def test_notices_from_the_tool_follow_unknown_param_notices(
-    deps: Deps, make_probe: Callable[..., Probe]
-) -> None:
+def test_notices_from_the_tool_follow_unknown_param_notices(deps: Deps, make_probe: Callable[..., Probe]) -> None:
     probe = make_probe()
     probe.notices = [Notice("search_degraded", "degraded", "keyword only")]
     r = dispatch("zz_probe", {"name": "x", "nmae": 1}, caller("read"), deps)

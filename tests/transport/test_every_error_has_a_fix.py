@@ -60,19 +60,38 @@ GATES: list[tuple[str, str, Any, Caller, str, str | None]] = [
     ("scope denied", "remember", {"fact": "x", "provenance": "p"}, who("read"), "scope_denied", None),
     ("arguments not an object", "recall", ["query"], ADMIN, "invalid_params", "report"),
     ("unpaired surrogate", "recall", {"query": "\ud800"}, ADMIN, "invalid_params", "run"),
-    ("unknown parameter on a write", "remember", {"fact": "x", "provenance": "p", "fakt": 1}, ADMIN,
-     "invalid_params", "run"),
+    (
+        "unknown parameter on a write",
+        "remember",
+        {"fact": "x", "provenance": "p", "fakt": 1},
+        ADMIN,
+        "invalid_params",
+        "run",
+    ),
     ("missing required parameter", "forget", {}, ADMIN, "invalid_params", None),
     ("wrong type, derivable", "recall", {"include_expired": "maybe"}, ADMIN, "invalid_params", None),
-    ("non-boolean dry_run", "remember", {"fact": "x", "provenance": "p", "dry_run": "yes"}, ADMIN,
-     "invalid_params", "run"),
-    ("bad idempotency key", "remember", {"fact": "x", "provenance": "p", "idempotency_key": ""}, ADMIN,
-     "invalid_params", "run"),
+    (
+        "non-boolean dry_run",
+        "remember",
+        {"fact": "x", "provenance": "p", "dry_run": "yes"},
+        ADMIN,
+        "invalid_params",
+        "run",
+    ),
+    (
+        "bad idempotency key",
+        "remember",
+        {"fact": "x", "provenance": "p", "idempotency_key": ""},
+        ADMIN,
+        "invalid_params",
+        "run",
+    ),
 ]
 
 
-@pytest.mark.parametrize(("tool", "args", "caller", "code", "next_step"), [g[1:] for g in GATES],
-                         ids=[g[0] for g in GATES])
+@pytest.mark.parametrize(
+    ("tool", "args", "caller", "code", "next_step"), [g[1:] for g in GATES], ids=[g[0] for g in GATES]
+)
 def test_each_dispatch_gate_answers_with_a_fix(
     deps: Deps, tool: str, args: Any, caller: Caller, code: str, next_step: str | None
 ) -> None:
@@ -86,9 +105,7 @@ def test_a_hidden_tool_on_the_verbs_surface_has_a_fix(deps: Deps) -> None:
     assert assert_error_with_fix(body, "unknown_tool")["next"] == "tell_user_to_run"
 
 
-def test_a_reused_idempotency_key_and_an_in_flight_one_have_fixes(
-    deps: Deps, make_probe: Callable[..., Probe]
-) -> None:
+def test_a_reused_idempotency_key_and_an_in_flight_one_have_fixes(deps: Deps, make_probe: Callable[..., Probe]) -> None:
     first = {"fact": "Alice likes tea", "provenance": "p", "idempotency_key": "k-1"}
     assert not dispatch("remember", first, ADMIN, deps).is_error
     other = dispatch("remember", {**first, "fact": "Bob likes coffee"}, ADMIN, deps).body
@@ -166,8 +183,11 @@ VERB_ERRORS: list[tuple[str, dict[str, Any], str]] = [
     ("put_page", {"slug": "notes/bad", "content": "---\ntitle: [unclosed\n---\nBody."}, "invalid_params"),
     ("put_page", {"slug": "notes/big", "content": "x" * 400_000}, "invalid_params"),
     ("put_page", {"slug": "notes/v", "content": "x", "visibility": "public"}, "invalid_params"),
-    ("put_page", {"slug": "notes/gone", "content": "x", "expected_updated_at": "2026-01-01T00:00:00.000Z"},
-     "invalid_params"),
+    (
+        "put_page",
+        {"slug": "notes/gone", "content": "x", "expected_updated_at": "2026-01-01T00:00:00.000Z"},
+        "invalid_params",
+    ),
     ("put_page", {"slug": "notes/t", "content": "x", "expected_updated_at": "yesterday"}, "invalid_params"),
     ("get_page", {"slug": "people/nobody"}, "not_found"),
     ("delete_page", {"slug": "people/nobody"}, "not_found"),
@@ -217,7 +237,11 @@ def test_configured_reasons_embedded_in_sentences_never_double_the_full_stop(sto
     _, embedder_problem = local_embedder(Settings(embedder="none"))
     assert embedder_problem and embedder_problem.endswith(".") and LLM_NOT_CONFIGURED.endswith(".")
     deps = Deps.over(
-        stores, clock=clock, ids=SortableIds(), embedder=None, llm=None,
+        stores,
+        clock=clock,
+        ids=SortableIds(),
+        embedder=None,
+        llm=None,
         diagnostics=Diagnostics(embedder_problem=embedder_problem, llm_problem=LLM_NOT_CONFIGURED),
     )
     refusal = dispatch("synthesize", {"question": "What does Alice like?"}, ADMIN, deps).body

@@ -68,12 +68,9 @@ json_value = st.recursive(
     max_leaves=8,
 )
 KNOWN_KEYS = sorted(
-    {name for spec in REGISTRY.values() for name in spec.params.model_fields}
-    | {"_meta", "dry_run", "idempotency_key"}
+    {name for spec in REGISTRY.values() for name in spec.params.model_fields} | {"_meta", "dry_run", "idempotency_key"}
 )
-arguments = st.dictionaries(
-    st.one_of(st.sampled_from(KNOWN_KEYS), st.text(max_size=12)), json_value, max_size=6
-)
+arguments = st.dictionaries(st.one_of(st.sampled_from(KNOWN_KEYS), st.text(max_size=12)), json_value, max_size=6)
 TOOLS = sorted(REGISTRY)
 
 ADMIN = Caller(tenant="t1", client_id="fuzz", scopes=frozenset({"admin"}), remote=True)
@@ -204,9 +201,7 @@ def tool_and_own_arguments() -> st.SearchStrategy[tuple[str, dict[str, Any]]]:
         fields = sorted(REGISTRY[name].params.model_fields)
         if not fields:  # a tool without parameters (memory_stats, whoami)
             return st.tuples(st.just(name), st.just({}))
-        return st.tuples(
-            st.just(name), st.dictionaries(st.sampled_from(fields), PLAUSIBLE, max_size=len(fields))
-        )
+        return st.tuples(st.just(name), st.dictionaries(st.sampled_from(fields), PLAUSIBLE, max_size=len(fields)))
 
     return st.sampled_from(TOOLS).flatmap(for_tool)
 

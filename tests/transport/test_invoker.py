@@ -72,9 +72,7 @@ def test_the_lambda_invoker_answers_like_the_in_process_one(deps: Deps, remote_c
     assert sent["Payload"]["correlation_id"] == "c_1"
 
 
-def test_a_function_error_becomes_the_internal_envelope_without_its_text(
-    deps: Deps, remote_caller: Caller
-) -> None:
+def test_a_function_error_becomes_the_internal_envelope_without_its_text(deps: Deps, remote_caller: Caller) -> None:
     remote = LambdaInvoker(lambda tool: tool, client=FunctionClient(deps, function_error=True))
     r = remote.invoke("recall", {}, remote_caller, "c_err")
     assert r.is_error and r.body["code"] == "internal"
@@ -83,9 +81,7 @@ def test_a_function_error_becomes_the_internal_envelope_without_its_text(
 
 
 def test_a_throttled_invoke_is_unavailable_with_a_wait_fix(deps: Deps, remote_caller: Caller) -> None:
-    throttled = ClientError(
-        {"Error": {"Code": "TooManyRequestsException", "Message": "Rate exceeded"}}, "Invoke"
-    )
+    throttled = ClientError({"Error": {"Code": "TooManyRequestsException", "Message": "Rate exceeded"}}, "Invoke")
     remote = LambdaInvoker(lambda tool: tool, client=FunctionClient(deps, raises=throttled))
     r = remote.invoke("recall", {"query": "x"}, remote_caller, "c_t")
     assert r.body["code"] == "unavailable"

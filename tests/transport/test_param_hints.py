@@ -49,8 +49,15 @@ ADMIN = Caller(tenant="t1", client_id="agent-a", scopes=frozenset({"admin"}), re
 def test_every_tool_has_base_arguments_and_the_typed_fields_carry_hints() -> None:
     assert set(BASE) == set(REGISTRY)
     # The fields that used to be re-validated by hand now declare their correction.
-    assert {("recall", "budget_tokens"), ("recall", "limit"), ("delta", "since"), ("forget", "id"),
-            ("remember", "kind"), ("remember", "provenance"), ("put_page", "visibility")} <= set(HINTED)
+    assert {
+        ("recall", "budget_tokens"),
+        ("recall", "limit"),
+        ("delta", "since"),
+        ("forget", "id"),
+        ("remember", "kind"),
+        ("remember", "provenance"),
+        ("put_page", "visibility"),
+    } <= set(HINTED)
 
 
 @pytest.mark.parametrize(("tool", "field"), HINTED)

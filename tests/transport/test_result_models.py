@@ -88,13 +88,18 @@ def test_every_tool_answers_bodies_that_match_its_result_model(deps: Deps, clock
     # writes (and a D2 replay)
     assert call("put_page", slug="people/alice-example", content=ALICE)["status"] == "created"
     call("put_page", slug="companies/acme-example", content=ACME, idempotency_key="k-acme")
-    assert call("put_page", slug="companies/acme-example", content=ACME, idempotency_key="k-acme")[
-        "idempotent_replay"
-    ] is True
+    assert (
+        call("put_page", slug="companies/acme-example", content=ACME, idempotency_key="k-acme")["idempotent_replay"]
+        is True
+    )
     assert call("put_page", slug="companies/acme-example", content=ACME)["status"] == "unchanged"
     first = call(
-        "remember", fact="Alice prefers tea", provenance="chat 2026-06-11", entity="people/alice-example",
-        kind="preference", ttl="30d",
+        "remember",
+        fact="Alice prefers tea",
+        provenance="chat 2026-06-11",
+        entity="people/alice-example",
+        kind="preference",
+        ttl="30d",
     )
     call("remember", fact="Alice prefers tea", provenance="chat 2026-06-11", entity="people/alice-example")
     call("remember", fact="Alice will send the roadmap", provenance="standup", entity="Ali", kind="commitment")
@@ -162,21 +167,41 @@ def test_upcoming_optional_fields_are_part_of_the_contract() -> None:
     """Fields being added alongside (fact status in recall, `fact` in pack/delta items, flat cards,
     truncated delta items, extra cursor keys) validate; anything else does not."""
     fact = {
-        "id": 1, "fact_id": "f_1", "kind": "fact", "entity_slug": None, "provenance": "p",
-        "visibility": "world", "created_at": "2026-06-11T00:00:00.000Z", "valid_until": None,
+        "id": 1,
+        "fact_id": "f_1",
+        "kind": "fact",
+        "entity_slug": None,
+        "provenance": "p",
+        "visibility": "world",
+        "created_at": "2026-06-11T00:00:00.000Z",
+        "valid_until": None,
         "session_id": None,
     }
     recall = {
-        "protocol_version": 1, "total": 1, "results": [],
-        "facts": [{**fact, "fact": "x", "status": "superseded", "superseded_by": "f_2",
-                   "expired_at": "2026-06-12T00:00:00.000Z"}],
+        "protocol_version": 1,
+        "total": 1,
+        "results": [],
+        "facts": [
+            {
+                **fact,
+                "fact": "x",
+                "status": "superseded",
+                "superseded_by": "f_2",
+                "expired_at": "2026-06-12T00:00:00.000Z",
+            }
+        ],
     }
     assert mismatch("recall", recall) is None
     assert mismatch("recall", {**recall, "facts": [{**recall["facts"][0], "status": "gone"}]}) is not None
     delta = {
-        "protocol_version": 1, "since": "2026-06-11T00:00:00.000Z", "threads": [], "text": "t",
-        "has_more": True, "pages": [{"slug": "a", "title": "A", "type": None,
-                                     "updated_at": "2026-06-11T00:00:00.000Z", "truncated": True}],
+        "protocol_version": 1,
+        "since": "2026-06-11T00:00:00.000Z",
+        "threads": [],
+        "text": "t",
+        "has_more": True,
+        "pages": [
+            {"slug": "a", "title": "A", "type": None, "updated_at": "2026-06-11T00:00:00.000Z", "truncated": True}
+        ],
         "facts": [{**fact, "fact": "x", "truncated": True}],
         "next_cursor": {"since": "2026-06-11T00:00:00.000Z", "slug": "a", "page_seq": 3, "fact_seq": 7},
     }
@@ -184,11 +209,24 @@ def test_upcoming_optional_fields_are_part_of_the_contract() -> None:
     assert mismatch("delta", {**delta, "facts": [{**fact}]}) is not None  # a fact item without its text
     card = {
         "entity": {"slug": "people/a", "title": "A", "type": None},
-        "slug": "people/a", "title": "A", "type": None, "aka": [], "summary": "", "open_threads": [],
-        "edges": [], "backlink_count": 0, "active_fact_count": 0,
+        "slug": "people/a",
+        "title": "A",
+        "type": None,
+        "aka": [],
+        "summary": "",
+        "open_threads": [],
+        "edges": [],
+        "backlink_count": 0,
+        "active_fact_count": 0,
         "last_touched": {"updated_at": None, "last_retrieved_at": None, "last_timeline_date": None},
     }
-    pack = {"protocol_version": 1, "entities": ["a"], "cards": [card], "open_threads": [],
-            "facts": [{**fact, "fact": "x"}], "text": "t"}
+    pack = {
+        "protocol_version": 1,
+        "entities": ["a"],
+        "cards": [card],
+        "open_threads": [],
+        "facts": [{**fact, "fact": "x"}],
+        "text": "t",
+    }
     assert mismatch("context_pack", pack) is None
     assert mismatch("context_pack", {**pack, "cards": [{k: v for k, v in card.items() if k != "slug"}]})

@@ -72,11 +72,17 @@ def fixed_args(body: dict[str, Any]) -> dict[str, Any] | None:
 
 def test_the_walk_finds_the_typed_parameters_and_every_integer_is_bounded_in_its_schema() -> None:
     assert {(t, n) for t, n, _ in INTEGERS} >= {
-        ("recall", "limit"), ("recall", "budget_tokens"), ("delta", "since_page_seq"),
-        ("delta", "since_fact_seq"), ("list_pages", "limit"), ("context_pack", "budget_tokens"),
+        ("recall", "limit"),
+        ("recall", "budget_tokens"),
+        ("delta", "since_page_seq"),
+        ("delta", "since_fact_seq"),
+        ("list_pages", "limit"),
+        ("context_pack", "budget_tokens"),
     }
     assert {(t, n) for t, n, _ in BOOLEANS} >= {
-        ("recall", "include_expired"), ("recall", "include_private"), ("purge_fact", "dry_run"),
+        ("recall", "include_expired"),
+        ("recall", "include_private"),
+        ("purge_fact", "dry_run"),
     }
     for tool, spec in REGISTRY.items():
         assert unbounded_integers(spec.input_schema()) == [], tool
@@ -92,8 +98,14 @@ def test_an_unbounded_integer_parameter_cannot_be_registered() -> None:
         count: int | None = Field(None)
 
     spec = ToolSpec(
-        name="zz_loose", description="x", params=Loose, run=lambda *a: None, result=Loose,  # type: ignore[arg-type]
-        scope="read", surface="full", writes=False,
+        name="zz_loose",
+        description="x",
+        params=Loose,
+        run=lambda *a: None,
+        result=Loose,  # type: ignore[arg-type]
+        scope="read",
+        surface="full",
+        writes=False,
     )
     with pytest.raises(ValueError, match="count"):
         register(spec)
@@ -193,8 +205,10 @@ def test_delta_positions_past_64_bits_are_invalid_params_and_the_largest_valid_o
         r = dispatch("delta", {"since": "1970-01-01", field: MAX_POSITION}, caller, bdeps)
         assert not r.is_error, r.body
     r = dispatch(
-        "delta", {"since": "1970-01-01", "since_page_seq": MAX_POSITION, "since_fact_seq": MAX_POSITION},
-        caller, bdeps,
+        "delta",
+        {"since": "1970-01-01", "since_page_seq": MAX_POSITION, "since_fact_seq": MAX_POSITION},
+        caller,
+        bdeps,
     )
     assert not r.is_error and r.body["pages"] == [] and r.body["facts"] == []
 
@@ -228,19 +242,24 @@ def test_fifty_thousand_unknown_keys_on_a_write_are_named_a_few_and_counted(deps
 
 def _post(url: str, token: str, payload: dict[str, Any]) -> httpx.Response:
     return httpx.post(
-        url, content=json.dumps(payload).encode(), timeout=120,
+        url,
+        content=json.dumps(payload).encode(),
+        timeout=120,
         headers={**HEADERS, "Content-Type": "application/json", "Authorization": f"Bearer {token}"},
     )
 
 
 @pytest.mark.parametrize("tool", ["recall", "remember"])
 def test_an_answer_stays_small_whatever_the_unknown_keys_over_mcp_and_v1(
-    server_url: str, tokens: dict[str, str], tool: str  # noqa: F811
+    server_url: str,
+    tokens: dict[str, str],
+    tool: str,
 ) -> None:
     args = {**BASE[tool], **{f"zz_unknown_{i}": "v" for i in range(MANY)}}
     assert len(json.dumps(args)) > 800_000  # the reported request: ~828 KB
     mcp = _post(
-        server_url + "/mcp", tokens["write"],
+        server_url + "/mcp",
+        tokens["write"],
         {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": tool, "arguments": args}},
     )
     assert mcp.status_code == 200, mcp.text[:500]
@@ -257,7 +276,8 @@ def test_an_answer_stays_small_whatever_the_unknown_keys_over_mcp_and_v1(
 
 
 def test_v1_answers_a_position_past_64_bits_with_400_not_500(
-    server_url: str, tokens: dict[str, str]  # noqa: F811
+    server_url: str,
+    tokens: dict[str, str],
 ) -> None:
     r = _post(f"{server_url}/v1/delta", tokens["read"], {"since": "2000-01-01", "since_page_seq": 2**64})
     assert r.status_code == 400 and r.json()["code"] == "invalid_params"
@@ -282,8 +302,10 @@ def test_ttl_digits_are_ascii_only_and_the_fix_spells_the_same_ttl_in_ascii(
     assert not dispatch("remember", body["fix"]["mcp"]["arguments"], ADMIN, deps).is_error
 
 
-@pytest.mark.parametrize("ttl", ["99999999999d", "999999999d", f"{MAX_TTL_DAYS + 1}d", "9" * 5000 + "s",
-                                 "P99999999999D", "200 years", "5300w"])
+@pytest.mark.parametrize(
+    "ttl",
+    ["99999999999d", "999999999d", f"{MAX_TTL_DAYS + 1}d", "9" * 5000 + "s", "P99999999999D", "200 years", "5300w"],
+)
 def test_a_ttl_past_the_maximum_is_too_large_not_unreadable(deps: Deps, ttl: str) -> None:
     body = remember_ttl(deps, ttl)
     assert body["code"] == "invalid_params", body
@@ -302,8 +324,13 @@ def test_the_longest_ttl_is_accepted(deps: Deps) -> None:
 
 @pytest.mark.parametrize(
     ("tool", "field"),
-    [("recall", "since"), ("context_pack", "since"), ("delta", "since"), ("synthesize", "since"),
-     ("synthesize", "until")],
+    [
+        ("recall", "since"),
+        ("context_pack", "since"),
+        ("delta", "since"),
+        ("synthesize", "since"),
+        ("synthesize", "until"),
+    ],
 )
 @pytest.mark.parametrize("value", ["not a date", 1717000000, "٢٠٢٦-٠١-٠١"])
 def test_an_unreadable_time_gets_no_run_fix_and_a_why_that_gives_the_format(

@@ -34,9 +34,7 @@ def test_the_local_backend_opens_a_working_store_in_the_data_dir(tmp_path: Path)
     assert deps.maintenance is not None  # `fleetmem reindex` works here
     assert deps.embedder is not None and deps.embedder.model_id == "hash-384"
     who = Caller(tenant="t1", client_id="a", scopes=frozenset({"write"}))
-    r = dispatch(
-        "remember", {"fact": "Alice prefers tea", "provenance": "chat", "entity": "Alice"}, who, deps
-    )
+    r = dispatch("remember", {"fact": "Alice prefers tea", "provenance": "chat", "entity": "Alice"}, who, deps)
     assert not r.is_error
     assert any((tmp_path / "data").iterdir())
 
@@ -85,7 +83,11 @@ def test_the_aws_backend_wires_dynamodb_stores_and_bedrock_without_connecting(tm
 
 def test_the_aws_backend_uses_bedrock_for_synthesis_when_a_model_is_configured(tmp_path: Path) -> None:
     s = settings(
-        tmp_path, backend="aws", aws=AwsSettings(region="eu-west-1"), embedder="bedrock", llm="bedrock",
+        tmp_path,
+        backend="aws",
+        aws=AwsSettings(region="eu-west-1"),
+        embedder="bedrock",
+        llm="bedrock",
         bedrock=BedrockSettings(llm_model="test-model"),
     )
     deps = wiring.build_deps(s)

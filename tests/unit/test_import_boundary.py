@@ -80,9 +80,7 @@ def test_domain_module_imports_no_sdk_transport_or_adapter(path: Path) -> None:
         ("from fleetmem.models import Fact", False),
     ],
 )
-def test_boundary_checker_flags_exactly_the_forbidden_imports(
-    tmp_path: Path, source: str, forbidden: bool
-) -> None:
+def test_boundary_checker_flags_exactly_the_forbidden_imports(tmp_path: Path, source: str, forbidden: bool) -> None:
     fake = tmp_path / "probe.py"
     fake.write_text(source, encoding="utf-8")
     modules = [m for _, m in imported_modules(fake, as_path=MEMORY / "verbs" / "probe.py")]

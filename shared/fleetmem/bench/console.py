@@ -51,7 +51,8 @@ async def _measure(console: Console, token: str, paths: list[str], runs: int) ->
         transport=httpx2.ASGITransport(
             app=Starlette(routes=[Mount("/console", app=console.app())]), client=("127.0.0.1", 0)
         ),
-        base_url="http://127.0.0.1:1", cookies={cookie_names(1)[0]: session.id},
+        base_url="http://127.0.0.1:1",
+        cookies={cookie_names(1)[0]: session.id},
     )
     out: dict[str, dict[str, Any]] = {}
     try:
@@ -65,15 +66,18 @@ async def _measure(console: Console, token: str, paths: list[str], runs: int) ->
                 status = r.status_code
             times = times[1:]  # the first render warms caches
             out[path] = {
-                "status": status, "p50_ms": round(statistics.median(times), 1), "p95_ms": _percentile(times, 0.95)
+                "status": status,
+                "p50_ms": round(statistics.median(times), 1),
+                "p95_ms": _percentile(times, 0.95),
             }
     finally:
         await http.aclose()
     return out
 
 
-def run_console_bench(*, pages: int = 20_000, facts: int = 2_000, runs: int = 30, data_dir: Path | None = None,
-                      log: Any = print) -> dict[str, Any]:
+def run_console_bench(
+    *, pages: int = 20_000, facts: int = 2_000, runs: int = 30, data_dir: Path | None = None, log: Any = print
+) -> dict[str, Any]:
     embedder = HashEmbedder()
     with tempfile.TemporaryDirectory() as tmp:
         root = (data_dir or Path(tmp)) / f"console-{pages}-{facts}"
@@ -84,19 +88,37 @@ def run_console_bench(*, pages: int = 20_000, facts: int = 2_000, runs: int = 30
         if not stores.pages.list(TENANT, world_only=False, limit=1):
             seed(stores, tenant=TENANT, pages=pages, chunks_per_page=1, model=embedder.model_id, dim=embedder.dim)
             for i in range(facts):
-                dispatch("remember", {"fact": f"Bench fact {i} about account {i % 97} and plan {i % 13}",
-                                      "provenance": "bench", "entity": f"companies/bench-{i % 50}"}, writer, deps)
+                dispatch(
+                    "remember",
+                    {
+                        "fact": f"Bench fact {i} about account {i % 97} and plan {i % 13}",
+                        "provenance": "bench",
+                        "entity": f"companies/bench-{i % 50}",
+                    },
+                    writer,
+                    deps,
+                )
         log(f"seeded {pages:,} pages and {facts:,} facts in {time.perf_counter() - t:.0f} s")
-        token, _ = create_client(stores.clients, SystemClock(), tenant=TENANT, client_id="bench-console",
-                                 scopes=("read", "write", "admin"))
+        token, _ = create_client(
+            stores.clients, SystemClock(), tenant=TENANT, client_id="bench-console", scopes=("read", "write", "admin")
+        )
         one = dispatch("list_facts", {"limit": 1}, writer, deps).body["facts"][0]["fact_id"]
         page_slug = stores.pages.list(TENANT, world_only=True, limit=1)[0].slug
         app = build_local_app(lambda: deps, data_dir=root)
         console = Console(ToolClient.in_process(app))
         paths = [
-            "/", "/memories", "/memories?state=any&limit=200", "/memories?q=account+plan", f"/facts/{one}",
-            "/pages", f"/pages/{page_slug}", f"/edit-page/{page_slug}", "/entities/companies/bench-7",
-            "/followers", "/context?entities=companies/bench-7,companies/bench-8&budget=2000", "/tokens",
+            "/",
+            "/memories",
+            "/memories?state=any&limit=200",
+            "/memories?q=account+plan",
+            f"/facts/{one}",
+            "/pages",
+            f"/pages/{page_slug}",
+            f"/edit-page/{page_slug}",
+            "/entities/companies/bench-7",
+            "/followers",
+            "/context?entities=companies/bench-7,companies/bench-8&budget=2000",
+            "/tokens",
         ]
         timings = asyncio.run(_measure(console, token, paths, runs))
         stores.close()
@@ -106,7 +128,9 @@ def run_console_bench(*, pages: int = 20_000, facts: int = 2_000, runs: int = 30
 def render(r: dict[str, Any]) -> str:
     lines = [
         f"Console screens, {r['pages']:,} pages and {r['facts']:,} facts, {r['runs']} renders each (server time):",
-        "", "| screen | HTTP | p50 | p95 |", "|---|---:|---:|---:|",
+        "",
+        "| screen | HTTP | p50 | p95 |",
+        "|---|---:|---:|---:|",
     ]
     for path, t in r["screens"].items():
         lines.append(f"| `{path}` | {t['status']} | {t['p50_ms']} ms | {t['p95_ms']} ms |")

@@ -469,8 +469,7 @@ def parser() -> argparse.ArgumentParser:
         "--embedder",
         default=None,
         choices=("none", "hash", "minilm"),
-        help="embedder for the corpus and calls (default: none — keyword-only, fastest seeding; "
-        "minilm with --mixed)",
+        help="embedder for the corpus and calls (default: none — keyword-only, fastest seeding; minilm with --mixed)",
     )
     p.add_argument(
         "--mixed",

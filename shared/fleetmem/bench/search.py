@@ -99,8 +99,12 @@ def run_search_bench(
     with tempfile.TemporaryDirectory() as tmp:
         root = data_dir or Path(tmp)
         stores = _seeded(
-            root / f"search-{pages}", pages=pages, chunks_per_page=chunks_per_page,
-            model_id=embedder.model_id, dim=embedder.dim, log=log,
+            root / f"search-{pages}",
+            pages=pages,
+            chunks_per_page=chunks_per_page,
+            model_id=embedder.model_id,
+            dim=embedder.dim,
+            log=log,
         )
         deps = Deps.over(stores, clock=SystemClock(), ids=SortableIds(), embedder=embedder)
         # Distinct queries throughout: the embedder caches recent query vectors.
@@ -122,8 +126,12 @@ def run_search_bench(
         if big_chunks:
             big_pages = max(1, big_chunks // 4)
             big = _seeded(
-                root / f"search-big-{big_chunks}", pages=big_pages, chunks_per_page=4,
-                model_id=embedder.model_id, dim=embedder.dim, log=log,
+                root / f"search-big-{big_chunks}",
+                pages=big_pages,
+                chunks_per_page=4,
+                model_id=embedder.model_id,
+                dim=embedder.dim,
+                log=log,
             )
             deps = Deps.over(big, clock=SystemClock(), ids=SortableIds(), embedder=embedder)
             before = _rss_mb()
@@ -169,8 +177,9 @@ def render(r: dict[str, Any]) -> str:
 
 
 def main(argv: list[str], *, model_dir: Path, log: Callable[[str], None]) -> str:
-    p = argparse.ArgumentParser(prog="fleetmem bench search", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="fleetmem bench search", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--pages", type=int, default=20_000)
     p.add_argument("--chunks-per-page", type=int, default=2)
     p.add_argument("--big-chunks", type=int, default=200_000, help="0 skips the large-index memory run")
@@ -178,7 +187,12 @@ def main(argv: list[str], *, model_dir: Path, log: Callable[[str], None]) -> str
     p.add_argument("--data-dir", default=None, help="keep the seeded stores here (reused across runs)")
     a = p.parse_args(argv)
     r = run_search_bench(
-        model_dir, pages=a.pages, chunks_per_page=a.chunks_per_page, big_chunks=a.big_chunks,
-        runs=a.runs, data_dir=Path(a.data_dir) if a.data_dir else None, log=log,
+        model_dir,
+        pages=a.pages,
+        chunks_per_page=a.chunks_per_page,
+        big_chunks=a.big_chunks,
+        runs=a.runs,
+        data_dir=Path(a.data_dir) if a.data_dir else None,
+        log=log,
     )
     return render(r)

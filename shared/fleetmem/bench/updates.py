@@ -139,9 +139,7 @@ def misses(decisions: dict[str, Decision]) -> list[str]:
 def main(model_dir: Path | str, out: Callable[[str], None] = print) -> None:
     rows = []
     for name in SETS:
-        decisions = decide_pairs(
-            [p for p in load_pairs(name) if p["label"] in ("update", "distinct")], model_dir
-        )
+        decisions = decide_pairs([p for p in load_pairs(name) if p["label"] in ("update", "distinct")], model_dir)
         rows.append((name, score(decisions)))
         for line in misses(decisions):
             out(f"{name}:{line}")

@@ -53,7 +53,9 @@ def _answered_by(p: argparse.ArgumentParser, handler: Any) -> None:
 
 def _add_replay(asub: Any, common: argparse.ArgumentParser) -> None:
     p = _admin_parser(
-        asub, common, "replay",
+        asub,
+        common,
+        "replay",
         help="re-index, from DynamoDB, every item the stream indexer kept after failing to index it",
     )
     _answered_by(p, cmd_replay)
@@ -102,7 +104,9 @@ def cmd_replay(args: argparse.Namespace, out: Output) -> int:
 
 def _add_status(asub: Any, common: argparse.ArgumentParser) -> None:
     p = _admin_parser(
-        asub, common, "status",
+        asub,
+        common,
+        "status",
         help="the stage's versions, search index and its lag, records kept for replay, item counts per table",
     )
     p.add_argument(
@@ -238,7 +242,10 @@ def _compare_ids(expected: set[str], indexed: set[str]) -> dict[str, Any]:
         want = {k for k in expected if k.split("|", 1)[1].startswith(kind + ":")}
         have = {k for k in indexed if k.split("|", 1)[-1].startswith(kind + ":")}
         out[kind + "s"] = {
-            "tables": len(want), "index": len(have), "missing": len(want - have), "extra": len(have - want)
+            "tables": len(want),
+            "index": len(have),
+            "missing": len(want - have),
+            "extra": len(have - want),
         }
     tenants: dict[str, dict[str, Any]] = {}
     for label, keys in (("missing", expected - indexed), ("extra", indexed - expected)):
@@ -388,7 +395,10 @@ def _add_reindex(asub: Any, common: argparse.ArgumentParser) -> None:
     from fleetmem.adapters.aws.reindex import DEFAULT_RATE
 
     p = _admin_parser(
-        asub, common, "reindex", stage=True,
+        asub,
+        common,
+        "reindex",
+        stage=True,
         help="rebuild the stage's search index from DynamoDB into a new index, then swap the alias",
     )
     p.add_argument("--tenant", default=None, help="only this tenant (default: every tenant)")
@@ -490,7 +500,10 @@ def cmd_reindex(args: argparse.Namespace, out: Output) -> int:
 
 def _add_copy_tables(asub: Any, common: argparse.ArgumentParser) -> None:
     p = _admin_parser(
-        asub, common, "copy-tables", stage=True,
+        asub,
+        common,
+        "copy-tables",
+        stage=True,
         help="copy every item of another stage's tables (e.g. a point-in-time restore) into this stage's empty tables",
     )
     p.add_argument(
@@ -553,12 +566,16 @@ APIGW_ROLE_FIX = (
 
 def _add_preflight(asub: Any, common: argparse.ArgumentParser) -> None:
     p = _admin_parser(
-        asub, common, "preflight",
+        asub,
+        common,
+        "preflight",
         help="before `cdk deploy`: check the account preconditions the template needs (API Gateway's "
         "CloudWatch role, Bedrock model access) and print what to fix",
     )
     p.add_argument(
-        "--config", default=None, metavar="PATH",
+        "--config",
+        default=None,
+        metavar="PATH",
         help="the deploy config (default: $FLEETMEM_DEPLOY_CONFIG, then ./fleetmem.deploy.json)",
     )
     _answered_by(p, cmd_preflight)
@@ -577,8 +594,9 @@ def _deploy_config(path: str | None) -> Any:
     try:
         return load_config(path)
     except Exception as exc:
-        raise CommandFailed.usage(f"The deploy config does not load: {exc}", "Fix the config, then run it again.",
-                                  code="invalid_config") from None
+        raise CommandFailed.usage(
+            f"The deploy config does not load: {exc}", "Fix the config, then run it again.", code="invalid_config"
+        ) from None
 
 
 def preflight_checks(
@@ -592,19 +610,30 @@ def preflight_checks(
         checks.append({"check": check, "status": status, "detail": detail, "fix": fix})
 
     if creates_cloud_watch_role:
-        add("apigateway_cloudwatch_role", "ok", "the stack creates the account's API Gateway CloudWatch role "
-            "(api.cloud_watch_role: true)")
+        add(
+            "apigateway_cloudwatch_role",
+            "ok",
+            "the stack creates the account's API Gateway CloudWatch role (api.cloud_watch_role: true)",
+        )
     else:
         try:
             arn = str(apigateway.get_account().get("cloudwatchRoleArn") or "")
         except Exception as exc:
-            add("apigateway_cloudwatch_role", "unknown", f"apigateway:GetAccount answered {type(exc).__name__}",
-                "Run it with credentials allowed apigateway:GET on /account.")
+            add(
+                "apigateway_cloudwatch_role",
+                "unknown",
+                f"apigateway:GetAccount answered {type(exc).__name__}",
+                "Run it with credentials allowed apigateway:GET on /account.",
+            )
             arn = None
         if arn == "":
-            add("apigateway_cloudwatch_role", "fail",
+            add(
+                "apigateway_cloudwatch_role",
+                "fail",
                 "API Gateway has no CloudWatch role in this account and region: the stage's execution and access "
-                "logging fails the deploy (after the search domain was created).", APIGW_ROLE_FIX)
+                "logging fails the deploy (after the search domain was created).",
+                APIGW_ROLE_FIX,
+            )
         elif arn:
             name = arn.rsplit("/", 1)[-1]
             try:
@@ -613,27 +642,40 @@ def preflight_checks(
             except Exception as exc:
                 missing = getattr(exc, "response", {}).get("Error", {}).get("Code") == "NoSuchEntity"
                 if missing:
-                    add("apigateway_cloudwatch_role", "fail",
-                        f"the account's API Gateway CloudWatch role {arn} no longer exists", APIGW_ROLE_FIX)
+                    add(
+                        "apigateway_cloudwatch_role",
+                        "fail",
+                        f"the account's API Gateway CloudWatch role {arn} no longer exists",
+                        APIGW_ROLE_FIX,
+                    )
                 else:
-                    add("apigateway_cloudwatch_role", "unknown",
-                        f"set to {arn}; iam:GetRole answered {type(exc).__name__}")
+                    add(
+                        "apigateway_cloudwatch_role",
+                        "unknown",
+                        f"set to {arn}; iam:GetRole answered {type(exc).__name__}",
+                    )
     for model in models:
         try:
             got = bedrock.get_foundation_model_availability(modelId=model)
         except Exception as exc:
-            add(f"bedrock_model_access:{model}", "unknown",
+            add(
+                f"bedrock_model_access:{model}",
+                "unknown",
                 f"bedrock:GetFoundationModelAvailability answered {type(exc).__name__}",
-                f"Check in the Bedrock console that {model} is enabled for this account and region.")
+                f"Check in the Bedrock console that {model} is enabled for this account and region.",
+            )
             continue
         status = str(got.get("authorizationStatus") or "").upper()
         available = str(got.get("entitlementAvailability") or "").upper()
         if status == "AUTHORIZED" and available == "AVAILABLE":
             add(f"bedrock_model_access:{model}", "ok", "authorized and available")
         else:
-            add(f"bedrock_model_access:{model}", "fail",
+            add(
+                f"bedrock_model_access:{model}",
+                "fail",
                 f"authorization {status or '?'}, entitlement {available or '?'}: the functions' calls would be refused",
-                f"Enable {model} in the Bedrock console (Model access) for this account and region.")
+                f"Enable {model} in the Bedrock console (Model access) for this account and region.",
+            )
     return checks
 
 
@@ -651,8 +693,15 @@ def cmd_preflight(args: argparse.Namespace, out: Output) -> int:
     )
     failed = [c for c in checks if c["status"] == "fail"]
     if out.as_json:
-        out.document({"stage": cfg.stage, "region": cfg.region, "checks": checks, "ok": not failed,
-                      "contract_version": CONTRACT_VERSION})
+        out.document(
+            {
+                "stage": cfg.stage,
+                "region": cfg.region,
+                "checks": checks,
+                "ok": not failed,
+                "contract_version": CONTRACT_VERSION,
+            }
+        )
     else:
         for c in checks:
             Output.err(f"{c['status']:>7}  {c['check']}: {c['detail']}")

@@ -59,9 +59,7 @@ def add_commands(sub: Any, common: Parser) -> None:
         p.add_argument("--project", default=None, metavar="DIR", help="project directory (default: current)")
         if action == "install":
             add_remote_options(p, HOOK_TIMEOUT_S)
-            p.add_argument(
-                "--force", action="store_true", help="install even into a fleetmem source checkout"
-            )
+            p.add_argument("--force", action="store_true", help="install even into a fleetmem source checkout")
             p.add_argument(
                 "--hook-timeout", type=int, default=None, metavar="SECONDS", help="the harness's kill timeout"
             )

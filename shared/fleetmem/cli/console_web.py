@@ -114,7 +114,8 @@ def cmd_console(args: argparse.Namespace, out: Output) -> int:
     except OSError as exc:
         sock.close()
         raise CommandFailed(
-            "port_unavailable", f"Cannot listen on {HOST}:{args.port}: {exc.strerror}",
+            "port_unavailable",
+            f"Cannot listen on {HOST}:{args.port}: {exc.strerror}",
             "Pass another --port, or --port 0 for a free one.",
         ) from None
     sock.listen(128)  # connections wait in the backlog until uvicorn starts accepting

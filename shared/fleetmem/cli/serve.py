@@ -33,7 +33,11 @@ def add_commands(sub: Any, common: Parser) -> None:
         help=f"calls run at once (default {DEFAULT_CALL_THREADS} or ${ENV_CALL_THREADS}); the rest wait their turn",
     )
     p.add_argument(
-        "--no-console", dest="console", action="store_const", const=False, default=None,
+        "--no-console",
+        dest="console",
+        action="store_const",
+        const=False,
+        default=None,
         help="do not serve the memory console at /console (on by default; FLEETMEM_CONSOLE=off)",
     )
     p.set_defaults(handler=cmd_serve)

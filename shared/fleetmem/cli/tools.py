@@ -90,7 +90,9 @@ class ToolCommand:
         #: as `fleetmem token create` / `token revoke` do not ask.
         hints = spec.annotations
         self.needs_confirmation = (
-            spec.scope == "admin" and bool(spec.writes) and hints.get("destructiveHint", True) is True
+            spec.scope == "admin"
+            and bool(spec.writes)
+            and hints.get("destructiveHint", True) is True
             and hints.get("idempotentHint") is not True
         )
 

@@ -198,9 +198,7 @@ class CallOutcome:
     def has_notice(self, code: str) -> bool:
         """docs/protocol.md, notices: a notice rides BOTH an extra content block and `_meta`."""
         pattern = rf"(?<![A-Za-z0-9_]){re.escape(code)}(?![A-Za-z0-9_])"
-        return (
-            re.search(pattern, self.block_text) is not None and re.search(pattern, self.meta_text) is not None
-        )
+        return re.search(pattern, self.block_text) is not None and re.search(pattern, self.meta_text) is not None
 
 
 def check_result_model(out: CallOutcome) -> None:
@@ -309,9 +307,7 @@ def check_envelope(out: CallOutcome, code: str) -> None:
         check_value(get_path(fix, "consent"), {"type": "array"}, f"{where}.fix.consent")
         check_value(get_path(fix, "why"), {"type": "str", "nonempty": True}, f"{where}.fix.why")
         if fix.get("next") == "wait":
-            check_value(
-                get_path(fix, "retry_after_seconds"), {"type": "int"}, f"{where}.fix.retry_after_seconds"
-            )
+            check_value(get_path(fix, "retry_after_seconds"), {"type": "int"}, f"{where}.fix.retry_after_seconds")
     for banned in ("Traceback (most recent call last)", "sqlite3.", 'File "'):
         if banned in json.dumps(body):
             raise CaseFailed(f"{where}: leaks internals ({banned!r})")
@@ -321,9 +317,7 @@ def check_fix(out: CallOutcome, expect: dict[str, Any]) -> None:
     fix = out.body.get("fix") or {}
     where = f"{out.tool} fix"
     if fix.get("next") != "run":
-        raise CaseFailed(
-            f"{where}: a caller mistake with a corrected call must say next=run, got {fix.get('next')}"
-        )
+        raise CaseFailed(f"{where}: a caller mistake with a corrected call must say next=run, got {fix.get('next')}")
     mcp = fix.get("mcp") or {}
     if mcp.get("tool") != out.tool:
         raise CaseFailed(f"{where}: fix.mcp.tool must be {out.tool}, got {mcp.get('tool')}")
@@ -348,20 +342,14 @@ def check_budget(out: CallOutcome) -> None:
     for key in ("budget_tokens", "budget_used", "dropped_count"):
         check_value(get_path(body, key), {"type": "int", "ge": 0}, f"{out.tool}.{key}")
     if body["budget_used"] > body["budget_tokens"]:
-        raise CaseFailed(
-            f"{out.tool}: budget_used {body['budget_used']} > budget_tokens {body['budget_tokens']}"
-        )
+        raise CaseFailed(f"{out.tool}: budget_used {body['budget_used']} > budget_tokens {body['budget_tokens']}")
     if "total" in body and isinstance(body.get("facts"), list) and body["total"] != len(body["facts"]):
-        raise CaseFailed(
-            f"{out.tool}: total {body['total']} must count the packed facts ({len(body['facts'])})"
-        )
+        raise CaseFailed(f"{out.tool}: total {body['total']} must count the packed facts ({len(body['facts'])})")
     if out.tool == "recall":
         used = sum(_cost(f.get("fact") or f.get("text") or "") for f in body.get("facts") or [])
         used += sum(_cost(r.get("title", "")) + _cost(r.get("chunk", "")) for r in body.get("results") or [])
         if used > body["budget_used"] or body["budget_used"] > body["budget_tokens"]:
-            raise CaseFailed(
-                f"recall: packed items cost at least {used} but budget_used is {body['budget_used']}"
-            )
+            raise CaseFailed(f"recall: packed items cost at least {used} but budget_used is {body['budget_used']}")
 
 
 def _cost(text: str) -> int:
@@ -485,9 +473,7 @@ class Runner:
         names = {t.name for t in await session.tools()}
         surface = self.surface or ("verbs" if names and names <= set(VERB_NAMES) else "full")
         if case.get("surface") and case["surface"] != surface:
-            raise CaseSkipped(
-                f"target serves the {surface} surface; this case checks the {case['surface']} surface"
-            )
+            raise CaseSkipped(f"target serves the {surface} surface; this case checks the {case['surface']} surface")
         missing = [t for t in case.get("requires", []) if t not in names]
         if missing:
             raise CaseSkipped(f"target does not list {', '.join(missing)} for this token")
@@ -540,9 +526,7 @@ class Runner:
         if "status" in expect:
             allowed = expect["status"] if isinstance(expect["status"], list) else [expect["status"]]
             if response.status_code not in allowed:
-                raise CaseFailed(
-                    f"{step['http']} {url}: expected HTTP {expect['status']}, got {response.status_code}"
-                )
+                raise CaseFailed(f"{step['http']} {url}: expected HTTP {expect['status']}, got {response.status_code}")
         if "bytes_le" in expect and len(response.content) > expect["bytes_le"]:
             raise CaseFailed(f"{url}: the answer is {len(response.content)} bytes, more than {expect['bytes_le']}")
         for name, spec in (expect.get("headers") or {}).items():

@@ -8,9 +8,7 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-_correlation_id: contextvars.ContextVar[str | None] = contextvars.ContextVar(
-    "fleetmem_correlation_id", default=None
-)
+_correlation_id: contextvars.ContextVar[str | None] = contextvars.ContextVar("fleetmem_correlation_id", default=None)
 
 
 def new_correlation_id() -> str:

@@ -277,7 +277,11 @@ def _lane_for(args: Any, cfg: ProjectConfig, timeout: float) -> Any:
         token_file = token_file or cfg.token_file
         source = f'"profile" in {cfg.path}'
     endpoint = resolve_endpoint(
-        url=url, token_file=token_file, profile=profile, timeout=timeout, local_requested=bool(data_dir),
+        url=url,
+        token_file=token_file,
+        profile=profile,
+        timeout=timeout,
+        local_requested=bool(data_dir),
         profile_source=source,
     )
     if endpoint is not None:

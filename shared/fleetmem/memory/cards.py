@@ -117,7 +117,13 @@ def _commitments(facts: list[Fact], since: datetime | None) -> list[dict]:
 
 
 def open_threads(
-    deps: Deps, tenant: str, page: Page, *, world_only: bool, now: datetime, since: datetime | None = None,
+    deps: Deps,
+    tenant: str,
+    page: Page,
+    *,
+    world_only: bool,
+    now: datetime,
+    since: datetime | None = None,
     facts: list[Fact] | None = None,
 ) -> list[dict]:
     if facts is None:
@@ -148,8 +154,7 @@ def _edges(
     out_links = [link for link in links if link.type != MENTIONS and link.target != slug]
     if world_only and out_links:
         private = {
-            h.slug for h in deps.pages.heads(tenant, [link.target for link in out_links])
-            if h.visibility != "world"
+            h.slug for h in deps.pages.heads(tenant, [link.target for link in out_links]) if h.visibility != "world"
         }
         out_links = [link for link in out_links if link.target not in private]
 
@@ -167,14 +172,18 @@ def _edges(
             break
         if link.type == MENTIONS or link.source == slug:
             continue
-        edges.append(
-            {"type": link.type, "direction": "in", "slug": link.source, "context": context(link.context)}
-        )
+        edges.append({"type": link.type, "direction": "in", "slug": link.source, "context": context(link.context)})
     return edges
 
 
 def build_card(
-    deps: Deps, tenant: str, page: Page, *, world_only: bool, now: datetime, since: datetime | None = None,
+    deps: Deps,
+    tenant: str,
+    page: Page,
+    *,
+    world_only: bool,
+    now: datetime,
+    since: datetime | None = None,
     inputs: CardInputs | None = None,
 ) -> dict:
     if inputs is None:
@@ -211,7 +220,13 @@ def fact_entity_head(slug: str, name: str = "") -> tuple[str, str | None]:
 
 
 def fact_card(
-    deps: Deps, tenant: str, slug: str, name: str, inputs: CardInputs, *, world_only: bool,
+    deps: Deps,
+    tenant: str,
+    slug: str,
+    name: str,
+    inputs: CardInputs,
+    *,
+    world_only: bool,
     since: datetime | None = None,
 ) -> dict:
     title, kind = fact_entity_head(slug, name)
@@ -240,7 +255,13 @@ class EntityCard:
 
 
 def entity_card(
-    deps: Deps, tenant: str, name: str, res: Resolution, *, world_only: bool, now: datetime,
+    deps: Deps,
+    tenant: str,
+    name: str,
+    res: Resolution,
+    *,
+    world_only: bool,
+    now: datetime,
     since: datetime | None = None,
 ) -> EntityCard | None:
     target = res.target
@@ -260,5 +281,3 @@ def entity_card(
 def flat_card(card: dict) -> dict:
     ent = card["entity"]
     return {"slug": ent["slug"], "title": ent["title"], "type": ent["type"], **card}
-
-

@@ -224,4 +224,6 @@ def too_long(message: str, *, problem: str, cause: str, instead: str, detail: An
         fix=Fix(why=why, actor="agent"),
         klass="caller",
     )
+
+
 # --------------------------------------------------------------------------- typed parameters

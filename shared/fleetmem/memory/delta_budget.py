@@ -86,6 +86,7 @@ def _bare(item: dict, budget: int) -> tuple[dict, str] | None:
     text the cut content alone (a fact's words, a page's title and slug), so the text still shows
     what the JSON delivers and costs at most the budget. None when the item cannot be cut (a
     retraction) or the budget holds not even one character and the marker."""
+
     def content(it: dict) -> str:
         if delta_section(it) == 1:
             return " ".join(it["fact"].split())
@@ -112,8 +113,11 @@ def pack_delta(
 
     def render(shown: int) -> str:
         return render_delta_lines(
-            since, lines[:shown], thread_lines[: max(0, shown - n)],
-            has_more=overflow or shown < n, left_out=total - shown,
+            since,
+            lines[:shown],
+            thread_lines[: max(0, shown - n)],
+            has_more=overflow or shown < n,
+            left_out=total - shown,
         )
 
     shown, text = budget_rule.fit_prefix(render, total, budget)
@@ -137,6 +141,10 @@ def pack_delta(
                 shown = 1
     taken = min(shown, n)
     return DeltaPack(
-        items=items[:taken], threads=list(threads[: max(0, shown - n)]), text=text, dropped=total - shown,
-        has_more=overflow or taken < n, needed=needed,
+        items=items[:taken],
+        threads=list(threads[: max(0, shown - n)]),
+        text=text,
+        dropped=total - shown,
+        has_more=overflow or taken < n,
+        needed=needed,
     )

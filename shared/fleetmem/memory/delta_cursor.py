@@ -38,9 +38,7 @@ def session_unavailable(exc: Unavailable) -> VerbError:
         "down. Fix: wait and retry the same call; nothing was delivered or advanced.",
         why=why,
         detail={"reason": "session_state"},
-        fix=Fix(
-            why=why, actor="provider", retry_after_seconds=exc.retry_after_seconds or RETRY_AFTER_SECONDS
-        ),
+        fix=Fix(why=why, actor="provider", retry_after_seconds=exc.retry_after_seconds or RETRY_AFTER_SECONDS),
         klass="unavailable",
         retryable=True,
     )
@@ -57,8 +55,17 @@ class CursorTarget:
 
 
 def store_cursor(
-    deps: Deps, caller: Caller, client: str, session_id: str, now: datetime, current: Cursor | None,
-    target: CursorTarget, *, incomplete: bool, hold: tuple[datetime, str], hold_seqs: tuple[int, int],
+    deps: Deps,
+    caller: Caller,
+    client: str,
+    session_id: str,
+    now: datetime,
+    current: Cursor | None,
+    target: CursorTarget,
+    *,
+    incomplete: bool,
+    hold: tuple[datetime, str],
+    hold_seqs: tuple[int, int],
     hold_expiry: str | None = None,
 ) -> Cursor | None:
     """Conditionally write the advanced cursor; on a lost race re-read and retry once.
@@ -83,9 +90,15 @@ def store_cursor(
         if current is None:
             since, slug = target.position or hold
             new = Cursor(
-                tenant=caller.tenant, client_id=client, session_id=session_id, since=to_ms(since), slug=slug,
-                touched_at=now, incomplete_streak=1 if incomplete else 0,
-                page_seq=later(hold_seqs[0], target.page_seq), fact_seq=later(hold_seqs[1], target.fact_seq),
+                tenant=caller.tenant,
+                client_id=client,
+                session_id=session_id,
+                since=to_ms(since),
+                slug=slug,
+                touched_at=now,
+                incomplete_streak=1 if incomplete else 0,
+                page_seq=later(hold_seqs[0], target.page_seq),
+                fact_seq=later(hold_seqs[1], target.fact_seq),
                 expiry=later_expiry(hold_expiry, target.expiry),
             )
             expected = None
@@ -96,13 +109,19 @@ def store_cursor(
             streak = current.incomplete_streak + 1 if incomplete else 0
             new = current.model_copy(
                 update={
-                    "since": since, "slug": slug, "touched_at": now, "incomplete_streak": streak,
-                    "page_seq": later(current.page_seq if current.page_seq is not None else hold_seqs[0],
-                                      target.page_seq),
-                    "fact_seq": later(current.fact_seq if current.fact_seq is not None else hold_seqs[1],
-                                      target.fact_seq),
-                    "expiry": later_expiry(current.expiry if current.expiry is not None else hold_expiry,
-                                           target.expiry),
+                    "since": since,
+                    "slug": slug,
+                    "touched_at": now,
+                    "incomplete_streak": streak,
+                    "page_seq": later(
+                        current.page_seq if current.page_seq is not None else hold_seqs[0], target.page_seq
+                    ),
+                    "fact_seq": later(
+                        current.fact_seq if current.fact_seq is not None else hold_seqs[1], target.fact_seq
+                    ),
+                    "expiry": later_expiry(
+                        current.expiry if current.expiry is not None else hold_expiry, target.expiry
+                    ),
                 }
             )
             expected = current.version

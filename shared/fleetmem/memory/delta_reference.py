@@ -41,8 +41,16 @@ class ReferenceRead:
 
 
 def reference_read(
-    deps: Deps, tenant: str, *, now: datetime, since: datetime, slug: str, budget_tokens: int | None,
-    world_only: bool, skipped: bool, fact_item: Callable[[Fact], dict],
+    deps: Deps,
+    tenant: str,
+    *,
+    now: datetime,
+    since: datetime,
+    slug: str,
+    budget_tokens: int | None,
+    world_only: bool,
+    skipped: bool,
+    fact_item: Callable[[Fact], dict],
     threads_of: Callable[[], tuple[list[dict], bool]],
 ) -> ReferenceRead:
     """Read, merge and pack one timeline after (`since`, `slug`); `skipped`: the deadline passed
@@ -54,7 +62,9 @@ def reference_read(
         lambda: deps.pages.updated_since(
             tenant, since=since, slug=slug, world_only=world_only, limit=DELTA_PAGE_LIMIT + 1, now=now
         ),
-        (lambda: []) if skipped else lambda: deps.facts.created_after(
+        (lambda: [])
+        if skipped
+        else lambda: deps.facts.created_after(
             tenant, after=since, after_seq=tie, now=now, world_only=world_only, limit=DELTA_FACT_LIMIT + 1
         ),
     )
@@ -73,14 +83,22 @@ def reference_read(
             break
         window.append(entry)
     items = [
-        {"slug": heads[e[3]].slug, "title": heads[e[3]].title, "type": heads[e[3]].type,
-         "updated_at": iso(heads[e[3]].updated_at)}
-        if e[1] == 1 else fact_item(rows[e[3]])
+        {
+            "slug": heads[e[3]].slug,
+            "title": heads[e[3]].title,
+            "type": heads[e[3]].type,
+            "updated_at": iso(heads[e[3]].updated_at),
+        }
+        if e[1] == 1
+        else fact_item(rows[e[3]])
         for e in window
     ]
     threads, threads_cut = threads_of()
     pack = pack_delta(
-        iso(since) or "", items, threads, budget=budget_tokens,
+        iso(since) or "",
+        items,
+        threads,
+        budget=budget_tokens,
         overflow=page_overflow or fact_overflow or len(window) < len(order) or skipped or threads_cut,
     )
     taken = pack.items
@@ -104,12 +122,21 @@ def reference_read(
     # arm the deadline skipped.
     page_seq, fact_seq = deps.gather(
         lambda: deps.pages.change_floor(tenant, since=next_since, slug=next_slug, walk=page_overflow),
-        (lambda: None) if skipped else lambda: deps.facts.change_floor(
+        (lambda: None)
+        if skipped
+        else lambda: deps.facts.change_floor(
             tenant, after=next_since, after_seq=fact_tie(next_slug), walk=fact_overflow
         ),
     )
 
     return ReferenceRead(
-        pages=packed_pages, facts=packed_facts, taken=bool(taken), has_more=has_more, since=next_since,
-        slug=next_slug, page_seq=page_seq, fact_seq=fact_seq, pack=pack,
+        pages=packed_pages,
+        facts=packed_facts,
+        taken=bool(taken),
+        has_more=has_more,
+        since=next_since,
+        slug=next_slug,
+        page_seq=page_seq,
+        fact_seq=fact_seq,
+        pack=pack,
     )

@@ -178,9 +178,7 @@ def _fact_only_near_misses(
     counts = deps.gather(
         *(lambda s=s: deps.facts.count_active(tenant, s, now=now, world_only=world_only) for s in slugs)
     )
-    return [
-        _suggestion(slug, *fact_entity_head(slug), wanted) for slug, n in zip(slugs, counts, strict=True) if n
-    ]
+    return [_suggestion(slug, *fact_entity_head(slug), wanted) for slug, n in zip(slugs, counts, strict=True) if n]
 
 
 def near_misses(deps: Deps, tenant: str, name: str, *, world_only: bool, exclude: tuple[str, ...] = ()) -> list[dict]:
@@ -291,7 +289,10 @@ def require_slug(tool: str, name: str, target: EntityTarget) -> None:
     raise caller_error(
         f"entity {shown!r} names no entity: it has no letter or digit.",
         problem=f"entity {shown!r} has no letter or digit.",
-        cause=why, instead=instead, field="entity", reason="no_slug",
+        cause=why,
+        instead=instead,
+        field="entity",
+        reason="no_slug",
     )
 
 

@@ -26,9 +26,7 @@ from typing import Any
 from fleetmem.errors import Fix, Notice, VerbError
 from fleetmem.protocol import CONTRACT_VERSION, NOTICE_KIND_ORDER, PROTOCOL_VERSION, Actor, ErrorClass, NextStep
 
-CALLER_CODES = frozenset(
-    {"invalid_params", "provenance_required", "not_found", "unknown_tool", "budget_unsatisfiable"}
-)
+CALLER_CODES = frozenset({"invalid_params", "provenance_required", "not_found", "unknown_tool", "budget_unsatisfiable"})
 HOST_ONLY_CODES = frozenset({"scope_denied", "unauthorized"})
 
 #: Where a call came from; everything except "cli" is an MCP/HTTP connection.
@@ -191,8 +189,7 @@ def build_envelope(
     env["retryable"] = retryable
     if err.notices:
         env["notices"] = [
-            render_notice_meta(n, transport, callable_tools=callable_tools)
-            for n in order_notices(err.notices)
+            render_notice_meta(n, transport, callable_tools=callable_tools) for n in order_notices(err.notices)
         ]
     env["protocol_version"] = PROTOCOL_VERSION
     env["contract_version"] = CONTRACT_VERSION

@@ -84,5 +84,3 @@ def match(
         None,
     )
     return None, "inserted", probable
-
-

@@ -97,10 +97,7 @@ def _split_long(section: str, limit: int = CHUNK_CHARS) -> list[str]:
     if current:
         out.append(current)
     # A continuation keeps its section heading so the chunk reads on its own.
-    return [
-        c if (i == 0 or not heading or c.startswith(heading)) else f"{heading}\n{c}"
-        for i, c in enumerate(out)
-    ]
+    return [c if (i == 0 or not heading or c.startswith(heading)) else f"{heading}\n{c}" for i, c in enumerate(out)]
 
 
 def _chunks(body: str) -> list[str]:

@@ -74,7 +74,7 @@ def split_frontmatter(content: str) -> tuple[str | None, str]:
     m = _FRONTMATTER.match(content)
     if not m:
         return None, content.removeprefix("\ufeff")
-    return m.group(1), content[m.end():]
+    return m.group(1), content[m.end() :]
 
 
 def parse_page_content(content: str) -> tuple[dict[str, Any], str]:

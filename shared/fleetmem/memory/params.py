@@ -71,9 +71,7 @@ _BLANK_CHARS = frozenset(
 
 def is_blank(text: str) -> bool:
     """True when `text` holds nothing a reader could see (see the module docstring); "" is blank."""
-    return all(
-        ch.isspace() or ch in _BLANK_CHARS or unicodedata.category(ch) in _BLANK_CATEGORIES for ch in text
-    )
+    return all(ch.isspace() or ch in _BLANK_CHARS or unicodedata.category(ch) in _BLANK_CATEGORIES for ch in text)
 
 
 @dataclass(frozen=True)
@@ -233,8 +231,10 @@ def _generic_invalid(
                 fixed[top] = flag
             continue
         if (
-            e.get("type") == "string_type" and len(loc) == 1
-            and isinstance(given, int | float) and not isinstance(given, bool)
+            e.get("type") == "string_type"
+            and len(loc) == 1
+            and isinstance(given, int | float)
+            and not isinstance(given, bool)
         ):
             # A number where text belongs: the same value as text is the evident correction.
             fixed[top] = str(given)
@@ -267,8 +267,7 @@ def _generic_invalid(
     fix = None
     if derivable and bad:
         keep = "your other arguments kept and " + ", ".join(
-            f"`{b}` {'set to ' + _compact(fixed[b]) if b in fixed else 'left out (its default applies)'}"
-            for b in bad
+            f"`{b}` {'set to ' + _compact(fixed[b]) if b in fixed else 'left out (its default applies)'}" for b in bad
         )
         fix = Fix(
             why=f"The call failed validation before it ran, so nothing changed. This is the same call with {keep}.",
@@ -371,7 +370,9 @@ def Limit(default: int, hi: int, *, clamp: bool = False) -> Any:
     refused with the nearest bound as the fix."""
     if not clamp:
         return Whole(
-            1, hi, cause=f"limit is a whole number from 1 to {hi} (default {default}).",
+            1,
+            hi,
+            cause=f"limit is a whole number from 1 to {hi} (default {default}).",
             fix=nearest_int(1, hi, default),
         )
     return Annotated[

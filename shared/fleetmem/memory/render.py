@@ -145,6 +145,9 @@ def render_delta(
 ) -> str:
     """The delta block for `items` (pages, facts and retractions, in delivery order) and thread events."""
     return render_delta_lines(
-        since, [(delta_section(i), delta_item_line(i)) for i in items], [delta_thread_line(t) for t in threads],
-        has_more=has_more, left_out=left_out,
+        since,
+        [(delta_section(i), delta_item_line(i)) for i in items],
+        [delta_thread_line(t) for t in threads],
+        has_more=has_more,
+        left_out=left_out,
     )

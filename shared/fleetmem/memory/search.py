@@ -131,7 +131,9 @@ def hybrid_search(
     depths = [k] * len(asking)
     if listing:  # a list question wants every piece: its topic (searched last) reaches deeper
         depths[-1] = k * LIST_DEPTH
-    found = _arms(deps, [_query(deps, tenant, t, v, kinds, world_only, d) for (t, v), d in zip(asking, depths)])
+    found = _arms(
+        deps, [_query(deps, tenant, t, v, kinds, world_only, d) for (t, v), d in zip(asking, depths, strict=True)]
+    )
     by_id: dict[str, SearchHit] = {}
     kw_rank: dict[str, int] = {}
     vec_rank: dict[str, int] = {}

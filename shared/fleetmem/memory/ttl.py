@@ -76,16 +76,28 @@ _CALENDAR_SECONDS = {
 }
 #: Words that mean "never expires": the corrected call leaves ttl out.
 _FOREVER = frozenset(
-    {"forever", "never", "none", "null", "permanent", "permanently", "infinite", "infinity", "inf",
-     "indefinite", "indefinitely", "no expiry", "no expiration", "unlimited"}
+    {
+        "forever",
+        "never",
+        "none",
+        "null",
+        "permanent",
+        "permanently",
+        "infinite",
+        "infinity",
+        "inf",
+        "indefinite",
+        "indefinitely",
+        "no expiry",
+        "no expiration",
+        "unlimited",
+    }
 )
 #: D18: ASCII digits only (`\d` and `int()` would also read "٣" as 3). A run of digits is capped so
 #: no number is ever converted from an arbitrarily long text; a longer one is too large anyway.
 _DIGITS = 30
 _SHORTHAND = re.compile(rf"^([0-9]{{1,{_DIGITS}}})\s*([a-z]+)$", re.I | re.ASCII)
-_NUMBER_UNIT = re.compile(
-    rf"^([+-]?)\s*([0-9]{{0,{_DIGITS}}}(?:\.[0-9]{{1,{_DIGITS}}})?)\s*([a-z]+)$", re.I | re.ASCII
-)
+_NUMBER_UNIT = re.compile(rf"^([+-]?)\s*([0-9]{{0,{_DIGITS}}}(?:\.[0-9]{{1,{_DIGITS}}})?)\s*([a-z]+)$", re.I | re.ASCII)
 _ISO_DURATION = re.compile(
     rf"^P(?:([0-9]{{1,{_DIGITS}}})Y)?(?:([0-9]{{1,{_DIGITS}}})M)?(?:([0-9]{{1,{_DIGITS}}})W)?"
     rf"(?:([0-9]{{1,{_DIGITS}}})D)?(?:T(?:([0-9]{{1,{_DIGITS}}})H)?(?:([0-9]{{1,{_DIGITS}}})M)?"
@@ -214,7 +226,7 @@ def ttl_error(value: str) -> TtlInvalid:
         elif parsed is not None and parsed[2] in _CALENDAR_SECONDS:
             message = f"ttl {value!r} uses a calendar unit, which remember does not accept."
             cause = (
-                f"ttl units are s, m (minutes), h, d and w; {value!r} is written \"{suggested}\" "
+                f'ttl units are s, m (minutes), h, d and w; {value!r} is written "{suggested}" '
                 "(a year is 365 days, a month 30)."
             )
         else:
@@ -226,8 +238,9 @@ def ttl_error(value: str) -> TtlInvalid:
             f"ttl={value!r} is not in the accepted form. Cause: {cause} Fix: pass `ttl` as "
             f'"{suggested}", keeping the other arguments.',
             why=cause,
-            fix=Fix(why=f'The same call with ttl "{suggested}", which means the same duration.',
-                    amend={"ttl": suggested}),
+            fix=Fix(
+                why=f'The same call with ttl "{suggested}", which means the same duration.', amend={"ttl": suggested}
+            ),
             klass="caller",
         )
     if parsed is not None and parsed[0] == "-":
@@ -237,7 +250,7 @@ def ttl_error(value: str) -> TtlInvalid:
         problem = f"ttl {value!r} is not a duration or an ISO 8601 date."
         cause = f"ttl is {_ACCEPTED}."
     instead = (
-        'No corrected call keeps your meaning, so none is offered: send the ttl you intended as a '
+        "No corrected call keeps your meaning, so none is offered: send the ttl you intended as a "
         'positive duration ("45m", "30d") or an ISO 8601 date, leave ttl out for a fact that never '
         "expires, or call forget to end a fact that is no longer true."
     )
@@ -266,14 +279,20 @@ def _non_ascii_digits(value: str, ascii_text: str) -> TtlInvalid:
             problem,
             f"{problem} Cause: {cause} Fix: pass `ttl` as {ascii_text!r}, keeping the other arguments.",
             why=f"{cause} {ascii_text!r} is the same ttl in ASCII digits.",
-            fix=Fix(why=f"The same call with ttl {ascii_text!r}: the same number in ASCII digits.",
-                    amend={"ttl": ascii_text}),
+            fix=Fix(
+                why=f"The same call with ttl {ascii_text!r}: the same number in ASCII digits.",
+                amend={"ttl": ascii_text},
+            ),
             klass="caller",
         )
     instead = 'send the ttl in ASCII digits with its unit, e.g. "30d", or an ISO 8601 date.'
     return TtlInvalid(
-        "invalid_params", problem, f"{problem} Cause: {cause} Fix: {instead}", why=f"{cause} {instead}",
-        fix=Fix(why=f"{cause} No corrected call keeps your meaning: {instead}"), klass="caller",
+        "invalid_params",
+        problem,
+        f"{problem} Cause: {cause} Fix: {instead}",
+        why=f"{cause} {instead}",
+        fix=Fix(why=f"{cause} No corrected call keeps your meaning: {instead}"),
+        klass="caller",
     )
 
 

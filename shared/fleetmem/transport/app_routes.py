@@ -63,8 +63,14 @@ async def call_v1(request: Request, calls: EdgeCalls) -> Response:
 
     def call(tool: str, arguments: Any, caller: Caller, cid: str) -> DispatchResult:
         gate = precheck(
-            tool, arguments, caller, surface=calls.surface, correlation_id=cid, transport=V1_TRANSPORT,
-            token_command=calls.token_command, token_inputs=calls.token_inputs,
+            tool,
+            arguments,
+            caller,
+            surface=calls.surface,
+            correlation_id=cid,
+            transport=V1_TRANSPORT,
+            token_command=calls.token_command,
+            token_inputs=calls.token_inputs,
         )
         return gate if gate is not None else calls.invoker.invoke(tool, arguments, caller, cid)
 

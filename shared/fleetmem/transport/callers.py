@@ -22,6 +22,7 @@ PUBLIC_URL_SCOPE_KEY = "fleetmem.public_url"
 CallerFromRequest = Callable[[Request], Caller | None]
 CallerFromContext = Callable[[Any], Caller | None]
 
+
 def public_base_url(request: Request, configured: str | None = None) -> str:
     if configured:
         return configured.rstrip("/")
@@ -63,4 +64,3 @@ def gateway_caller(request: Request) -> Caller | None:
     """Behind API Gateway: the caller from the authorizer context of the event the edge handler put
     in the ASGI scope as `aws.event` (see `fleetmem.transport.gateway`)."""
     return caller_from_authorizer(request.scope.get("aws.event"))
-

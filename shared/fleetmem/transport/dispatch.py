@@ -160,10 +160,7 @@ def internal_answer(
     result = internal_result(correlation_id, str(tool), transport=transport)
     # Frames (file, line, function) help the operator; the exception's message and locals may hold
     # SQL, argument values or credentials, so they are never logged.
-    frames = [
-        f"{f.filename.rsplit('/', 1)[-1]}:{f.lineno}:{f.name}"
-        for f in traceback.extract_tb(exc.__traceback__)
-    ]
+    frames = [f"{f.filename.rsplit('/', 1)[-1]}:{f.lineno}:{f.name}" for f in traceback.extract_tb(exc.__traceback__)]
     log.error(
         INTERNAL_LOG[event],
         extra={
@@ -315,9 +312,7 @@ class _Call:
         self, spec: ToolSpec, params: BaseModel, notices: list[Notice], *, keyed: bool = False
     ) -> DispatchResult:
         deadline = time.monotonic() + self.deps.policy.deadline_ms / 1000.0 if self.deps.policy.deadline_ms else None
-        ctx = CallContext(
-            self.cid, deadline_at=deadline, transport=self.transport, keyed=keyed, surface=self.surface
-        )
+        ctx = CallContext(self.cid, deadline_at=deadline, transport=self.transport, keyed=keyed, surface=self.surface)
         try:
             outcome = spec.run(self.deps, self.caller, params, ctx)
         except VerbError as err:
@@ -326,9 +321,7 @@ class _Call:
             return self._error(errors.port_error(self._view(), spec, exc))
         return DispatchResult(dict(outcome.body), False, notices + list(outcome.notices), self.cid)
 
-    def _execute_idempotent(
-        self, spec: ToolSpec, params: BaseModel, key: str, notices: list[Notice]
-    ) -> DispatchResult:
+    def _execute_idempotent(self, spec: ToolSpec, params: BaseModel, key: str, notices: list[Notice]) -> DispatchResult:
         now = self.deps.clock.now()
         request_hash = _request_hash(params)
         record = IdempotencyRecord(
@@ -363,9 +356,7 @@ class _Call:
             self._release(spec, record)
             return result
         try:
-            self.deps.idempotency.complete(
-                self.caller.tenant, self.caller.client_id, spec.name, key, result.body
-            )
+            self.deps.idempotency.complete(self.caller.tenant, self.caller.client_id, spec.name, key, result.body)
         except PortError:
             # The write itself succeeded; a lost receipt only means a retry runs the (deduplicating)
             # verb again, so the caller still gets its result.
@@ -389,17 +380,13 @@ class _Call:
         lease = timedelta(seconds=self.deps.policy.idempotency_lease_s)
         while True:
             try:
-                existing = self.deps.idempotency.claim(
-                    record.model_copy(update={"lease_until": now + lease}), now=now
-                )
+                existing = self.deps.idempotency.claim(record.model_copy(update={"lease_until": now + lease}), now=now)
             except Conflict:
                 if time.monotonic() >= give_up:
                     raise
             else:
                 in_flight = (
-                    existing is not None
-                    and existing.result is None
-                    and existing.request_hash == record.request_hash
+                    existing is not None and existing.result is None and existing.request_hash == record.request_hash
                 )
                 if not in_flight or time.monotonic() >= give_up:
                     return existing

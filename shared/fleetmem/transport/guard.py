@@ -60,9 +60,7 @@ async def _read_body(receive: Receive) -> tuple[bytes, list[Message]] | None:
     while True:
         message = await receive()
         if message["type"] != "http.request":
-            return b"".join(chunks), [
-                {"type": "http.request", "body": b"".join(chunks), "more_body": True}, message
-            ]
+            return b"".join(chunks), [{"type": "http.request", "body": b"".join(chunks), "more_body": True}, message]
         chunk = message.get("body", b"")
         size += len(chunk)
         if size > MAX_REQUEST_BYTES:
@@ -232,5 +230,3 @@ def _enveloped(scope: Scope, receive: Receive, send: Send) -> Send:
         await send(message)
 
     return wrapped
-
-

@@ -45,6 +45,7 @@ log = logging.getLogger("fleetmem.transport.http")
 #: How `answer_v1` runs one call: `(tool, arguments, caller, correlation_id) -> DispatchResult`.
 CallFn = Callable[[str, Any, Caller, str], DispatchResult]
 
+
 def v1_answer(
     result: DispatchResult, *, callable_tools: Collection[str] | None = None
 ) -> tuple[int, dict[str, Any], dict[str, str]]:
@@ -297,8 +298,7 @@ ERROR_RESPONSES: dict[str, str] = {
     "corrected call), or the body is not a JSON object or not declared as `application/json`.",
     "401": "unauthorized: no, unknown or revoked bearer credential.",
     "403": "scope_denied: the credential's scopes do not allow this tool.",
-    "404": "not_found / unknown_tool: the named thing does not exist, or the tool is not on this "
-    "surface.",
+    "404": "not_found / unknown_tool: the named thing does not exist, or the tool is not on this surface.",
     "413": "invalid_params: the request body is larger than the server accepts.",
     "421": "invalid_params: the Host header does not name this server (a local server answers only "
     "requests for its own address: DNS-rebinding protection).",

@@ -148,8 +148,7 @@ def banner(settings: Settings, url: str, *, new_store: bool = False, console: bo
             "Get a token (works while the server runs; the same --data-dir, or the token answers 401):",
             f"  {fleetmem} token create --client NAME --scopes read,write --data-dir {data_dir}",
             "Connect a client, e.g.:",
-            f"  claude mcp add --transport http fleetmem {url}{MCP_PATH} "
-            '--header "Authorization: Bearer <token>"',
+            f'  claude mcp add --transport http fleetmem {url}{MCP_PATH} --header "Authorization: Bearer <token>"',
             f"Health: {url}/health",
             *([f"Memory console (sign in with a token): {url}{CONSOLE_PATH}/"] if console else []),
         ]
@@ -319,9 +318,7 @@ def serve_in_thread(app: Any, *, host: str = "127.0.0.1", timeout: float = 20.0)
     sock = bind_socket(host, 0)
     port = sock.getsockname()[1]
     server = _SignallingServer(uvicorn.Config(app, log_level="warning", lifespan="on"))
-    thread = threading.Thread(
-        target=server.run, kwargs={"sockets": [sock]}, daemon=True, name=f"fleetmem-http-{port}"
-    )
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True, name=f"fleetmem-http-{port}")
     thread.start()
     try:
         if not server.ready.wait(timeout):

@@ -33,9 +33,7 @@ class EdgeCalls:
 class InProcessInvoker:
     """Runs dispatch in this process over `deps_factory()` (called per call; cache it there)."""
 
-    def __init__(
-        self, deps_factory: Callable[[], Deps], *, surface: Surface = "full", transport: str = "mcp"
-    ) -> None:
+    def __init__(self, deps_factory: Callable[[], Deps], *, surface: Surface = "full", transport: str = "mcp") -> None:
         self.deps_factory = deps_factory
         self.surface = surface
         self.transport = transport

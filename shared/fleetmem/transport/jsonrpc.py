@@ -129,5 +129,3 @@ def _missing_routing_header(message: dict[str, Any], headers: Mapping[str, str])
             {"reason": "missing_header", "header": "Mcp-Name", "expected": name[:80]},
         )
     return None
-
-

@@ -90,24 +90,16 @@ def to_call_tool_result(
     result: DispatchResult, *, transport: str = "mcp", callable_tools: set[str] | None = None
 ) -> types.CallToolResult:
     if result.is_error:
-        return types.CallToolResult(
-            content=[types.TextContent(type="text", text=_text(result.body))], is_error=True
-        )
+        return types.CallToolResult(content=[types.TextContent(type="text", text=_text(result.body))], is_error=True)
     content: list[Any] = [types.TextContent(type="text", text=_text(result.body))]
     meta = None
     if result.notices:
         ordered = order_notices(result.notices)
         content.extend(
-            types.TextContent(
-                type="text", text=render_notice_block(n, transport, callable_tools=callable_tools)
-            )
+            types.TextContent(type="text", text=render_notice_block(n, transport, callable_tools=callable_tools))
             for n in ordered
         )
-        meta = {
-            NOTICES_META_KEY: [
-                render_notice_meta(n, transport, callable_tools=callable_tools) for n in ordered
-            ]
-        }
+        meta = {NOTICES_META_KEY: [render_notice_meta(n, transport, callable_tools=callable_tools) for n in ordered]}
     return types.CallToolResult(content=content, structured_content=result.body, is_error=False, _meta=meta)
 
 
@@ -145,8 +137,13 @@ class ToolCalls:
             return _error_result(body)
         calls = self.calls
         gate = precheck(
-            tool, arguments, caller, surface=calls.surface, correlation_id=cid,
-            token_command=calls.token_command, token_inputs=calls.token_inputs,
+            tool,
+            arguments,
+            caller,
+            surface=calls.surface,
+            correlation_id=cid,
+            token_command=calls.token_command,
+            token_inputs=calls.token_inputs,
         )
         if gate is not None:
             return _error_result(gate.body)
@@ -254,4 +251,3 @@ def build_mcp_app(
         EdgeGuard, calls=calls, caller_from_request=caller_from_request, public_url=public_url, security=security
     )
     return app
-

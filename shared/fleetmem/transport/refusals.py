@@ -39,7 +39,9 @@ def without_data_dir(
 
 
 def unauthorized_error(
-    *, token_presented: bool, token_command: Sequence[str] = DEFAULT_TOKEN_COMMAND,
+    *,
+    token_presented: bool,
+    token_command: Sequence[str] = DEFAULT_TOKEN_COMMAND,
     inputs: Sequence[Mapping[str, str]] = (),
 ) -> VerbError:
     token_command, inputs = without_data_dir(token_command, inputs)
@@ -173,5 +175,3 @@ def too_large() -> Response:
 
 def bad_content_type(where: str = "POST /mcp") -> Response:
     return refusal_of(400, not_json_error(where))
-
-

@@ -46,6 +46,7 @@ SECURITY_HEADERS = {
 #: The largest form the console accepts (a page body edit is the biggest).
 MAX_FORM_BYTES = 1_000_000
 
+
 class Console:
     """The console over one tool client: the Starlette app and what its screens share."""
 
@@ -80,10 +81,17 @@ class Console:
 
     async def _not_found(self, request: Request, exc: Exception) -> Response:
         view = View(self, request, self._session(request))
-        return view.render("error.html", status=404, title="Not found", error=ToolFailed(
-            "not_found", f"The console has no page at {request.url.path[:200]}.",
-            "Use the links at the top of the page.", status=404,
-        ))
+        return view.render(
+            "error.html",
+            status=404,
+            title="Not found",
+            error=ToolFailed(
+                "not_found",
+                f"The console has no page at {request.url.path[:200]}.",
+                "Use the links at the top of the page.",
+                status=404,
+            ),
+        )
 
     def _endpoint(self, s: Screen) -> Callable[[Request], Awaitable[Response]]:
         async def endpoint(request: Request) -> Response:
@@ -151,7 +159,9 @@ def _forbidden(view: View, why: str, *, status: int = 403) -> HTMLResponse:
         status=status,
         title="Refused",
         error=ToolFailed(
-            "forbidden", f"{why} Nothing was changed.", "Go back, reload the page and submit the form again.",
+            "forbidden",
+            f"{why} Nothing was changed.",
+            "Go back, reload the page and submit the form again.",
             status=status,
         ),
     )

@@ -60,10 +60,7 @@ def open_deps(name: str, request: pytest.FixtureRequest, clock: Any, *, file: bo
         service="none",
     )
     try:
-        yield Deps.over(
-            stores, search=search, clock=clock, ids=SortableIds(), llm=None, embedder=None
-        )
+        yield Deps.over(stores, search=search, clock=clock, ids=SortableIds(), llm=None, embedder=None)
     finally:
         search.client.indices.delete(index=search.index, ignore_unavailable=True)
         search.client.close()
-

@@ -80,7 +80,11 @@ def err(deps: Deps, who: Caller, tool: str, **args: Any) -> dict:
 def test_whoami_names_the_credential_and_the_surface(bdeps, tenant):
     body = ok(bdeps, caller(tenant, "write", "read", client="agent-a"), "whoami")
     assert body == {
-        "tenant": tenant, "client_id": "agent-a", "scopes": ["read", "write"], "remote": True, "surface": "full",
+        "tenant": tenant,
+        "client_id": "agent-a",
+        "scopes": ["read", "write"],
+        "remote": True,
+        "surface": "full",
         "protocol_version": 1,
     }
     hidden = dispatch("whoami", {}, caller(tenant, "read"), bdeps, surface="verbs")
@@ -90,8 +94,11 @@ def test_whoami_names_the_credential_and_the_surface(bdeps, tenant):
 def test_a_read_or_write_token_cannot_list_create_or_revoke_tokens(bdeps, tenant):
     for scopes in (("read",), ("read", "write")):
         who = caller(tenant, *scopes)
-        for tool, args in (("list_tokens", {}), ("create_token", {"client": "x", "scopes": ["read"]}),
-                           ("revoke_token", {"token_id": "tok_0000000000"})):
+        for tool, args in (
+            ("list_tokens", {}),
+            ("create_token", {"client": "x", "scopes": ["read"]}),
+            ("revoke_token", {"token_id": "tok_0000000000"}),
+        ):
             assert err(bdeps, who, tool, **args)["code"] == "scope_denied", (scopes, tool)
     assert bdeps.clients.list(tenant) == []
 
@@ -121,7 +128,9 @@ def test_a_minted_token_authenticates_and_a_revoked_one_stops(bdeps, clock, tena
 
     clock.advance(seconds=1)
     assert ok(bdeps, admin, "revoke_token", token_id=made["token_id"]) == {
-        "token_id": made["token_id"], "revoked": True, "protocol_version": 1,
+        "token_id": made["token_id"],
+        "revoked": True,
+        "protocol_version": 1,
     }
     assert auth.verify(made["token"]) is None
     assert ok(bdeps, admin, "revoke_token", token_id=made["token_id"])["revoked"] is False
@@ -147,7 +156,6 @@ def test_create_token_checks_the_client_name_like_the_cli(bdeps, tenant):
     assert ok(bdeps, admin, "create_token", client="  padded  ", scopes=["read"])["client_id"] == "padded"
 
 
-
 def test_create_token_for_a_tenant_being_deleted_is_unauthorized_and_mints_nothing(bdeps, clock, tenant, other):
     """`fleetmem tenant delete` leaves a tombstone before it revokes: a credential an API cache
     still lets in cannot mint a fresh one for the tenant; another tenant is not affected."""
@@ -158,6 +166,7 @@ def test_create_token_for_a_tenant_being_deleted_is_unauthorized_and_mints_nothi
     assert body["code"] == "unauthorized"
     assert bdeps.clients.list(tenant) == []
     assert ok(bdeps, caller(other, *ALL), "create_token", client="fine", scopes=["read"])["scopes"] == ["read"]
+
 
 def test_another_tenants_token_id_is_not_found_like_a_missing_one(bdeps, clock, tenant, other):
     token, foreign = create_client(bdeps.clients, clock, tenant=other, client_id="agent-x", scopes=["read"])

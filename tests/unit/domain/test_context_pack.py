@@ -28,9 +28,7 @@ def pack(deps, caller, ctx=None, **kw):
     return context_pack.run(deps, caller, context_pack.ContextPackParams(**kw), ctx or CallContext("t")).body
 
 
-def add_fact(
-    deps, text, *, visibility="world", entity_slug=None, kind="fact", session_id=None, age=timedelta(0)
-):
+def add_fact(deps, text, *, visibility="world", entity_slug=None, kind="fact", session_id=None, age=timedelta(0)):
     fact = Fact(
         tenant="t1",
         fact_id=deps.ids.new_id("f_"),
@@ -237,8 +235,9 @@ def _busy_brain(deps, caller):
     )
     put(deps, caller, "people/ben", "---\ntitle: Ben\n---\nBen writes tests for the ledger service.")
     for i in range(6):
-        add_fact(deps, f"Ben hot fact number {i} about the office plants", entity_slug="people/ben",
-                 age=timedelta(minutes=i))
+        add_fact(
+            deps, f"Ben hot fact number {i} about the office plants", entity_slug="people/ben", age=timedelta(minutes=i)
+        )
     add_fact(deps, "Unrelated hot fact about the parking lot", age=timedelta(minutes=2))
     add_fact(deps, "Ann prefers written updates", entity_slug="people/ann", age=timedelta(minutes=30))
 

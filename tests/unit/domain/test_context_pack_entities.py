@@ -90,7 +90,8 @@ def test_a_fact_only_entity_gets_the_card_entity_gives(bdeps: Any, caller: Calle
     assert body["cards"][0]["title"] == "zora quill" and body["cards"][0]["type"] == "person"
     assert "(people/zora-quill, person)" in body["text"]
     assert [f["fact"] for f in body["facts"]] == [
-        "Zora Quill will send the countersigned copy", "Zora Quill signed the supplier contract",
+        "Zora Quill will send the countersigned copy",
+        "Zora Quill signed the supplier contract",
     ]
 
 

@@ -74,10 +74,7 @@ def test_an_unparseable_since_is_invalid_params(deps, remote_caller):
 def test_since_is_echoed_in_the_millisecond_z_form(deps, remote_caller):
     body = wake(deps, remote_caller, since="1970-01-01T00:00:00Z").body
     assert body["since"] == "1970-01-01T00:00:00.000Z"
-    assert (
-        wake(deps, remote_caller, since="2026-06-11T11:30:00+02:00").body["since"]
-        == "2026-06-11T09:30:00.000Z"
-    )
+    assert wake(deps, remote_caller, since="2026-06-11T11:30:00+02:00").body["since"] == "2026-06-11T09:30:00.000Z"
 
 
 def test_the_first_wake_creates_the_cursor_at_now_and_returns_an_empty_delta(deps, remote_caller, clock):
@@ -90,7 +87,10 @@ def test_the_first_wake_creates_the_cursor_at_now_and_returns_an_empty_delta(dep
     assert out.body["has_more"] is False
     # D14: the exact positions start at the current change counters (one page, one fact so far)
     assert out.body["next_cursor"] == {
-        "since": "2026-06-11T09:30:05.000Z", "slug": "", "page_seq": 1, "fact_seq": 1,
+        "since": "2026-06-11T09:30:05.000Z",
+        "slug": "",
+        "page_seq": 1,
+        "fact_seq": 1,
         "expiry": "2026-06-11T09:30:05.000Z",  # TTL expiries are reported from now on
     }
     assert (out.body["budget_used"], out.body["dropped_count"]) == (cost(out.body["text"]), 0)
@@ -112,7 +112,10 @@ def test_later_wakes_deliver_changes_once_and_then_move_to_now_minus_two_seconds
     assert [f["fact"] for f in second["facts"]] == ["first fact", "second fact"]  # oldest first (D14)
     assert second["has_more"] is False
     assert second["next_cursor"] == {
-        "since": "2026-06-11T09:30:20.000Z", "slug": "notes/a", "page_seq": 2, "fact_seq": 2,
+        "since": "2026-06-11T09:30:20.000Z",
+        "slug": "notes/a",
+        "page_seq": 2,
+        "fact_seq": 2,
         "expiry": "2026-06-11T09:30:00.000Z",
     }
     assert "notes/a" in second["text"] and "second fact" in second["text"]
@@ -126,9 +129,7 @@ def test_later_wakes_deliver_changes_once_and_then_move_to_now_minus_two_seconds
     assert (stored.since, stored.slug) == (clock.now() - timedelta(seconds=2), "")
 
 
-def test_a_cluster_of_equal_timestamps_larger_than_the_fetch_limit_drains_across_wakes(
-    deps, remote_caller, clock
-):
+def test_a_cluster_of_equal_timestamps_larger_than_the_fetch_limit_drains_across_wakes(deps, remote_caller, clock):
     wake(deps, remote_caller, session_id="bulk")
     clock.advance(seconds=1)
     slugs = [f"bulk/p{i:03d}" for i in range(120)]
@@ -189,8 +190,9 @@ def test_budget_drops_advance_the_session_only_to_the_last_delivered_page(deps, 
     for slug in ["p/a", "p/b", "p/c"]:  # a line longer than the lines counting what was left out
         put(deps, remote_caller, slug, title=f"The page {slug} with a title long enough to outweigh two short lines")
     held = cursor(deps, "agent-a", "hb")
-    full = wake(deps, remote_caller, since=iso(held.since), since_page_seq=held.page_seq,
-                since_fact_seq=held.fact_seq).body
+    full = wake(
+        deps, remote_caller, since=iso(held.since), since_page_seq=held.page_seq, since_fact_seq=held.fact_seq
+    ).body
     two = render_delta(full["since"], full["pages"][:2], [], has_more=True, left_out=1)
     first = wake(deps, remote_caller, session_id="hb", budget_tokens=cost(two)).body
     assert page_slugs(first) == ["p/a", "p/b"] and first["has_more"] is True
@@ -246,9 +248,7 @@ def test_stateless_callers_with_nothing_delivered_always_get_the_wait_fix(deps, 
         assert notice.code == "delta_incomplete" and notice.fix.mcp["tool"] == "delta"
 
 
-def test_an_explicit_since_wins_over_the_session_cursor_but_never_moves_it_backwards(
-    deps, remote_caller, clock
-):
+def test_an_explicit_since_wins_over_the_session_cursor_but_never_moves_it_backwards(deps, remote_caller, clock):
     early = iso(clock.now())
     clock.advance(seconds=1)
     put(deps, remote_caller, "p/old")
@@ -302,9 +302,7 @@ def test_the_session_id_is_clipped_to_200_characters(deps, remote_caller):
     assert cursor(deps, "agent-a", "s" * 200) is not None
 
 
-def test_remote_callers_get_world_only_data_even_when_asking_for_private(
-    deps, remote_caller, local_caller, clock
-):
+def test_remote_callers_get_world_only_data_even_when_asking_for_private(deps, remote_caller, local_caller, clock):
     start = iso(clock.now())
     clock.advance(seconds=1)
     put(deps, local_caller, "p/private", visibility="private")
@@ -349,7 +347,11 @@ def test_more_than_fifty_new_facts_set_has_more_and_the_rest_follows_the_cursor(
     assert body["facts"][0]["fact"] == "fact 0"  # oldest first (D14)
     nxt = body["next_cursor"]
     rest = wake(
-        deps, remote_caller, since=nxt["since"], since_slug=nxt["slug"], since_page_seq=nxt["page_seq"],
+        deps,
+        remote_caller,
+        since=nxt["since"],
+        since_slug=nxt["slug"],
+        since_page_seq=nxt["page_seq"],
         since_fact_seq=nxt["fact_seq"],
     ).body
     assert [f["fact"] for f in rest["facts"]] == ["fact 50"] and rest["has_more"] is False
@@ -391,13 +393,9 @@ class RacingCursors:
     def put(self, cursor, *, expected_version):
         if not self.raced and expected_version is not None:
             self.raced = True
-            current = self.inner.get(
-                cursor.tenant, cursor.client_id, cursor.session_id, now=cursor.touched_at
-            )
+            current = self.inner.get(cursor.tenant, cursor.client_id, cursor.session_id, now=cursor.touched_at)
             since, slug = self.rival_position
-            self.inner.put(
-                current.model_copy(update={"since": since, "slug": slug}), expected_version=current.version
-            )
+            self.inner.put(current.model_copy(update={"since": since, "slug": slug}), expected_version=current.version)
         return self.inner.put(cursor, expected_version=expected_version)
 
 

@@ -51,17 +51,13 @@ class Reader:
 
     def __init__(self, deps: Any, caller: Caller, *, session_id: str | None) -> None:
         self.deps, self.caller, self.session_id = deps, caller, session_id
-        self.args: dict[str, Any] = (
-            {"session_id": session_id} if session_id else {"since": "1970-01-01T00:00:00Z"}
-        )
+        self.args: dict[str, Any] = {"session_id": session_id} if session_id else {"since": "1970-01-01T00:00:00Z"}
         self.pages: set[str] = set()
         self.facts: set[str] = set()
         self.wakes = 0
 
     def wake(self) -> bool:
-        body = delta.run(
-            self.deps, self.caller, delta.DeltaParams(budget_tokens=BUDGET, **self.args), CTX
-        ).body
+        body = delta.run(self.deps, self.caller, delta.DeltaParams(budget_tokens=BUDGET, **self.args), CTX).body
         self.wakes += 1
         assert body["budget_used"] <= BUDGET
         self.pages.update(p["slug"] for p in body["pages"] if not p.get("truncated"))
@@ -106,15 +102,17 @@ def _run_round(deps: Any, round_no: int, pages_n: int, facts_n: int) -> None:
                 if k < len(mine_f):
                     j = mine_f[k]
                     out = remember.run(
-                        deps, caller,
+                        deps,
+                        caller,
                         remember.RememberParams(fact=f"Round {round_no} fact {j} from writer {w}", provenance="stress"),
                         CTX,
                     ).body
                     with lock:
                         written_facts.append(out["id"])
-            for j in mine_f[len(mine_p):]:
+            for j in mine_f[len(mine_p) :]:
                 out = remember.run(
-                    deps, caller,
+                    deps,
+                    caller,
                     remember.RememberParams(fact=f"Round {round_no} fact {j} from writer {w}", provenance="stress"),
                     CTX,
                 ).body

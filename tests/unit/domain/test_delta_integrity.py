@@ -64,9 +64,14 @@ def stamped_page(deps: Any, slug: str, at: Any, *, title: str | None = None) -> 
 
 def stamped_fact(deps: Any, text: str, at: Any, *, kind: str = "fact") -> Fact:
     fact = Fact(
-        tenant=deps.test_tenant, fact_id=deps.ids.new_id("f_"), seq=deps.facts.next_seq(deps.test_tenant),
-        text=text, kind=kind,
-        provenance="test", client_id="agent-a", created_at=at,
+        tenant=deps.test_tenant,
+        fact_id=deps.ids.new_id("f_"),
+        seq=deps.facts.next_seq(deps.test_tenant),
+        text=text,
+        kind=kind,
+        provenance="test",
+        client_id="agent-a",
+        created_at=at,
     )
     deps.facts.put(fact)
     return fact
@@ -176,9 +181,7 @@ def _passes(nxt: dict, catalog: dict[str, tuple[str, str | None]], missing: set[
 
 
 @pytest.mark.parametrize("follower", [reference_follow, follow], ids=["since-and-slug-only", "every-field"])
-def test_35_facts_then_11_pages_drain_at_budget_150_whatever_the_client_passes_back(
-    bdeps, caller, clock, follower
-):
+def test_35_facts_then_11_pages_drain_at_budget_150_whatever_the_client_passes_back(bdeps, caller, clock, follower):
     facts = [f"Drained fact number {i} about the reference client" for i in range(35)]
     clock.advance(seconds=1)
     for text in facts[:20]:  # many facts in one millisecond: the cursor must step inside it
@@ -244,7 +247,7 @@ def test_facts_dropped_by_the_budget_on_a_session_wake_come_on_the_next_wake(bde
     assert 1 <= len(got) < 5 and got == written[: len(got)] and all(t in first["text"] for t in got)
     assert first["dropped_count"] == 5 - len(got) and first["has_more"] is True
     rest = wake(bdeps, caller, session_id="hb")
-    assert texts(rest) == written[len(got):] and rest["has_more"] is False
+    assert texts(rest) == written[len(got) :] and rest["has_more"] is False
 
 
 def test_more_than_fifty_facts_between_wakes_drain_over_later_wakes(bdeps, caller, clock):

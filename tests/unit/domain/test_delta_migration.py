@@ -72,8 +72,13 @@ def _downgrade_to_schema_1(path: Path) -> None:
 def _fact(deps: Deps, text: str) -> None:
     deps.facts.put(
         Fact(
-            tenant="t1", fact_id=deps.ids.new_id("f_"), seq=deps.facts.next_seq("t1"), text=text,
-            provenance="test", client_id="agent-a", created_at=deps.clock.now(),
+            tenant="t1",
+            fact_id=deps.ids.new_id("f_"),
+            seq=deps.facts.next_seq("t1"),
+            text=text,
+            provenance="test",
+            client_id="agent-a",
+            created_at=deps.clock.now(),
         )
     )
 
@@ -100,7 +105,9 @@ def test_a_schema_1_data_dir_is_migrated_and_an_old_session_cursor_resumes(tmp_p
         conn = sqlite3.connect(data / DB_FILENAME)
         assert conn.execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION,)
         assert conn.execute("SELECT slug, change_seq FROM pages ORDER BY change_seq").fetchall() == [
-            ("p/one", 1), ("p/two", 2), ("p/three", 3),
+            ("p/one", 1),
+            ("p/two", 2),
+            ("p/three", 3),
         ]
         conn.close()
         rest = delta.run(deps, CALLER, delta.DeltaParams(session_id="hb"), CTX).body

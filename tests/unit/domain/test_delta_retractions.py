@@ -52,8 +52,14 @@ def add_fact(
 ) -> Fact:
     now = deps.clock.now()
     fact = Fact(
-        tenant=deps.test_tenant, fact_id=deps.ids.new_id("f_"), seq=deps.facts.next_seq(deps.test_tenant),
-        text=text, provenance="test", client_id="agent-a", visibility=visibility, created_at=now,
+        tenant=deps.test_tenant,
+        fact_id=deps.ids.new_id("f_"),
+        seq=deps.facts.next_seq(deps.test_tenant),
+        text=text,
+        provenance="test",
+        client_id="agent-a",
+        visibility=visibility,
+        created_at=now,
         valid_until=now + ttl if ttl else None,
     )
     deps.facts.put(fact, supersede=supersede)
@@ -111,7 +117,10 @@ def test_a_superseded_fact_is_reported_with_the_fact_that_replaces_it(bdeps, cal
     assert [f["fact_id"] for f in body["facts"]] == [new.fact_id]
     assert body["retracted"] == [
         {
-            "kind": "fact", "id": old.fact_id, "reason": "superseded", "at": iso(clock.now()),
+            "kind": "fact",
+            "id": old.fact_id,
+            "reason": "superseded",
+            "at": iso(clock.now()),
             "superseded_by": new.fact_id,
         }
     ]

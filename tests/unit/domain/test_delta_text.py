@@ -49,8 +49,10 @@ def _folded(text: str) -> str:
 
 def write_fact(deps: Deps, caller: Caller, n: int, length: int, entity: str | None) -> None:
     remember.run(
-        deps, caller,
-        remember.RememberParams(fact=_filler(n, length), provenance="test", entity=entity), CTX,
+        deps,
+        caller,
+        remember.RememberParams(fact=_filler(n, length), provenance="test", entity=entity),
+        CTX,
     )
 
 
@@ -110,7 +112,8 @@ class Follower:
             assert f"- {_folded(page['title'])} ({page['slug']}) at {page['updated_at']}" in lines, (page, text)
         for fact in body["facts"]:
             assert any(line.startswith("- (") and line.endswith(f") {_folded(fact['fact'])}") for line in lines), (
-                fact, text,
+                fact,
+                text,
             )
         for item in body["pages"] + body["facts"]:
             if item.get("truncated"):
@@ -143,8 +146,13 @@ OPS = st.lists(
 )
 
 
-@settings(max_examples=30, deadline=None, derandomize=True, database=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(
+    max_examples=30,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 @given(budget=st.integers(1, 4000), ops=OPS)
 def test_every_delivered_item_is_in_its_wakes_text_and_every_fact_arrives_once(budget: int, ops: list) -> None:
     stores = open_local(":memory:")

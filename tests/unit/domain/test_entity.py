@@ -25,9 +25,7 @@ from fleetmem.timefmt import to_ms
 
 
 def put(deps, caller, slug, content="", **kw):
-    return put_page.run(
-        deps, caller, put_page.PutPageParams(slug=slug, content=content, **kw), CallContext("t")
-    ).body
+    return put_page.run(deps, caller, put_page.PutPageParams(slug=slug, content=content, **kw), CallContext("t")).body
 
 
 def lookup(deps, caller, name):
@@ -80,14 +78,8 @@ def test_an_exact_title_or_slug_outranks_a_slug_suffix(deps, remote_caller, cloc
 def test_a_raw_or_slugified_exact_slug_is_rank_one(deps, remote_caller):
     put(deps, remote_caller, "zeta/atlas", "Suffix match.")
     put(deps, remote_caller, "people/alice-example", "Alice.")
-    assert (
-        lookup(deps, remote_caller, "people/alice-example")["card"]["entity"]["slug"]
-        == "people/alice-example"
-    )
-    assert (
-        lookup(deps, remote_caller, "People/Alice Example")["card"]["entity"]["slug"]
-        == "people/alice-example"
-    )
+    assert lookup(deps, remote_caller, "people/alice-example")["card"]["entity"]["slug"] == "people/alice-example"
+    assert lookup(deps, remote_caller, "People/Alice Example")["card"]["entity"]["slug"] == "people/alice-example"
 
 
 def test_a_slug_suffix_resolves_a_bare_name(deps, remote_caller):
@@ -154,9 +146,7 @@ def test_an_empty_name_is_invalid_params(deps, remote_caller, name):
 
 
 def test_remote_callers_never_resolve_a_private_page(deps, remote_caller, local_caller):
-    put(
-        deps, local_caller, "people/secret-agent", "---\naliases: [Shadow]\nvisibility: private\n---\nHidden."
-    )
+    put(deps, local_caller, "people/secret-agent", "---\naliases: [Shadow]\nvisibility: private\n---\nHidden.")
     hidden = lookup(deps, remote_caller, "Shadow")
     assert hidden["found"] is False and hidden["suggestions"] == []
     remote = lookup(deps, remote_caller, "people/secret-agent")
@@ -193,9 +183,7 @@ def test_the_card_carries_every_field(deps, remote_caller, clock):
         "last_retrieved_at": None,
         "last_timeline_date": "2026-06-01T00:00:00.000Z",
     }
-    assert card["open_threads"] == [
-        {"kind": "recent_event", "text": "Joined Acme", "date": "2026-06-01T00:00:00.000Z"}
-    ]
+    assert card["open_threads"] == [{"kind": "recent_event", "text": "Joined Acme", "date": "2026-06-01T00:00:00.000Z"}]
     assert card["edges"] == [
         {"type": "works_at", "direction": "out", "slug": "companies/acme-example", "context": "since 2026"},
     ]
@@ -216,11 +204,8 @@ def test_private_content_is_stripped_from_the_card_for_remote_callers_only(deps,
         deps,
         local_caller,
         "people/bob",
-        "<!-- private -->Bob is in rehab. <!-- /private -->Bob leads sales.\n\n"
-        "## Health (private)\nDetails.\n",
-        timeline=[
-            {"date": "2026-06-05", "text": "Met <!-- private -->his lawyer<!-- /private --> the board"}
-        ],
+        "<!-- private -->Bob is in rehab. <!-- /private -->Bob leads sales.\n\n## Health (private)\nDetails.\n",
+        timeline=[{"date": "2026-06-05", "text": "Met <!-- private -->his lawyer<!-- /private --> the board"}],
     )
     remote = lookup(deps, remote_caller, "people/bob")["card"]
     local = lookup(deps, local_caller, "people/bob")["card"]
@@ -275,9 +260,7 @@ def test_edges_list_out_links_first_exclude_mentions_and_cap_at_ten(deps, remote
     out_links = [{"type": "knows", "target": f"people/p{i}"} for i in range(8)]
     put(deps, remote_caller, "people/hub", "Hub mentions [[people/m1]].", links=out_links)
     for i in range(4):
-        put(
-            deps, remote_caller, f"people/fan{i}", "Fan.", links=[{"type": "follows", "target": "people/hub"}]
-        )
+        put(deps, remote_caller, f"people/fan{i}", "Fan.", links=[{"type": "follows", "target": "people/hub"}])
     put(deps, remote_caller, "people/mentioner", "Knows [[people/hub]].")
     card = lookup(deps, remote_caller, "people/hub")["card"]
     edges = card["edges"]
@@ -289,9 +272,7 @@ def test_edges_list_out_links_first_exclude_mentions_and_cap_at_ten(deps, remote
 def test_backlink_count_counts_incoming_links_except_mentions(deps, remote_caller):
     put(deps, remote_caller, "people/hub", "Hub.")
     for i in range(4):
-        put(
-            deps, remote_caller, f"people/fan{i}", "Fan.", links=[{"type": "follows", "target": "people/hub"}]
-        )
+        put(deps, remote_caller, f"people/fan{i}", "Fan.", links=[{"type": "follows", "target": "people/hub"}])
     put(deps, remote_caller, "people/mentioner", "Knows [[people/hub]].")
     assert lookup(deps, remote_caller, "people/hub")["card"]["backlink_count"] == 4
 
@@ -453,7 +434,9 @@ def test_latency_ms_is_a_whole_number_of_at_least_one(deps, remote_caller):
 
 def test_card_summaries_strip_markup_but_keep_intraword_underscores_and_asterisks(deps, remote_caller):
     put(
-        deps, remote_caller, "topics/verbs",
+        deps,
+        remote_caller,
+        "topics/verbs",
         "MEMORY_VERBS is the **frozen** spec for `snake_case_name` and *all* _seven_ verbs, 2*3*4 ways.",
     )
     assert lookup(deps, remote_caller, "topics/verbs")["card"]["summary"] == (
@@ -477,8 +460,12 @@ def _caller(d: Any) -> Caller:
     return Caller(tenant=d.test_tenant, client_id="agent-a", scopes=frozenset({"read", "write"}), remote=True)
 
 
-NAMES = [("北京办公室", "北京办公室"), ("Сергей Иванов", "сергей-иванов"), ("محمد علي", "محمد-علي"),
-         ("Łukasz Müller", "łukasz-müller")]
+NAMES = [
+    ("北京办公室", "北京办公室"),
+    ("Сергей Иванов", "сергей-иванов"),
+    ("محمد علي", "محمد-علي"),
+    ("Łukasz Müller", "łukasz-müller"),
+]
 
 
 @pytest.mark.parametrize("bdeps", BACKENDS, indirect=True)

@@ -26,9 +26,7 @@ T0 = datetime(2026, 6, 11, 9, 30, tzinfo=UTC)
 
 
 def _page(body: str, **kw) -> Page:
-    base = dict(
-        tenant="t1", slug="companies/acme", title="Acme Corp", body=body, created_at=T0, updated_at=T0
-    )
+    base = dict(tenant="t1", slug="companies/acme", title="Acme Corp", body=body, created_at=T0, updated_at=T0)
     base.update(kw)
     return Page(**base)
 

@@ -46,8 +46,9 @@ class Seed:
     def fact(self, name: str, *, tenant: str | None = None, supersede: Fact | None = None, **kw: Any) -> Fact:
         tenant = tenant or self.tenant
         fields: dict[str, Any] = {"text": f"fact {name}", "provenance": "chat", "client_id": "agent-a", **kw}
-        fact = Fact(tenant=tenant, fact_id=f"f_{name}_{uuid.uuid4().hex[:6]}", seq=self.deps.facts.next_seq(tenant),
-                    **fields)
+        fact = Fact(
+            tenant=tenant, fact_id=f"f_{name}_{uuid.uuid4().hex[:6]}", seq=self.deps.facts.next_seq(tenant), **fields
+        )
         self.deps.facts.put(fact, supersede=supersede)
         self.ids[name] = fact.fact_id
         return fact
@@ -55,8 +56,15 @@ class Seed:
     def build(self) -> Seed:
         f = self.fact
         f("f1", entity_slug="people/alice", session_id="s1", provenance="chat:Slack", created_at=day(3))
-        f("f2", entity_slug="people/alice", kind="preference", visibility="private", session_id="s1",
-          provenance="email", created_at=day(2, 5))
+        f(
+            "f2",
+            entity_slug="people/alice",
+            kind="preference",
+            visibility="private",
+            session_id="s1",
+            provenance="email",
+            created_at=day(2, 5),
+        )
         f3 = f("f3", entity_slug="people/bob", created_at=day(2, 10))
         f("f4", entity_slug="people/bob", created_at=day(1), supersede=f3, supersedes=f3.fact_id)
         f("f5", kind="event", provenance="import", created_at=day(1, 30))
@@ -66,17 +74,26 @@ class Seed:
         f("u1", tenant=self.other, entity_slug="people/alice", session_id="s1", created_at=day(1, 50))
         pages = (("notes/a", "world", day(2)), ("notes/b", "private", day(1)), ("notes/c", "world", day(40)))
         for slug, vis, at in pages:
-            self.deps.pages.put(Page(tenant=self.tenant, slug=slug, title=slug, visibility=vis, body="x",
-                                     created_at=at, updated_at=at))
+            self.deps.pages.put(
+                Page(tenant=self.tenant, slug=slug, title=slug, visibility=vis, body="x", created_at=at, updated_at=at)
+            )
         self.deps.pages.put(Page(tenant=self.other, slug="notes/u", title="u", created_at=day(1), updated_at=day(1)))
         for tenant, client in ((self.tenant, "agent-a"), (self.other, "agent-u")):
-            self.deps.clients.create(ClientRecord(
-                token_hash=uuid.uuid4().hex, token_id="tk_" + uuid.uuid4().hex[:8], tenant=tenant, client_id=client,
-                scopes=frozenset({"read"}), created_at=NOW,
-            ))
+            self.deps.clients.create(
+                ClientRecord(
+                    token_hash=uuid.uuid4().hex,
+                    token_id="tk_" + uuid.uuid4().hex[:8],
+                    tenant=tenant,
+                    client_id=client,
+                    scopes=frozenset({"read"}),
+                    created_at=NOW,
+                )
+            )
         for tenant, client, session, touched in (
-            (self.tenant, "agent-a", "live-1", NOW), (self.tenant, "agent-a", "live-2", NOW - timedelta(days=2)),
-            (self.tenant, "agent-a", "idle", NOW - timedelta(days=8)), (self.other, "agent-u", "live-u", NOW),
+            (self.tenant, "agent-a", "live-1", NOW),
+            (self.tenant, "agent-a", "live-2", NOW - timedelta(days=2)),
+            (self.tenant, "agent-a", "idle", NOW - timedelta(days=8)),
+            (self.other, "agent-u", "live-u", NOW),
         ):
             self.deps.cursors.put(
                 Cursor(tenant=tenant, client_id=client, session_id=session, since=touched, touched_at=touched),
@@ -145,8 +162,15 @@ def test_the_default_lists_active_facts_newest_first_and_remote_callers_see_worl
         ({"state": "expired"}, ["f6"], ["f6"]),
         ({"session_id": "s1"}, ["f2", "f1"], ["f1"]),
         ({"provenance": "CHAT", "state": "any"}, ["f4", "f3", "f1", "f6", "f7"], ["f4", "f3", "f1", "f6", "f7"]),
-        ({"created_after": iso(MIDNIGHT - timedelta(days=3)), "created_before": iso(MIDNIGHT - timedelta(days=1)),
-          "state": "any"}, ["f3", "f2", "f1"], ["f3", "f1"]),
+        (
+            {
+                "created_after": iso(MIDNIGHT - timedelta(days=3)),
+                "created_before": iso(MIDNIGHT - timedelta(days=1)),
+                "state": "any",
+            },
+            ["f3", "f2", "f1"],
+            ["f3", "f1"],
+        ),
         ({"entity": "people/bob", "created_after": iso(day(1)), "state": "any"}, [], []),
         ({"session_id": "s1", "created_before": iso(day(3)), "state": "any"}, [], []),
     ],
@@ -163,8 +187,22 @@ def test_rows_carry_the_state_lineage_and_expiry_of_each_fact(seeded):
     assert (f5["status"], f5["expired_reason"], f5["expired_at"]) == ("forgotten", "wrong", iso(day(1, 40)))
     assert (f6["status"], f6["expired_at"]) == ("expired", f6["valid_until"])
     assert set(f4) == {
-        "fact_id", "id", "fact", "kind", "entity_slug", "provenance", "visibility", "session_id", "client_id",
-        "created_at", "valid_until", "status", "expired_at", "expired_reason", "supersedes", "superseded_by",
+        "fact_id",
+        "id",
+        "fact",
+        "kind",
+        "entity_slug",
+        "provenance",
+        "visibility",
+        "session_id",
+        "client_id",
+        "created_at",
+        "valid_until",
+        "status",
+        "expired_at",
+        "expired_reason",
+        "supersedes",
+        "superseded_by",
     }
     assert (f4["status"], f4["client_id"], f4["expired_at"], f4["superseded_by"]) == ("active", "agent-a", None, None)
 
@@ -175,8 +213,14 @@ def test_the_cursor_pages_through_every_fact_once(seeded, args):
     seen: list[str] = []
     cursor = None
     for _ in range(10):
-        body = call(seeded, local(seeded), "list_facts", limit=1 if len(whole) < 4 else 2,
-                    **args, **({"cursor": cursor} if cursor else {}))
+        body = call(
+            seeded,
+            local(seeded),
+            "list_facts",
+            limit=1 if len(whole) < 4 else 2,
+            **args,
+            **({"cursor": cursor} if cursor else {}),
+        )
         seen += names(seeded, body)
         cursor = body["next_cursor"]
         if cursor is None:
@@ -199,8 +243,13 @@ def test_another_tenants_facts_never_appear(seeded):
 
 @pytest.mark.parametrize(
     ("args", "field"),
-    [({"cursor": "not-a-cursor!"}, "cursor"), ({"created_after": "yesterday"}, "created_after"),
-     ({"created_before": "2026-13-40"}, "created_before"), ({"state": "gone"}, "state"), ({"limit": 500}, "limit")],
+    [
+        ({"cursor": "not-a-cursor!"}, "cursor"),
+        ({"created_after": "yesterday"}, "created_after"),
+        ({"created_before": "2026-13-40"}, "created_before"),
+        ({"state": "gone"}, "state"),
+        ({"limit": 500}, "limit"),
+    ],
 )
 def test_a_malformed_cursor_date_state_or_limit_is_invalid_params(seeded, args, field):
     r = dispatch("list_facts", {"kind": "fact", **args}, local(seeded), seeded.deps)
@@ -218,7 +267,8 @@ def test_memory_stats_counts_the_seeded_memory(seeded):
     assert body["facts"] == {"active": 4, "superseded": 1, "forgotten": 1, "expired": 1}
     assert (body["pages"], body["entities"], body["delta_sessions"]) == (3, 3, 2)
     assert body["busiest_entities"] == [
-        {"entity_slug": "people/alice", "facts": 2}, {"entity_slug": "people/bob", "facts": 1},
+        {"entity_slug": "people/alice", "facts": 2},
+        {"entity_slug": "people/bob", "facts": 1},
         {"entity_slug": "people/carol", "facts": 1},
     ]
     days = body["writes_per_day"]
@@ -226,8 +276,10 @@ def test_memory_stats_counts_the_seeded_memory(seeded):
     assert [d["date"] for d in days] == sorted(d["date"] for d in days)
     written = {d["date"]: (d["facts"], d["pages"]) for d in days if d["facts"] or d["pages"]}
     assert written == {
-        day(5).date().isoformat(): (1, 0), day(3).date().isoformat(): (1, 0),
-        day(2).date().isoformat(): (2, 1), day(1).date().isoformat(): (2, 1),
+        day(5).date().isoformat(): (1, 0),
+        day(3).date().isoformat(): (1, 0),
+        day(2).date().isoformat(): (2, 1),
+        day(1).date().isoformat(): (2, 1),
     }
     assert body["protocol_version"] == 1
 

@@ -102,9 +102,7 @@ def test_explicit_arguments_override_the_frontmatter(deps, remote_caller):
         ("Ace",),
         "Explicit.",
     )
-    assert [(x.type, x.target) for x in page.links if x.type != "mentions"] == [
-        ("advises", "companies/globex")
-    ]
+    assert [(x.type, x.target) for x in page.links if x.type != "mentions"] == [("advises", "companies/globex")]
     assert [(t.date, t.text) for t in page.timeline] == [("2026-06-02", "New")]
 
 
@@ -115,9 +113,7 @@ def test_explicit_arguments_override_the_frontmatter(deps, remote_caller):
         ("notes/standup-2026-06-11", "No heading here.", "standup-2026-06-11"),
     ],
 )
-def test_the_title_defaults_to_the_first_h1_then_the_last_slug_segment(
-    deps, remote_caller, slug, content, title
-):
+def test_the_title_defaults_to_the_first_h1_then_the_last_slug_segment(deps, remote_caller, slug, content, title):
     put(deps, remote_caller, slug, content)
     assert deps.pages.get("t1", slug).title == title
 

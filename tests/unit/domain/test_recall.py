@@ -195,9 +195,7 @@ def test_another_tenants_facts_are_invisible(deps, remote_caller, other_tenant_c
 
 
 def test_facts_past_their_ttl_disappear_at_read_time_unless_include_expired(deps, remote_caller, clock):
-    saved = save(
-        deps, remote_caller, fact="Temporary badge code 1234", provenance="p", entity="people/a", ttl="1h"
-    )
+    saved = save(deps, remote_caller, fact="Temporary badge code 1234", provenance="p", entity="people/a", ttl="1h")
     assert len(ask(deps, remote_caller, entity="people/a").body["facts"]) == 1
     clock.advance(minutes=61)
     assert ask(deps, remote_caller, entity="people/a").body["facts"] == []
@@ -211,9 +209,7 @@ def test_forgotten_facts_are_hidden_unless_include_expired(deps, remote_caller):
     saved = save(deps, remote_caller, fact="Wrong fact", provenance="p")
     forget.run(deps, remote_caller, forget.ForgetParams(id=saved["id"]), CTX)
     assert ask(deps, remote_caller).body["facts"] == []
-    assert [f["fact_id"] for f in ask(deps, remote_caller, include_expired=True).body["facts"]] == [
-        saved["id"]
-    ]
+    assert [f["fact_id"] for f in ask(deps, remote_caller, include_expired=True).body["facts"]] == [saved["id"]]
 
 
 # --- D13: relevance-ranked facts with a query and no filter --------------------------------------
@@ -249,9 +245,7 @@ def test_relevance_ranked_facts_work_keyword_only(deps_keyword_only, remote_call
 
 
 def test_search_results_carry_slug_title_chunk_evidence_safety_and_provenance(deps, remote_caller):
-    seed_page(
-        deps, "companies/acme", "Acme Corp", "Acme sells rockets.\n\n## Pricing\nPer-seat pricing since 2024."
-    )
+    seed_page(deps, "companies/acme", "Acme Corp", "Acme sells rockets.\n\n## Pricing\nPer-seat pricing since 2024.")
     [hit] = ask(deps, remote_caller, query="per-seat pricing").body["results"]
     assert set(hit) == {"slug", "title", "chunk", "evidence", "create_safety", "provenance"}
     assert hit["slug"] == "companies/acme" and hit["provenance"] == "companies/acme"
@@ -260,9 +254,7 @@ def test_search_results_carry_slug_title_chunk_evidence_safety_and_provenance(de
 
 
 def test_results_are_deduplicated_per_page(deps, remote_caller):
-    seed_page(
-        deps, "topics/tea", "Tea", "Tea intro.\n\n## Green tea\nGreen tea notes.\n\n## Black tea\nBlack tea."
-    )
+    seed_page(deps, "topics/tea", "Tea", "Tea intro.\n\n## Green tea\nGreen tea notes.\n\n## Black tea\nBlack tea.")
     results = ask(deps, remote_caller, query="tea").body["results"]
     assert [r["slug"] for r in results] == ["topics/tea"]
 
@@ -449,8 +441,13 @@ def test_include_expired_gives_every_fact_its_status_and_why(deps, remote_caller
     stored = deps.facts.get("t1", old["id"])
     clock.advance(minutes=1)
     replacement = stored.model_copy(
-        update={"fact_id": "f_new", "seq": deps.facts.next_seq("t1"), "text": "Alice left Acme",
-                "created_at": clock.now(), "supersedes": stored.fact_id}
+        update={
+            "fact_id": "f_new",
+            "seq": deps.facts.next_seq("t1"),
+            "text": "Alice left Acme",
+            "created_at": clock.now(),
+            "supersedes": stored.fact_id,
+        }
     )
     deps.facts.put(replacement, supersede=stored)  # what remember does when it supersedes
     new = {"id": "f_new"}

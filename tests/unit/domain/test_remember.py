@@ -82,9 +82,7 @@ def test_omitted_optional_inputs_echo_as_null(deps, remote_caller):
     assert "valid_until" in body and body["valid_until"] is None
 
 
-def test_sequence_numbers_grow_per_tenant_and_become_recalls_legacy_id(
-    deps, remote_caller, other_tenant_caller
-):
+def test_sequence_numbers_grow_per_tenant_and_become_recalls_legacy_id(deps, remote_caller, other_tenant_caller):
     a = save(deps, remote_caller, fact="one", provenance="p")
     b = save(deps, remote_caller, fact="two", provenance="p")
     c = save(deps, other_tenant_caller, fact="three", provenance="p")
@@ -144,10 +142,7 @@ def test_ttl_shorthand_sets_valid_until_from_the_clock(deps, remote_caller):
 
 
 def test_ttl_weeks_and_absolute_past_dates_are_accepted(deps, remote_caller):
-    assert (
-        save(deps, remote_caller, fact="a", provenance="p", ttl="2w")["valid_until"]
-        == "2026-06-25T09:30:00.000Z"
-    )
+    assert save(deps, remote_caller, fact="a", provenance="p", ttl="2w")["valid_until"] == "2026-06-25T09:30:00.000Z"
     assert save(deps, remote_caller, fact="b", provenance="p", ttl="2020-01-01")["valid_until"] == (
         "2020-01-01T00:00:00.000Z"
     )
@@ -187,11 +182,7 @@ def test_missing_provenance_is_invalid_params_with_a_fix_keeping_the_other_argum
     err = save_error(deps, remote_caller, fact="Alice likes tea", entity="people/alice", kind="preference")
     assert err.code == "invalid_params"
     args = err.fix.mcp["arguments"]
-    assert (
-        args["fact"] == "Alice likes tea"
-        and args["entity"] == "people/alice"
-        and args["kind"] == "preference"
-    )
+    assert args["fact"] == "Alice likes tea" and args["entity"] == "people/alice" and args["kind"] == "preference"
     assert isinstance(args["provenance"], str) and args["provenance"].strip()
 
 
@@ -231,15 +222,15 @@ def test_validation_runs_in_the_documented_order(deps, remote_caller):
     )
     # kind before visibility before ttl
     assert (
-        save_error(deps, remote_caller, fact="x", provenance="p", kind="bad", visibility="bad").fix.mcp[
-            "arguments"
-        ]["kind"]
+        save_error(deps, remote_caller, fact="x", provenance="p", kind="bad", visibility="bad").fix.mcp["arguments"][
+            "kind"
+        ]
         == "fact"
     )
     assert (
-        save_error(deps, remote_caller, fact="x", provenance="p", visibility="bad", ttl="P1D").fix.mcp[
-            "arguments"
-        ]["visibility"]
+        save_error(deps, remote_caller, fact="x", provenance="p", visibility="bad", ttl="P1D").fix.mcp["arguments"][
+            "visibility"
+        ]
         == "world"
     )
 
@@ -253,9 +244,9 @@ def test_nothing_is_written_when_validation_fails(deps, remote_caller):
 
 
 def test_entity_names_are_slugified_per_segment(deps, remote_caller):
-    assert save(deps, remote_caller, fact="x", provenance="p", entity="People/Alice Example")[
-        "entity_slug"
-    ] == ("people/alice-example")
+    assert save(deps, remote_caller, fact="x", provenance="p", entity="People/Alice Example")["entity_slug"] == (
+        "people/alice-example"
+    )
 
 
 def test_an_entity_alias_resolves_to_its_page_slug(deps, remote_caller, clock):
@@ -270,10 +261,7 @@ def test_an_entity_alias_resolves_to_its_page_slug(deps, remote_caller, clock):
             updated_at=now,
         )
     )
-    assert (
-        save(deps, remote_caller, fact="x", provenance="p", entity="Acme")["entity_slug"]
-        == "companies/acme-corp"
-    )
+    assert save(deps, remote_caller, fact="x", provenance="p", entity="Acme")["entity_slug"] == "companies/acme-corp"
 
 
 def test_a_blank_entity_means_no_entity(deps, remote_caller):
@@ -294,26 +282,19 @@ def test_an_exact_duplicate_returns_the_existing_id_and_writes_nothing(deps, rem
 
 def test_dedup_is_per_entity_and_per_tenant(deps, remote_caller, other_tenant_caller):
     save(deps, remote_caller, fact="Likes tea", provenance="p", entity="people/alice")
-    assert (
-        save(deps, remote_caller, fact="Likes tea", provenance="p", entity="people/bob")["status"]
-        == "inserted"
+    assert save(deps, remote_caller, fact="Likes tea", provenance="p", entity="people/bob")["status"] == "inserted"
+    assert save(deps, other_tenant_caller, fact="Likes tea", provenance="p", entity="people/alice")["status"] == (
+        "inserted"
     )
-    assert save(deps, other_tenant_caller, fact="Likes tea", provenance="p", entity="people/alice")[
-        "status"
-    ] == ("inserted")
 
 
 def test_without_an_embedder_exact_duplicates_are_still_caught_and_dedup_is_flagged_degraded(
     deps_keyword_only,
     remote_caller,
 ):
-    first = save(
-        deps_keyword_only, remote_caller, fact="Alice likes tea", provenance="p", entity="people/alice"
-    )
+    first = save(deps_keyword_only, remote_caller, fact="Alice likes tea", provenance="p", entity="people/alice")
     assert first["degraded_dedup"] is True and first["status"] == "inserted"
-    again = save(
-        deps_keyword_only, remote_caller, fact="alice likes tea", provenance="p", entity="people/alice"
-    )
+    again = save(deps_keyword_only, remote_caller, fact="alice likes tea", provenance="p", entity="people/alice")
     assert again["status"] == "duplicate" and again["id"] == first["id"] and again["degraded_dedup"] is True
 
 
@@ -378,17 +359,12 @@ def test_similarity_below_the_threshold_inserts_a_new_fact(deps, remote_caller):
 def test_forgotten_or_expired_facts_are_not_dedup_candidates(deps, remote_caller, clock):
     save(deps, remote_caller, fact="Short lived", provenance="p", entity="people/a", ttl="1h")
     clock.advance(hours=2)
-    assert (
-        save(deps, remote_caller, fact="Short lived", provenance="p", entity="people/a")["status"]
-        == "inserted"
-    )
+    assert save(deps, remote_caller, fact="Short lived", provenance="p", entity="people/a")["status"] == "inserted"
 
 
 def test_a_remote_writer_never_learns_of_another_clients_private_fact(deps, local_caller, remote_caller):
     save(deps, local_caller, fact="Secret plan", provenance="p", visibility="private", entity="people/a")
-    body = save(
-        deps, remote_caller, fact="Secret plan", provenance="p", visibility="private", entity="people/a"
-    )
+    body = save(deps, remote_caller, fact="Secret plan", provenance="p", visibility="private", entity="people/a")
     assert body["status"] == "inserted"
 
 
@@ -527,8 +503,9 @@ def test_supersedes_expires_the_named_fact_and_links_both(bdeps):
 def test_supersedes_works_across_entities_and_without_an_embedder(bdeps):
     caller = _caller(bdeps)
     old = save(bdeps, caller, fact="Alice works at Acme", provenance="p", entity="people/alice")
-    new = save(bdeps, caller, fact="Alice works at Acme", provenance="q", entity="people/alice-chen",
-               supersedes=old["id"])
+    new = save(
+        bdeps, caller, fact="Alice works at Acme", provenance="q", entity="people/alice-chen", supersedes=old["id"]
+    )
     # the same text filed under the right entity: explicit replacement, not a duplicate
     assert new["status"] == "superseded" and new["id"] != old["id"]
     assert facts_of(bdeps, caller, entity="people/alice") == []
@@ -557,8 +534,12 @@ def test_a_foreign_private_or_unknown_id_is_not_found_like_forget_and_nothing_is
     assert "Orion slipped" not in {f["fact"] for f in facts_of(bdeps, local, include_private=True)}
     assert bdeps.facts.get(local.tenant, private).is_active(bdeps.clock.now())
     # the trusted local CLI sees private facts, so it may replace them
-    assert save(bdeps, local, fact="Alice's salary is 110k", provenance="p", visibility="private",
-                supersedes=private)["status"] == "superseded"
+    assert (
+        save(bdeps, local, fact="Alice's salary is 110k", provenance="p", visibility="private", supersedes=private)[
+            "status"
+        ]
+        == "superseded"
+    )
 
 
 def test_an_inactive_fact_cannot_be_superseded(bdeps):
@@ -587,8 +568,13 @@ def test_a_numeric_supersedes_is_invalid_params_with_the_id_as_a_string(deps, re
 def test_a_retried_superseding_remember_replays_its_first_answer(bdeps):
     caller = _caller(bdeps)
     old = save(bdeps, caller, fact=ORION_OLD, provenance="p", entity="projects/orion")["id"]
-    args = {"fact": ORION_NEW, "provenance": "q", "entity": "projects/orion", "supersedes": old,
-            "idempotency_key": "orion-1"}
+    args = {
+        "fact": ORION_NEW,
+        "provenance": "q",
+        "entity": "projects/orion",
+        "supersedes": old,
+        "idempotency_key": "orion-1",
+    }
     first = dispatch("remember", args, caller, bdeps)
     again = dispatch("remember", args, caller, bdeps)
     assert first.body["status"] == "superseded" and "idempotent_replay" not in first.body

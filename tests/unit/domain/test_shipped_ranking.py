@@ -214,7 +214,10 @@ def test_a_part_that_refers_back_is_searched_with_what_the_first_part_asks_about
         "What party did Omar organise",
         "how did it go party organise",
     ]
-    assert parts("What was Priya's diet before and what is it now?") == ["What was Priya's diet before", "what is it now diet"]
+    assert parts("What was Priya's diet before and what is it now?") == [
+        "What was Priya's diet before",
+        "what is it now diet",
+    ]
     assert parts("What did Łukasz buy and how did they like it?") == ["What did Łukasz buy", "how did they like it buy"]
     # A part that names its own subject is searched as it is.
     assert parts("Which class did Omar sign up for and where does Maya swim?")[1] == "where does Maya swim"

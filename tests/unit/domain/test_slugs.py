@@ -79,8 +79,15 @@ def test_names_written_differently_share_one_match_key(written, stored):
 
 @pytest.mark.parametrize(
     ("one", "other"),
-    [("Anna Müller", "Anna Muller"), ("Ayşe Işık", "Ayse Isik"), ("Işık", "Isik"), ("René", "Rene"),
-     ("Łukasz", "Lukasz"), ("Karen Smith", "Karens Mith"), ("Jürgen", "Jurgen")],
+    [
+        ("Anna Müller", "Anna Muller"),
+        ("Ayşe Işık", "Ayse Isik"),
+        ("Işık", "Isik"),
+        ("René", "Rene"),
+        ("Łukasz", "Lukasz"),
+        ("Karen Smith", "Karens Mith"),
+        ("Jürgen", "Jurgen"),
+    ],
 )
 def test_names_that_differ_in_a_letter_keep_different_match_keys(one, other):
     assert match_key(one) != match_key(other)

@@ -56,9 +56,7 @@ def ask_error(deps, caller, **args) -> VerbError:
 
 def seed_page(deps, slug, title, body, *, visibility="world"):
     now = deps.clock.now()
-    page = Page(
-        tenant="t1", slug=slug, title=title, body=body, visibility=visibility, created_at=now, updated_at=now
-    )
+    page = Page(tenant="t1", slug=slug, title=title, body=body, visibility=visibility, created_at=now, updated_at=now)
     deps.pages.put(page)
     docs, _ = embed_docs(deps, docs_for_page(page))
     deps.search.upsert(docs)

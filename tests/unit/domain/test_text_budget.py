@@ -25,9 +25,11 @@ def corpus(deps, remote_caller, clock):
     for i in range(40):
         clock.advance(seconds=1)
         put_page.run(
-            deps, remote_caller,
+            deps,
+            remote_caller,
             put_page.PutPageParams(
-                slug=f"people/person-{i:02d}", content=f"Person {i} works on project {i % 7} with the ops team.",
+                slug=f"people/person-{i:02d}",
+                content=f"Person {i} works on project {i % 7} with the ops team.",
                 timeline=[{"date": "2026-06-12", "text": f"Person {i} will ship the quarterly report"}],
             ),
             CTX,
@@ -35,10 +37,13 @@ def corpus(deps, remote_caller, clock):
     for i in range(60):
         clock.advance(seconds=1)
         remember.run(
-            deps, remote_caller,
+            deps,
+            remote_caller,
             remember.RememberParams(
                 fact=f"Person {i % 40} agreed to review the deployment runbook before release {i}",
-                provenance="test", entity=f"people/person-{i % 40:02d}", kind="commitment",
+                provenance="test",
+                entity=f"people/person-{i % 40:02d}",
+                kind="commitment",
             ),
             CTX,
         )
@@ -48,8 +53,10 @@ def corpus(deps, remote_caller, clock):
 @pytest.mark.parametrize("budget", BUDGETS)
 def test_delta_text_and_budget_used_stay_within_the_budget(deps, remote_caller, corpus, budget):
     body = delta.run(
-        deps, remote_caller,
-        delta.DeltaParams(since=EPOCH, budget_tokens=budget, entities=",".join(corpus)), CTX,
+        deps,
+        remote_caller,
+        delta.DeltaParams(since=EPOCH, budget_tokens=budget, entities=",".join(corpus)),
+        CTX,
     ).body
     assert body["budget_used"] <= budget
     assert cost(body["text"]) <= budget
@@ -63,7 +70,8 @@ def test_a_session_delta_text_stays_within_the_budget(deps, remote_caller, clock
     clock.advance(seconds=1)
     for i in range(30):
         put_page.run(
-            deps, remote_caller,
+            deps,
+            remote_caller,
             put_page.PutPageParams(slug=f"notes/n-{i:02d}", content="A note.", title=f"Note number {i}"),
             CTX,
         )

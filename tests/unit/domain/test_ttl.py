@@ -134,9 +134,7 @@ def test_forever_gets_the_same_call_without_ttl(deps: Deps, remote_caller: Calle
 
 
 @pytest.mark.parametrize("ttl", ["-5m", "next tuesday", "30 fortnights"])
-def test_a_ttl_without_a_correction_gets_a_fix_with_no_step(
-    deps: Deps, remote_caller: Caller, ttl: str
-) -> None:
+def test_a_ttl_without_a_correction_gets_a_fix_with_no_step(deps: Deps, remote_caller: Caller, ttl: str) -> None:
     body = _remember(deps, remote_caller, fact="x", provenance="p", ttl=ttl)
     assert body["code"] == "invalid_params"
     fix = body["fix"]

@@ -54,7 +54,12 @@ def test_a_private_pages_title_never_resolves_or_shows_for_a_remote_writer(deps,
 def test_the_new_entity_fix_repeats_the_call_with_the_suggested_slug_and_no_idempotency_key(deps, remote_caller):
     put(deps, remote_caller, "people/priya-raman", title="Priya Raman")
     out = save(
-        deps, remote_caller, fact="Priya R. called", provenance="chat", entity="Priya R", kind="event",
+        deps,
+        remote_caller,
+        fact="Priya R. called",
+        provenance="chat",
+        entity="Priya R",
+        kind="event",
         idempotency_key="k-1",
     )
     (notice,) = [n for n in out.notices if n.code == "new_entity"]
@@ -135,7 +140,7 @@ def _refused(call):
     assert err.value.code == "invalid_params"
     fix = err.value.fix
     assert fix is not None and fix.mcp is None and fix.amend is None and fix.argv is None  # nothing to run
-    assert "etc/passwd\"" not in err.value.suggestion and "'etc/passwd'" not in err.value.suggestion
+    assert 'etc/passwd"' not in err.value.suggestion and "'etc/passwd'" not in err.value.suggestion
     assert "any script" in err.value.suggestion  # the grammar is explained instead
     return err.value
 

@@ -39,9 +39,7 @@ def test_the_named_questions_each_search_a_topic_without_the_name() -> None:
         assert about is not None and about.startswith("What did say about "), question
 
 
-def test_the_cli_seeds_where_data_dir_says(
-    minilm_model_dir: Path, tmp_path: Path, monkeypatch, capsys
-) -> None:
+def test_the_cli_seeds_where_data_dir_says(minilm_model_dir: Path, tmp_path: Path, monkeypatch, capsys) -> None:
     """`scripts/bench search --data-dir DIR` keeps the seeded store in DIR for the next run (the
     CLI's own --data-dir option used to swallow it, and every run seeded afresh)."""
     from fleetmem.cli import main

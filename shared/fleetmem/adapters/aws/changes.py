@@ -40,7 +40,7 @@ def pending_change() -> int:
     DynamoDB Number (about 25 digits of the 38 it keeps)."""
     import time as _time
 
-    return PENDING + ((((_time.time_ns() << 20) | secrets.randbits(20))) << 2)
+    return PENDING + (((_time.time_ns() << 20) | secrets.randbits(20)) << 2)
 
 
 def is_pending(cs: Any) -> bool:
@@ -124,14 +124,21 @@ def number_pending(
     for page in itertools.islice(answers(client.query, req), _NUMBER_PASSES):
         items = [i for i in page.get("Items", []) if "cs" in i]
         if items:
-            _number_batch(client, table=table, counter_key=counter_key, key_names=key_names, items=items,
-                          stamp=stamp, out=out)
+            _number_batch(
+                client, table=table, counter_key=counter_key, key_names=key_names, items=items, stamp=stamp, out=out
+            )
     return out
 
 
 def _number_batch(
-    client: Any, *, table: str, counter_key: dict[str, Any], key_names: Sequence[str],
-    items: list[dict[str, Any]], stamp: str, out: Numbering,
+    client: Any,
+    *,
+    table: str,
+    counter_key: dict[str, Any],
+    key_names: Sequence[str],
+    items: list[dict[str, Any]],
+    stamp: str,
+    out: Numbering,
 ) -> None:
     import random as _random
     import time as _time
@@ -151,7 +158,8 @@ def _number_batch(
         order = sorted(todo, key=lambda k: as_int(todo[k]["cs"]["N"]))
         k = len(order)
         counter: dict[str, Any] = {
-            "TableName": table, "Key": counter_key,
+            "TableName": table,
+            "Key": counter_key,
             "UpdateExpression": "SET n = :n, typ = :typ, ct = :ct",
             "ExpressionAttributeValues": {":n": {"N": str(prev + k)}, ":typ": {"S": "counter"}, ":ct": {"S": stamp}},
             "ConditionExpression": "attribute_not_exists(n)",
@@ -163,12 +171,22 @@ def _number_batch(
         actions: list[dict[str, Any]] = [{"Update": counter}]
         for i, key in enumerate(order):
             item = todo[key]
-            actions.append({"Update": {
-                "TableName": table, "Key": {n: item[n] for n in key_names},
-                "UpdateExpression": "SET cs = :n, ct = :ct", "ConditionExpression": "cs = :p",
-                "ExpressionAttributeValues": {":n": {"N": str(prev + 1 + i)}, ":ct": {"S": stamp}, ":p": item["cs"]},
-                "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-            }})
+            actions.append(
+                {
+                    "Update": {
+                        "TableName": table,
+                        "Key": {n: item[n] for n in key_names},
+                        "UpdateExpression": "SET cs = :n, ct = :ct",
+                        "ConditionExpression": "cs = :p",
+                        "ExpressionAttributeValues": {
+                            ":n": {"N": str(prev + 1 + i)},
+                            ":ct": {"S": stamp},
+                            ":p": item["cs"],
+                        },
+                        "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+                    }
+                }
+            )
         try:
             client.transact_write_items(TransactItems=actions, ClientRequestToken=_uuid.uuid4().hex)
         except ClientError as exc:
@@ -224,7 +242,12 @@ def read_counter(client: Any, *, table: str, key: dict[str, Any]) -> int:
 
 
 def change_floor(
-    client: Any, *, table: str, counter_key: dict[str, Any], tp: str, since_query: dict[str, Any] | None,
+    client: Any,
+    *,
+    table: str,
+    counter_key: dict[str, Any],
+    tp: str,
+    since_query: dict[str, Any] | None,
     numbering: Numbering | None = None,
 ) -> int:
     """The highest change number below every change written after a time position (D14 cursors from
@@ -234,10 +257,12 @@ def change_floor(
     numbered by this pass (its number is known) or is read from the table (consistent): numbered
     meanwhile by another reader, it counts with that number; still pending, it will get one above
     the counter."""
-    passes: list[Any] = parallel([
-        lambda: numbering or number_pending(client, table=table, counter_key=counter_key, tp=tp),
-        lambda: read_counter(client, table=table, key=counter_key),
-    ])
+    passes: list[Any] = parallel(
+        [
+            lambda: numbering or number_pending(client, table=table, counter_key=counter_key, tp=tp),
+            lambda: read_counter(client, table=table, key=counter_key),
+        ]
+    )
     numbering, read = passes
     # the counter as read next to the numbering pass, or as that pass left it, whichever is later:
     # either is a value readers saw, and the later one covers what this pass numbered
@@ -247,8 +272,10 @@ def change_floor(
     key_names = list(counter_key)
     names = {f"#k{i}": k for i, k in enumerate(key_names)}
     req = {
-        "TableName": table, "ProjectionExpression": ", ".join([*names, "cs"]),
-        **since_query, "ExpressionAttributeNames": names,
+        "TableName": table,
+        "ProjectionExpression": ", ".join([*names, "cs"]),
+        **since_query,
+        "ExpressionAttributeNames": names,
     }
     low: int | None = None
     unknown: list[dict[str, Any]] = []
@@ -286,7 +313,10 @@ def backfill_changes(
     for key in item_keys:
         try:
             call(
-                client.update_item, TableName=table, Key=key, UpdateExpression="SET cs = :cs",
+                client.update_item,
+                TableName=table,
+                Key=key,
+                UpdateExpression="SET cs = :cs",
                 ConditionExpression="attribute_exists(pk) AND attribute_not_exists(cs)",
                 ExpressionAttributeValues={":cs": {"N": str(pending_change())}},
             )

@@ -83,20 +83,28 @@ class DynamoCursorStore(DynamoStore):
         `by_tenant` index (one Query), then each client's live cursors are counted (one Query with
         Select=COUNT each). A cursor of a client with no credential in this tenant is not counted."""
         req: dict[str, Any] = {
-            "TableName": self.clients_table, "IndexName": "by_tenant",
-            "KeyConditionExpression": "#t = :t", "ExpressionAttributeNames": {"#t": "tenant", "#c": "client_id"},
-            "ExpressionAttributeValues": {":t": {"S": keys.tenant(tenant)}}, "ProjectionExpression": "#t, #c",
+            "TableName": self.clients_table,
+            "IndexName": "by_tenant",
+            "KeyConditionExpression": "#t = :t",
+            "ExpressionAttributeNames": {"#t": "tenant", "#c": "client_id"},
+            "ExpressionAttributeValues": {":t": {"S": keys.tenant(tenant)}},
+            "ProjectionExpression": "#t, #c",
         }
-        client_ids = sorted({
-            i["client_id"]["S"] for i in query_all(self._db, req)
-            if i.get("tenant", {}).get("S") == tenant and "S" in i.get("client_id", {})
-        })
+        client_ids = sorted(
+            {
+                i["client_id"]["S"]
+                for i in query_all(self._db, req)
+                if i.get("tenant", {}).get("S") == tenant and "S" in i.get("client_id", {})
+            }
+        )
         total = 0
         cutoff = ts(now - _IDLE)
         for client_id in client_ids:
             count: dict[str, Any] = {
-                "TableName": self.table, "KeyConditionExpression": "pk = :pk",
-                "FilterExpression": "touched_at >= :cutoff", "Select": "COUNT",
+                "TableName": self.table,
+                "KeyConditionExpression": "pk = :pk",
+                "FilterExpression": "touched_at >= :cutoff",
+                "Select": "COUNT",
                 "ExpressionAttributeValues": {":pk": {"S": cursor_pk(tenant, client_id)}, ":cutoff": {"S": cutoff}},
             }
             total += sum(int(out.get("Count", 0)) for out in answers(self._db.query, count))

@@ -68,9 +68,7 @@ def translate_client_error(exc: BaseException, *, service: str = "dynamodb") -> 
         err = exc.response.get("Error", {}) or {}
         code = str(err.get("Code", "Unknown"))
         if code in _THROTTLE_CODES:
-            return Unavailable(
-                f"{service} is throttling requests ({code})", retry_after_seconds=2, reason="throttled"
-            )
+            return Unavailable(f"{service} is throttling requests ({code})", retry_after_seconds=2, reason="throttled")
         if code in _TRANSIENT_CODES:
             return Unavailable(
                 f"{service} is temporarily unavailable ({code})", retry_after_seconds=5, reason="transient"
@@ -81,10 +79,7 @@ def translate_client_error(exc: BaseException, *, service: str = "dynamodb") -> 
             reasons = [str(r.get("Code", "None")) for r in exc.response.get("CancellationReasons", []) or []]
             if any(r == "ConditionalCheckFailed" for r in reasons):
                 return Conflict(f"{service} transaction condition failed")
-            if any(
-                r in {"ThrottlingError", "ProvisionedThroughputExceeded", "RequestLimitExceeded"}
-                for r in reasons
-            ):
+            if any(r in {"ThrottlingError", "ProvisionedThroughputExceeded", "RequestLimitExceeded"} for r in reasons):
                 return Unavailable(
                     f"{service} is throttling requests ({code})", retry_after_seconds=2, reason="throttled"
                 )
@@ -92,12 +87,8 @@ def translate_client_error(exc: BaseException, *, service: str = "dynamodb") -> 
                 return Conflict(f"{service} transaction conflicted with another write")
             if any(r == "ValidationError" for r in reasons) and _is_size_error(exc):
                 return TooLarge(f"{service} item exceeds the 400 KB limit")
-            return Unavailable(
-                f"{service} transaction was cancelled", retry_after_seconds=1, reason="cancelled"
-            )
-        if code in {"ValidationException", "ItemCollectionSizeLimitExceededException"} and _is_size_error(
-            exc
-        ):
+            return Unavailable(f"{service} transaction was cancelled", retry_after_seconds=1, reason="cancelled")
+        if code in {"ValidationException", "ItemCollectionSizeLimitExceededException"} and _is_size_error(exc):
             return TooLarge(f"{service} item exceeds the 400 KB limit")
         return Unavailable(f"{service} request failed ({code})", reason="client_error")
     if isinstance(exc, BotoCoreError):
@@ -193,9 +184,7 @@ class AwsClients:
 # its own executor, so a worker waiting on a deeper level can never starve it. Every SDK call can
 # name its place (`fanout_path()`): the round-trip budget test derives the critical path from it.
 
-_PATH: contextvars.ContextVar[tuple[tuple[int, int], ...]] = contextvars.ContextVar(
-    "fleetmem_aws_fanout", default=()
-)
+_PATH: contextvars.ContextVar[tuple[tuple[int, int], ...]] = contextvars.ContextVar("fleetmem_aws_fanout", default=())
 _GROUP_IDS = itertools.count(1)
 _EXECUTORS: dict[int, ThreadPoolExecutor] = {}
 _EXECUTOR_LOCK = threading.Lock()

@@ -202,10 +202,15 @@ class DynamoFactStore(DynamoStore):
         # not list are read from the table itself. A pool newer than the record only fails the
         # write's condition (one more round).
         reads: list[Callable[[], Any]] = [
-            lambda: call(
-                self._db.get_item, TableName=self.table, Key=self._decision_key(tenant, entity_slug),
-                ConsistentRead=True,
-            ).get("Item") or {},
+            lambda: (
+                call(
+                    self._db.get_item,
+                    TableName=self.table,
+                    Key=self._decision_key(tenant, entity_slug),
+                    ConsistentRead=True,
+                ).get("Item")
+                or {}
+            ),
             lambda: self._pool(tenant, entity_slug, now, limit),
         ]
         record, (seen, facts) = parallel(reads)
@@ -246,8 +251,14 @@ class DynamoFactStore(DynamoStore):
         return seen, out
 
     def put_decided(
-        self, tenant: str, entity_slug: str | None, decide: Callable[[DecisionPool], FactWrite | None], *,
-        now: datetime, limit: int, pool: DecisionPool | None = None,
+        self,
+        tenant: str,
+        entity_slug: str | None,
+        decide: Callable[[DecisionPool], FactWrite | None],
+        *,
+        now: datetime,
+        limit: int,
+        pool: DecisionPool | None = None,
     ) -> None:
         # no lock to decide under: decide on the pool, and the decision record's condition tells
         # whether another decision committed since (Conflict: the caller decides again)
@@ -282,7 +293,11 @@ class DynamoFactStore(DynamoStore):
         return [{"Update": update}]
 
     def put(
-        self, fact: Fact, *, supersede: Fact | None = None, audit: Sequence[AuditEvent] = (),
+        self,
+        fact: Fact,
+        *,
+        supersede: Fact | None = None,
+        audit: Sequence[AuditEvent] = (),
         decided: DecisionPool | None = None,
     ) -> None:
         if supersede is not None and supersede.tenant != fact.tenant:
@@ -306,7 +321,9 @@ class DynamoFactStore(DynamoStore):
             # An SDK retry of a transaction that already landed fails its own conditions: the
             # stored fact carrying OUR write id means the write succeeded.
             out = call(
-                self._db.get_item, TableName=self.table, Key={"pk": {"S": fact_pk(fact.tenant, fact.fact_id)}},
+                self._db.get_item,
+                TableName=self.table,
+                Key={"pk": {"S": fact_pk(fact.tenant, fact.fact_id)}},
                 ConsistentRead=True,
             )
             if (out.get("Item") or {}).get(WRITE_ID) != stamp:
@@ -410,15 +427,27 @@ class DynamoFactStore(DynamoStore):
         return max(10, min(limit * 2, 500))
 
     def by_entity(
-        self, tenant: str, entity_slug: str, *, now: datetime, active_only: bool = True,
-        world_only: bool = True, limit: int = 50,
+        self,
+        tenant: str,
+        entity_slug: str,
+        *,
+        now: datetime,
+        active_only: bool = True,
+        world_only: bool = True,
+        limit: int = 50,
     ) -> list[Fact]:
         it = self._query(tenant, "by_entity", "ent", keys.key(tenant, entity_slug), page_size=self._page_size(limit))
         return self._take(it, now=now, active_only=active_only, world_only=world_only, limit=limit)
 
     def by_session(
-        self, tenant: str, session_id: str, *, now: datetime, active_only: bool = True,
-        world_only: bool = True, limit: int = 50,
+        self,
+        tenant: str,
+        session_id: str,
+        *,
+        now: datetime,
+        active_only: bool = True,
+        world_only: bool = True,
+        limit: int = 50,
     ) -> list[Fact]:
         """Facts of one session, newest first, without `vector`: the by_session index does not
         carry it (tables.FACT_INDEX_ATTRS) because its readers (recall, context_pack) never use it."""
@@ -426,14 +455,26 @@ class DynamoFactStore(DynamoStore):
         return self._take(it, now=now, active_only=active_only, world_only=world_only, limit=limit)
 
     def recent(
-        self, tenant: str, *, now: datetime, after: datetime | None = None, active_only: bool = True,
-        world_only: bool = True, limit: int = 50,
+        self,
+        tenant: str,
+        *,
+        now: datetime,
+        after: datetime | None = None,
+        active_only: bool = True,
+        world_only: bool = True,
+        limit: int = 50,
     ) -> list[Fact]:
         it = self._query(tenant, "by_time", "tp", keys.tenant(tenant), after=after, page_size=self._page_size(limit))
         return self._take(it, now=now, active_only=active_only, world_only=world_only, limit=limit)
 
     def created_after(
-        self, tenant: str, *, after: datetime, after_seq: int | None, now: datetime, world_only: bool = True,
+        self,
+        tenant: str,
+        *,
+        after: datetime,
+        after_seq: int | None,
+        now: datetime,
+        world_only: bool = True,
         limit: int = 50,
     ) -> list[Fact]:
         # ck = "<created iso>#<seq:012d>": "~" sorts after every digit (created_at > after)
@@ -479,8 +520,14 @@ class DynamoFactStore(DynamoStore):
     # -- listing and tallies (list_facts, memory_stats) ----------------------------------------
 
     def listing(
-        self, tenant: str, *, now: datetime, world_only: bool, where: FactFilter,
-        before: tuple[datetime, int] | None = None, limit: int = 50,
+        self,
+        tenant: str,
+        *,
+        now: datetime,
+        world_only: bool,
+        where: FactFilter,
+        before: tuple[datetime, int] | None = None,
+        limit: int = 50,
     ) -> list[Fact]:
         """One Query, newest first, on the narrowest index the filter names (the entity's, the
         session's, else the tenant's by_time range), its `ck` range cut by the times and `before`;
@@ -511,8 +558,12 @@ class DynamoFactStore(DynamoStore):
             cond += " AND ck > :lo"
             values[":lo"] = {"S": low}
         req: dict[str, Any] = {
-            "TableName": self.table, "IndexName": index, "KeyConditionExpression": cond,
-            "ExpressionAttributeValues": values, "ScanIndexForward": False, "Limit": self._page_size(limit),
+            "TableName": self.table,
+            "IndexName": index,
+            "KeyConditionExpression": cond,
+            "ExpressionAttributeValues": values,
+            "ScanIndexForward": False,
+            "Limit": self._page_size(limit),
         }
 
         def keep(item: dict[str, Any]) -> bool:
@@ -529,7 +580,8 @@ class DynamoFactStore(DynamoStore):
 
         found = self._take(
             (item_to_fact(i) for i in fact_items(query_all(self._db, req), tenant) if keep(i)),
-            world_only=world_only, limit=limit,
+            world_only=world_only,
+            limit=limit,
         )
         if index == "by_time":
             # by_time does not carry why a fact was expired (tables.FACT_TIME_ATTRS): the items
@@ -542,7 +594,9 @@ class DynamoFactStore(DynamoStore):
         """One paginated Query of the tenant's `by_change` range (every fact, without its vector;
         facts from before change numbers get into it with `fleetmem admin reindex`)."""
         req: dict[str, Any] = {
-            "TableName": self.table, "IndexName": "by_change", "KeyConditionExpression": "tp = :k",
+            "TableName": self.table,
+            "IndexName": "by_change",
+            "KeyConditionExpression": "tp = :k",
             "ExpressionAttributeValues": {":k": {"S": keys.tenant(tenant)}},
         }
         status = dict.fromkeys(("active", "superseded", "forgotten", "expired"), 0)
@@ -566,7 +620,13 @@ class DynamoFactStore(DynamoStore):
     # -- changes -------------------------------------------------------------------------------
 
     def expire(
-        self, tenant: str, fact_id: str, *, at: datetime, reason: str | None, actor: str,
+        self,
+        tenant: str,
+        fact_id: str,
+        *,
+        at: datetime,
+        reason: str | None,
+        actor: str,
         audit: AuditEvent | None = None,
     ) -> bool:
         values: dict[str, Any] = {":at": {"S": ts(at)}, ":by": {"S": actor}, ":fact": {"S": "fact"}}
@@ -602,21 +662,29 @@ class DynamoFactStore(DynamoStore):
             return False
 
     def changed_after(
-        self, tenant: str, *, seq: int, now: datetime, world_only: bool = True, limit: int = 50,
+        self,
+        tenant: str,
+        *,
+        seq: int,
+        now: datetime,
+        world_only: bool = True,
+        limit: int = 50,
         retracted: bool = False,
     ) -> list[tuple[int, Fact]]:
         # D21: pending changes are numbered next to the listing (one concurrent round); without a
         # settle horizon (an index read as consistent) a pass that numbered something lists again,
         # so what it numbered is listed at once; with one, what it numbered has not settled yet
         # anyway and comes on a later wake
-        numbering, listed = parallel([
-            lambda: self._number(tenant, now),
-            lambda: self._list_changes(tenant, seq=seq, now=now, world_only=world_only, limit=limit,
-                                       retracted=retracted),
-        ])
+        numbering, listed = parallel(
+            [
+                lambda: self._number(tenant, now),
+                lambda: self._list_changes(
+                    tenant, seq=seq, now=now, world_only=world_only, limit=limit, retracted=retracted
+                ),
+            ]
+        )
         if numbering.fresh and settle_horizon(now, self.settle) is None:
-            return self._list_changes(tenant, seq=seq, now=now, world_only=world_only, limit=limit,
-                                      retracted=retracted)
+            return self._list_changes(tenant, seq=seq, now=now, world_only=world_only, limit=limit, retracted=retracted)
         return listed
 
     def _list_changes(
@@ -646,7 +714,13 @@ class DynamoFactStore(DynamoStore):
         return out_
 
     def expired_between(
-        self, tenant: str, *, after: datetime, after_seq: int | None, until: datetime, world_only: bool = True,
+        self,
+        tenant: str,
+        *,
+        after: datetime,
+        after_seq: int | None,
+        until: datetime,
+        world_only: bool = True,
         limit: int = 50,
     ) -> list[Fact]:
         if after > until:
@@ -658,7 +732,9 @@ class DynamoFactStore(DynamoStore):
             "IndexName": "by_expiry",
             "KeyConditionExpression": "xp = :k AND xk BETWEEN :low AND :until",
             "ExpressionAttributeValues": {
-                ":k": {"S": keys.tenant(tenant)}, ":low": {"S": low}, ":until": {"S": f"{ts(until)}#~"},
+                ":k": {"S": keys.tenant(tenant)},
+                ":low": {"S": low},
+                ":until": {"S": f"{ts(until)}#~"},
             },
             "ScanIndexForward": True,
             "Limit": self._page_size(limit),
@@ -675,9 +751,12 @@ class DynamoFactStore(DynamoStore):
             self._number(tenant)
             top = read_counter(self._db, table=self.table, key=self._counter_key(tenant))
             req: dict[str, Any] = {
-                "TableName": self.table, "IndexName": "by_change", "KeyConditionExpression": "tp = :k AND cs < :p",
+                "TableName": self.table,
+                "IndexName": "by_change",
+                "KeyConditionExpression": "tp = :k AND cs < :p",
                 "ExpressionAttributeValues": {":k": {"S": keys.tenant(tenant)}, ":p": {"N": str(PENDING)}},
-                "ScanIndexForward": True, "Limit": 100,
+                "ScanIndexForward": True,
+                "Limit": 100,
             }
             for item in fact_items(query_all(self._db, req), tenant):
                 if f"{item.get('created_at', '')}#{as_int(item.get('seq')):012d}" > start:
@@ -691,7 +770,10 @@ class DynamoFactStore(DynamoStore):
                 "ExpressionAttributeValues": {":k": {"S": keys.tenant(tenant)}, ":after": {"S": start}},
             }
         return change_floor(
-            self._db, table=self.table, counter_key=self._counter_key(tenant), tp=keys.tenant(tenant),
+            self._db,
+            table=self.table,
+            counter_key=self._counter_key(tenant),
+            tp=keys.tenant(tenant),
             since_query=since_query,
         )
 
@@ -748,8 +830,11 @@ class DynamoFactStore(DynamoStore):
         """Number the tenant's facts written before change numbers existed (no `cs`), so delta
         lists them (`fleetmem admin reindex`); returns how many."""
         req: dict[str, Any] = {
-            "TableName": self.table, "IndexName": "by_time", "KeyConditionExpression": "tp = :k",
-            "FilterExpression": "attribute_not_exists(cs)", "ProjectionExpression": "pk",
+            "TableName": self.table,
+            "IndexName": "by_time",
+            "KeyConditionExpression": "tp = :k",
+            "FilterExpression": "attribute_not_exists(cs)",
+            "ProjectionExpression": "pk",
             "ExpressionAttributeValues": {":k": {"S": keys.tenant(tenant)}},
         }
         found = [{"pk": i["pk"]} for i in query_all(self._db, req)]

@@ -94,7 +94,9 @@ def numbered_changes(table: str, tenant_id: str, seq: int, *, page_size: int) ->
         "IndexName": "by_change",
         "KeyConditionExpression": "tp = :k AND cs BETWEEN :s AND :top",
         "ExpressionAttributeValues": {
-            ":k": {"S": tenant(tenant_id)}, ":s": {"N": str(int(seq) + 1)}, ":top": {"N": str(PENDING - 1)},
+            ":k": {"S": tenant(tenant_id)},
+            ":s": {"N": str(int(seq) + 1)},
+            ":top": {"N": str(PENDING - 1)},
         },
         "ScanIndexForward": True,
         "Limit": page_size,

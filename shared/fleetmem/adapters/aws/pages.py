@@ -136,9 +136,7 @@ def item_to_page(item: dict[str, Any]) -> Page:
         visibility=item.get("visibility", "world"),
         body=item.get("body", ""),
         links=tuple(Link(**x) for x in json.loads(item["links"])) if item.get("links") else (),
-        timeline=tuple(TimelineEntry(**x) for x in json.loads(item["timeline"]))
-        if item.get("timeline")
-        else (),
+        timeline=tuple(TimelineEntry(**x) for x in json.loads(item["timeline"])) if item.get("timeline") else (),
         frontmatter=json.loads(item["frontmatter"]) if item.get("frontmatter") else {},
         created_at=parse_ts(item["created_at"]),  # type: ignore[arg-type]
         updated_at=parse_ts(item["updated_at"]),  # type: ignore[arg-type]
@@ -194,7 +192,12 @@ def derived_rows(page: Page) -> list[dict[str, Any]]:
         by_prefix.setdefault(w[:PREFIX_LEN], []).append(w)
     for pre, ws in by_prefix.items():
         rows[f"X#{pre}"] = {
-            "pk": pk, "sk": f"X#{pre}", "typ": "prefix", "wk": keys.prefix_key(page.tenant, pre), "pw": ws, **head,
+            "pk": pk,
+            "sk": f"X#{pre}",
+            "typ": "prefix",
+            "wk": keys.prefix_key(page.tenant, pre),
+            "pw": ws,
+            **head,
         }
     return list(rows.values())
 
@@ -267,8 +270,15 @@ class DynamoPageStore(DynamoStore):
         return not world_only or item.get("visibility", "world") == "world"
 
     def lookup(
-        self, tenant: str, *, aliases: Sequence[str], titles: Sequence[str], slugs: Sequence[str],
-        suffix: str, world_only: bool, limit: int = 10,
+        self,
+        tenant: str,
+        *,
+        aliases: Sequence[str],
+        titles: Sequence[str],
+        slugs: Sequence[str],
+        suffix: str,
+        world_only: bool,
+        limit: int = 10,
     ) -> builtins.list[PageMatch]:
         def take(
             items: Iterator[dict[str, Any]], via: str, keep: Callable[[dict[str, Any]], bool]
@@ -358,7 +368,9 @@ class DynamoPageStore(DynamoStore):
         """One paginated Query of the tenant's `by_change` range (page heads; tombstones skipped;
         pages from before change numbers get into it with `fleetmem admin reindex`)."""
         req: dict[str, Any] = {
-            "TableName": self.table, "IndexName": "by_change", "KeyConditionExpression": "tp = :k",
+            "TableName": self.table,
+            "IndexName": "by_change",
+            "KeyConditionExpression": "tp = :k",
             "ExpressionAttributeValues": {":k": {"S": keys.tenant(tenant)}},
         }
         count = 0
@@ -387,14 +399,18 @@ class DynamoPageStore(DynamoStore):
                 count += 1
             if len(links) < limit:
                 links.append(
-                    Backlink(
-                        source=item["src"], type=item.get("ltype", "related"), context=item.get("context")
-                    )
+                    Backlink(source=item["src"], type=item.get("ltype", "related"), context=item.get("context"))
                 )
         return links, count
 
     def updated_since(
-        self, tenant: str, *, since: datetime, slug: str, world_only: bool, limit: int,
+        self,
+        tenant: str,
+        *,
+        since: datetime,
+        slug: str,
+        world_only: bool,
+        limit: int,
         now: datetime | None = None,
     ) -> builtins.list[PageHead]:
         out: builtins.list[PageHead] = []
@@ -482,9 +498,17 @@ class DynamoPageStore(DynamoStore):
 
     def _check_page(self, pk: str, condition: dict[str, Any]) -> None:
         try:
-            self._db.transact_write_items(TransactItems=[{"ConditionCheck": {
-                "TableName": self.table, "Key": to_ddb({"pk": pk, "sk": PAGE_SK}), **condition,
-            }}])
+            self._db.transact_write_items(
+                TransactItems=[
+                    {
+                        "ConditionCheck": {
+                            "TableName": self.table,
+                            "Key": to_ddb({"pk": pk, "sk": PAGE_SK}),
+                            **condition,
+                        }
+                    }
+                ]
+            )
         except Exception as exc:
             raise translate_client_error(exc) from None
 
@@ -511,10 +535,12 @@ class DynamoPageStore(DynamoStore):
         (a tombstone for the page list, a page for the tombstone list): the parallel listing of
         that kind ran before the numbering, and delta merges both into one position, which must not
         pass a change neither list showed. With a horizon, what it numbered has not settled yet."""
-        numbering, listed = parallel([
-            lambda: self._number(tenant, now),
-            lambda: self._changes(tenant, seq=seq, world_only=world_only, limit=limit, now=now, sk=sk),
-        ])
+        numbering, listed = parallel(
+            [
+                lambda: self._number(tenant, now),
+                lambda: self._changes(tenant, seq=seq, world_only=world_only, limit=limit, now=now, sk=sk),
+            ]
+        )
         if not numbering.fresh or changes.settle_horizon(now, self.settle) is not None:
             return listed
         again = self._changes(tenant, seq=seq, world_only=world_only, limit=limit, now=now, sk=sk)
@@ -557,7 +583,10 @@ class DynamoPageStore(DynamoStore):
                 "ExpressionAttributeValues": {":k": {"S": keys.tenant(tenant)}, ":s": {"S": _position(since, slug)}},
             }
         return changes.change_floor(
-            self._db, table=self.table, counter_key=self._counter_key(tenant), tp=keys.tenant(tenant),
+            self._db,
+            table=self.table,
+            counter_key=self._counter_key(tenant),
+            tp=keys.tenant(tenant),
             since_query=since_query,
         )
 
@@ -576,8 +605,16 @@ class DynamoPageStore(DynamoStore):
         def build(n: int) -> builtins.list[dict[str, Any]]:
             # the page row's delete and its tombstone (with a pending page change number) land together
             tomb = {
-                "pk": pk, "sk": TOMBSTONE_SK, "typ": "tombstone", "tenant": tenant, "tp": keys.tenant(tenant),
-                "slug": slug, "title": page.title, "visibility": page.visibility, "updated_at": when, "cs": n,
+                "pk": pk,
+                "sk": TOMBSTONE_SK,
+                "typ": "tombstone",
+                "tenant": tenant,
+                "tp": keys.tenant(tenant),
+                "slug": slug,
+                "title": page.title,
+                "visibility": page.visibility,
+                "updated_at": when,
+                "cs": n,
             }
             actions: builtins.list[dict[str, Any]] = [
                 {"Delete": {"TableName": self.table, "Key": to_ddb({"pk": pk, "sk": PAGE_SK})}}
@@ -628,8 +665,11 @@ class DynamoPageStore(DynamoStore):
         """Number the tenant's pages written before change numbers existed (no `cs`), so delta
         lists them (`fleetmem admin reindex`); returns how many."""
         req: dict[str, Any] = {
-            "TableName": self.table, "IndexName": "by_slug", "KeyConditionExpression": "tp = :k",
-            "FilterExpression": "attribute_not_exists(cs) AND sk = :p", "ProjectionExpression": "pk, sk",
+            "TableName": self.table,
+            "IndexName": "by_slug",
+            "KeyConditionExpression": "tp = :k",
+            "FilterExpression": "attribute_not_exists(cs) AND sk = :p",
+            "ProjectionExpression": "pk, sk",
             "ExpressionAttributeValues": {":k": {"S": keys.tenant(tenant)}, ":p": {"S": PAGE_SK}},
         }
         found = [{"pk": i["pk"], "sk": i["sk"]} for i in self._query_raw(req)]

@@ -143,9 +143,7 @@ def record_to_operations(record: dict[str, Any]) -> list[IndexOp]:
         if event == "REMOVE" or new is None:
             if old is not None and old.get("title") is not None:
                 page = item_to_page(old)
-                return [
-                    IndexOp(rid, "delete", page.tenant, doc_ids=tuple(d.doc_id for d in docs_for_page(page)))
-                ]
+                return [IndexOp(rid, "delete", page.tenant, doc_ids=tuple(d.doc_id for d in docs_for_page(page)))]
             tenant, _, slug = str((old or {}).get("pk", "")).partition("#")
             return [IndexOp(rid, "delete_page", tenant, slug=slug)]
         page = item_to_page(new)
@@ -362,9 +360,7 @@ def embed_operations(ops: Sequence[IndexOp], embedder: Any) -> tuple[list[IndexO
             failed.update(ops[i].record_id for i, _ in batch)
             continue
         for (i, j), vec in zip(batch, vectors, strict=True):
-            docs[(i, j)] = (
-                ops[i].docs[j].model_copy(update={"vector": pack(vec), "vector_model": embedder.model_id})
-            )
+            docs[(i, j)] = ops[i].docs[j].model_copy(update={"vector": pack(vec), "vector_model": embedder.model_id})
     out = []
     for i, op in enumerate(ops):
         if any((i, j) in docs for j in range(len(op.docs))):

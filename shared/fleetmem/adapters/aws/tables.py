@@ -199,9 +199,7 @@ def create_tables(client: Any, prefix: str) -> list[str]:
         if name in existing:
             continue
         client.create_table(**create_table_request(spec, prefix))
-        client.get_waiter("table_exists").wait(
-            TableName=name, WaiterConfig={"Delay": 0.2, "MaxAttempts": 100}
-        )
+        client.get_waiter("table_exists").wait(TableName=name, WaiterConfig={"Delay": 0.2, "MaxAttempts": 100})
         if spec.ttl_attribute:
             client.update_time_to_live(
                 TableName=name,

@@ -56,14 +56,12 @@ class ContextPackParams(Params):
 
     entities: str = Field(
         description="Comma-separated entity names or slugs (at most 8 are used), e.g. "
-        "\"acme-example, people/alice-example\".",
+        '"acme-example, people/alice-example".',
     )
     budget_tokens: Budget = Field(
         default=None, description="Token budget (integer >= 1): cards pack first, then facts."
     )
-    since: SinceText = Field(
-        default=None, description="ISO 8601 date/datetime: only open threads dated after it."
-    )
+    since: SinceText = Field(default=None, description="ISO 8601 date/datetime: only open threads dated after it.")
     session_id: str | None = Field(
         default=None, description="Hot facts are the asked entities' facts from this session when given."
     )
@@ -129,9 +127,7 @@ def run(deps: Deps, caller: Caller, params: ContextPackParams, ctx: CallContext)
     total = len(cards) + len(facts)
 
     def render(shown: int) -> str:
-        return render_context_pack(
-            entities, cards[:shown], facts[: max(0, shown - len(cards))], left_out=total - shown
-        )
+        return render_context_pack(entities, cards[:shown], facts[: max(0, shown - len(cards))], left_out=total - shown)
 
     shown, text = budget.fit_prefix(render, total, budget_tokens)
     packed_cards, packed_facts = cards[:shown], facts[: max(0, shown - len(cards))]
@@ -158,8 +154,8 @@ SPEC = register(
             "the thread's standing entities: entity cards + open threads + hot facts, plus a ready-to-inject "
             "`text` block. Call it at SESSION START to warm context and right AFTER COMPACTION to restore "
             "what the summary dropped — not per message (use entity for that). Zero LLM, sub-second. "
-            "`entities` is ONE comma-separated string, e.g. {\"entities\": \"acme-example, alice-example\", "
-            "\"budget_tokens\": 4000}. World-visible data only unless a trusted local caller passes "
+            '`entities` is ONE comma-separated string, e.g. {"entities": "acme-example, alice-example", '
+            '"budget_tokens": 4000}. World-visible data only unless a trusted local caller passes '
             "include_private."
         ),
         params=ContextPackParams,

@@ -82,7 +82,12 @@ def run(deps: Deps, caller: Caller, params: CreateTokenParams, ctx: CallContext)
         request = mint_request(tenant=caller.tenant, client=params.client, scopes=params.scopes)
     except MintRefused as refused:
         raise invalid(
-            TOOL, params, refused.message, problem="The client name is not allowed.", cause=ID_FIX, field="client",
+            TOOL,
+            params,
+            refused.message,
+            problem="The client name is not allowed.",
+            cause=ID_FIX,
+            field="client",
             no_fix='pass a client name such as "my-agent"',
         ) from None
     try:
@@ -94,14 +99,16 @@ def run(deps: Deps, caller: Caller, params: CreateTokenParams, ctx: CallContext)
             "This credential was revoked.",
             "Ask the memory host's operator for a valid token.",
         ) from None
-    body = CreateTokenResult.model_validate({
-        "token": token,
-        "token_id": record.token_id,
-        "client_id": record.client_id,
-        "scopes": sorted(record.scopes),
-        "created_at": iso(record.created_at),
-        "protocol_version": PROTOCOL_VERSION,
-    })
+    body = CreateTokenResult.model_validate(
+        {
+            "token": token,
+            "token_id": record.token_id,
+            "client_id": record.client_id,
+            "scopes": sorted(record.scopes),
+            "created_at": iso(record.created_at),
+            "protocol_version": PROTOCOL_VERSION,
+        }
+    )
     return Outcome(body=body.model_dump())
 
 

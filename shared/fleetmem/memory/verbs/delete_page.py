@@ -39,13 +39,21 @@ def run(deps: Deps, caller: Caller, params: DeletePageParams, ctx: CallContext) 
     page = visible_page(deps, caller, params.slug or "")
     if page is None or not deps.pages.delete(caller.tenant, page.slug, at=deps.clock.now()):
         raise page_not_found(params.slug or "")
-    deps.audit.append(AuditEvent(
-        tenant=caller.tenant, subject=page.slug, action="delete_page", actor=caller.client_id,
-        at=deps.clock.now(), detail={"title": page.title},
-    ))
+    deps.audit.append(
+        AuditEvent(
+            tenant=caller.tenant,
+            subject=page.slug,
+            action="delete_page",
+            actor=caller.client_id,
+            at=deps.clock.now(),
+            detail={"title": page.title},
+        )
+    )
     unindexed = unindex_page(deps, caller.tenant, page.slug)
     result = DeletePageResult(
-        slug=page.slug, deleted=True, search_state="current" if unindexed else "pending",
+        slug=page.slug,
+        deleted=True,
+        search_state="current" if unindexed else "pending",
         protocol_version=PROTOCOL_VERSION,
     )
     return Outcome(body=result.model_dump())
@@ -56,7 +64,7 @@ SPEC = register(
         name=TOOL,
         description=(
             "Delete one page by exact slug (its aliases, links, timeline and search chunks go with it; "
-            "facts about the entity stay). Example: {\"slug\": \"people/alice-example\"}. "
+            'facts about the entity stay). Example: {"slug": "people/alice-example"}. '
             "Unknown slug -> not_found."
         ),
         params=DeletePageParams,

@@ -162,9 +162,7 @@ class NextCursor(Wire):
 
     since: str | None
     slug: str
-    page_seq: int | None = Field(
-        description="Page change number delivered up to; pass back as since_page_seq."
-    )
+    page_seq: int | None = Field(description="Page change number delivered up to; pass back as since_page_seq.")
     fact_seq: int | None = Field(
         description="Fact change number delivered up to; pass back as since_fact_seq (null only when a "
         "deadline skipped the facts of a call from a bare since)."
@@ -209,11 +207,14 @@ def _deadline_passed(ctx: CallContext) -> bool:
 
 def _missing_input_error(params: DeltaParams, now: datetime) -> VerbError:
     return common.invalid(
-        TOOL, params, "delta needs `since` or `session_id`.",
+        TOOL,
+        params,
+        "delta needs `since` or `session_id`.",
         problem="delta was called with neither since nor session_id, so it has no starting point.",
         cause="delta reports what changed after a point in time: an explicit ISO 8601 `since`, or the "
         "cursor the server keeps for a `session_id` (pass a stable session_id on every heartbeat).",
-        field="since", value=iso(now - timedelta(days=1)),
+        field="since",
+        value=iso(now - timedelta(days=1)),
         why="Without since or session_id delta has no starting point; the fix asks for the last 24 hours.",
     )
 
@@ -231,7 +232,11 @@ def _empty_body(since: datetime, slug: str, seqs: tuple[int, int], budget_tokens
         "text": pack.text,
         "has_more": False,
         "next_cursor": {
-            "since": iso(since), "slug": slug, "page_seq": seqs[0], "fact_seq": seqs[1], "expiry": iso(since),
+            "since": iso(since),
+            "slug": slug,
+            "page_seq": seqs[0],
+            "fact_seq": seqs[1],
+            "expiry": iso(since),
         },
     }
     body.update(pack.fields(budget_tokens))
@@ -247,8 +252,13 @@ def _page_entry(h: PageHead | PageTombstone) -> dict:
 def _fact_retraction(f: Fact, now: datetime) -> dict:
     """A listed fact that is no longer active: why and since when (read from the stored fact)."""
     if f.superseded_by is not None:
-        return {"kind": "fact", "id": f.fact_id, "reason": "superseded", "at": iso(f.expired_at),
-                "superseded_by": f.superseded_by}
+        return {
+            "kind": "fact",
+            "id": f.fact_id,
+            "reason": "superseded",
+            "at": iso(f.expired_at),
+            "superseded_by": f.superseded_by,
+        }
     if f.expired_at is not None and (f.valid_until is None or f.expired_at < f.valid_until):
         return {"kind": "fact", "id": f.fact_id, "reason": "forgotten", "at": iso(f.expired_at)}
     return {"kind": "fact", "id": f.fact_id, "reason": "expired", "at": iso(f.valid_until or now)}
@@ -259,11 +269,14 @@ def _parse_expiry(params: DeltaParams) -> str:
         expiry_key(params.since_expiry or "")
     except (ValueError, TypeError):
         raise common.invalid(
-            TOOL, params, "`since_expiry` is not an expiry position from next_cursor.",
+            TOOL,
+            params,
+            "`since_expiry` is not an expiry position from next_cursor.",
             problem=f"since_expiry {str(params.since_expiry)[:60]!r} is not a position delta returned.",
             cause="since_expiry is next_cursor.expiry passed back as is (an ISO time, optionally '#' and "
             "a number); without it TTL expiries are reported from since.",
-            field="since_expiry", drop=True,
+            field="since_expiry",
+            drop=True,
         ) from None
     return str(params.since_expiry)
 
@@ -277,7 +290,9 @@ def _incomplete_notice(params: DeltaParams, streak: int | None, needed: int | No
             f"move. Run the same call with budget_tokens {needed}; nothing is lost."
         )
         return Notice(
-            code="delta_incomplete", kind="degraded", why=why,
+            code="delta_incomplete",
+            kind="degraded",
+            why=why,
             fix=Fix(why=why, mcp={"tool": TOOL, "arguments": {**args, "budget_tokens": needed}}),
         )
     if streak is not None and streak >= INCOMPLETE_REPORT_STREAK:
@@ -287,7 +302,10 @@ def _incomplete_notice(params: DeltaParams, streak: int | None, needed: int | No
             "session cursor stays where it is until a wake can deliver."
         )
         return Notice(
-            code="delta_incomplete", kind="degraded", why=why, fix=Fix(why=why, actor="provider"),
+            code="delta_incomplete",
+            kind="degraded",
+            why=why,
+            fix=Fix(why=why, actor="provider"),
             user_message="Memory updates are stuck: the heartbeat budget is too small for pending changes.",
         )
     why = (
@@ -296,15 +314,25 @@ def _incomplete_notice(params: DeltaParams, streak: int | None, needed: int | No
         "nothing is lost."
     )
     return Notice(
-        code="delta_incomplete", kind="degraded", why=why,
-        fix=Fix(why=why, actor="provider", retry_after_seconds=RETRY_AFTER_SECONDS,
-                mcp={"tool": TOOL, "arguments": args}),
+        code="delta_incomplete",
+        kind="degraded",
+        why=why,
+        fix=Fix(
+            why=why, actor="provider", retry_after_seconds=RETRY_AFTER_SECONDS, mcp={"tool": TOOL, "arguments": args}
+        ),
     )
 
 
 def _threads(
-    deps: Deps, tenant: str, params: DeltaParams, *, world_only: bool, now: datetime, since: datetime,
-    ctx: CallContext, skipped: bool,
+    deps: Deps,
+    tenant: str,
+    params: DeltaParams,
+    *,
+    world_only: bool,
+    now: datetime,
+    since: datetime,
+    ctx: CallContext,
+    skipped: bool,
 ) -> tuple[list[dict], str | None]:
     """Open-thread events after `since` for the named entities, and why the deadline cut them
     short (None when it did not)."""
@@ -329,8 +357,16 @@ def _threads(
 
 
 def _reference_delta(
-    deps: Deps, tenant: str, params: DeltaParams, ctx: CallContext, *, now: datetime, since: datetime,
-    slug: str, budget_tokens: int | None, world_only: bool,
+    deps: Deps,
+    tenant: str,
+    params: DeltaParams,
+    ctx: CallContext,
+    *,
+    now: datetime,
+    since: datetime,
+    slug: str,
+    budget_tokens: int | None,
+    world_only: bool,
 ) -> Outcome:
     """A stateless call from a bare `since` (+ `since_slug`), as reference clients make it: one
     position on one timeline (`reference_read`), then the threads after `since`."""
@@ -340,15 +376,24 @@ def _reference_delta(
         degraded.append("server deadline reached before the facts arm; facts and threads skipped")
 
     def threads_of() -> tuple[list[dict], bool]:
-        threads, cut = _threads(deps, tenant, params, world_only=world_only, now=now, since=since, ctx=ctx,
-                                skipped=skipped)
+        threads, cut = _threads(
+            deps, tenant, params, world_only=world_only, now=now, since=since, ctx=ctx, skipped=skipped
+        )
         if cut:
             degraded.append(cut)
         return threads, cut is not None
 
     read = reference_read(
-        deps, tenant, now=now, since=since, slug=slug, budget_tokens=budget_tokens, world_only=world_only,
-        skipped=skipped, fact_item=fact_item, threads_of=threads_of,
+        deps,
+        tenant,
+        now=now,
+        since=since,
+        slug=slug,
+        budget_tokens=budget_tokens,
+        world_only=world_only,
+        skipped=skipped,
+        fact_item=fact_item,
+        threads_of=threads_of,
     )
     has_more = read.has_more
     notices: list[Notice] = []
@@ -357,8 +402,19 @@ def _reference_delta(
     cursor = NextCursor(
         since=iso(read.since), slug=read.slug, page_seq=read.page_seq, fact_seq=read.fact_seq, expiry=None
     )
-    return _answer(since, read.pages, read.facts, read.pack.threads, [], has_more=has_more, cursor=cursor,
-                   degraded=degraded, text=read.pack.text, fields=read.pack.fields(budget_tokens), notices=notices)
+    return _answer(
+        since,
+        read.pages,
+        read.facts,
+        read.pack.threads,
+        [],
+        has_more=has_more,
+        cursor=cursor,
+        degraded=degraded,
+        text=read.pack.text,
+        fields=read.pack.fields(budget_tokens),
+        notices=notices,
+    )
 
 
 def run(deps: Deps, caller: Caller, params: DeltaParams, ctx: CallContext) -> Outcome:
@@ -391,8 +447,17 @@ def run(deps: Deps, caller: Caller, params: DeltaParams, ctx: CallContext) -> Ou
                 # change counters, deliver nothing. A concurrent first wake set the same position.
                 seqs = (top_page, top_fact)
                 store_cursor(
-                    deps, caller, client, session_id, now, None, CursorTarget(), incomplete=False,
-                    hold=(now, ""), hold_seqs=seqs, hold_expiry=iso(now),
+                    deps,
+                    caller,
+                    client,
+                    session_id,
+                    now,
+                    None,
+                    CursorTarget(),
+                    incomplete=False,
+                    hold=(now, ""),
+                    hold_seqs=seqs,
+                    hold_expiry=iso(now),
                 )
                 return Outcome(body=_empty_body(now, "", seqs, budget_tokens))
         except Unavailable as exc:
@@ -409,7 +474,14 @@ def run(deps: Deps, caller: Caller, params: DeltaParams, ctx: CallContext) -> Ou
         expiry_pos = cursor.expiry
     if session_id is None and (page_pos is None or fact_pos is None):
         return _reference_delta(
-            deps, tenant, params, ctx, now=now, since=eff_since, slug=eff_slug, budget_tokens=budget_tokens,
+            deps,
+            tenant,
+            params,
+            ctx,
+            now=now,
+            since=eff_since,
+            slug=eff_slug,
+            budget_tokens=budget_tokens,
             world_only=world_only,
         )
     # A position not known exactly is derived from the timestamp (D14: change_floor); both arms
@@ -417,9 +489,11 @@ def run(deps: Deps, caller: Caller, params: DeltaParams, ctx: CallContext) -> Ou
     if page_pos is None or fact_pos is None:
         known_page, known_fact = page_pos, fact_pos
         page_pos, fact_pos = deps.gather(
-            (lambda: known_page) if known_page is not None
+            (lambda: known_page)
+            if known_page is not None
             else lambda: deps.pages.change_floor(tenant, since=eff_since, slug=eff_slug),
-            (lambda: known_fact) if known_fact is not None
+            (lambda: known_fact)
+            if known_fact is not None
             # inside a millisecond of facts ("#f<seq>"): after that fact
             else lambda: deps.facts.change_floor(tenant, after=eff_since, after_seq=fact_tie(eff_slug)),
         )
@@ -437,12 +511,20 @@ def run(deps: Deps, caller: Caller, params: DeltaParams, ctx: CallContext) -> Ou
             tenant, seq=page_pos, world_only=world_only, limit=DELTA_PAGE_LIMIT + 1, now=now
         ),
         lambda: deps.pages.deleted_after(tenant, seq=page_pos, world_only=world_only, limit=DELTA_PAGE_LIMIT + 1),
-        (lambda: []) if skipped_arms else lambda: deps.facts.changed_after(
+        (lambda: [])
+        if skipped_arms
+        else lambda: deps.facts.changed_after(
             tenant, seq=fact_pos, now=now, world_only=world_only, limit=DELTA_FACT_LIMIT + 1, retracted=True
         ),
         # TTL expiries (read-time, D8: no write numbers them) by (valid_until, seq) after their position
-        (lambda: []) if skipped_arms else lambda: deps.facts.expired_between(
-            tenant, after=expiry_at, after_seq=expiry_seq, until=now, world_only=world_only,
+        (lambda: [])
+        if skipped_arms
+        else lambda: deps.facts.expired_between(
+            tenant,
+            after=expiry_at,
+            after_seq=expiry_seq,
+            until=now,
+            world_only=world_only,
             limit=DELTA_FACT_LIMIT + 1,
         ),
     )
@@ -453,12 +535,11 @@ def run(deps: Deps, caller: Caller, params: DeltaParams, ctx: CallContext) -> Ou
     facts: list[dict] = [fact_item(f) if f.is_active(now) else _fact_retraction(f, now) for _, f in kept_facts]
     expiry_overflow = len(expiring) > DELTA_FACT_LIMIT
     expired = expiring[:DELTA_FACT_LIMIT]
-    expiries = [
-        {"kind": "fact", "id": f.fact_id, "reason": "expired", "at": iso(f.valid_until)} for f in expired
-    ]
+    expiries = [{"kind": "fact", "id": f.fact_id, "reason": "expired", "at": iso(f.valid_until)} for f in expired]
 
-    threads, cut = _threads(deps, tenant, params, world_only=world_only, now=now, since=eff_since, ctx=ctx,
-                            skipped=skipped_arms)
+    threads, cut = _threads(
+        deps, tenant, params, world_only=world_only, now=now, since=eff_since, ctx=ctx, skipped=skipped_arms
+    )
     if cut:
         degraded.append(cut)
         skipped_arms = True
@@ -466,12 +547,10 @@ def run(deps: Deps, caller: Caller, params: DeltaParams, ctx: CallContext) -> Ou
     # The budget is spent on the text: the wake delivers the prefix of its pending items (in the
     # order the positions pass them) that the text shows, the first cut to fit if need be (D14).
     overflow = page_overflow or fact_overflow or expiry_overflow or skipped_arms
-    pack = pack_delta(
-        iso(eff_since) or "", pages + facts + expiries, threads, overflow=overflow, budget=budget_tokens
-    )
+    pack = pack_delta(iso(eff_since) or "", pages + facts + expiries, threads, overflow=overflow, budget=budget_tokens)
     page_arm = pack.items[: len(pages)]
-    fact_arm = pack.items[len(pages): len(pages) + len(facts)]
-    expiry_arm = pack.items[len(pages) + len(facts):]
+    fact_arm = pack.items[len(pages) : len(pages) + len(facts)]
+    expiry_arm = pack.items[len(pages) + len(facts) :]
     packed_pages = [p for p in page_arm if "reason" not in p]
     packed_facts = [f for f in fact_arm if "reason" not in f]
     retracted = [r for r in page_arm + fact_arm if "reason" in r] + expiry_arm
@@ -492,8 +571,8 @@ def run(deps: Deps, caller: Caller, params: DeltaParams, ctx: CallContext) -> Ou
         next_since, next_slug = eff_since, eff_slug
     # The keyset position a caller may pass back alone never passes a listed item it did not get.
     body_since, body_slug = next_since, next_slug
-    held = [(h.updated_at, h.slug) for _, h in heads[len(page_arm):] if isinstance(h, PageHead)] + [
-        (f.created_at, "") for _, f in kept_facts[len(fact_arm):] if f.is_active(now)
+    held = [(h.updated_at, h.slug) for _, h in heads[len(page_arm) :] if isinstance(h, PageHead)] + [
+        (f.created_at, "") for _, f in kept_facts[len(fact_arm) :] if f.is_active(now)
     ]
     for at, slug in held:
         if (at, slug) <= (body_since, body_slug):
@@ -524,12 +603,22 @@ def run(deps: Deps, caller: Caller, params: DeltaParams, ctx: CallContext) -> Ou
                 fact_seq=target.fact_seq if cursor.fact_seq is None or fact_pos <= cursor.fact_seq else None,
                 position=target.position,
                 expiry=target.expiry
-                if cursor.expiry is None or expiry_key(read_from) <= expiry_key(cursor.expiry) else None,
+                if cursor.expiry is None or expiry_key(read_from) <= expiry_key(cursor.expiry)
+                else None,
             )
         try:
             stored = store_cursor(
-                deps, caller, client, session_id, now, cursor, target, incomplete=incomplete,
-                hold=(eff_since, eff_slug), hold_seqs=(page_pos, fact_pos), hold_expiry=next_expiry,
+                deps,
+                caller,
+                client,
+                session_id,
+                now,
+                cursor,
+                target,
+                incomplete=incomplete,
+                hold=(eff_since, eff_slug),
+                hold_seqs=(page_pos, fact_pos),
+                hold_expiry=next_expiry,
             )
         except Unavailable as exc:
             raise session_unavailable(exc) from None
@@ -541,20 +630,51 @@ def run(deps: Deps, caller: Caller, params: DeltaParams, ctx: CallContext) -> Ou
     resume = NextCursor(
         since=iso(body_since), slug=body_slug, page_seq=next_page_seq, fact_seq=next_fact_seq, expiry=next_expiry
     )
-    return _answer(eff_since, packed_pages, packed_facts, pack.threads, retracted, has_more=has_more, cursor=resume,
-                   degraded=degraded, text=pack.text, fields=pack.fields(budget_tokens), notices=notices)
+    return _answer(
+        eff_since,
+        packed_pages,
+        packed_facts,
+        pack.threads,
+        retracted,
+        has_more=has_more,
+        cursor=resume,
+        degraded=degraded,
+        text=pack.text,
+        fields=pack.fields(budget_tokens),
+        notices=notices,
+    )
 
 
 def _answer(
-    since: datetime | None, pages: list[dict], facts: list[dict], threads: list[dict], retracted: list[dict], *,
-    has_more: bool, cursor: NextCursor, degraded: list[str], text: str, fields: dict, notices: list[Notice],
+    since: datetime | None,
+    pages: list[dict],
+    facts: list[dict],
+    threads: list[dict],
+    retracted: list[dict],
+    *,
+    has_more: bool,
+    cursor: NextCursor,
+    degraded: list[str],
+    text: str,
+    fields: dict,
+    notices: list[Notice],
 ) -> Outcome:
     """The delta body from what its text shows: built as its result model and dumped once."""
-    result = DeltaResult.model_validate({
-        "protocol_version": PROTOCOL_VERSION, "since": iso(since), "pages": pages, "facts": facts, "threads": threads,
-        "retracted": retracted, "text": text, "has_more": has_more, "next_cursor": cursor,
-        **({"degraded_reason": "; ".join(degraded)} if degraded else {}), **fields,
-    })
+    result = DeltaResult.model_validate(
+        {
+            "protocol_version": PROTOCOL_VERSION,
+            "since": iso(since),
+            "pages": pages,
+            "facts": facts,
+            "threads": threads,
+            "retracted": retracted,
+            "text": text,
+            "has_more": has_more,
+            "next_cursor": cursor,
+            **({"degraded_reason": "; ".join(degraded)} if degraded else {}),
+            **fields,
+        }
+    )
     return Outcome(body=result.wire(), notices=notices)
 
 
@@ -567,8 +687,8 @@ SPEC = register(
             "plus a ready-to-inject `text`. Call it on every HEARTBEAT / periodic wake with a stable "
             "session_id — the server keeps your cursor, delivery is at-least-once, and has_more=true means "
             "call again. The first wake of a session only sets the cursor (empty delta). Stateless: pass "
-            "since (+ since_slug from next_cursor). Example: {\"session_id\": \"ops-bot-heartbeat\", "
-            "\"budget_tokens\": 1500}. Stateless callers pass back every next_cursor field (page_seq as "
+            'since (+ since_slug from next_cursor). Example: {"session_id": "ops-bot-heartbeat", '
+            '"budget_tokens": 1500}. Stateless callers pass back every next_cursor field (page_seq as '
             "since_page_seq, fact_seq as since_fact_seq, expiry as since_expiry) for exact resumption. "
             "retracted[] lists facts forgotten, superseded or expired and pages deleted since: drop "
             "them from what you kept. Zero LLM, sub-second."

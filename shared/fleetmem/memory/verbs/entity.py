@@ -43,8 +43,8 @@ class EntityParams(Params):
     model_config = ConfigDict(extra="ignore")
 
     name: str = Field(
-        description="The person, company or project: a name (\"Alice Example\"), an alias, or a page "
-        "slug (\"people/alice-example\").",
+        description='The person, company or project: a name ("Alice Example"), an alias, or a page '
+        'slug ("people/alice-example").',
     )
 
 
@@ -70,10 +70,12 @@ def _empty_name_error() -> VerbError:
         "name must be a non-empty string.",
         "Problem: entity was called with an empty name. Cause: name is required and must name a "
         "person, company or project. Fix: call entity again with the name or slug you mean, e.g. "
-        "{\"name\": \"Alice Example\"}.",
+        '{"name": "Alice Example"}.',
         why=why,
         fix=Fix(
-            why=why, actor="user", asks_user=True,
+            why=why,
+            actor="user",
+            asks_user=True,
             user_message="Which person, company or project do you mean?",
         ),
         klass="caller",
@@ -82,8 +84,7 @@ def _empty_name_error() -> VerbError:
 
 def _suggested(candidates: list) -> list[dict]:
     return [
-        {"slug": c.head.slug, "title": c.head.title, "type": c.head.type, "create_safety": "exists"}
-        for c in candidates
+        {"slug": c.head.slug, "title": c.head.title, "type": c.head.type, "create_safety": "exists"} for c in candidates
     ]
 
 
@@ -120,7 +121,7 @@ SPEC = register(
             "MEMORY VERB (v1): entity(name) returns the card of one known person, company or project: "
             "summary, aliases, open threads (commitments and recent events), typed edges, backlink and "
             "fact counts. Zero LLM, p99 < 100 ms: call it whenever a message names an entity, before "
-            "answering about it. Example: {\"name\": \"Alice Example\"}. A miss is not an error: "
+            'answering about it. Example: {"name": "Alice Example"}. A miss is not an error: '
             "found=false with near-miss suggestions (create_safety says whether a page probably exists)."
         ),
         params=EntityParams,

@@ -42,7 +42,7 @@ def page_not_found(slug: str) -> VerbError:
         "not_found",
         f"No page {slug!r}.",
         f"Problem: there is no page {slug!r}. Cause: {why} Fix: resolve the name with entity "
-        f"{{\"name\": {name!r}}}, which returns the exact slug or near misses.",
+        f'{{"name": {name!r}}}, which returns the exact slug or near misses.',
         why=why,
         fix=Fix(why=why, mcp={"tool": "entity", "arguments": {"name": name}}),
         klass="caller",
@@ -106,14 +106,8 @@ def page_view(deps: Deps, caller: Caller, page: Page) -> dict:
         heads = deps.pages.heads(caller.tenant, [x.target for x in links])
         private = {h.slug for h in heads if h.visibility != "world"}
         links = [x for x in links if x.target not in private]
-    link_rows = [
-        {"type": x.type, "target": x.target, "context": _clean(x.context, world_only)} for x in links
-    ]
-    timeline = [
-        {"date": t.date, "text": text}
-        for t in page.timeline
-        if (text := _clean(t.text, world_only))
-    ]
+    link_rows = [{"type": x.type, "target": x.target, "context": _clean(x.context, world_only)} for x in links]
+    timeline = [{"date": t.date, "text": text} for t in page.timeline if (text := _clean(t.text, world_only))]
     summary = _clean(page.summary, world_only)
     body = strip_private(page.body) if world_only else page.body
     meta: dict = {"title": page.title}
@@ -159,8 +153,8 @@ SPEC = register(
         name=TOOL,
         description=(
             "Read one page by exact slug: title, type, aliases, summary, links, timeline and the markdown "
-            "`content` (frontmatter + body; put_page accepts it back). Example: {\"slug\": "
-            "\"people/alice-example\"}. Unknown slug -> not_found; resolve names with entity first."
+            '`content` (frontmatter + body; put_page accepts it back). Example: {"slug": '
+            '"people/alice-example"}. Unknown slug -> not_found; resolve names with entity first.'
         ),
         params=GetPageParams,
         result=GetPageResult,

@@ -67,8 +67,7 @@ def _known_cursor(value: str | None) -> str | None:
     if value is not None and value.strip() and decode_cursor(value) is None:
         raise PydanticCustomError(
             "fm_cursor",
-            "cursor is not a next_cursor list_facts returned (it does not decode), so where to resume "
-            "is unknown.",
+            "cursor is not a next_cursor list_facts returned (it does not decode), so where to resume is unknown.",
         )
     return value
 
@@ -78,7 +77,7 @@ class ListFactsParams(Params):
 
     entity: str | None = Field(
         default=None,
-        description='Only facts about this entity: its slug or its name, resolved as recall resolves it, e.g. '
+        description="Only facts about this entity: its slug or its name, resolved as recall resolves it, e.g. "
         '"people/alice" or "Alice".',
     )
     kind: Annotated[
@@ -136,7 +135,9 @@ def fact_row(f: Fact, now: datetime) -> FactRow:
     item = fact_model(f, now)
     return FactRow(
         **{**item.model_dump(), "superseded_by": f.superseded_by, "expired_at": item.expired_at},
-        client_id=f.client_id, expired_reason=f.expired_reason, supersedes=f.supersedes,
+        client_id=f.client_id,
+        expired_reason=f.expired_reason,
+        supersedes=f.supersedes,
     )
 
 
@@ -164,9 +165,13 @@ def run(deps: Deps, caller: Caller, params: ListFactsParams, ctx: CallContext) -
         rows, more = [], False  # a name that can name nothing (longer than any slug) matches no fact
     else:
         where = FactFilter(
-            entity_slug=slug, kind=params.kind, state=params.state or "active",
-            session_id=_text(params.session_id), provenance=_text(params.provenance),
-            created_after=after, created_before=before_time,
+            entity_slug=slug,
+            kind=params.kind,
+            state=params.state or "active",
+            session_id=_text(params.session_id),
+            provenance=_text(params.provenance),
+            created_after=after,
+            created_before=before_time,
         )
         position = decode_cursor(params.cursor) if params.cursor and params.cursor.strip() else None
         found = deps.facts.listing(

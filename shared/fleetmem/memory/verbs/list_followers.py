@@ -69,11 +69,15 @@ Position = tuple[int, int, str | None, datetime]
 def _position(deps: Deps, tenant: str, c: Cursor) -> tuple[Callable[[], int], Callable[[], int]]:
     """The cursor's change positions, derived from since/slug where it has none (as delta does)."""
     page_seq, fact_seq = c.page_seq, c.fact_seq
-    page = (lambda: page_seq) if page_seq is not None else (
-        lambda: deps.pages.change_floor(tenant, since=c.since, slug=c.slug)
+    page = (
+        (lambda: page_seq)
+        if page_seq is not None
+        else (lambda: deps.pages.change_floor(tenant, since=c.since, slug=c.slug))
     )
-    fact = (lambda: fact_seq) if fact_seq is not None else (
-        lambda: deps.facts.change_floor(tenant, after=c.since, after_seq=fact_tie(c.slug))
+    fact = (
+        (lambda: fact_seq)
+        if fact_seq is not None
+        else (lambda: deps.facts.change_floor(tenant, after=c.since, after_seq=fact_tie(c.slug)))
     )
     return page, fact
 
@@ -108,29 +112,27 @@ def run(deps: Deps, caller: Caller, params: ListFollowersParams, ctx: CallContex
     world_only = caller.remote
     cursors = deps.cursors.for_tenant(tenant, now=now, limit=params.limit or DEFAULT_LIMIT)
     seqs = deps.gather(*[f for c in cursors for f in _position(deps, tenant, c)])
-    positions: list[Position] = [
-        (seqs[2 * i], seqs[2 * i + 1], c.expiry, c.since) for i, c in enumerate(cursors)
-    ]
+    positions: list[Position] = [(seqs[2 * i], seqs[2 * i + 1], c.expiry, c.since) for i, c in enumerate(cursors)]
     distinct = list(dict.fromkeys(positions))
     # every listing of every distinct position in one concurrent round on network backends
-    listed = deps.gather(
-        *[read for p in distinct for read in _reads(deps, tenant, p, now=now, world_only=world_only)]
-    )
+    listed = deps.gather(*[read for p in distinct for read in _reads(deps, tenant, p, now=now, world_only=world_only)])
     pending = {p: _counts(*listed[4 * i : 4 * i + 4]) for i, p in enumerate(distinct)}
     rows = []
     for c, p in zip(cursors, positions, strict=True):
         pages, facts, capped = pending[p]
-        rows.append({
-            "client_id": c.client_id,
-            "session_id": c.session_id,
-            "since": iso(c.since),
-            "position": c.slug,
-            "last_wake": iso(c.touched_at),
-            "expires_at": iso(c.touched_at + _IDLE),
-            "pending_pages": pages,
-            "pending_facts": facts,
-            "pending_capped": capped,
-        })
+        rows.append(
+            {
+                "client_id": c.client_id,
+                "session_id": c.session_id,
+                "since": iso(c.since),
+                "position": c.slug,
+                "last_wake": iso(c.touched_at),
+                "expires_at": iso(c.touched_at + _IDLE),
+                "pending_pages": pages,
+                "pending_facts": facts,
+                "pending_capped": capped,
+            }
+        )
     body = ListFollowersResult.model_validate({"followers": rows, "protocol_version": PROTOCOL_VERSION})
     return Outcome(body=body.model_dump())
 
@@ -141,7 +143,7 @@ SPEC = register(
         description=(
             "List this brain's live delta sessions (heartbeats, followers), most recently woken first: client, "
             "session, position, last wake, when it expires, and how many page and fact changes its next wake "
-            f"would deliver (counted up to {PENDING_CAP}). Example: {{\"limit\": 50}}."
+            f'would deliver (counted up to {PENDING_CAP}). Example: {{"limit": 50}}.'
         ),
         params=ListFollowersParams,
         result=ListFollowersResult,

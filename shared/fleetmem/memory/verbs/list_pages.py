@@ -53,8 +53,7 @@ def _known_cursor(value: str | None) -> str | None:
     if value is not None and value.strip() and decode_cursor(value) is None:
         raise PydanticCustomError(
             "fm_cursor",
-            "cursor is not a next_cursor list_pages returned (it does not decode), so where to resume "
-            "is unknown.",
+            "cursor is not a next_cursor list_pages returned (it does not decode), so where to resume is unknown.",
         )
     return value
 
@@ -88,17 +87,24 @@ def run(deps: Deps, caller: Caller, params: ListPagesParams, ctx: CallContext) -
     limit = params.limit or DEFAULT_LIMIT
     after = decode_cursor(params.cursor) if params.cursor else None
     heads = deps.pages.list(
-        caller.tenant, world_only=caller.remote, limit=limit + 1, after=after,
+        caller.tenant,
+        world_only=caller.remote,
+        limit=limit + 1,
+        after=after,
         type=(params.type or None),
     )
     shown = heads[:limit]
-    return Outcome(body=ListPagesResult.model_validate({
-        "pages": [
-            {"slug": h.slug, "title": h.title, "type": h.type, "updated_at": iso(h.updated_at)} for h in shown
-        ],
-        "next_cursor": encode_cursor(shown[-1].slug) if len(heads) > limit else None,
-        "protocol_version": PROTOCOL_VERSION,
-    }).model_dump())
+    return Outcome(
+        body=ListPagesResult.model_validate(
+            {
+                "pages": [
+                    {"slug": h.slug, "title": h.title, "type": h.type, "updated_at": iso(h.updated_at)} for h in shown
+                ],
+                "next_cursor": encode_cursor(shown[-1].slug) if len(heads) > limit else None,
+                "protocol_version": PROTOCOL_VERSION,
+            }
+        ).model_dump()
+    )
 
 
 SPEC = register(
@@ -107,7 +113,7 @@ SPEC = register(
         description=(
             "List pages by slug, 50 per call by default (limit up to 200), optionally of one type. Pass the "
             "returned next_cursor as cursor to continue; next_cursor null means the end. Example: "
-            "{\"type\": \"person\", \"limit\": 100}."
+            '{"type": "person", "limit": 100}.'
         ),
         params=ListPagesParams,
         result=ListPagesResult,

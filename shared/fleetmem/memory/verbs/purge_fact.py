@@ -71,9 +71,7 @@ def run(deps: Deps, caller: Caller, params: PurgeFactParams, ctx: CallContext) -
             detail={"seq": fact.seq},
         )
     )
-    result = PurgeFactResult(
-        id=fact_id, purged=purged, reason=reason, dry_run=False, protocol_version=PROTOCOL_VERSION
-    )
+    result = PurgeFactResult(id=fact_id, purged=purged, reason=reason, dry_run=False, protocol_version=PROTOCOL_VERSION)
     return Outcome(result.model_dump())
 
 

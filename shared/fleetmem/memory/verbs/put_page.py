@@ -174,11 +174,10 @@ def _text(value: Any) -> str | None:
     return text or None
 
 
-def _bad(params: PutPageParams, message: str, *, problem: str, cause: str, field: str, value: Any,
-         drop: bool = False) -> VerbError:
-    return common.invalid(
-        TOOL, params, message, problem=problem, cause=cause, field=field, value=value, drop=drop
-    )
+def _bad(
+    params: PutPageParams, message: str, *, problem: str, cause: str, field: str, value: Any, drop: bool = False
+) -> VerbError:
+    return common.invalid(TOOL, params, message, problem=problem, cause=cause, field=field, value=value, drop=drop)
 
 
 def _listed(raw: Any) -> list[Any]:
@@ -205,10 +204,13 @@ def _links(params: PutPageParams, raw: Any, slug: str) -> list[Link]:
             item = {"target": item}
         if not isinstance(item, dict) or not _text(item.get("target")):
             raise _bad(
-                params, "Every link needs a target slug.",
+                params,
+                "Every link needs a target slug.",
                 problem=f"The link {item!r} has no target.",
                 cause="links are [{type, target, context}] with target a page slug.",
-                field="links", value=None, drop=True,
+                field="links",
+                value=None,
+                drop=True,
             )
         if is_path_like(str(item["target"])):
             raise path_slug_error("link target", str(item["target"]))
@@ -235,10 +237,12 @@ def _timeline(params: PutPageParams, raw: Any) -> list[TimelineEntry]:
         if not ok:
             kept = [e.model_dump() for e in entries]
             raise _bad(
-                params, f"Timeline entry {item!r} needs an ISO 8601 date and a text.",
+                params,
+                f"Timeline entry {item!r} needs an ISO 8601 date and a text.",
                 problem=f"The timeline entry {item!r} is not usable.",
                 cause="timeline entries are {date: ISO 8601 date/datetime, text: what happened}.",
-                field="timeline", value=kept,
+                field="timeline",
+                value=kept,
             )
         entries.append(TimelineEntry(date=date, text=text))  # type: ignore[arg-type]
     return entries
@@ -290,7 +294,8 @@ def _check_names(slug: str, title: str | None, aliases: tuple[str, ...]) -> None
         raise _over_limit(
             f"title is longer than {TITLE_MAX} characters ({len(title)}).",
             f"The title of {slug} is {len(title)} characters long; a title holds at most {TITLE_MAX}.",
-            "give a shorter title and move the rest into the summary or the body.", ("max_title", TITLE_MAX),
+            "give a shorter title and move the rest into the summary or the body.",
+            ("max_title", TITLE_MAX),
         )
     if len(aliases) > ALIASES_MAX:
         raise _over_limit(
@@ -318,8 +323,13 @@ PAGE_STORED_MAX_BYTES = 384 * 1024
 def stored_bytes(page: Page) -> int:
     """The size of a page as the stores keep it: the UTF-8 body plus its other fields as JSON."""
     rest = [
-        page.title, page.type, list(page.aliases), page.summary,
-        [link.model_dump() for link in page.links], [t.model_dump() for t in page.timeline], page.frontmatter,
+        page.title,
+        page.type,
+        list(page.aliases),
+        page.summary,
+        [link.model_dump() for link in page.links],
+        [t.model_dump() for t in page.timeline],
+        page.frontmatter,
     ]
     return len(page.body.encode("utf-8")) + len(json.dumps(rest, ensure_ascii=False, default=str).encode("utf-8"))
 
@@ -372,10 +382,10 @@ def _expected(params: PutPageParams) -> dt.datetime | Literal[""] | None:
         raise caller_error(
             f"expected_updated_at {raw!r} is not an ISO 8601 time.",
             problem=f"expected_updated_at={raw!r} is not a time.",
-            cause='expected_updated_at is the updated_at get_page returned, or "" for a page that must not '
-            "exist yet.",
+            cause='expected_updated_at is the updated_at get_page returned, or "" for a page that must not exist yet.',
             instead="pass the updated_at from get_page unchanged (or leave the argument out).",
-            field="expected_updated_at", reason="not_a_time",
+            field="expected_updated_at",
+            reason="not_a_time",
         ) from None
 
 
@@ -385,7 +395,7 @@ def _stale(slug: str, expected: dt.datetime | Literal[""], stored: Page | None) 
     if stored is None:
         problem = f"{slug} does not exist (it was deleted or never stored), but expected_updated_at was given."
     elif expected == "":
-        problem = f"{slug} already exists (updated_at {stored_at}), but expected_updated_at was \"\"."
+        problem = f'{slug} already exists (updated_at {stored_at}), but expected_updated_at was "".'
     else:
         problem = f"{slug} was changed since you loaded it: it is now at updated_at {stored_at}."
     why = "put_page with expected_updated_at writes only over the version it names, so no change is lost."
@@ -425,7 +435,8 @@ def _slug_taken(slug: str) -> VerbError:
         "or made world-visible from outside.",
         instead="put your page under another slug (list_pages shows the slugs you can use); only the "
         "brain owner's local CLI can change the page stored under this one.",
-        field="slug", reason="slug_taken",
+        field="slug",
+        reason="slug_taken",
     )
 
 
@@ -473,10 +484,12 @@ def run(deps: Deps, caller: Caller, params: PutPageParams, ctx: CallContext) -> 
     if not is_canonical_slug(raw_slug):
         fixed = slugify(raw_slug) or slugify(params.title or "") or "pages/untitled"
         raise _bad(
-            params, f"slug {raw_slug!r} is not a valid page slug.",
+            params,
+            f"slug {raw_slug!r} is not a valid page slug.",
             problem=f"The slug {raw_slug!r} is not in slug form.",
             cause=SLUG_GRAMMAR[0].upper() + SLUG_GRAMMAR[1:],
-            field="slug", value=fixed,
+            field="slug",
+            value=fixed,
         )
     slug = raw_slug
     content = params.content or ""
@@ -497,7 +510,10 @@ def run(deps: Deps, caller: Caller, params: PutPageParams, ctx: CallContext) -> 
         raise caller_error(
             f"The page frontmatter of {slug} could not be read: {exc}.",
             problem=f"The YAML frontmatter of {slug} does not parse.",
-            cause=cause, instead=instead, field="content", reason="frontmatter_yaml",
+            cause=cause,
+            instead=instead,
+            field="content",
+            reason="frontmatter_yaml",
         ) from None
     if len(body.encode("utf-8")) > PAGE_BODY_MAX_BYTES:
         why = f"A page body holds at most {PAGE_BODY_MAX_BYTES // 1024} KB of UTF-8 text."
@@ -515,10 +531,12 @@ def run(deps: Deps, caller: Caller, params: PutPageParams, ctx: CallContext) -> 
     visibility = _text(pick("visibility")) or "world"
     if visibility not in VISIBILITIES:
         raise _bad(
-            params, f"visibility must be world or private (got {visibility!r}).",
+            params,
+            f"visibility must be world or private (got {visibility!r}).",
             problem=f"visibility={visibility!r} is not a visibility.",
             cause="visibility is 'world' (every agent on this brain) or 'private' (local CLI only).",
-            field="visibility", value="world",
+            field="visibility",
+            value="world",
         )
     links = _links(params, pick("links"), slug)
     explicit_mentions = {(link.target) for link in links if link.type == MENTIONS}
@@ -578,11 +596,14 @@ def run(deps: Deps, caller: Caller, params: PutPageParams, ctx: CallContext) -> 
         if existing is not None and _same(existing, page):
             if ctx.keyed:  # perhaps the retry of a call killed between storing and indexing the page
                 index_page(deps, existing)
-            return Outcome(body={
-                "slug": slug, "status": "unchanged",
-                "search_state": "current",
-                "protocol_version": PROTOCOL_VERSION,
-            })
+            return Outcome(
+                body={
+                    "slug": slug,
+                    "status": "unchanged",
+                    "search_state": "current",
+                    "protocol_version": PROTOCOL_VERSION,
+                }
+            )
         status = "updated" if existing is not None else "created"
         try:
             deps.pages.put(page, expected_updated_at=_condition(caller, expected, existing))
@@ -593,24 +614,35 @@ def run(deps: Deps, caller: Caller, params: PutPageParams, ctx: CallContext) -> 
         except TooLarge:
             why = "The store refused the page as too large (aliases, links and timeline count too)."
             raise VerbError(
-                "invalid_params", "The page is too large to store.",
+                "invalid_params",
+                "The page is too large to store.",
                 f"Problem: {slug} could not be stored. Cause: {why} Fix: split it into smaller pages.",
-                why=why, fix=Fix(why=why, actor="agent"), klass="caller",
+                why=why,
+                fix=Fix(why=why, actor="agent"),
+                klass="caller",
             ) from None
         break
     else:
         raise _busy(params)
-    deps.audit.append(AuditEvent(
-        tenant=caller.tenant, subject=slug, action="put_page", actor=caller.client_id, at=now,
-        detail={"status": status, "visibility": visibility},
-    ))
+    deps.audit.append(
+        AuditEvent(
+            tenant=caller.tenant,
+            subject=slug,
+            action="put_page",
+            actor=caller.client_id,
+            at=now,
+            detail={"status": status, "visibility": visibility},
+        )
+    )
     indexed = index_page(deps, page)
-    return Outcome(body={
-        "slug": slug,
-        "status": status,
-        "search_state": "current" if indexed else "pending",
-        "protocol_version": PROTOCOL_VERSION,
-    })
+    return Outcome(
+        body={
+            "slug": slug,
+            "status": status,
+            "search_state": "current" if indexed else "pending",
+            "protocol_version": PROTOCOL_VERSION,
+        }
+    )
 
 
 SPEC = register(
@@ -618,9 +650,9 @@ SPEC = register(
         name=TOOL,
         description=(
             "Create or replace a page (a person, company, project or topic) from markdown with optional YAML "
-            "frontmatter. Example: {\"slug\": \"people/alice-example\", \"content\": \"---\\ntitle: Alice "
+            'frontmatter. Example: {"slug": "people/alice-example", "content": "---\\ntitle: Alice '
             "Example\\ntype: person\\naliases: [Alice]\\n---\\nAlice runs payments at "
-            "[[companies/acme-example]].\"}. Explicit title/type/aliases/links/timeline/visibility/summary "
+            '[[companies/acme-example]]."}. Explicit title/type/aliases/links/timeline/visibility/summary '
             "arguments override the frontmatter. "
             "status says created | updated | unchanged."
         ),

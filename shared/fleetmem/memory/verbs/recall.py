@@ -93,9 +93,7 @@ class RecallParams(Params):
         description="Server-side token budget (chars/4): facts pack first, then search results; the "
         "response reports budget_used and dropped_count. Integer >= 1; omit for no budget.",
     )
-    include_expired: bool = Field(
-        False, description="Also return forgotten, superseded and TTL-expired facts."
-    )
+    include_expired: bool = Field(False, description="Also return forgotten, superseded and TTL-expired facts.")
     include_private: bool = Field(
         False, description="Include private facts/pages. Honoured only for the owner's local CLI."
     )
@@ -130,9 +128,17 @@ def fact_model(f: Fact, now: datetime | None = None) -> FactItem:
     """The facts[] item; with `now`, also the fact's state at `now` (`fact_status`)."""
     state = fact_status(f, now) if now is not None else {}
     return FactItem(
-        id=f.seq, fact_id=f.fact_id, fact=f.text, kind=f.kind, entity_slug=f.entity_slug, provenance=f.provenance,
-        visibility=f.visibility, created_at=iso(f.created_at), valid_until=iso(f.valid_until),
-        session_id=f.session_id, **state,
+        id=f.seq,
+        fact_id=f.fact_id,
+        fact=f.text,
+        kind=f.kind,
+        entity_slug=f.entity_slug,
+        provenance=f.provenance,
+        visibility=f.visibility,
+        created_at=iso(f.created_at),
+        valid_until=iso(f.valid_until),
+        session_id=f.session_id,
+        **state,
     )
 
 
@@ -178,7 +184,13 @@ def _result_cost(item: RecallHit) -> int:
 
 
 def _ranked_facts(
-    deps: Deps, caller: Caller, query: str, *, limit: int, world: bool, include_expired: bool,
+    deps: Deps,
+    caller: Caller,
+    query: str,
+    *,
+    limit: int,
+    world: bool,
+    include_expired: bool,
     embedded: search_arm.Embedded,
 ) -> tuple[list[Fact], str | None]:
     found = search_arm.hybrid_search(
@@ -214,9 +226,7 @@ def _facts_arm(
     if params.entity and params.entity.strip():
         slug = filter_slug(deps, TOOL, caller.tenant, params.entity, world_only=world)
         facts = (
-            deps.facts.by_entity(
-                caller.tenant, slug, now=now, active_only=active_only, world_only=world, limit=limit
-            )
+            deps.facts.by_entity(caller.tenant, slug, now=now, active_only=active_only, world_only=world, limit=limit)
             if slug
             else []
         )
@@ -244,14 +254,10 @@ def _facts_arm(
             embedded=embedded,
         )
     else:
-        facts = deps.facts.recent(
-            caller.tenant, now=now, active_only=active_only, world_only=world, limit=limit
-        )
+        facts = deps.facts.recent(caller.tenant, now=now, active_only=active_only, world_only=world, limit=limit)
     # The store filters too; this keeps read-time expiry (D8) and privacy exact whatever it does.
     facts = [
-        f
-        for f in facts
-        if (not world or f.visibility == "world") and (params.include_expired or f.is_active(now))
+        f for f in facts if (not world or f.visibility == "world") and (params.include_expired or f.is_active(now))
     ]
     return facts[:limit], None
 
@@ -269,13 +275,15 @@ def _search_arm(
     results = []
     for f in pages:
         chunk = chunk_display(f.hit.text)
-        evidence = search_arm.evidence_for(
-            query, f, alias_hit_slugs=aliases, query_tokens=found.query_tokens
-        )
+        evidence = search_arm.evidence_for(query, f, alias_hit_slugs=aliases, query_tokens=found.query_tokens)
         results.append(
             RecallHit(
-                slug=f.hit.slug, title=f.hit.title, chunk=chunk, evidence=evidence,  # type: ignore[arg-type]
-                create_safety=CREATE_SAFETY_FOR[evidence], provenance=f.hit.slug,  # type: ignore[arg-type]
+                slug=f.hit.slug,
+                title=f.hit.title,
+                chunk=chunk,
+                evidence=evidence,  # type: ignore[arg-type]
+                create_safety=CREATE_SAFETY_FOR[evidence],
+                provenance=f.hit.slug,  # type: ignore[arg-type]
             )
         )
     return results, found.degraded
@@ -308,9 +316,7 @@ def run(deps: Deps, caller: Caller, params: RecallParams, ctx: CallContext) -> O
 
     # The two arms are independent: one concurrent round on network backends.
     (facts, facts_degraded), (results, degraded) = deps.gather(
-        lambda: _facts_arm(
-            deps, caller, params, query=query, since=since, limit=limit, world=world, embedded=embedded
-        ),
+        lambda: _facts_arm(deps, caller, params, query=query, since=since, limit=limit, world=world, embedded=embedded),
         lambda: (
             _search_arm(deps, caller, query, limit=limit, world=world, embedded=embedded)
             if query and embedded is not None

@@ -88,8 +88,9 @@ def _fact_text(value: Any) -> Any:
     if isinstance(value, str) and is_blank(value):
         raise PydanticCustomError(
             "fm_fact_empty",
-            "fact is empty: it holds no visible character (only spaces, zero-width or other invisible "
-            "characters)." if value else "fact is empty.",
+            "fact is empty: it holds no visible character (only spaces, zero-width or other invisible characters)."
+            if value
+            else "fact is empty.",
         )
     return value
 
@@ -101,7 +102,9 @@ def _provenance_gate(value: Any) -> Any:
         raise PydanticCustomError(
             "provenance_required",
             "provenance is blank: it holds no visible character (only spaces, zero-width or other "
-            "invisible characters)." if value else "provenance is blank.",
+            "invisible characters)."
+            if value
+            else "provenance is blank.",
         )
     return value
 
@@ -112,8 +115,8 @@ def _ttl_given(value: Any) -> Any:
     if isinstance(value, str) and value.strip() and is_blank(value):
         raise PydanticCustomError(
             "fm_ttl_empty",
-            "ttl holds only invisible characters. Leave ttl out (or \"\", or null) for a fact that never "
-            "expires, or send the duration you meant (\"30d\", \"12h\") or an ISO 8601 date.",
+            'ttl holds only invisible characters. Leave ttl out (or "", or null) for a fact that never '
+            'expires, or send the duration you meant ("30d", "12h") or an ISO 8601 date.',
         )
     return value
 
@@ -220,8 +223,11 @@ class RememberParams(Params):
     supersedes: Annotated[
         str | None,
         WithJsonSchema({"type": "string"}),
-        Hint(accepts="a string", cause="fact ids are opaque strings (remember's `id`, recall's `fact_id`).",
-             fix=_id_as_text),
+        Hint(
+            accepts="a string",
+            cause="fact ids are opaque strings (remember's `id`, recall's `fact_id`).",
+            fix=_id_as_text,
+        ),
     ] = Field(
         None,
         description="Optional: the `fact_id` of the ACTIVE fact this one replaces (remember's `id` or "
@@ -264,7 +270,10 @@ _TOO_LONG_CAUSE = "remember keeps facts and names short so one item cannot crowd
 
 def _too_long(message: str, *, problem: str, instead: str) -> VerbError:
     return too_long(
-        message, problem=problem, cause=_TOO_LONG_CAUSE, instead=instead,
+        message,
+        problem=problem,
+        cause=_TOO_LONG_CAUSE,
+        instead=instead,
         detail={"limits": {"fact": FACT_MAX, "entity": TITLE_MAX}},
     )
 
@@ -390,8 +399,10 @@ def _replaced(caller: Caller, fact_id: str, fact: Fact | None, now: datetime) ->
         raise not_found(TOOL, fact_id)
     if not fact.is_active(now):
         state = (
-            "superseded by another fact" if fact.superseded_by
-            else "forgotten" if fact.expired_at is not None
+            "superseded by another fact"
+            if fact.superseded_by
+            else "forgotten"
+            if fact.expired_at is not None
             else "past its valid_until"
         )
         recall_args: dict[str, Any] = {"limit": 10, **({"entity": fact.entity_slug} if fact.entity_slug else {})}
@@ -525,8 +536,12 @@ def run(deps: Deps, caller: Caller, params: RememberParams, ctx: CallContext) ->
         if ctx.keyed:  # perhaps the retry of a call killed between storing and indexing it
             current = indexing.index_fact(deps, existing)
         return _response(
-            existing, "duplicate", f"Duplicate of fact #{existing.seq}", current=current,
-            degraded=degraded, notices=notices,
+            existing,
+            "duplicate",
+            f"Duplicate of fact #{existing.seq}",
+            current=current,
+            degraded=degraded,
+            notices=notices,
         )
     indexed = indexing.index_fact(deps, fact)
     if existing is not None:
@@ -548,8 +563,13 @@ def _retire_twin(deps: Deps, caller: Caller, twin: Fact, fact: Fact) -> bool:
     staying active twice."""
     reason = f"restated by {fact.fact_id}"
     trail = AuditEvent(
-        tenant=caller.tenant, subject=twin.fact_id, action="expire", actor=caller.client_id,
-        at=fact.created_at, reason=reason, provenance=fact.provenance,
+        tenant=caller.tenant,
+        subject=twin.fact_id,
+        action="expire",
+        actor=caller.client_id,
+        at=fact.created_at,
+        reason=reason,
+        provenance=fact.provenance,
     )
     deps.facts.expire(
         caller.tenant, twin.fact_id, at=fact.created_at, reason=reason, actor=caller.client_id, audit=trail
@@ -632,7 +652,12 @@ def _already_expired_notice(valid_until: datetime) -> Notice:
 
 
 def _response(
-    fact: Fact, status: str, status_text: str, *, current: bool, degraded: bool,
+    fact: Fact,
+    status: str,
+    status_text: str,
+    *,
+    current: bool,
+    degraded: bool,
     notices: list[Notice | None] | None = None,
 ) -> Outcome:
     """remember's body; `fact` is the saved fact, or the existing one for a duplicate."""
@@ -652,6 +677,7 @@ def _response(
         [n for n in notices or () if n is not None],
     )
 
+
 SPEC = register(
     ToolSpec(
         name=TOOL,
@@ -661,7 +687,7 @@ SPEC = register(
             "Set `entity` when the fact is about a person/company/project. Near-duplicates are detected: "
             "branch on `status` (inserted | duplicate | superseded); a newer fact on the same entity and kind "
             "that restates or updates an older one supersedes it, while facts whose names, numbers, dates or "
-            'ids differ stay separate; when you know the fact a new value replaces, pass its fact_id as '
+            "ids differ stay separate; when you know the fact a new value replaces, pass its fact_id as "
             '`supersedes`. `ttl` takes "30d"/"12h"/"45m" (minutes) or an '
             'ISO date — not "P30D". Saved facts are readable by every agent on this brain unless '
             'visibility is "private".'

@@ -44,8 +44,7 @@ def token_not_found(token_id: str) -> VerbError:
     return VerbError(
         "not_found",
         "No token with that id exists in this brain.",
-        f"revoke_token found no token with id {token_id!r}. Cause: {why} Fix: list the tokens and pass "
-        "one's token_id.",
+        f"revoke_token found no token with id {token_id!r}. Cause: {why} Fix: list the tokens and pass one's token_id.",
         why=why,
         fix=Fix(
             why="list_tokens shows every token of this brain with its token_id.",
@@ -58,10 +57,14 @@ def token_not_found(token_id: str) -> VerbError:
 
 def run(deps: Deps, caller: Caller, params: RevokeTokenParams, ctx: CallContext) -> Outcome:
     token_id = params.token_id.strip()
-    record = next(
-        (r for r in deps.clients.list(caller.tenant) if r.token_id == token_id and r.tenant == caller.tenant),
-        None,
-    ) if token_id else None
+    record = (
+        next(
+            (r for r in deps.clients.list(caller.tenant) if r.token_id == token_id and r.tenant == caller.tenant),
+            None,
+        )
+        if token_id
+        else None
+    )
     if record is None:
         raise token_not_found(token_id)
     now = deps.clock.now()

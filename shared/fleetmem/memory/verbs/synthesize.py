@@ -111,9 +111,7 @@ def _retrieve(
     until: datetime | None,
 ) -> tuple[list[dict[str, str]], list[Fact], str | None]:
     world = world_only(caller)
-    found = search_arm.hybrid_search(
-        deps, caller.tenant, question, kinds=("chunk", "fact"), world_only=world, k=40
-    )
+    found = search_arm.hybrid_search(deps, caller.tenant, question, kinds=("chunk", "fact"), world_only=world, k=40)
     chunks = [f for f in found.hits if f.hit.kind == "chunk"]
     pages = [
         {"slug": f.hit.slug, "title": f.hit.title, "text": clip(chunk_display(f.hit.text), SNIPPET_CHARS)}
@@ -152,9 +150,7 @@ def _parse(text: str) -> tuple[str, list[str]]:
             data = None
         if isinstance(data, dict) and isinstance(data.get("answer"), str):
             gaps = data.get("gaps") or []
-            return data["answer"].strip(), [str(g) for g in gaps if str(g).strip()] if isinstance(
-                gaps, list
-            ) else []
+            return data["answer"].strip(), [str(g) for g in gaps if str(g).strip()] if isinstance(gaps, list) else []
     return text.strip(), []
 
 

@@ -33,14 +33,16 @@ class WhoamiResult(Wire):
 
 
 def run(deps: Deps, caller: Caller, params: WhoamiParams, ctx: CallContext) -> Outcome:
-    body = WhoamiResult.model_validate({
-        "tenant": caller.tenant,
-        "client_id": caller.client_id,
-        "scopes": sorted(caller.scopes),
-        "remote": caller.remote,
-        "surface": ctx.surface,
-        "protocol_version": PROTOCOL_VERSION,
-    })
+    body = WhoamiResult.model_validate(
+        {
+            "tenant": caller.tenant,
+            "client_id": caller.client_id,
+            "scopes": sorted(caller.scopes),
+            "remote": caller.remote,
+            "surface": ctx.surface,
+            "protocol_version": PROTOCOL_VERSION,
+        }
+    )
     return Outcome(body=body.model_dump())
 
 

@@ -67,8 +67,15 @@ def run_heartbeat(payload: Mapping[str, Any], deps: Deps | None = None, send: An
             lambda: d.pages.change_floor(tenant, since=None), lambda: d.facts.change_floor(tenant, after=None)
         )
         fresh = Cursor(
-            tenant=tenant, client_id=client_id, session_id=session_id, since=now, slug="", touched_at=now,
-            page_seq=page_seq, fact_seq=fact_seq, expiry=iso(now),
+            tenant=tenant,
+            client_id=client_id,
+            session_id=session_id,
+            since=now,
+            slug="",
+            touched_at=now,
+            page_seq=page_seq,
+            fact_seq=fact_seq,
+            expiry=iso(now),
         )
         try:
             d.cursors.put(fresh, expected_version=None)
@@ -133,6 +140,9 @@ def run_heartbeat(payload: Mapping[str, Any], deps: Deps | None = None, send: An
         "truncated": truncated,
         "budget_tokens": budget,
         "next_cursor": {
-            "since": iso(moved.since), "slug": moved.slug, "page_seq": moved.page_seq, "fact_seq": moved.fact_seq
+            "since": iso(moved.since),
+            "slug": moved.slug,
+            "page_seq": moved.page_seq,
+            "fact_seq": moved.fact_seq,
         },
     }

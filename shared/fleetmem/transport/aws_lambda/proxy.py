@@ -53,14 +53,10 @@ GATEWAY_RETRY_AFTER_S = 1
 
 #: Why API Gateway answered 429 without running a function, by gateway response type.
 THROTTLE_WHY = "API Gateway throttles each client by its usage plan, and every route at the stage."
-AUTHORIZER_BUSY_WHY = (
-    "The credential check could not run (the authorizer was throttled or failed); nothing was done."
-)
+AUTHORIZER_BUSY_WHY = "The credential check could not run (the authorizer was throttled or failed); nothing was done."
 
 
-def gateway_error_body(
-    code: str, message: str, *, correlation_id: str, why: str = THROTTLE_WHY
-) -> dict[str, Any]:
+def gateway_error_body(code: str, message: str, *, correlation_id: str, why: str = THROTTLE_WHY) -> dict[str, Any]:
     """The body API Gateway itself answers with (gateway responses: 401 before any function runs,
     429 from usage plans or the stage throttle), built by the one envelope
     builder. CDK renders it with `correlation_id="$context.requestId"`."""

@@ -56,7 +56,13 @@ async def context(view: View) -> Response:
                 "cut_facts": [f for f in full.get("facts") or [] if f["fact_id"] not in kept_facts],
             }
     return view.render(
-        "context.html", status=error.status if error and 400 <= error.status < 500 else 200,
-        title="Context preview", typed=typed, picked=picked, budget=budget_text, busiest=busiest,
-        error=error, **result,
+        "context.html",
+        status=error.status if error and 400 <= error.status < 500 else 200,
+        title="Context preview",
+        typed=typed,
+        picked=picked,
+        budget=budget_text,
+        busiest=busiest,
+        error=error,
+        **result,
     )

@@ -22,11 +22,19 @@ async def entity(view: View) -> Response:
     if not found.get("found"):
         suggestions = found.get("suggestions") or []
         return view.render(
-            "entity.html", status=404, title="Entity not found", slug=slug, card=None, suggestions=suggestions,
+            "entity.html",
+            status=404,
+            title="Entity not found",
+            slug=slug,
+            card=None,
+            suggestions=suggestions,
             error=ToolFailed(
-                "not_found", f"No entity {slug!r} is known.",
+                "not_found",
+                f"No entity {slug!r} is known.",
                 "Search the pages for the name, or pick one of the near misses below."
-                if suggestions else "Search the pages for the name.", status=404,
+                if suggestions
+                else "Search the pages for the name.",
+                status=404,
             ),
         )
     card = found["card"]
@@ -34,10 +42,20 @@ async def entity(view: View) -> Response:
     facts, facts_error = await view.attempt("list_facts", {"entity": entity_slug, "limit": FACTS_SHOWN})
     edges = card.get("edges") or []
     graph = neighbourhood(
-        entity_slug, [(e["slug"], e["type"], e["direction"]) for e in edges], href=f"{view.root}/entities/",
+        entity_slug,
+        [(e["slug"], e["type"], e["direction"]) for e in edges],
+        href=f"{view.root}/entities/",
     )
     return view.render(
-        "entity.html", title=card["entity"]["title"] or entity_slug, slug=slug, card=card, edges=edges,
-        graph=graph, facts=(facts or {}).get("facts") or [], more_facts=bool((facts or {}).get("next_cursor")),
-        facts_error=facts_error, suggestions=found.get("suggestions") or [], error=None,
+        "entity.html",
+        title=card["entity"]["title"] or entity_slug,
+        slug=slug,
+        card=card,
+        edges=edges,
+        graph=graph,
+        facts=(facts or {}).get("facts") or [],
+        more_facts=bool((facts or {}).get("next_cursor")),
+        facts_error=facts_error,
+        suggestions=found.get("suggestions") or [],
+        error=None,
     )

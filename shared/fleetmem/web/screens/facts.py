@@ -21,10 +21,17 @@ def _fact_id(view: View) -> str:
 
 
 def _not_found(view: View, fact_id: str) -> Response:
-    return view.render("error.html", status=404, title="Not found", error=ToolFailed(
-        "not_found", f"No fact with id {fact_id[:120]!r} exists in this memory.",
-        "Find the fact in Memories (search or the table) and open it from there.", status=404,
-    ))
+    return view.render(
+        "error.html",
+        status=404,
+        title="Not found",
+        error=ToolFailed(
+            "not_found",
+            f"No fact with id {fact_id[:120]!r} exists in this memory.",
+            "Find the fact in Memories (search or the table) and open it from there.",
+            status=404,
+        ),
+    )
 
 
 async def _one(view: View, fact_id: str) -> dict[str, Any] | None:
@@ -59,7 +66,12 @@ async def _chain(view: View, fact: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 async def _detail(
-    view: View, *, status: int = 200, error: ToolFailed | None = None, reason: str = "", purge_reason: str = "",
+    view: View,
+    *,
+    status: int = 200,
+    error: ToolFailed | None = None,
+    reason: str = "",
+    purge_reason: str = "",
     confirm_id: str = "",
 ) -> Response:
     fact_id = _fact_id(view)
@@ -78,8 +90,17 @@ async def _detail(
     if events is None:
         chain = await _chain(view, fact)
     return view.render(
-        "fact.html", status=status, title=f"Fact {fact_id}", fact=fact, chain=chain, events=events,
-        trace_error=trace_error, error=error, reason=reason, purge_reason=purge_reason, confirm_id=confirm_id,
+        "fact.html",
+        status=status,
+        title=f"Fact {fact_id}",
+        fact=fact,
+        chain=chain,
+        events=events,
+        trace_error=trace_error,
+        error=error,
+        reason=reason,
+        purge_reason=purge_reason,
+        confirm_id=confirm_id,
     )
 
 
@@ -92,10 +113,17 @@ async def fact_detail(view: View) -> Response:
 async def forget_fact(view: View) -> Response:
     reason = view.field("reason").strip()
     if not reason:
-        return await _detail(view, status=400, reason=reason, error=ToolFailed(
-            "invalid_params", "Give a reason: it is kept in the fact's audit trail.",
-            "Write why the fact is forgotten, then press Forget again.", status=400,
-        ))
+        return await _detail(
+            view,
+            status=400,
+            reason=reason,
+            error=ToolFailed(
+                "invalid_params",
+                "Give a reason: it is kept in the fact's audit trail.",
+                "Write why the fact is forgotten, then press Forget again.",
+                status=400,
+            ),
+        )
     done, failed = await view.attempt("forget", {"id": _fact_id(view), "reason": reason})
     if failed is not None:
         if failed.code == "not_found":
@@ -111,10 +139,18 @@ async def purge_fact(view: View) -> Response:
     typed = view.field("confirm_id").strip()
     reason = view.field("reason").strip()
     if typed != fact_id:
-        return await _detail(view, status=400, purge_reason=reason, confirm_id=typed, error=ToolFailed(
-            "confirmation_required", "Type the fact's id exactly to confirm the purge; nothing was deleted.",
-            f"Type {fact_id} in the confirmation box.", status=400,
-        ))
+        return await _detail(
+            view,
+            status=400,
+            purge_reason=reason,
+            confirm_id=typed,
+            error=ToolFailed(
+                "confirmation_required",
+                "Type the fact's id exactly to confirm the purge; nothing was deleted.",
+                f"Type {fact_id} in the confirmation box.",
+                status=400,
+            ),
+        )
     refused = step_up(view)
     if refused is not None:
         return await _detail(view, status=403, purge_reason=reason, confirm_id=typed, error=refused)

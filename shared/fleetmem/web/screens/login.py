@@ -25,7 +25,12 @@ def _login_form(view: View, *, status: int = 200, error: ToolFailed | None = Non
         "login.html", status=status, title="Sign in", error=error, login_csrf=nonce, next=_next(view)
     )
     response.set_cookie(
-        view.login_cookie, nonce, max_age=900, path=view.root, httponly=True, samesite="strict",
+        view.login_cookie,
+        nonce,
+        max_age=900,
+        path=view.root,
+        httponly=True,
+        samesite="strict",
         secure=view.console.secure_cookie,
     )
     return response
@@ -33,10 +38,16 @@ def _login_form(view: View, *, status: int = 200, error: ToolFailed | None = Non
 
 def _too_many(view: View) -> Response:
     minutes = int(SIGN_IN_WINDOW.total_seconds() // 60)
-    response = _login_form(view, status=429, error=ToolFailed(
-        "rate_limited", "Too many sign-in attempts from this address: nothing was checked.",
-        f"Wait {minutes} minute{'s' if minutes != 1 else ''}, then sign in again.", status=429,
-    ))
+    response = _login_form(
+        view,
+        status=429,
+        error=ToolFailed(
+            "rate_limited",
+            "Too many sign-in attempts from this address: nothing was checked.",
+            f"Wait {minutes} minute{'s' if minutes != 1 else ''}, then sign in again.",
+            status=429,
+        ),
+    )
     response.headers["retry-after"] = str(int(SIGN_IN_WINDOW.total_seconds()))
     return response
 
@@ -58,8 +69,13 @@ async def _sign_in(view: View, token: str) -> Response:
     session = view.console.sessions.open(token, who)
     response = RedirectResponse(_next(view), status_code=303)
     response.set_cookie(
-        view.cookie, session.id, max_age=int(ABSOLUTE.total_seconds()), path=view.root, httponly=True,
-        samesite="strict", secure=view.console.secure_cookie,
+        view.cookie,
+        session.id,
+        max_age=int(ABSOLUTE.total_seconds()),
+        path=view.root,
+        httponly=True,
+        samesite="strict",
+        secure=view.console.secure_cookie,
     )
     response.delete_cookie(view.login_cookie, path=view.root)
     return response
@@ -72,18 +88,30 @@ async def login(view: View) -> Response:
         if ticket:
             token = view.console.sessions.redeem(ticket)
             if token is None:
-                return _login_form(view, status=401, error=ToolFailed(
-                    "unauthorized", "That sign-in link was already used or has expired.",
-                    "Run `fleetmem console` again for a new link, or sign in with a token.", status=401,
-                ))
+                return _login_form(
+                    view,
+                    status=401,
+                    error=ToolFailed(
+                        "unauthorized",
+                        "That sign-in link was already used or has expired.",
+                        "Run `fleetmem console` again for a new link, or sign in with a token.",
+                        status=401,
+                    ),
+                )
             return await _sign_in(view, token)
         return _login_form(view)
     token = view.field("token").strip()
     if not token:
-        return _login_form(view, status=400, error=ToolFailed(
-            "invalid_params", "Enter a token to sign in.",
-            "Create one with `fleetmem token create --client NAME --scopes read` and paste it here.", status=400,
-        ))
+        return _login_form(
+            view,
+            status=400,
+            error=ToolFailed(
+                "invalid_params",
+                "Enter a token to sign in.",
+                "Create one with `fleetmem token create --client NAME --scopes read` and paste it here.",
+                status=400,
+            ),
+        )
     return await _sign_in(view, token)
 
 

@@ -91,9 +91,7 @@ async def memories(view: View) -> Response:
     filters = _filters(view)
     query = view.field("q").strip()
     cursor = view.field("cursor").strip()
-    listing, error = await view.attempt(
-        "list_facts", {**_arguments(filters), **({"cursor": cursor} if cursor else {})}
-    )
+    listing, error = await view.attempt("list_facts", {**_arguments(filters), **({"cursor": cursor} if cursor else {})})
     found, search_error = (await view.attempt("recall", _recall_arguments(query, filters))) if query else (None, None)
     if found is not None:
         found = {**found, "facts": [f for f in found.get("facts") or [] if _kept(f, filters)]}
@@ -130,16 +128,28 @@ async def forget_selected(view: View) -> Response:
     selected = list(dict.fromkeys(i.strip() for i in view.fields("fact") if i.strip()))[:MAX_SELECTED]
     reason = view.field("reason").strip()
     if not selected:
-        return view.render("forget.html", status=400, title="Forget facts", rows=[], reason=reason, done=False,
-                           error=ToolFailed("invalid_params", "No fact was selected.",
-                                            "Tick the facts to forget in the table, then press Forget selected.",
-                                            status=400))
+        return view.render(
+            "forget.html",
+            status=400,
+            title="Forget facts",
+            rows=[],
+            reason=reason,
+            done=False,
+            error=ToolFailed(
+                "invalid_params",
+                "No fact was selected.",
+                "Tick the facts to forget in the table, then press Forget selected.",
+                status=400,
+            ),
+        )
     confirm = view.field("confirm") == "yes"
     if confirm and not reason:
         confirm = False
         error: ToolFailed | None = ToolFailed(
-            "invalid_params", "Give a reason: it is kept in each fact's audit trail.",
-            "Write why these facts are forgotten, then confirm again.", status=400,
+            "invalid_params",
+            "Give a reason: it is kept in each fact's audit trail.",
+            "Write why these facts are forgotten, then confirm again.",
+            status=400,
         )
     else:
         error = None
@@ -172,8 +182,13 @@ async def forget_selected(view: View) -> Response:
         view.session.flash["forgotten"] = {"rows": rows, "reason": reason}
         return view.redirect("/memories/forgotten")
     return view.render(
-        "forget.html", status=400 if error else 200, title="Forget facts", rows=rows, reason=reason,
-        done=False, error=error,
+        "forget.html",
+        status=400 if error else 200,
+        title="Forget facts",
+        rows=rows,
+        reason=reason,
+        done=False,
+        error=error,
     )
 
 
@@ -183,5 +198,6 @@ async def forgotten(view: View) -> Response:
     report = view.session.flash.get("forgotten") if view.session else None
     if report is None:
         return view.redirect("/memories")
-    return view.render("forget.html", title="Forget facts", rows=report["rows"], reason=report["reason"],
-                       done=True, error=None)
+    return view.render(
+        "forget.html", title="Forget facts", rows=report["rows"], reason=report["reason"], done=True, error=None
+    )

@@ -53,17 +53,31 @@ async def pages(view: View) -> Response:
         got, error = await view.attempt("list_pages", arguments)
         listing = got or listing
     return view.render(
-        "pages.html", title="Pages", q=q, type=kind, cursor=cursor, limit=view.field("limit").strip(), hits=hits,
-        listing=listing, error=error,
+        "pages.html",
+        title="Pages",
+        q=q,
+        type=kind,
+        cursor=cursor,
+        limit=view.field("limit").strip(),
+        hits=hits,
+        listing=listing,
+        error=error,
     )
 
 
-def _edit_form(view: View, *, slug: str, content: str, loaded_at: str, new: bool,
-               error: ToolFailed | None = None) -> Response:
+def _edit_form(
+    view: View, *, slug: str, content: str, loaded_at: str, new: bool, error: ToolFailed | None = None
+) -> Response:
     status = 200 if error is None else (error.status if 400 <= error.status < 600 else 502)
     return view.render(
-        "page_edit.html", status=status, title=("New page" if new else f"Edit {slug}"), slug=slug,
-        content=content, loaded_at=loaded_at, new=new, error=error,
+        "page_edit.html",
+        status=status,
+        title=("New page" if new else f"Edit {slug}"),
+        slug=slug,
+        content=content,
+        loaded_at=loaded_at,
+        new=new,
+        error=error,
     )
 
 
@@ -77,8 +91,10 @@ async def new_page(view: View) -> Response:
     if error is not None:
         if _stale(error)[0]:
             error = ToolFailed(
-                "conflict", f"A page {slug} already exists, so nothing was saved (it is not overwritten).",
-                "Pick another slug, or open that page and edit it there; your text is kept below.", status=409,
+                "conflict",
+                f"A page {slug} already exists, so nothing was saved (it is not overwritten).",
+                "Pick another slug, or open that page and edit it there; your text is kept below.",
+                status=409,
             )
         return _edit_form(view, slug=slug, content=content, loaded_at="", new=True, error=error)
     return view.redirect(f"/pages/{slug}")
@@ -101,23 +117,31 @@ async def edit_page(view: View) -> Response:
         return _edit_form(view, slug=slug, content=page["content"], loaded_at=page["updated_at"], new=False)
     content = view.field("content")
     loaded_at = view.field("loaded_at")
-    _, error = await view.attempt(
-        "put_page", {"slug": slug, "content": content, "expected_updated_at": loaded_at}
-    )
+    _, error = await view.attempt("put_page", {"slug": slug, "content": content, "expected_updated_at": loaded_at})
     if error is None:
         return view.redirect(f"/pages/{slug}")
     stale, gone = _stale(error)
     if gone:
         # deleted while it was being edited: keep the text and offer to save it as the page anew
-        return _edit_form(view, slug=slug, content=content, loaded_at="", new=True, error=ToolFailed(
-            "conflict", f"The page {slug} was deleted after you opened it, so your edit was not saved.",
-            "Your text is kept below: press Save to re-create the page with it, or leave to let it go.", status=409,
-        ))
+        return _edit_form(
+            view,
+            slug=slug,
+            content=content,
+            loaded_at="",
+            new=True,
+            error=ToolFailed(
+                "conflict",
+                f"The page {slug} was deleted after you opened it, so your edit was not saved.",
+                "Your text is kept below: press Save to re-create the page with it, or leave to let it go.",
+                status=409,
+            ),
+        )
     if stale:
         error = ToolFailed(
-            "conflict", f"{slug} was changed by someone else after you opened it, so your edit was not saved.",
-            "Your text is kept below: copy your change, open the page again in another tab, and re-apply it "
-            "there.", status=409,
+            "conflict",
+            f"{slug} was changed by someone else after you opened it, so your edit was not saved.",
+            "Your text is kept below: copy your change, open the page again in another tab, and re-apply it there.",
+            status=409,
         )
     return _edit_form(view, slug=slug, content=content, loaded_at=loaded_at, new=False, error=error)
 
@@ -132,8 +156,9 @@ async def delete_page(view: View) -> Response:
         return view.render("page_delete.html", title=f"Delete {slug}", page=page, error=None)
     _, error = await view.attempt("delete_page", {"slug": slug})
     if error is not None:
-        return view.render("page_delete.html", status=error.status or 502, title=f"Delete {slug}", page=page,
-                           error=error)
+        return view.render(
+            "page_delete.html", status=error.status or 502, title=f"Delete {slug}", page=page, error=error
+        )
     return view.redirect("/pages", done="page-deleted")
 
 

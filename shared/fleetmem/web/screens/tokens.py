@@ -30,14 +30,25 @@ def step_up(view: View) -> ToolFailed | None:
 
 
 async def _page(
-    view: View, *, status: int = 200, error: ToolFailed | None = None, client: str = "",
+    view: View,
+    *,
+    status: int = 200,
+    error: ToolFailed | None = None,
+    client: str = "",
     scopes: list[str] | None = None,
 ) -> Response:
     listed, list_error = await view.attempt("list_tokens", {})
     return view.render(
-        "tokens.html", status=status, title="Tokens", tokens=(listed or {}).get("tokens") or [],
-        list_error=list_error, error=error, client=client, chosen=scopes if scopes is not None else ["read"],
-        scopes=SCOPES, mine=sorted((view.session.scopes if view.session else frozenset()), key=SCOPES.index),
+        "tokens.html",
+        status=status,
+        title="Tokens",
+        tokens=(listed or {}).get("tokens") or [],
+        list_error=list_error,
+        error=error,
+        client=client,
+        chosen=scopes if scopes is not None else ["read"],
+        scopes=SCOPES,
+        mine=sorted((view.session.scopes if view.session else frozenset()), key=SCOPES.index),
     )
 
 
@@ -55,8 +66,13 @@ async def create(view: View) -> Response:
         return await _page(view, status=403, error=refused, client=client, scopes=scopes)
     made, failed = await view.attempt("create_token", {"client": client.strip(), "scopes": scopes})
     if failed is not None:
-        return await _page(view, status=failed.status if 400 <= failed.status < 500 else 502, error=failed,
-                           client=client, scopes=scopes)
+        return await _page(
+            view,
+            status=failed.status if 400 <= failed.status < 500 else 502,
+            error=failed,
+            client=client,
+            scopes=scopes,
+        )
     assert made is not None and view.session is not None
     view.session.flash["token"] = made
     return view.redirect("/tokens/created")
@@ -75,13 +91,16 @@ async def created(view: View) -> Response:
 async def revoke(view: View) -> Response:
     token_id = view.field("token_id").strip()
     listed = await view.call("list_tokens", {})
-    target: dict[str, Any] | None = next(
-        (t for t in listed.get("tokens") or [] if t.get("token_id") == token_id), None
-    )
+    target: dict[str, Any] | None = next((t for t in listed.get("tokens") or [] if t.get("token_id") == token_id), None)
     if view.field("confirm") != "yes":
         if target is None:
-            return await _page(view, status=404, error=ToolFailed(
-                "not_found", "No token with that id in this tenant.", "Pick a token from the list.", status=404))
+            return await _page(
+                view,
+                status=404,
+                error=ToolFailed(
+                    "not_found", "No token with that id in this tenant.", "Pick a token from the list.", status=404
+                ),
+            )
         return view.render("token_revoke.html", title="Revoke a token", token=target, error=None)
     refused = step_up(view)
     if refused is not None:

@@ -58,8 +58,7 @@ class SqliteCursorStore:
 
         def run(conn: sqlite3.Connection) -> Cursor:
             row = conn.execute(
-                "SELECT version, touched_at FROM cursors "
-                "WHERE tenant = ? AND client_id = ? AND session_id = ?",
+                "SELECT version, touched_at FROM cursors WHERE tenant = ? AND client_id = ? AND session_id = ?",
                 key,
             ).fetchone()
             if expected_version is None:

@@ -72,9 +72,7 @@ def _marks(n: int) -> str:
     return ",".join("?" * n)
 
 
-def row_model(
-    model: Callable[..., M], cols: str, **convert: Callable[[Any], Any]
-) -> Callable[[Sequence[Any]], M]:
+def row_model(model: Callable[..., M], cols: str, **convert: Callable[[Any], Any]) -> Callable[[Sequence[Any]], M]:
     """What builds `model` from a row of `cols` (column names that are the model's field names, in
     order; extra trailing values are ignored); `convert` turns a field's stored value into the
     model's (epoch ms into datetimes, JSON text into values)."""
@@ -319,9 +317,7 @@ def _next_change(conn: sqlite3.Connection, tenant: str, kind: str) -> int:
     return _increment(conn, "change_seq", "seq", {"tenant": tenant, "kind": kind})
 
 
-def _change_floor(
-    conn: sqlite3.Connection, tenant: str, kind: str, min_sql: str | None, args: Sequence[Any]
-) -> int:
+def _change_floor(conn: sqlite3.Connection, tenant: str, kind: str, min_sql: str | None, args: Sequence[Any]) -> int:
     """min(counter, smallest matching change_seq - 1); the counter is read first, so a write that
     commits between the two reads has a number above it. No `min_sql`: the counter."""
     row = conn.execute("SELECT seq FROM change_seq WHERE tenant = ? AND kind = ?", (tenant, kind)).fetchone()

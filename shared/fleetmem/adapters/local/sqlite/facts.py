@@ -117,8 +117,7 @@ def _insert(conn: sqlite3.Connection, fact: Fact, supersede: Fact | None, audit:
     no longer active or was changed) and writing the `audit` rows."""
     if supersede is not None:
         row = conn.execute(
-            "SELECT text, valid_until, expired_at, superseded_by FROM facts "
-            "WHERE tenant = ? AND fact_id = ?",
+            "SELECT text, valid_until, expired_at, superseded_by FROM facts WHERE tenant = ? AND fact_id = ?",
             (fact.tenant, supersede.fact_id),
         ).fetchone()
         created = ms(fact.created_at)
@@ -135,8 +134,15 @@ def _insert(conn: sqlite3.Connection, fact: Fact, supersede: Fact | None, audit:
         conn.execute(
             "UPDATE facts SET expired_at = ?, expired_reason = ?, expired_by = ?, superseded_by = ?, "
             "change_seq = ? WHERE tenant = ? AND fact_id = ?",
-            (created, "superseded", fact.client_id, fact.fact_id, _next_change(conn, fact.tenant, "fact"),
-             fact.tenant, supersede.fact_id),
+            (
+                created,
+                "superseded",
+                fact.client_id,
+                fact.fact_id,
+                _next_change(conn, fact.tenant, "fact"),
+                fact.tenant,
+                supersede.fact_id,
+            ),
         )
     # a duplicate fact_id violates UNIQUE: `_translate` turns that into Conflict
     row = (*_fact_row(fact), _next_change(conn, fact.tenant, "fact"))
@@ -156,8 +162,14 @@ class SqliteFactStore:
         return self.db.read(lambda c: _read_pool(c, tenant, entity_slug, now, limit))
 
     def put_decided(
-        self, tenant: str, entity_slug: str | None, decide: Callable[[DecisionPool], FactWrite | None], *,
-        now: datetime, limit: int, pool: DecisionPool | None = None,
+        self,
+        tenant: str,
+        entity_slug: str | None,
+        decide: Callable[[DecisionPool], FactWrite | None],
+        *,
+        now: datetime,
+        limit: int,
+        pool: DecisionPool | None = None,
     ) -> None:
         # Read, decide and write in ONE write transaction: its lock (BEGIN IMMEDIATE) is the file's,
         # taken by every process on the data directory, so no other decision comes in between.
@@ -170,7 +182,11 @@ class SqliteFactStore:
         self.db.write(run)
 
     def put(
-        self, fact: Fact, *, supersede: Fact | None = None, audit: Sequence[AuditEvent] = (),
+        self,
+        fact: Fact,
+        *,
+        supersede: Fact | None = None,
+        audit: Sequence[AuditEvent] = (),
         decided: DecisionPool | None = None,
     ) -> None:
         _check_tenant(fact, supersede)
@@ -188,9 +204,7 @@ class SqliteFactStore:
         self.db.write(run)
 
     def get(self, tenant: str, fact_id: str) -> Fact | None:
-        row = self.db.one(
-            f"SELECT {_FACT_COLS} FROM facts WHERE tenant = ? AND fact_id = ?", (tenant, fact_id)
-        )
+        row = self.db.one(f"SELECT {_FACT_COLS} FROM facts WHERE tenant = ? AND fact_id = ?", (tenant, fact_id))
         return None if row is None else _fact_of(row)
 
     def _query(
@@ -210,26 +224,50 @@ class SqliteFactStore:
         return [_fact_of(r) for r in rows]
 
     def by_entity(
-        self, tenant: str, entity_slug: str, *, now: datetime, active_only: bool = True,
-        world_only: bool = True, limit: int = 50,
+        self,
+        tenant: str,
+        entity_slug: str,
+        *,
+        now: datetime,
+        active_only: bool = True,
+        world_only: bool = True,
+        limit: int = 50,
     ) -> list[Fact]:
         return self._query(tenant, " AND entity_slug = ?", [entity_slug], now, active_only, world_only, limit)
 
     def by_session(
-        self, tenant: str, session_id: str, *, now: datetime, active_only: bool = True,
-        world_only: bool = True, limit: int = 50,
+        self,
+        tenant: str,
+        session_id: str,
+        *,
+        now: datetime,
+        active_only: bool = True,
+        world_only: bool = True,
+        limit: int = 50,
     ) -> list[Fact]:
         return self._query(tenant, " AND session_id = ?", [session_id], now, active_only, world_only, limit)
 
     def recent(
-        self, tenant: str, *, now: datetime, after: datetime | None = None, active_only: bool = True,
-        world_only: bool = True, limit: int = 50,
+        self,
+        tenant: str,
+        *,
+        now: datetime,
+        after: datetime | None = None,
+        active_only: bool = True,
+        world_only: bool = True,
+        limit: int = 50,
     ) -> list[Fact]:
         where, params = ("", []) if after is None else (" AND created_at > ?", [ms(after)])
         return self._query(tenant, where, params, now, active_only, world_only, limit)
 
     def created_after(
-        self, tenant: str, *, after: datetime, after_seq: int | None, now: datetime, world_only: bool = True,
+        self,
+        tenant: str,
+        *,
+        after: datetime,
+        after_seq: int | None,
+        now: datetime,
+        world_only: bool = True,
         limit: int = 50,
     ) -> list[Fact]:
         clause, extra = _active_clause(now)
@@ -252,13 +290,22 @@ class SqliteFactStore:
         return int(self.db.read(lambda c: c.execute(sql, (tenant, entity_slug, *extra)).fetchone()[0]))
 
     def listing(
-        self, tenant: str, *, now: datetime, world_only: bool, where: FactFilter,
-        before: tuple[datetime, int] | None = None, limit: int = 50,
+        self,
+        tenant: str,
+        *,
+        now: datetime,
+        world_only: bool,
+        where: FactFilter,
+        before: tuple[datetime, int] | None = None,
+        limit: int = 50,
     ) -> list[Fact]:
         sql = f"SELECT {_FACT_COLS} FROM facts WHERE tenant = ?"
         args: list[Any] = [tenant]
-        for column, value in (("entity_slug", where.entity_slug), ("session_id", where.session_id),
-                              ("kind", where.kind)):
+        for column, value in (
+            ("entity_slug", where.entity_slug),
+            ("session_id", where.session_id),
+            ("kind", where.kind),
+        ):
             if value is not None:
                 sql += f" AND {column} = ?"
                 args.append(value)
@@ -290,9 +337,11 @@ class SqliteFactStore:
         active, active_args = _active_clause(now)
 
         def run(c: sqlite3.Connection) -> FactTallies:
-            by_status = dict(c.execute(
-                f"SELECT {status} AS st, count(*) FROM facts WHERE tenant = ?{seen} GROUP BY st", (*extra, tenant)
-            ).fetchall())
+            by_status = dict(
+                c.execute(
+                    f"SELECT {status} AS st, count(*) FROM facts WHERE tenant = ?{seen} GROUP BY st", (*extra, tenant)
+                ).fetchall()
+            )
             entity = f"FROM facts WHERE tenant = ? AND entity_slug IS NOT NULL{active}{seen}"
             (entities,) = c.execute(f"SELECT count(DISTINCT entity_slug) {entity}", (tenant, *active_args)).fetchone()
             busiest = c.execute(
@@ -314,7 +363,13 @@ class SqliteFactStore:
         return self.db.read(run)
 
     def expire(
-        self, tenant: str, fact_id: str, *, at: datetime, reason: str | None, actor: str,
+        self,
+        tenant: str,
+        fact_id: str,
+        *,
+        at: datetime,
+        reason: str | None,
+        actor: str,
         audit: AuditEvent | None = None,
     ) -> bool:
         """A fact already past its `valid_until` at `at` is not active: False, left untouched."""
@@ -342,14 +397,17 @@ class SqliteFactStore:
 
     def purge(self, tenant: str, fact_id: str) -> bool:
         return self.db.write(
-            lambda c: (
-                c.execute("DELETE FROM facts WHERE tenant = ? AND fact_id = ?", (tenant, fact_id)).rowcount
-                > 0
-            )
+            lambda c: c.execute("DELETE FROM facts WHERE tenant = ? AND fact_id = ?", (tenant, fact_id)).rowcount > 0
         )
 
     def changed_after(
-        self, tenant: str, *, seq: int, now: datetime, world_only: bool = True, limit: int = 50,
+        self,
+        tenant: str,
+        *,
+        seq: int,
+        now: datetime,
+        world_only: bool = True,
+        limit: int = 50,
         retracted: bool = False,
     ) -> list[tuple[int, Fact]]:
         clause, extra = _active_clause(now)
@@ -366,7 +424,13 @@ class SqliteFactStore:
         return [(r[19], _fact_of(r)) for r in self.db.all(sql, args)]
 
     def expired_between(
-        self, tenant: str, *, after: datetime, after_seq: int | None, until: datetime, world_only: bool = True,
+        self,
+        tenant: str,
+        *,
+        after: datetime,
+        after_seq: int | None,
+        until: datetime,
+        world_only: bool = True,
         limit: int = 50,
     ) -> list[Fact]:
         sql = (

@@ -59,8 +59,7 @@ class SqliteIdempotencyStore:
                     (ms(now),),
                 )
             row = conn.execute(
-                f"SELECT {_IDEM_COLS} FROM idempotency "
-                "WHERE tenant = ? AND client_id = ? AND verb = ? AND key = ?",
+                f"SELECT {_IDEM_COLS} FROM idempotency WHERE tenant = ? AND client_id = ? AND verb = ? AND key = ?",
                 key,
             ).fetchone()
             if row is not None and _live(row, record, ms(now)):

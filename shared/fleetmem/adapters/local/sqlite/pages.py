@@ -77,9 +77,7 @@ class SqlitePageStore:
         self.db = db
 
     def get(self, tenant: str, slug: str) -> Page | None:
-        row = self.db.one(
-            f"SELECT {_PAGE_COLS} FROM pages WHERE tenant = ? AND slug = ?", (tenant, slug)
-        )
+        row = self.db.one(f"SELECT {_PAGE_COLS} FROM pages WHERE tenant = ? AND slug = ?", (tenant, slug))
         return None if row is None else _page_of(row)
 
     def put(self, page: Page, *, expected_updated_at: datetime | Literal[""] | None = None) -> None:
@@ -93,9 +91,7 @@ class SqlitePageStore:
         t, s = page.tenant, page.slug
 
         def run(conn: sqlite3.Connection) -> None:
-            row = conn.execute(
-                "SELECT rowid, updated_at FROM pages WHERE tenant = ? AND slug = ?", (t, s)
-            ).fetchone()
+            row = conn.execute("SELECT rowid, updated_at FROM pages WHERE tenant = ? AND slug = ?", (t, s)).fetchone()
             # the condition is read and the page written in one write transaction (BEGIN IMMEDIATE)
             if expected_updated_at == "" and row is not None:
                 raise Conflict("a page is already stored under this slug")
@@ -187,8 +183,15 @@ class SqlitePageStore:
         return self.db.write(run)
 
     def lookup(
-        self, tenant: str, *, aliases: Sequence[str], titles: Sequence[str], slugs: Sequence[str],
-        suffix: str, world_only: bool, limit: int = 10,
+        self,
+        tenant: str,
+        *,
+        aliases: Sequence[str],
+        titles: Sequence[str],
+        slugs: Sequence[str],
+        suffix: str,
+        world_only: bool,
+        limit: int = 10,
     ) -> list[PageMatch]:
         vis = " AND p.visibility = 'world'" if world_only else ""
         lim = max(0, int(limit))

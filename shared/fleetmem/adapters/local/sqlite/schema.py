@@ -254,7 +254,6 @@ def _migrate_4_to_5(conn: sqlite3.Connection) -> None:
         conn.execute("ALTER TABLE cursors ADD COLUMN expiry TEXT")
 
 
-
 def _split_script(script: str) -> list[str]:
     """Split the schema into statements, keeping trigger bodies (which contain ';') whole."""
     stmts: list[str] = []

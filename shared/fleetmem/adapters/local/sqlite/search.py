@@ -340,9 +340,7 @@ class SqliteSearchIndex:
         def run(conn: sqlite3.Connection) -> None:
             gen = _bump_gen(conn, tenant)
             for part in _chunks(ids):
-                conn.execute(
-                    f"DELETE FROM docs WHERE tenant = ? AND doc_id IN ({_marks(len(part))})", (tenant, *part)
-                )
+                conn.execute(f"DELETE FROM docs WHERE tenant = ? AND doc_id IN ({_marks(len(part))})", (tenant, *part))
             _prune_tombstones(conn, tenant, gen)
 
         self.db.write(run)
@@ -417,9 +415,7 @@ class SqliteSearchIndex:
                 raise
             return []  # the FTS engine rejecting a query must not fail the call
         return [
-            SearchHit(
-                doc_id=r[0], kind=r[1], slug=r[2], title=r[3], text=r[4], fact_id=r[5], score=-float(r[6])
-            )
+            SearchHit(doc_id=r[0], kind=r[1], slug=r[2], title=r[3], text=r[4], fact_id=r[5], score=-float(r[6]))
             for r in rows
             # the partition tokens already filtered; re-checking the real columns costs nothing
             if r[7] == query.tenant and r[1] in kinds and (not query.world_only or r[8] == "world")
@@ -520,9 +516,7 @@ class SqliteSearchIndex:
             conn.execute("COMMIT")
         return m
 
-    def _catch_up(
-        self, conn: sqlite3.Connection, m: _Matrix, tenant: str, model: str, dim: int
-    ) -> _Matrix | None:
+    def _catch_up(self, conn: sqlite3.Connection, m: _Matrix, tenant: str, model: str, dim: int) -> _Matrix | None:
         """Apply the rows written and deleted since `m.gen`; None when a full reload is better."""
         conn.execute("BEGIN")
         try:
@@ -534,17 +528,12 @@ class SqliteSearchIndex:
                 (tenant, m.gen),
             ).fetchall()
             gone = [
-                r[0]
-                for r in conn.execute(
-                    "SELECT id FROM docs_gone WHERE tenant = ? AND rev > ?", (tenant, m.gen)
-                )
+                r[0] for r in conn.execute("SELECT id FROM docs_gone WHERE tenant = ? AND rev > ?", (tenant, m.gen))
             ]
         finally:
             conn.execute("COMMIT")
         fresh = [r for r in changed if r[4] == model and r[3] is not None and len(r[3]) == dim * 4]
-        if len(changed) + len(gone) > max(2000, m.n // 4) or m.dead + len(changed) + len(gone) > max(
-            1000, m.n // 4
-        ):
+        if len(changed) + len(gone) > max(2000, m.n // 4) or m.dead + len(changed) + len(gone) > max(1000, m.n // 4):
             return None  # many changes or many dead rows: rebuild compactly
         n = m.n
         drop = np.fromiter([r[0] for r in changed] + gone, dtype=np.int64)
@@ -625,9 +614,7 @@ class SqliteSearchIndex:
             r = rows.get(doc_id)
             if r is None or r[2] not in kinds or (query.world_only and r[7] != "world"):
                 continue  # changed since the matrix was read
-            hits.append(
-                SearchHit(doc_id=r[1], kind=r[2], slug=r[3], title=r[4], text=r[5], fact_id=r[6], score=score)
-            )
+            hits.append(SearchHit(doc_id=r[1], kind=r[2], slug=r[3], title=r[4], text=r[5], fact_id=r[6], score=score))
         return hits
 
     def drop_cache(self) -> None:
