@@ -231,6 +231,134 @@ def _load_weights(safetensors_numpy: Any, path: Path) -> dict[str, Any]:
     return dict(safetensors_numpy.load_file(str(path)))
 
 
+class _Graph:
+    """The nodes and initialisers of the ONNX graph being built, in the order they are added (node
+    names are numbered in that order, so the same weights always give the same model bytes)."""
+
+    def __init__(self, w: dict[str, Any], eps: float) -> None:
+        self.w = w
+        self.eps = eps
+        self.nodes: list[Any] = []
+        self.inits: list[Any] = []
+        self.counter = 0
+
+    def node(self, op: str, inputs: list[str], **attrs: Any) -> str:
+        from onnx import helper
+
+        self.counter += 1
+        out = f"{op.lower()}_{self.counter}"
+        self.nodes.append(helper.make_node(op, inputs, [out], name=out, **attrs))
+        return out
+
+    def const(self, key: str, value: Any) -> str:
+        import numpy as np
+        from onnx import numpy_helper
+
+        self.inits.append(numpy_helper.from_array(np.asarray(value), name=key))
+        return key
+
+    def weight(self, key: str, transpose: bool = False) -> str:
+        """An fp16 initialiser cast to fp32 (ORT folds the cast once at session load)."""
+        import numpy as np
+        from onnx import TensorProto
+
+        arr = self.w[key].T.copy() if transpose else self.w[key]
+        return self.node("Cast", [self.const(key, arr.astype(np.float16))], to=TensorProto.FLOAT)
+
+    def layer_norm(self, x: str, prefix: str) -> str:
+        return self.node(
+            "LayerNormalization",
+            [x, self.weight(prefix + ".weight"), self.weight(prefix + ".bias")],
+            axis=-1,
+            epsilon=self.eps,
+        )
+
+    def linear(self, x: str, prefix: str) -> str:
+        return self.node(
+            "Add",
+            [self.node("MatMul", [x, self.weight(prefix + ".weight", transpose=True)]), self.weight(prefix + ".bias")],
+        )
+
+    def embed(self, table: str, ids: str) -> str:
+        """Rows of an embedding table gathered in fp16, then cast (no full-vocabulary cast per call)."""
+        import numpy as np
+        from onnx import TensorProto
+
+        gathered = self.node("Gather", [self.const(table, self.w[table].astype(np.float16)), ids])
+        return self.node("Cast", [gathered], to=TensorProto.FLOAT)
+
+
+def _constants(g: _Graph, hidden: int, heads: int) -> dict[str, str]:
+    """The graph's scalar and shape constants, by name."""
+    import numpy as np
+
+    head_dim = hidden // heads
+    f32, i64 = np.float32, np.int64
+    return {
+        "one_f": g.const("one_f", np.array(1.0, dtype=f32)),
+        "half_f": g.const("half_f", np.array(0.5, dtype=f32)),
+        "sqrt2_f": g.const("sqrt2_f", np.array(np.sqrt(2.0), dtype=f32)),
+        "mask_neg": g.const("mask_neg", np.array(-10000.0, dtype=f32)),
+        "scale": g.const("attn_scale", np.array(1.0 / np.sqrt(head_dim), dtype=f32)),
+        "tiny": g.const("pool_min", np.array(1e-9, dtype=f32)),
+        "norm_min": g.const("norm_min", np.array(1e-12, dtype=f32)),
+        "split_heads": g.const("split_heads_shape", np.array([0, 0, heads, head_dim], dtype=i64)),
+        "merge_heads": g.const("merge_heads_shape", np.array([0, 0, hidden], dtype=i64)),
+        "axis1": g.const("axis1", np.array([1], dtype=i64)),
+        "axes12": g.const("axes12", np.array([1, 2], dtype=i64)),
+        "axis_m1": g.const("axis_m1", np.array([-1], dtype=i64)),
+        "zero_i": g.const("zero_i", np.array(0, dtype=i64)),
+        "one_i": g.const("one_i", np.array(1, dtype=i64)),
+    }
+
+
+def _embeddings(g: _Graph, c: dict[str, str]) -> str:
+    """Word + position + token type embeddings, then LayerNorm."""
+    seq_len = g.node("Gather", [g.node("Shape", ["input_ids"]), c["one_i"]], axis=0)
+    positions = g.node("Range", [c["zero_i"], seq_len, c["one_i"]])
+    h = g.node(
+        "Add",
+        [
+            g.node(
+                "Add",
+                [
+                    g.embed("embeddings.word_embeddings.weight", "input_ids"),
+                    g.embed("embeddings.position_embeddings.weight", positions),
+                ],
+            ),
+            g.embed("embeddings.token_type_embeddings.weight", "token_type_ids"),
+        ],
+    )
+    return g.layer_norm(h, "embeddings.LayerNorm")
+
+
+def _encoder_layer(g: _Graph, c: dict[str, str], h: str, ext_mask: str, p: str) -> str:
+    """One BERT layer `p`: self-attention and the feed-forward block, each with residual + LayerNorm."""
+
+    def heads_of(x: str, perm: list[int]) -> str:
+        return g.node("Transpose", [g.node("Reshape", [x, c["split_heads"]])], perm=perm)
+
+    q = heads_of(g.linear(h, f"{p}.attention.self.query"), [0, 2, 1, 3])
+    k = heads_of(g.linear(h, f"{p}.attention.self.key"), [0, 2, 3, 1])
+    v = heads_of(g.linear(h, f"{p}.attention.self.value"), [0, 2, 1, 3])
+    scores = g.node("Add", [g.node("Mul", [g.node("MatMul", [q, k]), c["scale"]]), ext_mask])
+    ctx = g.node("MatMul", [g.node("Softmax", [scores], axis=-1), v])
+    ctx = g.node("Reshape", [g.node("Transpose", [ctx], perm=[0, 2, 1, 3]), c["merge_heads"]])
+    h = g.layer_norm(
+        g.node("Add", [g.linear(ctx, f"{p}.attention.output.dense"), h]), f"{p}.attention.output.LayerNorm"
+    )
+    inter = g.linear(h, f"{p}.intermediate.dense")
+    # exact GELU, as BERT's "gelu": 0.5 * x * (1 + erf(x / sqrt(2)))
+    gelu = g.node(
+        "Mul",
+        [
+            g.node("Mul", [inter, c["half_f"]]),
+            g.node("Add", [c["one_f"], g.node("Erf", [g.node("Div", [inter, c["sqrt2_f"]])])]),
+        ],
+    )
+    return g.layer_norm(g.node("Add", [g.linear(gelu, f"{p}.output.dense"), h]), f"{p}.output.LayerNorm")
+
+
 def build_onnx_graph(onnx: Any, w: dict[str, Any], config: dict[str, Any]) -> Any:
     """The BERT encoder + mean pooling + L2 normalisation as an ONNX ModelProto.
 
@@ -238,129 +366,37 @@ def build_onnx_graph(onnx: Any, w: dict[str, Any], config: dict[str, Any]) -> An
     transposed so the graph multiplies `x @ W` directly. Embedding tables are gathered in fp16 and
     the gathered rows cast, so no full-vocabulary cast happens per call.
     """
-    import numpy as np
-    from onnx import TensorProto, helper, numpy_helper
+    from onnx import TensorProto, helper
 
     hidden = int(config["hidden_size"])
-    heads = int(config["num_attention_heads"])
-    head_dim = hidden // heads
-    eps = float(config.get("layer_norm_eps", 1e-12))
-    nodes: list[Any] = []
-    inits: list[Any] = []
-    counter = [0]
-
-    def name(base: str) -> str:
-        counter[0] += 1
-        return f"{base}_{counter[0]}"
-
-    def node(op: str, inputs: list[str], **attrs: Any) -> str:
-        out = name(op.lower())
-        nodes.append(helper.make_node(op, inputs, [out], name=out, **attrs))
-        return out
-
-    def const(key: str, value: Any) -> str:
-        inits.append(numpy_helper.from_array(np.asarray(value), name=key))
-        return key
-
-    def weight(key: str, transpose: bool = False) -> str:
-        """An fp16 initialiser cast to fp32 (ORT folds the cast once at session load)."""
-        arr = w[key].T.copy() if transpose else w[key]
-        return node("Cast", [const(key, arr.astype(np.float16))], to=TensorProto.FLOAT)
-
-    def layer_norm(x: str, prefix: str) -> str:
-        return node(
-            "LayerNormalization",
-            [x, weight(prefix + ".weight"), weight(prefix + ".bias")],
-            axis=-1,
-            epsilon=eps,
-        )
-
-    def linear(x: str, prefix: str) -> str:
-        return node("Add", [node("MatMul", [x, weight(prefix + ".weight", transpose=True)]), weight(prefix + ".bias")])
-
-    one_f = const("one_f", np.array(1.0, dtype=np.float32))
-    half_f = const("half_f", np.array(0.5, dtype=np.float32))
-    sqrt2_f = const("sqrt2_f", np.array(np.sqrt(2.0), dtype=np.float32))
-    mask_neg = const("mask_neg", np.array(-10000.0, dtype=np.float32))
-    scale = const("attn_scale", np.array(1.0 / np.sqrt(head_dim), dtype=np.float32))
-    tiny = const("pool_min", np.array(1e-9, dtype=np.float32))
-    norm_min = const("norm_min", np.array(1e-12, dtype=np.float32))
-    split_heads = const("split_heads_shape", np.array([0, 0, heads, head_dim], dtype=np.int64))
-    merge_heads = const("merge_heads_shape", np.array([0, 0, hidden], dtype=np.int64))
-    axis1 = const("axis1", np.array([1], dtype=np.int64))
-    axes12 = const("axes12", np.array([1, 2], dtype=np.int64))
-    axis_m1 = const("axis_m1", np.array([-1], dtype=np.int64))
-    zero_i = const("zero_i", np.array(0, dtype=np.int64))
-    one_i = const("one_i", np.array(1, dtype=np.int64))
-
-    # embeddings: word + position + token type, then LayerNorm
-    def embed(table: str, ids: str) -> str:
-        gathered = node("Gather", [const(table, w[table].astype(np.float16)), ids])
-        return node("Cast", [gathered], to=TensorProto.FLOAT)
-
-    seq_len = node("Gather", [node("Shape", ["input_ids"]), one_i], axis=0)
-    positions = node("Range", [zero_i, seq_len, one_i])
-    h = node(
-        "Add",
-        [
-            node(
-                "Add",
-                [
-                    embed("embeddings.word_embeddings.weight", "input_ids"),
-                    embed("embeddings.position_embeddings.weight", positions),
-                ],
-            ),
-            embed("embeddings.token_type_embeddings.weight", "token_type_ids"),
-        ],
-    )
-    h = layer_norm(h, "embeddings.LayerNorm")
+    g = _Graph(w, float(config.get("layer_norm_eps", 1e-12)))
+    c = _constants(g, hidden, int(config["num_attention_heads"]))
+    h = _embeddings(g, c)
 
     # additive attention mask [B,1,1,S]: 0 where attended, -10000 at padding
-    mask_f = node("Cast", ["attention_mask"], to=TensorProto.FLOAT)
-    ext_mask = node("Mul", [node("Sub", [one_f, node("Unsqueeze", [mask_f, axes12])]), mask_neg])
-
+    mask_f = g.node("Cast", ["attention_mask"], to=TensorProto.FLOAT)
+    ext_mask = g.node("Mul", [g.node("Sub", [c["one_f"], g.node("Unsqueeze", [mask_f, c["axes12"]])]), c["mask_neg"]])
     for i in range(int(config["num_hidden_layers"])):
-        p = f"encoder.layer.{i}"
-
-        def heads_of(x: str, perm: list[int]) -> str:
-            return node("Transpose", [node("Reshape", [x, split_heads])], perm=perm)
-
-        q = heads_of(linear(h, f"{p}.attention.self.query"), [0, 2, 1, 3])
-        k = heads_of(linear(h, f"{p}.attention.self.key"), [0, 2, 3, 1])
-        v = heads_of(linear(h, f"{p}.attention.self.value"), [0, 2, 1, 3])
-        scores = node("Add", [node("Mul", [node("MatMul", [q, k]), scale]), ext_mask])
-        ctx = node("MatMul", [node("Softmax", [scores], axis=-1), v])
-        ctx = node("Reshape", [node("Transpose", [ctx], perm=[0, 2, 1, 3]), merge_heads])
-        h = layer_norm(node("Add", [linear(ctx, f"{p}.attention.output.dense"), h]), f"{p}.attention.output.LayerNorm")
-        inter = linear(h, f"{p}.intermediate.dense")
-        # exact GELU, as BERT's "gelu": 0.5 * x * (1 + erf(x / sqrt(2)))
-        gelu = node(
-            "Mul",
-            [
-                node("Mul", [inter, half_f]),
-                node("Add", [one_f, node("Erf", [node("Div", [inter, sqrt2_f])])]),
-            ],
-        )
-        h = layer_norm(node("Add", [linear(gelu, f"{p}.output.dense"), h]), f"{p}.output.LayerNorm")
+        h = _encoder_layer(g, c, h, ext_mask, f"encoder.layer.{i}")
 
     # mean pooling over attended tokens, then L2 normalisation (sentence-transformers modules 1 and 2)
-    mask3 = node("Unsqueeze", [mask_f, axis_m1])
-    summed = node("ReduceSum", [node("Mul", [h, mask3]), axis1], keepdims=0)
-    counts = node("Max", [node("ReduceSum", [mask3, axis1], keepdims=0), tiny])
-    mean = node("Div", [summed, counts])
-    norm = node("Max", [node("ReduceL2", [mean], axes=[1], keepdims=1), norm_min])
-    nodes.append(helper.make_node("Div", [mean, norm], ["sentence_embedding"], name="l2_normalize"))
+    mask3 = g.node("Unsqueeze", [mask_f, c["axis_m1"]])
+    summed = g.node("ReduceSum", [g.node("Mul", [h, mask3]), c["axis1"]], keepdims=0)
+    counts = g.node("Max", [g.node("ReduceSum", [mask3, c["axis1"]], keepdims=0), c["tiny"]])
+    mean = g.node("Div", [summed, counts])
+    norm = g.node("Max", [g.node("ReduceL2", [mean], axes=[1], keepdims=1), c["norm_min"]])
+    g.nodes.append(helper.make_node("Div", [mean, norm], ["sentence_embedding"], name="l2_normalize"))
 
     dims = ["batch", "sequence"]
     graph = helper.make_graph(
-        nodes,
+        g.nodes,
         "all_minilm_l6_v2",
         [
             helper.make_tensor_value_info(n, TensorProto.INT64, dims)
             for n in ("input_ids", "attention_mask", "token_type_ids")
         ],
         [helper.make_tensor_value_info("sentence_embedding", TensorProto.FLOAT, ["batch", hidden])],
-        initializer=inits,
+        initializer=g.inits,
     )
     model = helper.make_model(
         graph, opset_imports=[helper.make_opsetid("", ONNX_OPSET)], producer_name="fleetmem.embedder_build"

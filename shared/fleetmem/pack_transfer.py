@@ -17,7 +17,8 @@ from typing import Any
 
 from fleetmem.memory import indexing
 from fleetmem.models import AuditEvent, Fact, FactStatus, Page
-from fleetmem.pack import (
+from fleetmem.pack import PackReader, PackWriter
+from fleetmem.pack_format import (
     AUDIT,
     BATCH,
     FACTS,
@@ -31,8 +32,6 @@ from fleetmem.pack import (
     PackFilter,
     PackModel,
     PackPage,
-    PackReader,
-    PackWriter,
 )
 from fleetmem.ports import AuditLog, AuditScan, Deps, FactScan, FactStore, PageScan, PageStore
 from fleetmem.timefmt import iso

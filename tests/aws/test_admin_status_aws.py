@@ -14,7 +14,7 @@ import pytest
 from fleetmem.adapters.aws.opensearch import OpenSearchIndex
 from fleetmem.adapters.aws.tables import FACTS, PAGES
 from fleetmem.adapters.local.hash_embedder import HashEmbedder
-from fleetmem.cli.admin import _index_doc_keys, _lag
+from fleetmem.cli.admin_status import _index_doc_keys, _lag
 from fleetmem.models import SearchDoc
 from tests.aws import engines
 from tests.aws.test_stream import StreamReader, fact, index_batch, page

@@ -2,7 +2,7 @@
 
 Their answer goes out as two writes (headers, then body). With Nagle on, the body waits for the
 client's delayed ACK of the headers on a keep-alive connection, which added tens of milliseconds to
-every edge -> verb invoke on the stack (`scripts/stack bench --compare-v1` in the README) and that
+every edge -> verb invoke on the stack (`scripts/stack bench --compare-v1` in docs/deploy.md) and that
 AWS's Invoke API does not add. No stack engine is started here."""
 
 from __future__ import annotations

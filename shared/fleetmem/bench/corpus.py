@@ -65,6 +65,31 @@ def _body(rng: random.Random, i: int) -> str:
     return f"# {title_for(i)}\n\n{title_for(i)} works on {words}.\n"
 
 
+def _page(rng: random.Random, i: int, pages: int, *, tenant: str, now: datetime, updated: datetime) -> Page:
+    """Page `i` of a corpus of `pages`: one alias, a link to another page (and a hub), a kickoff
+    timeline entry on the targets."""
+    slug = slug_for(i)
+    return Page(
+        tenant=tenant,
+        slug=slug,
+        title=title_for(i),
+        type="person" if i % 2 == 0 else "company",
+        aliases=(f"alias-{i:06d}",),
+        summary=None,
+        body=_body(rng, i),
+        links=(
+            Link(type="works_with", target=slug_for((i * 7919 + 1) % pages), context=None),
+            *hub_link(i, pages),
+        ),
+        timeline=(TimelineEntry(date=(now - timedelta(days=5)).date().isoformat(), text="kickoff"),)
+        if i < TARGETS
+        else (),
+        created_at=updated,
+        updated_at=updated,
+        author="bench",
+    )
+
+
 def seed_corpus(
     deps: Deps,
     *,
@@ -110,25 +135,7 @@ def seed_corpus(
     for i in range(pages):
         slug = slug_for(i)
         updated = old + timedelta(seconds=span * i / max(pages, 1))
-        page = Page(
-            tenant=tenant,
-            slug=slug,
-            title=title_for(i),
-            type="person" if i % 2 == 0 else "company",
-            aliases=(f"alias-{i:06d}",),
-            summary=None,
-            body=_body(rng, i),
-            links=(
-                Link(type="works_with", target=slug_for((i * 7919 + 1) % pages), context=None),
-                *hub_link(i, pages),
-            ),
-            timeline=(TimelineEntry(date=(now - timedelta(days=5)).date().isoformat(), text="kickoff"),)
-            if i < TARGETS
-            else (),
-            created_at=updated,
-            updated_at=updated,
-            author="bench",
-        )
+        page = _page(rng, i, pages, tenant=tenant, now=now, updated=updated)
         deps.pages.put(page)
         docs.extend(docs_for_page(page))
         extra = FACTS_PER_TARGET if i < TARGETS else 0

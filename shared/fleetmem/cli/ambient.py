@@ -213,7 +213,7 @@ def _project_names_endpoint(project: Path, args: argparse.Namespace) -> bool:
 
 def cmd_hook_install(args: argparse.Namespace, out: Output) -> int:
     from fleetmem.config import ENV_DATA_DIR
-    from fleetmem.hooks.claude_code import HARNESS_TIMEOUT_S, install
+    from fleetmem.hooks.claude_code_install import HARNESS_TIMEOUT_S, install
     from fleetmem.lanes import data_dir_failure, settings_from, store_state
     from fleetmem.remote import endpoint_from_args
 
@@ -279,7 +279,7 @@ def cmd_hook_install(args: argparse.Namespace, out: Output) -> int:
 
 
 def cmd_hook_uninstall(args: argparse.Namespace, out: Output) -> int:
-    from fleetmem.hooks.claude_code import uninstall
+    from fleetmem.hooks.claude_code_install import uninstall
 
     report = uninstall(_project(args))
     if out.as_json:

@@ -103,7 +103,7 @@ def test_precision_and_recall_of_merge_decisions(decisions):
         if got != wanted:
             print(f"  miss {p['id']} ({p['label']} -> {s}): {p['first']!r} / {p['second']!r}")
     assert m["precision"] == 1.0
-    # Floors just under the measured values (README): a change to the rule or the model that loses
+    # Floors just under the measured values (docs/duplicates.md): a change to the rule or the model that loses
     # restatements or updates fails here instead of silently.
     assert m["restatement_recall"] >= RESTATEMENT_FLOOR
     assert m["update_recall"] >= UPDATE_FLOOR

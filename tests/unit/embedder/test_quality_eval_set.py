@@ -6,7 +6,8 @@ import re
 
 import pytest
 
-from fleetmem.bench.quality import DECISIONS, PERSON_FACTS, RISKS, STATUS, build_eval_set, run_quality
+from fleetmem.bench.quality import run_quality
+from fleetmem.bench.quality_set import DECISIONS, PERSON_FACTS, RISKS, STATUS, build_eval_set
 
 STOPWORDS = set(
     "a an the is are was were be been to of in on for at by with and or but from that this it its as do does "

@@ -1,0 +1,362 @@
+"""The evaluation set of `scripts/bench quality`'s default set (`fleetmem.bench.quality`), built
+deterministically from a seed: people with facts, and project pages with Status / Risks / Decisions
+sections. Every stored statement has two questions: a *paraphrase* that shares no content word with
+it, and a *lexical* one that reuses its words."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+SEED = 20260611
+TENANT = "bench"
+KS = (1, 5, 10)
+RECALL_LIMIT = 10
+
+FIRST_NAMES = ["Maya", "Daniel", "Priya", "Tomás", "Ingrid", "Kwame", "Lena", "Hiroshi"]
+LAST_NAMES = ["Okafor", "Chen", "Lindqvist", "Moreau", "Alvarez", "Novak", "Haddad", "Sato"]
+PEOPLE_COUNT = 24
+FACTS_PER_PERSON = 5
+
+# (stored statement, paraphrased question, lexical question); {e} is the person's name.
+PERSON_FACTS: list[tuple[str, str, str]] = [
+    (
+        "{e} is allergic to peanuts.",
+        "Which food should {e} stay away from for health reasons?",
+        "What is {e} allergic to?",
+    ),
+    (
+        "{e} is training for the Lisbon marathon.",
+        "What long-distance running race is {e} preparing for?",
+        "Which marathon is {e} training for?",
+    ),
+    (
+        "{e} plays the cello in a community orchestra.",
+        "Which musical instrument does {e} perform on?",
+        "Does {e} play the cello in an orchestra?",
+    ),
+    (
+        "{e} prefers async standups over meetings.",
+        "How does {e} like daily team check-ins to happen?",
+        "Does {e} prefer async standups over meetings?",
+    ),
+    (
+        "{e} is on parental leave until March.",
+        "When will {e} be back at work after having a baby?",
+        "Until when is {e} on parental leave?",
+    ),
+    (
+        "{e} speaks fluent Portuguese.",
+        "Which foreign language can {e} hold a conversation in?",
+        "Does {e} speak fluent Portuguese?",
+    ),
+    (
+        "{e} relocated to Toronto in the spring.",
+        "Which city did {e} move to recently?",
+        "When did {e} relocate to Toronto?",
+    ),
+    ("{e} is vegetarian.", "Does {e} eat meat or fish?", "Is {e} vegetarian?"),
+    (
+        "{e} drives an electric car to the office.",
+        "How does {e} commute to work?",
+        "Does {e} drive an electric car to the office?",
+    ),
+    (
+        "{e} got promoted to engineering manager.",
+        "Did {e} recently step into a leadership role?",
+        "Was {e} promoted to engineering manager?",
+    ),
+    (
+        "{e} dislikes phone calls and wants everything in writing.",
+        "Which way of communicating does {e} avoid?",
+        "Does {e} dislike phone calls?",
+    ),
+    (
+        "{e} volunteers at an animal shelter on weekends.",
+        "What charity work does {e} do on Saturdays and Sundays?",
+        "Where does {e} volunteer on weekends?",
+    ),
+    (
+        "{e} has a fear of flying and takes the train.",
+        "Why does {e} avoid airplanes when travelling?",
+        "Does {e} have a fear of flying?",
+    ),
+    (
+        "{e} studied marine biology before switching to software.",
+        "What was {e}'s academic background before working in tech?",
+        "Did {e} study marine biology?",
+    ),
+]
+
+PROJECTS = [
+    "Atlas",
+    "Beacon",
+    "Cascade",
+    "Driftwood",
+    "Evergreen",
+    "Falcon",
+    "Granite",
+    "Harbor",
+    "Ion",
+    "Juniper",
+    "Keystone",
+    "Lighthouse",
+]
+
+# Page sections; each statement is used by exactly one project page.
+STATUS: list[tuple[str, str, str]] = [
+    (
+        "The beta went out to forty pilot customers last week.",
+        "Which effort already shipped an early release to a small group of clients?",
+        "Which project sent the beta to forty pilot customers?",
+    ),
+    (
+        "Load testing showed the API handles 12,000 requests per second.",
+        "Which system was benchmarked for throughput under heavy traffic?",
+        "Which project did load testing showing the API handles 12,000 requests per second?",
+    ),
+    (
+        "The data migration finished and the old warehouse was switched off.",
+        "Where did we complete moving records and retire the legacy storage?",
+        "Which project finished the data migration and switched off the old warehouse?",
+    ),
+    (
+        "Design sign-off is still waiting on the accessibility audit.",
+        "Which initiative cannot get visual approval until the review for users with disabilities is done?",
+        "Which project's design sign-off waits on the accessibility audit?",
+    ),
+    (
+        "Mobile crash rate dropped from 3% to 0.4% after the rewrite.",
+        "Which app became far more stable once its code was rebuilt?",
+        "Which project's mobile crash rate dropped after the rewrite?",
+    ),
+    (
+        "Invoices are now generated automatically at month end.",
+        "Where did billing statements stop being produced by hand?",
+        "Which project generates invoices automatically at month end?",
+    ),
+    (
+        "The search index was rebuilt and latency fell below 50 ms.",
+        "Which effort made lookups much quicker?",
+        "Which project rebuilt the search index so latency fell below 50 ms?",
+    ),
+    (
+        "Onboarding time for new customers went from two weeks to three days.",
+        "Where did bringing clients on board become much quicker?",
+        "Which project cut onboarding time for new customers to three days?",
+    ),
+    (
+        "The chatbot now answers sixty percent of support tickets without a human.",
+        "Which tool resolves most help requests automatically?",
+        "Which project's chatbot answers support tickets without a human?",
+    ),
+    (
+        "All servers were moved from the on-premise datacenter to the cloud.",
+        "Which initiative got rid of our own hardware racks?",
+        "Which project moved all servers from the datacenter to the cloud?",
+    ),
+    (
+        "The hiring pipeline filled eight of the ten open engineering roles.",
+        "Which effort is close to finishing recruiting developers?",
+        "Which project's hiring pipeline filled eight open engineering roles?",
+    ),
+    (
+        "Energy use in the warehouse fell by a fifth after the lighting retrofit.",
+        "Where did power consumption go down thanks to new lamps?",
+        "Which project's lighting retrofit cut warehouse energy use?",
+    ),
+]
+RISKS: list[tuple[str, str, str]] = [
+    (
+        "The vendor contract expires before the rollout is complete.",
+        "Which plan is endangered because a supplier agreement ends too early?",
+        "Which project's vendor contract expires before the rollout is complete?",
+    ),
+    (
+        "Only one engineer understands the legacy billing code.",
+        "Where do we depend on a single person's knowledge of old invoicing software?",
+        "Which project has only one engineer who understands the legacy billing code?",
+    ),
+    (
+        "New privacy regulation in the EU could block the launch.",
+        "Which initiative might be stopped by European data protection law?",
+        "Which project's launch could be blocked by EU privacy regulation?",
+    ),
+    (
+        "Cloud costs are growing faster than revenue.",
+        "Where is infrastructure spending outpacing income?",
+        "Which project has cloud costs growing faster than revenue?",
+    ),
+    (
+        "The main customer is threatening to churn over missing SSO.",
+        "Which effort may lose its biggest client because single sign-on is not there?",
+        "Which project's main customer threatens to churn over missing SSO?",
+    ),
+    (
+        "Hardware shipments from the factory are delayed by the port strike.",
+        "Which plan is waiting on equipment held up by dock workers walking out?",
+        "Which project's hardware shipments are delayed by the port strike?",
+    ),
+    (
+        "Test coverage is below twenty percent, so regressions slip through.",
+        "Where do bugs reach production because few automated checks exist?",
+        "Which project has test coverage below twenty percent?",
+    ),
+    (
+        "The team is burning out after three months of weekend work.",
+        "Which group is exhausted from working Saturdays and Sundays?",
+        "Which project's team is burning out after weekend work?",
+    ),
+    (
+        "A competitor launched a nearly identical product at half the price.",
+        "Which initiative faces a cheaper rival offering?",
+        "Which project has a competitor with an identical product at half the price?",
+    ),
+    (
+        "The third-party maps API will be deprecated next year.",
+        "Which effort relies on a location service that is being retired?",
+        "Which project depends on the maps API that will be deprecated?",
+    ),
+    (
+        "Key stakeholders in finance have not approved the budget.",
+        "Which plan still lacks money sign-off from the accounting leaders?",
+        "Which project's budget have finance stakeholders not approved?",
+    ),
+    (
+        "The open-source license of a core library changed to non-commercial.",
+        "Which product may need to replace a dependency because its usage terms became restrictive?",
+        "Which project's core library license changed to non-commercial?",
+    ),
+]
+DECISIONS: list[tuple[str, str, str]] = [
+    (
+        "We chose Postgres over MongoDB for the order service.",
+        "Which effort picked a relational database for purchases?",
+        "Which project chose Postgres over MongoDB for the order service?",
+    ),
+    (
+        "The team agreed to ship weekly instead of monthly.",
+        "Where did we decide to release more frequently?",
+        "Which project agreed to ship weekly instead of monthly?",
+    ),
+    (
+        "We decided to outsource the mobile app to an agency.",
+        "Which initiative handed phone application development to an external firm?",
+        "Which project decided to outsource the mobile app to an agency?",
+    ),
+    (
+        "Pricing moved from per-seat to usage-based billing.",
+        "Where do customers now pay for what they consume rather than per user?",
+        "Which project moved pricing from per-seat to usage-based billing?",
+    ),
+    (
+        "We dropped support for Internet Explorer.",
+        "Which product no longer works on Microsoft's old browser?",
+        "Which project dropped support for Internet Explorer?",
+    ),
+    (
+        "The launch event will be held in Lisbon.",
+        "Where is the kickoff celebration taking place?",
+        "Which project's launch event will be held in Lisbon?",
+    ),
+    (
+        "All customer data will be stored in Frankfurt to satisfy residency rules.",
+        "Which system keeps client records in Germany for compliance?",
+        "Which project stores customer data in Frankfurt?",
+    ),
+    (
+        "We will hire a dedicated security engineer before going live.",
+        "Which effort plans to add a specialist to protect against attacks before launch?",
+        "Which project will hire a dedicated security engineer before going live?",
+    ),
+    (
+        "Code reviews now require two approvals.",
+        "Where must every change be signed off by a pair of reviewers?",
+        "Which project's code reviews require two approvals?",
+    ),
+    (
+        "The legacy desktop client will be retired in December.",
+        "Which old installed application is being shut down at the end of the year?",
+        "Which project will retire the legacy desktop client in December?",
+    ),
+    (
+        "We switched the design system from Bootstrap to Tailwind.",
+        "Which product changed its CSS framework?",
+        "Which project switched the design system from Bootstrap to Tailwind?",
+    ),
+    (
+        "Support hours were extended to cover Asian time zones.",
+        "Where is customer help now available overnight for clients in Tokyo and Singapore?",
+        "Which project extended support hours to cover Asian time zones?",
+    ),
+]
+OVERVIEW = (
+    "{p} is an internal initiative owned by {owner}. It started in {month} and reports to the "
+    "steering group every two weeks. The working notes below are kept current by the team."
+)
+MONTHS = ["January", "February", "March", "April", "May", "June", "July", "September", "October"]
+
+
+@dataclass(frozen=True)
+class Question:
+    text: str
+    qtype: str  # "fact/paraphrase", "fact/lexical", "page/paraphrase", "page/lexical"
+    #: acceptable answers: fact keys (resolved to fact ids) or one page slug
+    targets: tuple[str, ...]
+
+
+@dataclass
+class EvalSet:
+    facts: list[tuple[str, str, str]]  # (key, entity name, fact text)
+    pages: list[tuple[str, str, str]]  # (slug, title, markdown content)
+    questions: list[Question]
+
+
+def build_eval_set(seed: int = SEED) -> EvalSet:
+    """The deterministic evaluation set (same seed, same set)."""
+    rng = random.Random(seed)
+    names = [f"{f} {last}" for f in FIRST_NAMES for last in LAST_NAMES]
+    rng.shuffle(names)
+    people = names[:PEOPLE_COUNT]
+    facts: list[tuple[str, str, str]] = []
+    questions: list[Question] = []
+    assigned = {person: rng.sample(range(len(PERSON_FACTS)), FACTS_PER_PERSON) for person in people}
+    for person in people:
+        first = person.split()[0]
+        for idx in assigned[person]:
+            stored, paraphrase, lexical = PERSON_FACTS[idx]
+            key = f"{person}#{idx}"
+            facts.append((key, person, stored.format(e=person)))
+            # Half the questions use the first name only, as people do; every namesake holding the
+            # same statement is then a correct answer, and the other namesakes' facts distract.
+            if rng.random() < 0.5:
+                said = first
+                targets = tuple(f"{p}#{idx}" for p in people if p.split()[0] == first and idx in assigned[p])
+            else:
+                said, targets = person, (key,)
+            questions.append(Question(paraphrase.format(e=said), "fact/paraphrase", targets))
+            questions.append(Question(lexical.format(e=said), "fact/lexical", targets))
+    pages: list[tuple[str, str, str]] = []
+    pools = {"Status": STATUS[:], "Risks": RISKS[:], "Decisions": DECISIONS[:]}
+    for pool in pools.values():
+        rng.shuffle(pool)
+    for i, project in enumerate(PROJECTS):
+        slug = f"projects/{project.lower()}"
+        title = f"Project {project}"
+        owner = rng.choice(people)
+        body = [
+            f"# {title}",
+            "",
+            "## Overview",
+            "",
+            OVERVIEW.format(p=title, owner=owner, month=rng.choice(MONTHS)),
+            "",
+        ]
+        for section, pool in pools.items():
+            stored, paraphrase, lexical = pool[i]
+            body += [f"## {section}", "", stored, ""]
+            questions.append(Question(paraphrase, "page/paraphrase", (slug,)))
+            questions.append(Question(lexical, "page/lexical", (slug,)))
+        content = f"---\ntitle: {title}\ntype: project\n---\n" + "\n".join(body)
+        pages.append((slug, title, content))
+    return EvalSet(facts, pages, questions)
