@@ -202,7 +202,8 @@ def _slug_problem(slug: str) -> str | None:
 
 def _page_problem(p: PackPage) -> str | None:
     """put_page's limits (D16), the same functions it calls."""
-    from fleetmem.memory.verbs.put_page import PAGE_STORED_MAX_BYTES, _check_names, stored_bytes
+    from fleetmem.memory.page_limits import PAGE_STORED_MAX_BYTES, stored_bytes
+    from fleetmem.memory.page_limits import check_names as _check_names
 
     problem = _slug_problem(p.slug)
     if problem:

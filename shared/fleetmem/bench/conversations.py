@@ -100,7 +100,6 @@ class OnceSearch:
 
 def ingest(stores: Any, embedder: Any, conv: dict[str, Any]) -> tuple[dict[str, str], dict[str, set[str]]]:
     """Store one conversation as pages and facts; returns (page slug -> turn id, fact id -> turn ids)."""
-    import fleetmem.memory.verbs.put_page  # noqa: F401  (registers the page tools)
     from fleetmem.adapters.local.clock import FixedClock
     from fleetmem.adapters.local.ids import SortableIds
     from fleetmem.models import Caller

@@ -65,7 +65,6 @@ def run_quality(
 
     Returns {"modes": {mode: {qtype: metrics}}, "table": markdown, "questions": n, ...}.
     """
-    import fleetmem.memory.verbs.put_page  # noqa: F401  (registers the page tools it needs)
     from fleetmem.adapters.local import open_local
     from fleetmem.adapters.local.embedder import load_local_embedder
     from fleetmem.models import Caller

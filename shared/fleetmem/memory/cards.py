@@ -41,7 +41,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from fleetmem.memory.pagefmt import clip, first_sentence, strip_private
 from fleetmem.memory.slugs import last_segment, normalize_alias, slugify
@@ -105,8 +105,8 @@ def _timeline_dates(page: Page) -> list[tuple[datetime, str]]:
     return out
 
 
-def _commitments(facts: list[Fact], since: datetime | None) -> list[dict]:
-    threads: list[dict] = []
+def _commitments(facts: list[Fact], since: datetime | None) -> list[dict[str, Any]]:
+    threads: list[dict[str, Any]] = []
     for fact in facts:
         if fact.kind != "commitment" or (since is not None and fact.created_at <= since):
             continue
@@ -125,7 +125,7 @@ def open_threads(
     now: datetime,
     since: datetime | None = None,
     facts: list[Fact] | None = None,
-) -> list[dict]:
+) -> list[dict[str, Any]]:
     if facts is None:
         facts = deps.facts.by_entity(tenant, page.slug, now=now, world_only=world_only, limit=_COMMITMENT_SCAN)
     threads = _commitments(facts, since)
@@ -148,7 +148,7 @@ def open_threads(
 
 def _edges(
     deps: Deps, tenant: str, page: Page | None, inputs: CardInputs, *, world_only: bool, slug: str = ""
-) -> list[dict]:
+) -> list[dict[str, Any]]:
     slug = page.slug if page is not None else slug
     links = page.links if page is not None else []
     out_links = [link for link in links if link.type != MENTIONS and link.target != slug]
@@ -185,7 +185,7 @@ def build_card(
     now: datetime,
     since: datetime | None = None,
     inputs: CardInputs | None = None,
-) -> dict:
+) -> dict[str, Any]:
     if inputs is None:
         _, inputs = read_card(deps, tenant, page.slug, world_only=world_only, now=now, with_page=False)
     dates = [d for d, _ in _timeline_dates(page)]
@@ -228,7 +228,7 @@ def fact_card(
     *,
     world_only: bool,
     since: datetime | None = None,
-) -> dict:
+) -> dict[str, Any]:
     title, kind = fact_entity_head(slug, name)
     return {
         "entity": {"slug": slug, "title": title, "type": kind},
@@ -245,7 +245,7 @@ def fact_card(
 
 @dataclass(frozen=True)
 class EntityCard:
-    card: dict
+    card: dict[str, Any]
     inputs: CardInputs
     fact_only: bool
 
@@ -278,6 +278,6 @@ def entity_card(
     return None
 
 
-def flat_card(card: dict) -> dict:
+def flat_card(card: dict[str, Any]) -> dict[str, Any]:
     ent = card["entity"]
     return {"slug": ent["slug"], "title": ent["title"], "type": ent["type"], **card}

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from fleetmem.memory import budget as budget_rule
 from fleetmem.memory.render import delta_item_line, delta_section, delta_thread_line, render_delta_lines
@@ -36,8 +37,8 @@ ELLIPSIS = "…"
 
 @dataclass(frozen=True)
 class DeltaPack:
-    items: list[dict]  # the delivered prefix of the pending items (the first may be cut)
-    threads: list[dict]
+    items: list[dict[str, Any]]  # the delivered prefix of the pending items (the first may be cut)
+    threads: list[dict[str, Any]]
     text: str
     dropped: int  # items and threads the text left out
     has_more: bool
@@ -47,12 +48,12 @@ class DeltaPack:
         return budget_rule.text_fields(budget, self.text, self.dropped)
 
 
-def truncate_fact(fact: dict, chars: int) -> dict:
+def truncate_fact(fact: dict[str, Any], chars: int) -> dict[str, Any]:
     """The fact with its text cut to `chars` characters plus "…"."""
     return {**fact, "fact": fact["fact"][:chars] + ELLIPSIS, "truncated": True}
 
 
-def truncate_page(page: dict, room: int) -> dict:
+def truncate_page(page: dict[str, Any], room: int) -> dict[str, Any]:
     """The page with `title` and `slug` cut to `room` characters together: the title goes first
     (ending with "…"), then the slug."""
     slug = page["slug"][:room]
@@ -61,7 +62,7 @@ def truncate_page(page: dict, room: int) -> dict:
     return {**page, "title": title, "slug": slug, "truncated": True}
 
 
-def _content_len(item: dict) -> int:
+def _content_len(item: dict[str, Any]) -> int:
     """The characters of an item that a cut can remove (0: it cannot be cut)."""
     section = delta_section(item)
     if section == 1:
@@ -71,7 +72,7 @@ def _content_len(item: dict) -> int:
     return 0
 
 
-def _cut(item: dict, room: int) -> dict | None:
+def _cut(item: dict[str, Any], room: int) -> dict[str, Any] | None:
     """`item` cut so its content takes at most `room` characters, or None when it cannot be."""
     section = delta_section(item)
     if section == 1 and room >= 2:
@@ -81,13 +82,13 @@ def _cut(item: dict, room: int) -> dict | None:
     return None
 
 
-def _bare(item: dict, budget: int) -> tuple[dict, str] | None:
+def _bare(item: dict[str, Any], budget: int) -> tuple[dict[str, Any], str] | None:
     """Below the frame (D14: a session always progresses): the first item cut to the budget, its
     text the cut content alone (a fact's words, a page's title and slug), so the text still shows
     what the JSON delivers and costs at most the budget. None when the item cannot be cut (a
     retraction) or the budget holds not even one character and the marker."""
 
-    def content(it: dict) -> str:
+    def content(it: dict[str, Any]) -> str:
         if delta_section(it) == 1:
             return " ".join(it["fact"].split())
         return " ".join(part for part in (" ".join(it["title"].split()), it["slug"]) if part)
@@ -104,7 +105,12 @@ def _bare(item: dict, budget: int) -> tuple[dict, str] | None:
 
 
 def pack_delta(
-    since: str, items: Sequence[dict], threads: Sequence[dict], *, overflow: bool, budget: int | None
+    since: str,
+    items: Sequence[dict[str, Any]],
+    threads: Sequence[dict[str, Any]],
+    *,
+    overflow: bool,
+    budget: int | None,
 ) -> DeltaPack:
     items = list(items)
     lines = [(delta_section(i), delta_item_line(i)) for i in items]

@@ -74,56 +74,13 @@ def store_cursor(
     this wake read from). No position moves backwards. Returns the stored cursor, or None when both
     attempts lost the race (delivery stays at-least-once: the cursor simply did not move).
     """
-
-    def later(old: int | None, new: int | None) -> int | None:
-        if new is None:
-            return old
-        return new if old is None or new > old else old
-
-    def later_expiry(old: str | None, new: str | None) -> str | None:
-        if new is None:
-            return old
-        return new if old is None or expiry_key(new) > expiry_key(old) else old
-
+    held = _Held(hold, hold_seqs, hold_expiry)
     for attempt in range(2):
-        streak = 0
         if current is None:
-            since, slug = target.position or hold
-            new = Cursor(
-                tenant=caller.tenant,
-                client_id=client,
-                session_id=session_id,
-                since=to_ms(since),
-                slug=slug,
-                touched_at=now,
-                incomplete_streak=1 if incomplete else 0,
-                page_seq=later(hold_seqs[0], target.page_seq),
-                fact_seq=later(hold_seqs[1], target.fact_seq),
-                expiry=later_expiry(hold_expiry, target.expiry),
-            )
+            new = _created(caller, client, session_id, now, target, held, incomplete=incomplete)
             expected = None
         else:
-            since, slug = current.since, current.slug
-            if target.position is not None and (to_ms(target.position[0]), target.position[1]) > (since, slug):
-                since, slug = to_ms(target.position[0]), target.position[1]
-            streak = current.incomplete_streak + 1 if incomplete else 0
-            new = current.model_copy(
-                update={
-                    "since": since,
-                    "slug": slug,
-                    "touched_at": now,
-                    "incomplete_streak": streak,
-                    "page_seq": later(
-                        current.page_seq if current.page_seq is not None else hold_seqs[0], target.page_seq
-                    ),
-                    "fact_seq": later(
-                        current.fact_seq if current.fact_seq is not None else hold_seqs[1], target.fact_seq
-                    ),
-                    "expiry": later_expiry(
-                        current.expiry if current.expiry is not None else hold_expiry, target.expiry
-                    ),
-                }
-            )
+            new = _advanced(current, now, target, held, incomplete=incomplete)
             expected = current.version
         try:
             return deps.cursors.put(new, expected_version=expected)
@@ -132,3 +89,59 @@ def store_cursor(
                 return None
             current = deps.cursors.get(caller.tenant, client, session_id, now=now)
     return None
+
+
+@dataclass(frozen=True)
+class _Held:
+    """The positions this wake read from: where a field the target leaves alone is created."""
+
+    position: tuple[datetime, str]
+    seqs: tuple[int, int]
+    expiry: str | None
+
+
+def _later(old: int | None, new: int | None) -> int | None:
+    if new is None:
+        return old
+    return new if old is None or new > old else old
+
+
+def _later_expiry(old: str | None, new: str | None) -> str | None:
+    if new is None:
+        return old
+    return new if old is None or expiry_key(new) > expiry_key(old) else old
+
+
+def _created(
+    caller: Caller, client: str, session_id: str, now: datetime, target: CursorTarget, held: _Held, *, incomplete: bool
+) -> Cursor:
+    since, slug = target.position or held.position
+    return Cursor(
+        tenant=caller.tenant,
+        client_id=client,
+        session_id=session_id,
+        since=to_ms(since),
+        slug=slug,
+        touched_at=now,
+        incomplete_streak=1 if incomplete else 0,
+        page_seq=_later(held.seqs[0], target.page_seq),
+        fact_seq=_later(held.seqs[1], target.fact_seq),
+        expiry=_later_expiry(held.expiry, target.expiry),
+    )
+
+
+def _advanced(current: Cursor, now: datetime, target: CursorTarget, held: _Held, *, incomplete: bool) -> Cursor:
+    since, slug = current.since, current.slug
+    if target.position is not None and (to_ms(target.position[0]), target.position[1]) > (since, slug):
+        since, slug = to_ms(target.position[0]), target.position[1]
+    return current.model_copy(
+        update={
+            "since": since,
+            "slug": slug,
+            "touched_at": now,
+            "incomplete_streak": current.incomplete_streak + 1 if incomplete else 0,
+            "page_seq": _later(current.page_seq if current.page_seq is not None else held.seqs[0], target.page_seq),
+            "fact_seq": _later(current.fact_seq if current.fact_seq is not None else held.seqs[1], target.fact_seq),
+            "expiry": _later_expiry(current.expiry if current.expiry is not None else held.expiry, target.expiry),
+        }
+    )

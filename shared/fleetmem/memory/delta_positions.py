@@ -37,7 +37,7 @@ def fact_tie(slug: str) -> int | None:
     return int(rest) if rest.isdigit() and len(rest) <= 18 else None
 
 
-def merge_changes(a: list, b: list, limit: int) -> tuple[list, bool]:
+def merge_changes(a: list[tuple[int, Any]], b: list[tuple[int, Any]], limit: int) -> tuple[list[tuple[int, Any]], bool]:
     """Two change lists of one sequence (each ascending, fetched `limit + 1`) as one: ascending,
     at most `limit`, cut before the first number either list could not show past; and whether
     anything lies beyond."""

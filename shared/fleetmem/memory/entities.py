@@ -55,6 +55,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Any
 
 from fleetmem.errors import PortError, caller_error
 from fleetmem.memory.cards import fact_entity_head
@@ -67,7 +68,7 @@ from fleetmem.memory.slugs import (
     slugify,
     title_keys,
 )
-from fleetmem.models import PageHead, PageMatch, SearchQuery
+from fleetmem.models import PageHead, PageMatch, SearchHit, SearchQuery
 from fleetmem.ports import Deps
 from fleetmem.protocol import SUGGESTIONS_MAX, TITLE_MAX
 
@@ -140,7 +141,7 @@ def _words(text: str) -> set[str]:
     return {w for w in _WORD_SEP.split(slugify(text)) if w}
 
 
-def _suggestion(slug: str, title: str, kind: str | None, wanted: set[str]) -> dict:
+def _suggestion(slug: str, title: str, kind: str | None, wanted: set[str]) -> dict[str, Any]:
     have = _words(title) | _words(slug)
     safety = "probable" if wanted and wanted <= have else "unknown"
     return {"slug": slug, "title": title, "type": kind, "create_safety": safety}
@@ -151,7 +152,7 @@ def _near(slug: str, wanted: set[str]) -> bool:
     return any(have.startswith(w) for have in _words(last_segment(slug)) for w in wanted)
 
 
-def _fact_hits(deps: Deps, tenant: str, text: str, wanted: set[str], *, world_only: bool) -> list:
+def _fact_hits(deps: Deps, tenant: str, text: str, wanted: set[str], *, world_only: bool) -> list[SearchHit]:
     """The fact index's keyword hits for a name (a fact's indexed title is its entity slug); none
     when the name has no word or the index cannot answer (near-misses are advice)."""
     if not wanted:
@@ -164,8 +165,8 @@ def _fact_hits(deps: Deps, tenant: str, text: str, wanted: set[str], *, world_on
 
 
 def _fact_only_near_misses(
-    deps: Deps, tenant: str, hits: list, wanted: set[str], *, world_only: bool, skip: set[str]
-) -> list[dict]:
+    deps: Deps, tenant: str, hits: list[SearchHit], wanted: set[str], *, world_only: bool, skip: set[str]
+) -> list[dict[str, Any]]:
     """Entities that have facts but no page, near the name: of the facts the index found (`hits`),
     those filed under a slug sharing a word with it, whose slug is no page's and that hold active
     facts the caller may see, are offered."""
@@ -181,12 +182,14 @@ def _fact_only_near_misses(
     return [_suggestion(slug, *fact_entity_head(slug), wanted) for slug, n in zip(slugs, counts, strict=True) if n]
 
 
-def near_misses(deps: Deps, tenant: str, name: str, *, world_only: bool, exclude: tuple[str, ...] = ()) -> list[dict]:
+def near_misses(
+    deps: Deps, tenant: str, name: str, *, world_only: bool, exclude: tuple[str, ...] = ()
+) -> list[dict[str, Any]]:
     # A slug-shaped name is matched by its last segment: "people/" names a folder, not the entity
     # (otherwise every people/ page would look like a near-miss of "people/bob").
     text = last_segment(name.strip()[:TITLE_MAX]) or name.strip()[:TITLE_MAX]
     wanted = _words(text)
-    out: list[dict] = []
+    out: list[dict[str, Any]] = []
     limit = SUGGESTIONS_MAX + len(exclude)
     # the page keyword lookup and the fact search are independent: one concurrent round
     heads, fact_hits = deps.gather(

@@ -16,7 +16,7 @@ from fleetmem.memory.common import normalize_text
 from fleetmem.memory.vectors import cosine
 from fleetmem.models import Caller, Fact
 from fleetmem.ports import DecisionPool, Deps
-from fleetmem.protocol import DEDUP_NEIGHBOURS
+from fleetmem.protocol import DEDUP_NEIGHBOURS, RememberStatus
 
 CANDIDATE_SCAN = 500  # active facts of one entity loaded for the nearest-neighbour comparison
 
@@ -51,7 +51,7 @@ def restated(caller: Caller, new: Fact, named: Fact, pool: list[Fact]) -> Fact |
 
 def match(
     deps: Deps, caller: Caller, new: Fact, vec: list[float] | None, pool: list[Fact]
-) -> tuple[Fact | None, str, Fact | None]:
+) -> tuple[Fact | None, RememberStatus, Fact | None]:
     """-> (existing fact, "duplicate" | "superseded", None) or (None, "inserted", probable), where
     `probable` is the nearest fact the new one probably updates (`sameness.probable_update`): the
     caller is told, nothing is superseded."""

@@ -53,7 +53,8 @@ class PageFormatError(ValueError):
         self.instead = instead
 
 
-class _FrontmatterLoader(yaml.SafeLoader):
+# PyYAML ships no type stubs here, so its loader class is Any to mypy.
+class _FrontmatterLoader(yaml.SafeLoader):  # type: ignore[misc]
     """The safe loader without aliases: refused at the first one, before anything is expanded."""
 
     def compose_node(self, parent: Any, index: Any) -> Any:

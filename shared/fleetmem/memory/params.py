@@ -155,15 +155,7 @@ def invalid_from_validation(
     now = now or datetime.now(UTC)
     fields = model.model_fields
     by_alias = {f.alias: n for n, f in fields.items() if f.alias}
-    order = list(getattr(model, "check_order", ())) + [n for n in fields]
-    rank = {n: i for i, n in reversed(list(enumerate(order)))}
-    raw_errors = exc.errors(include_url=False, include_input=False)
-
-    def top(e: Any) -> str | None:
-        loc = e.get("loc") or ()
-        return loc[0] if loc and isinstance(loc[0], str) else None
-
-    raw_errors = sorted(raw_errors, key=lambda e: rank.get(by_alias.get(top(e) or "", top(e) or ""), len(order)))
+    raw_errors = _in_check_order(model, exc)
     errors = [
         {
             "field": ".".join(str(p) for p in (e.get("loc") or ())) or None,
@@ -173,36 +165,96 @@ def invalid_from_validation(
         for e in raw_errors
     ]
     args = {**{k: v for k, v in data.items()}, **dict(keep or {})}
-    first_field = top(raw_errors[0]) if raw_errors else None
+    first_field = _top(raw_errors[0]) if raw_errors else None
     hint = _hint_of(model, by_alias.get(first_field, first_field)) if first_field else None
-    if first_field is not None and hint is not None:
-        name = by_alias.get(first_field, first_field)
-        raw = data.get(first_field)
-        first = raw_errors[0]
-        custom = first.get("type") in _OWN_CODES or str(first.get("type", "")).startswith("fm_")
-        shown = json.dumps(raw, ensure_ascii=False, default=str)[:80]
-        message = str(first.get("msg")) if custom else f"{first_field} must be {hint.accepts} (got {shown})."
-        problem = message if custom else f"{first_field}={shown} is not {hint.accepts}."
-        value = hint.value(raw, now, fields[name].get_default(call_default_factory=True))
-        return invalid(
-            tool,
-            args,
-            message,
-            problem=problem,
-            cause=hint.cause or f"{first_field} must be {hint.accepts}.",
-            field=first_field,
-            value=None if value in (DROP, NO_FIX) else value,
-            drop=value is DROP,
-            no_fix=(hint.remedy or "correct the call") if value is NO_FIX else None,
-            detail={"errors": errors},
-            code=first["type"] if first.get("type") in _OWN_CODES else "invalid_params",
-        )
-    return _generic_invalid(tool, model, args, raw_errors, errors)
+    if first_field is None or hint is None:
+        return _generic_invalid(tool, model, args, raw_errors, errors)
+    name = by_alias.get(first_field, first_field)
+    raw = data.get(first_field)
+    first = raw_errors[0]
+    custom = first.get("type") in _OWN_CODES or str(first.get("type", "")).startswith("fm_")
+    shown = json.dumps(raw, ensure_ascii=False, default=str)[:80]
+    message = str(first.get("msg")) if custom else f"{first_field} must be {hint.accepts} (got {shown})."
+    problem = message if custom else f"{first_field}={shown} is not {hint.accepts}."
+    value = hint.value(raw, now, fields[name].get_default(call_default_factory=True))
+    return invalid(
+        tool,
+        args,
+        message,
+        problem=problem,
+        cause=hint.cause or f"{first_field} must be {hint.accepts}.",
+        field=first_field,
+        value=None if value in (DROP, NO_FIX) else value,
+        drop=value is DROP,
+        no_fix=(hint.remedy or "correct the call") if value is NO_FIX else None,
+        detail={"errors": errors},
+        code=first["type"] if first.get("type") in _OWN_CODES else "invalid_params",
+    )
+
+
+def _top(e: Any) -> str | None:
+    """The top-level parameter an error is about (None: the arguments as a whole)."""
+    loc = e.get("loc") or ()
+    return loc[0] if loc and isinstance(loc[0], str) else None
+
+
+def _in_check_order(model: type[BaseModel], exc: ValidationError) -> list[Any]:
+    """The validation errors, first failing field first (`check_order` before model order)."""
+    fields = model.model_fields
+    by_alias = {f.alias: n for n, f in fields.items() if f.alias}
+    order = list(getattr(model, "check_order", ())) + [n for n in fields]
+    rank = {n: i for i, n in reversed(list(enumerate(order)))}
+    raw_errors = exc.errors(include_url=False, include_input=False)
+    return sorted(raw_errors, key=lambda e: rank.get(by_alias.get(_top(e) or "", _top(e) or ""), len(order)))
 
 
 def _generic_invalid(
     tool: str, model: type[BaseModel], args: dict[str, Any], raw_errors: list[Any], errors: list[dict[str, Any]]
 ) -> VerbError:
+    fields = model.model_fields
+    by_alias = {f.alias: n for n, f in fields.items() if f.alias}
+    fixed, derivable, bad = _corrected(model, args, raw_errors)
+    first = errors[0] if errors else {"field": None, "message": "invalid"}
+    field_name = bad[0] if bad else None
+    described = ""
+    if field_name:
+        finfo = fields.get(by_alias.get(field_name, field_name))
+        if finfo is not None and finfo.description:
+            described = f" ({finfo.description.strip().rstrip('.')})"
+    if field_name:
+        message = f'Parameter "{field_name}" is invalid: {first["message"]}.'
+    else:
+        message = f"The arguments of {tool} are invalid: {first['message']}."
+    others = bad[1:]
+    suggestion = (
+        (f"Correct `{field_name}`{described}" if field_name else f"Correct the arguments of {tool}")
+        + (f" and also {', '.join(f'`{o}`' for o in others)}" if others else "")
+        + f"; tools/list shows {tool}'s inputSchema."
+    )
+    fix = None
+    if derivable and bad:
+        keep = "your other arguments kept and " + ", ".join(
+            f"`{b}` {'set to ' + _compact(fixed[b]) if b in fixed else 'left out (its default applies)'}" for b in bad
+        )
+        fix = Fix(
+            why=f"The call failed validation before it ran, so nothing changed. This is the same call with {keep}.",
+            mcp={"tool": tool, "arguments": fixed},
+        )
+    return VerbError(
+        "invalid_params",
+        message,
+        suggestion,
+        why="The call failed validation before it ran, so nothing changed.",
+        detail={"errors": errors},
+        fix=fix,
+    )
+
+
+def _corrected(
+    model: type[BaseModel], args: dict[str, Any], raw_errors: list[Any]
+) -> tuple[dict[str, Any], bool, list[str]]:
+    """The call with each bad parameter corrected where a correction is evident (its default, the
+    boolean or text it plainly spells), whether every one was, and the bad parameters in order."""
     fields = model.model_fields
     by_alias = {f.alias: n for n, f in fields.items() if f.alias}
     fixed = dict(args)
@@ -247,40 +299,7 @@ def _generic_invalid(
             fixed.pop(top, None)
         else:
             fixed[top] = to_jsonable_python(default)
-    first = errors[0] if errors else {"field": None, "message": "invalid"}
-    field_name = bad[0] if bad else None
-    described = ""
-    if field_name:
-        finfo = fields.get(by_alias.get(field_name, field_name))
-        if finfo is not None and finfo.description:
-            described = f" ({finfo.description.strip().rstrip('.')})"
-    if field_name:
-        message = f'Parameter "{field_name}" is invalid: {first["message"]}.'
-    else:
-        message = f"The arguments of {tool} are invalid: {first['message']}."
-    others = bad[1:]
-    suggestion = (
-        (f"Correct `{field_name}`{described}" if field_name else f"Correct the arguments of {tool}")
-        + (f" and also {', '.join(f'`{o}`' for o in others)}" if others else "")
-        + f"; tools/list shows {tool}'s inputSchema."
-    )
-    fix = None
-    if derivable and bad:
-        keep = "your other arguments kept and " + ", ".join(
-            f"`{b}` {'set to ' + _compact(fixed[b]) if b in fixed else 'left out (its default applies)'}" for b in bad
-        )
-        fix = Fix(
-            why=f"The call failed validation before it ran, so nothing changed. This is the same call with {keep}.",
-            mcp={"tool": tool, "arguments": fixed},
-        )
-    return VerbError(
-        "invalid_params",
-        message,
-        suggestion,
-        why="The call failed validation before it ran, so nothing changed.",
-        detail={"errors": errors},
-        fix=fix,
-    )
+    return fixed, derivable, bad
 
 
 _FLAG_WORDS = {"true": True, "yes": True, "on": True, "1": True, "false": False, "no": False, "off": False, "0": False}

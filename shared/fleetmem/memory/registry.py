@@ -1,8 +1,10 @@
 """The tool registry: one entry per tool, the single source of tools/list, dispatch, the CLI,
 `fleetmem protocol --json`, the CDK function list and the conformance runner.
 
-Each verb module registers itself with `register(ToolSpec(...))`; `fleetmem.memory.verbs`
-imports every module so that `REGISTRY` is complete once `fleetmem.memory` is imported.
+Each verb module defines its `SPEC = ToolSpec(...)` (usually through `read_tool` / `write_tool`)
+and registers nothing; the one list of tools is `fleetmem.memory.verbs.TOOLS`, which registers
+every spec here in that order (the order of tools/list). Read the registry from
+`fleetmem.memory.verbs.REGISTRY`: it is this module's `REGISTRY`, complete.
 
 Every tool has a typed parameter model (a `params.Params`, whose failures become the tool's
 `invalid_params`; strict, with every integer parameter bounded in its schema — D18) and a result
@@ -53,10 +55,56 @@ class ToolSpec:
         return self.result.model_validate(body)
 
 
+#: The annotations of every tool that only reads.
+READ_ONLY: dict[str, bool] = {"readOnlyHint": True}
+
+
+def read_tool(
+    name: str,
+    description: str,
+    params: type[Params],
+    result: type[BaseModel],
+    run: RunFn,
+    *,
+    scope: Scope = "read",
+    surface: Surface = "full",
+) -> ToolSpec:
+    """A tool that only reads (D3: it ignores unknown parameters with a notice; readOnlyHint)."""
+    return ToolSpec(name, description, params, run, result, scope, surface, writes=False, annotations=dict(READ_ONLY))
+
+
+def write_tool(
+    name: str,
+    description: str,
+    params: type[Params],
+    result: type[BaseModel],
+    run: RunFn,
+    *,
+    annotations: dict[str, bool],
+    scope: Scope = "write",
+    surface: Surface = "full",
+    idempotency: bool = False,
+) -> ToolSpec:
+    """A tool that writes (D3: it refuses unknown parameters); `idempotency` (D2) takes `idempotency_key`."""
+    return ToolSpec(
+        name,
+        description,
+        params,
+        run,
+        result,
+        scope,
+        surface,
+        writes=True,
+        annotations=annotations,
+        idempotency=idempotency,
+    )
+
+
 REGISTRY: dict[str, ToolSpec] = {}
 
 
 def register(spec: ToolSpec) -> ToolSpec:
+    """Add one spec to `REGISTRY` (the tool list does it for every tool; tests add probe tools)."""
     if spec.name in REGISTRY:
         raise ValueError(f"tool {spec.name!r} registered twice")
     if issubclass(spec.params, Params):

@@ -220,29 +220,37 @@ def ttl_error(value: str) -> TtlInvalid:
             klass="caller",
         )
     if suggested is not None:
-        if iso_duration_to_shorthand(text) is not None:
-            message = f"ttl {value!r} is an ISO-8601 duration, which remember does not accept."
-            cause = f'ttl takes the shorthand form; {value!r} is written "{suggested}".'
-        elif parsed is not None and parsed[2] in _CALENDAR_SECONDS:
-            message = f"ttl {value!r} uses a calendar unit, which remember does not accept."
-            cause = (
-                f'ttl units are s, m (minutes), h, d and w; {value!r} is written "{suggested}" '
-                "(a year is 365 days, a month 30)."
-            )
-        else:
-            message = f"ttl {value!r} is not a whole number of units."
-            cause = f'ttl takes whole numbers; {value!r} is exactly "{suggested}".'
-        return TtlInvalid(
-            "invalid_params",
-            message,
-            f"ttl={value!r} is not in the accepted form. Cause: {cause} Fix: pass `ttl` as "
-            f'"{suggested}", keeping the other arguments.',
-            why=cause,
-            fix=Fix(
-                why=f'The same call with ttl "{suggested}", which means the same duration.', amend={"ttl": suggested}
-            ),
-            klass="caller",
+        return _restated(value, text, suggested, parsed)
+    return _unreadable(value, parsed)
+
+
+def _restated(value: str, text: str, suggested: str, parsed: tuple[str, Fraction, str] | None) -> TtlInvalid:
+    """A ttl with a form remember does not take but one meaning: the fix is that meaning restated."""
+    if iso_duration_to_shorthand(text) is not None:
+        message = f"ttl {value!r} is an ISO-8601 duration, which remember does not accept."
+        cause = f'ttl takes the shorthand form; {value!r} is written "{suggested}".'
+    elif parsed is not None and parsed[2] in _CALENDAR_SECONDS:
+        message = f"ttl {value!r} uses a calendar unit, which remember does not accept."
+        cause = (
+            f'ttl units are s, m (minutes), h, d and w; {value!r} is written "{suggested}" '
+            "(a year is 365 days, a month 30)."
         )
+    else:
+        message = f"ttl {value!r} is not a whole number of units."
+        cause = f'ttl takes whole numbers; {value!r} is exactly "{suggested}".'
+    return TtlInvalid(
+        "invalid_params",
+        message,
+        f"ttl={value!r} is not in the accepted form. Cause: {cause} Fix: pass `ttl` as "
+        f'"{suggested}", keeping the other arguments.',
+        why=cause,
+        fix=Fix(why=f'The same call with ttl "{suggested}", which means the same duration.', amend={"ttl": suggested}),
+        klass="caller",
+    )
+
+
+def _unreadable(value: str, parsed: tuple[str, Fraction, str] | None) -> TtlInvalid:
+    """A ttl of no duration remember could restate: no corrected call keeps its meaning."""
     if parsed is not None and parsed[0] == "-":
         problem = f"ttl {value!r} is negative."
         cause = "ttl is how long the fact stays valid from now, so it cannot be negative."

@@ -39,4 +39,5 @@ def cosine(a: Sequence[float] | bytes, b: Sequence[float] | bytes) -> float:
     ny = math.sqrt(sum(map(mul, y, y)))
     if nx == 0.0 or ny == 0.0:
         return 0.0
-    return dot / (nx * ny)
+    cosine: float = dot / (nx * ny)
+    return cosine

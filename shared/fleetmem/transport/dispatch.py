@@ -41,14 +41,14 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-import fleetmem.memory.verbs  # noqa: F401  (completes REGISTRY)
 from fleetmem.contract.correlation import correlation, new_correlation_id
 from fleetmem.contract.result import DispatchResult, internal_result
 from fleetmem.contract.tools import IDEMPOTENCY_KEY, IDEMPOTENCY_KEY_MAX
 from fleetmem.errors import Conflict, Notice, PortError, VerbError
 from fleetmem.memory.envelope import build_envelope
 from fleetmem.memory.params import invalid_from_validation
-from fleetmem.memory.registry import REGISTRY, ToolSpec, on_surface, tools_for
+from fleetmem.memory.registry import ToolSpec, on_surface, tools_for
+from fleetmem.memory.verbs import REGISTRY
 from fleetmem.models import Caller, IdempotencyRecord
 from fleetmem.ports import CallContext, Deps
 from fleetmem.protocol import IDEMPOTENCY_TTL_HOURS, PROTOCOL_VERSION, Surface

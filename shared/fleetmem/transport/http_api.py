@@ -401,8 +401,8 @@ def openapi_document(
 ) -> dict[str, Any]:
     """The OpenAPI 3.1 document of `/v1` on this surface, generated from the registry."""
     import fleetmem
-    import fleetmem.memory.verbs
-    from fleetmem.memory.registry import REGISTRY, on_surface
+    from fleetmem.memory.registry import on_surface
+    from fleetmem.memory.verbs import REGISTRY
 
     every = tools if tools is not None else REGISTRY.values()
     specs = [s for s in every if on_surface(s, surface)]

@@ -1,16 +1,18 @@
-"""Every tool module, imported so that `REGISTRY` is complete.
+"""Every tool, in one list: `TOOLS` is the order of tools/list, and `REGISTRY` (by name) is what
+dispatch, the HTTP API, the CLI, `fleetmem protocol --json`, the CDK function list and the
+conformance runner read: `from fleetmem.memory.verbs import REGISTRY`.
 
-`from fleetmem.memory.verbs import REGISTRY` gives every tool: the seven memory verbs (recall,
-remember, entity, synthesize, forget, context_pack, delta), the page tools (put_page, get_page,
-list_pages, delete_page), the admin tools (trace_fact, purge_fact), the inspection tools
-(list_facts, memory_stats) and the account tools (whoami, list_followers, list_tokens,
-create_token, revoke_token).
+The tools: the seven memory verbs (recall, remember, entity, synthesize, forget, context_pack,
+delta), the page tools (put_page, get_page, list_pages, delete_page), the admin tools (trace_fact,
+purge_fact), the inspection tools (list_facts, memory_stats) and the account tools (whoami,
+list_followers, list_tokens, create_token, revoke_token).
 
-Each module holds its tool's typed parameter model, its result model and `run`; what they mean on
-the wire, and the decisions `D1`…`D16` the docstrings cite, are written up in docs/protocol.md.
+Each module holds its tool's typed parameter model, its result model, `run` and its `SPEC`; a new
+tool is added to `TOOLS` here. What they mean on the wire, and the decisions `D1`…`D16` the
+docstrings cite, are written up in docs/protocol.md.
 """
 
-from fleetmem.memory.registry import REGISTRY
+from fleetmem.memory.registry import REGISTRY, ToolSpec, register
 from fleetmem.memory.verbs import (
     context_pack,
     create_token,
@@ -34,8 +36,36 @@ from fleetmem.memory.verbs import (
     whoami,
 )
 
+#: Every tool, in the order tools/list shows them.
+TOOLS: tuple[ToolSpec, ...] = (
+    recall.SPEC,
+    context_pack.SPEC,
+    create_token.SPEC,
+    get_page.SPEC,
+    put_page.SPEC,
+    delete_page.SPEC,
+    delta.SPEC,
+    entity.SPEC,
+    forget.SPEC,
+    list_facts.SPEC,
+    list_followers.SPEC,
+    list_pages.SPEC,
+    list_tokens.SPEC,
+    memory_stats.SPEC,
+    purge_fact.SPEC,
+    remember.SPEC,
+    revoke_token.SPEC,
+    synthesize.SPEC,
+    trace_fact.SPEC,
+    whoami.SPEC,
+)
+
+for _spec in TOOLS:
+    register(_spec)
+
 __all__ = [
     "REGISTRY",
+    "TOOLS",
     "context_pack",
     "create_token",
     "delete_page",

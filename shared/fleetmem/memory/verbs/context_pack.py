@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import time
 from datetime import timedelta
+from typing import Any
 
 from pydantic import ConfigDict, Field
 
@@ -35,7 +36,7 @@ from fleetmem.memory import budget, common
 from fleetmem.memory.cards import entity_card, flat_card
 from fleetmem.memory.entities import parse_entity_list, resolve_entity
 from fleetmem.memory.params import Budget, Params, SinceText
-from fleetmem.memory.registry import ToolSpec, register
+from fleetmem.memory.registry import read_tool
 from fleetmem.memory.render import render_context_pack
 from fleetmem.memory.verbs.recall import fact_item
 from fleetmem.models import BudgetFields, Caller, Fact, PackCard, PackFact, SlugThread
@@ -93,7 +94,7 @@ def run(deps: Deps, caller: Caller, params: ContextPackParams, ctx: CallContext)
     session_id = (params.session_id or "").strip()[:SESSION_ID_MAX] or None
 
     degraded: list[str] = []
-    cards: list[dict] = []
+    cards: list[dict[str, Any]] = []
     entity_facts: list[Fact] = []
     seen: set[str] = set()
     for i, name in enumerate(entities):
@@ -132,7 +133,7 @@ def run(deps: Deps, caller: Caller, params: ContextPackParams, ctx: CallContext)
     shown, text = budget.fit_prefix(render, total, budget_tokens)
     packed_cards, packed_facts = cards[:shown], facts[: max(0, shown - len(cards))]
     threads = [{"slug": card["slug"], **thread} for card in packed_cards for thread in card["open_threads"]]
-    body: dict = {
+    body: dict[str, Any] = {
         "protocol_version": PROTOCOL_VERSION,
         "entities": entities,
         "cards": packed_cards,
@@ -146,24 +147,14 @@ def run(deps: Deps, caller: Caller, params: ContextPackParams, ctx: CallContext)
     return Outcome(body=body)
 
 
-SPEC = register(
-    ToolSpec(
-        name=TOOL,
-        description=(
-            "MEMORY VERB (v1): context_pack(entities, budget_tokens?) returns one budget-packed bundle for "
-            "the thread's standing entities: entity cards + open threads + hot facts, plus a ready-to-inject "
-            "`text` block. Call it at SESSION START to warm context and right AFTER COMPACTION to restore "
-            "what the summary dropped — not per message (use entity for that). Zero LLM, sub-second. "
-            '`entities` is ONE comma-separated string, e.g. {"entities": "acme-example, alice-example", '
-            '"budget_tokens": 4000}. World-visible data only unless a trusted local caller passes '
-            "include_private."
-        ),
-        params=ContextPackParams,
-        result=ContextPackResult,
-        run=run,
-        scope="read",
-        surface="verbs",
-        writes=False,
-        annotations={"readOnlyHint": True},
-    )
+DESCRIPTION = (
+    "MEMORY VERB (v1): context_pack(entities, budget_tokens?) returns one budget-packed bundle for "
+    "the thread's standing entities: entity cards + open threads + hot facts, plus a ready-to-inject "
+    "`text` block. Call it at SESSION START to warm context and right AFTER COMPACTION to restore "
+    "what the summary dropped — not per message (use entity for that). Zero LLM, sub-second. "
+    '`entities` is ONE comma-separated string, e.g. {"entities": "acme-example, alice-example", '
+    '"budget_tokens": 4000}. World-visible data only unless a trusted local caller passes '
+    "include_private."
 )
+
+SPEC = read_tool(TOOL, DESCRIPTION, ContextPackParams, ContextPackResult, run, surface="verbs")

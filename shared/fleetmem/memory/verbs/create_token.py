@@ -20,7 +20,7 @@ from pydantic import ConfigDict, Field
 from fleetmem.errors import Fix, Outcome, VerbError
 from fleetmem.memory.common import invalid
 from fleetmem.memory.params import Params
-from fleetmem.memory.registry import ToolSpec, register
+from fleetmem.memory.registry import write_tool
 from fleetmem.models import Caller, Wire
 from fleetmem.ports import CallContext, Deps
 from fleetmem.protocol import PROTOCOL_VERSION, SCOPES, Scope
@@ -112,20 +112,18 @@ def run(deps: Deps, caller: Caller, params: CreateTokenParams, ctx: CallContext)
     return Outcome(body=body.model_dump())
 
 
-SPEC = register(
-    ToolSpec(
-        name=TOOL,
-        description=(
-            "Admin: mint an API token for a client of this brain, with scopes this token holds; the token is "
-            'shown once. Example: {"client": "my-agent", "scopes": ["read", "write"]}. List tokens with '
-            "list_tokens, revoke with revoke_token."
-        ),
-        params=CreateTokenParams,
-        result=CreateTokenResult,
-        run=run,
-        scope="admin",
-        surface="full",
-        writes=True,
-        annotations={"readOnlyHint": False, "destructiveHint": False, "idempotentHint": False},
-    )
+DESCRIPTION = (
+    "Admin: mint an API token for a client of this brain, with scopes this token holds; the token is "
+    'shown once. Example: {"client": "my-agent", "scopes": ["read", "write"]}. List tokens with '
+    "list_tokens, revoke with revoke_token."
+)
+
+SPEC = write_tool(
+    TOOL,
+    DESCRIPTION,
+    CreateTokenParams,
+    CreateTokenResult,
+    run,
+    annotations={"readOnlyHint": False, "destructiveHint": False, "idempotentHint": False},
+    scope="admin",
 )

@@ -12,7 +12,7 @@ from pydantic import ConfigDict, Field
 
 from fleetmem.errors import Outcome
 from fleetmem.memory.params import Params
-from fleetmem.memory.registry import ToolSpec, register
+from fleetmem.memory.registry import write_tool
 from fleetmem.memory.verbs.get_page import page_not_found, visible_page
 from fleetmem.memory.verbs.put_page import unindex_page
 from fleetmem.models import AuditEvent, Caller, Wire
@@ -59,20 +59,17 @@ def run(deps: Deps, caller: Caller, params: DeletePageParams, ctx: CallContext) 
     return Outcome(body=result.model_dump())
 
 
-SPEC = register(
-    ToolSpec(
-        name=TOOL,
-        description=(
-            "Delete one page by exact slug (its aliases, links, timeline and search chunks go with it; "
-            'facts about the entity stay). Example: {"slug": "people/alice-example"}. '
-            "Unknown slug -> not_found."
-        ),
-        params=DeletePageParams,
-        result=DeletePageResult,
-        run=run,
-        scope="write",
-        surface="full",
-        writes=True,
-        annotations={"destructiveHint": True, "idempotentHint": False},
-    )
+DESCRIPTION = (
+    "Delete one page by exact slug (its aliases, links, timeline and search chunks go with it; "
+    'facts about the entity stay). Example: {"slug": "people/alice-example"}. '
+    "Unknown slug -> not_found."
+)
+
+SPEC = write_tool(
+    TOOL,
+    DESCRIPTION,
+    DeletePageParams,
+    DeletePageResult,
+    run,
+    annotations={"destructiveHint": True, "idempotentHint": False},
 )

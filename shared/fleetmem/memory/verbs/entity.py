@@ -24,14 +24,15 @@ from __future__ import annotations
 
 import math
 import time
+from typing import Any
 
 from pydantic import ConfigDict, Field
 
 from fleetmem.errors import Fix, Outcome, VerbError
 from fleetmem.memory.cards import entity_card
-from fleetmem.memory.entities import near_misses, require_slug, resolve_entity
+from fleetmem.memory.entities import Candidate, near_misses, require_slug, resolve_entity
 from fleetmem.memory.params import Params
-from fleetmem.memory.registry import ToolSpec, register
+from fleetmem.memory.registry import read_tool
 from fleetmem.models import Caller, Card, Wire
 from fleetmem.ports import CallContext, Deps
 from fleetmem.protocol import PROTOCOL_VERSION, SUGGESTIONS_MAX, CreateSafety
@@ -82,7 +83,7 @@ def _empty_name_error() -> VerbError:
     )
 
 
-def _suggested(candidates: list) -> list[dict]:
+def _suggested(candidates: list[Candidate]) -> list[dict[str, Any]]:
     return [
         {"slug": c.head.slug, "title": c.head.title, "type": c.head.type, "create_safety": "exists"} for c in candidates
     ]
@@ -98,7 +99,7 @@ def run(deps: Deps, caller: Caller, params: EntityParams, ctx: CallContext) -> O
     res = resolve_entity(deps, tenant, name, world_only=world_only)
     target = res.target
     require_slug(TOOL, name, target)
-    body: dict = {"protocol_version": PROTOCOL_VERSION, "found": False}
+    body: dict[str, Any] = {"protocol_version": PROTOCOL_VERSION, "found": False}
     now = deps.clock.now()
     hit = entity_card(deps, tenant, name, res, world_only=world_only, now=now)
     if hit is not None:
@@ -114,22 +115,12 @@ def run(deps: Deps, caller: Caller, params: EntityParams, ctx: CallContext) -> O
     return Outcome(body=body)
 
 
-SPEC = register(
-    ToolSpec(
-        name=TOOL,
-        description=(
-            "MEMORY VERB (v1): entity(name) returns the card of one known person, company or project: "
-            "summary, aliases, open threads (commitments and recent events), typed edges, backlink and "
-            "fact counts. Zero LLM, p99 < 100 ms: call it whenever a message names an entity, before "
-            'answering about it. Example: {"name": "Alice Example"}. A miss is not an error: '
-            "found=false with near-miss suggestions (create_safety says whether a page probably exists)."
-        ),
-        params=EntityParams,
-        result=EntityResult,
-        run=run,
-        scope="read",
-        surface="verbs",
-        writes=False,
-        annotations={"readOnlyHint": True},
-    )
+DESCRIPTION = (
+    "MEMORY VERB (v1): entity(name) returns the card of one known person, company or project: "
+    "summary, aliases, open threads (commitments and recent events), typed edges, backlink and "
+    "fact counts. Zero LLM, p99 < 100 ms: call it whenever a message names an entity, before "
+    'answering about it. Example: {"name": "Alice Example"}. A miss is not an error: '
+    "found=false with near-miss suggestions (create_safety says whether a page probably exists)."
 )
+
+SPEC = read_tool(TOOL, DESCRIPTION, EntityParams, EntityResult, run, surface="verbs")

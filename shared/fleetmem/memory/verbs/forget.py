@@ -19,7 +19,7 @@ from fleetmem.errors import Fix, NotFound, Outcome, VerbError
 from fleetmem.memory import indexing
 from fleetmem.memory.common import shown_to
 from fleetmem.memory.params import Hint, Params
-from fleetmem.memory.registry import ToolSpec, register
+from fleetmem.memory.registry import write_tool
 from fleetmem.models import AuditEvent, Caller, Wire
 from fleetmem.ports import CallContext, Deps
 from fleetmem.protocol import PROTOCOL_VERSION, PROVENANCE_MAX
@@ -119,21 +119,19 @@ def run(deps: Deps, caller: Caller, params: ForgetParams, ctx: CallContext) -> O
     )
 
 
-SPEC = register(
-    ToolSpec(
-        name=TOOL,
-        description=(
-            "MEMORY VERB (v1): Expire a saved fact by its opaque STRING id — remember's `id` or recall's "
-            '`facts[].fact_id`, e.g. forget(id="f_01JD...", reason="user corrected it"). Never pass a page '
-            "slug or the numeric `facts[].id`. Idempotent: forgetting an already-expired fact returns "
-            "`expired: false`. Facts are expired with an audit trail, not deleted."
-        ),
-        params=ForgetParams,
-        result=ForgetResult,
-        run=run,
-        scope="write",
-        surface="verbs",
-        writes=True,
-        annotations={"readOnlyHint": False, "destructiveHint": True, "idempotentHint": True},
-    )
+DESCRIPTION = (
+    "MEMORY VERB (v1): Expire a saved fact by its opaque STRING id — remember's `id` or recall's "
+    '`facts[].fact_id`, e.g. forget(id="f_01JD...", reason="user corrected it"). Never pass a page '
+    "slug or the numeric `facts[].id`. Idempotent: forgetting an already-expired fact returns "
+    "`expired: false`. Facts are expired with an audit trail, not deleted."
+)
+
+SPEC = write_tool(
+    TOOL,
+    DESCRIPTION,
+    ForgetParams,
+    ForgetResult,
+    run,
+    annotations={"readOnlyHint": False, "destructiveHint": True, "idempotentHint": True},
+    surface="verbs",
 )

@@ -13,13 +13,15 @@ summary, the timeline and link contexts; links to private pages are hidden.
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import ConfigDict, Field
 
 from fleetmem.errors import Fix, Outcome, VerbError
 from fleetmem.memory.common import too_long
 from fleetmem.memory.pagefmt import render_page_content, strip_private
 from fleetmem.memory.params import Params
-from fleetmem.memory.registry import ToolSpec, register
+from fleetmem.memory.registry import read_tool
 from fleetmem.memory.slugs import is_path_like, last_segment, path_slug_error, slug_size_problem
 from fleetmem.models import Caller, Page, Wire
 from fleetmem.ports import CallContext, Deps
@@ -99,7 +101,7 @@ def _clean(text: str | None, world_only: bool) -> str | None:
     return " ".join(strip_private(text).split()) or None
 
 
-def page_view(deps: Deps, caller: Caller, page: Page) -> dict:
+def page_view(deps: Deps, caller: Caller, page: Page) -> dict[str, Any]:
     world_only = caller.remote
     links = list(page.links)
     if world_only and links:
@@ -110,7 +112,7 @@ def page_view(deps: Deps, caller: Caller, page: Page) -> dict:
     timeline = [{"date": t.date, "text": text} for t in page.timeline if (text := _clean(t.text, world_only))]
     summary = _clean(page.summary, world_only)
     body = strip_private(page.body) if world_only else page.body
-    meta: dict = {"title": page.title}
+    meta: dict[str, Any] = {"title": page.title}
     if page.type:
         meta["type"] = page.type
     if page.aliases:
@@ -148,20 +150,10 @@ def run(deps: Deps, caller: Caller, params: GetPageParams, ctx: CallContext) -> 
     return Outcome(body=GetPageResult.model_validate(page_view(deps, caller, page)).model_dump())
 
 
-SPEC = register(
-    ToolSpec(
-        name=TOOL,
-        description=(
-            "Read one page by exact slug: title, type, aliases, summary, links, timeline and the markdown "
-            '`content` (frontmatter + body; put_page accepts it back). Example: {"slug": '
-            '"people/alice-example"}. Unknown slug -> not_found; resolve names with entity first.'
-        ),
-        params=GetPageParams,
-        result=GetPageResult,
-        run=run,
-        scope="read",
-        surface="full",
-        writes=False,
-        annotations={"readOnlyHint": True},
-    )
+DESCRIPTION = (
+    "Read one page by exact slug: title, type, aliases, summary, links, timeline and the markdown "
+    '`content` (frontmatter + body; put_page accepts it back). Example: {"slug": '
+    '"people/alice-example"}. Unknown slug -> not_found; resolve names with entity first.'
 )
+
+SPEC = read_tool(TOOL, DESCRIPTION, GetPageParams, GetPageResult, run)

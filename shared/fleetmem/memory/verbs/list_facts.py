@@ -31,7 +31,7 @@ from fleetmem.errors import Outcome
 from fleetmem.memory.common import parse_since, shown_to
 from fleetmem.memory.entities import filter_slug
 from fleetmem.memory.params import DROP, Hint, Limit, Params, Since
-from fleetmem.memory.registry import ToolSpec, register
+from fleetmem.memory.registry import read_tool
 from fleetmem.memory.verbs.recall import fact_model
 from fleetmem.models import Caller, Fact, FactItem, Wire
 from fleetmem.ports import CallContext, Deps, FactFilter
@@ -186,22 +186,12 @@ def run(deps: Deps, caller: Caller, params: ListFactsParams, ctx: CallContext) -
     return Outcome(body=result.model_dump(mode="json"))
 
 
-SPEC = register(
-    ToolSpec(
-        name=TOOL,
-        description=(
-            "List saved facts newest first, 50 per call by default (limit up to 200), filtered by entity, "
-            "kind, state (active by default; superseded, forgotten, expired or any), session_id, provenance "
-            "text and created_after/created_before; fact_id returns that one fact. Pass the returned "
-            'next_cursor as cursor to continue; null means the end. Example: {"entity": "people/alice", '
-            '"state": "any"}.'
-        ),
-        params=ListFactsParams,
-        result=ListFactsResult,
-        run=run,
-        scope="read",
-        surface="full",
-        writes=False,
-        annotations={"readOnlyHint": True},
-    )
+DESCRIPTION = (
+    "List saved facts newest first, 50 per call by default (limit up to 200), filtered by entity, "
+    "kind, state (active by default; superseded, forgotten, expired or any), session_id, provenance "
+    "text and created_after/created_before; fact_id returns that one fact. Pass the returned "
+    'next_cursor as cursor to continue; null means the end. Example: {"entity": "people/alice", '
+    '"state": "any"}.'
 )
+
+SPEC = read_tool(TOOL, DESCRIPTION, ListFactsParams, ListFactsResult, run)

@@ -17,13 +17,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime, timedelta
+from typing import Any
 
 from pydantic import ConfigDict, Field
 
 from fleetmem.errors import Outcome
 from fleetmem.memory.delta_positions import expiry_key, fact_tie, merge_changes
 from fleetmem.memory.params import Limit, Params
-from fleetmem.memory.registry import ToolSpec, register
+from fleetmem.memory.registry import read_tool
 from fleetmem.models import Caller, Cursor, Wire
 from fleetmem.ports import CallContext, Deps
 from fleetmem.protocol import PROTOCOL_VERSION, SESSION_IDLE_DAYS
@@ -82,7 +83,7 @@ def _position(deps: Deps, tenant: str, c: Cursor) -> tuple[Callable[[], int], Ca
     return page, fact
 
 
-def _reads(deps: Deps, tenant: str, position: Position, *, now: datetime, world_only: bool) -> list[Callable]:
+def _reads(deps: Deps, tenant: str, position: Position, *, now: datetime, world_only: bool) -> list[Callable[[], Any]]:
     """The four change listings a wake from `position` reads, each asked for PENDING_CAP + 1."""
     page_pos, fact_pos, expiry, since = position
     expiry_at, expiry_seq = (since, None) if expiry is None else expiry_key(expiry, raw=True)
@@ -99,7 +100,7 @@ def _reads(deps: Deps, tenant: str, position: Position, *, now: datetime, world_
     ]
 
 
-def _counts(pages: list, tombs: list, facts: list, expiring: list) -> tuple[int, int, bool]:
+def _counts(pages: list[Any], tombs: list[Any], facts: list[Any], expiring: list[Any]) -> tuple[int, int, bool]:
     """(pending pages, pending facts, capped) from the four listings."""
     page_changes, page_over = merge_changes(pages, tombs, PENDING_CAP)
     fact_count = len(facts) + len(expiring)
@@ -137,20 +138,10 @@ def run(deps: Deps, caller: Caller, params: ListFollowersParams, ctx: CallContex
     return Outcome(body=body.model_dump())
 
 
-SPEC = register(
-    ToolSpec(
-        name=TOOL,
-        description=(
-            "List this brain's live delta sessions (heartbeats, followers), most recently woken first: client, "
-            "session, position, last wake, when it expires, and how many page and fact changes its next wake "
-            f'would deliver (counted up to {PENDING_CAP}). Example: {{"limit": 50}}.'
-        ),
-        params=ListFollowersParams,
-        result=ListFollowersResult,
-        run=run,
-        scope="read",
-        surface="full",
-        writes=False,
-        annotations={"readOnlyHint": True},
-    )
+DESCRIPTION = (
+    "List this brain's live delta sessions (heartbeats, followers), most recently woken first: client, "
+    "session, position, last wake, when it expires, and how many page and fact changes its next wake "
+    f'would deliver (counted up to {PENDING_CAP}). Example: {{"limit": 50}}.'
 )
+
+SPEC = read_tool(TOOL, DESCRIPTION, ListFollowersParams, ListFollowersResult, run)

@@ -21,7 +21,7 @@ from pydantic_core import PydanticCustomError
 
 from fleetmem.errors import Outcome
 from fleetmem.memory.params import DROP, Hint, Limit, Params
-from fleetmem.memory.registry import ToolSpec, register
+from fleetmem.memory.registry import read_tool
 from fleetmem.models import Caller, PageItem, Wire
 from fleetmem.ports import CallContext, Deps
 from fleetmem.protocol import PROTOCOL_VERSION
@@ -107,20 +107,10 @@ def run(deps: Deps, caller: Caller, params: ListPagesParams, ctx: CallContext) -
     )
 
 
-SPEC = register(
-    ToolSpec(
-        name=TOOL,
-        description=(
-            "List pages by slug, 50 per call by default (limit up to 200), optionally of one type. Pass the "
-            "returned next_cursor as cursor to continue; next_cursor null means the end. Example: "
-            '{"type": "person", "limit": 100}.'
-        ),
-        params=ListPagesParams,
-        result=ListPagesResult,
-        run=run,
-        scope="read",
-        surface="full",
-        writes=False,
-        annotations={"readOnlyHint": True},
-    )
+DESCRIPTION = (
+    "List pages by slug, 50 per call by default (limit up to 200), optionally of one type. Pass the "
+    "returned next_cursor as cursor to continue; next_cursor null means the end. Example: "
+    '{"type": "person", "limit": 100}.'
 )
+
+SPEC = read_tool(TOOL, DESCRIPTION, ListPagesParams, ListPagesResult, run)

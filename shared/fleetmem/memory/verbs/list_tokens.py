@@ -8,11 +8,13 @@ or its hash.
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import ConfigDict
 
 from fleetmem.errors import Outcome
 from fleetmem.memory.params import Params
-from fleetmem.memory.registry import ToolSpec, register
+from fleetmem.memory.registry import read_tool
 from fleetmem.models import Caller, ClientRecord, Wire
 from fleetmem.ports import CallContext, Deps
 from fleetmem.protocol import PROTOCOL_VERSION, Scope
@@ -38,7 +40,7 @@ class ListTokensResult(Wire):
     protocol_version: int
 
 
-def token_row(record: ClientRecord) -> dict:
+def token_row(record: ClientRecord) -> dict[str, Any]:
     return {
         "token_id": record.token_id,
         "client_id": record.client_id,
@@ -57,19 +59,9 @@ def run(deps: Deps, caller: Caller, params: ListTokensParams, ctx: CallContext) 
     return Outcome(body=body.model_dump())
 
 
-SPEC = register(
-    ToolSpec(
-        name=TOOL,
-        description=(
-            "Admin: list this brain's API tokens (token_id, client, scopes, created, revoked); never the "
-            "tokens themselves. Takes no arguments. Revoke one with revoke_token(token_id=...)."
-        ),
-        params=ListTokensParams,
-        result=ListTokensResult,
-        run=run,
-        scope="admin",
-        surface="full",
-        writes=False,
-        annotations={"readOnlyHint": True},
-    )
+DESCRIPTION = (
+    "Admin: list this brain's API tokens (token_id, client, scopes, created, revoked); never the "
+    "tokens themselves. Takes no arguments. Revoke one with revoke_token(token_id=...)."
 )
+
+SPEC = read_tool(TOOL, DESCRIPTION, ListTokensParams, ListTokensResult, run, scope="admin")

@@ -22,7 +22,7 @@ from pydantic import ConfigDict
 
 from fleetmem.errors import Outcome
 from fleetmem.memory.params import Params
-from fleetmem.memory.registry import ToolSpec, register
+from fleetmem.memory.registry import read_tool
 from fleetmem.models import Caller, Wire
 from fleetmem.ports import CallContext, Deps, FactTallies, PageTallies, SearchHealth
 from fleetmem.protocol import PROTOCOL_VERSION
@@ -111,19 +111,9 @@ def run(deps: Deps, caller: Caller, params: MemoryStatsParams, ctx: CallContext)
     return Outcome(body=result.model_dump(mode="json"))
 
 
-SPEC = register(
-    ToolSpec(
-        name=TOOL,
-        description=(
-            "Counts of the memory: facts by state, pages, entities, writes per day (last 30 days), the "
-            "busiest entities, live delta sessions, and whether search is degraded. Takes no arguments."
-        ),
-        params=MemoryStatsParams,
-        result=MemoryStatsResult,
-        run=run,
-        scope="read",
-        surface="full",
-        writes=False,
-        annotations={"readOnlyHint": True},
-    )
+DESCRIPTION = (
+    "Counts of the memory: facts by state, pages, entities, writes per day (last 30 days), the "
+    "busiest entities, live delta sessions, and whether search is degraded. Takes no arguments."
 )
+
+SPEC = read_tool(TOOL, DESCRIPTION, MemoryStatsParams, MemoryStatsResult, run)

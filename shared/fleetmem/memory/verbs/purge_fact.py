@@ -18,7 +18,7 @@ from fleetmem.errors import Outcome
 from fleetmem.memory import indexing
 from fleetmem.memory.common import shown_to
 from fleetmem.memory.params import Params
-from fleetmem.memory.registry import ToolSpec, register
+from fleetmem.memory.registry import write_tool
 from fleetmem.memory.verbs.forget import not_found
 from fleetmem.models import AuditEvent, Caller, Wire
 from fleetmem.ports import CallContext, Deps
@@ -75,20 +75,18 @@ def run(deps: Deps, caller: Caller, params: PurgeFactParams, ctx: CallContext) -
     return Outcome(result.model_dump())
 
 
-SPEC = register(
-    ToolSpec(
-        name=TOOL,
-        description=(
-            "Admin: permanently delete a fact and its search entry (for deletion requests), e.g. "
-            'purge_fact(id="f_01JD...", reason="user deletion request"). Irreversible; use forget to '
-            "expire a fact with an audit trail instead."
-        ),
-        params=PurgeFactParams,
-        result=PurgeFactResult,
-        run=run,
-        scope="admin",
-        surface="full",
-        writes=True,
-        annotations={"readOnlyHint": False, "destructiveHint": True, "idempotentHint": False},
-    )
+DESCRIPTION = (
+    "Admin: permanently delete a fact and its search entry (for deletion requests), e.g. "
+    'purge_fact(id="f_01JD...", reason="user deletion request"). Irreversible; use forget to '
+    "expire a fact with an audit trail instead."
+)
+
+SPEC = write_tool(
+    TOOL,
+    DESCRIPTION,
+    PurgeFactParams,
+    PurgeFactResult,
+    run,
+    annotations={"readOnlyHint": False, "destructiveHint": True, "idempotentHint": False},
+    scope="admin",
 )

@@ -50,7 +50,7 @@ from fleetmem.memory.common import (
 from fleetmem.memory.entities import filter_slug
 from fleetmem.memory.indexing import chunk_display
 from fleetmem.memory.params import Budget, Limit, Params, Since
-from fleetmem.memory.registry import ToolSpec, register
+from fleetmem.memory.registry import read_tool
 from fleetmem.models import BudgetFields, Caller, Fact, FactItem, Wire
 from fleetmem.ports import CallContext, Deps
 from fleetmem.protocol import (
@@ -282,8 +282,8 @@ def _search_arm(
                 title=f.hit.title,
                 chunk=chunk,
                 evidence=evidence,  # type: ignore[arg-type]
-                create_safety=CREATE_SAFETY_FOR[evidence],
-                provenance=f.hit.slug,  # type: ignore[arg-type]
+                create_safety=CREATE_SAFETY_FOR[evidence],  # type: ignore[arg-type]
+                provenance=f.hit.slug,
             )
         )
     return results, found.degraded
@@ -343,23 +343,13 @@ def run(deps: Deps, caller: Caller, params: RecallParams, ctx: CallContext) -> O
     return Outcome(result.wire(), notices)
 
 
-SPEC = register(
-    ToolSpec(
-        name=TOOL,
-        description=(
-            "MEMORY VERB (v1): Retrieve saved facts and, with `query`, budget-packed page snippets. "
-            'Use it for "what do we know about X": recall(query="Acme pricing", budget_tokens=1500) or '
-            'recall(entity="companies/acme"). Facts use one filter (entity > session_id > since > recent); '
-            "`limit` caps each arm (default 50, max 100). Each result says why it matched (`evidence`) and "
-            "whether a page already exists (`create_safety`). `search_degraded` means keyword-only search: "
-            "an empty degraded result is not proof there are no notes. Forget a fact with its `fact_id`."
-        ),
-        params=RecallParams,
-        result=RecallResult,
-        run=run,
-        scope="read",
-        surface="verbs",
-        writes=False,
-        annotations={"readOnlyHint": True},
-    )
+DESCRIPTION = (
+    "MEMORY VERB (v1): Retrieve saved facts and, with `query`, budget-packed page snippets. "
+    'Use it for "what do we know about X": recall(query="Acme pricing", budget_tokens=1500) or '
+    'recall(entity="companies/acme"). Facts use one filter (entity > session_id > since > recent); '
+    "`limit` caps each arm (default 50, max 100). Each result says why it matched (`evidence`) and "
+    "whether a page already exists (`create_safety`). `search_degraded` means keyword-only search: "
+    "an empty degraded result is not proof there are no notes. Forget a fact with its `fact_id`."
 )
+
+SPEC = read_tool(TOOL, DESCRIPTION, RecallParams, RecallResult, run, surface="verbs")

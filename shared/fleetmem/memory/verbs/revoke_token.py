@@ -15,7 +15,7 @@ from pydantic import ConfigDict, Field
 
 from fleetmem.errors import Fix, Outcome, VerbError
 from fleetmem.memory.params import Params
-from fleetmem.memory.registry import ToolSpec, register
+from fleetmem.memory.registry import write_tool
 from fleetmem.models import Caller, Wire
 from fleetmem.ports import CallContext, Deps
 from fleetmem.protocol import PROTOCOL_VERSION
@@ -73,20 +73,18 @@ def run(deps: Deps, caller: Caller, params: RevokeTokenParams, ctx: CallContext)
     return Outcome(body=body.model_dump())
 
 
-SPEC = register(
-    ToolSpec(
-        name=TOOL,
-        description=(
-            "Admin: revoke one of this brain's API tokens by its token_id (from list_tokens); requests with it "
-            'are refused from then on. Example: {"token_id": "tok_3f2a9c01be"}. Irreversible: mint a new '
-            "token with create_token instead."
-        ),
-        params=RevokeTokenParams,
-        result=RevokeTokenResult,
-        run=run,
-        scope="admin",
-        surface="full",
-        writes=True,
-        annotations={"readOnlyHint": False, "destructiveHint": True, "idempotentHint": True},
-    )
+DESCRIPTION = (
+    "Admin: revoke one of this brain's API tokens by its token_id (from list_tokens); requests with it "
+    'are refused from then on. Example: {"token_id": "tok_3f2a9c01be"}. Irreversible: mint a new '
+    "token with create_token instead."
+)
+
+SPEC = write_tool(
+    TOOL,
+    DESCRIPTION,
+    RevokeTokenParams,
+    RevokeTokenResult,
+    run,
+    annotations={"readOnlyHint": False, "destructiveHint": True, "idempotentHint": True},
+    scope="admin",
 )

@@ -30,7 +30,7 @@ from fleetmem.memory.common import degraded_recall_notice, empty_retrieval_notic
 from fleetmem.memory.indexing import chunk_display
 from fleetmem.memory.pagefmt import clip
 from fleetmem.memory.params import Params, Since
-from fleetmem.memory.registry import ToolSpec, register
+from fleetmem.memory.registry import read_tool
 from fleetmem.models import Caller, Completion, Fact, Wire
 from fleetmem.ports import CallContext, Deps
 from fleetmem.protocol import PROTOCOL_VERSION
@@ -175,6 +175,24 @@ def _extractive(pages: list[dict[str, str]], facts: list[Fact]) -> str:
 
 
 def run(deps: Deps, caller: Caller, params: SynthesizeParams, ctx: CallContext) -> Outcome:
+    question, since, until = _parse_question(deps, params)
+    if deps.llm is None:
+        raise _no_llm(deps)
+    pages, facts, degraded = _retrieve(deps, caller, question, since, until)
+    notices: list[Notice] = [degraded_recall_notice(degraded)] if degraded else []
+    if not pages and not facts:
+        notices.append(empty_retrieval_notice(degraded))
+        nothing = "This brain holds no pages or facts that address the question."
+        return _answer(nothing, [], [question], None, notices)
+    sources = [{"slug": p["slug"], "title": p["title"]} for p in pages]
+    completion = _complete(deps, ctx, question, pages, facts)
+    if completion is None:
+        return _answer(_extractive(pages, facts), sources, [], None, notices, fallback=True)
+    answer, gaps = _parse(completion.text)
+    return _answer(answer, sources, gaps, completion, notices)
+
+
+def _parse_question(deps: Deps, params: SynthesizeParams) -> tuple[str, datetime | None, datetime | None]:
     question = (params.question or "").strip()
     if not question:
         raise VerbError(
@@ -185,90 +203,65 @@ def run(deps: Deps, caller: Caller, params: SynthesizeParams, ctx: CallContext) 
             klass="caller",
         )
     now = deps.clock.now()
-    since = parse_since(TOOL, params, "since", now)
-    until = parse_since(TOOL, params, "until", now)
-    if deps.llm is None:
-        raise _no_llm(deps)
+    return question, parse_since(TOOL, params, "since", now), parse_since(TOOL, params, "until", now)
 
-    pages, facts, degraded = _retrieve(deps, caller, question, since, until)
-    sources = [{"slug": p["slug"], "title": p["title"]} for p in pages]
-    notices: list[Notice] = [degraded_recall_notice(degraded)] if degraded else []
-    if not pages and not facts:
-        notices.append(empty_retrieval_notice(degraded))
-        return Outcome(
-            {
-                "answer": "This brain holds no pages or facts that address the question.",
-                "sources": [],
-                "gaps": [question],
-                "cost": _cost(None),
-                "protocol_version": PROTOCOL_VERSION,
-            },
-            notices,
-        )
 
+def _complete(
+    deps: Deps, ctx: CallContext, question: str, pages: list[dict[str, str]], facts: list[Fact]
+) -> Completion | None:
+    """The model's completion; None when the deadline passed with pages to quote, or the model is
+    unavailable and there are pages to quote (the extractive fallback)."""
+    assert deps.llm is not None
     if ctx.deadline_at is not None and time.monotonic() >= ctx.deadline_at and pages:
-        completion = None
-    else:
-        try:
-            completion = deps.llm.complete(SYSTEM_PROMPT, _prompt(question, pages, facts))
-        except Unavailable as exc:
-            if not pages:
-                raise VerbError(
-                    "unavailable",
-                    "The language model is unavailable and no pages were retrieved to quote.",
-                    "synthesize could not answer. Cause: the LLM provider did not respond. Fix: retry "
-                    "the same call shortly, or use recall for a lookup.",
-                    why=exc.reason or "LLM provider error",
-                    fix=Fix(
-                        why="The provider may recover; retry the same question.",
-                        mcp={"tool": TOOL, "arguments": {"question": question}},
-                        actor="provider",
-                        retry_after_seconds=exc.retry_after_seconds or 5,
-                    ),
-                    klass="retryable",
-                    retryable=True,
-                ) from None
-            completion = None
-    if completion is None:
-        return Outcome(
-            {
-                "answer": _extractive(pages, facts),
-                "sources": sources,
-                "gaps": [],
-                "cost": _cost(None),
-                "protocol_version": PROTOCOL_VERSION,
-                "synthesis_status": "extractive_fallback",
-            },
-            notices,
-        )
-    answer, gaps = _parse(completion.text)
-    return Outcome(
-        {
-            "answer": answer,
-            "sources": sources,
-            "gaps": gaps,
-            "cost": _cost(completion),
-            "protocol_version": PROTOCOL_VERSION,
-        },
-        notices,
-    )
+        return None
+    try:
+        return deps.llm.complete(SYSTEM_PROMPT, _prompt(question, pages, facts))
+    except Unavailable as exc:
+        if not pages:
+            raise VerbError(
+                "unavailable",
+                "The language model is unavailable and no pages were retrieved to quote.",
+                "synthesize could not answer. Cause: the LLM provider did not respond. Fix: retry "
+                "the same call shortly, or use recall for a lookup.",
+                why=exc.reason or "LLM provider error",
+                fix=Fix(
+                    why="The provider may recover; retry the same question.",
+                    mcp={"tool": TOOL, "arguments": {"question": question}},
+                    actor="provider",
+                    retry_after_seconds=exc.retry_after_seconds or 5,
+                ),
+                klass="retryable",
+                retryable=True,
+            ) from None
+        return None
 
 
-SPEC = register(
-    ToolSpec(
-        name=TOOL,
-        description=(
-            "[EXPENSIVE / SLOW — makes LLM calls, seconds-to-minutes latency, costs money] MEMORY VERB (v1): "
-            "Answer a question that needs evidence combined across pages, with sources, gaps and a cost "
-            'block, e.g. synthesize(question="Why did we pick Stripe over Adyen?"). Prefer recall or entity '
-            "for lookups; never call this on a hot path. Without a configured LLM it returns `unavailable`."
-        ),
-        params=SynthesizeParams,
-        result=SynthesizeResult,
-        run=run,
-        scope="read",
-        surface="verbs",
-        writes=False,
-        annotations={"readOnlyHint": True},
-    )
+def _answer(
+    answer: str,
+    sources: list[dict[str, str]],
+    gaps: list[str],
+    completion: Completion | None,
+    notices: list[Notice],
+    *,
+    fallback: bool = False,
+) -> Outcome:
+    body: dict[str, Any] = {
+        "answer": answer,
+        "sources": sources,
+        "gaps": gaps,
+        "cost": _cost(completion),
+        "protocol_version": PROTOCOL_VERSION,
+    }
+    if fallback:
+        body["synthesis_status"] = "extractive_fallback"
+    return Outcome(body, notices)
+
+
+DESCRIPTION = (
+    "[EXPENSIVE / SLOW — makes LLM calls, seconds-to-minutes latency, costs money] MEMORY VERB (v1): "
+    "Answer a question that needs evidence combined across pages, with sources, gaps and a cost "
+    'block, e.g. synthesize(question="Why did we pick Stripe over Adyen?"). Prefer recall or entity '
+    "for lookups; never call this on a hot path. Without a configured LLM it returns `unavailable`."
 )
+
+SPEC = read_tool(TOOL, DESCRIPTION, SynthesizeParams, SynthesizeResult, run, surface="verbs")

@@ -16,7 +16,7 @@ from pydantic import ConfigDict, Field
 from fleetmem.errors import Outcome
 from fleetmem.memory.common import shown_to
 from fleetmem.memory.params import Params
-from fleetmem.memory.registry import ToolSpec, register
+from fleetmem.memory.registry import read_tool
 from fleetmem.memory.verbs.forget import not_found
 from fleetmem.memory.verbs.recall import fact_model
 from fleetmem.models import Caller, Fact, FactItem, Wire
@@ -122,19 +122,9 @@ def run(deps: Deps, caller: Caller, params: TraceFactParams, ctx: CallContext) -
     return Outcome(result.wire())
 
 
-SPEC = register(
-    ToolSpec(
-        name=TOOL,
-        description=(
-            "Admin: show a fact's audit trail (writes, supersessions, expiries with who/when/why) and its "
-            'supersession lineage, e.g. trace_fact(id="f_01JD..."). Read-only.'
-        ),
-        params=TraceFactParams,
-        result=TraceFactResult,
-        run=run,
-        scope="admin",
-        surface="full",
-        writes=False,
-        annotations={"readOnlyHint": True},
-    )
+DESCRIPTION = (
+    "Admin: show a fact's audit trail (writes, supersessions, expiries with who/when/why) and its "
+    'supersession lineage, e.g. trace_fact(id="f_01JD..."). Read-only.'
 )
+
+SPEC = read_tool(TOOL, DESCRIPTION, TraceFactParams, TraceFactResult, run, scope="admin")

@@ -11,7 +11,7 @@ from pydantic import ConfigDict
 
 from fleetmem.errors import Outcome
 from fleetmem.memory.params import Params
-from fleetmem.memory.registry import ToolSpec, register
+from fleetmem.memory.registry import read_tool
 from fleetmem.models import Caller, Wire
 from fleetmem.ports import CallContext, Deps
 from fleetmem.protocol import PROTOCOL_VERSION, Scope, Surface
@@ -46,19 +46,9 @@ def run(deps: Deps, caller: Caller, params: WhoamiParams, ctx: CallContext) -> O
     return Outcome(body=body.model_dump())
 
 
-SPEC = register(
-    ToolSpec(
-        name=TOOL,
-        description=(
-            "Who this credential is: its tenant (brain), client id and scopes, and the server's surface. "
-            "Takes no arguments. Example: {}."
-        ),
-        params=WhoamiParams,
-        result=WhoamiResult,
-        run=run,
-        scope="read",
-        surface="full",
-        writes=False,
-        annotations={"readOnlyHint": True},
-    )
+DESCRIPTION = (
+    "Who this credential is: its tenant (brain), client id and scopes, and the server's surface. "
+    "Takes no arguments. Example: {}."
 )
+
+SPEC = read_tool(TOOL, DESCRIPTION, WhoamiParams, WhoamiResult, run)

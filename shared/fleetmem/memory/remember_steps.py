@@ -1,0 +1,408 @@
+"""remember's steps (`fleetmem.memory.verbs.remember.run` calls them in order): parse the arguments,
+resolve the entity and read what the decision needs, decide and write under the entity's gate, then
+index what was saved. The decision itself (dedup, supersession) is `fleetmem.memory.fact_dedup`; the
+notices are `fleetmem.memory.remember_notices`.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Literal
+
+from fleetmem.errors import Conflict, Fix, Unavailable, VerbError
+from fleetmem.memory import indexing
+from fleetmem.memory.common import given_args, invalid, too_long
+from fleetmem.memory.entities import EntityTarget, canonicalize_entity, require_slug
+from fleetmem.memory.fact_dedup import CANDIDATE_SCAN, decision_pool, match, restated
+from fleetmem.memory.slugs import slug_size_problem, slugify
+from fleetmem.memory.ttl import parse_ttl
+from fleetmem.memory.vectors import pack
+from fleetmem.memory.verbs.forget import not_found
+from fleetmem.memory.writegate import FACT_WRITES
+from fleetmem.models import AuditEvent, Caller, Fact
+from fleetmem.ports import DecisionPool, Deps, FactWrite
+from fleetmem.protocol import FACT_MAX, SESSION_ID_MAX, TITLE_MAX, FactKind, RememberStatus, Visibility
+
+if TYPE_CHECKING:
+    from fleetmem.memory.verbs.remember import RememberParams
+
+TOOL = "remember"
+
+
+@dataclass(frozen=True)
+class Ask:
+    """remember's arguments once every check that needs no store passed (the parse step)."""
+
+    text: str
+    provenance: str
+    kind: FactKind
+    visibility: Visibility
+    valid_until: datetime | None
+    replaced_id: str | None
+    session_id: str | None
+    now: datetime
+
+    @property
+    def born_expired(self) -> bool:
+        return self.valid_until is not None and self.valid_until <= self.now
+
+
+def parse(deps: Deps, params: RememberParams) -> Ask:
+    text, provenance, kind, visibility, valid_until = _validate(deps, params)
+    _check_entity(params)
+    replaced_id = _replaced_id(params)
+    now = deps.clock.now()
+    session_id = params.session_id[:SESSION_ID_MAX] if params.session_id else None
+    return Ask(text, provenance, kind, visibility, valid_until, replaced_id, session_id, now)
+
+
+@dataclass(frozen=True)
+class Reads:
+    """What the resolve step read: the entity, the fact's vector, its sequence number, the fact
+    `supersedes` names, and the decision pool with the gate's version from before it was read."""
+
+    target: EntityTarget | None
+    entity_slug: str | None
+    vec: list[float] | None
+    seq: int
+    pool: DecisionPool
+    seen: int
+    named: Fact | None
+
+
+def resolve(deps: Deps, caller: Caller, params: RememberParams, ask: Ask) -> Reads:
+    """One round of independent reads. The dedup pool is read for the entity's likely canonical
+    slug at the same time as the canonicalization itself (re-read only when they differ), and
+    the sequence number is allocated up front (a duplicate leaves a gap, never a reuse)."""
+    text, now, replaced_id = ask.text, ask.now, ask.replaced_id
+
+    def embed() -> list[float] | None:
+        if deps.embedder is None:
+            return None
+        try:
+            return deps.embedder.embed([text])[0]
+        except Unavailable:
+            return None
+
+    guess = _slug_guess(params.entity)
+    if guess is not None and slug_size_problem(guess):
+        guess = ""  # never read with an over-long key; the resolved slug is read below
+    seen = FACT_WRITES.version(caller.tenant, guess)  # before the pool is read
+    target, vec, seq, pool, named = deps.gather(
+        lambda: _canonical_entity(deps, caller, params.entity),
+        embed,
+        lambda: deps.facts.next_seq(caller.tenant),
+        lambda: decision_pool(deps, caller.tenant, guess, now) if guess != "" else None,
+        lambda: deps.facts.get(caller.tenant, replaced_id) if replaced_id is not None else None,
+    )
+    _check_slug(params, target)
+    if replaced_id is not None:
+        named = _replaced(caller, replaced_id, named, now)
+    entity_slug = (target.slug or None) if target is not None else None
+    if entity_slug != guess:
+        seen = FACT_WRITES.version(caller.tenant, entity_slug)
+        pool = decision_pool(deps, caller.tenant, entity_slug, now)
+    assert pool is not None  # read for the resolved slug (a guess of "" never names one)
+    return Reads(target, entity_slug, vec, seq, pool, seen, named)
+
+
+def draft_fact(deps: Deps, caller: Caller, ask: Ask, reads: Reads) -> Fact:
+    """The fact to save, before the decision gives it an id (and what it supersedes)."""
+    vec = reads.vec
+    return Fact(
+        tenant=caller.tenant,
+        fact_id="pending",
+        seq=0,
+        text=ask.text,
+        kind=ask.kind,
+        entity_slug=reads.entity_slug,
+        provenance=ask.provenance,
+        visibility=ask.visibility,
+        session_id=ask.session_id,
+        client_id=caller.client_id,
+        created_at=ask.now,
+        valid_until=ask.valid_until,
+        vector=pack(vec) if vec is not None else None,
+        vector_model=deps.embedder.model_id if (vec is not None and deps.embedder) else None,
+    )
+
+
+@dataclass
+class Decision:
+    """The decision on the entity's current pool, run by the store (D20) as often as a write loses
+    a race, and what its last run decided: the status, the saved fact (the draft until one is
+    saved), the fact it replaces, the fact it probably updates (a notice, never a merge) and, with
+    `supersedes`, an active fact already saying the new text."""
+
+    deps: Deps
+    caller: Caller
+    draft: Fact
+    seq: int
+    vec: list[float] | None
+    named: Fact | None
+    born_expired: bool
+    status: RememberStatus = "inserted"
+    fact: Fact = field(init=False)
+    existing: Fact | None = None
+    probable: Fact | None = None
+    twin: Fact | None = None
+
+    def __post_init__(self) -> None:
+        self.fact = self.draft
+
+    def __call__(self, current: DecisionPool) -> FactWrite | None:
+        """The decision on the entity's current pool; None: a duplicate."""
+        self.probable = self.twin = None
+        if self.named is not None:
+            # the caller said what the fact replaces: no automatic matching
+            self.existing, self.status = self.named, "superseded"
+            self.twin = restated(self.caller, self.draft, self.named, current.facts)
+        elif self.born_expired:
+            # stored as history: it neither deduplicates against nor supersedes a live fact
+            self.existing, self.status = None, "inserted"
+        else:
+            self.existing, self.status, self.probable = match(
+                self.deps, self.caller, self.draft, self.vec, current.facts
+            )
+        if self.status == "duplicate":
+            return None
+        self.fact = _saved(self.deps, self.caller, self.draft, self.seq, self.existing)
+        supersede = self.existing if self.status == "superseded" else None
+        return FactWrite(self.fact, supersede=supersede, audit=_trail(self.caller, self.fact, self.existing))
+
+
+def decide_and_write(
+    deps: Deps, caller: Caller, params: RememberParams, ask: Ask, reads: Reads, draft: Fact
+) -> Decision:
+    """One remember per entity at a time in this process (`writegate`): each decides against the
+    facts the previous one left, and the pool read before serves unless a write on this entity
+    went through since. Across processes the store makes the decision and its write one step
+    (D20); where it cannot lock, a write another process's decision made stale decides again."""
+    now, entity_slug = ask.now, reads.entity_slug
+    decide = Decision(deps, caller, draft, reads.seq, reads.vec, reads.named, ask.born_expired)
+    decided_on: DecisionPool | None = reads.pool
+    with FACT_WRITES.hold(caller.tenant, entity_slug) as version:
+        if version != reads.seen:
+            decided_on = None
+        for attempt in range(_WRITE_ATTEMPTS):
+            try:
+                deps.facts.put_decided(
+                    caller.tenant, entity_slug, decide, now=now, limit=CANDIDATE_SCAN, pool=decided_on
+                )
+                break
+            except Conflict:
+                if attempt == _WRITE_ATTEMPTS - 1:
+                    raise _lost_race(params) from None
+                _back_off()
+                named = decide.named
+                if named is not None:  # replaced or forgotten in between?
+                    decide.named = _replaced(caller, named.fact_id, deps.facts.get(caller.tenant, named.fact_id), now)
+                decided_on = None
+    return decide
+
+
+def index_saved(deps: Deps, caller: Caller, decision: Decision) -> bool:
+    """The saved fact into the search index, the fact it replaced (and a restated twin) out of it;
+    True when search already reflects the write."""
+    fact, existing, twin = decision.fact, decision.existing, decision.twin
+    indexed = indexing.index_fact(deps, fact)
+    if existing is not None:
+        indexed = indexing.unindex_facts(deps, caller.tenant, [existing.fact_id]) and indexed
+    if twin is not None:
+        indexed = _retire_twin(deps, caller, twin, fact) and indexed
+    return indexed
+
+
+def _canonical_entity(deps: Deps, caller: Caller, name: str | None) -> EntityTarget | None:
+    if name is None or not name.strip():
+        return None
+    # Remote writers never resolve through private pages (an alias must not reveal their slugs).
+    return canonicalize_entity(deps, caller.tenant, name.strip(), world_only=caller.remote)
+
+
+def _slug_guess(name: str | None) -> str | None:
+    """The slug `canonicalize_entity` returns in the common case (a slug or a plain name)."""
+    if name is None or not name.strip():
+        return None
+    return slugify(name.strip()) or None
+
+
+_TOO_LONG_CAUSE = "remember keeps facts and names short so one item cannot crowd every budgeted read."
+
+
+def _too_long(message: str, *, problem: str, instead: str) -> VerbError:
+    return too_long(
+        message,
+        problem=problem,
+        cause=_TOO_LONG_CAUSE,
+        instead=instead,
+        detail={"limits": {"fact": FACT_MAX, "entity": TITLE_MAX}},
+    )
+
+
+def _check_entity(params: RememberParams) -> None:
+    name = (params.entity or "").strip()
+    if len(name) > TITLE_MAX:
+        raise _too_long(
+            f"entity is longer than {TITLE_MAX} characters ({len(name)}).",
+            problem=f"The entity name is {len(name)} characters long; names, aliases and slugs are at "
+            f"most {TITLE_MAX}.",
+            instead="pass the entity's name or page slug (look it up with entity(name)), and put "
+            "descriptive text in the fact itself.",
+        )
+
+
+def _check_slug(params: RememberParams, target: EntityTarget | None) -> None:
+    if target is not None:
+        require_slug(TOOL, params.entity or "", target)
+    if target is None or target.page is not None or not target.slug:
+        return
+    problem = slug_size_problem(target.slug)
+    if problem:
+        raise _too_long(
+            f"entity {(params.entity or '').strip()[:60]!r}… makes a slug that is too long: {problem}.",
+            problem=f"No page matches the entity name and the slug made from it is too long ({problem}).",
+            instead="pass a shorter name, or the slug of an existing page (look it up with entity(name)); "
+            "create a page for a new entity with put_page.",
+        )
+
+
+def _validate(deps: Deps, params: RememberParams) -> tuple[str, str, FactKind, Visibility, datetime | None]:
+    """The parts of the documented order the parameter types cannot check: the fact's size (D16), the ttl grammar."""
+    text = params.fact.strip()
+    if len(text) > FACT_MAX:
+        raise _too_long(
+            f"fact is longer than {FACT_MAX} characters ({len(text)}).",
+            problem=f"The fact is {len(text)} characters long; a fact holds at most {FACT_MAX}.",
+            instead="store long text as a page with put_page (slug, content) and remember one short "
+            "sentence that names the page, or split it into several facts of at most "
+            f"{FACT_MAX} characters each.",
+        )
+    valid_until = parse_ttl(params.ttl, deps.clock.now())  # a bad ttl raises its own invalid_params
+    return params.fact.strip(), params.provenance, params.kind or "fact", params.visibility or "world", valid_until
+
+
+#: decide-and-write rounds before a write that keeps losing races to other processes gives up
+_WRITE_ATTEMPTS = 32
+
+
+def _back_off() -> None:
+    """A pause of a few milliseconds at most before deciding again: enough that writers in several
+    processes meeting on one entity do not collide in step, short enough that a writer that lost
+    does not fall behind fresh ones (every round has a winner, so a loser only needs its turn)."""
+    time.sleep(random.uniform(0, 0.005))
+
+
+def _saved(deps: Deps, caller: Caller, draft: Fact, seq: int, existing: Fact | None) -> Fact:
+    return draft.model_copy(
+        update={
+            "fact_id": deps.ids.new_id("f_"),
+            "seq": seq,
+            "supersedes": existing.fact_id if existing is not None else None,
+        }
+    )
+
+
+def _trail(caller: Caller, fact: Fact, existing: Fact | None) -> list[AuditEvent]:
+    def event(subject: str, action: Literal["write", "supersede"], detail: dict[str, Any]) -> AuditEvent:
+        return AuditEvent(
+            tenant=caller.tenant,
+            subject=subject,
+            action=action,
+            actor=caller.client_id,
+            at=fact.created_at,
+            provenance=fact.provenance,
+            detail=detail,
+        )
+
+    trail = [event(fact.fact_id, "write", {"seq": fact.seq, **({"supersedes": existing.fact_id} if existing else {})})]
+    if existing is not None:
+        trail.append(event(existing.fact_id, "supersede", {"superseded_by": fact.fact_id}))
+    return trail
+
+
+def _lost_race(params: RememberParams) -> VerbError:
+    return VerbError(
+        "unavailable",
+        "Another write changed this entity's facts at the same moment.",
+        "The fact was not saved because concurrent writes kept changing the fact it would replace. "
+        "Cause: writers in other processes raced. Fix: send the same remember call again.",
+        fix=Fix(
+            why="A retry re-reads the entity's facts and applies the same rule.",
+            mcp={"tool": TOOL, "arguments": given_args(params)},
+            actor="provider",
+            retry_after_seconds=1,
+        ),
+        klass="retryable",
+        retryable=True,
+    )
+
+
+def _replaced_id(params: RememberParams) -> str | None:
+    if params.supersedes is None:
+        return None
+    fact_id = params.supersedes.strip()
+    if not fact_id:
+        raise invalid(
+            TOOL,
+            params,
+            "supersedes is empty.",
+            problem="`supersedes` names no fact.",
+            cause="it takes the `fact_id` of the fact the new one replaces; omit it to save a fact on its own.",
+            field="supersedes",
+            drop=True,
+        )
+    return fact_id
+
+
+def _replaced(caller: Caller, fact_id: str, fact: Fact | None, now: datetime) -> Fact:
+    """The fact `supersedes` names, if the caller may replace it (else forget's `not_found`)."""
+    if fact is None or fact.tenant != caller.tenant or (caller.remote and fact.visibility == "private"):
+        raise not_found(TOOL, fact_id)
+    if not fact.is_active(now):
+        state = (
+            "superseded by another fact"
+            if fact.superseded_by
+            else "forgotten"
+            if fact.expired_at is not None
+            else "past its valid_until"
+        )
+        recall_args: dict[str, Any] = {"limit": 10, **({"entity": fact.entity_slug} if fact.entity_slug else {})}
+        raise VerbError(
+            "not_found",
+            f"No active fact with id {fact_id!r}: it was already {state}.",
+            f"remember found fact {fact_id!r}, but it is no longer active, so it cannot be replaced. Cause: "
+            f"it was {state}. Fix: recall the current facts and pass the active one's `fact_id` as "
+            "`supersedes`, or omit `supersedes` to save the fact on its own.",
+            why="supersedes replaces an active fact; an inactive one is history already.",
+            fix=Fix(
+                why="recall lists the active facts with their fact_id values.",
+                mcp={"tool": "recall", "arguments": recall_args},
+                verify={"mcp": {"tool": "recall", "arguments": recall_args}},
+            ),
+            klass="caller",
+        )
+    return fact
+
+
+def _retire_twin(deps: Deps, caller: Caller, twin: Fact, fact: Fact) -> bool:
+    """The `probable_update` fix run: the fact saved by the first call says the same text as the one
+    that now supersedes the old value, so it is expired (reason: restated by the new fact) instead of
+    staying active twice."""
+    reason = f"restated by {fact.fact_id}"
+    trail = AuditEvent(
+        tenant=caller.tenant,
+        subject=twin.fact_id,
+        action="expire",
+        actor=caller.client_id,
+        at=fact.created_at,
+        reason=reason,
+        provenance=fact.provenance,
+    )
+    deps.facts.expire(
+        caller.tenant, twin.fact_id, at=fact.created_at, reason=reason, actor=caller.client_id, audit=trail
+    )
+    return indexing.unindex_facts(deps, caller.tenant, [twin.fact_id])
