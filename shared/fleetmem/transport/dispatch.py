@@ -115,7 +115,7 @@ def precheck(
     the `unknown_tool` / `scope_denied` result, or None when the call may proceed. `token_command`
     is the server's own `token create` (its 401 fix), which a scope_denied fix reuses."""
     with correlation(correlation_id):
-        call = _Call(tool, arguments, caller, None, surface, correlation_id, transport)  # type: ignore[arg-type]
+        call = _Call(tool, arguments, caller, None, surface, correlation_id, transport)
         call.token_command, call.token_inputs = tuple(token_command), tuple(dict(i) for i in token_inputs)
         if isinstance(arguments, dict):
             call.args = {k: v for k, v in arguments.items() if k != "_meta"}
@@ -175,7 +175,8 @@ class _Call:
     tool: str
     raw_arguments: Any
     caller: Caller
-    deps: Deps
+    #: None for the surface/scope gate alone (`precheck`), which runs no tool.
+    deps: Deps | None
     surface: Surface
     cid: str
     transport: Transport
@@ -201,6 +202,12 @@ class _Call:
             transport=self.transport,
             callable_tools=set(self.allowed),
         )
+
+    @property
+    def _deps(self) -> Deps:
+        if self.deps is None:
+            raise RuntimeError("the surface/scope gate (precheck) runs no tool")
+        return self.deps
 
     def _view(self) -> CallView:
         return CallView(str(self.tool), self.args, self.caller, self.surface, frozenset(self.allowed))
@@ -235,7 +242,7 @@ class _Call:
             return DispatchResult(body, False, notices, self.cid)
         if key is None:
             return self._execute(spec, params, notices)  # 6. run
-        keyed = IdempotentCall(self.deps, spec, key, self._view(), self.cid, self._error)  # 5. + 6.
+        keyed = IdempotentCall(self._deps, spec, key, self._view(), self.cid, self._error)  # 5. + 6.
         return keyed.run(params, notices, lambda: self._execute(spec, params, notices, keyed=True))
 
     # -- the steps (each raises the VerbError that answers the call) ----------------------------
@@ -278,7 +285,7 @@ class _Call:
         # A failure is the tool's own invalid_params (fleetmem.memory.params), its fix echoing what
         # the steps above took out of the arguments.
         keep = {k: self.args[k] for k in ("dry_run", IDEMPOTENCY_KEY) if k in self.args and k not in args}
-        now = self.deps.clock.now()
+        now = self._deps.clock.now()
         try:
             return spec.params.model_validate(args, context={"tool": spec.name, "now": now, "keep": keep})
         except ValidationError as exc:  # a parameter model that is not a `Params` (test probes)
@@ -296,10 +303,11 @@ class _Call:
     def _execute(
         self, spec: ToolSpec, params: BaseModel, notices: list[Notice], *, keyed: bool = False
     ) -> DispatchResult:
-        deadline = time.monotonic() + self.deps.policy.deadline_ms / 1000.0 if self.deps.policy.deadline_ms else None
+        policy = self._deps.policy
+        deadline = time.monotonic() + policy.deadline_ms / 1000.0 if policy.deadline_ms else None
         ctx = CallContext(self.cid, deadline_at=deadline, transport=self.transport, keyed=keyed, surface=self.surface)
         try:
-            outcome = spec.run(self.deps, self.caller, params, ctx)
+            outcome = spec.run(self._deps, self.caller, params, ctx)
         except VerbError as err:
             return self._error(err)
         except PortError as exc:
