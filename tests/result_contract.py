@@ -50,7 +50,7 @@ def validate_every_dispatch(monkeypatch: pytest.MonkeyPatch) -> DispatchChecks:
     model. Mismatches are collected, not raised, so a server thread still answers; call
     `assert_clean()` at the end of the test."""
     checks = DispatchChecks()
-    original = dispatch_module._Call.run
+    original = dispatch_module._Call.pipeline
 
     def run(self: Any) -> Any:
         result = original(self)
@@ -61,5 +61,5 @@ def validate_every_dispatch(monkeypatch: pytest.MonkeyPatch) -> DispatchChecks:
                 checks.problems.append(problem)
         return result
 
-    monkeypatch.setattr(dispatch_module._Call, "run", run)
+    monkeypatch.setattr(dispatch_module._Call, "pipeline", run)
     return checks

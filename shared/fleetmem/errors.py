@@ -1,6 +1,6 @@
 """Errors the domain raises and adapters translate into.
 
-`VerbError` carries everything the AGENT_OPERATOR envelope needs; `fleetmem.memory.envelope`
+`VerbError` carries everything the AGENT_OPERATOR envelope needs; `fleetmem.contract.envelope`
 is the ONE place that turns it into wire JSON. Adapters never raise SDK exceptions past their
 boundary: they translate them into a `PortError` subclass.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from fleetmem.protocol import Actor, ErrorClass, NoticeKind
+from fleetmem.protocol import Actor, ErrorClass, ErrorCode, NoticeKind
 
 
 @dataclass(frozen=True)
@@ -57,7 +57,7 @@ class VerbError(Exception):
 
     def __init__(
         self,
-        code: str,
+        code: ErrorCode,
         message: str,
         suggestion: str,
         *,
@@ -83,7 +83,14 @@ class VerbError(Exception):
 
 
 def caller_error(
-    message: str, *, problem: str, cause: str, instead: str, field: str, reason: str, code: str = "invalid_params"
+    message: str,
+    *,
+    problem: str,
+    cause: str,
+    instead: str,
+    field: str,
+    reason: str,
+    code: ErrorCode = "invalid_params",
 ) -> VerbError:
     """A caller's mistake that only the caller can correct (no run-fix): the suggestion reads
     "Problem: … Cause: … Fix: …" and `detail` names the field and the reason."""

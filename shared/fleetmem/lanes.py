@@ -114,7 +114,7 @@ def local_caller(tenant: str | None) -> Any:
 
 def render_notices(notices: Sequence[Any]) -> list[dict[str, Any]]:
     """Notices as the wire shows them (ordered by kind, `fix.next` computed for the CLI)."""
-    from fleetmem.memory.envelope import order_notices, render_notice
+    from fleetmem.contract.envelope import order_notices, render_notice
 
     return [render_notice(n, "cli") for n in order_notices(notices)]
 

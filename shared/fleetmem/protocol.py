@@ -46,8 +46,21 @@ CREATE_SAFETY_FOR: Final = {
 RememberStatus = Literal["inserted", "duplicate", "superseded"]
 SearchState = Literal["current", "pending"]
 
+#: Every code an error envelope carries (`VerbError.code`, the envelope's `error` and `code`).
+ErrorCode = Literal[
+    "invalid_params",
+    "provenance_required",
+    "not_found",
+    "scope_denied",
+    "unavailable",
+    "budget_unsatisfiable",
+    "internal",
+    "unknown_tool",
+    "unauthorized",
+    "rate_limited",
+]
 #: Error codes a verb may return (MEMORY_VERBS v1) — `budget_unsatisfiable` is reserved, never returned.
-VERB_ERROR_CODES: Final = (
+VERB_ERROR_CODES: Final[tuple[ErrorCode, ...]] = (
     "invalid_params",
     "provenance_required",
     "not_found",
@@ -57,8 +70,13 @@ VERB_ERROR_CODES: Final = (
     "internal",
 )
 #: Codes outside the verb set that share the same envelope.
-OTHER_ERROR_CODES: Final = ("unknown_tool", "unauthorized", "rate_limited")
-ERROR_CODES: Final = VERB_ERROR_CODES + OTHER_ERROR_CODES
+OTHER_ERROR_CODES: Final[tuple[ErrorCode, ...]] = ("unknown_tool", "unauthorized", "rate_limited")
+ERROR_CODES: Final[tuple[ErrorCode, ...]] = VERB_ERROR_CODES + OTHER_ERROR_CODES
+
+#: Where a call came from, as the envelope renders its fix: an MCP connection (`mcp`), an HTTP answer
+#: below the tools (`http`: a refusal, a 401, a gateway body), `POST /v1/<tool>` (`v1`) or the CLI.
+Transport = Literal["mcp", "http", "v1", "cli"]
+TRANSPORTS: Final[tuple[Transport, ...]] = ("mcp", "http", "v1", "cli")
 
 ErrorClass = Literal["caller", "consent", "retryable", "unavailable", "server", "host_only"]
 NextStep = Literal["run", "ask_user", "tell_user_to_run", "wait", "report"]

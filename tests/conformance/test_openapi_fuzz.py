@@ -27,8 +27,9 @@ import schemathesis
 from hypothesis import HealthCheck, settings
 from schemathesis import GenerationMode
 
+from fleetmem.contract.envelope import ErrorEnvelope
 from fleetmem.contract.status import CORRELATION_HEADER
-from fleetmem.transport.http_api import ErrorEnvelope, openapi_document
+from fleetmem.transport.openapi import openapi_document
 from tests.conformance.test_conformance_local import Server, mint, start_server
 
 #: Generated cases per operation, generation mode and token tier (kept small: the suite's budget).

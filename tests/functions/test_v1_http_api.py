@@ -9,7 +9,7 @@ import json
 import pytest
 
 from fleetmem.contract.status import CORRELATION_HEADER
-from fleetmem.transport.http_api import openapi_document
+from fleetmem.transport.openapi import openapi_document
 
 from .conftest import call, load_event
 

@@ -12,7 +12,7 @@ import anyio
 import httpx
 
 from fleetmem.contract.status import CORRELATION_HEADER, HTTP_STATUS
-from fleetmem.transport.http_api import openapi_document
+from fleetmem.transport.openapi import openapi_document
 from tests.mcp.conftest import mcp_session
 
 #: Fields of a body that differ between two calls by nature: the call's own id and how long it took.

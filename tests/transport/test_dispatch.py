@@ -17,7 +17,8 @@ from fleetmem.errors import Conflict, Fix, NotFound, Notice, TooLarge, Unavailab
 from fleetmem.memory.registry import REGISTRY
 from fleetmem.models import Caller, IdempotencyRecord
 from fleetmem.ports import Deps
-from fleetmem.transport.dispatch import _request_hash, dispatch, precheck, visible_tools
+from fleetmem.transport.dispatch import dispatch, precheck, visible_tools
+from fleetmem.transport.idempotency import request_hash
 from fleetmem.transport.logs import CorrelationFilter, JsonFormatter
 from tests.transport.conftest import Probe, ProbeParams, snapshot
 
@@ -259,7 +260,7 @@ def _first_call_in_flight(deps: Deps, key: str) -> None:
             client_id="agent-a",
             verb="zz_write",
             key=key,
-            request_hash=_request_hash(ProbeParams(name="x")),
+            request_hash=request_hash(ProbeParams(name="x")),
             created_at=now,
             expires_at=now.replace(year=now.year + 1),
         ),

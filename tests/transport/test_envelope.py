@@ -6,8 +6,7 @@ import json
 
 import pytest
 
-from fleetmem.errors import Fix, Notice, VerbError
-from fleetmem.memory.envelope import (
+from fleetmem.contract.envelope import (
     NOTICES_META_KEY,
     build_envelope,
     compute_next,
@@ -17,6 +16,7 @@ from fleetmem.memory.envelope import (
     render_notice_block,
     render_notice_meta,
 )
+from fleetmem.errors import Fix, Notice, VerbError
 
 CID = "c_test"
 RECALL_FIX = Fix(why="same call, limit fixed", mcp={"tool": "recall", "arguments": {"query": "q", "limit": 10}})
@@ -30,7 +30,7 @@ def envelope(err: VerbError, transport: str = "mcp", **kw: object) -> dict:
         correlation_id=CID,
         transport=transport,
         **kw,
-    )  # type: ignore[arg-type]
+    ).body()  # type: ignore[arg-type]
 
 
 # -- the `next` decision table, row by row --------------------------------------------------------
@@ -124,13 +124,13 @@ def test_an_amend_fix_is_the_failing_call_with_the_argument_corrected() -> None:
     err = VerbError("invalid_params", "bad ttl", "Use 365d.", fix=Fix(why="same", amend={"ttl": "365d"}))
     env = build_envelope(
         err, tool="remember", arguments={"fact": "f", "ttl": "1y"}, correlation_id="c_1", transport="mcp"
-    )
+    ).body()
     assert env["fix"]["mcp"] == {"tool": "remember", "arguments": {"fact": "f", "ttl": "365d"}}
     assert env["fix"]["next"] == "run"
     dropped = VerbError("invalid_params", "bad ttl", "Leave it out.", fix=Fix(why="same", drop=("ttl",)))
     env = build_envelope(
         dropped, tool="remember", arguments={"fact": "f", "ttl": "forever"}, correlation_id="c_1", transport="mcp"
-    )
+    ).body()
     assert env["fix"]["mcp"] == {"tool": "remember", "arguments": {"fact": "f"}}
 
 
@@ -184,7 +184,7 @@ def test_rate_limited_is_always_retryable() -> None:
 
 
 def test_the_internal_envelope_reports_and_leaks_nothing() -> None:
-    env = internal_envelope(CID, "remember")
+    env = internal_envelope(CID, "remember").body()
     assert env["code"] == "internal"
     assert env["class"] == "server"
     assert env["fix"]["next"] == "report"

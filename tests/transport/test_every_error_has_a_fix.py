@@ -17,7 +17,8 @@ from fleetmem.errors import Conflict, NotFound, TooLarge, Unavailable, VerbError
 from fleetmem.memory.registry import REGISTRY
 from fleetmem.models import Caller, IdempotencyRecord
 from fleetmem.ports import Deps, Diagnostics
-from fleetmem.transport.dispatch import _request_hash, dispatch
+from fleetmem.transport.dispatch import dispatch
+from fleetmem.transport.idempotency import request_hash
 from tests.transport.conftest import Probe, ProbeParams
 
 NEXT_STEPS = {"run", "ask_user", "tell_user_to_run", "wait", "report"}
@@ -121,7 +122,7 @@ def test_a_reused_idempotency_key_and_an_in_flight_one_have_fixes(deps: Deps, ma
             client_id="agent-a",
             verb="zz_write",
             key="k-2",
-            request_hash=_request_hash(ProbeParams(name="x")),
+            request_hash=request_hash(ProbeParams(name="x")),
             created_at=now,
             expires_at=now.replace(year=now.year + 1),
         ),
@@ -231,7 +232,7 @@ def test_configured_reasons_embedded_in_sentences_never_double_the_full_stop(sto
     degraded_recall notice embed them mid-sentence."""
     from fleetmem.adapters.local.ids import SortableIds
     from fleetmem.config import Settings
-    from fleetmem.memory.envelope import render_notice_block
+    from fleetmem.contract.envelope import render_notice_block
     from fleetmem.wiring import LLM_NOT_CONFIGURED, local_embedder
 
     _, embedder_problem = local_embedder(Settings(embedder="none"))

@@ -12,7 +12,7 @@ from fleetmem.memory.verbs import REGISTRY
 from fleetmem.models import Caller
 from fleetmem.protocol import ERROR_CODES
 from fleetmem.transport.dispatch import dispatch
-from fleetmem.transport.http_api import description_examples, openapi_document
+from fleetmem.transport.openapi import description_examples, openapi_document
 
 
 def test_every_tool_has_a_result_model_and_an_operation_with_its_schemas():

@@ -108,7 +108,9 @@ def print_notices(
 
 
 def print_error(body: dict[str, Any], commands: Mapping[str, CommandLine], remote: Sequence[str] = ()) -> None:
-    Output.err(f"Error [{body.get('code') or body.get('error')}]: {body.get('message', '')}")
+    from fleetmem.contract.envelope import envelope_code
+
+    Output.err(f"Error [{envelope_code(body)}]: {body.get('message', '')}")
     if body.get("suggestion"):
         Output.err(f"  {body['suggestion']}")
     fix = fix_line(body.get("fix"), commands, remote)
@@ -119,7 +121,9 @@ def print_error(body: dict[str, Any], commands: Mapping[str, CommandLine], remot
 
 
 def exit_code_for(body: dict[str, Any]) -> int:
-    code = body.get("code") or body.get("error")
+    from fleetmem.contract.envelope import envelope_code
+
+    code = envelope_code(body)
     if code == "confirmation_required" or body.get("class") == "consent":
         return EXIT_CONFIRM
     if code in CALLER_CODES or body.get("class") == "caller":

@@ -8,12 +8,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from fleetmem.protocol import Transport
+
 MCP_PATH = "/mcp"
 #: The memory console `fleetmem serve` mounts (a browser UI over `/v1`; not deployed to a stage).
 CONSOLE_PATH = "/console"
 V1_PREFIX = "/v1"
 #: The transport label of a `/v1` tool call (the `tool_call` log line's `transport`, the envelope's).
-V1_TRANSPORT = "v1"
+V1_TRANSPORT: Transport = "v1"
 #: `POST /v1/<tool>`, with the tool's name as its last segment.
 V1_TOOL_PATH = f"{V1_PREFIX}/{{tool}}"
 TOOLS_PATH = f"{V1_PREFIX}/tools"

@@ -4,13 +4,13 @@ table is this one."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from fleetmem.contract.envelope import ErrorEnvelope, is_error_code
+from fleetmem.protocol import ErrorCode
 
 CORRELATION_HEADER = "X-Correlation-Id"
 
 #: HTTP status per envelope code.
-HTTP_STATUS: dict[str, int] = {
+HTTP_STATUS: dict[ErrorCode, int] = {
     "invalid_params": 400,
     "provenance_required": 400,
     "budget_unsatisfiable": 400,
@@ -23,20 +23,19 @@ HTTP_STATUS: dict[str, int] = {
     "unavailable": 503,
 }
 #: Codes whose answer carries `Retry-After` (seconds): the fix's `retry_after_seconds`, else this.
-RETRY_AFTER_DEFAULT_S = {"rate_limited": 60, "unavailable": 5}
+RETRY_AFTER_DEFAULT_S: dict[ErrorCode, int] = {"rate_limited": 60, "unavailable": 5}
 
 
-def status_for(code: str) -> int:
+def status_for(code: str | None) -> int:
     """The HTTP status of an error envelope's `code` (an unmapped code is a server fault: 500)."""
-    return HTTP_STATUS.get(code, 500)
+    return HTTP_STATUS.get(code, 500) if is_error_code(code) else 500
 
 
-def error_headers(body: Mapping[str, Any]) -> dict[str, str]:
+def error_headers(envelope: ErrorEnvelope) -> dict[str, str]:
     """`X-Correlation-Id` always, `Retry-After` for the codes that are worth retrying."""
-    headers = {CORRELATION_HEADER: str(body.get("correlation_id") or "")}
-    code = str(body.get("code") or "")
-    if code in RETRY_AFTER_DEFAULT_S:
-        fix = body.get("fix") if isinstance(body.get("fix"), Mapping) else {}
-        seconds = fix.get("retry_after_seconds") if isinstance(fix, Mapping) else None
-        headers["Retry-After"] = str(int(seconds) if isinstance(seconds, int) else RETRY_AFTER_DEFAULT_S[code])
+    headers = {CORRELATION_HEADER: envelope.correlation_id}
+    default = RETRY_AFTER_DEFAULT_S.get(envelope.code)
+    if default is not None:
+        seconds = envelope.fix.retry_after_seconds
+        headers["Retry-After"] = str(seconds if isinstance(seconds, int) else default)
     return headers

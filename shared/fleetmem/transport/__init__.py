@@ -8,7 +8,8 @@ with the adapters (schemas, `DispatchResult`, the `Invoker` port, routes, status
   `guard` (the ASGI guard: 405/406/400/413/401, DNS rebinding), `refusals` (HTTP refusals as the
   envelope), `jsonrpc` (JSON-RPC refusals before the SDK), `callers` (who is calling, and where
   from) and `app_routes` (health, protected-resource metadata, `/v1`).
-- `http_api`: `/v1` (`answer_v1`, `v1_answer`) and its OpenAPI document.
+- `http_api`: `/v1` (`handle_v1_call`, `v1_response`); `openapi`: its OpenAPI document.
+- `idempotency`: D2, a keyed call run at most once (`IdempotentCall`).
 - `http_local`: `fleetmem serve` under uvicorn.
 - `logs`: JSON logs with the call's correlation id on every line.
 """

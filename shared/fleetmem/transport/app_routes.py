@@ -1,6 +1,6 @@
 """The routes the MCP app serves beside `POST /mcp`: `/health`, the OAuth protected-resource
 metadata document, and `/v1` (`GET /v1/tools`, `GET /v1/openapi.json`, `POST /v1/<tool>` through
-`http_api.answer_v1` over the same gate and invoker as tools/call)."""
+`http_api.handle_v1_call` over the same gate and invoker as tools/call)."""
 
 from __future__ import annotations
 
@@ -30,8 +30,9 @@ from fleetmem.models import Caller
 from fleetmem.protocol import PROTOCOL_VERSION, SCOPES, SERVER_NAME
 from fleetmem.transport.callers import CALLER_SCOPE_KEY, public_base_url
 from fleetmem.transport.dispatch import precheck
-from fleetmem.transport.http_api import answer_v1, openapi_document, render_json, tools_document
+from fleetmem.transport.http_api import handle_v1_call, render_json, tools_document
 from fleetmem.transport.invoker import EdgeCalls
+from fleetmem.transport.openapi import openapi_document
 from fleetmem.transport.refusals import MAX_REQUEST_BYTES, too_large
 
 
@@ -53,7 +54,7 @@ def protected_resource_document(base: str, authorization_server: str | None) -> 
 
 
 async def call_v1(request: Request, calls: EdgeCalls) -> Response:
-    """`POST /v1/<tool>` on an authenticated request: `http_api.answer_v1` over the same gate and
+    """`POST /v1/<tool>` on an authenticated request: `http_api.handle_v1_call` over the same gate and
     invoker as MCP tools/call, on a worker thread (`limiter` bounds them)."""
     tool = request.path_params.get("tool", "")
     caller: Caller = request.scope[CALLER_SCOPE_KEY]
@@ -74,7 +75,7 @@ async def call_v1(request: Request, calls: EdgeCalls) -> Response:
         )
         return gate if gate is not None else calls.invoker.invoke(tool, arguments, caller, cid)
 
-    answer = partial(answer_v1, tool, raw, caller, call, surface=calls.surface)
+    answer = partial(handle_v1_call, tool, raw, caller, call, surface=calls.surface)
     return _v1_response(*await anyio.to_thread.run_sync(answer, limiter=calls.limiter))
 
 

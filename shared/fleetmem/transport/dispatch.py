@@ -1,7 +1,7 @@
 """THE one dispatch: every tool call on every transport (local MCP, Lambda verb functions, CLI)
 goes through `dispatch()`.
 
-Order of checks, each answering with the one envelope builder (`fleetmem.memory.envelope`):
+Order of checks, each answering with the one envelope builder (`fleetmem.contract.envelope`):
 1. surface and scope — the same filter as tools/list (`registry.tools_for`). A tool that is not on
    this surface, or does not exist, is `unknown_tool` (fail-closed: a hidden tool is never
    acknowledged). A tool on this surface that the caller's scopes do not allow is `scope_denied`.
@@ -13,8 +13,8 @@ Order of checks, each answering with the one envelope builder (`fleetmem.memory.
    `_meta` and `dry_run` are always allowed; `idempotency_key` on tools that take one.
 4. typed parameters (`fleetmem.memory.params.Params`, strict: D18) -> the tool's `invalid_params`
    naming the first bad field, with the fix its hint (or default) gives and the other arguments kept.
-5. D2 idempotency: claim before run (a claim with a lease: once it lapses, a retry takes the key
-   over), complete after, release on error.
+5. D2 idempotency (`fleetmem.transport.idempotency`): claim before run (a claim with a lease: once
+   it lapses, a retry takes the key over), complete after, release on error.
 6. run; `VerbError` -> envelope; `PortError` -> mapped envelope; anything else -> `internal`
    (logged with the correlation id and the exception TYPE only).
 
@@ -29,38 +29,32 @@ steps enforce is docs/protocol.md ("Parameters and validation", "Errors").
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import time
 import traceback
-import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import timedelta
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
 from fleetmem.contract.correlation import correlation, new_correlation_id
-from fleetmem.contract.result import DispatchResult, internal_result
-from fleetmem.contract.tools import IDEMPOTENCY_KEY, IDEMPOTENCY_KEY_MAX
-from fleetmem.errors import Conflict, Notice, PortError, VerbError
-from fleetmem.memory.envelope import build_envelope
+from fleetmem.contract.result import DispatchResult, error_result, internal_result
+from fleetmem.contract.tools import IDEMPOTENCY_KEY
+from fleetmem.errors import Notice, PortError, VerbError
 from fleetmem.memory.params import invalid_from_validation
 from fleetmem.memory.registry import ToolSpec, on_surface, tools_for
 from fleetmem.memory.verbs import REGISTRY
-from fleetmem.models import Caller, IdempotencyRecord
+from fleetmem.models import Caller
 from fleetmem.ports import CallContext, Deps
-from fleetmem.protocol import IDEMPOTENCY_TTL_HOURS, PROTOCOL_VERSION, Surface
+from fleetmem.protocol import PROTOCOL_VERSION, Surface, Transport
 from fleetmem.transport import errors
 from fleetmem.transport.errors import CallView
+from fleetmem.transport.idempotency import IdempotentCall, take_key
 
 log = logging.getLogger("fleetmem.transport.dispatch")
 
 ALWAYS_ALLOWED = frozenset({"_meta", "dry_run"})
-#: pauses between looks at an in-flight idempotency key (doubling from the first to the cap)
-_WAIT_FIRST_PAUSE_S = 0.01
-_WAIT_MAX_PAUSE_S = 0.25
 
 
 def visible_tools(surface: Surface, caller: Caller) -> list[ToolSpec]:
@@ -80,20 +74,20 @@ def dispatch(
     *,
     surface: Surface = "full",
     correlation_id: str | None = None,
-    transport: str = "mcp",
+    transport: Transport = "mcp",
 ) -> DispatchResult:
     cid = correlation_id or new_correlation_id()
     started = time.perf_counter()
     with correlation(cid):
         call = _Call(tool, arguments, caller, deps, surface, cid, transport)
-        result = guarded(call.run, tool, cid, transport=transport)
+        result = guarded(call.pipeline, tool, cid, transport=transport)
         latency_ms = int((time.perf_counter() - started) * 1000)
         log.info(
             "tool call",
             extra={
                 "event": "tool_call",
                 "tool": str(tool)[:64],
-                "code": result.body.get("code") if result.is_error else "ok",
+                "code": result.code if result.is_error else "ok",
                 "latency_ms": latency_ms,
                 "client_id": caller.client_id,
                 "tenant_hash": tenant_hash(caller.tenant),
@@ -113,7 +107,7 @@ def precheck(
     *,
     surface: Surface = "full",
     correlation_id: str,
-    transport: str = "mcp",
+    transport: Transport = "mcp",
     token_command: Sequence[str] = (),
     token_inputs: Sequence[Mapping[str, str]] = (),
 ) -> DispatchResult | None:
@@ -121,7 +115,7 @@ def precheck(
     the `unknown_tool` / `scope_denied` result, or None when the call may proceed. `token_command`
     is the server's own `token create` (its 401 fix), which a scope_denied fix reuses."""
     with correlation(correlation_id):
-        call = _Call(tool, arguments, caller, None, surface, correlation_id, transport)  # type: ignore[arg-type]
+        call = _Call(tool, arguments, caller, None, surface, correlation_id, transport)
         call.token_command, call.token_inputs = tuple(token_command), tuple(dict(i) for i in token_inputs)
         if isinstance(arguments, dict):
             call.args = {k: v for k, v in arguments.items() if k != "_meta"}
@@ -142,7 +136,7 @@ def guarded(
     tool: str,
     correlation_id: str,
     *,
-    transport: str,
+    transport: Transport,
     event: str = "internal_error",
 ) -> DispatchResult:
     """`run()`, or the `internal` answer when it raises: the last line of defence of `dispatch` and
@@ -154,7 +148,7 @@ def guarded(
 
 
 def internal_answer(
-    tool: str, correlation_id: str, exc: BaseException, *, transport: str, event: str = "internal_error"
+    tool: str, correlation_id: str, exc: BaseException, *, transport: Transport, event: str = "internal_error"
 ) -> DispatchResult:
     """The `internal` answer to a call that raised `exc`; the log line says where it was caught."""
     result = internal_result(correlation_id, str(tool), transport=transport)
@@ -176,15 +170,16 @@ def internal_answer(
 
 @dataclass
 class _Call:
-    """One call on its way through the pipeline (`run`), with what its fixes need."""
+    """One call on its way through the pipeline (`pipeline`), with what its fixes need."""
 
     tool: str
     raw_arguments: Any
     caller: Caller
-    deps: Deps
+    #: None for the surface/scope gate alone (`precheck`), which runs no tool.
+    deps: Deps | None
     surface: Surface
     cid: str
-    transport: str
+    transport: Transport
     #: What this caller may call on this surface (the tools/list filter).
     allowed: dict[str, ToolSpec] = field(init=False)
     #: The arguments as the caller sent them, minus `_meta`: what fixes echo back.
@@ -199,7 +194,7 @@ class _Call:
     # -- helpers -------------------------------------------------------------------------------
 
     def _error(self, err: VerbError) -> DispatchResult:
-        body = build_envelope(
+        return error_result(
             err,
             tool=str(self.tool),
             arguments=self.args,
@@ -207,14 +202,20 @@ class _Call:
             transport=self.transport,
             callable_tools=set(self.allowed),
         )
-        return DispatchResult(body, True, [], self.cid)
+
+    @property
+    def _deps(self) -> Deps:
+        if self.deps is None:
+            raise RuntimeError("the surface/scope gate (precheck) runs no tool")
+        return self.deps
 
     def _view(self) -> CallView:
         return CallView(str(self.tool), self.args, self.caller, self.surface, frozenset(self.allowed))
 
     # -- the pipeline --------------------------------------------------------------------------
 
-    def run(self) -> DispatchResult:
+    def pipeline(self) -> DispatchResult:
+        """resolve -> validate -> (dry run) -> execute, idempotently when the call has a key."""
         try:
             spec = self._spec()  # 1. surface and scope, 2. an object of valid text
             notices = self._unknown_params(spec)  # 3. D3
@@ -223,7 +224,8 @@ class _Call:
             # an answer's size never grows with the keys a request adds.
             self.args = {k: v for k, v in self.args.items() if k in known}
             args = dict(self.args)
-            key = self._idempotency_key(spec, args)  # D2 (taken out of `args` unless a parameter)
+            is_param = IDEMPOTENCY_KEY in _field_names(spec.params)
+            key = take_key(spec, args, is_param, self._view())  # D2 (taken out of `args` unless a parameter)
             dry_run = self._dry_run_flag(spec, args)  # taken out of `args` unless a parameter
             params = self._validate(spec, args)  # 4. typed parameters
         except VerbError as err:
@@ -240,7 +242,8 @@ class _Call:
             return DispatchResult(body, False, notices, self.cid)
         if key is None:
             return self._execute(spec, params, notices)  # 6. run
-        return self._execute_idempotent(spec, params, key, notices)  # 5. + 6.
+        keyed = IdempotentCall(self._deps, spec, key, self._view(), self.cid, self._error)  # 5. + 6.
+        return keyed.run(params, notices, lambda: self._execute(spec, params, notices, keyed=True))
 
     # -- the steps (each raises the VerbError that answers the call) ----------------------------
 
@@ -268,17 +271,6 @@ class _Call:
             raise errors.unknown_on_write(self._view(), spec, unknown, fields)
         return errors.unknown_on_read(self._view(), spec, unknown, fields) if unknown else []
 
-    def _idempotency_key(self, spec: ToolSpec, args: dict[str, Any]) -> str | None:
-        if not spec.idempotency or IDEMPOTENCY_KEY not in args:
-            return None
-        is_param = IDEMPOTENCY_KEY in _field_names(spec.params)
-        raw_key = args[IDEMPOTENCY_KEY] if is_param else args.pop(IDEMPOTENCY_KEY)
-        if raw_key is None:
-            return None
-        if not isinstance(raw_key, str) or not raw_key.strip() or len(raw_key) > IDEMPOTENCY_KEY_MAX:
-            raise errors.bad_key(self._view(), spec)
-        return raw_key
-
     def _dry_run_flag(self, spec: ToolSpec, args: dict[str, Any]) -> bool:
         if "dry_run" not in args or "dry_run" in _field_names(spec.params):
             return False
@@ -293,7 +285,7 @@ class _Call:
         # A failure is the tool's own invalid_params (fleetmem.memory.params), its fix echoing what
         # the steps above took out of the arguments.
         keep = {k: self.args[k] for k in ("dry_run", IDEMPOTENCY_KEY) if k in self.args and k not in args}
-        now = self.deps.clock.now()
+        now = self._deps.clock.now()
         try:
             return spec.params.model_validate(args, context={"tool": spec.name, "now": now, "keep": keep})
         except ValidationError as exc:  # a parameter model that is not a `Params` (test probes)
@@ -311,99 +303,16 @@ class _Call:
     def _execute(
         self, spec: ToolSpec, params: BaseModel, notices: list[Notice], *, keyed: bool = False
     ) -> DispatchResult:
-        deadline = time.monotonic() + self.deps.policy.deadline_ms / 1000.0 if self.deps.policy.deadline_ms else None
+        policy = self._deps.policy
+        deadline = time.monotonic() + policy.deadline_ms / 1000.0 if policy.deadline_ms else None
         ctx = CallContext(self.cid, deadline_at=deadline, transport=self.transport, keyed=keyed, surface=self.surface)
         try:
-            outcome = spec.run(self.deps, self.caller, params, ctx)
+            outcome = spec.run(self._deps, self.caller, params, ctx)
         except VerbError as err:
             return self._error(err)
         except PortError as exc:
             return self._error(errors.port_error(self._view(), spec, exc))
         return DispatchResult(dict(outcome.body), False, notices + list(outcome.notices), self.cid)
-
-    def _execute_idempotent(self, spec: ToolSpec, params: BaseModel, key: str, notices: list[Notice]) -> DispatchResult:
-        now = self.deps.clock.now()
-        request_hash = _request_hash(params)
-        record = IdempotencyRecord(
-            tenant=self.caller.tenant,
-            client_id=self.caller.client_id,
-            verb=spec.name,
-            key=key,
-            request_hash=request_hash,
-            result=None,
-            created_at=now,
-            expires_at=now + timedelta(hours=IDEMPOTENCY_TTL_HOURS),
-            claim_id=uuid.uuid4().hex,
-        )
-        try:
-            existing = self._claim(record)
-        except PortError as exc:
-            return self._error(errors.port_error(self._view(), spec, exc))
-        if existing is not None:
-            if existing.request_hash != request_hash:
-                return self._error(errors.key_conflict(self._view(), spec))
-            if existing.result is None:
-                return self._error(errors.in_flight(self._view(), spec))
-            body = dict(existing.result)
-            body["idempotent_replay"] = True
-            return DispatchResult(body, False, notices, self.cid)
-        try:
-            result = self._execute(spec, params, notices, keyed=True)
-        except BaseException:
-            self._release(spec, record)
-            raise
-        if result.is_error:
-            self._release(spec, record)
-            return result
-        try:
-            self.deps.idempotency.complete(self.caller.tenant, self.caller.client_id, spec.name, key, result.body)
-        except PortError:
-            # The write itself succeeded; a lost receipt only means a retry runs the (deduplicating)
-            # verb again, so the caller still gets its result.
-            log.warning(
-                "idempotency receipt not stored",
-                extra={"event": "idempotency_complete_failed", "tool": spec.name},
-            )
-        return result
-
-    def _claim(self, record: IdempotencyRecord) -> IdempotencyRecord | None:
-        """Claim the key, or wait for the call that holds it: while that call is in flight (same
-        arguments, no result yet) claim again with a growing pause, up to `deps.policy.idempotency_wait_s`.
-        Every waiter then returns the first call's stored result; when the first call failed (its
-        claim released) or died (its lease, `deps.policy.idempotency_lease_s` from its claim, lapsed),
-        the store lets exactly one waiter claim the key and run. Each look claims with a lease
-        from that moment. A record that changed between the store's check and read (`Conflict`)
-        is looked at again."""
-        give_up = time.monotonic() + self.deps.policy.idempotency_wait_s
-        pause = _WAIT_FIRST_PAUSE_S
-        now = record.created_at
-        lease = timedelta(seconds=self.deps.policy.idempotency_lease_s)
-        while True:
-            try:
-                existing = self.deps.idempotency.claim(record.model_copy(update={"lease_until": now + lease}), now=now)
-            except Conflict:
-                if time.monotonic() >= give_up:
-                    raise
-            else:
-                in_flight = (
-                    existing is not None and existing.result is None and existing.request_hash == record.request_hash
-                )
-                if not in_flight or time.monotonic() >= give_up:
-                    return existing
-            time.sleep(min(pause, max(0.0, give_up - time.monotonic())))
-            pause = min(pause * 2, _WAIT_MAX_PAUSE_S)
-            now = self.deps.clock.now()
-
-    def _release(self, spec: ToolSpec, record: IdempotencyRecord) -> None:
-        try:
-            self.deps.idempotency.release(
-                self.caller.tenant, self.caller.client_id, spec.name, record.key, record.claim_id
-            )
-        except PortError:
-            log.warning(
-                "idempotency claim not released",
-                extra={"event": "idempotency_release_failed", "tool": spec.name},
-            )
 
 
 def _field_names(model: type[BaseModel]) -> list[str]:
@@ -411,9 +320,3 @@ def _field_names(model: type[BaseModel]) -> list[str]:
     for name, info in model.model_fields.items():
         names.append(info.alias or name)
     return names
-
-
-def _request_hash(params: BaseModel) -> str:
-    data = params.model_dump(mode="json", exclude={IDEMPOTENCY_KEY} & set(type(params).model_fields))
-    canonical = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
-    return hashlib.sha256(canonical.encode()).hexdigest()

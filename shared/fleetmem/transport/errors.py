@@ -1,6 +1,6 @@
 """The error answers of the dispatch pipeline (`fleetmem.transport.dispatch`), one function each.
 
-Each returns a `VerbError` that dispatch turns into the one envelope (`fleetmem.memory.envelope`);
+Each returns a `VerbError` that dispatch turns into the one envelope (`fleetmem.contract.envelope`);
 what each says and which fix it carries is described in docs/protocol.md ("Errors"). Parameter
 validation errors are built by `fleetmem.memory.params.invalid_from_validation`, not here.
 """

@@ -25,9 +25,9 @@ from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from fleetmem.contract.correlation import correlation, new_correlation_id
+from fleetmem.contract.envelope import http_envelope
 from fleetmem.contract.routes import CONSOLE_PATH, MCP_PATH, V1_PREFIX
 from fleetmem.contract.status import CORRELATION_HEADER
-from fleetmem.memory.envelope import build_envelope
 from fleetmem.transport.callers import CALLER_SCOPE_KEY, CallerFromRequest, public_base_url, resource_metadata_url
 from fleetmem.transport.http_api import is_json_content_type
 from fleetmem.transport.invoker import EdgeCalls
@@ -188,23 +188,20 @@ class EdgeGuard:
             caller = None
         if caller is None:
             base = public_base_url(request, self.public_url)
-            cid = new_correlation_id()
-            body = build_envelope(
+            envelope = http_envelope(
                 unauthorized_error(
                     token_presented=presented, token_command=self.calls.token_command, inputs=self.calls.token_inputs
                 ),
-                tool="",
-                arguments={},
-                correlation_id=cid,
-                transport="http",
+                correlation_id=new_correlation_id(),
             )
+            cid = envelope.correlation_id
             challenge = f'Bearer resource_metadata="{resource_metadata_url(base)}"'
             if presented:
                 challenge += ', error="invalid_token"'
             with correlation(cid):
                 log.info("unauthorized", extra={"event": "unauthorized", "token_presented": presented})
             headers = {"WWW-Authenticate": challenge, CORRELATION_HEADER: cid}
-            await JSONResponse(body, status_code=401, headers=headers)(scope, receive, send)
+            await JSONResponse(envelope.body(), status_code=401, headers=headers)(scope, receive, send)
             return False
         scope[CALLER_SCOPE_KEY] = caller
         return True

@@ -35,10 +35,10 @@ from starlette.routing import BaseRoute
 from fleetmem import invocation
 from fleetmem.config import DEFAULT_CALL_THREADS, Settings
 from fleetmem.contract.correlation import new_correlation_id
+from fleetmem.contract.envelope import http_envelope
 from fleetmem.contract.routes import CONSOLE_PATH, MCP_PATH
 from fleetmem.contract.status import CORRELATION_HEADER
 from fleetmem.errors import Fix, VerbError
-from fleetmem.memory.envelope import build_envelope
 from fleetmem.ports import Deps
 from fleetmem.protocol import Surface
 from fleetmem.transport.callers import bearer_caller
@@ -254,8 +254,7 @@ class _CutOffAnswers:
 
 
 async def _send_cut_off(send: Any) -> None:
-    cid = new_correlation_id()
-    body = build_envelope(
+    envelope = http_envelope(
         VerbError(
             "unavailable",
             f"The server is shutting down: this call was stopped after waiting {SHUTDOWN_GRACE_S:g} s.",
@@ -270,12 +269,10 @@ async def _send_cut_off(send: Any) -> None:
             ),
             retryable=True,
         ),
-        tool="",
-        arguments={},
-        correlation_id=cid,
-        transport="http",
+        correlation_id=new_correlation_id(),
     )
-    payload = json.dumps(body).encode()
+    cid = envelope.correlation_id
+    payload = json.dumps(envelope.body()).encode()
     headers = [
         (b"content-type", b"application/json"),
         (b"content-length", str(len(payload)).encode()),

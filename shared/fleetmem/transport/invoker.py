@@ -13,7 +13,7 @@ from fleetmem.contract.invoker import Invoker
 from fleetmem.contract.result import DispatchResult
 from fleetmem.models import Caller
 from fleetmem.ports import Deps
-from fleetmem.protocol import Surface
+from fleetmem.protocol import Surface, Transport
 from fleetmem.transport.dispatch import dispatch
 
 
@@ -33,7 +33,9 @@ class EdgeCalls:
 class InProcessInvoker:
     """Runs dispatch in this process over `deps_factory()` (called per call; cache it there)."""
 
-    def __init__(self, deps_factory: Callable[[], Deps], *, surface: Surface = "full", transport: str = "mcp") -> None:
+    def __init__(
+        self, deps_factory: Callable[[], Deps], *, surface: Surface = "full", transport: Transport = "mcp"
+    ) -> None:
         self.deps_factory = deps_factory
         self.surface = surface
         self.transport = transport
@@ -63,7 +65,7 @@ class ReceivedCall:
     caller: Caller
     surface: Surface
     correlation_id: str | None
-    transport: str = "mcp"
+    transport: Transport = "mcp"
 
     @classmethod
     def from_payload(cls, payload: Mapping[str, Any]) -> ReceivedCall:
@@ -78,7 +80,8 @@ class ReceivedCall:
         tool = str(payload.get("tool") or "")
         return cls(tool, payload.get("arguments"), caller, surface, payload.get("correlation_id") or None)
 
-    def run(self, deps: Deps) -> DispatchResult:
+    def dispatch_on(self, deps: Deps) -> DispatchResult:
+        """This call through `dispatch()` over `deps`."""
         return dispatch(
             self.tool,
             self.arguments,
@@ -92,4 +95,4 @@ class ReceivedCall:
 
 def handle_invoke_payload(payload: Mapping[str, Any], deps: Deps) -> dict[str, Any]:
     """A verb function's whole job: the edge's payload in, `DispatchResult.to_json()` out."""
-    return ReceivedCall.from_payload(payload).run(deps).to_json()
+    return ReceivedCall.from_payload(payload).dispatch_on(deps).to_json()

@@ -30,19 +30,13 @@ from starlette.routing import BaseRoute
 
 import fleetmem
 from fleetmem.contract.correlation import new_correlation_id
+from fleetmem.contract.envelope import NOTICES_META_KEY, order_notices, render_notice_block, render_notice_meta
 from fleetmem.contract.invoker import Invoker
-from fleetmem.contract.result import DispatchResult
+from fleetmem.contract.result import DispatchResult, error_result
 from fleetmem.contract.routes import MCP_PATH, V1_TRANSPORT
-from fleetmem.memory.envelope import (
-    NOTICES_META_KEY,
-    build_envelope,
-    order_notices,
-    render_notice_block,
-    render_notice_meta,
-)
 from fleetmem.models import Caller
 from fleetmem.ports import Deps
-from fleetmem.protocol import SERVER_NAME, Surface
+from fleetmem.protocol import SERVER_NAME, Surface, Transport
 from fleetmem.transport.app_routes import AppRoutes
 from fleetmem.transport.callers import (
     CALLER_SCOPE_KEY,
@@ -87,7 +81,7 @@ def _text(value: dict[str, Any]) -> str:
 
 
 def to_call_tool_result(
-    result: DispatchResult, *, transport: str = "mcp", callable_tools: set[str] | None = None
+    result: DispatchResult, *, transport: Transport = "mcp", callable_tools: set[str] | None = None
 ) -> types.CallToolResult:
     if result.is_error:
         return types.CallToolResult(content=[types.TextContent(type="text", text=_text(result.body))], is_error=True)
@@ -127,14 +121,14 @@ class ToolCalls:
     async def _call(self, ctx: Any, tool: str, arguments: dict[str, Any] | None, cid: str) -> types.CallToolResult:
         caller = self.caller_of(ctx)
         if caller is None:
-            body = build_envelope(
+            refused = error_result(
                 unauthorized_error(token_presented=False),
                 tool=tool,
                 arguments=arguments,
                 correlation_id=cid,
                 transport="mcp",
             )
-            return _error_result(body)
+            return _error_result(refused.body)
         calls = self.calls
         gate = precheck(
             tool,

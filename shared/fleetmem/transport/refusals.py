@@ -11,10 +11,11 @@ from typing import Any
 from starlette.responses import JSONResponse, Response
 
 from fleetmem.contract.correlation import new_correlation_id
+from fleetmem.contract.envelope import ErrorEnvelope, http_envelope, internal_envelope
 from fleetmem.contract.routes import served
 from fleetmem.contract.status import CORRELATION_HEADER
 from fleetmem.errors import Fix, VerbError
-from fleetmem.memory.envelope import build_envelope, internal_envelope
+from fleetmem.protocol import ErrorCode
 from fleetmem.transport.http_api import not_json_error
 
 #: What mints a token for this server when nothing more specific is known (`build_mcp_app`'s
@@ -78,7 +79,7 @@ def refusal(
     suggestion: str,
     fix_why: str,
     *,
-    code: str = "invalid_params",
+    code: ErrorCode = "invalid_params",
     detail: Any = None,
     headers: Mapping[str, str] | None = None,
 ) -> Response:
@@ -90,15 +91,14 @@ def refusal(
 
 
 def refusal_of(status: int, error: VerbError, headers: Mapping[str, str] | None = None) -> Response:
-    cid = new_correlation_id()
-    body = build_envelope(
-        error,
-        tool="",
-        arguments={},
-        correlation_id=cid,
-        transport="http",
-    )
-    return JSONResponse(body, status_code=status, headers={CORRELATION_HEADER: cid, **(headers or {})})
+    """`error` as the envelope of an HTTP answer (no call to echo: the `http` transport)."""
+    return envelope_response(status, http_envelope(error, correlation_id=new_correlation_id()), headers)
+
+
+def envelope_response(status: int, envelope: ErrorEnvelope, headers: Mapping[str, str] | None = None) -> Response:
+    """The JSON answer carrying `envelope`, with its correlation id as `X-Correlation-Id`."""
+    cid = envelope.correlation_id
+    return JSONResponse(envelope.body(), status_code=status, headers={CORRELATION_HEADER: cid, **(headers or {})})
 
 
 def status_refusal(status: int, method: str, path: str, headers: Mapping[str, str] | None = None) -> Response:
@@ -146,10 +146,7 @@ def status_refusal(status: int, method: str, path: str, headers: Mapping[str, st
             detail={"header": header.lower()},
         )
     if status >= 500:
-        cid = new_correlation_id()
-        return JSONResponse(
-            internal_envelope(cid, path[:64], transport="http"), status_code=status, headers={CORRELATION_HEADER: cid}
-        )
+        return envelope_response(status, internal_envelope(new_correlation_id(), path[:64], transport="http"))
     return refusal(
         status,
         f"{where} was refused (HTTP {status}).",

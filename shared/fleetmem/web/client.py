@@ -14,6 +14,7 @@ from typing import Any
 
 import httpx2
 
+from fleetmem.contract.envelope import envelope_code
 from fleetmem.contract.routes import TOOLS_PATH, v1_tool_path
 
 #: The longest a console page waits for one tool call.
@@ -112,7 +113,7 @@ def _body(response: httpx2.Response) -> dict[str, Any]:
             status=response.status_code,
         )
     if response.status_code >= 400 or ("error" in body and "code" in body and "message" in body):
-        code = str(body.get("code") or body.get("error") or "error")
+        code = envelope_code(body) or "error"
         raise ToolFailed(
             code,
             str(body.get("message") or f"HTTP {response.status_code}"),

@@ -97,7 +97,7 @@ def authorize(event: Mapping[str, Any], deps: Deps | None = None) -> dict[str, A
 
 def signed_context(tenant: str, client_id: str, scopes: str) -> dict[str, str]:
     """The authorizer context with its proof, valid for the cache TTL plus the signature margin."""
-    from fleetmem.adapters.aws.invoker import SIGNATURE_VALIDITY
+    from fleetmem.adapters.aws.signing_keys import SIGNATURE_VALIDITY
 
     claims = {"tenant": tenant, "client_id": client_id, "scopes": scopes}
     valid_for = runtime.auth_settings().authorizer_cache_ttl_s + SIGNATURE_VALIDITY

@@ -10,11 +10,13 @@ id are read from each invocation's own event, in that request's ASGI scope."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Coroutine, Mapping
+from typing import Any, TypeVar
 
 from fleetmem.transport.aws_lambda import runtime
 from fleetmem.transport.aws_lambda.proxy import call_asgi, event_headers
+
+_T = TypeVar("_T")
 
 
 def handle_edge_event(event: Mapping[str, Any], *, invoker: Any = None) -> dict[str, Any]:
@@ -73,7 +75,7 @@ class _Edge:
         finally:
             self._ready.set()  # a lifespan that failed to start must not leave the builder waiting
 
-    def run(self, coro: Any) -> Any:
+    def run(self, coro: Coroutine[Any, Any, _T]) -> _T:
         if self._keeper.done():
             coro.close()
             self._keeper.result()  # raises why the lifespan ended

@@ -16,6 +16,7 @@ from typing import Any
 from fleetmem.memory import heartbeat as policy
 from fleetmem.models import Caller, Cursor
 from fleetmem.ports import Deps
+from fleetmem.timefmt import iso
 from fleetmem.transport.aws_lambda import runtime
 
 log = logging.getLogger("fleetmem.lambda")
@@ -45,10 +46,7 @@ def run_heartbeat(payload: Mapping[str, Any], deps: Deps | None = None, send: An
     exactly like `delta` with a new session_id. A delta too large for one message is fetched
     again with a smaller budget, and cut to item heads at the floor, so it never sticks. A deleted
     tenant's wake is refused (`fleetmem.tokens.tenant_deleted`: one lookup)."""
-    from fleetmem.errors import Conflict
-    from fleetmem.timefmt import iso
     from fleetmem.tokens import tenant_deleted
-    from fleetmem.transport.dispatch import dispatch
 
     d = deps or runtime.get_deps()
     out = send or runtime.delivery()
@@ -57,82 +55,18 @@ def run_heartbeat(payload: Mapping[str, Any], deps: Deps | None = None, send: An
         # `fleetmem tenant delete` left the tenant's tombstone: nothing is read, written or sent
         log.warning("heartbeat of a deleted tenant refused", extra={"event": "heartbeat_tenant_deleted"})
         return {"status": "refused", "delivered": False}
-    session_id = str(payload["session_id"])[:200]
-    destination = payload["destination"]
-    now = d.clock.now()
-    cursor = d.cursors.get(tenant, client_id, session_id, now=now)
+    wake = _Wake(d, out, tenant, client_id, str(payload["session_id"])[:200], payload["destination"])
+    cursor = d.cursors.get(tenant, client_id, wake.session_id, now=wake.now)
     if cursor is None:
-        # at the current change counters, like delta's first wake: later wakes resume exactly (D14)
-        page_seq, fact_seq = d.gather(
-            lambda: d.pages.change_floor(tenant, since=None), lambda: d.facts.change_floor(tenant, after=None)
-        )
-        fresh = Cursor(
-            tenant=tenant,
-            client_id=client_id,
-            session_id=session_id,
-            since=now,
-            slug="",
-            touched_at=now,
-            page_seq=page_seq,
-            fact_seq=fact_seq,
-            expiry=iso(now),
-        )
-        try:
-            d.cursors.put(fresh, expected_version=None)
-        except Conflict:
-            pass  # another wake created it first; either way the session starts now
-        return {"status": "established", "delivered": False}
-
-    caller = Caller(tenant=tenant, client_id=client_id, scopes=frozenset({"read"}), remote=True)
-    budget = policy.wake_budget(payload.get("budget_tokens"))
-    truncated = False
-    too_large: tuple[dict[str, Any], dict[str, Any]] | None = None  # last (body, message) over the limit
-    while True:
-        arguments = policy.delta_arguments(cursor, budget)
-        result = dispatch("delta", arguments, caller, d, surface="verbs", transport="http")
-        if result.is_error:
-            # Leave the cursor; the next wake retries from the same place.
-            log.warning(
-                "heartbeat delta failed", extra={"event": "heartbeat_delta_error", "code": result.body.get("code")}
-            )
-            return {"status": "error", "code": result.body.get("code"), "delivered": False}
-        body = result.body
-        message = {
-            "tenant": tenant,
-            "client_id": client_id,
-            "session_id": session_id,
-            "correlation_id": result.correlation_id,
-            "delta": body,
-        }
-        if not policy.has_changes(body) and too_large is None:
-            break  # nothing changed
-        if policy.has_changes(body) and out.size_of(destination, message) <= out.max_bytes:
-            break  # fits
-        if policy.has_changes(body):
-            too_large = (body, message)
-        smaller = policy.smaller_budget(budget)
-        if smaller is not None and policy.has_changes(body):
-            budget = smaller
-            continue
-        # The floor (or a budget so small it drops everything) is still too large: the last
-        # over-size delta goes out cut to item heads, then to counts, so the cursor moves on.
-        assert too_large is not None
-        body, message = too_large
-        for heads in (True, False):
-            message = {**message, "delta": policy.truncate(body, heads=heads)}
-            if out.size_of(destination, message) <= out.max_bytes:
-                break
-        truncated = True
-        log.warning("heartbeat delta cut to fit one message", extra={"event": "heartbeat_truncated"})
-        break
+        return wake.establish()
+    fetched = wake.fitting_delta(cursor, policy.wake_budget(payload.get("budget_tokens")))
+    if isinstance(fetched, dict):
+        return fetched
+    body, message, budget, truncated = fetched
     delivered = policy.has_changes(body)
     if delivered:
-        out.send(destination, message)
-    moved = policy.advance(cursor, body, delivered=delivered, now=now)
-    try:
-        d.cursors.put(moved, expected_version=cursor.version)
-    except Conflict:
-        log.info("heartbeat cursor moved concurrently", extra={"event": "heartbeat_cursor_race"})
+        out.send(wake.destination, message)
+    moved = wake.advance(cursor, body, delivered)
     status = "delivered" if delivered else ("incomplete" if body.get("has_more") else "empty")
     return {
         "status": status,
@@ -146,3 +80,100 @@ def run_heartbeat(payload: Mapping[str, Any], deps: Deps | None = None, send: An
             "fact_seq": moved.fact_seq,
         },
     }
+
+
+#: A delta that fits one message: (body, message, budget_tokens it was fetched with, cut to fit).
+Fetched = tuple[dict[str, Any], dict[str, Any], Any, bool]
+
+
+class _Wake:
+    """The steps of one wake of one session (tenant, client, session) to its destination, at one `now`."""
+
+    def __init__(self, d: Deps, out: Any, tenant: str, client_id: str, session_id: str, destination: Any) -> None:
+        self.d, self.out = d, out
+        self.tenant, self.client_id, self.session_id = tenant, client_id, session_id
+        self.destination = destination
+        self.now = d.clock.now()
+
+    def establish(self) -> dict[str, Any]:
+        """The first wake: a cursor at the current change counters, like delta's first wake, so
+        later wakes resume exactly (D14); nothing is delivered."""
+        from fleetmem.errors import Conflict
+
+        d, tenant = self.d, self.tenant
+        page_seq, fact_seq = d.gather(
+            lambda: d.pages.change_floor(tenant, since=None), lambda: d.facts.change_floor(tenant, after=None)
+        )
+        fresh = Cursor(
+            tenant=tenant,
+            client_id=self.client_id,
+            session_id=self.session_id,
+            since=self.now,
+            slug="",
+            touched_at=self.now,
+            page_seq=page_seq,
+            fact_seq=fact_seq,
+            expiry=iso(self.now),
+        )
+        try:
+            d.cursors.put(fresh, expected_version=None)
+        except Conflict:
+            pass  # another wake created it first; either way the session starts now
+        return {"status": "established", "delivered": False}
+
+    def fitting_delta(self, cursor: Cursor, budget: Any) -> Fetched | dict[str, Any]:
+        """`delta` from the cursor, fetched again with a smaller budget while it is too large for one
+        message; at the floor the last over-size delta is cut to fit. A failed delta is the wake's
+        answer (the cursor stays, the next wake retries from the same place)."""
+        from fleetmem.transport.dispatch import dispatch
+
+        caller = Caller(tenant=self.tenant, client_id=self.client_id, scopes=frozenset({"read"}), remote=True)
+        too_large: tuple[dict[str, Any], dict[str, Any]] | None = None  # last (body, message) over the limit
+        while True:
+            arguments = policy.delta_arguments(cursor, budget)
+            result = dispatch("delta", arguments, caller, self.d, surface="verbs", transport="http")
+            if result.is_error:
+                log.warning("heartbeat delta failed", extra={"event": "heartbeat_delta_error", "code": result.code})
+                return {"status": "error", "code": result.code, "delivered": False}
+            body = result.body
+            message = {
+                "tenant": self.tenant,
+                "client_id": self.client_id,
+                "session_id": self.session_id,
+                "correlation_id": result.correlation_id,
+                "delta": body,
+            }
+            if not policy.has_changes(body) and too_large is None:
+                return body, message, budget, False  # nothing changed
+            if policy.has_changes(body) and self.out.size_of(self.destination, message) <= self.out.max_bytes:
+                return body, message, budget, False  # fits
+            if policy.has_changes(body):
+                too_large = (body, message)
+            smaller = policy.smaller_budget(budget)
+            if smaller is not None and policy.has_changes(body):
+                budget = smaller
+                continue
+            assert too_large is not None
+            return (*self._cut_to_fit(too_large), budget, True)
+
+    def _cut_to_fit(self, too_large: tuple[dict[str, Any], dict[str, Any]]) -> tuple[dict[str, Any], dict[str, Any]]:
+        """The floor (or a budget so small it drops everything) is still too large: the last
+        over-size delta goes out cut to item heads, then to counts, so the cursor moves on."""
+        body, message = too_large
+        for heads in (True, False):
+            message = {**message, "delta": policy.truncate(body, heads=heads)}
+            if self.out.size_of(self.destination, message) <= self.out.max_bytes:
+                break
+        log.warning("heartbeat delta cut to fit one message", extra={"event": "heartbeat_truncated"})
+        return body, message
+
+    def advance(self, cursor: Cursor, body: dict[str, Any], delivered: bool) -> Cursor:
+        """The cursor moved past what was delivered; a race with another wake is lost quietly."""
+        from fleetmem.errors import Conflict
+
+        moved = policy.advance(cursor, body, delivered=delivered, now=self.now)
+        try:
+            self.d.cursors.put(moved, expected_version=cursor.version)
+        except Conflict:
+            log.info("heartbeat cursor moved concurrently", extra={"event": "heartbeat_cursor_race"})
+        return moved

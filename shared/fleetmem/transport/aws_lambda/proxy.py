@@ -8,6 +8,8 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from fleetmem.protocol import ErrorCode
+
 
 def is_proxy_event(event: Mapping[str, Any]) -> bool:
     return "requestContext" in event and "httpMethod" in event
@@ -56,12 +58,14 @@ THROTTLE_WHY = "API Gateway throttles each client by its usage plan, and every r
 AUTHORIZER_BUSY_WHY = "The credential check could not run (the authorizer was throttled or failed); nothing was done."
 
 
-def gateway_error_body(code: str, message: str, *, correlation_id: str, why: str = THROTTLE_WHY) -> dict[str, Any]:
+def gateway_error_body(
+    code: ErrorCode, message: str, *, correlation_id: str, why: str = THROTTLE_WHY
+) -> dict[str, Any]:
     """The body API Gateway itself answers with (gateway responses: 401 before any function runs,
     429 from usage plans or the stage throttle), built by the one envelope
     builder. CDK renders it with `correlation_id="$context.requestId"`."""
+    from fleetmem.contract.envelope import http_envelope
     from fleetmem.errors import Fix, VerbError
-    from fleetmem.memory.envelope import build_envelope
     from fleetmem.transport.refusals import unauthorized_error
 
     if code == "unauthorized":
@@ -79,17 +83,15 @@ def gateway_error_body(code: str, message: str, *, correlation_id: str, why: str
             ),
             retryable=True,
         )
-    body = build_envelope(err, tool="", arguments=None, correlation_id=correlation_id, transport="http")
-    body["message"] = message
-    return body
+    return http_envelope(err, correlation_id=correlation_id).with_message(message).body()
 
 
 def authorizer_busy_body(*, correlation_id: str) -> dict[str, Any]:
     """What API Gateway answers (503 `unavailable`, `Retry-After`) when the authorizer fails, times
     out or is throttled: the service could not check the credential; the caller is over no limit,
     so it is not a 429 (which means "this client's rate")."""
+    from fleetmem.contract.envelope import http_envelope
     from fleetmem.errors import retry_later
-    from fleetmem.memory.envelope import build_envelope
 
     message = "The credential check could not run; retry shortly."
     err = retry_later(
@@ -100,9 +102,7 @@ def authorizer_busy_body(*, correlation_id: str) -> dict[str, Any]:
         reason="authorizer_unavailable",
         mcp=None,
     )
-    body = build_envelope(err, tool="", arguments=None, correlation_id=correlation_id, transport="http")
-    body["message"] = message
-    return body
+    return http_envelope(err, correlation_id=correlation_id).with_message(message).body()
 
 
 def www_authenticate(base_url: str) -> str:

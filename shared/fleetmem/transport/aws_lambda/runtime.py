@@ -169,7 +169,7 @@ def after_restore() -> None:
     wiring.clear_cache()
     boto3 = sys.modules.get("boto3")
     if boto3 is not None:
-        boto3.DEFAULT_SESSION = None
+        setattr(boto3, "DEFAULT_SESSION", None)  # noqa: B010  (the module's attribute, not in its stubs)
 
 
 def _register_snapstart_hooks() -> bool:
@@ -177,7 +177,7 @@ def _register_snapstart_hooks() -> bool:
     the Python 3.12+ runtimes; absent elsewhere, where nothing is snapshotted) and, when this
     init will be snapshotted, prewarm. Returns whether the hook was registered."""
     try:
-        from snapshot_restore_py import register_after_restore  # type: ignore[import-not-found]
+        from snapshot_restore_py import register_after_restore
     except ImportError:
         return False
     register_after_restore(after_restore)

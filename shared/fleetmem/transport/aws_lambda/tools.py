@@ -4,8 +4,8 @@ signed with the stage key, `authorizer.vouched_event`).
 
 One way through for both: `read_tool_event` turns the event into the call it asks for (tool,
 arguments, caller: `invoker.ReceivedCall`) or the refusal that answers it instead; the call runs
-through the one `dispatch()`; `answer` turns the result into the function's answer (the invoke
-payload's `DispatchResult.to_json()`, or the proxy response of `http_api.v1_answer`)."""
+through the one `dispatch()` (`run_tool_call`); `function_answer` turns the result into the function's
+answer (the invoke payload's `DispatchResult.to_json()`, or the proxy response of `http_api.v1_response`)."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from fleetmem.contract.result import DispatchResult, error_result
 from fleetmem.contract.routes import V1_TRANSPORT, v1_tool_path
 from fleetmem.errors import VerbError
 from fleetmem.ports import Deps
+from fleetmem.protocol import Transport
 from fleetmem.transport.aws_lambda import runtime
 from fleetmem.transport.aws_lambda.proxy import event_body, event_headers, is_proxy_event, proxy_response, request_id
 from fleetmem.transport.gateway import caller_from_authorizer
@@ -35,7 +36,7 @@ class Refusal:
     err: VerbError
     tool: str
     correlation_id: str
-    transport: str
+    transport: Transport
     status: int | None = None
     headers: Mapping[str, str] = field(default_factory=dict)
 
@@ -47,8 +48,8 @@ def handle_tool_event(event: Mapping[str, Any], tools: Iterable[str], deps: Deps
     """Serve one call for a function that owns `tools`: the edge's invoke payload, or a
     `POST /v1/<tool>` proxy event. A tool this function does not own is `unknown_tool`."""
     call = read_tool_event(event, frozenset(tools))
-    result = run(call, deps)
-    return answer(call, result)
+    result = run_tool_call(call, deps)
+    return function_answer(call, result)
 
 
 def read_tool_event(event: Mapping[str, Any], owned: frozenset[str]) -> ReceivedCall | Refusal:
@@ -65,35 +66,35 @@ def read_tool_event(event: Mapping[str, Any], owned: frozenset[str]) -> Received
     return ReceivedCall.from_payload(event)
 
 
-def run(call: ReceivedCall | Refusal, deps: Deps | None) -> DispatchResult:
+def run_tool_call(call: ReceivedCall | Refusal, deps: Deps | None) -> DispatchResult:
     """The refusal's envelope, or the call through `dispatch()`; on `/v1` an exception is the
     `internal` answer, as on the local server (`dispatch.guarded`); an invoke lets it fail the
     function (the edge answers)."""
     if isinstance(call, Refusal):
         return call.result()
     if call.transport == "mcp":
-        return call.run(deps or runtime.get_deps())
+        return call.dispatch_on(deps or runtime.get_deps())
     from fleetmem.transport.dispatch import guarded
 
     def run_call() -> DispatchResult:
-        return call.run(deps or runtime.get_deps())
+        return call.dispatch_on(deps or runtime.get_deps())
 
     return guarded(run_call, call.tool, call.correlation_id or "", transport=V1_TRANSPORT, event="edge_internal_error")
 
 
-def answer(call: ReceivedCall | Refusal, result: DispatchResult) -> dict[str, Any]:
+def function_answer(call: ReceivedCall | Refusal, result: DispatchResult) -> dict[str, Any]:
     """THE one place a result becomes this function's answer: on `/v1` the proxy response of
-    `http_api.v1_answer` (a refusal with its own status and headers), else the invoke answer."""
+    `http_api.v1_response` (a refusal with its own status and headers), else the invoke answer."""
     if call.transport == V1_TRANSPORT:
-        from fleetmem.transport.http_api import v1_answer
+        from fleetmem.transport.http_api import v1_response
 
         if isinstance(call, Refusal):
-            status, body, headers = v1_answer(result)
+            status, body, headers = v1_response(result)
             return proxy_response(call.status or status, body, {**headers, **call.headers})
         from fleetmem.memory.registry import tools_for
 
         callable_tools = {s.name for s in tools_for(call.surface, call.caller)}
-        return proxy_response(*v1_answer(result, callable_tools=callable_tools))
+        return proxy_response(*v1_response(result, callable_tools=callable_tools))
     return result.to_json()
 
 

@@ -1,10 +1,13 @@
-"""The one builder of the AGENT_OPERATOR v1 wire contract: error envelopes, rendered fixes and notices.
+"""The one builder of the AGENT_OPERATOR v1 wire contract: the error envelope (`ErrorEnvelope`),
+rendered fixes (`RenderedFix`) and notices (`RenderedNotice`), as frozen models.
 
-Every transport (MCP over HTTP, Lambda, the CLI's --json) turns a `VerbError` into JSON here and
-nowhere else, so the fields never drift. `next` is computed at render time from the fix and the
-transport (AGENT_OPERATOR's decision table); it is never stored on a `Fix`.
+Every transport (MCP over HTTP, `/v1`, Lambda, the gateway's own bodies, the CLI's --json) turns a
+`VerbError` into an `ErrorEnvelope` here (`build_envelope`) and dumps it once into the body
+(`ErrorEnvelope.body`), so the fields never drift; `/v1`'s OpenAPI document draws the same model.
+`next` is computed at render time from the fix and the transport (AGENT_OPERATOR's decision table);
+it is never stored on a `Fix`.
 
-Pure: stdlib + fleetmem.protocol/errors only, so the domain may import it.
+Light: pydantic plus fleetmem.protocol/errors only (the memory console's client reads it).
 
 Default `class` per code (the envelope's own `klass` wins when the raiser sets one):
 - `invalid_params`, `provenance_required`, `not_found`, `unknown_tool`, `budget_unsatisfiable`:
@@ -21,16 +24,29 @@ from __future__ import annotations
 import json
 import shlex
 from collections.abc import Collection, Iterable, Mapping
-from typing import Any
+from typing import Annotated, Any, TypeGuard
+
+from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 
 from fleetmem.errors import Fix, Notice, VerbError
-from fleetmem.protocol import CONTRACT_VERSION, NOTICE_KIND_ORDER, PROTOCOL_VERSION, Actor, ErrorClass, NextStep
+from fleetmem.protocol import (
+    CONTRACT_VERSION,
+    ERROR_CODES,
+    NOTICE_KIND_ORDER,
+    PROTOCOL_VERSION,
+    Actor,
+    ErrorClass,
+    ErrorCode,
+    NextStep,
+    NoticeKind,
+    Transport,
+)
 
 CALLER_CODES = frozenset({"invalid_params", "provenance_required", "not_found", "unknown_tool", "budget_unsatisfiable"})
 HOST_ONLY_CODES = frozenset({"scope_denied", "unauthorized"})
 
 #: Where a call came from; everything except "cli" is an MCP/HTTP connection.
-CLI_TRANSPORT = "cli"
+CLI_TRANSPORT: Transport = "cli"
 
 NOTICE_PREFIX = "[fleetmem notice"
 NOTICES_META_KEY = "fleetmem/notices"
@@ -40,7 +56,102 @@ NOTICES_META_KEY = "fleetmem/notices"
 _MARKERS = ("[fleetmem notice", "[AGENT]", "[/AGENT]", "[SHOW USER]", "[/SHOW USER]")
 
 
-def default_class(code: str) -> ErrorClass:
+# ---------------------------------------------------------------------------------------------
+# The models. Built by the functions below (`model_construct`: the builder is trusted, and a value
+# may hold text the caller sent); read back with `ErrorEnvelope.model_validate(body)`. `body()`
+# dumps only the keys that were set, in field order: the wire shape.
+
+#: How a typed field shows in the JSON schema (OpenAPI): a non-empty string, as documented.
+_TEXT = WithJsonSchema({"minLength": 1, "type": "string"})
+_OBJECTS = WithJsonSchema(
+    {"anyOf": [{"items": {"additionalProperties": True, "type": "object"}, "type": "array"}, {"type": "null"}]}
+)
+
+
+class _Wire(BaseModel):
+    def body(self) -> dict[str, Any]:
+        """The JSON object on the wire: the keys that were set, aliases as the wire spells them."""
+        return self.model_dump(by_alias=True, exclude_unset=True)
+
+
+class RenderedFix(_Wire):
+    """The envelope's `fix`: the next step, rendered for the caller's transport."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    mcp: dict[str, Any] | None = None
+    argv: list[str] | None = None
+    command: str | None = None
+    consent: list[str]
+    actor: Annotated[Actor, _TEXT]
+    next: Annotated[NextStep, _TEXT]
+    why: str = Field(min_length=1)
+    verify: Any = None
+    retry_after_seconds: int | None = None
+    user_message: str | None = None
+    inputs: list[dict[str, Any]] | None = None
+    requires_exclusive: bool
+
+
+class RenderedNotice(_Wire):
+    """A notice as `_meta["fleetmem/notices"]`, a `/v1` body's `notices` and an envelope carry it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    code: str
+    kind: NoticeKind
+    why: str
+    fix: RenderedFix | None = None
+    user_message: str | None = None
+    contract_version: int
+
+
+class ErrorEnvelope(_Wire):
+    """Every non-2xx body of the HTTP API (and every MCP error result): what failed (`message`),
+    what to do (`suggestion`, never empty) and the runnable next step (`fix`)."""
+
+    # The docstring is the OpenAPI component's description. The code is written under both `error`
+    # and `code` (the same value); readers take `code` (`envelope_code`).
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    error: Annotated[ErrorCode, _TEXT]
+    code: Annotated[ErrorCode, _TEXT]
+    message: str = Field(min_length=1)
+    suggestion: str = Field(min_length=1)
+    why: str | None = None
+    detail: Any = None
+    fix: RenderedFix
+    class_: Annotated[ErrorClass, _TEXT] = Field(alias="class")
+    retryable: bool
+    notices: Annotated[list[RenderedNotice] | None, _OBJECTS] = None
+    protocol_version: int
+    contract_version: int
+    correlation_id: str = Field(min_length=1)
+
+    def with_message(self, message: str) -> ErrorEnvelope:
+        """The same envelope saying `message` (a gateway body whose text the gateway fixes)."""
+        return self.model_copy(update={"message": message})
+
+
+def is_error_code(value: object) -> TypeGuard[ErrorCode]:
+    return isinstance(value, str) and value in ERROR_CODES
+
+
+def code_of(body: Mapping[str, Any]) -> ErrorCode | None:
+    """The envelope code of an error body this server built (`code`), or None when it has none."""
+    value = body.get("code")
+    return value if is_error_code(value) else None
+
+
+def envelope_code(body: Mapping[str, Any]) -> str | None:
+    """The code of an error body read from the wire, whoever answered: `code`, which every
+    envelope writes (with the same value under `error`), else a bare `error` (a body from a proxy in
+    front of the server). The one place a reader looks for it."""
+    value = body.get("code") or body.get("error")
+    return str(value) if value else None
+
+
+def default_class(code: ErrorCode) -> ErrorClass:
     if code in CALLER_CODES:
         return "caller"
     if code in HOST_ONLY_CODES:
@@ -52,7 +163,7 @@ def default_class(code: str) -> ErrorClass:
     return "server"
 
 
-def _on_cli(transport: str) -> bool:
+def _on_cli(transport: Transport) -> bool:
     return transport == CLI_TRANSPORT
 
 
@@ -62,7 +173,7 @@ def _mcp_callable(fix: Fix, callable_tools: Collection[str] | None) -> bool:
     return callable_tools is None or fix.mcp["tool"] in callable_tools
 
 
-def effective_actor(fix: Fix, transport: str) -> str:
+def effective_actor(fix: Fix, transport: Transport) -> str:
     """A CLI-only fix rendered for an MCP/HTTP caller belongs to the host's operator (it runs on the
     memory host, not on the agent's connection)."""
     if fix.actor == "agent" and fix.argv and not fix.mcp and not _on_cli(transport):
@@ -70,7 +181,7 @@ def effective_actor(fix: Fix, transport: str) -> str:
     return fix.actor
 
 
-def compute_next(fix: Fix, transport: str, *, callable_tools: Collection[str] | None = None) -> NextStep:
+def compute_next(fix: Fix, transport: Transport, *, callable_tools: Collection[str] | None = None) -> NextStep:
     """AGENT_OPERATOR's `next` decision table; the first matching row wins.
 
     `callable_tools` (when known) is what this caller can call on this connection: an `mcp` step
@@ -99,7 +210,7 @@ def _compact(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=False, default=str)
 
 
-def render_call(fix: Fix, transport: str = "mcp") -> str | None:
+def render_call(fix: Fix, transport: Transport = "mcp") -> str | None:
     """The fix as one line a human or agent can run: `tool {"arg":1}` or a shell command."""
     if fix.mcp and (not _on_cli(transport) or not fix.argv):
         return f"{fix.mcp.get('tool')} {_compact(fix.mcp.get('arguments') or {})}"
@@ -108,9 +219,9 @@ def render_call(fix: Fix, transport: str = "mcp") -> str | None:
     return None
 
 
-def render_fix(fix: Fix, transport: str, *, callable_tools: Collection[str] | None = None) -> dict[str, Any]:
+def rendered_fix(fix: Fix, transport: Transport, *, callable_tools: Collection[str] | None = None) -> RenderedFix:
     """RenderedAction: {mcp?, argv?, command?, consent, actor, next, why, verify?,
-    retry_after_seconds?, user_message?, inputs?}."""
+    retry_after_seconds?, user_message?, inputs?, requires_exclusive}; only the keys set appear."""
     out: dict[str, Any] = {}
     if fix.mcp:
         out["mcp"] = {"tool": fix.mcp.get("tool"), "arguments": dict(fix.mcp.get("arguments") or {})}
@@ -130,10 +241,15 @@ def render_fix(fix: Fix, transport: str, *, callable_tools: Collection[str] | No
     if fix.inputs:
         out["inputs"] = [dict(i) for i in fix.inputs]
     out["requires_exclusive"] = False
-    return out
+    return RenderedFix.model_construct(**out)
 
 
-def _suggestion(err: VerbError, fix: Fix | None, transport: str) -> str:
+def render_fix(fix: Fix, transport: Transport, *, callable_tools: Collection[str] | None = None) -> dict[str, Any]:
+    """The rendered fix as its JSON object (`rendered_fix`, dumped)."""
+    return rendered_fix(fix, transport, callable_tools=callable_tools).body()
+
+
+def _suggestion(err: VerbError, fix: Fix | None, transport: Transport) -> str:
     base = (err.suggestion or "").strip()
     if not base:
         # Never empty: problem, cause, then what to do.
@@ -152,28 +268,17 @@ def build_envelope(
     tool: str,
     arguments: Mapping[str, Any] | None,
     correlation_id: str,
-    transport: str,
+    transport: Transport,
     callable_tools: Collection[str] | None = None,
-) -> dict[str, Any]:
+) -> ErrorEnvelope:
     """The one error shape (docs/protocol.md, errors; AGENT_OPERATOR "The error envelope").
 
     `tool`/`arguments` name the failing call; they are used only when the error's own fix does not
     carry a call: a `wait` retry repeats the same call, an `amend`/`drop` fix is the same call with
     the bad argument corrected. An error without a fix gets `no_step_fix` (`next: report`)."""
-    fix = err.fix if err.fix is not None else no_step_fix(err)
-    if fix.mcp is None and (fix.amend is not None or fix.drop) and tool:
-        # "The same call with this argument corrected": the call is the one this envelope answers.
-        same = {k: v for k, v in (arguments or {}).items() if k not in fix.drop}
-        same.update(fix.amend or {})
-        fix = Fix(**{**_fix_fields(fix), "mcp": {"tool": tool, "arguments": same}})
-    if fix.mcp is None and fix.actor == "provider" and not fix.argv and tool:
-        # A wait fix repeats the same request; make it runnable.
-        fix = Fix(**{**_fix_fields(fix), "mcp": {"tool": tool, "arguments": dict(arguments or {})}})
-    klass: ErrorClass = err.klass or default_class(err.code)
-    rendered_fix = render_fix(fix, transport, callable_tools=callable_tools)
-    retryable = bool(err.retryable)
-    if err.code == "rate_limited" or rendered_fix["next"] == "wait":
-        retryable = True
+    fix = _runnable_fix(err, tool, arguments)
+    rendered = rendered_fix(fix, transport, callable_tools=callable_tools)
+    retryable = bool(err.retryable) or err.code == "rate_limited" or rendered.next == "wait"
     env: dict[str, Any] = {
         "error": err.code,
         "code": err.code,
@@ -184,17 +289,37 @@ def build_envelope(
         env["why"] = err.why
     if err.detail is not None:
         env["detail"] = err.detail
-    env["fix"] = rendered_fix
-    env["class"] = klass
+    env["fix"] = rendered
+    env["class_"] = err.klass or default_class(err.code)
     env["retryable"] = retryable
     if err.notices:
         env["notices"] = [
-            render_notice_meta(n, transport, callable_tools=callable_tools) for n in order_notices(err.notices)
+            rendered_notice(n, transport, callable_tools=callable_tools) for n in order_notices(err.notices)
         ]
     env["protocol_version"] = PROTOCOL_VERSION
     env["contract_version"] = CONTRACT_VERSION
     env["correlation_id"] = correlation_id
-    return env
+    return ErrorEnvelope.model_construct(**env)
+
+
+def http_envelope(error: VerbError, *, correlation_id: str) -> ErrorEnvelope:
+    """The envelope of an HTTP answer given below the tools (a refusal, a 401, a gateway body, a
+    cut-off): no call to echo, rendered for the `http` transport."""
+    return build_envelope(error, tool="", arguments={}, correlation_id=correlation_id, transport="http")
+
+
+def _runnable_fix(err: VerbError, tool: str, arguments: Mapping[str, Any] | None) -> Fix:
+    """The error's fix with the call it answers filled in where the fix implies it."""
+    fix = err.fix if err.fix is not None else no_step_fix(err)
+    if fix.mcp is None and (fix.amend is not None or fix.drop) and tool:
+        # "The same call with this argument corrected": the call is the one this envelope answers.
+        same = {k: v for k, v in (arguments or {}).items() if k not in fix.drop}
+        same.update(fix.amend or {})
+        fix = Fix(**{**_fix_fields(fix), "mcp": {"tool": tool, "arguments": same}})
+    if fix.mcp is None and fix.actor == "provider" and not fix.argv and tool:
+        # A wait fix repeats the same request; make it runnable.
+        fix = Fix(**{**_fix_fields(fix), "mcp": {"tool": tool, "arguments": dict(arguments or {})}})
+    return fix
 
 
 def _fix_fields(fix: Fix) -> dict[str, Any]:
@@ -233,7 +358,7 @@ def internal_error(tool: str) -> VerbError:
     )
 
 
-def internal_envelope(correlation_id: str, tool: str, *, transport: str = "mcp") -> dict[str, Any]:
+def internal_envelope(correlation_id: str, tool: str, *, transport: Transport = "mcp") -> ErrorEnvelope:
     """Envelope for an unexpected exception: no stack trace, SQL, credential or vector — nothing of
     the exception reaches it."""
     return build_envelope(
@@ -259,21 +384,28 @@ def _flat(value: str) -> str:
     return text
 
 
-def render_notice_meta(
-    notice: Notice, transport: str = "mcp", *, callable_tools: Collection[str] | None = None
-) -> dict[str, Any]:
-    """RenderedNotice for `_meta` and error envelopes."""
+def rendered_notice(
+    notice: Notice, transport: Transport = "mcp", *, callable_tools: Collection[str] | None = None
+) -> RenderedNotice:
+    """RenderedNotice for `_meta`, `/v1` bodies and error envelopes."""
     out: dict[str, Any] = {"code": notice.code, "kind": notice.kind, "why": notice.why}
     if notice.fix is not None:
-        out["fix"] = render_fix(notice.fix, transport, callable_tools=callable_tools)
+        out["fix"] = rendered_fix(notice.fix, transport, callable_tools=callable_tools)
     if notice.user_message:
         out["user_message"] = notice.user_message
     out["contract_version"] = CONTRACT_VERSION
-    return out
+    return RenderedNotice.model_construct(**out)
+
+
+def render_notice_meta(
+    notice: Notice, transport: Transport = "mcp", *, callable_tools: Collection[str] | None = None
+) -> dict[str, Any]:
+    """The rendered notice as its JSON object (`rendered_notice`, dumped)."""
+    return rendered_notice(notice, transport, callable_tools=callable_tools).body()
 
 
 def render_notice_block(
-    notice: Notice, transport: str = "mcp", *, callable_tools: Collection[str] | None = None
+    notice: Notice, transport: Transport = "mcp", *, callable_tools: Collection[str] | None = None
 ) -> str:
     """One text block: the fixed first line, then only the fields that are set, one line each."""
     lines = [f"{NOTICE_PREFIX} {_flat(notice.code)} kind={notice.kind}]", f"why: {_flat(notice.why)}"]

@@ -1,0 +1,173 @@
+"""D2 idempotency of one keyed call, apart from the call pipeline (`fleetmem.transport.dispatch`),
+in the spirit of Powertools' idempotency utility: `IdempotentCall` owns the key's extraction
+(`take_key`), the request hash (`request_hash`), claim with a lease, complete and release in the
+store (`deps.idempotency`) and the wait for a call in flight with the same key (`_claim`).
+
+`dispatch` hands it the call's execution in one line; what the caller sees:
+- the first call with a key claims it (a lease: once it lapses, a retry takes the key over), runs,
+  and completes it with its result; an error releases the claim, so a retry runs again;
+- a retry with the same key and arguments waits (up to `deps.policy.idempotency_wait_s`) for the
+  first call's result and answers it with `idempotent_replay: true`, or `unavailable` (in flight);
+- the same key with other arguments is `invalid_params` (`key_conflict`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from pydantic import BaseModel
+
+from fleetmem.contract.result import DispatchResult
+from fleetmem.contract.tools import IDEMPOTENCY_KEY, IDEMPOTENCY_KEY_MAX
+from fleetmem.errors import Conflict, Notice, PortError, VerbError
+from fleetmem.memory.registry import ToolSpec
+from fleetmem.models import IdempotencyRecord
+from fleetmem.ports import Deps
+from fleetmem.protocol import IDEMPOTENCY_TTL_HOURS
+from fleetmem.transport import errors
+from fleetmem.transport.errors import CallView
+
+log = logging.getLogger("fleetmem.transport.dispatch")
+
+#: pauses between looks at an in-flight idempotency key (doubling from the first to the cap)
+_WAIT_FIRST_PAUSE_S = 0.01
+_WAIT_MAX_PAUSE_S = 0.25
+
+
+def request_hash(params: BaseModel) -> str:
+    """What makes two calls with one key "the same call": their validated parameters, canonical
+    JSON, without the key itself."""
+    data = params.model_dump(mode="json", exclude={IDEMPOTENCY_KEY} & set(type(params).model_fields))
+    canonical = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def take_key(spec: ToolSpec, args: dict[str, Any], is_param: bool, view: CallView) -> str | None:
+    """The call's idempotency key, taken out of `args` unless the tool defines it as a parameter;
+    None when the tool takes none or the call sends none. A key that is not a non-empty string of
+    at most `IDEMPOTENCY_KEY_MAX` characters is refused (`bad_key`)."""
+    if not spec.idempotency or IDEMPOTENCY_KEY not in args:
+        return None
+    raw_key = args[IDEMPOTENCY_KEY] if is_param else args.pop(IDEMPOTENCY_KEY)
+    if raw_key is None:
+        return None
+    if not isinstance(raw_key, str) or not raw_key.strip() or len(raw_key) > IDEMPOTENCY_KEY_MAX:
+        raise errors.bad_key(view, spec)
+    return raw_key
+
+
+@dataclass
+class IdempotentCall:
+    """One call with an idempotency key, run at most once per key (D2)."""
+
+    deps: Deps
+    spec: ToolSpec
+    key: str
+    view: CallView
+    correlation_id: str
+    #: How the pipeline answers a `VerbError` (its envelope for this call).
+    answer_error: Callable[[VerbError], DispatchResult]
+
+    def run(self, params: BaseModel, notices: list[Notice], execute: Callable[[], DispatchResult]) -> DispatchResult:
+        """Claim, `execute()`, complete — or the stored result (with the call's own `notices`), or
+        the refusal of the key."""
+        record = self._record(params)
+        try:
+            existing = self._claim(record)
+        except PortError as exc:
+            return self.answer_error(errors.port_error(self.view, self.spec, exc))
+        if existing is not None:
+            return self._answer_existing(existing, record, notices)
+        try:
+            result = execute()
+        except BaseException:
+            self._release(record)
+            raise
+        if result.is_error:
+            self._release(record)
+            return result
+        self._complete(result)
+        return result
+
+    def _record(self, params: BaseModel) -> IdempotencyRecord:
+        now = self.deps.clock.now()
+        return IdempotencyRecord(
+            tenant=self.view.caller.tenant,
+            client_id=self.view.caller.client_id,
+            verb=self.spec.name,
+            key=self.key,
+            request_hash=request_hash(params),
+            result=None,
+            created_at=now,
+            expires_at=now + timedelta(hours=IDEMPOTENCY_TTL_HOURS),
+            claim_id=uuid.uuid4().hex,
+        )
+
+    def _answer_existing(
+        self, existing: IdempotencyRecord, record: IdempotencyRecord, notices: list[Notice]
+    ) -> DispatchResult:
+        if existing.request_hash != record.request_hash:
+            return self.answer_error(errors.key_conflict(self.view, self.spec))
+        if existing.result is None:
+            return self.answer_error(errors.in_flight(self.view, self.spec))
+        body = dict(existing.result)
+        body["idempotent_replay"] = True
+        return DispatchResult(body, False, notices, self.correlation_id)
+
+    def _complete(self, result: DispatchResult) -> None:
+        caller = self.view.caller
+        try:
+            self.deps.idempotency.complete(caller.tenant, caller.client_id, self.spec.name, self.key, result.body)
+        except PortError:
+            # The write itself succeeded; a lost receipt only means a retry runs the (deduplicating)
+            # verb again, so the caller still gets its result.
+            log.warning(
+                "idempotency receipt not stored",
+                extra={"event": "idempotency_complete_failed", "tool": self.spec.name},
+            )
+
+    def _claim(self, record: IdempotencyRecord) -> IdempotencyRecord | None:
+        """Claim the key, or wait for the call that holds it: while that call is in flight (same
+        arguments, no result yet) claim again with a growing pause, up to `deps.policy.idempotency_wait_s`.
+        Every waiter then returns the first call's stored result; when the first call failed (its
+        claim released) or died (its lease, `deps.policy.idempotency_lease_s` from its claim, lapsed),
+        the store lets exactly one waiter claim the key and run. Each look claims with a lease
+        from that moment. A record that changed between the store's check and read (`Conflict`)
+        is looked at again."""
+        give_up = time.monotonic() + self.deps.policy.idempotency_wait_s
+        pause = _WAIT_FIRST_PAUSE_S
+        now = record.created_at
+        lease = timedelta(seconds=self.deps.policy.idempotency_lease_s)
+        while True:
+            try:
+                existing = self.deps.idempotency.claim(record.model_copy(update={"lease_until": now + lease}), now=now)
+            except Conflict:
+                if time.monotonic() >= give_up:
+                    raise
+            else:
+                in_flight = (
+                    existing is not None and existing.result is None and existing.request_hash == record.request_hash
+                )
+                if not in_flight or time.monotonic() >= give_up:
+                    return existing
+            time.sleep(min(pause, max(0.0, give_up - time.monotonic())))
+            pause = min(pause * 2, _WAIT_MAX_PAUSE_S)
+            now = self.deps.clock.now()
+
+    def _release(self, record: IdempotencyRecord) -> None:
+        caller = self.view.caller
+        try:
+            self.deps.idempotency.release(caller.tenant, caller.client_id, self.spec.name, record.key, record.claim_id)
+        except PortError:
+            log.warning(
+                "idempotency claim not released",
+                extra={"event": "idempotency_release_failed", "tool": self.spec.name},
+            )
