@@ -64,7 +64,7 @@ def run_heartbeat(payload: Mapping[str, Any], deps: Deps | None = None, send: An
     if cursor is None:
         # at the current change counters, like delta's first wake: later wakes resume exactly (D14)
         page_seq, fact_seq = d.gather(
-            lambda: d.pages.change_floor(tenant, since=None), lambda: d.facts.change_floor(tenant, after=None)
+            lambda: d.page_feed.change_floor(tenant, since=None), lambda: d.fact_feed.change_floor(tenant, after=None)
         )
         fresh = Cursor(
             tenant=tenant,
