@@ -383,9 +383,8 @@ def build_eval_set(seed: int = SEED) -> EvalSet:
 
 
 def _deps(stores: Any, embedder: Any, problem: str | None) -> Any:
-    from fleetmem.adapters.local.clock import FixedClock
-    from fleetmem.adapters.local.ids import SortableIds
     from fleetmem.ports import Deps, Diagnostics
+    from fleetmem.wiring import FixedClock, SortableIds
 
     return Deps.over(
         stores,
@@ -419,10 +418,9 @@ def run_quality(
     Returns {"modes": {mode: {qtype: metrics}}, "table": markdown, "questions": n, ...}.
     """
     import fleetmem.memory.verbs.put_page  # noqa: F401  (registers the page tools it needs)
-    from fleetmem.adapters.local import open_local
-    from fleetmem.adapters.local.embedder import load_local_embedder
     from fleetmem.models import Caller
     from fleetmem.transport.dispatch import dispatch
+    from fleetmem.wiring import load_local_embedder, open_local
 
     embedder, problem = load_local_embedder(model_dir)
     if embedder is None:
@@ -510,8 +508,8 @@ def quality_table(modes: dict[str, dict[str, dict[str, float]]]) -> str:
 
 def bench_embedder(model_dir: Path | str, *, texts: int = 256, singles: int = 50) -> dict[str, Any]:
     """Embedding speed: texts/s at batch 32 for onnxruntime and the numpy fallback, single-text p50."""
-    from fleetmem.adapters.local.embedder import BATCH_SIZE, MiniLMEmbedder
     from fleetmem.embedder_build import ONNX_FILE, model_path
+    from fleetmem.wiring import BATCH_SIZE, MiniLMEmbedder
 
     data = build_eval_set()
     corpus = [t for _k, _e, t in data.facts] + [q.text for q in data.questions]
