@@ -4,7 +4,6 @@ keys, and `FactTable`, the base the role stores (`facts`, `fact_decisions`, `fac
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime, timedelta
 from typing import Any
@@ -140,10 +139,6 @@ class FactTable(DynamoStore):
             }
             for e in events
         ]
-
-    def _transact(self, items: list[dict[str, Any]]) -> None:
-        # The request token makes an SDK retry of a transaction that already landed a no-op.
-        call(self._db.transact_write_items, TransactItems=items, ClientRequestToken=uuid.uuid4().hex)
 
     def _decision_key(self, tenant: str, entity_slug: str | None) -> dict[str, Any]:
         return {"pk": {"S": decision_pk(tenant, keys.part(entity_slug or ""))}}
