@@ -16,10 +16,10 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from fleetmem.adapters.aws.deadlines import FUNCTION_TIMEOUT_S, SEARCH_GROUPS, invoke_deadline
 from fleetmem.config import DEFAULT_AUTHORIZER_CACHE_TTL_S, DEFAULT_SIGNING_KEY_TTL_S
 from fleetmem.protocol import IDEMPOTENCY_LEASE_SECONDS, SCOPES, Scope
 from fleetmem.tokens import ID_REGEX
+from fleetmem.wiring import FUNCTION_TIMEOUT_S, SEARCH_GROUPS, invoke_deadline
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = Path(__file__).resolve().parent / "config.example.json"
@@ -584,7 +584,7 @@ class DeployConfig(_Model):
         callee's error or a degraded result) instead of a timeout that keeps billing below it:
         LLM deadline < synthesize function <= any verb function < edge's invoke read timeout <
         edge function < API integration timeout (< the client's own timeout, docs/deploy.md)."""
-        from fleetmem.adapters.aws.bedrock import LLM_DEADLINE_S
+        from fleetmem.wiring import LLM_DEADLINE_S
 
         api, read = self.api.integration_timeout_s, self.api.invoke_read_timeout_s
         edge = self.size_for("mcp").timeout_s
@@ -616,7 +616,7 @@ class DeployConfig(_Model):
         made with it: a sandbox signs with it for up to `signing.key_ttl_s` after the rotation,
         and API Gateway serves an authorizer context signed then for the cache TTL, valid for the
         signature margin beyond it. It stays accepted (as AWSPREVIOUS) until the next rotation."""
-        from fleetmem.adapters.aws.invoker import SIGNATURE_VALIDITY
+        from fleetmem.wiring import SIGNATURE_VALIDITY
 
         needed = self.signing_key_accepted_s()
         if self.signing.rotation_days * 86400 <= needed:
@@ -630,7 +630,7 @@ class DeployConfig(_Model):
     def signing_key_accepted_s(self) -> int:
         """Seconds a replaced signing key may still be presented after a rotation (the least
         time between two rotations that refuses no call)."""
-        from fleetmem.adapters.aws.invoker import SIGNATURE_VALIDITY
+        from fleetmem.wiring import SIGNATURE_VALIDITY
 
         return self.signing.key_ttl_s + self.api.authorizer_cache_ttl_s + SIGNATURE_VALIDITY
 

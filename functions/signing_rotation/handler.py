@@ -3,12 +3,11 @@
 
 from aws_lambda_powertools import Logger
 
-from fleetmem.adapters.aws import sdk_client
-from fleetmem.adapters.aws.signing_keys import rotation_step
+from fleetmem.transport.aws_lambda.signing_rotation import rotate
 
 logger = Logger(service="signing_rotation")
 
 
 @logger.inject_lambda_context(clear_state=True)
 def handler(event, context):
-    rotation_step(sdk_client("signing_rotation"), event)
+    rotate(event)

@@ -18,7 +18,7 @@ from aws_cdk import aws_lambda_event_sources as sources
 from aws_cdk import aws_sqs as sqs
 
 from constructs import Construct
-from fleetmem.adapters.aws.replay import ENV_REPLAY_QUEUE_URL, queue_name
+from fleetmem.wiring import ENV_REPLAY_QUEUE_URL, queue_name
 
 from ..config import DeployConfig
 from .common import Fn, FunctionFactory, acknowledge

@@ -34,7 +34,7 @@ from aws_cdk import aws_opensearchservice as opensearch
 from aws_cdk import aws_s3 as s3
 
 from constructs import Construct
-from fleetmem.adapters.aws.opensearch_bodies import alias_name, index_name
+from fleetmem.wiring import alias_name, index_name
 
 from ..config import MASTER_NODES, DeployConfig
 from .common import FunctionFactory, acknowledge, arn_ref

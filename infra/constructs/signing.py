@@ -22,8 +22,8 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_secretsmanager as sm
 
 from constructs import Construct
-from fleetmem.adapters.aws.signing_keys import ENV_KEY_ACCEPTED_S
 from fleetmem.config import ENV_INVOKE_SIGNING_SECRET_ARN, ENV_SIGNING_KEY_TTL_S
+from fleetmem.wiring import ENV_KEY_ACCEPTED_S
 
 from ..config import DeployConfig
 from .common import Fn, FunctionFactory, acknowledge

@@ -7,7 +7,7 @@ import aws_cdk as cdk
 from aws_cdk import aws_dynamodb as ddb
 
 from constructs import Construct
-from fleetmem.adapters.aws.tables import TABLES, KeyAttr, TableSpec
+from fleetmem.wiring import TABLES, KeyAttr, TableSpec
 
 from ..config import DeployConfig
 

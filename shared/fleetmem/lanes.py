@@ -51,7 +51,7 @@ def from_env(read: Callable[[], T]) -> T:
 def store_state(settings: Any) -> str:
     """The local data directory as a command finds it: `ok` (it holds a database), `missing` (no
     such directory, or no database in it), `file` (the path is not a directory); `ok` off-local."""
-    from fleetmem.adapters.local.sqlite.db import DB_FILENAME
+    from fleetmem.wiring import DB_FILENAME
 
     if settings.backend != "local":
         return "ok"

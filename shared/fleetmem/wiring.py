@@ -1,4 +1,4 @@
-"""Composition root: the ONLY module that names adapters.
+"""Composition root: the ONLY module that names adapters (an import-linter contract keeps it so).
 
 `build_deps(settings)` opens the stores of the configured backend and the embedder/LLM, once per
 process per settings (cached), so a server, a Lambda container or a CLI command shares one set of
@@ -12,11 +12,12 @@ Tests inject their own `Deps` instead (root conftest); `set_deps_override` lets 
 from __future__ import annotations
 
 import functools
+import importlib
 import threading
 from typing import Any
 
 from fleetmem.config import AuthSettings, EdgeSettings, Settings
-from fleetmem.ports import Auth, Deps, Diagnostics, Policy, StoreSet
+from fleetmem.ports import Auth, Deps, Diagnostics, Policy, Ports
 
 _override: Deps | None = None
 _lock = threading.Lock()
@@ -119,9 +120,7 @@ def _build_aws(settings: Settings) -> Deps:
     )
 
 
-def _deps(
-    settings: Settings, stores: StoreSet, diagnostics: Diagnostics, *, parallel: Any = None, **ports: Any
-) -> Deps:
+def _deps(settings: Settings, stores: Ports, diagnostics: Diagnostics, *, parallel: Any = None, **ports: Any) -> Deps:
     """Deps over a backend's stores and `ports`, with what every backend shares: the system clock,
     sortable ids, and the settings' deadline and idempotency lease."""
     from fleetmem.adapters.local.clock import SystemClock
@@ -204,3 +203,88 @@ def build_delivery(settings: Settings) -> Any:
     from fleetmem.adapters.aws.delivery import Delivery
 
     return Delivery(region=settings.aws.region)
+
+
+# ---------------------------------------------------------------------------------------------
+# adapter names the other layers use: the CLI's operator commands, the Lambda glue, the benches and
+# the CDK app (infra/, which builds its tables and indexes from the AWS adapter's one schema)
+
+
+#: name -> the adapter module that defines it. `from fleetmem.wiring import NAME` imports that
+#: module only when NAME is first asked for, so a caller loads no more of the adapters than before
+#: (a Lambda's cold start, the local backend that never imports boto3).
+ADAPTER_EXPORTS: dict[str, str] = {
+    "BedrockEmbedder": "fleetmem.adapters.aws",
+    "open_aws": "fleetmem.adapters.aws",
+    "sdk_client": "fleetmem.adapters.aws",
+    "_JWT_SHAPE": "fleetmem.adapters.aws.auth",
+    "LLM_DEADLINE_S": "fleetmem.adapters.aws.bedrock",
+    "FUNCTION_TIMEOUT_S": "fleetmem.adapters.aws.deadlines",
+    "invoke_deadline": "fleetmem.adapters.aws.deadlines",
+    "SEARCH_GROUPS": "fleetmem.adapters.aws.deadlines",
+    "answers": "fleetmem.adapters.aws.dynamo",
+    "from_ddb": "fleetmem.adapters.aws.dynamo",
+    "SIGNATURE_VALIDITY": "fleetmem.adapters.aws.invoker",
+    "OpenSearchIndex": "fleetmem.adapters.aws.opensearch",
+    "alias_name": "fleetmem.adapters.aws.opensearch_bodies",
+    "doc_key": "fleetmem.adapters.aws.opensearch_bodies",
+    "index_name": "fleetmem.adapters.aws.opensearch_bodies",
+    "INDEX_VERSION": "fleetmem.adapters.aws.opensearch_bodies",
+    "item_to_page": "fleetmem.adapters.aws.pages",
+    "DEFAULT_RATE": "fleetmem.adapters.aws.reindex",
+    "default_state_path": "fleetmem.adapters.aws.reindex",
+    "Rebuild": "fleetmem.adapters.aws.reindex",
+    "StateFile": "fleetmem.adapters.aws.reindex",
+    "ENV_REPLAY_QUEUE_URL": "fleetmem.adapters.aws.replay",
+    "queue_name": "fleetmem.adapters.aws.replay",
+    "replay": "fleetmem.adapters.aws.replay",
+    "ReplayQueue": "fleetmem.adapters.aws.replay",
+    "ReplayReport": "fleetmem.adapters.aws.replay",
+    "copy_tables": "fleetmem.adapters.aws.restore",
+    "non_empty": "fleetmem.adapters.aws.restore",
+    "admin_client": "fleetmem.adapters.aws.search_roles",
+    "put_roles": "fleetmem.adapters.aws.search_roles",
+    "SecurityApiRefused": "fleetmem.adapters.aws.search_roles",
+    "ENV_KEY_ACCEPTED_S": "fleetmem.adapters.aws.signing_keys",
+    "rotation_step": "fleetmem.adapters.aws.signing_keys",
+    "BatchResult": "fleetmem.adapters.aws.stream",
+    "handle_batch": "fleetmem.adapters.aws.stream",
+    "METRIC_INDEXING_FAILURES": "fleetmem.adapters.aws.stream",
+    "METRIC_REPLAY_KEPT": "fleetmem.adapters.aws.stream",
+    "METRIC_SEARCH_LAG": "fleetmem.adapters.aws.stream",
+    "record_id": "fleetmem.adapters.aws.stream",
+    "record_identity": "fleetmem.adapters.aws.stream",
+    "search_lag_s": "fleetmem.adapters.aws.stream",
+    "FACTS": "fleetmem.adapters.aws.tables",
+    "KeyAttr": "fleetmem.adapters.aws.tables",
+    "PAGES": "fleetmem.adapters.aws.tables",
+    "TABLES": "fleetmem.adapters.aws.tables",
+    "TableSpec": "fleetmem.adapters.aws.tables",
+    "QUEUES": "fleetmem.adapters.aws.tenants",
+    "revoke_clients": "fleetmem.adapters.aws.tenants",
+    "SEARCH": "fleetmem.adapters.aws.tenants",
+    "TenantQueues": "fleetmem.adapters.aws.tenants",
+    "TenantTables": "fleetmem.adapters.aws.tenants",
+    "open_local": "fleetmem.adapters.local",
+    "FixedClock": "fleetmem.adapters.local.clock",
+    "SystemClock": "fleetmem.adapters.local.clock",
+    "BATCH_SIZE": "fleetmem.adapters.local.embedder",
+    "load_local_embedder": "fleetmem.adapters.local.embedder",
+    "MiniLMEmbedder": "fleetmem.adapters.local.embedder",
+    "HashEmbedder": "fleetmem.adapters.local.hash_embedder",
+    "SortableIds": "fleetmem.adapters.local.ids",
+    "backup": "fleetmem.adapters.local.sqlite.backup",
+    "DB_FILENAME": "fleetmem.adapters.local.sqlite.db",
+    "count_tenant": "fleetmem.adapters.local.sqlite.tenants",
+    "delete_tenant": "fleetmem.adapters.local.sqlite.tenants",
+    "_VOCAB": "fleetmem.adapters.local.storebench",
+    "_WORDS": "fleetmem.adapters.local.storebench",
+    "seed": "fleetmem.adapters.local.storebench",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = ADAPTER_EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)

@@ -37,10 +37,12 @@ def _hide_from_index(stores, tenant: str, fact_id: str) -> None:
 
 def test_the_pool_holds_a_decided_fact_the_index_does_not_list_yet(stores):
     facts, tenant = stores.facts, "t" + uuid.uuid4().hex[:8]
-    facts.put(fact(tenant, 1, entity_slug=ENT), decided=facts.decision_pool(tenant, ENT, now=NOW, limit=50))
+    facts.put(
+        fact(tenant, 1, entity_slug=ENT), decided=stores.fact_decisions.decision_pool(tenant, ENT, now=NOW, limit=50)
+    )
     _hide_from_index(stores, tenant, "f_0001")
-    assert facts.by_entity(tenant, ENT, now=NOW, world_only=False) == []  # the index lags
-    pool = facts.decision_pool(tenant, ENT, now=NOW, limit=50)
+    assert stores.fact_listing.by_entity(tenant, ENT, now=NOW, world_only=False) == []  # the index lags
+    pool = stores.fact_decisions.decision_pool(tenant, ENT, now=NOW, limit=50)
     assert [f.fact_id for f in pool.facts] == ["f_0001"]
     # and the pool is current: a write decided on it commits
     facts.put(fact(tenant, 2, entity_slug=ENT, supersedes="f_0001"), supersede=pool.facts[0], decided=pool)
@@ -49,12 +51,14 @@ def test_the_pool_holds_a_decided_fact_the_index_does_not_list_yet(stores):
 
 def test_a_superseded_fact_the_index_still_shows_active_is_left_out(stores):
     facts, tenant = stores.facts, "t" + uuid.uuid4().hex[:8]
-    facts.put(fact(tenant, 1, entity_slug=ENT), decided=facts.decision_pool(tenant, ENT, now=NOW, limit=50))
+    facts.put(
+        fact(tenant, 1, entity_slug=ENT), decided=stores.fact_decisions.decision_pool(tenant, ENT, now=NOW, limit=50)
+    )
     old = facts.get(tenant, "f_0001")
     facts.put(
         fact(tenant, 2, entity_slug=ENT, supersedes="f_0001"),
         supersede=old,
-        decided=facts.decision_pool(tenant, ENT, now=NOW, limit=50),
+        decided=stores.fact_decisions.decision_pool(tenant, ENT, now=NOW, limit=50),
     )
     # an index that has not caught up with the supersession still lists the old fact as active;
     # made by hand by clearing the retraction on the item, which the index copies
@@ -63,5 +67,5 @@ def test_a_superseded_fact_the_index_still_shows_active_is_left_out(stores):
         Key={"pk": {"S": fact_pk(tenant, "f_0001")}},
         UpdateExpression="REMOVE expired_at, superseded_by",
     )
-    pool = facts.decision_pool(tenant, ENT, now=NOW, limit=50)
+    pool = stores.fact_decisions.decision_pool(tenant, ENT, now=NOW, limit=50)
     assert [f.fact_id for f in pool.facts] == ["f_0002"]

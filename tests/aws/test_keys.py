@@ -251,13 +251,17 @@ def reads(stores: Any, tenant: str, n: int, value: str) -> dict[str, Any]:
     return {
         "facts.get": f.get(tenant, f"f_{n}"),
         "facts.many": f.many(tenant, [f"f_{n}", f"b#f_{n}"]),
-        "facts.by_entity": f.by_entity(tenant, value, now=T0, active_only=False, **everything),
-        "facts.by_session": f.by_session(tenant, value, now=T0, active_only=False, **everything),
-        "facts.recent": f.recent(tenant, now=T0, active_only=False, **everything),
-        "facts.created_after": f.created_after(tenant, after=EPOCH, after_seq=None, now=T0, **everything),
-        "facts.changed_after": f.changed_after(tenant, seq=0, now=T0, retracted=True, **everything),
-        "facts.expired_between": f.expired_between(tenant, after=EPOCH, after_seq=None, until=LATER, **everything),
-        "facts.count_active": f.count_active(tenant, value, now=T0, world_only=False),
+        "facts.by_entity": stores.fact_listing.by_entity(tenant, value, now=T0, active_only=False, **everything),
+        "facts.by_session": stores.fact_listing.by_session(tenant, value, now=T0, active_only=False, **everything),
+        "facts.recent": stores.fact_listing.recent(tenant, now=T0, active_only=False, **everything),
+        "facts.created_after": stores.fact_feed.created_after(
+            tenant, after=EPOCH, after_seq=None, now=T0, **everything
+        ),
+        "facts.changed_after": stores.fact_feed.changed_after(tenant, seq=0, now=T0, retracted=True, **everything),
+        "facts.expired_between": stores.fact_feed.expired_between(
+            tenant, after=EPOCH, after_seq=None, until=LATER, **everything
+        ),
+        "facts.count_active": stores.fact_decisions.count_active(tenant, value, now=T0, world_only=False),
         "pages.get": p.get(tenant, value),
         "pages.heads": p.heads(tenant, [value]),
         "pages.lookup": p.lookup(
@@ -268,11 +272,11 @@ def reads(stores: Any, tenant: str, n: int, value: str) -> dict[str, Any]:
             suffix=last_segment(value),
             **everything,
         ),
-        "pages.list": p.list(tenant, limit=1000, **everything),
-        "pages.backlinks": p.backlinks(tenant, value, **everything)[0],
-        "pages.updated_since": p.updated_since(tenant, since=EPOCH, slug="", limit=1000, **everything),
+        "pages.list": stores.page_listing.list(tenant, limit=1000, **everything),
+        "pages.backlinks": stores.page_listing.backlinks(tenant, value, **everything)[0],
+        "pages.updated_since": stores.page_feed.updated_since(tenant, since=EPOCH, slug="", limit=1000, **everything),
         "pages.keyword": p.keyword(tenant, f"{value} title", **everything),
-        "pages.changed_after": p.changed_after(tenant, seq=0, limit=1000, **everything),
+        "pages.changed_after": stores.page_feed.changed_after(tenant, seq=0, limit=1000, **everything),
         "cursors.get": stores.cursors.get(tenant, f"c{n}", value, now=T0),
         "audit.for_subject": stores.audit.for_subject(tenant, value),
     }
@@ -313,7 +317,7 @@ def test_a_tenant_reads_back_its_own_items_stored_under_hostile_values(stores: A
     assert got["cursors.get"] is not None and got["cursors.get"].session_id == value
     assert got["audit.for_subject"] and {e.subject for e in got["audit.for_subject"]} == {value}
     # the keyset range on the escaped `us` still starts strictly after the position it is given
-    after = stores.pages.updated_since(B, since=T0, slug=value, limit=1000, world_only=False)
+    after = stores.page_feed.updated_since(B, since=T0, slug=value, limit=1000, world_only=False)
     assert value not in {h.slug for h in after}
     replay = stores.idempotency.claim(_claim(B, f"c{n}", value), now=T0 + timedelta(seconds=1))
     assert replay is not None and replay.key == value
@@ -324,8 +328,8 @@ def test_the_old_attack_session_b_hash_s_does_not_read_tenant_a_hash_b(stores: A
     """Before: tenant `a` called recall(session_id "b#s") and got tenant `a#b`'s fact (`a#b#s`)."""
     n = next(_N)
     write_b(stores, n, "s")
-    assert stores.facts.by_session(A, "b#s", now=T0, world_only=False) == []
-    assert stores.facts.by_entity(A, "b#s", now=T0, world_only=False) == []
+    assert stores.fact_listing.by_session(A, "b#s", now=T0, world_only=False) == []
+    assert stores.fact_listing.by_entity(A, "b#s", now=T0, world_only=False) == []
 
 
 @pytest.mark.dynamodb_local
@@ -342,7 +346,7 @@ def test_an_item_under_the_callers_key_but_of_another_tenant_is_dropped_and_logg
     with caplog.at_level(logging.ERROR, logger="fleetmem.keys"):
         assert stores.facts.get(A, f"f_{n}") is None
         assert stores.facts.many(A, [f"f_{n}"]) == []
-        assert stores.facts.by_session(A, f"s{n}", now=T0, world_only=False) == []
+        assert stores.fact_listing.by_session(A, f"s{n}", now=T0, world_only=False) == []
         assert stores.pages.get(A, f"p{n}") is None and stores.pages.heads(A, [f"p{n}"]) == []
     dropped = [r for r in caplog.records if getattr(r, "event", "") == "foreign_item_dropped"]
     assert len(dropped) >= 5

@@ -107,8 +107,8 @@ def test_backfill_numbers_items_written_before_change_numbers_so_delta_lists_the
     now = datetime.now(UTC)
 
     def listed() -> tuple[list[tuple[int, str]], list[tuple[int, str]]]:
-        facts = stores.facts.changed_after(tenant, seq=0, now=now, world_only=False, limit=100)
-        pages = stores.pages.changed_after(tenant, seq=0, world_only=False, limit=100)
+        facts = stores.fact_feed.changed_after(tenant, seq=0, now=now, world_only=False, limit=100)
+        pages = stores.page_feed.changed_after(tenant, seq=0, world_only=False, limit=100)
         return [(n, f.fact_id) for n, f in facts], [(n, h.slug) for n, h in pages]
 
     facts, pages = listed()
@@ -120,10 +120,10 @@ def test_backfill_numbers_items_written_before_change_numbers_so_delta_lists_the
     assert len({n for n, _ in facts}) == 4 and len({n for n, _ in pages}) == 2  # each its own number
     assert stores.facts.backfill_changes(tenant) == 0 and stores.pages.backfill_changes(tenant) == 0
     # a delta follower positioned before the backfill reads the numbered items after it
-    floor = stores.facts.change_floor(tenant, after=None)
+    floor = stores.fact_feed.change_floor(tenant, after=None)
     stores.facts.put(fact(tenant, 5))
     assert [
-        f.fact_id for _, f in stores.facts.changed_after(tenant, seq=floor, now=datetime.now(UTC), world_only=False)
+        f.fact_id for _, f in stores.fact_feed.changed_after(tenant, seq=floor, now=datetime.now(UTC), world_only=False)
     ] == ["f_005"]
 
 

@@ -332,8 +332,8 @@ def test_numbering_a_pending_change_indexes_nothing(world):
     stores, _, _, facts, pages = world
     stores.facts.put(fact("t1", 1))
     stores.pages.put(page("t1", "people/alice", "Drinks tea."))
-    stores.facts.changed_after("t1", seq=0, now=T0 + timedelta(hours=1), world_only=False)
-    stores.pages.changed_after("t1", seq=0, world_only=False, limit=10)
+    stores.fact_feed.changed_after("t1", seq=0, now=T0 + timedelta(hours=1), world_only=False)
+    stores.page_feed.changed_after("t1", seq=0, world_only=False, limit=10)
     fact_records, page_records = facts.read(), pages.read()
     modified = [r for r in fact_records + page_records if r["eventName"] == "MODIFY"]
     assert {r["dynamodb"]["Keys"]["pk"]["S"] for r in modified} >= {"t1#f_1", "t1#people/alice"}
@@ -448,7 +448,7 @@ def test_a_batch_reads_its_items_in_one_batch_get_and_skips_what_changes_nothing
     for n in range(30):
         stores.facts.put(fact("t1", n))
     stores.pages.put(page("t1", "people/alice", "Drinks oolong.", aliases=("Ally",)))
-    stores.facts.changed_after("t1", seq=0, now=T0 + timedelta(hours=1), world_only=False)  # numbering MODIFYs
+    stores.fact_feed.changed_after("t1", seq=0, now=T0 + timedelta(hours=1), world_only=False)  # numbering MODIFYs
     calls: list[str] = []
     events = stores.facts._db.meta.events
     events.register("before-call.dynamodb.*", lambda model, **_: calls.append(model.name))

@@ -135,8 +135,8 @@ def test_fact_queries_return_what_their_index_projects(ddb_endpoint):
     assert len(rows) == 3 and not any("vector" in r for r in rows)
     whole = [stores.facts.get("acme", f.fact_id) for f in made]
     assert whole == made
-    assert stores.facts.by_entity("acme", "people/alice", now=now, world_only=False) == whole
-    assert stores.facts.recent("acme", now=now, world_only=False) == whole
-    assert stores.facts.by_session("acme", "s1", now=now, world_only=False) == [
+    assert stores.fact_listing.by_entity("acme", "people/alice", now=now, world_only=False) == whole
+    assert stores.fact_listing.recent("acme", now=now, world_only=False) == whole
+    assert stores.fact_listing.by_session("acme", "s1", now=now, world_only=False) == [
         f.model_copy(update={"vector": None}) for f in whole
     ]

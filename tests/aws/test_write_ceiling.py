@@ -36,7 +36,7 @@ def test_the_settle_horizon_counts_from_when_a_change_was_numbered(dynamodb_loca
     from tests.aws import engines
 
     stores = engines.open_stores(dynamodb_local_endpoint, engines.fresh_prefix())
-    stores.facts.settle = timedelta(seconds=5)
+    stores.fact_feed.settle = timedelta(seconds=5)
     t = datetime.now(UTC).replace(microsecond=0)
     old = Fact(
         tenant="t1",
@@ -50,7 +50,7 @@ def test_the_settle_horizon_counts_from_when_a_change_was_numbered(dynamodb_loca
     stores.facts.put(old)
 
     def listed(now: datetime) -> list[str]:
-        return [f.fact_id for _, f in stores.facts.changed_after("t1", seq=0, now=now, world_only=False)]
+        return [f.fact_id for _, f in stores.fact_feed.changed_after("t1", seq=0, now=now, world_only=False)]
 
     assert listed(t) == []  # pending: this call numbers it (at t)
     assert listed(t + timedelta(seconds=3)) == []  # numbered 3 s ago: not settled

@@ -121,8 +121,8 @@ def measure(endpoint: str, writers: int = 50, prefix: str | None = None) -> dict
 
     counter.reset()
     later = datetime.now(UTC)
-    facts = stores.facts.changed_after(tenant, seq=0, now=later, world_only=False, limit=writers + 10)
-    pages = stores.pages.changed_after(tenant, seq=0, world_only=False, limit=writers + 10)
+    facts = stores.fact_feed.changed_after(tenant, seq=0, now=later, world_only=False, limit=writers + 10)
+    pages = stores.page_feed.changed_after(tenant, seq=0, world_only=False, limit=writers + 10)
     reader_attempts = counter.total()
     listed = [f.fact_id for _, f in facts] + [h.slug for _, h in pages]
     numbers_f = [n for n, _ in facts]

@@ -20,9 +20,9 @@ def test_corpus_has_one_alias_one_link_and_two_facts_per_page_plus_target_facts(
     assert corpus.pages == 120 and len(corpus.targets) == TARGETS
     page = deps.pages.get("bench", slug_for(77))
     assert page is not None and len(page.aliases) == 1 and len(page.links) == 1
-    ordinary = deps.facts.by_entity("bench", slug_for(77), now=NOW, limit=100)
+    ordinary = deps.fact_listing.by_entity("bench", slug_for(77), now=NOW, limit=100)
     assert len(ordinary) == FACTS_PER_PAGE
-    target = deps.facts.by_entity("bench", corpus.targets[0], now=NOW, limit=100)
+    target = deps.fact_listing.by_entity("bench", corpus.targets[0], now=NOW, limit=100)
     assert len(target) == FACTS_PER_PAGE + FACTS_PER_TARGET
     hits = deps.pages.lookup("bench", aliases=["alias-000077"], titles=[], slugs=[], suffix="", world_only=True)
     assert [m.page.slug for m in hits] == [slug_for(77)]

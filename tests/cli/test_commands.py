@@ -152,7 +152,7 @@ def test_import_of_many_files_stores_every_good_page_with_its_vectors(fm: Fleetm
     assert [e["file"] for e in report["errors"]] == ["people/p075-bad.md"]
     with open_local(fm.data_dir) as stores:
         assert stores.maintenance.unembedded(HashEmbedder().model_id)["docs"] == 0
-        heads = stores.pages.list("default", world_only=False, limit=500)
+        heads = stores.page_listing.list("default", world_only=False, limit=500)
         assert [h.slug for h in heads] == [f"people/p{i:03d}" for i in range(150)]
 
 
@@ -181,8 +181,8 @@ def test_import_on_many_threads_stores_and_reports_exactly_what_one_thread_does(
         report.pop("path")
         reports.append(report)
         with open_local(fm.data_dir) as stores:
-            slugs = [h.slug for h in stores.pages.list("default", world_only=False, limit=500)]
-            backlinks = [stores.pages.backlinks("default", slug, world_only=False)[1] for slug in slugs]
+            slugs = [h.slug for h in stores.page_listing.list("default", world_only=False, limit=500)]
+            backlinks = [stores.page_listing.backlinks("default", slug, world_only=False)[1] for slug in slugs]
             stored.append((slugs, backlinks, stores.maintenance.unembedded("hash-384")))
     assert reports[0] == reports[1]
     assert [e["file"] for e in reports[0]["errors"]] == ["people/p020-bad.md", "people/p040-huge.md"]

@@ -115,3 +115,28 @@ def other_tenant() -> str:
 @pytest.fixture
 def now() -> datetime:
     return NOW
+
+
+@pytest.fixture
+def fact_decisions(facts_backend: Any) -> Any:
+    return facts_backend.fact_decisions
+
+
+@pytest.fixture
+def fact_feed(facts_backend: Any) -> Any:
+    return facts_backend.fact_feed
+
+
+@pytest.fixture
+def fact_listing(facts_backend: Any) -> Any:
+    return facts_backend.fact_listing
+
+
+@pytest.fixture
+def page_feed(pages_backend: Any) -> Any:
+    return pages_backend.page_feed
+
+
+@pytest.fixture
+def page_listing(pages_backend: Any) -> Any:
+    return pages_backend.page_listing

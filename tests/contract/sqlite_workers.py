@@ -68,7 +68,7 @@ def hammer(data_dir: str, worker: int, rounds: int) -> list[int]:
                 base.model_copy(update={"since": when, "touched_at": when}),
                 expected_version=None if cursor is None else cursor.version,
             )
-            assert stores.facts.count_active("t1", "shared/entity", now=when + timedelta(days=1)) >= i + 1
+            assert stores.fact_decisions.count_active("t1", "shared/entity", now=when + timedelta(days=1)) >= i + 1
     finally:
         stores.close()
     return seqs

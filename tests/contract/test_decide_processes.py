@@ -62,7 +62,7 @@ def _entity_facts(backend: dict[str, str]) -> list[Fact]:
     stores = decide_workers.open_backend(backend)
     try:
         now = datetime.now(UTC) + timedelta(minutes=1)
-        return stores.facts.by_entity(TENANT, ENTITY, now=now, active_only=False, world_only=False, limit=1000)
+        return stores.fact_listing.by_entity(TENANT, ENTITY, now=now, active_only=False, world_only=False, limit=1000)
     finally:
         stores.close()
 

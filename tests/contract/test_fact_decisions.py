@@ -12,84 +12,90 @@ ENT = "projects/orion"
 NOW = at(100)
 
 
-def test_a_decided_put_commits_against_the_pool_it_was_decided_on(facts, tenant):
-    pool = facts.decision_pool(tenant, ENT, now=NOW, limit=50)
+def test_a_decided_put_commits_against_the_pool_it_was_decided_on(facts, fact_decisions, tenant):
+    pool = fact_decisions.decision_pool(tenant, ENT, now=NOW, limit=50)
     assert pool.facts == []
     facts.put(fact(tenant, 1, entity_slug=ENT), decided=pool)
-    again = facts.decision_pool(tenant, ENT, now=NOW, limit=50)
+    again = fact_decisions.decision_pool(tenant, ENT, now=NOW, limit=50)
     assert [f.fact_id for f in again.facts] == ["f_0001"]
     # a second decision on the fresh pool supersedes the first value
     facts.put(fact(tenant, 2, entity_slug=ENT, supersedes="f_0001"), supersede=again.facts[0], decided=again)
-    assert [f.fact_id for f in facts.decision_pool(tenant, ENT, now=NOW, limit=50).facts] == ["f_0002"]
+    assert [f.fact_id for f in fact_decisions.decision_pool(tenant, ENT, now=NOW, limit=50).facts] == ["f_0002"]
 
 
-def test_a_put_decided_on_a_pool_another_decision_changed_is_a_conflict(facts, tenant):
-    first = facts.decision_pool(tenant, ENT, now=NOW, limit=50)
-    second = facts.decision_pool(tenant, ENT, now=NOW, limit=50)
+def test_a_put_decided_on_a_pool_another_decision_changed_is_a_conflict(facts, fact_decisions, tenant):
+    first = fact_decisions.decision_pool(tenant, ENT, now=NOW, limit=50)
+    second = fact_decisions.decision_pool(tenant, ENT, now=NOW, limit=50)
     facts.put(fact(tenant, 1, entity_slug=ENT), decided=first)
     # both read an empty entity: the second may not also store a first value
     with pytest.raises(Conflict):
         facts.put(fact(tenant, 2, entity_slug=ENT), decided=second)
     assert facts.get(tenant, "f_0002") is None
     # deciding again on the current pool goes through
-    facts.put(fact(tenant, 2, entity_slug=ENT), decided=facts.decision_pool(tenant, ENT, now=NOW, limit=50))
-    assert {f.fact_id for f in facts.decision_pool(tenant, ENT, now=NOW, limit=50).facts} == {"f_0001", "f_0002"}
+    facts.put(fact(tenant, 2, entity_slug=ENT), decided=fact_decisions.decision_pool(tenant, ENT, now=NOW, limit=50))
+    assert {f.fact_id for f in fact_decisions.decision_pool(tenant, ENT, now=NOW, limit=50).facts} == {
+        "f_0001",
+        "f_0002",
+    }
 
 
-def test_decisions_on_other_entities_and_tenants_do_not_conflict(facts, tenant, other_tenant):
-    pool = facts.decision_pool(tenant, ENT, now=NOW, limit=50)
+def test_decisions_on_other_entities_and_tenants_do_not_conflict(facts, fact_decisions, tenant, other_tenant):
+    pool = fact_decisions.decision_pool(tenant, ENT, now=NOW, limit=50)
     facts.put(
         fact(tenant, 1, entity_slug="projects/other"),
-        decided=facts.decision_pool(tenant, "projects/other", now=NOW, limit=50),
+        decided=fact_decisions.decision_pool(tenant, "projects/other", now=NOW, limit=50),
     )
-    facts.put(fact(other_tenant, 1, entity_slug=ENT), decided=facts.decision_pool(other_tenant, ENT, now=NOW, limit=50))
+    facts.put(
+        fact(other_tenant, 1, entity_slug=ENT),
+        decided=fact_decisions.decision_pool(other_tenant, ENT, now=NOW, limit=50),
+    )
     facts.put(fact(tenant, 2, entity_slug=ENT), decided=pool)
-    assert [f.fact_id for f in facts.decision_pool(tenant, ENT, now=NOW, limit=50).facts] == ["f_0002"]
+    assert [f.fact_id for f in fact_decisions.decision_pool(tenant, ENT, now=NOW, limit=50).facts] == ["f_0002"]
 
 
-def test_a_pool_decides_only_for_its_own_entity(facts, tenant):
-    pool = facts.decision_pool(tenant, ENT, now=NOW, limit=50)
+def test_a_pool_decides_only_for_its_own_entity(facts, fact_decisions, tenant):
+    pool = fact_decisions.decision_pool(tenant, ENT, now=NOW, limit=50)
     with pytest.raises(Conflict):
         facts.put(fact(tenant, 1, entity_slug="projects/other"), decided=pool)
     assert facts.get(tenant, "f_0001") is None
 
 
-def test_the_unattributed_pool_holds_active_facts_on_no_entity_newest_first(facts, tenant):
+def test_the_unattributed_pool_holds_active_facts_on_no_entity_newest_first(facts, fact_decisions, tenant):
     facts.put(fact(tenant, 1))
     facts.put(fact(tenant, 2, entity_slug=ENT))
     facts.put(fact(tenant, 3))
     facts.put(fact(tenant, 4, valid_until=at(50)))  # past its valid_until at NOW
-    pool = facts.decision_pool(tenant, None, now=NOW, limit=50)
+    pool = fact_decisions.decision_pool(tenant, None, now=NOW, limit=50)
     assert [f.fact_id for f in pool.facts] == ["f_0003", "f_0001"]
-    stale = facts.decision_pool(tenant, None, now=NOW, limit=50)
+    stale = fact_decisions.decision_pool(tenant, None, now=NOW, limit=50)
     facts.put(fact(tenant, 5), decided=pool)
     with pytest.raises(Conflict):
         facts.put(fact(tenant, 6), decided=stale)
 
 
-def test_the_pool_holds_every_visibility_and_only_active_facts(facts, tenant):
+def test_the_pool_holds_every_visibility_and_only_active_facts(facts, fact_decisions, tenant):
     facts.put(fact(tenant, 1, entity_slug=ENT, visibility="private"))
     facts.put(fact(tenant, 2, entity_slug=ENT))
     facts.expire(tenant, "f_0002", at=at(10), reason="wrong", actor="agent-a")
-    assert [f.fact_id for f in facts.decision_pool(tenant, ENT, now=NOW, limit=50).facts] == ["f_0001"]
+    assert [f.fact_id for f in fact_decisions.decision_pool(tenant, ENT, now=NOW, limit=50).facts] == ["f_0001"]
 
 
-def test_put_decided_stores_what_the_decision_returns_on_the_current_pool(facts, tenant):
+def test_put_decided_stores_what_the_decision_returns_on_the_current_pool(facts, fact_decisions, tenant):
     seen: list[list[str]] = []
 
     def first_value(pool):
         seen.append([f.fact_id for f in pool.facts])
         return None if pool.facts else FactWrite(fact(tenant, 1, entity_slug=ENT))
 
-    facts.put_decided(tenant, ENT, first_value, now=NOW, limit=50)
-    facts.put_decided(tenant, ENT, first_value, now=NOW, limit=50)  # decides "nothing to write"
+    fact_decisions.put_decided(tenant, ENT, first_value, now=NOW, limit=50)
+    fact_decisions.put_decided(tenant, ENT, first_value, now=NOW, limit=50)  # decides "nothing to write"
     assert seen == [[], ["f_0001"]]
-    assert [f.fact_id for f in facts.decision_pool(tenant, ENT, now=NOW, limit=50).facts] == ["f_0001"]
+    assert [f.fact_id for f in fact_decisions.decision_pool(tenant, ENT, now=NOW, limit=50).facts] == ["f_0001"]
 
 
-def test_put_decided_on_a_stale_pool_never_writes_a_stale_decision(facts, tenant):
-    stale = facts.decision_pool(tenant, ENT, now=NOW, limit=50)
-    facts.put(fact(tenant, 1, entity_slug=ENT), decided=facts.decision_pool(tenant, ENT, now=NOW, limit=50))
+def test_put_decided_on_a_stale_pool_never_writes_a_stale_decision(facts, fact_decisions, tenant):
+    stale = fact_decisions.decision_pool(tenant, ENT, now=NOW, limit=50)
+    facts.put(fact(tenant, 1, entity_slug=ENT), decided=fact_decisions.decision_pool(tenant, ENT, now=NOW, limit=50))
     seen: list[list[str]] = []
 
     def insert_if_empty(pool):
@@ -98,8 +104,8 @@ def test_put_decided_on_a_stale_pool_never_writes_a_stale_decision(facts, tenant
 
     try:
         # a store that decides under its lock reads the pool itself; the others lose the round
-        facts.put_decided(tenant, ENT, insert_if_empty, now=NOW, limit=50, pool=stale)
+        fact_decisions.put_decided(tenant, ENT, insert_if_empty, now=NOW, limit=50, pool=stale)
     except Conflict:
-        facts.put_decided(tenant, ENT, insert_if_empty, now=NOW, limit=50)
+        fact_decisions.put_decided(tenant, ENT, insert_if_empty, now=NOW, limit=50)
     assert seen[-1] == ["f_0001"]
-    assert [f.fact_id for f in facts.decision_pool(tenant, ENT, now=NOW, limit=50).facts] == ["f_0001"]
+    assert [f.fact_id for f in fact_decisions.decision_pool(tenant, ENT, now=NOW, limit=50).facts] == ["f_0001"]

@@ -61,41 +61,41 @@ def test_put_with_an_existing_id_raises_conflict(facts, tenant):
     assert facts.get(tenant, "f_0001").text == "fact number 1"
 
 
-def test_a_foreign_tenants_fact_is_missing(facts, tenant, other_tenant, now):
+def test_a_foreign_tenants_fact_is_missing(facts, fact_decisions, fact_listing, tenant, other_tenant, now):
     facts.put(fact(tenant, 1, entity_slug="e", session_id="s"))
     assert facts.get(other_tenant, "f_0001") is None
     assert facts.many(other_tenant, ["f_0001"]) == []
-    assert facts.by_entity(other_tenant, "e", now=now) == []
-    assert facts.by_session(other_tenant, "s", now=now) == []
-    assert facts.recent(other_tenant, now=now) == []
-    assert facts.count_active(other_tenant, "e", now=now) == 0
+    assert fact_listing.by_entity(other_tenant, "e", now=now) == []
+    assert fact_listing.by_session(other_tenant, "s", now=now) == []
+    assert fact_listing.recent(other_tenant, now=now) == []
+    assert fact_decisions.count_active(other_tenant, "e", now=now) == 0
     with pytest.raises(NotFound):
         facts.expire(other_tenant, "f_0001", at=now, reason=None, actor="x")
     assert facts.purge(other_tenant, "f_0001") is False
     assert facts.get(tenant, "f_0001") is not None
 
 
-def test_by_entity_is_newest_first_with_seq_breaking_ties(facts, tenant, now):
+def test_by_entity_is_newest_first_with_seq_breaking_ties(facts, fact_listing, tenant, now):
     facts.put(fact(tenant, 1, entity_slug="e", created_at=at(-10)))
     facts.put(fact(tenant, 2, entity_slug="e", created_at=at(-5)))
     facts.put(fact(tenant, 3, entity_slug="e", created_at=at(-5)))
     facts.put(fact(tenant, 4, entity_slug="other", created_at=at(-1)))
-    assert [f.seq for f in facts.by_entity(tenant, "e", now=now)] == [3, 2, 1]
-    assert [f.seq for f in facts.by_entity(tenant, "e", now=now, limit=2)] == [3, 2]
+    assert [f.seq for f in fact_listing.by_entity(tenant, "e", now=now)] == [3, 2, 1]
+    assert [f.seq for f in fact_listing.by_entity(tenant, "e", now=now, limit=2)] == [3, 2]
 
 
-def test_world_only_hides_private_facts(facts, tenant, now):
+def test_world_only_hides_private_facts(facts, fact_decisions, fact_listing, tenant, now):
     facts.put(fact(tenant, 1, entity_slug="e", session_id="s", created_at=at(-2)))
     facts.put(fact(tenant, 2, entity_slug="e", session_id="s", visibility="private", created_at=at(-1)))
-    assert [f.seq for f in facts.by_entity(tenant, "e", now=now)] == [1]
-    assert [f.seq for f in facts.by_entity(tenant, "e", now=now, world_only=False)] == [2, 1]
-    assert [f.seq for f in facts.by_session(tenant, "s", now=now)] == [1]
-    assert [f.seq for f in facts.recent(tenant, now=now)] == [1]
-    assert facts.count_active(tenant, "e", now=now) == 1
-    assert facts.count_active(tenant, "e", now=now, world_only=False) == 2
+    assert [f.seq for f in fact_listing.by_entity(tenant, "e", now=now)] == [1]
+    assert [f.seq for f in fact_listing.by_entity(tenant, "e", now=now, world_only=False)] == [2, 1]
+    assert [f.seq for f in fact_listing.by_session(tenant, "s", now=now)] == [1]
+    assert [f.seq for f in fact_listing.recent(tenant, now=now)] == [1]
+    assert fact_decisions.count_active(tenant, "e", now=now) == 1
+    assert fact_decisions.count_active(tenant, "e", now=now, world_only=False) == 2
 
 
-def test_active_only_hides_forgotten_superseded_and_lapsed_facts(facts, tenant, now):
+def test_active_only_hides_forgotten_superseded_and_lapsed_facts(facts, fact_decisions, fact_listing, tenant, now):
     facts.put(fact(tenant, 1, entity_slug="e", created_at=at(-50)))
     facts.put(fact(tenant, 2, entity_slug="e", created_at=at(-40), valid_until=now))  # lapses at now
     facts.put(fact(tenant, 3, entity_slug="e", created_at=at(-30), valid_until=at(1)))
@@ -103,27 +103,27 @@ def test_active_only_hides_forgotten_superseded_and_lapsed_facts(facts, tenant, 
     old = facts.get(tenant, "f_0001")
     facts.put(fact(tenant, 5, entity_slug="e", created_at=at(-10), supersedes="f_0001"), supersede=old)
     assert facts.expire(tenant, "f_0004", at=at(-5), reason="wrong", actor="agent-a") is True
-    assert [f.seq for f in facts.by_entity(tenant, "e", now=now)] == [5, 3]
-    assert facts.count_active(tenant, "e", now=now) == 2
-    assert [f.seq for f in facts.by_entity(tenant, "e", now=now, active_only=False)] == [5, 4, 3, 2, 1]
+    assert [f.seq for f in fact_listing.by_entity(tenant, "e", now=now)] == [5, 3]
+    assert fact_decisions.count_active(tenant, "e", now=now) == 2
+    assert [f.seq for f in fact_listing.by_entity(tenant, "e", now=now, active_only=False)] == [5, 4, 3, 2, 1]
     # read-time expiry: the same fact is active before its valid_until
-    assert [f.seq for f in facts.by_entity(tenant, "e", now=at(-1))] == [5, 3, 2]
-    assert [f.seq for f in facts.by_entity(tenant, "e", now=at(2))] == [5]
+    assert [f.seq for f in fact_listing.by_entity(tenant, "e", now=at(-1))] == [5, 3, 2]
+    assert [f.seq for f in fact_listing.by_entity(tenant, "e", now=at(2))] == [5]
 
 
-def test_by_session_returns_that_sessions_facts_newest_first(facts, tenant, now):
+def test_by_session_returns_that_sessions_facts_newest_first(facts, fact_listing, tenant, now):
     facts.put(fact(tenant, 1, session_id="s1", created_at=at(-3)))
     facts.put(fact(tenant, 2, session_id="s2", created_at=at(-2)))
     facts.put(fact(tenant, 3, session_id="s1", created_at=at(-1)))
-    assert [f.seq for f in facts.by_session(tenant, "s1", now=now)] == [3, 1]
+    assert [f.seq for f in fact_listing.by_session(tenant, "s1", now=now)] == [3, 1]
 
 
-def test_recent_returns_facts_strictly_after_the_bound(facts, tenant, now):
+def test_recent_returns_facts_strictly_after_the_bound(facts, fact_listing, tenant, now):
     for n, minutes in [(1, -30), (2, -20), (3, -10)]:
         facts.put(fact(tenant, n, created_at=at(minutes)))
-    assert [f.seq for f in facts.recent(tenant, now=now)] == [3, 2, 1]
-    assert [f.seq for f in facts.recent(tenant, now=now, after=at(-20))] == [3]
-    assert [f.seq for f in facts.recent(tenant, now=now, limit=1)] == [3]
+    assert [f.seq for f in fact_listing.recent(tenant, now=now)] == [3, 2, 1]
+    assert [f.seq for f in fact_listing.recent(tenant, now=now, after=at(-20))] == [3]
+    assert [f.seq for f in fact_listing.recent(tenant, now=now, limit=1)] == [3]
 
 
 def test_many_follows_the_requested_order_and_skips_missing(facts, tenant, other_tenant):
@@ -205,19 +205,19 @@ def test_supersede_of_a_missing_fact_conflicts(facts, tenant):
     assert facts.get(tenant, "f_0002") is None
 
 
-def test_purge_deletes_once(facts, tenant, now):
+def test_purge_deletes_once(facts, fact_listing, tenant, now):
     facts.put(fact(tenant, 1, entity_slug="e"))
     assert facts.purge(tenant, "f_0001") is True
     assert facts.purge(tenant, "f_0001") is False
     assert facts.get(tenant, "f_0001") is None
-    assert facts.by_entity(tenant, "e", now=now, active_only=False) == []
+    assert fact_listing.by_entity(tenant, "e", now=now, active_only=False) == []
 
 
-def test_millisecond_timestamps_round_trip_and_order_exactly(facts, tenant, now):
+def test_millisecond_timestamps_round_trip_and_order_exactly(facts, fact_listing, tenant, now):
     base = at(0)
     for n, micro in [(1, 1000), (2, 2000), (3, 999000)]:
         facts.put(fact(tenant, n, created_at=base + timedelta(microseconds=micro)))
-    got = facts.recent(tenant, now=now + timedelta(days=1), after=base + timedelta(microseconds=1000))
+    got = fact_listing.recent(tenant, now=now + timedelta(days=1), after=base + timedelta(microseconds=1000))
     assert [(f.seq, f.created_at) for f in got] == [
         (3, base + timedelta(microseconds=999000)),
         (2, base + timedelta(microseconds=2000)),
@@ -292,20 +292,24 @@ def _seed_listing(facts, tenant, other_tenant):
         ({"created_after": at(2), "created_before": at(6), "state": "any"}, False, [5, 7, 4, 3]),
     ],
 )
-def test_listing_filters_newest_first_in_the_tenant_only(facts, tenant, other_tenant, where, world_only, seqs):
+def test_listing_filters_newest_first_in_the_tenant_only(
+    facts, fact_listing, tenant, other_tenant, where, world_only, seqs
+):
     _seed_listing(facts, tenant, other_tenant)
-    found = facts.listing(tenant, now=at(30), world_only=world_only, where=FactFilter(**where), limit=50)
+    found = fact_listing.listing(tenant, now=at(30), world_only=world_only, where=FactFilter(**where), limit=50)
     assert [f.seq for f in found] == seqs
     assert all(f.tenant == tenant for f in found)
 
 
 @pytest.mark.parametrize("where", [{"state": "any"}, {"entity_slug": "people/a", "state": "any"}])
-def test_listing_resumes_strictly_after_a_keyset_position(facts, tenant, other_tenant, where):
+def test_listing_resumes_strictly_after_a_keyset_position(facts, fact_listing, tenant, other_tenant, where):
     _seed_listing(facts, tenant, other_tenant)
-    whole = facts.listing(tenant, now=at(30), world_only=False, where=FactFilter(**where), limit=50)
+    whole = fact_listing.listing(tenant, now=at(30), world_only=False, where=FactFilter(**where), limit=50)
     paged, before = [], None
     while True:
-        got = facts.listing(tenant, now=at(30), world_only=False, where=FactFilter(**where), before=before, limit=2)
+        got = fact_listing.listing(
+            tenant, now=at(30), world_only=False, where=FactFilter(**where), before=before, limit=2
+        )
         paged += got
         if len(got) < 2:
             break
@@ -313,12 +317,12 @@ def test_listing_resumes_strictly_after_a_keyset_position(facts, tenant, other_t
     assert [f.fact_id for f in paged] == [f.fact_id for f in whole]
 
 
-def test_tallies_count_by_status_entity_and_day(facts, tenant, other_tenant):
+def test_tallies_count_by_status_entity_and_day(facts, fact_listing, tenant, other_tenant):
     base = _seed_listing(facts, tenant, other_tenant)
-    t = facts.tallies(tenant, now=at(30), world_only=False, since=base)
+    t = fact_listing.tallies(tenant, now=at(30), world_only=False, since=base)
     assert t.status == {"active": 4, "superseded": 1, "forgotten": 1, "expired": 1}
     assert (t.entities, t.busiest) == (2, [("people/a", 2), ("people/b", 1)])
     assert t.per_day == {base.date().isoformat(): 7}
-    world = facts.tallies(tenant, now=at(30), world_only=True, since=base)
+    world = fact_listing.tallies(tenant, now=at(30), world_only=True, since=base)
     assert world.status["active"] == 3 and world.busiest == [("people/a", 1), ("people/b", 1)]
-    assert facts.tallies(tenant, now=at(30), world_only=False, since=at(24 * 60)).per_day == {}
+    assert fact_listing.tallies(tenant, now=at(30), world_only=False, since=at(24 * 60)).per_day == {}

@@ -55,20 +55,20 @@ def test_put_then_get_round_trips_every_field(pages, tenant):
     assert pages.get(tenant, p.slug) == p
 
 
-def test_put_replaces_the_page_and_its_derived_rows(pages, tenant):
+def test_put_replaces_the_page_and_its_derived_rows(pages, page_listing, tenant):
     pages.put(page(tenant, "people/bob", aliases=("Bobby",), links=(Link(target="companies/acme"),)))
     pages.put(page(tenant, "people/bob", title="Robert", aliases=("Rob",), updated_at=at(5)))
     assert pages.get(tenant, "people/bob").title == "Robert"
     assert _lookup(pages, tenant, alias="bobby") == []
     assert _ways(_lookup(pages, tenant, alias="rob")) == {("people/bob", "alias")}
-    assert pages.backlinks(tenant, "companies/acme", world_only=True) == ([], 0)
+    assert page_listing.backlinks(tenant, "companies/acme", world_only=True) == ([], 0)
 
 
-def test_a_foreign_tenants_page_is_missing(pages, tenant, other_tenant):
+def test_a_foreign_tenants_page_is_missing(pages, page_feed, page_listing, tenant, other_tenant):
     pages.put(page(tenant, "people/alice", title="Alice", aliases=("Ally",), links=(Link(target="x/y"),)))
     assert pages.get(other_tenant, "people/alice") is None
     assert pages.heads(other_tenant, ["people/alice"]) == []
-    assert pages.list(other_tenant, world_only=False, limit=10) == []
+    assert page_listing.list(other_tenant, world_only=False, limit=10) == []
     assert (
         _lookup(
             pages,
@@ -81,8 +81,8 @@ def test_a_foreign_tenants_page_is_missing(pages, tenant, other_tenant):
         )
         == []
     )
-    assert pages.backlinks(other_tenant, "x/y", world_only=False) == ([], 0)
-    assert pages.updated_since(other_tenant, since=at(-100), slug="", world_only=False, limit=10) == []
+    assert page_listing.backlinks(other_tenant, "x/y", world_only=False) == ([], 0)
+    assert page_feed.updated_since(other_tenant, since=at(-100), slug="", world_only=False, limit=10) == []
     assert pages.keyword(other_tenant, "alice", world_only=False) == []
     assert pages.delete(other_tenant, "people/alice") is False
     assert pages.get(tenant, "people/alice") is not None
@@ -153,14 +153,14 @@ def test_heads_skip_missing_slugs(pages, tenant):
     assert (one.type, one.updated_at, one.title) == ("t", at(3), "One")
 
 
-def test_list_pages_by_slug_with_keyset_paging(pages, tenant):
+def test_list_pages_by_slug_with_keyset_paging(pages, page_listing, tenant):
     slugs = ["b", "a/z", "a", "c/1", "B", "a/b"]
     for s in slugs:
         pages.put(page(tenant, s))
     seen: list[str] = []
     after = None
     while True:
-        batch = pages.list(tenant, world_only=True, limit=2, after=after)
+        batch = page_listing.list(tenant, world_only=True, limit=2, after=after)
         if not batch:
             break
         seen += [h.slug for h in batch]
@@ -168,16 +168,16 @@ def test_list_pages_by_slug_with_keyset_paging(pages, tenant):
     assert seen == sorted(slugs, key=lambda s: s.encode())
 
 
-def test_list_filters_by_type_and_visibility(pages, tenant):
+def test_list_filters_by_type_and_visibility(pages, page_listing, tenant):
     pages.put(page(tenant, "p/1", type="person"))
     pages.put(page(tenant, "p/2", type="person", visibility="private"))
     pages.put(page(tenant, "c/1", type="company"))
-    assert _slugs(pages.list(tenant, world_only=True, limit=10, type="person")) == ["p/1"]
-    assert _slugs(pages.list(tenant, world_only=False, limit=10, type="person")) == ["p/1", "p/2"]
-    assert _slugs(pages.list(tenant, world_only=True, limit=10)) == ["c/1", "p/1"]
+    assert _slugs(page_listing.list(tenant, world_only=True, limit=10, type="person")) == ["p/1"]
+    assert _slugs(page_listing.list(tenant, world_only=False, limit=10, type="person")) == ["p/1", "p/2"]
+    assert _slugs(page_listing.list(tenant, world_only=True, limit=10)) == ["c/1", "p/1"]
 
 
-def test_backlinks_list_incoming_links_and_count_non_mentions(pages, tenant):
+def test_backlinks_list_incoming_links_and_count_non_mentions(pages, page_listing, tenant):
     """Mention links (`protocol.MENTION_LINK_TYPE`) are listed but not counted; self links are
     not incoming links."""
     target = "companies/acme"
@@ -185,43 +185,43 @@ def test_backlinks_list_incoming_links_and_count_non_mentions(pages, tenant):
     pages.put(page(tenant, "people/b", links=(Link(type=MENTION_LINK_TYPE, target=target),)))
     pages.put(page(tenant, "people/c", links=(Link(type="invests", target=target),), visibility="private"))
     pages.put(page(tenant, target, links=(Link(type="related", target=target),)))  # self link
-    links, count = pages.backlinks(tenant, target, world_only=True)
+    links, count = page_listing.backlinks(tenant, target, world_only=True)
     assert {(b.source, b.type, b.context) for b in links} == {
         ("people/a", "works_at", "cto"),
         ("people/b", MENTION_LINK_TYPE, None),
     }
     assert count == 1
-    links, count = pages.backlinks(tenant, target, world_only=False)
+    links, count = page_listing.backlinks(tenant, target, world_only=False)
     assert {b.source for b in links} == {"people/a", "people/b", "people/c"}
     assert count == 2
-    links, count = pages.backlinks(tenant, target, world_only=False, limit=1)
+    links, count = page_listing.backlinks(tenant, target, world_only=False, limit=1)
     assert len(links) == 1 and count == 2
 
 
-def test_backlinks_follow_rewrites_and_deletes_of_their_source_pages(pages, tenant):
+def test_backlinks_follow_rewrites_and_deletes_of_their_source_pages(pages, page_listing, tenant):
     """A rewritten source page counts with its new links and visibility only; a deleted one is
     gone from the list and the count."""
     target = "companies/acme"
     for i in range(5):
         pages.put(page(tenant, f"people/p{i}", links=(Link(type="works_at", target=target),), updated_at=at(i)))
-    assert pages.backlinks(tenant, target, world_only=True, limit=10)[1] == 5
+    assert page_listing.backlinks(tenant, target, world_only=True, limit=10)[1] == 5
     pages.put(page(tenant, "people/p0", links=(Link(type=MENTION_LINK_TYPE, target=target),), updated_at=at(10)))
     pages.put(page(tenant, "people/p1", links=(), updated_at=at(11)))
     pages.put(
         page(tenant, "people/p2", links=(Link(type="invests", target=target),), updated_at=at(12), visibility="private")
     )
     assert pages.delete(tenant, "people/p3") is True
-    links, count = pages.backlinks(tenant, target, world_only=True, limit=10)
+    links, count = page_listing.backlinks(tenant, target, world_only=True, limit=10)
     assert {(b.source, b.type) for b in links} == {("people/p0", MENTION_LINK_TYPE), ("people/p4", "works_at")}
     assert count == 1
-    links, count = pages.backlinks(tenant, target, world_only=False, limit=10)
+    links, count = page_listing.backlinks(tenant, target, world_only=False, limit=10)
     assert {b.source for b in links} == {"people/p0", "people/p2", "people/p4"}
     assert count == 2
     pages.put(page(tenant, "people/p2", links=(Link(type="invests", target=target),), updated_at=at(13)))
-    assert pages.backlinks(tenant, target, world_only=True, limit=10)[1] == 2
+    assert page_listing.backlinks(tenant, target, world_only=True, limit=10)[1] == 2
 
 
-def test_updated_since_pages_by_time_then_slug_byte_order(pages, tenant):
+def test_updated_since_pages_by_time_then_slug_byte_order(pages, page_feed, tenant):
     same = at(10)
     for s in ["m/é", "m/z", "m/B", "m/a"]:
         pages.put(page(tenant, s, updated_at=same))
@@ -231,34 +231,34 @@ def test_updated_since_pages_by_time_then_slug_byte_order(pages, tenant):
     got: list[str] = []
     since, slug = at(5), ""
     while True:
-        batch = pages.updated_since(tenant, since=since, slug=slug, world_only=True, limit=2)
+        batch = page_feed.updated_since(tenant, since=since, slug=slug, world_only=True, limit=2)
         if not batch:
             break
         got += [h.slug for h in batch]
         since, slug = batch[-1].updated_at, batch[-1].slug
     assert got == ["m/early", "m/B", "m/a", "m/z", "m/é", "m/late"]
     # strictly after (since, slug): a cursor on m/a at the shared timestamp resumes at m/z
-    resumed = pages.updated_since(tenant, since=same, slug="m/a", world_only=False, limit=10)
+    resumed = page_feed.updated_since(tenant, since=same, slug="m/a", world_only=False, limit=10)
     assert _slugs(resumed) == ["m/z", "m/é", "m/private", "m/late"]
 
 
-def test_updated_since_starts_strictly_after_the_given_instant(pages, tenant):
+def test_updated_since_starts_strictly_after_the_given_instant(pages, page_feed, tenant):
     pages.put(page(tenant, "x/1", updated_at=at(1)))
     pages.put(page(tenant, "x/2", updated_at=at(1) + timedelta(milliseconds=1)))
-    assert _slugs(pages.updated_since(tenant, since=at(1), slug="", world_only=True, limit=5)) == [
+    assert _slugs(page_feed.updated_since(tenant, since=at(1), slug="", world_only=True, limit=5)) == [
         "x/1",
         "x/2",
     ]
-    assert _slugs(pages.updated_since(tenant, since=at(1), slug="x/1", world_only=True, limit=5)) == ["x/2"]
+    assert _slugs(page_feed.updated_since(tenant, since=at(1), slug="x/1", world_only=True, limit=5)) == ["x/2"]
 
 
-def test_delete_removes_the_page_and_its_derived_rows(pages, tenant):
+def test_delete_removes_the_page_and_its_derived_rows(pages, page_listing, tenant):
     pages.put(page(tenant, "people/dan", aliases=("danny",), links=(Link(type="knows", target="people/eve"),)))
     assert pages.delete(tenant, "people/dan") is True
     assert pages.delete(tenant, "people/dan") is False
     assert pages.get(tenant, "people/dan") is None
     assert _lookup(pages, tenant, alias="danny", slugs=["people/dan"], suffix="dan", world_only=False) == []
-    assert pages.backlinks(tenant, "people/eve", world_only=False) == ([], 0)
+    assert page_listing.backlinks(tenant, "people/eve", world_only=False) == ([], 0)
     assert pages.keyword(tenant, "dan", world_only=False) == []
 
 
@@ -282,7 +282,7 @@ def test_keyword_treats_hostile_text_as_plain_words(pages, tenant):
     assert _slugs(pages.keyword(tenant, 'NEAR("star', world_only=True)) == ["people/near"]
 
 
-def test_tallies_count_pages_and_their_last_write_per_day(pages, tenant, other_tenant):
+def test_tallies_count_pages_and_their_last_write_per_day(pages, page_listing, tenant, other_tenant):
     from tests.contract.builders import T0
 
     pages.put(page(tenant, "notes/a"))
@@ -292,9 +292,9 @@ def test_tallies_count_pages_and_their_last_write_per_day(pages, tenant, other_t
     pages.delete(tenant, "notes/gone")
     pages.put(page(other_tenant, "notes/x"))
     day0, day1 = T0.date().isoformat(), (T0 + timedelta(days=1)).date().isoformat()
-    whole = pages.tallies(tenant, world_only=False, since=T0)
+    whole = page_listing.tallies(tenant, world_only=False, since=T0)
     assert (whole.pages, whole.per_day) == (3, {day0: 2, day1: 1})
-    world = pages.tallies(tenant, world_only=True, since=T0 + timedelta(days=1))
+    world = page_listing.tallies(tenant, world_only=True, since=T0 + timedelta(days=1))
     assert (world.pages, world.per_day) == (2, {day1: 1})
 
 

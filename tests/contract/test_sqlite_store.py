@@ -36,8 +36,8 @@ def test_several_processes_write_and_read_one_file_concurrently(data_dir):
     assert seqs == list(range(1, workers * rounds + 1))
     with open_local(data_dir) as stores:
         now = at(60 * 24)
-        assert stores.facts.count_active("t1", "shared/entity", now=now) == workers * rounds
-        got = stores.facts.by_entity("t1", "shared/entity", now=now, limit=workers * rounds)
+        assert stores.fact_decisions.count_active("t1", "shared/entity", now=now) == workers * rounds
+        got = stores.fact_listing.by_entity("t1", "shared/entity", now=now, limit=workers * rounds)
         assert [f.seq for f in got] == list(range(workers * rounds, 0, -1))
         for w in range(workers):
             c = stores.cursors.get("t1", f"w{w}", "s", now=now)
@@ -86,13 +86,13 @@ def test_writer_threads_of_one_process_queue_for_the_writer_instead_of_failing_b
             for _ in range(rounds):
                 seqs.append(stores.facts.next_seq("t1"))
                 stores.facts.put(fact("t1", seqs[-1], entity_slug="shared/entity", created_at=at(1)))
-                stores.facts.count_active("t1", "shared/entity", now=at(60))  # reads interleave
+                stores.fact_decisions.count_active("t1", "shared/entity", now=at(60))  # reads interleave
             return seqs
 
         with ThreadPoolExecutor(max_workers=writers) as pool:
             seqs = sorted(s for got in pool.map(write, range(writers)) for s in got)
         assert seqs == list(range(1, writers * rounds + 1))
-        assert stores.facts.count_active("t1", "shared/entity", now=at(60)) == writers * rounds
+        assert stores.fact_decisions.count_active("t1", "shared/entity", now=at(60)) == writers * rounds
 
 
 def test_a_short_lock_is_waited_out_invisibly(data_dir):
@@ -145,11 +145,14 @@ def test_backlinks_list_the_newest_sources_first_after_rewrites_from_the_link_in
         pages.put(page("t1", "p/1", links=(Link(type="knows", target="hub"),), updated_at=at(20)))
         pages.put(page("t1", "p/4", links=(Link(type="knows", target="hub"),), updated_at=at(3)))
         pages.put(page("t1", "p/9", links=(Link(type="knows", target="hub"),), updated_at=at(3)))
-        links, count = pages.backlinks("t1", "hub", world_only=False, limit=4)
+        links, count = stores.page_listing.backlinks("t1", "hub", world_only=False, limit=4)
         assert [b.source for b in links] == ["p/1", "p/5", "p/3", "p/4"]  # ties on time: by slug
         assert count == 7
         pages.put(page("t1", "p/1", links=(Link(type="knows", target="hub"),), updated_at=at(21), visibility="private"))
-        assert [b.source for b in pages.backlinks("t1", "hub", world_only=True, limit=2)[0]] == ["p/5", "p/3"]
+        assert [b.source for b in stores.page_listing.backlinks("t1", "hub", world_only=True, limit=2)[0]] == [
+            "p/5",
+            "p/3",
+        ]
         for world_only in (True, False):
             vis = " AND source_visibility = 'world'" if world_only else ""
             for sql in (

@@ -53,7 +53,7 @@ def test_an_unsigned_or_forged_payload_is_refused_and_writes_nothing(deps, how):
     assert out["is_error"] is True and out["body"]["code"] == "unauthorized"
     assert out["body"]["suggestion"]
     for tenant in ("acme", "globex"):
-        texts = [f.text for f in deps.facts.recent(tenant, now=deps.clock.now(), world_only=False)]
+        texts = [f.text for f in deps.fact_listing.recent(tenant, now=deps.clock.now(), world_only=False)]
         assert f"forged {how}" not in texts
 
 
@@ -105,7 +105,7 @@ def test_a_proxy_event_with_a_forged_authorizer_context_is_refused_and_writes_no
     assert out["statusCode"] == 401
     assert json.loads(out["body"])["code"] == "unauthorized"
     for tenant in ("acme", "globex"):
-        texts = [f.text for f in deps.facts.recent(tenant, now=deps.clock.now(), world_only=False)]
+        texts = [f.text for f in deps.fact_listing.recent(tenant, now=deps.clock.now(), world_only=False)]
         assert f"forged proxy {how}" not in texts
 
 

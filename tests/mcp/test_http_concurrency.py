@@ -114,9 +114,9 @@ def test_fifty_concurrent_writers_on_one_entity_get_no_errors_exact_idempotency_
     assert len(ids) == writers  # one fact per key, none shared
     assert {r["status"] for r in results.values()} <= {"inserted", "superseded"}
 
-    stored = file_stores.facts.by_entity("t1", ALICE, now=SystemClock().now(), active_only=False, limit=500)
+    stored = file_stores.fact_listing.by_entity("t1", ALICE, now=SystemClock().now(), active_only=False, limit=500)
     assert {f.fact_id for f in stored} == ids  # exactly the facts the calls reported, no extra
-    active = file_stores.facts.by_entity("t1", ALICE, now=SystemClock().now(), active_only=True)
+    active = file_stores.fact_listing.by_entity("t1", ALICE, now=SystemClock().now(), active_only=True)
     assert len(active) == 1  # each update superseded the one before it
     superseded = [f.supersedes for f in stored if f.supersedes is not None]
     assert len(superseded) == writers - 1 and len(set(superseded)) == writers - 1  # a chain, no fork
@@ -137,7 +137,7 @@ def test_a_hundred_concurrent_retries_with_one_key_all_return_the_first_calls_re
 
     [result] = _assert_one_result_per_key(_by_key(calls, responses)).values()
     assert result["status"] == "inserted"
-    stored = file_stores.facts.by_entity("t1", "people/bob", now=SystemClock().now(), active_only=False)
+    stored = file_stores.fact_listing.by_entity("t1", "people/bob", now=SystemClock().now(), active_only=False)
     assert [f.fact_id for f in stored] == [result["id"]]
 
 
@@ -155,5 +155,5 @@ def test_the_waiting_never_replays_another_clients_key(
     [a] = _assert_one_result_per_key({"k": mine}).values()
     [b] = _assert_one_result_per_key({"k": theirs}).values()
     assert {a["status"], b["status"]} == {"inserted", "duplicate"}  # the second client's write merged
-    stored = file_stores.facts.by_entity("t1", "people/carol", now=SystemClock().now(), active_only=False)
+    stored = file_stores.fact_listing.by_entity("t1", "people/carol", now=SystemClock().now(), active_only=False)
     assert len(stored) == 1

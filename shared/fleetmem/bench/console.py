@@ -19,11 +19,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-from fleetmem.adapters.local import open_local
-from fleetmem.adapters.local.clock import SystemClock
-from fleetmem.adapters.local.hash_embedder import HashEmbedder
-from fleetmem.adapters.local.ids import SortableIds
-from fleetmem.adapters.local.storebench import seed
 from fleetmem.models import Caller
 from fleetmem.ports import Deps
 from fleetmem.tokens import create_client
@@ -31,6 +26,7 @@ from fleetmem.transport.dispatch import dispatch
 from fleetmem.transport.http_local import build_local_app
 from fleetmem.web import Console, ToolClient
 from fleetmem.web.sessions import cookie_names
+from fleetmem.wiring import HashEmbedder, SortableIds, SystemClock, open_local, seed
 
 TENANT = "bench"
 
@@ -85,7 +81,7 @@ def run_console_bench(
         deps = Deps.over(stores, clock=SystemClock(), ids=SortableIds(), embedder=embedder)
         writer = Caller(tenant=TENANT, client_id="bench-writer", scopes=frozenset({"read", "write"}), remote=True)
         t = time.perf_counter()
-        if not stores.pages.list(TENANT, world_only=False, limit=1):
+        if not stores.page_listing.list(TENANT, world_only=False, limit=1):
             seed(stores, tenant=TENANT, pages=pages, chunks_per_page=1, model=embedder.model_id, dim=embedder.dim)
             for i in range(facts):
                 dispatch(
@@ -103,7 +99,7 @@ def run_console_bench(
             stores.clients, SystemClock(), tenant=TENANT, client_id="bench-console", scopes=("read", "write", "admin")
         )
         one = dispatch("list_facts", {"limit": 1}, writer, deps).body["facts"][0]["fact_id"]
-        page_slug = stores.pages.list(TENANT, world_only=True, limit=1)[0].slug
+        page_slug = stores.page_listing.list(TENANT, world_only=True, limit=1)[0].slug
         app = build_local_app(lambda: deps, data_dir=root)
         console = Console(ToolClient.in_process(app))
         paths = [

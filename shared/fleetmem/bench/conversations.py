@@ -73,7 +73,7 @@ def load_set(path: Path | None = None) -> dict[str, Any]:
 
 
 def _sqlite(tmp: Path) -> Any:
-    from fleetmem.adapters.local import open_local
+    from fleetmem.wiring import open_local
 
     return open_local(tmp)
 
@@ -100,11 +100,10 @@ class OnceSearch:
 
 def ingest(stores: Any, embedder: Any, conv: dict[str, Any]) -> tuple[dict[str, str], dict[str, set[str]]]:
     """Store one conversation as pages and facts; returns (page slug -> turn id, fact id -> turn ids)."""
-    from fleetmem.adapters.local.clock import FixedClock
-    from fleetmem.adapters.local.ids import SortableIds
     from fleetmem.models import Caller
     from fleetmem.ports import Deps
     from fleetmem.transport.dispatch import dispatch
+    from fleetmem.wiring import FixedClock, SortableIds
 
     caller = Caller(tenant=conv["id"], client_id="bench", scopes=frozenset({"read", "write"}), remote=True)
     ids = SortableIds()
@@ -180,10 +179,8 @@ def run_conversations(
     out: Callable[[str], Any] = print,
 ) -> dict[str, Any]:
     """Ingest the set, score every question under every ranking and form, print the tables."""
-    from fleetmem.adapters.local.clock import FixedClock
-    from fleetmem.adapters.local.embedder import load_local_embedder
-    from fleetmem.adapters.local.ids import SortableIds
     from fleetmem.ports import Deps
+    from fleetmem.wiring import FixedClock, SortableIds, load_local_embedder
 
     embedder, problem = load_local_embedder(model_dir)
     if embedder is None:

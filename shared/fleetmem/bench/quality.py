@@ -30,9 +30,8 @@ from fleetmem.bench.quality_set import KS, RECALL_LIMIT, TENANT, EvalSet, build_
 
 
 def _deps(stores: Any, embedder: Any, problem: str | None) -> Any:
-    from fleetmem.adapters.local.clock import FixedClock
-    from fleetmem.adapters.local.ids import SortableIds
     from fleetmem.ports import Deps, Diagnostics
+    from fleetmem.wiring import FixedClock, SortableIds
 
     return Deps.over(
         stores,
@@ -65,9 +64,8 @@ def run_quality(
 
     Returns {"modes": {mode: {qtype: metrics}}, "table": markdown, "questions": n, ...}.
     """
-    from fleetmem.adapters.local import open_local
-    from fleetmem.adapters.local.embedder import load_local_embedder
     from fleetmem.models import Caller
+    from fleetmem.wiring import load_local_embedder, open_local
 
     embedder, problem = load_local_embedder(model_dir)
     if embedder is None:
@@ -172,8 +170,8 @@ def quality_table(modes: dict[str, dict[str, dict[str, float]]]) -> str:
 
 def bench_embedder(model_dir: Path | str, *, texts: int = 256, singles: int = 50) -> dict[str, Any]:
     """Embedding speed: texts/s at batch 32 for onnxruntime and the numpy fallback, single-text p50."""
-    from fleetmem.adapters.local.embedder import BATCH_SIZE, MiniLMEmbedder
     from fleetmem.embedder_build import ONNX_FILE, model_path
+    from fleetmem.wiring import BATCH_SIZE, MiniLMEmbedder
 
     data = build_eval_set()
     corpus = [t for _k, _e, t in data.facts] + [q.text for q in data.questions]

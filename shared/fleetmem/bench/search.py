@@ -28,15 +28,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from fleetmem.adapters.local import open_local
-from fleetmem.adapters.local.clock import SystemClock
-from fleetmem.adapters.local.embedder import MiniLMEmbedder
-from fleetmem.adapters.local.ids import SortableIds
-from fleetmem.adapters.local.storebench import _VOCAB, _WORDS, seed
 from fleetmem.bench.quality import bench_embedder
 from fleetmem.models import Caller
 from fleetmem.ports import Deps
 from fleetmem.transport.dispatch import dispatch
+from fleetmem.wiring import _VOCAB, _WORDS, MiniLMEmbedder, SortableIds, SystemClock, open_local, seed
 
 TENANT = "bench"
 CALLER = Caller(tenant=TENANT, client_id="bench", scopes=frozenset({"read"}), remote=True)
@@ -76,7 +72,7 @@ def named_questions(n: int) -> list[str]:
 
 def _seeded(data_dir: Path, *, pages: int, chunks_per_page: int, model_id: str, dim: int, log: Callable) -> Any:
     stores = open_local(data_dir)
-    if not stores.pages.list(TENANT, world_only=False, limit=1):
+    if not stores.page_listing.list(TENANT, world_only=False, limit=1):
         t = time.perf_counter()
         log(f"seeding {pages:,} pages x {chunks_per_page} chunks into {data_dir} ...")
         seed(stores, tenant=TENANT, pages=pages, chunks_per_page=chunks_per_page, model=model_id, dim=dim)

@@ -49,13 +49,10 @@ def decide_pairs(pairs: Iterable[dict[str, Any]], model_dir: Path | str) -> dict
     """Each pair through `remember` twice on a fresh in-memory SQLite store (one entity per pair)."""
     from datetime import UTC, datetime
 
-    from fleetmem.adapters.local import open_local
-    from fleetmem.adapters.local.clock import FixedClock
-    from fleetmem.adapters.local.embedder import MiniLMEmbedder
-    from fleetmem.adapters.local.ids import SortableIds
     from fleetmem.models import Caller
     from fleetmem.ports import Deps
     from fleetmem.transport.dispatch import dispatch
+    from fleetmem.wiring import FixedClock, MiniLMEmbedder, SortableIds, open_local
 
     caller = Caller(tenant="t1", client_id="agent-a", scopes=frozenset({"read", "write"}), remote=True)
     clock = FixedClock(datetime(2026, 6, 11, 9, 30, tzinfo=UTC))

@@ -51,7 +51,7 @@ def _add_replay(asub: Any, common: argparse.ArgumentParser) -> None:
 
 
 def cmd_replay(args: argparse.Namespace, out: Output) -> int:
-    from fleetmem.adapters.aws.replay import ReplayReport, replay
+    from fleetmem.wiring import ReplayReport, replay
 
     settings, deps = stage(args)
     queue = replay_queue(settings)
@@ -92,7 +92,7 @@ def cmd_replay(args: argparse.Namespace, out: Output) -> int:
 
 
 def _add_reindex(asub: Any, common: argparse.ArgumentParser) -> None:
-    from fleetmem.adapters.aws.reindex import DEFAULT_RATE
+    from fleetmem.wiring import DEFAULT_RATE
 
     p = admin_parser(
         asub,
@@ -129,10 +129,8 @@ def _add_reindex(asub: Any, common: argparse.ArgumentParser) -> None:
 
 
 def cmd_reindex(args: argparse.Namespace, out: Output) -> int:
-    from fleetmem.adapters.aws import BedrockEmbedder, open_aws
-    from fleetmem.adapters.aws.reindex import Rebuild, StateFile, default_state_path
     from fleetmem.errors import PortError
-    from fleetmem.wiring import local_embedder
+    from fleetmem.wiring import BedrockEmbedder, Rebuild, StateFile, default_state_path, local_embedder, open_aws
 
     settings = settings_from(args, backend="aws")
     if settings.embedder == "bedrock":
@@ -217,9 +215,8 @@ def _add_copy_tables(asub: Any, common: argparse.ArgumentParser) -> None:
 
 
 def cmd_copy_tables(args: argparse.Namespace, out: Output) -> int:
-    from fleetmem.adapters.aws import open_aws
-    from fleetmem.adapters.aws.restore import copy_tables, non_empty
     from fleetmem.errors import PortError
+    from fleetmem.wiring import copy_tables, non_empty, open_aws
 
     settings = settings_from(args, backend="aws", embedder="none")
     dest = settings.aws.table_prefix

@@ -138,7 +138,7 @@ def preflight_checks(
 
 
 def cmd_preflight(args: argparse.Namespace, out: Output) -> int:
-    from fleetmem.adapters.aws import sdk_client
+    from fleetmem.wiring import sdk_client
 
     cfg = _deploy_config(args.config)
     models = [m for m in (cfg.embedding.model, cfg.llm.model) if m]

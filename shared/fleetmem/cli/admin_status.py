@@ -30,7 +30,7 @@ def add_status(asub: Any, common: argparse.ArgumentParser) -> None:
 
 def cmd_status(args: argparse.Namespace, out: Output) -> int:
     from fleetmem import __version__
-    from fleetmem.adapters.aws.opensearch_bodies import INDEX_VERSION
+    from fleetmem.wiring import INDEX_VERSION
 
     settings, deps = stage(args)
     search = deps.search
@@ -45,7 +45,7 @@ def cmd_status(args: argparse.Namespace, out: Output) -> int:
         },
     }
     problems: list[str] = []
-    from fleetmem.adapters.aws import sdk_client
+    from fleetmem.wiring import sdk_client
 
     ddb = sdk_client("admin_tables", region=settings.aws.region)
     doc["tables"] = _table_counts(ddb, settings.aws.table_prefix, exact=args.exact, problems=problems)
@@ -70,7 +70,7 @@ def cmd_status(args: argparse.Namespace, out: Output) -> int:
 def _table_counts(ddb: Any, prefix: str, *, exact: bool, problems: list[str]) -> dict[str, dict[str, Any]]:
     """Items per table: DescribeTable's ItemCount (DynamoDB updates it about every six hours, so it
     is approximate) or, with `exact`, a counting Scan."""
-    from fleetmem.adapters.aws.tables import TABLES
+    from fleetmem.wiring import TABLES
 
     counts: dict[str, dict[str, Any]] = {}
     for spec in TABLES:
@@ -175,12 +175,9 @@ def _table_doc_keys(ddb: Any, prefix: str) -> set[str]:
     """The `doc_key` of every document the tables' items make, as the stream indexer builds them:
     one per fact neither expired nor superseded, every chunk of every page (Scans of both tables;
     a row whose tenant no key can hold makes none, as the indexer indexes none)."""
-    from fleetmem.adapters.aws.dynamo import answers, from_ddb
-    from fleetmem.adapters.aws.opensearch_bodies import doc_key
-    from fleetmem.adapters.aws.pages import item_to_page
-    from fleetmem.adapters.aws.tables import FACTS, PAGES
     from fleetmem.memory.indexing import docs_for_page, fact_doc_id
     from fleetmem.tokens import id_problem
+    from fleetmem.wiring import FACTS, PAGES, answers, doc_key, from_ddb, item_to_page
 
     keys: set[str] = set()
     facts = {
@@ -226,7 +223,7 @@ def _index_doc_keys(search: Any) -> set[str]:
 def _function_versions(settings: Any, problems: list[str]) -> list[dict[str, Any]] | None:
     """Each function of the stage (`<prefix>-*`): its FLEETMEM_VERSION, published version and
     aliases, through the Lambda API (ListFunctions, ListAliases); None when that is not reachable."""
-    from fleetmem.adapters.aws import sdk_client
+    from fleetmem.wiring import sdk_client
 
     prefix = f"{settings.aws.table_prefix}-"
     try:

@@ -195,9 +195,8 @@ def cmd_import_pack(args: argparse.Namespace, out: Output) -> int:
 
 
 def cmd_backup(args: argparse.Namespace, out: Output) -> int:
-    from fleetmem.adapters.local.sqlite.backup import backup
-    from fleetmem.adapters.local.sqlite.db import DB_FILENAME
     from fleetmem.errors import Unavailable
+    from fleetmem.wiring import DB_FILENAME, backup
 
     settings = settings_from(args, embedder="none")
     if settings.backend != "local":
@@ -247,8 +246,7 @@ def cmd_tenant_delete(args: argparse.Namespace, out: Output) -> int:
     settings = settings_from(args, embedder="none")
     if settings.backend == "aws":
         return _delete_tenant_aws(args, out, settings)
-    from fleetmem.adapters.local.sqlite import open_local
-    from fleetmem.adapters.local.sqlite.tenants import count_tenant, delete_tenant
+    from fleetmem.wiring import count_tenant, delete_tenant, open_local
 
     if store_state(settings) != "ok":
         open_deps(settings)  # raises the data-directory failure that names the fix
@@ -303,11 +301,10 @@ def _wait(seconds: int, why: str, sleep: Callable[[float], None]) -> None:
 def _revoke_tenant(tenant: str, stores: Any, *, no_wait: bool) -> dict[str, Any]:
     """Tombstone, revoke, wait: after this no credential of the tenant can reach a verb, however
     long an API Gateway cache keeps its Allow (`docs/portability.md`)."""
-    from fleetmem.adapters.aws.tenants import revoke_clients
-    from fleetmem.adapters.local.clock import SystemClock
     from fleetmem.config import AuthSettings
     from fleetmem.lanes import from_env
     from fleetmem.tokens import deny_cognito_client, mark_tenant_deleted
+    from fleetmem.wiring import SystemClock, revoke_clients
 
     clock = SystemClock()
     mark_tenant_deleted(stores.clients, clock, tenant)
@@ -343,9 +340,8 @@ def _revoke_tenant(tenant: str, stores: Any, *, no_wait: bool) -> dict[str, Any]
 
 
 def _delete_tenant_aws(args: argparse.Namespace, out: Output, settings: Any) -> int:
-    from fleetmem.adapters.aws import open_aws, sdk_client
-    from fleetmem.adapters.aws.tenants import QUEUES, SEARCH, TenantQueues, TenantTables
     from fleetmem.errors import PortError
+    from fleetmem.wiring import QUEUES, SEARCH, TenantQueues, TenantTables, open_aws, sdk_client
 
     stores = open_aws(settings)
     search = search_index(

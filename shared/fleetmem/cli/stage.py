@@ -12,7 +12,7 @@ from fleetmem.console import CommandFailed
 from fleetmem.lanes import settings_from
 
 if TYPE_CHECKING:
-    from fleetmem.adapters.aws.opensearch import OpenSearchIndex
+    from fleetmem.wiring import OpenSearchIndex
 
 
 def aws_backend_option(p: argparse.ArgumentParser) -> None:
@@ -23,7 +23,7 @@ def aws_backend_option(p: argparse.ArgumentParser) -> None:
 def search_index(search: Any, *, doing: str, nothing: str) -> OpenSearchIndex:
     """`search` when it is the stage's OpenSearch index; otherwise the refusal that names the
     settings a stage's functions have (`fleetmem {doing}, ...; nothing was {nothing}.`)."""
-    from fleetmem.adapters.aws.opensearch import OpenSearchIndex
+    from fleetmem.wiring import OpenSearchIndex
 
     if isinstance(search, OpenSearchIndex):
         return search
@@ -50,8 +50,7 @@ def stage(args: argparse.Namespace) -> tuple[Any, Any]:
 
 
 def replay_queue(settings: Any) -> Any:
-    from fleetmem.adapters.aws import sdk_client
-    from fleetmem.adapters.aws.replay import ENV_REPLAY_QUEUE_URL, ReplayQueue, queue_name
+    from fleetmem.wiring import ENV_REPLAY_QUEUE_URL, ReplayQueue, queue_name, sdk_client
 
     try:
         return ReplayQueue.for_stage(sdk_client("replay", region=settings.aws.region), settings.aws.table_prefix)

@@ -77,9 +77,9 @@ def read_card(
 ) -> tuple[Page | None, CardInputs]:
     page, facts, (incoming, backlink_count), active = deps.gather(
         (lambda: deps.pages.get(tenant, slug)) if with_page else (lambda: None),
-        lambda: deps.facts.by_entity(tenant, slug, now=now, world_only=world_only, limit=_COMMITMENT_SCAN),
-        lambda: deps.pages.backlinks(tenant, slug, world_only=world_only, limit=EDGES_MAX * 5),
-        lambda: deps.facts.count_active(tenant, slug, now=now, world_only=world_only),
+        lambda: deps.fact_listing.by_entity(tenant, slug, now=now, world_only=world_only, limit=_COMMITMENT_SCAN),
+        lambda: deps.page_listing.backlinks(tenant, slug, world_only=world_only, limit=EDGES_MAX * 5),
+        lambda: deps.fact_decisions.count_active(tenant, slug, now=now, world_only=world_only),
     )
     return page, CardInputs(facts, incoming, backlink_count, active)
 
@@ -127,7 +127,7 @@ def open_threads(
     facts: list[Fact] | None = None,
 ) -> list[dict[str, Any]]:
     if facts is None:
-        facts = deps.facts.by_entity(tenant, page.slug, now=now, world_only=world_only, limit=_COMMITMENT_SCAN)
+        facts = deps.fact_listing.by_entity(tenant, page.slug, now=now, world_only=world_only, limit=_COMMITMENT_SCAN)
     threads = _commitments(facts, since)
     if len(threads) >= OPEN_THREADS_MAX:
         return threads

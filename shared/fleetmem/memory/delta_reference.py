@@ -60,12 +60,12 @@ def reference_read(
     timeline) and says whether the deadline cut them short."""
     tie = fact_tie(slug)
     heads, rows = deps.gather(
-        lambda: deps.pages.updated_since(
+        lambda: deps.page_feed.updated_since(
             tenant, since=since, slug=slug, world_only=world_only, limit=DELTA_PAGE_LIMIT + 1, now=now
         ),
         (lambda: [])
         if skipped
-        else lambda: deps.facts.created_after(
+        else lambda: deps.fact_feed.created_after(
             tenant, after=since, after_seq=tie, now=now, world_only=world_only, limit=DELTA_FACT_LIMIT + 1
         ),
     )
@@ -144,10 +144,10 @@ def _floors(
     # to the first item after it (a catch-up's position is early in that order). Null only for an
     # arm the deadline skipped.
     page_seq, fact_seq = deps.gather(
-        lambda: deps.pages.change_floor(tenant, since=next_since, slug=next_slug, walk=page_overflow),
+        lambda: deps.page_feed.change_floor(tenant, since=next_since, slug=next_slug, walk=page_overflow),
         (lambda: None)
         if skipped
-        else lambda: deps.facts.change_floor(
+        else lambda: deps.fact_feed.change_floor(
             tenant, after=next_since, after_seq=fact_tie(next_slug), walk=fact_overflow
         ),
     )

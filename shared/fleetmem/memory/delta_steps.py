@@ -86,8 +86,8 @@ def read_session(deps: Deps, ask: Ask) -> tuple[Cursor | None, Outcome | None]:
         # a first wake needs them, and everything committed before it lies behind them.
         cursor, top_page, top_fact = deps.gather(
             lambda: deps.cursors.get(tenant, client, session_id, now=now),
-            lambda: deps.pages.change_floor(tenant, since=None),
-            lambda: deps.facts.change_floor(tenant, after=None),
+            lambda: deps.page_feed.change_floor(tenant, since=None),
+            lambda: deps.fact_feed.change_floor(tenant, after=None),
         )
         if cursor is not None:
             return cursor, None
@@ -158,11 +158,11 @@ def exact_positions(deps: Deps, ask: Ask, start: Start) -> Positions:
         page_pos, fact_pos = deps.gather(
             (lambda: known_page)
             if known_page is not None
-            else lambda: deps.pages.change_floor(tenant, since=eff_since, slug=eff_slug),
+            else lambda: deps.page_feed.change_floor(tenant, since=eff_since, slug=eff_slug),
             (lambda: known_fact)
             if known_fact is not None
             # inside a millisecond of facts ("#f<seq>"): after that fact
-            else lambda: deps.facts.change_floor(tenant, after=eff_since, after_seq=fact_tie(eff_slug)),
+            else lambda: deps.fact_feed.change_floor(tenant, after=eff_since, after_seq=fact_tie(eff_slug)),
         )
     return Positions(eff_since, eff_slug, page_pos, fact_pos, start.expiry_pos)
 
@@ -197,19 +197,19 @@ def read_changes(deps: Deps, ask: Ask, ctx: CallContext, pos: Positions) -> Chan
         degraded.append(DEADLINE_SKIPPED)
     expiry_at, expiry_seq = (pos.since, None) if pos.expiry_pos is None else expiry_key(pos.expiry_pos, raw=True)
     fetched, tombs, rows, expiring = deps.gather(
-        lambda: deps.pages.changed_after(
+        lambda: deps.page_feed.changed_after(
             tenant, seq=page_pos, world_only=world_only, limit=DELTA_PAGE_LIMIT + 1, now=now
         ),
-        lambda: deps.pages.deleted_after(tenant, seq=page_pos, world_only=world_only, limit=DELTA_PAGE_LIMIT + 1),
+        lambda: deps.page_feed.deleted_after(tenant, seq=page_pos, world_only=world_only, limit=DELTA_PAGE_LIMIT + 1),
         (lambda: [])
         if skipped_arms
-        else lambda: deps.facts.changed_after(
+        else lambda: deps.fact_feed.changed_after(
             tenant, seq=fact_pos, now=now, world_only=world_only, limit=DELTA_FACT_LIMIT + 1, retracted=True
         ),
         # TTL expiries (read-time, D8: no write numbers them) by (valid_until, seq) after their position
         (lambda: [])
         if skipped_arms
-        else lambda: deps.facts.expired_between(
+        else lambda: deps.fact_feed.expired_between(
             tenant,
             after=expiry_at,
             after_seq=expiry_seq,

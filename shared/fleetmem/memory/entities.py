@@ -177,7 +177,7 @@ def _fact_only_near_misses(
     slugs = [s for s in slugs if s not in paged][:SUGGESTIONS_MAX]
     now = deps.clock.now()
     counts = deps.gather(
-        *(lambda s=s: deps.facts.count_active(tenant, s, now=now, world_only=world_only) for s in slugs)
+        *(lambda s=s: deps.fact_decisions.count_active(tenant, s, now=now, world_only=world_only) for s in slugs)
     )
     return [_suggestion(slug, *fact_entity_head(slug), wanted) for slug, n in zip(slugs, counts, strict=True) if n]
 
@@ -218,7 +218,7 @@ def _unique_entity_page(deps: Deps, tenant: str, tokens: list[str], *, world_onl
             # Slugs after `exact` in code-point (= UTF-8 byte) order start with the "-"
             # continuations (0x2d sorts before "/", digits and the letters of every script), so the
             # first two rows tell unique from ambiguous.
-            for head in deps.pages.list(tenant, world_only=world_only, limit=2, after=exact):
+            for head in deps.page_listing.list(tenant, world_only=world_only, limit=2, after=exact):
                 if head.slug.startswith(exact + "-"):
                     found[head.slug] = head
             if len(found) > 1:

@@ -24,7 +24,7 @@ CANDIDATE_SCAN = 500  # active facts of one entity loaded for the nearest-neighb
 def decision_pool(deps: Deps, tenant: str, entity_slug: str | None, now: datetime) -> DecisionPool:
     """The active facts a new fact on `entity_slug` is compared with (all visibilities), with the
     store's token the write is conditional on (D20)."""
-    return deps.facts.decision_pool(tenant, entity_slug, now=now, limit=CANDIDATE_SCAN)
+    return deps.fact_decisions.decision_pool(tenant, entity_slug, now=now, limit=CANDIDATE_SCAN)
 
 
 def candidates(caller: Caller, fact: Fact, pool: list[Fact]) -> list[Fact]:

@@ -189,7 +189,7 @@ def decide_and_write(
             decided_on = None
         for attempt in range(_WRITE_ATTEMPTS):
             try:
-                deps.facts.put_decided(
+                deps.fact_decisions.put_decided(
                     caller.tenant, entity_slug, decide, now=now, limit=CANDIDATE_SCAN, pool=decided_on
                 )
                 break

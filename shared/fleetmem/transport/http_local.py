@@ -159,8 +159,7 @@ def run_server(settings: Settings, *, out: TextIO | None = None, mounts: Mounts 
     """Serve until interrupted (Ctrl-C). Raises `PortUnavailable` before printing anything when
     the address cannot be bound. `mounts` adds routes served beside `/mcp` and `/v1` (the memory
     console); it is given a way to reach the finished app."""
-    from fleetmem.adapters.local.sqlite.db import DB_FILENAME
-    from fleetmem.wiring import build_deps
+    from fleetmem.wiring import DB_FILENAME, build_deps
 
     sock = bind_socket(settings.serve.host, settings.serve.port)
     new_store = settings.backend == "local" and not (Path(settings.data_dir) / DB_FILENAME).is_file()

@@ -324,7 +324,7 @@ def test_on_dynamodb_a_change_is_listed_only_once_it_has_settled(bdeps, caller, 
     on its way into the index. Nothing is skipped: the held-back change comes on a later wake."""
     from datetime import timedelta as td
 
-    bdeps.pages.settle = bdeps.facts.settle = td(seconds=5)
+    bdeps.page_feed.settle = bdeps.fact_feed.settle = td(seconds=5)
     t0 = clock.now()
     stamped_page(bdeps, "p/old", t0)
     stamped_fact(bdeps, "fact old", t0)

@@ -119,7 +119,7 @@ def test_a_schema_1_data_dir_is_migrated_and_an_old_session_cursor_resumes(tmp_p
         after = delta.run(deps, CALLER, delta.DeltaParams(session_id="hb"), CTX).body
         assert [p["slug"] for p in after["pages"]] == ["p/four"]
         assert [f["fact"] for f in after["facts"]] == ["a fact after the upgrade"]
-        assert deps.pages.changed_after("t1", seq=3, world_only=True, limit=5)[0][0] == 4  # counter continues
+        assert deps.page_feed.changed_after("t1", seq=3, world_only=True, limit=5)[0][0] == 4  # counter continues
     finally:
         stores.close()
 
@@ -129,8 +129,8 @@ def test_a_schema_2_data_dir_is_migrated_and_backlinks_stay_ordered_and_counted(
     deps, stores = _deps(data, clock)
     for i, (slug, vis) in enumerate((("p/a", "world"), ("p/b", "private"), ("p/c", "world"))):
         stores.pages.put(page("t1", slug, links=(Link(type="knows", target="hub"),), visibility=vis, updated_at=at(i)))
-    before_all = deps.pages.backlinks("t1", "hub", world_only=False, limit=10)
-    before_world = deps.pages.backlinks("t1", "hub", world_only=True, limit=10)
+    before_all = deps.page_listing.backlinks("t1", "hub", world_only=False, limit=10)
+    before_world = deps.page_listing.backlinks("t1", "hub", world_only=True, limit=10)
     stores.close()
     _downgrade_to_schema_2(data / DB_FILENAME)
     conn = sqlite3.connect(data / DB_FILENAME)
@@ -149,10 +149,10 @@ def test_a_schema_2_data_dir_is_migrated_and_backlinks_stay_ordered_and_counted(
         assert rows == [("p/a", 1, 1), ("p/b", 1, 1), ("p/c", 1, 1)]
         assert conn.execute("SELECT name FROM sqlite_master WHERE name = 'links_target'").fetchall() == []
         conn.close()
-        links, count = deps.pages.backlinks("t1", "hub", world_only=False, limit=10)
+        links, count = deps.page_listing.backlinks("t1", "hub", world_only=False, limit=10)
         assert [b.source for b in links] == ["p/c", "p/b", "p/a"]  # newest source first
         assert (links, count) == before_all and count == 3
-        assert deps.pages.backlinks("t1", "hub", world_only=True, limit=10) == before_world
+        assert deps.page_listing.backlinks("t1", "hub", world_only=True, limit=10) == before_world
         assert [b.source for b in before_world[0]] == ["p/c", "p/a"] and before_world[1] == 2
     finally:
         stores.close()

@@ -141,7 +141,7 @@ def test_a_deleted_page_is_reported_and_a_rewrite_brings_it_back(bdeps, caller, 
     again = follower()
     assert [p["slug"] for p in again["pages"]] == ["notes/plan"] and again["retracted"] == []
     # list_pages never shows a tombstone
-    assert [h.slug for h in bdeps.pages.list(caller.tenant, world_only=True, limit=10)] == ["notes/plan"]
+    assert [h.slug for h in bdeps.page_listing.list(caller.tenant, world_only=True, limit=10)] == ["notes/plan"]
 
 
 def drain_retractions(follower: Any, budget: int) -> list[str]:

@@ -132,7 +132,7 @@ class Follower:
 
 
 def _written_fact_ids(deps: Deps, tenant: str, now: datetime) -> list[str]:
-    return [f.fact_id for f in deps.facts.recent(tenant, now=now, after=None, world_only=True, limit=100)]
+    return [f.fact_id for f in deps.fact_listing.recent(tenant, now=now, after=None, world_only=True, limit=100)]
 
 
 OPS = st.lists(

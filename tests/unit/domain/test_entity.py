@@ -417,7 +417,7 @@ def test_a_name_with_no_letter_or_digit_is_invalid_params_everywhere(deps, remot
         assert err.value.code == "invalid_params"
         assert err.value.fix is not None and err.value.fix.mcp is None  # nothing guessed to run
         assert "letter or digit" in err.value.suggestion
-    assert deps.facts.recent("t1", now=deps.clock.now(), world_only=False, limit=10) == []
+    assert deps.fact_listing.recent("t1", now=deps.clock.now(), world_only=False, limit=10) == []
 
 
 def test_a_name_of_symbols_still_resolves_when_a_page_has_it_as_an_alias(deps, remote_caller):

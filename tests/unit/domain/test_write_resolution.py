@@ -152,7 +152,7 @@ def test_a_path_slug_is_refused_without_a_guessed_slug(deps, remote_caller, slug
     _refused(lambda: put(deps, remote_caller, slug, "Body."))
     _refused(lambda: get_page.run(deps, remote_caller, get_page.GetPageParams(slug=slug), CTX))
     _refused(lambda: delete_page.run(deps, remote_caller, delete_page.DeletePageParams(slug=slug), CTX))
-    assert deps.pages.list("t1", world_only=False, limit=10) == []
+    assert deps.page_listing.list("t1", world_only=False, limit=10) == []
 
 
 def test_a_path_link_target_is_refused_and_nothing_is_stored(deps, remote_caller):

@@ -10,15 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fleetmem.config import Settings
-from fleetmem.ports import (
-    AuditLog,
-    ClientStore,
-    CursorStore,
-    FactStore,
-    IdempotencyStore,
-    PageStore,
-    SearchIndex,
-)
+from fleetmem.ports import Ports, SearchIndex
 
 
 class NoSearchIndex:
@@ -57,18 +49,11 @@ class NoSearchIndex:
         return f"search is unavailable: {self.problem}"
 
 
-@dataclass
-class AwsStores:
-    """The ports over AWS (a `fleetmem.ports.StoreSet`, like `LocalStores`). No re-embedding
-    queries: the stream indexer embeds every write."""
+@dataclass(kw_only=True, eq=False)
+class AwsStores(Ports):
+    """The ports over AWS (like `LocalStores`). No re-embedding queries: the stream indexer embeds
+    every write."""
 
-    facts: FactStore
-    pages: PageStore
-    cursors: CursorStore
-    clients: ClientStore
-    idempotency: IdempotencyStore
-    audit: AuditLog
-    search: SearchIndex
     aws: Any = field(repr=False, default=None)  # the AwsClients the stores share
 
     def close(self) -> None:
@@ -93,8 +78,13 @@ def open_aws(
     from fleetmem.adapters.aws.clients import DynamoClientStore
     from fleetmem.adapters.aws.cursors import DynamoCursorStore
     from fleetmem.adapters.aws.dynamo import AwsClients
+    from fleetmem.adapters.aws.fact_decisions import DynamoFactDecisions
+    from fleetmem.adapters.aws.fact_feed import DynamoFactFeed
+    from fleetmem.adapters.aws.fact_listing import DynamoFactListing
     from fleetmem.adapters.aws.facts import DynamoFactStore
     from fleetmem.adapters.aws.idempotency import DynamoIdempotencyStore
+    from fleetmem.adapters.aws.page_feed import DynamoPageFeed
+    from fleetmem.adapters.aws.page_listing import DynamoPageListing
     from fleetmem.adapters.aws.pages import DynamoPageStore
 
     endpoints = {"dynamodb": dynamodb_endpoint} if dynamodb_endpoint else {}
@@ -118,9 +108,15 @@ def open_aws(
         )
     else:
         search = NoSearchIndex()
+    settle_ms = settings.aws.change_settle_ms
     return AwsStores(
-        facts=DynamoFactStore(aws, prefix, settle_ms=settings.aws.change_settle_ms),
-        pages=DynamoPageStore(aws, prefix, settle_ms=settings.aws.change_settle_ms),
+        facts=DynamoFactStore(aws, prefix, settle_ms=settle_ms),
+        fact_decisions=DynamoFactDecisions(aws, prefix, settle_ms=settle_ms),
+        fact_feed=DynamoFactFeed(aws, prefix, settle_ms=settle_ms),
+        fact_listing=DynamoFactListing(aws, prefix, settle_ms=settle_ms),
+        pages=DynamoPageStore(aws, prefix, settle_ms=settle_ms),
+        page_feed=DynamoPageFeed(aws, prefix, settle_ms=settle_ms),
+        page_listing=DynamoPageListing(aws, prefix, settle_ms=settle_ms),
         cursors=DynamoCursorStore(aws, prefix),
         clients=DynamoClientStore(aws, prefix),
         idempotency=DynamoIdempotencyStore(aws, prefix),

@@ -289,8 +289,8 @@ class Rebuild:
 
     def _floors(self, tenant: str) -> dict[str, int]:
         return {
-            "facts": self.stores.facts.change_floor(tenant, after=None),
-            "pages": self.stores.pages.change_floor(tenant, since=None),
+            "facts": self.stores.fact_feed.change_floor(tenant, after=None),
+            "pages": self.stores.page_feed.change_floor(tenant, since=None),
         }
 
     def _writer(self, target: str) -> OpenSearchIndex:
@@ -338,7 +338,7 @@ class Rebuild:
             seq = rows[-1][0]
 
     def _catch_up_facts(self, writer: OpenSearchIndex, tenant: str, floor: int) -> tuple[int, int]:
-        facts, now, top, n = self.stores.facts, self.now(), [floor], 0
+        facts, now, top, n = self.stores.fact_feed, self.now(), [floor], 0
         for batch in self._changes(
             lambda seq: facts.changed_after(
                 tenant, seq=seq, now=now, world_only=False, limit=self.batch, retracted=True
@@ -354,14 +354,14 @@ class Rebuild:
         return n, top[0]
 
     def _catch_up_pages(self, writer: OpenSearchIndex, tenant: str, floor: int) -> tuple[int, int]:
-        pages, now, top = self.stores.pages, self.now(), [floor]
+        pages, feed, now, top = self.stores.pages, self.stores.page_feed, self.now(), [floor]
         slugs: set[str] = set()
         for heads in self._changes(
-            lambda seq: pages.changed_after(tenant, seq=seq, world_only=False, limit=self.batch, now=now), floor, top
+            lambda seq: feed.changed_after(tenant, seq=seq, world_only=False, limit=self.batch, now=now), floor, top
         ):
             slugs.update(h.slug for h in heads)
         for tombs in self._changes(
-            lambda seq: pages.deleted_after(tenant, seq=seq, world_only=False, limit=self.batch), floor, top
+            lambda seq: feed.deleted_after(tenant, seq=seq, world_only=False, limit=self.batch), floor, top
         ):
             slugs.update(t.slug for t in tombs)
         for slug in sorted(slugs):  # each page as it is now: written again, or gone

@@ -32,8 +32,8 @@ from typing import Any
 
 from fleetmem.adapters.aws import keys
 from fleetmem.adapters.aws.dynamo import answers, call, chunks, query_all
-from fleetmem.adapters.aws.facts import decision_pk
-from fleetmem.adapters.aws.pages import CHANGE_SK
+from fleetmem.adapters.aws.fact_table import decision_pk
+from fleetmem.adapters.aws.page_table import CHANGE_SK
 from fleetmem.adapters.aws.tables import AUDIT, CLIENTS, CURSORS, FACTS, IDEMPOTENCY, PAGES, TableSpec
 from fleetmem.errors import Unavailable
 

@@ -186,7 +186,7 @@ def run(pages: int, chunks_per_page: int, runs: int, data_dir: str | None = None
     out: dict[str, object] = {"pages": pages, "chunks": pages * chunks_per_page}
     with tempfile.TemporaryDirectory() as tmp:
         stores = open_local(data_dir or tmp)
-        if not stores.pages.list("bench", world_only=False, limit=1):
+        if not stores.page_listing.list("bench", world_only=False, limit=1):
             t = time.perf_counter()
             seed(stores, tenant="bench", pages=pages, chunks_per_page=chunks_per_page)
             # a second tenant shows that queries stay within their own tenant's rows

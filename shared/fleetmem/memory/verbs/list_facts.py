@@ -174,7 +174,7 @@ def run(deps: Deps, caller: Caller, params: ListFactsParams, ctx: CallContext) -
             created_before=before_time,
         )
         position = decode_cursor(params.cursor) if params.cursor and params.cursor.strip() else None
-        found = deps.facts.listing(
+        found = deps.fact_listing.listing(
             caller.tenant, now=now, world_only=caller.remote, where=where, before=position, limit=limit + 1
         )
         rows, more = found[:limit], len(found) > limit

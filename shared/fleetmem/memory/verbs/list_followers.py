@@ -73,12 +73,12 @@ def _position(deps: Deps, tenant: str, c: Cursor) -> tuple[Callable[[], int], Ca
     page = (
         (lambda: page_seq)
         if page_seq is not None
-        else (lambda: deps.pages.change_floor(tenant, since=c.since, slug=c.slug))
+        else (lambda: deps.page_feed.change_floor(tenant, since=c.since, slug=c.slug))
     )
     fact = (
         (lambda: fact_seq)
         if fact_seq is not None
-        else (lambda: deps.facts.change_floor(tenant, after=c.since, after_seq=fact_tie(c.slug)))
+        else (lambda: deps.fact_feed.change_floor(tenant, after=c.since, after_seq=fact_tie(c.slug)))
     )
     return page, fact
 
@@ -89,12 +89,12 @@ def _reads(deps: Deps, tenant: str, position: Position, *, now: datetime, world_
     expiry_at, expiry_seq = (since, None) if expiry is None else expiry_key(expiry, raw=True)
     top = PENDING_CAP + 1
     return [
-        lambda: deps.pages.changed_after(tenant, seq=page_pos, world_only=world_only, limit=top, now=now),
-        lambda: deps.pages.deleted_after(tenant, seq=page_pos, world_only=world_only, limit=top),
-        lambda: deps.facts.changed_after(
+        lambda: deps.page_feed.changed_after(tenant, seq=page_pos, world_only=world_only, limit=top, now=now),
+        lambda: deps.page_feed.deleted_after(tenant, seq=page_pos, world_only=world_only, limit=top),
+        lambda: deps.fact_feed.changed_after(
             tenant, seq=fact_pos, now=now, world_only=world_only, limit=top, retracted=True
         ),
-        lambda: deps.facts.expired_between(
+        lambda: deps.fact_feed.expired_between(
             tenant, after=expiry_at, after_seq=expiry_seq, until=now, world_only=world_only, limit=top
         ),
     ]

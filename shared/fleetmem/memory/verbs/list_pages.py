@@ -86,7 +86,7 @@ class ListPagesResult(Wire):
 def run(deps: Deps, caller: Caller, params: ListPagesParams, ctx: CallContext) -> Outcome:
     limit = params.limit or DEFAULT_LIMIT
     after = decode_cursor(params.cursor) if params.cursor else None
-    heads = deps.pages.list(
+    heads = deps.page_listing.list(
         caller.tenant,
         world_only=caller.remote,
         limit=limit + 1,

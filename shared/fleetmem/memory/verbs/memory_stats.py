@@ -89,8 +89,8 @@ def run(deps: Deps, caller: Caller, params: MemoryStatsParams, ctx: CallContext)
     since = datetime(first.year, first.month, first.day, tzinfo=UTC)
     world = caller.remote
     tallies: list[Any] = deps.gather(
-        lambda: deps.facts.tallies(caller.tenant, now=now, world_only=world, since=since, top=TOP),
-        lambda: deps.pages.tallies(caller.tenant, world_only=world, since=since),
+        lambda: deps.fact_listing.tallies(caller.tenant, now=now, world_only=world, since=since, top=TOP),
+        lambda: deps.page_listing.tallies(caller.tenant, world_only=world, since=since),
         lambda: deps.cursors.count_live(caller.tenant, now=now),
     )
     facts: FactTallies = tallies[0]

@@ -226,12 +226,14 @@ def _facts_arm(
     if params.entity and params.entity.strip():
         slug = filter_slug(deps, TOOL, caller.tenant, params.entity, world_only=world)
         facts = (
-            deps.facts.by_entity(caller.tenant, slug, now=now, active_only=active_only, world_only=world, limit=limit)
+            deps.fact_listing.by_entity(
+                caller.tenant, slug, now=now, active_only=active_only, world_only=world, limit=limit
+            )
             if slug
             else []
         )
     elif params.session_id:
-        facts = deps.facts.by_session(
+        facts = deps.fact_listing.by_session(
             caller.tenant,
             params.session_id[:SESSION_ID_MAX],
             now=now,
@@ -240,7 +242,7 @@ def _facts_arm(
             limit=limit,
         )
     elif since is not None:
-        facts = deps.facts.recent(
+        facts = deps.fact_listing.recent(
             caller.tenant, now=now, after=since, active_only=active_only, world_only=world, limit=limit
         )
     elif query and embedded is not None:
@@ -254,7 +256,7 @@ def _facts_arm(
             embedded=embedded,
         )
     else:
-        facts = deps.facts.recent(caller.tenant, now=now, active_only=active_only, world_only=world, limit=limit)
+        facts = deps.fact_listing.recent(caller.tenant, now=now, active_only=active_only, world_only=world, limit=limit)
     # The store filters too; this keeps read-time expiry (D8) and privacy exact whatever it does.
     facts = [
         f for f in facts if (not world or f.visibility == "world") and (params.include_expired or f.is_active(now))

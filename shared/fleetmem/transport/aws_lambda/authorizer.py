@@ -35,8 +35,8 @@ def credential_shape() -> str:
     and no large repeat count. It says nothing about whether the credential is valid."""
     import re
 
-    from fleetmem.adapters.aws.auth import _JWT_SHAPE
     from fleetmem.tokens import _TOKEN_PATTERN
+    from fleetmem.wiring import _JWT_SHAPE
 
     scheme = "".join(f"[{c.upper()}{c}]" for c in "bearer")
     jws = re.sub(r"\{(\d+),\d+\}", r"{\1,}", _JWT_SHAPE.pattern)
@@ -97,7 +97,7 @@ def authorize(event: Mapping[str, Any], deps: Deps | None = None) -> dict[str, A
 
 def signed_context(tenant: str, client_id: str, scopes: str) -> dict[str, str]:
     """The authorizer context with its proof, valid for the cache TTL plus the signature margin."""
-    from fleetmem.adapters.aws.signing_keys import SIGNATURE_VALIDITY
+    from fleetmem.wiring import SIGNATURE_VALIDITY
 
     claims = {"tenant": tenant, "client_id": client_id, "scopes": scopes}
     valid_for = runtime.auth_settings().authorizer_cache_ttl_s + SIGNATURE_VALIDITY

@@ -102,7 +102,7 @@ class _Wake:
 
         d, tenant = self.d, self.tenant
         page_seq, fact_seq = d.gather(
-            lambda: d.pages.change_floor(tenant, since=None), lambda: d.facts.change_floor(tenant, after=None)
+            lambda: d.page_feed.change_floor(tenant, since=None), lambda: d.fact_feed.change_floor(tenant, after=None)
         )
         fresh = Cursor(
             tenant=tenant,

@@ -30,7 +30,7 @@ def handle_stream_batch(
     `$FLEETMEM_REPLAY_QUEUE_URL`), on every failure, so it survives the stream giving up on it;
     `fleetmem admin replay` re-indexes those items from DynamoDB. Metrics per batch:
     `IndexingFailures`, `SearchLagSeconds`, `ReplayKept` (names in adapters/aws/stream.py)."""
-    from fleetmem.adapters.aws.stream import BatchResult, handle_batch, record_id, record_identity, search_lag_s
+    from fleetmem.wiring import BatchResult, handle_batch, record_id, record_identity, search_lag_s
 
     d = deps or runtime.get_deps()
     records = [sdk_shaped_record(r) for r in event.get("Records") or ()]
@@ -58,8 +58,7 @@ def handle_stream_batch(
 
 
 def _replay_queue() -> Any:
-    from fleetmem.adapters.aws import sdk_client
-    from fleetmem.adapters.aws.replay import ENV_REPLAY_QUEUE_URL, ReplayQueue
+    from fleetmem.wiring import ENV_REPLAY_QUEUE_URL, ReplayQueue, sdk_client
 
     url = os.environ.get(ENV_REPLAY_QUEUE_URL)
     if not url:
@@ -71,7 +70,7 @@ def _emit_metrics(*, failed: int, lag_s: float | None, kept: int) -> None:
     from aws_lambda_powertools import Metrics
     from aws_lambda_powertools.metrics import MetricUnit
 
-    from fleetmem.adapters.aws.stream import METRIC_INDEXING_FAILURES, METRIC_REPLAY_KEPT, METRIC_SEARCH_LAG
+    from fleetmem.wiring import METRIC_INDEXING_FAILURES, METRIC_REPLAY_KEPT, METRIC_SEARCH_LAG
 
     metrics = Metrics(namespace=os.environ.get("POWERTOOLS_METRICS_NAMESPACE") or "fleetmem")
     metrics.add_metric(name=METRIC_INDEXING_FAILURES, unit=MetricUnit.Count, value=failed)

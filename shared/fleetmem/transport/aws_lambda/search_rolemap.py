@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fleetmem.adapters.aws.search_roles import SecurityApiRefused, admin_client, put_roles
+from fleetmem.wiring import SecurityApiRefused, admin_client, put_roles
 
 #: The physical id of the one mapping resource of a stage.
 PHYSICAL_ID = "fleetmem-search-rolemap"

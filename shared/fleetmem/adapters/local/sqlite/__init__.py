@@ -1,7 +1,8 @@
 """Every storage port over ONE SQLite file (`<data_dir>/fleetmem.db`), plus the local search index.
 
 Modules: `db` (connections, schema, migrations, the writer path, shared helpers), one module per
-store (`facts`, `pages`, `cursors`, `clients`, `idempotency`, `audit`), `search` (the search index
+port (`facts`, `fact_decisions`, `fact_feed`, `fact_listing` over `fact_table`; `pages`, `page_feed`,
+`page_listing` over `page_table`; `cursors`, `clients`, `idempotency`, `audit`), `search` (the search index
 and the FTS query building), and this package (the `LocalStores` bundle and `open_local`).
 
 Layout and rules:
@@ -26,6 +27,7 @@ Layout and rules:
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -33,43 +35,43 @@ from fleetmem.adapters.local.sqlite.audit import SqliteAuditLog
 from fleetmem.adapters.local.sqlite.clients import SqliteClientStore
 from fleetmem.adapters.local.sqlite.cursors import SqliteCursorStore
 from fleetmem.adapters.local.sqlite.db import DB_FILENAME, Database
+from fleetmem.adapters.local.sqlite.fact_decisions import SqliteFactDecisions
+from fleetmem.adapters.local.sqlite.fact_feed import SqliteFactFeed
+from fleetmem.adapters.local.sqlite.fact_listing import SqliteFactListing
 from fleetmem.adapters.local.sqlite.facts import SqliteFactStore
 from fleetmem.adapters.local.sqlite.idempotency import SqliteIdempotencyStore
 from fleetmem.adapters.local.sqlite.maintenance import SqliteVectorMaintenance
+from fleetmem.adapters.local.sqlite.page_feed import SqlitePageFeed
+from fleetmem.adapters.local.sqlite.page_listing import SqlitePageListing
 from fleetmem.adapters.local.sqlite.pages import SqlitePageStore
 from fleetmem.adapters.local.sqlite.schema import SCHEMA_VERSION
 from fleetmem.adapters.local.sqlite.search import SqliteSearchIndex
 from fleetmem.errors import Unavailable
+from fleetmem.ports import Ports
 from fleetmem.protocol import SESSIONS_PER_CLIENT
 
-__all__ = ["DB_FILENAME", "SCHEMA_VERSION", "Database", "LocalStores", "open_local"]
+__all__ = ["DB_FILENAME", "SCHEMA_VERSION", "Database", "LocalStores", "local_stores", "open_local"]
 
 
 # ---------------------------------------------------------------------------------------------
 # the bundle
 
 
-class LocalStores:
-    """All local ports over one database (a `fleetmem.ports.StoreSet`), plus the re-embedding
-    queries (`maintenance`, a `fleetmem.ports.VectorMaintenance`)."""
+@dataclass(kw_only=True, eq=False)
+class LocalStores(Ports):
+    """All local ports over one database (`local_stores`), plus the re-embedding queries
+    (`maintenance`, a `fleetmem.ports.VectorMaintenance`)."""
 
-    def __init__(self, db: Database, *, sessions_per_client: int = SESSIONS_PER_CLIENT) -> None:
-        self.db = db
-        self.facts = SqliteFactStore(db)
-        self.pages = SqlitePageStore(db)
-        self.cursors = SqliteCursorStore(db, sessions_per_client=sessions_per_client)
-        self.clients = SqliteClientStore(db)
-        self.idempotency = SqliteIdempotencyStore(db)
-        self.audit = SqliteAuditLog(db)
-        self.search = SqliteSearchIndex(db)
-        self.maintenance = SqliteVectorMaintenance(db)
+    db: Database
+    maintenance: SqliteVectorMaintenance
 
     @property
     def path(self) -> str:
         return self.db.path
 
     def close(self) -> None:
-        self.search.drop_cache()
+        if isinstance(self.search, SqliteSearchIndex):
+            self.search.drop_cache()
         self.db.close()
 
     def __enter__(self) -> LocalStores:
@@ -77,6 +79,26 @@ class LocalStores:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def local_stores(db: Database, *, sessions_per_client: int = SESSIONS_PER_CLIENT) -> LocalStores:
+    """Every port over `db`."""
+    return LocalStores(
+        db=db,
+        facts=SqliteFactStore(db),
+        fact_decisions=SqliteFactDecisions(db),
+        fact_feed=SqliteFactFeed(db),
+        fact_listing=SqliteFactListing(db),
+        pages=SqlitePageStore(db),
+        page_feed=SqlitePageFeed(db),
+        page_listing=SqlitePageListing(db),
+        cursors=SqliteCursorStore(db, sessions_per_client=sessions_per_client),
+        clients=SqliteClientStore(db),
+        idempotency=SqliteIdempotencyStore(db),
+        audit=SqliteAuditLog(db),
+        search=SqliteSearchIndex(db),
+        maintenance=SqliteVectorMaintenance(db),
+    )
 
 
 def _private_store(directory: Path) -> Path:
@@ -115,4 +137,4 @@ def open_local(data_dir: Path | str, **options: Any) -> LocalStores:
             path = str(_private_store(Path(data_dir).expanduser()))
         except OSError:
             raise Unavailable("the data directory cannot be created", reason="data_dir") from None
-    return LocalStores(Database(path, **db_options), **options)
+    return local_stores(Database(path, **db_options), **options)

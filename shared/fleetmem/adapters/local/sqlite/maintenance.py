@@ -7,8 +7,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from fleetmem.adapters.local.sqlite.db import Database
-from fleetmem.adapters.local.sqlite.facts import _FACT_COLS, _fact_of
-from fleetmem.adapters.local.sqlite.search import _DOC_COLS, _bump_gen, _doc_of
+from fleetmem.adapters.local.sqlite.fact_table import _FACT_COLS, _fact_of
+from fleetmem.adapters.local.sqlite.search_rows import _DOC_COLS, _bump_gen, _doc_of
 from fleetmem.models import Fact, SearchDoc
 
 #: a row lacking a vector of the model bound to `?`

@@ -1,10 +1,10 @@
-"""The page store (with its aliases, links, timeline and near-miss name index)."""
+"""The page store (with its aliases, links, timeline and near-miss name index); the other page roles
+are `page_feed` and `page_listing` (`page_table.SqlitePageTable`)."""
 
 from __future__ import annotations
 
 import builtins
 import json
-import re
 import sqlite3
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -12,59 +12,32 @@ from typing import Any, Literal
 
 from fleetmem.adapters.local.sqlite.db import (
     _IN_CHUNK,
-    Database,
     _batch_get,
-    _keyset_floor,
     _marks,
     _next_change,
-    dt_of,
-    dt_opt,
     leaf_of,
     ms,
     ms_opt,
-    row_model,
     tenant_key,
+)
+from fleetmem.adapters.local.sqlite.page_table import (
+    _HEAD_COLS,
+    _PAGE_COLS,
+    SqlitePageTable,
+    _head_of,
+    _page_of,
 )
 from fleetmem.adapters.local.sqlite.search import fts_match
 from fleetmem.errors import Conflict, TooLarge, Unavailable
 from fleetmem.memory.slugs import match_key
 from fleetmem.models import (
-    Backlink,
-    Link,
     Page,
     PageHead,
     PageMatch,
-    PageTombstone,
-    TimelineEntry,
 )
-from fleetmem.ports import PageTallies
-from fleetmem.protocol import MENTION_LINK_TYPE
 
 # ---------------------------------------------------------------------------------------------
 # pages
-
-#: link types that are mentions: listed as backlinks but not counted (the singular is tolerated)
-_MENTION_TYPES = (MENTION_LINK_TYPE, "mention")
-_HEAD_COLS = "slug, title, type, visibility, updated_at, last_retrieved_at"
-_PAGE_COLS = (
-    "tenant, slug, title, type, aliases, summary, visibility, body, links, timeline, frontmatter, "
-    "created_at, updated_at, last_retrieved_at, author"
-)
-_WORD = re.compile(r"\w+")
-
-
-_head_of = row_model(PageHead, _HEAD_COLS, updated_at=dt_of, last_retrieved_at=dt_opt)
-_page_of = row_model(
-    Page,
-    _PAGE_COLS,
-    aliases=lambda v: tuple(json.loads(v)),
-    links=lambda v: tuple(Link(**x) for x in json.loads(v)),
-    timeline=lambda v: tuple(TimelineEntry(**x) for x in json.loads(v)),
-    frontmatter=json.loads,
-    created_at=dt_of,
-    updated_at=dt_of,
-    last_retrieved_at=dt_opt,
-)
 
 
 def _names_text(page: Page) -> str:
@@ -72,10 +45,7 @@ def _names_text(page: Page) -> str:
     return " ".join([page.title, page.slug.replace("/", " ").replace("-", " "), *page.aliases])
 
 
-class SqlitePageStore:
-    def __init__(self, db: Database) -> None:
-        self.db = db
-
+class SqlitePageStore(SqlitePageTable):
     def get(self, tenant: str, slug: str) -> Page | None:
         row = self.db.one(f"SELECT {_PAGE_COLS} FROM pages WHERE tenant = ? AND slug = ?", (tenant, slug))
         return None if row is None else _page_of(row)
@@ -248,111 +218,6 @@ class SqlitePageStore:
     def heads(self, tenant: str, slugs: Sequence[str]) -> list[PageHead]:
         found = _batch_get(self.db, f"SELECT {_HEAD_COLS} FROM pages", "slug", tenant, slugs, _head_of, key=0)
         return [found[s] for s in dict.fromkeys(slugs) if s in found]
-
-    def list(
-        self,
-        tenant: str,
-        *,
-        world_only: bool,
-        limit: int,
-        after: str | None = None,
-        type: str | None = None,
-    ) -> list[PageHead]:
-        sql = f"SELECT {_HEAD_COLS} FROM pages WHERE tenant = ?"
-        args: list[Any] = [tenant]
-        if type is not None:
-            sql += " AND type = ?"
-            args.append(type)
-        if after is not None:
-            sql += " AND slug > ?"
-            args.append(after)
-        if world_only:
-            sql += " AND visibility = 'world'"
-        sql += " ORDER BY slug LIMIT ?"
-        args.append(max(0, int(limit)))
-        return [_head_of(r) for r in self.db.all(sql, args)]
-
-    def tallies(self, tenant: str, *, world_only: bool, since: datetime) -> PageTallies:
-        seen = " AND visibility = 'world'" if world_only else ""
-
-        def run(c: sqlite3.Connection) -> PageTallies:
-            (count,) = c.execute(f"SELECT count(*) FROM pages WHERE tenant = ?{seen}", (tenant,)).fetchone()
-            per_day = c.execute(
-                "SELECT strftime('%Y-%m-%d', updated_at / 1000, 'unixepoch') AS d, count(*) FROM pages "
-                f"WHERE tenant = ? AND updated_at >= ?{seen} GROUP BY d",
-                (tenant, ms(since)),
-            ).fetchall()
-            return PageTallies(pages=int(count), per_day={str(d): int(n) for d, n in per_day})
-
-        return self.db.read(run)
-
-    def backlinks(
-        self, tenant: str, slug: str, *, world_only: bool, limit: int = 10
-    ) -> tuple[builtins.list[Backlink], int]:
-        # Both reads stay inside the link indexes: the newest `limit` rows of `links_recent`
-        # (source_updated_at is the source page's, kept current by `put`), and a count over the
-        # covering `links_count` entries of this target.
-        vis = " AND source_visibility = 'world'" if world_only else ""
-        where = f"WHERE tenant = ? AND target = ? AND source <> target{vis}"
-
-        def run(conn: sqlite3.Connection) -> tuple[builtins.list[Backlink], int]:
-            rows = conn.execute(
-                f"SELECT source, type, context FROM links INDEXED BY links_recent {where} "
-                "ORDER BY source_updated_at DESC, source, ord LIMIT ?",
-                (tenant, slug, max(0, int(limit))),
-            ).fetchall()
-            (count,) = conn.execute(
-                f"SELECT count(*) FROM links INDEXED BY links_count {where} AND type NOT IN (?, ?)",
-                (tenant, slug, *_MENTION_TYPES),
-            ).fetchone()
-            return [Backlink(source=r[0], type=r[1], context=r[2]) for r in rows], int(count)
-
-        return self.db.read(run)
-
-    def updated_since(
-        self,
-        tenant: str,
-        *,
-        since: datetime,
-        slug: str,
-        world_only: bool,
-        limit: int,
-        now: datetime | None = None,
-    ) -> builtins.list[PageHead]:
-        vis = " AND visibility = 'world'" if world_only else ""
-        sql = (
-            f"SELECT {_HEAD_COLS} FROM pages WHERE tenant = ? AND (updated_at, slug) > (?, ?){vis} "
-            "ORDER BY updated_at, slug LIMIT ?"
-        )
-        args = (tenant, ms(since), slug, max(0, int(limit)))
-        return [_head_of(r) for r in self.db.all(sql, args)]
-
-    def changed_after(
-        self, tenant: str, *, seq: int, world_only: bool, limit: int, now: datetime | None = None
-    ) -> builtins.list[tuple[int, PageHead]]:
-        # One writer at a time commits in change order and readers see every commit: no horizon.
-        vis = " AND visibility = 'world'" if world_only else ""
-        sql = (
-            f"SELECT {_HEAD_COLS}, change_seq FROM pages WHERE tenant = ? AND change_seq > ?{vis} "
-            "ORDER BY change_seq LIMIT ?"
-        )
-        args = (tenant, int(seq), max(0, int(limit)))
-        return [(r[6], _head_of(r)) for r in self.db.all(sql, args)]
-
-    def deleted_after(
-        self, tenant: str, *, seq: int, world_only: bool, limit: int
-    ) -> builtins.list[tuple[int, PageTombstone]]:
-        vis = " AND visibility = 'world'" if world_only else ""
-        sql = (
-            "SELECT slug, visibility, deleted_at, change_seq FROM page_tombstones "
-            f"WHERE tenant = ? AND change_seq > ?{vis} ORDER BY change_seq LIMIT ?"
-        )
-        rows = self.db.all(sql, (tenant, int(seq), max(0, int(limit))))
-        return [(r[3], PageTombstone(slug=r[0], visibility=r[1], deleted_at=dt_of(r[2]))) for r in rows]
-
-    def change_floor(self, tenant: str, *, since: datetime | None, slug: str = "", walk: bool = False) -> int:
-        position = None if since is None else (ms(since), slug)
-        return _keyset_floor(self.db, tenant, "page", "pages", "updated_at, slug", position, walk)
 
     def keyword(self, tenant: str, text: str, *, world_only: bool, limit: int = 3) -> builtins.list[PageHead]:
         match = fts_match(text, tenant)

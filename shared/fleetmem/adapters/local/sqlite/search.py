@@ -1,22 +1,26 @@
-"""The local search index: FTS5 keyword arm, exact-cosine vector arm over a cached matrix, and the
-FTS query building both it and the page near-miss lookup use."""
+"""The local search index: FTS5 keyword arm, exact-cosine vector arm over a cached matrix
+(`vector_matrix`), and the FTS query building both it and the page near-miss lookup use; the rows it
+writes are `search_rows`."""
 
 from __future__ import annotations
 
 import sqlite3
 import threading
-import time
-import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 
-from fleetmem.adapters.local.sqlite.db import Database, _chunks, _increment, _marks, dt_of, ms, row_model, tenant_key
+from fleetmem.adapters.local.sqlite.db import Database, _chunks, _marks, tenant_key
 from fleetmem.adapters.local.sqlite.fts import fold_words, partition_key
+from fleetmem.adapters.local.sqlite.search_rows import (
+    TermCounts,
+    _bump_gen,
+    _prune_tombstones,
+    _put_docs,
+)
+from fleetmem.adapters.local.sqlite.vector_matrix import _SCAN_HELPER, SPLIT_ROWS, _cosines, _Matrix  # noqa: F401 (tests read SPLIT_ROWS, _SCAN_HELPER here)
 from fleetmem.errors import PortError, Unavailable
 from fleetmem.models import (
     SearchDoc,
@@ -25,80 +29,6 @@ from fleetmem.models import (
     SearchQuery,
     page_docs_problem,
 )
-
-#: how many generations of tombstones are kept for incremental vector cache refreshes
-TOMBSTONE_GENERATIONS = 5000
-
-
-#: From this many vectors on, the scan is split in two halves computed at once.
-SPLIT_ROWS = 16_384
-_SCAN_HELPER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="vector-scan")
-
-
-def _cosines(vectors: np.ndarray, n: int, q: np.ndarray) -> np.ndarray:
-    """Rows [0, n) of `vectors` dotted with `q` (both unit length: the cosines).
-
-    einsum, not BLAS: the product is memory-bound, and multi-threaded BLAS on a busy machine costs
-    tens of milliseconds waiting for its spinning threads. A large matrix is scanned in two halves
-    at once instead (the caller takes one, a helper thread the other; einsum releases the
-    interpreter lock): one core's memory bandwidth is the limit of a single scan (62,000 x 384
-    float32 rows, 95 MB: 8.5 ms alone, ~5.5 ms in two halves on the 2-core machine). When the
-    helper is still busy with another search's half, the caller scans both halves itself rather
-    than wait for it."""
-    if n < SPLIT_ROWS:
-        return np.einsum("ij,j->i", vectors[:n], q)
-    out = np.empty(n, dtype=np.float32)
-    half = n // 2
-    other = _SCAN_HELPER.submit(np.einsum, "ij,j->i", vectors[half:n], q, out=out[half:])
-    np.einsum("ij,j->i", vectors[:half], q, out=out[:half])
-    if other.cancel():  # not started: the helper is busy elsewhere
-        np.einsum("ij,j->i", vectors[half:n], q, out=out[half:])
-    else:
-        other.result()
-    return out
-
-
-def _bump_gen(conn: sqlite3.Connection, tenant: str) -> int:
-    """Start a new search generation for `tenant` (call first in the write transaction)."""
-    return _increment(conn, "search_gen", "gen", {"tenant": tenant})
-
-
-def _put_docs(conn: sqlite3.Connection, docs: Sequence[SearchDoc], gens: dict[str, int]) -> None:
-    """Insert or update `docs` at their tenant's new generation (`gens`, from `_bump_gen`)."""
-    conn.executemany(
-        "INSERT INTO docs (tenant, doc_id, kind, slug, title, text, visibility, fact_id, "
-        "updated_at, vector, vector_model, rev) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
-        "ON CONFLICT (tenant, doc_id) DO UPDATE SET kind = excluded.kind, "
-        "slug = excluded.slug, title = excluded.title, text = excluded.text, "
-        "visibility = excluded.visibility, fact_id = excluded.fact_id, "
-        "updated_at = excluded.updated_at, "
-        "vector = excluded.vector, vector_model = excluded.vector_model, rev = excluded.rev",
-        [
-            (
-                d.tenant,
-                d.doc_id,
-                d.kind,
-                d.slug,
-                d.title,
-                d.text,
-                d.visibility,
-                d.fact_id,
-                ms(d.updated_at),
-                d.vector if d.vector_model else None,
-                d.vector_model if d.vector else None,
-                gens[d.tenant],
-            )
-            for d in docs
-        ],
-    )
-
-
-def _prune_tombstones(conn: sqlite3.Connection, tenant: str, gen: int) -> None:
-    floor = gen - TOMBSTONE_GENERATIONS
-    if floor > 0 and gen % 100 == 0:
-        conn.execute("DELETE FROM docs_gone WHERE tenant = ? AND rev <= ?", (tenant, floor))
-        conn.execute("UPDATE search_gen SET floor = ? WHERE tenant = ?", (floor, tenant))
-
 
 # ---------------------------------------------------------------------------------------------
 # FTS query building
@@ -187,69 +117,6 @@ def docs_match(
     return " OR ".join(f'"{p}{t}"' for t in terms for p in prefixes)
 
 
-class TermCounts:
-    """Docs per keyword token (FTS5 vocab), cached per database for `TTL` seconds: the counts only
-    steer which common words the keyword arm leaves out, so a slightly stale count is harmless."""
-
-    TTL = 30.0
-    MAX_ENTRIES = 50_000
-    _all: ClassVar[weakref.WeakKeyDictionary[object, TermCounts]] = weakref.WeakKeyDictionary()
-    _all_lock = threading.Lock()
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._counts: dict[str, tuple[int, float]] = {}
-        self._visible: dict[tuple[str, tuple[str, ...], bool], tuple[int, float]] = {}
-
-    @classmethod
-    def of(cls, db: object) -> TermCounts:
-        with cls._all_lock:
-            counts = cls._all.get(db)
-            if counts is None:
-                counts = cls._all[db] = cls()
-            return counts
-
-    def get(self, conn: sqlite3.Connection, tokens: Sequence[str]) -> dict[str, int]:
-        now = time.monotonic()
-        with self._lock:
-            out = {t: v[0] for t in tokens if (v := self._counts.get(t)) and now - v[1] < self.TTL}
-        missing = [t for t in dict.fromkeys(tokens) if t not in out]
-        if missing:
-            conn.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.fm_docs_vocab USING fts5vocab(main, docs_fts, row)")
-            found: dict[str, int] = {}
-            for part in _chunks(missing):
-                sql = f"SELECT term, doc FROM temp.fm_docs_vocab WHERE term IN ({_marks(len(part))})"
-                found.update(conn.execute(sql, tuple(part)).fetchall())
-            with self._lock:
-                if len(self._counts) > self.MAX_ENTRIES:
-                    self._counts.clear()
-                for t in missing:
-                    out[t] = int(found.get(t, 0))
-                    self._counts[t] = (out[t], now)
-        return out
-
-    def visible(self, conn: sqlite3.Connection, tenant: str, kinds: Sequence[str], world_only: bool) -> int:
-        """How many docs of these kinds (world ones only, or all) the tenant holds (cached like the
-        term counts)."""
-        visibilities = ("world",) if world_only else ("world", "private")
-        key = (tenant, tuple(sorted(kinds)), world_only)
-        now = time.monotonic()
-        with self._lock:
-            hit = self._visible.get(key)
-            if hit and now - hit[1] < self.TTL:
-                return hit[0]
-        sql = (
-            f"SELECT count(*) FROM docs WHERE tenant = ? AND kind IN ({_marks(len(kinds))}) "
-            f"AND visibility IN ({_marks(len(visibilities))})"
-        )
-        n = int(conn.execute(sql, (tenant, *kinds, *visibilities)).fetchone()[0])
-        with self._lock:
-            if len(self._visible) > self.MAX_ENTRIES:
-                self._visible.clear()
-            self._visible[key] = (n, now)
-        return n
-
-
 #: Words of at least this many characters also match as prefixes in near-miss lookups ("pri" ->
 #: "priya"); shorter ones match whole words only (a 1-2 letter prefix matches nearly everything).
 PREFIX_MIN = 3
@@ -268,43 +135,6 @@ def fts_match(text: str, tenant: str) -> str | None:
 
 # ---------------------------------------------------------------------------------------------
 # search index
-
-
-@dataclass
-class _Matrix:
-    """One (tenant, model, dim) vector matrix at search generation `gen`.
-
-    The arrays are buffers with spare capacity: rows [0, n) are valid. A catch-up appends new rows
-    in place and clears `alive` for replaced or deleted rows, then publishes a new `_Matrix` over
-    the same buffers with a larger `n`; holders of the older object keep reading their prefix.
-    Catch-ups are serialised (`SqliteSearchIndex._refresh_lock`).
-    """
-
-    gen: int
-    n: int
-    ids: np.ndarray  # int64 docs.id
-    is_fact: np.ndarray  # bool
-    is_world: np.ndarray  # bool
-    alive: np.ndarray  # bool: False once the row was replaced or deleted
-    vectors: np.ndarray  # float32 (capacity, dim), rows unit-normalised
-
-    @property
-    def nbytes(self) -> int:
-        return int(self.vectors.nbytes + self.ids.nbytes * 2)
-
-    @property
-    def dead(self) -> int:
-        return int(self.n - np.count_nonzero(self.alive[: self.n]))
-
-
-_DOC_COLS = "tenant, doc_id, kind, slug, title, text, visibility, fact_id, updated_at, vector, vector_model"
-
-
-_doc_row = row_model(SearchDoc, _DOC_COLS, updated_at=dt_of)
-
-
-def _doc_of(r: Sequence[Any], *, with_vector: bool = True) -> SearchDoc:
-    return _doc_row(r if with_vector else (*r[:9], None, None))
 
 
 class SqliteSearchIndex:

@@ -1,0 +1,156 @@
+"""`FactListing` on DynamoDB: list_facts, memory_stats and the per-entity/session/time reads."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from fleetmem.adapters.aws import keys
+from fleetmem.adapters.aws.dynamo import (
+    query_all,
+    ts,
+)
+from fleetmem.adapters.aws.fact_table import FactTable, fact_items, item_to_fact
+from fleetmem.models import Fact, provenance_matches
+from fleetmem.ports import FactFilter, FactTallies
+
+
+class DynamoFactListing(FactTable):
+    def by_entity(
+        self,
+        tenant: str,
+        entity_slug: str,
+        *,
+        now: datetime,
+        active_only: bool = True,
+        world_only: bool = True,
+        limit: int = 50,
+    ) -> list[Fact]:
+        it = self._query(tenant, "by_entity", "ent", keys.key(tenant, entity_slug), page_size=self._page_size(limit))
+        return self._take(it, now=now, active_only=active_only, world_only=world_only, limit=limit)
+
+    def by_session(
+        self,
+        tenant: str,
+        session_id: str,
+        *,
+        now: datetime,
+        active_only: bool = True,
+        world_only: bool = True,
+        limit: int = 50,
+    ) -> list[Fact]:
+        """Facts of one session, newest first, without `vector`: the by_session index does not
+        carry it (tables.FACT_INDEX_ATTRS) because its readers (recall, context_pack) never use it."""
+        it = self._query(tenant, "by_session", "sess", keys.key(tenant, session_id), page_size=self._page_size(limit))
+        return self._take(it, now=now, active_only=active_only, world_only=world_only, limit=limit)
+
+    def recent(
+        self,
+        tenant: str,
+        *,
+        now: datetime,
+        after: datetime | None = None,
+        active_only: bool = True,
+        world_only: bool = True,
+        limit: int = 50,
+    ) -> list[Fact]:
+        it = self._query(tenant, "by_time", "tp", keys.tenant(tenant), after=after, page_size=self._page_size(limit))
+        return self._take(it, now=now, active_only=active_only, world_only=world_only, limit=limit)
+
+    def listing(
+        self,
+        tenant: str,
+        *,
+        now: datetime,
+        world_only: bool,
+        where: FactFilter,
+        before: tuple[datetime, int] | None = None,
+        limit: int = 50,
+    ) -> list[Fact]:
+        """One Query, newest first, on the narrowest index the filter names (the entity's, the
+        session's, else the tenant's by_time range), its `ck` range cut by the times and `before`;
+        the other conditions are checked on the items read."""
+        if where.entity_slug is not None:
+            index, attr, key = "by_entity", "ent", keys.key(tenant, where.entity_slug)
+        elif where.session_id is not None:
+            index, attr, key = "by_session", "sess", keys.key(tenant, where.session_id)
+        else:
+            index, attr, key = "by_time", "tp", keys.tenant(tenant)
+        # ck = "<created iso>#<seq:012d>": "~" sorts after every digit, "#" before every ck of that instant
+        low = f"{ts(where.created_after)}#~" if where.created_after is not None else None
+        highs = [f"{ts(where.created_before)}#"] if where.created_before is not None else []
+        if before is not None:
+            highs.append(f"{ts(before[0])}#{int(before[1]):012d}")
+        high = min(highs) if highs else None
+        values: dict[str, Any] = {":k": {"S": key}}
+        cond = f"{attr} = :k"
+        if low is not None and high is not None:
+            if low >= high:
+                return []
+            cond += " AND ck BETWEEN :lo AND :hi"  # inclusive: an item at `high` is skipped below
+            values |= {":lo": {"S": low}, ":hi": {"S": high}}
+        elif high is not None:
+            cond += " AND ck < :hi"
+            values[":hi"] = {"S": high}
+        elif low is not None:
+            cond += " AND ck > :lo"
+            values[":lo"] = {"S": low}
+        req: dict[str, Any] = {
+            "TableName": self.table,
+            "IndexName": index,
+            "KeyConditionExpression": cond,
+            "ExpressionAttributeValues": values,
+            "ScanIndexForward": False,
+            "Limit": self._page_size(limit),
+        }
+
+        def keep(item: dict[str, Any]) -> bool:
+            if high is not None and item.get("ck") == high:
+                return False
+            f = item_to_fact(item)
+            return (
+                (where.entity_slug is None or f.entity_slug == where.entity_slug)
+                and (where.session_id is None or f.session_id == where.session_id)
+                and (where.kind is None or f.kind == where.kind)
+                and (where.provenance is None or provenance_matches(f.provenance, where.provenance))
+                and (where.state == "any" or f.status(now) == where.state)
+            )
+
+        found = self._take(
+            (item_to_fact(i) for i in fact_items(query_all(self._db, req), tenant) if keep(i)),
+            world_only=world_only,
+            limit=limit,
+        )
+        if index == "by_time":
+            # by_time does not carry why a fact was expired (tables.FACT_TIME_ATTRS): the items
+            # themselves do, for the retracted ones listed
+            full = {f.fact_id: f for f in self._batch_get(tenant, [f.fact_id for f in found if f.expired_at])}
+            found = [full.get(f.fact_id, f) for f in found]
+        return found
+
+    def tallies(self, tenant: str, *, now: datetime, world_only: bool, since: datetime, top: int = 10) -> FactTallies:
+        """One paginated Query of the tenant's `by_change` range (every fact, without its vector;
+        facts from before change numbers get into it with `fleetmem admin reindex`)."""
+        req: dict[str, Any] = {
+            "TableName": self.table,
+            "IndexName": "by_change",
+            "KeyConditionExpression": "tp = :k",
+            "ExpressionAttributeValues": {":k": {"S": keys.tenant(tenant)}},
+        }
+        status = dict.fromkeys(("active", "superseded", "forgotten", "expired"), 0)
+        per_entity: dict[str, int] = {}
+        per_day: dict[str, int] = {}
+        day0 = str(ts(since))[:10]
+        for item in fact_items(query_all(self._db, req), tenant):
+            f = item_to_fact(item)
+            if world_only and f.visibility != "world":
+                continue
+            state = f.status(now)
+            status[state] += 1
+            if state == "active" and f.entity_slug:
+                per_entity[f.entity_slug] = per_entity.get(f.entity_slug, 0) + 1
+            day = str(item.get("created_at", ""))[:10]
+            if day >= day0:
+                per_day[day] = per_day.get(day, 0) + 1
+        busiest = sorted(per_entity.items(), key=lambda e: (-e[1], e[0]))[: max(0, int(top))]
+        return FactTallies(status=status, entities=len(per_entity), busiest=busiest, per_day=per_day)

@@ -1,0 +1,269 @@
+"""The pages table (`tables.PAGES`) every DynamoDB page role reads and writes: the rows a page is
+stored as, their conversion, and `PageTable`, the base the role stores (`pages`, `page_feed`,
+`page_listing`) share."""
+
+from __future__ import annotations
+
+import builtins
+import json
+import re
+import unicodedata
+from collections.abc import Iterator
+from datetime import datetime, timedelta
+from typing import Any, Literal
+
+from fleetmem.adapters.aws import changes, keys
+from fleetmem.adapters.aws.dynamo import (
+    AwsClients,
+    DynamoStore,
+    parse_ts,
+    query_all,
+    same_named,
+    ts,
+)
+from fleetmem.adapters.aws.tables import HEAD_ATTRS, PAGES
+from fleetmem.memory.slugs import last_segment, match_key
+from fleetmem.models import Link, Page, PageHead, TimelineEntry
+
+PAGE_SK = "P"
+
+#: a deleted page's tombstone row (in the page's partition, numbered in the page change sequence;
+#: it carries `tp` + `cs` for `by_change` and nothing the other indexes read but `tp` + `slug`)
+TOMBSTONE_SK = "T"
+
+CHANGE_SK = "C"  # with pk "<tenant>#~chg" (keys.CHANGE): the tenant's page change counter (D14)
+
+#: a transaction holds at most 100 actions; bigger rewrites fall back to batches (not atomic)
+TX_MAX = 100
+
+#: link types that are mere mentions (not counted as backlinks); both spellings are in use
+MENTION_TYPES = frozenset({"mention", "mentions"})
+
+_WORD = re.compile(r"[a-z0-9]+")
+
+HEAD_PROJECTION = ", ".join(f"#{a}" for a in HEAD_ATTRS)
+
+HEAD_NAMES = {f"#{a}": a for a in HEAD_ATTRS}
+
+
+def page_pk(tenant: str, slug: str) -> str:
+    return keys.key(tenant, slug)
+
+
+def words(*texts: str) -> list[str]:
+    """Lower-cased ASCII-folded words of 3+ characters, first-seen order."""
+    seen: dict[str, None] = {}
+    for text in texts:
+        folded = unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode("ascii").lower()
+        for w in _WORD.findall(folded):
+            if len(w) >= 3:
+                seen.setdefault(w, None)
+    return list(seen)
+
+
+#: Near-miss prefixes are looked up by their first PREFIX_LEN letters (the length of the shortest
+#: word `words` keeps), then filtered on the words the row lists.
+PREFIX_LEN = 3
+
+
+def us_position(at: datetime, slug: str) -> str:
+    """`us` of a page row: `<updated_at>#<slug>` (the slug escaped), delta's keyset position."""
+    return f"{ts(at)}#{keys.part(slug)}"
+
+
+def _head_attrs(page: Page) -> dict[str, Any]:
+    return {
+        **same_named(page, "slug", "title"),
+        "ptype": page.type,
+        "visibility": page.visibility,
+        "updated_at": ts(page.updated_at),
+        "last_retrieved_at": ts(page.last_retrieved_at),
+    }
+
+
+def page_condition(expected_updated_at: datetime | Literal[""] | None) -> dict[str, Any]:
+    """The ConditionExpression that makes a page write conditional ({} = unconditional)."""
+    if expected_updated_at is None:
+        return {}
+    if expected_updated_at == "":
+        return {"ConditionExpression": "attribute_not_exists(pk)"}
+    return {
+        "ConditionExpression": "updated_at = :expected_updated_at",
+        "ExpressionAttributeValues": {":expected_updated_at": {"S": str(ts(expected_updated_at))}},
+    }
+
+
+def page_to_item(page: Page) -> dict[str, Any]:
+    return {
+        "pk": page_pk(page.tenant, page.slug),
+        "sk": PAGE_SK,
+        "typ": "page",
+        "tenant": page.tenant,
+        "tp": keys.tenant(page.tenant),
+        **_head_attrs(page),
+        "aliases": list(page.aliases) or None,
+        "summary": page.summary,
+        "body": page.body,
+        "links": json.dumps([link.model_dump() for link in page.links]) if page.links else None,
+        "timeline": json.dumps([t.model_dump() for t in page.timeline]) if page.timeline else None,
+        "frontmatter": json.dumps(page.frontmatter, default=str) if page.frontmatter else None,
+        "created_at": ts(page.created_at),
+        "author": page.author,
+        "tk": keys.key(page.tenant, match_key(page.title)),
+        "lk": keys.key(page.tenant, last_segment(page.slug)),
+        "us": us_position(page.updated_at, page.slug),
+    }
+
+
+def item_to_page(item: dict[str, Any]) -> Page:
+    return Page(
+        tenant=item["tenant"],
+        slug=item["slug"],
+        title=item["title"],
+        type=item.get("ptype"),
+        aliases=tuple(item.get("aliases") or ()),
+        summary=item.get("summary"),
+        visibility=item.get("visibility", "world"),
+        body=item.get("body", ""),
+        links=tuple(Link(**x) for x in json.loads(item["links"])) if item.get("links") else (),
+        timeline=tuple(TimelineEntry(**x) for x in json.loads(item["timeline"])) if item.get("timeline") else (),
+        frontmatter=json.loads(item["frontmatter"]) if item.get("frontmatter") else {},
+        created_at=parse_ts(item["created_at"]),  # type: ignore[arg-type]
+        updated_at=parse_ts(item["updated_at"]),  # type: ignore[arg-type]
+        last_retrieved_at=parse_ts(item.get("last_retrieved_at")),
+        author=item.get("author"),
+    )
+
+
+def item_to_head(item: dict[str, Any]) -> PageHead:
+    return PageHead(
+        slug=item["slug"],
+        title=item["title"],
+        type=item.get("ptype"),
+        visibility=item.get("visibility", "world"),
+        updated_at=parse_ts(item["updated_at"]),  # type: ignore[arg-type]
+        last_retrieved_at=parse_ts(item.get("last_retrieved_at")),
+    )
+
+
+def derived_rows(page: Page) -> list[dict[str, Any]]:
+    """The alias, link and word rows of a page (all in the page's partition)."""
+    pk = page_pk(page.tenant, page.slug)
+    head = _head_attrs(page)
+    rows: dict[str, dict[str, Any]] = {}
+    for alias in page.aliases:
+        norm = match_key(alias)
+        if norm:
+            sk = f"A#{keys.part(norm)}"
+            rows[sk] = {
+                "pk": pk,
+                "sk": sk,
+                "typ": "alias",
+                "ak": keys.key(page.tenant, norm),
+                "alias": norm,
+                **head,
+            }
+    for link in page.links:
+        sk = f"L#{keys.part(link.target)}#{keys.part(link.type)}"
+        rows[sk] = {
+            "pk": pk,
+            "sk": sk,
+            "typ": "link",
+            "gk": keys.key(page.tenant, link.target),
+            "src": page.slug,
+            "ltype": link.type,
+            "context": link.context,
+            "src_visibility": page.visibility,
+            "src_updated_at": ts(page.updated_at),
+        }
+    by_prefix: dict[str, list[str]] = {}
+    for w in words(page.title, page.slug.replace("/", " "), *page.aliases):
+        rows[f"W#{w}"] = {"pk": pk, "sk": f"W#{w}", "typ": "word", "wk": keys.key(page.tenant, w), **head}
+        by_prefix.setdefault(w[:PREFIX_LEN], []).append(w)
+    for pre, ws in by_prefix.items():
+        rows[f"X#{pre}"] = {
+            "pk": pk,
+            "sk": f"X#{pre}",
+            "typ": "prefix",
+            "wk": keys.prefix_key(page.tenant, pre),
+            "pw": ws,
+            **head,
+        }
+    return list(rows.values())
+
+
+class PageTable(DynamoStore):
+    """One role over the pages table: the shared queries and the change counter."""
+
+    TABLE = PAGES
+
+    def __init__(self, clients: AwsClients, prefix: str, *, settle_ms: int = 0) -> None:
+        super().__init__(clients, prefix)
+        self.settle = timedelta(milliseconds=settle_ms)
+
+    def _query_raw(self, req: dict[str, Any]) -> Iterator[dict[str, Any]]:
+        return query_all(self._db, req)
+
+    def _query(self, tenant: str, req: dict[str, Any]) -> Iterator[dict[str, Any]]:
+        """The tenant's items of a Query (an item of another tenant is dropped as if missing)."""
+        return keys.owned_items(self._query_raw(req), tenant, table="pages")
+
+    def _gsi(
+        self,
+        tenant: str,
+        index: str,
+        key_attr: str,
+        key: str,
+        *,
+        limit: int | None = None,
+        sort: tuple[str, str, str] | None = None,
+        forward: bool = True,
+    ) -> Iterator[dict[str, Any]]:
+        values: dict[str, Any] = {":k": {"S": key}}
+        cond = f"{key_attr} = :k"
+        if sort is not None:
+            _, op, value = sort
+            cond += f" AND #s {op} :s"
+            values[":s"] = {"S": value}
+        req: dict[str, Any] = {
+            "TableName": self.table,
+            "IndexName": index,
+            "KeyConditionExpression": cond,
+            "ExpressionAttributeValues": values,
+            "ScanIndexForward": forward,
+        }
+        if sort is not None:
+            req["ExpressionAttributeNames"] = {"#s": sort[0]}
+        if limit is not None:
+            req["Limit"] = limit
+        return self._query(tenant, req)
+
+    @staticmethod
+    def _visible(item: dict[str, Any], world_only: bool) -> bool:
+        return not world_only or item.get("visibility", "world") == "world"
+
+    def _counter_key(self, tenant: str) -> dict[str, Any]:
+        return {"pk": {"S": keys.reserved(tenant, keys.CHANGE)}, "sk": {"S": CHANGE_SK}}
+
+    def _number(self, tenant: str, now: datetime | None = None) -> Any:
+        """D21: number the tenant's pending page changes (pages and tombstones) before reading positions."""
+        return changes.number_pending(
+            self._db, table=self.table, counter_key=self._counter_key(tenant), tp=keys.tenant(tenant), now=now
+        )
+
+    def _by_slug(
+        self, tenant: str, *, world_only: bool, limit: int, after: str | None = None, type: str | None = None
+    ) -> builtins.list[PageHead]:
+        it = self._gsi(tenant, "by_slug", "tp", keys.tenant(tenant), sort=("slug", ">", after) if after else None)
+        out: builtins.list[PageHead] = []
+        if limit <= 0:
+            return out
+        for item in it:
+            if item.get("sk", PAGE_SK) != PAGE_SK:
+                continue  # a tombstone (it carries tp + slug for by_change)
+            if not self._visible(item, world_only) or (type is not None and item.get("ptype") != type):
+                continue
+            out.append(item_to_head(item))
+            if len(out) >= limit:
+                break
+        return out

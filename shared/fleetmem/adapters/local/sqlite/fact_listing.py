@@ -1,0 +1,132 @@
+"""`FactListing` on SQLite: list_facts, memory_stats and the per-entity/session/time reads."""
+
+from __future__ import annotations
+
+import sqlite3
+from datetime import datetime
+from typing import Any
+
+from fleetmem.adapters.local.sqlite.db import (
+    ms,
+)
+from fleetmem.adapters.local.sqlite.fact_table import (
+    _FACT_COLS,
+    SqliteFactTable,
+    _active_clause,
+    _fact_of,
+    _status_sql,
+)
+from fleetmem.models import Fact
+from fleetmem.ports import FactFilter, FactTallies
+
+
+class SqliteFactListing(SqliteFactTable):
+    def by_entity(
+        self,
+        tenant: str,
+        entity_slug: str,
+        *,
+        now: datetime,
+        active_only: bool = True,
+        world_only: bool = True,
+        limit: int = 50,
+    ) -> list[Fact]:
+        return self._query(tenant, " AND entity_slug = ?", [entity_slug], now, active_only, world_only, limit)
+
+    def by_session(
+        self,
+        tenant: str,
+        session_id: str,
+        *,
+        now: datetime,
+        active_only: bool = True,
+        world_only: bool = True,
+        limit: int = 50,
+    ) -> list[Fact]:
+        return self._query(tenant, " AND session_id = ?", [session_id], now, active_only, world_only, limit)
+
+    def recent(
+        self,
+        tenant: str,
+        *,
+        now: datetime,
+        after: datetime | None = None,
+        active_only: bool = True,
+        world_only: bool = True,
+        limit: int = 50,
+    ) -> list[Fact]:
+        where, params = ("", []) if after is None else (" AND created_at > ?", [ms(after)])
+        return self._query(tenant, where, params, now, active_only, world_only, limit)
+
+    def listing(
+        self,
+        tenant: str,
+        *,
+        now: datetime,
+        world_only: bool,
+        where: FactFilter,
+        before: tuple[datetime, int] | None = None,
+        limit: int = 50,
+    ) -> list[Fact]:
+        sql = f"SELECT {_FACT_COLS} FROM facts WHERE tenant = ?"
+        args: list[Any] = [tenant]
+        for column, value in (
+            ("entity_slug", where.entity_slug),
+            ("session_id", where.session_id),
+            ("kind", where.kind),
+        ):
+            if value is not None:
+                sql += f" AND {column} = ?"
+                args.append(value)
+        if where.provenance is not None:
+            sql += " AND fm_icontains(provenance, ?)"
+            args.append(where.provenance)
+        if where.created_after is not None:
+            sql += " AND created_at > ?"
+            args.append(ms(where.created_after))
+        if where.created_before is not None:
+            sql += " AND created_at < ?"
+            args.append(ms(where.created_before))
+        if before is not None:
+            sql += " AND (created_at, seq) < (?, ?)"
+            args += [ms(before[0]), int(before[1])]
+        if where.state != "any":
+            status, extra = _status_sql(now)
+            sql += f" AND {status} = ?"
+            args += [*extra, where.state]
+        if world_only:
+            sql += " AND visibility = 'world'"
+        sql += " ORDER BY created_at DESC, seq DESC LIMIT ?"
+        args.append(max(0, int(limit)))
+        return [_fact_of(r) for r in self.db.all(sql, args)]
+
+    def tallies(self, tenant: str, *, now: datetime, world_only: bool, since: datetime, top: int = 10) -> FactTallies:
+        seen = " AND visibility = 'world'" if world_only else ""
+        status, extra = _status_sql(now)
+        active, active_args = _active_clause(now)
+
+        def run(c: sqlite3.Connection) -> FactTallies:
+            by_status = dict(
+                c.execute(
+                    f"SELECT {status} AS st, count(*) FROM facts WHERE tenant = ?{seen} GROUP BY st", (*extra, tenant)
+                ).fetchall()
+            )
+            entity = f"FROM facts WHERE tenant = ? AND entity_slug IS NOT NULL{active}{seen}"
+            (entities,) = c.execute(f"SELECT count(DISTINCT entity_slug) {entity}", (tenant, *active_args)).fetchone()
+            busiest = c.execute(
+                f"SELECT entity_slug, count(*) AS n {entity} GROUP BY entity_slug ORDER BY n DESC, entity_slug LIMIT ?",
+                (tenant, *active_args, max(0, int(top))),
+            ).fetchall()
+            per_day = c.execute(
+                "SELECT strftime('%Y-%m-%d', created_at / 1000, 'unixepoch') AS d, count(*) FROM facts "
+                f"WHERE tenant = ? AND created_at >= ?{seen} GROUP BY d",
+                (tenant, ms(since)),
+            ).fetchall()
+            return FactTallies(
+                status={k: int(by_status.get(k, 0)) for k in ("active", "superseded", "forgotten", "expired")},
+                entities=int(entities),
+                busiest=[(str(slug), int(n)) for slug, n in busiest],
+                per_day={str(d): int(n) for d, n in per_day},
+            )
+
+        return self.db.read(run)

@@ -1,0 +1,277 @@
+"""The fact ports, by role: `FactStore` (writes and reads by id), `FactDecisions` (D20), `FactFeed`
+(what delta reads), `FactListing` (reads by entity, session, time and filter), `FactScan` (packs).
+Conventions: `fleetmem.ports`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal, Protocol, runtime_checkable
+
+from fleetmem.models import (
+    AuditEvent,
+    Fact,
+)
+
+
+@dataclass(frozen=True)
+class DecisionPool:
+    """What one `remember` decision about an entity reads (D20): the active facts it compares the new
+    fact with, and the store's opaque token for that state. `FactStore.put(..., decided=pool)`
+    commits only while no other decision about the entity committed since the pool was read."""
+
+    facts: list[Fact]
+    token: Any
+
+
+@dataclass(frozen=True)
+class FactWrite:
+    """What a decision stores: the new fact, the fact it supersedes, their audit trail."""
+
+    fact: Fact
+    supersede: Fact | None = None
+    audit: Sequence[AuditEvent] = ()
+
+
+#: list_facts' `state` filter: one FactStatus (`Fact.status`), or "any".
+FactState = Literal["active", "superseded", "forgotten", "expired", "any"]
+
+
+@dataclass(frozen=True)
+class FactFilter:
+    """What `FactListing.listing` keeps (every field None: no condition). `provenance` is a
+    case-insensitive substring (`models.provenance_matches`); the times bound `created_at`
+    strictly (created_after < created_at < created_before)."""
+
+    entity_slug: str | None = None
+    kind: str | None = None
+    state: FactState = "active"
+    session_id: str | None = None
+    provenance: str | None = None
+    created_after: datetime | None = None
+    created_before: datetime | None = None
+
+
+@dataclass(frozen=True)
+class FactTallies:
+    """memory_stats' fact counts: per `Fact.status`, distinct entities and the busiest ones (by
+    active facts), and facts created per UTC day ("YYYY-MM-DD") since the asked day."""
+
+    status: dict[str, int]
+    entities: int
+    busiest: list[tuple[str, int]]
+    per_day: dict[str, int]
+
+
+class FactStore(Protocol):
+    """A tenant's facts by id: the sequence, the writes (`put`, `expire`, `purge`) and reads by id."""
+
+    def next_seq(self, tenant: str) -> int:
+        """Allocate the tenant's next integer fact sequence number (1, 2, 3, ...; atomic)."""
+        ...
+
+    def put(
+        self,
+        fact: Fact,
+        *,
+        supersede: Fact | None = None,
+        audit: Sequence[AuditEvent] = (),
+        decided: DecisionPool | None = None,
+    ) -> None:
+        """Insert `fact`. With `supersede`, atomically also mark that stored fact expired at
+        `fact.created_at` with `superseded_by = fact.fact_id` (raises Conflict if it is no longer
+        active or was changed). Raises Conflict if `fact.fact_id` already exists. The `audit`
+        events are written in the same transaction: a fact is never written without its trail.
+        With `decided` (the pool the write was decided on, from `FactDecisions.decision_pool`
+        for the fact's entity), raises Conflict if the pool is no longer current — at least when another decided
+        write on that entity committed since, in any process: the caller reads it again and decides
+        again."""
+        ...
+
+    def get(self, tenant: str, fact_id: str) -> Fact | None: ...
+
+    def many(self, tenant: str, fact_ids: Sequence[str]) -> list[Fact]:
+        """Batch get; missing ids are skipped; order follows `fact_ids`."""
+        ...
+
+    def expire(
+        self,
+        tenant: str,
+        fact_id: str,
+        *,
+        at: datetime,
+        reason: str | None,
+        actor: str,
+        audit: AuditEvent | None = None,
+    ) -> bool:
+        """Mark a fact expired. True if it was active and is now expired; False if already
+        expired/superseded (idempotent). Raises NotFound if it does not exist for the tenant.
+        `audit` is written in the same transaction, and only when the fact was expired."""
+        ...
+
+    def purge(self, tenant: str, fact_id: str) -> bool:
+        """Hard-delete a fact (D12). True if something was deleted."""
+        ...
+
+
+class FactDecisions(Protocol):
+    """D20: what a `remember` decision about an entity reads, and the decided write."""
+
+    def decision_pool(self, tenant: str, entity_slug: str | None, *, now: datetime, limit: int) -> DecisionPool:
+        """D20: the active facts (every visibility, newest first) a new fact on `entity_slug` is compared
+        with — for None, the unattributed ones among the tenant's `limit` newest active facts — with
+        the token `put(..., decided=)` checks."""
+        ...
+
+    def put_decided(
+        self,
+        tenant: str,
+        entity_slug: str | None,
+        decide: Callable[[DecisionPool], FactWrite | None],
+        *,
+        now: datetime,
+        limit: int,
+        pool: DecisionPool | None = None,
+    ) -> None:
+        """D20: one decision about an entity — `decide` gets the entity's pool and returns what to
+        store (None: nothing), which is put conditional on that pool. A store with a lock every
+        process takes reads the pool and decides inside it (SQLite: `pool` is not used, the write
+        never loses); the others decide on `pool` (read when None) and raise Conflict when another
+        decision won: the caller calls again with `pool=None`."""
+        ...
+
+    def count_active(self, tenant: str, entity_slug: str, *, now: datetime, world_only: bool = True) -> int: ...
+
+
+class FactFeed(Protocol):
+    """What delta reads about facts: change numbers, expiries and creations after a position."""
+
+    def changed_after(
+        self,
+        tenant: str,
+        *,
+        seq: int,
+        now: datetime,
+        world_only: bool = True,
+        limit: int = 50,
+        retracted: bool = False,
+    ) -> list[tuple[int, Fact]]:
+        """D14: (change_seq, fact) of active facts whose change_seq > seq, ascending. `put` assigns
+        the tenant's next fact change_seq inside its own write, in commit order, so a reader that
+        has seen change_seq N has seen every fact below N that still exists. A retraction (expire,
+        or `put` superseding it) gives the retracted fact the next change_seq in the same write;
+        `retracted=True` lists those facts too (not a fact only past its valid_until: that expiry
+        is listed by `expired_between`)."""
+        ...
+
+    def expired_between(
+        self,
+        tenant: str,
+        *,
+        after: datetime,
+        after_seq: int | None,
+        until: datetime,
+        world_only: bool = True,
+        limit: int = 50,
+    ) -> list[Fact]:
+        """D19: facts whose `valid_until` lies in ((after, after_seq), until] — `after_seq=None`:
+        valid_until > after — by (valid_until, seq) ascending; facts forgotten or superseded first
+        are left out (that retraction is listed by `changed_after`)."""
+        ...
+
+    def change_floor(
+        self, tenant: str, *, after: datetime | None, walk: bool = False, after_seq: int | None = None
+    ) -> int:
+        """D14 (`walk` as PageFeed.change_floor; `after_seq`: (created_at, seq) > (after, after_seq)):
+        the change position a timestamp resumes from: min(current counter, smallest
+        change_seq of a fact created strictly after `after`, minus 1); `after=None`: the counter."""
+        ...
+
+    def created_after(
+        self,
+        tenant: str,
+        *,
+        after: datetime,
+        after_seq: int | None,
+        now: datetime,
+        world_only: bool = True,
+        limit: int = 50,
+    ) -> list[Fact]:
+        """Active facts with (created_at, seq) > (after, after_seq) — `after_seq=None`: created_at >
+        after — OLDEST first by (created_at, seq) (delta from a bare `since`). A store whose time
+        index is eventually consistent stops at its settle horizon (`now` - settle)."""
+        ...
+
+
+class FactListing(Protocol):
+    """Facts by entity, session, time and filter (recall, context_pack, list_facts, memory_stats)."""
+
+    def listing(
+        self,
+        tenant: str,
+        *,
+        now: datetime,
+        world_only: bool,
+        where: FactFilter,
+        before: tuple[datetime, int] | None = None,
+        limit: int = 50,
+    ) -> list[Fact]:
+        """list_facts: facts in any state that pass `where` (state judged at `now`), newest first
+        by (created_at, seq), strictly before the keyset position `before` (None: from the newest)."""
+        ...
+
+    def tallies(self, tenant: str, *, now: datetime, world_only: bool, since: datetime, top: int = 10) -> FactTallies:
+        """memory_stats: the tenant's fact counts (`FactTallies`; `per_day` from the UTC day of
+        `since`, `busiest` the `top` entities by active facts, most first, then by slug)."""
+        ...
+
+    def by_entity(
+        self,
+        tenant: str,
+        entity_slug: str,
+        *,
+        now: datetime,
+        active_only: bool = True,
+        world_only: bool = True,
+        limit: int = 50,
+    ) -> list[Fact]:
+        """Facts about one entity, newest first (created_at desc, then seq desc)."""
+        ...
+
+    def by_session(
+        self,
+        tenant: str,
+        session_id: str,
+        *,
+        now: datetime,
+        active_only: bool = True,
+        world_only: bool = True,
+        limit: int = 50,
+    ) -> list[Fact]:
+        """Facts written with this session_id, newest first."""
+        ...
+
+    def recent(
+        self,
+        tenant: str,
+        *,
+        now: datetime,
+        after: datetime | None = None,
+        active_only: bool = True,
+        world_only: bool = True,
+        limit: int = 50,
+    ) -> list[Fact]:
+        """Facts with created_at > after (all when None), newest first."""
+        ...
+
+
+@runtime_checkable
+class FactScan(Protocol):
+    """Whole-tenant fact reads for memory packs: every fact in any state, in a stable order."""
+
+    def scan(self, tenant: str, *, after: str | None, limit: int) -> tuple[list[Fact], str | None]: ...
+
+    def raise_seq(self, tenant: str, at_least: int) -> None:
+        """Make `next_seq` continue above `at_least` (an import stores facts with their own seq)."""
+        ...

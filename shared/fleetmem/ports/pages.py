@@ -1,0 +1,152 @@
+"""The page ports, by role: `PageStore` (writes, reads by slug, resolution reads), `PageFeed` (what
+delta reads), `PageListing` (slug order, backlinks, counts), `PageScan` (packs). Conventions:
+`fleetmem.ports`."""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Literal, Protocol, runtime_checkable
+
+from fleetmem.models import (
+    Backlink,
+    Page,
+    PageHead,
+    PageMatch,
+    PageTombstone,
+)
+
+
+@dataclass(frozen=True)
+class PageTallies:
+    """memory_stats' page counts: every page, and pages by the UTC day of their last write."""
+
+    pages: int
+    per_day: dict[str, int]
+
+
+class PageStore(Protocol):
+    """A tenant's pages by slug: the writes, reads by slug, and the resolution reads (`lookup`, `keyword`)."""
+
+    def get(self, tenant: str, slug: str) -> Page | None: ...
+
+    def put(self, page: Page, *, expected_updated_at: datetime | Literal[""] | None = None) -> None:
+        """Create or replace a page with its aliases, links and timeline (all derived rows replaced).
+        `expected_updated_at` makes the write conditional, checked in the same atomic step as the
+        write: a time = the stored page's `updated_at` (to the millisecond) must equal it; "" = no
+        page may be stored under the slug. Raises Conflict (nothing written) when the condition
+        fails. None (the default) writes unconditionally."""
+        ...
+
+    def delete(self, tenant: str, slug: str, *, at: datetime | None = None) -> bool:
+        """Remove the page and its derived rows, leaving a tombstone deleted at `at` (default now)."""
+        ...
+
+    def heads(self, tenant: str, slugs: Sequence[str]) -> builtins.list[PageHead]:
+        """Batch head lookup; missing slugs skipped."""
+        ...
+
+    def lookup(
+        self,
+        tenant: str,
+        *,
+        aliases: Sequence[str],
+        titles: Sequence[str],
+        slugs: Sequence[str],
+        suffix: str,
+        world_only: bool,
+        limit: int = 10,
+    ) -> builtins.list[PageMatch]:
+        """Resolution candidates, one per (page, way) it matched:
+        `alias`: a stored alias key (`slugs.match_key` of the alias; `normalize_alias` for pages
+        written before it) is one of `aliases`;
+        `title`: the stored title key (`match_key` of the title; `str.lower()` before) is one of `titles`;
+        `slug`: slug is one of `slugs`;
+        `suffix`: slug ends with "/" + `suffix` (skipped when `suffix` is empty).
+        The domain ranks them; the store need not sort. At most `limit` per way."""
+        ...
+
+    def keyword(self, tenant: str, text: str, *, world_only: bool, limit: int = 3) -> builtins.list[PageHead]:
+        """Near-misses for an entity miss: pages whose title/slug/aliases share words with `text`,
+        or have a word starting with a word of `text` of 3+ characters ("pri" -> "priya")."""
+        ...
+
+
+class PageFeed(Protocol):
+    """What delta reads about pages: change numbers, tombstones and updates after a position."""
+
+    def changed_after(
+        self, tenant: str, *, seq: int, world_only: bool, limit: int, now: datetime | None = None
+    ) -> builtins.list[tuple[int, PageHead]]:
+        """D14: (change_seq, head) of pages whose change_seq > seq, ascending. Every
+        `put` assigns the page the tenant's next page change_seq inside its own write, in commit
+        order, so a reader that has seen N has seen every write below N."""
+        ...
+
+    def deleted_after(
+        self, tenant: str, *, seq: int, world_only: bool, limit: int
+    ) -> builtins.list[tuple[int, PageTombstone]]:
+        """(change_seq, tombstone) of deleted pages whose change_seq > seq, ascending: `delete`
+        leaves a tombstone carrying the tenant's next page change_seq (the page numbers' own
+        sequence, so pages and tombstones interleave in commit order); a later `put` of the slug
+        removes it."""
+        ...
+
+    def change_floor(self, tenant: str, *, since: datetime | None, slug: str = "", walk: bool = False) -> int:
+        """D14: the change position a (since, slug) keyset position resumes from: min(current
+        counter, smallest change_seq of a page with (updated_at, slug) > (since, slug), minus 1);
+        `since=None`: the counter (everything committed so far). `walk=True` finds that smallest
+        number by walking the change order up to the first page after the position (cheap when
+        the position is early; the default reads every page after it)."""
+        ...
+
+    def updated_since(
+        self,
+        tenant: str,
+        *,
+        since: datetime,
+        slug: str,
+        world_only: bool,
+        limit: int,
+        now: datetime | None = None,
+    ) -> builtins.list[PageHead]:
+        """Keyset page: (updated_at, slug) > (since, slug) ascending, byte order on slug. With `now`,
+        a store whose time index is eventually consistent stops at its settle horizon."""
+        ...
+
+
+class PageListing(Protocol):
+    """Pages by slug order, their backlinks and counts (list_pages, get_page, memory_stats)."""
+
+    def list(
+        self,
+        tenant: str,
+        *,
+        world_only: bool,
+        limit: int,
+        after: str | None = None,
+        type: str | None = None,
+    ) -> builtins.list[PageHead]:
+        """Pages ordered by slug ascending, strictly after `after` (keyset paging)."""
+        ...
+
+    def backlinks(
+        self, tenant: str, slug: str, *, world_only: bool, limit: int = 10
+    ) -> tuple[builtins.list[Backlink], int]:
+        """Incoming links from other pages (mentions included in the list, newest source first is
+        not required), plus the count of incoming NON-mention links."""
+        ...
+
+    def tallies(self, tenant: str, *, world_only: bool, since: datetime) -> PageTallies:
+        """memory_stats: how many pages, and pages by the UTC day of `updated_at` from `since`'s day."""
+        ...
+
+
+@runtime_checkable
+class PageScan(Protocol):
+    """Whole-tenant page reads for memory packs (`fleetmem.pack`): every page, whole, in a stable
+    order, in bounded batches. `after` is the opaque position the previous batch returned."""
+
+    def scan(self, tenant: str, *, after: str | None, limit: int) -> tuple[list[Page], str | None]: ...
