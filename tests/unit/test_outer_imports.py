@@ -31,7 +31,7 @@ BEING_MOVED: dict[tuple[str, str], str] = {
     ("functions/pages/handler.py", "fleetmem.protocol"): "tool groups to come from the transport",
     ("infra/cold_start.py", "fleetmem.transport.aws_lambda.runtime"): "INIT_IMPORTS needs a home below transport",
     ("infra/constructs/common.py", "fleetmem.transport.aws_lambda.runtime"): "ENV_FUNCTION_GROUP belongs in config",
-    ("infra/constructs/edge.py", "fleetmem.transport.aws_lambda.authorizer"): "credential_shape belongs in contract",
+    ("infra/constructs/waf.py", "fleetmem.transport.aws_lambda.authorizer"): "credential_shape belongs in contract",
     ("infra/constructs/edge.py", "fleetmem.transport.aws_lambda.proxy"): "gateway bodies belong in contract",
     ("infra/constructs/heartbeat.py", "fleetmem.transport.aws_lambda.heartbeat"): "WAKE_FIELD belongs in config",
     ("infra/config.py", "fleetmem.memory.verbs"): "the tool list in registry order belongs in contract",
