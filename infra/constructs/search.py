@@ -12,7 +12,7 @@ are listed in `ADMIN_PATHS`. The client names the index in every path
 (adapters/aws/opensearch.py). On Serverless the data access policy gives readers
 ReadDocument/DescribeIndex only. No principal outside those roles has any access.
 
-Sizes come from `search.preset` (infra/config.py SEARCH_PRESETS; explicit fields override it): "dev"
+Sizes come from `search.preset` (infra/config_sections.py SEARCH_PRESETS; explicit fields override it): "dev"
 is one t3.small node, "production" three r6g data nodes over three zones (Multi-AZ with Standby)
 behind three dedicated masters, fine-grained access control with an IAM master role (the deploy
 maps the function roles to OpenSearch roles itself: search_rolemap.py), audit logs,
