@@ -157,24 +157,7 @@ class FunctionFactory:
     ) -> Fn:
         cfg = self.config
         name = f"{cfg.prefix}-{group.replace('_', '-')}"
-        role = iam.Role(
-            scope,
-            f"{id}Role",
-            assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
-            description=f"{name}: only what this function needs",
-        )
-        log_group = logs.LogGroup(
-            scope,
-            f"{id}Logs",
-            log_group_name=f"/aws/lambda/{name}",
-            retention=retention(cfg),
-            removal_policy=cdk.RemovalPolicy.DESTROY,
-        )
-        role.add_to_principal_policy(
-            iam.PolicyStatement(
-                actions=["logs:CreateLogStream", "logs:PutLogEvents"], resources=[log_group.log_group_arn]
-            )
-        )
+        role, log_group = self._role_and_logs(scope, id, name)
         size = cfg.size_for(group)
         snap = group in cfg.snap_start_groups()
         function = LiveFunction(
@@ -235,3 +218,26 @@ class FunctionFactory:
         )
         function.live = alias
         return Fn(function, role, log_group, group, alias)
+
+    def _role_and_logs(self, scope: Construct, id: str, name: str) -> tuple[iam.Role, logs.LogGroup]:
+        """The function's own role and its log group (with the stage's retention), the role
+        allowed to write to that group only."""
+        role = iam.Role(
+            scope,
+            f"{id}Role",
+            assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
+            description=f"{name}: only what this function needs",
+        )
+        log_group = logs.LogGroup(
+            scope,
+            f"{id}Logs",
+            log_group_name=f"/aws/lambda/{name}",
+            retention=retention(self.config),
+            removal_policy=cdk.RemovalPolicy.DESTROY,
+        )
+        role.add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=["logs:CreateLogStream", "logs:PutLogEvents"], resources=[log_group.log_group_arn]
+            )
+        )
+        return role, log_group

@@ -46,7 +46,6 @@ from fleetmem.config import (
 )
 from fleetmem.contract.routes import MCP_GATEWAY_METHODS, MCP_PATH, OPENAPI_PATH, PUBLIC_PATHS, TOOLS_PATH, V1_PREFIX
 from fleetmem.lambda_routes import TOOL_FUNCTIONS_ENV
-from fleetmem.transport.aws_lambda.authorizer import credential_shape
 from fleetmem.transport.aws_lambda.proxy import (
     GATEWAY_RETRY_AFTER_S,
     authorizer_busy_body,
@@ -54,12 +53,14 @@ from fleetmem.transport.aws_lambda.proxy import (
     www_authenticate,
 )
 
-from ..config import WAF_WINDOW_S, DeployConfig
+from ..config import DeployConfig
 from .client_auth import RESOURCE_SERVER, ClientAuth
 from .common import READ_ACTIONS, Fn, FunctionFactory, acknowledge, grant_table, retention
 from .signing import InvokeSigning
 from .tables import Tables
 from .tool_functions import ToolFunctions
+from .waf import MANAGED_RULE_GROUPS as MANAGED_RULE_GROUPS
+from .waf import web_acl
 
 #: `GET /v1/<part>` routes the edge function answers (`fleetmem.contract.routes`).
 V1_EDGE_PATHS = (TOOLS_PATH.rsplit("/", 1)[1], OPENAPI_PATH.rsplit("/", 1)[1])
@@ -71,49 +72,6 @@ def _envelope(code: str, message: str) -> str:
 
 def _authorizer_busy() -> str:
     return json.dumps(authorizer_busy_body(correlation_id="$context.requestId"))
-
-
-#: WAF rule names (and their CloudWatch metric names, the `Rule` dimension of `AWS/WAFV2`).
-RATE_RULE, RATE_METRIC = "rate-per-ip", "ratePerIp"
-FLOOD_RULE, FLOOD_METRIC = "flood-per-ip", "floodPerIp"
-
-
-#: AWS managed rule groups on the web ACL, each with the rules that inspect the request body set to
-#: count: the body of an authenticated call is the caller's own memory text (code, HTML, log lines,
-#: pages over 8 KB), which those rules would block as attacks. Headers, URI and query stay blocked.
-MANAGED_RULE_GROUPS = {
-    "AWSManagedRulesCommonRuleSet": (
-        "SizeRestrictions_BODY",
-        "CrossSiteScripting_BODY",
-        "GenericLFI_BODY",
-        "GenericRFI_BODY",
-        "EC2MetaDataSSRF_BODY",
-    ),
-    "AWSManagedRulesKnownBadInputsRuleSet": ("Log4JRCE_BODY", "JavaDeserializationRCE_BODY"),
-}
-
-
-def _managed_rule_group(name: str, priority: int, body_rules: tuple[str, ...]) -> wafv2.CfnWebACL.RuleProperty:
-    return wafv2.CfnWebACL.RuleProperty(
-        name=name,
-        priority=priority,
-        override_action=wafv2.CfnWebACL.OverrideActionProperty(none={}),
-        statement=wafv2.CfnWebACL.StatementProperty(
-            managed_rule_group_statement=wafv2.CfnWebACL.ManagedRuleGroupStatementProperty(
-                vendor_name="AWS",
-                name=name,
-                rule_action_overrides=[
-                    wafv2.CfnWebACL.RuleActionOverrideProperty(
-                        name=rule, action_to_use=wafv2.CfnWebACL.RuleActionProperty(count={})
-                    )
-                    for rule in body_rules
-                ],
-            )
-        ),
-        visibility_config=wafv2.CfnWebACL.VisibilityConfigProperty(
-            cloud_watch_metrics_enabled=True, metric_name=name, sampled_requests_enabled=True
-        ),
-    )
 
 
 class Edge(Construct):
@@ -130,8 +88,22 @@ class Edge(Construct):
         signing: InvokeSigning,
     ) -> None:
         super().__init__(scope, id)
-        stack = cdk.Stack.of(self)
+        self._usage_keys(config)
+        self._edge_function(config, factory, tools, auth, signing)
+        self._authorizer_function(config, factory, tables, auth, signing)
+        self._rest_api(config)
+        validator = self._guard(config)
+        edge_integration = self._routes(config, tools, validator)
+        base_url = self._base_url(config)
+        self._gateway_responses(config, base_url)
+        self._public_routes(edge_integration, validator)
+        self._usage_plans(config)
 
+        self.base_url = base_url
+        self.mcp_url = cdk.Fn.join("", [base_url, "/mcp"])
+
+    def _usage_keys(self, config: DeployConfig) -> None:
+        """Every configured client's usage-plan key, this version's and the one before."""
         # -- per-client API keys (values generated into Secrets Manager, never in the template) --
         # keys[version][client_id]; the authorizer reads the current version's secrets only.
         version = config.api.usage_key_version
@@ -145,6 +117,16 @@ class Edge(Construct):
                 if v == version:
                     self.key_secrets[c.client_id] = secret
 
+    def _edge_function(
+        self,
+        config: DeployConfig,
+        factory: FunctionFactory,
+        tools: ToolFunctions,
+        auth: ClientAuth,
+        signing: InvokeSigning,
+    ) -> None:
+        """The MCP edge function, the only caller allowed to invoke the tool functions."""
+        stack = cdk.Stack.of(self)
         # -- functions ------------------------------------------------------------------------
         self.edge: Fn = factory.make(
             self,
@@ -169,6 +151,11 @@ class Edge(Construct):
                 iam.PolicyStatement(actions=["lambda:InvokeFunction"], resources=[fn.alias.function_arn])
             )
 
+    def _authorizer_function(
+        self, config: DeployConfig, factory: FunctionFactory, tables: Tables, auth: ClientAuth, signing: InvokeSigning
+    ) -> None:
+        """The REQUEST authorizer function: API tokens and Cognito access tokens, each caller's usage key."""
+        stack = cdk.Stack.of(self)
         self.authorizer_fn: Fn = factory.make(
             self,
             "Authorizer",
@@ -190,6 +177,8 @@ class Edge(Construct):
         for secret in self.key_secrets.values():
             secret.grant_read(self.authorizer_fn.role)
 
+    def _rest_api(self, config: DeployConfig) -> None:
+        """The REST API and its stage: access and execution logs, the stage and public-route throttles."""
         # -- the REST API ----------------------------------------------------------------------
         self.access_logs = access_logs = logs.LogGroup(
             self, "AccessLogs", retention=retention(config), removal_policy=cdk.RemovalPolicy.DESTROY
@@ -260,9 +249,12 @@ class Edge(Construct):
                 "API Gateway's account-level CloudWatch role uses the AWS-managed "
                 "AmazonAPIGatewayPushToCloudWatchLogs policy, the documented way to enable execution logs.",
             )
+
+    def _guard(self, config: DeployConfig) -> apigw.RequestValidator:
+        """The WAF (when on) and the cached REQUEST authorizer; the request validator every route uses."""
         self.web_acl: wafv2.CfnWebACL | None = None
         if config.waf_enabled:
-            self._waf(config)
+            self.web_acl = web_acl(self, config, self.api.deployment_stage)
         else:
             acknowledge(
                 self.api,
@@ -289,6 +281,12 @@ class Edge(Construct):
         validator = self.api.add_request_validator(
             "Validator", validate_request_body=True, validate_request_parameters=True
         )
+        return validator
+
+    def _routes(
+        self, config: DeployConfig, tools: ToolFunctions, validator: apigw.RequestValidator
+    ) -> apigw.LambdaIntegration:
+        """`/mcp` and `/v1/...` behind the authorizer and usage plans; the edge's integration."""
         secured = dict(authorizer=self.authorizer, api_key_required=True, request_validator=validator)
 
         mcp = self.api.root.add_resource(MCP_PATH.strip("/"))
@@ -315,8 +313,11 @@ class Edge(Construct):
         # registry and the caller's scopes), behind the same authorizer and usage plans.
         for part in V1_EDGE_PATHS:
             v1.add_resource(part).add_method("GET", edge_integration, **secured)
+        return edge_integration
 
-        # -- 401 with WWW-Authenticate; 429 and 503 in the envelope's shape ------------------
+    def _base_url(self, config: DeployConfig) -> str:
+        """The stage's execute-api URL."""
+        stack = cdk.Stack.of(self)
         base_url = cdk.Fn.join(
             "",
             [
@@ -329,6 +330,11 @@ class Edge(Construct):
                 f"/{config.stage}",
             ],
         )
+        return base_url
+
+    def _gateway_responses(self, config: DeployConfig, base_url: str) -> None:
+        """API Gateway's own answers in the protocol's shapes: 401 with WWW-Authenticate, 429 and
+        503 in the envelope's shape."""
         www = f"'{www_authenticate(config.public_url.rstrip('/') if config.public_url else base_url)}'"
         json_type = "application/json"
         self.api.add_gateway_response(
@@ -389,6 +395,8 @@ class Edge(Construct):
                 templates={json_type: _envelope("rate_limited", "This client's rate limit or quota is used up.")},
             )
 
+    def _public_routes(self, edge_integration: apigw.LambdaIntegration, validator: apigw.RequestValidator) -> None:
+        """The public routes: the OAuth metadata and /health."""
         # Public by design: the OAuth protected-resource metadata (RFC 9728) tells a client where to
         # get a credential, and /health answers load balancers and uptime checks; neither holds data.
         # Each is throttled at the stage (PUBLIC_PATHS, api.public_rate_per_second).
@@ -411,6 +419,8 @@ class Edge(Construct):
                 "Public metadata/health route; no authorizer by design (RFC 9728).",
             )
 
+    def _usage_plans(self, config: DeployConfig) -> None:
+        """One usage plan per tier, each client's keys in its tier's plan."""
         # -- usage plans: one per tier, each client's key in its tier ---------------------------
         self.plans: dict[str, apigw.UsagePlan] = {}
         for tier, t in config.tiers.items():
@@ -425,9 +435,6 @@ class Edge(Construct):
         for keys in self.keys.values():
             for client_id, key in keys.items():
                 self.plans[tier_of[client_id]].add_api_key(key)
-
-        self.base_url = base_url
-        self.mcp_url = cdk.Fn.join("", [base_url, "/mcp"])
 
     def _usage_key(self, config: DeployConfig, client_id: str, version: int) -> tuple[sm.Secret, apigw.ApiKey]:
         """One client's usage-plan key of one version: a generated secret and the API key made
@@ -454,67 +461,3 @@ class Edge(Construct):
             enabled=True,
         )
         return secret, key
-
-    def _waf(self, config: DeployConfig) -> None:
-        """A regional web ACL on the stage: two rate-based rules per source IP first, then AWS's
-        managed Common and KnownBadInputs rule groups.
-
-        The low per-IP limit counts only requests WITHOUT a well-formed credential (no
-        `Authorization` value of `credential_shape()`): probes, junk and the public routes. A
-        request WITH one is counted by the flood guard only, at the stage's rate over WAF's window
-        (`DeployConfig.waf_flood_limit`): a fleet behind one NAT address is throttled by its usage
-        plans and the stage, never blocked by WAF first. The edge takes no usage-plan key header
-        (the key comes from the authorizer, `ApiKeySourceType.AUTHORIZER`), so the credential is
-        the `Authorization` header alone."""
-        well_formed = wafv2.CfnWebACL.StatementProperty(
-            regex_match_statement=wafv2.CfnWebACL.RegexMatchStatementProperty(
-                regex_string=credential_shape(),
-                field_to_match=wafv2.CfnWebACL.FieldToMatchProperty(single_header={"Name": "authorization"}),
-                text_transformations=[wafv2.CfnWebACL.TextTransformationProperty(priority=0, type="NONE")],
-            )
-        )
-        not_well_formed = wafv2.CfnWebACL.StatementProperty(
-            not_statement=wafv2.CfnWebACL.NotStatementProperty(statement=well_formed)
-        )
-
-        def per_ip(name: str, metric: str, priority: int, limit: int, scope) -> wafv2.CfnWebACL.RuleProperty:
-            return wafv2.CfnWebACL.RuleProperty(
-                name=name,
-                priority=priority,
-                action=wafv2.CfnWebACL.RuleActionProperty(block={}),
-                statement=wafv2.CfnWebACL.StatementProperty(
-                    rate_based_statement=wafv2.CfnWebACL.RateBasedStatementProperty(
-                        aggregate_key_type="IP",
-                        limit=limit,
-                        evaluation_window_sec=WAF_WINDOW_S,
-                        scope_down_statement=scope,
-                    )
-                ),
-                visibility_config=wafv2.CfnWebACL.VisibilityConfigProperty(
-                    cloud_watch_metrics_enabled=True, metric_name=metric, sampled_requests_enabled=True
-                ),
-            )
-
-        name = f"{config.prefix}-api"
-        acl = wafv2.CfnWebACL(
-            self,
-            "WebAcl",
-            name=name,
-            scope="REGIONAL",
-            default_action=wafv2.CfnWebACL.DefaultActionProperty(allow={}),
-            visibility_config=wafv2.CfnWebACL.VisibilityConfigProperty(
-                cloud_watch_metrics_enabled=True, metric_name=name.replace("-", ""), sampled_requests_enabled=True
-            ),
-            rules=[
-                per_ip(RATE_RULE, RATE_METRIC, 0, config.api.waf.rate_limit_per_5min, not_well_formed),
-                per_ip(FLOOD_RULE, FLOOD_METRIC, 1, config.waf_flood_limit(), well_formed),
-                *(
-                    _managed_rule_group(group, priority, body_rules)
-                    for priority, (group, body_rules) in enumerate(MANAGED_RULE_GROUPS.items(), start=2)
-                ),
-            ],
-        )
-        self.web_acl = acl
-        wafv2.CfnWebACLAssociation(
-            self, "WebAclAssociation", resource_arn=self.api.deployment_stage.stage_arn, web_acl_arn=acl.attr_arn
-        )

@@ -20,7 +20,7 @@ from constructs import Construct
 from fleetmem.config import ENV_HEARTBEATS
 from fleetmem.transport.aws_lambda.heartbeat import WAKE_FIELD
 
-from ..config import DeployConfig
+from ..config import DeployConfig, DestinationConfig
 from .common import READ_ACTIONS, WRITE_ACTIONS, Fn, FunctionFactory, acknowledge, grant_table
 from .tables import Tables
 
@@ -70,51 +70,7 @@ class Heartbeat(Construct):
                 self.queues[name] = q
                 payload_dest[name] = {"type": "sqs", "queue_url": q.queue_url, "name": name}
             else:
-                if self.bus is None:
-                    self.bus = events.EventBus(self, "Bus", event_bus_name=f"{config.prefix}-heartbeat")
-                    self.bus.grant_put_events_to(self.fn.role)
-                secret = sm.Secret(
-                    self,
-                    f"WebhookSecret-{name}",
-                    description=f"Shared secret sent as X-Fleetmem-Key to {name}",
-                    generate_secret_string=sm.SecretStringGenerator(exclude_punctuation=True, password_length=40),
-                )
-                acknowledge(
-                    secret,
-                    "AwsSolutions-SMG4",
-                    "Webhook shared secret: rotate together with the receiver (see docs/operate.md).",
-                )
-                conn = events.Connection(
-                    self,
-                    f"Conn-{name}",
-                    authorization=events.Authorization.api_key("X-Fleetmem-Key", secret.secret_value),
-                )
-                dest = events.ApiDestination(
-                    self,
-                    f"Dest-{name}",
-                    connection=conn,
-                    endpoint=d.url,
-                    http_method=events.HttpMethod.POST,
-                    rate_limit_per_second=d.rate_per_second,
-                )
-                events.Rule(
-                    self,
-                    f"Rule-{name}",
-                    event_bus=self.bus,
-                    event_pattern=events.EventPattern(
-                        source=[SOURCE], detail_type=[DETAIL_TYPE], detail={"destination": [name]}
-                    ),
-                    targets=[
-                        targets.ApiDestination(
-                            dest,
-                            dead_letter_queue=self.dlq,
-                            retry_attempts=10,
-                            max_event_age=cdk.Duration.hours(24),
-                            event=events.RuleTargetInput.from_event_path("$.detail"),
-                        )
-                    ],
-                )
-                payload_dest[name] = {"type": "https", "bus": self.bus.event_bus_name, "name": name}
+                payload_dest[name] = self._webhook(config, name, d)
 
         table = {
             h.name: {
@@ -128,12 +84,66 @@ class Heartbeat(Construct):
         }
         self.fn.function.add_environment(ENV_HEARTBEATS, cdk.Stack.of(self).to_json_string(table))
 
-        self.schedules: list[scheduler.Schedule] = []
+        self.schedules = self._schedules(config)
+        self.all_queues = [self.dlq, *self.queues.values()]
+
+    def _webhook(self, config: DeployConfig, name: str, d: DestinationConfig) -> dict[str, str]:
+        """An HTTPS destination: the heartbeat bus (made once), the shared secret the receiver
+        checks, an API destination and the rule that sends this destination's events to it."""
+        if self.bus is None:
+            self.bus = events.EventBus(self, "Bus", event_bus_name=f"{config.prefix}-heartbeat")
+            self.bus.grant_put_events_to(self.fn.role)
+        secret = sm.Secret(
+            self,
+            f"WebhookSecret-{name}",
+            description=f"Shared secret sent as X-Fleetmem-Key to {name}",
+            generate_secret_string=sm.SecretStringGenerator(exclude_punctuation=True, password_length=40),
+        )
+        acknowledge(
+            secret,
+            "AwsSolutions-SMG4",
+            "Webhook shared secret: rotate together with the receiver (see docs/operate.md).",
+        )
+        conn = events.Connection(
+            self,
+            f"Conn-{name}",
+            authorization=events.Authorization.api_key("X-Fleetmem-Key", secret.secret_value),
+        )
+        dest = events.ApiDestination(
+            self,
+            f"Dest-{name}",
+            connection=conn,
+            endpoint=d.url,
+            http_method=events.HttpMethod.POST,
+            rate_limit_per_second=d.rate_per_second,
+        )
+        events.Rule(
+            self,
+            f"Rule-{name}",
+            event_bus=self.bus,
+            event_pattern=events.EventPattern(
+                source=[SOURCE], detail_type=[DETAIL_TYPE], detail={"destination": [name]}
+            ),
+            targets=[
+                targets.ApiDestination(
+                    dest,
+                    dead_letter_queue=self.dlq,
+                    retry_attempts=10,
+                    max_event_age=cdk.Duration.hours(24),
+                    event=events.RuleTargetInput.from_event_path("$.detail"),
+                )
+            ],
+        )
+        return {"type": "https", "bus": self.bus.event_bus_name, "name": name}
+
+    def _schedules(self, config: DeployConfig) -> list[scheduler.Schedule]:
+        """One EventBridge schedule per configured heartbeat, waking the function with its name."""
+        schedules: list[scheduler.Schedule] = []
         for h in config.heartbeats:
             expr = scheduler.ScheduleExpression.expression(
                 h.schedule, cdk.TimeZone.of(h.timezone) if h.timezone else None
             )
-            self.schedules.append(
+            schedules.append(
                 scheduler.Schedule(
                     self,
                     f"Schedule-{h.name}",
@@ -149,4 +159,4 @@ class Heartbeat(Construct):
                     description=f"heartbeat {h.name}: delta for {h.tenant}/{h.client_id}/{h.session_id}",
                 )
             )
-        self.all_queues = [self.dlq, *self.queues.values()]
+        return schedules

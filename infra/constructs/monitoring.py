@@ -31,9 +31,9 @@ from constructs import Construct
 
 from ..config import AlarmSubscriber, DeployConfig
 from .common import Fn
-from .edge import FLOOD_METRIC
 from .search import Search
 from .tables import Tables
+from .waf import FLOOD_METRIC
 
 METRICS_NAMESPACE = "fleetmem"
 AUTHORIZER_DENIED = "AuthorizerDenied"
@@ -81,8 +81,61 @@ class Monitoring(Construct):
         web_acl_name: str | None,
     ) -> None:
         super().__init__(scope, id)
-        # A customer-managed key: CloudWatch alarms cannot publish to a topic encrypted with the
-        # AWS-managed SNS key (its policy cannot be changed to let cloudwatch.amazonaws.com use it).
+        self.config = config
+        self._alarm_topic(config)
+        self.alarms: list[cw.Alarm] = []
+        #: label -> (function, its error alarm): the rollback trigger of a canary release.
+        self.error_alarms: dict[str, tuple[Fn, cw.Alarm]] = {}
+        every_fn = {
+            **{f"tool-{g}": f for g, f in tool_fns.items()},
+            "edge": edge,
+            "authorizer": authorizer,
+            "indexer": indexer,
+            "heartbeat": heartbeat,
+        }
+        error_metrics, latency_widgets = self._function_alarms(config, every_fn)
+        for label, q in dlqs.items():
+            self.alarm(
+                f"{label}-dlq",
+                q.metric_approximate_number_of_messages_visible(period=FIVE_MIN, statistic="Max"),
+                1,
+                f"Messages are waiting in {label}: records that could not be processed.",
+            )
+        denied = cw.Metric(
+            namespace=METRICS_NAMESPACE,
+            metric_name=AUTHORIZER_DENIED,
+            dimensions_map={"service": "authorizer"},
+            period=FIVE_MIN,
+            statistic="Sum",
+        )
+        self.alarm(
+            "authorizer-denials",
+            denied,
+            config.alarms.authorizer_denials_per_5min,
+            "Many rejected credentials: a misconfigured client, a revoked token still in use, or probing.",
+        )
+        api_5xx, limit_widgets = self._api_alarms(config, api_name, access_logs)
+        if web_acl_name is not None:
+            limit_widgets.append(self._waf_alarms(config, web_acl_name, self.alarm))
+        limit_widgets.append(self._dynamodb_alarms(config, tables, self.alarm))
+        limit_widgets.append(self._bedrock_alarms(config, self.alarm))
+        search_widgets = self._search_alarms(config, indexer, search)
+
+        self.dashboard = cw.Dashboard(self, "Dashboard", dashboard_name=config.prefix)
+        self.dashboard.add_widgets(
+            cw.GraphWidget(title="Function errors", left=error_metrics, width=12),
+            cw.GraphWidget(title="Authorizer denials / API 5xx", left=[denied], right=[api_5xx], width=12),
+        )
+        self.dashboard.add_widgets(*search_widgets)
+        self.dashboard.add_widgets(*limit_widgets)
+        self.dashboard.add_widgets(*latency_widgets)
+        self.dashboard.add_widgets(cw.AlarmStatusWidget(title="Alarms", alarms=self.alarms, width=24))
+
+    def _alarm_topic(self, config: DeployConfig) -> None:
+        """The encrypted SNS topic every alarm notifies, with the configured subscribers.
+
+        A customer-managed key: CloudWatch alarms cannot publish to a topic encrypted with the
+        AWS-managed SNS key (its policy cannot be changed to let cloudwatch.amazonaws.com use it)."""
         self.key = kms.Key(
             self,
             "AlarmTopicKey",
@@ -109,52 +162,51 @@ class Monitoring(Construct):
         )
         for i, subscriber in enumerate(config.alarms.all_subscribers()):
             self.topic.add_subscription(subscription(self, i, subscriber))
-        action = cw_actions.SnsAction(self.topic)
-        self.alarms: list[cw.Alarm] = []
+        self._action = cw_actions.SnsAction(self.topic)
 
-        def alarm(
-            id: str,
-            metric: cw.IMetric,
-            threshold: float,
-            description: str,
-            op: cw.ComparisonOperator = cw.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
-            periods: int = 1,
-        ) -> cw.Alarm:
-            a = cw.Alarm(
-                self,
-                id,
-                alarm_name=f"{config.prefix}-{id}",
-                metric=metric,
-                threshold=threshold,
-                evaluation_periods=periods,
-                comparison_operator=op,
-                alarm_description=description,
-                treat_missing_data=cw.TreatMissingData.NOT_BREACHING,
-            )
-            a.add_alarm_action(action)
-            self.alarms.append(a)
-            return a
+    def alarm(
+        self,
+        id: str,
+        metric: cw.IMetric,
+        threshold: float,
+        description: str,
+        op: cw.ComparisonOperator = cw.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+        periods: int = 1,
+    ) -> cw.Alarm:
+        """An alarm named `<prefix>-<id>` that notifies the topic (missing data is not breaching)."""
+        a = cw.Alarm(
+            self,
+            id,
+            alarm_name=f"{self.config.prefix}-{id}",
+            metric=metric,
+            threshold=threshold,
+            evaluation_periods=periods,
+            comparison_operator=op,
+            alarm_description=description,
+            treat_missing_data=cw.TreatMissingData.NOT_BREACHING,
+        )
+        a.add_alarm_action(self._action)
+        self.alarms.append(a)
+        return a
 
-        every_fn = {
-            **{f"tool-{g}": f for g, f in tool_fns.items()},
-            "edge": edge,
-            "authorizer": authorizer,
-            "indexer": indexer,
-            "heartbeat": heartbeat,
-        }
+    def _function_alarms(
+        self, config: DeployConfig, every_fn: dict[str, Fn]
+    ) -> tuple[list[cw.IMetric], list[cw.IWidget]]:
+        """Each function's errors and throttles; the p99 of the verbs and the edge. Returns the
+        error metrics and the latency widgets for the dashboard."""
         latency_widgets: list[cw.IWidget] = []
         error_metrics: list[cw.IMetric] = []
-        #: label -> (function, its error alarm): the rollback trigger of a canary release.
-        self.error_alarms: dict[str, tuple[Fn, cw.Alarm]] = {}
         for label, fn in every_fn.items():
             f = fn.function
             errors = f.metric_errors(period=FIVE_MIN, statistic="Sum")
             error_metrics.append(errors.with_(label=label))
             self.error_alarms[label] = (
                 fn,
-                alarm(f"{label}-errors", errors, 1, f"{f.function_name} raised unhandled errors (not tool errors)."),
+                self.alarm(
+                    f"{label}-errors", errors, 1, f"{f.function_name} raised unhandled errors (not tool errors)."
+                ),
             )
-            alarm(
+            self.alarm(
                 f"{label}-throttles",
                 f.metric_throttles(period=FIVE_MIN, statistic="Sum"),
                 1,
@@ -163,7 +215,7 @@ class Monitoring(Construct):
             if label.startswith("tool-") or label == "edge":
                 group = fn.group
                 p99 = f.metric_duration(period=FIVE_MIN, statistic="p99")
-                alarm(
+                self.alarm(
                     f"{label}-p99",
                     p99,
                     config.p99_ms_for(group),
@@ -178,26 +230,13 @@ class Monitoring(Construct):
                         left=[f.metric_duration(period=FIVE_MIN, statistic=s) for s in ("p50", "p99")],
                     )
                 )
-        for label, q in dlqs.items():
-            alarm(
-                f"{label}-dlq",
-                q.metric_approximate_number_of_messages_visible(period=FIVE_MIN, statistic="Max"),
-                1,
-                f"Messages are waiting in {label}: records that could not be processed.",
-            )
-        denied = cw.Metric(
-            namespace=METRICS_NAMESPACE,
-            metric_name=AUTHORIZER_DENIED,
-            dimensions_map={"service": "authorizer"},
-            period=FIVE_MIN,
-            statistic="Sum",
-        )
-        alarm(
-            "authorizer-denials",
-            denied,
-            config.alarms.authorizer_denials_per_5min,
-            "Many rejected credentials: a misconfigured client, a revoked token still in use, or probing.",
-        )
+        return error_metrics, latency_widgets
+
+    def _api_alarms(
+        self, config: DeployConfig, api_name: str, access_logs: logs.ILogGroup
+    ) -> tuple[cw.IMetric, list[cw.IWidget]]:
+        """The API's 5xx (as sent), its 4xx share and its 429s. Returns the 5xx metric and the
+        limit widgets for the dashboard."""
 
         def api_metric(name: str) -> cw.Metric:
             return cw.Metric(
@@ -208,28 +247,14 @@ class Monitoring(Construct):
                 statistic="Sum",
             )
 
-        # What the access log saw: the status each caller got, whatever API Gateway's own metrics
-        # count it as. Its `status` field is a JSON string (AccessLogFormat.json_with_standard_fields).
-        def from_access_log(id: str, metric_name: str, status: str) -> cw.Metric:
-            f = logs.MetricFilter(
-                self,
-                id,
-                log_group=access_logs,
-                metric_namespace=f"{METRICS_NAMESPACE}/{config.stage}",
-                metric_name=metric_name,
-                filter_pattern=logs.FilterPattern.string_value("$.status", "=", status),
-                metric_value="1",
-            )
-            return f.metric(period=FIVE_MIN, statistic="Sum")
-
-        sent_5xx = from_access_log("Api5xxSent", API_SERVER_ERRORS, "5*")
+        sent_5xx = self._from_access_log(access_logs, "Api5xxSent", API_SERVER_ERRORS, "5*")
         api_5xx = cw.MathExpression(
             expression="MAX([FILL(gateway, 0), FILL(sent, 0)])",
             using_metrics={"gateway": api_metric("5XXError"), "sent": sent_5xx},
             label="API 5xx",
             period=FIVE_MIN,
         )
-        alarm(
+        self.alarm(
             "api-5xx",
             api_5xx,
             5,
@@ -242,29 +267,39 @@ class Monitoring(Construct):
             label="API 4xx share",
             period=FIVE_MIN,
         )
-        alarm(
+        self.alarm(
             "api-4xx-rate",
             api_4xx_share,
             config.alarms.api_4xx_rate,
             f"At least {config.alarms.api_4xx_rate:.0%} of {config.alarms.api_4xx_min_requests} or more API "
             "requests in 5 minutes answered 4xx (refused credentials, unconfigured clients, throttling).",
         )
-        throttled = from_access_log("Api429", API_THROTTLED, "429")
-        alarm(
+        throttled = self._from_access_log(access_logs, "Api429", API_THROTTLED, "429")
+        self.alarm(
             "api-429",
             throttled,
             config.alarms.api_429_per_5min,
             "The API answered 429: a client's usage plan (rate or daily quota) or the stage throttle refused requests.",
         )
-        limit_widgets: list[cw.IWidget] = [
-            cw.GraphWidget(title="API 429 / 4xx share", left=[throttled], right=[api_4xx_share], width=12)
-        ]
-        if web_acl_name is not None:
-            limit_widgets.append(self._waf_alarms(config, web_acl_name, alarm))
-        limit_widgets.append(self._dynamodb_alarms(config, tables, alarm))
-        limit_widgets.append(self._bedrock_alarms(config, alarm))
+        return api_5xx, [cw.GraphWidget(title="API 429 / 4xx share", left=[throttled], right=[api_4xx_share], width=12)]
 
-        # -- the search index: is the indexer keeping up, and is the cluster healthy ----------------
+    def _from_access_log(self, access_logs: logs.ILogGroup, id: str, metric_name: str, status: str) -> cw.Metric:
+        """What the access log saw: the status each caller got, whatever API Gateway's own metrics
+        count it as. Its `status` field is a JSON string (AccessLogFormat.json_with_standard_fields)."""
+        f = logs.MetricFilter(
+            self,
+            id,
+            log_group=access_logs,
+            metric_namespace=f"{METRICS_NAMESPACE}/{self.config.stage}",
+            metric_name=metric_name,
+            filter_pattern=logs.FilterPattern.string_value("$.status", "=", status),
+            metric_value="1",
+        )
+        return f.metric(period=FIVE_MIN, statistic="Sum")
+
+    def _search_alarms(self, config: DeployConfig, indexer: Fn, search: Search) -> list[cw.IWidget]:
+        """The search index: is the indexer keeping up, and is the cluster healthy."""
+
         def indexer_metric(name: str, statistic: str) -> cw.Metric:
             return cw.Metric(
                 namespace=METRICS_NAMESPACE,
@@ -277,14 +312,14 @@ class Monitoring(Construct):
         # IteratorAge of the function (all its versions and aliases): how old the newest stream
         # record the indexer has just read was, in milliseconds.
         iterator_age = indexer.function.metric("IteratorAge", period=FIVE_MIN, statistic="Maximum")
-        alarm(
+        self.alarm(
             "indexer-iterator-age",
             iterator_age,
             config.alarms.iterator_age_s * 1000,
             f"The indexer trails its streams by {config.alarms.iterator_age_s} s or more: search misses recent writes.",
         )
         failures = indexer_metric(INDEXING_FAILURES, "Sum")
-        alarm(
+        self.alarm(
             "indexing-failures",
             failures,
             0,
@@ -306,17 +341,8 @@ class Monitoring(Construct):
             ),
         ]
         if search.flavour == "domain":
-            search_widgets.append(self._domain_alarms(config, search, alarm))
-
-        self.dashboard = cw.Dashboard(self, "Dashboard", dashboard_name=config.prefix)
-        self.dashboard.add_widgets(
-            cw.GraphWidget(title="Function errors", left=error_metrics, width=12),
-            cw.GraphWidget(title="Authorizer denials / API 5xx", left=[denied], right=[api_5xx], width=12),
-        )
-        self.dashboard.add_widgets(*search_widgets)
-        self.dashboard.add_widgets(*limit_widgets)
-        self.dashboard.add_widgets(*latency_widgets)
-        self.dashboard.add_widgets(cw.AlarmStatusWidget(title="Alarms", alarms=self.alarms, width=24))
+            search_widgets.append(self._domain_alarms(config, search, self.alarm))
+        return search_widgets
 
     def _waf_alarms(self, config: DeployConfig, acl: str, alarm) -> cw.IWidget:
         """Requests the web ACL blocked, all rules together, and any block by the flood guard (an

@@ -12,7 +12,7 @@ are listed in `ADMIN_PATHS`. The client names the index in every path
 (adapters/aws/opensearch.py). On Serverless the data access policy gives readers
 ReadDocument/DescribeIndex only. No principal outside those roles has any access.
 
-Sizes come from `search.preset` (infra/config.py SEARCH_PRESETS; explicit fields override it): "dev"
+Sizes come from `search.preset` (infra/config_sections.py SEARCH_PRESETS; explicit fields override it): "dev"
 is one t3.small node, "production" three r6g data nodes over three zones (Multi-AZ with Standby)
 behind three dedicated masters, fine-grained access control with an IAM master role (the deploy
 maps the function roles to OpenSearch roles itself: search_rolemap.py), audit logs,
@@ -31,7 +31,6 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_opensearchserverless as aoss
 from aws_cdk import aws_opensearchservice as opensearch
-from aws_cdk import aws_s3 as s3
 
 from constructs import Construct
 from fleetmem.wiring import alias_name, index_name
@@ -39,6 +38,7 @@ from fleetmem.wiring import alias_name, index_name
 from ..config import MASTER_NODES, DeployConfig
 from .common import FunctionFactory, acknowledge, arn_ref
 from .search_rolemap import SearchRoleMapping
+from .search_snapshots import snapshot_repository
 
 #: The repository name the registration command in docs/deploy.md uses.
 SNAPSHOT_REPOSITORY = "fleetmem-manual"
@@ -91,27 +91,7 @@ class Search(Construct):
     def _build_domain(self, config: DeployConfig) -> None:
         s = config.search
         removal = cdk.RemovalPolicy.RETAIN if config.tables.retain_on_delete else cdk.RemovalPolicy.DESTROY
-        slow_search = logs.LogGroup(self, "SlowSearchLogs", retention=_retention(config), removal_policy=removal)
-        slow_index = logs.LogGroup(self, "SlowIndexLogs", retention=_retention(config), removal_policy=removal)
-        app_logs = logs.LogGroup(self, "AppLogs", retention=_retention(config), removal_policy=removal)
-        groups = [slow_search, slow_index, app_logs]
-        audit_logs = None
-        if s.audit_logs:
-            audit_logs = logs.LogGroup(self, "AuditLogs", retention=_retention(config), removal_policy=removal)
-            groups.append(audit_logs)
-        # The domain's own log-policy custom resource would add a Node.js Lambda with a managed
-        # policy; one explicit resource policy does the same job with nothing to run.
-        log_policy = logs.ResourcePolicy(
-            self,
-            "OpenSearchLogsPolicy",
-            policy_statements=[
-                iam.PolicyStatement(
-                    principals=[iam.ServicePrincipal("es.amazonaws.com")],
-                    actions=["logs:CreateLogStream", "logs:PutLogEvents"],
-                    resources=[g.log_group_arn for g in groups],
-                )
-            ],
-        )
+        slow_search, slow_index, app_logs, audit_logs, log_policy = self._domain_logs(config, removal)
         self.domain_name = config.prefix[:28]
         fine_grained = None
         if self.fine_grained:
@@ -177,50 +157,40 @@ class Search(Construct):
         self.endpoint = "https://" + self.domain.domain_endpoint
         self.service = "es"
         if s.snapshot_repository:
-            self._snapshot_repository(config)
+            self.snapshot_bucket, self.snapshot_role = snapshot_repository(self, config, self.admin_role)
+            self.outputs |= {
+                "SnapshotBucket": self.snapshot_bucket.bucket_name,
+                "SnapshotRoleArn": self.snapshot_role.role_arn,
+            }
 
-    def _snapshot_repository(self, config: DeployConfig) -> None:
-        """An S3 bucket for manual snapshots and the role OpenSearch assumes to write it. Kept when
-        the stack is deleted: the snapshots are the backup."""
-        self.snapshot_bucket = s3.Bucket(
+    def _domain_logs(
+        self, config: DeployConfig, removal: cdk.RemovalPolicy
+    ) -> tuple[logs.LogGroup, logs.LogGroup, logs.LogGroup, logs.LogGroup | None, logs.ResourcePolicy]:
+        """The domain's slow-search, slow-index, application and (when on) audit log groups, and
+        the resource policy that lets OpenSearch write them."""
+        s = config.search
+        slow_search = logs.LogGroup(self, "SlowSearchLogs", retention=_retention(config), removal_policy=removal)
+        slow_index = logs.LogGroup(self, "SlowIndexLogs", retention=_retention(config), removal_policy=removal)
+        app_logs = logs.LogGroup(self, "AppLogs", retention=_retention(config), removal_policy=removal)
+        groups = [slow_search, slow_index, app_logs]
+        audit_logs = None
+        if s.audit_logs:
+            audit_logs = logs.LogGroup(self, "AuditLogs", retention=_retention(config), removal_policy=removal)
+            groups.append(audit_logs)
+        # The domain's own log-policy custom resource would add a Node.js Lambda with a managed
+        # policy; one explicit resource policy does the same job with nothing to run.
+        log_policy = logs.ResourcePolicy(
             self,
-            "SnapshotBucket",
-            encryption=s3.BucketEncryption.S3_MANAGED,
-            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
-            enforce_ssl=True,
-            versioned=True,
-            removal_policy=cdk.RemovalPolicy.RETAIN,
+            "OpenSearchLogsPolicy",
+            policy_statements=[
+                iam.PolicyStatement(
+                    principals=[iam.ServicePrincipal("es.amazonaws.com")],
+                    actions=["logs:CreateLogStream", "logs:PutLogEvents"],
+                    resources=[g.log_group_arn for g in groups],
+                )
+            ],
         )
-        acknowledge(
-            self.snapshot_bucket,
-            "AwsSolutions-S1",
-            "Only OpenSearch's snapshot role writes this bucket; CloudTrail records who registered or "
-            "restored a snapshot, so server access logs would add a second bucket for no new facts.",
-        )
-        self.snapshot_role = iam.Role(
-            self,
-            "SnapshotRole",
-            assumed_by=iam.ServicePrincipal("es.amazonaws.com"),
-            description=f"{config.prefix}: OpenSearch writes and reads manual snapshots in its bucket",
-        )
-        bucket = self.snapshot_bucket.bucket_arn
-        self.snapshot_role.add_to_principal_policy(iam.PolicyStatement(actions=["s3:ListBucket"], resources=[bucket]))
-        self.snapshot_role.add_to_principal_policy(
-            iam.PolicyStatement(actions=["s3:GetObject", "s3:PutObject", "s3:DeleteObject"], resources=[f"{bucket}/*"])
-        )
-        if self.admin_role is not None:  # registering the repository passes the snapshot role
-            self.admin_role.add_to_principal_policy(
-                iam.PolicyStatement(actions=["iam:PassRole"], resources=[self.snapshot_role.role_arn])
-            )
-        acknowledge(
-            self.snapshot_role,
-            f"AwsSolutions-IAM5[Resource::{arn_ref(self.snapshot_bucket)}/*]",
-            "OpenSearch names its snapshot objects itself: the role reads and writes objects of this one bucket only.",
-        )
-        self.outputs |= {
-            "SnapshotBucket": self.snapshot_bucket.bucket_name,
-            "SnapshotRoleArn": self.snapshot_role.role_arn,
-        }
+        return slow_search, slow_index, app_logs, audit_logs, log_policy
 
     def _read_paths(self, domain: str) -> list[str]:
         return [f"{domain}/{target}/{endpoint}" for target in self.read_targets for endpoint in ("_search", "_msearch")]

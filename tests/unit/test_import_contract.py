@@ -5,7 +5,9 @@ the CLI (remote, lanes, hooks, transport, memory, adapters, ...) imports `fleetm
 through another module; the call contract (`fleetmem.contract`) imports no transport, adapter or
 CLI, and no adapter imports a transport; and the domain reaches no AWS SDK, OpenSearch client or
 MCP. `lint-imports` builds the graph with grimp, which sees imports inside functions too. And no
-two modules import each other, directly or through others (imports only read by type checkers aside).
+two modules import each other, directly or through others, imports only read by type checkers
+(`if TYPE_CHECKING:`) included: such an import is still a dependency, one type check away from a
+runtime one.
 """
 
 from __future__ import annotations
@@ -31,10 +33,17 @@ def test_the_import_contracts_are_kept() -> None:
     assert "0 broken" in run.stdout
 
 
+#: Circles being broken in code under restructuring elsewhere (emptied when that work lands):
+#: each entry is a pair of modules that reach each other, with the reason it is still here.
+BEING_BROKEN: dict[tuple[str, str], str] = {
+    ("fleetmem.memory.cards", "fleetmem.memory.entities"): "cards names entities.Resolution for type checkers only",
+}
+
+
 def test_no_module_imports_itself_through_others() -> None:
     import grimp
 
-    graph = grimp.build_graph("fleetmem", cache_dir=None, exclude_type_checking_imports=True)
+    graph = grimp.build_graph("fleetmem", cache_dir=None, exclude_type_checking_imports=False)
     circles = sorted(
         {
             tuple(sorted((module, imported)))
@@ -43,4 +52,5 @@ def test_no_module_imports_itself_through_others() -> None:
             if graph.chain_exists(importer=imported, imported=module)
         }
     )
+    circles = [pair for pair in circles if pair not in BEING_BROKEN]
     assert circles == [], f"modules in an import circle (each reaches the other): {circles}"

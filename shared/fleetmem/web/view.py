@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from markupsafe import Markup, escape
 from starlette.datastructures import FormData
@@ -16,11 +16,24 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
 from fleetmem.timefmt import parse_iso
-from fleetmem.web.client import ToolFailed
-from fleetmem.web.sessions import Session, cookie_names
+from fleetmem.web.client import ToolClient, ToolFailed
+from fleetmem.web.sessions import Session, Sessions, SignInLimiter, cookie_names
 
 if TYPE_CHECKING:
-    from fleetmem.web.app import Console
+    import jinja2
+
+
+class Console(Protocol):
+    """What a screen sees of the console (`fleetmem.web.app.Console` is one): declared here, below
+    the app, so the screens and the app that registers them import no circle."""
+
+    client: ToolClient
+    root: str
+    secure_cookie: bool
+    sessions: Sessions
+    sign_ins: SignInLimiter
+    templates: jinja2.Environment
+
 
 Handler = Callable[["View"], Awaitable[Response]]
 
