@@ -14,10 +14,210 @@ from __future__ import annotations
 import functools
 import importlib
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fleetmem.config import AuthSettings, EdgeSettings, Settings
 from fleetmem.ports import Auth, Deps, Diagnostics, Policy, Ports
+
+if TYPE_CHECKING:  # the names of ADAPTER_EXPORTS (below), for type checkers and the import graph
+    from fleetmem.adapters.aws import (
+        BedrockEmbedder as BedrockEmbedder,
+    )
+    from fleetmem.adapters.aws import (
+        open_aws as open_aws,
+    )
+    from fleetmem.adapters.aws import (
+        sdk_client as sdk_client,
+    )
+    from fleetmem.adapters.aws.auth import (
+        _JWT_SHAPE as _JWT_SHAPE,
+    )
+    from fleetmem.adapters.aws.bedrock import (
+        LLM_DEADLINE_S as LLM_DEADLINE_S,
+    )
+    from fleetmem.adapters.aws.deadlines import (
+        FUNCTION_TIMEOUT_S as FUNCTION_TIMEOUT_S,
+    )
+    from fleetmem.adapters.aws.deadlines import (
+        SEARCH_GROUPS as SEARCH_GROUPS,
+    )
+    from fleetmem.adapters.aws.deadlines import (
+        invoke_deadline as invoke_deadline,
+    )
+    from fleetmem.adapters.aws.dynamo import (
+        answers as answers,
+    )
+    from fleetmem.adapters.aws.dynamo import (
+        from_ddb as from_ddb,
+    )
+    from fleetmem.adapters.aws.invoker import (
+        SIGNATURE_VALIDITY as SIGNATURE_VALIDITY,
+    )
+    from fleetmem.adapters.aws.opensearch import (
+        OpenSearchIndex as OpenSearchIndex,
+    )
+    from fleetmem.adapters.aws.opensearch_bodies import (
+        INDEX_VERSION as INDEX_VERSION,
+    )
+    from fleetmem.adapters.aws.opensearch_bodies import (
+        alias_name as alias_name,
+    )
+    from fleetmem.adapters.aws.opensearch_bodies import (
+        doc_key as doc_key,
+    )
+    from fleetmem.adapters.aws.opensearch_bodies import (
+        index_name as index_name,
+    )
+    from fleetmem.adapters.aws.pages import (
+        item_to_page as item_to_page,
+    )
+    from fleetmem.adapters.aws.reindex import (
+        DEFAULT_RATE as DEFAULT_RATE,
+    )
+    from fleetmem.adapters.aws.reindex import (
+        Rebuild as Rebuild,
+    )
+    from fleetmem.adapters.aws.reindex import (
+        StateFile as StateFile,
+    )
+    from fleetmem.adapters.aws.reindex import (
+        default_state_path as default_state_path,
+    )
+    from fleetmem.adapters.aws.replay import (
+        ENV_REPLAY_QUEUE_URL as ENV_REPLAY_QUEUE_URL,
+    )
+    from fleetmem.adapters.aws.replay import (
+        ReplayQueue as ReplayQueue,
+    )
+    from fleetmem.adapters.aws.replay import (
+        ReplayReport as ReplayReport,
+    )
+    from fleetmem.adapters.aws.replay import (
+        queue_name as queue_name,
+    )
+    from fleetmem.adapters.aws.replay import (
+        replay as replay,
+    )
+    from fleetmem.adapters.aws.restore import (
+        copy_tables as copy_tables,
+    )
+    from fleetmem.adapters.aws.restore import (
+        non_empty as non_empty,
+    )
+    from fleetmem.adapters.aws.search_roles import (
+        SecurityApiRefused as SecurityApiRefused,
+    )
+    from fleetmem.adapters.aws.search_roles import (
+        admin_client as admin_client,
+    )
+    from fleetmem.adapters.aws.search_roles import (
+        put_roles as put_roles,
+    )
+    from fleetmem.adapters.aws.signing_keys import (
+        ENV_KEY_ACCEPTED_S as ENV_KEY_ACCEPTED_S,
+    )
+    from fleetmem.adapters.aws.signing_keys import (
+        rotation_step as rotation_step,
+    )
+    from fleetmem.adapters.aws.stream import (
+        METRIC_INDEXING_FAILURES as METRIC_INDEXING_FAILURES,
+    )
+    from fleetmem.adapters.aws.stream import (
+        METRIC_REPLAY_KEPT as METRIC_REPLAY_KEPT,
+    )
+    from fleetmem.adapters.aws.stream import (
+        METRIC_SEARCH_LAG as METRIC_SEARCH_LAG,
+    )
+    from fleetmem.adapters.aws.stream import (
+        BatchResult as BatchResult,
+    )
+    from fleetmem.adapters.aws.stream import (
+        handle_batch as handle_batch,
+    )
+    from fleetmem.adapters.aws.stream import (
+        record_id as record_id,
+    )
+    from fleetmem.adapters.aws.stream import (
+        record_identity as record_identity,
+    )
+    from fleetmem.adapters.aws.stream import (
+        search_lag_s as search_lag_s,
+    )
+    from fleetmem.adapters.aws.tables import (
+        FACTS as FACTS,
+    )
+    from fleetmem.adapters.aws.tables import (
+        PAGES as PAGES,
+    )
+    from fleetmem.adapters.aws.tables import (
+        TABLES as TABLES,
+    )
+    from fleetmem.adapters.aws.tables import (
+        KeyAttr as KeyAttr,
+    )
+    from fleetmem.adapters.aws.tables import (
+        TableSpec as TableSpec,
+    )
+    from fleetmem.adapters.aws.tenants import (
+        QUEUES as QUEUES,
+    )
+    from fleetmem.adapters.aws.tenants import (
+        SEARCH as SEARCH,
+    )
+    from fleetmem.adapters.aws.tenants import (
+        TenantQueues as TenantQueues,
+    )
+    from fleetmem.adapters.aws.tenants import (
+        TenantTables as TenantTables,
+    )
+    from fleetmem.adapters.aws.tenants import (
+        revoke_clients as revoke_clients,
+    )
+    from fleetmem.adapters.local import (
+        open_local as open_local,
+    )
+    from fleetmem.adapters.local.clock import (
+        FixedClock as FixedClock,
+    )
+    from fleetmem.adapters.local.clock import (
+        SystemClock as SystemClock,
+    )
+    from fleetmem.adapters.local.embedder import (
+        BATCH_SIZE as BATCH_SIZE,
+    )
+    from fleetmem.adapters.local.embedder import (
+        MiniLMEmbedder as MiniLMEmbedder,
+    )
+    from fleetmem.adapters.local.embedder import (
+        load_local_embedder as load_local_embedder,
+    )
+    from fleetmem.adapters.local.hash_embedder import (
+        HashEmbedder as HashEmbedder,
+    )
+    from fleetmem.adapters.local.ids import (
+        SortableIds as SortableIds,
+    )
+    from fleetmem.adapters.local.sqlite.backup import (
+        backup as backup,
+    )
+    from fleetmem.adapters.local.sqlite.db import (
+        DB_FILENAME as DB_FILENAME,
+    )
+    from fleetmem.adapters.local.sqlite.tenants import (
+        count_tenant as count_tenant,
+    )
+    from fleetmem.adapters.local.sqlite.tenants import (
+        delete_tenant as delete_tenant,
+    )
+    from fleetmem.adapters.local.storebench import (
+        _VOCAB as _VOCAB,
+    )
+    from fleetmem.adapters.local.storebench import (
+        _WORDS as _WORDS,
+    )
+    from fleetmem.adapters.local.storebench import (
+        seed as seed,
+    )
 
 _override: Deps | None = None
 _lock = threading.Lock()

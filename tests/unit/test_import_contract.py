@@ -35,11 +35,6 @@ def test_the_import_contracts_are_kept() -> None:
 
 #: Circles being broken in code under restructuring elsewhere (emptied when that work lands):
 #: each entry is a pair of modules that reach each other, with the reason it is still here.
-BEING_BROKEN: dict[tuple[str, str], str] = {
-    ("fleetmem.memory.cards", "fleetmem.memory.entities"): "cards names entities.Resolution for type checkers only",
-}
-
-
 def test_no_module_imports_itself_through_others() -> None:
     import grimp
 
@@ -52,5 +47,4 @@ def test_no_module_imports_itself_through_others() -> None:
             if graph.chain_exists(importer=imported, imported=module)
         }
     )
-    circles = [pair for pair in circles if pair not in BEING_BROKEN]
     assert circles == [], f"modules in an import circle (each reaches the other): {circles}"

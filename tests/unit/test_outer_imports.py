@@ -1,12 +1,15 @@
 """`functions/` and `infra/` sit outside the `fleetmem` package, so import-linter does not see them:
-their place is kept here by reading their imports with `ast` (every import, inside functions too).
+their place in the layers is kept here by reading their imports with `ast` (every import, inside
+functions too).
 
-- `functions/*/handler.py` is a thin Lambda entry point: it imports the standard library, Powertools
-  and `fleetmem.transport.aws_lambda*` only; everything else is reached through the transport.
-- `infra/` (the CDK app) describes the deployment: it imports no transport, no domain
-  (`fleetmem.memory`) and no CLI.
-
-Which modules may import `fleetmem.adapters` is a contract of its own, kept elsewhere.
+- `functions/*/handler.py` is a thin Lambda entry point, the top of its function's stack: it imports
+  the standard library, Powertools, the Lambda glue (`fleetmem.transport.aws_lambda*`) and the wire
+  constants (`fleetmem.protocol`) only; everything else is reached through the glue.
+- `infra/` (the CDK app) stands on top of the house beside the CLI: it describes the deployment from
+  the code's own lists (the tool registry, the Lambda runtime's groups, the AWS adapter's table and
+  index schema), so it may read any module below, but no client-side module (the CLI, hooks, the
+  console, the remote lane) and no adapter except through `fleetmem.wiring`, the one module that
+  names adapters (the same rule import-linter keeps inside the package).
 """
 
 from __future__ import annotations
@@ -19,27 +22,15 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 
-HANDLER_ALLOWED = ("aws_lambda_powertools", "fleetmem.transport.aws_lambda")
-#: Kept by another contract (only wiring imports the adapters), not by this test.
-NOT_JUDGED_HERE = ("fleetmem.adapters",)
-INFRA_FORBIDDEN = ("fleetmem.transport", "fleetmem.memory", "fleetmem.cli")
-
-#: Imports that break these rules today: each needs a name moved into a module the rule allows (the
-#: tool groups into the Lambda transport; the wire constants infra reads into fleetmem.config or
-#: fleetmem.contract), which is work in the transport and domain packages. Emptied as they move;
-#: nothing is added. (file, imported module) -> what has to move.
-BEING_MOVED: dict[tuple[str, str], str] = {
-    ("functions/admin/handler.py", "fleetmem.protocol"): "its tool groups, to come from the Lambda transport",
-    ("functions/pages/handler.py", "fleetmem.protocol"): "PAGE_TOOLS, to come from the Lambda transport",
-    ("infra/cold_start.py", "fleetmem.transport.aws_lambda.runtime"): "INIT_IMPORTS needs a home below transport",
-    ("infra/constructs/common.py", "fleetmem.transport.aws_lambda.runtime"): "ENV_FUNCTION_GROUP belongs in config",
-    ("infra/constructs/waf.py", "fleetmem.transport.aws_lambda.authorizer"): "credential_shape belongs in contract",
-    ("infra/constructs/edge.py", "fleetmem.transport.aws_lambda.proxy"): "gateway bodies belong in contract",
-    ("infra/constructs/heartbeat.py", "fleetmem.transport.aws_lambda.heartbeat"): "WAKE_FIELD belongs in config",
-    ("infra/config.py", "fleetmem.memory.verbs"): "the tool list in registry order belongs in contract",
-    ("infra/constructs/tool_functions.py", "fleetmem.memory.verbs"): "the tool list belongs in contract",
-    ("infra/cost.py", "fleetmem.memory.verbs"): "the tool list in registry order belongs in contract",
-}
+HANDLER_ALLOWED = ("aws_lambda_powertools", "fleetmem.transport.aws_lambda", "fleetmem.protocol")
+INFRA_FORBIDDEN = (
+    "fleetmem.adapters",
+    "fleetmem.cli",
+    "fleetmem.hooks",
+    "fleetmem.web",
+    "fleetmem.remote",
+    "fleetmem.lanes",
+)
 
 
 def imported_modules(path: Path) -> set[str]:
@@ -64,9 +55,7 @@ def handler_violations(path: Path) -> list[str]:
     return [
         m
         for m in sorted(imported_modules(path))
-        if m.split(".")[0] not in sys.stdlib_module_names
-        and not _under(m, HANDLER_ALLOWED)
-        and not _under(m, NOT_JUDGED_HERE)
+        if m.split(".")[0] not in sys.stdlib_module_names and m != "fleetmem" and not _under(m, HANDLER_ALLOWED)
     ]
 
 
@@ -75,18 +64,29 @@ def infra_violations(path: Path) -> list[str]:
 
 
 def _found(paths: list[Path], check) -> list[tuple[str, str]]:
-    return [(rel, m) for p in paths for m in check(p) if (rel := p.relative_to(ROOT).as_posix(), m) not in BEING_MOVED]
+    return [(p.relative_to(ROOT).as_posix(), m) for p in paths for m in check(p)]
 
 
-def test_handlers_import_only_the_lambda_transport_powertools_and_the_standard_library() -> None:
+def test_handlers_import_only_the_lambda_glue_powertools_protocol_and_the_standard_library() -> None:
     handlers = sorted(ROOT.glob("functions/*/handler.py"))
     assert len(handlers) >= 10, "the function handlers moved: update this test"
     assert _found(handlers, handler_violations) == []
 
 
-def test_infra_imports_no_transport_domain_or_cli() -> None:
-    modules = sorted((ROOT / "infra").rglob("*.py"))
-    assert _found(modules, infra_violations) == []
+def test_nothing_else_under_functions_imports_an_adapter() -> None:
+    modules = [p for p in sorted((ROOT / "functions").rglob("*.py")) if "node_modules" not in p.parts]
+    found = [
+        (rel, m)
+        for rel, m in _found(modules, lambda p: sorted(imported_modules(p)))
+        if _under(m, ("fleetmem.adapters",))
+    ]
+    assert found == [], "functions/ reaches an adapter; go through the Lambda glue"
+
+
+def test_infra_imports_no_client_side_module_and_no_adapter() -> None:
+    modules = [p for p in sorted((ROOT / "infra").rglob("*.py")) if "cdk.out" not in p.parts]
+    assert modules
+    assert _found(modules, infra_violations) == [], "reach an adapter's schema through fleetmem.wiring"
 
 
 @pytest.mark.parametrize(
@@ -94,21 +94,34 @@ def test_infra_imports_no_transport_domain_or_cli() -> None:
     [
         ("functions/x/handler.py", "import boto3\n", handler_violations, ["boto3"]),
         ("functions/x/handler.py", "from fleetmem.memory import verbs\n", handler_violations, ["fleetmem.memory"]),
-        ("functions/x/handler.py", "from fleetmem import cli\n", handler_violations, ["fleetmem", "fleetmem.cli"]),
+        ("functions/x/handler.py", "from fleetmem import cli\n", handler_violations, ["fleetmem.cli"]),
         (
             "functions/x/handler.py",
-            "import json\nfrom aws_lambda_powertools import Logger\nfrom fleetmem.transport.aws_lambda import X\n",
+            "def f():\n    from fleetmem.adapters.aws import sdk_client\n",
+            handler_violations,
+            ["fleetmem.adapters.aws"],
+        ),
+        (
+            "functions/x/handler.py",
+            "import json\nfrom aws_lambda_powertools import Logger\nfrom fleetmem.transport.aws_lambda import X\n"
+            "from fleetmem.protocol import PAGE_TOOLS\n",
             handler_violations,
             [],
         ),
         (
             "infra/x.py",
-            "def f():\n    from fleetmem.transport.http_api import app\n",
+            "def f():\n    from fleetmem.adapters.aws.tables import TABLES\n",
             infra_violations,
-            ["fleetmem.transport.http_api"],
+            ["fleetmem.adapters.aws.tables"],
         ),
         ("infra/x.py", "from fleetmem import cli\n", infra_violations, ["fleetmem.cli"]),
-        ("infra/x.py", "from fleetmem.config import ENV_LLM\n", infra_violations, []),
+        ("infra/x.py", "from fleetmem.web.app import App\n", infra_violations, ["fleetmem.web.app"]),
+        (
+            "infra/x.py",
+            "from fleetmem.wiring import TABLES\nfrom fleetmem.config import ENV_LLM\n",
+            infra_violations,
+            [],
+        ),
     ],
 )
 def test_the_checker_sees_a_planted_import(tmp_path, where, source, check, expected) -> None:

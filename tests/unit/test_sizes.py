@@ -3,9 +3,7 @@ last line, docstring included) and no module over 500 lines, in `shared/fleetmem
 `infra/`. Past those sizes a function does several things and a module holds several; split them
 into named pieces.
 
-`ALLOWED` names the few that stay over on purpose, each with its reason. `BEING_SPLIT` names code
-over the caps that is being split by changes under way; it is emptied when they land, and nothing
-is added to it.
+`ALLOWED` names the few that stay over on purpose, each with its reason (none today).
 """
 
 from __future__ import annotations
@@ -20,42 +18,7 @@ MAX_FUNCTION_LINES = 80
 MAX_MODULE_LINES = 500
 
 #: Over the caps on purpose: "path" (a module) or "path::Qualified.name" (a function) -> why.
-ALLOWED: dict[str, str] = {
-    "shared/fleetmem/embedder_build.py::build_onnx_graph": (
-        "one ONNX graph declared node by node, in the order the encoder runs; in pieces it no longer reads as the model"
-    ),
-}
-
-#: Over the caps in code other changes are splitting now (emptied when they land).
-BEING_SPLIT: frozenset[str] = frozenset(
-    {
-        "shared/fleetmem/adapters/aws/changes.py::_number_batch",
-        "shared/fleetmem/adapters/aws/facts.py",
-        "shared/fleetmem/adapters/aws/opensearch.py",
-        "shared/fleetmem/adapters/aws/pages.py",
-        "shared/fleetmem/adapters/local/sqlite/search.py",
-        "shared/fleetmem/bench/corpus.py::seed_corpus",
-        "shared/fleetmem/bench/quality.py",
-        "shared/fleetmem/bench/quality.py::run_quality",
-        "shared/fleetmem/cli/admin.py",
-        "shared/fleetmem/conformance/runner.py",
-        "shared/fleetmem/hooks/claude_code.py",
-        "shared/fleetmem/memory/delta_reference.py::reference_read",
-        "shared/fleetmem/memory/params.py::_generic_invalid",
-        "shared/fleetmem/memory/sameness.py",
-        "shared/fleetmem/memory/verbs/delta.py",
-        "shared/fleetmem/memory/verbs/delta.py::run",
-        "shared/fleetmem/memory/verbs/put_page.py",
-        "shared/fleetmem/memory/verbs/put_page.py::run",
-        "shared/fleetmem/memory/verbs/remember.py",
-        "shared/fleetmem/memory/verbs/remember.py::run",
-        "shared/fleetmem/pack.py",
-        "shared/fleetmem/ports.py",
-        "shared/fleetmem/transport/aws_lambda/heartbeat.py::run_heartbeat",
-        "shared/fleetmem/transport/http_api.py",
-        "shared/fleetmem/transport/http_api.py::openapi_document",
-    }
-)
+ALLOWED: dict[str, str] = {}
 
 
 @dataclass(frozen=True)
@@ -113,7 +76,7 @@ def tree_over_caps(root: Path) -> list[OverCap]:
 
 
 def test_no_function_over_80_lines_and_no_module_over_500() -> None:
-    over = [o for o in tree_over_caps(ROOT) if o.key not in ALLOWED and o.key not in BEING_SPLIT]
+    over = [o for o in tree_over_caps(ROOT) if o.key not in ALLOWED]
     assert over == [], "over the size caps (split into named pieces):\n" + "\n".join(map(str, over))
 
 

@@ -28,7 +28,7 @@ Public functions:
   the best-ranked page (`res.best`) when the caller may see it, else None. `EntityCard` carries
   the card, its `CardInputs` (the entity's active facts, newest first: context_pack's hot facts)
   and `fact_only`.
-- `fact_entity_head(slug, name="") -> (title, type)`: how a fact-only entity is named: the name as
+- `slugs.fact_entity_head(slug, name="") -> (title, type)`: how a fact-only entity is named: the name as
   asked when it slugifies to the slug's last segment, else that segment with "-" as spaces; the
   type from the slug's folder.
 - `flat_card(card) -> dict`: the card as context_pack lists it — the reference's flat shape,
@@ -44,7 +44,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from fleetmem.memory.pagefmt import clip, first_sentence, strip_private
-from fleetmem.memory.slugs import last_segment, normalize_alias, slugify
+from fleetmem.memory.slugs import fact_entity_head, normalize_alias
 from fleetmem.models import Backlink, Fact, Page
 from fleetmem.ports import Deps
 from fleetmem.protocol import (
@@ -61,7 +61,6 @@ if TYPE_CHECKING:
 
 MENTIONS = MENTION_LINK_TYPE
 _COMMITMENT_SCAN = 50
-_FOLDER_TYPES = {"people": "person", "companies": "company", "projects": "project"}
 
 
 @dataclass(frozen=True)
@@ -207,16 +206,6 @@ def build_card(
         "active_fact_count": inputs.active_fact_count,
         "page": True,
     }
-
-
-def fact_entity_head(slug: str, name: str = "") -> tuple[str, str | None]:
-    asked = " ".join(name.split())
-    if asked and "/" not in asked and slugify(asked) == last_segment(slug):
-        title = asked
-    else:
-        title = last_segment(slug).replace("-", " ")
-    folder = slug.split("/", 1)[0] if "/" in slug else ""
-    return title, _FOLDER_TYPES.get(folder)
 
 
 def fact_card(

@@ -42,6 +42,7 @@ from pydantic import (
 
 from fleetmem.errors import Fix, Notice, VerbError
 from fleetmem.models import Caller, Fact
+from fleetmem.protocol import ErrorCode
 from fleetmem.timefmt import parse_iso
 
 _WS = re.compile(r"\s+")
@@ -98,7 +99,7 @@ def invalid(
     no_fix: str | None = None,
     verify: dict[str, Any] | None = None,
     detail: Any = None,
-    code: str = "invalid_params",
+    code: ErrorCode = "invalid_params",
 ) -> VerbError:
     """`code` (invalid_params) for one argument of a call given as its parsed `params` or its raw
     arguments: the corrected call sets `field` to `value` (or drops it; `no_fix`: no corrected

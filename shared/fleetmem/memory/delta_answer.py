@@ -19,7 +19,7 @@ from fleetmem.protocol import PROTOCOL_VERSION
 from fleetmem.timefmt import iso
 
 if TYPE_CHECKING:
-    from fleetmem.memory.verbs.delta import DeltaParams
+    from fleetmem.memory.delta_params import DeltaParams
 
 TOOL = "delta"
 INCOMPLETE_REPORT_STREAK = 3

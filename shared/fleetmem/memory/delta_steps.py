@@ -36,7 +36,7 @@ from fleetmem.protocol import DELTA_FACT_LIMIT, DELTA_MAX_THREAD_ENTITIES, DELTA
 from fleetmem.timefmt import iso
 
 if TYPE_CHECKING:
-    from fleetmem.memory.verbs.delta import DeltaParams
+    from fleetmem.memory.delta_params import DeltaParams
 
 TOOL = "delta"
 IN_FLIGHT_MARGIN = timedelta(seconds=2)

@@ -40,7 +40,7 @@ Public functions:
   or slug (the page very likely is the entity under another spelling), otherwise `unknown`.
   Entities that have facts but no page are near-misses too: found through the fact index (facts
   filed under a slug with a word that is, or starts with, a word of the name; their title and
-  type as `entity`'s fact-only card names them, `cards.fact_entity_head`). The `probable` ones
+  type as `entity`'s fact-only card names them, `slugs.fact_entity_head`). The `probable` ones
   come first; within each kind pages before fact-only entities.
 - `parse_entity_list(text, cap) -> list[str]`: a comma-separated entity string, trimmed, empties
   dropped, capped (duplicates kept: the echo shows what was asked; cards are deduplicated later).
@@ -58,10 +58,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 from fleetmem.errors import PortError, caller_error
-from fleetmem.memory.cards import fact_entity_head
 from fleetmem.memory.slugs import (
     alias_keys,
     ascii_slug,
+    fact_entity_head,
     is_path_like,
     last_segment,
     path_slug_error,

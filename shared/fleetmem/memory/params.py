@@ -188,7 +188,7 @@ def invalid_from_validation(
         drop=value is DROP,
         no_fix=(hint.remedy or "correct the call") if value is NO_FIX else None,
         detail={"errors": errors},
-        code=first["type"] if first.get("type") in _OWN_CODES else "invalid_params",
+        code="provenance_required" if first.get("type") == "provenance_required" else "invalid_params",
     )
 
 

@@ -29,7 +29,7 @@ from fleetmem.protocol import MENTION_LINK_TYPE, TITLE_MAX, VISIBILITIES, Visibi
 from fleetmem.timefmt import iso, parse_iso
 
 if TYPE_CHECKING:
-    from fleetmem.memory.verbs.put_page import PutPageParams
+    from fleetmem.memory.put_page_params import PutPageParams
 
 TOOL = "put_page"
 KNOWN_KEYS = ("title", "type", "aliases", "summary", "visibility", "links", "timeline")

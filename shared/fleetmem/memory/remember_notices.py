@@ -16,7 +16,7 @@ from fleetmem.protocol import SUGGESTIONS_MAX
 from fleetmem.timefmt import iso
 
 if TYPE_CHECKING:
-    from fleetmem.memory.verbs.remember import RememberParams
+    from fleetmem.memory.remember_params import RememberParams
 
 TOOL = "remember"
 

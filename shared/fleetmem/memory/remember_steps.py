@@ -27,7 +27,7 @@ from fleetmem.ports import DecisionPool, Deps, FactWrite
 from fleetmem.protocol import FACT_MAX, SESSION_ID_MAX, TITLE_MAX, FactKind, RememberStatus, Visibility
 
 if TYPE_CHECKING:
-    from fleetmem.memory.verbs.remember import RememberParams
+    from fleetmem.memory.remember_params import RememberParams
 
 TOOL = "remember"
 

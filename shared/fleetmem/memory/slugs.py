@@ -188,3 +188,18 @@ def shorten_slug(slug: str) -> str:
         parts[-1] = _shorten_segment(parts[-1], max(1, len(parts[-1]) - (len(out) - SLUG_MAX)))
         out = "/".join(p for p in parts if p)
     return out[:SLUG_MAX].strip("-/")
+
+
+_FOLDER_TYPES = {"people": "person", "companies": "company", "projects": "project"}
+
+
+def fact_entity_head(slug: str, name: str = "") -> tuple[str, str | None]:
+    """How a fact-only entity is named: the name as asked when it is the slug's last segment, else
+    that segment in words; its type from the folder (people/, companies/, projects/)."""
+    asked = " ".join(name.split())
+    if asked and "/" not in asked and slugify(asked) == last_segment(slug):
+        title = asked
+    else:
+        title = last_segment(slug).replace("-", " ")
+    folder = slug.split("/", 1)[0] if "/" in slug else ""
+    return title, _FOLDER_TYPES.get(folder)

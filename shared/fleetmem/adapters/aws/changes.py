@@ -157,36 +157,7 @@ def _number_batch(
             prev = _counter_value(got.get("Item")) or 0
         order = sorted(todo, key=lambda k: as_int(todo[k]["cs"]["N"]))
         k = len(order)
-        counter: dict[str, Any] = {
-            "TableName": table,
-            "Key": counter_key,
-            "UpdateExpression": "SET n = :n, typ = :typ, ct = :ct",
-            "ExpressionAttributeValues": {":n": {"N": str(prev + k)}, ":typ": {"S": "counter"}, ":ct": {"S": stamp}},
-            "ConditionExpression": "attribute_not_exists(n)",
-            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-        }
-        if prev:
-            counter["ConditionExpression"] = "n = :prev"
-            counter["ExpressionAttributeValues"][":prev"] = {"N": str(prev)}
-        actions: list[dict[str, Any]] = [{"Update": counter}]
-        for i, key in enumerate(order):
-            item = todo[key]
-            actions.append(
-                {
-                    "Update": {
-                        "TableName": table,
-                        "Key": {n: item[n] for n in key_names},
-                        "UpdateExpression": "SET cs = :n, ct = :ct",
-                        "ConditionExpression": "cs = :p",
-                        "ExpressionAttributeValues": {
-                            ":n": {"N": str(prev + 1 + i)},
-                            ":ct": {"S": stamp},
-                            ":p": item["cs"],
-                        },
-                        "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-                    }
-                }
-            )
+        actions = _numbering_actions(table, counter_key, key_names, [todo[key] for key in order], prev, stamp)
         try:
             client.transact_write_items(TransactItems=actions, ClientRequestToken=_uuid.uuid4().hex)
         except ClientError as exc:
@@ -220,6 +191,49 @@ def _number_batch(
         _change_guess[slot] = out.top = prev + k
         return
     raise Unavailable("dynamodb change counter is contended", retry_after_seconds=1, reason="contended")
+
+
+def _numbering_actions(
+    table: str,
+    counter_key: dict[str, Any],
+    key_names: Sequence[str],
+    ordered: list[dict[str, Any]],
+    prev: int,
+    stamp: str,
+) -> list[dict[str, Any]]:
+    """One transaction: the counter moves from `prev` to `prev + len(ordered)` (created when `prev` is 0)
+    and each item, still pending as read, takes the next number in order."""
+    k = len(ordered)
+    counter: dict[str, Any] = {
+        "TableName": table,
+        "Key": counter_key,
+        "UpdateExpression": "SET n = :n, typ = :typ, ct = :ct",
+        "ExpressionAttributeValues": {":n": {"N": str(prev + k)}, ":typ": {"S": "counter"}, ":ct": {"S": stamp}},
+        "ConditionExpression": "attribute_not_exists(n)",
+        "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+    }
+    if prev:
+        counter["ConditionExpression"] = "n = :prev"
+        counter["ExpressionAttributeValues"][":prev"] = {"N": str(prev)}
+    actions: list[dict[str, Any]] = [{"Update": counter}]
+    for i, item in enumerate(ordered):
+        actions.append(
+            {
+                "Update": {
+                    "TableName": table,
+                    "Key": {n: item[n] for n in key_names},
+                    "UpdateExpression": "SET cs = :n, ct = :ct",
+                    "ConditionExpression": "cs = :p",
+                    "ExpressionAttributeValues": {
+                        ":n": {"N": str(prev + 1 + i)},
+                        ":ct": {"S": stamp},
+                        ":p": item["cs"],
+                    },
+                    "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+                }
+            }
+        )
+    return actions
 
 
 def change_time(item: dict[str, Any], written: str) -> str:

@@ -70,53 +70,16 @@ Rules:
 
 from __future__ import annotations
 
-from typing import Any
-
-from pydantic import ConfigDict, Field
-
 from fleetmem.errors import Outcome
 from fleetmem.memory import delta_steps as steps
 from fleetmem.memory.delta_answer import DeltaPage, DeltaResult, NextCursor, Retraction, answer
-from fleetmem.memory.params import Budget, ChangePosition, Params, SinceText
+from fleetmem.memory.delta_params import DeltaParams
 from fleetmem.memory.registry import read_tool
 from fleetmem.models import Caller
 from fleetmem.ports import CallContext, Deps
 
 TOOL = "delta"
 __all__ = ["DeltaPage", "DeltaParams", "DeltaResult", "NextCursor", "Retraction", "run"]
-
-
-def _resume_at(what: str, cursor_field: str) -> Any:
-    """A `since_*` parameter: the position, within `since`, a call resumes from (the field of the
-    last answer's `next_cursor` it passes back)."""
-    return Field(default=None, description=f"With since: {what} (pass back next_cursor.{cursor_field}).")
-
-
-class DeltaParams(Params):
-    model_config = ConfigDict(extra="ignore")
-
-    since: SinceText = Field(
-        default=None,
-        description="ISO 8601 date/datetime: changes strictly after it. Wins over the session cursor.",
-    )
-    since_slug: str | None = _resume_at("resume after this slug", "since + next_cursor.slug")
-    since_page_seq: ChangePosition = _resume_at("the exact page position", "page_seq")
-    since_fact_seq: ChangePosition = _resume_at("the exact fact position", "fact_seq")
-    since_expiry: str | None = _resume_at("the TTL-expiry position", "expiry")
-    session_id: str | None = Field(
-        default=None,
-        description="A stable id for this heartbeat loop: the server keeps and advances its cursor.",
-    )
-    entities: str | None = Field(
-        default=None,
-        description="Comma-separated entity names/slugs (up to 8) whose open-thread events to include.",
-    )
-    budget_tokens: Budget = Field(
-        default=None, description="Token budget (integer >= 1): pages pack first, then facts."
-    )
-    include_private: bool = Field(
-        default=False, description="Trusted local callers only: include private pages and facts."
-    )
 
 
 def run(deps: Deps, caller: Caller, params: DeltaParams, ctx: CallContext) -> Outcome:

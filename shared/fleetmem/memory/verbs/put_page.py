@@ -44,20 +44,18 @@ Public API: `PutPageParams`, `run(deps, caller, params, ctx) -> Outcome`, `SPEC`
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
-
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+from typing import Any, Literal
 
 from fleetmem.errors import Outcome, caller_error
 from fleetmem.memory import put_page_steps as steps
 from fleetmem.memory.page_limits import PAGE_STORED_MAX_BYTES, check_body_size, check_content_size, stored_bytes
 from fleetmem.memory.pagefmt import PageFormatError, parse_page_content
-from fleetmem.memory.params import Params, VisibilityArg
+from fleetmem.memory.put_page_params import PutPageParams
 from fleetmem.memory.put_page_steps import index_page, unindex_page
 from fleetmem.memory.registry import write_tool
 from fleetmem.models import Caller, Wire
 from fleetmem.ports import CallContext, Deps
-from fleetmem.protocol import ALIAS_MAX, ALIASES_MAX, PROTOCOL_VERSION, SLUG_MAX, TITLE_MAX, SearchState
+from fleetmem.protocol import PROTOCOL_VERSION, SearchState
 
 TOOL = "put_page"
 __all__ = [
@@ -69,67 +67,6 @@ __all__ = [
     "stored_bytes",
     "unindex_page",
 ]
-
-
-class LinkArg(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-
-    type: str = Field(default="related", description='Edge type, e.g. "works_at", "invested_in", "related".')
-    target: str = Field(description='Slug of the other page, e.g. "companies/acme-example".')
-    context: str | None = Field(default=None, description="Short note on the relationship.")
-
-
-class TimelineArg(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-
-    date: str = Field(description="ISO 8601 date or datetime, e.g. 2026-06-01.")
-    text: str = Field(description="What happened.")
-
-
-def _blank_as_none(value: Any) -> Any:
-    """visibility as put_page reads it from frontmatter too: trimmed, blank = not given."""
-    return (value.strip() or None) if isinstance(value, str) else value
-
-
-class PutPageParams(Params):
-    model_config = ConfigDict(extra="ignore")
-
-    slug: str = Field(
-        description='Page slug: lowercase path segments, e.g. "people/alice-example" (at most 200 characters, '
-        "each segment at most 100).",
-        json_schema_extra={"maxLength": SLUG_MAX},
-    )
-    content: str = Field(
-        description="Markdown body, optionally with YAML frontmatter (title, type, aliases, summary, "
-        "visibility, links, timeline). [[other/slug]] in the text records a mention.",
-    )
-    title: str | None = Field(
-        default=None,
-        description="Overrides the frontmatter title / first heading (at most 300 characters).",
-        json_schema_extra={"maxLength": TITLE_MAX},
-    )
-    type: str | None = Field(default=None, description='Page type, e.g. "person", "company", "project".')
-    aliases: list[str] | None = Field(
-        default=None,
-        description="Other names the entity is known by (at most 50, each at most 200 characters).",
-        json_schema_extra={"maxItems": ALIASES_MAX, "items": {"type": "string", "maxLength": ALIAS_MAX}},
-    )
-    summary: str | None = Field(default=None, description="One-sentence summary shown on entity cards.")
-    visibility: Annotated[VisibilityArg, BeforeValidator(_blank_as_none)] = Field(
-        default=None, description='"world" (default: every agent on this brain) or "private" (local only).'
-    )
-    links: list[LinkArg] | None = Field(default=None, description="Typed edges to other pages.")
-    timeline: list[TimelineArg] | None = Field(default=None, description="Dated events about the entity.")
-    idempotency_key: str | None = Field(
-        default=None,
-        description="Optional retry key: the same key and arguments within 24 h return the first result.",
-    )
-    expected_updated_at: str | None = Field(
-        default=None,
-        description="Optional guard against overwriting a newer version: the updated_at get_page returned "
-        'when you loaded the page ("" = the page must not exist yet). If the stored page differs, nothing '
-        "is written and the call is refused.",
-    )
 
 
 class PutPageResult(Wire):

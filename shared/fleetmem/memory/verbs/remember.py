@@ -45,182 +45,26 @@ said what the fact replaces. A retry with the same `idempotency_key` replays the
 
 from __future__ import annotations
 
-from datetime import datetime
-from typing import Annotated, Any
+from typing import Any
 
-from pydantic import AfterValidator, BeforeValidator, ConfigDict, Field, StringConstraints, WithJsonSchema
-from pydantic_core import PydanticCustomError
+from pydantic import Field
 
 from fleetmem.errors import Notice, Outcome
 from fleetmem.memory import indexing
 from fleetmem.memory import remember_steps as steps
-from fleetmem.memory.params import NO_FIX, Hint, Params, VisibilityArg, is_blank
 from fleetmem.memory.registry import write_tool
 from fleetmem.memory.remember_notices import already_expired_notice, new_entity_notice, probable_update_notice
-from fleetmem.memory.verbs.forget import _id_as_text
+from fleetmem.memory.remember_params import RememberParams
 from fleetmem.models import Caller, Fact, Wire
 from fleetmem.ports import CallContext, Deps
 from fleetmem.protocol import (
-    FACT_KINDS,
-    FACT_MAX,
     PROTOCOL_VERSION,
-    PROVENANCE_MAX,
-    TITLE_MAX,
-    FactKind,
     RememberStatus,
     SearchState,
 )
 from fleetmem.timefmt import iso
 
 TOOL = "remember"
-_INVISIBLE = "it holds no visible character (only spaces, zero-width or other invisible characters)"
-
-
-def _refuse_blank(value: Any, code: str, empty: str) -> None:
-    """A text of no visible character (`params.is_blank`) is refused with `code`: "<empty>." for "",
-    "<empty>: it holds no visible character (…)." for spaces or invisible characters."""
-    if isinstance(value, str) and is_blank(value):
-        raise PydanticCustomError(code, f"{empty}: {_INVISIBLE}." if value else f"{empty}.")
-
-
-def _fact_text(value: Any) -> Any:
-    _refuse_blank(value, "fm_fact_empty", "fact is empty")
-    return value
-
-
-def _provenance_gate(value: Any) -> Any:
-    if value is None:
-        raise PydanticCustomError("fm_provenance_missing", "provenance is missing.")
-    _refuse_blank(value, "provenance_required", "provenance is blank")
-    return value
-
-
-def _ttl_given(value: Any) -> Any:
-    # "" (or whitespace) means "never expires", as PROTOCOL_NOTES and the reference define it; a ttl
-    # of invisible characters only ("\u200b") is no duration and no date.
-    if isinstance(value, str) and value.strip() and is_blank(value):
-        raise PydanticCustomError(
-            "fm_ttl_empty",
-            'ttl holds only invisible characters. Leave ttl out (or "", or null) for a fact that never '
-            'expires, or send the duration you meant ("30d", "12h") or an ISO 8601 date.',
-        )
-    return value
-
-
-def _fact_fix(raw: Any, now: datetime) -> Any:
-    return str(raw) if isinstance(raw, int | float) and not isinstance(raw, bool) else NO_FIX
-
-
-def _provenance_fix(raw: Any, now: datetime) -> str:
-    if isinstance(raw, str) and not is_blank(raw):
-        return raw[:PROVENANCE_MAX]
-    if raw is not None and not isinstance(raw, str):
-        return str(raw)
-    # The corrected call attributes the fact to this conversation.
-    return f"agent conversation {(iso(now) or '')[:10]}"
-
-
-class RememberParams(Params):
-    # Checked in the documented order (docs/protocol.md, remember): fact, provenance (absent ->
-    # invalid_params, blank -> provenance_required, > 500 chars -> invalid_params), kind,
-    # visibility, ttl (its grammar is read by `ttl.parse_ttl`). No docstring: it would become the
-    # inputSchema's description.
-
-    model_config = ConfigDict(extra="ignore", json_schema_extra={"required": ["fact", "provenance"]})
-
-    fact: Annotated[
-        str,
-        AfterValidator(_fact_text),
-        Hint(
-            accepts="one non-empty sentence",
-            cause="remember needs one non-empty sentence in `fact`.",
-            fix=_fact_fix,
-            remedy="call remember with the fact text and its provenance",
-        ),
-    ] = Field(
-        "",
-        validate_default=True,
-        description="The ONE fact to save, as a short self-contained sentence (at most 2,000 characters; "
-        'store longer text as a page with put_page). Example: "Alice prefers async standups over meetings".',
-        json_schema_extra={"maxLength": FACT_MAX},
-    )
-    provenance: Annotated[
-        str,
-        BeforeValidator(_provenance_gate),
-        StringConstraints(max_length=PROVENANCE_MAX),
-        WithJsonSchema({"type": "string", "maxLength": PROVENANCE_MAX}),
-        Hint(
-            accepts=f"free text of 1 to {PROVENANCE_MAX} characters",
-            cause=f"every fact must say where it came from (free text, up to {PROVENANCE_MAX} characters).",
-            fix=_provenance_fix,
-        ),
-    ] = Field(
-        None,  # absent is reported as missing, never used as a value
-        validate_default=True,
-        description="REQUIRED. Where the fact came from, free text up to 500 characters, stored verbatim. "
-        'Examples: "user said in chat 2026-06-12", "import: notes.md".',
-    )
-    entity: str | None = Field(
-        None,
-        description="Slug or name of the person/company/project the fact is about, e.g. "
-        '"people/alice-example" or "Acme". Set it whenever the fact is about a specific entity: '
-        "entity-scoped recall only finds attributed facts. An exact alias, title or slug of an existing "
-        "page files the fact under that page's slug.",
-        json_schema_extra={"maxLength": TITLE_MAX},
-    )
-    kind: Annotated[
-        FactKind | None,
-        WithJsonSchema({"type": "string", "enum": list(FACT_KINDS)}),
-        Hint(accepts=f"one of {', '.join(FACT_KINDS)}", fix="fact"),
-    ] = Field(None, description='One of event, preference, commitment, belief, fact (default "fact").')
-    visibility: VisibilityArg = Field(
-        None,
-        description='"world" (default: readable by every agent connected to this brain) or "private" '
-        "(readable only by the owner's local CLI; remote agents cannot read or forget it).",
-    )
-    ttl: Annotated[
-        str | None,
-        AfterValidator(_ttl_given),
-        WithJsonSchema({"type": ["string", "null"]}),
-        Hint(
-            accepts="a duration string or an ISO 8601 date",
-            cause='ttl is text: a shorthand like "30d" / "12h" or an ISO 8601 date; left out (or null) the '
-            "fact never expires.",
-            # A bare number has no unit (seconds? days?) and an empty text no duration at all: no
-            # corrected call keeps the meaning.
-            fix=NO_FIX,
-            remedy='pass ttl as text with its unit, e.g. "30d" for thirty days or "12h" for twelve hours, '
-            "or leave ttl out for a fact that never expires",
-        ),
-    ] = Field(
-        None,
-        description='When the fact stops being true: a duration shorthand ("30d", "12h", "45m" = minutes, '
-        '"2w") or an absolute ISO 8601 date/datetime. ISO durations like "P30D" are not accepted. '
-        "Omit for never.",
-    )
-    session_id: str | None = Field(
-        None, description="Your conversation/session id, so recall(session_id=...) can find this fact later."
-    )
-    idempotency_key: str | None = Field(
-        None,
-        description="Optional retry key: repeating the call with the same key and arguments within 24 h "
-        "returns the first result instead of saving twice.",
-    )
-    supersedes: Annotated[
-        str | None,
-        WithJsonSchema({"type": "string"}),
-        Hint(
-            accepts="a string",
-            cause="fact ids are opaque strings (remember's `id`, recall's `fact_id`).",
-            fix=_id_as_text,
-        ),
-    ] = Field(
-        None,
-        description="Optional: the `fact_id` of the ACTIVE fact this one replaces (remember's `id` or "
-        'recall\'s `facts[].fact_id`, e.g. "f_01JD..."). That fact is expired with `superseded_by` set '
-        "to the new fact and the answer says `status: superseded`. Use it when a value changed "
-        '("the deadline moved to 2027-02-01") and you know the fact that held the old value.',
-    )
 
 
 class RememberResult(Wire):

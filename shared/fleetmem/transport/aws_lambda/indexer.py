@@ -54,7 +54,8 @@ def handle_stream_batch(
         )
     if records:
         _emit_metrics(failed=len(result.failed), lag_s=search_lag_s(records), kept=n_kept)
-    return result.response()
+    response: dict[str, Any] = result.response()
+    return response
 
 
 def _replay_queue() -> Any:
