@@ -6,7 +6,7 @@ conformance runner alike, so it must import instantly everywhere.
 
 from __future__ import annotations
 
-from typing import Final, Literal
+from typing import Final, Literal, get_args
 
 PROTOCOL_VERSION: Final = 1
 CONTRACT_VERSION: Final = 1
@@ -46,21 +46,8 @@ CREATE_SAFETY_FOR: Final = {
 RememberStatus = Literal["inserted", "duplicate", "superseded"]
 SearchState = Literal["current", "pending"]
 
-#: Every code an error envelope carries (`VerbError.code`, the envelope's `error` and `code`).
-ErrorCode = Literal[
-    "invalid_params",
-    "provenance_required",
-    "not_found",
-    "scope_denied",
-    "unavailable",
-    "budget_unsatisfiable",
-    "internal",
-    "unknown_tool",
-    "unauthorized",
-    "rate_limited",
-]
 #: Error codes a verb may return (MEMORY_VERBS v1) — `budget_unsatisfiable` is reserved, never returned.
-VERB_ERROR_CODES: Final[tuple[ErrorCode, ...]] = (
+VerbErrorCode = Literal[
     "invalid_params",
     "provenance_required",
     "not_found",
@@ -68,9 +55,13 @@ VERB_ERROR_CODES: Final[tuple[ErrorCode, ...]] = (
     "unavailable",
     "budget_unsatisfiable",
     "internal",
-)
+]
 #: Codes outside the verb set that share the same envelope.
-OTHER_ERROR_CODES: Final[tuple[ErrorCode, ...]] = ("unknown_tool", "unauthorized", "rate_limited")
+OtherErrorCode = Literal["unknown_tool", "unauthorized", "rate_limited"]
+#: Every code an error envelope carries (`VerbError.code`, the envelope's `error` and `code`).
+ErrorCode = Literal[VerbErrorCode, OtherErrorCode]
+VERB_ERROR_CODES: Final[tuple[ErrorCode, ...]] = get_args(VerbErrorCode)
+OTHER_ERROR_CODES: Final[tuple[ErrorCode, ...]] = get_args(OtherErrorCode)
 ERROR_CODES: Final[tuple[ErrorCode, ...]] = VERB_ERROR_CODES + OTHER_ERROR_CODES
 
 #: Where a call came from, as the envelope renders its fix: an MCP connection (`mcp`), an HTTP answer

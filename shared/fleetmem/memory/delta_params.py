@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import ConfigDict, Field
+from pydantic import Field
 
 from fleetmem.memory.params import Budget, ChangePosition, Params, SinceText
 
@@ -17,8 +17,6 @@ def _resume_at(what: str, cursor_field: str) -> Any:
 
 
 class DeltaParams(Params):
-    model_config = ConfigDict(extra="ignore")
-
     since: SinceText = Field(
         default=None,
         description="ISO 8601 date/datetime: changes strictly after it. Wins over the session cursor.",

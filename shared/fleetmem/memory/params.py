@@ -6,8 +6,8 @@
 - `Hint(accepts, cause=None, fix=..., remedy=None)`: per-field metadata (`Annotated[..., Hint(...)]`)
   the builder reads: what the field accepts and the corrected value (a constant, or a function of the
   rejected value and the current time; `NO_FIX` for none, `DROP` to leave the field out).
-- `Budget`, `Limit`, `ChangePosition`, `Since`/`SinceText`, `VisibilityArg`: the shared typed fields
-  (D4 budget, per-call limit, delta positions, ISO `since`, world|private).
+- `Budget`, `Limit`, `ChangePosition`, `Since`/`SinceText`, `VisibilityArg`, `FactIdArg`: the shared
+  typed fields (D4 budget, per-call limit, delta positions, ISO `since`, world|private, a fact id).
 - `is_blank(text)`: the one test of "this text says nothing" for a required text: only whitespace,
   format characters (zero-width space, ZWNJ, ZWJ, BOM, word joiner, bidi marks, tags), controls,
   variation selectors and the blank filler letters (Hangul fillers, Braille blank). `str.strip()`
@@ -436,4 +436,21 @@ VisibilityArg = Annotated[
     Literal["world", "private"] | None,
     WithJsonSchema({"type": "string", "enum": list(VISIBILITIES)}),
     Hint(accepts="world or private", cause="visibility must be world (default) or private.", fix="world"),
+]
+
+
+def _id_as_text(raw: Any, now: datetime) -> str:
+    return str(raw).lower() if isinstance(raw, bool) else str(raw)
+
+
+#: A fact's opaque string id as a parameter (forget's `id`, remember's `supersedes`); a number or a
+#: flag is refused with the same value as a string for the fix.
+FactIdArg = Annotated[
+    str | None,
+    WithJsonSchema({"type": "string"}),
+    Hint(
+        accepts="a string",
+        cause="fact ids are opaque strings (remember's `id`, recall's `fact_id`).",
+        fix=_id_as_text,
+    ),
 ]

@@ -32,8 +32,6 @@ def _blank_as_none(value: Any) -> Any:
 
 
 class PutPageParams(Params):
-    model_config = ConfigDict(extra="ignore")
-
     slug: str = Field(
         description='Page slug: lowercase path segments, e.g. "people/alice-example" (at most 200 characters, '
         "each segment at most 100).",

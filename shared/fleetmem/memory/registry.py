@@ -59,6 +59,11 @@ class ToolSpec:
 READ_ONLY: dict[str, bool] = {"readOnlyHint": True}
 
 
+def write_hints(*, destructive: bool, idempotent: bool) -> dict[str, bool]:
+    """The annotations of a write tool that states all three hints, in this order."""
+    return {"readOnlyHint": False, "destructiveHint": destructive, "idempotentHint": idempotent}
+
+
 def read_tool(
     name: str,
     description: str,

@@ -9,8 +9,7 @@ from typing import Annotated, Any
 from pydantic import AfterValidator, BeforeValidator, ConfigDict, Field, StringConstraints, WithJsonSchema
 from pydantic_core import PydanticCustomError
 
-from fleetmem.memory.params import NO_FIX, Hint, Params, VisibilityArg, is_blank
-from fleetmem.memory.verbs.forget import _id_as_text
+from fleetmem.memory.params import NO_FIX, FactIdArg, Hint, Params, VisibilityArg, is_blank
 from fleetmem.protocol import (
     FACT_KINDS,
     FACT_MAX,
@@ -153,15 +152,7 @@ class RememberParams(Params):
         description="Optional retry key: repeating the call with the same key and arguments within 24 h "
         "returns the first result instead of saving twice.",
     )
-    supersedes: Annotated[
-        str | None,
-        WithJsonSchema({"type": "string"}),
-        Hint(
-            accepts="a string",
-            cause="fact ids are opaque strings (remember's `id`, recall's `fact_id`).",
-            fix=_id_as_text,
-        ),
-    ] = Field(
+    supersedes: FactIdArg = Field(
         None,
         description="Optional: the `fact_id` of the ACTIVE fact this one replaces (remember's `id` or "
         'recall\'s `facts[].fact_id`, e.g. "f_01JD..."). That fact is expired with `superseded_by` set '

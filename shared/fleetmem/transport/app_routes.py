@@ -29,7 +29,6 @@ from fleetmem.contract.status import CORRELATION_HEADER
 from fleetmem.models import Caller
 from fleetmem.protocol import PROTOCOL_VERSION, SCOPES, SERVER_NAME
 from fleetmem.transport.callers import CALLER_SCOPE_KEY, public_base_url
-from fleetmem.transport.dispatch import precheck
 from fleetmem.transport.http_api import handle_v1_call, render_json, tools_document
 from fleetmem.transport.invoker import EdgeCalls
 from fleetmem.transport.openapi import openapi_document
@@ -63,16 +62,7 @@ async def call_v1(request: Request, calls: EdgeCalls) -> Response:
         return too_large()
 
     def call(tool: str, arguments: Any, caller: Caller, cid: str) -> DispatchResult:
-        gate = precheck(
-            tool,
-            arguments,
-            caller,
-            surface=calls.surface,
-            correlation_id=cid,
-            transport=V1_TRANSPORT,
-            token_command=calls.token_command,
-            token_inputs=calls.token_inputs,
-        )
+        gate = calls.gate(tool, arguments, caller, cid, transport=V1_TRANSPORT)
         return gate if gate is not None else calls.invoker.invoke(tool, arguments, caller, cid)
 
     answer = partial(handle_v1_call, tool, raw, caller, call, surface=calls.surface)

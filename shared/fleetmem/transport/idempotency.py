@@ -124,15 +124,23 @@ class IdempotentCall:
 
     def _complete(self, result: DispatchResult) -> None:
         caller = self.view.caller
+        # The write itself succeeded; a lost receipt only means a retry runs the (deduplicating)
+        # verb again, so the caller still gets its result.
+        self._logged_if_lost(
+            lambda: self.deps.idempotency.complete(
+                caller.tenant, caller.client_id, self.spec.name, self.key, result.body
+            ),
+            "idempotency receipt not stored",
+            "idempotency_complete_failed",
+        )
+
+    def _logged_if_lost(self, step: Callable[[], object], message: str, event: str) -> None:
+        """Run one bookkeeping `step` on the idempotency store; the store failing it (`PortError`)
+        is logged as `event`, never raised: the call's own answer stands."""
         try:
-            self.deps.idempotency.complete(caller.tenant, caller.client_id, self.spec.name, self.key, result.body)
+            step()
         except PortError:
-            # The write itself succeeded; a lost receipt only means a retry runs the (deduplicating)
-            # verb again, so the caller still gets its result.
-            log.warning(
-                "idempotency receipt not stored",
-                extra={"event": "idempotency_complete_failed", "tool": self.spec.name},
-            )
+            log.warning(message, extra={"event": event, "tool": self.spec.name})
 
     def _claim(self, record: IdempotencyRecord) -> IdempotencyRecord | None:
         """Claim the key, or wait for the call that holds it: while that call is in flight (same
@@ -164,10 +172,10 @@ class IdempotentCall:
 
     def _release(self, record: IdempotencyRecord) -> None:
         caller = self.view.caller
-        try:
-            self.deps.idempotency.release(caller.tenant, caller.client_id, self.spec.name, record.key, record.claim_id)
-        except PortError:
-            log.warning(
-                "idempotency claim not released",
-                extra={"event": "idempotency_release_failed", "tool": self.spec.name},
-            )
+        self._logged_if_lost(
+            lambda: self.deps.idempotency.release(
+                caller.tenant, caller.client_id, self.spec.name, record.key, record.claim_id
+            ),
+            "idempotency claim not released",
+            "idempotency_release_failed",
+        )

@@ -14,7 +14,7 @@ from fleetmem.contract.result import DispatchResult
 from fleetmem.models import Caller
 from fleetmem.ports import Deps
 from fleetmem.protocol import Surface, Transport
-from fleetmem.transport.dispatch import dispatch
+from fleetmem.transport.dispatch import dispatch, precheck
 
 
 @dataclass(frozen=True)
@@ -28,6 +28,21 @@ class EdgeCalls:
     limiter: Any = None
     token_command: tuple[str, ...] = ()
     token_inputs: tuple[Mapping[str, str], ...] = ()
+
+    def gate(
+        self, tool: str, arguments: Any, caller: Caller, correlation_id: str, *, transport: Transport = "mcp"
+    ) -> DispatchResult | None:
+        """`precheck` on this edge's surface, its fixes naming this server's `token create`."""
+        return precheck(
+            tool,
+            arguments,
+            caller,
+            surface=self.surface,
+            correlation_id=correlation_id,
+            transport=transport,
+            token_command=self.token_command,
+            token_inputs=self.token_inputs,
+        )
 
 
 class InProcessInvoker:

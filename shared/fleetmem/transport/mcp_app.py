@@ -46,7 +46,7 @@ from fleetmem.transport.callers import (
     bearer_caller,
     gateway_caller,
 )
-from fleetmem.transport.dispatch import internal_answer, precheck, visible_tools
+from fleetmem.transport.dispatch import internal_answer, visible_tools
 from fleetmem.transport.guard import LOOPBACK_HOSTS, LOOPBACK_SECURITY, EdgeGuard
 from fleetmem.transport.http_api import render_json
 from fleetmem.transport.invoker import EdgeCalls, InProcessInvoker
@@ -130,15 +130,7 @@ class ToolCalls:
             )
             return _error_result(refused.body)
         calls = self.calls
-        gate = precheck(
-            tool,
-            arguments,
-            caller,
-            surface=calls.surface,
-            correlation_id=cid,
-            token_command=calls.token_command,
-            token_inputs=calls.token_inputs,
-        )
+        gate = calls.gate(tool, arguments, caller, cid)
         if gate is not None:
             return _error_result(gate.body)
         invoke = calls.invoker.invoke

@@ -81,16 +81,8 @@ class Console:
 
     async def _not_found(self, request: Request, exc: Exception) -> Response:
         view = View(self, request, self._session(request))
-        return view.render(
-            "error.html",
-            status=404,
-            title="Not found",
-            error=ToolFailed(
-                "not_found",
-                f"The console has no page at {request.url.path[:200]}.",
-                "Use the links at the top of the page.",
-                status=404,
-            ),
+        return view.not_found(
+            f"The console has no page at {request.url.path[:200]}.", "Use the links at the top of the page."
         )
 
     def _endpoint(self, s: Screen) -> Callable[[Request], Awaitable[Response]]:

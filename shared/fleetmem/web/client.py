@@ -9,6 +9,8 @@ data path either way, so the server decides scopes, the tenant and what a caller
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -70,31 +72,31 @@ class ToolClient:
 
     async def call(self, token: str, tool: str, arguments: dict[str, Any] | None = None) -> dict[str, Any]:
         """The tool's success body, or `ToolFailed` with the server's envelope."""
-        try:
+        with self._answered():
             response = await self.http.post(
                 v1_tool_path(tool),
                 content=json.dumps(arguments or {}),
                 headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
             )
-        except httpx2.HTTPError as exc:
-            raise ToolFailed(
-                "unavailable",
-                f"The memory server at {self.label} did not answer ({type(exc).__name__}).",
-                "Check that the server is running and reachable, then reload the page.",
-            ) from None
         return _body(response)
 
     async def tools(self, token: str) -> list[str]:
         """The names of the tools this token may call (`GET /v1/tools`)."""
-        try:
+        with self._answered():
             response = await self.http.get(TOOLS_PATH, headers={"Authorization": f"Bearer {token}"})
+        return [t.get("name", "") for t in _body(response).get("tools", [])]
+
+    @contextmanager
+    def _answered(self) -> Iterator[None]:
+        """A request to the server that did not get an answer (`httpx2.HTTPError`) raises `ToolFailed`."""
+        try:
+            yield
         except httpx2.HTTPError as exc:
             raise ToolFailed(
                 "unavailable",
                 f"The memory server at {self.label} did not answer ({type(exc).__name__}).",
                 "Check that the server is running and reachable, then reload the page.",
             ) from None
-        return [t.get("name", "") for t in _body(response).get("tools", [])]
 
     async def aclose(self) -> None:
         await self.http.aclose()

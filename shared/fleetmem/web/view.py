@@ -166,6 +166,11 @@ class View:
         )
         return HTMLResponse(html, status_code=status)
 
+    def not_found(self, message: str, suggestion: str) -> HTMLResponse:
+        """The 404 page: `message` says what is missing, `suggestion` where to look instead."""
+        error = ToolFailed("not_found", message, suggestion, status=404)
+        return self.render("error.html", status=404, title="Not found", error=error)
+
     def failed(self, exc: ToolFailed, *, title: str = "Refused") -> HTMLResponse:
         """A whole page for a call that failed (a 401 signs the browser out)."""
         status = exc.status if 400 <= exc.status < 600 else 502

@@ -29,7 +29,7 @@ import time
 from datetime import timedelta
 from typing import Any
 
-from pydantic import ConfigDict, Field
+from pydantic import Field
 
 from fleetmem.errors import Outcome
 from fleetmem.memory import budget, common
@@ -53,8 +53,6 @@ TOOL = "context_pack"
 
 
 class ContextPackParams(Params):
-    model_config = ConfigDict(extra="ignore")
-
     entities: str = Field(
         description="Comma-separated entity names or slugs (at most 8 are used), e.g. "
         '"acme-example, people/alice-example".',

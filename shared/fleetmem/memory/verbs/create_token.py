@@ -15,12 +15,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from pydantic import ConfigDict, Field
+from pydantic import Field
 
 from fleetmem.errors import Fix, Outcome, VerbError
 from fleetmem.memory.common import invalid
 from fleetmem.memory.params import Params
-from fleetmem.memory.registry import write_tool
+from fleetmem.memory.registry import write_hints, write_tool
 from fleetmem.models import Caller, Wire
 from fleetmem.ports import CallContext, Deps
 from fleetmem.protocol import PROTOCOL_VERSION, SCOPES, Scope
@@ -32,8 +32,6 @@ CLIENT_MAX = 64
 
 
 class CreateTokenParams(Params):
-    model_config = ConfigDict(extra="ignore")
-
     client: str = Field(
         min_length=1,
         max_length=CLIENT_MAX,
@@ -124,6 +122,6 @@ SPEC = write_tool(
     CreateTokenParams,
     CreateTokenResult,
     run,
-    annotations={"readOnlyHint": False, "destructiveHint": False, "idempotentHint": False},
+    annotations=write_hints(destructive=False, idempotent=False),
     scope="admin",
 )

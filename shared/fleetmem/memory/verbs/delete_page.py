@@ -8,7 +8,7 @@ index dropped the chunks now, `pending` when the asynchronous indexer will).
 
 from __future__ import annotations
 
-from pydantic import ConfigDict, Field
+from pydantic import Field
 
 from fleetmem.errors import Outcome
 from fleetmem.memory.params import Params
@@ -23,8 +23,6 @@ TOOL = "delete_page"
 
 
 class DeletePageParams(Params):
-    model_config = ConfigDict(extra="ignore")
-
     slug: str = Field(description='Exact slug of the page to delete, e.g. "people/alice-example".')
 
 

@@ -26,7 +26,7 @@ import math
 import time
 from typing import Any
 
-from pydantic import ConfigDict, Field
+from pydantic import Field
 
 from fleetmem.errors import Fix, Outcome, VerbError
 from fleetmem.memory.cards import entity_card
@@ -41,8 +41,6 @@ TOOL = "entity"
 
 
 class EntityParams(Params):
-    model_config = ConfigDict(extra="ignore")
-
     name: str = Field(
         description='The person, company or project: a name ("Alice Example"), an alias, or a page '
         'slug ("people/alice-example").',

@@ -10,16 +10,13 @@ The fact leaves the search index when the index is written through.
 
 from __future__ import annotations
 
-from datetime import datetime
-from typing import Annotated, Any
-
-from pydantic import ConfigDict, Field, WithJsonSchema
+from pydantic import ConfigDict, Field
 
 from fleetmem.errors import Fix, NotFound, Outcome, VerbError
 from fleetmem.memory import indexing
 from fleetmem.memory.common import shown_to
-from fleetmem.memory.params import Hint, Params
-from fleetmem.memory.registry import write_tool
+from fleetmem.memory.params import FactIdArg, Params
+from fleetmem.memory.registry import write_hints, write_tool
 from fleetmem.models import AuditEvent, Caller, Wire
 from fleetmem.ports import CallContext, Deps
 from fleetmem.protocol import PROTOCOL_VERSION, PROVENANCE_MAX
@@ -27,22 +24,10 @@ from fleetmem.protocol import PROTOCOL_VERSION, PROVENANCE_MAX
 TOOL = "forget"
 
 
-def _id_as_text(raw: Any, now: datetime) -> str:
-    return str(raw).lower() if isinstance(raw, bool) else str(raw)
-
-
 class ForgetParams(Params):
     model_config = ConfigDict(extra="ignore", json_schema_extra={"required": ["id"]})
 
-    id: Annotated[
-        str | None,
-        WithJsonSchema({"type": "string"}),
-        Hint(
-            accepts="a string",
-            cause="fact ids are opaque strings (remember's `id`, recall's `fact_id`).",
-            fix=_id_as_text,
-        ),
-    ] = Field(
+    id: FactIdArg = Field(
         None,
         description="The fact's opaque STRING id: remember's `id` or recall's `facts[].fact_id` "
         '(e.g. "f_01JD..."). Never a page slug, never the numeric legacy `facts[].id`.',
@@ -132,6 +117,6 @@ SPEC = write_tool(
     ForgetParams,
     ForgetResult,
     run,
-    annotations={"readOnlyHint": False, "destructiveHint": True, "idempotentHint": True},
+    annotations=write_hints(destructive=True, idempotent=True),
     surface="verbs",
 )

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import ConfigDict, Field
+from pydantic import Field
 
 from fleetmem.errors import Fix, Outcome, VerbError
 from fleetmem.memory.common import too_long
@@ -32,8 +32,6 @@ TOOL = "get_page"
 
 
 class GetPageParams(Params):
-    model_config = ConfigDict(extra="ignore")
-
     slug: str = Field(description='Page slug, e.g. "people/alice-example".')
 
 

@@ -18,17 +18,15 @@ private facts.
 
 from __future__ import annotations
 
-import base64
-import binascii
-import json
 from datetime import datetime
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, ConfigDict, Field, WithJsonSchema
-from pydantic_core import PydanticCustomError
+from pydantic import Field, WithJsonSchema
 
 from fleetmem.errors import Outcome
+from fleetmem.memory import cursors
 from fleetmem.memory.common import parse_since, shown_to
+from fleetmem.memory.cursors import CURSOR_DESCRIPTION, CursorArg
 from fleetmem.memory.entities import filter_slug
 from fleetmem.memory.params import DROP, Hint, Limit, Params, Since
 from fleetmem.memory.registry import read_tool
@@ -46,35 +44,22 @@ STATES = ("active", "superseded", "forgotten", "expired", "any")
 
 def encode_cursor(fact: Fact) -> str:
     """The opaque `next_cursor` for "after this row" (its keyset position)."""
-    raw = json.dumps({"t": iso(fact.created_at), "s": fact.seq}, separators=(",", ":")).encode()
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+    return cursors.encode({"t": iso(fact.created_at), "s": fact.seq})
 
 
 def decode_cursor(cursor: str) -> tuple[datetime, int] | None:
     """The (created_at, seq) a cursor of `encode_cursor` names, or None when it is not one."""
-    text = cursor.strip()
+    data = cursors.decode(cursor) or {}
+    at, seq = data.get("t"), data.get("s")
+    if not isinstance(at, str) or not isinstance(seq, int) or isinstance(seq, bool):
+        return None
     try:
-        data = json.loads(base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)).decode())
-        at, seq = (data.get("t"), data.get("s")) if isinstance(data, dict) else (None, None)
-        if not isinstance(at, str) or not isinstance(seq, int) or isinstance(seq, bool):
-            return None
         return parse_iso(at), seq
-    except (binascii.Error, ValueError, UnicodeDecodeError, OverflowError):
+    except (ValueError, OverflowError):
         return None
 
 
-def _known_cursor(value: str | None) -> str | None:
-    if value is not None and value.strip() and decode_cursor(value) is None:
-        raise PydanticCustomError(
-            "fm_cursor",
-            "cursor is not a next_cursor list_facts returned (it does not decode), so where to resume is unknown.",
-        )
-    return value
-
-
 class ListFactsParams(Params):
-    model_config = ConfigDict(extra="ignore")
-
     entity: str | None = Field(
         default=None,
         description="Only facts about this entity: its slug or its name, resolved as recall resolves it, e.g. "
@@ -104,16 +89,9 @@ class ListFactsParams(Params):
     limit: Limit(DEFAULT_LIMIT, MAX_LIMIT) = Field(  # type: ignore[valid-type]
         default=None, description=f"Facts per call (default {DEFAULT_LIMIT}, 1 to {MAX_LIMIT})."
     )
-    cursor: Annotated[
-        str | None,
-        AfterValidator(_known_cursor),
-        Hint(
-            accepts="a next_cursor from list_facts",
-            cause="cursor is opaque: pass back exactly the next_cursor of the previous call; without it "
-            "the listing starts from the newest fact.",
-            fix=DROP,
-        ),
-    ] = Field(default=None, description="next_cursor from the previous call, passed back unchanged.")
+    cursor: CursorArg(TOOL, "the newest fact", decode_cursor) = Field(  # type: ignore[valid-type]
+        default=None, description=CURSOR_DESCRIPTION
+    )
 
 
 class FactRow(FactItem):

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
-from pydantic import ConfigDict, Field
+from pydantic import Field
 
 from fleetmem.errors import Outcome
 from fleetmem.memory.delta_positions import expiry_key, fact_tie, merge_changes
@@ -39,8 +39,6 @@ _IDLE = timedelta(days=SESSION_IDLE_DAYS)
 
 
 class ListFollowersParams(Params):
-    model_config = ConfigDict(extra="ignore")
-
     limit: Limit(DEFAULT_LIMIT, MAX_LIMIT) = Field(  # type: ignore[valid-type]
         default=None, description=f"Sessions to list (default {DEFAULT_LIMIT}, 1 to {MAX_LIMIT})."
     )

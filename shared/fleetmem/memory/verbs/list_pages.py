@@ -11,16 +11,12 @@ private pages.
 
 from __future__ import annotations
 
-import base64
-import binascii
-import json
-from typing import Annotated
-
-from pydantic import AfterValidator, ConfigDict, Field
-from pydantic_core import PydanticCustomError
+from pydantic import Field
 
 from fleetmem.errors import Outcome
-from fleetmem.memory.params import DROP, Hint, Limit, Params
+from fleetmem.memory import cursors
+from fleetmem.memory.cursors import CURSOR_DESCRIPTION, CursorArg
+from fleetmem.memory.params import Limit, Params
 from fleetmem.memory.registry import read_tool
 from fleetmem.models import Caller, PageItem, Wire
 from fleetmem.ports import CallContext, Deps
@@ -34,46 +30,22 @@ MAX_LIMIT = 200
 
 def encode_cursor(slug: str) -> str:
     """The opaque `next_cursor` for "after this slug"."""
-    raw = json.dumps({"after": slug}, ensure_ascii=False, separators=(",", ":")).encode()
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+    return cursors.encode({"after": slug})
 
 
 def decode_cursor(cursor: str) -> str | None:
     """The slug a cursor of `encode_cursor` names, or None when it is not one."""
-    text = cursor.strip()
-    try:
-        data = json.loads(base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)).decode())
-    except (binascii.Error, ValueError, UnicodeDecodeError):
-        return None
-    after = data.get("after") if isinstance(data, dict) else None
+    after = (cursors.decode(cursor) or {}).get("after")
     return after if isinstance(after, str) and after else None
 
 
-def _known_cursor(value: str | None) -> str | None:
-    if value is not None and value.strip() and decode_cursor(value) is None:
-        raise PydanticCustomError(
-            "fm_cursor",
-            "cursor is not a next_cursor list_pages returned (it does not decode), so where to resume is unknown.",
-        )
-    return value
-
-
 class ListPagesParams(Params):
-    model_config = ConfigDict(extra="ignore")
-
     limit: Limit(DEFAULT_LIMIT, MAX_LIMIT) = Field(  # type: ignore[valid-type]
         default=None, description=f"Pages per call (default {DEFAULT_LIMIT}, 1 to {MAX_LIMIT})."
     )
-    cursor: Annotated[
-        str | None,
-        AfterValidator(_known_cursor),
-        Hint(
-            accepts="a next_cursor from list_pages",
-            cause="cursor is opaque: pass back exactly the next_cursor of the previous call; without it "
-            "the listing starts from the first page.",
-            fix=DROP,
-        ),
-    ] = Field(default=None, description="next_cursor from the previous call, passed back unchanged.")
+    cursor: CursorArg(TOOL, "the first page", decode_cursor) = Field(  # type: ignore[valid-type]
+        default=None, description=CURSOR_DESCRIPTION
+    )
     type: str | None = Field(default=None, description='Only pages of this type, e.g. "person".')
 
 

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import ConfigDict
-
 from fleetmem.errors import Outcome
 from fleetmem.memory.params import Params
 from fleetmem.memory.registry import read_tool
@@ -24,7 +22,7 @@ TOOL = "list_tokens"
 
 
 class ListTokensParams(Params):
-    model_config = ConfigDict(extra="ignore")
+    pass
 
 
 class TokenRow(Wire):

@@ -18,8 +18,6 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from pydantic import ConfigDict
-
 from fleetmem.errors import Outcome
 from fleetmem.memory.params import Params
 from fleetmem.memory.registry import read_tool
@@ -33,7 +31,7 @@ TOP = 10
 
 
 class MemoryStatsParams(Params):
-    model_config = ConfigDict(extra="ignore")
+    pass
 
 
 class FactCounts(Wire):

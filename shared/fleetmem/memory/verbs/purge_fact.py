@@ -18,7 +18,7 @@ from fleetmem.errors import Outcome
 from fleetmem.memory import indexing
 from fleetmem.memory.common import shown_to
 from fleetmem.memory.params import Params
-from fleetmem.memory.registry import write_tool
+from fleetmem.memory.registry import write_hints, write_tool
 from fleetmem.memory.verbs.forget import not_found
 from fleetmem.models import AuditEvent, Caller, Wire
 from fleetmem.ports import CallContext, Deps
@@ -87,6 +87,6 @@ SPEC = write_tool(
     PurgeFactParams,
     PurgeFactResult,
     run,
-    annotations={"readOnlyHint": False, "destructiveHint": True, "idempotentHint": False},
+    annotations=write_hints(destructive=True, idempotent=False),
     scope="admin",
 )

@@ -32,7 +32,7 @@ import math
 from datetime import datetime
 from typing import Any
 
-from pydantic import ConfigDict, Field
+from pydantic import Field
 
 from fleetmem.errors import Notice, Outcome
 from fleetmem.memory import search as search_arm
@@ -69,8 +69,6 @@ TOOL = "recall"
 
 
 class RecallParams(Params):
-    model_config = ConfigDict(extra="ignore")
-
     query: str | None = Field(
         None,
         description="What to look for, in words (at most 4,000 characters). Runs the hybrid page search "

@@ -11,11 +11,11 @@ keeps when it was revoked (revoked_at, shown by list_tokens).
 
 from __future__ import annotations
 
-from pydantic import ConfigDict, Field
+from pydantic import Field
 
 from fleetmem.errors import Fix, Outcome, VerbError
 from fleetmem.memory.params import Params
-from fleetmem.memory.registry import write_tool
+from fleetmem.memory.registry import write_hints, write_tool
 from fleetmem.models import Caller, Wire
 from fleetmem.ports import CallContext, Deps
 from fleetmem.protocol import PROTOCOL_VERSION
@@ -25,8 +25,6 @@ TOKEN_ID_MAX = 64
 
 
 class RevokeTokenParams(Params):
-    model_config = ConfigDict(extra="ignore")
-
     token_id: str = Field(
         max_length=TOKEN_ID_MAX,
         description='The token\'s public id from list_tokens, e.g. "tok_3f2a9c01be" (never the token itself).',
@@ -85,6 +83,6 @@ SPEC = write_tool(
     RevokeTokenParams,
     RevokeTokenResult,
     run,
-    annotations={"readOnlyHint": False, "destructiveHint": True, "idempotentHint": True},
+    annotations=write_hints(destructive=True, idempotent=True),
     scope="admin",
 )

@@ -7,8 +7,6 @@ the tenant and client come from the credential only; `surface` is the one the ca
 
 from __future__ import annotations
 
-from pydantic import ConfigDict
-
 from fleetmem.errors import Outcome
 from fleetmem.memory.params import Params
 from fleetmem.memory.registry import read_tool
@@ -20,7 +18,7 @@ TOOL = "whoami"
 
 
 class WhoamiParams(Params):
-    model_config = ConfigDict(extra="ignore")
+    pass
 
 
 class WhoamiResult(Wire):

@@ -21,16 +21,9 @@ def _fact_id(view: View) -> str:
 
 
 def _not_found(view: View, fact_id: str) -> Response:
-    return view.render(
-        "error.html",
-        status=404,
-        title="Not found",
-        error=ToolFailed(
-            "not_found",
-            f"No fact with id {fact_id[:120]!r} exists in this memory.",
-            "Find the fact in Memories (search or the table) and open it from there.",
-            status=404,
-        ),
+    return view.not_found(
+        f"No fact with id {fact_id[:120]!r} exists in this memory.",
+        "Find the fact in Memories (search or the table) and open it from there.",
     )
 
 
@@ -44,25 +37,24 @@ async def _one(view: View, fact_id: str) -> dict[str, Any] | None:
 async def _chain(view: View, fact: dict[str, Any]) -> list[dict[str, Any]]:
     """Oldest to newest along supersedes / superseded_by, through the facts this caller may see."""
     seen = {fact["fact_id"]}
-    back: list[dict[str, Any]] = []
-    cur = fact
-    while (link := cur.get("supersedes")) and link not in seen and len(back) < MAX_CHAIN:
-        nxt = await _one(view, link)
-        if nxt is None:
-            break
-        seen.add(link)
-        back.append(nxt)
-        cur = nxt
-    forward: list[dict[str, Any]] = []
-    cur = fact
-    while (link := cur.get("superseded_by")) and link not in seen and len(forward) < MAX_CHAIN:
-        nxt = await _one(view, link)
-        if nxt is None:
-            break
-        seen.add(link)
-        forward.append(nxt)
-        cur = nxt
+    back = await _follow(view, fact, "supersedes", seen)
+    forward = await _follow(view, fact, "superseded_by", seen)
     return [*reversed(back), fact, *forward]
+
+
+async def _follow(view: View, fact: dict[str, Any], link_field: str, seen: set[str]) -> list[dict[str, Any]]:
+    """The facts met stepping from `fact` along `link_field` (at most `MAX_CHAIN`), stopping at one
+    this caller may not see or one already in `seen` (which gains each fact met)."""
+    met: list[dict[str, Any]] = []
+    cur = fact
+    while (link := cur.get(link_field)) and link not in seen and len(met) < MAX_CHAIN:
+        nxt = await _one(view, link)
+        if nxt is None:
+            break
+        seen.add(link)
+        met.append(nxt)
+        cur = nxt
+    return met
 
 
 async def _detail(
