@@ -7,12 +7,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, Literal, NotRequired, Protocol, TypedDict, Unpack, runtime_checkable
 
-from fleetmem.models import (
-    AuditEvent,
-    Fact,
-)
+from fleetmem.models import AuditEvent, Fact
+from fleetmem.ports.options import Options
 
 
 @dataclass(frozen=True)
@@ -33,6 +31,9 @@ class FactWrite:
     supersede: Fact | None = None
     audit: Sequence[AuditEvent] = ()
 
+
+#: What `FactDecisions.put_decided` decides with: the entity's pool in, what to store (None: nothing) out.
+Decide = Callable[[DecisionPool], FactWrite | None]
 
 #: list_facts' `state` filter: one FactStatus (`Fact.status`), or "any".
 FactState = Literal["active", "superseded", "forgotten", "expired", "any"]
@@ -64,6 +65,137 @@ class FactTallies:
     per_day: dict[str, int]
 
 
+# -- each method's keyword options, written once (`fleetmem.ports.options`) ------------------------
+
+
+class FactPutOptions(TypedDict):
+    supersede: NotRequired[Fact | None]
+    audit: NotRequired[Sequence[AuditEvent]]
+    decided: NotRequired[DecisionPool | None]
+
+
+@dataclass(frozen=True)
+class FactPut(Options):
+    """`FactStore.put`'s options."""
+
+    supersede: Fact | None = None
+    audit: Sequence[AuditEvent] = ()
+    decided: DecisionPool | None = None
+
+
+class ExpiryOptions(TypedDict):
+    at: datetime
+    reason: str | None
+    actor: str
+    audit: NotRequired[AuditEvent | None]
+
+
+@dataclass(frozen=True)
+class Expiry(Options):
+    """`FactStore.expire`'s options."""
+
+    at: datetime
+    reason: str | None
+    actor: str
+    audit: AuditEvent | None = None
+
+
+class DecisionOptions(TypedDict):
+    now: datetime
+    limit: int
+
+
+@dataclass(frozen=True)
+class Decision(Options):
+    """`FactDecisions.decision_pool`'s options."""
+
+    now: datetime
+    limit: int
+
+
+class DecidedOptions(DecisionOptions):
+    pool: NotRequired[DecisionPool | None]
+
+
+@dataclass(frozen=True)
+class Decided(Decision):
+    """`FactDecisions.put_decided`'s options: the pool's, and the pool already read (None: read it)."""
+
+    pool: DecisionPool | None = None
+
+
+class FactChangesOptions(TypedDict):
+    seq: int
+    now: datetime
+    world_only: NotRequired[bool]
+    limit: NotRequired[int]
+    retracted: NotRequired[bool]
+
+
+@dataclass(frozen=True)
+class FactChanges(Options):
+    """`FactFeed.changed_after`'s options."""
+
+    seq: int
+    now: datetime
+    world_only: bool = True
+    limit: int = 50
+    retracted: bool = False
+
+
+class FactSinceOptions(TypedDict):
+    after: datetime
+    after_seq: int | None
+    world_only: NotRequired[bool]
+    limit: NotRequired[int]
+
+
+@dataclass(frozen=True)
+class FactSince(Options):
+    """`FactFeed.created_after` and `expired_between`'s options: the (time, seq) position after which."""
+
+    after: datetime
+    after_seq: int | None
+    world_only: bool = True
+    limit: int = 50
+
+
+class FactListOptions(TypedDict):
+    now: datetime
+    world_only: bool
+    where: FactFilter
+    before: NotRequired[tuple[datetime, int] | None]
+    limit: NotRequired[int]
+
+
+@dataclass(frozen=True)
+class FactList(Options):
+    """`FactListing.listing`'s options."""
+
+    now: datetime
+    world_only: bool
+    where: FactFilter
+    before: tuple[datetime, int] | None = None
+    limit: int = 50
+
+
+class FactReadOptions(TypedDict):
+    now: datetime
+    active_only: NotRequired[bool]
+    world_only: NotRequired[bool]
+    limit: NotRequired[int]
+
+
+@dataclass(frozen=True)
+class FactRead(Options):
+    """`FactListing.by_entity`, `by_session` and `recent`'s options."""
+
+    now: datetime
+    active_only: bool = True
+    world_only: bool = True
+    limit: int = 50
+
+
 class FactStore(Protocol):
     """A tenant's facts by id: the sequence, the writes (`put`, `expire`, `purge`) and reads by id."""
 
@@ -71,14 +203,7 @@ class FactStore(Protocol):
         """Allocate the tenant's next integer fact sequence number (1, 2, 3, ...; atomic)."""
         ...
 
-    def put(
-        self,
-        fact: Fact,
-        *,
-        supersede: Fact | None = None,
-        audit: Sequence[AuditEvent] = (),
-        decided: DecisionPool | None = None,
-    ) -> None:
+    def put(self, fact: Fact, **opts: Unpack[FactPutOptions]) -> None:
         """Insert `fact`. With `supersede`, atomically also mark that stored fact expired at
         `fact.created_at` with `superseded_by = fact.fact_id` (raises Conflict if it is no longer
         active or was changed). Raises Conflict if `fact.fact_id` already exists. The `audit`
@@ -95,16 +220,7 @@ class FactStore(Protocol):
         """Batch get; missing ids are skipped; order follows `fact_ids`."""
         ...
 
-    def expire(
-        self,
-        tenant: str,
-        fact_id: str,
-        *,
-        at: datetime,
-        reason: str | None,
-        actor: str,
-        audit: AuditEvent | None = None,
-    ) -> bool:
+    def expire(self, tenant: str, fact_id: str, **opts: Unpack[ExpiryOptions]) -> bool:
         """Mark a fact expired. True if it was active and is now expired; False if already
         expired/superseded (idempotent). Raises NotFound if it does not exist for the tenant.
         `audit` is written in the same transaction, and only when the fact was expired."""
@@ -118,22 +234,13 @@ class FactStore(Protocol):
 class FactDecisions(Protocol):
     """D20: what a `remember` decision about an entity reads, and the decided write."""
 
-    def decision_pool(self, tenant: str, entity_slug: str | None, *, now: datetime, limit: int) -> DecisionPool:
+    def decision_pool(self, tenant: str, entity_slug: str | None, **opts: Unpack[DecisionOptions]) -> DecisionPool:
         """D20: the active facts (every visibility, newest first) a new fact on `entity_slug` is compared
         with — for None, the unattributed ones among the tenant's `limit` newest active facts — with
         the token `put(..., decided=)` checks."""
         ...
 
-    def put_decided(
-        self,
-        tenant: str,
-        entity_slug: str | None,
-        decide: Callable[[DecisionPool], FactWrite | None],
-        *,
-        now: datetime,
-        limit: int,
-        pool: DecisionPool | None = None,
-    ) -> None:
+    def put_decided(self, tenant: str, entity_slug: str | None, decide: Decide, **opts: Unpack[DecidedOptions]) -> None:
         """D20: one decision about an entity — `decide` gets the entity's pool and returns what to
         store (None: nothing), which is put conditional on that pool. A store with a lock every
         process takes reads the pool and decides inside it (SQLite: `pool` is not used, the write
@@ -147,16 +254,7 @@ class FactDecisions(Protocol):
 class FactFeed(Protocol):
     """What delta reads about facts: change numbers, expiries and creations after a position."""
 
-    def changed_after(
-        self,
-        tenant: str,
-        *,
-        seq: int,
-        now: datetime,
-        world_only: bool = True,
-        limit: int = 50,
-        retracted: bool = False,
-    ) -> list[tuple[int, Fact]]:
+    def changed_after(self, tenant: str, **opts: Unpack[FactChangesOptions]) -> list[tuple[int, Fact]]:
         """D14: (change_seq, fact) of active facts whose change_seq > seq, ascending. `put` assigns
         the tenant's next fact change_seq inside its own write, in commit order, so a reader that
         has seen change_seq N has seen every fact below N that still exists. A retraction (expire,
@@ -165,16 +263,7 @@ class FactFeed(Protocol):
         is listed by `expired_between`)."""
         ...
 
-    def expired_between(
-        self,
-        tenant: str,
-        *,
-        after: datetime,
-        after_seq: int | None,
-        until: datetime,
-        world_only: bool = True,
-        limit: int = 50,
-    ) -> list[Fact]:
+    def expired_between(self, tenant: str, *, until: datetime, **opts: Unpack[FactSinceOptions]) -> list[Fact]:
         """D19: facts whose `valid_until` lies in ((after, after_seq), until] — `after_seq=None`:
         valid_until > after — by (valid_until, seq) ascending; facts forgotten or superseded first
         are left out (that retraction is listed by `changed_after`)."""
@@ -188,16 +277,7 @@ class FactFeed(Protocol):
         change_seq of a fact created strictly after `after`, minus 1); `after=None`: the counter."""
         ...
 
-    def created_after(
-        self,
-        tenant: str,
-        *,
-        after: datetime,
-        after_seq: int | None,
-        now: datetime,
-        world_only: bool = True,
-        limit: int = 50,
-    ) -> list[Fact]:
+    def created_after(self, tenant: str, *, now: datetime, **opts: Unpack[FactSinceOptions]) -> list[Fact]:
         """Active facts with (created_at, seq) > (after, after_seq) — `after_seq=None`: created_at >
         after — OLDEST first by (created_at, seq) (delta from a bare `since`). A store whose time
         index is eventually consistent stops at its settle horizon (`now` - settle)."""
@@ -207,16 +287,7 @@ class FactFeed(Protocol):
 class FactListing(Protocol):
     """Facts by entity, session, time and filter (recall, context_pack, list_facts, memory_stats)."""
 
-    def listing(
-        self,
-        tenant: str,
-        *,
-        now: datetime,
-        world_only: bool,
-        where: FactFilter,
-        before: tuple[datetime, int] | None = None,
-        limit: int = 50,
-    ) -> list[Fact]:
+    def listing(self, tenant: str, **opts: Unpack[FactListOptions]) -> list[Fact]:
         """list_facts: facts in any state that pass `where` (state judged at `now`), newest first
         by (created_at, seq), strictly before the keyset position `before` (None: from the newest)."""
         ...
@@ -226,42 +297,15 @@ class FactListing(Protocol):
         `since`, `busiest` the `top` entities by active facts, most first, then by slug)."""
         ...
 
-    def by_entity(
-        self,
-        tenant: str,
-        entity_slug: str,
-        *,
-        now: datetime,
-        active_only: bool = True,
-        world_only: bool = True,
-        limit: int = 50,
-    ) -> list[Fact]:
+    def by_entity(self, tenant: str, entity_slug: str, **opts: Unpack[FactReadOptions]) -> list[Fact]:
         """Facts about one entity, newest first (created_at desc, then seq desc)."""
         ...
 
-    def by_session(
-        self,
-        tenant: str,
-        session_id: str,
-        *,
-        now: datetime,
-        active_only: bool = True,
-        world_only: bool = True,
-        limit: int = 50,
-    ) -> list[Fact]:
+    def by_session(self, tenant: str, session_id: str, **opts: Unpack[FactReadOptions]) -> list[Fact]:
         """Facts written with this session_id, newest first."""
         ...
 
-    def recent(
-        self,
-        tenant: str,
-        *,
-        now: datetime,
-        after: datetime | None = None,
-        active_only: bool = True,
-        world_only: bool = True,
-        limit: int = 50,
-    ) -> list[Fact]:
+    def recent(self, tenant: str, *, after: datetime | None = None, **opts: Unpack[FactReadOptions]) -> list[Fact]:
         """Facts with created_at > after (all when None), newest first."""
         ...
 

@@ -8,15 +8,10 @@ import builtins
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Literal, Protocol, runtime_checkable
+from typing import Literal, NotRequired, Protocol, TypedDict, Unpack, runtime_checkable
 
-from fleetmem.models import (
-    Backlink,
-    Page,
-    PageHead,
-    PageMatch,
-    PageTombstone,
-)
+from fleetmem.models import Backlink, Page, PageHead, PageMatch, PageTombstone
+from fleetmem.ports.options import Options
 
 
 @dataclass(frozen=True)
@@ -25,6 +20,66 @@ class PageTallies:
 
     pages: int
     per_day: dict[str, int]
+
+
+# -- each method's keyword options, written once (`fleetmem.ports.options`) ------------------------
+
+
+class PageLookupOptions(TypedDict):
+    aliases: Sequence[str]
+    titles: Sequence[str]
+    slugs: Sequence[str]
+    suffix: str
+    world_only: bool
+    limit: NotRequired[int]
+
+
+@dataclass(frozen=True)
+class PageLookup(Options):
+    """`PageStore.lookup`'s options: the keys asked for, each way a page can match."""
+
+    aliases: Sequence[str]
+    titles: Sequence[str]
+    slugs: Sequence[str]
+    suffix: str
+    world_only: bool
+    limit: int = 10
+
+
+class PageSinceOptions(TypedDict):
+    since: datetime
+    slug: str
+    world_only: bool
+    limit: int
+    now: NotRequired[datetime | None]
+
+
+@dataclass(frozen=True)
+class PageSince(Options):
+    """`PageFeed.updated_since`'s options: the (updated_at, slug) position after which."""
+
+    since: datetime
+    slug: str
+    world_only: bool
+    limit: int
+    now: datetime | None = None
+
+
+class PageListOptions(TypedDict):
+    world_only: bool
+    limit: int
+    after: NotRequired[str | None]
+    type: NotRequired[str | None]
+
+
+@dataclass(frozen=True)
+class PageList(Options):
+    """`PageListing.list`'s options."""
+
+    world_only: bool
+    limit: int
+    after: str | None = None
+    type: str | None = None
 
 
 class PageStore(Protocol):
@@ -48,17 +103,7 @@ class PageStore(Protocol):
         """Batch head lookup; missing slugs skipped."""
         ...
 
-    def lookup(
-        self,
-        tenant: str,
-        *,
-        aliases: Sequence[str],
-        titles: Sequence[str],
-        slugs: Sequence[str],
-        suffix: str,
-        world_only: bool,
-        limit: int = 10,
-    ) -> builtins.list[PageMatch]:
+    def lookup(self, tenant: str, **opts: Unpack[PageLookupOptions]) -> builtins.list[PageMatch]:
         """Resolution candidates, one per (page, way) it matched:
         `alias`: a stored alias key (`slugs.match_key` of the alias; `normalize_alias` for pages
         written before it) is one of `aliases`;
@@ -102,16 +147,7 @@ class PageFeed(Protocol):
         the position is early; the default reads every page after it)."""
         ...
 
-    def updated_since(
-        self,
-        tenant: str,
-        *,
-        since: datetime,
-        slug: str,
-        world_only: bool,
-        limit: int,
-        now: datetime | None = None,
-    ) -> builtins.list[PageHead]:
+    def updated_since(self, tenant: str, **opts: Unpack[PageSinceOptions]) -> builtins.list[PageHead]:
         """Keyset page: (updated_at, slug) > (since, slug) ascending, byte order on slug. With `now`,
         a store whose time index is eventually consistent stops at its settle horizon."""
         ...
@@ -120,15 +156,7 @@ class PageFeed(Protocol):
 class PageListing(Protocol):
     """Pages by slug order, their backlinks and counts (list_pages, get_page, memory_stats)."""
 
-    def list(
-        self,
-        tenant: str,
-        *,
-        world_only: bool,
-        limit: int,
-        after: str | None = None,
-        type: str | None = None,
-    ) -> builtins.list[PageHead]:
+    def list(self, tenant: str, **opts: Unpack[PageListOptions]) -> builtins.list[PageHead]:
         """Pages ordered by slug ascending, strictly after `after` (keyset paging)."""
         ...
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import itertools
 import secrets
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -100,6 +101,20 @@ class Numbering:
         self.fresh: dict[tuple[str, ...], tuple[int, dict[str, Any]]] = {}
 
 
+@dataclass(frozen=True)
+class _Pass:
+    """What one numbering pass numbers with: the table, the counter's key (its attribute names are
+    every item's key names too) and the time stamp (`ct`) the numbers get."""
+
+    table: str
+    counter_key: dict[str, Any]
+    stamp: str
+
+    @property
+    def key_names(self) -> list[str]:
+        return list(self.counter_key)
+
+
 def number_pending(
     client: Any, *, table: str, counter_key: dict[str, Any], tp: str, now: datetime | None = None
 ) -> Numbering:
@@ -111,8 +126,7 @@ def number_pending(
     deleted, is dropped. Bounded: at most 16 index pages of 99 (an item written after that waits
     for the next reader)."""
     out = Numbering()
-    key_names = list(counter_key)
-    stamp = str(ts(now or datetime.now(UTC)))
+    run = _Pass(table, counter_key, str(ts(now or datetime.now(UTC))))
     req: dict[str, Any] = {
         "TableName": table,
         "IndexName": "by_change",
@@ -124,28 +138,18 @@ def number_pending(
     for page in itertools.islice(answers(client.query, req), _NUMBER_PASSES):
         items = [i for i in page.get("Items", []) if "cs" in i]
         if items:
-            _number_batch(
-                client, table=table, counter_key=counter_key, key_names=key_names, items=items, stamp=stamp, out=out
-            )
+            _number_batch(client, run, items, out)
     return out
 
 
-def _number_batch(
-    client: Any,
-    *,
-    table: str,
-    counter_key: dict[str, Any],
-    key_names: Sequence[str],
-    items: list[dict[str, Any]],
-    stamp: str,
-    out: Numbering,
-) -> None:
+def _number_batch(client: Any, run: _Pass, items: list[dict[str, Any]], out: Numbering) -> None:
     import random as _random
     import time as _time
     import uuid as _uuid
 
     from botocore.exceptions import ClientError
 
+    table, counter_key, key_names = run.table, run.counter_key, run.key_names
     slot = (table, "#".join(_key_of(counter_key, key_names)))
     todo = {_key_of(i, key_names): i for i in items}
     prev: int | None = _change_guess.get(slot)
@@ -157,7 +161,7 @@ def _number_batch(
             prev = _counter_value(got.get("Item")) or 0
         order = sorted(todo, key=lambda k: as_int(todo[k]["cs"]["N"]))
         k = len(order)
-        actions = _numbering_actions(table, counter_key, key_names, [todo[key] for key in order], prev, stamp)
+        actions = _numbering_actions(run, [todo[key] for key in order], prev)
         try:
             client.transact_write_items(TransactItems=actions, ClientRequestToken=_uuid.uuid4().hex)
         except ClientError as exc:
@@ -186,23 +190,17 @@ def _number_batch(
         for i, key in enumerate(order):
             item = dict(todo[key])
             item["cs"] = {"N": str(prev + 1 + i)}
-            item["ct"] = {"S": stamp}
+            item["ct"] = {"S": run.stamp}
             out.fresh[key] = (prev + 1 + i, item)
         _change_guess[slot] = out.top = prev + k
         return
     raise Unavailable("dynamodb change counter is contended", retry_after_seconds=1, reason="contended")
 
 
-def _numbering_actions(
-    table: str,
-    counter_key: dict[str, Any],
-    key_names: Sequence[str],
-    ordered: list[dict[str, Any]],
-    prev: int,
-    stamp: str,
-) -> list[dict[str, Any]]:
+def _numbering_actions(run: _Pass, ordered: list[dict[str, Any]], prev: int) -> list[dict[str, Any]]:
     """One transaction: the counter moves from `prev` to `prev + len(ordered)` (created when `prev` is 0)
     and each item, still pending as read, takes the next number in order."""
+    table, counter_key, stamp = run.table, run.counter_key, run.stamp
     k = len(ordered)
     counter: dict[str, Any] = {
         "TableName": table,
@@ -221,7 +219,7 @@ def _numbering_actions(
             {
                 "Update": {
                     "TableName": table,
-                    "Key": {n: item[n] for n in key_names},
+                    "Key": {n: item[n] for n in run.key_names},
                     "UpdateExpression": "SET cs = :n, ct = :ct",
                     "ConditionExpression": "cs = :p",
                     "ExpressionAttributeValues": {

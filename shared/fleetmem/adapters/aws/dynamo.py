@@ -427,3 +427,13 @@ class DynamoStore:
         conditional_put(
             self._db, table=self.table, item=to_ddb(item), key_names=key_names, condition="attribute_not_exists(pk)"
         )
+
+    def _index_request(self, index: str, cond: str, values: dict[str, Any], **more: Any) -> dict[str, Any]:
+        """A Query request on one of the table's indexes (`more`: ScanIndexForward, Limit, ...)."""
+        return {
+            "TableName": self.table,
+            "IndexName": index,
+            "KeyConditionExpression": cond,
+            "ExpressionAttributeValues": values,
+            **more,
+        }

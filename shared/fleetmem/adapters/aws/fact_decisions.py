@@ -4,19 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime
-from typing import Any
+from typing import Any, Unpack
 
 from fleetmem.adapters.aws import keys
-from fleetmem.adapters.aws.dynamo import (
-    AwsClients,
-    as_int,
-    call,
-    parallel,
-)
+from fleetmem.adapters.aws.dynamo import AwsClients, as_int, call, parallel
 from fleetmem.adapters.aws.fact_table import FactTable
 from fleetmem.adapters.aws.facts import DynamoFactStore
 from fleetmem.models import Fact
-from fleetmem.ports import DecisionPool, FactWrite
+from fleetmem.ports import DecisionPool
+from fleetmem.ports.facts import Decide, Decided, DecidedOptions, Decision, DecisionOptions
 
 
 class DynamoFactDecisions(FactTable):
@@ -24,7 +20,8 @@ class DynamoFactDecisions(FactTable):
         super().__init__(clients, prefix, settle_ms=settle_ms)
         self.store = DynamoFactStore(clients, prefix, settle_ms=settle_ms)
 
-    def decision_pool(self, tenant: str, entity_slug: str | None, *, now: datetime, limit: int) -> DecisionPool:
+    def decision_pool(self, tenant: str, entity_slug: str | None, **opts: Unpack[DecisionOptions]) -> DecisionPool:
+        q = Decision.of(opts)
         # The record and the pool are read at once. The pool comes from a GSI, eventually
         # consistent and read in no order with the record, so it may miss a write the record
         # already counts: the last `_RECENT` decided facts named by the record that the pool did
@@ -40,7 +37,7 @@ class DynamoFactDecisions(FactTable):
                 ).get("Item")
                 or {}
             ),
-            lambda: self._pool(tenant, entity_slug, now, limit),
+            lambda: self._pool(tenant, entity_slug, q.now, q.limit),
         ]
         record, (seen, facts) = parallel(reads)
         version = as_int((record.get("v") or {}).get("N"))
@@ -49,8 +46,8 @@ class DynamoFactDecisions(FactTable):
         if missing:
             fresh = self._batch_get(tenant, missing, consistent=True)
             listed = {f.fact_id for f in facts}
-            facts += [f for f in fresh if f.is_active(now) and f.fact_id not in listed]
-            facts = [f for f in facts if f.fact_id not in {g.fact_id for g in fresh if not g.is_active(now)}]
+            facts += [f for f in fresh if f.is_active(q.now) and f.fact_id not in listed]
+            facts = [f for f in facts if f.fact_id not in {g.fact_id for g in fresh if not g.is_active(q.now)}]
         # a fact another listed fact superseded is history, even where the index still shows it active
         replaced = {f.supersedes for f in facts if f.supersedes}
         facts = sorted(
@@ -79,19 +76,11 @@ class DynamoFactDecisions(FactTable):
                     out.append(f)
         return seen, out
 
-    def put_decided(
-        self,
-        tenant: str,
-        entity_slug: str | None,
-        decide: Callable[[DecisionPool], FactWrite | None],
-        *,
-        now: datetime,
-        limit: int,
-        pool: DecisionPool | None = None,
-    ) -> None:
+    def put_decided(self, tenant: str, entity_slug: str | None, decide: Decide, **opts: Unpack[DecidedOptions]) -> None:
         # no lock to decide under: decide on the pool, and the decision record's condition tells
         # whether another decision committed since (Conflict: the caller decides again)
-        pool = pool if pool is not None else self.decision_pool(tenant, entity_slug, now=now, limit=limit)
+        q = Decided.of(opts)
+        pool = q.pool if q.pool is not None else self.decision_pool(tenant, entity_slug, now=q.now, limit=q.limit)
         write = decide(pool)
         if write is not None:
             self.store.put(write.fact, supersede=write.supersede, audit=write.audit, decided=pool)

@@ -3,73 +3,39 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, Unpack
 
 from fleetmem.adapters.aws import keys
-from fleetmem.adapters.aws.dynamo import (
-    query_all,
-    ts,
-)
+from fleetmem.adapters.aws.dynamo import query_all, ts
 from fleetmem.adapters.aws.fact_table import FactTable, fact_items, item_to_fact
 from fleetmem.models import Fact, provenance_matches
-from fleetmem.ports import FactFilter, FactTallies
+from fleetmem.ports import FactTallies
+from fleetmem.ports.facts import FactList, FactListOptions, FactRead, FactReadOptions
 
 
 class DynamoFactListing(FactTable):
-    def by_entity(
-        self,
-        tenant: str,
-        entity_slug: str,
-        *,
-        now: datetime,
-        active_only: bool = True,
-        world_only: bool = True,
-        limit: int = 50,
-    ) -> list[Fact]:
-        it = self._query(tenant, "by_entity", "ent", keys.key(tenant, entity_slug), page_size=self._page_size(limit))
-        return self._take(it, now=now, active_only=active_only, world_only=world_only, limit=limit)
+    def by_entity(self, tenant: str, entity_slug: str, **opts: Unpack[FactReadOptions]) -> list[Fact]:
+        return self._read(tenant, "by_entity", "ent", keys.key(tenant, entity_slug), None, FactRead.of(opts))
 
-    def by_session(
-        self,
-        tenant: str,
-        session_id: str,
-        *,
-        now: datetime,
-        active_only: bool = True,
-        world_only: bool = True,
-        limit: int = 50,
-    ) -> list[Fact]:
+    def by_session(self, tenant: str, session_id: str, **opts: Unpack[FactReadOptions]) -> list[Fact]:
         """Facts of one session, newest first, without `vector`: the by_session index does not
         carry it (tables.FACT_INDEX_ATTRS) because its readers (recall, context_pack) never use it."""
-        it = self._query(tenant, "by_session", "sess", keys.key(tenant, session_id), page_size=self._page_size(limit))
-        return self._take(it, now=now, active_only=active_only, world_only=world_only, limit=limit)
+        return self._read(tenant, "by_session", "sess", keys.key(tenant, session_id), None, FactRead.of(opts))
 
-    def recent(
-        self,
-        tenant: str,
-        *,
-        now: datetime,
-        after: datetime | None = None,
-        active_only: bool = True,
-        world_only: bool = True,
-        limit: int = 50,
-    ) -> list[Fact]:
-        it = self._query(tenant, "by_time", "tp", keys.tenant(tenant), after=after, page_size=self._page_size(limit))
-        return self._take(it, now=now, active_only=active_only, world_only=world_only, limit=limit)
+    def recent(self, tenant: str, *, after: datetime | None = None, **opts: Unpack[FactReadOptions]) -> list[Fact]:
+        return self._read(tenant, "by_time", "tp", keys.tenant(tenant), after, FactRead.of(opts))
 
-    def listing(
-        self,
-        tenant: str,
-        *,
-        now: datetime,
-        world_only: bool,
-        where: FactFilter,
-        before: tuple[datetime, int] | None = None,
-        limit: int = 50,
-    ) -> list[Fact]:
+    def _read(self, tenant: str, index: str, attr: str, key: str, after: datetime | None, q: FactRead) -> list[Fact]:
+        """by_entity, by_session, recent: one index's range, newest first, as `q` asks."""
+        it = self._query(tenant, index, attr, key, after=after, page_size=self._page_size(q.limit))
+        return self._take(it, now=q.now, active_only=q.active_only, world_only=q.world_only, limit=q.limit)
+
+    def listing(self, tenant: str, **opts: Unpack[FactListOptions]) -> list[Fact]:
         """One Query, newest first, on the narrowest index the filter names (the entity's, the
         session's, else the tenant's by_time range), its `ck` range cut by the times and `before`;
         the other conditions are checked on the items read."""
+        q = FactList.of(opts)
+        now, where, before, limit = q.now, q.where, q.before, q.limit
         if where.entity_slug is not None:
             index, attr, key = "by_entity", "ent", keys.key(tenant, where.entity_slug)
         elif where.session_id is not None:
@@ -95,14 +61,7 @@ class DynamoFactListing(FactTable):
         elif low is not None:
             cond += " AND ck > :lo"
             values[":lo"] = {"S": low}
-        req: dict[str, Any] = {
-            "TableName": self.table,
-            "IndexName": index,
-            "KeyConditionExpression": cond,
-            "ExpressionAttributeValues": values,
-            "ScanIndexForward": False,
-            "Limit": self._page_size(limit),
-        }
+        req = self._index_request(index, cond, values, ScanIndexForward=False, Limit=self._page_size(limit))
 
         def keep(item: dict[str, Any]) -> bool:
             if high is not None and item.get("ck") == high:
@@ -118,7 +77,7 @@ class DynamoFactListing(FactTable):
 
         found = self._take(
             (item_to_fact(i) for i in fact_items(query_all(self._db, req), tenant) if keep(i)),
-            world_only=world_only,
+            world_only=q.world_only,
             limit=limit,
         )
         if index == "by_time":
@@ -131,12 +90,7 @@ class DynamoFactListing(FactTable):
     def tallies(self, tenant: str, *, now: datetime, world_only: bool, since: datetime, top: int = 10) -> FactTallies:
         """One paginated Query of the tenant's `by_change` range (every fact, without its vector;
         facts from before change numbers get into it with `fleetmem admin reindex`)."""
-        req: dict[str, Any] = {
-            "TableName": self.table,
-            "IndexName": "by_change",
-            "KeyConditionExpression": "tp = :k",
-            "ExpressionAttributeValues": {":k": {"S": keys.tenant(tenant)}},
-        }
+        req = self._tenant_range("by_change", tenant)
         status = dict.fromkeys(("active", "superseded", "forgotten", "expired"), 0)
         per_entity: dict[str, int] = {}
         per_day: dict[str, int] = {}

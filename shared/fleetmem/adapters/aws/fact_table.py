@@ -5,26 +5,13 @@ keys, and `FactTable`, the base the role stores (`facts`, `fact_decisions`, `fac
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from fleetmem.adapters.aws import keys
 from fleetmem.adapters.aws.audit import audit_item
-from fleetmem.adapters.aws.changes import (
-    number_pending,
-)
-from fleetmem.adapters.aws.dynamo import (
-    AwsClients,
-    DynamoStore,
-    as_bytes,
-    as_int,
-    call,
-    chunks,
-    parse_ts,
-    query_all,
-    to_ddb,
-    ts,
-)
+from fleetmem.adapters.aws.change_table import ChangeTable
+from fleetmem.adapters.aws.dynamo import AwsClients, as_bytes, as_int, call, chunks, parse_ts, query_all, to_ddb, ts
 from fleetmem.adapters.aws.tables import AUDIT, FACTS
 from fleetmem.errors import Conflict
 from fleetmem.models import AuditEvent, Fact
@@ -118,14 +105,13 @@ def fact_items(raws: Iterable[dict[str, Any] | None], tenant: str) -> Iterator[d
     return (i for i in keys.owned_items(raws, tenant, table="facts") if is_fact_item(i))
 
 
-class FactTable(DynamoStore):
+class FactTable(ChangeTable):
     """One role over the facts table: the shared reads and the transaction helpers."""
 
     TABLE = FACTS
 
     def __init__(self, clients: AwsClients, prefix: str, *, settle_ms: int = 0) -> None:
-        super().__init__(clients, prefix)
-        self.settle = timedelta(milliseconds=settle_ms)
+        super().__init__(clients, prefix, settle_ms=settle_ms)
         self.audit_table = AUDIT.physical_name(prefix)
 
     def _audit_puts(self, events: Sequence[AuditEvent]) -> list[dict[str, Any]]:
@@ -171,30 +157,17 @@ class FactTable(DynamoStore):
     def _counter_key(self, tenant: str) -> dict[str, Any]:
         return {"pk": {"S": keys.reserved(tenant, keys.CHANGE)}}
 
-    def _number(self, tenant: str, now: datetime | None = None) -> Any:
-        """D21: number the tenant's pending fact changes before reading positions."""
-        return number_pending(
-            self._db, table=self.table, counter_key=self._counter_key(tenant), tp=keys.tenant(tenant), now=now
-        )
-
     def _query(
         self, tenant: str, index: str, key_attr: str, key: str, *, after: datetime | None = None, page_size: int = 100
     ) -> Iterator[Fact]:
         """Newest first over one GSI partition, lazily paged."""
-        req: dict[str, Any] = {
-            "TableName": self.table,
-            "IndexName": index,
-            "ScanIndexForward": False,
-            "Limit": page_size,
-        }
         values: dict[str, Any] = {":k": {"S": key}}
         cond = f"{key_attr} = :k"
         if after is not None:
             # ck = "<created iso>#<seq>"; "~" sorts after every digit, so this is created_at > after
             cond += " AND ck > :after"
             values[":after"] = {"S": f"{ts(after)}#~"}
-        req["KeyConditionExpression"] = cond
-        req["ExpressionAttributeValues"] = values
+        req = self._index_request(index, cond, values, ScanIndexForward=False, Limit=page_size)
         for item in fact_items(query_all(self._db, req), tenant):
             yield item_to_fact(item)
 

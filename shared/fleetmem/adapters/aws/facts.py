@@ -6,24 +6,11 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
-from datetime import datetime
-from typing import Any
+from typing import Any, Unpack
 
 from fleetmem.adapters.aws import keys
-from fleetmem.adapters.aws.changes import (
-    backfill_changes,
-    transact_pending,
-)
-from fleetmem.adapters.aws.dynamo import (
-    WRITE_ID,
-    call,
-    from_ddb,
-    query_all,
-    to_ddb,
-    translate_client_error,
-    ts,
-    write_id,
-)
+from fleetmem.adapters.aws.changes import transact_pending
+from fleetmem.adapters.aws.dynamo import WRITE_ID, call, from_ddb, to_ddb, translate_client_error, ts, write_id
 from fleetmem.adapters.aws.fact_table import (  # noqa: F401 (re-exported: the stream indexer and tools read items)
     FactTable,
     decision_pk,
@@ -34,8 +21,8 @@ from fleetmem.adapters.aws.fact_table import (  # noqa: F401 (re-exported: the s
     item_to_fact,
 )
 from fleetmem.errors import Conflict, NotFound
-from fleetmem.models import AuditEvent, Fact
-from fleetmem.ports import DecisionPool
+from fleetmem.models import Fact
+from fleetmem.ports.facts import Expiry, ExpiryOptions, FactPut, FactPutOptions
 
 _SEQ_LOCK = threading.Lock()
 _ACTIVE = "attribute_not_exists(expired_at) AND attribute_not_exists(superseded_by)"
@@ -74,14 +61,9 @@ class DynamoFactStore(FactTable):
             except Exception as exc:
                 raise translate_client_error(exc) from None
 
-    def put(
-        self,
-        fact: Fact,
-        *,
-        supersede: Fact | None = None,
-        audit: Sequence[AuditEvent] = (),
-        decided: DecisionPool | None = None,
-    ) -> None:
+    def put(self, fact: Fact, **opts: Unpack[FactPutOptions]) -> None:
+        q = FactPut.of(opts)
+        supersede, audit, decided = q.supersede, q.audit, q.decided
         if supersede is not None and supersede.tenant != fact.tenant:
             raise Conflict("the superseded fact belongs to another tenant")
         base = fact_to_item(fact)
@@ -138,21 +120,13 @@ class DynamoFactStore(FactTable):
     def many(self, tenant: str, fact_ids: Sequence[str]) -> list[Fact]:
         return self._batch_get(tenant, fact_ids)
 
-    def expire(
-        self,
-        tenant: str,
-        fact_id: str,
-        *,
-        at: datetime,
-        reason: str | None,
-        actor: str,
-        audit: AuditEvent | None = None,
-    ) -> bool:
-        values: dict[str, Any] = {":at": {"S": ts(at)}, ":by": {"S": actor}, ":fact": {"S": "fact"}}
+    def expire(self, tenant: str, fact_id: str, **opts: Unpack[ExpiryOptions]) -> bool:
+        q = Expiry.of(opts)
+        values: dict[str, Any] = {":at": {"S": ts(q.at)}, ":by": {"S": q.actor}, ":fact": {"S": "fact"}}
         sets = "SET expired_at = :at, expired_by = :by, cs = :cs"
-        if reason is not None:
+        if q.reason is not None:
             sets += ", expired_reason = :reason"
-            values[":reason"] = {"S": reason}
+            values[":reason"] = {"S": q.reason}
         # read-time expiry (valid_until) counts as already expired, like the other stores
         condition = (
             f"attribute_exists(pk) AND typ = :fact AND {_ACTIVE}"
@@ -169,7 +143,7 @@ class DynamoFactStore(FactTable):
                 "ConditionExpression": condition,
                 "ExpressionAttributeValues": {**values, ":cs": {"N": str(n)}},
             }
-            return [{"Update": update}, *self._audit_puts([audit] if audit is not None else [])]
+            return [{"Update": update}, *self._audit_puts([q.audit] if q.audit is not None else [])]
 
         try:
             transact_pending(self._db, build=build)
@@ -232,15 +206,7 @@ class DynamoFactStore(FactTable):
     def backfill_changes(self, tenant: str) -> int:
         """Number the tenant's facts written before change numbers existed (no `cs`), so delta
         lists them (`fleetmem admin reindex`); returns how many."""
-        req: dict[str, Any] = {
-            "TableName": self.table,
-            "IndexName": "by_time",
-            "KeyConditionExpression": "tp = :k",
-            "FilterExpression": "attribute_not_exists(cs)",
-            "ProjectionExpression": "pk",
-            "ExpressionAttributeValues": {":k": {"S": keys.tenant(tenant)}},
-        }
-        found = [{"pk": i["pk"]} for i in query_all(self._db, req)]
-        return backfill_changes(
-            self._db, table=self.table, counter_key=self._counter_key(tenant), tp=keys.tenant(tenant), item_keys=found
+        req = self._tenant_range(
+            "by_time", tenant, FilterExpression="attribute_not_exists(cs)", ProjectionExpression="pk"
         )
+        return self._backfill(tenant, req)

@@ -65,6 +65,9 @@ from fleetmem.memory.indexing import chunk_prefix
 from fleetmem.memory.vectors import unpack
 from fleetmem.models import SearchDoc, SearchHits, SearchQuery, page_docs_problem
 
+#: the attribute each client of an index is kept in -> its purpose (`sdk_clients.SDK_CLIENTS`)
+_CLIENT_PURPOSES = {"_client": "index", "_search_client": "search"}
+
 
 class OpenSearchIndex:
     """SearchIndex over one versioned index. The clients are built lazily (or one is injected):
@@ -136,20 +139,26 @@ class OpenSearchIndex:
 
     @property
     def client(self) -> Any:
-        if self._client is None:
-            self._client = build_client(
-                self.endpoint, service=self.service, region=self._region, session=self._session, purpose="index"
-            )
-        return self._client
+        return self._built("_client")
 
     @property
     def search_client(self) -> Any:
         """The request path's client: one attempt of at most `SEARCH_TIMEOUT_S` seconds."""
-        if self._search_client is None:
-            self._search_client = build_client(
-                self.endpoint, service=self.service, region=self._region, session=self._session, purpose="search"
+        return self._built("_search_client")
+
+    def _built(self, attr: str) -> Any:
+        """The client kept in `attr`: one given to the constructor, else built on first use with the
+        SDK client policy of its purpose (`_CLIENT_PURPOSES`)."""
+        if getattr(self, attr) is None:
+            built = build_client(
+                self.endpoint,
+                service=self.service,
+                region=self._region,
+                session=self._session,
+                purpose=_CLIENT_PURPOSES[attr],
             )
-        return self._search_client
+            setattr(self, attr, built)
+        return getattr(self, attr)
 
     def _call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
         from opensearchpy.exceptions import ConnectionError as OsConnectionError

@@ -4,41 +4,31 @@ from __future__ import annotations
 
 import builtins
 from datetime import datetime
+from typing import Unpack
 
 from fleetmem.adapters.aws import changes, keys
-from fleetmem.adapters.aws.dynamo import (
-    as_int,
-    parallel,
-    ts,
-)
+from fleetmem.adapters.aws.dynamo import as_int, parallel, ts
 from fleetmem.adapters.aws.page_table import PAGE_SK, TOMBSTONE_SK, PageTable, item_to_head, us_position
 from fleetmem.models import PageHead, PageTombstone
+from fleetmem.ports.pages import PageSince, PageSinceOptions
 
 
 class DynamoPageFeed(PageTable):
-    def updated_since(
-        self,
-        tenant: str,
-        *,
-        since: datetime,
-        slug: str,
-        world_only: bool,
-        limit: int,
-        now: datetime | None = None,
-    ) -> builtins.list[PageHead]:
+    def updated_since(self, tenant: str, **opts: Unpack[PageSinceOptions]) -> builtins.list[PageHead]:
+        q = PageSince.of(opts)
         out: builtins.list[PageHead] = []
-        if limit <= 0:
+        if q.limit <= 0:
             return out
-        horizon = changes.settle_horizon(now, self.settle)
+        horizon = changes.settle_horizon(q.now, self.settle)
         for item in self._gsi(
-            tenant, "by_updated", "tp", keys.tenant(tenant), sort=("us", ">", us_position(since, slug))
+            tenant, "by_updated", "tp", keys.tenant(tenant), sort=("us", ">", us_position(q.since, q.slug))
         ):
             if horizon is not None and item.get("updated_at", "") > ts(horizon):
                 break  # not settled: an earlier write may still be on its way into the index
-            if not self._visible(item, world_only):
+            if not self._visible(item, q.world_only):
                 continue
             out.append(item_to_head(item))
-            if len(out) >= limit:
+            if len(out) >= q.limit:
                 break
         return out
 
@@ -103,13 +93,7 @@ class DynamoPageFeed(PageTable):
                 "KeyConditionExpression": "tp = :k AND us > :s",
                 "ExpressionAttributeValues": {":k": {"S": keys.tenant(tenant)}, ":s": {"S": us_position(since, slug)}},
             }
-        return changes.change_floor(
-            self._db,
-            table=self.table,
-            counter_key=self._counter_key(tenant),
-            tp=keys.tenant(tenant),
-            since_query=since_query,
-        )
+        return self._floor(tenant, since_query)
 
     def deleted_after(
         self, tenant: str, *, seq: int, world_only: bool, limit: int

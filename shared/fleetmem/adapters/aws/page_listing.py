@@ -4,36 +4,28 @@ from __future__ import annotations
 
 import builtins
 from datetime import datetime
-from typing import Any
+from typing import Unpack
 
 from fleetmem.adapters.aws import keys
-from fleetmem.adapters.aws.dynamo import (
-    ts,
-)
+from fleetmem.adapters.aws.dynamo import ts
 from fleetmem.adapters.aws.page_table import MENTION_TYPES, PAGE_SK, PageTable
 from fleetmem.models import Backlink, PageHead
 from fleetmem.ports import PageTallies
+from fleetmem.ports.pages import PageList, PageListOptions
 
 
 class DynamoPageListing(PageTable):
-    def list(
-        self, tenant: str, *, world_only: bool, limit: int, after: str | None = None, type: str | None = None
-    ) -> builtins.list[PageHead]:
-        return self._by_slug(tenant, world_only=world_only, limit=limit, after=after, type=type)
+    def list(self, tenant: str, **opts: Unpack[PageListOptions]) -> builtins.list[PageHead]:
+        q = PageList.of(opts)
+        return self._by_slug(tenant, world_only=q.world_only, limit=q.limit, after=q.after, type=q.type)
 
     def tallies(self, tenant: str, *, world_only: bool, since: datetime) -> PageTallies:
         """One paginated Query of the tenant's `by_change` range (page heads; tombstones skipped;
         pages from before change numbers get into it with `fleetmem admin reindex`)."""
-        req: dict[str, Any] = {
-            "TableName": self.table,
-            "IndexName": "by_change",
-            "KeyConditionExpression": "tp = :k",
-            "ExpressionAttributeValues": {":k": {"S": keys.tenant(tenant)}},
-        }
         count = 0
         per_day: dict[str, int] = {}
         day0 = str(ts(since))[:10]
-        for item in self._query(tenant, req):
+        for item in self._query(tenant, self._tenant_range("by_change", tenant)):
             if item.get("sk") != PAGE_SK or not self._visible(item, world_only):
                 continue
             count += 1

@@ -9,18 +9,12 @@ import json
 import re
 import unicodedata
 from collections.abc import Iterator
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any, Literal
 
-from fleetmem.adapters.aws import changes, keys
-from fleetmem.adapters.aws.dynamo import (
-    AwsClients,
-    DynamoStore,
-    parse_ts,
-    query_all,
-    same_named,
-    ts,
-)
+from fleetmem.adapters.aws import keys
+from fleetmem.adapters.aws.change_table import ChangeTable
+from fleetmem.adapters.aws.dynamo import parse_ts, query_all, same_named, ts
 from fleetmem.adapters.aws.tables import HEAD_ATTRS, PAGES
 from fleetmem.memory.slugs import last_segment, match_key
 from fleetmem.models import Link, Page, PageHead, TimelineEntry
@@ -72,13 +66,8 @@ def us_position(at: datetime, slug: str) -> str:
 
 
 def _head_attrs(page: Page) -> dict[str, Any]:
-    return {
-        **same_named(page, "slug", "title"),
-        "ptype": page.type,
-        "visibility": page.visibility,
-        "updated_at": ts(page.updated_at),
-        "last_retrieved_at": ts(page.last_retrieved_at),
-    }
+    times = {name: ts(getattr(page, name)) for name in ("updated_at", "last_retrieved_at")}
+    return {**same_named(page, "slug", "title", "visibility"), "ptype": page.type, **times}
 
 
 def page_condition(expected_updated_at: datetime | Literal[""] | None) -> dict[str, Any]:
@@ -192,14 +181,10 @@ def derived_rows(page: Page) -> list[dict[str, Any]]:
     return list(rows.values())
 
 
-class PageTable(DynamoStore):
+class PageTable(ChangeTable):
     """One role over the pages table: the shared queries and the change counter."""
 
     TABLE = PAGES
-
-    def __init__(self, clients: AwsClients, prefix: str, *, settle_ms: int = 0) -> None:
-        super().__init__(clients, prefix)
-        self.settle = timedelta(milliseconds=settle_ms)
 
     def _query_raw(self, req: dict[str, Any]) -> Iterator[dict[str, Any]]:
         return query_all(self._db, req)
@@ -225,13 +210,7 @@ class PageTable(DynamoStore):
             _, op, value = sort
             cond += f" AND #s {op} :s"
             values[":s"] = {"S": value}
-        req: dict[str, Any] = {
-            "TableName": self.table,
-            "IndexName": index,
-            "KeyConditionExpression": cond,
-            "ExpressionAttributeValues": values,
-            "ScanIndexForward": forward,
-        }
+        req = self._index_request(index, cond, values, ScanIndexForward=forward)
         if sort is not None:
             req["ExpressionAttributeNames"] = {"#s": sort[0]}
         if limit is not None:
@@ -244,12 +223,6 @@ class PageTable(DynamoStore):
 
     def _counter_key(self, tenant: str) -> dict[str, Any]:
         return {"pk": {"S": keys.reserved(tenant, keys.CHANGE)}, "sk": {"S": CHANGE_SK}}
-
-    def _number(self, tenant: str, now: datetime | None = None) -> Any:
-        """D21: number the tenant's pending page changes (pages and tombstones) before reading positions."""
-        return changes.number_pending(
-            self._db, table=self.table, counter_key=self._counter_key(tenant), tp=keys.tenant(tenant), now=now
-        )
 
     def _by_slug(
         self, tenant: str, *, world_only: bool, limit: int, after: str | None = None, type: str | None = None

@@ -15,7 +15,7 @@ import builtins
 import functools
 from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any, Literal, Unpack
 
 from fleetmem.adapters.aws import changes, keys
 from fleetmem.adapters.aws.dynamo import (
@@ -47,6 +47,7 @@ from fleetmem.adapters.aws.page_table import (
 from fleetmem.errors import TooLarge
 from fleetmem.memory.slugs import last_segment
 from fleetmem.models import Page, PageHead, PageMatch
+from fleetmem.ports.pages import PageLookup, PageLookupOptions
 
 
 class DynamoPageStore(PageTable):
@@ -67,17 +68,10 @@ class DynamoPageStore(PageTable):
         }
         return [i["sk"]["S"] for i in self._query_raw(req)]
 
-    def lookup(
-        self,
-        tenant: str,
-        *,
-        aliases: Sequence[str],
-        titles: Sequence[str],
-        slugs: Sequence[str],
-        suffix: str,
-        world_only: bool,
-        limit: int = 10,
-    ) -> builtins.list[PageMatch]:
+    def lookup(self, tenant: str, **opts: Unpack[PageLookupOptions]) -> builtins.list[PageMatch]:
+        q = PageLookup.of(opts)
+        world_only, limit, suffix = q.world_only, q.limit, q.suffix
+
         def take(
             items: Iterator[dict[str, Any]], via: str, keep: Callable[[dict[str, Any]], bool]
         ) -> builtins.list[PageMatch]:
@@ -91,15 +85,17 @@ class DynamoPageStore(PageTable):
 
         thunks: builtins.list[Callable[[], builtins.list[PageMatch]]] = []
         # one index query per key form (the current key, and the key pages written before it carry)
-        for alias in dict.fromkeys(a for a in aliases if a):
-            thunks.append(
-                lambda a=alias: take(self._gsi(tenant, "by_alias", "ak", keys.key(tenant, a)), "alias", lambda _: True)
-            )
-        for title in dict.fromkeys(t for t in titles if t):
-            thunks.append(
-                lambda t=title: take(self._gsi(tenant, "by_title", "tk", keys.key(tenant, t)), "title", lambda _: True)
-            )
-        wanted = [s for s in dict.fromkeys(slugs) if s]
+        for index, attr, via, wanted_keys in (
+            ("by_alias", "ak", "alias", q.aliases),
+            ("by_title", "tk", "title", q.titles),
+        ):
+            for k in dict.fromkeys(k for k in wanted_keys if k):
+                thunks.append(
+                    lambda i=index, a=attr, v=via, k=k: take(
+                        self._gsi(tenant, i, a, keys.key(tenant, k)), v, lambda _: True
+                    )
+                )
+        wanted = [s for s in dict.fromkeys(q.slugs) if s]
         if wanted:
             thunks.append(
                 lambda: [
@@ -290,15 +286,11 @@ class DynamoPageStore(PageTable):
     def backfill_changes(self, tenant: str) -> int:
         """Number the tenant's pages written before change numbers existed (no `cs`), so delta
         lists them (`fleetmem admin reindex`); returns how many."""
-        req: dict[str, Any] = {
-            "TableName": self.table,
-            "IndexName": "by_slug",
-            "KeyConditionExpression": "tp = :k",
-            "FilterExpression": "attribute_not_exists(cs) AND sk = :p",
-            "ProjectionExpression": "pk, sk",
-            "ExpressionAttributeValues": {":k": {"S": keys.tenant(tenant)}, ":p": {"S": PAGE_SK}},
-        }
-        found = [{"pk": i["pk"], "sk": i["sk"]} for i in self._query_raw(req)]
-        return changes.backfill_changes(
-            self._db, table=self.table, counter_key=self._counter_key(tenant), tp=keys.tenant(tenant), item_keys=found
+        req = self._tenant_range(
+            "by_slug",
+            tenant,
+            values={":p": {"S": PAGE_SK}},
+            FilterExpression="attribute_not_exists(cs) AND sk = :p",
+            ProjectionExpression="pk, sk",
         )
+        return self._backfill(tenant, req)

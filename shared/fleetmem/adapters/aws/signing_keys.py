@@ -33,7 +33,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any
 
 #: How long a signed invoke payload stays valid (seconds, either side of the verifier's clock;
@@ -74,24 +74,19 @@ class SigningKey:
 Fetch = Callable[[], tuple[bytes, bytes | None]]
 
 
+@dataclass(eq=False, repr=False)  # no repr: the ring holds secrets
 class KeyRing:
     """The current and previous signing keys, read through `fetch` and kept for `ttl_s`."""
 
-    def __init__(
-        self,
-        fetch: Fetch,
-        *,
-        ttl_s: float = DEFAULT_KEY_TTL_S,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self.fetch = fetch
-        self.ttl_s = ttl_s
-        self.clock = clock
-        self._keys: dict[str, SigningKey] = {}
-        self._current: SigningKey | None = None
-        self._read_at = 0.0
-        self._fruitless_at: float | None = None
-        self._lock = threading.Lock()
+    fetch: Fetch
+    _: KW_ONLY
+    ttl_s: float = DEFAULT_KEY_TTL_S
+    clock: Callable[[], float] = time.monotonic
+    _keys: dict[str, SigningKey] = field(default_factory=dict, init=False)
+    _current: SigningKey | None = field(default=None, init=False)
+    _read_at: float = field(default=0.0, init=False)
+    _fruitless_at: float | None = field(default=None, init=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False)
 
     @classmethod
     def fixed(cls, secret: bytes) -> KeyRing:

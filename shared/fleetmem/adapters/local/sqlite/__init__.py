@@ -27,6 +27,7 @@ Layout and rules:
 from __future__ import annotations
 
 import os
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -58,7 +59,7 @@ __all__ = ["DB_FILENAME", "SCHEMA_VERSION", "Database", "LocalStores", "local_st
 
 
 @dataclass(kw_only=True, eq=False)
-class LocalStores(Ports):
+class LocalStores(Ports, AbstractContextManager["LocalStores"]):
     """All local ports over one database (`local_stores`), plus the re-embedding queries
     (`maintenance`, a `fleetmem.ports.VectorMaintenance`)."""
 
@@ -73,9 +74,6 @@ class LocalStores(Ports):
         if isinstance(self.search, SqliteSearchIndex):
             self.search.drop_cache()
         self.db.close()
-
-    def __enter__(self) -> LocalStores:
-        return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()

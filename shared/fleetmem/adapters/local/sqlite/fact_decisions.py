@@ -4,8 +4,8 @@ the file's write lock."""
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable
 from datetime import datetime
+from typing import Unpack
 
 from fleetmem.adapters.local.sqlite.fact_table import (
     SqliteFactTable,
@@ -14,27 +14,22 @@ from fleetmem.adapters.local.sqlite.fact_table import (
     _insert,
     _read_pool,
 )
-from fleetmem.ports import DecisionPool, FactWrite
+from fleetmem.ports import DecisionPool
+from fleetmem.ports.facts import Decide, Decided, DecidedOptions, Decision, DecisionOptions
 
 
 class SqliteFactDecisions(SqliteFactTable):
-    def decision_pool(self, tenant: str, entity_slug: str | None, *, now: datetime, limit: int) -> DecisionPool:
-        return self.db.read(lambda c: _read_pool(c, tenant, entity_slug, now, limit))
+    def decision_pool(self, tenant: str, entity_slug: str | None, **opts: Unpack[DecisionOptions]) -> DecisionPool:
+        q = Decision.of(opts)
+        return self.db.read(lambda c: _read_pool(c, tenant, entity_slug, q.now, q.limit))
 
-    def put_decided(
-        self,
-        tenant: str,
-        entity_slug: str | None,
-        decide: Callable[[DecisionPool], FactWrite | None],
-        *,
-        now: datetime,
-        limit: int,
-        pool: DecisionPool | None = None,
-    ) -> None:
+    def put_decided(self, tenant: str, entity_slug: str | None, decide: Decide, **opts: Unpack[DecidedOptions]) -> None:
         # Read, decide and write in ONE write transaction: its lock (BEGIN IMMEDIATE) is the file's,
         # taken by every process on the data directory, so no other decision comes in between.
+        q = Decided.of(opts)
+
         def run(conn: sqlite3.Connection) -> None:
-            write = decide(_read_pool(conn, tenant, entity_slug, now, limit))
+            write = decide(_read_pool(conn, tenant, entity_slug, q.now, q.limit))
             if write is not None:
                 _check_tenant(write.fact, write.supersede)
                 _insert(conn, write.fact, write.supersede, write.audit)

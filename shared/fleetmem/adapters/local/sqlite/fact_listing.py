@@ -4,70 +4,43 @@ from __future__ import annotations
 
 import sqlite3
 from datetime import datetime
-from typing import Any
+from typing import Any, Unpack
 
-from fleetmem.adapters.local.sqlite.db import (
-    ms,
-)
-from fleetmem.adapters.local.sqlite.fact_table import (
-    _FACT_COLS,
-    SqliteFactTable,
-    _active_clause,
-    _fact_of,
-    _status_sql,
-)
+from fleetmem.adapters.local.sqlite.db import ms
+from fleetmem.adapters.local.sqlite.fact_table import _FACT_COLS, SqliteFactTable, _active_clause, _fact_of, _status_sql
 from fleetmem.models import Fact
-from fleetmem.ports import FactFilter, FactTallies
+from fleetmem.ports import FactTallies
+from fleetmem.ports.facts import FactList, FactListOptions, FactRead, FactReadOptions
 
 
 class SqliteFactListing(SqliteFactTable):
-    def by_entity(
-        self,
-        tenant: str,
-        entity_slug: str,
-        *,
-        now: datetime,
-        active_only: bool = True,
-        world_only: bool = True,
-        limit: int = 50,
-    ) -> list[Fact]:
-        return self._query(tenant, " AND entity_slug = ?", [entity_slug], now, active_only, world_only, limit)
+    def by_entity(self, tenant: str, entity_slug: str, **opts: Unpack[FactReadOptions]) -> list[Fact]:
+        return self._read(tenant, " AND entity_slug = ?", [entity_slug], FactRead.of(opts))
 
-    def by_session(
-        self,
-        tenant: str,
-        session_id: str,
-        *,
-        now: datetime,
-        active_only: bool = True,
-        world_only: bool = True,
-        limit: int = 50,
-    ) -> list[Fact]:
-        return self._query(tenant, " AND session_id = ?", [session_id], now, active_only, world_only, limit)
+    def by_session(self, tenant: str, session_id: str, **opts: Unpack[FactReadOptions]) -> list[Fact]:
+        return self._read(tenant, " AND session_id = ?", [session_id], FactRead.of(opts))
 
-    def recent(
-        self,
-        tenant: str,
-        *,
-        now: datetime,
-        after: datetime | None = None,
-        active_only: bool = True,
-        world_only: bool = True,
-        limit: int = 50,
-    ) -> list[Fact]:
+    def recent(self, tenant: str, *, after: datetime | None = None, **opts: Unpack[FactReadOptions]) -> list[Fact]:
         where, params = ("", []) if after is None else (" AND created_at > ?", [ms(after)])
-        return self._query(tenant, where, params, now, active_only, world_only, limit)
+        return self._read(tenant, where, params, FactRead.of(opts))
 
-    def listing(
-        self,
-        tenant: str,
-        *,
-        now: datetime,
-        world_only: bool,
-        where: FactFilter,
-        before: tuple[datetime, int] | None = None,
-        limit: int = 50,
-    ) -> list[Fact]:
+    def _read(self, tenant: str, where: str, params: list[Any], q: FactRead) -> list[Fact]:
+        """by_entity, by_session, recent: the rows `where` keeps, newest first, as `q` asks."""
+        sql = f"SELECT {_FACT_COLS} FROM facts WHERE tenant = ?{where}"
+        args: list[Any] = [tenant, *params]
+        if q.active_only:
+            clause, extra = _active_clause(q.now)
+            sql += clause
+            args += extra
+        if q.world_only:
+            sql += " AND visibility = 'world'"
+        sql += " ORDER BY created_at DESC, seq DESC LIMIT ?"
+        args.append(max(0, int(q.limit)))
+        return [_fact_of(r) for r in self.db.all(sql, args)]
+
+    def listing(self, tenant: str, **opts: Unpack[FactListOptions]) -> list[Fact]:
+        q = FactList.of(opts)
+        now, world_only, where, before, limit = q.now, q.world_only, q.where, q.before, q.limit
         sql = f"SELECT {_FACT_COLS} FROM facts WHERE tenant = ?"
         args: list[Any] = [tenant]
         for column, value in (

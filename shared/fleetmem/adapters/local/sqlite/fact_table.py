@@ -10,16 +10,7 @@ from datetime import datetime
 from typing import Any
 
 from fleetmem.adapters.local.sqlite.audit import _insert_audit
-from fleetmem.adapters.local.sqlite.db import (
-    Database,
-    _marks,
-    _next_change,
-    dt_of,
-    dt_opt,
-    ms,
-    ms_opt,
-    row_model,
-)
+from fleetmem.adapters.local.sqlite.db import Database, _marks, _next_change, dt_of, dt_opt, ms, ms_opt, row_model
 from fleetmem.errors import Conflict
 from fleetmem.models import AuditEvent, Fact
 from fleetmem.ports import DecisionPool
@@ -151,19 +142,3 @@ class SqliteFactTable:
 
     def __init__(self, db: Database) -> None:
         self.db = db
-
-    def _query(
-        self, tenant: str, where: str, params: list[Any], now: datetime, active_only: bool, world_only: bool, limit: int
-    ) -> list[Fact]:
-        sql = f"SELECT {_FACT_COLS} FROM facts WHERE tenant = ?{where}"
-        args: list[Any] = [tenant, *params]
-        if active_only:
-            clause, extra = _active_clause(now)
-            sql += clause
-            args += extra
-        if world_only:
-            sql += " AND visibility = 'world'"
-        sql += " ORDER BY created_at DESC, seq DESC LIMIT ?"
-        args.append(max(0, int(limit)))
-        rows = self.db.all(sql, args)
-        return [_fact_of(r) for r in rows]

@@ -5,15 +5,10 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Sequence
-from datetime import datetime
+from typing import Unpack
 
 from fleetmem.adapters.local.sqlite.audit import _insert_audit
-from fleetmem.adapters.local.sqlite.db import (
-    _batch_get,
-    _increment,
-    _next_change,
-    ms,
-)
+from fleetmem.adapters.local.sqlite.db import _batch_get, _increment, _next_change, ms
 from fleetmem.adapters.local.sqlite.fact_table import (
     _FACT_COLS,
     SqliteFactTable,
@@ -23,22 +18,17 @@ from fleetmem.adapters.local.sqlite.fact_table import (
     _pool_ids,
 )
 from fleetmem.errors import Conflict, NotFound
-from fleetmem.models import AuditEvent, Fact
-from fleetmem.ports import DecisionPool
+from fleetmem.models import Fact
+from fleetmem.ports.facts import Expiry, ExpiryOptions, FactPut, FactPutOptions
 
 
 class SqliteFactStore(SqliteFactTable):
     def next_seq(self, tenant: str) -> int:
         return self.db.write(lambda c: _increment(c, "fact_seq", "seq", {"tenant": tenant}))
 
-    def put(
-        self,
-        fact: Fact,
-        *,
-        supersede: Fact | None = None,
-        audit: Sequence[AuditEvent] = (),
-        decided: DecisionPool | None = None,
-    ) -> None:
+    def put(self, fact: Fact, **opts: Unpack[FactPutOptions]) -> None:
+        q = FactPut.of(opts)
+        supersede, audit, decided = q.supersede, q.audit, q.decided
         _check_tenant(fact, supersede)
 
         def run(conn: sqlite3.Connection) -> None:
@@ -61,17 +51,9 @@ class SqliteFactStore(SqliteFactTable):
         found = _batch_get(self.db, f"SELECT {_FACT_COLS} FROM facts", "fact_id", tenant, fact_ids, _fact_of, key=1)
         return [found[i] for i in fact_ids if i in found]
 
-    def expire(
-        self,
-        tenant: str,
-        fact_id: str,
-        *,
-        at: datetime,
-        reason: str | None,
-        actor: str,
-        audit: AuditEvent | None = None,
-    ) -> bool:
+    def expire(self, tenant: str, fact_id: str, **opts: Unpack[ExpiryOptions]) -> bool:
         """A fact already past its `valid_until` at `at` is not active: False, left untouched."""
+        q = Expiry.of(opts)
 
         def run(conn: sqlite3.Connection) -> bool:
             row = conn.execute(
@@ -80,16 +62,16 @@ class SqliteFactStore(SqliteFactTable):
             ).fetchone()
             if row is None:
                 raise NotFound("no such fact")
-            when = ms(at)
+            when = ms(q.at)
             if row[0] is not None or row[1] is not None or (row[2] is not None and row[2] <= when):
                 return False
             conn.execute(
                 "UPDATE facts SET expired_at = ?, expired_reason = ?, expired_by = ?, change_seq = ? "
                 "WHERE tenant = ? AND fact_id = ?",
-                (when, reason, actor, _next_change(conn, tenant, "fact"), tenant, fact_id),
+                (when, q.reason, q.actor, _next_change(conn, tenant, "fact"), tenant, fact_id),
             )
-            if audit is not None:
-                _insert_audit(conn, audit)
+            if q.audit is not None:
+                _insert_audit(conn, q.audit)
             return True
 
         return self.db.write(run)

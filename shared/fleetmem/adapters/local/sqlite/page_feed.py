@@ -4,40 +4,23 @@ from __future__ import annotations
 
 import builtins
 from datetime import datetime
+from typing import Unpack
 
-from fleetmem.adapters.local.sqlite.db import (
-    _keyset_floor,
-    dt_of,
-    ms,
-)
-from fleetmem.adapters.local.sqlite.page_table import (
-    _HEAD_COLS,
-    SqlitePageTable,
-    _head_of,
-)
-from fleetmem.models import (
-    PageHead,
-    PageTombstone,
-)
+from fleetmem.adapters.local.sqlite.db import _keyset_floor, dt_of, ms
+from fleetmem.adapters.local.sqlite.page_table import _HEAD_COLS, SqlitePageTable, _head_of
+from fleetmem.models import PageHead, PageTombstone
+from fleetmem.ports.pages import PageSince, PageSinceOptions
 
 
 class SqlitePageFeed(SqlitePageTable):
-    def updated_since(
-        self,
-        tenant: str,
-        *,
-        since: datetime,
-        slug: str,
-        world_only: bool,
-        limit: int,
-        now: datetime | None = None,
-    ) -> builtins.list[PageHead]:
-        vis = " AND visibility = 'world'" if world_only else ""
+    def updated_since(self, tenant: str, **opts: Unpack[PageSinceOptions]) -> builtins.list[PageHead]:
+        q = PageSince.of(opts)
+        vis = " AND visibility = 'world'" if q.world_only else ""
         sql = (
             f"SELECT {_HEAD_COLS} FROM pages WHERE tenant = ? AND (updated_at, slug) > (?, ?){vis} "
             "ORDER BY updated_at, slug LIMIT ?"
         )
-        args = (tenant, ms(since), slug, max(0, int(limit)))
+        args = (tenant, ms(q.since), q.slug, max(0, int(q.limit)))
         return [_head_of(r) for r in self.db.all(sql, args)]
 
     def changed_after(

@@ -5,46 +5,30 @@ from __future__ import annotations
 import builtins
 import sqlite3
 from datetime import datetime
-from typing import Any
+from typing import Any, Unpack
 
-from fleetmem.adapters.local.sqlite.db import (
-    ms,
-)
-from fleetmem.adapters.local.sqlite.page_table import (
-    _HEAD_COLS,
-    _MENTION_TYPES,
-    SqlitePageTable,
-    _head_of,
-)
-from fleetmem.models import (
-    Backlink,
-    PageHead,
-)
+from fleetmem.adapters.local.sqlite.db import ms
+from fleetmem.adapters.local.sqlite.page_table import _HEAD_COLS, _MENTION_TYPES, SqlitePageTable, _head_of
+from fleetmem.models import Backlink, PageHead
 from fleetmem.ports import PageTallies
+from fleetmem.ports.pages import PageList, PageListOptions
 
 
 class SqlitePageListing(SqlitePageTable):
-    def list(
-        self,
-        tenant: str,
-        *,
-        world_only: bool,
-        limit: int,
-        after: str | None = None,
-        type: str | None = None,
-    ) -> list[PageHead]:
+    def list(self, tenant: str, **opts: Unpack[PageListOptions]) -> builtins.list[PageHead]:
+        q = PageList.of(opts)
         sql = f"SELECT {_HEAD_COLS} FROM pages WHERE tenant = ?"
-        args: list[Any] = [tenant]
-        if type is not None:
+        args: builtins.list[Any] = [tenant]
+        if q.type is not None:
             sql += " AND type = ?"
-            args.append(type)
-        if after is not None:
+            args.append(q.type)
+        if q.after is not None:
             sql += " AND slug > ?"
-            args.append(after)
-        if world_only:
+            args.append(q.after)
+        if q.world_only:
             sql += " AND visibility = 'world'"
         sql += " ORDER BY slug LIMIT ?"
-        args.append(max(0, int(limit)))
+        args.append(max(0, int(q.limit)))
         return [_head_of(r) for r in self.db.all(sql, args)]
 
     def tallies(self, tenant: str, *, world_only: bool, since: datetime) -> PageTallies:

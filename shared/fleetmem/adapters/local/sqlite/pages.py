@@ -8,7 +8,7 @@ import json
 import sqlite3
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any, Literal, Unpack
 
 from fleetmem.adapters.local.sqlite.db import (
     _IN_CHUNK,
@@ -20,21 +20,12 @@ from fleetmem.adapters.local.sqlite.db import (
     ms_opt,
     tenant_key,
 )
-from fleetmem.adapters.local.sqlite.page_table import (
-    _HEAD_COLS,
-    _PAGE_COLS,
-    SqlitePageTable,
-    _head_of,
-    _page_of,
-)
+from fleetmem.adapters.local.sqlite.page_table import _HEAD_COLS, _PAGE_COLS, SqlitePageTable, _head_of, _page_of
 from fleetmem.adapters.local.sqlite.search import fts_match
 from fleetmem.errors import Conflict, TooLarge, Unavailable
 from fleetmem.memory.slugs import match_key
-from fleetmem.models import (
-    Page,
-    PageHead,
-    PageMatch,
-)
+from fleetmem.models import Page, PageHead, PageMatch
+from fleetmem.ports.pages import PageLookup, PageLookupOptions
 
 # ---------------------------------------------------------------------------------------------
 # pages
@@ -152,52 +143,40 @@ class SqlitePageStore(SqlitePageTable):
 
         return self.db.write(run)
 
-    def lookup(
-        self,
-        tenant: str,
-        *,
-        aliases: Sequence[str],
-        titles: Sequence[str],
-        slugs: Sequence[str],
-        suffix: str,
-        world_only: bool,
-        limit: int = 10,
-    ) -> list[PageMatch]:
-        vis = " AND p.visibility = 'world'" if world_only else ""
-        lim = max(0, int(limit))
+    def lookup(self, tenant: str, **opts: Unpack[PageLookupOptions]) -> list[PageMatch]:
+        q = PageLookup.of(opts)
+        suffix = q.suffix
+        vis = " AND p.visibility = 'world'" if q.world_only else ""
+        lim = max(0, int(q.limit))
         head = "p.slug, p.title, p.type, p.visibility, p.updated_at, p.last_retrieved_at"
-        wanted_slugs = list(dict.fromkeys(slugs))[:_IN_CHUNK]
-        wanted_aliases = [a for a in dict.fromkeys(aliases) if a][:_IN_CHUNK]
-        wanted_titles = [t for t in dict.fromkeys(titles) if t][:_IN_CHUNK]
+        # each way: the rows it reads up to the key column, and the keys asked for (the slugs as
+        # given, the other keys without the empty one)
+        ways: tuple[tuple[Literal["alias", "title", "slug"], str, list[str]], ...] = (
+            # DISTINCT: a page holding an alias under both key forms is one candidate
+            (
+                "alias",
+                f"SELECT DISTINCT {head} FROM aliases a CROSS JOIN pages p ON p.tenant = a.tenant "
+                "AND p.slug = a.slug WHERE a.tenant = ? AND a.alias",
+                [a for a in dict.fromkeys(q.aliases) if a][:_IN_CHUNK],
+            ),
+            (
+                "title",
+                f"SELECT {head} FROM pages p WHERE p.tenant = ? AND p.title_lc",
+                [t for t in dict.fromkeys(q.titles) if t][:_IN_CHUNK],
+            ),
+            (
+                "slug",
+                f"SELECT {head} FROM pages p WHERE p.tenant = ? AND p.slug",
+                list(dict.fromkeys(q.slugs))[:_IN_CHUNK],
+            ),
+        )
 
         def run(conn: sqlite3.Connection) -> list[PageMatch]:
             out: list[PageMatch] = []
-            if wanted_aliases:
-                # DISTINCT: a page holding an alias under both key forms is one candidate
-                for r in conn.execute(
-                    f"SELECT DISTINCT {head} FROM aliases a "
-                    "CROSS JOIN pages p ON p.tenant = a.tenant AND p.slug = a.slug "
-                    f"WHERE a.tenant = ? AND a.alias IN ({_marks(len(wanted_aliases))}){vis} "
-                    "ORDER BY p.slug LIMIT ?",
-                    (tenant, *wanted_aliases, lim),
-                ):
-                    out.append(PageMatch(page=_head_of(r), via="alias"))
-            if wanted_titles:
-                for r in conn.execute(
-                    f"SELECT {head} FROM pages p "
-                    f"WHERE p.tenant = ? AND p.title_lc IN ({_marks(len(wanted_titles))}){vis} "
-                    "ORDER BY p.slug LIMIT ?",
-                    (tenant, *wanted_titles, lim),
-                ):
-                    out.append(PageMatch(page=_head_of(r), via="title"))
-            if wanted_slugs:
-                for r in conn.execute(
-                    f"SELECT {head} FROM pages p "
-                    f"WHERE p.tenant = ? AND p.slug IN ({_marks(len(wanted_slugs))}){vis} "
-                    "ORDER BY p.slug LIMIT ?",
-                    (tenant, *wanted_slugs, lim),
-                ):
-                    out.append(PageMatch(page=_head_of(r), via="slug"))
+            for via, select, wanted in ways:
+                if wanted:
+                    sql = f"{select} IN ({_marks(len(wanted))}){vis} ORDER BY p.slug LIMIT ?"
+                    out += [PageMatch(page=_head_of(r), via=via) for r in conn.execute(sql, (tenant, *wanted, lim))]
             if suffix:
                 # index seek on (tenant, leaf); a multi-segment suffix is checked on the few rows found
                 tail = "/" + suffix
