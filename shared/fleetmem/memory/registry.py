@@ -59,9 +59,11 @@ class ToolSpec:
 READ_ONLY: dict[str, bool] = {"readOnlyHint": True}
 
 
-def write_hints(*, destructive: bool, idempotent: bool) -> dict[str, bool]:
-    """The annotations of a write tool that states all three hints, in this order."""
-    return {"readOnlyHint": False, "destructiveHint": destructive, "idempotentHint": idempotent}
+#: The annotations of a write tool that states all three hints, in this order: it adds; it removes;
+#: it removes, and calling it again changes nothing more.
+ADDS: dict[str, bool] = {"readOnlyHint": False, "destructiveHint": False, "idempotentHint": False}
+REMOVES: dict[str, bool] = {"readOnlyHint": False, "destructiveHint": True, "idempotentHint": False}
+REMOVES_IDEMPOTENT: dict[str, bool] = {"readOnlyHint": False, "destructiveHint": True, "idempotentHint": True}
 
 
 def read_tool(
@@ -100,7 +102,7 @@ def write_tool(
         scope,
         surface,
         writes=True,
-        annotations=annotations,
+        annotations=dict(annotations),
         idempotency=idempotency,
     )
 

@@ -20,7 +20,7 @@ from pydantic import Field
 from fleetmem.errors import Fix, Outcome, VerbError
 from fleetmem.memory.common import invalid
 from fleetmem.memory.params import Params
-from fleetmem.memory.registry import write_hints, write_tool
+from fleetmem.memory.registry import ADDS, write_tool
 from fleetmem.models import Caller, Wire
 from fleetmem.ports import CallContext, Deps
 from fleetmem.protocol import PROTOCOL_VERSION, SCOPES, Scope
@@ -116,12 +116,4 @@ DESCRIPTION = (
     "list_tokens, revoke with revoke_token."
 )
 
-SPEC = write_tool(
-    TOOL,
-    DESCRIPTION,
-    CreateTokenParams,
-    CreateTokenResult,
-    run,
-    annotations=write_hints(destructive=False, idempotent=False),
-    scope="admin",
-)
+SPEC = write_tool(TOOL, DESCRIPTION, CreateTokenParams, CreateTokenResult, run, annotations=ADDS, scope="admin")

@@ -16,7 +16,7 @@ from fleetmem.errors import Fix, NotFound, Outcome, VerbError
 from fleetmem.memory import indexing
 from fleetmem.memory.common import shown_to
 from fleetmem.memory.params import FactIdArg, Params
-from fleetmem.memory.registry import write_hints, write_tool
+from fleetmem.memory.registry import REMOVES_IDEMPOTENT, write_tool
 from fleetmem.models import AuditEvent, Caller, Wire
 from fleetmem.ports import CallContext, Deps
 from fleetmem.protocol import PROTOCOL_VERSION, PROVENANCE_MAX
@@ -111,12 +111,4 @@ DESCRIPTION = (
     "`expired: false`. Facts are expired with an audit trail, not deleted."
 )
 
-SPEC = write_tool(
-    TOOL,
-    DESCRIPTION,
-    ForgetParams,
-    ForgetResult,
-    run,
-    annotations=write_hints(destructive=True, idempotent=True),
-    surface="verbs",
-)
+SPEC = write_tool(TOOL, DESCRIPTION, ForgetParams, ForgetResult, run, annotations=REMOVES_IDEMPOTENT, surface="verbs")

@@ -18,7 +18,7 @@ from fleetmem.errors import Outcome
 from fleetmem.memory import indexing
 from fleetmem.memory.common import shown_to
 from fleetmem.memory.params import Params
-from fleetmem.memory.registry import write_hints, write_tool
+from fleetmem.memory.registry import REMOVES, write_tool
 from fleetmem.memory.verbs.forget import not_found
 from fleetmem.models import AuditEvent, Caller, Wire
 from fleetmem.ports import CallContext, Deps
@@ -81,12 +81,4 @@ DESCRIPTION = (
     "expire a fact with an audit trail instead."
 )
 
-SPEC = write_tool(
-    TOOL,
-    DESCRIPTION,
-    PurgeFactParams,
-    PurgeFactResult,
-    run,
-    annotations=write_hints(destructive=True, idempotent=False),
-    scope="admin",
-)
+SPEC = write_tool(TOOL, DESCRIPTION, PurgeFactParams, PurgeFactResult, run, annotations=REMOVES, scope="admin")

@@ -15,7 +15,7 @@ from pydantic import Field
 
 from fleetmem.errors import Fix, Outcome, VerbError
 from fleetmem.memory.params import Params
-from fleetmem.memory.registry import write_hints, write_tool
+from fleetmem.memory.registry import REMOVES_IDEMPOTENT, write_tool
 from fleetmem.models import Caller, Wire
 from fleetmem.ports import CallContext, Deps
 from fleetmem.protocol import PROTOCOL_VERSION
@@ -78,11 +78,5 @@ DESCRIPTION = (
 )
 
 SPEC = write_tool(
-    TOOL,
-    DESCRIPTION,
-    RevokeTokenParams,
-    RevokeTokenResult,
-    run,
-    annotations=write_hints(destructive=True, idempotent=True),
-    scope="admin",
+    TOOL, DESCRIPTION, RevokeTokenParams, RevokeTokenResult, run, annotations=REMOVES_IDEMPOTENT, scope="admin"
 )
