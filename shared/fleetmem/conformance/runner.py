@@ -53,8 +53,17 @@ _TEMPLATE = re.compile(r"\{\{([A-Za-z0-9_.]+)\}\}")
 
 
 def load_cases() -> dict[str, Any]:
-    text = resources.files("fleetmem").joinpath("data/conformance_cases.json").read_text(encoding="utf-8")
-    return json.loads(text)
+    """The core cases (`data/conformance_cases.json`) followed by every section file in
+    `data/conformance/` (one JSON document `{"section", "description", "cases"}` each), in name order;
+    a section's cases keep their file's order."""
+    data = resources.files("fleetmem").joinpath("data")
+    doc = json.loads(data.joinpath("conformance_cases.json").read_text(encoding="utf-8"))
+    sections = data.joinpath("conformance")
+    if sections.is_dir():
+        for entry in sorted(sections.iterdir(), key=lambda e: e.name):
+            if entry.name.endswith(".json"):
+                doc["cases"].extend(json.loads(entry.read_text(encoding="utf-8"))["cases"])
+    return doc
 
 
 # --------------------------------------------------------------------------- the run
