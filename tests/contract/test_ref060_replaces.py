@@ -20,6 +20,7 @@ from fleetmem.memory.verbs import forget, remember
 from fleetmem.models import Caller
 from fleetmem.ports import CallContext
 from fleetmem.timefmt import to_ms
+from fleetmem.transport.dispatch import dispatch
 
 CTX = CallContext("ref060-replaces")
 
@@ -90,7 +91,8 @@ def test_inactive_or_mismatched_targets_are_refused_with_the_reference_codes(bde
 def test_identical_text_is_a_duplicate_and_writes_nothing(bdeps):
     c = _caller(bdeps)
     old = save(bdeps, c, fact="Fay owns the budget", entity="people/fay")
-    again = save(bdeps, c, fact="Fay owns the budget", entity="people/fay", replaces=old["id"])
+    args = {"fact": "Fay owns the budget", "provenance": "p", "entity": "people/fay", "replaces": old["id"]}
+    again = dispatch("remember", args, c, bdeps).body  # through the edge's parameter check (D3)
     assert (again["status"], again["id"]) == ("duplicate", old["id"])
     assert "superseded_fact_id" not in again
 
