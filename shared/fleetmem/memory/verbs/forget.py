@@ -104,7 +104,6 @@ def run(deps: Deps, caller: Caller, params: ForgetParams, ctx: CallContext) -> O
     expired = False
     similar: dict[str, Any] | None = None
     if fact.is_active(now):
-        pool = decision_pool(deps, caller.tenant, fact.entity_slug, now).facts
         _refuse_claim_linked(deps, caller, fact, now)
         trail = AuditEvent(
             tenant=caller.tenant,
@@ -117,8 +116,18 @@ def run(deps: Deps, caller: Caller, params: ForgetParams, ctx: CallContext) -> O
         )
         try:
             withdraw = Withdrawal(claim_key(fact.text), fact.entity_slug, fact.visibility, fact_id, fact.client_id, now)
-            expired = deps.facts.expire(
-                caller.tenant, fact_id, at=now, reason=reason, actor=caller.client_id, audit=trail, withdraw=withdraw
+            # the entity's other active facts (similar_active) are read beside the expiry: one round
+            expired, pool = deps.gather(
+                lambda: deps.facts.expire(
+                    caller.tenant,
+                    fact_id,
+                    at=now,
+                    reason=reason,
+                    actor=caller.client_id,
+                    audit=trail,
+                    withdraw=withdraw,
+                ),
+                lambda: decision_pool(deps, caller.tenant, fact.entity_slug, now).facts,
             )
         except NotFound:
             raise not_found(TOOL, fact_id) from None
