@@ -6,7 +6,8 @@ A case is `{id, rule, steps[], requires?, needs?, surface?, era?}`. Steps:
 - `{"list": true, "as": "read"?, "expect": {"has": [...], "lacks": [...], "exactly": [...],
    "tools": {name: {path: check}}}}`
 - `{"http": "GET"|"POST", "path": "/mcp", "auth": "token"|"none"|"bogus", "headers": {...},
-   "json": {...} | "raw": "...", "expect": {"status": 405, "headers": {name: check}, "paths": {...}}}`
+   "json": {...} | "raw": "...", "expect": {"status": 405, "headers": {name: check}, "paths": {...}},
+   "save": {"var": "path"}}`
 
 Every successful tool response is also validated against the tool's result model (the registry's
 `ToolSpec.result`, the shapes docs/protocol.md describes); a body that does not match fails the case.
@@ -275,6 +276,8 @@ class Runner:
                 raise CaseFailed(f"{url}: response is not JSON") from exc
             for path, spec in (expect.get("paths") or {}).items():
                 check_value(get_path(doc, path), spec, path)
+            for name, path in (step.get("save") or {}).items():
+                variables[name] = get_path(doc, path)
         for name, source in (step.get("save_header_param") or {}).items():
             header, param = source
             m = re.search(rf'{param}="([^"]+)"', response.headers.get(header, ""))

@@ -159,3 +159,17 @@ class RememberParams(Params):
         "to the new fact and the answer says `status: superseded`. Use it when a value changed "
         '("the deadline moved to 2027-02-01") and you know the fact that held the old value.',
     )
+    replaces: FactIdArg = Field(
+        None,
+        description="Optional: the `fact_id` of the ACTIVE fact this one replaces (the reference's name; "
+        "`supersedes` is the same parameter). It must be a fact you can see with the same visibility and "
+        "the same entity (an unattributed fact may be replaced by one with an `entity`, which links it). "
+        "Refusals start with a code: target_withdrawn, target_superseded, target_expired, "
+        "replaces_entity_mismatch, replaces_duplicate. The answer says `superseded_fact_id` and "
+        "`replaced_by_caller: true`.",
+    )
+    restore_withdrawn: bool | None = Field(
+        None,
+        description="Only after a `fact_withdrawn` refusal, once the user confirmed the forgotten claim is "
+        "true again: true remembers it anyway and lifts the withdrawal.",
+    )

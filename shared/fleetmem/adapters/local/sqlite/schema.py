@@ -8,11 +8,12 @@ import sqlite3
 from fleetmem.errors import Unavailable
 from fleetmem.protocol import IDEMPOTENCY_LEASE_SECONDS
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 # 2: D14 change sequences (pages/facts change_seq, cursors page_seq/fact_seq)
 # 3: links carry their source page's updated_at and visibility (backlinks read only what they return)
 # 4: idempotency claims carry a lease (lease_until) and a claim id
 # 5: page tombstones, the cursors' TTL-expiry position, facts indexed by valid_until (delta's retracted[])
+# 6: D23 withdrawn claims (the schema script adds the table)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -46,6 +47,13 @@ CREATE INDEX IF NOT EXISTS pages_title ON pages (tenant, title_lc, slug);
 CREATE INDEX IF NOT EXISTS pages_updated ON pages (tenant, updated_at, slug);
 CREATE INDEX IF NOT EXISTS pages_type ON pages (tenant, type, slug);
 CREATE INDEX IF NOT EXISTS pages_change ON pages (tenant, change_seq);
+
+-- D23: a claim forget withdrew, per entity ('': every entity) and visibility
+CREATE TABLE IF NOT EXISTS withdrawn_claims (
+  tenant TEXT NOT NULL, claim TEXT NOT NULL, scope TEXT NOT NULL, visibility TEXT NOT NULL,
+  fact_id TEXT NOT NULL, client_id TEXT NOT NULL, at INTEGER NOT NULL,
+  PRIMARY KEY (tenant, claim, scope, visibility)
+) WITHOUT ROWID;
 
 -- A deleted page's tombstone, numbered in the page change sequence (delta's retracted[])
 CREATE TABLE IF NOT EXISTS page_tombstones (
