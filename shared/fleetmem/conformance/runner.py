@@ -170,6 +170,7 @@ class Runner:
                         results.append(
                             {
                                 "id": case["id"],
+                                "section": case.get("section", CORE_SECTION),
                                 "era": era,
                                 "status": "failed",
                                 "detail": f"could not connect/list tools: {type(exc).__name__}: {exc}",
