@@ -13,7 +13,10 @@ outage), to show a batch cut short completes on retry.
   one is written;
 - the child ids are the reference's derivation (vectors computed with its Node.js formula);
 - the single remember answer and its refusals are unchanged, while the inputSchema advertises
-  `items` and no longer requires `fact`/`provenance`.
+  `items` and no longer requires `fact`/`provenance`;
+- remember's result model (and its JSON schema) holds the single answer or the batch answer;
+- a dry run checks every item and writes nothing;
+- a top-level `entity` beside `items` is refused, its fix moving it onto every item without one.
 """
 
 from __future__ import annotations
@@ -25,12 +28,13 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 from tests.aws import engines
 
 from fleetmem.adapters.local.clock import FixedClock
 from fleetmem.adapters.local.hash_embedder import HashEmbedder
 from fleetmem.adapters.local.ids import SortableIds
-from fleetmem.contract.tools import tool_schema
+from fleetmem.contract.tools import result_schema, tool_schema
 from fleetmem.errors import Unavailable
 from fleetmem.memory.verbs import REGISTRY
 from fleetmem.models import Caller
@@ -219,3 +223,39 @@ def test_the_single_answer_and_its_refusals_are_unchanged(brain: Deps, agent: Ca
     assert is_error and body["message"] == "fact is empty."
     is_error, body = remember(brain, agent, {"fact": "No provenance here"})
     assert is_error and body["message"] == "provenance is missing."
+
+
+def test_the_result_model_and_its_schema_hold_both_answers(brain: Deps, agent: Caller) -> None:
+    spec = REGISTRY["remember"]
+    schema = result_schema(spec)
+    assert schema["type"] == "object"
+    assert [v["$ref"].rsplit("/", 1)[-1] for v in schema["anyOf"]] == ["RememberResult", "RememberBatchResult"]
+    is_error, body = remember(brain, agent, {"items": ["Ivo maintains the CI runners"], "provenance": "wiki"})
+    assert not is_error
+    spec.validate_result(body)
+    with pytest.raises(ValidationError):
+        spec.validate_result({**body, "status": "inserted"})  # neither answer: a stray field
+
+
+def test_a_dry_run_checks_every_item_and_writes_nothing(brain: Deps, agent: Caller) -> None:
+    args = {"items": ["Jo runs payroll", {"fact": "Jo is on leave", "ttl": "2w"}], "provenance": "hr"}
+    is_error, body = remember(brain, agent, {**args, "session_id": "s-dry", "dry_run": True})
+    assert not is_error and body["ran"] is False and len(body["arguments"]["items"]) == 2
+    assert session_facts(brain, agent, "s-dry") == []
+    is_error, body = remember(brain, agent, {**args, "items": ["Jo runs payroll", {"fact": "x", "ttl": "1 fortnight"}]})
+    assert is_error and body["message"].startswith("items[1]: ")
+
+
+def test_a_top_level_entity_is_moved_onto_every_item_by_the_fix(brain: Deps, agent: Caller) -> None:
+    args = {"items": ["Kai owns search", {"fact": "Kai likes Go", "entity": "people/kai-b"}], "entity": "people/kai"}
+    is_error, body = remember(brain, agent, {**args, "provenance": "wiki", "session_id": "s-ent"})
+    assert is_error and body["code"] == "invalid_params" and body["detail"]["field"] == "entity"
+    fixed = body["fix"]["mcp"]["arguments"]
+    assert "entity" not in fixed
+    assert fixed["items"] == [
+        {"fact": "Kai owns search", "entity": "people/kai"},
+        {"fact": "Kai likes Go", "entity": "people/kai-b"},
+    ]
+    assert session_facts(brain, agent, "s-ent") == []
+    is_error, body = remember(brain, agent, fixed)
+    assert not is_error and [i["entity_slug"] for i in body["items"]] == ["people/kai", "people/kai-b"]
