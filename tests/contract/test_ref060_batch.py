@@ -16,7 +16,9 @@ outage), to show a batch cut short completes on retry.
   `items` and no longer requires `fact`/`provenance`;
 - remember's result model (and its JSON schema) holds the single answer or the batch answer;
 - a dry run checks every item and writes nothing;
-- a top-level `entity` beside `items` is refused, its fix moving it onto every item without one.
+- a top-level `entity` beside `items` is refused, its fix moving it onto every item without one;
+- with the embedder down (a wrapper whose every call raises `Unavailable`, the outage a network
+  embedder has) the batch costs one embedder call and says dedup ran on exact text only.
 """
 
 from __future__ import annotations
@@ -259,3 +261,20 @@ def test_a_top_level_entity_is_moved_onto_every_item_by_the_fix(brain: Deps, age
     assert session_facts(brain, agent, "s-ent") == []
     is_error, body = remember(brain, agent, fixed)
     assert not is_error and [i["entity_slug"] for i in body["items"]] == ["people/kai", "people/kai-b"]
+
+
+class DownEmbedder(CountingEmbedder):
+    """The real HashEmbedder's identity, its service down: every call raises `Unavailable`."""
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        self.calls += 1
+        raise Unavailable("the embedding service is down")
+
+
+def test_an_embedder_outage_costs_one_call_and_says_dedup_was_degraded(brain: Deps, agent: Caller) -> None:
+    down = dataclasses.replace(brain, embedder=DownEmbedder())
+    items = [f"Lee reviewed pull request {n}" for n in range(1, 6)]
+    is_error, body = remember(down, agent, {"items": items, "provenance": "github"})
+    assert not is_error, body
+    assert body["saved"] == 5 and down.embedder.calls == 1  # type: ignore[union-attr]
+    assert any("exact text only" in h for h in body["hints"])

@@ -53,6 +53,12 @@ DEFAULTS = ("provenance", "kind", "ttl", "visibility", "infer_entity", "session_
 ONE_FACT = ("fact", "supersedes", "replaces", "entity")
 #: The namespace the reference maps a non-UUID request id into (UUIDv5).
 REQUEST_ID_NAMESPACE = uuid.UUID("3f6a2c1e-9b47-4d2a-8e5f-7c0b1d9a6e24")
+#: The hint a batch carries when an item's dedup ran without an embedder (the single answer's
+#: `degraded_dedup: true`, D7).
+DEGRADED_DEDUP_HINT = (
+    "Duplicates were checked on exact text only (no embedder was available), so a near-duplicate may "
+    "have been saved as a new fact."
+)
 NEXT_AFTER_FAILURES = (
     "Fix each failed item as its error says, then send only the failed items in a new remember call "
     "with a new idempotency_key; the saved items are already stored."
@@ -147,9 +153,9 @@ class RememberBatch:
         for index, (params, item_args) in enumerate(checked):
             entry, result = self._write(deps, index, child_request_id(root, index), params, item_args)
             entries.append(entry)
-            hint = result.body.get("hint")
-            if isinstance(hint, str) and hint not in hints:
-                hints.append(hint)
+            for hint in (result.body.get("hint"), DEGRADED_DEDUP_HINT if result.body.get("degraded_dedup") else None):
+                if isinstance(hint, str) and hint not in hints:
+                    hints.append(hint)
             extra += [n for n in result.notices if (n.code, n.why) not in {(m.code, m.why) for m in extra}]
         return DispatchResult(_answer(root, entries, hints), False, notices + extra, self.correlation_id)
 
