@@ -278,3 +278,13 @@ def test_an_embedder_outage_costs_one_call_and_says_dedup_was_degraded(brain: De
     assert not is_error, body
     assert body["saved"] == 5 and down.embedder.calls == 1  # type: ignore[union-attr]
     assert any("exact text only" in h for h in body["hints"])
+
+
+def test_fact_beside_items_is_refused_and_the_fix_moves_it_in_or_drops_a_blank_one(brain: Deps, agent: Caller) -> None:
+    is_error, body = remember(brain, agent, {"items": ["Mo owns billing"], "fact": "Mo is in Oslo", "provenance": "p"})
+    assert is_error and body["fix"]["mcp"]["arguments"] == {
+        "items": ["Mo is in Oslo", "Mo owns billing"],
+        "provenance": "p",
+    }
+    is_error, body = remember(brain, agent, {"items": ["Mo owns billing"], "fact": " ", "provenance": "p"})
+    assert is_error and body["fix"]["mcp"]["arguments"] == {"items": ["Mo owns billing"], "provenance": "p"}

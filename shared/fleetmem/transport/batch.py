@@ -326,8 +326,9 @@ class RememberBatch:
         items = list(raw) if isinstance(raw, list) else None
         if name == "fact":
             message, cause = "Pass either fact or items, not both.", "`fact` saves one fact, `items` several."
-            moved = [value, *items] if items is not None and len(items) < BATCH_MAX else None
-            how = "the fact moved into items"
+            blank = not isinstance(value, str) or not value.strip()
+            moved = items if blank else [value, *items] if items is not None and len(items) < BATCH_MAX else None
+            how = "`fact` left out" if blank else "the fact moved into items"
         elif name == "entity":
             message = "entity names one fact's entity, so it cannot apply to a whole batch."
             cause = "each item names its own entity."
