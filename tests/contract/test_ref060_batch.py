@@ -288,3 +288,17 @@ def test_fact_beside_items_is_refused_and_the_fix_moves_it_in_or_drops_a_blank_o
     }
     is_error, body = remember(brain, agent, {"items": ["Mo owns billing"], "fact": " ", "provenance": "p"})
     assert is_error and body["fix"]["mcp"]["arguments"] == {"items": ["Mo owns billing"], "provenance": "p"}
+
+
+def test_an_item_replaces_the_fact_it_names_and_a_call_only_argument_is_refused(brain: Deps, agent: Caller) -> None:
+    is_error, old = remember(
+        brain, agent, {"fact": "Nia's desk is on floor 2", "provenance": "p", "entity": "people/nia"}
+    )
+    assert not is_error, old
+    item = {"fact": "Nia's desk is on floor 5", "entity": "people/nia", "replaces": old["id"]}
+    is_error, body = remember(brain, agent, {"items": [item], "provenance": "p", "restore_withdrawn": True})
+    assert is_error and body["detail"]["field"] == "restore_withdrawn"
+    assert body["fix"]["mcp"]["arguments"] == {"items": [item], "provenance": "p"}
+    is_error, body = remember(brain, agent, body["fix"]["mcp"]["arguments"])
+    assert not is_error, body
+    assert body["items"][0]["status"] == "superseded" and body["items"][0]["superseded_fact_id"] == old["id"]

@@ -49,7 +49,8 @@ CHILD_KEY = IDEMPOTENCY_KEY
 ITEM_KEYS = ("fact", "provenance", "entity", "kind", "ttl", "visibility", "infer_entity", "replaces", "supersedes")
 #: Top-level arguments that are every item's default (an item's own value wins).
 DEFAULTS = ("provenance", "kind", "ttl", "visibility", "infer_entity", "session_id", "source_id")
-#: Top-level arguments that name one fact, so they cannot stand beside `items`.
+#: Top-level arguments that name one fact, so they cannot stand beside `items` (nor can any other
+#: argument a batch does not use, e.g. `restore_withdrawn`).
 ONE_FACT = ("fact", "supersedes", "replaces", "entity")
 #: The namespace the reference maps a non-UUID request id into (UUIDv5).
 REQUEST_ID_NAMESPACE = uuid.UUID("3f6a2c1e-9b47-4d2a-8e5f-7c0b1d9a6e24")
@@ -164,7 +165,9 @@ class RememberBatch:
     def _items(self, args: dict[str, Any]) -> list[dict[str, Any]]:
         """Every item as the arguments of a single remember: the top-level defaults, then its own keys."""
         raw = args[ITEMS]
+        used = {*DEFAULTS, *ONE_FACT, ITEMS, CHILD_KEY}
         beside = [k for k in ONE_FACT if args.get(k) is not None]
+        beside += [k for k, v in args.items() if k not in used and v is not None]
         if beside:
             raise self._one_fact_beside(beside[0], raw)
         if not isinstance(raw, list) or not 1 <= len(raw) <= BATCH_MAX:
@@ -334,6 +337,10 @@ class RememberBatch:
             cause = "each item names its own entity."
             moved = [_with(i, name, value) for i in items] if items is not None else None
             how = "entity moved onto each item that has none"
+        elif name not in ONE_FACT:
+            message = f"{name} applies to a remember of one fact, not to a batch."
+            cause = "a batch takes its items and the defaults provenance, kind, ttl, visibility and session_id."
+            moved, how = items, f"`{name}` left out"
         else:
             message = f"{name} names one fact, so it cannot apply to a whole batch."
             cause = f"put {name} on the item it belongs to."
