@@ -1,6 +1,8 @@
 """remember — save ONE fact with mandatory provenance (docs/protocol.md: remember; D2, D5–D7, D11, D17).
 
-Public API: `RememberParams`, `RememberResult`, `run(deps, caller, params, ctx) -> Outcome`, `SPEC`.
+Public API: `RememberParams`, `RememberResult`, `RememberAnswer` (the single or the batch answer: the
+result model), `run(deps, caller, params, ctx) -> Outcome`, `SPEC`. A call with `items` (D26) is run
+by `fleetmem.transport.batch`, one single remember per item.
 `run` is its steps, in `fleetmem.memory.remember_steps`; the dedup/supersession decision lives in
 `fleetmem.memory.fact_dedup`, the notices in `fleetmem.memory.remember_notices`.
 
@@ -52,12 +54,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import Field
+from pydantic import Field, RootModel
 
 from fleetmem.errors import Notice, Outcome
 from fleetmem.memory import indexing
 from fleetmem.memory import remember_steps as steps
 from fleetmem.memory.registry import write_tool
+from fleetmem.memory.remember_batch_result import RememberBatchResult
 from fleetmem.memory.remember_notices import already_expired_notice, new_entity_notice, probable_update_notice
 from fleetmem.memory.remember_params import RememberParams
 from fleetmem.models import Caller, Fact, Wire
@@ -86,6 +89,23 @@ class RememberResult(Wire):
     idempotent_replay: bool | None = None
     superseded_fact_id: str | None = Field(None, description="On every superseded answer: the fact replaced.")
     replaced_by_caller: bool | None = Field(None, description="true when `replaces`/`supersedes` named it.")
+
+
+class RememberAnswer(RootModel[RememberResult | RememberBatchResult]):
+    """remember's success body: the single answer (`fact`), or the batch answer (`items`, D26)."""
+
+    @classmethod
+    def model_json_schema(cls, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        """Still an object schema (MCP's `outputSchema` is one): the `anyOf` of the two answers, with
+        every property either may hold listed."""
+        schema = super().model_json_schema(*args, **kwargs)
+        defs = schema.get("$defs", {})
+        properties: dict[str, Any] = {}
+        for variant in schema.get("anyOf", []):
+            target = defs[variant["$ref"].rsplit("/", 1)[-1]] if "$ref" in variant else variant
+            for name, prop in target.get("properties", {}).items():
+                properties.setdefault(name, prop)
+        return {**schema, "type": "object", "properties": properties}
 
 
 def run(deps: Deps, caller: Caller, params: RememberParams, ctx: CallContext) -> Outcome:
@@ -185,7 +205,7 @@ SPEC = write_tool(
     TOOL,
     DESCRIPTION,
     RememberParams,
-    RememberResult,
+    RememberAnswer,
     run,
     surface="verbs",
     annotations={"readOnlyHint": False, "idempotentHint": True, "destructiveHint": False},
