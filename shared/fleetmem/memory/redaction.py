@@ -125,6 +125,8 @@ _TOKEN_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz01
 _TOKEN = re.compile(rf"(?<![A-Za-z0-9+/=_-])[A-Za-z0-9+/=_-]{{{ENTROPY_MIN_LENGTH},}}(?![A-Za-z0-9+/=_-])")
 _KEYWORD_HINT = re.compile("|".join(KEYWORDS), re.I)
 _KEYWORD_BEFORE, _KEYWORD_AFTER = 40, 160
+#: every keyword of the detector contains one of these (a substring test before its patterns)
+_KEYWORD_STEMS = ("key", "pass", "pwd", "secret", "contrase")
 _OWN_ID = re.compile(r"[a-z]{1,4}_[0-9A-Z]{26}")
 #: A text none of whose parts this matches holds nothing any detector above can find (a fast path).
 _MAYBE = re.compile(r"[A-Za-z0-9+/=_-]{16,}|PRIVATE KEY|PuTTY|://|pass|pwd|secret|key|token|contrase", re.I)
@@ -177,6 +179,9 @@ def _line_findings(line: str, offset: int) -> Iterator[Finding]:
     for plugin in _DETECTORS:
         for start, end in _regex_findings(plugin, line):
             yield Finding(offset + start, offset + end, _pattern_name(plugin))
+    lowered = line.lower()
+    if not any(word in lowered for word in _KEYWORD_STEMS):
+        return
     for hint in _KEYWORD_HINT.finditer(line):
         # the keyword detector reads a window around each keyword (its patterns are costly on a long line)
         at = max(0, hint.start() - _KEYWORD_BEFORE)
@@ -188,9 +193,9 @@ def _line_findings(line: str, offset: int) -> Iterator[Finding]:
 
 
 def _high_entropy(token: str) -> bool:
-    if _OWN_ID.fullmatch(token) or is_potential_uuid(token) or is_sequential_string(token):
-        return False
     if min(sum(c.isupper() for c in token), sum(c.islower() for c in token), sum(c.isdigit() for c in token)) < 2:
+        return False  # words, slugs, hex hashes: the cheap test first
+    if _OWN_ID.fullmatch(token) or is_potential_uuid(token) or is_sequential_string(token):
         return False
     return _ENTROPY.calculate_shannon_entropy(token) > ENTROPY_LIMIT
 
