@@ -90,7 +90,7 @@ def test_no_read_verb_returns_a_secret_to_a_remote_mcp_caller(served: Served, mo
         assert "<REDACTED:" in text, name
 
 
-def test_no_read_verb_returns_a_secret_over_v1(served: Served) -> None:
+def test_v1_returns_no_secret_while_the_owner_cli_reads_the_same_fact_as_written(served: Served) -> None:
     for tool, args in READS:
         answer = served.call(tool, args)
         assert answer.status_code == 200, (tool, answer.text)
@@ -102,8 +102,7 @@ def test_no_read_verb_returns_a_secret_over_v1(served: Served) -> None:
     assert fact["fact"] == "Alice's deploy key is <REDACTED:aws_access_key> and her CI token is <REDACTED:github_token>"
     assert fact["provenance"] == "pasted from postgres://svc:<REDACTED:basic_auth>@db.example:5432/app"
 
-
-def test_the_owner_cli_on_the_store_reads_facts_and_pages_as_written(served: Served) -> None:
+    # the owner's CLI on the same data directory (the trusted-local lane) reads it as written
     def cli(*args: str) -> dict[str, Any]:
         run = subprocess.run(
             [*fleetmem_command(), *args, "--json", "--data-dir", str(served.data_dir)],

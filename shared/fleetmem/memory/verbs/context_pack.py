@@ -125,7 +125,7 @@ def run(deps: Deps, caller: Caller, params: ContextPackParams, ctx: CallContext)
     # D25: the JSON facts as this caller reads them (redacted for a remote caller); the text, and so
     # the budget, on redacted facts for every caller. Cards come redacted from entity_card.
     facts = [fact_item(f) for f in shown_facts(caller, rows)]
-    text_facts = [fact_item(redact_fact(f)) for f in rows]
+    text_facts = facts if caller.remote else [fact_item(redact_fact(f)) for f in rows]
 
     # The budget is spent on the text, frame included: the pack lists exactly the prefix of cards,
     # then facts, that its text shows.
