@@ -120,6 +120,7 @@ def _sources_digest(python_version: str) -> str:
         "shared/fleetmem",
         "functions",
         "infra/requirements-lambda.txt",
+        "infra/requirements-lambda-nodeps.txt",
         "scripts/build-lambda",
         "scripts/lib/compile_asset.py",
     ):

@@ -22,12 +22,13 @@ Public functions:
   `projects/` project, else null); `aka` [], `summary` "", `last_touched` all null; open threads
   are the active commitment facts; edges are the incoming links (pages may link to a slug before
   it has a page). Page cards from `build_card` carry `page: true`.
-- `entity_card(deps, tenant, name, res, *, world_only, now, since=None) -> EntityCard | None`: THE
+- `entity_card(deps, tenant, name, res, *, world_only, now, redacted, since=None) -> EntityCard | None`: THE
   card a resolved name gets, in `entity` and `context_pack` alike: the fact-only card when the
   name's own slug (`res.target`, no page) has active facts visible to the caller, else the card of
   the best-ranked page (`res.best`) when the caller may see it, else None. `EntityCard` carries
   the card, its `CardInputs` (the entity's active facts, newest first: context_pack's hot facts)
-  and `fact_only`.
+  and `fact_only`. The card is redacted for a remote caller (`redaction.redact_card`, D25: summary,
+  open-thread texts, edge contexts); the inputs' facts are as stored.
 - `slugs.fact_entity_head(slug, name="") -> (title, type)`: how a fact-only entity is named: the name as
   asked when it slugifies to the slug's last segment, else that segment with "-" as spaces; the
   type from the slug's folder.
@@ -44,6 +45,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from fleetmem.memory.pagefmt import clip, first_sentence, strip_private
+from fleetmem.memory.redaction import redact_card
 from fleetmem.memory.slugs import fact_entity_head, normalize_alias
 from fleetmem.models import Backlink, Fact, Page
 from fleetmem.ports import Deps
@@ -251,19 +253,23 @@ def entity_card(
     *,
     world_only: bool,
     now: datetime,
+    redacted: bool,
     since: datetime | None = None,
 ) -> EntityCard | None:
+    """THE card of `res` (see the module docstring); `redacted`: credentials in its text become
+    `<REDACTED:pattern>` (D25: for a remote caller)."""
+    shown = redact_card if redacted else (lambda card: card)
     target = res.target
     if target.page is None and target.slug:
         _, inputs = read_card(deps, tenant, target.slug, world_only=world_only, now=now, with_page=False)
         if inputs.active_fact_count > 0:
             card = fact_card(deps, tenant, target.slug, name, inputs, world_only=world_only, since=since)
-            return EntityCard(card, inputs, fact_only=True)
+            return EntityCard(shown(card), inputs, fact_only=True)
     if res.best is not None:
         page, inputs = read_card(deps, tenant, res.best.head.slug, world_only=world_only, now=now)
         if page is not None and not (world_only and page.visibility != "world"):
             card = build_card(deps, tenant, page, world_only=world_only, now=now, since=since, inputs=inputs)
-            return EntityCard(card, inputs, fact_only=False)
+            return EntityCard(shown(card), inputs, fact_only=False)
     return None
 
 

@@ -29,6 +29,7 @@ from fleetmem.memory.delta_cursor import CursorTarget, cursor_client, session_un
 from fleetmem.memory.delta_positions import expiry_key, fact_tie, merge_changes
 from fleetmem.memory.delta_reference import reference_read
 from fleetmem.memory.entities import parse_entity_list, resolve_entity
+from fleetmem.memory.redaction import redact, redact_fact
 from fleetmem.memory.verbs.recall import fact_item
 from fleetmem.models import Caller, Cursor, Fact, PageHead, PageTombstone
 from fleetmem.ports import CallContext, Deps
@@ -59,6 +60,10 @@ class Ask:
     @property
     def tenant(self) -> str:
         return self.caller.tenant
+
+    def item(self, fact: Fact) -> dict[str, Any]:
+        """A fact item as this caller reads it (D25: redacted for a remote caller)."""
+        return fact_item(redact_fact(fact) if self.caller.remote else fact)
 
 
 def parse(deps: Deps, caller: Caller, params: DeltaParams) -> Ask:
@@ -264,7 +269,7 @@ def deliver(ask: Ask, pos: Positions, changes: Changes) -> Delivery:
     order the positions pass them) that the text shows, the first cut to fit if need be (D14)."""
     now, heads, kept_facts, expired = ask.now, changes.heads, changes.facts, changes.expired
     pages = [page_entry(h) for _, h in heads]
-    facts = [fact_item(f) if f.is_active(now) else fact_retraction(f, now) for _, f in kept_facts]
+    facts = [ask.item(f) if f.is_active(now) else fact_retraction(f, now) for _, f in kept_facts]
     expiries = [{"kind": "fact", "id": f.fact_id, "reason": "expired", "at": iso(f.valid_until)} for f in expired]
     overflow = changes.page_overflow or changes.fact_overflow or changes.expiry_overflow or changes.skipped
     pack = pack_delta(
@@ -414,7 +419,7 @@ def reference_delta(deps: Deps, ask: Ask, ctx: CallContext, start: Start) -> Out
         budget_tokens=ask.budget_tokens,
         world_only=ask.world_only,
         skipped=skipped,
-        fact_item=fact_item,
+        fact_item=ask.item,
         threads_of=threads_of,
     )
     notices: list[Notice] = []
@@ -466,5 +471,7 @@ def _threads(
         if page is None or (world_only and page.visibility != "world"):
             continue
         events = open_threads(deps, tenant, page, world_only=world_only, now=now, since=since)
+        if ask.caller.remote:
+            events = [{**event, "text": redact(event["text"])} for event in events]
         threads += [{"slug": page.slug, **thread} for thread in events]
     return threads, None

@@ -19,6 +19,8 @@ Public API: `ContextPackParams`, `run(deps, caller, params, ctx) -> Outcome`, `S
   that prefix, so the arrays and the text agree. `budget_used` = the cost of the text,
   `dropped_count` = the cards and facts it left out. `open_threads` = the packed cards' threads
   flattened (each with its slug).
+- Redaction (D25): for a remote caller, cards, facts' `fact` and `provenance`, and so `text`, hold
+  `<REDACTED:pattern>` for credentials; the budget is spent on the redacted text.
 - D10: when `ctx.deadline_at` (time.monotonic) passes, the pack built so far is returned with
   `degraded_reason`.
 """
@@ -36,6 +38,7 @@ from fleetmem.memory import budget, common
 from fleetmem.memory.cards import entity_card, flat_card
 from fleetmem.memory.entities import parse_entity_list, resolve_entity
 from fleetmem.memory.params import Budget, Params, SinceText
+from fleetmem.memory.redaction import shown_facts
 from fleetmem.memory.registry import read_tool
 from fleetmem.memory.render import render_context_pack
 from fleetmem.memory.verbs.recall import fact_item
@@ -100,7 +103,7 @@ def run(deps: Deps, caller: Caller, params: ContextPackParams, ctx: CallContext)
             degraded.append(f"server deadline reached after {i} of {len(entities)} entities")
             break
         res = resolve_entity(deps, caller.tenant, name, world_only=world_only)
-        hit = entity_card(deps, caller.tenant, name, res, world_only=world_only, now=now, since=since)
+        hit = entity_card(deps, caller.tenant, name, res, world_only=world_only, now=now, redacted=caller.remote, since=since)
         if hit is None or hit.slug in seen:
             continue
         seen.add(hit.slug)
@@ -119,14 +122,18 @@ def run(deps: Deps, caller: Caller, params: ContextPackParams, ctx: CallContext)
         after = now - timedelta(hours=HOT_FACTS_HOURS)
         rows = [f for f in entity_facts if (f.session_id == session_id if session_id else f.created_at > after)]
     rows = sorted(rows, key=lambda f: (f.created_at, f.seq), reverse=True)[:HOT_FACTS_LIMIT]
-    facts = [fact_item(f) for f in rows]
+    # D25: the facts as this caller reads them (redacted for a remote caller), in the JSON and in the
+    # text alike, so the budget is spent on what the caller receives. Cards come so from entity_card.
+    facts = [fact_item(f) for f in shown_facts(caller, rows)]
 
     # The budget is spent on the text, frame included: the pack lists exactly the prefix of cards,
     # then facts, that its text shows.
     total = len(cards) + len(facts)
 
     def render(shown: int) -> str:
-        return render_context_pack(entities, cards[:shown], facts[: max(0, shown - len(cards))], left_out=total - shown)
+        return render_context_pack(
+            entities, cards[:shown], facts[: max(0, shown - len(cards))], left_out=total - shown
+        )
 
     shown, text = budget.fit_prefix(render, total, budget_tokens)
     packed_cards, packed_facts = cards[:shown], facts[: max(0, shown - len(cards))]

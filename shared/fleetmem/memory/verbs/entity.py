@@ -99,7 +99,7 @@ def run(deps: Deps, caller: Caller, params: EntityParams, ctx: CallContext) -> O
     require_slug(TOOL, name, target)
     body: dict[str, Any] = {"protocol_version": PROTOCOL_VERSION, "found": False}
     now = deps.clock.now()
-    hit = entity_card(deps, tenant, name, res, world_only=world_only, now=now)
+    hit = entity_card(deps, tenant, name, res, world_only=world_only, now=now, redacted=caller.remote)
     if hit is not None:
         body["found"] = True
         body["card"] = hit.card

@@ -8,7 +8,10 @@ updated_at, protocol_version}`. `content` is the frontmatter re-rendered (title,
 summary, visibility, non-mention links, timeline, then the other stored keys) + the body, so
 `put_page(slug, content)` round-trips. For a remote caller a private page is `not_found` exactly
 like a missing one, and private content (`pagefmt.strip_private`) is stripped from the body, the
-summary, the timeline and link contexts; links to private pages are hidden.
+summary, the timeline and link contexts; links to private pages are hidden. For a remote caller the
+whole `content` (frontmatter and body), the summary, timeline texts and link contexts are also
+credential-redacted (`<REDACTED:pattern>`,
+D25).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from fleetmem.errors import Fix, Outcome, VerbError
 from fleetmem.memory.common import too_long
 from fleetmem.memory.pagefmt import render_page_content, strip_private
 from fleetmem.memory.params import Params
+from fleetmem.memory.redaction import redact
 from fleetmem.memory.registry import read_tool
 from fleetmem.memory.slugs import is_path_like, last_segment, path_slug_error, slug_size_problem
 from fleetmem.models import Caller, Page, Wire
@@ -96,7 +100,7 @@ class GetPageResult(Wire):
 def _clean(text: str | None, world_only: bool) -> str | None:
     if text is None or not world_only:
         return text
-    return " ".join(strip_private(text).split()) or None
+    return redact(" ".join(strip_private(text).split())) or None
 
 
 def page_view(deps: Deps, caller: Caller, page: Page) -> dict[str, Any]:
@@ -125,6 +129,7 @@ def page_view(deps: Deps, caller: Caller, page: Page) -> dict[str, Any]:
         meta["timeline"] = timeline
     for key, value in page.frontmatter.items():
         meta.setdefault(key, value)
+    content = render_page_content(meta, body)
     return {
         "slug": page.slug,
         "title": page.title,
@@ -132,7 +137,7 @@ def page_view(deps: Deps, caller: Caller, page: Page) -> dict[str, Any]:
         "aliases": list(page.aliases),
         "summary": summary,
         "visibility": page.visibility,
-        "content": render_page_content(meta, body),
+        "content": redact(content) if world_only else content,
         "links": link_rows,
         "timeline": timeline,
         "created_at": iso(page.created_at),

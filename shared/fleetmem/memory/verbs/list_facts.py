@@ -29,6 +29,7 @@ from fleetmem.memory.common import parse_since, shown_to
 from fleetmem.memory.cursors import CURSOR_DESCRIPTION, CursorArg
 from fleetmem.memory.entities import filter_slug
 from fleetmem.memory.params import DROP, Hint, Limit, Params, Since
+from fleetmem.memory.redaction import shown_facts
 from fleetmem.memory.registry import read_tool
 from fleetmem.memory.verbs.recall import fact_model
 from fleetmem.models import Caller, Fact, FactItem, Wire
@@ -157,7 +158,7 @@ def run(deps: Deps, caller: Caller, params: ListFactsParams, ctx: CallContext) -
         )
         rows, more = found[:limit], len(found) > limit
     result = ListFactsResult(
-        facts=[fact_row(f, now) for f in rows],
+        facts=[fact_row(f, now) for f in shown_facts(caller, rows)],  # D25: redacted for a remote caller
         next_cursor=encode_cursor(rows[-1]) if more else None,
         protocol_version=PROTOCOL_VERSION,
     )

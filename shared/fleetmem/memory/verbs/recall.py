@@ -22,6 +22,10 @@ widens only for trusted-local callers.
 `limit` outside 1..100 is clamped and the response carries a `clamped` notice saying so. A `query`
 longer than RECALL_QUERY_MAX (4,000) characters is `invalid_params` before any work (D16).
 
+Redaction (D25): a remote caller's facts have credential-shaped spans of `fact` and `provenance`
+replaced by `<REDACTED:pattern>`, and so have results' `title` and `chunk`; the local lane reads
+them as written. Both before the budget packs them; the search itself matches on the stored text.
+
 Search arm — only with a non-empty query: hybrid keyword+vector over page chunks, fused (RRF),
 best chunk per page, each result with evidence/create_safety (see `fleetmem.memory.search`).
 """
@@ -50,6 +54,7 @@ from fleetmem.memory.common import (
 from fleetmem.memory.entities import filter_slug
 from fleetmem.memory.indexing import chunk_display
 from fleetmem.memory.params import Budget, Limit, Params, Since
+from fleetmem.memory.redaction import redact, shown_facts
 from fleetmem.memory.registry import read_tool
 from fleetmem.models import BudgetFields, Caller, Fact, FactItem, Wire
 from fleetmem.ports import CallContext, Deps
@@ -265,6 +270,7 @@ def _facts_arm(
 def _search_arm(
     deps: Deps, caller: Caller, query: str, *, limit: int, world: bool, embedded: search_arm.Embedded
 ) -> tuple[list[RecallHit], str | None]:
+    shown = redact if caller.remote else (lambda text: text)
     found = search_arm.hybrid_search(
         deps, caller.tenant, query, kinds=("chunk",), world_only=world, k=min(200, limit * 3), embedded=embedded
     )
@@ -279,8 +285,8 @@ def _search_arm(
         results.append(
             RecallHit(
                 slug=f.hit.slug,
-                title=f.hit.title,
-                chunk=chunk,
+                title=shown(f.hit.title),
+                chunk=shown(chunk),
                 evidence=evidence,  # type: ignore[arg-type]
                 create_safety=CREATE_SAFETY_FOR[evidence],  # type: ignore[arg-type]
                 provenance=f.hit.slug,
@@ -327,7 +333,8 @@ def run(deps: Deps, caller: Caller, params: RecallParams, ctx: CallContext) -> O
 
     packer = Packer(budget)
     now = deps.clock.now() if params.include_expired else None
-    fact_items = packer.take([fact_model(f, now) for f in facts], _fact_cost)
+    # D25: remote callers read redacted facts and results; packed after, so budgets count them.
+    fact_items = packer.take([fact_model(f, now) for f in shown_facts(caller, facts)], _fact_cost)
     result_items = packer.take(results, _result_cost)
     optional: dict[str, Any] = {**({"search_degraded": degraded} if degraded else {}), **packer.fields()}
     result = RecallResult(

@@ -30,6 +30,7 @@ from fleetmem.memory.common import degraded_recall_notice, empty_retrieval_notic
 from fleetmem.memory.indexing import chunk_display
 from fleetmem.memory.pagefmt import clip
 from fleetmem.memory.params import Params, Since
+from fleetmem.memory.redaction import redact, shown_facts
 from fleetmem.memory.registry import read_tool
 from fleetmem.models import Caller, Completion, Fact, Wire
 from fleetmem.ports import CallContext, Deps
@@ -179,6 +180,8 @@ def run(deps: Deps, caller: Caller, params: SynthesizeParams, ctx: CallContext) 
     if deps.llm is None:
         raise _no_llm(deps)
     pages, facts, degraded = _retrieve(deps, caller, question, since, until)
+    if caller.remote:  # D25: the evidence, and so the prompt and the answer, credential-redacted
+        pages, facts = [{**p, "text": redact(p["text"])} for p in pages], shown_facts(caller, facts)
     notices: list[Notice] = [degraded_recall_notice(degraded)] if degraded else []
     if not pages and not facts:
         notices.append(empty_retrieval_notice(degraded))

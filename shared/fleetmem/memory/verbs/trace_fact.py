@@ -16,6 +16,7 @@ from pydantic import ConfigDict, Field
 from fleetmem.errors import Outcome
 from fleetmem.memory.common import shown_to
 from fleetmem.memory.params import Params
+from fleetmem.memory.redaction import redact_opt, shown_facts
 from fleetmem.memory.registry import read_tool
 from fleetmem.memory.verbs.forget import not_found
 from fleetmem.memory.verbs.recall import fact_model
@@ -105,13 +106,20 @@ def run(deps: Deps, caller: Caller, params: TraceFactParams, ctx: CallContext) -
     chain = [f for f in _lineage(deps, caller.tenant, fact) if shown_to(caller, f) is not None]
     events = [
         TraceEvent(
-            fact_id=f.fact_id, action=e.action, actor=e.actor, at=iso(e.at), reason=e.reason, provenance=e.provenance
+            fact_id=f.fact_id,
+            action=e.action,
+            actor=e.actor,
+            at=iso(e.at),
+            reason=e.reason,
+            provenance=redact_opt(e.provenance) if caller.remote else e.provenance,
         )
         for f in chain
         for e in deps.audit.for_subject(caller.tenant, f.fact_id)
     ]
     # Same-instant events (a supersession happens in the new fact's write) list the write first.
     events.sort(key=lambda e: (e.at or "", e.action != "write"))
+    # D25: a remote caller reads the facts' text and provenance redacted
+    (fact,), chain = shown_facts(caller, [fact]), shown_facts(caller, chain)
     result = TraceFactResult(
         id=fact.fact_id,
         fact=_lineage_item(fact),
