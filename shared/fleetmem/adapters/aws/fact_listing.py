@@ -80,8 +80,8 @@ class DynamoFactListing(FactTable):
             world_only=q.world_only,
             limit=limit,
         )
-        if index == "by_time":
-            # by_time does not carry why a fact was expired (tables.FACT_TIME_ATTRS): the items
+        if index in ("by_time", "by_entity"):
+            # by_time and by_entity do not carry why a fact was expired (tables.FACT_ENTITY_ATTRS): the items
             # themselves do, for the retracted ones listed
             full = {f.fact_id: f for f in self._batch_get(tenant, [f.fact_id for f in found if f.expired_at])}
             found = [full.get(f.fact_id, f) for f in found]

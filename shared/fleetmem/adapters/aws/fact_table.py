@@ -67,6 +67,7 @@ def fact_to_item(fact: Fact) -> dict[str, Any]:
         "supersedes": fact.supersedes,
         "vector": fact.vector,
         "vector_model": fact.vector_model,
+        "content_origin": fact.content_origin,
     }
     return item
 
@@ -92,6 +93,7 @@ def item_to_fact(item: dict[str, Any]) -> Fact:
         supersedes=item.get("supersedes"),
         vector=as_bytes(item.get("vector")),
         vector_model=item.get("vector_model"),
+        content_origin=item.get("content_origin"),
     )
 
 
