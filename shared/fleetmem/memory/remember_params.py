@@ -11,10 +11,12 @@ from pydantic_core import PydanticCustomError
 
 from fleetmem.memory.params import NO_FIX, FactIdArg, Hint, Params, VisibilityArg, is_blank
 from fleetmem.protocol import (
+    CONTENT_ORIGINS,
     FACT_KINDS,
     FACT_MAX,
     PROVENANCE_MAX,
     TITLE_MAX,
+    ContentOrigin,
     FactKind,
 )
 from fleetmem.timefmt import iso
@@ -50,6 +52,18 @@ def _ttl_given(value: Any) -> Any:
             'ttl holds only invisible characters. Leave ttl out (or "", or null) for a fact that never '
             'expires, or send the duration you meant ("30d", "12h") or an ISO 8601 date.',
         )
+    return value
+
+
+#: `entity` values that mean "no entity" (reference 0.60, #4755), compared trimmed and casefolded;
+#: a blank text (`params.is_blank`) means the same.
+NULL_LIKE_ENTITIES = frozenset({"null", "none", "n/a", "na", "nil", "undefined", "unknown", "-"})
+
+
+def _null_like_entity(value: Any) -> Any:
+    """A null-like `entity` ("null", "None", "N/A", "undefined", "", whitespace) is left out (D24)."""
+    if isinstance(value, str) and (is_blank(value) or value.strip().casefold() in NULL_LIKE_ENTITIES):
+        return None
     return value
 
 
@@ -106,7 +120,7 @@ class RememberParams(Params):
         description="REQUIRED. Where the fact came from, free text up to 500 characters, stored verbatim. "
         'Examples: "user said in chat 2026-06-12", "import: notes.md".',
     )
-    entity: str | None = Field(
+    entity: Annotated[str | None, BeforeValidator(_null_like_entity)] = Field(
         None,
         description="Slug or name of the person/company/project the fact is about, e.g. "
         '"people/alice-example" or "Acme". Set it whenever the fact is about a specific entity: '
@@ -158,4 +172,22 @@ class RememberParams(Params):
         'recall\'s `facts[].fact_id`, e.g. "f_01JD..."). That fact is expired with `superseded_by` set '
         "to the new fact and the answer says `status: superseded`. Use it when a value changed "
         '("the deadline moved to 2027-02-01") and you know the fact that held the old value.',
+    )
+    infer_entity: bool = Field(
+        True,
+        description="With no `entity`: link the fact to the one entity page its text names exactly (a "
+        "page title or alias, whole words, any case). Default true; false saves it unattributed.",
+    )
+    content_origin: Annotated[
+        ContentOrigin | None,
+        WithJsonSchema({"type": "string", "enum": list(CONTENT_ORIGINS)}),
+        Hint(
+            accepts=f"one of {', '.join(CONTENT_ORIGINS)}",
+            cause=f"content_origin says who produced the text: one of {', '.join(CONTENT_ORIGINS)}.",
+            fix="tool_output",
+        ),
+    ] = Field(
+        None,
+        description="Optional: who produced the fact's text: user_said, tool_output (read back as "
+        "trust_tier external_untrusted) or inferred.",
     )

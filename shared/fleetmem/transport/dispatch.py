@@ -305,7 +305,14 @@ class _Call:
     ) -> DispatchResult:
         policy = self._deps.policy
         deadline = time.monotonic() + policy.deadline_ms / 1000.0 if policy.deadline_ms else None
-        ctx = CallContext(self.cid, deadline_at=deadline, transport=self.transport, keyed=keyed, surface=self.surface)
+        ctx = CallContext(
+            self.cid,
+            deadline_at=deadline,
+            transport=self.transport,
+            keyed=keyed,
+            surface=self.surface,
+            meta_session_id=meta_session_id(self.raw_arguments),
+        )
         try:
             outcome = spec.run(self._deps, self.caller, params, ctx)
         except VerbError as err:
@@ -313,6 +320,14 @@ class _Call:
         except PortError as exc:
             return self._error(errors.port_error(self._view(), spec, exc))
         return DispatchResult(dict(outcome.body), False, notices + list(outcome.notices), self.cid)
+
+
+def meta_session_id(arguments: Any) -> str | None:
+    """`_meta.session_id` of the arguments (MCP's request `_meta` arrives there, `mcp_app`; a `/v1`
+    body carries its own): a non-blank string, else None (D24)."""
+    meta = arguments.get("_meta") if isinstance(arguments, dict) else None
+    session = meta.get("session_id") if isinstance(meta, dict) else None
+    return session if isinstance(session, str) and session.strip() else None
 
 
 def _field_names(model: type[BaseModel]) -> list[str]:

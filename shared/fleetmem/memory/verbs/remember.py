@@ -45,13 +45,14 @@ said what the fact replaces. A retry with the same `idempotency_key` replays the
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field
 
 from fleetmem.errors import Notice, Outcome
 from fleetmem.memory import indexing
 from fleetmem.memory import remember_steps as steps
+from fleetmem.memory.entity_inference import InferenceWarning
 from fleetmem.memory.registry import write_tool
 from fleetmem.memory.remember_notices import already_expired_notice, new_entity_notice, probable_update_notice
 from fleetmem.memory.remember_params import RememberParams
@@ -79,10 +80,14 @@ class RememberResult(Wire):
     )
     degraded_dedup: bool | None = None
     idempotent_replay: bool | None = None
+    # D24: how the entity was found when `entity` was left out, or why the save is unattributed
+    entity_inferred: Literal["mention"] | None = None
+    warnings: list[InferenceWarning] | None = None
+    hint: str | None = None
 
 
 def run(deps: Deps, caller: Caller, params: RememberParams, ctx: CallContext) -> Outcome:
-    ask = steps.parse(deps, params)
+    ask = steps.parse(deps, params, meta_session_id=ctx.meta_session_id)
     reads = steps.resolve(deps, caller, params, ask)
     draft = steps.draft_fact(deps, caller, ask, reads)
     notices: list[Notice | None] = []
@@ -93,7 +98,7 @@ def run(deps: Deps, caller: Caller, params: RememberParams, ctx: CallContext) ->
     decision = steps.decide_and_write(deps, caller, params, ask, reads, draft)
     degraded = reads.vec is None
     if decision.status == "duplicate":
-        return _duplicate(deps, ctx, decision, degraded=degraded, notices=notices)
+        return _inference_fields(_duplicate(deps, ctx, decision, degraded=degraded, notices=notices), reads)
     indexed = steps.index_saved(deps, caller, decision)
     if decision.status == "inserted" and decision.probable is not None:
         notices.append(probable_update_notice(params, decision.probable))
@@ -101,7 +106,28 @@ def run(deps: Deps, caller: Caller, params: RememberParams, ctx: CallContext) ->
     status_text = f"Saved fact #{fact.seq}" + (f" (supersedes #{existing.seq})" if existing else "")
     if ask.born_expired:
         status_text += " (already expired)"
-    return _response(fact, decision.status, status_text, current=indexed, degraded=degraded, notices=notices)
+    answer = _response(fact, decision.status, status_text, current=indexed, degraded=degraded, notices=notices)
+    return _inference_fields(answer, reads)
+
+
+#: D24: what an unattributed save says (`hint` names the `entity` input)
+UNATTRIBUTED_HINT = (
+    "Saved without an entity: pass `entity` (the slug or name of the person, company or project the "
+    "fact is about) so that recall(entity=...) finds it."
+)
+
+
+def _inference_fields(answer: Outcome, reads: steps.Reads) -> Outcome:
+    """D24: `entity_inferred` on a linked save, `warnings` + `hint` on an unattributed one."""
+    extra: dict[str, Any] = {}
+    if reads.inferred:
+        extra["entity_inferred"] = "mention"
+    elif reads.warning is not None and answer.body.get("entity_slug") is None:
+        extra = {"warnings": [reads.warning], "hint": UNATTRIBUTED_HINT}
+    if not extra:
+        return answer
+    body = RememberResult.model_validate({**answer.body, **extra}).model_dump(exclude_unset=True)
+    return Outcome(body, list(answer.notices))
 
 
 def _duplicate(
