@@ -74,6 +74,10 @@ def test_a_fact_naming_one_entity_page_is_linked_to_it(env: Env) -> None:
     body = env.save(fact="Alice Example prefers async standups over meetings")
     _linked(body, "people/alice-example")
     assert [f["fact_id"] for f in env.facts(entity="Alice Example")] == [body["id"]]
+    # an explicit entity wins and carries no inference fields
+    named = env.save(fact="Alice Example met the auditors", entity="companies/auditors")
+    assert named["entity_slug"] == "companies/auditors"
+    assert not {"entity_inferred", "warnings", "hint"} & set(named)
 
 
 def test_an_alias_links_whatever_its_case(env: Env) -> None:
@@ -123,13 +127,6 @@ def test_a_remote_caller_is_never_linked_to_nor_told_about_a_private_page(env: E
 def test_infer_entity_false_saves_unattributed_with_the_warning(env: Env) -> None:
     env.page("people/alice-example", "Alice Example")
     _unattributed(env.save(fact="Alice Example joined the board", infer_entity=False), "NO_ENTITY")
-
-
-def test_an_explicit_entity_wins_and_carries_no_inference_fields(env: Env) -> None:
-    env.page("people/alice-example", "Alice Example")
-    body = env.save(fact="Alice Example met the auditors", entity="companies/auditors")
-    assert body["entity_slug"] == "companies/auditors"
-    assert not {"entity_inferred", "warnings", "hint"} & set(body)
 
 
 def test_a_non_boolean_infer_entity_is_refused_without_renaming_it(env: Env) -> None:
@@ -200,16 +197,12 @@ def test_content_origin_reads_back_as_a_trust_tier(env: Env, origin: str, tier: 
     assert env.deps.facts.get(env.tenant, body["id"]).content_origin == origin
 
 
-def test_content_origin_on_an_entity_read(env: Env) -> None:
-    env.save(fact="the ticket says the cache is cold", entity="projects/cache", content_origin="tool_output")
-    (item,) = env.facts(entity="projects/cache")
-    assert (item["trust_tier"], item["origin"]) == ("external_untrusted", "tool_output")
-
-
-def test_a_fact_without_content_origin_has_no_trust_fields(env: Env) -> None:
-    env.save(fact="plain fact", session_id="s-plain")
-    (item,) = env.facts(session_id="s-plain")
-    assert "trust_tier" not in item and "origin" not in item
+def test_content_origin_on_an_entity_read_and_none_without_it(env: Env) -> None:
+    tool = env.save(fact="the ticket says the cache is cold", entity="projects/cache", content_origin="tool_output")
+    plain = env.save(fact="the cache was warmed at noon", entity="projects/cache")
+    items = {f["fact_id"]: f for f in env.facts(entity="projects/cache")}
+    assert (items[tool["id"]]["trust_tier"], items[tool["id"]]["origin"]) == ("external_untrusted", "tool_output")
+    assert "trust_tier" not in items[plain["id"]] and "origin" not in items[plain["id"]]
 
 
 def test_an_unknown_content_origin_is_invalid_params_listing_the_accepted_ones(env: Env) -> None:
@@ -229,13 +222,10 @@ def _call(env: Env, tool: str, args: dict[str, Any]) -> dict[str, Any]:
     return dict(result.body)
 
 
-def test_meta_session_id_files_the_fact_under_that_session(env: Env) -> None:
+def test_meta_session_id_files_the_fact_under_that_session_and_the_argument_wins(env: Env) -> None:
     body = _call(env, "remember", {"fact": "meta session fact", "provenance": "p", "_meta": {"session_id": "s-meta"}})
     found = _call(env, "recall", {"session_id": "s-meta"})["facts"]
     assert [f["fact_id"] for f in found] == [body["id"]]
-
-
-def test_the_session_id_argument_wins_over_meta(env: Env) -> None:
     args = {"fact": "argument session fact", "provenance": "p", "session_id": "s-arg", "_meta": {"session_id": "s-m"}}
     body = _call(env, "remember", args)
     assert [f["fact_id"] for f in _call(env, "recall", {"session_id": "s-arg"})["facts"]] == [body["id"]]
