@@ -204,6 +204,8 @@ def test_the_conformance_command_prints_one_json_report_and_exits_0(full_server:
             full_server.read_token,
             "--eras",
             "auto",
+            "--section",
+            "core",
             "--json",
         ],
         capture_output=True,
@@ -213,9 +215,33 @@ def test_the_conformance_command_prints_one_json_report_and_exits_0(full_server:
     )
     report = json.loads(proc.stdout)
     assert proc.returncode == 0, failures(report)
-    assert set(report) >= {"passed", "failed", "skipped", "cases"}
-    assert all(set(c) >= {"id", "era", "status", "detail"} for c in report["cases"])
+    assert set(report) >= {"passed", "failed", "skipped", "cases", "sections"}
+    assert all(set(c) >= {"id", "section", "era", "status", "detail"} for c in report["cases"])
+    assert {c["section"] for c in report["cases"]} == {"core"}  # --section keeps only that section
+    core = report["sections"]["core"]
+    assert (core["passed"], core["failed"], core["skipped"]) == (report["passed"], 0, report["skipped"])
     assert "people/conformance-" in proc.stderr  # it says which marker-named data it wrote
+
+
+def test_an_unknown_section_is_a_usage_error_that_lists_the_sections() -> None:
+    proc = subprocess.run(
+        [
+            *fleetmem_command(),
+            "conformance",
+            "--target",
+            "http://127.0.0.1:9/mcp",
+            "--token",
+            "fm_" + "y" * 43,
+            "--section",
+            "no-such-section",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 2
+    assert "no-such-section" in proc.stderr and "core" in proc.stderr
 
 
 def test_a_wrong_token_fails_the_run_with_exit_1(full_server: Server) -> None:

@@ -6,7 +6,7 @@ import argparse
 from typing import Any
 
 from fleetmem.cli.framework import Parser
-from fleetmem.console import EXIT_FAILED, EXIT_OK, Output
+from fleetmem.console import EXIT_FAILED, EXIT_OK, CommandFailed, Output
 from fleetmem.protocol import SURFACES
 
 
@@ -22,13 +22,27 @@ def add_commands(sub: Any, common: Parser) -> None:
         default=None,
         help="the surface the target serves (default: from tools/list)",
     )
+    p.add_argument(
+        "--section",
+        action="append",
+        default=[],
+        help="run only the sections whose names start with this (repeatable), e.g. 'reference 0.60 writes'",
+    )
     p.add_argument("--json", action="store_true")
     p.set_defaults(handler=cmd_conformance)
 
 
 def cmd_conformance(args: argparse.Namespace, out: Output) -> int:
     from fleetmem.conformance import run
+    from fleetmem.conformance.runner import load_cases, select_sections
 
+    sections = tuple(args.section)
+    try:
+        select_sections(load_cases(), sections)
+    except ValueError as exc:
+        raise CommandFailed.usage(
+            str(exc), "pass --section with the start of one of the section names listed"
+        ) from None
     report = run(
         args.target,
         args.token,
@@ -37,6 +51,7 @@ def cmd_conformance(args: argparse.Namespace, out: Output) -> int:
         eras=tuple(args.eras.split(",")),
         log=Output.err,
         surface=args.surface,
+        sections=sections,
     )
     if out.as_json:
         out.document(report)

@@ -17,7 +17,7 @@ if TYPE_CHECKING:  # the models are read when a body is rendered (`render_body` 
     from fleetmem.memory.verbs.forget import ForgetResult
     from fleetmem.memory.verbs.get_page import GetPageResult
     from fleetmem.memory.verbs.recall import RecallResult
-    from fleetmem.memory.verbs.remember import RememberResult
+    from fleetmem.memory.verbs.remember import RememberAnswer
     from fleetmem.memory.verbs.synthesize import SynthesizeResult
     from fleetmem.models import BudgetFields
 
@@ -28,7 +28,19 @@ def _budget_line(result: BudgetFields) -> str | None:
     return f"budget: {result.budget_used}/{result.budget_tokens} tokens used, {result.dropped_count} dropped"
 
 
-def _render_remember(r: RememberResult, out: Output) -> None:
+def _render_remember(answer: RememberAnswer, out: Output) -> None:
+    from fleetmem.memory.remember_batch_result import BatchItemFailed
+    from fleetmem.memory.verbs.remember import RememberResult
+
+    r = answer.root
+    if not isinstance(r, RememberResult):  # a batch (`items`): one line per item
+        out.text(f"{r.saved} saved, {r.failed} failed")
+        for item in r.items:
+            said = f"{item.error.code}: {item.error.message}" if isinstance(item, BatchItemFailed) else f"id: {item.id}"
+            out.text(f"  items[{item.index}] {item.status}   {said}")
+        if r.next:
+            out.text(r.next)
+        return
     out.text(f"{r.status_text or r.status}")
     out.text(f"  id: {r.id}   entity: {r.entity_slug}   valid_until: {r.valid_until}")
 

@@ -7,7 +7,8 @@ A case is `{id, rule, steps[], requires?, needs?, surface?, era?}`. Steps:
 - `{"list": true, "as": "read"?, "expect": {"has": [...], "lacks": [...], "exactly": [...],
    "tools": {name: {path: check}}}}`
 - `{"http": "GET"|"POST", "path": "/mcp", "auth": "token"|"none"|"bogus", "headers": {...},
-   "json": {...} | "raw": "...", "expect": {"status": 405, "headers": {name: check}, "paths": {...}}}`
+   "json": {...} | "raw": "...", "expect": {"status": 405, "headers": {name: check}, "paths": {...}},
+   "save": {"var": "path"}}`
 
 Every successful tool response is also validated against the tool's result model (the registry's
 `ToolSpec.result`, the shapes docs/protocol.md describes); a body that does not match fails the case.
@@ -52,19 +53,39 @@ from fleetmem.protocol import VERB_NAMES
 
 _TEMPLATE = re.compile(r"\{\{([A-Za-z0-9_.]+)\}\}")
 
+#: the section of the cases in `data/conformance_cases.json`
+CORE_SECTION = "core"
+
 
 def load_cases() -> dict[str, Any]:
     """The core cases (`data/conformance_cases.json`) followed by every section file in
     `data/conformance/` (one JSON document `{"section", "description", "cases"}` each), in name order;
-    a section's cases keep their file's order."""
+    a section's cases keep their file's order. Every case is tagged with its section's name
+    (`core` for the core file)."""
     data = resources.files("fleetmem").joinpath("data")
     doc = json.loads(data.joinpath("conformance_cases.json").read_text(encoding="utf-8"))
+    for case in doc["cases"]:
+        case.setdefault("section", CORE_SECTION)
     sections = data.joinpath("conformance")
     if sections.is_dir():
         for entry in sorted(sections.iterdir(), key=lambda e: e.name):
             if entry.name.endswith(".json"):
-                doc["cases"].extend(json.loads(entry.read_text(encoding="utf-8"))["cases"])
+                part = json.loads(entry.read_text(encoding="utf-8"))
+                doc["cases"].extend({**case, "section": part["section"]} for case in part["cases"])
     return doc
+
+
+def select_sections(cases: dict[str, Any], sections: tuple[str, ...]) -> dict[str, Any]:
+    """Only the cases of the sections whose names start with one of `sections` (all when empty);
+    a name that matches no section is an error naming the sections there are."""
+    if not sections:
+        return cases
+    names = sorted({c["section"] for c in cases["cases"]})
+    unknown = [s for s in sections if not any(n.startswith(s) for n in names)]
+    if unknown:
+        raise ValueError(f"no conformance section starts with {unknown[0]!r}; the sections are: {', '.join(names)}")
+    kept = [c for c in cases["cases"] if any(c["section"].startswith(s) for s in sections)]
+    return {**cases, "cases": kept}
 
 
 # --------------------------------------------------------------------------- the run
@@ -150,6 +171,7 @@ class Runner:
                         results.append(
                             {
                                 "id": case["id"],
+                                "section": case.get("section", CORE_SECTION),
                                 "era": era,
                                 "status": "failed",
                                 "detail": f"could not connect/list tools: {type(exc).__name__}: {exc}",
@@ -163,7 +185,14 @@ class Runner:
     async def _one(
         self, case: dict[str, Any], era: str, session: Session | None, variables: dict[str, Any]
     ) -> dict[str, Any]:
-        entry = {"id": case["id"], "era": era, "rule": case.get("rule", ""), "status": "passed", "detail": ""}
+        entry = {
+            "id": case["id"],
+            "section": case.get("section", CORE_SECTION),
+            "era": era,
+            "rule": case.get("rule", ""),
+            "status": "passed",
+            "detail": "",
+        }
         try:
             if session is not None:
                 await self._preconditions(case, session)
@@ -249,6 +278,8 @@ class Runner:
                 raise CaseFailed(f"{url}: response is not JSON") from exc
             for path, spec in (expect.get("paths") or {}).items():
                 check_value(get_path(doc, path), spec, path)
+            for name, path in (step.get("save") or {}).items():
+                variables[name] = get_path(doc, path)
         for name, source in (step.get("save_header_param") or {}).items():
             header, param = source
             m = re.search(rf'{param}="([^"]+)"', response.headers.get(header, ""))
@@ -295,13 +326,15 @@ def run(
     eras: tuple[str, ...] = ("legacy", "auto"),
     log: Callable[[str], None] | None = None,
     surface: str | None = None,
+    sections: tuple[str, ...] = (),
 ) -> dict[str, Any]:
-    """Run every case against `target_url`; returns the report (and prints a table unless `json`).
+    """Run every case (or those of `sections`, by name prefix) against `target_url`; returns the
+    report (and prints a table, then one line per section, unless `json`).
 
     `surface` names the surface the target serves ("verbs" | "full"); by default it is inferred
     from tools/list (only the seven verbs listed -> verbs)."""
     emit = log or (lambda line: print(line, file=sys.stderr))
-    cases = load_cases()
+    cases = select_sections(load_cases(), sections)
     runner = Runner(target_url, token, read_token, emit, surface)
     results = asyncio.run(runner.run(cases, tuple(e for e in eras if e)))
     report = {
@@ -310,6 +343,7 @@ def run(
         "passed": sum(r["status"] == "passed" for r in results),
         "failed": sum(r["status"] == "failed" for r in results),
         "skipped": sum(r["status"] == "skipped" for r in results),
+        "sections": _by_section(results),
         "cases": results,
     }
     if not json:
@@ -317,5 +351,15 @@ def run(
             mark = {"passed": "PASS", "failed": "FAIL", "skipped": "SKIP"}[r["status"]]
             line = f"{mark}  [{r['era']:<6}] {r['id']}"
             print(line + (f" — {r['detail']}" if r["detail"] else ""))
+        for name, counts in report["sections"].items():
+            print(f"section {name}: {counts['passed']} passed, {counts['failed']} failed, {counts['skipped']} skipped")
         print(f"{report['passed']} passed, {report['failed']} failed, {report['skipped']} skipped")
     return report
+
+
+def _by_section(results: list[dict[str, Any]]) -> dict[str, dict[str, int]]:
+    counts: dict[str, dict[str, int]] = {}
+    for r in results:
+        tally = counts.setdefault(r["section"], {"passed": 0, "failed": 0, "skipped": 0})
+        tally[r["status"]] += 1
+    return counts

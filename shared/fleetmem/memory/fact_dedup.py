@@ -4,11 +4,13 @@ duplicate; with an embedder the nearest neighbours go through `sameness.decide`.
 
 Public API: `CANDIDATE_SCAN`, `decision_pool(deps, tenant, entity_slug, now) -> DecisionPool`,
 `candidates(caller, fact, pool) -> list[Fact]`, `restated(caller, new, named, pool)`,
-`match(deps, caller, new, vec, pool)` -> (existing, status, probable update).
+`match(deps, caller, new, vec, pool)` -> (existing, status, probable update); D23: `claim_key(text)`,
+`candidates_at(caller, visibility, now, pool)`, `unlinked_copy(caller, text, visibility, now, pool)`.
 """
 
 from __future__ import annotations
 
+import hashlib
 from datetime import datetime
 
 from fleetmem.memory import sameness
@@ -27,16 +29,39 @@ def decision_pool(deps: Deps, tenant: str, entity_slug: str | None, now: datetim
     return deps.fact_decisions.decision_pool(tenant, entity_slug, now=now, limit=CANDIDATE_SCAN)
 
 
+def claim_key(text: str) -> str:
+    """D23: a claim's key — the SHA-256 of its normalized text — for the withdrawn-claim records."""
+    return hashlib.sha256(normalize_text(text).encode()).hexdigest()
+
+
 def candidates(caller: Caller, fact: Fact, pool: list[Fact]) -> list[Fact]:
-    now = fact.created_at
+    return candidates_at(caller, fact.visibility, fact.created_at, pool)
+
+
+def candidates_at(caller: Caller, visibility: str, now: datetime, pool: list[Fact]) -> list[Fact]:
+    """The facts of `pool` active at `now`, with `visibility`, that the caller may meet."""
     out = []
     for f in pool:
-        if not f.is_active(now) or f.visibility != fact.visibility:
+        if not f.is_active(now) or f.visibility != visibility:
             continue
         if caller.remote and f.visibility == "private" and f.client_id != caller.client_id:
             continue
         out.append(f)
     return out
+
+
+def unlinked_copy(caller: Caller, text: str, visibility: str, now: datetime, pool: list[Fact]) -> Fact | None:
+    """D23: the active unattributed fact (from the unattributed pool) saying the same claim, which a
+    fact saved with an entity links by superseding it."""
+    norm = normalize_text(text)
+    return next(
+        (
+            f
+            for f in candidates_at(caller, visibility, now, pool)
+            if f.entity_slug is None and normalize_text(f.text) == norm
+        ),
+        None,
+    )
 
 
 def restated(caller: Caller, new: Fact, named: Fact, pool: list[Fact]) -> Fact | None:

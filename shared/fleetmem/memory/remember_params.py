@@ -21,6 +21,9 @@ from fleetmem.protocol import (
 )
 from fleetmem.timefmt import iso
 
+#: How many facts one `remember{items}` call saves at most (the reference's `REMEMBER_BATCH_MAX`).
+BATCH_MAX = 20
+
 _INVISIBLE = "it holds no visible character (only spaces, zero-width or other invisible characters)"
 
 
@@ -86,7 +89,9 @@ class RememberParams(Params):
     # visibility, ttl (its grammar is read by `ttl.parse_ttl`). No docstring: it would become the
     # inputSchema's description.
 
-    model_config = ConfigDict(extra="ignore", json_schema_extra={"required": ["fact", "provenance"]})
+    # `fact` and `provenance` are not schema-required (`items` is the alternative to `fact`, and a
+    # batch may give provenance per item); the handler still refuses a call without them.
+    model_config = ConfigDict(extra="ignore")
 
     fact: Annotated[
         str,
@@ -117,7 +122,8 @@ class RememberParams(Params):
     ] = Field(
         None,  # absent is reported as missing, never used as a value
         validate_default=True,
-        description="REQUIRED. Where the fact came from, free text up to 500 characters, stored verbatim. "
+        description="REQUIRED (here or on each of `items`). Where the fact came from, free text up to 500 "
+        "characters, stored verbatim. "
         'Examples: "user said in chat 2026-06-12", "import: notes.md".',
     )
     entity: Annotated[str | None, BeforeValidator(_null_like_entity)] = Field(
@@ -172,6 +178,43 @@ class RememberParams(Params):
         'recall\'s `facts[].fact_id`, e.g. "f_01JD..."). That fact is expired with `superseded_by` set '
         "to the new fact and the answer says `status: superseded`. Use it when a value changed "
         '("the deadline moved to 2027-02-01") and you know the fact that held the old value.',
+    )
+    replaces: FactIdArg = Field(
+        None,
+        description="Optional: the `fact_id` of the ACTIVE fact this one replaces (the reference's name; "
+        "`supersedes` is the same parameter). It must be a fact you can see with the same visibility and "
+        "the same entity (an unattributed fact may be replaced by one with an `entity`, which links it). "
+        "Refusals start with a code: target_withdrawn, target_superseded, target_expired, "
+        "replaces_entity_mismatch, replaces_duplicate. The answer says `superseded_fact_id` and "
+        "`replaced_by_caller: true`.",
+    )
+    restore_withdrawn: bool | None = Field(
+        None,
+        description="Only after a `fact_withdrawn` refusal, once the user confirmed the forgotten claim is "
+        "true again: true remembers it anyway and lifts the withdrawal.",
+    )
+    items: Annotated[
+        list[Any] | None,
+        WithJsonSchema(
+            {
+                "type": "array",
+                "minItems": 1,
+                "maxItems": BATCH_MAX,
+                "items": {
+                    "anyOf": [
+                        {"type": "string", "maxLength": FACT_MAX},
+                        {"type": "object", "properties": {"fact": {"type": "string", "maxLength": FACT_MAX}}},
+                    ]
+                },
+            }
+        ),
+    ] = Field(
+        None,
+        description=f"Instead of `fact`: 1 to {BATCH_MAX} facts saved in one call, each a sentence or an "
+        "object {fact, provenance?, entity?, kind?, ttl?, visibility?, replaces?}. Top-level provenance, "
+        "kind, ttl, visibility and session_id are the defaults of every item. Every item is checked before "
+        "any is saved; each is then saved on its own (answer: items[] with each item's status, saved, "
+        "failed, partial).",
     )
     infer_entity: bool = Field(
         True,

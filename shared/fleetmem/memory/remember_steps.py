@@ -13,18 +13,24 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal
 
 from fleetmem.errors import Conflict, Fix, Unavailable, VerbError
-from fleetmem.memory import indexing
-from fleetmem.memory.common import given_args, invalid, too_long
+from fleetmem.memory import indexing, replacement
+from fleetmem.memory.common import given_args, normalize_text, too_long
 from fleetmem.memory.entities import EntityTarget, canonicalize_entity, require_slug
 from fleetmem.memory.entity_inference import NO_ENTITY, InferenceWarning, infer_entity
-from fleetmem.memory.fact_dedup import CANDIDATE_SCAN, decision_pool, match, restated
+from fleetmem.memory.fact_dedup import (
+    CANDIDATE_SCAN,
+    claim_key,
+    decision_pool,
+    match,
+    restated,
+    unlinked_copy,
+)
 from fleetmem.memory.slugs import slug_size_problem, slugify
 from fleetmem.memory.ttl import parse_ttl
 from fleetmem.memory.vectors import pack
-from fleetmem.memory.verbs.forget import not_found
 from fleetmem.memory.writegate import FACT_WRITES
 from fleetmem.models import AuditEvent, Caller, Fact
-from fleetmem.ports import DecisionPool, Deps, FactWrite
+from fleetmem.ports import DecisionPool, Deps, FactWrite, Withdrawal
 from fleetmem.protocol import (
     FACT_MAX,
     SESSION_ID_MAX,
@@ -65,7 +71,7 @@ def parse(deps: Deps, params: RememberParams, *, meta_session_id: str | None = N
     `_meta.session_id` (`meta_session_id`)."""
     text, provenance, kind, visibility, valid_until = _validate(deps, params)
     _check_entity(params)
-    replaced_id = _replaced_id(params)
+    replaced_id = replacement.replaced_id(params)
     now = deps.clock.now()
     session = params.session_id or meta_session_id
     session_id = session[:SESSION_ID_MAX] if session else None
@@ -84,6 +90,8 @@ class Reads:
     pool: DecisionPool
     seen: int
     named: Fact | None
+    unlinked: Fact | None = None
+    withdrawn: list[Withdrawal] = field(default_factory=list)
     #: D24: the entity was inferred from the text (`entity_inferred: "mention"`), or why none was
     inferred: bool = False
     warning: InferenceWarning | None = None
@@ -107,22 +115,33 @@ def resolve(deps: Deps, caller: Caller, params: RememberParams, ask: Ask) -> Rea
     if guess is not None and slug_size_problem(guess):
         guess = ""  # never read with an over-long key; the resolved slug is read below
     seen = FACT_WRITES.version(caller.tenant, guess)  # before the pool is read
-    (target, inferred, warning), vec, seq, pool, named = deps.gather(
+    claim = claim_key(text)
+    (target, inferred, warning), vec, seq, pool, named, unattributed, withdrawn = deps.gather(
         lambda: _entity_target(deps, caller, params, text),
         embed,
         lambda: deps.facts.next_seq(caller.tenant),
         lambda: decision_pool(deps, caller.tenant, guess, now) if guess != "" else None,
         lambda: deps.facts.get(caller.tenant, replaced_id) if replaced_id is not None else None,
+        lambda: decision_pool(deps, caller.tenant, None, now) if guess else None,
+        lambda: replacement.withdrawn(deps, caller, claim, guess, ask.visibility) if guess != "" else None,
     )
     _check_slug(params, target)
-    if replaced_id is not None:
-        named = _replaced(caller, replaced_id, named, now)
     entity_slug = (target.slug or None) if target is not None else None
     if entity_slug != guess:
         seen = FACT_WRITES.version(caller.tenant, entity_slug)
         pool = decision_pool(deps, caller.tenant, entity_slug, now)
-    assert pool is not None  # read for the resolved slug (a guess of "" never names one)
-    return Reads(target, entity_slug, vec, seq, pool, seen, named, inferred, warning)
+        withdrawn = replacement.withdrawn(deps, caller, claim, entity_slug, ask.visibility)
+    assert pool is not None and withdrawn is not None  # read for the resolved slug ("" never names one)
+    if withdrawn and not params.restore_withdrawn:
+        raise replacement.fact_withdrawn(params, withdrawn[0])
+    if replaced_id is not None:
+        named = replacement.replaced(caller, replaced_id, named, ask, entity_slug, pool.facts)
+    if entity_slug is not None and unattributed is None:
+        unattributed = decision_pool(deps, caller.tenant, None, now)
+    unlinked = None
+    if entity_slug is not None and unattributed is not None and not ask.born_expired and not inferred:
+        unlinked = unlinked_copy(caller, text, ask.visibility, now, unattributed.facts)
+    return Reads(target, entity_slug, vec, seq, pool, seen, named, unlinked, withdrawn, inferred, warning)
 
 
 def draft_fact(deps: Deps, caller: Caller, ask: Ask, reads: Reads) -> Fact:
@@ -166,6 +185,7 @@ class Decision:
     existing: Fact | None = None
     probable: Fact | None = None
     twin: Fact | None = None
+    unlinked: Fact | None = None
 
     def __post_init__(self) -> None:
         self.fact = self.draft
@@ -176,6 +196,8 @@ class Decision:
         if self.named is not None:
             # the caller said what the fact replaces: no automatic matching
             self.existing, self.status = self.named, "superseded"
+            if normalize_text(self.named.text) == normalize_text(self.draft.text):
+                self.status = "duplicate"  # the target already says it: nothing to write
             self.twin = restated(self.caller, self.draft, self.named, current.facts)
         elif self.born_expired:
             # stored as history: it neither deduplicates against nor supersedes a live fact
@@ -184,6 +206,9 @@ class Decision:
             self.existing, self.status, self.probable = match(
                 self.deps, self.caller, self.draft, self.vec, current.facts
             )
+            if self.status != "duplicate" and self.unlinked is not None:
+                # D23: the same claim saved without an entity is linked by superseding that copy
+                self.existing, self.status, self.probable = self.unlinked, "superseded", None
         if self.status == "duplicate":
             return None
         self.fact = _saved(self.deps, self.caller, self.draft, self.seq, self.existing)
@@ -201,6 +226,7 @@ def decide_and_write(
     now, entity_slug = ask.now, reads.entity_slug
     vec = None if reads.inferred else reads.vec  # D24: an inferred link dedups on exact text only
     decide = Decision(deps, caller, draft, reads.seq, vec, reads.named, ask.born_expired)
+    decide.unlinked = reads.unlinked
     decided_on: DecisionPool | None = reads.pool
     with FACT_WRITES.hold(caller.tenant, entity_slug) as version:
         if version != reads.seen:
@@ -217,7 +243,11 @@ def decide_and_write(
                 _back_off()
                 named = decide.named
                 if named is not None:  # replaced or forgotten in between?
-                    decide.named = _replaced(caller, named.fact_id, deps.facts.get(caller.tenant, named.fact_id), now)
+                    fresh = deps.facts.get(caller.tenant, named.fact_id)
+                    decide.named = replacement.replaced(caller, named.fact_id, fresh, ask, entity_slug, [])
+                if decide.unlinked is not None:  # linked or forgotten in between?
+                    copy = deps.facts.get(caller.tenant, decide.unlinked.fact_id)
+                    decide.unlinked = copy if copy is not None and copy.is_active(now) else None
                 decided_on = None
     return decide
 
@@ -374,51 +404,10 @@ def _lost_race(params: RememberParams) -> VerbError:
     )
 
 
-def _replaced_id(params: RememberParams) -> str | None:
-    if params.supersedes is None:
-        return None
-    fact_id = params.supersedes.strip()
-    if not fact_id:
-        raise invalid(
-            TOOL,
-            params,
-            "supersedes is empty.",
-            problem="`supersedes` names no fact.",
-            cause="it takes the `fact_id` of the fact the new one replaces; omit it to save a fact on its own.",
-            field="supersedes",
-            drop=True,
-        )
-    return fact_id
-
-
-def _replaced(caller: Caller, fact_id: str, fact: Fact | None, now: datetime) -> Fact:
-    """The fact `supersedes` names, if the caller may replace it (else forget's `not_found`)."""
-    if fact is None or fact.tenant != caller.tenant or (caller.remote and fact.visibility == "private"):
-        raise not_found(TOOL, fact_id)
-    if not fact.is_active(now):
-        state = (
-            "superseded by another fact"
-            if fact.superseded_by
-            else "forgotten"
-            if fact.expired_at is not None
-            else "past its valid_until"
-        )
-        recall_args: dict[str, Any] = {"limit": 10, **({"entity": fact.entity_slug} if fact.entity_slug else {})}
-        raise VerbError(
-            "not_found",
-            f"No active fact with id {fact_id!r}: it was already {state}.",
-            f"remember found fact {fact_id!r}, but it is no longer active, so it cannot be replaced. Cause: "
-            f"it was {state}. Fix: recall the current facts and pass the active one's `fact_id` as "
-            "`supersedes`, or omit `supersedes` to save the fact on its own.",
-            why="supersedes replaces an active fact; an inactive one is history already.",
-            fix=Fix(
-                why="recall lists the active facts with their fact_id values.",
-                mcp={"tool": "recall", "arguments": recall_args},
-                verify={"mcp": {"tool": "recall", "arguments": recall_args}},
-            ),
-            klass="caller",
-        )
-    return fact
+def reinstate(deps: Deps, caller: Caller, params: RememberParams, reads: Reads) -> None:
+    """D23: `restore_withdrawn` lifts the withdrawals the claim was refused on, once it is saved."""
+    if params.restore_withdrawn and reads.withdrawn:
+        deps.facts.reinstate(caller.tenant, reads.withdrawn)
 
 
 def _retire_twin(deps: Deps, caller: Caller, twin: Fact, fact: Fact) -> bool:

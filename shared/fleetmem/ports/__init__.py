@@ -44,6 +44,7 @@ from fleetmem.ports.facts import (
     FactStore,
     FactTallies,
     FactWrite,
+    Withdrawal,
 )
 from fleetmem.ports.pages import PageFeed, PageListing, PageScan, PageStore, PageTallies
 from fleetmem.protocol import IDEMPOTENCY_LEASE_SECONDS
@@ -337,4 +338,5 @@ __all__ = [
     "PageScan",
     "PageStore",
     "PageTallies",
+    "Withdrawal",
 ]

@@ -83,11 +83,25 @@ class FactPut(Options):
     decided: DecisionPool | None = None
 
 
+@dataclass(frozen=True)
+class Withdrawal:
+    """D23: a claim `forget` withdrew — `claim` is `claim_key` of the fact's text — for one entity
+    (None: for every entity) and one visibility; `fact_id` and `client_id` are the forgotten fact's."""
+
+    claim: str
+    entity_slug: str | None
+    visibility: str
+    fact_id: str
+    client_id: str
+    at: datetime
+
+
 class ExpiryOptions(TypedDict):
     at: datetime
     reason: str | None
     actor: str
     audit: NotRequired[AuditEvent | None]
+    withdraw: NotRequired[Withdrawal | None]
 
 
 @dataclass(frozen=True)
@@ -98,6 +112,7 @@ class Expiry(Options):
     reason: str | None
     actor: str
     audit: AuditEvent | None = None
+    withdraw: Withdrawal | None = None
 
 
 class DecisionOptions(TypedDict):
@@ -223,7 +238,17 @@ class FactStore(Protocol):
     def expire(self, tenant: str, fact_id: str, **opts: Unpack[ExpiryOptions]) -> bool:
         """Mark a fact expired. True if it was active and is now expired; False if already
         expired/superseded (idempotent). Raises NotFound if it does not exist for the tenant.
-        `audit` is written in the same transaction, and only when the fact was expired."""
+        `audit` is written in the same transaction, and only when the fact was expired; so is
+        `withdraw` (D23: the record replaces one with the same claim, entity and visibility)."""
+        ...
+
+    def withdrawals(self, tenant: str, claim: str, *, entity_slug: str | None, visibility: str) -> list[Withdrawal]:
+        """D23: the withdrawals of `claim` that cover a fact on `entity_slug` with `visibility` — the
+        one for that entity (none for None) and the one for every entity — by key reads only."""
+        ...
+
+    def reinstate(self, tenant: str, withdrawals: Sequence[Withdrawal]) -> None:
+        """D23: delete these withdrawal records (a claim deliberately remembered again)."""
         ...
 
     def purge(self, tenant: str, fact_id: str) -> bool:

@@ -48,7 +48,7 @@ from fleetmem.memory.verbs import REGISTRY
 from fleetmem.models import Caller
 from fleetmem.ports import CallContext, Deps
 from fleetmem.protocol import PROTOCOL_VERSION, Surface, Transport
-from fleetmem.transport import errors
+from fleetmem.transport import batch, errors
 from fleetmem.transport.errors import CallView
 from fleetmem.transport.idempotency import IdempotentCall, take_key
 
@@ -227,6 +227,10 @@ class _Call:
             is_param = IDEMPOTENCY_KEY in _field_names(spec.params)
             key = take_key(spec, args, is_param, self._view())  # D2 (taken out of `args` unless a parameter)
             dry_run = self._dry_run_flag(spec, args)  # taken out of `args` unless a parameter
+            if batch.is_batch(spec, args):  # remember{items} (D26): each item its own keyed write
+                run = batch.RememberBatch(self._deps, spec, self._view(), self.cid, self.transport, self._error)
+                run.meta_session_id = meta_session_id(self.raw_arguments)  # D24
+                return run.run(args, key, notices, dry_run)
             params = self._validate(spec, args)  # 4. typed parameters
         except VerbError as err:
             return self._error(err)

@@ -236,3 +236,17 @@ def test_the_new_parameters_pass_dispatch_on_a_write(env: Env) -> None:
     env.page("people/alice-example", "Alice Example")
     args = {"fact": "Alice Example signed", "provenance": "p", "infer_entity": True, "content_origin": "user_said"}
     _linked(_call(env, "remember", args), "people/alice-example")
+
+
+def test_a_batch_infers_per_item_and_takes_the_meta_session(env: Env) -> None:
+    env.page("people/alice-example", "Alice Example")
+    args = {
+        "items": ["Alice Example ships the beta", {"fact": "Alice Example owns QA", "infer_entity": False}],
+        "provenance": "p",
+        "_meta": {"session_id": "s-batch"},
+    }
+    body = _call(env, "remember", args)
+    assert body["saved"] == 2
+    found = {f["fact"]: f for f in _call(env, "recall", {"session_id": "s-batch"})["facts"]}
+    assert found["Alice Example ships the beta"]["entity_slug"] == "people/alice-example"
+    assert found["Alice Example owns QA"]["entity_slug"] is None

@@ -389,7 +389,8 @@ def test_remember_is_registered_as_an_idempotent_write_verb():
     assert spec.annotations.get("idempotentHint") is True
     assert spec.description.startswith("MEMORY VERB (v1):")
     schema = spec.input_schema()
-    assert {"fact", "provenance"} <= set(schema["required"])
+    # `items` is the alternative to `fact` (D26): the handler, not the schema, requires them
+    assert not {"fact", "provenance"} & set(schema["required"]) and "items" in schema["properties"]
     assert schema["properties"]["kind"]["enum"] == ["event", "preference", "commitment", "belief", "fact"]
 
 
@@ -500,15 +501,15 @@ def test_supersedes_expires_the_named_fact_and_links_both(bdeps):
     assert history[old["id"]]["superseded_by"] == new["id"]
 
 
-def test_supersedes_works_across_entities_and_without_an_embedder(bdeps):
+def test_supersedes_across_entities_is_refused_as_an_entity_mismatch(bdeps):
     caller = _caller(bdeps)
     old = save(bdeps, caller, fact="Alice works at Acme", provenance="p", entity="people/alice")
-    new = save(
+    err = save_error(
         bdeps, caller, fact="Alice works at Acme", provenance="q", entity="people/alice-chen", supersedes=old["id"]
     )
-    # the same text filed under the right entity: explicit replacement, not a duplicate
-    assert new["status"] == "superseded" and new["id"] != old["id"]
-    assert facts_of(bdeps, caller, entity="people/alice") == []
+    # D23 (the reference's replaces): a fact replaces a fact about the same entity
+    assert err.code == "invalid_params" and err.message.startswith("replaces_entity_mismatch")
+    assert [f["fact_id"] for f in facts_of(bdeps, caller, entity="people/alice")] == [old["id"]]
 
 
 def _forget_not_found(deps, caller, fact_id):
@@ -547,9 +548,9 @@ def test_an_inactive_fact_cannot_be_superseded(bdeps):
     old = save(bdeps, caller, fact=ORION_OLD, provenance="p", entity="projects/orion")["id"]
     forget.run(bdeps, caller, forget.ForgetParams(id=old), CTX)
     err = save_error(bdeps, caller, fact=ORION_NEW, provenance="q", entity="projects/orion", supersedes=old)
-    assert err.code == "not_found"
-    assert "no longer active" in err.suggestion and "forgotten" in err.message
-    assert err.fix.mcp == {"tool": "recall", "arguments": {"limit": 10, "entity": "projects/orion"}}
+    assert err.code == "invalid_params"  # D23: the reference's target_withdrawn
+    assert err.message.startswith("target_withdrawn") and "forgotten" in err.message
+    assert err.fix.drop == ("replaces", "supersedes")
     assert facts_of(bdeps, caller, entity="projects/orion") == []
 
 

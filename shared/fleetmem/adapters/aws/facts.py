@@ -10,7 +10,16 @@ from typing import Any, Unpack
 
 from fleetmem.adapters.aws import keys
 from fleetmem.adapters.aws.changes import transact_pending
-from fleetmem.adapters.aws.dynamo import WRITE_ID, call, from_ddb, to_ddb, translate_client_error, ts, write_id
+from fleetmem.adapters.aws.dynamo import (
+    WRITE_ID,
+    call,
+    from_ddb,
+    parse_ts,
+    to_ddb,
+    translate_client_error,
+    ts,
+    write_id,
+)
 from fleetmem.adapters.aws.fact_table import (  # noqa: F401 (re-exported: the stream indexer and tools read items)
     FactTable,
     decision_pk,
@@ -22,7 +31,7 @@ from fleetmem.adapters.aws.fact_table import (  # noqa: F401 (re-exported: the s
 )
 from fleetmem.errors import Conflict, NotFound
 from fleetmem.models import Fact
-from fleetmem.ports.facts import Expiry, ExpiryOptions, FactPut, FactPutOptions
+from fleetmem.ports.facts import Expiry, ExpiryOptions, FactPut, FactPutOptions, Withdrawal
 
 _SEQ_LOCK = threading.Lock()
 _ACTIVE = "attribute_not_exists(expired_at) AND attribute_not_exists(superseded_by)"
@@ -143,7 +152,10 @@ class DynamoFactStore(FactTable):
                 "ConditionExpression": condition,
                 "ExpressionAttributeValues": {**values, ":cs": {"N": str(n)}},
             }
-            return [{"Update": update}, *self._audit_puts([q.audit] if q.audit is not None else [])]
+            audits = self._audit_puts([q.audit] if q.audit is not None else [])
+            if q.withdraw is not None:  # D23: the claim withdrawn in the same transaction
+                audits.append({"Put": {"TableName": self.table, "Item": _withdrawal_item(tenant, q.withdraw)}})
+            return [{"Update": update}, *audits]
 
         try:
             transact_pending(self._db, build=build)
@@ -153,6 +165,29 @@ class DynamoFactStore(FactTable):
             if self.get(tenant, fact_id) is None:
                 raise NotFound("no such fact") from None
             return False
+
+    def withdrawals(self, tenant: str, claim: str, *, entity_slug: str | None, visibility: str) -> list[Withdrawal]:
+        scopes = [None, *([entity_slug] if entity_slug else [])]
+        request: dict[str, Any] = {
+            self.table: {
+                "Keys": [{"pk": {"S": _withdrawal_pk(tenant, claim, e, visibility)}} for e in scopes],
+                "ConsistentRead": True,
+            }
+        }
+        found: list[Withdrawal] = []
+        while request:
+            out = call(self._db.batch_get_item, RequestItems=request)
+            for raw in out.get("Responses", {}).get(self.table, []):
+                item = from_ddb(raw) or {}
+                if item.get("typ") == "withdrawal" and item.get("tenant") == tenant:
+                    found.append(_withdrawal_of(item))
+            request = out.get("UnprocessedKeys") or {}
+        return sorted(found, key=lambda w: w.at, reverse=True)
+
+    def reinstate(self, tenant: str, withdrawals: Sequence[Withdrawal]) -> None:
+        for w in withdrawals:
+            key = {"pk": {"S": _withdrawal_pk(tenant, w.claim, w.entity_slug, w.visibility)}}
+            call(self._db.delete_item, TableName=self.table, Key=key)
 
     def purge(self, tenant: str, fact_id: str) -> bool:
         try:
@@ -210,3 +245,36 @@ class DynamoFactStore(FactTable):
             "by_time", tenant, FilterExpression="attribute_not_exists(cs)", ProjectionExpression="pk"
         )
         return self._backfill(tenant, req)
+
+
+# D23: one item per withdrawn claim, entity ("" for every entity) and visibility, in the facts table
+# ("<tenant>#~wd#<claim>#<entity>#<visibility>"): read by key, never by an index or the stream
+_WITHDRAWN = "~wd"
+
+
+def _withdrawal_pk(tenant: str, claim: str, entity_slug: str | None, visibility: str) -> str:
+    parts = (keys.part(claim), keys.part(entity_slug or ""), keys.part(visibility))
+    return keys.SEP.join((keys.reserved(tenant, _WITHDRAWN), *parts))
+
+
+def _withdrawal_item(tenant: str, w: Withdrawal) -> dict[str, Any]:
+    item = {
+        "pk": _withdrawal_pk(tenant, w.claim, w.entity_slug, w.visibility),
+        "typ": "withdrawal",
+        "tenant": tenant,
+        "claim": w.claim,
+        "entity_slug": w.entity_slug,
+        "visibility": w.visibility,
+        "fact_id": w.fact_id,
+        "client_id": w.client_id,
+        "at": ts(w.at),
+    }
+    return to_ddb(item)
+
+
+def _withdrawal_of(item: dict[str, Any]) -> Withdrawal:
+    at = parse_ts(item.get("at"))
+    assert at is not None
+    return Withdrawal(
+        item["claim"], item.get("entity_slug") or None, item["visibility"], item["fact_id"], item["client_id"], at
+    )

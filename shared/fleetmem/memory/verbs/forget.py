@@ -10,15 +10,20 @@ The fact leaves the search index when the index is written through.
 
 from __future__ import annotations
 
+from datetime import datetime
+from typing import Any, Literal
+
 from pydantic import ConfigDict, Field
 
 from fleetmem.errors import Fix, NotFound, Outcome, VerbError
 from fleetmem.memory import indexing
-from fleetmem.memory.common import shown_to
+from fleetmem.memory.common import normalize_text, shown_to
+from fleetmem.memory.fact_dedup import CANDIDATE_SCAN, candidates_at, claim_key, decision_pool
 from fleetmem.memory.params import FactIdArg, Params
 from fleetmem.memory.registry import REMOVES_IDEMPOTENT, write_tool
-from fleetmem.models import AuditEvent, Caller, Wire
-from fleetmem.ports import CallContext, Deps
+from fleetmem.memory.vectors import cosine
+from fleetmem.models import AuditEvent, Caller, Fact, Wire
+from fleetmem.ports import CallContext, Deps, Withdrawal
 from fleetmem.protocol import PROTOCOL_VERSION, PROVENANCE_MAX
 
 TOOL = "forget"
@@ -35,11 +40,27 @@ class ForgetParams(Params):
     reason: str | None = Field(None, description="Why the fact is being expired (kept in the audit trail).")
 
 
+class SimilarCandidate(Wire):
+    fact_id: str
+    similarity: float
+
+
+class SimilarActive(Wire):
+    """D23: other active facts about the same entity that are similar (cosine >= 0.80 of the stored
+    vectors, no model call): similar is not the same, the user decides."""
+
+    state: Literal["checked", "not_checked_no_embedding", "not_checked_pending"]
+    candidates: list[SimilarCandidate]
+    semantic_review: Literal["scheduled", "off", "unavailable", "opted_out"]
+    next: str
+
+
 class ForgetResult(Wire):
     id: str
     expired: bool = Field(description="true: expired now; false: it was already inactive (still success).")
     reason: str | None
     protocol_version: int
+    similar_active: SimilarActive | None = None
 
 
 def not_found(tool: str, fact_id: str) -> VerbError:
@@ -81,7 +102,9 @@ def run(deps: Deps, caller: Caller, params: ForgetParams, ctx: CallContext) -> O
 
     now = deps.clock.now()
     expired = False
+    similar: dict[str, Any] | None = None
     if fact.is_active(now):
+        _refuse_claim_linked(deps, caller, fact, now)
         trail = AuditEvent(
             tenant=caller.tenant,
             subject=fact_id,
@@ -92,16 +115,99 @@ def run(deps: Deps, caller: Caller, params: ForgetParams, ctx: CallContext) -> O
             provenance=fact.provenance,
         )
         try:
-            expired = deps.facts.expire(
-                caller.tenant, fact_id, at=now, reason=reason, actor=caller.client_id, audit=trail
+            withdraw = Withdrawal(claim_key(fact.text), fact.entity_slug, fact.visibility, fact_id, fact.client_id, now)
+            # the entity's other active facts (similar_active) are read beside the expiry: one round
+            expired, pool = deps.gather(
+                lambda: deps.facts.expire(
+                    caller.tenant,
+                    fact_id,
+                    at=now,
+                    reason=reason,
+                    actor=caller.client_id,
+                    audit=trail,
+                    withdraw=withdraw,
+                ),
+                lambda: decision_pool(deps, caller.tenant, fact.entity_slug, now).facts,
             )
         except NotFound:
             raise not_found(TOOL, fact_id) from None
+        similar = _similar_active(deps, caller, fact, pool, now)
     # Inactive either way now: an expired fact must not be found by search.
     indexing.unindex_facts(deps, caller.tenant, [fact_id])
-    return Outcome(
-        ForgetResult(id=fact_id, expired=expired, reason=reason, protocol_version=PROTOCOL_VERSION).model_dump()
+    body: dict[str, Any] = {"id": fact_id, "expired": expired, "reason": reason, "protocol_version": PROTOCOL_VERSION}
+    if similar is not None:
+        body["similar_active"] = similar
+    return Outcome(ForgetResult.model_validate(body).model_dump(exclude_unset=True))
+
+
+#: D23: the lowest cosine at which forget names another active fact as similar, and how many
+SIMILAR_MIN = 0.80
+SIMILAR_MAX = 5
+
+
+def _refuse_claim_linked(deps: Deps, caller: Caller, fact: Fact, now: datetime) -> None:
+    """`claim_linked:` — forgetting an unattributed fact whose claim is also active on entity-linked
+    facts (the newest `CANDIDATE_SCAN` active facts the caller can see) would withdraw it for
+    every entity: refused, nothing changes."""
+    if fact.entity_slug is not None:
+        return
+    norm = normalize_text(fact.text)
+    recent = deps.fact_listing.recent(caller.tenant, now=now, world_only=caller.remote, limit=CANDIDATE_SCAN)
+    linked = [
+        f.fact_id
+        for f in candidates_at(caller, fact.visibility, now, recent)
+        if f.entity_slug is not None and f.fact_id != fact.fact_id and normalize_text(f.text) == norm
+    ]
+    if not linked:
+        return
+    raise VerbError(
+        "invalid_params",
+        f"claim_linked: the same claim is active on entity-linked facts {', '.join(linked[:5])}.",
+        f"forget did not expire {fact.fact_id!r}. Cause: forgetting an unattributed fact withdraws its claim "
+        f"for every entity, and facts {', '.join(linked[:5])} say the same about an entity. Fix: forget "
+        "the entity-linked facts first if the claim is wrong everywhere (then this one), or leave them.",
+        why="Forgetting the unattributed copy would withdraw a claim other facts still hold.",
+        detail={"reason": "claim_linked", "fact_ids": linked[:SIMILAR_MAX]},
+        fix=Fix(
+            why="Forget the entity-linked copy first if the claim is wrong for that entity too.",
+            mcp={"tool": TOOL, "arguments": {"id": linked[0]}},
+            actor="user",
+            asks_user=True,
+        ),
+        klass="caller",
     )
+
+
+def _similar_active(deps: Deps, caller: Caller, fact: Fact, pool: list[Fact], now: datetime) -> dict[str, Any]:
+    """D23: `similar_active` from the stored vectors of the entity's other active facts."""
+    review = "off"  # fleetmem runs no overnight rewording review
+    model = fact.vector_model
+    if fact.vector is None or model is None:
+        state = "not_checked_pending" if deps.embedder is not None else "not_checked_no_embedding"
+        return {"state": state, "candidates": [], "semantic_review": review, "next": _SIMILAR_NEXT[state]}
+    scored = sorted(
+        (
+            (round(cosine(fact.vector, f.vector), 4), f.fact_id)
+            for f in candidates_at(caller, fact.visibility, now, pool)
+            if f.fact_id != fact.fact_id and f.entity_slug == fact.entity_slug and f.vector and f.vector_model == model
+        ),
+        reverse=True,
+    )
+    found = [{"fact_id": i, "similarity": sim} for sim, i in scored if sim >= SIMILAR_MIN][:SIMILAR_MAX]
+    return {
+        "state": "checked",
+        "candidates": found,
+        "semantic_review": review,
+        "next": _SIMILAR_NEXT["checked" if found else "none"],
+    }
+
+
+_SIMILAR_NEXT = {
+    "checked": "Similar is not the same: ask the user before forgetting any candidate (forget with its fact_id).",
+    "none": "No other active fact about this entity is similar; nothing else to do.",
+    "not_checked_pending": "This fact had no stored vector yet, so similar facts were not looked for.",
+    "not_checked_no_embedding": "No embedder is configured, so similar facts were not looked for.",
+}
 
 
 DESCRIPTION = (

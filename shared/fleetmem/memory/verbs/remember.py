@@ -1,6 +1,8 @@
 """remember — save ONE fact with mandatory provenance (docs/protocol.md: remember; D2, D5–D7, D11, D17).
 
-Public API: `RememberParams`, `RememberResult`, `run(deps, caller, params, ctx) -> Outcome`, `SPEC`.
+Public API: `RememberParams`, `RememberResult`, `RememberAnswer` (the single or the batch answer: the
+result model), `run(deps, caller, params, ctx) -> Outcome`, `SPEC`. A call with `items` (D26) is run
+by `fleetmem.transport.batch`, one single remember per item.
 `run` is its steps, in `fleetmem.memory.remember_steps`; the dedup/supersession decision lives in
 `fleetmem.memory.fact_dedup`, the notices in `fleetmem.memory.remember_notices`.
 
@@ -35,10 +37,15 @@ Concurrency (D20): the store runs the decision and its write as one step (`FactS
 SQLite inside its cross-process write lock; DynamoDB conditional on the entity's decision record,
 deciding again when another process's decision won.
 
-Explicit replacement (`supersedes`): the caller names the fact the new one replaces by its
-`fact_id`. It must be an active fact of the caller's tenant that the caller can see (for a remote
-caller: a world fact); otherwise the answer is forget's `not_found` (a foreign or private id looks
-missing), or `not_found` saying the fact is no longer active. The named fact is expired with
+Explicit replacement (`replaces`, alias `supersedes`; D23): the caller names the fact the new one
+replaces by its `fact_id`. It must be a fact of the caller's tenant that the caller can see (for a
+remote caller: a world fact) with the same visibility, else forget's `not_found` (a foreign or
+private id looks missing); an inactive or mismatched one is `invalid_params` whose message starts
+with target_withdrawn / target_superseded / target_expired / replaces_entity_mismatch /
+replaces_duplicate. Identical text is `status: duplicate`. Every superseded answer carries
+`superseded_fact_id`; `replaced_by_caller: true` only for a named target. A claim saved with an
+entity supersedes its active unattributed copy (the auto-link). A withdrawn claim (forgotten) is
+refused up front with `fact_withdrawn` unless `restore_withdrawn` is true. The named fact is expired with
 `superseded_by` = the new fact (`status: superseded`) and no automatic matching runs: the caller
 said what the fact replaces. A retry with the same `idempotency_key` replays the first answer (D2).
 """
@@ -47,13 +54,14 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, RootModel
 
 from fleetmem.errors import Notice, Outcome
 from fleetmem.memory import indexing
 from fleetmem.memory import remember_steps as steps
 from fleetmem.memory.entity_inference import InferenceWarning
 from fleetmem.memory.registry import write_tool
+from fleetmem.memory.remember_batch_result import RememberBatchResult
 from fleetmem.memory.remember_notices import already_expired_notice, new_entity_notice, probable_update_notice
 from fleetmem.memory.remember_params import RememberParams
 from fleetmem.models import Caller, Fact, Wire
@@ -80,10 +88,29 @@ class RememberResult(Wire):
     )
     degraded_dedup: bool | None = None
     idempotent_replay: bool | None = None
+    superseded_fact_id: str | None = Field(None, description="On every superseded answer: the fact replaced.")
+    replaced_by_caller: bool | None = Field(None, description="true when `replaces`/`supersedes` named it.")
     # D24: how the entity was found when `entity` was left out, or why the save is unattributed
     entity_inferred: Literal["mention"] | None = None
     warnings: list[InferenceWarning] | None = None
     hint: str | None = None
+
+
+class RememberAnswer(RootModel[RememberResult | RememberBatchResult]):
+    """remember's success body: the single answer (`fact`), or the batch answer (`items`, D26)."""
+
+    @classmethod
+    def model_json_schema(cls, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        """Still an object schema (MCP's `outputSchema` is one): the `anyOf` of the two answers, with
+        every property either may hold listed."""
+        schema = super().model_json_schema(*args, **kwargs)
+        defs = schema.get("$defs", {})
+        properties: dict[str, Any] = {}
+        for variant in schema.get("anyOf", []):
+            target = defs[variant["$ref"].rsplit("/", 1)[-1]] if "$ref" in variant else variant
+            for name, prop in target.get("properties", {}).items():
+                properties.setdefault(name, prop)
+        return {**schema, "type": "object", "properties": properties}
 
 
 def run(deps: Deps, caller: Caller, params: RememberParams, ctx: CallContext) -> Outcome:
@@ -97,6 +124,7 @@ def run(deps: Deps, caller: Caller, params: RememberParams, ctx: CallContext) ->
         notices.append(already_expired_notice(ask.valid_until))  # type: ignore[arg-type]
     decision = steps.decide_and_write(deps, caller, params, ask, reads, draft)
     degraded = reads.vec is None
+    steps.reinstate(deps, caller, params, reads)
     if decision.status == "duplicate":
         return _inference_fields(_duplicate(deps, ctx, decision, degraded=degraded, notices=notices), reads)
     indexed = steps.index_saved(deps, caller, decision)
@@ -104,9 +132,18 @@ def run(deps: Deps, caller: Caller, params: RememberParams, ctx: CallContext) ->
         notices.append(probable_update_notice(params, decision.probable))
     fact, existing = decision.fact, decision.existing
     status_text = f"Saved fact #{fact.seq}" + (f" (supersedes #{existing.seq})" if existing else "")
+    if existing is not None and decision.named is None and existing is decision.unlinked:
+        status_text += ": it links the same claim saved without an entity; nothing to forget"
     if ask.born_expired:
         status_text += " (already expired)"
-    answer = _response(fact, decision.status, status_text, current=indexed, degraded=degraded, notices=notices)
+    extra: dict[str, Any] = {}
+    if existing is not None:
+        extra["superseded_fact_id"] = existing.fact_id
+        if decision.named is not None:
+            extra["replaced_by_caller"] = True
+    answer = _response(
+        fact, decision.status, status_text, current=indexed, degraded=degraded, notices=notices, extra=extra
+    )
     return _inference_fields(answer, reads)
 
 
@@ -157,6 +194,7 @@ def _response(
     current: bool,
     degraded: bool,
     notices: list[Notice | None] | None = None,
+    extra: dict[str, Any] | None = None,
 ) -> Outcome:
     """remember's body; `fact` is the saved fact, or the existing one for a duplicate."""
     body: dict[str, Any] = {
@@ -170,6 +208,7 @@ def _response(
     }
     if degraded:
         body["degraded_dedup"] = True
+    body.update(extra or {})
     return Outcome(
         RememberResult.model_validate(body).model_dump(exclude_unset=True),
         [n for n in notices or () if n is not None],
@@ -192,7 +231,7 @@ SPEC = write_tool(
     TOOL,
     DESCRIPTION,
     RememberParams,
-    RememberResult,
+    RememberAnswer,
     run,
     surface="verbs",
     annotations={"readOnlyHint": False, "idempotentHint": True, "destructiveHint": False},

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from typing import Unpack
 
 from fleetmem.adapters.local.sqlite.audit import _insert_audit
-from fleetmem.adapters.local.sqlite.db import _batch_get, _increment, _next_change, ms
+from fleetmem.adapters.local.sqlite.db import _batch_get, _increment, _next_change, dt_of, ms
 from fleetmem.adapters.local.sqlite.fact_table import (
     _FACT_COLS,
     SqliteFactTable,
@@ -19,7 +19,7 @@ from fleetmem.adapters.local.sqlite.fact_table import (
 )
 from fleetmem.errors import Conflict, NotFound
 from fleetmem.models import Fact
-from fleetmem.ports.facts import Expiry, ExpiryOptions, FactPut, FactPutOptions
+from fleetmem.ports.facts import Expiry, ExpiryOptions, FactPut, FactPutOptions, Withdrawal
 
 
 class SqliteFactStore(SqliteFactTable):
@@ -72,9 +72,35 @@ class SqliteFactStore(SqliteFactTable):
             )
             if q.audit is not None:
                 _insert_audit(conn, q.audit)
+            if q.withdraw is not None:
+                w = q.withdraw
+                conn.execute(
+                    "INSERT OR REPLACE INTO withdrawn_claims "
+                    "(tenant, claim, scope, visibility, fact_id, client_id, at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    (tenant, w.claim, w.entity_slug or "", w.visibility, w.fact_id, w.client_id, ms(w.at)),
+                )
             return True
 
         return self.db.write(run)
+
+    def withdrawals(self, tenant: str, claim: str, *, entity_slug: str | None, visibility: str) -> list[Withdrawal]:
+        scopes = ["", *([entity_slug] if entity_slug else [])]
+        rows = self.db.all(
+            f"SELECT scope, fact_id, client_id, at FROM withdrawn_claims WHERE tenant = ? AND claim = ? "
+            f"AND visibility = ? AND scope IN ({', '.join('?' for _ in scopes)}) ORDER BY at DESC",
+            (tenant, claim, visibility, *scopes),
+        )
+        return [Withdrawal(claim, r[0] or None, visibility, r[1], r[2], dt_of(r[3])) for r in rows]
+
+    def reinstate(self, tenant: str, withdrawals: Sequence[Withdrawal]) -> None:
+        def run(conn: sqlite3.Connection) -> None:
+            for w in withdrawals:
+                conn.execute(
+                    "DELETE FROM withdrawn_claims WHERE tenant = ? AND claim = ? AND scope = ? AND visibility = ?",
+                    (tenant, w.claim, w.entity_slug or "", w.visibility),
+                )
+
+        self.db.write(run)
 
     def purge(self, tenant: str, fact_id: str) -> bool:
         return self.db.write(

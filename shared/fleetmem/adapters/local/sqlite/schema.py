@@ -8,12 +8,13 @@ import sqlite3
 from fleetmem.errors import Unavailable
 from fleetmem.protocol import IDEMPOTENCY_LEASE_SECONDS
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 # 2: D14 change sequences (pages/facts change_seq, cursors page_seq/fact_seq)
 # 3: links carry their source page's updated_at and visibility (backlinks read only what they return)
 # 4: idempotency claims carry a lease (lease_until) and a claim id
 # 5: page tombstones, the cursors' TTL-expiry position, facts indexed by valid_until (delta's retracted[])
-# 6: facts carry their content_origin (D24)
+# 6: D23 withdrawn claims (the schema script adds the table)
+# 7: facts carry their content_origin (D24)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -47,6 +48,13 @@ CREATE INDEX IF NOT EXISTS pages_title ON pages (tenant, title_lc, slug);
 CREATE INDEX IF NOT EXISTS pages_updated ON pages (tenant, updated_at, slug);
 CREATE INDEX IF NOT EXISTS pages_type ON pages (tenant, type, slug);
 CREATE INDEX IF NOT EXISTS pages_change ON pages (tenant, change_seq);
+
+-- D23: a claim forget withdrew, per entity ('': every entity) and visibility
+CREATE TABLE IF NOT EXISTS withdrawn_claims (
+  tenant TEXT NOT NULL, claim TEXT NOT NULL, scope TEXT NOT NULL, visibility TEXT NOT NULL,
+  fact_id TEXT NOT NULL, client_id TEXT NOT NULL, at INTEGER NOT NULL,
+  PRIMARY KEY (tenant, claim, scope, visibility)
+) WITHOUT ROWID;
 
 -- A deleted page's tombstone, numbered in the page change sequence (delta's retracted[])
 CREATE TABLE IF NOT EXISTS page_tombstones (
@@ -188,8 +196,8 @@ def create_schema(conn: sqlite3.Connection) -> None:
         _migrate_3_to_4(conn)
     if 1 <= version <= 4:
         _migrate_4_to_5(conn)
-    if 1 <= version <= 5:
-        _migrate_5_to_6(conn)
+    if 1 <= version <= 6:
+        _migrate_6_to_7(conn)
     for stmt in _split_script(_SCHEMA):
         conn.execute(stmt)
     if version == 0:
@@ -257,8 +265,8 @@ def _migrate_4_to_5(conn: sqlite3.Connection) -> None:
         conn.execute("ALTER TABLE cursors ADD COLUMN expiry TEXT")
 
 
-def _migrate_5_to_6(conn: sqlite3.Connection) -> None:
-    """Schema 5 -> 6, inside the schema transaction: facts carry their `content_origin` (D24); older
+def _migrate_6_to_7(conn: sqlite3.Connection) -> None:
+    """Schema 6 -> 7, inside the schema transaction: facts carry their `content_origin` (D24); older
     rows keep none."""
     if "content_origin" not in {r[1] for r in conn.execute("PRAGMA table_info(facts)")}:
         conn.execute("ALTER TABLE facts ADD COLUMN content_origin TEXT")
