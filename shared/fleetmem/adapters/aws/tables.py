@@ -57,37 +57,33 @@ HEAD_ATTRS: tuple[str, ...] = ("slug", "title", "ptype", "visibility", "updated_
 FACT_INDEX_ATTRS: tuple[str, ...] = (
     "typ", "tenant", "fact_id", "seq", "text", "kind", "entity_slug", "provenance", "visibility",
     "session_id", "client_id", "created_at", "valid_until", "expired_at", "expired_reason",
-    "expired_by", "superseded_by", "supersedes", "vector_model", "content_origin",
+    "expired_by", "superseded_by", "supersedes", "vector_model",
 )  # fmt: skip
 FACT_INDEX_ATTRS_WITH_VECTOR: tuple[str, ...] = (*FACT_INDEX_ATTRS, "vector")
-#: Who expired a fact and why: only trace_fact and list_facts show them, and those read the base
-#: item for a retracted fact. Left out of `by_entity` and `by_time` to stay within DynamoDB's 20
-#: projected attributes per index (and 100 per table).
-_EXPIRY_WHY: tuple[str, ...] = ("expired_reason", "expired_by")
-#: `content_origin` (D24) rides the indexes recall reads (`by_entity`, `by_session`, `by_time`);
-#: delta's `by_change` and `by_expiry` leave it out (their readers show no trust tier).
-_FEED_ATTRS: tuple[str, ...] = tuple(a for a in FACT_INDEX_ATTRS if a != "content_origin")
-FACT_ENTITY_ATTRS: tuple[str, ...] = tuple(a for a in FACT_INDEX_ATTRS_WITH_VECTOR if a not in _EXPIRY_WHY)
-#: `by_time` carries `by_entity`'s attributes and `cs` (delta turns a `since` into a change position
-#: through it).
-FACT_TIME_ATTRS: tuple[str, ...] = (*FACT_ENTITY_ATTRS, "cs")
+#: `by_time` also carries `cs` (delta turns a `since` into a change position through it); to stay
+#: within DynamoDB's 20 projected attributes per index it leaves out who expired a fact and why,
+#: which only trace_fact shows (from the base item).
+FACT_TIME_ATTRS: tuple[str, ...] = (
+    *(a for a in FACT_INDEX_ATTRS_WITH_VECTOR if a not in ("expired_reason", "expired_by")),
+    "cs",
+)
 
 FACTS = TableSpec(
     logical="facts",
     partition=KeyAttr("pk"),  # "<tenant>#<fact_id>"; counters "<tenant>#~seq" and "<tenant>#~chg"
     gsis=(
         # facts about one entity, newest first
-        Gsi("by_entity", KeyAttr("ent"), KeyAttr("ck"), FACT_ENTITY_ATTRS),  # ent = "<tenant>#<entity_slug>"
+        Gsi("by_entity", KeyAttr("ent"), KeyAttr("ck"), FACT_INDEX_ATTRS_WITH_VECTOR),  # ent = "<tenant>#<entity_slug>"
         # facts written in one session, newest first
         Gsi("by_session", KeyAttr("sess"), KeyAttr("ck"), FACT_INDEX_ATTRS),  # sess = "<tenant>#<session_id>"
         # the tenant's facts by creation time (recent facts, since filters)
         Gsi("by_time", KeyAttr("tp"), KeyAttr("ck"), FACT_TIME_ATTRS),  # tp = "<tenant>"
         # D14/D21: the tenant's fact changes in numbering order (cs = change number, pending >= 2**53
         # until a reader numbers it; ct = when it was numbered, for the settle horizon)
-        Gsi("by_change", KeyAttr("tp"), KeyAttr("cs", "N"), projection=(*_FEED_ATTRS, "ct")),
+        Gsi("by_change", KeyAttr("tp"), KeyAttr("cs", "N"), projection=(*FACT_INDEX_ATTRS, "ct")),
         # D19: facts with a TTL by expiry time (xp = "<tenant>" only when valid_until is set;
         # xk = "<valid_until iso>#<seq:012d>"), for delta's TTL retractions
-        Gsi("by_expiry", KeyAttr("xp"), KeyAttr("xk"), projection=_FEED_ATTRS),
+        Gsi("by_expiry", KeyAttr("xp"), KeyAttr("xk"), projection=FACT_INDEX_ATTRS),
     ),
     stream="NEW_AND_OLD_IMAGES",
     purpose="facts (source of truth) and the per-tenant fact sequence counter",

@@ -239,7 +239,7 @@ def _facts_arm(
         slug = filter_slug(deps, TOOL, caller.tenant, params.entity, world_only=world)
         facts = (
             deps.fact_listing.by_entity(
-                caller.tenant, slug, now=now, active_only=active_only, world_only=world, limit=limit
+                caller.tenant, slug, now=now, active_only=active_only, world_only=world, limit=limit, with_origin=True
             )
             if slug
             else []
@@ -252,10 +252,17 @@ def _facts_arm(
             active_only=active_only,
             world_only=world,
             limit=limit,
+            with_origin=True,
         )
     elif since is not None:
         facts = deps.fact_listing.recent(
-            caller.tenant, now=now, after=since, active_only=active_only, world_only=world, limit=limit
+            caller.tenant,
+            now=now,
+            after=since,
+            active_only=active_only,
+            world_only=world,
+            limit=limit,
+            with_origin=True,
         )
     elif query and embedded is not None:
         return _ranked_facts(
@@ -268,7 +275,9 @@ def _facts_arm(
             embedded=embedded,
         )
     else:
-        facts = deps.fact_listing.recent(caller.tenant, now=now, active_only=active_only, world_only=world, limit=limit)
+        facts = deps.fact_listing.recent(
+            caller.tenant, now=now, active_only=active_only, world_only=world, limit=limit, with_origin=True
+        )
     # The store filters too; this keeps read-time expiry (D8) and privacy exact whatever it does.
     facts = [
         f for f in facts if (not world or f.visibility == "world") and (params.include_expired or f.is_active(now))
