@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from fleetmem.protocol import FactKind, Scope, Visibility
+from fleetmem.protocol import ContentOrigin, FactKind, Scope, TrustTier, Visibility
 
 
 class Record(BaseModel):
@@ -58,6 +58,8 @@ class Fact(Record):
     #: float32 little-endian unit vector and the model that produced it (None: not embedded).
     vector: bytes | None = Field(default=None, repr=False)
     vector_model: str | None = None
+    #: remember's `content_origin` (D24); None on facts saved without one (and on older rows)
+    content_origin: ContentOrigin | None = None
 
     def is_active(self, now: datetime) -> bool:
         if self.expired_at is not None or self.superseded_by is not None:
@@ -302,6 +304,13 @@ class FactItem(Wire):
     status: FactStatus | None = None
     superseded_by: str | None = None
     expired_at: str | None = None
+
+
+class RecallFact(FactItem):
+    """A fact in recall: FactItem plus, on a fact saved with a `content_origin`, its trust stamp (D24)."""
+
+    trust_tier: TrustTier | None = None
+    origin: ContentOrigin | None = None
 
 
 class PackFact(FactItem):

@@ -26,6 +26,7 @@ from fleetmem.protocol import (
     PROVENANCE_MAX,
     SESSION_ID_MAX,
     TITLE_MAX,
+    ContentOrigin,
     FactKind,
     Visibility,
 )
@@ -136,6 +137,8 @@ class PackFact(PackModel):
     expired_by: Id | None = None
     superseded_by: Id | None = None
     supersedes: Id | None = None
+    #: D24; written only when set, so a pack of facts saved without one reads in older releases
+    content_origin: ContentOrigin | None = Field(default=None, exclude_if=lambda v: v is None)
 
     @classmethod
     def of(cls, fact: Fact) -> PackFact:

@@ -31,6 +31,11 @@ SCOPES: Final = ("read", "write", "admin")
 FactKind = Literal["event", "preference", "commitment", "belief", "fact"]
 FACT_KINDS: Final = ("event", "preference", "commitment", "belief", "fact")
 Visibility = Literal["world", "private"]
+#: remember's `content_origin` (reference 0.60): who produced the fact's text (D24)
+ContentOrigin = Literal["user_said", "tool_output", "inferred"]
+CONTENT_ORIGINS: Final = ("user_said", "tool_output", "inferred")
+#: the trust tier a content origin reads back as: only tool output is untrusted
+TrustTier = Literal["agent_written", "external_untrusted"]
 VISIBILITIES: Final = ("world", "private")
 
 Evidence = Literal["alias_hit", "exact_title_match", "high_vector_match", "keyword_exact", "weak_semantic"]

@@ -46,8 +46,9 @@ CASES: list[tuple[str, str, dict[str, Any], int, int]] = [
     ("recall (query of two questions)", "recall", {"query": "What does Alice drink, and who sells tea?"}, 2, 1),
     # a question naming someone also searches its topic without the name: the same again
     ("recall (question naming someone)", "recall", {"query": "What does Alice drink?"}, 2, 1),
-    ("recall (entity)", "recall", {"entity": ALICE}, 2, 0),
-    ("recall (recent)", "recall", {}, 2, 0),
+    # D24: the listed facts' content_origin (their trust stamps) is one more read of their items
+    ("recall (entity)", "recall", {"entity": ALICE}, 3, 0),
+    ("recall (recent)", "recall", {}, 3, 0),
     (
         "remember",
         "remember",

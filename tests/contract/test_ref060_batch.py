@@ -220,6 +220,8 @@ def test_the_single_answer_and_its_refusals_are_unchanged(brain: Deps, agent: Ca
         "valid_until",
         "protocol_version",
         "search_state",
+        "warnings",  # D24: an unattributed save says so
+        "hint",
     }
     is_error, body = remember(brain, agent, {"provenance": "wiki"})
     assert is_error and body["message"] == "fact is empty."

@@ -2,7 +2,8 @@
 values are in `fleetmem.conformance.checks`).
 
 A case is `{id, rule, steps[], requires?, needs?, surface?, era?}`. Steps:
-- `{"call": tool, "args": {...}, "as": "read"?, "expect": {...}, "save": {"var": "path"}}`
+- `{"call": tool, "args": {...}, "meta": {...}?, "as": "read"?, "expect": {...}, "save": {"var": "path"}}`
+  (`meta`: the request's `_meta`, e.g. `{"session_id": ...}`)
 - `{"list": true, "as": "read"?, "expect": {"has": [...], "lacks": [...], "exactly": [...],
    "tools": {name: {path: check}}}}`
 - `{"http": "GET"|"POST", "path": "/mcp", "auth": "token"|"none"|"bogus", "headers": {...},
@@ -233,7 +234,7 @@ class Runner:
             return
         tool, args = step["call"], {**(step.get("args") or {}), **_many_keys(step)}
         client = await session.client(who)
-        result = await client.call_tool(tool, args)
+        result = await client.call_tool(tool, args, meta=step.get("meta"))
         out = CallOutcome(tool, args, result)
         check_call(out, step.get("expect") or {})
         for name, path in (step.get("save") or {}).items():

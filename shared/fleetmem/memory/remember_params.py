@@ -11,10 +11,12 @@ from pydantic_core import PydanticCustomError
 
 from fleetmem.memory.params import NO_FIX, FactIdArg, Hint, Params, VisibilityArg, is_blank
 from fleetmem.protocol import (
+    CONTENT_ORIGINS,
     FACT_KINDS,
     FACT_MAX,
     PROVENANCE_MAX,
     TITLE_MAX,
+    ContentOrigin,
     FactKind,
 )
 from fleetmem.timefmt import iso
@@ -53,6 +55,18 @@ def _ttl_given(value: Any) -> Any:
             'ttl holds only invisible characters. Leave ttl out (or "", or null) for a fact that never '
             'expires, or send the duration you meant ("30d", "12h") or an ISO 8601 date.',
         )
+    return value
+
+
+#: `entity` values that mean "no entity" (reference 0.60, #4755), compared trimmed and casefolded;
+#: a blank text (`params.is_blank`) means the same.
+NULL_LIKE_ENTITIES = frozenset({"null", "none", "n/a", "na", "nil", "undefined", "unknown", "-"})
+
+
+def _null_like_entity(value: Any) -> Any:
+    """A null-like `entity` ("null", "None", "N/A", "undefined", "", whitespace) is left out (D24)."""
+    if isinstance(value, str) and (is_blank(value) or value.strip().casefold() in NULL_LIKE_ENTITIES):
+        return None
     return value
 
 
@@ -112,7 +126,7 @@ class RememberParams(Params):
         "characters, stored verbatim. "
         'Examples: "user said in chat 2026-06-12", "import: notes.md".',
     )
-    entity: str | None = Field(
+    entity: Annotated[str | None, BeforeValidator(_null_like_entity)] = Field(
         None,
         description="Slug or name of the person/company/project the fact is about, e.g. "
         '"people/alice-example" or "Acme". Set it whenever the fact is about a specific entity: '
@@ -201,4 +215,22 @@ class RememberParams(Params):
         "kind, ttl, visibility and session_id are the defaults of every item. Every item is checked before "
         "any is saved; each is then saved on its own (answer: items[] with each item's status, saved, "
         "failed, partial).",
+    )
+    infer_entity: bool = Field(
+        True,
+        description="With no `entity`: link the fact to the one entity page its text names exactly (a "
+        "page title or alias, whole words, any case). Default true; false saves it unattributed.",
+    )
+    content_origin: Annotated[
+        ContentOrigin | None,
+        WithJsonSchema({"type": "string", "enum": list(CONTENT_ORIGINS)}),
+        Hint(
+            accepts=f"one of {', '.join(CONTENT_ORIGINS)}",
+            cause=f"content_origin says who produced the text: one of {', '.join(CONTENT_ORIGINS)}.",
+            fix="tool_output",
+        ),
+    ] = Field(
+        None,
+        description="Optional: who produced the fact's text: user_said, tool_output (read back as "
+        "trust_tier external_untrusted) or inferred.",
     )

@@ -16,6 +16,7 @@ from fleetmem.errors import Conflict, Fix, Unavailable, VerbError
 from fleetmem.memory import indexing, replacement
 from fleetmem.memory.common import given_args, normalize_text, too_long
 from fleetmem.memory.entities import EntityTarget, canonicalize_entity, require_slug
+from fleetmem.memory.entity_inference import NO_ENTITY, InferenceWarning, infer_entity
 from fleetmem.memory.fact_dedup import (
     CANDIDATE_SCAN,
     claim_key,
@@ -30,7 +31,15 @@ from fleetmem.memory.vectors import pack
 from fleetmem.memory.writegate import FACT_WRITES
 from fleetmem.models import AuditEvent, Caller, Fact
 from fleetmem.ports import DecisionPool, Deps, FactWrite, Withdrawal
-from fleetmem.protocol import FACT_MAX, SESSION_ID_MAX, TITLE_MAX, FactKind, RememberStatus, Visibility
+from fleetmem.protocol import (
+    FACT_MAX,
+    SESSION_ID_MAX,
+    TITLE_MAX,
+    ContentOrigin,
+    FactKind,
+    RememberStatus,
+    Visibility,
+)
 
 if TYPE_CHECKING:
     from fleetmem.memory.remember_params import RememberParams
@@ -50,19 +59,23 @@ class Ask:
     replaced_id: str | None
     session_id: str | None
     now: datetime
+    content_origin: ContentOrigin | None = None  # D24
 
     @property
     def born_expired(self) -> bool:
         return self.valid_until is not None and self.valid_until <= self.now
 
 
-def parse(deps: Deps, params: RememberParams) -> Ask:
+def parse(deps: Deps, params: RememberParams, *, meta_session_id: str | None = None) -> Ask:
+    """The arguments checked; the session is the `session_id` argument, else the transport's
+    `_meta.session_id` (`meta_session_id`)."""
     text, provenance, kind, visibility, valid_until = _validate(deps, params)
     _check_entity(params)
     replaced_id = replacement.replaced_id(params)
     now = deps.clock.now()
-    session_id = params.session_id[:SESSION_ID_MAX] if params.session_id else None
-    return Ask(text, provenance, kind, visibility, valid_until, replaced_id, session_id, now)
+    session = params.session_id or meta_session_id
+    session_id = session[:SESSION_ID_MAX] if session else None
+    return Ask(text, provenance, kind, visibility, valid_until, replaced_id, session_id, now, params.content_origin)
 
 
 @dataclass(frozen=True)
@@ -79,6 +92,9 @@ class Reads:
     named: Fact | None
     unlinked: Fact | None = None
     withdrawn: list[Withdrawal] = field(default_factory=list)
+    #: D24: the entity was inferred from the text (`entity_inferred: "mention"`), or why none was
+    inferred: bool = False
+    warning: InferenceWarning | None = None
 
 
 def resolve(deps: Deps, caller: Caller, params: RememberParams, ask: Ask) -> Reads:
@@ -100,8 +116,8 @@ def resolve(deps: Deps, caller: Caller, params: RememberParams, ask: Ask) -> Rea
         guess = ""  # never read with an over-long key; the resolved slug is read below
     seen = FACT_WRITES.version(caller.tenant, guess)  # before the pool is read
     claim = claim_key(text)
-    target, vec, seq, pool, named, unattributed, withdrawn = deps.gather(
-        lambda: _canonical_entity(deps, caller, params.entity),
+    (target, inferred, warning), vec, seq, pool, named, unattributed, withdrawn = deps.gather(
+        lambda: _entity_target(deps, caller, params, text),
         embed,
         lambda: deps.facts.next_seq(caller.tenant),
         lambda: decision_pool(deps, caller.tenant, guess, now) if guess != "" else None,
@@ -123,9 +139,9 @@ def resolve(deps: Deps, caller: Caller, params: RememberParams, ask: Ask) -> Rea
     if entity_slug is not None and unattributed is None:
         unattributed = decision_pool(deps, caller.tenant, None, now)
     unlinked = None
-    if entity_slug is not None and unattributed is not None and not ask.born_expired:
+    if entity_slug is not None and unattributed is not None and not ask.born_expired and not inferred:
         unlinked = unlinked_copy(caller, text, ask.visibility, now, unattributed.facts)
-    return Reads(target, entity_slug, vec, seq, pool, seen, named, unlinked, withdrawn)
+    return Reads(target, entity_slug, vec, seq, pool, seen, named, unlinked, withdrawn, inferred, warning)
 
 
 def draft_fact(deps: Deps, caller: Caller, ask: Ask, reads: Reads) -> Fact:
@@ -141,6 +157,7 @@ def draft_fact(deps: Deps, caller: Caller, ask: Ask, reads: Reads) -> Fact:
         provenance=ask.provenance,
         visibility=ask.visibility,
         session_id=ask.session_id,
+        content_origin=ask.content_origin,
         client_id=caller.client_id,
         created_at=ask.now,
         valid_until=ask.valid_until,
@@ -207,7 +224,8 @@ def decide_and_write(
     went through since. Across processes the store makes the decision and its write one step
     (D20); where it cannot lock, a write another process's decision made stale decides again."""
     now, entity_slug = ask.now, reads.entity_slug
-    decide = Decision(deps, caller, draft, reads.seq, reads.vec, reads.named, ask.born_expired)
+    vec = None if reads.inferred else reads.vec  # D24: an inferred link dedups on exact text only
+    decide = Decision(deps, caller, draft, reads.seq, vec, reads.named, ask.born_expired)
     decide.unlinked = reads.unlinked
     decided_on: DecisionPool | None = reads.pool
     with FACT_WRITES.hold(caller.tenant, entity_slug) as version:
@@ -244,6 +262,21 @@ def index_saved(deps: Deps, caller: Caller, decision: Decision) -> bool:
     if twin is not None:
         indexed = _retire_twin(deps, caller, twin, fact) and indexed
     return indexed
+
+
+def _entity_target(
+    deps: Deps, caller: Caller, params: RememberParams, text: str
+) -> tuple[EntityTarget | None, bool, InferenceWarning | None]:
+    """(target, inferred, warning): the named entity resolved, else (D24) the one entity page the
+    text names when `infer_entity` (else the unattributed save's warning)."""
+    if params.entity is not None and params.entity.strip():
+        return _canonical_entity(deps, caller, params.entity), False, None
+    if not params.infer_entity:
+        return None, False, NO_ENTITY
+    found = infer_entity(deps, caller, text)
+    if found.page is None:
+        return None, False, found.warning
+    return EntityTarget(slug=found.page.slug, page=found.page, via="mention"), True, None
 
 
 def _canonical_entity(deps: Deps, caller: Caller, name: str | None) -> EntityTarget | None:

@@ -308,6 +308,7 @@ class CallContext:
         transport: str = "mcp",
         keyed: bool = False,
         surface: str = "full",
+        meta_session_id: str | None = None,
     ) -> None:
         self.correlation_id = correlation_id
         self.deadline_at = deadline_at  # time.monotonic() value, or None
@@ -316,6 +317,9 @@ class CallContext:
         #: its write and before indexing it: a write that finds itself already stored indexes it again.
         self.keyed = keyed
         self.surface = surface  # the surface the call was made on ("verbs" | "full")
+        #: the transport's `_meta.session_id` (MCP request `_meta`, a `/v1` body's `_meta`): the
+        #: session of a write whose `session_id` argument is absent (D24)
+        self.meta_session_id = meta_session_id
 
 
 __all__ = [

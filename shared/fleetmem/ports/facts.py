@@ -199,6 +199,7 @@ class FactReadOptions(TypedDict):
     active_only: NotRequired[bool]
     world_only: NotRequired[bool]
     limit: NotRequired[int]
+    with_origin: NotRequired[bool]
 
 
 @dataclass(frozen=True)
@@ -209,6 +210,9 @@ class FactRead(Options):
     active_only: bool = True
     world_only: bool = True
     limit: int = 50
+    #: each fact's `content_origin` too (D24; recall's trust stamps): a store whose index leaves it
+    #: out reads it from the facts themselves, so only the readers that show it pay for it.
+    with_origin: bool = False
 
 
 class FactStore(Protocol):

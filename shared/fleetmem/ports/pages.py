@@ -22,6 +22,10 @@ class PageTallies:
     per_day: dict[str, int]
 
 
+#: the most name keys `PageStore.names` looks up in one call (the bound on a write's inference read)
+NAME_KEYS_MAX = 100
+
+
 # -- each method's keyword options, written once (`fleetmem.ports.options`) ------------------------
 
 
@@ -116,6 +120,12 @@ class PageStore(Protocol):
     def keyword(self, tenant: str, text: str, *, world_only: bool, limit: int = 3) -> builtins.list[PageHead]:
         """Near-misses for an entity miss: pages whose title/slug/aliases share words with `text`,
         or have a word starting with a word of `text` of 3+ characters ("pri" -> "priya")."""
+        ...
+
+    def names(self, tenant: str, name_keys: Sequence[str], *, world_only: bool) -> builtins.list[tuple[str, PageMatch]]:
+        """Entity inference's one batched read (D24): (key, match) for every page whose stored alias
+        key (`via="alias"`) or title key (`via="title"`) is one of `name_keys` (`slugs.match_key` forms), for
+        at most `NAME_KEYS_MAX` keys (more are ignored). The domain decides; the store need not sort."""
         ...
 
 

@@ -130,6 +130,8 @@ class RememberBatch:
     transport: Transport
     #: How the pipeline answers a refusal of the whole call.
     answer_error: Callable[[VerbError], DispatchResult]
+    #: the transport's `_meta.session_id` (D24): every item's session when no `session_id` is given
+    meta_session_id: str | None = None
 
     def run(self, args: dict[str, Any], key: str | None, notices: list[Notice], dry_run: bool) -> DispatchResult:
         try:
@@ -229,7 +231,13 @@ class RememberBatch:
             )
 
         def execute() -> DispatchResult:
-            ctx = CallContext(self.correlation_id, transport=self.transport, keyed=True, surface=view.surface)
+            ctx = CallContext(
+                self.correlation_id,
+                transport=self.transport,
+                keyed=True,
+                surface=view.surface,
+                meta_session_id=self.meta_session_id,
+            )
             try:
                 outcome = self.spec.run(deps, view.caller, params, ctx)
             except VerbError as err:

@@ -229,6 +229,7 @@ class _Call:
             dry_run = self._dry_run_flag(spec, args)  # taken out of `args` unless a parameter
             if batch.is_batch(spec, args):  # remember{items} (D26): each item its own keyed write
                 run = batch.RememberBatch(self._deps, spec, self._view(), self.cid, self.transport, self._error)
+                run.meta_session_id = meta_session_id(self.raw_arguments)  # D24
                 return run.run(args, key, notices, dry_run)
             params = self._validate(spec, args)  # 4. typed parameters
         except VerbError as err:
@@ -308,7 +309,14 @@ class _Call:
     ) -> DispatchResult:
         policy = self._deps.policy
         deadline = time.monotonic() + policy.deadline_ms / 1000.0 if policy.deadline_ms else None
-        ctx = CallContext(self.cid, deadline_at=deadline, transport=self.transport, keyed=keyed, surface=self.surface)
+        ctx = CallContext(
+            self.cid,
+            deadline_at=deadline,
+            transport=self.transport,
+            keyed=keyed,
+            surface=self.surface,
+            meta_session_id=meta_session_id(self.raw_arguments),
+        )
         try:
             outcome = spec.run(self._deps, self.caller, params, ctx)
         except VerbError as err:
@@ -316,6 +324,14 @@ class _Call:
         except PortError as exc:
             return self._error(errors.port_error(self._view(), spec, exc))
         return DispatchResult(dict(outcome.body), False, notices + list(outcome.notices), self.cid)
+
+
+def meta_session_id(arguments: Any) -> str | None:
+    """`_meta.session_id` of the arguments (MCP's request `_meta` arrives there, `mcp_app`; a `/v1`
+    body carries its own): a non-blank string, else None (D24)."""
+    meta = arguments.get("_meta") if isinstance(arguments, dict) else None
+    session = meta.get("session_id") if isinstance(meta, dict) else None
+    return session if isinstance(session, str) and session.strip() else None
 
 
 def _field_names(model: type[BaseModel]) -> list[str]:

@@ -113,7 +113,7 @@ class ToolCalls:
     async def __call__(self, ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
         cid = new_correlation_id()
         try:
-            return await self._call(ctx, params.name, params.arguments, cid)
+            return await self._call(ctx, params.name, with_request_meta(params.arguments, params.meta), cid)
         except Exception as exc:
             answer = internal_answer(params.name, cid, exc, transport="mcp", event="edge_internal_error")
             return _error_result(answer.body)
@@ -137,6 +137,18 @@ class ToolCalls:
         result = await anyio.to_thread.run_sync(invoke, tool, arguments, caller, cid, limiter=calls.limiter)
         allowed = {s.name for s in visible_tools(calls.surface, caller)}
         return to_call_tool_result(result, callable_tools=allowed)
+
+
+def with_request_meta(arguments: dict[str, Any] | None, meta: Any) -> dict[str, Any] | None:
+    """The arguments with the request's `_meta.session_id` under their own `_meta` (D24), the one
+    way `_meta` travels to `dispatch` (through any invoker); the request's value wins."""
+    session = meta.get("session_id") if isinstance(meta, dict) else None
+    if not isinstance(session, str) or not isinstance(arguments, dict | None):
+        return arguments
+    args = dict(arguments or {})
+    inner = args.get("_meta")
+    args["_meta"] = {**(inner if isinstance(inner, dict) else {}), "session_id": session}
+    return args
 
 
 def scope_caller(ctx: Any) -> Caller | None:

@@ -28,7 +28,17 @@ class DynamoFactListing(FactTable):
     def _read(self, tenant: str, index: str, attr: str, key: str, after: datetime | None, q: FactRead) -> list[Fact]:
         """by_entity, by_session, recent: one index's range, newest first, as `q` asks."""
         it = self._query(tenant, index, attr, key, after=after, page_size=self._page_size(q.limit))
-        return self._take(it, now=q.now, active_only=q.active_only, world_only=q.world_only, limit=q.limit)
+        found = self._take(it, now=q.now, active_only=q.active_only, world_only=q.world_only, limit=q.limit)
+        return self._with_origins(tenant, found) if q.with_origin else found
+
+    def _with_origins(self, tenant: str, facts: list[Fact]) -> list[Fact]:
+        """`facts` with their `content_origin` (D24), which no index projects (a new projected
+        attribute replaces the index, and a deployed table takes one index change per update):
+        one BatchGetItem of the facts' items, that attribute only."""
+        origins = self._origins(tenant, [f.fact_id for f in facts])
+        return [
+            f.model_copy(update={"content_origin": origins[f.fact_id]}) if f.fact_id in origins else f for f in facts
+        ]
 
     def listing(self, tenant: str, **opts: Unpack[FactListOptions]) -> list[Fact]:
         """One Query, newest first, on the narrowest index the filter names (the entity's, the

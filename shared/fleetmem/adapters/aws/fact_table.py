@@ -67,6 +67,7 @@ def fact_to_item(fact: Fact) -> dict[str, Any]:
         "supersedes": fact.supersedes,
         "vector": fact.vector,
         "vector_model": fact.vector_model,
+        "content_origin": fact.content_origin,
     }
     return item
 
@@ -92,6 +93,7 @@ def item_to_fact(item: dict[str, Any]) -> Fact:
         supersedes=item.get("supersedes"),
         vector=as_bytes(item.get("vector")),
         vector_model=item.get("vector_model"),
+        content_origin=item.get("content_origin"),
     )
 
 
@@ -202,6 +204,26 @@ class FactTable(ChangeTable):
     def _page_size(limit: int) -> int:
         # a little headroom so a few hidden (expired/private) facts do not cost a second page
         return max(10, min(limit * 2, 500))
+
+    def _origins(self, tenant: str, fact_ids: Sequence[str]) -> dict[str, str]:
+        """fact id -> `content_origin` of those of `fact_ids` that have one (BatchGetItem, that
+        attribute and the ownership keys only)."""
+        found: dict[str, str] = {}
+        for group in chunks(list(dict.fromkeys(fact_ids)), 100):
+            wanted_keys = [{"pk": {"S": fact_pk(tenant, fid)}} for fid in group]
+            request: dict[str, Any] = {
+                self.table: {
+                    "Keys": wanted_keys,
+                    "ProjectionExpression": "pk, typ, tenant, fact_id, content_origin",
+                }
+            }
+            while request:
+                out = call(self._db.batch_get_item, RequestItems=request)
+                for item in fact_items(out.get("Responses", {}).get(self.table, []), tenant):
+                    if item.get("content_origin"):
+                        found[item["fact_id"]] = item["content_origin"]
+                request = out.get("UnprocessedKeys") or {}
+        return found
 
     def _batch_get(self, tenant: str, fact_ids: Sequence[str], *, consistent: bool = False) -> list[Fact]:
         wanted = list(dict.fromkeys(fact_ids))

@@ -11,6 +11,7 @@ import unicodedata
 from collections.abc import Iterator
 from datetime import datetime
 from typing import Any, Literal
+from urllib.parse import unquote
 
 from fleetmem.adapters.aws import keys
 from fleetmem.adapters.aws.change_table import ChangeTable
@@ -26,6 +27,16 @@ PAGE_SK = "P"
 TOMBSTONE_SK = "T"
 
 CHANGE_SK = "C"  # with pk "<tenant>#~chg" (keys.CHANGE): the tenant's page change counter (D14)
+
+#: D24, entity inference: a name item (pk "<tenant>#~name#<escaped match key>", sk `NAME_SK`) holds
+#: the slugs of the pages that have the key as their title (`ts`) or an alias (`as`), string sets
+#: kept by every page put and delete in the page's own transaction, so one BatchGetItem finds the
+#: pages a text names. A page partition's `N#<a|t>#<escaped key>` rows mark which name items
+#: list the page (what a later put or delete takes it out of).
+NAME_SK = "N"
+NAME_PART = "~name"
+NAME_MARK = "N#"
+NAME_SETS = {"a": "as", "t": "ts"}  # marker way -> the name item's set
 
 #: a transaction holds at most 100 actions; bigger rewrites fall back to batches (not atomic)
 TX_MAX = 100
@@ -80,6 +91,59 @@ def page_condition(expected_updated_at: datetime | Literal[""] | None) -> dict[s
         "ConditionExpression": "updated_at = :expected_updated_at",
         "ExpressionAttributeValues": {":expected_updated_at": {"S": str(ts(expected_updated_at))}},
     }
+
+
+def name_pk(tenant: str, key: str) -> str:
+    """The name item's partition key: reserved ("~"), so no page's escaped slug can spell it."""
+    return f"{keys.reserved(tenant, NAME_PART)}{keys.SEP}{keys.part(key)}"
+
+
+def name_marks(page: Page) -> dict[str, tuple[str, str]]:
+    """sk -> (way, key) of the page's name marker rows: its title key ("t") and alias keys ("a")."""
+    out: dict[str, tuple[str, str]] = {}
+    title = match_key(page.title)
+    if title:
+        out[f"{NAME_MARK}t#{keys.part(title)}"] = ("t", title)
+    for alias in page.aliases:
+        norm = match_key(alias)
+        if norm:
+            out[f"{NAME_MARK}a#{keys.part(norm)}"] = ("a", norm)
+    return out
+
+
+def parse_mark(sk: str) -> tuple[str, str] | None:
+    """(way, key) of a name marker row's sort key; None for any other row."""
+    if not sk.startswith(NAME_MARK):
+        return None
+    way, _, escaped = sk[len(NAME_MARK) :].partition("#")
+    return (way, unquote(escaped)) if way in NAME_SETS and escaped else None
+
+
+def name_updates(
+    table: str, tenant: str, slug: str, adds: list[tuple[str, str]], removes: list[tuple[str, str]]
+) -> list[dict[str, Any]]:
+    """The `Update` actions that add the slug to (and take it out of) the name items' sets, one
+    action per name item (a transaction touches an item once)."""
+    per_key: dict[str, dict[str, set[str]]] = {}
+    for op, pairs in (("ADD", adds), ("DELETE", removes)):
+        for way, key in pairs:
+            per_key.setdefault(key, {}).setdefault(op, set()).add(NAME_SETS[way])
+    actions: list[dict[str, Any]] = []
+    for key, ops in per_key.items():
+        clauses = [f"{op} " + ", ".join(f"#{a} :s" for a in sorted(attrs)) for op, attrs in sorted(ops.items())]
+        used = {a for attrs in ops.values() for a in attrs}
+        actions.append(
+            {
+                "Update": {
+                    "TableName": table,
+                    "Key": {"pk": {"S": name_pk(tenant, key)}, "sk": {"S": NAME_SK}},
+                    "UpdateExpression": "SET #tenant = :t, #typ = :typ " + " ".join(clauses),
+                    "ExpressionAttributeNames": {"#tenant": "tenant", "#typ": "typ", **{f"#{a}": a for a in used}},
+                    "ExpressionAttributeValues": {":s": {"SS": [slug]}, ":t": {"S": tenant}, ":typ": {"S": "name"}},
+                }
+            }
+        )
+    return actions
 
 
 def page_to_item(page: Page) -> dict[str, Any]:
@@ -152,6 +216,8 @@ def derived_rows(page: Page) -> list[dict[str, Any]]:
                 "alias": norm,
                 **head,
             }
+    for sk in name_marks(page):
+        rows[sk] = {"pk": pk, "sk": sk, "typ": "name_mark"}
     for link in page.links:
         sk = f"L#{keys.part(link.target)}#{keys.part(link.type)}"
         rows[sk] = {

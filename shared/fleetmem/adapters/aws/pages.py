@@ -16,6 +16,7 @@ import functools
 from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from typing import Any, Literal, Unpack
+from urllib.parse import unquote
 
 from fleetmem.adapters.aws import changes, keys
 from fleetmem.adapters.aws.dynamo import (
@@ -31,6 +32,8 @@ from fleetmem.adapters.aws.dynamo import (
 from fleetmem.adapters.aws.page_table import (
     HEAD_NAMES,
     HEAD_PROJECTION,
+    NAME_SETS,
+    NAME_SK,
     PAGE_SK,
     PREFIX_LEN,
     TOMBSTONE_SK,
@@ -39,15 +42,19 @@ from fleetmem.adapters.aws.page_table import (
     derived_rows,
     item_to_head,
     item_to_page,
+    name_marks,
+    name_pk,
+    name_updates,
     page_condition,
     page_pk,
     page_to_item,
+    parse_mark,
     words,
 )
 from fleetmem.errors import TooLarge
-from fleetmem.memory.slugs import last_segment
+from fleetmem.memory.slugs import last_segment, match_key
 from fleetmem.models import Page, PageHead, PageMatch
-from fleetmem.ports.pages import PageLookup, PageLookupOptions
+from fleetmem.ports.pages import NAME_KEYS_MAX, PageLookup, PageLookupOptions
 
 
 class DynamoPageStore(PageTable):
@@ -116,6 +123,44 @@ class DynamoPageStore(PageTable):
         # a page found under both key forms is one candidate of its way
         found = {(m.via, m.page.slug): m for group in parallel(thunks) for m in group}
         return list(found.values())
+
+    def names(self, tenant: str, name_keys: Sequence[str], *, world_only: bool) -> builtins.list[tuple[str, PageMatch]]:
+        # one BatchGetItem of the name items (at most NAME_KEYS_MAX = 100 keys, its limit), then
+        # one of the heads of the pages they list (only when some key is a name)
+        wanted = [k for k in dict.fromkeys(name_keys) if k][:NAME_KEYS_MAX]
+        listed: builtins.list[tuple[str, str, str]] = []  # (key, via, slug)
+        for item in self._name_items(tenant, wanted):
+            key = unquote(str(item["pk"]).rsplit(keys.SEP, 1)[-1])
+            for way, attr in NAME_SETS.items():
+                listed += [(key, "alias" if way == "a" else "title", str(s)) for s in sorted(item.get(attr) or ())]
+        if not listed:
+            return []
+        heads = {h.slug: h for h in self.heads(tenant, [s for _, _, s in listed])}
+        out: builtins.list[tuple[str, PageMatch]] = []
+        for key, via, slug in listed:
+            head = heads.get(slug)
+            if head is None or (world_only and head.visibility != "world"):
+                continue  # a page deleted since, or private for a remote caller
+            if via == "title" and match_key(head.title) != key:
+                continue
+            out.append((key, PageMatch(page=head, via=via)))  # type: ignore[arg-type]
+        return out
+
+    def _name_items(self, tenant: str, wanted: Sequence[str]) -> builtins.list[dict[str, Any]]:
+        if not wanted:
+            return []
+        pending: dict[str, Any] = {
+            self.table: {
+                "Keys": [{"pk": {"S": name_pk(tenant, k)}, "sk": {"S": NAME_SK}} for k in wanted],
+                "ConsistentRead": True,
+            }
+        }
+        raws: builtins.list[dict[str, Any]] = []
+        while pending:
+            out = call(self._db.batch_get_item, RequestItems=pending)
+            raws += out.get("Responses", {}).get(self.table, [])
+            pending = out.get("UnprocessedKeys") or {}
+        return builtins.list(keys.owned_items(raws, tenant, table="pages"))
 
     def heads(self, tenant: str, slugs: Sequence[str]) -> builtins.list[PageHead]:
         wanted = list(dict.fromkeys(s for s in slugs if s))
@@ -186,14 +231,16 @@ class DynamoPageStore(PageTable):
         pk = page_pk(page.tenant, page.slug)
         stale = [sk for sk in existing if sk not in keep]
         deletes = [{"pk": pk, "sk": sk} for sk in stale]
+        names = self._name_changes(page, stale)
         condition = page_condition(expected_updated_at)
-        if len(rows) + len(deletes) + 2 > TX_MAX:
-            # too many rows for one transaction: derived rows first, then the page row with its
-            # change number (readers see the page only with its rows)
+        if len(rows) + len(deletes) + len(names) + 2 > TX_MAX:
+            # too many rows for one transaction: derived rows and name items first, then the page
+            # row with its change number (readers see the page only with its rows)
             if condition:  # refuse before touching the derived rows; the page row checks again
                 self._check_page(pk, condition)
             self._write(rows, deletes)
-            rows, deletes = [], []
+            self._update_each(names)
+            rows, deletes, names = [], [], []
 
         def build(n: int) -> builtins.list[dict[str, Any]]:
             # D21: the page row carries a pending change number; a reader numbers it
@@ -201,10 +248,21 @@ class DynamoPageStore(PageTable):
                 {"Delete": {"TableName": self.table, "Key": to_ddb(k)}} for k in deletes
             ]
             actions += [{"Put": {"TableName": self.table, "Item": to_ddb(p)}} for p in rows]
+            actions += names
             actions.append({"Put": {"TableName": self.table, "Item": to_ddb({**item, "cs": n}), **condition}})
             return actions
 
         changes.transact_pending(self._db, build=build)
+
+    def _name_changes(self, page: Page, stale: builtins.list[str]) -> builtins.list[dict[str, Any]]:
+        """D24: the name items' updates of a put: the page's names added, the names it lost removed."""
+        removed = [m for m in (parse_mark(sk) for sk in stale) if m is not None]
+        current = builtins.list(name_marks(page).values())
+        return name_updates(self.table, page.tenant, page.slug, current, removed)
+
+    def _update_each(self, actions: builtins.list[dict[str, Any]]) -> None:
+        for action in actions:
+            call(self._db.update_item, **action["Update"])
 
     def _check_page(self, pk: str, condition: dict[str, Any]) -> None:
         try:
@@ -229,9 +287,12 @@ class DynamoPageStore(PageTable):
         existing = self._partition_keys(tenant, slug)
         pk = page_pk(tenant, slug)
         derived = [{"pk": pk, "sk": sk} for sk in existing if sk not in (PAGE_SK, TOMBSTONE_SK)]
-        if len(derived) + 3 > TX_MAX:
+        marks = [m for m in (parse_mark(sk) for sk in existing) if m is not None]
+        names = name_updates(self.table, tenant, slug, [], marks)
+        if len(derived) + len(names) + 3 > TX_MAX:
             self._write([], derived)  # too many rows for one transaction: derived rows first
-            derived = []
+            self._update_each(names)
+            derived, names = [], []
         when = ts(at or datetime.now(UTC))
 
         def build(n: int) -> builtins.list[dict[str, Any]]:
@@ -252,6 +313,7 @@ class DynamoPageStore(PageTable):
                 {"Delete": {"TableName": self.table, "Key": to_ddb({"pk": pk, "sk": PAGE_SK})}}
             ]
             actions += [{"Delete": {"TableName": self.table, "Key": to_ddb(k)}} for k in derived]
+            actions += names
             actions.append({"Put": {"TableName": self.table, "Item": to_ddb(tomb)}})
             return actions
 

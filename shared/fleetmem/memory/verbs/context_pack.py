@@ -103,7 +103,9 @@ def run(deps: Deps, caller: Caller, params: ContextPackParams, ctx: CallContext)
             degraded.append(f"server deadline reached after {i} of {len(entities)} entities")
             break
         res = resolve_entity(deps, caller.tenant, name, world_only=world_only)
-        hit = entity_card(deps, caller.tenant, name, res, world_only=world_only, now=now, redacted=caller.remote, since=since)
+        hit = entity_card(
+            deps, caller.tenant, name, res, world_only=world_only, now=now, redacted=caller.remote, since=since
+        )
         if hit is None or hit.slug in seen:
             continue
         seen.add(hit.slug)
@@ -131,9 +133,7 @@ def run(deps: Deps, caller: Caller, params: ContextPackParams, ctx: CallContext)
     total = len(cards) + len(facts)
 
     def render(shown: int) -> str:
-        return render_context_pack(
-            entities, cards[:shown], facts[: max(0, shown - len(cards))], left_out=total - shown
-        )
+        return render_context_pack(entities, cards[:shown], facts[: max(0, shown - len(cards))], left_out=total - shown)
 
     shown, text = budget.fit_prefix(render, total, budget_tokens)
     packed_cards, packed_facts = cards[:shown], facts[: max(0, shown - len(cards))]

@@ -56,7 +56,7 @@ from fleetmem.memory.indexing import chunk_display
 from fleetmem.memory.params import Budget, Limit, Params, Since
 from fleetmem.memory.redaction import redact, shown_facts
 from fleetmem.memory.registry import read_tool
-from fleetmem.models import BudgetFields, Caller, Fact, FactItem, Wire
+from fleetmem.models import BudgetFields, Caller, Fact, FactItem, RecallFact, Wire
 from fleetmem.ports import CallContext, Deps
 from fleetmem.protocol import (
     CREATE_SAFETY_FOR,
@@ -116,7 +116,7 @@ class RecallHit(Wire):
 
 class RecallBody(Wire):
     protocol_version: int
-    facts: list[FactItem]
+    facts: list[RecallFact]
     total: int
     results: list[RecallHit]
     search_degraded: str | None = None
@@ -148,6 +148,20 @@ def fact_model(f: Fact, now: datetime | None = None) -> FactItem:
 def fact_item(f: Fact) -> dict[str, Any]:
     """The facts[] item as it goes on the wire (context_pack and delta list it too)."""
     return fact_model(f).wire()
+
+
+def recall_fact(f: Fact, now: datetime | None) -> RecallFact:
+    """recall's facts[] item: the fact's item and state, with its trust stamp (D24)."""
+    return RecallFact.model_validate({**fact_model(f, now).wire(), **trust_stamp(f)})
+
+
+def trust_stamp(f: Fact) -> dict[str, Any]:
+    """D24: `trust_tier` (`tool_output` -> `external_untrusted`, the other origins ->
+    `agent_written`) and `origin` of a fact saved with a `content_origin`; {} otherwise."""
+    if f.content_origin is None:
+        return {}
+    tier = "external_untrusted" if f.content_origin == "tool_output" else "agent_written"
+    return {"trust_tier": tier, "origin": f.content_origin}
 
 
 def fact_status(f: Fact, now: datetime) -> dict[str, Any]:
@@ -230,7 +244,7 @@ def _facts_arm(
         slug = filter_slug(deps, TOOL, caller.tenant, params.entity, world_only=world)
         facts = (
             deps.fact_listing.by_entity(
-                caller.tenant, slug, now=now, active_only=active_only, world_only=world, limit=limit
+                caller.tenant, slug, now=now, active_only=active_only, world_only=world, limit=limit, with_origin=True
             )
             if slug
             else []
@@ -243,10 +257,17 @@ def _facts_arm(
             active_only=active_only,
             world_only=world,
             limit=limit,
+            with_origin=True,
         )
     elif since is not None:
         facts = deps.fact_listing.recent(
-            caller.tenant, now=now, after=since, active_only=active_only, world_only=world, limit=limit
+            caller.tenant,
+            now=now,
+            after=since,
+            active_only=active_only,
+            world_only=world,
+            limit=limit,
+            with_origin=True,
         )
     elif query and embedded is not None:
         return _ranked_facts(
@@ -259,7 +280,9 @@ def _facts_arm(
             embedded=embedded,
         )
     else:
-        facts = deps.fact_listing.recent(caller.tenant, now=now, active_only=active_only, world_only=world, limit=limit)
+        facts = deps.fact_listing.recent(
+            caller.tenant, now=now, active_only=active_only, world_only=world, limit=limit, with_origin=True
+        )
     # The store filters too; this keeps read-time expiry (D8) and privacy exact whatever it does.
     facts = [
         f for f in facts if (not world or f.visibility == "world") and (params.include_expired or f.is_active(now))
@@ -334,7 +357,7 @@ def run(deps: Deps, caller: Caller, params: RecallParams, ctx: CallContext) -> O
     packer = Packer(budget)
     now = deps.clock.now() if params.include_expired else None
     # D25: remote callers read redacted facts and results; packed after, so budgets count them.
-    fact_items = packer.take([fact_model(f, now) for f in shown_facts(caller, facts)], _fact_cost)
+    fact_items = packer.take([recall_fact(f, now) for f in shown_facts(caller, facts)], _fact_cost)
     result_items = packer.take(results, _result_cost)
     optional: dict[str, Any] = {**({"search_degraded": degraded} if degraded else {}), **packer.fields()}
     result = RecallResult(

@@ -52,13 +52,14 @@ said what the fact replaces. A retry with the same `idempotency_key` replays the
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field, RootModel
 
 from fleetmem.errors import Notice, Outcome
 from fleetmem.memory import indexing
 from fleetmem.memory import remember_steps as steps
+from fleetmem.memory.entity_inference import InferenceWarning
 from fleetmem.memory.registry import write_tool
 from fleetmem.memory.remember_batch_result import RememberBatchResult
 from fleetmem.memory.remember_notices import already_expired_notice, new_entity_notice, probable_update_notice
@@ -89,6 +90,10 @@ class RememberResult(Wire):
     idempotent_replay: bool | None = None
     superseded_fact_id: str | None = Field(None, description="On every superseded answer: the fact replaced.")
     replaced_by_caller: bool | None = Field(None, description="true when `replaces`/`supersedes` named it.")
+    # D24: how the entity was found when `entity` was left out, or why the save is unattributed
+    entity_inferred: Literal["mention"] | None = None
+    warnings: list[InferenceWarning] | None = None
+    hint: str | None = None
 
 
 class RememberAnswer(RootModel[RememberResult | RememberBatchResult]):
@@ -109,7 +114,7 @@ class RememberAnswer(RootModel[RememberResult | RememberBatchResult]):
 
 
 def run(deps: Deps, caller: Caller, params: RememberParams, ctx: CallContext) -> Outcome:
-    ask = steps.parse(deps, params)
+    ask = steps.parse(deps, params, meta_session_id=ctx.meta_session_id)
     reads = steps.resolve(deps, caller, params, ask)
     draft = steps.draft_fact(deps, caller, ask, reads)
     notices: list[Notice | None] = []
@@ -121,7 +126,7 @@ def run(deps: Deps, caller: Caller, params: RememberParams, ctx: CallContext) ->
     degraded = reads.vec is None
     steps.reinstate(deps, caller, params, reads)
     if decision.status == "duplicate":
-        return _duplicate(deps, ctx, decision, degraded=degraded, notices=notices)
+        return _inference_fields(_duplicate(deps, ctx, decision, degraded=degraded, notices=notices), reads)
     indexed = steps.index_saved(deps, caller, decision)
     if decision.status == "inserted" and decision.probable is not None:
         notices.append(probable_update_notice(params, decision.probable))
@@ -136,9 +141,30 @@ def run(deps: Deps, caller: Caller, params: RememberParams, ctx: CallContext) ->
         extra["superseded_fact_id"] = existing.fact_id
         if decision.named is not None:
             extra["replaced_by_caller"] = True
-    return _response(
+    answer = _response(
         fact, decision.status, status_text, current=indexed, degraded=degraded, notices=notices, extra=extra
     )
+    return _inference_fields(answer, reads)
+
+
+#: D24: what an unattributed save says (`hint` names the `entity` input)
+UNATTRIBUTED_HINT = (
+    "Saved without an entity: pass `entity` (the slug or name of the person, company or project the "
+    "fact is about) so that recall(entity=...) finds it."
+)
+
+
+def _inference_fields(answer: Outcome, reads: steps.Reads) -> Outcome:
+    """D24: `entity_inferred` on a linked save, `warnings` + `hint` on an unattributed one."""
+    extra: dict[str, Any] = {}
+    if reads.inferred:
+        extra["entity_inferred"] = "mention"
+    elif reads.warning is not None and answer.body.get("entity_slug") is None:
+        extra = {"warnings": [reads.warning], "hint": UNATTRIBUTED_HINT}
+    if not extra:
+        return answer
+    body = RememberResult.model_validate({**answer.body, **extra}).model_dump(exclude_unset=True)
+    return Outcome(body, list(answer.notices))
 
 
 def _duplicate(

@@ -35,7 +35,7 @@ class SqliteFactFeed(SqliteFactTable):
             sql += " AND visibility = 'world'"
         sql += " ORDER BY change_seq LIMIT ?"
         args = (tenant, int(q.seq), *extra, max(0, int(q.limit)))
-        return [(r[19], _fact_of(r)) for r in self.db.all(sql, args)]
+        return [(r[-1], _fact_of(r)) for r in self.db.all(sql, args)]  # change_seq follows the fact columns
 
     def expired_between(self, tenant: str, *, until: datetime, **opts: Unpack[FactSinceOptions]) -> list[Fact]:
         q = FactSince.of(opts)

@@ -18,7 +18,7 @@ from fleetmem.ports import DecisionPool
 _FACT_COLS = (
     "tenant, fact_id, seq, text, kind, entity_slug, provenance, visibility, session_id, client_id, "
     "created_at, valid_until, expired_at, expired_reason, expired_by, superseded_by, supersedes, "
-    "vector, vector_model"
+    "vector, vector_model, content_origin"
 )
 
 
@@ -43,6 +43,7 @@ def _fact_row(f: Fact) -> tuple[Any, ...]:
         f.supersedes,
         f.vector,
         f.vector_model,
+        f.content_origin,
     )
 
 
@@ -132,7 +133,7 @@ def _insert(conn: sqlite3.Connection, fact: Fact, supersede: Fact | None, audit:
         )
     # a duplicate fact_id violates UNIQUE: `_translate` turns that into Conflict
     row = (*_fact_row(fact), _next_change(conn, fact.tenant, "fact"))
-    conn.execute(f"INSERT INTO facts ({_FACT_COLS}, change_seq) VALUES ({_marks(20)})", row)
+    conn.execute(f"INSERT INTO facts ({_FACT_COLS}, change_seq) VALUES ({_marks(21)})", row)
     for event in audit:
         _insert_audit(conn, event)
 

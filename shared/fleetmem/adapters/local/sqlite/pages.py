@@ -25,7 +25,7 @@ from fleetmem.adapters.local.sqlite.search import fts_match
 from fleetmem.errors import Conflict, TooLarge, Unavailable
 from fleetmem.memory.slugs import match_key
 from fleetmem.models import Page, PageHead, PageMatch
-from fleetmem.ports.pages import PageLookup, PageLookupOptions
+from fleetmem.ports.pages import NAME_KEYS_MAX, PageLookup, PageLookupOptions
 
 # ---------------------------------------------------------------------------------------------
 # pages
@@ -142,6 +142,23 @@ class SqlitePageStore(SqlitePageTable):
             return True
 
         return self.db.write(run)
+
+    def names(self, tenant: str, name_keys: Sequence[str], *, world_only: bool) -> list[tuple[str, PageMatch]]:
+        wanted = [k for k in dict.fromkeys(name_keys) if k][:NAME_KEYS_MAX]
+        if not wanted:
+            return []
+        vis = " AND p.visibility = 'world'" if world_only else ""
+        head = "p.slug, p.title, p.type, p.visibility, p.updated_at, p.last_retrieved_at"
+        marks = _marks(len(wanted))
+        # one statement: both index seeks (aliases by key, pages by title key)
+        sql = (
+            f"SELECT DISTINCT 'alias', a.alias, {head} FROM aliases a CROSS JOIN pages p ON p.tenant = a.tenant "
+            f"AND p.slug = a.slug WHERE a.tenant = ? AND a.alias IN ({marks}){vis} "
+            f"UNION ALL SELECT 'title', p.title_lc, {head} FROM pages p "
+            f"WHERE p.tenant = ? AND p.title_lc IN ({marks}){vis}"
+        )
+        rows = self.db.read(lambda conn: conn.execute(sql, (tenant, *wanted, tenant, *wanted)).fetchall())
+        return [(r[1], PageMatch(page=_head_of(r[2:]), via=r[0])) for r in rows]
 
     def lookup(self, tenant: str, **opts: Unpack[PageLookupOptions]) -> list[PageMatch]:
         q = PageLookup.of(opts)

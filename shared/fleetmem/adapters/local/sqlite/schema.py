@@ -8,12 +8,13 @@ import sqlite3
 from fleetmem.errors import Unavailable
 from fleetmem.protocol import IDEMPOTENCY_LEASE_SECONDS
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 # 2: D14 change sequences (pages/facts change_seq, cursors page_seq/fact_seq)
 # 3: links carry their source page's updated_at and visibility (backlinks read only what they return)
 # 4: idempotency claims carry a lease (lease_until) and a claim id
 # 5: page tombstones, the cursors' TTL-expiry position, facts indexed by valid_until (delta's retracted[])
 # 6: D23 withdrawn claims (the schema script adds the table)
+# 7: facts carry their content_origin (D24)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -25,7 +26,7 @@ CREATE TABLE IF NOT EXISTS facts (
   kind TEXT NOT NULL, entity_slug TEXT, provenance TEXT NOT NULL, visibility TEXT NOT NULL,
   session_id TEXT, client_id TEXT NOT NULL, created_at INTEGER NOT NULL, valid_until INTEGER,
   expired_at INTEGER, expired_reason TEXT, expired_by TEXT, superseded_by TEXT, supersedes TEXT,
-  vector BLOB, vector_model TEXT, change_seq INTEGER NOT NULL DEFAULT 0,
+  vector BLOB, vector_model TEXT, change_seq INTEGER NOT NULL DEFAULT 0, content_origin TEXT,
   UNIQUE (tenant, fact_id)
 );
 CREATE INDEX IF NOT EXISTS facts_entity ON facts (tenant, entity_slug, created_at, seq);
@@ -195,6 +196,8 @@ def create_schema(conn: sqlite3.Connection) -> None:
         _migrate_3_to_4(conn)
     if 1 <= version <= 4:
         _migrate_4_to_5(conn)
+    if 1 <= version <= 6:
+        _migrate_6_to_7(conn)
     for stmt in _split_script(_SCHEMA):
         conn.execute(stmt)
     if version == 0:
@@ -260,6 +263,13 @@ def _migrate_4_to_5(conn: sqlite3.Connection) -> None:
     script that runs next adds the tombstone table and the expiry index)."""
     if "expiry" not in {r[1] for r in conn.execute("PRAGMA table_info(cursors)")}:
         conn.execute("ALTER TABLE cursors ADD COLUMN expiry TEXT")
+
+
+def _migrate_6_to_7(conn: sqlite3.Connection) -> None:
+    """Schema 6 -> 7, inside the schema transaction: facts carry their `content_origin` (D24); older
+    rows keep none."""
+    if "content_origin" not in {r[1] for r in conn.execute("PRAGMA table_info(facts)")}:
+        conn.execute("ALTER TABLE facts ADD COLUMN content_origin TEXT")
 
 
 def _split_script(script: str) -> list[str]:
