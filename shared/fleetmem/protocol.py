@@ -123,3 +123,45 @@ MENTION_LINK_TYPE: Final = "mentions"
 #: Reserved cursor namespaces (docs/protocol.md, delta).
 LOCAL_CLIENT: Final = "local"
 REMOTE_CLIENT: Final = "remote"
+
+
+# ---- D22: request ids and durable write receipts -------------------------------------------------
+#: A write's `request_id`: 1–128 printable ASCII characters (0x21–0x7E).
+REQUEST_ID: Final = "request_id"
+REQUEST_ID_MAX: Final = 128
+#: A request id that is not a UUID is mapped to the UUIDv5 of itself under this namespace.
+REQUEST_ID_NAMESPACE: Final = "3f6a2c1e-9b47-4d2a-8e5f-7c0b1d9a6e24"
+#: A write receipt's `state` (the reference's enum; fleetmem's writes are synchronous, so it stores
+#: running, committed and cancelled and reads recovering off a claim whose holder died).
+WriteState = Literal["queued", "running", "recovering", "committed", "conflict", "failed", "cancelled"]
+TERMINAL_WRITE_STATES: Final = ("committed", "conflict", "failed", "cancelled")
+#: `write_error` values fleetmem sends on error envelopes (spelled as the reference spells them).
+WriteError = Literal["idempotency_conflict", "write_pending"]
+#: How many receipts one `list_write_requests` page holds at most (and by default).
+WRITE_REQUESTS_PAGE_MAX: Final = 100
+WRITE_REQUESTS_PAGE_DEFAULT: Final = 20
+
+
+def request_uuid(request_id: str) -> tuple[str, str | None]:
+    """The request id a write is stored under, and the caller's own id when that is not it: a UUID
+    is kept (lowercased), any other id maps to its UUIDv5 under `REQUEST_ID_NAMESPACE`."""
+    import uuid
+
+    try:
+        return str(uuid.UUID(request_id)).lower(), (None if _is_canonical_uuid(request_id) else request_id)
+    except ValueError:
+        return str(uuid.uuid5(uuid.UUID(REQUEST_ID_NAMESPACE), request_id)), request_id
+
+
+def _is_canonical_uuid(text: str) -> bool:
+    """A UUID written in its canonical 8-4-4-4-12 form (any case): kept, not echoed back."""
+    parts = text.split("-")
+    return [len(p) for p in parts] == [8, 4, 4, 4, 12]
+
+
+def tool_request_hash(tool: str, params_hash: str) -> str:
+    """What makes two writes under one request id "the same write": the tool and the hash of its
+    validated parameters (so one id reused for another tool is a conflict, not a replay)."""
+    import hashlib
+
+    return hashlib.sha256(f"{tool}\x00{params_hash}".encode()).hexdigest()

@@ -287,6 +287,7 @@ def _build_local(settings: Settings) -> Deps:
         embedder=embedder,
         llm=None,
         maintenance=stores.maintenance,
+        claim_holders=True,  # D22: a local claim's holder is a process this host can observe
     )
 
 
@@ -320,14 +321,25 @@ def _build_aws(settings: Settings) -> Deps:
     )
 
 
-def _deps(settings: Settings, stores: Ports, diagnostics: Diagnostics, *, parallel: Any = None, **ports: Any) -> Deps:
+def _deps(
+    settings: Settings,
+    stores: Ports,
+    diagnostics: Diagnostics,
+    *,
+    parallel: Any = None,
+    claim_holders: bool = False,
+    **ports: Any,
+) -> Deps:
     """Deps over a backend's stores and `ports`, with what every backend shares: the system clock,
     sortable ids, and the settings' deadline and idempotency lease."""
     from fleetmem.adapters.local.clock import SystemClock
     from fleetmem.adapters.local.ids import SortableIds
 
     policy = Policy(
-        deadline_ms=settings.deadline_ms, idempotency_lease_s=settings.idempotency_lease_s, parallel=parallel
+        deadline_ms=settings.deadline_ms,
+        idempotency_lease_s=settings.idempotency_lease_s,
+        parallel=parallel,
+        claim_holders=claim_holders,
     )
     return Deps.over(stores, clock=SystemClock(), ids=SortableIds(), diagnostics=diagnostics, policy=policy, **ports)
 

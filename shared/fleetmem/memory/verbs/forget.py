@@ -16,8 +16,9 @@ from fleetmem.errors import Fix, NotFound, Outcome, VerbError
 from fleetmem.memory import indexing
 from fleetmem.memory.common import shown_to
 from fleetmem.memory.params import FactIdArg, Params
+from fleetmem.memory.receipts import ReceiptFields
 from fleetmem.memory.registry import REMOVES_IDEMPOTENT, write_tool
-from fleetmem.models import AuditEvent, Caller, Wire
+from fleetmem.models import AuditEvent, Caller
 from fleetmem.ports import CallContext, Deps
 from fleetmem.protocol import PROTOCOL_VERSION, PROVENANCE_MAX
 
@@ -35,7 +36,7 @@ class ForgetParams(Params):
     reason: str | None = Field(None, description="Why the fact is being expired (kept in the audit trail).")
 
 
-class ForgetResult(Wire):
+class ForgetResult(ReceiptFields):  # D22: the receipt fields (optional)
     id: str
     expired: bool = Field(description="true: expired now; false: it was already inactive (still success).")
     reason: str | None
@@ -111,4 +112,13 @@ DESCRIPTION = (
     "`expired: false`. Facts are expired with an audit trail, not deleted."
 )
 
-SPEC = write_tool(TOOL, DESCRIPTION, ForgetParams, ForgetResult, run, annotations=REMOVES_IDEMPOTENT, surface="verbs")
+SPEC = write_tool(
+    TOOL,
+    DESCRIPTION,
+    ForgetParams,
+    ForgetResult,
+    run,
+    annotations=REMOVES_IDEMPOTENT,
+    surface="verbs",
+    idempotency=True,
+)
