@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import importlib
 import threading
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from fleetmem.config import AuthSettings, EdgeSettings, Settings
@@ -280,15 +281,16 @@ def _build_local(settings: Settings) -> Deps:
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     stores = open_local(settings.data_dir)
     embedder, embedder_problem = local_embedder(settings)
-    return _deps(
+    deps = _deps(
         settings,
         stores,
         Diagnostics(embedder_problem=embedder_problem, llm_problem=LLM_NOT_CONFIGURED),
         embedder=embedder,
         llm=None,
         maintenance=stores.maintenance,
-        claim_holders=True,  # D22: a local claim's holder is a process this host can observe
     )
+    deps.policy = replace(deps.policy, claim_holders=True)  # D22: a local claim's holder can be observed
+    return deps
 
 
 def _build_aws(settings: Settings) -> Deps:
@@ -321,25 +323,14 @@ def _build_aws(settings: Settings) -> Deps:
     )
 
 
-def _deps(
-    settings: Settings,
-    stores: Ports,
-    diagnostics: Diagnostics,
-    *,
-    parallel: Any = None,
-    claim_holders: bool = False,
-    **ports: Any,
-) -> Deps:
+def _deps(settings: Settings, stores: Ports, diagnostics: Diagnostics, *, parallel: Any = None, **ports: Any) -> Deps:
     """Deps over a backend's stores and `ports`, with what every backend shares: the system clock,
     sortable ids, and the settings' deadline and idempotency lease."""
     from fleetmem.adapters.local.clock import SystemClock
     from fleetmem.adapters.local.ids import SortableIds
 
     policy = Policy(
-        deadline_ms=settings.deadline_ms,
-        idempotency_lease_s=settings.idempotency_lease_s,
-        parallel=parallel,
-        claim_holders=claim_holders,
+        deadline_ms=settings.deadline_ms, idempotency_lease_s=settings.idempotency_lease_s, parallel=parallel
     )
     return Deps.over(stores, clock=SystemClock(), ids=SortableIds(), diagnostics=diagnostics, policy=policy, **ports)
 
