@@ -12,9 +12,9 @@ from dataclasses import replace
 from datetime import UTC, datetime
 
 import pytest
-from fleetmem.adapters.local.hash_embedder import HashEmbedder
 
 from fleetmem.adapters.local.clock import FixedClock
+from fleetmem.adapters.local.hash_embedder import HashEmbedder
 from fleetmem.memory import receipts
 from fleetmem.models import Caller, IdempotencyRecord
 from fleetmem.ports import Deps

@@ -46,8 +46,8 @@ class WriteRequest(Wire):
 class ReceiptFields(Wire):
     """The receipt fields a receipt-bearing write's success answer carries (all optional)."""
 
-    request_id: str | None = Field(None, description="The write's request id (a UUID).")
-    client_request_id: str | None = Field(None, description="The id the caller sent, when it was not a UUID.")
+    request_id: str | None = Field(default=None, description="The write's request id (a UUID).")
+    client_request_id: str | None = Field(default=None, description="The id the caller sent, when it was not a UUID.")
     state: WriteState | None = None
     retry_after_ms: int | None = None
     persistence: dict[str, Any] | None = None
