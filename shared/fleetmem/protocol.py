@@ -22,6 +22,8 @@ ADMIN_TOOLS: Final = ("trace_fact", "purge_fact")
 INSPECT_TOOLS: Final = ("list_facts", "memory_stats")
 #: The caller's own credential, tokens and followers, on the `full` surface (served with the admin tools).
 ACCOUNT_TOOLS: Final = ("whoami", "list_followers", "list_tokens", "create_token", "revoke_token")
+#: D22: the caller's own write receipts, on the `full` surface (served with the admin tools on AWS).
+RECEIPT_TOOLS: Final = ("get_write_request", "list_write_requests", "cancel_write_request")
 
 Surface = Literal["verbs", "full"]
 SURFACES: Final = ("verbs", "full")
