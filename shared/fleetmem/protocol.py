@@ -137,6 +137,36 @@ REQUEST_ID_NAMESPACE: Final = "3f6a2c1e-9b47-4d2a-8e5f-7c0b1d9a6e24"
 #: running, committed and cancelled and reads recovering off a claim whose holder died).
 WriteState = Literal["queued", "running", "recovering", "committed", "conflict", "failed", "cancelled"]
 TERMINAL_WRITE_STATES: Final = ("committed", "conflict", "failed", "cancelled")
+#: A pending receipt's `diagnostic` (the reference's WRITE_HEALTH_* allowlists; fleetmem sends
+#: pending, recovery_required and owner_unavailable as reasons).
+WRITE_HEALTH_REASONS: Final = (
+    "pending",
+    "waiting_on_earlier_write",
+    "database_contention",
+    "writer_busy",
+    "revision_changed_repreparing",
+    "recovery_required",
+    "writer_pool_capacity",
+    "owner_unavailable",
+    "writer_lock_unavailable",
+    "consumer_stopping",
+    "cause_unknown",
+)
+WriteHealthReason = Literal[
+    "pending",
+    "waiting_on_earlier_write",
+    "database_contention",
+    "writer_busy",
+    "revision_changed_repreparing",
+    "recovery_required",
+    "writer_pool_capacity",
+    "owner_unavailable",
+    "writer_lock_unavailable",
+    "consumer_stopping",
+    "cause_unknown",
+]
+WriteHealthAssessment = Literal["pending", "blocked", "stalled"]
+WriteHealthAction = Literal["poll", "inspect_owner"]
 #: `write_error` values fleetmem sends on error envelopes (spelled as the reference spells them).
 WriteError = Literal["idempotency_conflict", "write_pending"]
 #: How many receipts one `list_write_requests` page holds at most (and by default).

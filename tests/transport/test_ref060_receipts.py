@@ -140,7 +140,8 @@ def test_a_running_write_is_pending_and_can_be_cancelled(deps: Deps) -> None:
     r = dispatch("remember", {**FACT, "request_id": "p-1"}, caller, deps)
     assert r.body["code"] == "unavailable" and r.body["write_error"] == "write_pending"
     assert r.body["write_request"]["state"] == "running"
-    assert r.body["write_request"]["diagnostic"]["next_action"] == "poll"
+    diagnostic = r.body["write_request"]["diagnostic"]  # the reference's allowlisted spellings
+    assert (diagnostic["assessment"], diagnostic["reason"], diagnostic["next_action"]) == ("pending", "pending", "poll")
     assert r.body["fix"]["mcp"]["tool"] == "get_write_request"
     c = dispatch("cancel_write_request", {"request_id": "p-1"}, caller, deps)
     assert c.body["cancelled"] is True and c.body["write_request"]["state"] == "cancelled"
@@ -157,6 +158,7 @@ def test_a_claim_whose_holder_process_is_gone_is_taken_over_at_once(deps: Deps) 
     _claim_in_flight(deps, caller, "d-1", holder=dead)
     seen = dispatch("get_write_request", {"request_id": "d-1"}, caller, deps)
     assert seen.body["write_request"]["state"] == "recovering"
+    assert seen.body["write_request"]["diagnostic"]["reason"] == "owner_unavailable"
     r = dispatch("remember", {**FACT, "request_id": "d-1"}, caller, deps)
     if type(deps.idempotency).__name__.startswith("Dynamo"):
         # on DynamoDB the lease decides (a killed Lambda cannot be observed): still pending

@@ -15,18 +15,28 @@ from __future__ import annotations
 import os
 import socket
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import Field
 
 from fleetmem.models import IdempotencyRecord, Wire
-from fleetmem.protocol import WriteState
+from fleetmem.protocol import WriteHealthAction, WriteHealthAssessment, WriteHealthReason, WriteState
 from fleetmem.timefmt import iso
 
 #: How long a caller waits before polling a running write again.
 POLL_AFTER_MS = 1000
 #: The answer fields a receipt's `outcome` keeps (ids and statuses only).
 OUTCOME_FIELDS = ("id", "status", "slug", "expired", "deleted")
+
+
+class WriteDiagnostic(Wire):
+    """Why a non-terminal write waits (the reference's WriteDiagnostic; its allowlisted values)."""
+
+    age_ms: int = Field(ge=0)
+    assessment: WriteHealthAssessment
+    reason: WriteHealthReason
+    next_action: WriteHealthAction
+    observed_at: str | None = None
 
 
 class WriteRequest(Wire):
@@ -40,7 +50,7 @@ class WriteRequest(Wire):
     persistence: dict[str, Any] | None = None
     created_at: str | None = None
     updated_at: str | None = None
-    diagnostic: dict[str, Any] | None = None
+    diagnostic: WriteDiagnostic | None = None
 
 
 class ReceiptFields(Wire):
@@ -124,14 +134,23 @@ def _retry_ms(state: str) -> int:
 
 
 def _diagnostic(record: IdempotencyRecord, state: str, now: datetime) -> dict[str, Any]:
+    """Why a non-terminal write waits, in the reference's words: `pending` while its call runs;
+    `recovery_required` once its lease lapsed (its call died: the next retry takes it over);
+    `owner_unavailable` when its holder process is gone (`recovering`: a retry takes it over at
+    once). The caller polls the receipt, or resends the same write under the same request id."""
     lapsed = record.lease_until is not None and record.lease_until <= now
-    assessment: Literal["pending", "stalled"] = "stalled" if state == "recovering" or lapsed else "pending"
-    reason = "holder_gone" if state == "recovering" else ("lease_expired" if lapsed else "in_progress")
+    assessment: WriteHealthAssessment = "pending"
+    reason: WriteHealthReason = "pending"
+    if state == "recovering":
+        assessment, reason = "stalled", "owner_unavailable"
+    elif lapsed:
+        assessment, reason = "stalled", "recovery_required"
+    action: WriteHealthAction = "poll"
     return {
         "age_ms": max(0, int((now - record.created_at).total_seconds() * 1000)),
         "assessment": assessment,
         "reason": reason,
-        "next_action": "poll",
+        "next_action": action,
         "observed_at": iso(now),
     }
 
