@@ -9,7 +9,7 @@ import sys
 import uuid
 from collections.abc import Iterator
 from dataclasses import replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -111,7 +111,7 @@ def test_get_list_and_cancel_see_only_the_callers_own_receipts(deps: Deps) -> No
         assert dispatch("list_write_requests", {}, other, deps).body["write_requests"] == []
 
 
-def _claim_in_flight(deps: Deps, caller: Caller, raw: str, holder: str | None) -> None:
+def _claim_in_flight(deps: Deps, caller: Caller, raw: str, holder: str | None, lease_s: float | None = None) -> None:
     from fleetmem.memory.remember_params import RememberParams
 
     now = deps.clock.now()
@@ -126,7 +126,7 @@ def _claim_in_flight(deps: Deps, caller: Caller, raw: str, holder: str | None) -
             request_hash=tool_request_hash("remember", request_hash(params)),
             created_at=now,
             expires_at=now.replace(year=now.year + 1),
-            lease_until=now.replace(year=now.year + 1),
+            lease_until=now.replace(year=now.year + 1) if lease_s is None else now + timedelta(seconds=lease_s),
             claim_id="c-first",
             holder=holder,
         ),
@@ -166,3 +166,18 @@ def test_a_claim_whose_holder_process_is_gone_is_taken_over_at_once(deps: Deps) 
         return
     assert not r.is_error, r.body
     assert r.body["state"] == "committed"
+
+
+def test_a_claim_whose_lease_lapsed_reads_recovery_required_and_a_retry_takes_it_over(deps: Deps) -> None:
+    """The lease path (DynamoDB's only one: a killed Lambda cannot be observed), with a moved clock:
+    a claim past its lease is `stalled` / `recovery_required`, and the next retry runs the write."""
+    caller = _caller()
+    _claim_in_flight(deps, caller, "l-1", holder=None, lease_s=60)
+    running = dispatch("get_write_request", {"request_id": "l-1"}, caller, deps).body["write_request"]
+    assert (running["state"], running["diagnostic"]["reason"]) == ("running", "pending")
+    deps.clock.advance(seconds=61)  # type: ignore[attr-defined]
+    lapsed = dispatch("get_write_request", {"request_id": "l-1"}, caller, deps).body["write_request"]
+    assert (lapsed["diagnostic"]["assessment"], lapsed["diagnostic"]["reason"]) == ("stalled", "recovery_required")
+    r = dispatch("remember", {**FACT, "request_id": "l-1"}, caller, deps)
+    assert not r.is_error, r.body
+    assert r.body["state"] == "committed" and r.body["client_request_id"] == "l-1"
