@@ -181,3 +181,13 @@ def test_a_claim_whose_lease_lapsed_reads_recovery_required_and_a_retry_takes_it
     r = dispatch("remember", {**FACT, "request_id": "l-1"}, caller, deps)
     assert not r.is_error, r.body
     assert r.body["state"] == "committed" and r.body["client_request_id"] == "l-1"
+
+
+def test_a_keyed_write_given_a_plain_key_stores_it_under_its_request_id() -> None:
+    """A caller of `IdempotentCall` that passes a plain key (a batch item's child key) gets the same
+    mapping as `request_id`: a UUIDv5, the key echoed as client_request_id."""
+    from fleetmem.transport.idempotency import IdempotentCall, RequestId
+
+    call = IdempotentCall(None, None, "batch-1/item-0", None, "c", None)  # type: ignore[arg-type]
+    assert call.rid == RequestId.of("batch-1/item-0")
+    assert call.rid.client_request_id == "batch-1/item-0" and uuid.UUID(call.rid.request_id).version == 5

@@ -117,11 +117,17 @@ class IdempotentCall:
 
     deps: Deps
     spec: ToolSpec
-    key: RequestId
+    #: the write's request id; a plain string (an older key, a batch item's child key) is mapped
+    #: as `request_id` is
+    key: RequestId | str
     view: CallView
     correlation_id: str
     #: How the pipeline answers a `VerbError` (its envelope for this call).
     answer_error: Callable[[VerbError], DispatchResult]
+
+    @property
+    def rid(self) -> RequestId:
+        return self.key if isinstance(self.key, RequestId) else RequestId.of(self.key)
 
     def run(self, params: BaseModel, notices: list[Notice], execute: Callable[[], DispatchResult]) -> DispatchResult:
         """Claim, `execute()`, complete — or the stored result (with the call's own `notices`), or
@@ -149,13 +155,13 @@ class IdempotentCall:
             tenant=self.view.caller.tenant,
             client_id=self.view.caller.client_id,
             verb=self.spec.name,
-            key=self.key.request_id,
+            key=self.rid.request_id,
             request_hash=tool_request_hash(self.spec.name, request_hash(params)),
             result=None,
             created_at=now,
             expires_at=now + timedelta(hours=IDEMPOTENCY_TTL_HOURS),
             claim_id=uuid.uuid4().hex,
-            client_request_id=self.key.client_request_id,
+            client_request_id=self.rid.client_request_id,
             updated_at=now,
             holder=receipts.process_holder() if self.deps.policy.claim_holders else None,
         )
