@@ -191,3 +191,18 @@ def test_a_keyed_write_given_a_plain_key_stores_it_under_its_request_id() -> Non
     call = IdempotentCall(None, None, "batch-1/item-0", None, "c", None)  # type: ignore[arg-type]
     assert call.rid == RequestId.of("batch-1/item-0")
     assert call.rid.client_request_id == "batch-1/item-0" and uuid.UUID(call.rid.request_id).version == 5
+
+
+@pytest.mark.parametrize("tool", ["forget", "delete_page"])
+def test_a_first_answer_carries_no_empty_receipt_fields(deps: Deps, tool: str) -> None:
+    """Fields a receipt does not set (client_request_id for a UUID id, idempotent_replay on a first
+    call) are left out of the answer, not sent as null."""
+    caller = _caller()
+    if tool == "forget":
+        args = {"id": dispatch("remember", FACT, caller, deps).body["id"]}
+    else:
+        dispatch("put_page", {"slug": "places/quill-harbor", "content": "# Quill Harbor"}, caller, deps)
+        args = {"slug": "places/quill-harbor"}
+    r = dispatch(tool, {**args, "request_id": str(uuid.uuid4())}, caller, deps)
+    assert not r.is_error, r.body
+    assert "client_request_id" not in r.body and "idempotent_replay" not in r.body, r.body

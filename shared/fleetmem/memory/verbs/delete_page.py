@@ -55,7 +55,7 @@ def run(deps: Deps, caller: Caller, params: DeletePageParams, ctx: CallContext) 
         search_state="current" if unindexed else "pending",
         protocol_version=PROTOCOL_VERSION,
     )
-    return Outcome(body=result.model_dump())
+    return Outcome(body=result.model_dump(exclude_unset=True))  # the receipt fields are set by the pipeline
 
 
 DESCRIPTION = (

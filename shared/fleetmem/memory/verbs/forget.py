@@ -101,7 +101,9 @@ def run(deps: Deps, caller: Caller, params: ForgetParams, ctx: CallContext) -> O
     # Inactive either way now: an expired fact must not be found by search.
     indexing.unindex_facts(deps, caller.tenant, [fact_id])
     return Outcome(
-        ForgetResult(id=fact_id, expired=expired, reason=reason, protocol_version=PROTOCOL_VERSION).model_dump()
+        ForgetResult(id=fact_id, expired=expired, reason=reason, protocol_version=PROTOCOL_VERSION).model_dump(
+            exclude_unset=True
+        )
     )
 
 
