@@ -90,6 +90,10 @@ WRITE_ACTIONS: dict[str, tuple[str, ...]] = {
     "clients": ("PutItem", "UpdateItem"),
 }
 PURGE_ACTIONS: dict[str, tuple[str, ...]] = {"facts": ("DeleteItem",)}
+# D22 write receipts (get/list/cancel_write_request): read one record, Query the `by_owner` index,
+# and mark a running one cancelled (a conditional UpdateItem). No put or delete: receipts are made
+# and dropped by the writes themselves.
+RECEIPT_ACTIONS: dict[str, tuple[str, ...]] = {"idempotency": ("GetItem", "Query", "UpdateItem")}
 
 
 def grant_table(table, role: iam.IRole, actions: tuple[str, ...] | list[str]) -> None:

@@ -19,7 +19,16 @@ from fleetmem.config import ENV_BEDROCK_LLM_MODEL, ENV_LLM
 from fleetmem.lambda_routes import ADMIN_GROUP, PAGES_GROUP, function_name, groups
 
 from ..config import DeployConfig
-from .common import PURGE_ACTIONS, READ_ACTIONS, WRITE_ACTIONS, Fn, FunctionFactory, grant_table, qualified_name
+from .common import (
+    PURGE_ACTIONS,
+    READ_ACTIONS,
+    RECEIPT_ACTIONS,
+    WRITE_ACTIONS,
+    Fn,
+    FunctionFactory,
+    grant_table,
+    qualified_name,
+)
 from .search import Search
 from .signing import InvokeSigning
 from .tables import Tables
@@ -33,6 +42,7 @@ class Access:
     embed: bool = False
     llm: bool = False
     purge: bool = False  # deletes facts outright (the admin purge tool)
+    receipts: bool = False  # reads and cancels the caller's write receipts (D22)
 
 
 def _a(read: str = "", write: str = "", **kw: bool) -> Access:
@@ -44,13 +54,14 @@ ACCESS: dict[str, Access] = {
     "remember": _a("facts pages idempotency", "facts idempotency audit", search=True, embed=True),
     "entity": _a("facts pages", search=True, embed=True),
     "synthesize": _a("facts pages", search=True, embed=True, llm=True),
-    "forget": _a("facts", "facts audit"),
+    "forget": _a("facts idempotency", "facts idempotency audit"),  # D22: forget is a keyed write
     "context_pack": _a("facts pages", search=True, embed=True),
     "delta": _a("facts pages cursors", "cursors"),
     PAGES_GROUP: _a("facts pages idempotency", "pages idempotency audit", search=True, embed=True),
     # trace_fact, purge_fact; list_facts and memory_stats (which also counts live cursors per client);
-    # the account tools: tokens (clients), followers (cursors) and their pending changes
-    ADMIN_GROUP: _a("facts pages audit clients cursors", "facts audit clients", purge=True),
+    # the account tools: tokens (clients), followers (cursors) and their pending changes; the write
+    # receipt tools (idempotency: RECEIPT_ACTIONS)
+    ADMIN_GROUP: _a("facts pages audit clients cursors idempotency", "facts audit clients", purge=True, receipts=True),
 }
 
 
@@ -63,6 +74,8 @@ def table_actions(access: Access, logical: str) -> set[str]:
         out |= set(WRITE_ACTIONS[logical])
         if access.purge:
             out |= set(PURGE_ACTIONS.get(logical, ()))
+    if access.receipts:
+        out |= set(RECEIPT_ACTIONS.get(logical, ()))
     return out
 
 

@@ -55,6 +55,11 @@ class Notice:
 class VerbError(Exception):
     """A failure with a stable code, a populated suggestion and (usually) a fix."""
 
+    #: D22: a keyed write's failure may name its write-level cause (`write_error`, spelled as the
+    #: reference spells it) and carry the write's receipt (`write_request`); set after construction.
+    write_error: str | None = None
+    write_request: dict[str, Any] | None = None
+
     def __init__(
         self,
         code: ErrorCode,

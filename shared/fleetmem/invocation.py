@@ -84,9 +84,9 @@ def _in_text() -> re.Pattern[str]:
     """`fleetmem` as the first word of a command inside prose: not part of a path, a URL or a
     longer word, and followed by one of its subcommands or an option (so "fleetmem MCP server",
     "no fleetmem memory" and "fleetmem's" stay as they are)."""
-    from fleetmem.protocol import ACCOUNT_TOOLS, ADMIN_TOOLS, INSPECT_TOOLS, PAGE_TOOLS, VERB_NAMES
+    from fleetmem.protocol import ACCOUNT_TOOLS, ADMIN_TOOLS, INSPECT_TOOLS, PAGE_TOOLS, RECEIPT_TOOLS, VERB_NAMES
 
-    tools = (*VERB_NAMES, *PAGE_TOOLS, *ADMIN_TOOLS, *INSPECT_TOOLS, *ACCOUNT_TOOLS)
+    tools = (*VERB_NAMES, *PAGE_TOOLS, *ADMIN_TOOLS, *INSPECT_TOOLS, *ACCOUNT_TOOLS, *RECEIPT_TOOLS)
     words = BUILTIN_COMMANDS | {t.replace("_", "-") for t in tools}
     alternatives = "|".join(sorted(map(re.escape, words), key=len, reverse=True))
     return re.compile(rf"(?<![\w./:@-]){NAME}(?= (?:--|(?:{alternatives})(?![\w-])))")

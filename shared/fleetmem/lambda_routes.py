@@ -2,7 +2,7 @@
 
 Each of the seven memory verbs gets its own function (own role, own size, own alarms). The page
 tools share one `pages` function and the admin, inspection and account tools (whoami,
-followers, tokens) one `admin` function: they are rare, and
+followers, tokens) and the write-receipt tools (D22) one `admin` function: they are rare, and
 grouping them keeps the count of cold-startable functions low without widening any verb's grants.
 No third-party imports: the CDK app and the Lambda runtime both read this.
 """
@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from fleetmem.config import ENV_TOOL_FUNCTIONS
-from fleetmem.protocol import ACCOUNT_TOOLS, ADMIN_TOOLS, INSPECT_TOOLS, PAGE_TOOLS, VERB_NAMES
+from fleetmem.protocol import ACCOUNT_TOOLS, ADMIN_TOOLS, INSPECT_TOOLS, PAGE_TOOLS, RECEIPT_TOOLS, VERB_NAMES
 
 PAGES_GROUP = "pages"
 ADMIN_GROUP = "admin"
@@ -27,7 +27,7 @@ def function_group(tool: str) -> str:
         return tool
     if tool in PAGE_TOOLS:
         return PAGES_GROUP
-    if tool in ADMIN_TOOLS or tool in INSPECT_TOOLS or tool in ACCOUNT_TOOLS:
+    if tool in ADMIN_TOOLS or tool in INSPECT_TOOLS or tool in ACCOUNT_TOOLS or tool in RECEIPT_TOOLS:
         return ADMIN_GROUP
     raise KeyError(tool)
 

@@ -190,6 +190,15 @@ class IdempotencyRecord(Record):
     lease_until: datetime | None = None
     #: This claim's own id, so a call releasing its claim never drops one that took the key over.
     claim_id: str | None = None
+    #: D22 receipt fields. `key` is the request id (a UUID); the id the caller sent when it was not
+    #: one, `running` until the write completes (`committed`) or is cancelled (`cancelled`), when
+    #: the row last changed, the process that claimed it (local server: host:pid:start; None on
+    #: Lambda, whose death cannot be observed), and a small outcome (ids only, never content).
+    client_request_id: str | None = None
+    state: Literal["running", "committed", "cancelled"] = "running"
+    updated_at: datetime | None = None
+    holder: str | None = None
+    outcome: dict[str, Any] | None = None
 
 
 class AuditEvent(Record):

@@ -22,6 +22,8 @@ ADMIN_TOOLS: Final = ("trace_fact", "purge_fact")
 INSPECT_TOOLS: Final = ("list_facts", "memory_stats")
 #: The caller's own credential, tokens and followers, on the `full` surface (served with the admin tools).
 ACCOUNT_TOOLS: Final = ("whoami", "list_followers", "list_tokens", "create_token", "revoke_token")
+#: D22: the caller's own write receipts, on the `full` surface (served with the admin tools on AWS).
+RECEIPT_TOOLS: Final = ("get_write_request", "list_write_requests", "cancel_write_request")
 
 Surface = Literal["verbs", "full"]
 SURFACES: Final = ("verbs", "full")
@@ -128,3 +130,75 @@ MENTION_LINK_TYPE: Final = "mentions"
 #: Reserved cursor namespaces (docs/protocol.md, delta).
 LOCAL_CLIENT: Final = "local"
 REMOTE_CLIENT: Final = "remote"
+
+
+# ---- D22: request ids and durable write receipts -------------------------------------------------
+#: A write's `request_id`: 1–128 printable ASCII characters (0x21–0x7E).
+REQUEST_ID: Final = "request_id"
+REQUEST_ID_MAX: Final = 128
+#: A request id that is not a UUID is mapped to the UUIDv5 of itself under this namespace.
+REQUEST_ID_NAMESPACE: Final = "3f6a2c1e-9b47-4d2a-8e5f-7c0b1d9a6e24"
+#: A write receipt's `state` (the reference's enum; fleetmem's writes are synchronous, so it stores
+#: running, committed and cancelled and reads recovering off a claim whose holder died).
+WriteState = Literal["queued", "running", "recovering", "committed", "conflict", "failed", "cancelled"]
+TERMINAL_WRITE_STATES: Final = ("committed", "conflict", "failed", "cancelled")
+#: A pending receipt's `diagnostic` (the reference's WRITE_HEALTH_* allowlists; fleetmem sends
+#: pending, recovery_required and owner_unavailable as reasons).
+WRITE_HEALTH_REASONS: Final = (
+    "pending",
+    "waiting_on_earlier_write",
+    "database_contention",
+    "writer_busy",
+    "revision_changed_repreparing",
+    "recovery_required",
+    "writer_pool_capacity",
+    "owner_unavailable",
+    "writer_lock_unavailable",
+    "consumer_stopping",
+    "cause_unknown",
+)
+WriteHealthReason = Literal[
+    "pending",
+    "waiting_on_earlier_write",
+    "database_contention",
+    "writer_busy",
+    "revision_changed_repreparing",
+    "recovery_required",
+    "writer_pool_capacity",
+    "owner_unavailable",
+    "writer_lock_unavailable",
+    "consumer_stopping",
+    "cause_unknown",
+]
+WriteHealthAssessment = Literal["pending", "blocked", "stalled"]
+WriteHealthAction = Literal["poll", "inspect_owner"]
+#: `write_error` values fleetmem sends on error envelopes (spelled as the reference spells them).
+WriteError = Literal["idempotency_conflict", "write_pending"]
+#: How many receipts one `list_write_requests` page holds at most (and by default).
+WRITE_REQUESTS_PAGE_MAX: Final = 100
+WRITE_REQUESTS_PAGE_DEFAULT: Final = 20
+
+
+def request_uuid(request_id: str) -> tuple[str, str | None]:
+    """The request id a write is stored under, and the caller's own id when that is not it: a UUID
+    is kept (lowercased), any other id maps to its UUIDv5 under `REQUEST_ID_NAMESPACE`."""
+    import uuid
+
+    try:
+        return str(uuid.UUID(request_id)).lower(), (None if _is_canonical_uuid(request_id) else request_id)
+    except ValueError:
+        return str(uuid.uuid5(uuid.UUID(REQUEST_ID_NAMESPACE), request_id)), request_id
+
+
+def _is_canonical_uuid(text: str) -> bool:
+    """A UUID written in its canonical 8-4-4-4-12 form (any case): kept, not echoed back."""
+    parts = text.split("-")
+    return [len(p) for p in parts] == [8, 4, 4, 4, 12]
+
+
+def tool_request_hash(tool: str, params_hash: str) -> str:
+    """What makes two writes under one request id "the same write": the tool and the hash of its
+    validated parameters (so one id reused for another tool is a conflict, not a replay)."""
+    import hashlib
+
+    return hashlib.sha256(f"{tool}\x00{params_hash}".encode()).hexdigest()

@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import importlib
 import threading
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from fleetmem.config import AuthSettings, EdgeSettings, Settings
@@ -280,7 +281,7 @@ def _build_local(settings: Settings) -> Deps:
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     stores = open_local(settings.data_dir)
     embedder, embedder_problem = local_embedder(settings)
-    return _deps(
+    deps = _deps(
         settings,
         stores,
         Diagnostics(embedder_problem=embedder_problem, llm_problem=LLM_NOT_CONFIGURED),
@@ -288,6 +289,8 @@ def _build_local(settings: Settings) -> Deps:
         llm=None,
         maintenance=stores.maintenance,
     )
+    deps.policy = replace(deps.policy, claim_holders=True)  # D22: a local claim's holder can be observed
+    return deps
 
 
 def _build_aws(settings: Settings) -> Deps:

@@ -13,7 +13,7 @@ from fleetmem.adapters.local import open_local
 from fleetmem.adapters.local.sqlite import DB_FILENAME, SCHEMA_VERSION
 from fleetmem.adapters.local.sqlite.db import ms
 from fleetmem.models import IdempotencyRecord
-from fleetmem.protocol import IDEMPOTENCY_LEASE_SECONDS
+from fleetmem.protocol import IDEMPOTENCY_LEASE_SECONDS, request_uuid, tool_request_hash
 
 
 def rec(
@@ -83,11 +83,12 @@ def test_an_expired_record_can_be_claimed_again(idempotency, tenant):
     assert idempotency.claim(rec(tenant), now=later).request_hash == "h2"
 
 
-def test_keys_are_scoped_by_tenant_client_and_verb(idempotency, tenant, other_tenant):
+def test_keys_are_scoped_by_tenant_and_client_not_by_verb(idempotency, tenant, other_tenant):
     assert idempotency.claim(rec(tenant), now=at(0)) is None
     assert idempotency.claim(rec(other_tenant), now=at(0)) is None
     assert idempotency.claim(rec(tenant, client="agent-b"), now=at(0)) is None
-    assert idempotency.claim(rec(tenant, verb="put_page"), now=at(0)) is None
+    # D22: one request id names one write whatever the tool (the tool is part of the request hash)
+    assert idempotency.claim(rec(tenant, verb="put_page"), now=at(0)).verb == "remember"
     idempotency.complete(other_tenant, "agent-a", "remember", "k1", {"theirs": True})
     assert idempotency.claim(rec(tenant), now=at(1)).result is None
 
@@ -186,8 +187,12 @@ def test_a_schema_3_data_dir_is_migrated_and_its_stuck_claim_lapses_after_the_le
     conn = sqlite3.connect(data / DB_FILENAME)
     conn.executescript(
         """
-        ALTER TABLE idempotency DROP COLUMN lease_until;
-        ALTER TABLE idempotency DROP COLUMN claim_id;
+        DROP TABLE idempotency;
+        CREATE TABLE idempotency (
+          tenant TEXT NOT NULL, client_id TEXT NOT NULL, verb TEXT NOT NULL, key TEXT NOT NULL,
+          request_hash TEXT NOT NULL, result TEXT, created_at INTEGER NOT NULL, expires_at INTEGER NOT NULL,
+          PRIMARY KEY (tenant, client_id, verb, key)
+        ) WITHOUT ROWID;
         PRAGMA user_version = 3;
         """
     )
@@ -205,10 +210,19 @@ def test_a_schema_3_data_dir_is_migrated_and_its_stuck_claim_lapses_after_the_le
         assert conn.execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION,)
         conn.close()
         lapse = IDEMPOTENCY_LEASE_SECONDS / 60
-        early = stores.idempotency.claim(leased("t1", "c-early", key="stuck", claimed=lapse / 2), now=at(lapse / 2))
-        assert (early.result, early.lease_until) == (None, at(lapse))
-        assert stores.idempotency.claim(leased("t1", "c-retry", key="stuck", claimed=lapse), now=at(lapse)) is None
-        done = stores.idempotency.claim(leased("t1", "c-retry", key="done", claimed=lapse), now=at(lapse))
+        # schema 6 (D22): each old key moved to its request id, its hash to the tool's request hash
+        stuck, done_id, h = request_uuid("stuck")[0], request_uuid("done")[0], tool_request_hash("remember", "h1")
+        early = stores.idempotency.claim(
+            leased("t1", "c-early", key=stuck, request_hash=h, claimed=lapse / 2), now=at(lapse / 2)
+        )
+        assert (early.result, early.lease_until, early.client_request_id) == (None, at(lapse), "stuck")
+        assert (
+            stores.idempotency.claim(leased("t1", "c-retry", key=stuck, request_hash=h, claimed=lapse), now=at(lapse))
+            is None
+        )
+        done = stores.idempotency.claim(
+            leased("t1", "c-retry", key=done_id, request_hash=h, claimed=lapse), now=at(lapse)
+        )
         assert (done.result, done.lease_until) == ({"id": "f_1"}, None)
     finally:
         stores.close()

@@ -41,7 +41,8 @@ from fleetmem.errors import Unavailable
 from fleetmem.memory.verbs import REGISTRY
 from fleetmem.models import Caller
 from fleetmem.ports import Deps
-from fleetmem.transport.batch import child_request_id, root_ids
+from fleetmem.protocol import request_uuid
+from fleetmem.transport.batch import child_request_id
 from fleetmem.transport.dispatch import dispatch
 
 NOW = datetime(2026, 6, 11, 9, 30, tzinfo=UTC)
@@ -147,7 +148,7 @@ def test_the_same_key_replays_every_item_exactly(brain: Deps, agent: Caller) -> 
     is_error, again = remember(brain, agent, args)
     assert not is_error, again
     assert again == first  # every item replayed: same ids, same child request ids
-    assert (first["request_id"], first["client_request_id"]) == root_ids("batch-replay-1")
+    assert (first["request_id"], first["client_request_id"]) == request_uuid("batch-replay-1")
     assert [i["request_id"] for i in first["items"]] == [child_request_id("batch-replay-1", i) for i in (0, 1)]
     assert len(session_facts(brain, agent, "s-replay")) == 2
 
@@ -203,8 +204,6 @@ def test_child_ids_follow_the_reference_derivation() -> None:
     assert child_request_id("k1", 0) == "83dbdafb-8866-57bf-9370-02d942cf5bfe"
     assert child_request_id("k1", 1) == "4869133b-fa69-5915-8366-36c6016e2548"
     assert child_request_id("batch-é", 19) == "8b967af5-a8ab-550b-aed9-f3bae8a32f6c"
-    assert root_ids("ABCDEF01-2345-4678-9ABC-DEF012345678") == ("abcdef01-2345-4678-9abc-def012345678", None)
-    assert root_ids("k1")[1] == "k1"
 
 
 def test_the_single_answer_and_its_refusals_are_unchanged(brain: Deps, agent: Caller) -> None:
@@ -222,6 +221,14 @@ def test_the_single_answer_and_its_refusals_are_unchanged(brain: Deps, agent: Ca
         "search_state",
         "warnings",  # D24: an unattributed save says so
         "hint",
+        # D22: the write's receipt, and its fields at the top level
+        "write_request",
+        "request_id",
+        "state",
+        "retry_after_ms",
+        "persistence",
+        "created_at",
+        "updated_at",
     }
     is_error, body = remember(brain, agent, {"provenance": "wiki"})
     assert is_error and body["message"] == "fact is empty."

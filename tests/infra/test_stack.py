@@ -198,7 +198,11 @@ EXPECTED_DDB = {
         "idempotency": {"PutItem", "UpdateItem", "DeleteItem", "GetItem"},
         "audit": {"PutItem", "GetItem"},
     },
-    "forget": {"facts": R | {"PutItem", "UpdateItem"}, "audit": {"PutItem", "GetItem"}},
+    "forget": {
+        "facts": R | {"PutItem", "UpdateItem"},
+        "idempotency": {"PutItem", "UpdateItem", "DeleteItem", "GetItem"},
+        "audit": {"PutItem", "GetItem"},
+    },
     "delta": {"facts": R, "pages": R, "cursors": {"GetItem", "Query", "PutItem", "DeleteItem"}},
     "pages": {
         "facts": R,
@@ -213,6 +217,8 @@ EXPECTED_DDB = {
         # the account tools: create_token / revoke_token / list_tokens, and list_followers
         "clients": {"GetItem", "Query", "PutItem", "UpdateItem"},
         "cursors": {"GetItem", "Query"},
+        # the write receipt tools (D22): get, list (by_owner index), cancel
+        "idempotency": {"GetItem", "Query", "UpdateItem"},
     },
     "heartbeat": {"facts": R, "pages": R, "cursors": {"GetItem", "Query", "PutItem", "DeleteItem"}},
     "authorizer": {"clients": {"GetItem", "Query"}},

@@ -19,7 +19,7 @@ import sqlite3
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,6 +28,7 @@ import httpx
 import pytest
 
 from fleetmem.adapters.local.sqlite import DB_FILENAME
+from fleetmem.protocol import request_uuid
 from tests.mcp.served import Served, server_env
 
 pytestmark = pytest.mark.slow
@@ -66,13 +67,19 @@ def served(tmp_path: Path) -> Iterator[Served]:
         server.stop()
 
 
-def _burst(served: Served, writes: list[Write], guard: threading.Lock, stop: threading.Event) -> list[threading.Thread]:
+def _burst(
+    served: Served,
+    writes: list[Write],
+    guard: threading.Lock,
+    stop: threading.Event,
+    make: Callable[[int, int], Write] = _write,
+) -> list[threading.Thread]:
     def writer(w: int) -> None:
         with httpx.Client(timeout=60) as client:
             for n in range(10_000):
                 if stop.is_set():
                     return
-                item = _write(w, n)
+                item = make(w, n)
                 with guard:
                     writes.append(item)
                 try:
@@ -172,7 +179,7 @@ def test_a_kill_mid_burst_loses_no_acknowledged_write_and_every_cut_off_call_suc
     acked = [w for w in writes if w.body is not None]
     assert len(acked) + len(cut_off) == len(writes)
     # a claim left in flight belongs to a call that got no answer
-    assert stuck_keys <= {w.args["idempotency_key"] for w in cut_off}
+    assert stuck_keys <= {request_uuid(w.args["idempotency_key"])[0] for w in cut_off}  # D22: stored by request id
 
     served.start()  # the same data directory
     for w in cut_off:

@@ -86,6 +86,9 @@ def test_every_listed_tool_has_a_title_and_an_output_schema_its_results_validate
             minted = await call("create_token", client=f"agent-{mode}", scopes=["admin"])
             await call("list_tokens")
             await call("revoke_token", token_id=minted["token_id"])
+            await call("get_write_request", request_id=f"k-{mode}")  # D22 receipts
+            await call("list_write_requests", limit=2)
+            await call("cancel_write_request", request_id=f"k-{mode}")
             return set(listed)
 
     listed = anyio.run(scenario)

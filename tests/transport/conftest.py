@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from fleetmem.adapters.local import LocalStores
 from fleetmem.errors import Notice, Outcome
+from fleetmem.memory.receipts import ReceiptFields
 from fleetmem.memory.registry import REGISTRY, ToolSpec, register
 from tests.result_contract import validate_every_dispatch
 
@@ -25,7 +26,7 @@ class ProbeParams(BaseModel):
     note: str | None = None
 
 
-class ProbeResult(BaseModel):
+class ProbeResult(ReceiptFields):  # a keyed write's answer carries its receipt (D22)
     model_config = ConfigDict(extra="forbid")
 
     name: str

@@ -17,6 +17,7 @@ from fleetmem.errors import Conflict, Fix, NotFound, Notice, TooLarge, Unavailab
 from fleetmem.memory.registry import REGISTRY
 from fleetmem.models import Caller, IdempotencyRecord
 from fleetmem.ports import Deps
+from fleetmem.protocol import request_uuid, tool_request_hash
 from fleetmem.transport.dispatch import dispatch, precheck, visible_tools
 from fleetmem.transport.idempotency import request_hash
 from fleetmem.transport.logs import CorrelationFilter, JsonFormatter
@@ -234,7 +235,7 @@ class _FirstCallEnds:
     def __init__(self, store: Any, *, result: dict[str, Any] | None, ends_on: int = 2) -> None:
         self.store, self.result, self.ends_on, self.looks = store, result, ends_on, 0
 
-    def claim(self, record: IdempotencyRecord, *, now: Any) -> IdempotencyRecord | None:
+    def claim(self, record: IdempotencyRecord, *, now: Any, **kw: Any) -> IdempotencyRecord | None:
         self.looks += 1
         if self.looks == self.ends_on - 1 and self.ends_on > 2:
             # DynamoDB's answer when the record vanished between its check and its read
@@ -259,8 +260,8 @@ def _first_call_in_flight(deps: Deps, key: str) -> None:
             tenant="t1",
             client_id="agent-a",
             verb="zz_write",
-            key=key,
-            request_hash=request_hash(ProbeParams(name="x")),
+            key=request_uuid(key)[0],  # D22: stored under its request id, hashed with its tool
+            request_hash=tool_request_hash("zz_write", request_hash(ProbeParams(name="x"))),
             created_at=now,
             expires_at=now.replace(year=now.year + 1),
         ),
@@ -277,7 +278,10 @@ def test_a_retry_while_the_first_call_is_in_flight_is_told_to_wait(
     _first_call_in_flight(deps, "k-5")
     r = dispatch("zz_write", {"name": "x", "idempotency_key": "k-5"}, remote_caller, deps)
     assert r.body["code"] == "unavailable"
-    assert r.body["fix"]["next"] == "wait"
+    # D22: a pending write's fix polls its receipt instead of sending the write again
+    assert r.body["write_error"] == "write_pending"
+    assert r.body["write_request"]["state"] == "running"
+    assert r.body["fix"]["mcp"] == {"tool": "get_write_request", "arguments": {"request_id": request_uuid("k-5")[0]}}
     assert r.body["retryable"] is True
 
 
@@ -326,7 +330,7 @@ def test_a_malformed_idempotency_key_is_invalid_params(deps: Deps, remote_caller
 
 
 def test_a_key_on_a_tool_without_idempotency_is_an_unknown_param(deps: Deps, remote_caller: Caller) -> None:
-    r = dispatch("forget", {"id": "f_missing", "idempotency_key": "k"}, remote_caller, deps)
+    r = dispatch("cancel_write_request", {"request_id": "r1", "idempotency_key": "k"}, remote_caller, deps)
     assert r.body["code"] == "invalid_params"
     assert r.body["detail"]["unknown_params"] == ["idempotency_key"]
 

@@ -17,6 +17,7 @@ from fleetmem.errors import Conflict, NotFound, TooLarge, Unavailable, VerbError
 from fleetmem.memory.registry import REGISTRY
 from fleetmem.models import Caller, IdempotencyRecord
 from fleetmem.ports import Deps, Diagnostics
+from fleetmem.protocol import request_uuid, tool_request_hash
 from fleetmem.transport.dispatch import dispatch
 from fleetmem.transport.idempotency import request_hash
 from tests.transport.conftest import Probe, ProbeParams
@@ -121,15 +122,18 @@ def test_a_reused_idempotency_key_and_an_in_flight_one_have_fixes(deps: Deps, ma
             tenant="t1",
             client_id="agent-a",
             verb="zz_write",
-            key="k-2",
-            request_hash=request_hash(ProbeParams(name="x")),
+            key=request_uuid("k-2")[0],  # D22: the key is stored as its request id
+            request_hash=tool_request_hash("zz_write", request_hash(ProbeParams(name="x"))),
             created_at=now,
             expires_at=now.replace(year=now.year + 1),
         ),
         now=now,
     )
     busy = dispatch("zz_write", {"name": "x", "idempotency_key": "k-2"}, ADMIN, deps).body
-    assert assert_error_with_fix(busy, "unavailable")["next"] == "wait"
+    # D22: a write still running is write_pending; its fix polls the write's receipt
+    fix = assert_error_with_fix(busy, "unavailable")
+    assert busy["write_error"] == "write_pending" and busy["retryable"] is True
+    assert fix["next"] == "run" and fix["mcp"]["tool"] == "get_write_request"
 
 
 @pytest.mark.parametrize(
@@ -203,6 +207,10 @@ VERB_ERRORS: list[tuple[str, dict[str, Any], str]] = [
     ("create_token", {"client": "Bad Name", "scopes": ["read"]}, "invalid_params"),
     ("create_token", {"client": "ok", "scopes": []}, "invalid_params"),
     ("revoke_token", {"token_id": "tok_unknown"}, "not_found"),
+    ("get_write_request", {"request_id": "never-sent"}, "not_found"),
+    ("list_write_requests", {"state": "done"}, "invalid_params"),
+    ("list_write_requests", {"cursor": "garbage!!"}, "invalid_params"),
+    ("cancel_write_request", {"request_id": "never-sent"}, "not_found"),
 ]
 #: Tools that take no arguments and read nothing by id: no call of theirs is refused by the tool.
 NO_REFUSALS = {"memory_stats"}

@@ -38,13 +38,13 @@ class _KilledAfter:
     def __init__(self, store: Any, step: str) -> None:
         self.store, self.step = store, step
 
-    def claim(self, record: IdempotencyRecord, *, now: datetime) -> IdempotencyRecord | None:
-        existing = self.store.claim(record, now=now)
+    def claim(self, record: IdempotencyRecord, *, now: datetime, **kw: Any) -> IdempotencyRecord | None:
+        existing = self.store.claim(record, now=now, **kw)
         if self.step == "claim" and existing is None:
             raise _Killed
         return existing
 
-    def complete(self, *args: Any) -> None:
+    def complete(self, *args: Any, **kw: Any) -> None:
         raise _Killed
 
     def __getattr__(self, name: str) -> Any:

@@ -35,6 +35,9 @@ BASE: dict[str, dict[str, object]] = {
     "list_tokens": {},
     "create_token": {"client": "agent-b", "scopes": ["read"]},
     "revoke_token": {"token_id": "tok_0000000000"},
+    "get_write_request": {"request_id": "r-1"},
+    "list_write_requests": {},
+    "cancel_write_request": {"request_id": "r-1"},
 }
 
 HINTED = [

@@ -152,6 +152,12 @@ def test_every_tool_answers_bodies_that_match_its_result_model(deps: Deps, clock
     call("list_tokens")
     call("revoke_token", token_id=minted["token_id"])
 
+    # the write receipts (D22)
+    call("get_write_request", request_id="k-1")
+    listed = call("list_write_requests", limit=2, state="committed")
+    call("list_write_requests", cursor=listed["next_cursor"])
+    assert call("cancel_write_request", request_id="k-acme")["cancelled"] is False
+
     assert seen == set(REGISTRY) - {n for n in REGISTRY if n.startswith("zz_")}
 
 

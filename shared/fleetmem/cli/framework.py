@@ -30,7 +30,11 @@ class CommandLine(Protocol):
 class HelpFormatter(argparse.HelpFormatter):
     """argparse's formatter, measuring subcommand names at the depth they are printed at (argparse
     measures them one level shallower, so a name longer than the others' column wrapped its help
-    onto the next line)."""
+    onto the next line). The help column may sit up to 30 characters in, so the longest command
+    name (cancel-write-request) keeps its summary on its own line."""
+
+    def __init__(self, prog: str, indent_increment: int = 2, max_help_position: int = 30, width: int | None = None):
+        super().__init__(prog, indent_increment, max_help_position, width)
 
     def add_argument(self, action: argparse.Action) -> None:
         super().add_argument(action)

@@ -18,7 +18,7 @@ arguments (or `json` body), for answers that must stay small whatever the reques
 every content block plus `_meta` of an MCP result, or an HTTP body; `expect.notice_blocks`:
 {code: how many notice blocks of that code}).
 
-Strings may hold `{{var}}` templates (`marker`, `slug`, `alias`, `title`, `now`, saved values).
+Strings may hold `{{var}}` templates (`marker`, `slug`, `alias`, `title`, `now`, `request_uuid`, saved values).
 Checks are small operator maps (`eq`, `type`, `present`, `nonempty`, `in`, `len`, `len_le`, ...);
 see `check_value`. A case whose precondition the target cannot meet (a page tool on a verbs-only
 surface, a second read-only token that was not given) is SKIPPED with the reason, never passed.
@@ -31,6 +31,7 @@ import json
 import re
 import secrets
 import sys
+import uuid
 from collections.abc import Callable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
@@ -146,6 +147,8 @@ class Runner:
             "provenance": f"conformance {marker}",
             "session": f"conformance-session-{marker}",
             "now": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.") + "000Z",
+            # a fresh UUID in upper case per era (D22: a UUID request id is kept, lowercased)
+            "request_uuid": str(uuid.uuid4()).upper(),
         }
 
     async def run(self, cases: dict[str, Any], eras: tuple[str, ...]) -> list[dict[str, Any]]:

@@ -40,6 +40,7 @@ from fleetmem.protocol import (
     NextStep,
     NoticeKind,
     Transport,
+    WriteError,
 )
 
 CALLER_CODES = frozenset({"invalid_params", "provenance_required", "not_found", "unknown_tool", "budget_unsatisfiable"})
@@ -127,6 +128,10 @@ class ErrorEnvelope(_Wire):
     protocol_version: int
     contract_version: int
     correlation_id: str = Field(min_length=1)
+    #: D22: the write's receipt (a pending write, or the request a conflict names) and the
+    #: write-level cause (`idempotency_conflict`, `write_pending`); optional.
+    write_request: dict[str, Any] | None = None
+    write_error: WriteError | None = None
 
     def with_message(self, message: str) -> ErrorEnvelope:
         """The same envelope saying `message` (a gateway body whose text the gateway fixes)."""
@@ -299,6 +304,10 @@ def build_envelope(
     env["protocol_version"] = PROTOCOL_VERSION
     env["contract_version"] = CONTRACT_VERSION
     env["correlation_id"] = correlation_id
+    if err.write_request is not None:
+        env["write_request"] = err.write_request
+    if err.write_error is not None:
+        env["write_error"] = err.write_error
     return ErrorEnvelope.model_construct(**env)
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from fleetmem.memory.registry import ToolSpec
-from fleetmem.protocol import IDEMPOTENCY_TTL_HOURS
+from fleetmem.protocol import IDEMPOTENCY_TTL_HOURS, REQUEST_ID, REQUEST_ID_MAX
 
 IDEMPOTENCY_KEY = "idempotency_key"
 IDEMPOTENCY_KEY_MAX = 200
@@ -22,12 +22,27 @@ IDEMPOTENCY_KEY_SCHEMA: dict[str, Any] = {
 }
 
 
+#: D22: a write's request id (the newer name of `idempotency_key`).
+REQUEST_ID_SCHEMA: dict[str, Any] = {
+    "type": "string",
+    "minLength": 1,
+    "maxLength": REQUEST_ID_MAX,
+    "pattern": "^[\\x21-\\x7e]+$",
+    "description": "Optional. One id per logical write (a UUID is kept; any other id of printable ASCII is "
+    "mapped to a UUID and echoed as client_request_id). A retry with the same id returns the first result "
+    "with idempotent_replay: true; the answer's write_request is the write's durable receipt "
+    "(get_write_request). When omitted the server makes one.",
+}
+
+
 def tool_schema(spec: ToolSpec) -> dict[str, Any]:
     """The tool's complete input schema: its parameters and, on a tool that takes one (and does not
-    define it as a parameter), `idempotency_key`."""
+    define it as a parameter), `idempotency_key` and `request_id` (D22)."""
     schema = spec.input_schema()
     if spec.idempotency and IDEMPOTENCY_KEY not in schema["properties"]:
         schema = {**schema, "properties": {**schema["properties"], IDEMPOTENCY_KEY: IDEMPOTENCY_KEY_SCHEMA}}
+    if spec.idempotency and REQUEST_ID not in schema["properties"]:
+        schema = {**schema, "properties": {**schema["properties"], REQUEST_ID: REQUEST_ID_SCHEMA}}
     return schema
 
 
@@ -59,6 +74,9 @@ TOOL_TITLES: dict[str, str] = {
     "create_token": "Create an access token",
     "list_tokens": "List access tokens",
     "revoke_token": "Revoke an access token",
+    "get_write_request": "Read a write receipt",
+    "list_write_requests": "List write receipts",
+    "cancel_write_request": "Cancel a write request",
 }
 
 

@@ -7,7 +7,8 @@ Public API: `replaced_id(params)`, `replaced(caller, fact_id, fact, ask, entity_
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Protocol
 
 from fleetmem.errors import Fix, VerbError
 from fleetmem.memory.common import given_args, invalid, normalize_text, shown_to
@@ -19,9 +20,21 @@ from fleetmem.protocol import Visibility
 
 if TYPE_CHECKING:
     from fleetmem.memory.remember_params import RememberParams
-    from fleetmem.memory.remember_steps import Ask
 
 TOOL = "remember"
+
+
+class Ask(Protocol):
+    """What the replacement rules read of the new fact (`remember_steps.Ask` is one)."""
+
+    @property
+    def text(self) -> str: ...
+
+    @property
+    def visibility(self) -> Visibility: ...
+
+    @property
+    def now(self) -> datetime: ...
 
 
 def replaced_id(params: RememberParams) -> str | None:

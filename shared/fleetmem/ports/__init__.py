@@ -83,19 +83,59 @@ class ClientStore(Protocol):
 
 
 class IdempotencyStore(Protocol):
-    def claim(self, record: IdempotencyRecord, *, now: datetime) -> IdempotencyRecord | None:
+    """Claims and durable receipts of keyed writes (D2, D22), keyed by (tenant, client_id, request
+    id) — `key` is the request id; `verb` is recorded, never part of the key."""
+
+    def claim(
+        self, record: IdempotencyRecord, *, now: datetime, take_over: str | None = None
+    ) -> IdempotencyRecord | None:
         """Store `record` (result None = in flight) unless a live record exists for
-        (tenant, client_id, verb, key); return that existing record instead (None when claimed).
-        A record is not live once `expires_at` has passed, nor when it is an in-flight claim with
-        the same request_hash whose `lease_until` has passed (its call died): `record` takes the key
+        (tenant, client_id, key); return that existing record instead (None when claimed).
+        A record is not live once `expires_at` has passed, once cancelled, nor when it is an
+        in-flight claim with the same request_hash whose `lease_until` has passed (its call died)
+        or whose `claim_id` is `take_over` (its holder is known dead): `record` takes the key
         over. Looking and storing are one atomic step, so of concurrent claims exactly one wins."""
         ...
 
-    def complete(self, tenant: str, client_id: str, verb: str, key: str, result: dict[str, Any]) -> None: ...
+    def complete(
+        self,
+        tenant: str,
+        client_id: str,
+        verb: str,
+        key: str,
+        result: dict[str, Any],
+        *,
+        outcome: dict[str, Any] | None = None,
+        at: datetime | None = None,
+    ) -> None:
+        """Store the call's answer: the record is `committed` (at `at`, with its small `outcome`)."""
+        ...
 
     def release(self, tenant: str, client_id: str, verb: str, key: str, claim_id: str | None = None) -> None:
         """Drop an in-flight claim after a failed call so the caller can retry; with `claim_id`,
         only that claim (never one that took the key over after its lease lapsed)."""
+        ...
+
+    def get(self, tenant: str, client_id: str, key: str, *, now: datetime) -> IdempotencyRecord | None:
+        """The unexpired record of this client's request id, or None."""
+        ...
+
+    def recent(
+        self,
+        tenant: str,
+        client_id: str,
+        *,
+        now: datetime,
+        limit: int,
+        state: str | None = None,
+        before: tuple[datetime, str] | None = None,
+    ) -> list[IdempotencyRecord]:
+        """This client's unexpired records, newest first (created_at, then key, descending), at
+        most `limit`, only those in stored `state` when given, only those after `before`."""
+        ...
+
+    def cancel(self, tenant: str, client_id: str, key: str, *, at: datetime) -> None:
+        """Mark an in-flight (running) record `cancelled`; a completed one is left as it is."""
         ...
 
 
@@ -265,6 +305,10 @@ class Policy:
     idempotency_lease_s: float = IDEMPOTENCY_LEASE_SECONDS
     #: Runs independent port calls concurrently (network backends); None runs them in order.
     parallel: Callable[[Sequence[Callable[[], Any]]], list[Any]] | None = None
+    #: D22: claims record the process that holds them (host:pid:start), so a retry that meets a
+    #: claim whose holder is provably gone takes it over at once. On for the local server only:
+    #: a killed Lambda cannot be observed, so there the lease decides.
+    claim_holders: bool = False
 
 
 @dataclass(kw_only=True, eq=False)

@@ -14,14 +14,14 @@
    (or with failed items) completes on retry, the saved items replaying;
 4. answers one compact receipt per item (`RememberBatchResult`), `partial` when some failed.
 
-The root id is the call's `idempotency_key` (or a generated UUID); the child key rides as the item's
-`idempotency_key` (`CHILD_KEY`, the one place to rename when writes take `request_id`).
+The root id is the call's request id as the caller sent it (D22: `request_id` or its older name
+`idempotency_key`; or one the server made), as the reference derives children from it; each item's
+write is stored under its child id, which its receipt names.
 """
 
 from __future__ import annotations
 
 import hashlib
-import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -36,14 +36,12 @@ from fleetmem.memory.registry import ToolSpec
 from fleetmem.memory.remember_batch_result import RememberBatchResult
 from fleetmem.memory.remember_params import BATCH_MAX
 from fleetmem.ports import CallContext, Deps, Embedder
-from fleetmem.protocol import PROTOCOL_VERSION, Transport
+from fleetmem.protocol import PROTOCOL_VERSION, REQUEST_ID, Transport
 from fleetmem.transport import errors
 from fleetmem.transport.errors import CallView
-from fleetmem.transport.idempotency import IdempotentCall
+from fleetmem.transport.idempotency import IdempotentCall, RequestId
 
 ITEMS = "items"
-#: The argument each item's write carries its child key in.
-CHILD_KEY = IDEMPOTENCY_KEY
 #: Keys an item object may hold (the reference's, plus fleetmem's `supersedes`); those remember
 #: does not declare (yet) are refused like any unknown key.
 ITEM_KEYS = ("fact", "provenance", "entity", "kind", "ttl", "visibility", "infer_entity", "replaces", "supersedes")
@@ -52,8 +50,6 @@ DEFAULTS = ("provenance", "kind", "ttl", "visibility", "infer_entity", "session_
 #: Top-level arguments that name one fact, so they cannot stand beside `items` (nor can any other
 #: argument a batch does not use, e.g. `restore_withdrawn`).
 ONE_FACT = ("fact", "supersedes", "replaces", "entity")
-#: The namespace the reference maps a non-UUID request id into (UUIDv5).
-REQUEST_ID_NAMESPACE = uuid.UUID("3f6a2c1e-9b47-4d2a-8e5f-7c0b1d9a6e24")
 #: The hint a batch carries when an item's dedup ran without an embedder (the single answer's
 #: `degraded_dedup: true`, D7).
 DEGRADED_DEDUP_HINT = (
@@ -62,7 +58,7 @@ DEGRADED_DEDUP_HINT = (
 )
 NEXT_AFTER_FAILURES = (
     "Fix each failed item as its error says, then send only the failed items in a new remember call "
-    "with a new idempotency_key; the saved items are already stored."
+    "with a new request_id; the saved items are already stored."
 )
 
 
@@ -77,15 +73,6 @@ def child_request_id(root: str, index: int) -> str:
     h = hashlib.sha256(f"{root}\x00remember-item\x00{index}".encode()).hexdigest()
     variant = (int(h[16:18], 16) & 0x3F) | 0x80
     return f"{h[0:8]}-{h[8:12]}-5{h[13:16]}-{variant:02x}{h[18:20]}-{h[20:32]}"
-
-
-def root_ids(root: str) -> tuple[str, str | None]:
-    """(request_id, client_request_id) of a root id: a UUID is kept (lowercased); any other id maps to
-    a UUIDv5 under `REQUEST_ID_NAMESPACE` and comes back as client_request_id."""
-    try:
-        return str(uuid.UUID(root)).lower(), None
-    except ValueError:
-        return str(uuid.uuid5(REQUEST_ID_NAMESPACE, root)), root
 
 
 @dataclass
@@ -133,7 +120,7 @@ class RememberBatch:
     #: the transport's `_meta.session_id` (D24): every item's session when no `session_id` is given
     meta_session_id: str | None = None
 
-    def run(self, args: dict[str, Any], key: str | None, notices: list[Notice], dry_run: bool) -> DispatchResult:
+    def run(self, args: dict[str, Any], key: RequestId | None, notices: list[Notice], dry_run: bool) -> DispatchResult:
         try:
             items = self._items(args)
             checked = [self._checked(i, item, items) for i, item in enumerate(items)]
@@ -148,13 +135,15 @@ class RememberBatch:
                 "protocol_version": PROTOCOL_VERSION,
             }
             return DispatchResult(body, False, notices, self.correlation_id)
-        root = key if key is not None else str(uuid.uuid4())
+        root = key if key is not None else RequestId.new()
         deps = self._with_prepared_vectors([p for p, _ in checked])
         entries: list[dict[str, Any]] = []
         hints: list[str] = []
         extra: list[Notice] = []
         for index, (params, item_args) in enumerate(checked):
-            entry, result = self._write(deps, index, child_request_id(root, index), params, item_args)
+            entry, result = self._write(
+                deps, index, child_request_id(root.client_request_id or root.request_id, index), params, item_args
+            )
             entries.append(entry)
             for hint in (result.body.get("hint"), DEGRADED_DEDUP_HINT if result.body.get("degraded_dedup") else None):
                 if isinstance(hint, str) and hint not in hints:
@@ -167,7 +156,7 @@ class RememberBatch:
     def _items(self, args: dict[str, Any]) -> list[dict[str, Any]]:
         """Every item as the arguments of a single remember: the top-level defaults, then its own keys."""
         raw = args[ITEMS]
-        used = {*DEFAULTS, *ONE_FACT, ITEMS, CHILD_KEY}
+        used = {*DEFAULTS, *ONE_FACT, ITEMS, IDEMPOTENCY_KEY, REQUEST_ID}  # the ids are the root's
         beside = [k for k in ONE_FACT if args.get(k) is not None]
         beside += [k for k, v in args.items() if k not in used and v is not None]
         if beside:
@@ -217,8 +206,7 @@ class RememberBatch:
         self, deps: Deps, index: int, child: str, params: BaseModel, item_args: dict[str, Any]
     ) -> tuple[dict[str, Any], DispatchResult]:
         """One item as its own keyed remember: (its receipt, its result)."""
-        params = params.model_copy(update={CHILD_KEY: child})
-        view = replace(self.view, args={**item_args, CHILD_KEY: child})
+        view = replace(self.view, args={**item_args, REQUEST_ID: child})
 
         def answer(err: VerbError) -> DispatchResult:
             return error_result(
@@ -246,7 +234,9 @@ class RememberBatch:
                 return answer(errors.port_error(view, self.spec, exc))
             return DispatchResult(dict(outcome.body), False, list(outcome.notices), self.correlation_id)
 
-        result = IdempotentCall(deps, self.spec, child, view, self.correlation_id, answer).run(params, [], execute)
+        result = IdempotentCall(deps, self.spec, RequestId(child), view, self.correlation_id, answer).run(
+            params, [], execute
+        )
         return _receipt(index, child, result), result
 
     # -- the refusals --------------------------------------------------------------------------
@@ -408,8 +398,8 @@ def _receipt(index: int, child: str, result: DispatchResult) -> dict[str, Any]:
     return entry
 
 
-def _answer(root: str, entries: list[dict[str, Any]], hints: list[str]) -> dict[str, Any]:
-    request_id, client_request_id = root_ids(root)
+def _answer(root: RequestId, entries: list[dict[str, Any]], hints: list[str]) -> dict[str, Any]:
+    request_id, client_request_id = root.request_id, root.client_request_id
     failed = sum(1 for e in entries if e["status"] == "failed")
     body: dict[str, Any] = {"protocol_version": PROTOCOL_VERSION, "request_id": request_id}
     if client_request_id is not None:

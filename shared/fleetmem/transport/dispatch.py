@@ -47,10 +47,10 @@ from fleetmem.memory.registry import ToolSpec, on_surface, tools_for
 from fleetmem.memory.verbs import REGISTRY
 from fleetmem.models import Caller
 from fleetmem.ports import CallContext, Deps
-from fleetmem.protocol import PROTOCOL_VERSION, Surface, Transport
+from fleetmem.protocol import PROTOCOL_VERSION, REQUEST_ID, Surface, Transport
 from fleetmem.transport import batch, errors
 from fleetmem.transport.errors import CallView
-from fleetmem.transport.idempotency import IdempotentCall, take_key
+from fleetmem.transport.idempotency import RequestId, run_keyed_write, take_request_id
 
 log = logging.getLogger("fleetmem.transport.dispatch")
 
@@ -225,7 +225,7 @@ class _Call:
             self.args = {k: v for k, v in self.args.items() if k in known}
             args = dict(self.args)
             is_param = IDEMPOTENCY_KEY in _field_names(spec.params)
-            key = take_key(spec, args, is_param, self._view())  # D2 (taken out of `args` unless a parameter)
+            key = take_request_id(spec, args, is_param, self._view())  # D2/D22 (taken out of `args`)
             dry_run = self._dry_run_flag(spec, args)  # taken out of `args` unless a parameter
             if batch.is_batch(spec, args):  # remember{items} (D26): each item its own keyed write
                 run = batch.RememberBatch(self._deps, spec, self._view(), self.cid, self.transport, self._error)
@@ -246,8 +246,16 @@ class _Call:
             return DispatchResult(body, False, notices, self.cid)
         if key is None:
             return self._execute(spec, params, notices)  # 6. run
-        keyed = IdempotentCall(self._deps, spec, key, self._view(), self.cid, self._error)  # 5. + 6.
-        return keyed.run(params, notices, lambda: self._execute(spec, params, notices, keyed=True))
+        return self.keyed_write(spec, params, key, notices)  # 5. + 6.
+
+    def keyed_write(
+        self, spec: ToolSpec, params: BaseModel, request_id: RequestId, notices: list[Notice]
+    ) -> DispatchResult:
+        """Run one keyed write of this call under `request_id` (D2, D22): at most once per id, its
+        answer carrying its receipt."""
+        view = self._view()
+        run = lambda: self._execute(spec, params, notices, keyed=True)  # noqa: E731
+        return run_keyed_write(self._deps, spec, params, request_id, view, self.cid, self._error, run, notices)
 
     # -- the steps (each raises the VerbError that answers the call) ----------------------------
 
@@ -266,7 +274,11 @@ class _Call:
         return spec
 
     def _known(self, spec: ToolSpec) -> set[str]:
-        return set(_field_names(spec.params)) | ALWAYS_ALLOWED | ({IDEMPOTENCY_KEY} if spec.idempotency else set())
+        return (
+            set(_field_names(spec.params))
+            | ALWAYS_ALLOWED
+            | ({IDEMPOTENCY_KEY, REQUEST_ID} if spec.idempotency else set())
+        )
 
     def _unknown_params(self, spec: ToolSpec) -> list[Notice]:
         fields = _field_names(spec.params)
@@ -288,7 +300,7 @@ class _Call:
     def _validate(self, spec: ToolSpec, args: dict[str, Any]) -> BaseModel:
         # A failure is the tool's own invalid_params (fleetmem.memory.params), its fix echoing what
         # the steps above took out of the arguments.
-        keep = {k: self.args[k] for k in ("dry_run", IDEMPOTENCY_KEY) if k in self.args and k not in args}
+        keep = {k: self.args[k] for k in ("dry_run", IDEMPOTENCY_KEY, REQUEST_ID) if k in self.args and k not in args}
         now = self._deps.clock.now()
         try:
             return spec.params.model_validate(args, context={"tool": spec.name, "now": now, "keep": keep})

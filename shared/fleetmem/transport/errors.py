@@ -17,7 +17,7 @@ from fleetmem.contract.tools import IDEMPOTENCY_KEY, IDEMPOTENCY_KEY_MAX
 from fleetmem.errors import Conflict, Fix, NotFound, Notice, PortError, TooLarge, Unavailable, VerbError, retry_later
 from fleetmem.memory.registry import ToolSpec
 from fleetmem.models import Caller
-from fleetmem.protocol import IDEMPOTENCY_TTL_HOURS, Surface
+from fleetmem.protocol import IDEMPOTENCY_TTL_HOURS, REQUEST_ID, REQUEST_ID_MAX, Surface
 
 #: How long a caller waits before retrying while the first call with the same key is in flight.
 IN_FLIGHT_RETRY_SECONDS = 1
@@ -257,24 +257,81 @@ def bad_key(call: CallView, spec: ToolSpec) -> VerbError:
 
 
 def key_conflict(call: CallView, spec: ToolSpec) -> VerbError:
-    return _key_refused(
+    err = _key_refused(
         call,
-        f"This {IDEMPOTENCY_KEY} was already used for a different {spec.name} call.",
-        f"Reuse an {IDEMPOTENCY_KEY} only to retry the SAME call; for a new write use a new key or leave it out.",
-        why=f"Keys are scoped to this client and tool for {IDEMPOTENCY_TTL_HOURS} h; the first call with "
-        "this key had different arguments, so replaying its result would be wrong. Nothing was written.",
+        f"This request_id ({IDEMPOTENCY_KEY}) was already used for a different write.",
+        "Reuse a request_id (or idempotency_key) only to retry the SAME call; for a new write use a new "
+        "request_id or leave it out.",
+        why=f"Request ids are scoped to this client for {IDEMPOTENCY_TTL_HOURS} h; the first write with "
+        "this id was another tool or had different arguments, so replaying its result would be wrong. "
+        "Nothing was written.",
         fix_why="The same call without the reused key; nothing was written.",
         detail={"reason": "idempotency_key_reused"},
+        drop=(REQUEST_ID,),
     )
+    err.write_error = "idempotency_conflict"  # D22, as the reference spells it
+    return err
 
 
 def _key_refused(
-    call: CallView, message: str, suggestion: str, *, why: str, fix_why: str, detail: Any = None
+    call: CallView,
+    message: str,
+    suggestion: str,
+    *,
+    why: str,
+    fix_why: str,
+    detail: Any = None,
+    drop: tuple[str, ...] = (),
 ) -> VerbError:
-    """`invalid_params` for the call's idempotency key; the fix is the same call without it."""
-    fixed = {k: v for k, v in call.args.items() if k != IDEMPOTENCY_KEY}
+    """`invalid_params` for the call's idempotency key; the fix is the same call without it (and
+    without the `drop` arguments)."""
+    fixed = {k: v for k, v in call.args.items() if k != IDEMPOTENCY_KEY and k not in drop}
     fix = Fix(why=fix_why, mcp=call.same_call(fixed))
     return VerbError("invalid_params", message, suggestion, why=why, detail=detail, fix=fix)
+
+
+def bad_request_id(call: CallView) -> VerbError:
+    return _key_refused(
+        call,
+        f'Parameter "{REQUEST_ID}" must be 1-{REQUEST_ID_MAX} printable ASCII characters (no spaces).',
+        f"Pass one id per logical write (a UUID works) as `{REQUEST_ID}`, or leave it out and the server makes one.",
+        why="The request id names one write across retries; it is kept as given only within that alphabet.",
+        fix_why="The same call without the request id; the server makes one.",
+        drop=(REQUEST_ID,),
+    )
+
+
+def two_request_ids(call: CallView) -> VerbError:
+    return _key_refused(
+        call,
+        f"{REQUEST_ID} and {IDEMPOTENCY_KEY} name different requests.",
+        f"Send one of them: `{IDEMPOTENCY_KEY}` is the older name of `{REQUEST_ID}`.",
+        why="One write has one request id; two different ones cannot both be its identity.",
+        fix_why=f"The same call with {REQUEST_ID} alone.",
+    )
+
+
+def write_pending(call: CallView, spec: ToolSpec, request_id: str) -> VerbError:
+    """D22: the write with this request id is still running (the wait ran out): poll its receipt."""
+    poll = {"tool": "get_write_request", "arguments": {REQUEST_ID: request_id}}
+    err = VerbError(
+        "unavailable",
+        f"The {spec.name} write with this request id is still running.",
+        "Poll get_write_request with the same request_id until its state is terminal; do not send the write "
+        "again under a new id.",
+        why="This call waited for the first write with the same request id, which had not finished in time. "
+        "Its outcome is not known yet; the receipt says when it is.",
+        detail={"reason": "idempotency_in_flight"},
+        fix=Fix(
+            why="The write's own receipt tells whether it committed.",
+            mcp=poll if "get_write_request" in call.allowed else call.same_call(dict(call.args)),
+            verify={"mcp": poll},
+            retry_after_seconds=IN_FLIGHT_RETRY_SECONDS,
+        ),
+        retryable=True,
+    )
+    err.write_error = "write_pending"
+    return err
 
 
 def in_flight(call: CallView, spec: ToolSpec) -> VerbError:

@@ -9,6 +9,13 @@ store (`deps.idempotency`) and the wait for a call in flight with the same key (
 - a retry with the same key and arguments waits (up to `deps.policy.idempotency_wait_s`) for the
   first call's result and answers it with `idempotent_replay: true`, or `unavailable` (in flight);
 - the same key with other arguments is `invalid_params` (`key_conflict`).
+
+D22 (request ids and durable receipts): the key is the write's request id (`take_request_id`:
+`request_id`, or `idempotency_key` mapped the same way, or one the server makes), the record is
+keyed by (tenant, client, request id) and its hash includes the tool; every success answer carries
+its receipt (`write_request`, spread at the top level); a write still running past the wait is
+`unavailable` with `write_error: "write_pending"` and its receipt; on the local server a claim whose
+holder process is gone is taken over at once. `run_keyed_write` runs one keyed write.
 """
 
 from __future__ import annotations
@@ -28,10 +35,11 @@ from pydantic import BaseModel
 from fleetmem.contract.result import DispatchResult
 from fleetmem.contract.tools import IDEMPOTENCY_KEY, IDEMPOTENCY_KEY_MAX
 from fleetmem.errors import Conflict, Notice, PortError, VerbError
+from fleetmem.memory import receipts
 from fleetmem.memory.registry import ToolSpec
 from fleetmem.models import IdempotencyRecord
 from fleetmem.ports import Deps
-from fleetmem.protocol import IDEMPOTENCY_TTL_HOURS
+from fleetmem.protocol import IDEMPOTENCY_TTL_HOURS, REQUEST_ID, REQUEST_ID_MAX, request_uuid, tool_request_hash
 from fleetmem.transport import errors
 from fleetmem.transport.errors import CallView
 
@@ -64,21 +72,66 @@ def take_key(spec: ToolSpec, args: dict[str, Any], is_param: bool, view: CallVie
     return raw_key
 
 
+@dataclass(frozen=True)
+class RequestId:
+    """One write's identity (D22): the id it is stored under (a UUID) and the caller's own id when
+    that was not a UUID."""
+
+    request_id: str
+    client_request_id: str | None = None
+
+    @classmethod
+    def of(cls, raw: str) -> RequestId:
+        return cls(*request_uuid(raw))
+
+    @classmethod
+    def new(cls) -> RequestId:
+        return cls(str(uuid.uuid4()))
+
+
+def valid_request_id(raw: object) -> bool:
+    """1–128 printable ASCII characters (0x21–0x7E)."""
+    return isinstance(raw, str) and 0 < len(raw) <= REQUEST_ID_MAX and all("!" <= c <= "~" for c in raw)
+
+
+def take_request_id(spec: ToolSpec, args: dict[str, Any], is_param: bool, view: CallView) -> RequestId | None:
+    """The write's request id on a tool that keeps receipts (`spec.idempotency`), taken out of
+    `args`: `request_id`, or `idempotency_key` (its older name, mapped the same way), or a new one
+    the server makes. Both given and naming different requests is `invalid_params`."""
+    key = take_key(spec, args, is_param, view)
+    if not spec.idempotency:
+        return None
+    raw = args.pop(REQUEST_ID, None)
+    if raw is not None and not valid_request_id(raw):
+        raise errors.bad_request_id(view)
+    given = RequestId.of(raw) if raw is not None else None
+    keyed = RequestId.of(key) if key is not None else None
+    if given and keyed and given.request_id != keyed.request_id:
+        raise errors.two_request_ids(view)
+    return given or keyed or RequestId.new()
+
+
 @dataclass
 class IdempotentCall:
-    """One call with an idempotency key, run at most once per key (D2)."""
+    """One write with a request id, run at most once per id (D2, D22)."""
 
     deps: Deps
     spec: ToolSpec
-    key: str
+    #: the write's request id; a plain string (an older key, a batch item's child key) is mapped
+    #: as `request_id` is
+    key: RequestId | str
     view: CallView
     correlation_id: str
     #: How the pipeline answers a `VerbError` (its envelope for this call).
     answer_error: Callable[[VerbError], DispatchResult]
 
+    @property
+    def rid(self) -> RequestId:
+        return self.key if isinstance(self.key, RequestId) else RequestId.of(self.key)
+
     def run(self, params: BaseModel, notices: list[Notice], execute: Callable[[], DispatchResult]) -> DispatchResult:
         """Claim, `execute()`, complete — or the stored result (with the call's own `notices`), or
-        the refusal of the key."""
+        the refusal of the id."""
         record = self._record(params)
         try:
             existing = self._claim(record)
@@ -94,8 +147,7 @@ class IdempotentCall:
         if result.is_error:
             self._release(record)
             return result
-        self._complete(result)
-        return result
+        return self._complete(record, result)
 
     def _record(self, params: BaseModel) -> IdempotencyRecord:
         now = self.deps.clock.now()
@@ -103,12 +155,15 @@ class IdempotentCall:
             tenant=self.view.caller.tenant,
             client_id=self.view.caller.client_id,
             verb=self.spec.name,
-            key=self.key,
-            request_hash=request_hash(params),
+            key=self.rid.request_id,
+            request_hash=tool_request_hash(self.spec.name, request_hash(params)),
             result=None,
             created_at=now,
             expires_at=now + timedelta(hours=IDEMPOTENCY_TTL_HOURS),
             claim_id=uuid.uuid4().hex,
+            client_request_id=self.rid.client_request_id,
+            updated_at=now,
+            holder=receipts.process_holder() if self.deps.policy.claim_holders else None,
         )
 
     def _answer_existing(
@@ -117,22 +172,30 @@ class IdempotentCall:
         if existing.request_hash != record.request_hash:
             return self.answer_error(errors.key_conflict(self.view, self.spec))
         if existing.result is None:
-            return self.answer_error(errors.in_flight(self.view, self.spec))
+            err = errors.write_pending(self.view, self.spec, existing.key)
+            err.write_request = receipts.receipt(existing, now=self.deps.clock.now())
+            return self.answer_error(err)
         body = dict(existing.result)
         body["idempotent_replay"] = True
         return DispatchResult(body, False, notices, self.correlation_id)
 
-    def _complete(self, result: DispatchResult) -> None:
+    def _complete(self, record: IdempotencyRecord, result: DispatchResult) -> DispatchResult:
+        """The answer with its receipt, stored for replays."""
         caller = self.view.caller
+        now = self.deps.clock.now()
+        outcome = receipts.outcome_of(self.spec.name, result.body)
+        done = record.model_copy(update={"state": "committed", "updated_at": now, "outcome": outcome})
+        body = receipts.spread(dict(result.body), receipts.receipt(done, now=now))
         # The write itself succeeded; a lost receipt only means a retry runs the (deduplicating)
         # verb again, so the caller still gets its result.
         self._logged_if_lost(
             lambda: self.deps.idempotency.complete(
-                caller.tenant, caller.client_id, self.spec.name, self.key, result.body
+                caller.tenant, caller.client_id, self.spec.name, record.key, body, outcome=outcome, at=now
             ),
             "idempotency receipt not stored",
             "idempotency_complete_failed",
         )
+        return DispatchResult(body, False, result.notices, result.correlation_id)
 
     def _logged_if_lost(self, step: Callable[[], object], message: str, event: str) -> None:
         """Run one bookkeeping `step` on the idempotency store; the store failing it (`PortError`)
@@ -143,20 +206,23 @@ class IdempotentCall:
             log.warning(message, extra={"event": event, "tool": self.spec.name})
 
     def _claim(self, record: IdempotencyRecord) -> IdempotencyRecord | None:
-        """Claim the key, or wait for the call that holds it: while that call is in flight (same
+        """Claim the id, or wait for the call that holds it: while that call is in flight (same
         arguments, no result yet) claim again with a growing pause, up to `deps.policy.idempotency_wait_s`.
         Every waiter then returns the first call's stored result; when the first call failed (its
-        claim released) or died (its lease, `deps.policy.idempotency_lease_s` from its claim, lapsed),
-        the store lets exactly one waiter claim the key and run. Each look claims with a lease
-        from that moment. A record that changed between the store's check and read (`Conflict`)
-        is looked at again."""
+        claim released) or died (its lease, `deps.policy.idempotency_lease_s` from its claim, lapsed;
+        or, on the local server, its holder process is gone: taken over at once), the store lets
+        exactly one waiter claim the id and run. Each look claims with a lease from that moment. A
+        record that changed between the store's check and read (`Conflict`) is looked at again."""
         give_up = time.monotonic() + self.deps.policy.idempotency_wait_s
         pause = _WAIT_FIRST_PAUSE_S
         now = record.created_at
         lease = timedelta(seconds=self.deps.policy.idempotency_lease_s)
+        take_over: str | None = None
         while True:
             try:
-                existing = self.deps.idempotency.claim(record.model_copy(update={"lease_until": now + lease}), now=now)
+                existing = self.deps.idempotency.claim(
+                    record.model_copy(update={"lease_until": now + lease}), now=now, take_over=take_over
+                )
             except Conflict:
                 if time.monotonic() >= give_up:
                     raise
@@ -164,11 +230,20 @@ class IdempotentCall:
                 in_flight = (
                     existing is not None and existing.result is None and existing.request_hash == record.request_hash
                 )
+                if in_flight and existing is not None and take_over is None and self._holder_gone(existing):
+                    take_over = existing.claim_id  # D22: its holder is gone, so take it over now
+                    continue
                 if not in_flight or time.monotonic() >= give_up:
                     return existing
+            take_over = None
             time.sleep(min(pause, max(0.0, give_up - time.monotonic())))
             pause = min(pause * 2, _WAIT_MAX_PAUSE_S)
             now = self.deps.clock.now()
+
+    def _holder_gone(self, existing: IdempotencyRecord) -> bool:
+        return (
+            self.deps.policy.claim_holders and existing.claim_id is not None and receipts.holder_gone(existing.holder)
+        )
 
     def _release(self, record: IdempotencyRecord) -> None:
         caller = self.view.caller
@@ -179,3 +254,20 @@ class IdempotentCall:
             "idempotency claim not released",
             "idempotency_release_failed",
         )
+
+
+def run_keyed_write(
+    deps: Deps,
+    spec: ToolSpec,
+    params: BaseModel,
+    request_id: RequestId,
+    view: CallView,
+    correlation_id: str,
+    answer_error: Callable[[VerbError], DispatchResult],
+    execute: Callable[[], DispatchResult],
+    notices: list[Notice] | None = None,
+) -> DispatchResult:
+    """Run one keyed write under `request_id` (a batch item under its child id, say): claim it,
+    `execute()` it, store its answer with its receipt — or replay / refuse as `IdempotentCall` does."""
+    keyed = IdempotentCall(deps, spec, request_id, view, correlation_id, answer_error)
+    return keyed.run(params, list(notices or ()), execute)

@@ -249,12 +249,12 @@ class DynamoFactStore(FactTable):
 
 # D23: one item per withdrawn claim, entity ("" for every entity) and visibility, in the facts table
 # ("<tenant>#~wd#<claim>#<entity>#<visibility>"): read by key, never by an index or the stream
-_WITHDRAWN = "~wd"
+WITHDRAWN_PART = "~wd"
 
 
 def _withdrawal_pk(tenant: str, claim: str, entity_slug: str | None, visibility: str) -> str:
     parts = (keys.part(claim), keys.part(entity_slug or ""), keys.part(visibility))
-    return keys.SEP.join((keys.reserved(tenant, _WITHDRAWN), *parts))
+    return keys.SEP.join((keys.reserved(tenant, WITHDRAWN_PART), *parts))
 
 
 def _withdrawal_item(tenant: str, w: Withdrawal) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from fleetmem.adapters.aws import keys
 from fleetmem.adapters.aws.change_table import ChangeTable
 from fleetmem.adapters.aws.dynamo import parse_ts, query_all, same_named, ts
 from fleetmem.adapters.aws.tables import HEAD_ATTRS, PAGES
+from fleetmem.memory.entity_inference import NGRAM_MAX
 from fleetmem.memory.slugs import last_segment, match_key
 from fleetmem.models import Link, Page, PageHead, TimelineEntry
 
@@ -98,15 +99,27 @@ def name_pk(tenant: str, key: str) -> str:
     return f"{keys.reserved(tenant, NAME_PART)}{keys.SEP}{keys.part(key)}"
 
 
+#: The longest escaped name key a name item is kept for: well inside DynamoDB's key sizes (a sort
+#: key holds 1,024 bytes, a partition key 2,048), and far above any name of `NGRAM_MAX` words.
+NAME_KEY_BYTES_MAX = 512
+
+
+def nameable(key: str) -> bool:
+    """A key inference can ever look up (at most `NGRAM_MAX` words, D24) and short enough to key
+    an item: a longer title names no entity a fact's words could match."""
+    return bool(key) and len(key.split()) <= NGRAM_MAX and len(keys.part(key).encode()) <= NAME_KEY_BYTES_MAX
+
+
 def name_marks(page: Page) -> dict[str, tuple[str, str]]:
-    """sk -> (way, key) of the page's name marker rows: its title key ("t") and alias keys ("a")."""
+    """sk -> (way, key) of the page's name marker rows: its title key ("t") and alias keys ("a"),
+    those `nameable`."""
     out: dict[str, tuple[str, str]] = {}
     title = match_key(page.title)
-    if title:
+    if nameable(title):
         out[f"{NAME_MARK}t#{keys.part(title)}"] = ("t", title)
     for alias in page.aliases:
         norm = match_key(alias)
-        if norm:
+        if nameable(norm):
             out[f"{NAME_MARK}a#{keys.part(norm)}"] = ("a", norm)
     return out
 

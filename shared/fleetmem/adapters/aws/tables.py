@@ -133,9 +133,32 @@ CLIENTS = TableSpec(
 
 IDEMPOTENCY = TableSpec(
     logical="idempotency",
-    partition=KeyAttr("pk"),  # "<tenant>#<client_id>#<verb>#<key>"
+    partition=KeyAttr("pk"),  # "<tenant>#<client_id>#<request id>" (D22; before it "...#<verb>#<key>")
+    # D22: a client's receipts newest first (list_write_requests); the stored answer is not projected
+    gsis=(
+        Gsi(
+            "by_owner",
+            KeyAttr("owner"),  # "<tenant>#<client_id>"
+            KeyAttr("created_at"),
+            (
+                "tenant",
+                "client_id",
+                "verb",
+                "ikey",
+                "request_hash",
+                "expires_at",
+                "lease_until",
+                "claim_id",
+                "client_request_id",
+                "state",
+                "updated_at",
+                "holder",
+                "outcome",
+            ),
+        ),
+    ),
     ttl_attribute="ttl",  # expires_at, epoch seconds
-    purpose="idempotency claims and stored results (24 h)",
+    purpose="idempotency claims, write receipts and stored results (24 h)",
 )
 
 AUDIT = TableSpec(

@@ -4,9 +4,11 @@ Each table is walked the cheapest way its keys allow, streaming (one result page
 
 - `clients`: a Query of `by_tenant`;
 - `facts`: a Query of `by_time` (`tp` is the tenant on every fact, in any state) and the two
-  counters, whose keys are known (`<tenant>#~seq`, `<tenant>#~chg`);
+  counters, whose keys are known (`<tenant>#~seq`, `<tenant>#~chg`), then a filtered Scan for
+  the withdrawn claims (D23, `<tenant>#~wd#…`), which no index lists;
 - `pages`: a Query of `by_slug` (page rows and tombstones), then a Query of each page's own
-  partition for its derived rows (aliases, links, words, prefixes), and the change counter;
+  partition for its derived rows (aliases, links, words, prefixes), the change counter, and a
+  filtered Scan for the name items (D24, `<tenant>#~name#…`), which no index lists;
 - `cursors`, `idempotency`, `audit`: a Scan filtered on the `tenant` attribute every item of those
   tables carries (the whole table is read; no index of idempotency or audit has the tenant as its
   partition, and the cursors' `by_tenant` index, like every GSI, may lag a write just made).
@@ -33,7 +35,8 @@ from typing import Any
 from fleetmem.adapters.aws import keys
 from fleetmem.adapters.aws.dynamo import answers, call, chunks, query_all
 from fleetmem.adapters.aws.fact_table import decision_pk
-from fleetmem.adapters.aws.page_table import CHANGE_SK
+from fleetmem.adapters.aws.facts import WITHDRAWN_PART
+from fleetmem.adapters.aws.page_table import CHANGE_SK, NAME_PART
 from fleetmem.adapters.aws.tables import AUDIT, CLIENTS, CURSORS, FACTS, IDEMPOTENCY, PAGES, TableSpec
 from fleetmem.errors import Unavailable
 
@@ -142,6 +145,8 @@ class TenantTables:
         counters = [{"pk": {"S": keys.reserved(tenant, c)}} for c in (keys.SEQ, keys.CHANGE)]
         records = [{"pk": {"S": decision_pk(tenant, encoded)}} for encoded in sorted(entities)]
         yield _existing(self.db, table, spec, counters + records)
+        # D23's withdrawn claims, which no index lists (and which outlive a purged fact)
+        yield from self._prefix_scan(spec, table, keys.reserved(tenant, WITHDRAWN_PART) + keys.SEP)
 
     def _pages(self, spec: TableSpec, table: str, tenant: str) -> Iterator[list[Key]]:
         seen: set[str] = set()
@@ -160,6 +165,23 @@ class TenantTables:
                 yield list(_keys_of(spec, query_all(self.db, req)))
         counter = {"pk": {"S": keys.reserved(tenant, keys.CHANGE)}, "sk": {"S": CHANGE_SK}}
         yield _existing(self.db, table, spec, [counter])
+        # D24's name items, which no index lists (and which outlive the pages that named them)
+        yield from self._prefix_scan(spec, table, keys.reserved(tenant, NAME_PART) + keys.SEP)
+
+    def _prefix_scan(self, spec: TableSpec, table: str, prefix: str) -> Iterator[list[Key]]:
+        """The items whose `pk` starts with `prefix`: a Scan of the whole table, filtered (the
+        reserved items no index lists; a tenant deletion is rare and already scans three tables)."""
+        proj = _projection(spec)
+        req = {
+            "TableName": table,
+            "FilterExpression": "begins_with(#pk, :p)",
+            "ExpressionAttributeValues": {":p": {"S": prefix}},
+            "ConsistentRead": True,
+            "ProjectionExpression": proj["ProjectionExpression"],
+            "ExpressionAttributeNames": {**proj["ExpressionAttributeNames"], "#pk": "pk"},
+        }
+        for items in self._pages_of(req, self.db.scan):
+            yield list(_keys_of(spec, iter(items)))
 
     def _scan(self, spec: TableSpec, table: str, tenant: str) -> Iterator[list[Key]]:
         proj = _projection(spec)

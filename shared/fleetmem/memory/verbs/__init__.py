@@ -13,7 +13,8 @@ docstrings cite, are written up in docs/protocol.md.
 """
 
 from fleetmem.memory.registry import REGISTRY, ToolSpec, register
-from fleetmem.memory.verbs import (
+from fleetmem.memory.verbs import (  # D22 receipts
+    cancel_write_request,
     context_pack,
     create_token,
     delete_page,
@@ -21,10 +22,12 @@ from fleetmem.memory.verbs import (
     entity,
     forget,
     get_page,
+    get_write_request,
     list_facts,
     list_followers,
     list_pages,
     list_tokens,
+    list_write_requests,
     memory_stats,
     purge_fact,
     put_page,
@@ -58,6 +61,9 @@ TOOLS: tuple[ToolSpec, ...] = (
     synthesize.SPEC,
     trace_fact.SPEC,
     whoami.SPEC,
+    get_write_request.SPEC,
+    list_write_requests.SPEC,
+    cancel_write_request.SPEC,
 )
 
 for _spec in TOOLS:
@@ -66,6 +72,7 @@ for _spec in TOOLS:
 __all__ = [
     "REGISTRY",
     "TOOLS",
+    "cancel_write_request",
     "context_pack",
     "create_token",
     "delete_page",
@@ -73,10 +80,12 @@ __all__ = [
     "entity",
     "forget",
     "get_page",
+    "get_write_request",
     "list_facts",
     "list_followers",
     "list_pages",
     "list_tokens",
+    "list_write_requests",
     "memory_stats",
     "purge_fact",
     "put_page",

@@ -12,10 +12,11 @@ from pydantic import Field
 
 from fleetmem.errors import Outcome
 from fleetmem.memory.params import Params
+from fleetmem.memory.receipts import ReceiptFields
 from fleetmem.memory.registry import write_tool
 from fleetmem.memory.verbs.get_page import page_not_found, visible_page
 from fleetmem.memory.verbs.put_page import unindex_page
-from fleetmem.models import AuditEvent, Caller, Wire
+from fleetmem.models import AuditEvent, Caller
 from fleetmem.ports import CallContext, Deps
 from fleetmem.protocol import PROTOCOL_VERSION, SearchState
 
@@ -26,7 +27,7 @@ class DeletePageParams(Params):
     slug: str = Field(description='Exact slug of the page to delete, e.g. "people/alice-example".')
 
 
-class DeletePageResult(Wire):
+class DeletePageResult(ReceiptFields):  # D22: the receipt fields (optional)
     slug: str
     deleted: bool
     search_state: SearchState
@@ -54,7 +55,7 @@ def run(deps: Deps, caller: Caller, params: DeletePageParams, ctx: CallContext) 
         search_state="current" if unindexed else "pending",
         protocol_version=PROTOCOL_VERSION,
     )
-    return Outcome(body=result.model_dump())
+    return Outcome(body=result.model_dump(exclude_unset=True))  # the receipt fields are set by the pipeline
 
 
 DESCRIPTION = (
@@ -70,4 +71,5 @@ SPEC = write_tool(
     DeletePageResult,
     run,
     annotations={"destructiveHint": True, "idempotentHint": False},
+    idempotency=True,
 )

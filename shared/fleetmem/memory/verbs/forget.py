@@ -20,6 +20,7 @@ from fleetmem.memory import indexing
 from fleetmem.memory.common import normalize_text, shown_to
 from fleetmem.memory.fact_dedup import CANDIDATE_SCAN, candidates_at, claim_key, decision_pool
 from fleetmem.memory.params import FactIdArg, Params
+from fleetmem.memory.receipts import ReceiptFields
 from fleetmem.memory.registry import REMOVES_IDEMPOTENT, write_tool
 from fleetmem.memory.vectors import cosine
 from fleetmem.models import AuditEvent, Caller, Fact, Wire
@@ -55,7 +56,7 @@ class SimilarActive(Wire):
     next: str
 
 
-class ForgetResult(Wire):
+class ForgetResult(ReceiptFields):  # D22: the receipt fields (optional)
     id: str
     expired: bool = Field(description="true: expired now; false: it was already inactive (still success).")
     reason: str | None
@@ -217,4 +218,13 @@ DESCRIPTION = (
     "`expired: false`. Facts are expired with an audit trail, not deleted."
 )
 
-SPEC = write_tool(TOOL, DESCRIPTION, ForgetParams, ForgetResult, run, annotations=REMOVES_IDEMPOTENT, surface="verbs")
+SPEC = write_tool(
+    TOOL,
+    DESCRIPTION,
+    ForgetParams,
+    ForgetResult,
+    run,
+    annotations=REMOVES_IDEMPOTENT,
+    surface="verbs",
+    idempotency=True,
+)

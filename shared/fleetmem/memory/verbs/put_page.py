@@ -52,8 +52,9 @@ from fleetmem.memory.page_limits import PAGE_STORED_MAX_BYTES, check_body_size, 
 from fleetmem.memory.pagefmt import PageFormatError, parse_page_content
 from fleetmem.memory.put_page_params import PutPageParams
 from fleetmem.memory.put_page_steps import index_page, unindex_page
+from fleetmem.memory.receipts import ReceiptFields
 from fleetmem.memory.registry import write_tool
-from fleetmem.models import Caller, Wire
+from fleetmem.models import Caller
 from fleetmem.ports import CallContext, Deps
 from fleetmem.protocol import PROTOCOL_VERSION, SearchState
 
@@ -69,7 +70,7 @@ __all__ = [
 ]
 
 
-class PutPageResult(Wire):
+class PutPageResult(ReceiptFields):  # D22: the receipt fields (optional)
     slug: str
     status: Literal["created", "updated", "unchanged"]
     search_state: SearchState

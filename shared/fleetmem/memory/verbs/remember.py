@@ -60,11 +60,12 @@ from fleetmem.errors import Notice, Outcome
 from fleetmem.memory import indexing
 from fleetmem.memory import remember_steps as steps
 from fleetmem.memory.entity_inference import InferenceWarning
+from fleetmem.memory.receipts import ReceiptFields
 from fleetmem.memory.registry import write_tool
 from fleetmem.memory.remember_batch_result import RememberBatchResult
 from fleetmem.memory.remember_notices import already_expired_notice, new_entity_notice, probable_update_notice
 from fleetmem.memory.remember_params import RememberParams
-from fleetmem.models import Caller, Fact, Wire
+from fleetmem.models import Caller, Fact
 from fleetmem.ports import CallContext, Deps
 from fleetmem.protocol import (
     PROTOCOL_VERSION,
@@ -76,7 +77,7 @@ from fleetmem.timefmt import iso
 TOOL = "remember"
 
 
-class RememberResult(Wire):
+class RememberResult(ReceiptFields):  # D22: the receipt fields (optional)
     id: str = Field(description="Opaque fact id (the EXISTING fact's id when status is duplicate).")
     status: RememberStatus = Field(description="Branch on this.")
     status_text: str

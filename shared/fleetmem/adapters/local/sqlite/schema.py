@@ -8,13 +8,14 @@ import sqlite3
 from fleetmem.errors import Unavailable
 from fleetmem.protocol import IDEMPOTENCY_LEASE_SECONDS
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 # 2: D14 change sequences (pages/facts change_seq, cursors page_seq/fact_seq)
 # 3: links carry their source page's updated_at and visibility (backlinks read only what they return)
 # 4: idempotency claims carry a lease (lease_until) and a claim id
 # 5: page tombstones, the cursors' TTL-expiry position, facts indexed by valid_until (delta's retracted[])
 # 6: D23 withdrawn claims (the schema script adds the table)
 # 7: facts carry their content_origin (D24)
+# 8: D22 write receipts: idempotency keyed by (tenant, client_id, request id), with the receipt columns
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -110,10 +111,12 @@ CREATE INDEX IF NOT EXISTS clients_tenant ON clients (tenant, created_at);
 CREATE TABLE IF NOT EXISTS idempotency (
   tenant TEXT NOT NULL, client_id TEXT NOT NULL, verb TEXT NOT NULL, key TEXT NOT NULL,
   request_hash TEXT NOT NULL, result TEXT, created_at INTEGER NOT NULL, expires_at INTEGER NOT NULL,
-  lease_until INTEGER, claim_id TEXT,
-  PRIMARY KEY (tenant, client_id, verb, key)
+  lease_until INTEGER, claim_id TEXT, client_request_id TEXT, state TEXT NOT NULL DEFAULT 'running',
+  updated_at INTEGER, holder TEXT, outcome TEXT,
+  PRIMARY KEY (tenant, client_id, key)
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS idempotency_expires ON idempotency (expires_at);
+CREATE INDEX IF NOT EXISTS idempotency_newest ON idempotency (tenant, client_id, created_at);
 
 CREATE TABLE IF NOT EXISTS audit (
   id INTEGER PRIMARY KEY AUTOINCREMENT, tenant TEXT NOT NULL, subject TEXT NOT NULL,
@@ -198,6 +201,8 @@ def create_schema(conn: sqlite3.Connection) -> None:
         _migrate_4_to_5(conn)
     if 1 <= version <= 6:
         _migrate_6_to_7(conn)
+    if 1 <= version <= 7:
+        _migrate_7_to_8(conn)
     for stmt in _split_script(_SCHEMA):
         conn.execute(stmt)
     if version == 0:
@@ -270,6 +275,47 @@ def _migrate_6_to_7(conn: sqlite3.Connection) -> None:
     rows keep none."""
     if "content_origin" not in {r[1] for r in conn.execute("PRAGMA table_info(facts)")}:
         conn.execute("ALTER TABLE facts ADD COLUMN content_origin TEXT")
+
+
+def _migrate_7_to_8(conn: sqlite3.Connection) -> None:
+    """Schema 7 -> 8 (D22), inside the schema transaction: claims are keyed by (tenant, client_id,
+    request id) instead of per tool, so the table is rebuilt by the schema script that runs next;
+    each old key moves to its request id (its UUIDv5, the key itself kept as `client_request_id`).
+    Where one client used one key for two tools, the newest record keeps it."""
+    from fleetmem.protocol import request_uuid, tool_request_hash
+
+    conn.execute("ALTER TABLE idempotency RENAME TO idempotency_v7")
+    conn.execute("DROP INDEX IF EXISTS idempotency_expires")
+    old = conn.execute(
+        "SELECT tenant, client_id, verb, key, request_hash, result, created_at, expires_at, lease_until, "
+        "claim_id FROM idempotency_v7 ORDER BY created_at"
+    ).fetchall()
+    conn.execute("DROP TABLE idempotency_v7")
+    for stmt in _split_script(_SCHEMA):
+        if "idempotency" in stmt:
+            conn.execute(stmt)
+    for tenant, client_id, verb, key, request_hash, result, created, expires, lease, claim_id in old:
+        request_id, client_request_id = request_uuid(key)
+        conn.execute(
+            "INSERT OR REPLACE INTO idempotency (tenant, client_id, verb, key, request_hash, result, created_at, "
+            "expires_at, lease_until, claim_id, client_request_id, state, updated_at) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                tenant,
+                client_id,
+                verb,
+                request_id,
+                tool_request_hash(verb, request_hash),
+                result,
+                created,
+                expires,
+                lease,
+                claim_id,
+                client_request_id,
+                "running" if result is None else "committed",
+                created,
+            ),
+        )
 
 
 def _split_script(script: str) -> list[str]:

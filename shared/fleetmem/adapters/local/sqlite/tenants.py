@@ -20,6 +20,7 @@ TENANT_TABLES: tuple[tuple[str, str, str], ...] = (
     ("search_gen", "tenant = ?", "tenant"),
     ("facts", "tenant = ?", "tenant"),
     ("fact_seq", "tenant = ?", "tenant"),
+    ("withdrawn_claims", "tenant = ?", "tenant"),
     ("pages", "tenant = ?", "tenant"),
     ("aliases", "tenant = ?", "tenant"),
     ("links", "tenant = ?", "tenant"),
