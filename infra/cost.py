@@ -86,6 +86,9 @@ WRITE_UNITS: dict[tuple[str, str], float] = {
     ("remember", "TransactWriteItems"): FACT_WRITE_UNITS,
     ("forget", "TransactWriteItems"): FACT_WRITE_UNITS,
     ("remember", "UpdateItem"): 1,
+    # D22: the write's receipt (about 1 KB) and its `by_owner` index entry
+    ("remember", "PutItem"): 2,
+    ("forget", "PutItem"): 2,
     ("delta", "TransactWriteItems"): 0,
     ("delta", "PutItem"): 2,
 }

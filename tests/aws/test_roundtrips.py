@@ -49,18 +49,19 @@ CASES: list[tuple[str, str, dict[str, Any], int, int]] = [
     # D24: the listed facts' content_origin (their trust stamps) is one more read of their items
     ("recall (entity)", "recall", {"entity": ALICE}, 3, 0),
     ("recall (recent)", "recall", {}, 3, 0),
+    # D22: every write stores its receipt, after the write when the server made its request id
     (
         "remember",
         "remember",
         {"fact": "Alice moved to Lisbon", "provenance": "chat", "entity": ALICE},
-        2,
+        3,
         1,
     ),
     # D21: the remember case's fact is still pending, so this wake numbers it (one transaction)
     ("delta (first wake)", "delta", {"session_id": "s-new"}, 4, 0),
     ("delta (next wake)", "delta", {"session_id": "s-old"}, 3, 0),
     ("delta (since)", "delta", {"since": "2026-01-01T00:00:00Z"}, 3, 0),
-    ("forget", "forget", {"id": "<fact>", "reason": "wrong"}, 2, 0),
+    ("forget", "forget", {"id": "<fact>", "reason": "wrong"}, 3, 0),
 ]
 
 

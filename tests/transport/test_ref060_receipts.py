@@ -67,8 +67,17 @@ def test_another_id_maps_to_its_uuid5_and_comes_back_as_client_request_id(deps: 
 
 
 def test_an_omitted_request_id_is_made_by_the_server(deps: Deps) -> None:
-    r = dispatch("remember", FACT, _caller(), deps)
+    caller = _caller()
+    r = dispatch("remember", FACT, caller, deps)
     assert uuid.UUID(r.body["request_id"]).version == 4
+    # stored once, complete, after the write: its receipt reads back, and a retry with the id the
+    # answer named replays the write
+    got = dispatch("get_write_request", {"request_id": r.body["request_id"]}, caller, deps)
+    assert not got.is_error, got.body
+    receipt = got.body["write_request"]
+    assert receipt["state"] == "committed" and receipt["outcome"]["id"] == r.body["id"]
+    again = dispatch("remember", {**FACT, "request_id": r.body["request_id"]}, caller, deps)
+    assert again.body["idempotent_replay"] is True and again.body["id"] == r.body["id"]
 
 
 @pytest.mark.parametrize("bad", ["", "has space", "é", "x" * 129, 7])

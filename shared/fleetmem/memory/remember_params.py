@@ -234,3 +234,14 @@ class RememberParams(Params):
         description="Optional: who produced the fact's text: user_said, tool_output (read back as "
         "trust_tier external_untrusted) or inferred.",
     )
+    source_id: str | None = Field(
+        None,
+        description='Optional: the write\'s source. This credential reaches one brain, its own source "default"; '
+        "any other source is outside its grant (scope_denied).",
+    )
+    expected_revision: str | None = Field(
+        None,
+        description="Optional: the revision (a UUID) of the entity page you read. A fact never rewrites a page, "
+        "so it only has to be a UUID; not together with force.",
+    )
+    force: bool | None = Field(None, description="Optional: ignore expected_revision (not together with it).")

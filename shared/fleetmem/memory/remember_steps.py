@@ -28,6 +28,7 @@ from fleetmem.memory.fact_dedup import (
 from fleetmem.memory.slugs import slug_size_problem, slugify
 from fleetmem.memory.ttl import parse_ttl
 from fleetmem.memory.vectors import pack
+from fleetmem.memory.write_source import check_revision
 from fleetmem.memory.writegate import FACT_WRITES
 from fleetmem.models import AuditEvent, Caller, Fact
 from fleetmem.ports import DecisionPool, Deps, FactWrite, Withdrawal
@@ -71,6 +72,7 @@ def parse(deps: Deps, params: RememberParams, *, meta_session_id: str | None = N
     `_meta.session_id` (`meta_session_id`)."""
     text, provenance, kind, visibility, valid_until = _validate(deps, params)
     _check_entity(params)
+    check_revision(TOOL, params)  # D27
     replaced_id = replacement.replaced_id(params)
     now = deps.clock.now()
     session = params.session_id or meta_session_id

@@ -35,6 +35,7 @@ from fleetmem.memory import remember_steps
 from fleetmem.memory.registry import ToolSpec
 from fleetmem.memory.remember_batch_result import RememberBatchResult
 from fleetmem.memory.remember_params import BATCH_MAX
+from fleetmem.memory.write_source import check_source
 from fleetmem.ports import CallContext, Deps, Embedder
 from fleetmem.protocol import PROTOCOL_VERSION, REQUEST_ID, Transport
 from fleetmem.transport import errors
@@ -189,6 +190,7 @@ class RememberBatch:
         try:
             params = self.spec.params.model_validate(item, context={"tool": self.spec.name, "now": now, "keep": {}})
             remember_steps.parse(self.deps, params)  # type: ignore[arg-type]
+            check_source(self.spec.name, params, self.view.caller)  # D27
         except VerbError as err:
             raise self._item_refused(index, err, item) from None
         return params, item

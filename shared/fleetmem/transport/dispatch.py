@@ -254,7 +254,8 @@ class _Call:
         """Run one keyed write of this call under `request_id` (D2, D22): at most once per id, its
         answer carrying its receipt."""
         view = self._view()
-        run = lambda: self._execute(spec, params, notices, keyed=True)  # noqa: E731
+        # a retry (which may find its write stored but not indexed) can only send an id it chose
+        run = lambda: self._execute(spec, params, notices, keyed=not request_id.generated)  # noqa: E731
         return run_keyed_write(self._deps, spec, params, request_id, view, self.cid, self._error, run, notices)
 
     # -- the steps (each raises the VerbError that answers the call) ----------------------------

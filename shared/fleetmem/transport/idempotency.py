@@ -27,7 +27,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from pydantic import BaseModel
@@ -79,6 +79,8 @@ class RequestId:
 
     request_id: str
     client_request_id: str | None = None
+    #: made by the server for a call that sent none: no retry can name it before the answer does
+    generated: bool = False
 
     @classmethod
     def of(cls, raw: str) -> RequestId:
@@ -86,7 +88,7 @@ class RequestId:
 
     @classmethod
     def new(cls) -> RequestId:
-        return cls(str(uuid.uuid4()))
+        return cls(str(uuid.uuid4()), generated=True)
 
 
 def valid_request_id(raw: object) -> bool:
@@ -133,6 +135,8 @@ class IdempotentCall:
         """Claim, `execute()`, complete — or the stored result (with the call's own `notices`), or
         the refusal of the id."""
         record = self._record(params)
+        if self.rid.generated:
+            return self._run_unclaimed(record, execute)
         try:
             existing = self._claim(record)
         except PortError as exc:
@@ -148,6 +152,28 @@ class IdempotentCall:
             self._release(record)
             return result
         return self._complete(record, result)
+
+    def _run_unclaimed(self, record: IdempotencyRecord, execute: Callable[[], DispatchResult]) -> DispatchResult:
+        """A call with an id the server made: no retry can send that id before this answer names it,
+        so nothing is claimed first; the receipt is stored once, complete, after the write (one store
+        request instead of a claim and its completion)."""
+        result = execute()
+        if result.is_error:
+            return result
+        now = self.deps.clock.now()
+        outcome = receipts.outcome_of(self.spec.name, result.body)
+        body = receipts.spread(dict(result.body), receipts.receipt(self._done(record, now, outcome), now=now))
+        stored = self._done(record, now, outcome).model_copy(update={"result": body, "holder": None})
+        self._logged_if_lost(
+            lambda: self.deps.idempotency.claim(stored, now=now),
+            "idempotency receipt not stored",
+            "idempotency_complete_failed",
+        )
+        return DispatchResult(body, False, result.notices, result.correlation_id)
+
+    @staticmethod
+    def _done(record: IdempotencyRecord, now: datetime, outcome: dict[str, Any] | None) -> IdempotencyRecord:
+        return record.model_copy(update={"state": "committed", "updated_at": now, "outcome": outcome})
 
     def _record(self, params: BaseModel) -> IdempotencyRecord:
         now = self.deps.clock.now()
@@ -184,7 +210,7 @@ class IdempotentCall:
         caller = self.view.caller
         now = self.deps.clock.now()
         outcome = receipts.outcome_of(self.spec.name, result.body)
-        done = record.model_copy(update={"state": "committed", "updated_at": now, "outcome": outcome})
+        done = self._done(record, now, outcome)
         body = receipts.spread(dict(result.body), receipts.receipt(done, now=now))
         # The write itself succeeded; a lost receipt only means a retry runs the (deduplicating)
         # verb again, so the caller still gets its result.

@@ -88,6 +88,7 @@ class DynamoIdempotencyStore(DynamoStore):
             "state": record.state,
             "updated_at": ts(record.updated_at or record.created_at),
             "holder": record.holder,
+            "outcome": json.dumps(record.outcome) if record.outcome is not None else None,
             "ttl": epoch(record.expires_at),
         }
         stamp = write_id()

@@ -23,6 +23,7 @@ from fleetmem.memory.params import FactIdArg, Params
 from fleetmem.memory.receipts import ReceiptFields
 from fleetmem.memory.registry import REMOVES_IDEMPOTENT, write_tool
 from fleetmem.memory.vectors import cosine
+from fleetmem.memory.write_source import check_source
 from fleetmem.models import AuditEvent, Caller, Fact, Wire
 from fleetmem.ports import CallContext, Deps, Withdrawal
 from fleetmem.protocol import PROTOCOL_VERSION, PROVENANCE_MAX
@@ -39,6 +40,16 @@ class ForgetParams(Params):
         '(e.g. "f_01JD..."). Never a page slug, never the numeric legacy `facts[].id`.',
     )
     reason: str | None = Field(None, description="Why the fact is being expired (kept in the audit trail).")
+    source_id: str | None = Field(
+        None,
+        description='Optional: the fact\'s source. This credential reaches one brain, its own source "default"; '
+        "any other source is outside its grant (scope_denied).",
+    )
+    semantic_review: bool | None = Field(
+        None,
+        description="Optional, default true: false keeps the forgotten claim out of any rewording review "
+        "(`similar_active.semantic_review` then says opted_out).",
+    )
 
 
 class SimilarCandidate(Wire):
@@ -82,6 +93,7 @@ def not_found(tool: str, fact_id: str) -> VerbError:
 
 
 def run(deps: Deps, caller: Caller, params: ForgetParams, ctx: CallContext) -> Outcome:
+    check_source(TOOL, params, caller)  # D27
     raw = params.id
     if raw is None or (isinstance(raw, str) and not raw.strip()):
         raise VerbError(
@@ -132,7 +144,7 @@ def run(deps: Deps, caller: Caller, params: ForgetParams, ctx: CallContext) -> O
             )
         except NotFound:
             raise not_found(TOOL, fact_id) from None
-        similar = _similar_active(deps, caller, fact, pool, now)
+        similar = _similar_active(deps, caller, fact, pool, now, review=params.semantic_review is not False)
     # Inactive either way now: an expired fact must not be found by search.
     indexing.unindex_facts(deps, caller.tenant, [fact_id])
     body: dict[str, Any] = {"id": fact_id, "expired": expired, "reason": reason, "protocol_version": PROTOCOL_VERSION}
@@ -179,13 +191,17 @@ def _refuse_claim_linked(deps: Deps, caller: Caller, fact: Fact, now: datetime) 
     )
 
 
-def _similar_active(deps: Deps, caller: Caller, fact: Fact, pool: list[Fact], now: datetime) -> dict[str, Any]:
-    """D23: `similar_active` from the stored vectors of the entity's other active facts."""
-    review = "off"  # fleetmem runs no overnight rewording review
+def _similar_active(
+    deps: Deps, caller: Caller, fact: Fact, pool: list[Fact], now: datetime, *, review: bool
+) -> dict[str, Any]:
+    """D23: `similar_active` from the stored vectors of the entity's other active facts;
+    `semantic_review` is "opted_out" when the caller said false, else "off" (fleetmem runs no
+    rewording review, D27)."""
+    review_state = "off" if review else "opted_out"
     model = fact.vector_model
     if fact.vector is None or model is None:
         state = "not_checked_pending" if deps.embedder is not None else "not_checked_no_embedding"
-        return {"state": state, "candidates": [], "semantic_review": review, "next": _SIMILAR_NEXT[state]}
+        return {"state": state, "candidates": [], "semantic_review": review_state, "next": _SIMILAR_NEXT[state]}
     scored = sorted(
         (
             (round(cosine(fact.vector, f.vector), 4), f.fact_id)
@@ -198,7 +214,7 @@ def _similar_active(deps: Deps, caller: Caller, fact: Fact, pool: list[Fact], no
     return {
         "state": "checked",
         "candidates": found,
-        "semantic_review": review,
+        "semantic_review": review_state,
         "next": _SIMILAR_NEXT["checked" if found else "none"],
     }
 

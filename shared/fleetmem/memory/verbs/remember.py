@@ -65,6 +65,7 @@ from fleetmem.memory.registry import write_tool
 from fleetmem.memory.remember_batch_result import RememberBatchResult
 from fleetmem.memory.remember_notices import already_expired_notice, new_entity_notice, probable_update_notice
 from fleetmem.memory.remember_params import RememberParams
+from fleetmem.memory.write_source import check_source
 from fleetmem.models import Caller, Fact
 from fleetmem.ports import CallContext, Deps
 from fleetmem.protocol import (
@@ -115,6 +116,7 @@ class RememberAnswer(RootModel[RememberResult | RememberBatchResult]):
 
 
 def run(deps: Deps, caller: Caller, params: RememberParams, ctx: CallContext) -> Outcome:
+    check_source(TOOL, params, caller)  # D27
     ask = steps.parse(deps, params, meta_session_id=ctx.meta_session_id)
     reads = steps.resolve(deps, caller, params, ask)
     draft = steps.draft_fact(deps, caller, ask, reads)
