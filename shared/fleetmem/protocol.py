@@ -144,19 +144,6 @@ WriteState = Literal["queued", "running", "recovering", "committed", "conflict",
 TERMINAL_WRITE_STATES: Final = ("committed", "conflict", "failed", "cancelled")
 #: A pending receipt's `diagnostic` (the reference's WRITE_HEALTH_* allowlists; fleetmem sends
 #: pending, recovery_required and owner_unavailable as reasons).
-WRITE_HEALTH_REASONS: Final = (
-    "pending",
-    "waiting_on_earlier_write",
-    "database_contention",
-    "writer_busy",
-    "revision_changed_repreparing",
-    "recovery_required",
-    "writer_pool_capacity",
-    "owner_unavailable",
-    "writer_lock_unavailable",
-    "consumer_stopping",
-    "cause_unknown",
-)
 WriteHealthReason = Literal[
     "pending",
     "waiting_on_earlier_write",
@@ -170,6 +157,7 @@ WriteHealthReason = Literal[
     "consumer_stopping",
     "cause_unknown",
 ]
+WRITE_HEALTH_REASONS: Final[tuple[WriteHealthReason, ...]] = get_args(WriteHealthReason)
 WriteHealthAssessment = Literal["pending", "blocked", "stalled"]
 WriteHealthAction = Literal["poll", "inspect_owner"]
 #: `write_error` values fleetmem sends on error envelopes (spelled as the reference spells them).

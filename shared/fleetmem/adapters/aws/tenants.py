@@ -171,27 +171,22 @@ class TenantTables:
     def _prefix_scan(self, spec: TableSpec, table: str, prefix: str) -> Iterator[list[Key]]:
         """The items whose `pk` starts with `prefix`: a Scan of the whole table, filtered (the
         reserved items no index lists; a tenant deletion is rare and already scans three tables)."""
-        proj = _projection(spec)
-        req = {
-            "TableName": table,
-            "FilterExpression": "begins_with(#pk, :p)",
-            "ExpressionAttributeValues": {":p": {"S": prefix}},
-            "ConsistentRead": True,
-            "ProjectionExpression": proj["ProjectionExpression"],
-            "ExpressionAttributeNames": {**proj["ExpressionAttributeNames"], "#pk": "pk"},
-        }
-        for items in self._pages_of(req, self.db.scan):
-            yield list(_keys_of(spec, iter(items)))
+        return self._filtered_scan(spec, table, "begins_with(#a, :v)", "pk", prefix)
 
     def _scan(self, spec: TableSpec, table: str, tenant: str) -> Iterator[list[Key]]:
+        return self._filtered_scan(spec, table, "#a = :v", "tenant", tenant)
+
+    def _filtered_scan(self, spec: TableSpec, table: str, condition: str, attr: str, value: str) -> Iterator[list[Key]]:
+        """The keys of the items of a whole-table Scan that meet `condition` on `attr` (`#a`) and
+        `value` (`:v`), one result page at a time."""
         proj = _projection(spec)
         req = {
             "TableName": table,
-            "FilterExpression": "#tenant = :t",
-            "ExpressionAttributeValues": {":t": {"S": tenant}},
+            "FilterExpression": condition,
+            "ExpressionAttributeValues": {":v": {"S": value}},
             "ConsistentRead": True,
             "ProjectionExpression": proj["ProjectionExpression"],
-            "ExpressionAttributeNames": {**proj["ExpressionAttributeNames"], "#tenant": "tenant"},
+            "ExpressionAttributeNames": {**proj["ExpressionAttributeNames"], "#a": attr},
         }
         for items in self._pages_of(req, self.db.scan):
             yield list(_keys_of(spec, iter(items)))
