@@ -146,3 +146,16 @@ def on_surface(spec: ToolSpec, surface: Surface) -> bool:
 def tools_for(surface: Surface, caller: Caller) -> list[ToolSpec]:
     """Exactly what tools/list shows and tools/call accepts for this caller on this surface."""
     return [s for s in REGISTRY.values() if on_surface(s, surface) and caller.has_scope(s.scope)]
+
+
+def either_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    """The JSON schema of a result model that holds one of several answers (a `RootModel` of a union:
+    remember's single-or-batch, entity's name-or-names), still an object schema (MCP's
+    `outputSchema` is one): the `anyOf` of the answers, with every property any of them may hold."""
+    defs = schema.get("$defs", {})
+    properties: dict[str, Any] = {}
+    for variant in schema.get("anyOf", []):
+        target = defs[variant["$ref"].rsplit("/", 1)[-1]] if "$ref" in variant else variant
+        for name, prop in target.get("properties", {}).items():
+            properties.setdefault(name, prop)
+    return {**schema, "type": "object", "properties": properties}

@@ -22,6 +22,17 @@ class PageTallies:
     per_day: dict[str, int]
 
 
+@dataclass(frozen=True)
+class Referring:
+    """`PageListing.referring`: what `backlinks` answers (`links`, newest first up to its limit, and
+    `link_count`, the NON-mention links), plus every distinct page linking here by any link kind
+    (`sources`, the slug itself left out, newest write first)."""
+
+    links: builtins.list[Backlink]
+    link_count: int
+    sources: builtins.list[str]
+
+
 #: the most name keys `PageStore.names` looks up in one call (the bound on a write's inference read)
 NAME_KEYS_MAX = 100
 
@@ -107,6 +118,10 @@ class PageStore(Protocol):
         """Batch head lookup; missing slugs skipped."""
         ...
 
+    def many(self, tenant: str, slugs: Sequence[str]) -> builtins.list[Page]:
+        """Batch `get` (entity's `names`, D32): the pages of `slugs`, in their order; missing ones skipped."""
+        ...
+
     def lookup(self, tenant: str, **opts: Unpack[PageLookupOptions]) -> builtins.list[PageMatch]:
         """Resolution candidates, one per (page, way) it matched:
         `alias`: a stored alias key (`slugs.match_key` of the alias; `normalize_alias` for pages
@@ -175,6 +190,11 @@ class PageListing(Protocol):
     ) -> tuple[builtins.list[Backlink], int]:
         """Incoming links from other pages (mentions included in the list, newest source first is
         not required), plus the count of incoming NON-mention links."""
+        ...
+
+    def referring(self, tenant: str, slug: str, *, world_only: bool, limit: int = 10) -> Referring:
+        """`backlinks` and the distinct pages linking here from the same read (entity's
+        `referenced_by`, D32); `world_only` leaves out private linking pages."""
         ...
 
     def tallies(self, tenant: str, *, world_only: bool, since: datetime) -> PageTallies:

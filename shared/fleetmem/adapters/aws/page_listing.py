@@ -11,7 +11,7 @@ from fleetmem.adapters.aws.dynamo import ts
 from fleetmem.adapters.aws.page_table import MENTION_TYPES, PAGE_SK, PageTable
 from fleetmem.models import Backlink, PageHead
 from fleetmem.ports import PageTallies
-from fleetmem.ports.pages import PageList, PageListOptions
+from fleetmem.ports.pages import PageList, PageListOptions, Referring
 
 
 class DynamoPageListing(PageTable):
@@ -37,8 +37,14 @@ class DynamoPageListing(PageTable):
     def backlinks(
         self, tenant: str, slug: str, *, world_only: bool, limit: int = 10
     ) -> tuple[builtins.list[Backlink], int]:
+        found = self.referring(tenant, slug, world_only=world_only, limit=limit)
+        return found.links, found.link_count
+
+    def referring(self, tenant: str, slug: str, *, world_only: bool, limit: int = 10) -> Referring:
+        # one paginated Query of the target's link rows answers all three
         links: builtins.list[Backlink] = []
         count = 0
+        newest: dict[str, str] = {}
         for item in self._gsi(tenant, "by_target", "gk", keys.key(tenant, slug)):
             if item.get("src") == slug:
                 continue
@@ -50,4 +56,7 @@ class DynamoPageListing(PageTable):
                 links.append(
                     Backlink(source=item["src"], type=item.get("ltype", "related"), context=item.get("context"))
                 )
-        return links, count
+            src, at = str(item["src"]), str(item.get("src_updated_at", ""))
+            newest[src] = max(at, newest.get(src, ""))
+        sources = sorted(newest, key=lambda s: (newest[s], s), reverse=True)
+        return Referring(links=links, link_count=count, sources=sources)

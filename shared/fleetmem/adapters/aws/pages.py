@@ -85,7 +85,8 @@ class DynamoPageStore(PageTable):
             out: builtins.list[PageMatch] = []
             for item in items:
                 if self._visible(item, world_only) and keep(item):
-                    out.append(PageMatch(page=item_to_head(item), via=via))  # type: ignore[arg-type]
+                    key = str(item.get("alias", "")) if via == "alias" else ""
+                    out.append(PageMatch(page=item_to_head(item), via=via, key=key))  # type: ignore[arg-type]
                     if len(out) >= limit:
                         break
             return out
@@ -163,17 +164,21 @@ class DynamoPageStore(PageTable):
         return builtins.list(keys.owned_items(raws, tenant, table="pages"))
 
     def heads(self, tenant: str, slugs: Sequence[str]) -> builtins.list[PageHead]:
+        return [item_to_head(i) for i in self._batch_items(tenant, slugs, HEAD_PROJECTION + ", pk, tenant")]
+
+    def many(self, tenant: str, slugs: Sequence[str]) -> builtins.list[Page]:
+        return [item_to_page(i) for i in self._batch_items(tenant, slugs, "")]
+
+    def _batch_items(self, tenant: str, slugs: Sequence[str], projection: str) -> builtins.list[dict[str, Any]]:
+        """The page rows of `slugs` (BatchGetItem, 100 keys a request, concurrently), in `slugs` order."""
         wanted = list(dict.fromkeys(s for s in slugs if s))
-        found: dict[str, PageHead] = {}
+        found: dict[str, dict[str, Any]] = {}
 
         def fetch(group: Sequence[str]) -> builtins.list[dict[str, Any]]:
-            request: dict[str, Any] = {
-                self.table: {
-                    "Keys": [{"pk": {"S": page_pk(tenant, s)}, "sk": {"S": PAGE_SK}} for s in group],
-                    "ProjectionExpression": HEAD_PROJECTION + ", pk, tenant",
-                    "ExpressionAttributeNames": HEAD_NAMES,
-                }
-            }
+            ask: dict[str, Any] = {"Keys": [{"pk": {"S": page_pk(tenant, s)}, "sk": {"S": PAGE_SK}} for s in group]}
+            if projection:
+                ask.update(ProjectionExpression=projection, ExpressionAttributeNames=HEAD_NAMES)
+            request: dict[str, Any] = {self.table: ask}
             items: builtins.list[dict[str, Any]] = []
             while request:
                 out = call(self._db.batch_get_item, RequestItems=request)
@@ -183,7 +188,7 @@ class DynamoPageStore(PageTable):
 
         for items in parallel([functools.partial(fetch, g) for g in chunks(wanted, 100)]):
             for item in keys.owned_items(items, tenant, table="pages"):
-                found[item["slug"]] = item_to_head(item)
+                found[item["slug"]] = item
         return [found[s] for s in wanted if s in found]
 
     def keyword(self, tenant: str, text: str, *, world_only: bool, limit: int = 3) -> builtins.list[PageHead]:

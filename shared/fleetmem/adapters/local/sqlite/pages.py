@@ -41,6 +41,15 @@ class SqlitePageStore(SqlitePageTable):
         row = self.db.one(f"SELECT {_PAGE_COLS} FROM pages WHERE tenant = ? AND slug = ?", (tenant, slug))
         return None if row is None else _page_of(row)
 
+    def many(self, tenant: str, slugs: Sequence[str]) -> list[Page]:
+        wanted = list(dict.fromkeys(s for s in slugs if s))
+        found: dict[str, Page] = {}
+        for i in range(0, len(wanted), _IN_CHUNK):
+            group = wanted[i : i + _IN_CHUNK]
+            sql = f"SELECT {_PAGE_COLS} FROM pages WHERE tenant = ? AND slug IN ({_marks(len(group))})"
+            found.update((p.slug, p) for p in map(_page_of, self.db.all(sql, (tenant, *group))))
+        return [found[s] for s in wanted if s in found]
+
     def put(self, page: Page, *, expected_updated_at: datetime | Literal[""] | None = None) -> None:
         try:
             frontmatter = json.dumps(page.frontmatter, default=str, ensure_ascii=False)
@@ -172,7 +181,7 @@ class SqlitePageStore(SqlitePageTable):
             # DISTINCT: a page holding an alias under both key forms is one candidate
             (
                 "alias",
-                f"SELECT DISTINCT {head} FROM aliases a CROSS JOIN pages p ON p.tenant = a.tenant "
+                f"SELECT DISTINCT {head}, a.alias FROM aliases a CROSS JOIN pages p ON p.tenant = a.tenant "
                 "AND p.slug = a.slug WHERE a.tenant = ? AND a.alias",
                 [a for a in dict.fromkeys(q.aliases) if a][:_IN_CHUNK],
             ),
@@ -193,7 +202,10 @@ class SqlitePageStore(SqlitePageTable):
             for via, select, wanted in ways:
                 if wanted:
                     sql = f"{select} IN ({_marks(len(wanted))}){vis} ORDER BY p.slug LIMIT ?"
-                    out += [PageMatch(page=_head_of(r), via=via) for r in conn.execute(sql, (tenant, *wanted, lim))]
+                    out += [
+                        PageMatch(page=_head_of(r[:6]), via=via, key=r[6] if via == "alias" else "")
+                        for r in conn.execute(sql, (tenant, *wanted, lim))
+                    ]
             if suffix:
                 # index seek on (tenant, leaf); a multi-segment suffix is checked on the few rows found
                 tail = "/" + suffix
