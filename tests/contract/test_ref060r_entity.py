@@ -206,27 +206,27 @@ def test_names_refusals_are_invalid_params_with_a_fix(
 
 
 def test_an_exact_slug_beats_an_exact_title(brain: Deps, agent: Caller) -> None:
-    put(brain, agent, "atlas", "The slug page.")
+    put(brain, agent, "atlas", "---\ntitle: Atlas Archive\n---\nThe page whose slug is the name.")
     put(brain, agent, "projects/p-9", "---\ntitle: Atlas\ntype: project\n---\nThe titled page, newer.")
     assert ok(brain, agent, "entity", {"name": "Atlas"})["card"]["entity"]["slug"] == "atlas"
+    saved = ok(brain, agent, "remember", {"fact": "Atlas moved racks", "provenance": "chat", "entity": "Atlas"})
+    assert saved["entity_slug"] == "atlas"
 
 
 def test_an_entity_page_beats_a_newer_note_of_the_same_title_for_reads_and_writes(brain: Deps, agent: Caller) -> None:
-    put(brain, agent, "people/maya-lin", "---\ntitle: Maya\ntype: person\n---\nMaya the designer.")
-    put(brain, agent, "notes/call-with-maya", "---\ntitle: Maya\ntype: note\n---\nA newer note.")
-    body = ok(brain, agent, "entity", {"name": "Maya"})
-    assert body["card"]["entity"]["slug"] == "people/maya-lin"
+    put(brain, agent, "people/m-lin", "---\ntitle: Maya Lin\ntype: person\n---\nMaya the designer.")
+    put(brain, agent, "notes/call-with-maya", "---\ntitle: Maya Lin\ntype: note\n---\nA newer note.")
+    body = ok(brain, agent, "entity", {"name": "Maya Lin"})
+    assert body["card"]["entity"]["slug"] == "people/m-lin"
     assert [s["slug"] for s in body["suggestions"]] == ["notes/call-with-maya"]
-    saved = ok(brain, agent, "remember", {"fact": "Maya prefers Figma", "provenance": "chat", "entity": "Maya"})
-    assert saved["entity_slug"] == "people/maya-lin"
-    recalled = ok(brain, agent, "recall", {"entity": "Maya"})
+    saved = ok(brain, agent, "remember", {"fact": "Maya prefers Figma", "provenance": "chat", "entity": "Maya Lin"})
+    assert saved["entity_slug"] == "people/m-lin"
+    recalled = ok(brain, agent, "recall", {"entity": "Maya Lin"})
     assert [f["fact"] for f in recalled["facts"]] == ["Maya prefers Figma"]
-
-
-def test_an_alias_beats_the_type_preference_and_a_note_title_is_still_the_fallback(brain: Deps, agent: Caller) -> None:
-    put(brain, agent, "people/orin-kade", "---\ntitle: Orin Kade\ntype: person\n---\nOrin.")
-    put(brain, agent, "notes/standup", "---\ntitle: Standup\ntype: note\naliases: [Orin]\n---\nA note.")
-    assert ok(brain, agent, "entity", {"name": "Orin"})["card"]["entity"]["slug"] == "notes/standup"
+    # an alias still beats the type preference; a note's exact title is still the fallback
+    put(brain, agent, "notes/standup", "---\ntitle: Standup\ntype: note\naliases: [Orin Kade]\n---\nA note.")
+    put(brain, agent, "people/o-kade", "---\ntitle: Orin Kade\ntype: person\n---\nOrin.")
+    assert ok(brain, agent, "entity", {"name": "Orin Kade"})["card"]["entity"]["slug"] == "notes/standup"
     put(brain, agent, "notes/retro", "---\ntitle: Retro Notes\ntype: note\n---\nA retro.")
     assert ok(brain, agent, "entity", {"name": "Retro Notes"})["card"]["entity"]["slug"] == "notes/retro"
 
