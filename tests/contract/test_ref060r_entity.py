@@ -350,4 +350,7 @@ def test_the_result_model_holds_either_answer_and_refuses_a_stray_field() -> Non
     EntityAnswer.model_validate(batch)
     with pytest.raises(ValidationError):
         EntityAnswer.model_validate({**batch, "cards": []})
-    assert {"results", "card", "missing"} <= set(EntityAnswer.model_json_schema()["properties"])
+    schema = EntityAnswer.model_json_schema()
+    assert {"results", "card", "missing"} <= set(schema["properties"])
+    # MCP clients check structured content against the listed properties: `found` is a flag or a count
+    assert {alt["type"] for alt in schema["properties"]["found"]["anyOf"]} == {"boolean", "integer"}

@@ -151,11 +151,22 @@ def tools_for(surface: Surface, caller: Caller) -> list[ToolSpec]:
 def either_schema(schema: dict[str, Any]) -> dict[str, Any]:
     """The JSON schema of a result model that holds one of several answers (a `RootModel` of a union:
     remember's single-or-batch, entity's name-or-names), still an object schema (MCP's
-    `outputSchema` is one): the `anyOf` of the answers, with every property any of them may hold."""
+    `outputSchema` is one): the `anyOf` of the answers, with every property any of them may hold (a
+    property the answers type apart: the `anyOf` of its types)."""
     defs = schema.get("$defs", {})
     properties: dict[str, Any] = {}
     for variant in schema.get("anyOf", []):
         target = defs[variant["$ref"].rsplit("/", 1)[-1]] if "$ref" in variant else variant
         for name, prop in target.get("properties", {}).items():
-            properties.setdefault(name, prop)
+            seen = properties.setdefault(name, prop)
+            if not _json_types(prop) <= _json_types(seen):  # the answers type it apart (entity's `found`)
+                properties[name] = {"anyOf": [seen, prop]}
     return {**schema, "type": "object", "properties": properties}
+
+
+def _json_types(prop: dict[str, Any]) -> set[str]:
+    """The JSON types a property schema admits ("any" when it names none, e.g. a `$ref`)."""
+    found = {prop["type"]} if isinstance(prop.get("type"), str) else set()
+    for alt in prop.get("anyOf", []):
+        found |= _json_types(alt)
+    return found or {"any"}
