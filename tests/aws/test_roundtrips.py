@@ -11,7 +11,8 @@ remember ≤ 2 plus one embedding call, delta ≤ 3 (+1 on a wake that numbers p
 the first wake below comes right after the remember case's write), forget ≤ 2. The domain meets them by gathering
 independent port calls into one concurrent round (`Deps.gather`) and by writing audit rows in the
 same transaction as the fact they describe. An entity `names` batch (D32) may take 5: one lookup
-round, the suffix reads of the names nothing matched exactly, the token reads, one round of pages.
+round, one round of the suffix and bare-token reads of the names nothing matched exactly, one
+round of pages and the misses' keyword reads.
 """
 
 from __future__ import annotations
@@ -42,9 +43,9 @@ ALICE = "people/alice-example"
 CASES: list[tuple[str, str, dict[str, Any], int, int]] = [
     ("entity (alias hit)", "entity", {"name": "Ally"}, 3, 0),
     ("entity (miss)", "entity", {"name": "Nobody Known"}, 3, 0),
-    # D32: a card with linking pages reads their heads once (one more round trip)
+    # D32: a card with linking pages groups them from its link Query (the link rows carry their page's head)
     ("entity (referenced)", "entity", {"name": "Acme"}, 3, 0),
-    # D32: a batch is one lookup round, the suffix/token reads of the names nothing matched, one page round
+    # D32: a batch is one lookup round, one round of the suffix/token reads of the names nothing matched, one page round
     ("entity (names)", "entity", {"names": ["Ally", "Acme", "companies/acme", "Nobody Known"]}, 5, 0),
     ("recall (query)", "recall", {"query": "green tea"}, 2, 1),
     # a query asking two questions also searches each one: same budget, still one embedding call

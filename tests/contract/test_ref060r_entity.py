@@ -354,3 +354,107 @@ def test_the_result_model_holds_either_answer_and_refuses_a_stray_field() -> Non
     assert {"results", "card", "missing"} <= set(schema["properties"])
     # MCP clients check structured content against the listed properties: `found` is a flag or a count
     assert {alt["type"] for alt in schema["properties"]["found"]["anyOf"]} == {"boolean", "integer"}
+
+
+class _Counting:
+    """A real store; counts the calls of the named methods and passes everything through."""
+
+    def __init__(self, inner: Any, *names: str) -> None:
+        self.inner, self.calls = inner, dict.fromkeys(names, 0)
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self.inner, name)
+        if name not in self.calls:
+            return attr
+
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            self.calls[name] += 1
+            return attr(*args, **kwargs)
+
+        return counted
+
+
+def test_a_batch_reads_suffix_token_and_miss_candidates_once_for_all_names(brain: Deps, agent: Caller) -> None:
+    for i in range(6):
+        put(brain, agent, f"people/zed{i}-quill", f"---\ntitle: Zed Quill {i}\ntype: person\n---\nZed {i}.")
+    names = [f"zed{i}-quill" for i in range(6)] + [f"zed{i}" for i in range(6)] + ["Nobody Quill", "No One Zed"]
+    pages = _Counting(brain.pages, "lookup", "heads", "keyword", "keyword_many", "bare_candidates")
+    counted = dataclasses.replace(brain, pages=pages)  # type: ignore[arg-type]
+    body = ok(counted, agent, "entity", {"names": names})
+    # suffix names and bare tokens each resolve to their page, the two misses get suggestions
+    assert [r.get("slug") for r in body["results"]] == [f"people/zed{i}-quill" for i in range(6)] * 2 + [None, None]
+    assert all(r.get("suggestions") for r in body["results"][-2:])
+    # one exact lookup, one read of every bare name's candidates, one keyword read for every miss
+    assert pages.calls == {"lookup": 1, "heads": 0, "keyword": 0, "keyword_many": 1, "bare_candidates": 1}
+
+
+def test_the_card_counts_and_groups_linking_pages_without_reading_their_pages(brain: Deps, agent: Caller) -> None:
+    put(brain, agent, "companies/quiet-co", "---\ntitle: Quiet Co\ntype: company\n---\nQuiet.")
+    for i in range(4):
+        put(brain, agent, f"people/q{i}", f"---\ntitle: Q {i}\ntype: person\n---\nAt [[companies/quiet-co]].")
+    pages = _Counting(brain.pages, "heads", "many")
+    counted = dataclasses.replace(brain, pages=pages)  # type: ignore[arg-type]
+    card = ok(counted, agent, "entity", {"name": "Quiet Co"})["card"]
+    assert card["referenced_by_count"] == 4
+    assert [(g["canonical_type"], g["total"]) for g in card["referenced_by"]] == [("person", 4)]
+    assert [r["title"] for r in card["referenced_by"][0]["rows"]] == ["Q 3", "Q 2", "Q 1", "Q 0"]
+    assert pages.calls == {"heads": 0, "many": 0}  # the link read answers it (D32)
+
+
+def test_a_link_row_written_before_it_carried_its_page_head_still_counts(brain: Deps, agent: Caller) -> None:
+    """DynamoDB only: link rows from before `src_title`/`src_ptype` fall back to one head read."""
+    listing: Any = brain.page_listing
+    if not hasattr(listing, "_db"):
+        pytest.skip("the SQLite link index joins the page rows; no link row carries a head")
+    from fleetmem.adapters.aws.page_table import page_pk
+
+    put(brain, agent, "companies/old-co", "---\ntitle: Old Co\ntype: company\n---\nOld.")
+    put(brain, agent, "people/old-timer", "---\ntitle: Old Timer\ntype: person\n---\nAt [[companies/old-co]].")
+    put(brain, agent, "notes/fresh", "Fresh note on [[companies/old-co]].")
+    pk = page_pk(agent.tenant, "people/old-timer")
+    rows = listing._db.query(
+        TableName=listing.table,
+        KeyConditionExpression="pk = :pk AND begins_with(sk, :l)",
+        ExpressionAttributeValues={":pk": {"S": pk}, ":l": {"S": "L#"}},
+    )["Items"]
+    assert rows
+    for row in rows:  # as a link row written before the head was stored on it
+        listing._db.update_item(
+            TableName=listing.table,
+            Key={"pk": row["pk"], "sk": row["sk"]},
+            UpdateExpression="REMOVE src_title, src_ptype",
+        )
+    card = ok(brain, agent, "entity", {"name": "Old Co"})["card"]
+    assert card["referenced_by_count"] == 2
+    got = {g["canonical_type"]: (g["total"], [r["title"] for r in g["rows"]]) for g in card["referenced_by"]}
+    assert got == {"person": (1, ["Old Timer"]), "page": (1, [got["page"][1][0]])}
+
+
+def test_a_schema_8_data_directory_gets_its_link_groups_on_open(tmp_path: Any) -> None:
+    """SQLite store schema 9 (D32): link rows from before carry their page's group once reopened."""
+    import sqlite3
+
+    from fleetmem.adapters.local import open_local
+
+    caller = _caller("t-migrate", remote=True)
+    stores = open_local(tmp_path)
+    deps = Deps.over(stores, clock=FixedClock(NOW), ids=SortableIds(), embedder=None, llm=None)
+    put(deps, caller, "companies/mig-co", "---\ntitle: Mig Co\ntype: company\n---\nMig.")
+    pat = "---\ntitle: Mig Pat\ntype: person\n---\nAt [[companies/mig-co]], see [[companies/mig-co]] again."
+    put(deps, caller, "people/mig-pat", pat, links=[{"type": "works_at", "target": "companies/mig-co"}])
+    put(deps, caller, "notes/mig-note", "On [[companies/mig-co]].")
+    stores.close()
+    db = sqlite3.connect(tmp_path / "fleetmem.db")
+    with db:  # back to schema 8's layout: link rows without their page's group
+        db.execute("DROP INDEX links_group")
+        db.execute("ALTER TABLE links DROP COLUMN source_group")
+        db.execute("ALTER TABLE links DROP COLUMN first_to_target")
+        db.execute("PRAGMA user_version = 8")
+    db.close()
+    stores = open_local(tmp_path)
+    try:
+        deps = Deps.over(stores, clock=FixedClock(NOW), ids=SortableIds(), embedder=None, llm=None)
+        card = ok(deps, caller, "entity", {"name": "Mig Co"})["card"]
+        assert [(g["canonical_type"], g["total"]) for g in card["referenced_by"]] == [("page", 1), ("person", 1)]
+    finally:
+        stores.close()

@@ -327,7 +327,7 @@ def _shown(
             card.update(referenced_by_count=0, referenced_by=[], coverage=entity_refs.coverage(failed=True))
         else:
             found = inputs.referring
-            card.update(entity_refs.referenced_by(deps, tenant, found, world_only=world_only, redacted=redacted))
+            card.update(entity_refs.referenced_by(found, world_only=world_only, redacted=redacted))
             card["coverage"] = entity_refs.coverage()
         card["recent_facts"] = entity_refs.recent_facts(inputs.facts, redacted=redacted)
     return EntityCard(card, inputs, fact_only=fact_only)

@@ -58,6 +58,7 @@ calling here (remember's validation).
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -75,6 +76,7 @@ from fleetmem.memory.slugs import (
 )
 from fleetmem.models import PageHead, PageMatch, SearchHit, SearchQuery
 from fleetmem.ports import Deps
+from fleetmem.ports.pages import BareCandidates
 from fleetmem.protocol import SUGGESTIONS_MAX, TITLE_MAX
 
 _RANK = {"alias": 0, "slug": 1, "title": 2, "token": 2, "suffix": 3}
@@ -223,18 +225,37 @@ def near_misses(
     return out[:SUGGESTIONS_MAX]
 
 
-def _unique_entity_page(deps: Deps, tenant: str, tokens: list[str], *, world_only: bool) -> PageHead | None:
+#: the pages a bare token may name (`people/<tok>` and what follows it): `exact` -> the page of that
+#: slug (if visible) and the next two slugs after it
+Near = Callable[[str], list[PageHead]]
+
+
+def _store_near(deps: Deps, tenant: str, *, world_only: bool) -> Near:
+    def near(exact: str) -> list[PageHead]:
+        heads = [h for h in deps.pages.heads(tenant, [exact]) if not world_only or h.visibility == "world"]
+        return heads + deps.page_listing.list(tenant, world_only=world_only, limit=2, after=exact)
+
+    return near
+
+
+def _bare_tokens(raw: str) -> list[str]:
+    """The tokens the bare-token rule tries for a one-word name ([] for any other name)."""
+    slug = slugify(raw)
+    if "/" in slug or len(raw.split()) != 1 or not slug:
+        return []
+    return [t for t in dict.fromkeys((slug, ascii_slug(raw))) if t and "/" not in t]
+
+
+def _unique_entity_page(tokens: list[str], near: Near) -> PageHead | None:
     found: dict[str, PageHead] = {}
     for prefix in _ENTITY_PREFIXES:
         for token in tokens:
             exact = f"{prefix}{token}"
-            heads = deps.pages.heads(tenant, [exact])
-            found.update((h.slug, h) for h in heads if not world_only or h.visibility == "world")
             # Slugs after `exact` in code-point (= UTF-8 byte) order start with the "-"
             # continuations (0x2d sorts before "/", digits and the letters of every script), so the
             # first two rows tell unique from ambiguous.
-            for head in deps.page_listing.list(tenant, world_only=world_only, limit=2, after=exact):
-                if head.slug.startswith(exact + "-"):
+            for head in near(exact):
+                if head.slug == exact or head.slug.startswith(exact + "-"):
                     found[head.slug] = head
             if len(found) > 1:
                 return None
@@ -244,7 +265,9 @@ def _unique_entity_page(deps: Deps, tenant: str, tokens: list[str], *, world_onl
 _WRITE_WAYS = ("alias", "slug", "title")
 
 
-def _target(deps: Deps, tenant: str, raw: str, matches: list[PageMatch], *, world_only: bool) -> EntityTarget:
+def _target(
+    deps: Deps, tenant: str, raw: str, matches: list[PageMatch], *, world_only: bool, near: Near | None = None
+) -> EntityTarget:
     ambiguous: dict[str, PageHead] = {}
     for via in _WRITE_WAYS:
         pages = {m.page.slug: m.page for m in matches if m.via == via}
@@ -256,17 +279,19 @@ def _target(deps: Deps, tenant: str, raw: str, matches: list[PageMatch], *, worl
             return EntityTarget(slug=head.slug, page=head, via=via)
         ambiguous.update(pages)
     slug = slugify(raw)
-    if "/" not in slug and len(raw.split()) == 1 and slug:
-        tokens = [t for t in dict.fromkeys((slug, ascii_slug(raw))) if t and "/" not in t]
-        unique = _unique_entity_page(deps, tenant, tokens, world_only=world_only)
+    tokens = _bare_tokens(raw)
+    if tokens:
+        unique = _unique_entity_page(tokens, near or _store_near(deps, tenant, world_only=world_only))
         if unique:
             return EntityTarget(slug=unique.slug, page=unique, via="token")
     ranked = _ranked([m for m in matches if m.page.slug in ambiguous])
     return EntityTarget(slug=slug, ambiguous=[c.head for c in ranked])
 
 
-def _resolution(deps: Deps, tenant: str, raw: str, matches: list[PageMatch], *, world_only: bool) -> Resolution:
-    target = _target(deps, tenant, raw, matches, world_only=world_only)
+def _resolution(
+    deps: Deps, tenant: str, raw: str, matches: list[PageMatch], *, world_only: bool, near: Near | None = None
+) -> Resolution:
+    target = _target(deps, tenant, raw, matches, world_only=world_only, near=near)
     ranked = _ranked(matches)
     if target.page is not None:
         ranked = [Candidate(target.page, _RANK[target.via], target.via)] + [
@@ -321,23 +346,34 @@ def _exact_many(deps: Deps, tenant: str, raws: list[str], *, world_only: bool) -
 
 def resolve_names(deps: Deps, tenant: str, names: list[str], *, world_only: bool) -> dict[str, Resolution]:
     """`resolve_entity` of many names (entity's `names`, D32) with batched reads: one lookup of
-    every name's alias, title and slug keys; then, only for the names nothing matched exactly, the
-    slug-suffix lookup (concurrent). Each name's best page is the one `resolve_entity` gives (the
-    suffix rank comes after every exact one); runners-up may leave out suffix matches."""
+    every name's alias, title and slug keys; then, only for the names nothing matched exactly, one
+    read of their slug-suffix candidates and bare-token pages (`PageStore.bare_candidates`). Each
+    name's best page is the one `resolve_entity` gives (the suffix rank comes after every exact
+    one); runners-up may leave out suffix matches."""
     raws = [n for n in dict.fromkeys(n.strip() for n in names) if n and len(n) <= TITLE_MAX]
     per = _exact_many(deps, tenant, raws, world_only=world_only) if raws else {}
-    bare = [raw for raw in raws if not per[raw] and slugify(raw)]
-    found = deps.gather(
-        *(
-            lambda r=r: deps.pages.lookup(
-                tenant, aliases=[], titles=[], slugs=[], suffix=slugify(r), world_only=world_only, limit=10
-            )
-            for r in bare
+    # the names nothing matched exactly: their suffix candidates and bare-token pages, one read
+    bare = {raw: slugify(raw) for raw in raws if not per[raw] and slugify(raw)}
+    prefixes = [f"{p}{t}" for raw in bare for t in _bare_tokens(raw) for p in _ENTITY_PREFIXES]
+    found = (
+        deps.pages.bare_candidates(
+            tenant,
+            suffixes=list(dict.fromkeys(bare.values())),
+            prefixes=list(dict.fromkeys(prefixes)),
+            world_only=world_only,
+            limit=10,
         )
+        if bare
+        else BareCandidates(suffix={}, prefix={})
     )
-    for raw, matches in zip(bare, found, strict=True):
-        per[raw] = [m for m in matches if not world_only or m.page.visibility == "world"]
-    out = {raw: _resolution(deps, tenant, raw, per[raw], world_only=world_only) for raw in raws}
+    for raw, suffix in bare.items():
+        per[raw] = [m for m in found.suffix.get(suffix, []) if not world_only or m.page.visibility == "world"]
+    store = _store_near(deps, tenant, world_only=world_only)
+
+    def near(exact: str) -> list[PageHead]:  # a name with exact but no unique match reads the store
+        return found.prefix[exact] if exact in found.prefix else store(exact)
+
+    out = {raw: _resolution(deps, tenant, raw, per[raw], world_only=world_only, near=near) for raw in raws}
     return {n: out.get(n.strip(), Resolution(target=EntityTarget(slug=""), best=None)) for n in names}
 
 

@@ -15,8 +15,9 @@ caller, names) -> dict` (`{results[], found, missing}`: `found`/`missing` are co
 - after the resolution, ONE round: the best pages (`PageStore.many`), the fact counts of the names
   whose own slug has no page, and the misses' keyword near-misses;
 - miss row `{name, found: false, suggestions?}`: up to 3 `{slug, title}` pages sharing a word with
-  the name (the page keyword arm of `entity`'s near-misses; fact-only near-misses are left out to
-  keep the batch to page reads), left out when there are none.
+  the name (the page keyword arm of `entity`'s near-misses, all misses in one read:
+  `PageStore.keyword_many`; fact-only near-misses are left out to keep the batch to page reads),
+  left out when there are none.
 """
 
 from __future__ import annotations
@@ -104,11 +105,11 @@ def lookup_names(deps: Deps, caller: Caller, names: list[str]) -> dict[str, Any]
             lambda n=n: deps.fact_decisions.count_active(tenant, res[n].target.slug, now=now, world_only=world_only)
             for n in own
         ),
-        *(lambda n=n: deps.pages.keyword(tenant, n, world_only=world_only, limit=SUGGESTIONS_MAX) for n in bare),
+        lambda: deps.pages.keyword_many(tenant, bare, world_only=world_only, limit=SUGGESTIONS_MAX) if bare else [],
     )
     pages = {p.slug: p for p in got[0] if not (world_only and p.visibility != "world")}
     facts = {n: res[n].target.slug for n, count in zip(own, got[1 : 1 + len(own)], strict=True) if count}
-    near = dict(zip(bare, got[1 + len(own) :], strict=True))
+    near = dict(zip(bare, got[1 + len(own)], strict=True))
     rows: list[dict[str, Any]] = []
     for name in unique:
         if name in facts:

@@ -2,7 +2,7 @@
 `cards.entity_card(..., references=True)`; context_pack's cards leave them out.
 
 Public functions:
-- `referenced_by(deps, tenant, found, *, world_only, redacted) -> dict`: `referenced_by_count` (the
+- `referenced_by(found, *, world_only, redacted) -> dict`: `referenced_by_count` (the
   distinct pages linking to the entity by any link kind, mentions included; private ones left out
   for remote callers) and `referenced_by[]`: those pages grouped by `canonical_type` (the page type,
   "page" when it has none), groups ordered by their newest row, at most 10 rows per group and 50
@@ -11,8 +11,11 @@ Public functions:
   page's last write; `preview` is the context written with its link (a typed link's before a
   mention's; at most 160 characters,
   private fences stripped for remote callers and credentials redacted for them), "" without one.
-  No `next`: fleetmem has no backlink-listing tool to name (D32). One batched head read of the
-  linking pages (`PageStore.heads`), at most `REFERRERS_SCAN` of them.
+  No `next`: fleetmem has no backlink-listing tool to name (D32). No read of its own: the counts
+  and the rows shown come with the card's backlink read (`PageListing.referring`: on SQLite the link
+  rows carry their page's group, counted and ranked in the `links_group` index, only the pages shown
+  read by key; on DynamoDB the link rows carry their page's head), so the cost follows the rows
+  shown, not every linking page.
 - `recent_facts(facts, *, redacted) -> list[dict]`: the 5 newest of the card's active facts (already
   read for open threads, so visible to the caller), `{id, fact, kind, valid_from, entity_slug}`;
   `valid_from` is the fact's `created_at` (fleetmem keeps no separate event time).
@@ -31,16 +34,12 @@ from fleetmem.errors import Notice
 from fleetmem.memory.pagefmt import clip, strip_private
 from fleetmem.memory.redaction import redact
 from fleetmem.models import Fact
-from fleetmem.ports import Deps
-from fleetmem.ports.pages import Referring
+from fleetmem.ports.pages import Referring, canonical_type
 from fleetmem.protocol import MENTION_LINK_TYPE
 from fleetmem.timefmt import iso
 
-ROWS_PER_GROUP = 10
-ROWS_PER_CARD = 50
 PREVIEW_CHARS = 160
 RECENT_FACTS_MAX = 5
-REFERRERS_SCAN = 500  # linking pages whose heads are read; beyond it the count is the link index's
 
 
 def _preview(context: str | None, *, world_only: bool, redacted: bool) -> str:
@@ -51,37 +50,33 @@ def _preview(context: str | None, *, world_only: bool, redacted: bool) -> str:
     return clip(redact(text) if redacted else text, PREVIEW_CHARS)
 
 
-def referenced_by(deps: Deps, tenant: str, found: Referring, *, world_only: bool, redacted: bool) -> dict[str, Any]:
-    heads = deps.pages.heads(tenant, found.sources[:REFERRERS_SCAN]) if found.sources else []
-    if world_only:  # defence in depth: the link rows already carry the linking page's visibility
-        heads = [h for h in heads if h.visibility == "world"]
+def referenced_by(found: Referring, *, world_only: bool, redacted: bool) -> dict[str, Any]:
     # a page's preview: the context of its typed link before its mention's (the index keeps no order
     # between one page's links), the first by type when several have one
     context: dict[str, str] = {}
     for link in sorted(found.links, key=lambda x: (x.type == MENTION_LINK_TYPE, x.type, x.context or "")):
         if link.context:
             context.setdefault(link.source, link.context)
-    groups: dict[str, dict[str, Any]] = {}
-    shown = 0
-    for head in sorted(heads, key=lambda h: (h.updated_at, h.slug), reverse=True):
-        canonical = head.type or "page"
+    groups: dict[str, dict[str, Any]] = {
+        t: {"canonical_type": t, "total": n, "rows": []} for t, n in found.totals.items()
+    }
+    for head in found.heads:  # newest first, at most 10 a group and 50 in all (the store's bound)
+        if world_only and head.visibility != "world":  # defence in depth: the store already left them out
+            continue
+        canonical = canonical_type(head.type)
         group = groups.setdefault(canonical, {"canonical_type": canonical, "total": 0, "rows": []})
-        group["total"] += 1
-        if len(group["rows"]) < ROWS_PER_GROUP and shown < ROWS_PER_CARD:
-            shown += 1
-            group["rows"].append(
-                {
-                    "slug": head.slug,
-                    "title": head.title,
-                    "type": head.type,
-                    "canonical_type": canonical,
-                    "date": iso(head.updated_at),
-                    "date_source": "updated_at",
-                    "preview": _preview(context.get(head.slug), world_only=world_only, redacted=redacted),
-                }
-            )
-    count = len(heads) if len(found.sources) <= REFERRERS_SCAN else len(found.sources)
-    return {"referenced_by_count": count, "referenced_by": list(groups.values())}
+        group["rows"].append(
+            {
+                "slug": head.slug,
+                "title": head.title,
+                "type": head.type,
+                "canonical_type": canonical,
+                "date": iso(head.updated_at),
+                "date_source": "updated_at",
+                "preview": _preview(context.get(head.slug), world_only=world_only, redacted=redacted),
+            }
+        )
+    return {"referenced_by_count": found.count, "referenced_by": list(groups.values())}
 
 
 def recent_facts(facts: list[Fact], *, redacted: bool) -> list[dict[str, Any]]:

@@ -7,8 +7,8 @@ from datetime import datetime
 from typing import Unpack
 
 from fleetmem.adapters.aws import keys
-from fleetmem.adapters.aws.dynamo import ts
-from fleetmem.adapters.aws.page_table import MENTION_TYPES, PAGE_SK, PageTable
+from fleetmem.adapters.aws.dynamo import parse_ts, ts
+from fleetmem.adapters.aws.page_table import HEAD_PROJECTION, MENTION_TYPES, PAGE_SK, PageTable, item_to_head
 from fleetmem.models import Backlink, PageHead
 from fleetmem.ports import PageTallies
 from fleetmem.ports.pages import PageList, PageListOptions, Referring
@@ -41,10 +41,13 @@ class DynamoPageListing(PageTable):
         return found.links, found.link_count
 
     def referring(self, tenant: str, slug: str, *, world_only: bool, limit: int = 10) -> Referring:
-        # one paginated Query of the target's link rows answers all three
+        # one paginated Query of the target's link rows answers all three; a link row carries its
+        # page's head (D32), so no page is read for it; only link rows written before they did are
+        # followed by one batched head read of their pages
         links: builtins.list[Backlink] = []
         count = 0
-        newest: dict[str, str] = {}
+        heads: dict[str, PageHead] = {}
+        unread: set[str] = set()
         for item in self._gsi(tenant, "by_target", "gk", keys.key(tenant, slug)):
             if item.get("src") == slug:
                 continue
@@ -56,7 +59,21 @@ class DynamoPageListing(PageTable):
                 links.append(
                     Backlink(source=item["src"], type=item.get("ltype", "related"), context=item.get("context"))
                 )
-            src, at = str(item["src"]), str(item.get("src_updated_at", ""))
-            newest[src] = max(at, newest.get(src, ""))
-        sources = sorted(newest, key=lambda s: (newest[s], s), reverse=True)
-        return Referring(links=links, link_count=count, sources=sources)
+            src = str(item["src"])
+            if "src_title" in item and "src_ptype" in item:
+                heads[src] = PageHead(
+                    slug=src,
+                    title=item["src_title"],
+                    type=item["src_ptype"] or None,
+                    visibility=item.get("src_visibility", "world"),
+                    updated_at=parse_ts(item["src_updated_at"]),  # type: ignore[arg-type]
+                )
+            else:
+                unread.add(src)
+        unread -= heads.keys()
+        if unread:
+            found = [
+                item_to_head(i) for i in self._batch_items(tenant, sorted(unread), HEAD_PROJECTION + ", pk, tenant")
+            ]
+            heads.update((h.slug, h) for h in found if not (world_only and h.visibility != "world"))
+        return Referring.of_heads(links, count, builtins.list(heads.values()))
