@@ -2,8 +2,9 @@
 answer is looked up in the evidence the model was given.
 
 - A span found verbatim (whitespace and case aside) stays as written: `grounded`.
-- A span whose closest passage of the evidence matches it at `NEAR_RATIO` or more (difflib) is
-  replaced with the evidence's own wording, inside the same quotation marks: `repaired`.
+- A span whose closest passage of the evidence (sharing at least half its words) matches it at
+  `NEAR_RATIO` or more (difflib) is replaced with the evidence's own wording, inside the same
+  quotation marks: `repaired`.
 - Any other span loses its quotation marks and gains ` [unverified]`: `unverified`, listed in
   `unverified_quotes` as `{text, reason: "not_in_evidence"}`.
 
@@ -62,19 +63,25 @@ def _norm(text: str) -> str:
 
 def _closest(span: str, evidence: Sequence[str]) -> str | None:
     """The passage of `evidence` (same number of words, give or take one) closest to `span`, when
-    it is at least NEAR_RATIO alike; None otherwise."""
+    it is at least NEAR_RATIO alike; None otherwise. Only passages sharing at least half the span's
+    words are compared character by character (a cheap count first: a span is checked against every
+    window of every snippet)."""
     target = _norm(span)
+    wanted = set(target.split(" "))
     n = len(target.split(" "))
     best, best_ratio = None, NEAR_RATIO
     matcher = difflib.SequenceMatcher(autojunk=False)
     matcher.set_seq2(target)
     for text in evidence:
-        words = [(m.start(), m.end()) for m in _WORD.finditer(text)]
+        words = list(_WORD.finditer(text))
+        shared = [0]
+        for w in words:
+            shared.append(shared[-1] + (w.group(0).casefold() in wanted))
         for size in (n, n - 1, n + 1):
-            if size < 1:
-                continue
-            for i in range(len(words) - size + 1):
-                passage = text[words[i][0] : words[i + size - 1][1]]
+            for i in range(len(words) - size + 1 if size >= 1 else 0):
+                if 2 * (shared[i + size] - shared[i]) < n:
+                    continue
+                passage = text[words[i].start() : words[i + size - 1].end()]
                 matcher.set_seq1(_norm(passage))
                 if matcher.real_quick_ratio() < best_ratio or matcher.quick_ratio() < best_ratio:
                     continue
