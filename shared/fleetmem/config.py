@@ -75,6 +75,13 @@ ENV_MCP_MODE = "FLEETMEM_MCP_MODE"
 ENV_HOOK_TIMEOUT = "FLEETMEM_HOOK_TIMEOUT"
 ENV_FAIL_ON_EMPTY = "FLEETMEM_FAIL_ON_EMPTY"
 ENV_REGION = "AWS_REGION"
+#: D30: an OpenAI-compatible chat-completions server for synthesize (FLEETMEM_LLM=openai)
+ENV_LLM_BASE_URL = "FLEETMEM_LLM_BASE_URL"
+ENV_LLM_MODEL = "FLEETMEM_LLM_MODEL"
+ENV_LLM_API_KEY = "FLEETMEM_LLM_API_KEY"
+ENV_LLM_TIMEOUT_S = "FLEETMEM_LLM_TIMEOUT_S"
+#: D30: synthesize's quote check (on by default; off leaves the model's quotes as written)
+ENV_QUOTE_CHECK = "FLEETMEM_QUOTE_CHECK"
 ENV_DEFAULT_REGION = "AWS_DEFAULT_REGION"
 
 
@@ -259,6 +266,28 @@ class BedrockSettings:
 
 
 @dataclass(frozen=True)
+class LlmSettings:
+    """synthesize's model when `FLEETMEM_LLM=openai` (any OpenAI-compatible chat-completions
+    server: Ollama, llama.cpp's server, vLLM), and the quote check switch (every backend)."""
+
+    base_url: str = ""
+    model: str = ""
+    api_key: str = field(default="", repr=False)
+    timeout_s: int = 60
+    quote_check: bool = True
+
+    @classmethod
+    def from_env(cls) -> LlmSettings:
+        return cls(
+            base_url=_env(ENV_LLM_BASE_URL),
+            model=_env(ENV_LLM_MODEL),
+            api_key=_env(ENV_LLM_API_KEY),
+            timeout_s=_int(ENV_LLM_TIMEOUT_S, 60),
+            quote_check=_switch(ENV_QUOTE_CHECK, True),
+        )
+
+
+@dataclass(frozen=True)
 class SigningSettings:
     """The invoke-payload key: the edge signs with it, every verb function checks with it."""
 
@@ -280,7 +309,7 @@ class Settings:
     #: local embedder: "minilm" (ONNX MiniLM from model_dir), "hash" (tests only), "none"
     embedder: str = "minilm"
     model_dir: Path = field(default_factory=default_model_dir)
-    llm: str = "none"  # none | bedrock
+    llm: str = "none"  # none | bedrock | openai
     surface: Surface = "full"
     deadline_ms: int = 2000
     #: D2: seconds an in-flight idempotency claim holds its key (keep it above any write's run time)
@@ -290,6 +319,7 @@ class Settings:
     search: SearchSettings = SearchSettings()
     bedrock: BedrockSettings = BedrockSettings()
     signing: SigningSettings = SigningSettings()
+    chat: LlmSettings = LlmSettings()
 
     @classmethod
     def from_env(cls, *, serve: dict[str, Any] | None = None, **overrides: object) -> Settings:
@@ -309,6 +339,7 @@ class Settings:
             search=SearchSettings.from_env(),
             bedrock=BedrockSettings.from_env(),
             signing=SigningSettings.from_env(),
+            chat=LlmSettings.from_env(),
         )
         clean = {k: v for k, v in overrides.items() if v is not None}
         if "data_dir" in clean:

@@ -268,6 +268,8 @@ class Completion(Record):
     input_tokens: int | None = None
     output_tokens: int | None = None
     usd_estimate: float | None = None
+    #: the reply was cut at max_tokens (Bedrock `stopReason: max_tokens`, OpenAI `finish_reason: length`)
+    truncated: bool = False
 
 
 # --------------------------------------------------------------------------- wire items

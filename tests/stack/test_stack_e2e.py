@@ -6,8 +6,8 @@ OpenSearch 2.19.1 + k-NN node, with the local MiniLM model behind Bedrock's Invo
 
 Stand-ins for what cannot run here, each said in the stack's docstring: API Gateway itself (the
 front), the Lambda service (emulator processes + invoke router), Bedrock (MiniLM behind its shape;
-synthesize has no LLM), Secrets Manager / SQS on moto's server. One stack per test session; a
-missing engine fails under CI=true (tests/aws/engines.missing)."""
+synthesize's model a scripted stand-in behind Converse), Secrets Manager / SQS on moto's server. One
+stack per test session; a missing engine fails under CI=true (tests/aws/engines.missing)."""
 
 from __future__ import annotations
 

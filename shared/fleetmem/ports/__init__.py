@@ -309,6 +309,8 @@ class Policy:
     #: claim whose holder is provably gone takes it over at once. On for the local server only:
     #: a killed Lambda cannot be observed, so there the lease decides.
     claim_holders: bool = False
+    #: D30: synthesize checks the answer's quoted spans against the evidence (FLEETMEM_QUOTE_CHECK)
+    quote_check: bool = True
 
 
 @dataclass(kw_only=True, eq=False)
