@@ -330,7 +330,10 @@ def _deps(settings: Settings, stores: Ports, diagnostics: Diagnostics, *, parall
     from fleetmem.adapters.local.ids import SortableIds
 
     policy = Policy(
-        deadline_ms=settings.deadline_ms, idempotency_lease_s=settings.idempotency_lease_s, parallel=parallel
+        deadline_ms=settings.deadline_ms,
+        idempotency_lease_s=settings.idempotency_lease_s,
+        parallel=parallel,
+        core_chars=settings.core_chars,
     )
     return Deps.over(stores, clock=SystemClock(), ids=SortableIds(), diagnostics=diagnostics, policy=policy, **ports)
 
