@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from fleetmem.protocol import IDEMPOTENCY_LEASE_SECONDS, IDEMPOTENCY_TTL_HOURS, Surface
+from fleetmem.protocol import CORE_CHARS_DEFAULT, IDEMPOTENCY_LEASE_SECONDS, IDEMPOTENCY_TTL_HOURS, Surface
 
 # Environment variable names (the CDK app sets them with these constants).
 ENV_BACKEND = "FLEETMEM_BACKEND"
@@ -24,6 +24,8 @@ ENV_EMBEDDER = "FLEETMEM_EMBEDDER"
 ENV_LLM = "FLEETMEM_LLM"
 ENV_SURFACE = "FLEETMEM_SURFACE"
 ENV_DEADLINE_MS = "FLEETMEM_DEADLINE_MS"
+#: D33: the context_pack core block's character limit (0: core memory off)
+ENV_CORE_CHARS = "FLEETMEM_CORE_CHARS"
 ENV_TABLE_PREFIX = "FLEETMEM_TABLE_PREFIX"
 ENV_OPENSEARCH_ENDPOINT = "FLEETMEM_OPENSEARCH_ENDPOINT"
 ENV_OPENSEARCH_SERVICE = "FLEETMEM_OPENSEARCH_SERVICE"
@@ -320,6 +322,8 @@ class Settings:
     bedrock: BedrockSettings = BedrockSettings()
     signing: SigningSettings = SigningSettings()
     chat: LlmSettings = LlmSettings()
+    #: D33: the most characters of the context_pack core block (0: core memory off)
+    core_chars: int = CORE_CHARS_DEFAULT
 
     @classmethod
     def from_env(cls, *, serve: dict[str, Any] | None = None, **overrides: object) -> Settings:
@@ -340,6 +344,7 @@ class Settings:
             bedrock=BedrockSettings.from_env(),
             signing=SigningSettings.from_env(),
             chat=LlmSettings.from_env(),
+            core_chars=max(0, _int(ENV_CORE_CHARS, CORE_CHARS_DEFAULT)),
         )
         clean = {k: v for k, v in overrides.items() if v is not None}
         if "data_dir" in clean:

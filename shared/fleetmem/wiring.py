@@ -334,7 +334,10 @@ def _deps(settings: Settings, stores: Ports, diagnostics: Diagnostics, *, parall
     from fleetmem.adapters.local.ids import SortableIds
 
     policy = Policy(
-        deadline_ms=settings.deadline_ms, idempotency_lease_s=settings.idempotency_lease_s, parallel=parallel
+        deadline_ms=settings.deadline_ms,
+        idempotency_lease_s=settings.idempotency_lease_s,
+        parallel=parallel,
+        core_chars=settings.core_chars,
     )
     policy = replace(policy, quote_check=settings.chat.quote_check)  # D30: the owner's quote-check switch
     return Deps.over(stores, clock=SystemClock(), ids=SortableIds(), diagnostics=diagnostics, policy=policy, **ports)

@@ -128,6 +128,13 @@ class PageStore(Protocol):
         at most `NAME_KEYS_MAX` keys (more are ignored). The domain decides; the store need not sort."""
         ...
 
+    def core(self, tenant: str, *, world_only: bool, limit: int) -> builtins.list[Page]:
+        """D33: the pages marked `core: true` in their frontmatter (`memory.core.is_core`), whole,
+        by slug ascending, at most `limit`; private ones left out when `world_only`. One indexed
+        read (SQLite: a partial index; DynamoDB: the tenant's core item, then the pages it lists
+        only when it lists some)."""
+        ...
+
 
 class PageFeed(Protocol):
     """What delta reads about pages: change numbers, tombstones and updates after a position."""

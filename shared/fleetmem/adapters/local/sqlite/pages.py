@@ -233,6 +233,16 @@ class SqlitePageStore(SqlitePageTable):
             return []  # a query the FTS engine rejects yields no near-misses, never an error
         return [_head_of(r) for r in rows]
 
+    def core(self, tenant: str, *, world_only: bool, limit: int) -> builtins.list[Page]:
+        # the WHERE term is the partial index's own, so the read is one seek on `pages_core`
+        vis = " AND visibility = 'world'" if world_only else ""
+        rows = self.db.all(
+            f"SELECT {_PAGE_COLS} FROM pages WHERE tenant = ? AND json_type(frontmatter, '$.core') = 'true'"
+            f"{vis} ORDER BY slug LIMIT ?",
+            (tenant, max(0, int(limit))),
+        )
+        return [_page_of(r) for r in rows]
+
     # --------------------------------------------------------------- memory packs (fleetmem.pack)
 
     def scan(self, tenant: str, *, after: str | None, limit: int) -> tuple[builtins.list[Page], str | None]:

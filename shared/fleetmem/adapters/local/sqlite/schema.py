@@ -8,7 +8,7 @@ import sqlite3
 from fleetmem.errors import Unavailable
 from fleetmem.protocol import IDEMPOTENCY_LEASE_SECONDS
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 # 2: D14 change sequences (pages/facts change_seq, cursors page_seq/fact_seq)
 # 3: links carry their source page's updated_at and visibility (backlinks read only what they return)
 # 4: idempotency claims carry a lease (lease_until) and a claim id
@@ -16,6 +16,7 @@ SCHEMA_VERSION = 8
 # 6: D23 withdrawn claims (the schema script adds the table)
 # 7: facts carry their content_origin (D24)
 # 8: D22 write receipts: idempotency keyed by (tenant, client_id, request id), with the receipt columns
+# 9: D33 core pages: the partial index of pages marked `core: true` (the schema script adds it)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -49,6 +50,8 @@ CREATE INDEX IF NOT EXISTS pages_title ON pages (tenant, title_lc, slug);
 CREATE INDEX IF NOT EXISTS pages_updated ON pages (tenant, updated_at, slug);
 CREATE INDEX IF NOT EXISTS pages_type ON pages (tenant, type, slug);
 CREATE INDEX IF NOT EXISTS pages_change ON pages (tenant, change_seq);
+-- D33: the core pages (frontmatter `core: true`), the few every context_pack reads
+CREATE INDEX IF NOT EXISTS pages_core ON pages (tenant, slug) WHERE json_type(frontmatter, '$.core') = 'true';
 
 -- D23: a claim forget withdrew, per entity ('': every entity) and visibility
 CREATE TABLE IF NOT EXISTS withdrawn_claims (
