@@ -338,8 +338,8 @@ def _deps(settings: Settings, stores: Ports, diagnostics: Diagnostics, *, parall
         idempotency_lease_s=settings.idempotency_lease_s,
         parallel=parallel,
         core_chars=settings.core_chars,
+        quote_check=settings.chat.quote_check,
     )
-    policy = replace(policy, quote_check=settings.chat.quote_check)  # D30: the owner's quote-check switch
     return Deps.over(stores, clock=SystemClock(), ids=SortableIds(), diagnostics=diagnostics, policy=policy, **ports)
 
 
