@@ -61,6 +61,8 @@ CASES: list[tuple[str, str, dict[str, Any], int, int]] = [
     ("delta (first wake)", "delta", {"session_id": "s-new"}, 4, 0),
     ("delta (next wake)", "delta", {"session_id": "s-old"}, 3, 0),
     ("delta (since)", "delta", {"since": "2026-01-01T00:00:00Z"}, 3, 0),
+    # D34: a cursor holds both exact positions, so no position is derived from a time: one round
+    ("delta (cursor)", "delta", {"cursor": "<cursor>"}, 1, 0),
     ("forget", "forget", {"id": "<fact>", "reason": "wrong"}, 3, 0),
 ]
 
@@ -106,18 +108,19 @@ def measured(request: pytest.FixtureRequest, opensearch_url: str) -> dict[str, d
             ),
             ("delta", {"session_id": "s-old"}),
         ]
-        fact_id = ""
+        fact_id = cursor = ""
         for tool, args in seed:
             result = dispatch(tool, args, CALLER, deps)
             assert not result.is_error, result.body
             fact_id = result.body.get("id", fact_id) if tool == "remember" else fact_id
+            cursor = result.body["next_cursor"]["cursor"] if tool == "delta" else cursor
         search.ensure_index()
         search.client.indices.refresh(index=search.index)
         recorder = Recorder()
         attach(recorder, stores.aws.dynamodb, search, embedder)
         out: dict[str, dict[str, Any]] = {}
         for case_id, tool, args, budget, embeds in CASES:
-            arguments = {k: (fact_id if v == "<fact>" else v) for k, v in args.items()}
+            arguments = {k: {"<fact>": fact_id, "<cursor>": cursor}.get(v, v) for k, v in args.items()}
             recorder.reset()
             result = dispatch(tool, arguments, CALLER, deps)
             assert not result.is_error, (case_id, result.body)
