@@ -282,14 +282,8 @@ def _build_local(settings: Settings) -> Deps:
     stores = open_local(settings.data_dir)
     embedder, embedder_problem = local_embedder(settings)
     llm, llm_problem = open_chat_llm(settings) if settings.llm == "openai" else (None, LLM_NOT_CONFIGURED)
-    deps = _deps(
-        settings,
-        stores,
-        Diagnostics(embedder_problem=embedder_problem, llm_problem=llm_problem),
-        embedder=embedder,
-        llm=llm,
-        maintenance=stores.maintenance,
-    )
+    diagnostics = Diagnostics(embedder_problem=embedder_problem, llm_problem=llm_problem)
+    deps = _deps(settings, stores, diagnostics, embedder=embedder, llm=llm, maintenance=stores.maintenance)
     deps.policy = replace(deps.policy, claim_holders=True)  # D22: a local claim's holder can be observed
     return deps
 
