@@ -73,12 +73,9 @@ def with_notices_field(result: type[BaseModel]) -> type[BaseModel]:
     if result not in _WITH_NOTICES and issubclass(result, RootModel):
         # A body that is one of several shapes (remember: one fact or a batch): each shape gets it.
         shapes = tuple(with_notices_field(a) for a in get_args(result.model_fields["root"].annotation))
-        _WITH_NOTICES[result] = create_model(  # type: ignore[call-overload]
-            result.__name__,
-            __base__=result,
-            __module__=result.__module__,
-            __doc__=result.__doc__,
-            root=(Union[shapes], ...),  # type: ignore[valid-type]  # noqa: UP007
+        root: Any = Union[shapes]  # noqa: UP007 (a union built at run time)
+        _WITH_NOTICES[result] = create_model(
+            result.__name__, __base__=result, __module__=result.__module__, __doc__=result.__doc__, root=(root, ...)
         )
     if result not in _WITH_NOTICES:
         notices = Field(
@@ -86,7 +83,7 @@ def with_notices_field(result: type[BaseModel]) -> type[BaseModel]:
             description="Notices (AGENT_OPERATOR): advice about this call, each {code, kind, why, fix?, "
             "user_message?, contract_version}; absent when there is none (D28).",
         )
-        _WITH_NOTICES[result] = create_model(  # type: ignore[call-overload]
+        _WITH_NOTICES[result] = create_model(
             result.__name__,
             __base__=result,
             __module__=result.__module__,

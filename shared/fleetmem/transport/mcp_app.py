@@ -95,7 +95,7 @@ def to_call_tool_result(
     body = with_notices(result.body, result.notices, transport, callable_tools=callable_tools)
     notices = body.get(NOTICES_KEY)
     meta = {NOTICES_META_KEY: notices, REFERENCE_NOTICES_META_KEY: notices} if notices else None
-    content = [types.TextContent(type="text", text=_text(body))]
+    content: list[Any] = [types.TextContent(type="text", text=_text(body))]
     return types.CallToolResult(content=content, structured_content=body, is_error=False, _meta=meta)
 
 
