@@ -19,18 +19,12 @@ def _result(body: dict, meta: dict | None = None, is_error: bool = False) -> typ
     return types.CallToolResult(content=[text], structured_content=body, is_error=is_error, _meta=meta)
 
 
-def test_notices_inside_the_body_are_read_and_taken_out() -> None:
+def test_notices_are_read_from_the_body_then_from_meta_and_an_envelope_keeps_its_own() -> None:
     reply = _reply_of(_result({"facts": [], "notices": [NOTICE]}))
     assert reply.notices == [NOTICE]
-    assert reply.body == {"facts": []}
-
-
-def test_notices_only_under_meta_are_still_read() -> None:
-    reply = _reply_of(_result({"facts": []}, {"fleetmem/notices": [NOTICE]}))
-    assert reply.notices == [NOTICE] and reply.body == {"facts": []}
-
-
-def test_an_error_envelope_keeps_its_own_notices() -> None:
+    assert reply.body == {"facts": []}  # taken out: the tool's own body, as on the local lane
+    older = _reply_of(_result({"facts": []}, {"fleetmem/notices": [NOTICE]}))  # a server before D28
+    assert older.notices == [NOTICE] and older.body == {"facts": []}
     env = {"code": "invalid_params", "notices": [NOTICE]}
-    reply = _reply_of(_result(env, is_error=True))
-    assert reply.is_error and reply.body["notices"] == [NOTICE]
+    failed = _reply_of(_result(env, is_error=True))
+    assert failed.is_error and failed.body["notices"] == [NOTICE]

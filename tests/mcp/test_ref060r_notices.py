@@ -14,11 +14,12 @@ from typing import Any
 import anyio
 import pytest
 
-from fleetmem.transport.instructions import OPERATOR_MAX_CHARS
 from tests.mcp.conftest import mcp_session
 
 MODES = ["legacy", "auto"]
 PAGE_TOOLS = ("put_page", "get_page", "list_pages", "delete_page")
+#: docs/protocol.md, server instructions: the operator's addition is cut at this many characters.
+OPERATOR_MAX_CHARS = 2000
 
 
 def joined(result: Any) -> dict[str, Any]:

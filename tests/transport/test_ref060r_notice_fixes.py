@@ -4,15 +4,18 @@ covers every `mcp`/`verify` step the code builds) on the verbs surface and for a
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
 
-from fleetmem.contract.envelope import build_envelope, with_notices
+from fleetmem.contract.envelope import build_envelope
+from fleetmem.contract.result import DispatchResult
 from fleetmem.errors import Fix, Notice, VerbError
 from fleetmem.memory.verbs import REGISTRY
 from fleetmem.models import Caller
 from fleetmem.transport.dispatch import visible_tools
+from fleetmem.transport.mcp_app import to_call_tool_result
 
 CALLERS = {
     "verbs/write": ("verbs", ("read", "write")),
@@ -46,7 +49,8 @@ def test_no_notice_or_error_fix_names_a_tool_outside_tools_list(who: str, tool: 
     caller = Caller(tenant="t", client_id="c", scopes=frozenset(scopes), remote=True)
     listed = {s.name for s in visible_tools(surface, caller)}  # type: ignore[arg-type]
     notice = Notice(code="n", kind="info", why="w", fix=_fix(tool))
-    body = with_notices({}, [notice], "mcp", callable_tools=listed)
+    framed = to_call_tool_result(DispatchResult({}, False, [notice], "c"), callable_tools=listed)
+    body = json.loads("\n".join(c.text for c in framed.content))  # every block, joined
     err = VerbError("unavailable", "m", "s", fix=_fix(tool), notices=[notice])
     env = build_envelope(err, tool="recall", arguments={}, correlation_id="c", transport="mcp", callable_tools=listed)
     wire = {"body": body, "envelope": env.body()}
