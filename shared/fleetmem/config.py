@@ -76,6 +76,10 @@ ENV_STATE_DIR = "FLEETMEM_STATE_DIR"
 ENV_MCP_MODE = "FLEETMEM_MCP_MODE"
 ENV_HOOK_TIMEOUT = "FLEETMEM_HOOK_TIMEOUT"
 ENV_FAIL_ON_EMPTY = "FLEETMEM_FAIL_ON_EMPTY"
+#: D29: the operator's addition to the MCP server instructions (a deployment identity), after the
+#: operating contract; capped (`fleetmem.transport.instructions.OPERATOR_MAX_CHARS`).
+ENV_MCP_INSTRUCTIONS = "FLEETMEM_MCP_INSTRUCTIONS"
+
 ENV_REGION = "AWS_REGION"
 #: D30: an OpenAI-compatible chat-completions server for synthesize (FLEETMEM_LLM=openai)
 ENV_LLM_BASE_URL = "FLEETMEM_LLM_BASE_URL"
@@ -479,3 +483,9 @@ def _positive(text: str) -> float | None:
 
 def _json(text: str, default: Any) -> Any:
     return json.loads(text) if text.strip() else default
+
+
+def mcp_instructions_from_env(env: Mapping[str, str] | None = None) -> str | None:
+    """`$FLEETMEM_MCP_INSTRUCTIONS`, or None when unset or blank."""
+    value = (os.environ if env is None else env).get(ENV_MCP_INSTRUCTIONS, "")
+    return value if value.strip() else None

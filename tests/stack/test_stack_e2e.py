@@ -35,7 +35,10 @@ pytestmark = [
     pytest.mark.xdist_group("stack"),
 ]
 
-SKIP_ON_FULL = {"surface.verbs_lists_exactly_seven_and_hides_the_rest"}
+SKIP_ON_FULL = {
+    "surface.verbs_lists_exactly_seven_and_hides_the_rest",
+    "ref060r.notices.recall_with_an_empty_result_parses_as_one_document",  # a verbs-surface case (D28)
+}
 
 
 def test_the_conformance_cases_pass_in_both_eras_through_every_function_process(stack):

@@ -338,11 +338,15 @@ def two_request_ids(call: CallView) -> VerbError:
 def write_pending(call: CallView, spec: ToolSpec, request_id: str) -> VerbError:
     """D22: the write with this request id is still running (the wait ran out): poll its receipt."""
     poll = {"tool": "get_write_request", "arguments": {REQUEST_ID: request_id}}
+    how = (
+        "Poll get_write_request with the same request_id"
+        if "get_write_request" in call.allowed
+        else (f"Retry the same call with the same {REQUEST_ID} (it answers with the first write's result)")
+    )
     err = VerbError(
         "unavailable",
         f"The {spec.name} write with this request id is still running.",
-        "Poll get_write_request with the same request_id until its state is terminal; do not send the write "
-        "again under a new id.",
+        f"{how} until its state is terminal; do not send the write again under a new id.",
         why="This call waited for the first write with the same request id, which had not finished in time. "
         "Its outcome is not known yet; the receipt says when it is.",
         detail={"reason": "idempotency_in_flight"},
