@@ -24,7 +24,7 @@ ENV_EMBEDDER = "FLEETMEM_EMBEDDER"
 ENV_LLM = "FLEETMEM_LLM"
 ENV_SURFACE = "FLEETMEM_SURFACE"
 ENV_DEADLINE_MS = "FLEETMEM_DEADLINE_MS"
-#: D33: the context_pack core block's character limit (0: core memory off)
+#: D32: the context_pack core block's character limit (0: core memory off)
 ENV_CORE_CHARS = "FLEETMEM_CORE_CHARS"
 ENV_TABLE_PREFIX = "FLEETMEM_TABLE_PREFIX"
 ENV_OPENSEARCH_ENDPOINT = "FLEETMEM_OPENSEARCH_ENDPOINT"
@@ -326,7 +326,7 @@ class Settings:
     bedrock: BedrockSettings = BedrockSettings()
     signing: SigningSettings = SigningSettings()
     chat: LlmSettings = LlmSettings()
-    #: D33: the most characters of the context_pack core block (0: core memory off)
+    #: D32: the most characters of the context_pack core block (0: core memory off)
     core_chars: int = CORE_CHARS_DEFAULT
 
     @classmethod

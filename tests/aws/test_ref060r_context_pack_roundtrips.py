@@ -1,4 +1,4 @@
-"""What D33's core block costs context_pack on the AWS adapter set, counted the way
+"""What D32's core block costs context_pack on the AWS adapter set, counted the way
 tests/aws/test_roundtrips.py counts (botocore hooks on moto in server mode; calls issued together
 by one fan-out are one sequential round trip): finding the core pages is one GetItem of the
 tenant's core item, run beside the entity and fact reads, so it adds no sequential round trip; the

@@ -61,7 +61,7 @@ CASES: list[tuple[str, str, dict[str, Any], int, int]] = [
     ("delta (first wake)", "delta", {"session_id": "s-new"}, 4, 0),
     ("delta (next wake)", "delta", {"session_id": "s-old"}, 3, 0),
     ("delta (since)", "delta", {"since": "2026-01-01T00:00:00Z"}, 3, 0),
-    # D34: a cursor holds both exact positions, so no position is derived from a time: one round
+    # D33: a cursor holds both exact positions, so no position is derived from a time: one round
     ("delta (cursor)", "delta", {"cursor": "<cursor>"}, 1, 0),
     ("forget", "forget", {"id": "<fact>", "reason": "wrong"}, 3, 0),
 ]

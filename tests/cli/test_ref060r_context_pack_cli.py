@@ -1,4 +1,4 @@
-"""`fleetmem context-pack` as the reference 0.60 takes context_pack (D33), on the trusted local lane
+"""`fleetmem context-pack` as the reference 0.60 takes context_pack (D32), on the trusted local lane
 over a real data directory: `--entities` optional (the core block alone) and a comma list that is
 always names (never parsed as JSON)."""
 

@@ -1,4 +1,4 @@
-"""Reference 0.60 reads, context_pack (docs/protocol.md D33) on both adapter sets: SQLite, and
+"""Reference 0.60 reads, context_pack (docs/protocol.md D32) on both adapter sets: SQLite, and
 DynamoDB Local + the OpenSearch node (tests/unit/domain/delta_backends.py). Nothing is mocked; the
 embedder is the deterministic HashEmbedder.
 

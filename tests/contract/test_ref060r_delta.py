@@ -1,4 +1,4 @@
-"""Reference 0.60 reads, delta (docs/protocol.md D34) on both adapter sets: SQLite, and DynamoDB
+"""Reference 0.60 reads, delta (docs/protocol.md D33) on both adapter sets: SQLite, and DynamoDB
 Local + the real OpenSearch node (tests/unit/domain/delta_backends.py). Nothing is mocked.
 
 The opaque `cursor` (`next_cursor.cursor` passed back) resumes exactly on both arms while writes

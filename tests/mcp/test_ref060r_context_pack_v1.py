@@ -1,4 +1,4 @@
-"""context_pack as the reference 0.60 takes it (D33) over `/v1` and MCP on a real `fleetmem serve`
+"""context_pack as the reference 0.60 takes it (D32) over `/v1` and MCP on a real `fleetmem serve`
 (127.0.0.1, free port): `{}` and an array of entities, and the core block without private pages or
 fenced content for a remote caller; /v1 and MCP give the same body."""
 

@@ -1,4 +1,4 @@
-"""context_pack as the reference 0.60 takes it (D33) on the deployed shape: the section's
+"""context_pack as the reference 0.60 takes it (D32) on the deployed shape: the section's
 conformance cases in both MCP eras through every function process (the local stack: front,
 authorizer, the MCP edge, each verb's own function under the Runtime Interface Emulator, DynamoDB
 Local, the OpenSearch node), and `/v1` straight to the tool function: `{}`, an array of entities,

@@ -1,4 +1,4 @@
-"""Core memory (D33): pages the owner marks always-loaded, read as one block at the head of every
+"""Core memory (D32): pages the owner marks always-loaded, read as one block at the head of every
 context_pack (docs/protocol.md: context_pack, the core block).
 
 Public API:

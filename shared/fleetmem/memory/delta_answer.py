@@ -45,7 +45,7 @@ class NextCursor(Wire):
         default=None, description="TTL expiries reported up to; pass back as since_expiry (null: from since)."
     )
     cursor: str | None = Field(
-        default=None, description="Opaque: every position above, both arms exact; pass back as cursor (D34)."
+        default=None, description="Opaque: every position above, both arms exact; pass back as cursor (D33)."
     )
 
 
@@ -121,7 +121,7 @@ def answer(a: Answer) -> Outcome:
 
 
 def _with_cursor(next_cursor: NextCursor, arms: CursorArms | None) -> NextCursor:
-    """next_cursor with its opaque `cursor` (D34): its own fields and the fact arm's keyset point."""
+    """next_cursor with its opaque `cursor` (D33): its own fields and the fact arm's keyset point."""
     point = (arms.facts.next.since, arms.facts.next.id) if arms is not None else (next_cursor.since, None)
     return next_cursor.model_copy(update={"cursor": encode_cursor(next_cursor.model_dump(), point)})
 
@@ -142,7 +142,7 @@ def missing_input_error(params: DeltaParams, now: datetime) -> VerbError:
 
 def empty_body(since: datetime, slug: str, seqs: tuple[int, int], budget_tokens: int | None) -> dict[str, Any]:
     """A first wake's answer: nothing delivered; every position at now (TTL expiries from now on),
-    each arm's start its next (D34)."""
+    each arm's start its next (D33)."""
     pack = pack_delta(iso(since) or "", [], [], overflow=False, budget=budget_tokens)
     resume = NextCursor(since=iso(since), slug=slug, page_seq=seqs[0], fact_seq=seqs[1], expiry=iso(since))
     arms = next_points(start_points(None, since, slug, seqs[0], seqs[1]), resume, None)

@@ -9,7 +9,7 @@ from pydantic import Field, WithJsonSchema
 
 from fleetmem.memory.params import NO_FIX, Budget, ChangePosition, Hint, Params, SinceText
 
-#: D34: next_cursor.cursor passed back; what a value that is not one meant is the caller's to say.
+#: D33: next_cursor.cursor passed back; what a value that is not one meant is the caller's to say.
 CursorText = Annotated[
     str | None,
     Hint(

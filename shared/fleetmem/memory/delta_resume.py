@@ -1,4 +1,4 @@
-"""delta's opaque resume cursor (D34): `next_cursor.cursor` out, `cursor` in, and the
+"""delta's opaque resume cursor (D33): `next_cursor.cursor` out, `cursor` in, and the
 `cursor_arms` audit trail of where each arm started and where it resumes.
 
 A cursor is `base64url(JSON)` of a versioned object holding exactly the fields of `next_cursor`

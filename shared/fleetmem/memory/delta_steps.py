@@ -58,7 +58,7 @@ class Ask:
     budget_tokens: int | None
     world_only: bool
     client: str
-    resume: Resume | None = None  # D34: a decoded `cursor` (an explicit since replaces it)
+    resume: Resume | None = None  # D33: a decoded `cursor` (an explicit since replaces it)
 
     @property
     def tenant(self) -> str:

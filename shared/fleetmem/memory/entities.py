@@ -286,7 +286,7 @@ def require_slug(tool: str, name: str, target: EntityTarget) -> None:
     )
     instead = (
         'pass the entity\'s name as people write it (e.g. "Alice Example", "北京办公室"), or the '
-        "slug of an existing page (entity(name) and list_pages show them)"
+        "slug of an existing page (entity(name) shows them)"
         + (", or leave entity out when the fact is about no particular entity." if tool == "remember" else ".")
     )
     raise caller_error(

@@ -311,7 +311,7 @@ class Policy:
     claim_holders: bool = False
     #: D30: synthesize checks the answer's quoted spans against the evidence (FLEETMEM_QUOTE_CHECK)
     quote_check: bool = True
-    #: D33: the most characters of context_pack's core block (0: core memory off)
+    #: D32: the most characters of context_pack's core block (0: core memory off)
     core_chars: int = CORE_CHARS_DEFAULT
 
 

@@ -129,7 +129,7 @@ class PageStore(Protocol):
         ...
 
     def core(self, tenant: str, *, world_only: bool, limit: int) -> builtins.list[Page]:
-        """D33: the pages marked `core: true` in their frontmatter (`memory.core.is_core`), whole,
+        """D32: the pages marked `core: true` in their frontmatter (`memory.core.is_core`), whole,
         by slug ascending, at most `limit`; private ones left out when `world_only`. One indexed
         read (SQLite: a partial index; DynamoDB: the tenant's core item, then the pages it lists
         only when it lists some)."""

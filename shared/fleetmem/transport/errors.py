@@ -416,7 +416,7 @@ def port_error(call: CallView, spec: ToolSpec, exc: PortError) -> VerbError:
         return VerbError(
             "not_found",
             f"{spec.name} found nothing with that id for this caller.",
-            "Check the id: use an id returned by remember or recall (fact_id) or a slug from list_pages.",
+            "Check the id: use an id returned by remember or recall (fact_id), or a page slug entity(name) shows.",
             why="The item does not exist, was removed, or is not visible to this credential.",
         )
     if isinstance(exc, TooLarge):

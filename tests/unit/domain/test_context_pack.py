@@ -217,7 +217,7 @@ def test_context_pack_is_a_read_only_verb_whose_entities_is_a_string_or_an_array
     assert spec.annotations.get("readOnlyHint") is True
     assert spec.description.startswith("MEMORY VERB (v1):")
     schema = spec.input_schema()
-    # D33: optional, a string or an array of strings
+    # D32: optional, a string or an array of strings
     assert schema["properties"]["entities"]["anyOf"] == [
         {"type": "string"},
         {"type": "array", "items": {"type": "string"}},

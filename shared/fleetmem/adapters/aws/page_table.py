@@ -39,7 +39,7 @@ NAME_PART = "~name"
 NAME_MARK = "N#"
 NAME_SETS = {"a": "as", "t": "ts"}  # marker way -> the name item's set
 
-#: D33, core memory: the tenant's core item (pk "<tenant>#~core", sk `CORE_SK`) holds the string set
+#: D32, core memory: the tenant's core item (pk "<tenant>#~core", sk `CORE_SK`) holds the string set
 #: `slugs` of the pages marked `core: true`, kept by every page put and delete in the page's own
 #: transaction; a core page's partition holds a `CORE_SK` marker row (so a put that unmarks the page,
 #: or its delete, knows to take the slug out). A tenant without core pages has no core item.

@@ -234,12 +234,12 @@ class DynamoPageStore(PageTable):
         pk = page_pk(page.tenant, page.slug)
         core = is_core(page)
         if core:
-            rows.append({"pk": pk, "sk": CORE_SK, "typ": "core_mark"})  # D33
+            rows.append({"pk": pk, "sk": CORE_SK, "typ": "core_mark"})  # D32
         keep = {r["sk"] for r in rows} | {PAGE_SK}
         stale = [sk for sk in existing if sk not in keep]
         deletes = [{"pk": pk, "sk": sk} for sk in stale]
         names = self._name_changes(page, stale)
-        if core != (CORE_SK in existing):  # D33: the core item changes only when the mark does
+        if core != (CORE_SK in existing):  # D32: the core item changes only when the mark does
             names.append(core_update(self.table, page.tenant, page.slug, add=core))
         condition = page_condition(expected_updated_at)
         if len(rows) + len(deletes) + len(names) + 2 > TX_MAX:
@@ -298,7 +298,7 @@ class DynamoPageStore(PageTable):
         derived = [{"pk": pk, "sk": sk} for sk in existing if sk not in (PAGE_SK, TOMBSTONE_SK)]
         marks = [m for m in (parse_mark(sk) for sk in existing) if m is not None]
         names = name_updates(self.table, tenant, slug, [], marks)
-        if CORE_SK in existing:  # D33
+        if CORE_SK in existing:  # D32
             names.append(core_update(self.table, tenant, slug, add=False))
         if len(derived) + len(names) + 3 > TX_MAX:
             self._write([], derived)  # too many rows for one transaction: derived rows first
@@ -348,7 +348,7 @@ class DynamoPageStore(PageTable):
                 pending = out.get("UnprocessedItems") or {}
 
     def core(self, tenant: str, *, world_only: bool, limit: int) -> builtins.list[Page]:
-        # D33: one GetItem of the core item; the pages it lists (one BatchGetItem) only when it lists some
+        # D32: one GetItem of the core item; the pages it lists (one BatchGetItem) only when it lists some
         out = call(self._db.get_item, TableName=self.table, Key=core_key(tenant), ConsistentRead=True)
         item = next(keys.owned_items([out.get("Item")], tenant, table="pages"), None)
         slugs = sorted(str(s) for s in (item or {}).get("slugs") or ())[: max(0, int(limit))]

@@ -4,14 +4,14 @@ bundle of the core block + entity cards + open threads + hot facts for session b
 
 Public API: `ContextPackParams`, `run(deps, caller, params, ctx) -> Outcome`, `SPEC` (registered).
 
-- `entities`: comma-separated string, or an array of names (D33; an element is one name, never split);
+- `entities`: comma-separated string, or an array of names (D32; an element is one name, never split);
   trimmed, empties dropped, capped at 8; echoed after capping as the `entities` list either way.
   Left out (or null): no cards, and the hot facts are the tenant's (below).
   Each resolves as `entity` resolves it and gets the card `entity` gives (`cards.entity_card`: a
   page's card, or the fact-only card of an entity that has facts but no page). Entities that do
   not resolve are silently omitted (an all-miss pack is an empty success).
 - `since` (ISO 8601, else invalid_params) keeps only open threads dated strictly after it.
-- core (D33, `memory.core`): the pages marked `core: true`, read beside the other arms
+- core (D32, `memory.core`): the pages marked `core: true`, read beside the other arms
   (`deps.gather`), as `core{text, revision, chars_used, chars_limit, pages, truncated}` and first
   in `text`; absent when core memory is off (`Policy.core_chars` 0) or the caller sees none.
 - facts arm ("hot memory"): with `entities` left out, the tenant's facts of the session when
@@ -66,7 +66,7 @@ from fleetmem.protocol import (
 
 TOOL = "context_pack"
 
-#: `entities` as the reference takes it (D33): one comma-separated string, or an array of names;
+#: `entities` as the reference takes it (D32): one comma-separated string, or an array of names;
 #: advertised as either, so a strict-typing client may send both.
 EntitiesArg = Annotated[
     str | list[str] | None,
@@ -94,7 +94,7 @@ class ContextPackParams(Params):
 
 
 class CoreResult(BaseModel):
-    """D33: the core block (pages marked `core: true`), at the head of `text`."""
+    """D32: the core block (pages marked `core: true`), at the head of `text`."""
 
     model_config = ConfigDict(extra="forbid")
     text: str
@@ -174,7 +174,7 @@ def _entity_arms(deps: Deps, caller: Caller, entities: list[str], scope: _Scope,
 
 
 def _hot_facts(deps: Deps, caller: Caller, scope: _Scope) -> _Arms:
-    """`entities` left out (D33): the hot facts alone, this session's, else the tenant's last 24 hours'."""
+    """`entities` left out (D32): the hot facts alone, this session's, else the tenant's last 24 hours'."""
     opts: dict[str, Any] = {"now": scope.now, "world_only": scope.world_only, "limit": HOT_FACTS_LIMIT}
     if scope.session_id:
         rows = deps.fact_listing.by_session(caller.tenant, scope.session_id, **opts)
@@ -185,7 +185,7 @@ def _hot_facts(deps: Deps, caller: Caller, scope: _Scope) -> _Arms:
 
 
 def _core(deps: Deps, caller: Caller, world_only: bool) -> CoreBlock | None:
-    """D33: the core block; no read at all when core memory is off (`core_chars` 0)."""
+    """D32: the core block; no read at all when core memory is off (`core_chars` 0)."""
     limit = deps.policy.core_chars
     if limit <= 0:
         return None
@@ -231,7 +231,7 @@ def _packed(
     arms: _Arms,
 ) -> Outcome:
     """The budget is spent on the text, frame included: the core block is reserved first (cut to
-    fit when it alone exceeds the budget, D33), then the pack lists exactly the prefix of cards,
+    fit when it alone exceeds the budget, D32), then the pack lists exactly the prefix of cards,
     then facts, that its text shows."""
     total = len(cards) + len(facts)
 

@@ -61,7 +61,7 @@ Rules:
   `delta_incomplete` notice (kind degraded) whose fix says wait and retry the same call; from the
   3rd consecutive incomplete wake of a session the fix carries no call (`next: report`). An
   explicit `since` on a session moves an arm's position only when it read from at or before it.
-- Opaque cursor (D34, `delta_resume`): `next_cursor.cursor` packs every next_cursor position;
+- Opaque cursor (D33, `delta_resume`): `next_cursor.cursor` packs every next_cursor position;
   `cursor` alone resumes exactly (a call from it is the call with every since_* field). `since`
   replaces it; since_* without since beside it is invalid_params; with session_id it wins like
   since. `cursor_arms` = each arm's start and next point. A first wake adds `empty_retrieval`.

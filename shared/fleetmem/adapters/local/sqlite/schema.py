@@ -16,7 +16,7 @@ SCHEMA_VERSION = 9
 # 6: D23 withdrawn claims (the schema script adds the table)
 # 7: facts carry their content_origin (D24)
 # 8: D22 write receipts: idempotency keyed by (tenant, client_id, request id), with the receipt columns
-# 9: D33 core pages: the partial index of pages marked `core: true` (the schema script adds it)
+# 9: D32 core pages: the partial index of pages marked `core: true` (the schema script adds it)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -50,7 +50,7 @@ CREATE INDEX IF NOT EXISTS pages_title ON pages (tenant, title_lc, slug);
 CREATE INDEX IF NOT EXISTS pages_updated ON pages (tenant, updated_at, slug);
 CREATE INDEX IF NOT EXISTS pages_type ON pages (tenant, type, slug);
 CREATE INDEX IF NOT EXISTS pages_change ON pages (tenant, change_seq);
--- D33: the core pages (frontmatter `core: true`), the few every context_pack reads
+-- D32: the core pages (frontmatter `core: true`), the few every context_pack reads
 CREATE INDEX IF NOT EXISTS pages_core ON pages (tenant, slug) WHERE json_type(frontmatter, '$.core') = 'true';
 
 -- D23: a claim forget withdrew, per entity ('': every entity) and visibility
