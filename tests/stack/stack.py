@@ -827,6 +827,7 @@ class Stack:
             ENV_BEDROCK_EMBEDDING_DIM,
             ENV_BEDROCK_EMBEDDING_MODEL,
             ENV_BEDROCK_LLM_MODEL,
+            ENV_DEADLINE_MS,
             ENV_EMBEDDER,
             ENV_HEARTBEATS,
             ENV_INVOKE_DEADLINES_S,
@@ -914,8 +915,10 @@ class Stack:
             # the overlap window as the CDK app derives it, with the stack's own key TTL
             "signing_rotation": {ENV_KEY_ACCEPTED_S: str(self.signing_key_accepted_s)},
             "indexer": {ENV_REPLAY_QUEUE_URL: self.replay_queue},
-            # a stage whose config names an `llm.model`, the model being the scripted stand-in's
-            "synthesize": {ENV_LLM: "bedrock", ENV_BEDROCK_LLM_MODEL: LOCAL_CHAT_MODEL},
+            # a stage whose config names an `llm.model`, the model being the scripted stand-in's; its
+            # gather shares 2 cores with every engine here, so the model is reached before the
+            # per-call deadline falls back to the pages (a deployed function has its own cores)
+            "synthesize": {ENV_LLM: "bedrock", ENV_BEDROCK_LLM_MODEL: LOCAL_CHAT_MODEL, ENV_DEADLINE_MS: "20000"},
             "authorizer": {
                 ENV_USAGE_KEY_SECRETS: json.dumps({"*": usage["ARN"]}),
                 ENV_AUTHORIZER_CACHE_TTL_S: str(cfg.api.authorizer_cache_ttl_s),
