@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from fleetmem.protocol import IDEMPOTENCY_LEASE_SECONDS, IDEMPOTENCY_TTL_HOURS, Surface
+from fleetmem.protocol import CORE_CHARS_DEFAULT, IDEMPOTENCY_LEASE_SECONDS, IDEMPOTENCY_TTL_HOURS, Surface
 
 # Environment variable names (the CDK app sets them with these constants).
 ENV_BACKEND = "FLEETMEM_BACKEND"
@@ -24,6 +24,8 @@ ENV_EMBEDDER = "FLEETMEM_EMBEDDER"
 ENV_LLM = "FLEETMEM_LLM"
 ENV_SURFACE = "FLEETMEM_SURFACE"
 ENV_DEADLINE_MS = "FLEETMEM_DEADLINE_MS"
+#: D32: the context_pack core block's character limit (0: core memory off)
+ENV_CORE_CHARS = "FLEETMEM_CORE_CHARS"
 ENV_TABLE_PREFIX = "FLEETMEM_TABLE_PREFIX"
 ENV_OPENSEARCH_ENDPOINT = "FLEETMEM_OPENSEARCH_ENDPOINT"
 ENV_OPENSEARCH_SERVICE = "FLEETMEM_OPENSEARCH_SERVICE"
@@ -74,7 +76,18 @@ ENV_STATE_DIR = "FLEETMEM_STATE_DIR"
 ENV_MCP_MODE = "FLEETMEM_MCP_MODE"
 ENV_HOOK_TIMEOUT = "FLEETMEM_HOOK_TIMEOUT"
 ENV_FAIL_ON_EMPTY = "FLEETMEM_FAIL_ON_EMPTY"
+#: D29: the operator's addition to the MCP server instructions (a deployment identity), after the
+#: operating contract; capped (`fleetmem.transport.instructions.OPERATOR_MAX_CHARS`).
+ENV_MCP_INSTRUCTIONS = "FLEETMEM_MCP_INSTRUCTIONS"
+
 ENV_REGION = "AWS_REGION"
+#: D30: an OpenAI-compatible chat-completions server for synthesize (FLEETMEM_LLM=openai)
+ENV_LLM_BASE_URL = "FLEETMEM_LLM_BASE_URL"
+ENV_LLM_MODEL = "FLEETMEM_LLM_MODEL"
+ENV_LLM_API_KEY = "FLEETMEM_LLM_API_KEY"
+ENV_LLM_TIMEOUT_S = "FLEETMEM_LLM_TIMEOUT_S"
+#: D30: synthesize's quote check (on by default; off leaves the model's quotes as written)
+ENV_QUOTE_CHECK = "FLEETMEM_QUOTE_CHECK"
 ENV_DEFAULT_REGION = "AWS_DEFAULT_REGION"
 
 
@@ -259,6 +272,28 @@ class BedrockSettings:
 
 
 @dataclass(frozen=True)
+class LlmSettings:
+    """synthesize's model when `FLEETMEM_LLM=openai` (any OpenAI-compatible chat-completions
+    server: Ollama, llama.cpp's server, vLLM), and the quote check switch (every backend)."""
+
+    base_url: str = ""
+    model: str = ""
+    api_key: str = field(default="", repr=False)
+    timeout_s: int = 60
+    quote_check: bool = True
+
+    @classmethod
+    def from_env(cls) -> LlmSettings:
+        return cls(
+            base_url=_env(ENV_LLM_BASE_URL),
+            model=_env(ENV_LLM_MODEL),
+            api_key=_env(ENV_LLM_API_KEY),
+            timeout_s=_int(ENV_LLM_TIMEOUT_S, 60),
+            quote_check=_switch(ENV_QUOTE_CHECK, True),
+        )
+
+
+@dataclass(frozen=True)
 class SigningSettings:
     """The invoke-payload key: the edge signs with it, every verb function checks with it."""
 
@@ -280,7 +315,7 @@ class Settings:
     #: local embedder: "minilm" (ONNX MiniLM from model_dir), "hash" (tests only), "none"
     embedder: str = "minilm"
     model_dir: Path = field(default_factory=default_model_dir)
-    llm: str = "none"  # none | bedrock
+    llm: str = "none"  # none | bedrock | openai
     surface: Surface = "full"
     deadline_ms: int = 2000
     #: D2: seconds an in-flight idempotency claim holds its key (keep it above any write's run time)
@@ -290,6 +325,9 @@ class Settings:
     search: SearchSettings = SearchSettings()
     bedrock: BedrockSettings = BedrockSettings()
     signing: SigningSettings = SigningSettings()
+    chat: LlmSettings = LlmSettings()
+    #: D32: the most characters of the context_pack core block (0: core memory off)
+    core_chars: int = CORE_CHARS_DEFAULT
 
     @classmethod
     def from_env(cls, *, serve: dict[str, Any] | None = None, **overrides: object) -> Settings:
@@ -309,6 +347,8 @@ class Settings:
             search=SearchSettings.from_env(),
             bedrock=BedrockSettings.from_env(),
             signing=SigningSettings.from_env(),
+            chat=LlmSettings.from_env(),
+            core_chars=max(0, _int(ENV_CORE_CHARS, CORE_CHARS_DEFAULT)),
         )
         clean = {k: v for k, v in overrides.items() if v is not None}
         if "data_dir" in clean:
@@ -443,3 +483,9 @@ def _positive(text: str) -> float | None:
 
 def _json(text: str, default: Any) -> Any:
     return json.loads(text) if text.strip() else default
+
+
+def mcp_instructions_from_env(env: Mapping[str, str] | None = None) -> str | None:
+    """`$FLEETMEM_MCP_INSTRUCTIONS`, or None when unset or blank."""
+    value = (os.environ if env is None else env).get(ENV_MCP_INSTRUCTIONS, "")
+    return value if value.strip() else None

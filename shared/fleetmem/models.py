@@ -269,6 +269,8 @@ class Completion(Record):
     input_tokens: int | None = None
     output_tokens: int | None = None
     usd_estimate: float | None = None
+    #: the reply was cut at max_tokens (Bedrock `stopReason: max_tokens`, OpenAI `finish_reason: length`)
+    truncated: bool = False
 
 
 # --------------------------------------------------------------------------- wire items
@@ -365,7 +367,7 @@ class LastTouched(Wire):
 
 
 class ReferenceRow(Wire):
-    """One page linking to the entity (entity's `referenced_by`, D32)."""
+    """One page linking to the entity (entity's `referenced_by`, D35)."""
 
     slug: str
     title: str
@@ -386,12 +388,12 @@ class RecentFact(Wire):
     id: str
     fact: str
     kind: str
-    valid_from: str | None  # fleetmem has no valid_from: the fact's created_at (D32)
+    valid_from: str | None  # fleetmem has no valid_from: the fact's created_at (D35)
     entity_slug: str | None = None
 
 
 class Coverage(Wire):
-    """How complete `referenced_by` is (D32): fleetmem writes a page's links with the page."""
+    """How complete `referenced_by` is (D35): fleetmem writes a page's links with the page."""
 
     state: Literal["complete", "pending", "disabled", "type_not_linkable", "failed"]
     pending_pages: int
@@ -411,7 +413,7 @@ class Card(Wire):
     backlink_count: int
     active_fact_count: int
     page: bool | None = None  # entity: true for a page's card, false for a fact-only entity
-    # the entity verb's reference fields (D32); context_pack's cards leave them out
+    # the entity verb's reference fields (D35); context_pack's cards leave them out
     referenced_by_count: int | None = None
     referenced_by: list[ReferenceGroup] | None = None
     recent_facts: list[RecentFact] | None = None

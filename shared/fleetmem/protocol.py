@@ -117,6 +117,8 @@ IDEMPOTENCY_TTL_HOURS: Final = 24
 IDEMPOTENCY_LEASE_SECONDS: Final = 60
 HOT_FACTS_HOURS: Final = 24
 HOT_FACTS_LIMIT: Final = 10
+#: D32: the core block's default character limit (FLEETMEM_CORE_CHARS; 0 turns core memory off)
+CORE_CHARS_DEFAULT: Final = 4000
 OPEN_THREADS_MAX: Final = 3
 OPEN_THREAD_TIMELINE_DAYS: Final = 90
 EDGES_MAX: Final = 10

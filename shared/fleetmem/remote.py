@@ -33,6 +33,8 @@ from fleetmem.lanes import ToolReply
 DEFAULT_MODE = "2026-07-28"
 DEFAULT_TIMEOUT_S = 30.0
 NOTICES_META_KEY = "fleetmem/notices"
+#: D28: where a successful body carries its notices.
+NOTICES_KEY = "notices"
 
 
 @dataclass(frozen=True)
@@ -217,9 +219,19 @@ def _reply_of(result: Any) -> ToolReply:
             body = None
     if not isinstance(body, dict):
         body = result.structured_content if isinstance(result.structured_content, dict) else {}
+    return ToolReply(body=body, is_error=bool(result.is_error), notices=_notices_of(body, result))
+
+
+def _notices_of(body: dict[str, Any], result: Any) -> list[Any]:
+    """A success's notices (D28): inside the body under `notices` (taken out, so the body is the
+    tool's own, as on the local lane), else under `_meta` (a server from before D28). An error
+    envelope keeps its own `notices` key."""
+    inside = body.pop(NOTICES_KEY, None) if not result.is_error else None
+    if isinstance(inside, list):
+        return inside
     meta = getattr(result, "meta", None) or {}
     notices = meta.get(NOTICES_META_KEY) if isinstance(meta, dict) else None
-    return ToolReply(body=body, is_error=bool(result.is_error), notices=list(notices or []))
+    return list(notices or [])
 
 
 async def _call_all(

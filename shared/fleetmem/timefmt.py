@@ -27,7 +27,8 @@ def iso(dt: datetime | None) -> str | None:
     if dt is None:
         return None
     dt = to_ms(dt)
-    return dt.strftime("%Y-%m-%dT%H:%M:%S.") + f"{dt.microsecond // 1000:03d}Z"
+    # the year by hand: strftime's %Y drops leading zeros on glibc (year 1 -> "1")
+    return f"{dt.year:04d}" + dt.strftime("-%m-%dT%H:%M:%S.") + f"{dt.microsecond // 1000:03d}Z"
 
 
 def parse_iso(value: str) -> datetime:

@@ -224,8 +224,8 @@ _override: Deps | None = None
 _lock = threading.Lock()
 
 LLM_NOT_CONFIGURED = (
-    "No LLM is configured, so synthesize cannot answer. On the AWS backend set FLEETMEM_LLM=bedrock and "
-    "FLEETMEM_BEDROCK_LLM_MODEL to a Bedrock model id; the local backend has no LLM."
+    "No LLM is configured, so synthesize cannot answer. Set FLEETMEM_LLM=bedrock and FLEETMEM_BEDROCK_LLM_MODEL "
+    "(AWS), or FLEETMEM_LLM=openai, FLEETMEM_LLM_BASE_URL and FLEETMEM_LLM_MODEL (an OpenAI-compatible server)."
 )
 
 
@@ -276,19 +276,14 @@ def local_embedder(settings: Settings) -> tuple[Any, str | None]:
 
 
 def _build_local(settings: Settings) -> Deps:
-    from fleetmem.adapters.local import open_local
+    from fleetmem.adapters.local import open_chat_llm, open_local
 
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     stores = open_local(settings.data_dir)
     embedder, embedder_problem = local_embedder(settings)
-    deps = _deps(
-        settings,
-        stores,
-        Diagnostics(embedder_problem=embedder_problem, llm_problem=LLM_NOT_CONFIGURED),
-        embedder=embedder,
-        llm=None,
-        maintenance=stores.maintenance,
-    )
+    llm, llm_problem = open_chat_llm(settings) if settings.llm == "openai" else (None, LLM_NOT_CONFIGURED)
+    diagnostics = Diagnostics(embedder_problem=embedder_problem, llm_problem=llm_problem)
+    deps = _deps(settings, stores, diagnostics, embedder=embedder, llm=llm, maintenance=stores.maintenance)
     deps.policy = replace(deps.policy, claim_holders=True)  # D22: a local claim's holder can be observed
     return deps
 
@@ -296,6 +291,7 @@ def _build_local(settings: Settings) -> Deps:
 def _build_aws(settings: Settings) -> Deps:
     from fleetmem.adapters.aws import BedrockEmbedder, BedrockLLM, open_aws
     from fleetmem.adapters.aws.dynamo import parallel
+    from fleetmem.adapters.local import open_chat_llm  # D30: an OpenAI-compatible server, either backend
 
     embedder: Any
     if settings.embedder == "bedrock":
@@ -313,6 +309,8 @@ def _build_aws(settings: Settings) -> Deps:
     if settings.llm == "bedrock" and settings.bedrock.llm_model:
         llm = BedrockLLM(settings)
         llm_problem = None
+    elif settings.llm == "openai":
+        llm, llm_problem = open_chat_llm(settings)
     return _deps(
         settings,
         stores,
@@ -330,7 +328,11 @@ def _deps(settings: Settings, stores: Ports, diagnostics: Diagnostics, *, parall
     from fleetmem.adapters.local.ids import SortableIds
 
     policy = Policy(
-        deadline_ms=settings.deadline_ms, idempotency_lease_s=settings.idempotency_lease_s, parallel=parallel
+        deadline_ms=settings.deadline_ms,
+        idempotency_lease_s=settings.idempotency_lease_s,
+        parallel=parallel,
+        core_chars=settings.core_chars,
+        quote_check=settings.chat.quote_check,
     )
     return Deps.over(stores, clock=SystemClock(), ids=SortableIds(), diagnostics=diagnostics, policy=policy, **ports)
 

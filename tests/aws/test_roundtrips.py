@@ -10,7 +10,7 @@ Budgets (sequential round trips): entity ≤ 3, recall ≤ 2 (DynamoDB and OpenS
 remember ≤ 2 plus one embedding call, delta ≤ 3 (+1 on a wake that numbers pending changes, D21:
 the first wake below comes right after the remember case's write), forget ≤ 2. The domain meets them by gathering
 independent port calls into one concurrent round (`Deps.gather`) and by writing audit rows in the
-same transaction as the fact they describe. An entity `names` batch (D32) may take 5: one lookup
+same transaction as the fact they describe. An entity `names` batch (D35) may take 5: one lookup
 round, one round of the suffix and bare-token reads of the names nothing matched exactly, one
 round of pages and the misses' keyword reads.
 """
@@ -43,9 +43,9 @@ ALICE = "people/alice-example"
 CASES: list[tuple[str, str, dict[str, Any], int, int]] = [
     ("entity (alias hit)", "entity", {"name": "Ally"}, 3, 0),
     ("entity (miss)", "entity", {"name": "Nobody Known"}, 3, 0),
-    # D32: a card with linking pages groups them from its link Query (the link rows carry their page's head)
+    # D35: a card with linking pages groups them from its link Query (the link rows carry their page's head)
     ("entity (referenced)", "entity", {"name": "Acme"}, 3, 0),
-    # D32: a batch is one lookup round, one round of the suffix/token reads of the names nothing matched, one page round
+    # D35: a batch is one lookup round, one round of the suffix/token reads of the names nothing matched, one page round
     ("entity (names)", "entity", {"names": ["Ally", "Acme", "companies/acme", "Nobody Known"]}, 5, 0),
     ("recall (query)", "recall", {"query": "green tea"}, 2, 1),
     # a query asking two questions also searches each one: same budget, still one embedding call
@@ -67,6 +67,8 @@ CASES: list[tuple[str, str, dict[str, Any], int, int]] = [
     ("delta (first wake)", "delta", {"session_id": "s-new"}, 4, 0),
     ("delta (next wake)", "delta", {"session_id": "s-old"}, 3, 0),
     ("delta (since)", "delta", {"since": "2026-01-01T00:00:00Z"}, 3, 0),
+    # D33: a cursor holds both exact positions, so no position is derived from a time: one round
+    ("delta (cursor)", "delta", {"cursor": "<cursor>"}, 1, 0),
     ("forget", "forget", {"id": "<fact>", "reason": "wrong"}, 3, 0),
 ]
 
@@ -112,18 +114,19 @@ def measured(request: pytest.FixtureRequest, opensearch_url: str) -> dict[str, d
             ),
             ("delta", {"session_id": "s-old"}),
         ]
-        fact_id = ""
+        fact_id = cursor = ""
         for tool, args in seed:
             result = dispatch(tool, args, CALLER, deps)
             assert not result.is_error, result.body
             fact_id = result.body.get("id", fact_id) if tool == "remember" else fact_id
+            cursor = result.body["next_cursor"]["cursor"] if tool == "delta" else cursor
         search.ensure_index()
         search.client.indices.refresh(index=search.index)
         recorder = Recorder()
         attach(recorder, stores.aws.dynamodb, search, embedder)
         out: dict[str, dict[str, Any]] = {}
         for case_id, tool, args, budget, embeds in CASES:
-            arguments = {k: (fact_id if v == "<fact>" else v) for k, v in args.items()}
+            arguments = {k: {"<fact>": fact_id, "<cursor>": cursor}.get(v, v) for k, v in args.items()}
             recorder.reset()
             result = dispatch(tool, arguments, CALLER, deps)
             assert not result.is_error, (case_id, result.body)

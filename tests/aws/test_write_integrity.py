@@ -110,7 +110,7 @@ def test_a_one_megabyte_fact_is_refused_and_nothing_is_written(brain):
     assert result.is_error
     body = result.body
     assert body["code"] == "invalid_params"
-    assert "put_page" in body["suggestion"]
+    assert "keep the long text as a page" in body["suggestion"]  # names no tool a verbs caller lacks
     assert body["fix"]["next"] == "report"  # a cut fact is a different fact: no corrected call
     assert all_facts(brain) == []
     # the limit itself is inclusive

@@ -1,4 +1,4 @@
-"""`fleetmem entity` with the reference 0.60 reads (D32): one name stays the positional shortcut now
+"""`fleetmem entity` with the reference 0.60 reads (D35): one name stays the positional shortcut now
 that `name` is no longer schema-required, and `--names` answers the batch, printed one line per name."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""entity as the reference 0.60 resolves and answers it (D32), through the one `dispatch`, on the local
+"""entity as the reference 0.60 resolves and answers it (D35), through the one `dispatch`, on the local
 SQLite stores and on the AWS stores (DynamoDB Local + the run's OpenSearch node), all on 127.0.0.1.
 Nothing is mocked; one test wraps the real page listing so that its backlink read fails (a store
 outage cannot be had on demand otherwise), to show the `failed` coverage and its notice.
@@ -398,7 +398,7 @@ def test_the_card_counts_and_groups_linking_pages_without_reading_their_pages(br
     assert card["referenced_by_count"] == 4
     assert [(g["canonical_type"], g["total"]) for g in card["referenced_by"]] == [("person", 4)]
     assert [r["title"] for r in card["referenced_by"][0]["rows"]] == ["Q 3", "Q 2", "Q 1", "Q 0"]
-    assert pages.calls == {"heads": 0, "many": 0}  # the link read answers it (D32)
+    assert pages.calls == {"heads": 0, "many": 0}  # the link read answers it (D35)
 
 
 def test_a_link_row_written_before_it_carried_its_page_head_still_counts(brain: Deps, agent: Caller) -> None:
@@ -431,7 +431,7 @@ def test_a_link_row_written_before_it_carried_its_page_head_still_counts(brain: 
 
 
 def test_a_schema_8_data_directory_gets_its_link_groups_on_open(tmp_path: Any) -> None:
-    """SQLite store schema 9 (D32): link rows from before carry their page's group once reopened."""
+    """SQLite store schema 10 (D35): link rows from before carry their page's group once reopened."""
     import sqlite3
 
     from fleetmem.adapters.local import open_local

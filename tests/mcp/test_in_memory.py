@@ -77,7 +77,7 @@ def test_a_tool_that_takes_an_idempotency_key_advertises_it(deps: Deps, admin_ca
     anyio.run(scenario)
 
 
-def test_notice_blocks_follow_content_0_in_kind_order() -> None:
+def test_notices_ride_inside_the_one_block_in_kind_order() -> None:
     result = DispatchResult(
         {"a": 1},
         False,
@@ -85,11 +85,13 @@ def test_notice_blocks_follow_content_0_in_kind_order() -> None:
         "c",
     )
     framed = to_call_tool_result(result)
-    assert json.loads(framed.content[0].text) == {"a": 1}
-    assert [c.text.split()[2] for c in framed.content[1:]] == ["s", "d", "i"]
-    assert [n["code"] for n in framed.meta["fleetmem/notices"]] == ["s", "d", "i"]
+    assert len(framed.content) == 1  # D28
+    doc = json.loads(framed.content[0].text)
+    assert doc["a"] == 1 and [n["code"] for n in doc["notices"]] == ["s", "d", "i"]
+    assert framed.structured_content == doc
+    assert framed.meta["fleetmem/notices"] == framed.meta["gbrain_notices"] == doc["notices"]
     plain = to_call_tool_result(DispatchResult({"a": 1}, False, [], "c"))
-    assert plain.content[0].text == framed.content[0].text
+    assert json.loads(plain.content[0].text) == {"a": 1}
     assert plain.meta is None
 
 

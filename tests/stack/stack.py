@@ -29,8 +29,10 @@ What runs, each a real component:
   the local MiniLM vector (384 dimensions) zero-padded to 512 — a Titan V2 size the unchanged
   `BedrockEmbedder` accepts, and cosine is unchanged by zero padding. The functions run with the
   deployed `FLEETMEM_EMBEDDER=bedrock`; only the model id, dimension and Bedrock endpoint differ.
-  synthesize runs with no LLM (as a stage whose config names no `llm.model`): it answers
-  `unavailable` with its fix. No Converse mock is served.
+  The same stand-in answers Bedrock Runtime's `Converse` for one chat model id,
+  `fleetmem-local.scripted-chat`, with the scripted model of tests/llm_standin.py (no language
+  model can run here): the synthesize function runs with `FLEETMEM_LLM=bedrock` and that model id,
+  through the unchanged `BedrockLLM`; the other functions have no LLM, as a stage's.
 
 Not emulated: usage plans and API keys, API Gateway throttling, WAF, IAM, Cognito's hosted token
 endpoint; each function has one sandbox, so concurrent calls to one function wait for each other.
@@ -81,6 +83,8 @@ PREFIX = "fleetmem-local"
 #: The one embedding model id the Bedrock stand-in answers for (local stack only).
 LOCAL_EMBEDDING_MODEL = "fleetmem-local.all-minilm-l6-v2"
 LOCAL_EMBEDDING_DIM = 512
+#: The one chat model id the Bedrock stand-in answers Converse for (the synthesize function's).
+LOCAL_CHAT_MODEL = "fleetmem-local.scripted-chat"
 REGION = "us-east-1"
 #: The stage's configured heartbeat: its name, tenant and client (its session and queue per stack).
 HEARTBEAT, HEARTBEAT_TENANT, HEARTBEAT_CLIENT = "stack-heartbeat", "heartbeat", "hb-stack"
@@ -302,7 +306,9 @@ class Forwarder:
 
 
 class BedrockStandIn(_Server):
-    """`POST /model/<id>/invoke` with a Titan V2 request -> `{embedding, inputTextTokenCount}`."""
+    """`POST /model/<id>/invoke` with a Titan V2 request -> `{embedding, inputTextTokenCount}`;
+    `POST /model/<LOCAL_CHAT_MODEL>/converse` -> the scripted chat model of tests/llm_standin.py in
+    Converse's response shape (a `standin-error` question -> `ThrottlingException`)."""
 
     def __init__(self) -> None:
         from fleetmem.adapters.local.embedder import load_local_embedder
@@ -313,6 +319,7 @@ class BedrockStandIn(_Server):
             raise RuntimeError(f"the local MiniLM model is missing: {problem}")
         self.embedder = embedder
         self.calls = 0
+        self.converse_calls = 0
         stand_in = self
 
         class Handler(_Quiet):
@@ -320,6 +327,9 @@ class BedrockStandIn(_Server):
                 parts = self.path.split("/")
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
                 model = urllib.request.unquote(parts[2]) if len(parts) > 3 else ""
+                if parts[-1] == "converse" and model == LOCAL_CHAT_MODEL:
+                    self._converse(body)
+                    return
                 if parts[-1] != "invoke" or model != LOCAL_EMBEDDING_MODEL:
                     self._answer(
                         400,
@@ -335,6 +345,19 @@ class BedrockStandIn(_Server):
                 stand_in.calls += 1
                 vec += [0.0] * (dim - len(vec))
                 self._answer(200, {"embedding": vec, "inputTextTokenCount": len(str(body.get("inputText", ""))) // 4})
+
+            def _converse(self, body: dict[str, Any]) -> None:
+                from tests.llm_standin import ProviderError, converse_answer, scripted_reply
+
+                system = "".join(b.get("text", "") for b in body.get("system") or [])
+                prompt = "".join(c.get("text", "") for m in body.get("messages") or [] for c in m.get("content") or [])
+                stand_in.converse_calls += 1
+                try:
+                    reply = scripted_reply(system, prompt)
+                except ProviderError:
+                    self._answer(429, {"message": "Too many requests (scripted)."}, "ThrottlingException")
+                    return
+                self._answer(200, converse_answer(reply))
 
             def _answer(self, status: int, body: dict[str, Any], error_type: str = "") -> None:
                 self.send(status, json.dumps(body).encode(), {"x-amzn-ErrorType": error_type} if error_type else {})
@@ -803,6 +826,8 @@ class Stack:
             ENV_BACKEND,
             ENV_BEDROCK_EMBEDDING_DIM,
             ENV_BEDROCK_EMBEDDING_MODEL,
+            ENV_BEDROCK_LLM_MODEL,
+            ENV_DEADLINE_MS,
             ENV_EMBEDDER,
             ENV_HEARTBEATS,
             ENV_INVOKE_DEADLINES_S,
@@ -890,6 +915,10 @@ class Stack:
             # the overlap window as the CDK app derives it, with the stack's own key TTL
             "signing_rotation": {ENV_KEY_ACCEPTED_S: str(self.signing_key_accepted_s)},
             "indexer": {ENV_REPLAY_QUEUE_URL: self.replay_queue},
+            # a stage whose config names an `llm.model`, the model being the scripted stand-in's; its
+            # gather shares 2 cores with every engine here, so the model is reached before the
+            # per-call deadline falls back to the pages (a deployed function has its own cores)
+            "synthesize": {ENV_LLM: "bedrock", ENV_BEDROCK_LLM_MODEL: LOCAL_CHAT_MODEL, ENV_DEADLINE_MS: "20000"},
             "authorizer": {
                 ENV_USAGE_KEY_SECRETS: json.dumps({"*": usage["ARN"]}),
                 ENV_AUTHORIZER_CACHE_TTL_S: str(cfg.api.authorizer_cache_ttl_s),

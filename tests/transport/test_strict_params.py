@@ -267,7 +267,7 @@ def test_an_answer_stays_small_whatever_the_unknown_keys_over_mcp_and_v1(
     result = mcp.json()["result"]
     assert result.get("isError", False) is (tool == "remember")
     if tool == "recall":
-        assert sum(t["text"].count("[fleetmem notice unknown_param") for t in result["content"]) == 1
+        assert [n["code"] for n in result["structuredContent"]["notices"]].count("unknown_param") == 1
     v1 = _post(f"{server_url}/v1/{tool}", tokens["write"], args)
     assert v1.status_code == (400 if tool == "remember" else 200)
     assert len(v1.content) < ANSWER_BYTES_MAX

@@ -1,6 +1,6 @@
 """`fleetmem bench entity-names`: one `entity{names}` call of 50 names against 5 single `entity{name}`
 calls, through THE dispatch on a SQLite store seeded with people and company pages (titles,
-aliases, links between them) and facts about some of them (D32). The 50 names mix exact titles,
+aliases, links between them) and facts about some of them (D35). The 50 names mix exact titles,
 aliases, slugs, bare slug suffixes and names no page has (about one in five); the 5 singles are drawn
 the same way. Every round draws fresh names. Reports each arm's p50 and the ratio batch / 5 singles
 (the goal: below 1, a batch of 50 costs less than 5 cards). No embedder: entity never embeds."""

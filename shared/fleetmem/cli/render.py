@@ -56,9 +56,18 @@ def _render_recall(r: RecallResult, out: Output) -> None:
         out.text(f"  {hit.slug} — {hit.title} [{hit.evidence}, {hit.create_safety}]")
         chunk = " ".join(hit.chunk.split())
         out.text(f"      {chunk[:200]}{'…' if len(chunk) > 200 else ''}")
-    for line in (_budget_line(r), r.search_degraded and f"search degraded: {r.search_degraded}"):
+    for line in (_budget_line(r), _packing_line(r), r.search_degraded and f"search degraded: {r.search_degraded}"):
         if line:
             out.text(line)
+
+
+def _packing_line(r: RecallResult) -> str | None:
+    p = r.budget_packing
+    if p is None:  # no --budget-policy given
+        return None
+    how = "applied" if p.applied else "not applied"
+    kept = f"facts kept {p.facts.kept}/{p.facts.candidates}, results kept {p.results.kept}/{p.results.candidates}"
+    return f"packing: {p.policy} ({how}: {p.reason}); {kept}"
 
 
 def _render_entity(answer: EntityAnswer, out: Output) -> None:

@@ -49,6 +49,9 @@ def _resolve(prop: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
 
 def option_kind(prop: dict[str, Any], defs: dict[str, Any]) -> str:
     """One of string|integer|number|boolean|list|json — how a command-line value becomes an argument."""
+    variants = [v for v in prop.get("anyOf") or () if v.get("type") != "null"]
+    if sorted(v.get("type") for v in variants) == ["array", "string"]:
+        return "list"  # a string or an array of strings (context_pack's entities, D32): a comma list
     p = _resolve(prop, defs)
     kind = p.get("type")
     if isinstance(kind, list):  # ["string", "null"]: the value's own type decides

@@ -157,14 +157,26 @@ class CallOutcome:
         self.raw = texts[0]
         self.structured = result.structured_content
         meta = getattr(result, "meta", None)
-        self.block_text = "\n".join(t for t in texts[1:] if t)
+        #: Every text block joined, as a client that reads a result's whole text sees it (the
+        #: reference's runner joins them and parses one JSON document).
+        self.joined_text = "\n".join(t for t in texts if t)
+        self.meta = meta if isinstance(meta, dict) else {}
         self.meta_text = json.dumps(meta or {}, default=str)
         self.size = sum(len(t.encode()) for t in texts if t) + len(self.meta_text.encode())
 
+    def notice_codes(self) -> list[str]:
+        """D28: the codes of a success's notices, inside its body under `notices`."""
+        notices = self.body.get("notices") if not self.is_error else None
+        return [str(n.get("code")) for n in notices or [] if isinstance(n, dict)]
+
     def has_notice(self, code: str) -> bool:
-        """docs/protocol.md, notices: a notice rides BOTH an extra content block and `_meta`."""
-        pattern = rf"(?<![A-Za-z0-9_]){re.escape(code)}(?![A-Za-z0-9_])"
-        return re.search(pattern, self.block_text) is not None and re.search(pattern, self.meta_text) is not None
+        """docs/protocol.md, notices (D28): a notice rides BOTH the body's `notices` and `_meta`
+        (`fleetmem/notices`, mirrored under `gbrain_notices`)."""
+        mirrored = all(
+            code in [n.get("code") for n in self.meta.get(key) or [] if isinstance(n, dict)]
+            for key in ("fleetmem/notices", "gbrain_notices")
+        )
+        return code in self.notice_codes() and mirrored
 
 
 def check_result_model(out: CallOutcome) -> None:
@@ -233,19 +245,44 @@ def check_call(out: CallOutcome, expect: dict[str, Any]) -> None:
                     f"create_safety {r.get('create_safety')!r} (expected {want!r})"
                 )
     if "notice" in expect and not out.has_notice(expect["notice"]):
-        raise CaseFailed(f"{out.tool}: expected a {expect['notice']} notice in content[1:] and in _meta")
-    if "raw_eq" in expect and out.raw != expect["raw_eq"]:
-        raise CaseFailed(f"{out.tool}: content[0] must be byte-identical to the earlier call's")
+        raise CaseFailed(f"{out.tool}: expected a {expect['notice']} notice in the body's notices and in _meta")
+    if "raw_eq" in expect and not _same_without_notices(out, expect["raw_eq"]):
+        raise CaseFailed(f"{out.tool}: content[0] without its notices must be the earlier call's document")
     if "bytes_le" in expect and out.size > expect["bytes_le"]:
         raise CaseFailed(f"{out.tool}: the answer is {out.size} bytes, more than {expect['bytes_le']}")
     for code, count in (expect.get("notice_blocks") or {}).items():
-        found = out.block_text.count(f"[fleetmem notice {code} ")
+        found = out.notice_codes().count(code)
         if found != count:
-            raise CaseFailed(f"{out.tool}: expected {count} {code} notice block(s), got {found}")
+            raise CaseFailed(f"{out.tool}: expected {count} {code} notice(s), got {found}")
+    if expect.get("joined_json"):
+        check_joined_json(out)
     if "no_notice" in expect and out.has_notice(expect["no_notice"]):
         raise CaseFailed(f"{out.tool}: unexpected {expect['no_notice']} notice")
     if "fix_run_keeps" in expect or "fix_sets" in expect or "fix_drops" in expect:
         check_fix(out, expect)
+
+
+def _same_without_notices(out: CallOutcome, earlier: str) -> bool:
+    """D28: the body is the earlier call's document with only `notices` added (a notice never
+    changes the answer itself)."""
+    try:
+        before = json.loads(earlier)
+    except json.JSONDecodeError:
+        return False
+    return {k: v for k, v in out.body.items() if k != "notices"} == before and "notices" not in before
+
+
+def check_joined_json(out: CallOutcome) -> None:
+    """D28: every text block of the result joined is ONE JSON object (a client that joins the blocks
+    and parses them, as the reference's runner does, reads the answer), the same as content[0]."""
+    try:
+        joined = json.loads(out.joined_text)
+    except json.JSONDecodeError as exc:
+        raise CaseFailed(
+            f"{out.tool}: the joined text of its {out.blocks} block(s) is not one JSON document ({exc})"
+        ) from None
+    if not isinstance(joined, dict) or joined != out.body:
+        raise CaseFailed(f"{out.tool}: the joined text is not the body of content[0]")
 
 
 def check_envelope(out: CallOutcome, code: str) -> None:

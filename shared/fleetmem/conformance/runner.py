@@ -16,7 +16,12 @@ Every successful tool response is also validated against the tool's result model
 A step may add `"many_keys": {"count": N, "prefix": "p"}`: N extra keys `p0`..`p<N-1>` in its
 arguments (or `json` body), for answers that must stay small whatever the request (`expect.bytes_le`:
 every content block plus `_meta` of an MCP result, or an HTTP body; `expect.notice_blocks`:
-{code: how many notice blocks of that code}).
+{code: how many notices of that code the body's `notices` holds}).
+
+`expect.notice: code` (and `no_notice`): the success carries (does not carry) a notice of that code
+in its body's `notices` AND under `_meta` (`fleetmem/notices` and `gbrain_notices`), D28.
+`expect.joined_json: true`: every text block of the result joined with newlines parses as ONE JSON
+object equal to content[0]'s (how the reference's runner reads a result).
 
 Strings may hold `{{var}}` templates (`marker`, `slug`, `alias`, `title`, `now`, `request_uuid`, saved values).
 Checks are small operator maps (`eq`, `type`, `present`, `nonempty`, `in`, `len`, `len_le`, ...);

@@ -51,6 +51,10 @@ CLI_TRANSPORT: Transport = "cli"
 
 NOTICE_PREFIX = "[fleetmem notice"
 NOTICES_META_KEY = "fleetmem/notices"
+#: D28: the reference's `_meta` key for the same notices (clients written for it find them there).
+REFERENCE_NOTICES_META_KEY = "gbrain_notices"
+#: D28: the key of a successful body's notices (MCP content[0] / structuredContent, `/v1`, --json).
+NOTICES_KEY = "notices"
 
 # Marker tokens that must never open or close a block from inside a value (AGENT_OPERATOR
 # "Marker grammar"): data is never an instruction.
@@ -224,9 +228,29 @@ def render_call(fix: Fix, transport: Transport = "mcp") -> str | None:
     return None
 
 
+def _names_callable(step: Mapping[str, Any] | None, callable_tools: Collection[str]) -> bool:
+    return not step or not step.get("tool") or step["tool"] in callable_tools
+
+
+def callable_fix(fix: Fix, callable_tools: Collection[str] | None) -> Fix:
+    """D28: the fix as this caller may see it. THE one place a step naming a tool outside the
+    caller's tools/list (surface and scopes) is dropped: an `mcp` step it cannot call, a `verify`
+    it cannot run. What is left (an `argv` for the operator, a wait, or nothing: `report`) decides
+    `next`. `callable_tools` None: not known here, everything kept."""
+    if callable_tools is None:
+        return fix
+    verify = fix.verify if _names_callable((fix.verify or {}).get("mcp"), callable_tools) else None
+    if _names_callable(fix.mcp, callable_tools) and verify is fix.verify:
+        return fix
+    mcp = fix.mcp if _names_callable(fix.mcp, callable_tools) else None
+    return Fix(**{**_fix_fields(fix), "mcp": mcp, "verify": verify})
+
+
 def rendered_fix(fix: Fix, transport: Transport, *, callable_tools: Collection[str] | None = None) -> RenderedFix:
     """RenderedAction: {mcp?, argv?, command?, consent, actor, next, why, verify?,
-    retry_after_seconds?, user_message?, inputs?, requires_exclusive}; only the keys set appear."""
+    retry_after_seconds?, user_message?, inputs?, requires_exclusive}; only the keys set appear.
+    A step this caller cannot call is left out (`callable_fix`)."""
+    fix = callable_fix(fix, callable_tools)
     out: dict[str, Any] = {}
     if fix.mcp:
         out["mcp"] = {"tool": fix.mcp.get("tool"), "arguments": dict(fix.mcp.get("arguments") or {})}
@@ -281,7 +305,7 @@ def build_envelope(
     `tool`/`arguments` name the failing call; they are used only when the error's own fix does not
     carry a call: a `wait` retry repeats the same call, an `amend`/`drop` fix is the same call with
     the bad argument corrected. An error without a fix gets `no_step_fix` (`next: report`)."""
-    fix = _runnable_fix(err, tool, arguments)
+    fix = callable_fix(_runnable_fix(err, tool, arguments), callable_tools)
     rendered = rendered_fix(fix, transport, callable_tools=callable_tools)
     retryable = bool(err.retryable) or err.code == "rate_limited" or rendered.next == "wait"
     env: dict[str, Any] = {
@@ -393,13 +417,23 @@ def _flat(value: str) -> str:
     return text
 
 
+def notice_fix(notice: Notice, callable_tools: Collection[str] | None) -> Fix | None:
+    """D28: a notice's fix, or None when its step names a tool this caller cannot call and nothing
+    else in it is runnable (a notice is advice: it goes without a fix rather than with a dead one)."""
+    fix = notice.fix
+    if fix is None or callable_tools is None or _names_callable(fix.mcp, callable_tools) or fix.argv:
+        return fix
+    return None
+
+
 def rendered_notice(
     notice: Notice, transport: Transport = "mcp", *, callable_tools: Collection[str] | None = None
 ) -> RenderedNotice:
     """RenderedNotice for `_meta`, `/v1` bodies and error envelopes."""
     out: dict[str, Any] = {"code": notice.code, "kind": notice.kind, "why": notice.why}
-    if notice.fix is not None:
-        out["fix"] = rendered_fix(notice.fix, transport, callable_tools=callable_tools)
+    fix = notice_fix(notice, callable_tools)
+    if fix is not None:
+        out["fix"] = rendered_fix(fix, transport, callable_tools=callable_tools)
     if notice.user_message:
         out["user_message"] = notice.user_message
     out["contract_version"] = CONTRACT_VERSION
@@ -418,11 +452,13 @@ def render_notice_block(
 ) -> str:
     """One text block: the fixed first line, then only the fields that are set, one line each."""
     lines = [f"{NOTICE_PREFIX} {_flat(notice.code)} kind={notice.kind}]", f"why: {_flat(notice.why)}"]
-    if notice.fix is not None:
-        call = render_call(notice.fix, transport)
+    fix = notice_fix(notice, callable_tools)
+    if fix is not None:
+        fix = callable_fix(fix, callable_tools)
+        call = render_call(fix, transport)
         if call:
             lines.append(f"fix: {_flat(call)}")
-        lines.append(f"next: {compute_next(notice.fix, transport, callable_tools=callable_tools)}")
+        lines.append(f"next: {compute_next(fix, transport, callable_tools=callable_tools)}")
     if notice.user_message:
         lines.append(f"user_message: {_flat(notice.user_message)}")
     return "\n".join(lines)
@@ -430,3 +466,27 @@ def render_notice_block(
 
 #: The rendered notice document (the `_meta` / `--json` form); the CLI's name for it.
 render_notice = render_notice_meta
+
+
+def rendered_notices(
+    notices: Iterable[Notice], transport: Transport = "mcp", *, callable_tools: Collection[str] | None = None
+) -> list[dict[str, Any]]:
+    """Notices in their order (`order_notices`), each as its JSON object: the `notices` array of a
+    successful body (D28) and of `_meta`."""
+    return [render_notice_meta(n, transport, callable_tools=callable_tools) for n in order_notices(notices)]
+
+
+def with_notices(
+    body: Mapping[str, Any],
+    notices: Iterable[Notice],
+    transport: Transport = "mcp",
+    *,
+    callable_tools: Collection[str] | None = None,
+) -> dict[str, Any]:
+    """D28: a successful body with its notices inside, under `notices` (absent when there are none):
+    the one JSON document MCP's content[0] and structuredContent, `/v1` and the CLI's --json carry."""
+    out = dict(body)
+    rendered = rendered_notices(notices, transport, callable_tools=callable_tools)
+    if rendered:
+        out[NOTICES_KEY] = rendered
+    return out

@@ -8,7 +8,11 @@ Public API:
   fit, or the remainder is not positive, every later arm is dropped whole. With `budget=None`
   everything is kept and `fields()` is empty.
   `packer.used`, `packer.dropped`, `packer.fields() -> dict` ({budget_tokens, budget_used,
-  dropped_count} when a budget was given, else {}).
+  dropped_count} when a budget was given, else {}). `take(..., arm=name)` also records that arm's
+  `ArmTally` in `packer.arms[name]`; `pack(packer, arms, order)` takes named arms in the order given
+  (recall's facts-first and query-first are the same walk with the arms swapped).
+- `ArmTally`: one arm's {candidates, kept, dropped, used} (candidates = kept + dropped; `used` is the
+  kept items' cost).
 - `fit_prefix(render, total, budget) -> (shown, text)`: for verbs whose answer is an injectable
   `text` (context_pack, delta): the largest `shown` (0..total) whose `render(shown)` costs at
   most `budget`, and that text; (0, "") when not even the empty block fits; everything when
@@ -22,8 +26,9 @@ Public API:
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
-from typing import TypeVar
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any, TypeVar
 
 T = TypeVar("T")
 
@@ -54,18 +59,37 @@ def text_fields(budget: int | None, text: str, dropped: int) -> dict[str, int]:
     return {"budget_tokens": budget, "budget_used": cost(text), "dropped_count": dropped}
 
 
+@dataclass(frozen=True)
+class ArmTally:
+    candidates: int
+    kept: int
+    dropped: int
+    used: int
+
+    def wire(self) -> dict[str, int]:
+        return asdict(self)
+
+
 class Packer:
     def __init__(self, budget: int | None) -> None:
         self.budget = budget
         self.used = 0
         self.dropped = 0
         self._stopped = False
+        self.arms: dict[str, ArmTally] = {}
 
     @property
     def remaining(self) -> int | None:
         return None if self.budget is None else self.budget - self.used
 
-    def take(self, items: Sequence[T], cost_fn: Callable[[T], int]) -> list[T]:
+    def take(self, items: Sequence[T], cost_fn: Callable[[T], int], *, arm: str | None = None) -> list[T]:
+        kept = self._walk(items, cost_fn)
+        if arm is not None:
+            used = sum(cost_fn(item) for item in kept)
+            self.arms[arm] = ArmTally(len(items), len(kept), len(items) - len(kept), used)
+        return kept
+
+    def _walk(self, items: Sequence[T], cost_fn: Callable[[T], int]) -> list[T]:
         if self.budget is None:
             return list(items)
         if self._stopped or self.budget - self.used <= 0:
@@ -87,3 +111,10 @@ class Packer:
         if self.budget is None:
             return {}
         return {"budget_tokens": self.budget, "budget_used": self.used, "dropped_count": self.dropped}
+
+
+def pack(
+    packer: Packer, arms: Mapping[str, tuple[Sequence[Any], Callable[[Any], int]]], order: Sequence[str]
+) -> dict[str, list[Any]]:
+    """Each named arm (items, cost) through `packer`, in `order`; the kept prefix per arm name."""
+    return {name: packer.take(*arms[name], arm=name) for name in order}

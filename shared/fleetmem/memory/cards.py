@@ -96,7 +96,7 @@ def read_card(
     with_page: bool = True,
     references: bool = False,
 ) -> tuple[Page | None, CardInputs]:
-    """`references` (the entity verb, D32): the backlink read also lists every linking page."""
+    """`references` (the entity verb, D35): the backlink read also lists every linking page."""
     page, facts, links, active = deps.gather(
         (lambda: deps.pages.get(tenant, slug)) if with_page else (lambda: None),
         lambda: deps.fact_listing.by_entity(tenant, slug, now=now, world_only=world_only, limit=_COMMITMENT_SCAN),

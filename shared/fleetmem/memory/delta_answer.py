@@ -14,6 +14,7 @@ from fleetmem.memory import common
 from fleetmem.memory.delta_budget import pack_delta
 from fleetmem.memory.delta_cursor import RETRY_AFTER_SECONDS
 from fleetmem.memory.delta_positions import expiry_key
+from fleetmem.memory.delta_resume import CursorArms, encode_cursor, next_points, start_points
 from fleetmem.models import BudgetFields, Fact, PackFact, PageHead, PageItem, PageTombstone, SlugThread, Wire
 from fleetmem.protocol import PROTOCOL_VERSION
 from fleetmem.timefmt import iso
@@ -43,6 +44,9 @@ class NextCursor(Wire):
     expiry: str | None = Field(
         default=None, description="TTL expiries reported up to; pass back as since_expiry (null: from since)."
     )
+    cursor: str | None = Field(
+        default=None, description="Opaque: every position above, both arms exact; pass back as cursor (D33)."
+    )
 
 
 class Retraction(Wire):
@@ -67,6 +71,9 @@ class DeltaBody(Wire):
     has_more: bool
     next_cursor: NextCursor
     degraded_reason: str | None = None
+    cursor_arms: CursorArms | None = Field(
+        default=None, description="Replay audit trail: where each arm started and where next_cursor resumes it."
+    )
 
 
 class DeltaResult(BudgetFields, DeltaBody):
@@ -89,6 +96,7 @@ class Answer:
     text: str
     fields: dict[str, int]
     notices: list[Notice]
+    arms: CursorArms | None = None
 
 
 def answer(a: Answer) -> Outcome:
@@ -103,12 +111,19 @@ def answer(a: Answer) -> Outcome:
             "retracted": a.retracted,
             "text": a.text,
             "has_more": a.has_more,
-            "next_cursor": a.cursor,
+            "next_cursor": _with_cursor(a.cursor, a.arms),
             **({"degraded_reason": "; ".join(a.degraded)} if a.degraded else {}),
+            **({"cursor_arms": a.arms} if a.arms is not None else {}),
             **a.fields,
         }
     )
     return Outcome(body=result.wire(), notices=a.notices)
+
+
+def _with_cursor(next_cursor: NextCursor, arms: CursorArms | None) -> NextCursor:
+    """next_cursor with its opaque `cursor` (D33): its own fields and the fact arm's keyset point."""
+    point = (arms.facts.next.since, arms.facts.next.id) if arms is not None else (next_cursor.since, None)
+    return next_cursor.model_copy(update={"cursor": encode_cursor(next_cursor.model_dump(), point)})
 
 
 def missing_input_error(params: DeltaParams, now: datetime) -> VerbError:
@@ -126,8 +141,11 @@ def missing_input_error(params: DeltaParams, now: datetime) -> VerbError:
 
 
 def empty_body(since: datetime, slug: str, seqs: tuple[int, int], budget_tokens: int | None) -> dict[str, Any]:
-    """A first wake's answer: nothing delivered; every position at now (TTL expiries from now on)."""
+    """A first wake's answer: nothing delivered; every position at now (TTL expiries from now on),
+    each arm's start its next (D33)."""
     pack = pack_delta(iso(since) or "", [], [], overflow=False, budget=budget_tokens)
+    resume = NextCursor(since=iso(since), slug=slug, page_seq=seqs[0], fact_seq=seqs[1], expiry=iso(since))
+    arms = next_points(start_points(None, since, slug, seqs[0], seqs[1]), resume, None)
     body: dict[str, Any] = {
         "protocol_version": PROTOCOL_VERSION,
         "since": iso(since),
@@ -137,16 +155,25 @@ def empty_body(since: datetime, slug: str, seqs: tuple[int, int], budget_tokens:
         "retracted": [],
         "text": pack.text,
         "has_more": False,
-        "next_cursor": {
-            "since": iso(since),
-            "slug": slug,
-            "page_seq": seqs[0],
-            "fact_seq": seqs[1],
-            "expiry": iso(since),
-        },
+        "next_cursor": _with_cursor(resume, arms).wire(),
+        "cursor_arms": arms.wire(),
     }
     body.update(pack.fields(budget_tokens))
     return body
+
+
+def first_wake_notice(params: DeltaParams, since: datetime) -> Notice:
+    """A first wake delivers nothing by design (the session starts now): say so, with the
+    stateless call that reads what changed in the day before it instead."""
+    args = {k: v for k, v in common.given_args(params).items() if k not in ("session_id", "cursor")}
+    args["since"] = iso(since - timedelta(days=1))
+    why = (
+        "This is the first wake of this session: its cursor starts now, so nothing is delivered yet; "
+        "the next wake with the same session_id (or with next_cursor.cursor) returns what changes from "
+        "now on. To read what changed before the session started, run the stateless call with since "
+        "(it does not move the session)."
+    )
+    return Notice(code="empty_retrieval", kind="info", why=why, fix=Fix(why=why, mcp={"tool": TOOL, "arguments": args}))
 
 
 def page_entry(h: PageHead | PageTombstone) -> dict[str, Any]:

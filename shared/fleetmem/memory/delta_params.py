@@ -3,11 +3,23 @@ name them without importing the verb."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import Field
+from pydantic import Field, WithJsonSchema
 
-from fleetmem.memory.params import Budget, ChangePosition, Params, SinceText
+from fleetmem.memory.params import NO_FIX, Budget, ChangePosition, Hint, Params, SinceText
+
+#: D33: next_cursor.cursor passed back; what a value that is not one meant is the caller's to say.
+CursorText = Annotated[
+    str | None,
+    Hint(
+        accepts="the string next_cursor.cursor",
+        cause="cursor is next_cursor.cursor of an earlier delta answer, passed back unchanged.",
+        fix=NO_FIX,
+        remedy="pass next_cursor.cursor unchanged, or leave cursor out and pass since or session_id",
+    ),
+    WithJsonSchema({"type": "string"}),
+]
 
 
 def _resume_at(what: str, cursor_field: str) -> Any:
@@ -38,4 +50,9 @@ class DeltaParams(Params):
     )
     include_private: bool = Field(
         default=False, description="Trusted local callers only: include private pages and facts."
+    )
+    cursor: CursorText = Field(
+        default=None,
+        description="Opaque next_cursor.cursor of an earlier answer: resume exactly on both arms. "
+        "since given with it replaces its positions.",
     )

@@ -19,6 +19,7 @@ from fleetmem.memory.delta_answer import (
     answer,
     empty_body,
     fact_retraction,
+    first_wake_notice,
     incomplete_notice,
     missing_input_error,
     page_entry,
@@ -28,6 +29,7 @@ from fleetmem.memory.delta_budget import DeltaPack, pack_delta
 from fleetmem.memory.delta_cursor import CursorTarget, cursor_client, session_unavailable, store_cursor
 from fleetmem.memory.delta_positions import expiry_key, fact_tie, merge_changes
 from fleetmem.memory.delta_reference import reference_read
+from fleetmem.memory.delta_resume import Resume, decode_cursor, next_points, start_points
 from fleetmem.memory.entities import parse_entity_list, resolve_entity
 from fleetmem.memory.redaction import redact, redact_fact
 from fleetmem.memory.verbs.recall import fact_item
@@ -56,6 +58,7 @@ class Ask:
     budget_tokens: int | None
     world_only: bool
     client: str
+    resume: Resume | None = None  # D33: a decoded `cursor` (an explicit since replaces it)
 
     @property
     def tenant(self) -> str:
@@ -68,13 +71,20 @@ class Ask:
 
 def parse(deps: Deps, caller: Caller, params: DeltaParams) -> Ask:
     now = deps.clock.now()
+    resume = decode_cursor(params, now)
     explicit_since = common.parse_since(TOOL, params, "since", now)
+    if explicit_since is not None:
+        resume = None
+    elif resume is not None:
+        explicit_since = resume.since
     session_id = (params.session_id or "").strip()[:SESSION_ID_MAX] or None
     if explicit_since is None and session_id is None:
         raise missing_input_error(params, now)
     budget_tokens = common.check_budget(TOOL, params)
     world_only = common.world_only(caller, params.include_private)
-    return Ask(params, caller, now, explicit_since, session_id, budget_tokens, world_only, cursor_client(caller))
+    return Ask(
+        params, caller, now, explicit_since, session_id, budget_tokens, world_only, cursor_client(caller), resume
+    )
 
 
 def read_session(deps: Deps, ask: Ask) -> tuple[Cursor | None, Outcome | None]:
@@ -110,7 +120,8 @@ def read_session(deps: Deps, ask: Ask) -> tuple[Cursor | None, Outcome | None]:
             hold_seqs=seqs,
             hold_expiry=iso(now),
         )
-        return None, Outcome(body=empty_body(now, "", seqs, ask.budget_tokens))
+        body = empty_body(now, "", seqs, ask.budget_tokens)
+        return None, Outcome(body=body, notices=[first_wake_notice(ask.params, now)])
     except Unavailable as exc:
         raise session_unavailable(exc) from None
 
@@ -128,7 +139,9 @@ class Start:
 
 
 def start_from(ask: Ask, cursor: Cursor | None) -> Start:
-    params = ask.params
+    params, resume = ask.params, ask.resume
+    if resume is not None:
+        return Start(resume.since, resume.slug, resume.page_seq, resume.fact_seq, resume.expiry)
     if ask.explicit_since is not None:
         expiry_pos = parse_expiry(params) if params.since_expiry else None
         return Start(
@@ -380,6 +393,8 @@ def delivered_answer(ask: Ask, pos: Positions, changes: Changes, delivery: Deliv
         fact_seq=d.next_fact_seq,
         expiry=d.next_expiry,
     )
+    last = changes.facts[len(d.fact_arm) - 1][1] if d.fact_arm else None
+    start = start_points(ask.resume, pos.since, pos.slug, pos.page_pos, pos.fact_pos)
     return Answer(
         since=pos.since,
         pages=[p for p in d.page_arm if "reason" not in p],
@@ -392,6 +407,7 @@ def delivered_answer(ask: Ask, pos: Positions, changes: Changes, delivery: Deliv
         text=d.pack.text,
         fields=d.pack.fields(ask.budget_tokens),
         notices=notices,
+        arms=next_points(start, resume, (iso(last.created_at), last.seq) if last is not None else None),
     )
 
 
@@ -441,6 +457,11 @@ def reference_delta(deps: Deps, ask: Ask, ctx: CallContext, start: Start) -> Out
             text=read.pack.text,
             fields=read.pack.fields(ask.budget_tokens),
             notices=notices,
+            arms=next_points(
+                start_points(ask.resume, since, start.slug, start.page_pos, start.fact_pos),
+                cursor,
+                (read.facts[-1]["created_at"], read.facts[-1]["id"]) if read.facts else None,
+            ),
         )
     )
 

@@ -13,7 +13,7 @@ Public functions:
   2. exact slug (as given, slugified, or ASCII-folded: `slugs.ascii_slug`);
   3. exact title of exactly one page, compared by `slugs.match_key` too; when several pages
      share the title and exactly one of them has an entity type (`ENTITY_TYPES`: person,
-     company, organization, project, entity), that one (D32: the reference's precedence);
+     company, organization, project, entity), that one (D35: the reference's precedence);
   4. a bare single token and exactly one page is `people/<tok>` / `people/<tok>-…` /
      `companies/<tok>` / `companies/<tok>-…` (tok slugified or ASCII-folded);
   5. otherwise `slugify(name)` per path segment ("" when nothing is sluggable): `page` is None
@@ -80,7 +80,7 @@ from fleetmem.ports.pages import BareCandidates
 from fleetmem.protocol import SUGGESTIONS_MAX, TITLE_MAX
 
 _RANK = {"alias": 0, "slug": 1, "title": 2, "token": 2, "suffix": 3}
-#: page types that name an entity: for the same exact title they beat note and conversation pages (D32)
+#: page types that name an entity: for the same exact title they beat note and conversation pages (D35)
 ENTITY_TYPES = frozenset({"person", "company", "organization", "project", "entity"})
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _WORD_SEP = re.compile(r"[-/]+")
@@ -147,7 +147,7 @@ def _ranked(matches: list[PageMatch]) -> list[Candidate]:
         seen = best.get(m.page.slug)
         if seen is None or rank < seen.rank:
             best[m.page.slug] = Candidate(m.page, rank, m.via)
-    # within the exact-title rank an entity page beats a note or conversation page (D32)
+    # within the exact-title rank an entity page beats a note or conversation page (D35)
     return sorted(
         best.values(),
         key=lambda c: (c.rank, c.via == "title" and _not_entity(c.head), -c.touched.timestamp(), c.head.slug),
@@ -273,7 +273,7 @@ def _target(
         pages = {m.page.slug: m.page for m in matches if m.via == via}
         entity_pages = {s: h for s, h in pages.items() if not _not_entity(h)}
         if via == "title" and len(pages) > 1 and len(entity_pages) == 1:
-            pages = entity_pages  # one entity page among same-titled notes and conversations (D32)
+            pages = entity_pages  # one entity page among same-titled notes and conversations (D35)
         if len(pages) == 1:
             (head,) = pages.values()
             return EntityTarget(slug=head.slug, page=head, via=via)
@@ -345,7 +345,7 @@ def _exact_many(deps: Deps, tenant: str, raws: list[str], *, world_only: bool) -
 
 
 def resolve_names(deps: Deps, tenant: str, names: list[str], *, world_only: bool) -> dict[str, Resolution]:
-    """`resolve_entity` of many names (entity's `names`, D32) with batched reads: one lookup of
+    """`resolve_entity` of many names (entity's `names`, D35) with batched reads: one lookup of
     every name's alias, title and slug keys; then, only for the names nothing matched exactly, one
     read of their slug-suffix candidates and bare-token pages (`PageStore.bare_candidates`). Each
     name's best page is the one `resolve_entity` gives (the suffix rank comes after every exact
@@ -400,7 +400,7 @@ def require_slug(tool: str, name: str, target: EntityTarget) -> None:
     )
     instead = (
         'pass the entity\'s name as people write it (e.g. "Alice Example", "北京办公室"), or the '
-        "slug of an existing page (entity(name) and list_pages show them)"
+        "slug of an existing page (entity(name) shows them)"
         + (", or leave entity out when the fact is about no particular entity." if tool == "remember" else ".")
     )
     raise caller_error(

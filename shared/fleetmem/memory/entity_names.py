@@ -1,5 +1,5 @@
 """`entity{names}`: many names in one call, each resolved as `entity{name}` resolves it, answered with
-a light row per name (docs/protocol.md: entity, D32). No references, facts or threads: a full card
+a light row per name (docs/protocol.md: entity, D35). No references, facts or threads: a full card
 per name is `entity{name}`.
 
 Public API: `NAMES_MAX`, `LEAD_CHARS`, the row/answer models, `page_lead(body)`, `lookup_names(deps,

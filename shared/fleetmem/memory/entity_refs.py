@@ -1,4 +1,4 @@
-"""The `entity` verb's reference fields (docs/protocol.md: entity, D32), added to a card by
+"""The `entity` verb's reference fields (docs/protocol.md: entity, D35), added to a card by
 `cards.entity_card(..., references=True)`; context_pack's cards leave them out.
 
 Public functions:
@@ -11,7 +11,7 @@ Public functions:
   page's last write; `preview` is the context written with its link (a typed link's before a
   mention's; at most 160 characters,
   private fences stripped for remote callers and credentials redacted for them), "" without one.
-  No `next`: fleetmem has no backlink-listing tool to name (D32). No read of its own: the counts
+  No `next`: fleetmem has no backlink-listing tool to name (D35). No read of its own: the counts
   and the rows shown come with the card's backlink read (`PageListing.referring`: on SQLite the link
   rows carry their page's group, counted and ranked in the `links_group` index, only the pages shown
   read by key; on DynamoDB the link rows carry their page's head), so the cost follows the rows

@@ -55,10 +55,11 @@ def has_changes(body: dict[str, Any]) -> bool:
 def truncate(body: dict[str, Any], *, heads: bool = True) -> dict[str, Any]:
     """The delta cut down to fit one message: item heads (page slug/title/updated_at, fact id and
     the first `HEAD_CHARS` of its text), or with `heads=False` only the counts. The receiver
-    fetches the full items with get_page / recall; `truncated: true` says so."""
+    fetches the full items with get_page / recall; `truncated: true` says so. `cursor_arms` (where
+    each arm started, an audit trail) is left out; `next_cursor` stays, so the receiver can resume."""
     pages = [{k: p.get(k) for k in ("slug", "title", "updated_at")} for p in body.get("pages") or []]
     facts = [{"id": f.get("id"), "text": str(f.get("text") or "")[:HEAD_CHARS]} for f in body.get("facts") or []]
-    out = {k: v for k, v in body.items() if k not in {"pages", "facts", "threads", "text"}}
+    out = {k: v for k, v in body.items() if k not in {"pages", "facts", "threads", "text", "cursor_arms"}}
     out.update(
         truncated=True,
         counts={"pages": len(pages), "facts": len(facts), "threads": len(body.get("threads") or [])},

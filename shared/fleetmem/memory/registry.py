@@ -16,9 +16,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Union, get_args
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field, RootModel, create_model
 
 from fleetmem.errors import Outcome
 from fleetmem.memory.params import Params
@@ -42,6 +42,10 @@ class ToolSpec:
     annotations: dict[str, bool] = field(default_factory=dict)  # readOnlyHint, idempotentHint, ...
     idempotency: bool = False  # D2: accepts `idempotency_key`
 
+    def __post_init__(self) -> None:
+        # D28: every success body may carry the call's notices; the result model declares them.
+        object.__setattr__(self, "result", with_notices_field(self.result))
+
     def input_schema(self) -> dict[str, Any]:
         schema = self.params.model_json_schema()
         schema.setdefault("type", "object")
@@ -53,6 +57,40 @@ class ToolSpec:
         """The success body as this tool's result model (raises pydantic's ValidationError when the
         body does not match its contract). A replayed write (D2) adds only `idempotent_replay`."""
         return self.result.model_validate(body)
+
+
+#: D28: the optional `notices` of every success body (AGENT_OPERATOR RenderedNotice objects:
+#: `{code, kind, why, fix?, user_message?, contract_version}`), absent when the call has none.
+NOTICES_FIELD = "notices"
+_WITH_NOTICES: dict[type[BaseModel], type[BaseModel]] = {}
+
+
+def with_notices_field(result: type[BaseModel]) -> type[BaseModel]:
+    """The result model with the optional `notices` array declared last (the model itself when it
+    declares one already). Same name and docstring, so schemas and messages read as before."""
+    if NOTICES_FIELD in result.model_fields:
+        return result
+    if result not in _WITH_NOTICES and issubclass(result, RootModel):
+        # A body that is one of several shapes (remember: one fact or a batch): each shape gets it.
+        shapes = tuple(with_notices_field(a) for a in get_args(result.model_fields["root"].annotation))
+        root: Any = Union[shapes]  # noqa: UP007 (a union built at run time)
+        _WITH_NOTICES[result] = create_model(
+            result.__name__, __base__=result, __module__=result.__module__, __doc__=result.__doc__, root=(root, ...)
+        )
+    if result not in _WITH_NOTICES:
+        notices = Field(
+            default=None,
+            description="Notices (AGENT_OPERATOR): advice about this call, each {code, kind, why, fix?, "
+            "user_message?, contract_version}; absent when there is none (D28).",
+        )
+        _WITH_NOTICES[result] = create_model(
+            result.__name__,
+            __base__=result,
+            __module__=result.__module__,
+            __doc__=result.__doc__,
+            notices=(list[dict[str, Any]] | None, notices),
+        )
+    return _WITH_NOTICES[result]
 
 
 #: The annotations of every tool that only reads.

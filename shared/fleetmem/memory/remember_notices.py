@@ -66,8 +66,12 @@ def new_entity_notice(
     if target.ambiguous:
         why += " The name matches several pages exactly, so none was chosen."
     if not picks:
-        why += " No similar page exists; create one with put_page to give the entity a card."
-        return Notice(code="new_entity", kind="info", why=why)
+        why += " No similar page exists yet; a page for the entity would give it a card."
+        page = {"slug": target.slug, "content": f"# {name or target.slug}\n"}
+        # Shown only to a caller that can write pages (the edge drops a step it cannot call).
+        return Notice(
+            code="new_entity", kind="info", why=why, fix=fix_call("put_page", page, "Create the entity's page.")
+        )
     listed = "; ".join(f"{p['slug']} ({p['title']})" for p in picks)
     best = picks[0]["slug"]
     why += (

@@ -330,8 +330,7 @@ def _check_slug(params: RememberParams, target: EntityTarget | None) -> None:
         raise _too_long(
             f"entity {(params.entity or '').strip()[:60]!r}… makes a slug that is too long: {problem}.",
             problem=f"No page matches the entity name and the slug made from it is too long ({problem}).",
-            instead="pass a shorter name, or the slug of an existing page (look it up with entity(name)); "
-            "create a page for a new entity with put_page.",
+            instead="pass a shorter name, or the slug of an existing page (look it up with entity(name)).",
         )
 
 
@@ -342,9 +341,8 @@ def _validate(deps: Deps, params: RememberParams) -> tuple[str, str, FactKind, V
         raise _too_long(
             f"fact is longer than {FACT_MAX} characters ({len(text)}).",
             problem=f"The fact is {len(text)} characters long; a fact holds at most {FACT_MAX}.",
-            instead="store long text as a page with put_page (slug, content) and remember one short "
-            "sentence that names the page, or split it into several facts of at most "
-            f"{FACT_MAX} characters each.",
+            instead=f"split it into several facts of at most {FACT_MAX} characters each, or keep the long "
+            "text as a page and remember one short sentence that names the page.",
         )
     valid_until = parse_ttl(params.ttl, deps.clock.now())  # a bad ttl raises its own invalid_params
     return params.fact.strip(), params.provenance, params.kind or "fact", params.visibility or "world", valid_until

@@ -120,7 +120,7 @@ def path_slug_error(what: str, value: str, *, field: str | None = None) -> VerbE
     shown = value.strip()[:80]
     why = f"{what} {shown!r} is a file-system path, not a page slug: {SLUG_GRAMMAR}"
     instead = (
-        f"pass the {what} as the slug of the page you mean (list_pages or entity(name) show existing "
+        f"pass the {what} as the slug of the page you mean (entity(name) shows existing "
         "slugs); relative paths are not resolved, so no slug is guessed from this one."
     )
     return VerbError(

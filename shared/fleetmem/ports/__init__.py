@@ -47,7 +47,7 @@ from fleetmem.ports.facts import (
     Withdrawal,
 )
 from fleetmem.ports.pages import PageFeed, PageListing, PageScan, PageStore, PageTallies
-from fleetmem.protocol import IDEMPOTENCY_LEASE_SECONDS
+from fleetmem.protocol import CORE_CHARS_DEFAULT, IDEMPOTENCY_LEASE_SECONDS
 
 
 class CursorStore(Protocol):
@@ -309,6 +309,10 @@ class Policy:
     #: claim whose holder is provably gone takes it over at once. On for the local server only:
     #: a killed Lambda cannot be observed, so there the lease decides.
     claim_holders: bool = False
+    #: D30: synthesize checks the answer's quoted spans against the evidence (FLEETMEM_QUOTE_CHECK)
+    quote_check: bool = True
+    #: D32: the most characters of context_pack's core block (0: core memory off)
+    core_chars: int = CORE_CHARS_DEFAULT
 
 
 @dataclass(kw_only=True, eq=False)

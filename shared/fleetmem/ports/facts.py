@@ -200,6 +200,7 @@ class FactReadOptions(TypedDict):
     world_only: NotRequired[bool]
     limit: NotRequired[int]
     with_origin: NotRequired[bool]
+    after: NotRequired[datetime | None]
 
 
 @dataclass(frozen=True)
@@ -213,6 +214,9 @@ class FactRead(Options):
     #: each fact's `content_origin` too (D24; recall's trust stamps): a store whose index leaves it
     #: out reads it from the facts themselves, so only the readers that show it pay for it.
     with_origin: bool = False
+    #: only facts created strictly after this instant (None: no bound), cut in the store's range
+    #: read before `limit` counts, so `limit` newest facts after it come back (D31)
+    after: datetime | None = None
 
 
 class FactStore(Protocol):
@@ -327,14 +331,15 @@ class FactListing(Protocol):
         ...
 
     def by_entity(self, tenant: str, entity_slug: str, **opts: Unpack[FactReadOptions]) -> list[Fact]:
-        """Facts about one entity, newest first (created_at desc, then seq desc)."""
+        """Facts about one entity (created_at > `after` when given), newest first (created_at desc,
+        then seq desc)."""
         ...
 
     def by_session(self, tenant: str, session_id: str, **opts: Unpack[FactReadOptions]) -> list[Fact]:
-        """Facts written with this session_id, newest first."""
+        """Facts written with this session_id (created_at > `after` when given), newest first."""
         ...
 
-    def recent(self, tenant: str, *, after: datetime | None = None, **opts: Unpack[FactReadOptions]) -> list[Fact]:
+    def recent(self, tenant: str, **opts: Unpack[FactReadOptions]) -> list[Fact]:
         """Facts with created_at > after (all when None), newest first."""
         ...
 

@@ -156,7 +156,7 @@ class PageStore(Protocol):
         ...
 
     def many(self, tenant: str, slugs: Sequence[str]) -> builtins.list[Page]:
-        """Batch `get` (entity's `names`, D32): the pages of `slugs`, in their order; missing ones skipped."""
+        """Batch `get` (entity's `names`, D35): the pages of `slugs`, in their order; missing ones skipped."""
         ...
 
     def lookup(self, tenant: str, **opts: Unpack[PageLookupOptions]) -> builtins.list[PageMatch]:
@@ -172,7 +172,7 @@ class PageStore(Protocol):
     def bare_candidates(
         self, tenant: str, *, suffixes: Sequence[str], prefixes: Sequence[str], world_only: bool, limit: int = 10
     ) -> BareCandidates:
-        """Entity `names` (D32): for many names at once, what one name's slug-suffix lookup
+        """Entity `names` (D35): for many names at once, what one name's slug-suffix lookup
         (`lookup(suffix=...)`) and bare-token rule (`heads([prefix])` and `PageListing.list(after=prefix,
         limit=2)`) read, in one statement (SQLite) or one concurrent round (DynamoDB). See `BareCandidates`."""
         ...
@@ -192,6 +192,13 @@ class PageStore(Protocol):
         """Entity inference's one batched read (D24): (key, match) for every page whose stored alias
         key (`via="alias"`) or title key (`via="title"`) is one of `name_keys` (`slugs.match_key` forms), for
         at most `NAME_KEYS_MAX` keys (more are ignored). The domain decides; the store need not sort."""
+        ...
+
+    def core(self, tenant: str, *, world_only: bool, limit: int) -> builtins.list[Page]:
+        """D32: the pages marked `core: true` in their frontmatter (`memory.core.is_core`), whole,
+        by slug ascending, at most `limit`; private ones left out when `world_only`. One indexed
+        read (SQLite: a partial index; DynamoDB: the tenant's core item, then the pages it lists
+        only when it lists some)."""
         ...
 
 
@@ -245,7 +252,7 @@ class PageListing(Protocol):
 
     def referring(self, tenant: str, slug: str, *, world_only: bool, limit: int = 10) -> Referring:
         """`backlinks` and the pages linking here, counted per canonical type, with the newest
-        of each group (entity's `referenced_by`, D32; see `Referring`); `world_only` leaves out
+        of each group (entity's `referenced_by`, D35; see `Referring`); `world_only` leaves out
         private linking pages. Cost: bounded by the rows shown, not by every linking page's head."""
         ...
 

@@ -145,10 +145,33 @@ def _named(unknown: list[str]) -> str:
     return names + (f" and {more} more" if more > 0 else "")
 
 
-def _renames(call: CallView, unknown: list[str], fields: list[str]) -> dict[str, str]:
-    """Closest known names for the first unknown names (a known name already given is kept)."""
+#: D31: read parameters of the reference (gbrain 0.60) that a fleetmem read may not take, each with
+#: a meaning of its own: a read's notice never renames one to the closest fleetmem name
+#: (`budget_policy` is not `budget_tokens`, `include_quarantined` not `include_private`).
+REFERENCE_READ_NAMES = frozenset(
+    {
+        "budget_policy",
+        "cursor",
+        "include_quarantined",
+        "min_trust",
+        "names",
+        "request_id",
+        "return_unit",
+        "return_window",
+        "source_id",
+    }
+)
+
+
+def _renames(
+    call: CallView, unknown: list[str], fields: list[str], keep: frozenset[str] = frozenset()
+) -> dict[str, str]:
+    """Closest known names for the first unknown names (a known name already given is kept; a name
+    in `keep` is never renamed)."""
     out: dict[str, str] = {}
     for key in unknown[:UNKNOWN_SHOWN]:
+        if key in keep:
+            continue
         close = difflib.get_close_matches(key[:UNKNOWN_NAME_CHARS], fields, n=1, cutoff=0.6)
         if close and close[0] not in call.args and close[0] not in out.values():
             out[key] = close[0]
@@ -186,8 +209,9 @@ def unknown_on_write(call: CallView, spec: ToolSpec, unknown: list[str], fields:
 
 
 def unknown_on_read(call: CallView, spec: ToolSpec, unknown: list[str], fields: list[str]) -> list[Notice]:
-    """ONE notice however many unknown names the call sent: the first few named, the rest counted."""
-    renames = _renames(call, unknown, fields)
+    """ONE notice however many unknown names the call sent: the first few named, the rest counted;
+    no rename is offered for a reference parameter (`REFERENCE_READ_NAMES`)."""
+    renames = _renames(call, unknown, fields, REFERENCE_READ_NAMES)
     fix = None
     if renames:
         dropped = set(unknown)
@@ -314,11 +338,15 @@ def two_request_ids(call: CallView) -> VerbError:
 def write_pending(call: CallView, spec: ToolSpec, request_id: str) -> VerbError:
     """D22: the write with this request id is still running (the wait ran out): poll its receipt."""
     poll = {"tool": "get_write_request", "arguments": {REQUEST_ID: request_id}}
+    how = (
+        "Poll get_write_request with the same request_id"
+        if "get_write_request" in call.allowed
+        else (f"Retry the same call with the same {REQUEST_ID} (it answers with the first write's result)")
+    )
     err = VerbError(
         "unavailable",
         f"The {spec.name} write with this request id is still running.",
-        "Poll get_write_request with the same request_id until its state is terminal; do not send the write "
-        "again under a new id.",
+        f"{how} until its state is terminal; do not send the write again under a new id.",
         why="This call waited for the first write with the same request id, which had not finished in time. "
         "Its outcome is not known yet; the receipt says when it is.",
         detail={"reason": "idempotency_in_flight"},
@@ -388,7 +416,7 @@ def port_error(call: CallView, spec: ToolSpec, exc: PortError) -> VerbError:
         return VerbError(
             "not_found",
             f"{spec.name} found nothing with that id for this caller.",
-            "Check the id: use an id returned by remember or recall (fact_id) or a slug from list_pages.",
+            "Check the id: use an id returned by remember or recall (fact_id), or a page slug entity(name) shows.",
             why="The item does not exist, was removed, or is not visible to this credential.",
         )
     if isinstance(exc, TooLarge):

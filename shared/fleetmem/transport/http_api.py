@@ -22,7 +22,7 @@ from functools import partial
 from typing import Any
 
 from fleetmem.contract.correlation import new_correlation_id
-from fleetmem.contract.envelope import order_notices, render_notice_meta
+from fleetmem.contract.envelope import with_notices
 from fleetmem.contract.result import DispatchResult, error_result
 from fleetmem.contract.routes import V1_TRANSPORT, v1_tool_path
 from fleetmem.contract.status import CORRELATION_HEADER, error_headers, status_for
@@ -41,17 +41,14 @@ def v1_response(
 ) -> tuple[int, dict[str, Any], dict[str, str]]:
     """THE mapping of one dispatch result to `(status, body, headers)` for `POST /v1/<tool>`.
 
-    Success: 200 and the tool's body (the same as MCP's `structuredContent`), with the notices MCP
-    puts in `_meta["fleetmem/notices"]` under `notices` when there are any. Error: the envelope
+    Success: 200 and the tool's body with its notices under `notices` when there are any (D28: the
+    same document as MCP's `structuredContent`). Error: the envelope
     with its status (`status_for`). `X-Correlation-Id` on both."""
     body = dict(result.body)
     envelope = result.envelope
     if envelope is not None:
         return status_for(result.code), body, error_headers(envelope)
-    if result.notices:
-        body["notices"] = [
-            render_notice_meta(n, V1_TRANSPORT, callable_tools=callable_tools) for n in order_notices(result.notices)
-        ]
+    body = with_notices(body, result.notices, V1_TRANSPORT, callable_tools=callable_tools)
     return 200, body, {CORRELATION_HEADER: result.correlation_id}
 
 

@@ -9,9 +9,14 @@ tools/call (`ToolCalls`) goes to an invoker (in-process locally, one Lambda per 
 runs `dispatch`. Malformed JSON-RPC and unknown methods stay JSON-RPC errors (the SDK answers them,
 or `jsonrpc.jsonrpc_refusal` before it).
 
-Result framing: success -> `content[0]` = the body as JSON text (byte-identical with or without
-notices), `structuredContent` = the body, one extra text block per notice, and
-`_meta["fleetmem/notices"]`; error -> `isError: true` and exactly one text block, the envelope.
+Result framing (D28): success -> exactly one text block, the body as JSON text with its notices
+inside under `notices` (absent when none), `structuredContent` = the same document, and the notices
+mirrored under `_meta["fleetmem/notices"]` and `_meta["gbrain_notices"]`; error -> `isError: true`
+and exactly one text block, the envelope (its notices under its own `notices`). A client that joins
+every text block of a result parses one JSON document either way.
+
+`initialize` and `server/discover` answer with instructions written for the caller's surface and
+scopes (`fleetmem.transport.instructions`, D29).
 """
 
 from __future__ import annotations
@@ -29,8 +34,9 @@ from starlette.applications import Starlette
 from starlette.routing import BaseRoute
 
 import fleetmem
+from fleetmem.config import mcp_instructions_from_env
 from fleetmem.contract.correlation import new_correlation_id
-from fleetmem.contract.envelope import NOTICES_META_KEY, order_notices, render_notice_block, render_notice_meta
+from fleetmem.contract.envelope import NOTICES_KEY, NOTICES_META_KEY, REFERENCE_NOTICES_META_KEY, with_notices
 from fleetmem.contract.invoker import Invoker
 from fleetmem.contract.result import DispatchResult, error_result
 from fleetmem.contract.routes import MCP_PATH, V1_TRANSPORT
@@ -49,6 +55,7 @@ from fleetmem.transport.callers import (
 from fleetmem.transport.dispatch import internal_answer, visible_tools
 from fleetmem.transport.guard import LOOPBACK_HOSTS, LOOPBACK_SECURITY, EdgeGuard
 from fleetmem.transport.http_api import render_json
+from fleetmem.transport.instructions import server_instructions
 from fleetmem.transport.invoker import EdgeCalls, InProcessInvoker
 from fleetmem.transport.listing import TOOLS_LIST_CACHE, list_tool_definitions, tool_input_schema
 from fleetmem.transport.refusals import DEFAULT_TOKEN_COMMAND, MAX_REQUEST_BYTES, unauthorized_error
@@ -85,16 +92,11 @@ def to_call_tool_result(
 ) -> types.CallToolResult:
     if result.is_error:
         return types.CallToolResult(content=[types.TextContent(type="text", text=_text(result.body))], is_error=True)
-    content: list[Any] = [types.TextContent(type="text", text=_text(result.body))]
-    meta = None
-    if result.notices:
-        ordered = order_notices(result.notices)
-        content.extend(
-            types.TextContent(type="text", text=render_notice_block(n, transport, callable_tools=callable_tools))
-            for n in ordered
-        )
-        meta = {NOTICES_META_KEY: [render_notice_meta(n, transport, callable_tools=callable_tools) for n in ordered]}
-    return types.CallToolResult(content=content, structured_content=result.body, is_error=False, _meta=meta)
+    body = with_notices(result.body, result.notices, transport, callable_tools=callable_tools)
+    notices = body.get(NOTICES_KEY)
+    meta = {NOTICES_META_KEY: notices, REFERENCE_NOTICES_META_KEY: notices} if notices else None
+    content: list[Any] = [types.TextContent(type="text", text=_text(body))]
+    return types.CallToolResult(content=content, structured_content=body, is_error=False, _meta=meta)
 
 
 def _error_result(body: dict[str, Any]) -> types.CallToolResult:
@@ -158,6 +160,27 @@ def scope_caller(ctx: Any) -> Caller | None:
     return scope.get(CALLER_SCOPE_KEY) if isinstance(scope, dict) else None
 
 
+#: The methods whose answer carries the server instructions, in each era (D29).
+INSTRUCTION_METHODS = frozenset({"initialize", "server/discover"})
+
+
+class CallerInstructions:
+    """A server middleware (the SDK's hook around every request, `initialize` included) that puts
+    the instructions written for this request's caller and surface into the `initialize` and
+    `server/discover` answers (D29); every other request passes through untouched."""
+
+    def __init__(self, surface: Surface, caller_of: CallerFromContext, operator: str | None) -> None:
+        self.surface = surface
+        self.caller_of = caller_of
+        self.operator = operator
+
+    async def __call__(self, ctx: Any, call_next: Any) -> Any:
+        result = await call_next(ctx)
+        if ctx.method in INSTRUCTION_METHODS and isinstance(result, dict):
+            result = {**result, "instructions": server_instructions(self.surface, self.caller_of(ctx), self.operator)}
+        return result
+
+
 def build_mcp_server(
     invoker: Invoker,
     *,
@@ -166,10 +189,12 @@ def build_mcp_server(
     limiter: anyio.CapacityLimiter | None = None,
     token_command: Sequence[str] = DEFAULT_TOKEN_COMMAND,
     token_inputs: Sequence[Mapping[str, str]] = (),
+    operator_instructions: str | None = None,
 ) -> Server:
     """The SDK server. The caller is read per request: by default from the ASGI scope, where the
     HTTP wrapper put the authenticated `Caller`; in-memory tests pass `caller_from_context`.
-    `limiter` bounds the threads that run tool calls at once (None: anyio's default of 40)."""
+    `limiter` bounds the threads that run tool calls at once (None: anyio's default of 40).
+    `operator_instructions` follows the operating contract (None: `$FLEETMEM_MCP_INSTRUCTIONS`)."""
     caller_of = caller_from_context or scope_caller
 
     async def on_list_tools(ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
@@ -177,16 +202,19 @@ def build_mcp_server(
 
     calls = EdgeCalls(invoker, surface, limiter, tuple(token_command), tuple(token_inputs))
     on_call_tool = ToolCalls(calls, caller_of)
-    return Server(
+    operator = operator_instructions if operator_instructions is not None else mcp_instructions_from_env()
+    server = Server(
         SERVER_NAME,
         version=fleetmem.__version__,
-        instructions="Long-term memory for AI agents (MEMORY_VERBS v1). Read the tool descriptions; "
-        "every error carries a `fix` with the next step.",
+        # What a request without a caller would read; every answer is rewritten per caller (D29).
+        instructions=server_instructions(surface, None, operator),
         on_list_tools=on_list_tools,
         on_call_tool=on_call_tool,
         get_tool_input_schema=tool_input_schema(surface),
         cache_hints={"tools/list": TOOLS_LIST_CACHE},
     )
+    server.middleware.append(CallerInstructions(surface, caller_of, operator))
+    return server
 
 
 def build_mcp_app(

@@ -211,14 +211,18 @@ def test_a_passed_deadline_returns_a_partial_pack_with_a_degraded_reason(deps, r
     assert "degraded_reason" not in pack(deps, remote_caller, entities="people/ann")
 
 
-def test_context_pack_is_a_read_only_verb_whose_entities_is_a_string():
+def test_context_pack_is_a_read_only_verb_whose_entities_is_a_string_or_an_array():
     spec = context_pack.SPEC
     assert (spec.surface, spec.scope, spec.writes) == ("verbs", "read", False)
     assert spec.annotations.get("readOnlyHint") is True
     assert spec.description.startswith("MEMORY VERB (v1):")
     schema = spec.input_schema()
-    assert schema["properties"]["entities"]["type"] == "string"
-    assert "entities" in schema["required"]
+    # D32: optional, a string or an array of strings
+    assert schema["properties"]["entities"]["anyOf"] == [
+        {"type": "string"},
+        {"type": "array", "items": {"type": "string"}},
+    ]
+    assert "entities" not in schema.get("required", [])
 
 
 # --- the text honours the budget; flat cards; fact items like recall's (issue 8, items 8, 9) ------------

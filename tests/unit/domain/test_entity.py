@@ -333,7 +333,7 @@ def test_entity_is_a_read_only_verb_on_the_verbs_surface():
     assert (spec.surface, spec.scope, spec.writes) == ("verbs", "read", False)
     assert spec.annotations.get("readOnlyHint") is True
     assert spec.description.startswith("MEMORY VERB (v1):")
-    # `names` (D32) is the alternative to `name`: neither is schema-required; `entity{}` is invalid_params
+    # `names` (D35) is the alternative to `name`: neither is schema-required; `entity{}` is invalid_params
     schema = spec.input_schema()
     assert schema.get("required", []) == [] and {"name", "names"} <= set(schema["properties"])
 

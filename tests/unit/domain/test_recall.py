@@ -95,7 +95,7 @@ def test_fact_items_carry_the_legacy_fields_plus_fact_id_and_provenance(deps, re
     assert isinstance(item["id"], int) and isinstance(item["fact_id"], str)
 
 
-# --- the facts arm's single filter ---------------------------------------------------------------
+# --- the facts arm's filters (D31: since ANDs with entity or session_id) --------------------------
 
 
 def _three_facts(deps, caller, clock):
@@ -112,16 +112,19 @@ def test_without_a_filter_the_most_recent_facts_come_first(deps, remote_caller, 
     assert [f["fact_id"] for f in ask(deps, remote_caller).body["facts"]] == [c, b, a]
 
 
-def test_entity_beats_session_and_since(deps, remote_caller, clock):
+def test_entity_beats_session_and_since_ands_with_it(deps, remote_caller, clock):
     a, _, _ = _three_facts(deps, remote_caller, clock)
-    body = ask(deps, remote_caller, entity="people/alice", session_id="s-2", since="2030-01-01").body
+    body = ask(deps, remote_caller, entity="people/alice", session_id="s-2", since="2026-01-01").body
     assert [f["fact_id"] for f in body["facts"]] == [a]
+    body = ask(deps, remote_caller, entity="people/alice", session_id="s-2", since="2030-01-01").body
+    assert body["facts"] == []  # D31: since ANDs with the entity filter
 
 
-def test_session_beats_since(deps, remote_caller, clock):
+def test_since_ands_with_session(deps, remote_caller, clock):
     _, b, _ = _three_facts(deps, remote_caller, clock)
-    body = ask(deps, remote_caller, session_id="s-2", since="2030-01-01").body
+    body = ask(deps, remote_caller, session_id="s-2", since="2026-01-01").body
     assert [f["fact_id"] for f in body["facts"]] == [b]
+    assert ask(deps, remote_caller, session_id="s-2", since="2030-01-01").body["facts"] == []  # D31
 
 
 def test_since_keeps_only_facts_created_after_it(deps, remote_caller, clock):

@@ -68,10 +68,11 @@ def test_the_new_entity_fix_repeats_the_call_with_the_suggested_slug_and_no_idem
     assert args == {"fact": "Priya R. called", "provenance": "chat", "entity": "people/priya-raman", "kind": "event"}
 
 
-def test_a_name_with_no_similar_page_gets_a_notice_without_a_fix(deps, remote_caller):
+def test_a_name_with_no_similar_page_gets_a_notice_whose_fix_creates_the_page(deps, remote_caller):
     out = save(deps, remote_caller, fact="Zed is new", provenance="chat", entity="Zed Quux")
     (notice,) = [n for n in out.notices if n.code == "new_entity"]
-    assert notice.fix is None and "put_page" in notice.why
+    # D28: the page step is the fix (the edge drops it for a caller without put_page), not the text
+    assert notice.fix is not None and notice.fix.mcp["tool"] == "put_page" and "put_page" not in notice.why
     assert codes(save(deps, remote_caller, fact="Zed again", provenance="chat", entity="Zed Quux")) == []
 
 

@@ -4,7 +4,7 @@
   model accepts), dimension 256/512/1024, `normalize: true` so vectors are unit length.
 - `BedrockLLM`: the Converse API; token usage becomes the synthesize `cost` block through a small
   price table (USD per 1,000 tokens, on-demand list prices; an unknown model gets `usd_estimate`
-  None rather than a guess).
+  None rather than a guess); `stopReason: max_tokens` marks the completion `truncated`.
 
 Bedrock cannot run on a developer machine or in CI: the tests drive these classes through
 botocore's Stubber with the documented request and response shapes. Provider errors become
@@ -192,4 +192,5 @@ class BedrockLLM(_BedrockRuntime):
             input_tokens=tin,
             output_tokens=tout,
             usd_estimate=usd_estimate(self.model_id, tin, tout),
+            truncated=out.get("stopReason") == "max_tokens",
         )

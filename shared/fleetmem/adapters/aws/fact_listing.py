@@ -15,19 +15,21 @@ from fleetmem.ports.facts import FactList, FactListOptions, FactRead, FactReadOp
 
 class DynamoFactListing(FactTable):
     def by_entity(self, tenant: str, entity_slug: str, **opts: Unpack[FactReadOptions]) -> list[Fact]:
-        return self._read(tenant, "by_entity", "ent", keys.key(tenant, entity_slug), None, FactRead.of(opts))
+        return self._read(tenant, "by_entity", "ent", keys.key(tenant, entity_slug), FactRead.of(opts))
 
     def by_session(self, tenant: str, session_id: str, **opts: Unpack[FactReadOptions]) -> list[Fact]:
         """Facts of one session, newest first, without `vector`: the by_session index does not
         carry it (tables.FACT_INDEX_ATTRS) because its readers (recall, context_pack) never use it."""
-        return self._read(tenant, "by_session", "sess", keys.key(tenant, session_id), None, FactRead.of(opts))
+        return self._read(tenant, "by_session", "sess", keys.key(tenant, session_id), FactRead.of(opts))
 
-    def recent(self, tenant: str, *, after: datetime | None = None, **opts: Unpack[FactReadOptions]) -> list[Fact]:
-        return self._read(tenant, "by_time", "tp", keys.tenant(tenant), after, FactRead.of(opts))
+    def recent(self, tenant: str, **opts: Unpack[FactReadOptions]) -> list[Fact]:
+        return self._read(tenant, "by_time", "tp", keys.tenant(tenant), FactRead.of(opts))
 
-    def _read(self, tenant: str, index: str, attr: str, key: str, after: datetime | None, q: FactRead) -> list[Fact]:
-        """by_entity, by_session, recent: one index's range, newest first, as `q` asks."""
-        it = self._query(tenant, index, attr, key, after=after, page_size=self._page_size(q.limit))
+    def _read(self, tenant: str, index: str, attr: str, key: str, q: FactRead) -> list[Fact]:
+        """by_entity, by_session, recent: one index's range, newest first, as `q` asks. The three
+        indexes sort on `ck` ("<created iso>#<seq>"), so `after` is a key condition on it: the
+        Query reads only the items after that instant (no FilterExpression, no extra page)."""
+        it = self._query(tenant, index, attr, key, after=q.after, page_size=self._page_size(q.limit))
         found = self._take(it, now=q.now, active_only=q.active_only, world_only=q.world_only, limit=q.limit)
         return self._with_origins(tenant, found) if q.with_origin else found
 

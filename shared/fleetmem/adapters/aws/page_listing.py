@@ -42,7 +42,7 @@ class DynamoPageListing(PageTable):
 
     def referring(self, tenant: str, slug: str, *, world_only: bool, limit: int = 10) -> Referring:
         # one paginated Query of the target's link rows answers all three; a link row carries its
-        # page's head (D32), so no page is read for it; only link rows written before they did are
+        # page's head (D35), so no page is read for it; only link rows written before they did are
         # followed by one batched head read of their pages
         links: builtins.list[Backlink] = []
         count = 0

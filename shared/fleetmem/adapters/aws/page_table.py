@@ -40,6 +40,13 @@ NAME_PART = "~name"
 NAME_MARK = "N#"
 NAME_SETS = {"a": "as", "t": "ts"}  # marker way -> the name item's set
 
+#: D32, core memory: the tenant's core item (pk "<tenant>#~core", sk `CORE_SK`) holds the string set
+#: `slugs` of the pages marked `core: true`, kept by every page put and delete in the page's own
+#: transaction; a core page's partition holds a `CORE_SK` marker row (so a put that unmarks the page,
+#: or its delete, knows to take the slug out). A tenant without core pages has no core item.
+CORE_SK = "K"
+CORE_PART = "~core"
+
 #: a transaction holds at most 100 actions; bigger rewrites fall back to batches (not atomic)
 TX_MAX = 100
 
@@ -244,7 +251,7 @@ def derived_rows(page: Page) -> list[dict[str, Any]]:
             "context": link.context,
             "src_visibility": page.visibility,
             "src_updated_at": ts(page.updated_at),
-            # the linking page's head, so entity's referenced_by reads no page (D32); "" for no type
+            # the linking page's head, so entity's referenced_by reads no page (D35); "" for no type
             "src_title": page.title,
             "src_ptype": page.type or "",
         }
@@ -345,3 +352,21 @@ class PageTable(ChangeTable):
             if len(out) >= limit:
                 break
         return out
+
+
+def core_key(tenant: str) -> dict[str, Any]:
+    """The tenant's core item key (reserved: no page's escaped slug can spell it)."""
+    return {"pk": {"S": keys.reserved(tenant, CORE_PART)}, "sk": {"S": CORE_SK}}
+
+
+def core_update(table: str, tenant: str, slug: str, *, add: bool) -> dict[str, Any]:
+    """The `Update` action that adds the slug to (or takes it out of) the tenant's core item."""
+    return {
+        "Update": {
+            "TableName": table,
+            "Key": core_key(tenant),
+            "UpdateExpression": f"SET #tenant = :t, #typ = :typ {'ADD' if add else 'DELETE'} #slugs :s",
+            "ExpressionAttributeNames": {"#tenant": "tenant", "#typ": "typ", "#slugs": "slugs"},
+            "ExpressionAttributeValues": {":s": {"SS": [slug]}, ":t": {"S": tenant}, ":typ": {"S": "core"}},
+        }
+    }

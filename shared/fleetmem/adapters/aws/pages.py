@@ -30,6 +30,7 @@ from fleetmem.adapters.aws.dynamo import (
     ts,
 )
 from fleetmem.adapters.aws.page_table import (
+    CORE_SK,
     HEAD_PROJECTION,
     NAME_SETS,
     NAME_SK,
@@ -38,6 +39,8 @@ from fleetmem.adapters.aws.page_table import (
     TOMBSTONE_SK,
     TX_MAX,
     PageTable,
+    core_key,
+    core_update,
     derived_rows,
     item_to_head,
     item_to_page,
@@ -51,6 +54,7 @@ from fleetmem.adapters.aws.page_table import (
     words,
 )
 from fleetmem.errors import TooLarge
+from fleetmem.memory.core import is_core
 from fleetmem.memory.slugs import last_segment, match_key
 from fleetmem.models import Page, PageHead, PageMatch
 from fleetmem.ports.pages import NAME_KEYS_MAX, BareCandidates, PageLookup, PageLookupOptions
@@ -234,11 +238,16 @@ class DynamoPageStore(PageTable):
             raise TooLarge("page is larger than one DynamoDB item can hold (400 KB)")
         rows = derived_rows(page)
         existing = self._partition_keys(page.tenant, page.slug)
-        keep = {r["sk"] for r in rows} | {PAGE_SK}
         pk = page_pk(page.tenant, page.slug)
+        core = is_core(page)
+        if core:
+            rows.append({"pk": pk, "sk": CORE_SK, "typ": "core_mark"})  # D32
+        keep = {r["sk"] for r in rows} | {PAGE_SK}
         stale = [sk for sk in existing if sk not in keep]
         deletes = [{"pk": pk, "sk": sk} for sk in stale]
         names = self._name_changes(page, stale)
+        if core != (CORE_SK in existing):  # D32: the core item changes only when the mark does
+            names.append(core_update(self.table, page.tenant, page.slug, add=core))
         condition = page_condition(expected_updated_at)
         if len(rows) + len(deletes) + len(names) + 2 > TX_MAX:
             # too many rows for one transaction: derived rows and name items first, then the page
@@ -296,6 +305,8 @@ class DynamoPageStore(PageTable):
         derived = [{"pk": pk, "sk": sk} for sk in existing if sk not in (PAGE_SK, TOMBSTONE_SK)]
         marks = [m for m in (parse_mark(sk) for sk in existing) if m is not None]
         names = name_updates(self.table, tenant, slug, [], marks)
+        if CORE_SK in existing:  # D32
+            names.append(core_update(self.table, tenant, slug, add=False))
         if len(derived) + len(names) + 3 > TX_MAX:
             self._write([], derived)  # too many rows for one transaction: derived rows first
             self._update_each(names)
@@ -342,6 +353,27 @@ class DynamoPageStore(PageTable):
             while pending:
                 out = call(self._db.batch_write_item, RequestItems=pending)
                 pending = out.get("UnprocessedItems") or {}
+
+    def core(self, tenant: str, *, world_only: bool, limit: int) -> builtins.list[Page]:
+        # D32: one GetItem of the core item; the pages it lists (one BatchGetItem) only when it lists some
+        out = call(self._db.get_item, TableName=self.table, Key=core_key(tenant), ConsistentRead=True)
+        item = next(keys.owned_items([out.get("Item")], tenant, table="pages"), None)
+        slugs = sorted(str(s) for s in (item or {}).get("slugs") or ())[: max(0, int(limit))]
+        if not slugs:
+            return []
+        request: dict[str, Any] = {
+            self.table: {"Keys": [{"pk": {"S": page_pk(tenant, s)}, "sk": {"S": PAGE_SK}} for s in slugs]}
+        }
+        raws: builtins.list[dict[str, Any]] = []
+        while request:
+            got = call(self._db.batch_get_item, RequestItems=request)
+            raws += got.get("Responses", {}).get(self.table, [])
+            request = got.get("UnprocessedKeys") or {}
+        pages = [item_to_page(i) for i in keys.owned_items(raws, tenant, table="pages")]
+        return sorted(
+            (p for p in pages if is_core(p) and self._visible({"visibility": p.visibility}, world_only)),
+            key=lambda p: p.slug,
+        )
 
     # -- memory packs (fleetmem.pack) ----------------------------------------------------------
 

@@ -7,7 +7,7 @@ Each table is walked the cheapest way its keys allow, streaming (one result page
   counters, whose keys are known (`<tenant>#~seq`, `<tenant>#~chg`), then a filtered Scan for
   the withdrawn claims (D23, `<tenant>#~wd#…`), which no index lists;
 - `pages`: a Query of `by_slug` (page rows and tombstones), then a Query of each page's own
-  partition for its derived rows (aliases, links, words, prefixes), the change counter, and a
+  partition for its derived rows (aliases, links, words, prefixes), the change counter and the core item (D32), and a
   filtered Scan for the name items (D24, `<tenant>#~name#…`), which no index lists;
 - `cursors`, `idempotency`, `audit`: a Scan filtered on the `tenant` attribute every item of those
   tables carries (the whole table is read; no index of idempotency or audit has the tenant as its
@@ -36,7 +36,7 @@ from fleetmem.adapters.aws import keys
 from fleetmem.adapters.aws.dynamo import answers, call, chunks, query_all
 from fleetmem.adapters.aws.fact_table import decision_pk
 from fleetmem.adapters.aws.facts import WITHDRAWN_PART
-from fleetmem.adapters.aws.page_table import CHANGE_SK, NAME_PART
+from fleetmem.adapters.aws.page_table import CHANGE_SK, NAME_PART, core_key
 from fleetmem.adapters.aws.tables import AUDIT, CLIENTS, CURSORS, FACTS, IDEMPOTENCY, PAGES, TableSpec
 from fleetmem.errors import Unavailable
 
@@ -164,7 +164,7 @@ class TenantTables:
                 }
                 yield list(_keys_of(spec, query_all(self.db, req)))
         counter = {"pk": {"S": keys.reserved(tenant, keys.CHANGE)}, "sk": {"S": CHANGE_SK}}
-        yield _existing(self.db, table, spec, [counter])
+        yield _existing(self.db, table, spec, [counter, core_key(tenant)])  # D32's core item too
         # D24's name items, which no index lists (and which outlive the pages that named them)
         yield from self._prefix_scan(spec, table, keys.reserved(tenant, NAME_PART) + keys.SEP)
 

@@ -10,12 +10,17 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from fleetmem.adapters.local.chat_llm import open_chat_llm
     from fleetmem.adapters.local.sqlite import LocalStores, open_local
 
-__all__ = ["LocalStores", "open_local"]
+__all__ = ["LocalStores", "open_chat_llm", "open_local"]
 
 
 def __getattr__(name: str) -> Any:
+    if name == "open_chat_llm":  # D30: an OpenAI-compatible chat server (standard library HTTP only)
+        from fleetmem.adapters.local import chat_llm
+
+        return chat_llm.open_chat_llm
     if name in __all__:
         from fleetmem.adapters.local import sqlite
 

@@ -1,5 +1,5 @@
-"""`delta(since?, session_id?, since_slug?, since_page_seq?, since_fact_seq?, entities?, budget_tokens?,
-include_private?)` — what changed since a cursor, for heartbeats (docs/protocol.md: delta; D10, D14).
+"""`delta(since?, session_id?, cursor?, since_slug?, since_page_seq?, since_fact_seq?, entities?,
+budget_tokens?, include_private?)` — what changed since a cursor, for heartbeats (docs/protocol.md: delta; D10, D14).
 At-least-once under any interleaving of writers and wakes, never silent loss.
 
 Public API: `DeltaParams`, `DeltaResult`, `run(deps, caller, params, ctx) -> Outcome`, `SPEC`.
@@ -61,6 +61,10 @@ Rules:
   `delta_incomplete` notice (kind degraded) whose fix says wait and retry the same call; from the
   3rd consecutive incomplete wake of a session the fix carries no call (`next: report`). An
   explicit `since` on a session moves an arm's position only when it read from at or before it.
+- Opaque cursor (D33, `delta_resume`): `next_cursor.cursor` packs every next_cursor position;
+  `cursor` alone resumes exactly (a call from it is the call with every since_* field). `since`
+  replaces it; since_* without since beside it is invalid_params; with session_id it wins like
+  since. `cursor_arms` = each arm's start and next point. A first wake adds `empty_retrieval`.
 - Threads: open-thread events (commitments, timeline entries) dated after the effective `since`
   for up to 8 `entities` (comma-separated, like context_pack).
 - Visibility: world-only unless trusted-local AND include_private (as context_pack).
@@ -103,9 +107,10 @@ DESCRIPTION = (
     "plus a ready-to-inject `text`. Call it on every HEARTBEAT / periodic wake with a stable "
     "session_id — the server keeps your cursor, delivery is at-least-once, and has_more=true means "
     "call again. The first wake of a session only sets the cursor (empty delta). Stateless: pass "
-    'since (+ since_slug from next_cursor). Example: {"session_id": "ops-bot-heartbeat", '
-    '"budget_tokens": 1500}. Stateless callers pass back every next_cursor field (page_seq as '
-    "since_page_seq, fact_seq as since_fact_seq, expiry as since_expiry) for exact resumption. "
+    "next_cursor.cursor back as cursor (exact on both arms), or since (+ since_slug). Example: "
+    '{"session_id": "ops-bot-heartbeat", "budget_tokens": 1500}. Stateless callers may instead pass '
+    "back every next_cursor field (page_seq as since_page_seq, fact_seq as since_fact_seq, expiry as "
+    "since_expiry) for exact resumption. "
     "retracted[] lists facts forgotten, superseded or expired and pages deleted since: drop "
     "them from what you kept. Zero LLM, sub-second."
 )

@@ -3,7 +3,7 @@
 Public API: `EntityParams`, `EntityAnswer` (the result model: `EntityResult` for `name`,
 `entity_names.EntityNamesResult` for `names`), `run(deps, caller, params, ctx) -> Outcome`, `SPEC`.
 Response `{protocol_version, found, latency_ms, card?, suggestions[], coverage?}`; with `names` (1 to
-50, D32) `{protocol_version, latency_ms, results[], found, missing}` (`entity_names`). `name` and
+50, D35) `{protocol_version, latency_ms, results[], found, missing}` (`entity_names`). `name` and
 `names` together, neither (`entity{}`), no non-blank name or more than 50 names are `invalid_params`
 with a fix. The card carries the entity verb's reference fields (`entity_refs`: `referenced_by_count`,
 `referenced_by[]`, `recent_facts[]`, `coverage`); a miss carries `coverage` at the top level; a
@@ -87,11 +87,11 @@ class EntityResult(Wire):
     card: Card | None = None  # only when found
     suggestions: list[EntitySuggestion]  # runners-up when found, near-misses otherwise ([] if none)
     latency_ms: int
-    coverage: Coverage | None = None  # on a miss: how complete the link index is (D32)
+    coverage: Coverage | None = None  # on a miss: how complete the link index is (D35)
 
 
 class EntityAnswer(RootModel[EntityResult | EntityNamesResult]):
-    """entity's success body: one card (`name`), or the light rows of a batch (`names`, D32)."""
+    """entity's success body: one card (`name`), or the light rows of a batch (`names`, D35)."""
 
     @classmethod
     def model_json_schema(cls, *args: Any, **kwargs: Any) -> dict[str, Any]:

@@ -6,7 +6,9 @@ Public API: `RecallParams`, `RecallResult`, `run(deps, caller, params, ctx) -> O
 given) and `fact_item(fact) -> dict` (its wire form; other verbs reuse them),
 `fact_status(fact, now) -> dict` (`status` and, where they apply, `superseded_by`/`expired_at`).
 
-Facts arm — exactly one filter applies: entity > session_id > since > none. The entity filter
+Facts arm — at most one of entity > session_id applies, and `since` ANDs with it (D31: created_at >
+since, cut in the store's index range before `limit` counts; without entity or session_id it alone
+filters). The entity filter
 resolves the name as remember files it (`entities.filter_slug`, which list_facts uses too); a
 path ("../x") or a name with no letter or digit that no page has as title or alias is
 `invalid_params` (`entities.require_slug`). With no
@@ -28,19 +30,23 @@ them as written. Both before the budget packs them; the search itself matches on
 
 Search arm — only with a non-empty query: hybrid keyword+vector over page chunks, fused (RRF),
 best chunk per page, each result with evidence/create_safety (see `fleetmem.memory.search`).
+
+Packing (D31): facts first, then results (`memory.budget`). `budget_policy: "query_first"` with a
+non-blank query and a budget packs results first, then facts into what is left; any valid
+`budget_policy` adds `budget_packing` (`packing_report`), which says which order ran and why.
 """
 
 from __future__ import annotations
 
 import math
 from datetime import datetime
-from typing import Any
+from typing import Annotated, Any, Literal
 
-from pydantic import Field
+from pydantic import BeforeValidator, Field, WithJsonSchema
 
 from fleetmem.errors import Notice, Outcome
 from fleetmem.memory import search as search_arm
-from fleetmem.memory.budget import Packer, cost, costs
+from fleetmem.memory.budget import Packer, cost, costs, pack
 from fleetmem.memory.common import (
     check_budget,
     clamp_limit,
@@ -53,7 +59,7 @@ from fleetmem.memory.common import (
 )
 from fleetmem.memory.entities import filter_slug
 from fleetmem.memory.indexing import chunk_display
-from fleetmem.memory.params import Budget, Limit, Params, Since
+from fleetmem.memory.params import DROP, Budget, Hint, Limit, Params, Since
 from fleetmem.memory.redaction import redact, shown_facts
 from fleetmem.memory.registry import read_tool
 from fleetmem.models import BudgetFields, Caller, Fact, FactItem, RecallFact, Wire
@@ -72,6 +78,35 @@ from fleetmem.timefmt import iso
 
 TOOL = "recall"
 
+POLICIES = ("facts_first", "query_first")
+PackingReason = Literal[
+    "no_query", "no_positive_finite_budget", "budget_below_one", "no_candidates", "first_items_exceed_budget", "packed"
+]
+
+
+def _policy_fix(raw: Any, now: datetime) -> Any:
+    """The policy a rejected value plainly spells ("Query-First" -> query_first), else none (the
+    same call without it packs facts first)."""
+    if isinstance(raw, str):
+        spelled = raw.strip().lower().replace("-", "_").replace(" ", "_")
+        if spelled in POLICIES:
+            return spelled
+    return DROP
+
+
+#: D31: the reference's enum; null and "" count as absent (facts_first).
+BudgetPolicy = Annotated[
+    Literal["facts_first", "query_first"] | None,
+    BeforeValidator(lambda v: None if v == "" else v),
+    WithJsonSchema({"type": "string", "enum": list(POLICIES)}),
+    Hint(
+        accepts="facts_first or query_first",
+        cause="budget_policy is facts_first (the default: facts pack first, then search results) or "
+        "query_first (with a query and a budget: search results pack first, then facts).",
+        fix=_policy_fix,
+    ),
+]
+
 
 class RecallParams(Params):
     query: str | None = Field(
@@ -85,7 +120,9 @@ class RecallParams(Params):
     )
     session_id: str | None = Field(None, description="Only facts saved with this session_id.")
     since: Since = Field(
-        None, description='Only facts saved after this ISO 8601 date/datetime, e.g. "2026-06-01T00:00:00Z".'
+        None,
+        description='Only facts saved after this ISO 8601 date/datetime, e.g. "2026-06-01T00:00:00Z"; '
+        "combines with entity or session_id.",
     )
     limit: Limit(DEFAULT_RECALL_LIMIT, MAX_RECALL_LIMIT, clamp=True) = Field(  # type: ignore[valid-type]
         None,
@@ -99,6 +136,11 @@ class RecallParams(Params):
     include_expired: bool = Field(False, description="Also return forgotten, superseded and TTL-expired facts.")
     include_private: bool = Field(
         False, description="Include private facts/pages. Honoured only for the owner's local CLI."
+    )
+    budget_policy: BudgetPolicy = Field(
+        None,
+        description="Which arm packs first under budget_tokens: facts_first (default) or query_first (search "
+        "results first, then facts; only with a query and a budget). Given, the response adds budget_packing.",
     )
 
     #: budget, then limit, then since (§ recall), whatever their place in the model.
@@ -122,9 +164,28 @@ class RecallBody(Wire):
     search_degraded: str | None = None
 
 
+class PackingArm(Wire):
+    candidates: int
+    kept: int
+    dropped: int
+    used: int
+
+
+class BudgetPacking(Wire):
+    """D31: which packing order ran and why (`packing_report`)."""
+
+    policy: Literal["facts_first", "query_first"]
+    applied: bool
+    reason: PackingReason
+    facts: PackingArm
+    results: PackingArm
+
+
 class RecallResult(BudgetFields, RecallBody):
     """recall's body: RecallBody's fields, then the budget fields (pydantic lists the fields of the
-    last base first)."""
+    last base first), then `budget_packing` when the call named a `budget_policy`."""
+
+    budget_packing: BudgetPacking | None = None
 
 
 def fact_model(f: Fact, now: datetime | None = None) -> FactItem:
@@ -244,7 +305,14 @@ def _facts_arm(
         slug = filter_slug(deps, TOOL, caller.tenant, params.entity, world_only=world)
         facts = (
             deps.fact_listing.by_entity(
-                caller.tenant, slug, now=now, active_only=active_only, world_only=world, limit=limit, with_origin=True
+                caller.tenant,
+                slug,
+                now=now,
+                after=since,
+                active_only=active_only,
+                world_only=world,
+                limit=limit,
+                with_origin=True,
             )
             if slug
             else []
@@ -254,6 +322,7 @@ def _facts_arm(
             caller.tenant,
             params.session_id[:SESSION_ID_MAX],
             now=now,
+            after=since,
             active_only=active_only,
             world_only=world,
             limit=limit,
@@ -332,6 +401,37 @@ def _check_query(query: str) -> None:
         )
 
 
+def packing_report(policy: str, query: str, packer: Packer) -> BudgetPacking:
+    """D31, the reference's `budget_packing`: the order that ran (`query_first` only with a query and
+    a budget; otherwise `facts_first`, not applied), and the first reason that holds of: no_query
+    (query_first without a query), no_positive_finite_budget (no budget_tokens), budget_below_one
+    (never: D4 refuses a budget below 1), no_candidates, first_items_exceed_budget (nothing kept),
+    packed. Each arm's tally comes from the packer, so `used` and `dropped` sum to the budget fields."""
+    budget = packer.budget
+    facts, results = packer.arms["facts"], packer.arms["results"]
+    reason: PackingReason
+    if policy == "query_first" and not query:
+        reason = "no_query"
+    elif budget is None:
+        reason = "no_positive_finite_budget"
+    elif budget < 1:
+        reason = "budget_below_one"
+    elif facts.candidates + results.candidates == 0:
+        reason = "no_candidates"
+    elif facts.kept + results.kept == 0:
+        reason = "first_items_exceed_budget"
+    else:
+        reason = "packed"
+    query_first = policy == "query_first" and bool(query) and budget is not None
+    return BudgetPacking(
+        policy="query_first" if query_first else "facts_first",
+        applied=budget is not None and (query_first or policy == "facts_first"),
+        reason=reason,
+        facts=PackingArm(**facts.wire()),
+        results=PackingArm(**results.wire()),
+    )
+
+
 def run(deps: Deps, caller: Caller, params: RecallParams, ctx: CallContext) -> Outcome:
     budget = check_budget(TOOL, params)
     limit = clamp_limit(TOOL, params, default=DEFAULT_RECALL_LIMIT, hi=MAX_RECALL_LIMIT)
@@ -354,12 +454,17 @@ def run(deps: Deps, caller: Caller, params: RecallParams, ctx: CallContext) -> O
     )
     degraded = degraded or facts_degraded
 
-    packer = Packer(budget)
     now = deps.clock.now() if params.include_expired else None
     # D25: remote callers read redacted facts and results; packed after, so budgets count them.
-    fact_items = packer.take([recall_fact(f, now) for f in shown_facts(caller, facts)], _fact_cost)
-    result_items = packer.take(results, _result_cost)
+    candidates = [recall_fact(f, now) for f in shown_facts(caller, facts)]
+    query_first = params.budget_policy == "query_first" and bool(query) and budget is not None
+    packer = Packer(budget)
+    order = ("results", "facts") if query_first else ("facts", "results")
+    kept = pack(packer, {"facts": (candidates, _fact_cost), "results": (results, _result_cost)}, order)
+    fact_items, result_items = kept["facts"], kept["results"]
     optional: dict[str, Any] = {**({"search_degraded": degraded} if degraded else {}), **packer.fields()}
+    if params.budget_policy is not None:
+        optional["budget_packing"] = packing_report(params.budget_policy, query, packer)
     result = RecallResult(
         protocol_version=PROTOCOL_VERSION, facts=fact_items, total=len(fact_items), results=result_items, **optional
     )
@@ -376,7 +481,7 @@ def run(deps: Deps, caller: Caller, params: RecallParams, ctx: CallContext) -> O
 DESCRIPTION = (
     "MEMORY VERB (v1): Retrieve saved facts and, with `query`, budget-packed page snippets. "
     'Use it for "what do we know about X": recall(query="Acme pricing", budget_tokens=1500) or '
-    'recall(entity="companies/acme"). Facts use one filter (entity > session_id > since > recent); '
+    'recall(entity="companies/acme"). Facts use entity or else session_id, each ANDed with since; '
     "`limit` caps each arm (default 50, max 100). Each result says why it matched (`evidence`) and "
     "whether a page already exists (`create_safety`). `search_degraded` means keyword-only search: "
     "an empty degraded result is not proof there are no notes. Forget a fact with its `fact_id`."

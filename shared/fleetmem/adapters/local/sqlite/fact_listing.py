@@ -20,14 +20,18 @@ class SqliteFactListing(SqliteFactTable):
     def by_session(self, tenant: str, session_id: str, **opts: Unpack[FactReadOptions]) -> list[Fact]:
         return self._read(tenant, " AND session_id = ?", [session_id], FactRead.of(opts))
 
-    def recent(self, tenant: str, *, after: datetime | None = None, **opts: Unpack[FactReadOptions]) -> list[Fact]:
-        where, params = ("", []) if after is None else (" AND created_at > ?", [ms(after)])
-        return self._read(tenant, where, params, FactRead.of(opts))
+    def recent(self, tenant: str, **opts: Unpack[FactReadOptions]) -> list[Fact]:
+        return self._read(tenant, "", [], FactRead.of(opts))
 
     def _read(self, tenant: str, where: str, params: list[Any], q: FactRead) -> list[Fact]:
-        """by_entity, by_session, recent: the rows `where` keeps, newest first, as `q` asks."""
+        """by_entity, by_session, recent: the rows `where` keeps, newest first, as `q` asks. `after`
+        is a range on created_at, the column after the equalities in each of the indexes
+        (facts_entity, facts_session, facts_created), so the read stays one index range."""
         sql = f"SELECT {_FACT_COLS} FROM facts WHERE tenant = ?{where}"
         args: list[Any] = [tenant, *params]
+        if q.after is not None:
+            sql += " AND created_at > ?"
+            args.append(ms(q.after))
         if q.active_only:
             clause, extra = _active_clause(q.now)
             sql += clause

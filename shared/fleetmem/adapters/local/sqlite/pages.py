@@ -335,6 +335,16 @@ class SqlitePageStore(SqlitePageTable):
                 out[r[0]].append(_head_of(r[1:]))
         return out
 
+    def core(self, tenant: str, *, world_only: bool, limit: int) -> builtins.list[Page]:
+        # the WHERE term is the partial index's own, so the read is one seek on `pages_core`
+        vis = " AND visibility = 'world'" if world_only else ""
+        rows = self.db.all(
+            f"SELECT {_PAGE_COLS} FROM pages WHERE tenant = ? AND json_type(frontmatter, '$.core') = 'true'"
+            f"{vis} ORDER BY slug LIMIT ?",
+            (tenant, max(0, int(limit))),
+        )
+        return [_page_of(r) for r in rows]
+
     # --------------------------------------------------------------- memory packs (fleetmem.pack)
 
     def scan(self, tenant: str, *, after: str | None, limit: int) -> tuple[builtins.list[Page], str | None]:

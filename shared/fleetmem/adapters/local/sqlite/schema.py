@@ -8,7 +8,7 @@ import sqlite3
 from fleetmem.errors import Unavailable
 from fleetmem.protocol import IDEMPOTENCY_LEASE_SECONDS
 
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 # 2: D14 change sequences (pages/facts change_seq, cursors page_seq/fact_seq)
 # 3: links carry their source page's updated_at and visibility (backlinks read only what they return)
 # 4: idempotency claims carry a lease (lease_until) and a claim id
@@ -16,8 +16,9 @@ SCHEMA_VERSION = 9
 # 6: D23 withdrawn claims (the schema script adds the table)
 # 7: facts carry their content_origin (D24)
 # 8: D22 write receipts: idempotency keyed by (tenant, client_id, request id), with the receipt columns
-# 9: links carry their source page's group (its type, "page" without one) and whether the row is the
-#    page's first link to its target (entity's referenced_by counts pages from the index, D32)
+# 9: D32 core pages: the partial index of pages marked `core: true` (the schema script adds it)
+# 10: links carry their source page's group (its type, "page" without one) and whether the row is the
+#    page's first link to its target (entity's referenced_by counts pages from the index, D35)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -51,6 +52,8 @@ CREATE INDEX IF NOT EXISTS pages_title ON pages (tenant, title_lc, slug);
 CREATE INDEX IF NOT EXISTS pages_updated ON pages (tenant, updated_at, slug);
 CREATE INDEX IF NOT EXISTS pages_type ON pages (tenant, type, slug);
 CREATE INDEX IF NOT EXISTS pages_change ON pages (tenant, change_seq);
+-- D32: the core pages (frontmatter `core: true`), the few every context_pack reads
+CREATE INDEX IF NOT EXISTS pages_core ON pages (tenant, slug) WHERE json_type(frontmatter, '$.core') = 'true';
 
 -- D23: a claim forget withdrew, per entity ('': every entity) and visibility
 CREATE TABLE IF NOT EXISTS withdrawn_claims (
@@ -87,7 +90,7 @@ CREATE TABLE IF NOT EXISTS links (
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS links_recent ON links (tenant, target, source_updated_at DESC, source, ord);
 CREATE INDEX IF NOT EXISTS links_count ON links (tenant, target, source_visibility, type);
--- entity's referenced_by (D32): the linking pages counted per group and each group's newest, from
+-- entity's referenced_by (D35): the linking pages counted per group and each group's newest, from
 -- the index alone (source_group: the source page's type, "page" without one, kept current by `put`;
 -- first_to_target: 1 on a page's first link row to this target, so a sum counts pages, not links)
 CREATE INDEX IF NOT EXISTS links_group ON links (
@@ -212,8 +215,8 @@ def create_schema(conn: sqlite3.Connection) -> None:
         _migrate_6_to_7(conn)
     if 1 <= version <= 7:
         _migrate_7_to_8(conn)
-    if 1 <= version <= 8:
-        _migrate_8_to_9(conn)
+    if 1 <= version <= 9:
+        _migrate_9_to_10(conn)
     for stmt in _split_script(_SCHEMA):
         conn.execute(stmt)
     if version == 0:
@@ -247,8 +250,8 @@ def _migrate_1_to_2(conn: sqlite3.Connection) -> None:
         )
 
 
-def _migrate_8_to_9(conn: sqlite3.Connection) -> None:
-    """Schema 8 -> 9, inside the schema transaction: copy each source page's group (its type,
+def _migrate_9_to_10(conn: sqlite3.Connection) -> None:
+    """Schema 9 -> 10, inside the schema transaction: copy each source page's group (its type,
     "page" without one) onto its link rows and mark each page's first link row to a target (the
     schema script that runs next indexes them)."""
     conn.execute("ALTER TABLE links ADD COLUMN source_group TEXT NOT NULL DEFAULT 'page'")
