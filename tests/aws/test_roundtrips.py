@@ -126,7 +126,8 @@ def measured(request: pytest.FixtureRequest, opensearch_url: str) -> dict[str, d
         attach(recorder, stores.aws.dynamodb, search, embedder)
         out: dict[str, dict[str, Any]] = {}
         for case_id, tool, args, budget, embeds in CASES:
-            arguments = {k: {"<fact>": fact_id, "<cursor>": cursor}.get(v, v) for k, v in args.items()}
+            marks = {"<fact>": fact_id, "<cursor>": cursor}
+            arguments = {k: marks.get(v, v) if isinstance(v, str) else v for k, v in args.items()}
             recorder.reset()
             result = dispatch(tool, arguments, CALLER, deps)
             assert not result.is_error, (case_id, result.body)

@@ -148,7 +148,3 @@ def test_entity_names_bench_measures_both_arms_in_process_and_over_http(fm: Flee
         assert singles > 0 and batch > 0
         assert abs(ratio - batch / singles) <= ratio * (0.05 / singles + 0.05 / batch) + 0.005
 
-
-def test_entity_names_bench_wants_url_and_token_together(fm: Fleetmem) -> None:
-    run = fm("bench", "entity-names", "--url", "http://127.0.0.1:9/mcp", data_dir=False)
-    assert run.code == 2 and "--url and --token go together" in run.stderr

@@ -254,8 +254,13 @@ def _migrate_9_to_10(conn: sqlite3.Connection) -> None:
     """Schema 9 -> 10, inside the schema transaction: copy each source page's group (its type,
     "page" without one) onto its link rows and mark each page's first link row to a target (the
     schema script that runs next indexes them)."""
-    conn.execute("ALTER TABLE links ADD COLUMN source_group TEXT NOT NULL DEFAULT 'page'")
-    conn.execute("ALTER TABLE links ADD COLUMN first_to_target INTEGER NOT NULL DEFAULT 1")
+    have = {row[1] for row in conn.execute("PRAGMA table_info(links)")}
+    for column, kind in (
+        ("source_group", "TEXT NOT NULL DEFAULT 'page'"),
+        ("first_to_target", "INTEGER NOT NULL DEFAULT 1"),
+    ):
+        if column not in have:
+            conn.execute(f"ALTER TABLE links ADD COLUMN {column} {kind}")
     conn.execute(
         "UPDATE links SET source_group = coalesce(nullif(p.type, ''), 'page') "
         "FROM pages p WHERE p.tenant = links.tenant AND p.slug = links.source"
