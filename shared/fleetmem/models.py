@@ -136,6 +136,7 @@ class PageTombstone(Record):
 class PageMatch(Record):
     page: PageHead
     via: Literal["alias", "title", "slug", "suffix"]
+    key: str = ""  # `alias` way: the stored alias key that matched (a batch of names tells its names apart)
 
 
 class Backlink(Record):
@@ -365,6 +366,41 @@ class LastTouched(Wire):
     last_timeline_date: str | None
 
 
+class ReferenceRow(Wire):
+    """One page linking to the entity (entity's `referenced_by`, D35)."""
+
+    slug: str
+    title: str
+    type: str | None
+    canonical_type: str
+    date: str | None
+    date_source: Literal["updated_at"]
+    preview: str
+
+
+class ReferenceGroup(Wire):
+    canonical_type: str
+    total: int
+    rows: list[ReferenceRow]
+
+
+class RecentFact(Wire):
+    id: str
+    fact: str
+    kind: str
+    valid_from: str | None  # fleetmem has no valid_from: the fact's created_at (D35)
+    entity_slug: str | None = None
+
+
+class Coverage(Wire):
+    """How complete `referenced_by` is (D35): fleetmem writes a page's links with the page."""
+
+    state: Literal["complete", "pending", "disabled", "type_not_linkable", "failed"]
+    pending_pages: int
+    last_pass_at: str | None
+    degraded: bool | None = None
+
+
 class Card(Wire):
     """entity's card (§ entity)."""
 
@@ -377,6 +413,11 @@ class Card(Wire):
     backlink_count: int
     active_fact_count: int
     page: bool | None = None  # entity: true for a page's card, false for a fact-only entity
+    # the entity verb's reference fields (D35); context_pack's cards leave them out
+    referenced_by_count: int | None = None
+    referenced_by: list[ReferenceGroup] | None = None
+    recent_facts: list[RecentFact] | None = None
+    coverage: Coverage | None = None
 
 
 class PackCard(Card):

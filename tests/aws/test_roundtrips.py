@@ -10,7 +10,9 @@ Budgets (sequential round trips): entity ≤ 3, recall ≤ 2 (DynamoDB and OpenS
 remember ≤ 2 plus one embedding call, delta ≤ 3 (+1 on a wake that numbers pending changes, D21:
 the first wake below comes right after the remember case's write), forget ≤ 2. The domain meets them by gathering
 independent port calls into one concurrent round (`Deps.gather`) and by writing audit rows in the
-same transaction as the fact they describe.
+same transaction as the fact they describe. An entity `names` batch (D35) may take 5: one lookup
+round, one round of the suffix and bare-token reads of the names nothing matched exactly, one
+round of pages and the misses' keyword reads.
 """
 
 from __future__ import annotations
@@ -41,6 +43,10 @@ ALICE = "people/alice-example"
 CASES: list[tuple[str, str, dict[str, Any], int, int]] = [
     ("entity (alias hit)", "entity", {"name": "Ally"}, 3, 0),
     ("entity (miss)", "entity", {"name": "Nobody Known"}, 3, 0),
+    # D35: a card with linking pages groups them from its link Query (the link rows carry their page's head)
+    ("entity (referenced)", "entity", {"name": "Acme"}, 3, 0),
+    # D35: a batch is one lookup round, one round of the suffix/token reads of the names nothing matched, one page round
+    ("entity (names)", "entity", {"names": ["Ally", "Acme", "companies/acme", "Nobody Known"]}, 5, 0),
     ("recall (query)", "recall", {"query": "green tea"}, 2, 1),
     # a query asking two questions also searches each one: same budget, still one embedding call
     ("recall (query of two questions)", "recall", {"query": "What does Alice drink, and who sells tea?"}, 2, 1),
@@ -120,7 +126,8 @@ def measured(request: pytest.FixtureRequest, opensearch_url: str) -> dict[str, d
         attach(recorder, stores.aws.dynamodb, search, embedder)
         out: dict[str, dict[str, Any]] = {}
         for case_id, tool, args, budget, embeds in CASES:
-            arguments = {k: {"<fact>": fact_id, "<cursor>": cursor}.get(v, v) for k, v in args.items()}
+            marks = {"<fact>": fact_id, "<cursor>": cursor}
+            arguments = {k: marks.get(v, v) if isinstance(v, str) else v for k, v in args.items()}
             recorder.reset()
             result = dispatch(tool, arguments, CALLER, deps)
             assert not result.is_error, (case_id, result.body)

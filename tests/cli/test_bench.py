@@ -130,3 +130,20 @@ def test_bench_quality_refuses_an_unknown_set_and_names_the_ones_it_has(fm: Flee
     assert run.code == 2
     assert "unknown set longest" in run.stderr
     assert "default, conversations, long-conversations" in run.stderr
+
+
+def test_entity_names_bench_measures_both_arms_in_process_and_over_http(fm: Fleetmem) -> None:
+    """A tiny `bench entity-names`: a row in process and a row against the `fleetmem serve` it starts
+    on 127.0.0.1; every call answered without an error (the bench raises on one, exiting non-zero)."""
+    run = fm("bench", "entity-names", "--pages", "24", "--rounds", "2", data_dir=False)
+    assert run.code == 0, run.stderr
+    rows = [line for line in run.stdout.splitlines() if line.startswith(("| in process", "| MCP over HTTP"))]
+    assert [r.split("|")[1].strip() for r in rows] == [
+        "in process (SQLite, dispatch)",
+        "MCP over HTTP (fleetmem serve)",
+    ]
+    for row in rows:
+        singles, batch, ratio = (float(c) for c in row.split("|")[2:5])
+        # the ratio is of the unrounded p50s: it agrees with the printed ones within their rounding
+        assert singles > 0 and batch > 0
+        assert abs(ratio - batch / singles) <= ratio * (0.05 / singles + 0.05 / batch) + 0.005

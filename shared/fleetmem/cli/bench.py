@@ -18,7 +18,8 @@ def add_commands(sub: Any, common: Parser) -> None:
         add_help=False,
         help="latency/throughput benchmark; `bench quality`: search quality; `bench search`: embedding and "
         "hybrid recall speed, vector memory; `bench updates`: update notices on the labelled fact pairs "
-        "`bench batch`: one remember of 20 items vs 20 single remembers (`fleetmem bench --help`)",
+        "`bench batch`: one remember of 20 items vs 20 single remembers; `bench entity-names`: one entity of "
+        "50 names vs 5 single entity calls (`fleetmem bench --help`)",
     )
     p.add_argument("rest", nargs=argparse.REMAINDER, help="[latency|quality] and the benchmark's options")
     p.set_defaults(handler=cmd_bench)
@@ -28,13 +29,18 @@ def cmd_bench(args: argparse.Namespace, out: Output) -> int:
     rest = list(args.rest)
     what = (
         rest.pop(0)
-        if rest and rest[0] in ("latency", "quality", "search", "console", "updates", "batch")
+        if rest and rest[0] in ("latency", "quality", "search", "console", "updates", "batch", "entity-names")
         else "latency"
     )
     if what == "batch":
         from fleetmem.bench.batch import main as batch_main
 
         out.text(batch_main(rest, model_dir=settings_from(args).model_dir, log=Output.err))
+        return EXIT_OK
+    if what == "entity-names":
+        from fleetmem.bench.entity_names import main as names_main
+
+        out.text(names_main(rest, log=Output.err))
         return EXIT_OK
     if what == "updates":
         from fleetmem.bench.updates import main as updates_main

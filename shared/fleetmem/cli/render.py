@@ -13,7 +13,7 @@ from fleetmem.console import Output
 if TYPE_CHECKING:  # the models are read when a body is rendered (`render_body` imports the verbs)
     from fleetmem.memory.verbs.context_pack import ContextPackResult
     from fleetmem.memory.verbs.delta import DeltaResult
-    from fleetmem.memory.verbs.entity import EntityResult
+    from fleetmem.memory.verbs.entity import EntityAnswer
     from fleetmem.memory.verbs.forget import ForgetResult
     from fleetmem.memory.verbs.get_page import GetPageResult
     from fleetmem.memory.verbs.recall import RecallResult
@@ -70,7 +70,21 @@ def _packing_line(r: RecallResult) -> str | None:
     return f"packing: {p.policy} ({how}: {p.reason}); {kept}"
 
 
-def _render_entity(r: EntityResult, out: Output) -> None:
+def _render_entity(answer: EntityAnswer, out: Output) -> None:
+    from fleetmem.memory.verbs.entity import EntityResult
+
+    r = answer.root
+    if not isinstance(r, EntityResult):  # a batch (`names`): one line per name
+        out.text(f"{r.found} found, {r.missing} missing")
+        for row in r.results:
+            if row.found:
+                out.text(f"  {row.name}: {row.slug} — {row.title} ({row.type})")
+                if row.lead:
+                    out.text(f"      {row.lead}")
+            else:
+                maybe = ", ".join(s.slug for s in row.suggestions or [])
+                out.text(f"  {row.name}: not found" + (f" (did you mean {maybe})" if maybe else ""))
+        return
     if not r.found or r.card is None:
         out.text("No entity matched.")
         for s in r.suggestions:
@@ -87,6 +101,8 @@ def _render_entity(r: EntityResult, out: Output) -> None:
     for e in card.edges:
         out.text(f"  {'→' if e.direction == 'out' else '←'} {e.type} {e.slug}")
     out.text(f"  facts: {card.active_fact_count}   backlinks: {card.backlink_count}   ({r.latency_ms} ms)")
+    for g in card.referenced_by or []:
+        out.text(f"  referenced by {g.total} {g.canonical_type}: {', '.join(row.slug for row in g.rows)}")
     for s in r.suggestions:
         out.text(f"  also: {s.slug} ({s.title})")
 

@@ -85,7 +85,9 @@ class ToolCommand:
         }
         self.kinds = {name: option_kind(prop, self.defs) for name, prop in self.props.items()}
         required = schema.get("required", [])
-        self.positional = next((n for n in required if self.kinds.get(n) == "string"), None)
+        self.positional = getattr(spec.params, "cli_positional", "") or next(
+            (n for n in required if self.kinds.get(n) == "string"), None
+        )
         if self.positional is None and spec.writes:
             self.positional = next((n for n in self.props if self.kinds[n] == "string"), None)
         #: Admin-scope hard deletes (purge: destructive, not idempotent) are beyond recall: they need

@@ -44,11 +44,14 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from fleetmem.errors import PortError
+from fleetmem.memory import entity_refs
 from fleetmem.memory.pagefmt import clip, first_sentence, strip_private
 from fleetmem.memory.redaction import redact_card
 from fleetmem.memory.slugs import fact_entity_head, normalize_alias
 from fleetmem.models import Backlink, Fact, Page
 from fleetmem.ports import Deps
+from fleetmem.ports.pages import Referring
 from fleetmem.protocol import (
     EDGES_MAX,
     MENTION_LINK_TYPE,
@@ -71,18 +74,43 @@ class CardInputs:
     incoming: list[Backlink]
     backlink_count: int
     active_fact_count: int
+    referring: Referring | None = None  # with `references`: every linking page (None: that read failed)
+
+
+def _referring(deps: Deps, tenant: str, slug: str, *, world_only: bool) -> Referring | None:
+    """The entity verb's backlink read: `backlinks` plus every linking page, in the same read; None
+    when the store failed (the card still answers, its coverage says `failed`)."""
+    try:
+        return deps.page_listing.referring(tenant, slug, world_only=world_only, limit=EDGES_MAX * 5)
+    except PortError:
+        return None
 
 
 def read_card(
-    deps: Deps, tenant: str, slug: str, *, world_only: bool, now: datetime, with_page: bool = True
+    deps: Deps,
+    tenant: str,
+    slug: str,
+    *,
+    world_only: bool,
+    now: datetime,
+    with_page: bool = True,
+    references: bool = False,
 ) -> tuple[Page | None, CardInputs]:
-    page, facts, (incoming, backlink_count), active = deps.gather(
+    """`references` (the entity verb, D35): the backlink read also lists every linking page."""
+    page, facts, links, active = deps.gather(
         (lambda: deps.pages.get(tenant, slug)) if with_page else (lambda: None),
         lambda: deps.fact_listing.by_entity(tenant, slug, now=now, world_only=world_only, limit=_COMMITMENT_SCAN),
-        lambda: deps.page_listing.backlinks(tenant, slug, world_only=world_only, limit=EDGES_MAX * 5),
+        (lambda: _referring(deps, tenant, slug, world_only=world_only))
+        if references
+        else (lambda: deps.page_listing.backlinks(tenant, slug, world_only=world_only, limit=EDGES_MAX * 5)),
         lambda: deps.fact_decisions.count_active(tenant, slug, now=now, world_only=world_only),
     )
-    return page, CardInputs(facts, incoming, backlink_count, active)
+    if not references:
+        incoming, backlink_count = links
+        return page, CardInputs(facts, incoming, backlink_count, active)
+    if links is None:
+        return page, CardInputs(facts, [], 0, active)
+    return page, CardInputs(facts, links.links, links.link_count, active, referring=links)
 
 
 def page_summary(page: Page, *, world_only: bool) -> str:
@@ -255,22 +283,54 @@ def entity_card(
     now: datetime,
     redacted: bool,
     since: datetime | None = None,
+    references: bool = False,
 ) -> EntityCard | None:
     """THE card of `res` (see the module docstring); `redacted`: credentials in its text become
-    `<REDACTED:pattern>` (D25: for a remote caller)."""
-    shown = redact_card if redacted else (lambda card: card)
+    `<REDACTED:pattern>` (D25: for a remote caller); `references` (the entity verb): the card also
+    has `referenced_by_count`, `referenced_by`, `recent_facts` and `coverage` (`entity_refs`)."""
     target = res.target
+    refs = references
     if target.page is None and target.slug:
-        _, inputs = read_card(deps, tenant, target.slug, world_only=world_only, now=now, with_page=False)
+        _, inputs = read_card(
+            deps, tenant, target.slug, world_only=world_only, now=now, with_page=False, references=refs
+        )
         if inputs.active_fact_count > 0:
             card = fact_card(deps, tenant, target.slug, name, inputs, world_only=world_only, since=since)
-            return EntityCard(shown(card), inputs, fact_only=True)
+            return _shown(
+                deps, tenant, card, inputs, fact_only=True, world_only=world_only, redacted=redacted, refs=refs
+            )
     if res.best is not None:
-        page, inputs = read_card(deps, tenant, res.best.head.slug, world_only=world_only, now=now)
+        page, inputs = read_card(deps, tenant, res.best.head.slug, world_only=world_only, now=now, references=refs)
         if page is not None and not (world_only and page.visibility != "world"):
             card = build_card(deps, tenant, page, world_only=world_only, now=now, since=since, inputs=inputs)
-            return EntityCard(shown(card), inputs, fact_only=False)
+            return _shown(
+                deps, tenant, card, inputs, fact_only=False, world_only=world_only, redacted=redacted, refs=refs
+            )
     return None
+
+
+def _shown(
+    deps: Deps,
+    tenant: str,
+    card: dict[str, Any],
+    inputs: CardInputs,
+    *,
+    fact_only: bool,
+    world_only: bool,
+    redacted: bool,
+    refs: bool,
+) -> EntityCard:
+    if redacted:
+        card = redact_card(card)
+    if refs:
+        if inputs.referring is None:
+            card.update(referenced_by_count=0, referenced_by=[], coverage=entity_refs.coverage(failed=True))
+        else:
+            found = inputs.referring
+            card.update(entity_refs.referenced_by(found, world_only=world_only, redacted=redacted))
+            card["coverage"] = entity_refs.coverage()
+        card["recent_facts"] = entity_refs.recent_facts(inputs.facts, redacted=redacted)
+    return EntityCard(card, inputs, fact_only=fact_only)
 
 
 def flat_card(card: dict[str, Any]) -> dict[str, Any]:

@@ -10,18 +10,23 @@ Public functions:
   exact is not fuzzy; D15: exact titles resolve on writes), in this order:
   1. exact alias of exactly one page, compared by `slugs.match_key` (NFKC, casefold, format
      characters dropped, whitespace collapsed: "JÜRGEN STRASSE" is "Jürgen Straße");
-  2. exact title of exactly one page, compared by `slugs.match_key` too;
-  3. exact slug (as given, slugified, or ASCII-folded: `slugs.ascii_slug`);
+  2. exact slug (as given, slugified, or ASCII-folded: `slugs.ascii_slug`);
+  3. exact title of exactly one page, compared by `slugs.match_key` too; when several pages
+     share the title and exactly one of them has an entity type (`ENTITY_TYPES`: person,
+     company, organization, project, entity), that one (D35: the reference's precedence);
   4. a bare single token and exactly one page is `people/<tok>` / `people/<tok>-…` /
      `companies/<tok>` / `companies/<tok>-…` (tok slugified or ASCII-folded);
   5. otherwise `slugify(name)` per path segment ("" when nothing is sluggable): `page` is None
      and `ambiguous` lists the pages that tied at a rank (the caller's suggestions).
   When the target is a page, that page is `best`. Otherwise `best` is the top of the entity
-  verb's ranking (docs/protocol.md: entity): rank 0 exact alias; rank 1 exact title
-  (both by `match_key`) or exact slug; rank 2 slug suffix `*/<slugify(name)>`; a page counts once, at
-  its best rank; ties break on the most recent of updated_at / last_retrieved_at (then slug).
+  verb's ranking (docs/protocol.md: entity): rank 0 exact alias; rank 1 exact slug; rank 2 exact
+  title (by `match_key`; an entity-typed page before a note or conversation page); rank 3 slug
+  suffix `*/<slugify(name)>`; a page counts once, at its best rank; ties break on the most recent
+  of updated_at / last_retrieved_at (then slug).
   With `world_only` (remote callers; fail-closed) private pages take no part, so a name cannot
   reveal a private page's slug; trusted-local callers pass `world_only=False`.
+- `resolve_names(deps, tenant, names, *, world_only) -> dict[str, Resolution]`: many names at once
+  (entity's `names`), with one lookup for all of them (see the function).
 - `canonicalize_entity(deps, tenant, name, *, world_only=True) -> EntityTarget`: `resolve_entity`'s
   target alone (the suffix rank, which never decides a target, is not looked up).
 - `require_slug(tool, name, target)`: raises `invalid_params` when a name of at most TITLE_MAX
@@ -53,6 +58,7 @@ calling here (remember's validation).
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -70,9 +76,12 @@ from fleetmem.memory.slugs import (
 )
 from fleetmem.models import PageHead, PageMatch, SearchHit, SearchQuery
 from fleetmem.ports import Deps
+from fleetmem.ports.pages import BareCandidates
 from fleetmem.protocol import SUGGESTIONS_MAX, TITLE_MAX
 
-_RANK = {"alias": 0, "title": 1, "slug": 1, "token": 1, "suffix": 2}
+_RANK = {"alias": 0, "slug": 1, "title": 2, "token": 2, "suffix": 3}
+#: page types that name an entity: for the same exact title they beat note and conversation pages (D35)
+ENTITY_TYPES = frozenset({"person", "company", "organization", "project", "entity"})
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _WORD_SEP = re.compile(r"[-/]+")
 _ENTITY_PREFIXES = ("people/", "companies/")
@@ -127,6 +136,10 @@ def _matches(deps: Deps, tenant: str, raw: str, *, world_only: bool, suffix: boo
     return [m for m in matches if not world_only or m.page.visibility == "world"]
 
 
+def _not_entity(head: PageHead) -> bool:
+    return (head.type or "") not in ENTITY_TYPES
+
+
 def _ranked(matches: list[PageMatch]) -> list[Candidate]:
     best: dict[str, Candidate] = {}
     for m in matches:
@@ -134,7 +147,11 @@ def _ranked(matches: list[PageMatch]) -> list[Candidate]:
         seen = best.get(m.page.slug)
         if seen is None or rank < seen.rank:
             best[m.page.slug] = Candidate(m.page, rank, m.via)
-    return sorted(best.values(), key=lambda c: (c.rank, -c.touched.timestamp(), c.head.slug))
+    # within the exact-title rank an entity page beats a note or conversation page (D35)
+    return sorted(
+        best.values(),
+        key=lambda c: (c.rank, c.via == "title" and _not_entity(c.head), -c.touched.timestamp(), c.head.slug),
+    )
 
 
 def _words(text: str) -> set[str]:
@@ -208,51 +225,73 @@ def near_misses(
     return out[:SUGGESTIONS_MAX]
 
 
-def _unique_entity_page(deps: Deps, tenant: str, tokens: list[str], *, world_only: bool) -> PageHead | None:
+#: the pages a bare token may name (`people/<tok>` and what follows it): `exact` -> the page of that
+#: slug (if visible) and the next two slugs after it
+Near = Callable[[str], list[PageHead]]
+
+
+def _store_near(deps: Deps, tenant: str, *, world_only: bool) -> Near:
+    def near(exact: str) -> list[PageHead]:
+        heads = [h for h in deps.pages.heads(tenant, [exact]) if not world_only or h.visibility == "world"]
+        return heads + deps.page_listing.list(tenant, world_only=world_only, limit=2, after=exact)
+
+    return near
+
+
+def _bare_tokens(raw: str) -> list[str]:
+    """The tokens the bare-token rule tries for a one-word name ([] for any other name)."""
+    slug = slugify(raw)
+    if "/" in slug or len(raw.split()) != 1 or not slug:
+        return []
+    return [t for t in dict.fromkeys((slug, ascii_slug(raw))) if t and "/" not in t]
+
+
+def _unique_entity_page(tokens: list[str], near: Near) -> PageHead | None:
     found: dict[str, PageHead] = {}
     for prefix in _ENTITY_PREFIXES:
         for token in tokens:
             exact = f"{prefix}{token}"
-            heads = deps.pages.heads(tenant, [exact])
-            found.update((h.slug, h) for h in heads if not world_only or h.visibility == "world")
             # Slugs after `exact` in code-point (= UTF-8 byte) order start with the "-"
             # continuations (0x2d sorts before "/", digits and the letters of every script), so the
             # first two rows tell unique from ambiguous.
-            for head in deps.page_listing.list(tenant, world_only=world_only, limit=2, after=exact):
-                if head.slug.startswith(exact + "-"):
+            for head in near(exact):
+                if head.slug == exact or head.slug.startswith(exact + "-"):
                     found[head.slug] = head
             if len(found) > 1:
                 return None
     return next(iter(found.values())) if len(found) == 1 else None
 
 
-_WRITE_WAYS = ("alias", "title", "slug")
+_WRITE_WAYS = ("alias", "slug", "title")
 
 
-def _target(deps: Deps, tenant: str, raw: str, matches: list[PageMatch], *, world_only: bool) -> EntityTarget:
+def _target(
+    deps: Deps, tenant: str, raw: str, matches: list[PageMatch], *, world_only: bool, near: Near | None = None
+) -> EntityTarget:
     ambiguous: dict[str, PageHead] = {}
     for via in _WRITE_WAYS:
         pages = {m.page.slug: m.page for m in matches if m.via == via}
+        entity_pages = {s: h for s, h in pages.items() if not _not_entity(h)}
+        if via == "title" and len(pages) > 1 and len(entity_pages) == 1:
+            pages = entity_pages  # one entity page among same-titled notes and conversations (D35)
         if len(pages) == 1:
             (head,) = pages.values()
             return EntityTarget(slug=head.slug, page=head, via=via)
         ambiguous.update(pages)
     slug = slugify(raw)
-    if "/" not in slug and len(raw.split()) == 1 and slug:
-        tokens = [t for t in dict.fromkeys((slug, ascii_slug(raw))) if t and "/" not in t]
-        unique = _unique_entity_page(deps, tenant, tokens, world_only=world_only)
+    tokens = _bare_tokens(raw)
+    if tokens:
+        unique = _unique_entity_page(tokens, near or _store_near(deps, tenant, world_only=world_only))
         if unique:
             return EntityTarget(slug=unique.slug, page=unique, via="token")
     ranked = _ranked([m for m in matches if m.page.slug in ambiguous])
     return EntityTarget(slug=slug, ambiguous=[c.head for c in ranked])
 
 
-def _resolve(deps: Deps, tenant: str, name: str, *, world_only: bool, suffix: bool) -> Resolution:
-    raw = name.strip()
-    if not raw or len(raw) > TITLE_MAX:
-        return Resolution(target=EntityTarget(slug=""), best=None)
-    matches = _matches(deps, tenant, raw, world_only=world_only, suffix=suffix)
-    target = _target(deps, tenant, raw, matches, world_only=world_only)
+def _resolution(
+    deps: Deps, tenant: str, raw: str, matches: list[PageMatch], *, world_only: bool, near: Near | None = None
+) -> Resolution:
+    target = _target(deps, tenant, raw, matches, world_only=world_only, near=near)
     ranked = _ranked(matches)
     if target.page is not None:
         ranked = [Candidate(target.page, _RANK[target.via], target.via)] + [
@@ -261,6 +300,81 @@ def _resolve(deps: Deps, tenant: str, name: str, *, world_only: bool, suffix: bo
     if not ranked:
         return Resolution(target=target, best=None)
     return Resolution(target=target, best=ranked[0], runners_up=ranked[1 : 1 + SUGGESTIONS_MAX])
+
+
+def _resolve(deps: Deps, tenant: str, name: str, *, world_only: bool, suffix: bool) -> Resolution:
+    raw = name.strip()
+    if not raw or len(raw) > TITLE_MAX:
+        return Resolution(target=EntityTarget(slug=""), best=None)
+    matches = _matches(deps, tenant, raw, world_only=world_only, suffix=suffix)
+    return _resolution(deps, tenant, raw, matches, world_only=world_only)
+
+
+def _names_of(raw: str) -> tuple[set[str], set[str], set[str]]:
+    """A name's alias keys, title keys and slugs, as `_matches` asks for them."""
+    return set(alias_keys(raw)), set(title_keys(raw)), {s for s in (raw, slugify(raw), ascii_slug(raw)) if s}
+
+
+def _exact_many(deps: Deps, tenant: str, raws: list[str], *, world_only: bool) -> dict[str, list[PageMatch]]:
+    """The alias, title and slug matches of many names in ONE store lookup, told apart per name."""
+    asked = {raw: _names_of(raw) for raw in raws}
+    matches = deps.pages.lookup(
+        tenant,
+        aliases=list(dict.fromkeys(k for a, _, _ in asked.values() for k in sorted(a))),
+        titles=list(dict.fromkeys(k for _, t, _ in asked.values() for k in sorted(t))),
+        slugs=list(dict.fromkeys(k for _, _, sl in asked.values() for k in sorted(sl))),
+        suffix="",
+        world_only=world_only,
+        limit=10 * len(raws),
+    )
+    # each key back to the names that asked for it (keys are shared when names are spelled alike)
+    by_key: dict[tuple[str, str], list[str]] = {}
+    for raw, ways in asked.items():
+        for via, wanted in zip(("alias", "title", "slug"), ways, strict=True):
+            for k in wanted:
+                by_key.setdefault((via, k), []).append(raw)
+    per: dict[str, dict[tuple[str, str], PageMatch]] = {raw: {} for raw in raws}
+    for m in matches:
+        if world_only and m.page.visibility != "world":
+            continue
+        keys = {m.key} if m.via == "alias" else set(title_keys(m.page.title)) if m.via == "title" else {m.page.slug}
+        for k in keys:
+            for raw in by_key.get((m.via, k), ()):
+                per[raw][(m.via, m.page.slug)] = m
+    return {raw: list(found.values()) for raw, found in per.items()}
+
+
+def resolve_names(deps: Deps, tenant: str, names: list[str], *, world_only: bool) -> dict[str, Resolution]:
+    """`resolve_entity` of many names (entity's `names`, D35) with batched reads: one lookup of
+    every name's alias, title and slug keys; then, only for the names nothing matched exactly, one
+    read of their slug-suffix candidates and bare-token pages (`PageStore.bare_candidates`). Each
+    name's best page is the one `resolve_entity` gives (the suffix rank comes after every exact
+    one); runners-up may leave out suffix matches."""
+    raws = [n for n in dict.fromkeys(n.strip() for n in names) if n and len(n) <= TITLE_MAX]
+    per = _exact_many(deps, tenant, raws, world_only=world_only) if raws else {}
+    # the names nothing matched exactly: their suffix candidates and bare-token pages, one read
+    bare = {raw: slugify(raw) for raw in raws if not per[raw] and slugify(raw)}
+    prefixes = [f"{p}{t}" for raw in bare for t in _bare_tokens(raw) for p in _ENTITY_PREFIXES]
+    found = (
+        deps.pages.bare_candidates(
+            tenant,
+            suffixes=list(dict.fromkeys(bare.values())),
+            prefixes=list(dict.fromkeys(prefixes)),
+            world_only=world_only,
+            limit=10,
+        )
+        if bare
+        else BareCandidates(suffix={}, prefix={})
+    )
+    for raw, suffix in bare.items():
+        per[raw] = [m for m in found.suffix.get(suffix, []) if not world_only or m.page.visibility == "world"]
+    store = _store_near(deps, tenant, world_only=world_only)
+
+    def near(exact: str) -> list[PageHead]:  # a name with exact but no unique match reads the store
+        return found.prefix[exact] if exact in found.prefix else store(exact)
+
+    out = {raw: _resolution(deps, tenant, raw, per[raw], world_only=world_only, near=near) for raw in raws}
+    return {n: out.get(n.strip(), Resolution(target=EntityTarget(slug=""), best=None)) for n in names}
 
 
 def resolve_entity(deps: Deps, tenant: str, name: str, *, world_only: bool) -> Resolution:

@@ -184,3 +184,27 @@ def on_surface(spec: ToolSpec, surface: Surface) -> bool:
 def tools_for(surface: Surface, caller: Caller) -> list[ToolSpec]:
     """Exactly what tools/list shows and tools/call accepts for this caller on this surface."""
     return [s for s in REGISTRY.values() if on_surface(s, surface) and caller.has_scope(s.scope)]
+
+
+def either_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    """The JSON schema of a result model that holds one of several answers (a `RootModel` of a union:
+    remember's single-or-batch, entity's name-or-names), still an object schema (MCP's
+    `outputSchema` is one): the `anyOf` of the answers, with every property any of them may hold (a
+    property the answers type apart: the `anyOf` of its types)."""
+    defs = schema.get("$defs", {})
+    properties: dict[str, Any] = {}
+    for variant in schema.get("anyOf", []):
+        target = defs[variant["$ref"].rsplit("/", 1)[-1]] if "$ref" in variant else variant
+        for name, prop in target.get("properties", {}).items():
+            seen = properties.setdefault(name, prop)
+            if not _json_types(prop) <= _json_types(seen):  # the answers type it apart (entity's `found`)
+                properties[name] = {"anyOf": [seen, prop]}
+    return {**schema, "type": "object", "properties": properties}
+
+
+def _json_types(prop: dict[str, Any]) -> set[str]:
+    """The JSON types a property schema admits ("any" when it names none, e.g. a `$ref`)."""
+    found = {prop["type"]} if isinstance(prop.get("type"), str) else set()
+    for alt in prop.get("anyOf", []):
+        found |= _json_types(alt)
+    return found or {"any"}

@@ -55,6 +55,7 @@ SLUG_GRAMMAR = (
 )
 
 _NON_ALNUM = re.compile(r"[^a-z0-9]+")
+_ALNUM_RUN = re.compile(r"[a-z0-9]+")
 _WHITESPACE = re.compile(r"\s+")
 _DOTTED_I = re.compile("i\u0307")
 
@@ -74,10 +75,14 @@ def _fold(text: str) -> str:
 def _drop_format(text: str) -> str:
     """Without its format characters (Cf: ZWJ, ZWNJ, ZWSP, soft hyphen, bidi marks): invisible,
     they join or separate nothing a reader sees, so a name never differs by them."""
+    if text.isascii():  # every format character is outside ASCII
+        return text
     return "".join(ch for ch in text if unicodedata.category(ch) != "Cf")
 
 
 def slugify_segment(text: str) -> str:
+    if text.isascii():  # the same answer without a per-character Unicode walk: ASCII letters and digits
+        return "-".join(_ALNUM_RUN.findall(text.lower()))
     out: list[str] = []
     gap = False
     for ch in _fold(_drop_format(text)):

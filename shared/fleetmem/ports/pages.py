@@ -22,6 +22,54 @@ class PageTallies:
     per_day: dict[str, int]
 
 
+#: `PageListing.referring`: the newest linking pages kept per canonical type, and per answer
+REFERRING_PER_GROUP = 10
+REFERRING_ROWS = 50
+
+
+def canonical_type(page_type: str | None) -> str:
+    """The group a linking page counts in (entity's `referenced_by`): its type, "page" without one."""
+    return page_type or "page"
+
+
+@dataclass(frozen=True)
+class Referring:
+    """`PageListing.referring`: what `backlinks` answers (`links`, newest first up to its limit, and
+    `link_count`, the NON-mention links), plus the distinct pages linking here by any link kind (the
+    slug itself left out): `count` of them, `totals` per `canonical_type` (groups ordered by their
+    newest page) and `heads`, the pages shown: newest write first (then slug, descending), at most
+    `REFERRING_PER_GROUP` per canonical type and `REFERRING_ROWS` in all."""
+
+    links: builtins.list[Backlink]
+    link_count: int
+    count: int
+    totals: dict[str, int]
+    heads: builtins.list[PageHead]
+
+    @classmethod
+    def of_heads(cls, links: builtins.list[Backlink], link_count: int, heads: Sequence[PageHead]) -> Referring:
+        """From the heads of EVERY linking page (a store that cannot group them itself)."""
+        totals: dict[str, int] = {}
+        shown: builtins.list[PageHead] = []
+        for head in sorted(heads, key=lambda h: (h.updated_at, h.slug), reverse=True):
+            group = canonical_type(head.type)
+            totals[group] = totals.get(group, 0) + 1
+            if totals[group] <= REFERRING_PER_GROUP and len(shown) < REFERRING_ROWS:
+                shown.append(head)
+        return cls(links=links, link_count=link_count, count=len(heads), totals=totals, heads=shown)
+
+
+@dataclass(frozen=True)
+class BareCandidates:
+    """`PageStore.bare_candidates`: `suffix[s]`, the matches `lookup(suffix=s, limit=limit)` gives
+    (slug order); `prefix[p]`, the page whose slug is `p` (if any) and the first two pages after
+    `p` in slug order, as `PageListing.list(after=p, limit=2)` gives them. Private pages left out
+    when `world_only`."""
+
+    suffix: dict[str, builtins.list[PageMatch]]
+    prefix: dict[str, builtins.list[PageHead]]
+
+
 #: the most name keys `PageStore.names` looks up in one call (the bound on a write's inference read)
 NAME_KEYS_MAX = 100
 
@@ -107,6 +155,10 @@ class PageStore(Protocol):
         """Batch head lookup; missing slugs skipped."""
         ...
 
+    def many(self, tenant: str, slugs: Sequence[str]) -> builtins.list[Page]:
+        """Batch `get` (entity's `names`, D35): the pages of `slugs`, in their order; missing ones skipped."""
+        ...
+
     def lookup(self, tenant: str, **opts: Unpack[PageLookupOptions]) -> builtins.list[PageMatch]:
         """Resolution candidates, one per (page, way) it matched:
         `alias`: a stored alias key (`slugs.match_key` of the alias; `normalize_alias` for pages
@@ -115,6 +167,20 @@ class PageStore(Protocol):
         `slug`: slug is one of `slugs`;
         `suffix`: slug ends with "/" + `suffix` (skipped when `suffix` is empty).
         The domain ranks them; the store need not sort. At most `limit` per way."""
+        ...
+
+    def bare_candidates(
+        self, tenant: str, *, suffixes: Sequence[str], prefixes: Sequence[str], world_only: bool, limit: int = 10
+    ) -> BareCandidates:
+        """Entity `names` (D35): for many names at once, what one name's slug-suffix lookup
+        (`lookup(suffix=...)`) and bare-token rule (`heads([prefix])` and `PageListing.list(after=prefix,
+        limit=2)`) read, in one statement (SQLite) or one concurrent round (DynamoDB). See `BareCandidates`."""
+        ...
+
+    def keyword_many(
+        self, tenant: str, texts: Sequence[str], *, world_only: bool, limit: int = 3
+    ) -> builtins.list[builtins.list[PageHead]]:
+        """`keyword` of each of `texts` (in their order), in one statement or one concurrent round."""
         ...
 
     def keyword(self, tenant: str, text: str, *, world_only: bool, limit: int = 3) -> builtins.list[PageHead]:
@@ -182,6 +248,12 @@ class PageListing(Protocol):
     ) -> tuple[builtins.list[Backlink], int]:
         """Incoming links from other pages (mentions included in the list, newest source first is
         not required), plus the count of incoming NON-mention links."""
+        ...
+
+    def referring(self, tenant: str, slug: str, *, world_only: bool, limit: int = 10) -> Referring:
+        """`backlinks` and the pages linking here, counted per canonical type, with the newest
+        of each group (entity's `referenced_by`, D35; see `Referring`); `world_only` leaves out
+        private linking pages. Cost: bounded by the rows shown, not by every linking page's head."""
         ...
 
     def tallies(self, tenant: str, *, world_only: bool, since: datetime) -> PageTallies:

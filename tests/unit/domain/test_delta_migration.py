@@ -37,6 +37,9 @@ def _downgrade_to_schema_2(path: Path) -> None:
     try:
         conn.executescript(
             """
+            DROP INDEX links_group;
+            ALTER TABLE links DROP COLUMN source_group;
+            ALTER TABLE links DROP COLUMN first_to_target;
             DROP INDEX links_recent;
             DROP INDEX links_count;
             ALTER TABLE links DROP COLUMN source_updated_at;

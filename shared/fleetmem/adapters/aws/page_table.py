@@ -5,17 +5,18 @@ stored as, their conversion, and `PageTable`, the base the role stores (`pages`,
 from __future__ import annotations
 
 import builtins
+import functools
 import json
 import re
 import unicodedata
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from datetime import datetime
 from typing import Any, Literal
 from urllib.parse import unquote
 
 from fleetmem.adapters.aws import keys
 from fleetmem.adapters.aws.change_table import ChangeTable
-from fleetmem.adapters.aws.dynamo import parse_ts, query_all, same_named, ts
+from fleetmem.adapters.aws.dynamo import call, chunks, parallel, parse_ts, query_all, same_named, ts
 from fleetmem.adapters.aws.tables import HEAD_ATTRS, PAGES
 from fleetmem.memory.entity_inference import NGRAM_MAX
 from fleetmem.memory.slugs import last_segment, match_key
@@ -250,6 +251,9 @@ def derived_rows(page: Page) -> list[dict[str, Any]]:
             "context": link.context,
             "src_visibility": page.visibility,
             "src_updated_at": ts(page.updated_at),
+            # the linking page's head, so entity's referenced_by reads no page (D35); "" for no type
+            "src_title": page.title,
+            "src_ptype": page.type or "",
         }
     by_prefix: dict[str, list[str]] = {}
     for w in words(page.title, page.slug.replace("/", " "), *page.aliases):
@@ -271,6 +275,28 @@ class PageTable(ChangeTable):
     """One role over the pages table: the shared queries and the change counter."""
 
     TABLE = PAGES
+
+    def _batch_items(self, tenant: str, slugs: Sequence[str], projection: str) -> builtins.list[dict[str, Any]]:
+        """The page rows of `slugs` (BatchGetItem, 100 keys a request, concurrently), in `slugs` order."""
+        wanted = list(dict.fromkeys(s for s in slugs if s))
+        found: dict[str, dict[str, Any]] = {}
+
+        def fetch(group: Sequence[str]) -> builtins.list[dict[str, Any]]:
+            ask: dict[str, Any] = {"Keys": [{"pk": {"S": page_pk(tenant, s)}, "sk": {"S": PAGE_SK}} for s in group]}
+            if projection:
+                ask.update(ProjectionExpression=projection, ExpressionAttributeNames=HEAD_NAMES)
+            request: dict[str, Any] = {self.table: ask}
+            items: builtins.list[dict[str, Any]] = []
+            while request:
+                out = call(self._db.batch_get_item, RequestItems=request)
+                items.extend(out.get("Responses", {}).get(self.table, []))
+                request = out.get("UnprocessedKeys") or {}
+            return items
+
+        for items in parallel([functools.partial(fetch, g) for g in chunks(wanted, 100)]):
+            for item in keys.owned_items(items, tenant, table="pages"):
+                found[item["slug"]] = item
+        return [found[s] for s in wanted if s in found]
 
     def _query_raw(self, req: dict[str, Any]) -> Iterator[dict[str, Any]]:
         return query_all(self._db, req)

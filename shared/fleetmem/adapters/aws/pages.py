@@ -31,7 +31,6 @@ from fleetmem.adapters.aws.dynamo import (
 )
 from fleetmem.adapters.aws.page_table import (
     CORE_SK,
-    HEAD_NAMES,
     HEAD_PROJECTION,
     NAME_SETS,
     NAME_SK,
@@ -58,7 +57,7 @@ from fleetmem.errors import TooLarge
 from fleetmem.memory.core import is_core
 from fleetmem.memory.slugs import last_segment, match_key
 from fleetmem.models import Page, PageHead, PageMatch
-from fleetmem.ports.pages import NAME_KEYS_MAX, PageLookup, PageLookupOptions
+from fleetmem.ports.pages import NAME_KEYS_MAX, BareCandidates, PageLookup, PageLookupOptions
 
 
 class DynamoPageStore(PageTable):
@@ -89,7 +88,8 @@ class DynamoPageStore(PageTable):
             out: builtins.list[PageMatch] = []
             for item in items:
                 if self._visible(item, world_only) and keep(item):
-                    out.append(PageMatch(page=item_to_head(item), via=via))  # type: ignore[arg-type]
+                    key = str(item.get("alias", "")) if via == "alias" else ""
+                    out.append(PageMatch(page=item_to_head(item), via=via, key=key))  # type: ignore[arg-type]
                     if len(out) >= limit:
                         break
             return out
@@ -167,28 +167,35 @@ class DynamoPageStore(PageTable):
         return builtins.list(keys.owned_items(raws, tenant, table="pages"))
 
     def heads(self, tenant: str, slugs: Sequence[str]) -> builtins.list[PageHead]:
-        wanted = list(dict.fromkeys(s for s in slugs if s))
-        found: dict[str, PageHead] = {}
+        return [item_to_head(i) for i in self._batch_items(tenant, slugs, HEAD_PROJECTION + ", pk, tenant")]
 
-        def fetch(group: Sequence[str]) -> builtins.list[dict[str, Any]]:
-            request: dict[str, Any] = {
-                self.table: {
-                    "Keys": [{"pk": {"S": page_pk(tenant, s)}, "sk": {"S": PAGE_SK}} for s in group],
-                    "ProjectionExpression": HEAD_PROJECTION + ", pk, tenant",
-                    "ExpressionAttributeNames": HEAD_NAMES,
-                }
-            }
-            items: builtins.list[dict[str, Any]] = []
-            while request:
-                out = call(self._db.batch_get_item, RequestItems=request)
-                items.extend(out.get("Responses", {}).get(self.table, []))
-                request = out.get("UnprocessedKeys") or {}
-            return items
+    def many(self, tenant: str, slugs: Sequence[str]) -> builtins.list[Page]:
+        return [item_to_page(i) for i in self._batch_items(tenant, slugs, "")]
 
-        for items in parallel([functools.partial(fetch, g) for g in chunks(wanted, 100)]):
-            for item in keys.owned_items(items, tenant, table="pages"):
-                found[item["slug"]] = item_to_head(item)
-        return [found[s] for s in wanted if s in found]
+    def bare_candidates(
+        self, tenant: str, *, suffixes: Sequence[str], prefixes: Sequence[str], world_only: bool, limit: int = 10
+    ) -> BareCandidates:
+        # one concurrent round: a suffix Query per suffix, one BatchGetItem of every prefix's own
+        # slug, and the two slugs after each prefix (a by_slug Query each)
+        def suffix_of(s: str) -> builtins.list[PageMatch]:
+            return self.lookup(tenant, aliases=[], titles=[], slugs=[], suffix=s, world_only=world_only, limit=limit)
+
+        thunks: builtins.list[Callable[[], Any]] = [functools.partial(suffix_of, s) for s in suffixes]
+        thunks.append(functools.partial(self.heads, tenant, prefixes))
+        thunks += [functools.partial(self._by_slug, tenant, world_only=world_only, limit=2, after=p) for p in prefixes]
+        got = parallel(thunks)
+        n = len(suffixes)
+        own = {h.slug: h for h in got[n] if not world_only or h.visibility == "world"}
+        after = got[n + 1 :]
+        return BareCandidates(
+            suffix=dict(zip(suffixes, got[:n], strict=True)),
+            prefix={p: [*([own[p]] if p in own else []), *nxt] for p, nxt in zip(prefixes, after, strict=True)},
+        )
+
+    def keyword_many(
+        self, tenant: str, texts: Sequence[str], *, world_only: bool, limit: int = 3
+    ) -> builtins.list[builtins.list[PageHead]]:
+        return parallel([functools.partial(self.keyword, tenant, t, world_only=world_only, limit=limit) for t in texts])
 
     def keyword(self, tenant: str, text: str, *, world_only: bool, limit: int = 3) -> builtins.list[PageHead]:
         terms = words(text)[:8]

@@ -61,7 +61,7 @@ from fleetmem.memory import indexing
 from fleetmem.memory import remember_steps as steps
 from fleetmem.memory.entity_inference import InferenceWarning
 from fleetmem.memory.receipts import ReceiptFields
-from fleetmem.memory.registry import write_tool
+from fleetmem.memory.registry import either_schema, write_tool
 from fleetmem.memory.remember_batch_result import RememberBatchResult
 from fleetmem.memory.remember_notices import already_expired_notice, new_entity_notice, probable_update_notice
 from fleetmem.memory.remember_params import RememberParams
@@ -105,14 +105,7 @@ class RememberAnswer(RootModel[RememberResult | RememberBatchResult]):
     def model_json_schema(cls, *args: Any, **kwargs: Any) -> dict[str, Any]:
         """Still an object schema (MCP's `outputSchema` is one): the `anyOf` of the two answers, with
         every property either may hold listed."""
-        schema = super().model_json_schema(*args, **kwargs)
-        defs = schema.get("$defs", {})
-        properties: dict[str, Any] = {}
-        for variant in schema.get("anyOf", []):
-            target = defs[variant["$ref"].rsplit("/", 1)[-1]] if "$ref" in variant else variant
-            for name, prop in target.get("properties", {}).items():
-                properties.setdefault(name, prop)
-        return {**schema, "type": "object", "properties": properties}
+        return either_schema(super().model_json_schema(*args, **kwargs))
 
 
 def run(deps: Deps, caller: Caller, params: RememberParams, ctx: CallContext) -> Outcome:

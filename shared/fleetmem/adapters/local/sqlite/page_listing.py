@@ -11,7 +11,13 @@ from fleetmem.adapters.local.sqlite.db import ms
 from fleetmem.adapters.local.sqlite.page_table import _HEAD_COLS, _MENTION_TYPES, SqlitePageTable, _head_of
 from fleetmem.models import Backlink, PageHead
 from fleetmem.ports import PageTallies
-from fleetmem.ports.pages import PageList, PageListOptions
+from fleetmem.ports.pages import (
+    REFERRING_PER_GROUP,
+    REFERRING_ROWS,
+    PageList,
+    PageListOptions,
+    Referring,
+)
 
 
 class SqlitePageListing(SqlitePageTable):
@@ -48,22 +54,70 @@ class SqlitePageListing(SqlitePageTable):
     def backlinks(
         self, tenant: str, slug: str, *, world_only: bool, limit: int = 10
     ) -> tuple[builtins.list[Backlink], int]:
-        # Both reads stay inside the link indexes: the newest `limit` rows of `links_recent`
-        # (source_updated_at is the source page's, kept current by `put`), and a count over the
-        # covering `links_count` entries of this target.
-        vis = " AND source_visibility = 'world'" if world_only else ""
-        where = f"WHERE tenant = ? AND target = ? AND source <> target{vis}"
+        where = _link_where(world_only)
+        return self.db.read(lambda conn: _backlinks(conn, tenant, slug, where, limit))
 
-        def run(conn: sqlite3.Connection) -> tuple[builtins.list[Backlink], int]:
-            rows = conn.execute(
-                f"SELECT source, type, context FROM links INDEXED BY links_recent {where} "
-                "ORDER BY source_updated_at DESC, source, ord LIMIT ?",
-                (tenant, slug, max(0, int(limit))),
+    def referring(self, tenant: str, slug: str, *, world_only: bool, limit: int = 10) -> Referring:
+        where = _link_where(world_only)
+
+        def run(conn: sqlite3.Connection) -> Referring:
+            # the newest link rows, as `backlinks` reads them
+            links = _newest_links(conn, tenant, slug, where, limit)
+            # one pass over this target's `links_group` entries: distinct linking pages per group, and
+            # the non-mention link count `backlinks` gives
+            groups = conn.execute(
+                f"SELECT source_group, sum(first_to_target), sum(type NOT IN (?, ?)) FROM links "
+                f"INDEXED BY links_group {where} GROUP BY source_group",
+                (*_MENTION_TYPES, tenant, slug),
             ).fetchall()
-            (count,) = conn.execute(
-                f"SELECT count(*) FROM links INDEXED BY links_count {where} AND type NOT IN (?, ?)",
-                (tenant, slug, *_MENTION_TYPES),
-            ).fetchone()
-            return [Backlink(source=r[0], type=r[1], context=r[2]) for r in rows], int(count)
+            # each group's newest pages: an index range per group, read up to the rows shown
+            term = (
+                "SELECT * FROM (SELECT DISTINCT source_updated_at, source, source_group FROM links "
+                f"INDEXED BY links_group {where} "
+                f"AND source_group = ? ORDER BY source_updated_at DESC, source DESC LIMIT {REFERRING_PER_GROUP})"
+            )
+            newest: builtins.list[tuple[int, str, str]] = []
+            for at in range(0, len(groups), 100):
+                part = groups[at : at + 100]
+                sql = " UNION ALL ".join([term] * len(part))
+                newest += conn.execute(sql, [a for g in part for a in (tenant, slug, g[0])]).fetchall()
+            newest.sort(reverse=True)
+            totals = {str(g[0]): int(g[1]) for g in groups}
+            # groups in the order of their newest page; the pages of the first REFERRING_ROWS rows
+            ordered = {str(r[2]): totals[str(r[2])] for r in newest} | totals
+            shown = [r[1] for r in newest[:REFERRING_ROWS]]
+            vis = " AND visibility = 'world'" if world_only else ""
+            sql = f"SELECT {_HEAD_COLS} FROM pages WHERE tenant = ? AND slug IN ({', '.join('?' * len(shown))}){vis}"
+            heads = {r[0]: _head_of(r) for r in conn.execute(sql, (tenant, *shown))} if shown else {}
+            rows = [heads[s] for s in shown if s in heads]
+            count = sum(int(g[2] or 0) for g in groups)
+            return Referring(links=links, link_count=count, count=sum(totals.values()), totals=ordered, heads=rows)
 
         return self.db.read(run)
+
+
+def _link_where(world_only: bool) -> str:
+    vis = " AND source_visibility = 'world'" if world_only else ""
+    return f"WHERE tenant = ? AND target = ? AND source <> target{vis}"
+
+
+def _newest_links(conn: sqlite3.Connection, tenant: str, slug: str, where: str, limit: int) -> builtins.list[Backlink]:
+    rows = conn.execute(
+        f"SELECT source, type, context FROM links INDEXED BY links_recent {where} "
+        "ORDER BY source_updated_at DESC, source, ord LIMIT ?",
+        (tenant, slug, max(0, int(limit))),
+    ).fetchall()
+    return [Backlink(source=r[0], type=r[1], context=r[2]) for r in rows]
+
+
+def _backlinks(
+    conn: sqlite3.Connection, tenant: str, slug: str, where: str, limit: int
+) -> tuple[builtins.list[Backlink], int]:
+    # Both reads stay inside the link indexes: the newest `limit` rows of `links_recent`
+    # (source_updated_at is the source page's, kept current by `put`), and a count over the
+    # covering `links_count` entries of this target.
+    (count,) = conn.execute(
+        f"SELECT count(*) FROM links INDEXED BY links_count {where} AND type NOT IN (?, ?)",
+        (tenant, slug, *_MENTION_TYPES),
+    ).fetchone()
+    return _newest_links(conn, tenant, slug, where, limit), int(count)

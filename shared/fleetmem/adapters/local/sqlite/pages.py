@@ -25,10 +25,13 @@ from fleetmem.adapters.local.sqlite.search import fts_match
 from fleetmem.errors import Conflict, TooLarge, Unavailable
 from fleetmem.memory.slugs import match_key
 from fleetmem.models import Page, PageHead, PageMatch
-from fleetmem.ports.pages import NAME_KEYS_MAX, PageLookup, PageLookupOptions
+from fleetmem.ports.pages import NAME_KEYS_MAX, BareCandidates, PageLookup, PageLookupOptions, canonical_type
 
 # ---------------------------------------------------------------------------------------------
 # pages
+
+#: SELECTs per compound statement (SQLite allows 500; each takes at most 3 parameters)
+_COMPOUND_TERMS = 200
 
 
 def _names_text(page: Page) -> str:
@@ -40,6 +43,15 @@ class SqlitePageStore(SqlitePageTable):
     def get(self, tenant: str, slug: str) -> Page | None:
         row = self.db.one(f"SELECT {_PAGE_COLS} FROM pages WHERE tenant = ? AND slug = ?", (tenant, slug))
         return None if row is None else _page_of(row)
+
+    def many(self, tenant: str, slugs: Sequence[str]) -> list[Page]:
+        wanted = list(dict.fromkeys(s for s in slugs if s))
+        found: dict[str, Page] = {}
+        for i in range(0, len(wanted), _IN_CHUNK):
+            group = wanted[i : i + _IN_CHUNK]
+            sql = f"SELECT {_PAGE_COLS} FROM pages WHERE tenant = ? AND slug IN ({_marks(len(group))})"
+            found.update((p.slug, p) for p in map(_page_of, self.db.all(sql, (tenant, *group))))
+        return [found[s] for s in wanted if s in found]
 
     def put(self, page: Page, *, expected_updated_at: datetime | Literal[""] | None = None) -> None:
         try:
@@ -99,11 +111,15 @@ class SqlitePageStore(SqlitePageTable):
                 "INSERT OR IGNORE INTO aliases (tenant, alias, slug) VALUES (?, ?, ?)",
                 [(t, a, s) for a in {match_key(a) for a in page.aliases} if a],
             )
-            updated, vis = ms(page.updated_at), page.visibility
+            updated, vis, group = ms(page.updated_at), page.visibility, canonical_type(page.type)
+            firsts = {ln.target: i for i, ln in reversed(list(enumerate(page.links)))}
             conn.executemany(
                 "INSERT INTO links (tenant, source, ord, target, type, context, source_updated_at, "
-                "source_visibility) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                [(t, s, i, ln.target, ln.type, ln.context, updated, vis) for i, ln in enumerate(page.links)],
+                "source_visibility, source_group, first_to_target) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [
+                    (t, s, i, ln.target, ln.type, ln.context, updated, vis, group, int(firsts[ln.target] == i))
+                    for i, ln in enumerate(page.links)
+                ],
             )
             conn.executemany(
                 "INSERT INTO timeline (tenant, slug, ord, date, text) VALUES (?, ?, ?, ?, ?)",
@@ -172,7 +188,7 @@ class SqlitePageStore(SqlitePageTable):
             # DISTINCT: a page holding an alias under both key forms is one candidate
             (
                 "alias",
-                f"SELECT DISTINCT {head} FROM aliases a CROSS JOIN pages p ON p.tenant = a.tenant "
+                f"SELECT DISTINCT {head}, a.alias FROM aliases a CROSS JOIN pages p ON p.tenant = a.tenant "
                 "AND p.slug = a.slug WHERE a.tenant = ? AND a.alias",
                 [a for a in dict.fromkeys(q.aliases) if a][:_IN_CHUNK],
             ),
@@ -193,7 +209,10 @@ class SqlitePageStore(SqlitePageTable):
             for via, select, wanted in ways:
                 if wanted:
                     sql = f"{select} IN ({_marks(len(wanted))}){vis} ORDER BY p.slug LIMIT ?"
-                    out += [PageMatch(page=_head_of(r), via=via) for r in conn.execute(sql, (tenant, *wanted, lim))]
+                    out += [
+                        PageMatch(page=_head_of(r[:6]), via=via, key=r[6] if via == "alias" else "")
+                        for r in conn.execute(sql, (tenant, *wanted, lim))
+                    ]
             if suffix:
                 # index seek on (tenant, leaf); a multi-segment suffix is checked on the few rows found
                 tail = "/" + suffix
@@ -232,6 +251,89 @@ class SqlitePageStore(SqlitePageTable):
                 raise
             return []  # a query the FTS engine rejects yields no near-misses, never an error
         return [_head_of(r) for r in rows]
+
+    def bare_candidates(
+        self, tenant: str, *, suffixes: Sequence[str], prefixes: Sequence[str], world_only: bool, limit: int = 10
+    ) -> BareCandidates:
+        vis = " AND p.visibility = 'world'" if world_only else ""
+        head = "p.slug, p.title, p.type, p.visibility, p.updated_at, p.last_retrieved_at"
+        lim = max(0, int(limit))
+        # one compound statement: per suffix an index seek on (tenant, leaf) (a multi-segment suffix
+        # is checked below on the rows found, so it takes them all), per prefix its own slug and the
+        # next two slugs, tagged with what asked for them
+        terms: list[tuple[str, tuple[Any, ...]]] = []
+        for i, suffix in enumerate(suffixes):
+            cap = f" LIMIT {lim}" if "/" not in suffix else ""
+            terms.append(
+                (
+                    f"SELECT * FROM (SELECT 's', {i}, {head} FROM pages p WHERE p.tenant = ? AND p.leaf = ?{vis} "
+                    f"ORDER BY p.slug{cap})",
+                    (tenant, suffix.rsplit("/", 1)[-1]),
+                )
+            )
+        for i, prefix in enumerate(prefixes):
+            terms.append(
+                (f"SELECT 'x', {i}, {head} FROM pages p WHERE p.tenant = ? AND p.slug = ?{vis}", (tenant, prefix))
+            )
+            terms.append(
+                (
+                    f"SELECT * FROM (SELECT 'n', {i}, {head} FROM pages p WHERE p.tenant = ? AND p.slug > ?{vis} "
+                    "ORDER BY p.slug LIMIT 2)",
+                    (tenant, prefix),
+                )
+            )
+        by_suffix: dict[str, list[PageMatch]] = {s: [] for s in suffixes}
+        by_prefix: dict[str, list[PageHead]] = {p: [] for p in prefixes}
+
+        def run(conn: sqlite3.Connection) -> None:
+            for at in range(0, len(terms), _COMPOUND_TERMS):
+                group = terms[at : at + _COMPOUND_TERMS]
+                sql = " UNION ALL ".join(t for t, _ in group)
+                for r in conn.execute(sql, [a for _, args in group for a in args]):
+                    if r[0] == "s":
+                        suffix = suffixes[r[1]]
+                        found = by_suffix[suffix]
+                        if len(found) < lim and r[2].endswith("/" + suffix):
+                            found.append(PageMatch(page=_head_of(r[2:]), via="suffix"))
+                    else:
+                        by_prefix[prefixes[r[1]]].append(_head_of(r[2:]))
+
+        if terms:
+            self.db.read(run)
+        for found in by_suffix.values():
+            found.sort(key=lambda m: m.page.slug)
+        return BareCandidates(suffix=by_suffix, prefix=by_prefix)
+
+    def keyword_many(
+        self, tenant: str, texts: Sequence[str], *, world_only: bool, limit: int = 3
+    ) -> list[list[PageHead]]:
+        matches = [fts_match(t, tenant) for t in texts]
+        asked = [(i, m) for i, m in enumerate(matches) if m is not None]
+        out: list[list[PageHead]] = [[] for _ in texts]
+        if not asked:
+            return out
+        vis = " AND p.visibility = 'world'" if world_only else ""
+        term = (
+            "SELECT * FROM (SELECT {i}, p.slug, p.title, p.type, p.visibility, p.updated_at, p.last_retrieved_at "
+            "FROM page_names_fts f JOIN pages p ON p.rowid = f.rowid "
+            f"WHERE page_names_fts MATCH ? AND p.tenant = ?{vis} ORDER BY f.rank, p.slug LIMIT ?)"
+        )
+        n = max(0, int(limit))
+        for at in range(0, len(asked), _COMPOUND_TERMS):
+            group = asked[at : at + _COMPOUND_TERMS]
+            sql = " UNION ALL ".join(term.format(i=i) for i, _ in group)
+            try:
+                rows = self.db.all(sql, [a for _, m in group for a in (m, tenant, n)])
+            except Unavailable as exc:
+                if exc.reason == "busy":
+                    raise
+                # a query the FTS engine rejects: each text alone, so only that one yields nothing
+                for i, _ in group:
+                    out[i] = self.keyword(tenant, texts[i], world_only=world_only, limit=limit)
+                continue
+            for r in rows:
+                out[r[0]].append(_head_of(r[1:]))
+        return out
 
     def core(self, tenant: str, *, world_only: bool, limit: int) -> builtins.list[Page]:
         # the WHERE term is the partial index's own, so the read is one seek on `pages_core`

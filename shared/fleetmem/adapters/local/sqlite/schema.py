@@ -8,7 +8,7 @@ import sqlite3
 from fleetmem.errors import Unavailable
 from fleetmem.protocol import IDEMPOTENCY_LEASE_SECONDS
 
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 # 2: D14 change sequences (pages/facts change_seq, cursors page_seq/fact_seq)
 # 3: links carry their source page's updated_at and visibility (backlinks read only what they return)
 # 4: idempotency claims carry a lease (lease_until) and a claim id
@@ -17,6 +17,8 @@ SCHEMA_VERSION = 9
 # 7: facts carry their content_origin (D24)
 # 8: D22 write receipts: idempotency keyed by (tenant, client_id, request id), with the receipt columns
 # 9: D32 core pages: the partial index of pages marked `core: true` (the schema script adds it)
+# 10: links carry their source page's group (its type, "page" without one) and whether the row is the
+#    page's first link to its target (entity's referenced_by counts pages from the index, D35)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -83,10 +85,17 @@ CREATE INDEX IF NOT EXISTS aliases_slug ON aliases (tenant, slug);
 CREATE TABLE IF NOT EXISTS links (
   tenant TEXT NOT NULL, source TEXT NOT NULL, ord INTEGER NOT NULL, target TEXT NOT NULL,
   type TEXT NOT NULL, context TEXT, source_updated_at INTEGER NOT NULL DEFAULT 0,
-  source_visibility TEXT NOT NULL DEFAULT 'private', PRIMARY KEY (tenant, source, ord)
+  source_visibility TEXT NOT NULL DEFAULT 'private', source_group TEXT NOT NULL DEFAULT 'page',
+  first_to_target INTEGER NOT NULL DEFAULT 1, PRIMARY KEY (tenant, source, ord)
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS links_recent ON links (tenant, target, source_updated_at DESC, source, ord);
 CREATE INDEX IF NOT EXISTS links_count ON links (tenant, target, source_visibility, type);
+-- entity's referenced_by (D35): the linking pages counted per group and each group's newest, from
+-- the index alone (source_group: the source page's type, "page" without one, kept current by `put`;
+-- first_to_target: 1 on a page's first link row to this target, so a sum counts pages, not links)
+CREATE INDEX IF NOT EXISTS links_group ON links (
+  tenant, target, source_group, source_updated_at DESC, source DESC, source_visibility, type, first_to_target
+);
 
 CREATE TABLE IF NOT EXISTS timeline (
   tenant TEXT NOT NULL, slug TEXT NOT NULL, ord INTEGER NOT NULL, date TEXT NOT NULL,
@@ -206,6 +215,8 @@ def create_schema(conn: sqlite3.Connection) -> None:
         _migrate_6_to_7(conn)
     if 1 <= version <= 7:
         _migrate_7_to_8(conn)
+    if 1 <= version <= 9:
+        _migrate_9_to_10(conn)
     for stmt in _split_script(_SCHEMA):
         conn.execute(stmt)
     if version == 0:
@@ -237,6 +248,27 @@ def _migrate_1_to_2(conn: sqlite3.Connection) -> None:
             "INSERT INTO change_seq (tenant, kind, seq) VALUES (?, ?, ?)",
             [(tenant, kind, n) for tenant, n in counters.items()],
         )
+
+
+def _migrate_9_to_10(conn: sqlite3.Connection) -> None:
+    """Schema 9 -> 10, inside the schema transaction: copy each source page's group (its type,
+    "page" without one) onto its link rows and mark each page's first link row to a target (the
+    schema script that runs next indexes them)."""
+    have = {row[1] for row in conn.execute("PRAGMA table_info(links)")}
+    for column, kind in (
+        ("source_group", "TEXT NOT NULL DEFAULT 'page'"),
+        ("first_to_target", "INTEGER NOT NULL DEFAULT 1"),
+    ):
+        if column not in have:
+            conn.execute(f"ALTER TABLE links ADD COLUMN {column} {kind}")
+    conn.execute(
+        "UPDATE links SET source_group = coalesce(nullif(p.type, ''), 'page') "
+        "FROM pages p WHERE p.tenant = links.tenant AND p.slug = links.source"
+    )
+    conn.execute(
+        "UPDATE links SET first_to_target = 0 WHERE EXISTS (SELECT 1 FROM links e WHERE e.tenant = links.tenant "
+        "AND e.source = links.source AND e.target = links.target AND e.ord < links.ord)"
+    )
 
 
 def _migrate_2_to_3(conn: sqlite3.Connection) -> None:
