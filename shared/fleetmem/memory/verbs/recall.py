@@ -64,6 +64,7 @@ from fleetmem.memory.redaction import redact, shown_facts
 from fleetmem.memory.registry import read_tool
 from fleetmem.models import BudgetFields, Caller, Fact, FactItem, RecallFact, Wire
 from fleetmem.ports import CallContext, Deps
+from fleetmem.ports.facts import FactReadOptions
 from fleetmem.protocol import (
     CREATE_SAFETY_FOR,
     DEFAULT_RECALL_LIMIT,
@@ -300,45 +301,21 @@ def _facts_arm(
     embedded: search_arm.Embedded | None,
 ) -> tuple[list[Fact], str | None]:
     now = deps.clock.now()
-    active_only = not params.include_expired
+    # the one read of each lookup below: event time after `since`, visibility, the per-arm limit
+    read: FactReadOptions = {
+        "now": now,
+        "after": since,
+        "active_only": not params.include_expired,
+        "world_only": world,
+        "limit": limit,
+        "with_origin": True,
+    }
     if params.entity and params.entity.strip():
         slug = filter_slug(deps, TOOL, caller.tenant, params.entity, world_only=world)
-        facts = (
-            deps.fact_listing.by_entity(
-                caller.tenant,
-                slug,
-                now=now,
-                after=since,
-                active_only=active_only,
-                world_only=world,
-                limit=limit,
-                with_origin=True,
-            )
-            if slug
-            else []
-        )
+        facts = deps.fact_listing.by_entity(caller.tenant, slug, **read) if slug else []
     elif params.session_id:
-        facts = deps.fact_listing.by_session(
-            caller.tenant,
-            params.session_id[:SESSION_ID_MAX],
-            now=now,
-            after=since,
-            active_only=active_only,
-            world_only=world,
-            limit=limit,
-            with_origin=True,
-        )
-    elif since is not None:
-        facts = deps.fact_listing.recent(
-            caller.tenant,
-            now=now,
-            after=since,
-            active_only=active_only,
-            world_only=world,
-            limit=limit,
-            with_origin=True,
-        )
-    elif query and embedded is not None:
+        facts = deps.fact_listing.by_session(caller.tenant, params.session_id[:SESSION_ID_MAX], **read)
+    elif since is None and query and embedded is not None:
         return _ranked_facts(
             deps,
             caller,
@@ -348,10 +325,8 @@ def _facts_arm(
             include_expired=params.include_expired,
             embedded=embedded,
         )
-    else:
-        facts = deps.fact_listing.recent(
-            caller.tenant, now=now, active_only=active_only, world_only=world, limit=limit, with_origin=True
-        )
+    else:  # the newest facts, after `since` when given
+        facts = deps.fact_listing.recent(caller.tenant, **read)
     # The store filters too; this keeps read-time expiry (D8) and privacy exact whatever it does.
     facts = [
         f for f in facts if (not world or f.visibility == "world") and (params.include_expired or f.is_active(now))
