@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from fleetmem.adapters.aws.tables import create_tables
+from fleetmem.conformance import other_surface_cases
 from fleetmem.conformance import run as run_conformance
 from tests.aws import engines
 from tests.cli.conftest import fleetmem_command
@@ -106,8 +107,5 @@ def test_the_conformance_suite_passes_on_dynamodb_local_and_opensearch(aws_serve
     assert failed == []
     skipped = {c["id"] for c in report["cases"] if c["status"] == "skipped"}
     # only the cases that check the verbs surface may skip on this full-surface server
-    assert skipped <= {
-        "surface.verbs_lists_exactly_seven_and_hides_the_rest",
-        "ref060r.notices.recall_with_an_empty_result_parses_as_one_document",
-    }
+    assert skipped <= other_surface_cases("full")
     assert report["passed"] > 0

@@ -18,18 +18,12 @@ from pathlib import Path
 
 import pytest
 
+from fleetmem.conformance import other_surface_cases
 from fleetmem.conformance import run as run_conformance
 from tests.cli.conftest import fleetmem_command
 
 #: Cases that can only skip on a given surface (they check the other one).
-SURFACE_ONLY = {
-    "full": {
-        "surface.verbs_lists_exactly_seven_and_hides_the_rest",
-        # D28: the full surface's seeded pages answer any query, so "nothing found" is a verbs case
-        "ref060r.notices.recall_with_an_empty_result_parses_as_one_document",
-    },
-    "verbs": {"surface.full_lists_page_tools"},
-}
+SURFACE_ONLY = {s: other_surface_cases(s) for s in ("full", "verbs")}
 
 
 @dataclass

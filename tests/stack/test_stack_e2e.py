@@ -20,6 +20,7 @@ import boto3
 import httpx
 import pytest
 
+from fleetmem.conformance import other_surface_cases
 from fleetmem.conformance import run as run_conformance
 from fleetmem.protocol import VERB_NAMES
 from tests.aws import engines
@@ -35,10 +36,8 @@ pytestmark = [
     pytest.mark.xdist_group("stack"),
 ]
 
-SKIP_ON_FULL = {
-    "surface.verbs_lists_exactly_seven_and_hides_the_rest",
-    "ref060r.notices.recall_with_an_empty_result_parses_as_one_document",  # a verbs-surface case (D28)
-}
+#: the cases that check the verbs surface: on this full-surface stack they can only skip
+SKIP_ON_FULL = other_surface_cases("full")
 
 
 def test_the_conformance_cases_pass_in_both_eras_through_every_function_process(stack):

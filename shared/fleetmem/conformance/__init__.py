@@ -10,6 +10,6 @@ remembers/forgets facts whose provenance names the marker. They are left in plac
 for easy cleanup; the runner says so before it starts.
 """
 
-from fleetmem.conformance.runner import load_cases, run
+from fleetmem.conformance.runner import load_cases, other_surface_cases, run
 
-__all__ = ["load_cases", "run"]
+__all__ = ["load_cases", "other_surface_cases", "run"]

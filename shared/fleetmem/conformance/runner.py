@@ -81,6 +81,12 @@ def load_cases() -> dict[str, Any]:
     return doc
 
 
+def other_surface_cases(surface: str) -> set[str]:
+    """The ids of the cases that check the other surface: on a target serving `surface` they can
+    only skip (the runner says why)."""
+    return {c["id"] for c in load_cases()["cases"] if c.get("surface") not in (None, surface)}
+
+
 def select_sections(cases: dict[str, Any], sections: tuple[str, ...]) -> dict[str, Any]:
     """Only the cases of the sections whose names start with one of `sections` (all when empty);
     a name that matches no section is an error naming the sections there are."""
