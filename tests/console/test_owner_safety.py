@@ -325,14 +325,19 @@ def test_search_keeps_to_the_filters_and_shows_no_unfiltered_table(page: Any, se
     assert page.locator("table.facts").count() == 0
 
 
-def test_times_read_as_dates_with_the_iso_value_kept(page: Any, serve_console: Console) -> None:
+def test_a_recent_time_reads_relatively_with_the_exact_time_on_hover(page: Any, serve_console: Console) -> None:
     target = fresh(serve_console, "Owner safety: a fact with a creation time")
     created = v1(serve_console, serve_console.read, "list_facts", fact_id=target)["facts"][0]["created_at"]
     sign_in(page, serve_console, serve_console.read)
     page.goto(f"{serve_console.base}/console/facts/{target}")
     shown = page.locator(f"dl.props time[datetime='{created}']")
-    assert shown.count() == 1 and shown.get_attribute("title") == created
-    assert re.fullmatch(r"\d{1,2} [A-Z][a-z]{2} \d{4}, \d{2}:\d{2} UTC", shown.inner_text())
+    assert shown.count() == 1
+    # written moments ago: told relatively, the exact time (to the second, in UTC) on hover
+    assert re.fullmatch(r"just now|\d+ min ago", shown.inner_text())
+    exact = shown.get_attribute("title") or ""
+    assert re.fullmatch(r"\d{1,2} [A-Z][a-z]{2} \d{4}, \d{2}:\d{2}:\d{2} UTC", exact)
+    assert exact.endswith(f"{created[11:19]} UTC")
+    assert shown.evaluate("e => getComputedStyle(e).whiteSpace") == "nowrap"
 
 
 def test_no_near_misses_are_promised_when_there_are_none(page: Any, serve_console: Console) -> None:

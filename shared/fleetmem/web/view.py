@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol
 
 from markupsafe import Markup, escape
@@ -74,18 +75,39 @@ def screen(path: str, *, methods: Sequence[str] = ("GET",), scope: str = "read",
     return register
 
 
-def when(value: Any) -> Markup | str:
-    """A wire time as people read it (`6 Dec 2026, 09:30 UTC`) in a `<time>` whose `datetime` and
-    `title` keep the exact ISO value; anything that is not a time is shown as it is."""
+#: how far from now a time is told relatively ("3 h ago", "in 2 d"); further, by its date
+RELATIVE_WITHIN = timedelta(days=7)
+
+
+def _relative(moment: datetime, now: datetime) -> str:
+    gap = now - moment
+    seconds = abs(gap.total_seconds())
+    if seconds < 60:
+        return "in under a minute" if gap < timedelta(0) else "just now"
+    unit, size = next((u, s) for u, s in (("d", 86400), ("h", 3600), ("min", 60)) if seconds >= s)
+    amount = int(seconds // size)
+    return f"in {amount} {unit}" if gap < timedelta(0) else f"{amount} {unit} ago"
+
+
+def when(value: Any, now: datetime | None = None) -> Markup | str:
+    """A wire time as people read it: within a week of now, relatively ("just now", "5 min ago",
+    "3 h ago", "in 2 d"), else its date ("6 Dec 2026"); the exact time (`6 Dec 2026, 09:30:12 UTC`)
+    on hover (`title`) and the ISO value in `datetime`. A date alone stays a date; anything that is
+    not a time is shown as it is."""
     if not value:
         return ""
     text = str(value)
     try:
-        moment = parse_iso(text)
+        moment = parse_iso(text).astimezone(UTC)
     except ValueError:
         return text
-    shown = f"{moment.day} {moment:%b %Y}" if len(text) == 10 else f"{moment.day} {moment:%b %Y, %H:%M} UTC"
-    return Markup('<time datetime="{0}" title="{0}">{1}</time>').format(escape(text), shown)
+    date = f"{moment.day} {moment:%b %Y}"
+    if len(text) == 10:
+        return Markup('<time datetime="{0}" title="{1}">{1}</time>').format(escape(text), date)
+    exact = f"{date}, {moment:%H:%M:%S} UTC"
+    now = now or datetime.now(UTC)
+    shown = _relative(moment, now) if abs(now - moment) < RELATIVE_WITHIN else date
+    return Markup('<time datetime="{0}" title="{1}">{2}</time>').format(escape(text), exact, shown)
 
 
 @dataclass
