@@ -18,7 +18,8 @@ def add_commands(sub: Any, common: Parser) -> None:
         add_help=False,
         help="latency/throughput benchmark; `bench quality`: search quality; `bench search`: embedding and "
         "hybrid recall speed, vector memory; `bench updates`: update notices on the labelled fact pairs "
-        "`bench batch`: one remember of 20 items vs 20 single remembers (`fleetmem bench --help`)",
+        "`bench batch`: one remember of 20 items vs 20 single remembers; `bench floor`: the per-call floor of a "
+        "no-op call against GET /health (`fleetmem bench --help`)",
     )
     p.add_argument("rest", nargs=argparse.REMAINDER, help="[latency|quality] and the benchmark's options")
     p.set_defaults(handler=cmd_bench)
@@ -28,9 +29,14 @@ def cmd_bench(args: argparse.Namespace, out: Output) -> int:
     rest = list(args.rest)
     what = (
         rest.pop(0)
-        if rest and rest[0] in ("latency", "quality", "search", "console", "updates", "batch")
+        if rest and rest[0] in ("latency", "quality", "search", "console", "updates", "batch", "floor")
         else "latency"
     )
+    if what == "floor":
+        from fleetmem.bench.floor import main as floor_main
+
+        out.text(floor_main(rest))
+        return EXIT_OK
     if what == "batch":
         from fleetmem.bench.batch import main as batch_main
 
