@@ -53,6 +53,7 @@ from fleetmem.transport.callers import (
     gateway_caller,
 )
 from fleetmem.transport.dispatch import internal_answer, visible_tools
+from fleetmem.transport.fast_call import FastToolCalls
 from fleetmem.transport.guard import LOOPBACK_HOSTS, LOOPBACK_SECURITY, EdgeGuard
 from fleetmem.transport.http_api import render_json
 from fleetmem.transport.instructions import server_instructions
@@ -231,6 +232,7 @@ def build_mcp_app(
     token_inputs: Sequence[Mapping[str, str]] = (),
     call_threads: int | None = None,
     extra_routes: Sequence[BaseRoute] = (),
+    fast_calls: bool = True,
 ) -> Starlette:
     """A Starlette app serving POST /mcp (both eras), /health and the protected-resource document.
 
@@ -245,7 +247,11 @@ def build_mcp_app(
     `call_threads` bounds the worker threads that authenticate and run calls at once (None:
     anyio's default of 40). On a GIL-bound server more threads than cores mostly contend: with 32
     clients on two cores, 8 threads served a mixed load faster than 40 (README, "Fleet
-    throughput"); calls beyond the bound wait their turn, none is refused."""
+    throughput"); calls beyond the bound wait their turn, none is refused.
+
+    `fast_calls` (default on): a handshake-era `tools/call` is answered by `fast_call.FastToolCalls`,
+    the same bytes as the SDK's answer without its per-request transport (off: the SDK answers
+    every request, as tests that compare the two do)."""
     v1_invoker: Invoker | None = None
     if invoker is None:
         if deps_factory is None:
@@ -274,6 +280,11 @@ def build_mcp_app(
         custom_starlette_routes=[*routes.routes(), *extra_routes],  # type: ignore[list-item]
     )
     app.add_middleware(
-        EdgeGuard, calls=calls, caller_from_request=caller_from_request, public_url=public_url, security=security
+        EdgeGuard,
+        calls=calls,
+        caller_from_request=caller_from_request,
+        public_url=public_url,
+        security=security,
+        fast_calls=FastToolCalls(server) if fast_calls else None,
     )
     return app
