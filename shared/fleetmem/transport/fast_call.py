@@ -113,10 +113,10 @@ class FastToolCalls:
 
 
 def _passes_tools_call(middleware: Any) -> bool:
-    """The server middleware a `tools/call` may skip: ours that only touch other methods, and the
-    SDK's OpenTelemetry span (a no-op without a tracer provider, which fleetmem never configures)."""
-    from fleetmem.transport.mcp_app import INSTRUCTION_METHODS, CallerInstructions
-
-    if isinstance(middleware, CallerInstructions):
-        return METHOD not in INSTRUCTION_METHODS
+    """The server middleware a `tools/call` may skip: one that declares the methods it acts on
+    (`acts_on`, as `mcp_app.CallerInstructions` does) without `tools/call`, and the SDK's
+    OpenTelemetry span (a no-op without a tracer provider, which fleetmem never configures)."""
+    acts_on = getattr(middleware, "acts_on", None)
+    if isinstance(acts_on, frozenset):
+        return METHOD not in acts_on
     return type(middleware).__name__ == "OpenTelemetryMiddleware"

@@ -170,6 +170,9 @@ class CallerInstructions:
     the instructions written for this request's caller and surface into the `initialize` and
     `server/discover` answers (D29); every other request passes through untouched."""
 
+    #: the only methods whose answers it changes (`fast_call` skips it for any other)
+    acts_on = INSTRUCTION_METHODS
+
     def __init__(self, surface: Surface, caller_of: CallerFromContext, operator: str | None) -> None:
         self.surface = surface
         self.caller_of = caller_of
@@ -177,7 +180,7 @@ class CallerInstructions:
 
     async def __call__(self, ctx: Any, call_next: Any) -> Any:
         result = await call_next(ctx)
-        if ctx.method in INSTRUCTION_METHODS and isinstance(result, dict):
+        if ctx.method in self.acts_on and isinstance(result, dict):
             result = {**result, "instructions": server_instructions(self.surface, self.caller_of(ctx), self.operator)}
         return result
 
