@@ -69,6 +69,8 @@ class FastToolCalls:
     async def answer(self, raw: bytes, request: Request) -> Response | None:
         if not all(_passes_tools_call(m) for m in self.server.middleware):
             return None  # a middleware that may act on tools/call: only the SDK runs it
+        if b'"tools/call"' not in raw:
+            return None  # not a plain tools/call (an escaped spelling still reaches the SDK): no second parse
         content_type = request.headers.get("content-type", "")
         if CONTENT_TYPE_JSON not in (part.strip() for part in content_type.split(";")[0].split(",")):
             return None  # the SDK transport's own, case-sensitive Content-Type rule answers 415
