@@ -185,7 +185,8 @@ def revocation_text(bound_s: int) -> str:
 
 class ApiTokenAuth:
     """The `Auth` port for `fm_…` API tokens over any `ClientStore` (the SQLite store locally, the
-    DynamoDB clients table on AWS). No cache: a revoke takes effect on the next request."""
+    DynamoDB clients table on AWS). No verdict is cached: a revoke takes effect on the next request
+    (the SQLite store's lookup map is emptied by any commit, `adapters.local.sqlite.clients`)."""
 
     def __init__(self, store: ClientStore, clock: Clock) -> None:
         self.store = store

@@ -8,6 +8,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from pathlib import Path
 
+import pytest
+
 from fleetmem.bench.corpus import FACTS_PER_PAGE, FACTS_PER_TARGET, TARGETS, seed_corpus, slug_for
 from fleetmem.ports import Deps
 from tests.cli.conftest import Fleetmem
@@ -147,3 +149,24 @@ def test_entity_names_bench_measures_both_arms_in_process_and_over_http(fm: Flee
         # the ratio is of the unrounded p50s: it agrees with the printed ones within their rounding
         assert singles > 0 and batch > 0
         assert abs(ratio - batch / singles) <= ratio * (0.05 / singles + 0.05 / batch) + 0.005
+
+
+def test_a_tiny_floor_run_reports_every_call_with_ratios_to_health(fm: Fleetmem) -> None:
+    """`bench floor` against a real `fleetmem serve` on 127.0.0.1: one row per call, each answered
+    as expected (no errors), every ratio taken against /health of the same run. The shape only; the
+    timings are printed, never compared."""
+    run = fm("bench", "floor", "--calls", "8", "--rounds", "2", "--warmup", "2", "--json", data_dir=False)
+    assert run.code == 0, run.stderr
+    doc = run.json()
+    rows = {row["call"]: row for row in doc["rows"]}
+    assert list(rows) == ["GET /health", "tools/call whoami", "POST /v1/whoami", "tools/call get_page (miss)"]
+    for row in rows.values():
+        assert row["calls"] == 8 and row["errors"] == 0, row
+        assert row["p50_ms"] > 0 and row["p99_ms"] >= row["p50_ms"]
+        health = rows["GET /health"]
+        assert row["p50_ratio"] == pytest.approx(row["p50_ms"] / health["p50_ms"], rel=0.05, abs=0.01)
+        assert row["p99_ratio"] == pytest.approx(row["p99_ms"] / health["p99_ms"], rel=0.05, abs=0.01)
+    assert rows["GET /health"]["p50_ratio"] == 1.0 and rows["GET /health"]["p99_ratio"] == 1.0
+    table = fm("bench", "floor", "--calls", "2", "--rounds", "1", "--warmup", "0", data_dir=False)
+    assert table.code == 0, table.stderr
+    assert "| tools/call whoami | 2 |" in table.stdout and "| p50 / health |" in table.stdout

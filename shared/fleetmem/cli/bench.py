@@ -19,7 +19,8 @@ def add_commands(sub: Any, common: Parser) -> None:
         help="latency/throughput benchmark; `bench quality`: search quality; `bench search`: embedding and "
         "hybrid recall speed, vector memory; `bench updates`: update notices on the labelled fact pairs "
         "`bench batch`: one remember of 20 items vs 20 single remembers; `bench entity-names`: one entity of "
-        "50 names vs 5 single entity calls (`fleetmem bench --help`)",
+        "50 names vs 5 single entity calls; `bench floor`: the per-call floor of a no-op call against GET /health "
+        "(`fleetmem bench --help`)",
     )
     p.add_argument("rest", nargs=argparse.REMAINDER, help="[latency|quality] and the benchmark's options")
     p.set_defaults(handler=cmd_bench)
@@ -29,9 +30,14 @@ def cmd_bench(args: argparse.Namespace, out: Output) -> int:
     rest = list(args.rest)
     what = (
         rest.pop(0)
-        if rest and rest[0] in ("latency", "quality", "search", "console", "updates", "batch", "entity-names")
+        if rest and rest[0] in ("latency", "quality", "search", "console", "updates", "batch", "entity-names", "floor")
         else "latency"
     )
+    if what == "floor":
+        from fleetmem.bench.floor import main as floor_main
+
+        out.text(floor_main(rest))
+        return EXIT_OK
     if what == "batch":
         from fleetmem.bench.batch import main as batch_main
 

@@ -47,9 +47,10 @@ def bearer_token(request: Request) -> str | None:
 
 
 def bearer_caller(auth_factory: Callable[[], Auth]) -> CallerFromRequest:
-    """Local server: the token is verified through the `Auth` port on every request (the token
-    store has no cache), so tokens created or revoked by the CLI while the server runs take effect
-    at once."""
+    """Local server: the token is verified through the `Auth` port on every request (the SQLite
+    client store keeps lookups only while nothing was committed to its file), so tokens created or
+    revoked by the CLI while the server runs take effect at once. Cheap enough for the event loop:
+    the guard calls it there, with no worker-thread hop."""
 
     def caller(request: Request) -> Caller | None:
         token = bearer_token(request)

@@ -7,7 +7,9 @@
   not `application/json` -> 400 (on `POST /v1/<tool>` too); a body over `MAX_REQUEST_BYTES` -> 413.
 - no / unknown / revoked token -> 401, `WWW-Authenticate: Bearer resource_metadata="…"` and an
   `unauthorized` envelope whose fix names `token_command`; else the caller goes in the scope.
-- then `jsonrpc_refusal` on the body of `POST /mcp`.
+- then `jsonrpc_refusal` on the body of `POST /mcp`; a handshake-era `tools/call` is then answered
+  by `fast_call.FastToolCalls` (the SDK's answer without its per-request transport), anything
+  else by the SDK.
 - any non-2xx answer from below that is not JSON (Starlette's 404/405, the SDK's texts) becomes
   the envelope."""
 
@@ -16,7 +18,6 @@ from __future__ import annotations
 import logging
 from collections import deque
 
-import anyio
 from mcp.server.streamable_http import check_accept_headers
 from mcp.server.transport_security import TransportSecurityMiddleware, TransportSecuritySettings
 from starlette.datastructures import Headers
@@ -29,6 +30,7 @@ from fleetmem.contract.envelope import http_envelope
 from fleetmem.contract.routes import CONSOLE_PATH, MCP_PATH, V1_PREFIX
 from fleetmem.contract.status import CORRELATION_HEADER
 from fleetmem.transport.callers import CALLER_SCOPE_KEY, CallerFromRequest, public_base_url, resource_metadata_url
+from fleetmem.transport.fast_call import FastToolCalls
 from fleetmem.transport.http_api import is_json_content_type
 from fleetmem.transport.invoker import EdgeCalls
 from fleetmem.transport.jsonrpc import jsonrpc_refusal
@@ -95,8 +97,10 @@ class EdgeGuard:
         caller_from_request: CallerFromRequest,
         public_url: str | None,
         security: TransportSecuritySettings | None = None,
+        fast_calls: FastToolCalls | None = None,
     ) -> None:
         self.app = app
+        self.fast_calls = fast_calls
         protect = security is not None and security.enable_dns_rebinding_protection
         self.security = TransportSecurityMiddleware(security) if protect else None
         self.calls = calls
@@ -163,6 +167,11 @@ class EdgeGuard:
         if refused is not None:
             await refused(scope, replay, send)
             return
+        if self.fast_calls is not None:
+            answer = await self.fast_calls.answer(raw, request)
+            if answer is not None:  # a 200 JSON-RPC answer: what `_enveloped` lets through untouched
+                await answer(scope, replay, send)
+                return
         await self.app(scope, replay, _enveloped(scope, replay, send))
 
     async def _v1(self, scope: Scope, receive: Receive, send: Send, request: Request) -> None:
@@ -182,7 +191,10 @@ class EdgeGuard:
         """Puts the caller in the scope and returns True, or answers 401 and returns False."""
         presented = bool(request.headers.get("authorization"))
         try:
-            caller = await anyio.to_thread.run_sync(self.caller_from_request, request, limiter=self.calls.limiter)
+            # On the event loop, no worker-thread hop: a bearer token is checked against the local
+            # store's lookup map (one PRAGMA while nothing changed, one indexed read in WAL mode,
+            # which never waits for a writer, after a change); the gateway caller reads the event.
+            caller = self.caller_from_request(request)
         except Exception as exc:
             log.error("authentication failed", extra={"event": "auth_error", "exc_type": type(exc).__name__})
             caller = None

@@ -1,7 +1,9 @@
 """`fleetmem serve`: the MCP app under uvicorn on the embedded (local) backend.
 
-Every request verifies its bearer token against the client store (no cache), so `fleetmem token
-create/revoke` run from another terminal against the same data directory take effect at once.
+Every request verifies its bearer token against the client store, on the event loop: the SQLite
+store answers a repeated token from a lookup map that any commit to the file empties (its
+`data_version`), so `fleetmem token create/revoke` run from another terminal against the same data
+directory take effect from the very next request.
 
 `run_server` binds the listening socket BEFORE it prints the banner or loads anything, so a port
 that is taken fails at once with `PortUnavailable` (the CLI exits 1 with a clear message) and no
@@ -94,6 +96,7 @@ def build_local_app(
     data_dir: Path | None = None,
     call_threads: int | None = DEFAULT_CALL_THREADS,
     extra_routes: Sequence[BaseRoute] = (),
+    fast_calls: bool = True,
 ) -> Any:
     """The app `fleetmem serve` runs: bearer tokens from the local client store, in-process dispatch.
     `data_dir` (the store the tokens live in) goes into the `token create` command of the 401 and
@@ -109,6 +112,7 @@ def build_local_app(
         token_inputs=inputs,
         call_threads=call_threads,
         extra_routes=extra_routes,
+        fast_calls=fast_calls,
     )
 
 

@@ -53,6 +53,7 @@ from fleetmem.transport.callers import (
     gateway_caller,
 )
 from fleetmem.transport.dispatch import internal_answer, visible_tools
+from fleetmem.transport.fast_call import FastToolCalls
 from fleetmem.transport.guard import LOOPBACK_HOSTS, LOOPBACK_SECURITY, EdgeGuard
 from fleetmem.transport.http_api import render_json
 from fleetmem.transport.instructions import server_instructions
@@ -169,6 +170,9 @@ class CallerInstructions:
     the instructions written for this request's caller and surface into the `initialize` and
     `server/discover` answers (D29); every other request passes through untouched."""
 
+    #: the only methods whose answers it changes (`fast_call` skips it for any other)
+    acts_on = INSTRUCTION_METHODS
+
     def __init__(self, surface: Surface, caller_of: CallerFromContext, operator: str | None) -> None:
         self.surface = surface
         self.caller_of = caller_of
@@ -176,7 +180,7 @@ class CallerInstructions:
 
     async def __call__(self, ctx: Any, call_next: Any) -> Any:
         result = await call_next(ctx)
-        if ctx.method in INSTRUCTION_METHODS and isinstance(result, dict):
+        if ctx.method in self.acts_on and isinstance(result, dict):
             result = {**result, "instructions": server_instructions(self.surface, self.caller_of(ctx), self.operator)}
         return result
 
@@ -231,6 +235,7 @@ def build_mcp_app(
     token_inputs: Sequence[Mapping[str, str]] = (),
     call_threads: int | None = None,
     extra_routes: Sequence[BaseRoute] = (),
+    fast_calls: bool = True,
 ) -> Starlette:
     """A Starlette app serving POST /mcp (both eras), /health and the protected-resource document.
 
@@ -245,7 +250,11 @@ def build_mcp_app(
     `call_threads` bounds the worker threads that authenticate and run calls at once (None:
     anyio's default of 40). On a GIL-bound server more threads than cores mostly contend: with 32
     clients on two cores, 8 threads served a mixed load faster than 40 (README, "Fleet
-    throughput"); calls beyond the bound wait their turn, none is refused."""
+    throughput"); calls beyond the bound wait their turn, none is refused.
+
+    `fast_calls` (default on): a handshake-era `tools/call` is answered by `fast_call.FastToolCalls`,
+    the same bytes as the SDK's answer without its per-request transport (off: the SDK answers
+    every request, as tests that compare the two do)."""
     v1_invoker: Invoker | None = None
     if invoker is None:
         if deps_factory is None:
@@ -274,6 +283,11 @@ def build_mcp_app(
         custom_starlette_routes=[*routes.routes(), *extra_routes],  # type: ignore[list-item]
     )
     app.add_middleware(
-        EdgeGuard, calls=calls, caller_from_request=caller_from_request, public_url=public_url, security=security
+        EdgeGuard,
+        calls=calls,
+        caller_from_request=caller_from_request,
+        public_url=public_url,
+        security=security,
+        fast_calls=FastToolCalls(server) if fast_calls else None,
     )
     return app

@@ -1,9 +1,18 @@
-"""API clients (token hashes)."""
+"""API clients (token hashes).
+
+`by_hash` answers from a per-thread map while the database is unchanged: every lookup first reads
+the database's change stamp (`Database.change_stamp`, one PRAGMA), and any commit since the map was
+filled (a `fleetmem token revoke` or `create` from another process, a revoke through the server,
+any other write) empties it, so a revoke takes effect from the very next request. The map holds
+what the table held (the record, or None), never a verdict: `verify_token` still checks
+`revoked_at` against the clock on every request.
+"""
 
 from __future__ import annotations
 
 import json
 import sqlite3
+import threading
 from datetime import datetime
 
 from fleetmem.adapters.local.sqlite.db import Database, dt_of, dt_opt, ms, ms_opt, row_model
@@ -15,9 +24,14 @@ _client_of = row_model(
 )
 
 
+#: Lookups one thread's map keeps before it starts over (a flood of unknown tokens cannot grow it).
+LOOKUP_CACHE_SIZE = 4096
+
+
 class SqliteClientStore:
     def __init__(self, db: Database) -> None:
         self.db = db
+        self._seen = threading.local()
 
     def create(self, record: ClientRecord) -> None:
         def run(conn: sqlite3.Connection) -> None:
@@ -37,8 +51,17 @@ class SqliteClientStore:
         self.db.write(run)
 
     def by_hash(self, token_hash: str) -> ClientRecord | None:
+        stamp = self.db.change_stamp()
+        seen = self._seen
+        if getattr(seen, "stamp", None) != stamp or len(seen.records) >= LOOKUP_CACHE_SIZE:
+            seen.stamp, seen.records = stamp, {}
+        records: dict[str, ClientRecord | None] = seen.records
+        if token_hash in records:
+            return records[token_hash]
         row = self.db.one(f"SELECT {_CLIENT_COLS} FROM clients WHERE token_hash = ?", (token_hash,))
-        return None if row is None else _client_of(row)
+        record = None if row is None else _client_of(row)
+        records[token_hash] = record
+        return record
 
     def list(self, tenant: str | None = None) -> list[ClientRecord]:
         args: tuple[str, ...] = ()

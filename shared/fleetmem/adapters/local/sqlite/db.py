@@ -234,6 +234,14 @@ class Database:
                     raise _translate(exc) from None
         raise Unavailable("the local store is busy", retry_after_seconds=1, reason="busy")
 
+    def change_stamp(self) -> tuple[int, int]:
+        """A value that differs from the one the calling thread read before once anything was
+        committed to the file since: SQLite's `data_version` (it moves when ANY other connection,
+        in this process or another, commits) with this connection's own `total_changes` (the one
+        shared connection of ":memory:" writes too). One PRAGMA, no table read; comparable only
+        with stamps read on the same thread."""
+        return self.read(lambda c: (int(c.execute("PRAGMA data_version").fetchone()[0]), c.total_changes))
+
     def all(self, sql: str, args: Sequence[Any] = ()) -> list[Any]:
         """Every row one read-only statement returns."""
         return self.read(lambda c: c.execute(sql, args).fetchall())
