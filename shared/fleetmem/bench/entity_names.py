@@ -16,7 +16,6 @@ singles per setting (the goal: below 1). No embedder: entity never embeds."""
 from __future__ import annotations
 
 import argparse
-import json
 import random
 import statistics
 import tempfile
@@ -25,7 +24,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from fleetmem.bench.runner import TENANT, http_server
+from fleetmem.bench.runner import TENANT, HttpCaller, http_server
 from fleetmem.models import Caller
 from fleetmem.ports import Deps
 from fleetmem.transport.dispatch import dispatch
@@ -49,33 +48,8 @@ def in_process(deps: Deps) -> Call:
 def over_http(url: str, token: str) -> tuple[Call, Callable[[], None]]:
     """`tools/call` over one keep-alive connection, as a stateless MCP client sends it; returns the
     call and a close."""
-    import httpx2
-
-    client = httpx2.Client(
-        timeout=120,
-        headers={
-            "Authorization": f"Bearer {token}",
-            "Accept": "application/json, text/event-stream",
-            "Content-Type": "application/json",
-            "MCP-Protocol-Version": "2025-06-18",
-        },
-    )
-    counter = iter(range(1, 1 << 62))
-
-    def call(tool: str, args: dict[str, Any]) -> tuple[bool, Any]:
-        body = {
-            "jsonrpc": "2.0",
-            "id": next(counter),
-            "method": "tools/call",
-            "params": {"name": tool, "arguments": args},
-        }
-        r = client.post(url, content=json.dumps(body))
-        result = r.json().get("result") if r.status_code == 200 else None
-        if not isinstance(result, dict):
-            return True, r.text[:500]
-        return bool(result.get("isError")), result.get("structuredContent")
-
-    return call, client.close
+    caller = HttpCaller(url, token)
+    return caller.answer, caller.close
 
 
 def _word(rng: random.Random) -> str:

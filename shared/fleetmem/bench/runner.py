@@ -240,7 +240,9 @@ class HttpCaller:
         )
         self.n = 0
 
-    def call(self, tool: str, arguments: dict[str, Any]) -> bool:
+    def answer(self, tool: str, arguments: dict[str, Any]) -> tuple[bool, Any]:
+        """(is_error, the result's structured content) — (True, the start of the body) when the call
+        got no JSON-RPC result."""
         self.n += 1
         body = {
             "jsonrpc": "2.0",
@@ -249,7 +251,13 @@ class HttpCaller:
             "params": {"name": tool, "arguments": arguments},
         }
         r = self.client.post(self.url, content=json.dumps(body))
-        return r.status_code == 200 and not r.json().get("result", {}).get("isError", True)
+        result = r.json().get("result") if r.status_code == 200 else None
+        if not isinstance(result, dict):
+            return True, r.text[:500]
+        return bool(result.get("isError", True)), result.get("structuredContent")
+
+    def call(self, tool: str, arguments: dict[str, Any]) -> bool:
+        return not self.answer(tool, arguments)[0]
 
     def close(self) -> None:
         self.client.close()
