@@ -184,3 +184,33 @@ def test_a_split_scan_does_not_wait_for_a_busy_helper() -> None:
         release.set()
         held.result()
     np.testing.assert_allclose(scores, vectors.astype(np.float64) @ q.astype(np.float64), rtol=1e-5, atol=1e-5)
+
+
+def test_the_cosine_scan_runs_while_the_keyword_arm_does_and_finds_the_same_hits(stores) -> None:
+    """A hybrid search starts its vector arm's scan on the prefetch thread before its keyword arm
+    runs (FTS5 and the scan both release the interpreter lock); the hits are those of a search that
+    finds the scores already kept."""
+    import threading
+
+    _seed_vectors(stores, 30)
+    index = stores.search
+    scanned, during = threading.Event(), []
+    real_scores, real_keyword = index._all_scores, index._keyword
+
+    def all_scores(key, m, q):
+        out = real_scores(key, m, q)
+        scanned.set()
+        return out
+
+    def keyword(query, kinds, k):
+        during.append(scanned.wait(10))  # the scan lands while this arm still runs
+        return real_keyword(query, kinds, k)
+
+    index._all_scores, index._keyword = all_scores, keyword
+    query = SearchQuery(
+        tenant=TENANT, text="person pricing", kinds=("chunk",), k=5, vector=unit(1, 0), vector_model="m-8"
+    )
+    first = index.search(query)
+    again = index.search(query)  # scores kept: no scan to start
+    assert during == [True, True]
+    assert first == again and first.vector and first.vector[0].slug == "people/ann" and first.keyword

@@ -152,7 +152,7 @@ def evaluate(
     """Scores of one question per (form, ranking); each form costs one embedding and one search."""
     from fleetmem.memory import search as search_arm
 
-    embedded = search_arm.query_vector(deps, question)
+    embedded = search_arm.query_vector(deps, question, tenant=tenant)
     out = {}
     for form in FORMS:
         kinds = ("chunk",) if form == "pages" else ("fact",)

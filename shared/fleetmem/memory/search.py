@@ -20,9 +20,15 @@ Public API:
   hit above it says (but for the dates) goes after the others (`ranking.distinct`). No embedder, an embedder raising
   `Unavailable`, or a failing vector arm -> keyword-only, with `degraded` holding the reason
   (never an error).
-  Pass `embedded=query_vector(deps, text)` to reuse one embedding across several searches.
-- `query_vector(deps, text) -> Embedded`: the one embedding call a search needs (the query and, when
-  it asks several questions, each of them, and its topic, in one batch).
+  Pass `embedded=query_vector(deps, text, tenant=tenant)` to reuse one embedding across several
+  searches.
+- `query_vector(deps, text, *, tenant) -> Embedded`: the one embedding call a search needs (the
+  query and, when it asks several questions, each of them, and its topic, in one batch). A
+  successful answer is kept in a bounded in-process LRU (QUERY_VECTORS entries per embedder
+  object, queries up to QUERY_VECTOR_MAX_CHARS characters) keyed by (tenant, model id, the exact
+  query text): the same query asked again costs no model call. The embedders are deterministic, so
+  a kept vector is the one a fresh call gives; the tenant is in the key so one tenant's hit never
+  tells (by its speed) what another tenant asked; a failure is not kept.
 - `SearchResult`: `hits` (fused, best first, each a `Fused`), `degraded: str | None`,
   `query_tokens`.
 - `Fused`: `hit` (the SearchHit), `score` (fused), `keyword_rank` / `vector_rank` (1-based or None),
@@ -47,6 +53,9 @@ Public API:
 from __future__ import annotations
 
 import re
+import threading
+import weakref
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -100,15 +109,68 @@ class SearchResult:
     query_tokens: list[str] = field(default_factory=list)
 
 
-def query_vector(deps: Deps, text: str) -> Embedded:
+#: Query embeddings kept per embedder (`query_vector`): agents ask the same question again, and an
+#: embedding is a model call (~5 ms for the local MiniLM, a network round trip for Bedrock).
+QUERY_VECTORS = 512
+#: Queries longer than this are embedded every time (they are rarely asked twice and would fill it).
+QUERY_VECTOR_MAX_CHARS = 2000
+
+
+class _QueryVectors:
+    """A bounded LRU of successful `Embedded` answers, keyed by (tenant, model id, query text)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._items: OrderedDict[tuple[str, str, str], Embedded] = OrderedDict()
+
+    def get(self, key: tuple[str, str, str]) -> Embedded | None:
+        with self._lock:
+            hit = self._items.get(key)
+            if hit is not None:
+                self._items.move_to_end(key)
+            return hit
+
+    def put(self, key: tuple[str, str, str], value: Embedded) -> None:
+        with self._lock:
+            self._items[key] = value
+            self._items.move_to_end(key)
+            while len(self._items) > QUERY_VECTORS:
+                self._items.popitem(last=False)
+
+
+#: One cache per embedder object, gone with it: a store opened with another embedder never reads
+#: vectors another one made, whatever its model id says.
+_query_vectors: weakref.WeakKeyDictionary[object, _QueryVectors] = weakref.WeakKeyDictionary()
+_query_vectors_lock = threading.Lock()
+
+
+def _cache_of(embedder: object) -> _QueryVectors | None:
+    with _query_vectors_lock:
+        try:
+            cache = _query_vectors.get(embedder)
+            if cache is None:
+                cache = _query_vectors[embedder] = _QueryVectors()
+        except TypeError:  # an embedder that cannot be weakly referenced is not cached
+            return None
+    return cache
+
+
+def query_vector(deps: Deps, text: str, *, tenant: str) -> Embedded:
     if deps.embedder is None:
         return Embedded(None, deps.diagnostics.embedder_problem or "no embedding model is configured")
+    cache = _cache_of(deps.embedder) if len(text) <= QUERY_VECTOR_MAX_CHARS else None
+    key = (tenant, str(deps.embedder.model_id), text)
+    if cache is not None and (hit := cache.get(key)) is not None:
+        return hit
     extra, _ = searches(text)
     try:  # the query, its parts and its topic in one call
         vecs = deps.embedder.embed([text, *extra])
-    except Unavailable as exc:
+    except Unavailable as exc:  # a failure is never cached: the next call asks the model again
         return Embedded(None, f"embedding model unavailable ({exc.reason or 'provider error'})")
-    return Embedded(pack(vecs[0]), None, tuple(pack(v) for v in vecs[1:]))
+    embedded = Embedded(pack(vecs[0]), None, tuple(pack(v) for v in vecs[1:]))
+    if cache is not None:
+        cache.put(key, embedded)
+    return embedded
 
 
 def hybrid_search(
@@ -122,7 +184,7 @@ def hybrid_search(
     embedded: Embedded | None = None,
     ranking: str = SHIPPED,
 ) -> SearchResult:
-    vector, degraded, part_vectors = embedded if embedded is not None else query_vector(deps, text)
+    vector, degraded, part_vectors = embedded if embedded is not None else query_vector(deps, text, tenant=tenant)
     asking: list[tuple[str, bytes | None]] = [(text, vector)]
     extra, about = searches(text) if ranking == SHIPPED else ([], None)
     if extra:  # each part and the topic are searched too, with their vectors when the query has one

@@ -277,15 +277,22 @@ def _ranked_facts(
     )
     ids = [f.hit.fact_id for f in found.hits if f.hit.fact_id]
     now = deps.clock.now()
-    out = []
-    for fact in deps.facts.many(caller.tenant, ids):
-        if world and fact.visibility != "world":
-            continue
-        if not include_expired and not fact.is_active(now):
-            continue
-        out.append(fact)
-        if len(out) >= limit:
-            break
+    out: list[Fact] = []
+    # Read in rank order, `limit` ids at a time, until `limit` facts are kept: a fact ranked below
+    # the first `limit` kept ones cannot be in the answer, so it is not read (the search ranks up
+    # to limit * 2 + 10 docs per arm; most recalls keep the first `limit` they read).
+    start = 0
+    while start < len(ids) and len(out) < limit:
+        batch = ids[start : start + limit]
+        start += len(batch)
+        for fact in deps.facts.many(caller.tenant, batch):
+            if world and fact.visibility != "world":
+                continue
+            if not include_expired and not fact.is_active(now):
+                continue
+            out.append(fact)
+            if len(out) >= limit:
+                break
     return out, found.degraded
 
 
@@ -416,7 +423,7 @@ def run(deps: Deps, caller: Caller, params: RecallParams, ctx: CallContext) -> O
     query = (params.query or "").strip()
     _check_query(query)
     # One embedding call serves both arms.
-    embedded = search_arm.query_vector(deps, query) if query else None
+    embedded = search_arm.query_vector(deps, query, tenant=caller.tenant) if query else None
 
     # The two arms are independent: one concurrent round on network backends.
     (facts, facts_degraded), (results, degraded) = deps.gather(

@@ -1,6 +1,7 @@
 """The local search index: FTS5 keyword arm, exact-cosine vector arm over a cached matrix
 (`vector_matrix`), and the FTS query building both it and the page near-miss lookup use; the rows it
-writes are `search_rows`."""
+writes are `search_rows`. A hybrid search starts its cosine scan on a helper thread and runs its
+keyword arm meanwhile (both release the interpreter lock); the hits are the same either way."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import sqlite3
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 from typing import Any
 
 import numpy as np
@@ -20,7 +22,13 @@ from fleetmem.adapters.local.sqlite.search_rows import (
     _prune_tombstones,
     _put_docs,
 )
-from fleetmem.adapters.local.sqlite.vector_matrix import _SCAN_HELPER, SPLIT_ROWS, _cosines, _Matrix  # noqa: F401 (tests read SPLIT_ROWS, _SCAN_HELPER here)
+from fleetmem.adapters.local.sqlite.vector_matrix import (  # noqa: F401 (tests read SPLIT_ROWS, _SCAN_HELPER here)
+    _PREFETCH,
+    _SCAN_HELPER,
+    SPLIT_ROWS,
+    _cosines,
+    _Matrix,
+)
 from fleetmem.errors import PortError, Unavailable
 from fleetmem.models import (
     SearchDoc,
@@ -137,6 +145,18 @@ def fts_match(text: str, tenant: str) -> str | None:
 # search index
 
 
+def _unit(vector: bytes) -> np.ndarray:
+    """A packed query vector as a unit-length float32 array (ValueError: malformed or zero)."""
+    if len(vector) % 4 or not vector:
+        raise ValueError("the query vector is malformed")
+    q = np.frombuffer(vector, dtype="<f4").astype(np.float32)
+    norm = float(np.linalg.norm(q))
+    if not np.isfinite(norm) or norm == 0.0:
+        raise ValueError("the query vector has zero length")
+    q /= norm
+    return q
+
+
 class SqliteSearchIndex:
     write_through = True
 
@@ -196,7 +216,14 @@ class SqliteSearchIndex:
     def search(self, query: SearchQuery) -> SearchHits:
         kinds = tuple(sorted(set(query.kinds)))
         k = max(0, int(query.k))
-        keyword = self._keyword(query, kinds, k) if k and kinds else []
+        # only when there is a keyword arm to overlap with: otherwise the hop to a thread buys nothing
+        overlap = k and kinds and match_tokens(query.text, query.tenant, kinds, query.world_only)
+        scan = self._start_scan(query) if overlap else None
+        try:
+            keyword = self._keyword(query, kinds, k) if k and kinds else []
+        finally:
+            if scan is not None and not scan.cancel():
+                scan.exception()  # wait; a failed scan is redone (and reported) by the vector arm
         if query.vector is None:
             return SearchHits(keyword=tuple(keyword))
         if not query.vector_model:
@@ -213,6 +240,26 @@ class SqliteSearchIndex:
         """`search` of each query in turn: no round trip to save here (a vector asked again, as
         the facts and pages arms of one recall do, reuses its cosines)."""
         return [self.search(q) for q in queries]
+
+    def _start_scan(self, query: SearchQuery) -> Future[None] | None:
+        """The vector arm's cosine scan started on the prefetch thread, to run while the keyword arm
+        runs here; None when there is no scan to do (no vector, or its scores are kept already). The
+        scores land in the kept ones (`_all_scores`), where the vector arm finds them; a scan that
+        fails there is done again (and its error reported) by the vector arm."""
+        vector, model = query.vector, query.vector_model
+        if vector is None or not model:
+            return None
+        with self._cache_lock:
+            if vector in self._scores:
+                return None
+
+        def scan() -> None:
+            q = _unit(vector)
+            m = self._matrix(query.tenant, model, q.shape[0])
+            if m.n:
+                self._all_scores(vector, m, q)
+
+        return _PREFETCH.submit(scan)
 
     def _keyword(self, query: SearchQuery, kinds: tuple[str, ...], k: int) -> list[SearchHit]:
         tokens = match_tokens(query.text, query.tenant, kinds, query.world_only)
@@ -396,13 +443,7 @@ class SqliteSearchIndex:
 
     def _vector(self, query: SearchQuery, kinds: tuple[str, ...], k: int) -> list[SearchHit]:
         assert query.vector is not None and query.vector_model is not None
-        if len(query.vector) % 4 or not query.vector:
-            raise ValueError("the query vector is malformed")
-        q = np.frombuffer(query.vector, dtype="<f4").astype(np.float32)
-        norm = float(np.linalg.norm(q))
-        if not np.isfinite(norm) or norm == 0.0:
-            raise ValueError("the query vector has zero length")
-        q /= norm
+        q = _unit(query.vector)
         m = self._matrix(query.tenant, query.vector_model, q.shape[0])
         n = m.n
         if not n:

@@ -13,6 +13,9 @@ SPLIT_ROWS = 16_384
 
 
 _SCAN_HELPER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="vector-scan")
+#: Where a hybrid search starts its cosine scan while its keyword arm runs in the caller's thread
+#: (`SqliteSearchIndex.search`): FTS5 and einsum both release the interpreter lock.
+_PREFETCH = ThreadPoolExecutor(max_workers=1, thread_name_prefix="vector-prefetch")
 
 
 def _cosines(vectors: np.ndarray, n: int, q: np.ndarray) -> np.ndarray:
