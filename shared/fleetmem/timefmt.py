@@ -26,6 +26,11 @@ def iso(dt: datetime | None) -> str | None:
     """Render like JavaScript's toISOString()."""
     if dt is None:
         return None
+    if dt.tzinfo is UTC:  # what stores and clocks hold: no conversion, no strftime
+        return (
+            f"{dt.year:04d}-{dt.month:02d}-{dt.day:02d}T{dt.hour:02d}:{dt.minute:02d}:{dt.second:02d}."
+            f"{dt.microsecond // 1000:03d}Z"
+        )
     dt = to_ms(dt)
     # the year by hand: strftime's %Y drops leading zeros on glibc (year 1 -> "1")
     return f"{dt.year:04d}" + dt.strftime("-%m-%dT%H:%M:%S.") + f"{dt.microsecond // 1000:03d}Z"

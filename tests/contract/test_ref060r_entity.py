@@ -303,6 +303,34 @@ def test_recent_facts_are_the_five_newest_the_caller_may_see(brain: Deps, agent:
     assert "Rhea is interviewing elsewhere" in [f["fact"] for f in trusted]
 
 
+def test_an_older_commitment_is_still_an_open_thread_and_packs_keep_every_fact(brain: Deps, agent: Caller) -> None:
+    """The card reads only the facts it shows (5 newest, commitments among the 50 newest): a
+    commitment older than the 5 newest is still an open thread; context_pack's hot facts are not cut."""
+    put(brain, agent, "people/ines-roy", "---\ntitle: Ines Roy\ntype: person\n---\nInes.")
+    ok(
+        brain,
+        agent,
+        "remember",
+        {
+            "fact": "Ines will send the audit by Friday",
+            "provenance": "chat",
+            "entity": "Ines Roy",
+            "kind": "commitment",
+        },
+    )
+    brain.clock.advance(seconds=1)  # type: ignore[attr-defined]
+    for i in range(8):
+        ok(brain, agent, "remember", {"fact": f"Ines closed ticket {i}", "provenance": "chat", "entity": "Ines Roy"})
+        brain.clock.advance(seconds=1)  # type: ignore[attr-defined]
+    card = ok(brain, agent, "entity", {"name": "Ines Roy"})["card"]
+    assert [t["text"] for t in card["open_threads"]] == ["Ines will send the audit by Friday"]
+    assert [f["fact"] for f in card["recent_facts"]] == [f"Ines closed ticket {i}" for i in (7, 6, 5, 4, 3)]
+    assert card["active_fact_count"] == 9
+    pack = ok(brain, agent, "context_pack", {"entities": "Ines Roy", "budget_tokens": 4000})
+    packed = " ".join(str(v) for v in pack.values())
+    assert "Ines closed ticket 0" in packed and "Ines will send the audit by Friday" in packed
+
+
 def test_a_miss_carries_coverage_and_context_pack_cards_leave_the_reference_fields_out(
     brain: Deps, agent: Caller
 ) -> None:
@@ -445,7 +473,10 @@ def test_a_schema_8_data_directory_gets_its_link_groups_on_open(tmp_path: Any) -
     put(deps, caller, "notes/mig-note", "On [[companies/mig-co]].")
     stores.close()
     db = sqlite3.connect(tmp_path / "fleetmem.db")
-    with db:  # back to schema 8's layout: link rows without their page's group
+    with db:  # back to schema 8's layout: link rows without their page's group, no link counts
+        for trigger in ("links_groups_ai", "links_groups_ad", "links_groups_au"):
+            db.execute(f"DROP TRIGGER {trigger}")
+        db.execute("DROP TABLE link_groups")
         db.execute("DROP INDEX links_group")
         db.execute("ALTER TABLE links DROP COLUMN source_group")
         db.execute("ALTER TABLE links DROP COLUMN first_to_target")
@@ -458,3 +489,106 @@ def test_a_schema_8_data_directory_gets_its_link_groups_on_open(tmp_path: Any) -
         assert [(g["canonical_type"], g["total"]) for g in card["referenced_by"]] == [("page", 1), ("person", 1)]
     finally:
         stores.close()
+
+
+# -- link counts (SQLite store schema 11) ------------------------------------------------------------
+
+#: what `link_groups` must hold: the counts scanned from the link rows themselves
+_SCANNED = (
+    "SELECT tenant, target, source_group, source_visibility, sum(first_to_target), "
+    "sum(type NOT IN ('mentions', 'mention')) FROM links WHERE source <> target GROUP BY 1, 2, 3, 4"
+)
+_KEPT = "SELECT tenant, target, source_group, source_visibility, pages, typed FROM link_groups"
+
+
+def _counts(path: Any) -> tuple[set[tuple[Any, ...]], set[tuple[Any, ...]]]:
+    import sqlite3
+
+    db = sqlite3.connect(path / "fleetmem.db")
+    try:
+        return set(db.execute(_SCANNED).fetchall()), set(db.execute(_KEPT).fetchall())
+    finally:
+        db.close()
+
+
+def test_link_counts_follow_every_page_write(tmp_path: Any) -> None:
+    """The per-target counts entity's referenced_by and the card's backlink_count read (schema 11)
+    stay equal to a scan of the link rows through puts, type and visibility changes, link edits,
+    self links and deletes, in two tenants."""
+    import random
+
+    from fleetmem.adapters.local import open_local
+
+    stores = open_local(tmp_path)
+    try:
+        deps = Deps.over(stores, clock=FixedClock(NOW), ids=SortableIds(), embedder=None, llm=None)
+        callers = [local(_caller(t, remote=False)) for t in ("t-count-a", "t-count-b")]
+        targets = [f"companies/co-{i}" for i in range(4)]
+        rng = random.Random(7)
+        for step in range(120):
+            caller = rng.choice(callers)
+            slug = f"notes/n-{rng.randrange(12)}"
+            if rng.random() < 0.15:
+                call(deps, caller, "delete_page", {"slug": slug})
+                continue
+            kind = rng.choice(["person", "company", ""])
+            vis = rng.choice(["world", "private"])
+            chosen = rng.sample([*targets, slug], rng.randrange(4))
+            body = " ".join(f"[[{t}]]" for t in chosen) or "no links"
+            links = [{"type": rng.choice(["works_at", "mentions"]), "target": t} for t in rng.sample(targets, 2)]
+            head = f"---\ntitle: N {step}\n" + (f"type: {kind}\n" if kind else "") + f"visibility: {vis}\n---\n"
+            put(deps, caller, slug, head + body, links=links)
+    finally:
+        stores.close()
+    scanned, kept = _counts(tmp_path)
+    assert scanned, "the walk wrote no links"
+    assert kept == scanned
+
+
+def test_a_schema_10_data_directory_gets_its_link_counts_on_open(tmp_path: Any) -> None:
+    """Schema 10 -> 11: the counts are taken from the link rows once, then kept by the triggers; the
+    card answers the same counts as before the upgrade."""
+    import sqlite3
+
+    from fleetmem.adapters.local import open_local
+
+    caller = _caller("t-count-mig", remote=True)
+    stores = open_local(tmp_path)
+    deps = Deps.over(stores, clock=FixedClock(NOW), ids=SortableIds(), embedder=None, llm=None)
+    put(deps, caller, "companies/cm-co", "---\ntitle: Cm Co\ntype: company\n---\nCm.")
+    put(
+        deps,
+        caller,
+        "people/cm-pat",
+        "---\ntitle: Cm Pat\ntype: person\n---\nAt [[companies/cm-co]].",
+        links=[{"type": "works_at", "target": "companies/cm-co"}],
+    )
+    put(deps, caller, "notes/cm-note", "On [[companies/cm-co]] and [[companies/cm-co]].")
+    before = ok(deps, caller, "entity", {"name": "Cm Co"})["card"]
+    stores.close()
+    db = sqlite3.connect(tmp_path / "fleetmem.db")
+    with db:  # back to schema 10: no link counts, the link rows' covering count index
+        for trigger in ("links_groups_ai", "links_groups_ad", "links_groups_au"):
+            db.execute(f"DROP TRIGGER {trigger}")
+        db.execute("DROP TABLE link_groups")
+        db.execute("CREATE INDEX links_count ON links (tenant, target, source_visibility, type)")
+        db.execute("PRAGMA user_version = 10")
+    db.close()
+    stores = open_local(tmp_path)
+    try:
+        deps = Deps.over(stores, clock=FixedClock(NOW), ids=SortableIds(), embedder=None, llm=None)
+        after = ok(deps, caller, "entity", {"name": "Cm Co"})["card"]
+        keys = ("referenced_by_count", "backlink_count", "referenced_by")
+        assert {k: after[k] for k in keys} == {k: before[k] for k in keys}
+        assert after["referenced_by_count"] == 2 and after["backlink_count"] == 1
+        put(deps, caller, "notes/cm-more", "And [[companies/cm-co]].")
+        assert ok(deps, caller, "entity", {"name": "Cm Co"})["card"]["referenced_by_count"] == 3
+    finally:
+        stores.close()
+    scanned, kept = _counts(tmp_path)
+    assert kept == scanned
+    db = sqlite3.connect(tmp_path / "fleetmem.db")
+    try:
+        assert db.execute("SELECT name FROM sqlite_master WHERE name = 'links_count'").fetchone() is None
+    finally:
+        db.close()

@@ -70,7 +70,7 @@ _COMMITMENT_SCAN = 50
 
 @dataclass(frozen=True)
 class CardInputs:
-    facts: list[Fact]  # the entity's active facts, newest first (commitments become open threads)
+    facts: list[Fact]  # the entity's active facts, newest first (with `references`: see `read_card`)
     incoming: list[Backlink]
     backlink_count: int
     active_fact_count: int
@@ -96,10 +96,15 @@ def read_card(
     with_page: bool = True,
     references: bool = False,
 ) -> tuple[Page | None, CardInputs]:
-    """`references` (the entity verb, D35): the backlink read also lists every linking page."""
+    """`references` (the entity verb, D35): the backlink read also lists every linking page, and
+    the facts read is only what the card shows (its recent facts and the commitments among the
+    newest `_COMMITMENT_SCAN`): context_pack's cards take every one as hot facts."""
+    newest = entity_refs.RECENT_FACTS_MAX if references else None
     page, facts, links, active = deps.gather(
         (lambda: deps.pages.get(tenant, slug)) if with_page else (lambda: None),
-        lambda: deps.fact_listing.by_entity(tenant, slug, now=now, world_only=world_only, limit=_COMMITMENT_SCAN),
+        lambda: deps.fact_listing.by_entity(
+            tenant, slug, now=now, world_only=world_only, limit=_COMMITMENT_SCAN, newest=newest
+        ),
         (lambda: _referring(deps, tenant, slug, world_only=world_only))
         if references
         else (lambda: deps.page_listing.backlinks(tenant, slug, world_only=world_only, limit=EDGES_MAX * 5)),

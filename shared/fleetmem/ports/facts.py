@@ -7,10 +7,12 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal, NotRequired, Protocol, TypedDict, Unpack, runtime_checkable
+from typing import Any, Literal, NotRequired, Protocol, TypedDict, TypeVar, Unpack, runtime_checkable
 
 from fleetmem.models import AuditEvent, Fact
 from fleetmem.ports.options import Options
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -201,6 +203,7 @@ class FactReadOptions(TypedDict):
     limit: NotRequired[int]
     with_origin: NotRequired[bool]
     after: NotRequired[datetime | None]
+    newest: NotRequired[int | None]
 
 
 @dataclass(frozen=True)
@@ -217,6 +220,17 @@ class FactRead(Options):
     #: only facts created strictly after this instant (None: no bound), cut in the store's range
     #: read before `limit` counts, so `limit` newest facts after it come back (D31)
     after: datetime | None = None
+    #: of the `limit` newest facts, only the first `newest` and the commitments among the rest (a
+    #: card's recent facts and open threads: `keep_card_facts`); None: all of them
+    newest: int | None = None
+
+
+def keep_card_facts(rows: Sequence[T], newest: int | None, kind_of: Callable[[T], str]) -> list[T]:
+    """`FactRead.newest`: the first `newest` of `rows` (newest first) and the commitments among the
+    rest; every row when `newest` is None. Stores apply it to their raw rows, before building facts."""
+    if newest is None:
+        return list(rows)
+    return [r for i, r in enumerate(rows) if i < newest or kind_of(r) == "commitment"]
 
 
 class FactStore(Protocol):

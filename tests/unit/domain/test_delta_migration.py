@@ -37,11 +37,14 @@ def _downgrade_to_schema_2(path: Path) -> None:
     try:
         conn.executescript(
             """
+            DROP TRIGGER links_groups_ai;
+            DROP TRIGGER links_groups_ad;
+            DROP TRIGGER links_groups_au;
+            DROP TABLE link_groups;
             DROP INDEX links_group;
             ALTER TABLE links DROP COLUMN source_group;
             ALTER TABLE links DROP COLUMN first_to_target;
             DROP INDEX links_recent;
-            DROP INDEX links_count;
             ALTER TABLE links DROP COLUMN source_updated_at;
             ALTER TABLE links DROP COLUMN source_visibility;
             CREATE INDEX links_target ON links (tenant, target, source);

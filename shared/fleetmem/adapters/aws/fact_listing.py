@@ -10,7 +10,7 @@ from fleetmem.adapters.aws.dynamo import query_all, ts
 from fleetmem.adapters.aws.fact_table import FactTable, fact_items, item_to_fact
 from fleetmem.models import Fact, provenance_matches
 from fleetmem.ports import FactTallies
-from fleetmem.ports.facts import FactList, FactListOptions, FactRead, FactReadOptions
+from fleetmem.ports.facts import FactList, FactListOptions, FactRead, FactReadOptions, keep_card_facts
 
 
 class DynamoFactListing(FactTable):
@@ -31,6 +31,7 @@ class DynamoFactListing(FactTable):
         Query reads only the items after that instant (no FilterExpression, no extra page)."""
         it = self._query(tenant, index, attr, key, after=q.after, page_size=self._page_size(q.limit))
         found = self._take(it, now=q.now, active_only=q.active_only, world_only=q.world_only, limit=q.limit)
+        found = keep_card_facts(found, q.newest, lambda f: f.kind)
         return self._with_origins(tenant, found) if q.with_origin else found
 
     def _with_origins(self, tenant: str, facts: list[Fact]) -> list[Fact]:

@@ -10,7 +10,9 @@ from fleetmem.adapters.local.sqlite.db import ms
 from fleetmem.adapters.local.sqlite.fact_table import _FACT_COLS, SqliteFactTable, _active_clause, _fact_of, _status_sql
 from fleetmem.models import Fact
 from fleetmem.ports import FactTallies
-from fleetmem.ports.facts import FactList, FactListOptions, FactRead, FactReadOptions
+from fleetmem.ports.facts import FactList, FactListOptions, FactRead, FactReadOptions, keep_card_facts
+
+_KIND = [c.strip() for c in _FACT_COLS.split(",")].index("kind")
 
 
 class SqliteFactListing(SqliteFactTable):
@@ -40,7 +42,7 @@ class SqliteFactListing(SqliteFactTable):
             sql += " AND visibility = 'world'"
         sql += " ORDER BY created_at DESC, seq DESC LIMIT ?"
         args.append(max(0, int(q.limit)))
-        return [_fact_of(r) for r in self.db.all(sql, args)]
+        return [_fact_of(r) for r in keep_card_facts(self.db.all(sql, args), q.newest, lambda r: r[_KIND])]
 
     def listing(self, tenant: str, **opts: Unpack[FactListOptions]) -> list[Fact]:
         q = FactList.of(opts)

@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import Any, Unpack
 
 from fleetmem.adapters.local.sqlite.db import ms
-from fleetmem.adapters.local.sqlite.page_table import _HEAD_COLS, _MENTION_TYPES, SqlitePageTable, _head_of
+from fleetmem.adapters.local.sqlite.page_table import _HEAD_COLS, SqlitePageTable, _head_of
 from fleetmem.models import Backlink, PageHead
 from fleetmem.ports import PageTallies
 from fleetmem.ports.pages import (
@@ -55,7 +55,14 @@ class SqlitePageListing(SqlitePageTable):
         self, tenant: str, slug: str, *, world_only: bool, limit: int = 10
     ) -> tuple[builtins.list[Backlink], int]:
         where = _link_where(world_only)
-        return self.db.read(lambda conn: _backlinks(conn, tenant, slug, where, limit))
+
+        def run(conn: sqlite3.Connection) -> tuple[builtins.list[Backlink], int]:
+            # the newest `limit` rows of `links_recent` (source_updated_at is the source page's, kept
+            # current by `put`) and the target's non-mention link count from `link_groups`
+            count = sum(int(g[2]) for g in _group_counts(conn, tenant, slug, world_only))
+            return _newest_links(conn, tenant, slug, where, limit), count
+
+        return self.db.read(run)
 
     def referring(self, tenant: str, slug: str, *, world_only: bool, limit: int = 10) -> Referring:
         where = _link_where(world_only)
@@ -63,13 +70,9 @@ class SqlitePageListing(SqlitePageTable):
         def run(conn: sqlite3.Connection) -> Referring:
             # the newest link rows, as `backlinks` reads them
             links = _newest_links(conn, tenant, slug, where, limit)
-            # one pass over this target's `links_group` entries: distinct linking pages per group, and
-            # the non-mention link count `backlinks` gives
-            groups = conn.execute(
-                f"SELECT source_group, sum(first_to_target), sum(type NOT IN (?, ?)) FROM links "
-                f"INDEXED BY links_group {where} GROUP BY source_group",
-                (*_MENTION_TYPES, tenant, slug),
-            ).fetchall()
+            # distinct linking pages per group, and the non-mention link count `backlinks` gives: the
+            # counts the `link_groups` triggers keep (a row per group and visibility)
+            groups = _group_counts(conn, tenant, slug, world_only)
             # each group's newest pages: an index range per group, read up to the rows shown
             term = (
                 "SELECT * FROM (SELECT DISTINCT source_updated_at, source, source_group FROM links "
@@ -84,7 +87,7 @@ class SqlitePageListing(SqlitePageTable):
             newest.sort(reverse=True)
             totals = {str(g[0]): int(g[1]) for g in groups}
             # groups in the order of their newest page; the pages of the first REFERRING_ROWS rows
-            ordered = {str(r[2]): totals[str(r[2])] for r in newest} | totals
+            ordered = {str(r[2]): totals.get(str(r[2]), 0) for r in newest} | totals
             shown = [r[1] for r in newest[:REFERRING_ROWS]]
             vis = " AND visibility = 'world'" if world_only else ""
             sql = f"SELECT {_HEAD_COLS} FROM pages WHERE tenant = ? AND slug IN ({', '.join('?' * len(shown))}){vis}"
@@ -110,14 +113,15 @@ def _newest_links(conn: sqlite3.Connection, tenant: str, slug: str, where: str, 
     return [Backlink(source=r[0], type=r[1], context=r[2]) for r in rows]
 
 
-def _backlinks(
-    conn: sqlite3.Connection, tenant: str, slug: str, where: str, limit: int
-) -> tuple[builtins.list[Backlink], int]:
-    # Both reads stay inside the link indexes: the newest `limit` rows of `links_recent`
-    # (source_updated_at is the source page's, kept current by `put`), and a count over the
-    # covering `links_count` entries of this target.
-    (count,) = conn.execute(
-        f"SELECT count(*) FROM links INDEXED BY links_count {where} AND type NOT IN (?, ?)",
-        (tenant, slug, *_MENTION_TYPES),
-    ).fetchone()
-    return _newest_links(conn, tenant, slug, where, limit), int(count)
+def _group_counts(
+    conn: sqlite3.Connection, tenant: str, slug: str, world_only: bool
+) -> builtins.list[tuple[str, int, int]]:
+    """(group, linking pages, non-mention links) of this target, from the counts the `link_groups`
+    triggers keep (schema 11): a row per group and visibility, never a scan of the link rows."""
+    vis = " AND source_visibility = 'world'" if world_only else ""
+    rows = conn.execute(
+        f"SELECT source_group, sum(pages), sum(typed) FROM link_groups WHERE tenant = ? AND target = ?{vis} "
+        "GROUP BY source_group",
+        (tenant, slug),
+    ).fetchall()
+    return [(str(g), int(p), int(n)) for g, p, n in rows]

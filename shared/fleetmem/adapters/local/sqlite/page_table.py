@@ -18,10 +18,6 @@ from fleetmem.models import (
     PageHead,
     TimelineEntry,
 )
-from fleetmem.protocol import MENTION_LINK_TYPE
-
-#: link types that are mentions: listed as backlinks but not counted (the singular is tolerated)
-_MENTION_TYPES = (MENTION_LINK_TYPE, "mention")
 
 _HEAD_COLS = "slug, title, type, visibility, updated_at, last_retrieved_at"
 

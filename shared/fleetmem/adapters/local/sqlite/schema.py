@@ -6,9 +6,9 @@ from __future__ import annotations
 import sqlite3
 
 from fleetmem.errors import Unavailable
-from fleetmem.protocol import IDEMPOTENCY_LEASE_SECONDS
+from fleetmem.protocol import IDEMPOTENCY_LEASE_SECONDS, MENTION_LINK_TYPE
 
-SCHEMA_VERSION = 10
+SCHEMA_VERSION = 11
 # 2: D14 change sequences (pages/facts change_seq, cursors page_seq/fact_seq)
 # 3: links carry their source page's updated_at and visibility (backlinks read only what they return)
 # 4: idempotency claims carry a lease (lease_until) and a claim id
@@ -19,8 +19,48 @@ SCHEMA_VERSION = 10
 # 9: D32 core pages: the partial index of pages marked `core: true` (the schema script adds it)
 # 10: links carry their source page's group (its type, "page" without one) and whether the row is the
 #    page's first link to its target (entity's referenced_by counts pages from the index, D35)
+# 11: `link_groups`, a target's linking pages and links counted per group and visibility, kept by
+#    triggers on `links` (entity's referenced_by totals without a scan of a hub's link rows)
 
-_SCHEMA = """
+#: A target's linking pages counted per (group, visibility) (entity's referenced_by totals and the
+#: card's backlink count, D35): `pages` sums `first_to_target` (distinct linking pages), `typed`
+#: counts the links that are not mentions; self links are left out, as every backlink read leaves
+#: them. Kept by triggers on `links`, so every write of a link row keeps it exact; a row whose
+#: counts fall to zero is removed.
+#: link types that are mentions: listed as backlinks but not counted (the singular is tolerated)
+_MENTIONS_SQL = ", ".join(f"'{t}'" for t in (MENTION_LINK_TYPE, "mention"))
+_LINK_GROUPS_TABLE = """
+CREATE TABLE IF NOT EXISTS link_groups (
+  tenant TEXT NOT NULL, target TEXT NOT NULL, source_group TEXT NOT NULL, source_visibility TEXT NOT NULL,
+  pages INTEGER NOT NULL, typed INTEGER NOT NULL,
+  PRIMARY KEY (tenant, target, source_group, source_visibility)
+) WITHOUT ROWID;
+"""
+_ADD = (
+    "INSERT INTO link_groups (tenant, target, source_group, source_visibility, pages, typed) "
+    f"SELECT new.tenant, new.target, new.source_group, new.source_visibility, new.first_to_target, "
+    f"new.type NOT IN ({_MENTIONS_SQL}) WHERE new.source <> new.target "
+    "ON CONFLICT DO UPDATE SET pages = pages + excluded.pages, typed = typed + excluded.typed;"
+)
+_TAKE = (
+    "UPDATE link_groups SET pages = pages - old.first_to_target, "
+    f"typed = typed - (old.type NOT IN ({_MENTIONS_SQL})) "
+    "WHERE old.source <> old.target AND tenant = old.tenant AND target = old.target "
+    "AND source_group = old.source_group AND source_visibility = old.source_visibility;\n"
+    "  DELETE FROM link_groups WHERE tenant = old.tenant AND target = old.target "
+    "AND source_group = old.source_group AND source_visibility = old.source_visibility "
+    "AND pages = 0 AND typed = 0;"
+)
+_LINK_GROUPS = (
+    _LINK_GROUPS_TABLE
+    + f"CREATE TRIGGER IF NOT EXISTS links_groups_ai AFTER INSERT ON links BEGIN\n  {_ADD}\nEND;\n"
+    + f"CREATE TRIGGER IF NOT EXISTS links_groups_ad AFTER DELETE ON links BEGIN\n  {_TAKE}\nEND;\n"
+    + "CREATE TRIGGER IF NOT EXISTS links_groups_au AFTER UPDATE OF tenant, target, source, type, "
+    + f"source_group, source_visibility, first_to_target ON links BEGIN\n  {_TAKE}\n  {_ADD}\nEND;\n"
+)
+
+_SCHEMA = (
+    """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 
 CREATE TABLE IF NOT EXISTS fact_seq (tenant TEXT PRIMARY KEY, seq INTEGER NOT NULL);
@@ -81,7 +121,7 @@ CREATE INDEX IF NOT EXISTS aliases_slug ON aliases (tenant, slug);
 
 -- A link row carries its source page's updated_at and visibility (rewritten with the page, in
 -- the same transaction), so a target's newest backlinks are the first rows of `links_recent`
--- and its backlink count is a scan of the covering `links_count` entries: no page is read.
+-- and its counts are rows of `link_groups` (below): no page is read.
 CREATE TABLE IF NOT EXISTS links (
   tenant TEXT NOT NULL, source TEXT NOT NULL, ord INTEGER NOT NULL, target TEXT NOT NULL,
   type TEXT NOT NULL, context TEXT, source_updated_at INTEGER NOT NULL DEFAULT 0,
@@ -89,13 +129,15 @@ CREATE TABLE IF NOT EXISTS links (
   first_to_target INTEGER NOT NULL DEFAULT 1, PRIMARY KEY (tenant, source, ord)
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS links_recent ON links (tenant, target, source_updated_at DESC, source, ord);
-CREATE INDEX IF NOT EXISTS links_count ON links (tenant, target, source_visibility, type);
 -- entity's referenced_by (D35): the linking pages counted per group and each group's newest, from
 -- the index alone (source_group: the source page's type, "page" without one, kept current by `put`;
 -- first_to_target: 1 on a page's first link row to this target, so a sum counts pages, not links)
 CREATE INDEX IF NOT EXISTS links_group ON links (
   tenant, target, source_group, source_updated_at DESC, source DESC, source_visibility, type, first_to_target
 );
+"""
+    + _LINK_GROUPS
+    + """
 
 CREATE TABLE IF NOT EXISTS timeline (
   tenant TEXT NOT NULL, slug TEXT NOT NULL, ord INTEGER NOT NULL, date TEXT NOT NULL,
@@ -188,6 +230,7 @@ CREATE TRIGGER IF NOT EXISTS docs_gone_ad AFTER DELETE ON docs BEGIN
   VALUES (old.tenant, old.id, (SELECT gen FROM search_gen WHERE tenant = old.tenant));
 END;
 """
+)
 
 
 def create_schema(conn: sqlite3.Connection) -> None:
@@ -217,6 +260,8 @@ def create_schema(conn: sqlite3.Connection) -> None:
         _migrate_7_to_8(conn)
     if 1 <= version <= 9:
         _migrate_9_to_10(conn)
+    if 1 <= version <= 10:
+        _migrate_10_to_11(conn)
     for stmt in _split_script(_SCHEMA):
         conn.execute(stmt)
     if version == 0:
@@ -268,6 +313,20 @@ def _migrate_9_to_10(conn: sqlite3.Connection) -> None:
     conn.execute(
         "UPDATE links SET first_to_target = 0 WHERE EXISTS (SELECT 1 FROM links e WHERE e.tenant = links.tenant "
         "AND e.source = links.source AND e.target = links.target AND e.ord < links.ord)"
+    )
+
+
+def _migrate_10_to_11(conn: sqlite3.Connection) -> None:
+    """Schema 10 -> 11, inside the schema transaction: count every target's linking pages per group
+    and visibility into `link_groups` (the schema script that runs next adds the triggers that keep
+    it)."""
+    conn.execute("DROP INDEX IF EXISTS links_count")  # the counts it served are link_groups rows now
+    conn.execute(_LINK_GROUPS_TABLE)
+    conn.execute("DELETE FROM link_groups")
+    conn.execute(
+        "INSERT INTO link_groups (tenant, target, source_group, source_visibility, pages, typed) "
+        f"SELECT tenant, target, source_group, source_visibility, sum(first_to_target), "
+        f"sum(type NOT IN ({_MENTIONS_SQL})) FROM links WHERE source <> target GROUP BY 1, 2, 3, 4"
     )
 
 
