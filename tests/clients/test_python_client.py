@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import itertools
 import json
 import os
 import subprocess
@@ -180,6 +181,8 @@ def arguments_for(tool: str, seed: dict[str, Any], server: Server) -> dict[str, 
 
 #: Parts of a body that differ between two calls that are otherwise the same call: the call's own
 #: correlation id and timing, the marker of a replayed write (D22), and a minted token's identity.
+#: a bound on a follower's answers in these tests (each drains in a handful)
+MAX_ANSWERS = 50
 PER_CALL = {"correlation_id", "latency_ms", "idempotent_replay"}
 MINTED = {"token", "token_id", "created_at"}
 
@@ -281,15 +284,20 @@ def test_the_delta_follower_drains_with_the_cursor_and_stores_it(token_env: Serv
     saved = save_facts(token_env, tag, 60)  # more than one answer holds (50 per arm)
     stored = tmp_path / "delta.cursor"
     with Client(base(token_env)) as client:
-        answers = list(
-            client.follow_delta(cursor=start["next_cursor"]["cursor"], cursor_file=stored, budget_tokens=100000)
+        answers = list(  # bounded: a follower that stopped advancing fails here instead of looping
+            itertools.islice(
+                client.follow_delta(cursor=start["next_cursor"]["cursor"], cursor_file=stored, budget_tokens=100000),
+                MAX_ANSWERS,
+            )
         )
         delivered = [f.fact for a in answers for f in a.facts]
         assert len(answers) >= 2 and not answers[-1].has_more and all(a.has_more for a in answers[:-1])
         assert sorted(delivered) == sorted(saved)
         assert stored.read_text().strip() == answers[-1].next_cursor.cursor
         later = save_facts(token_env, tag + "b", 2)
-        resumed = list(client.follow_delta(cursor_file=stored))  # from the stored cursor alone
+        resumed = list(
+            itertools.islice(client.follow_delta(cursor_file=stored), MAX_ANSWERS)
+        )  # the stored cursor alone
     assert sorted(f.fact for a in resumed for f in a.facts) == sorted(later)
 
 
@@ -299,7 +307,12 @@ def test_the_async_delta_follower_drains_too(token_env: Server) -> None:
 
     async def drain() -> list[Any]:
         async with AsyncClient(base(token_env), transport="mcp") as client:
-            return [a async for a in client.follow_delta(since="2000-01-01T00:00:00Z", budget_tokens=100000)]
+            got = []
+            async for a in client.follow_delta(since="2000-01-01T00:00:00Z", budget_tokens=100000):
+                got.append(a)
+                if len(got) >= MAX_ANSWERS:  # bounded: a follower that stopped advancing fails, not loops
+                    break
+            return got
 
     answers = asyncio.run(drain())
     delivered = [f.fact for a in answers for f in a.facts if f.fact.startswith(tag)]
@@ -384,3 +397,20 @@ def test_a_profile_names_the_endpoint_and_its_token_file(
     with pytest.raises(FleetmemError) as caught:
         Client(profile="nobody-saved-this")
     assert caught.value.code == "invalid_params" and caught.value.fix["next"]
+
+
+def test_a_follower_whose_cursor_does_not_advance_stops_with_the_envelope(tmp_path: Path) -> None:
+    """A delta answer with more to read but the cursor it was given would make a follower ask for
+    the same page forever: it raises instead, and the stored cursor is the last good one."""
+    from types import SimpleNamespace
+
+    from fleetmem.client.core import _Cursor
+
+    stored = tmp_path / "delta.cursor"
+    kept = _Cursor("c1", stored, {})
+    kept.advance(SimpleNamespace(next_cursor=SimpleNamespace(cursor="c2"), has_more=True))  # type: ignore[arg-type]
+    assert stored.read_text().strip() == "c2" and not kept.done
+    with pytest.raises(FleetmemError) as stalled:
+        kept.advance(SimpleNamespace(next_cursor=SimpleNamespace(cursor="c2"), has_more=True))  # type: ignore[arg-type]
+    assert stalled.value.code == "internal_error" and stalled.value.fix
+    assert stored.read_text().strip() == "c2" and not list(tmp_path.glob("*.part"))

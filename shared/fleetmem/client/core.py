@@ -4,6 +4,7 @@ one way to reach memory from Python (see docs/python-client.md)."""
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -224,10 +225,23 @@ class _Cursor:
         return {**kept, "cursor": self.cursor}
 
     def advance(self, answer: DeltaResult) -> DeltaResult:
-        self.cursor = answer.next_cursor.cursor
+        before, self.cursor = self.cursor, answer.next_cursor.cursor
+        if answer.has_more and before is not None and self.cursor == before:
+            # more to read, yet the same position: following it again would ask for the same page forever
+            raise FleetmemError.built(
+                "internal_error",
+                "delta answered has_more with the cursor it was given, so following it makes no progress.",
+                "Report this answer (its correlation_id) to the memory's operator; resume later from the "
+                "stored cursor.",
+                "The server's delta did not advance its cursor.",
+                actor="host_admin",
+            )
         if self.file is not None and self.cursor:
+            # written beside and renamed over, so a crash never leaves a half-written cursor
             self.file.parent.mkdir(parents=True, exist_ok=True)
-            self.file.write_text(self.cursor + "\n", encoding="utf-8")
+            part = self.file.with_name(self.file.name + ".part")
+            part.write_text(self.cursor + "\n", encoding="utf-8")
+            os.replace(part, self.file)
         self.done = not answer.has_more
         return answer
 
