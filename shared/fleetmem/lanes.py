@@ -144,10 +144,20 @@ class LocalLane:
 
     remote = False
 
-    def __init__(self, data_dir: str | None = None, tenant: str | None = None, embedder: str | None = None) -> None:
+    def __init__(
+        self,
+        data_dir: str | None = None,
+        tenant: str | None = None,
+        embedder: str | None = None,
+        *,
+        creates: bool = False,
+    ) -> None:
+        """`creates`: a data directory without a memory starts a new one (the Python client's local
+        mode); otherwise it is refused, as a read command refuses it (`open_deps`)."""
         ns = argparse.Namespace(data_dir=data_dir, embedder=embedder)
         self.settings = settings_from(ns)
         self.tenant = tenant
+        self.creates = creates
         self.label = f"local:{self.settings.data_dir}"
         self._deps: Any = None
 
@@ -159,7 +169,7 @@ class LocalLane:
         from fleetmem.transport.dispatch import dispatch
 
         if self._deps is None:
-            self._deps = open_deps(self.settings)
+            self._deps = open_deps(self.settings, creates=self.creates, announce=not self.creates)
         caller = local_caller(self.tenant)
         out = []
         for tool, arguments in calls:

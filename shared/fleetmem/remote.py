@@ -282,15 +282,22 @@ def call_remote(
     concurrency: int = 4,
 ) -> list[ToolReply]:
     """Run `calls` over one MCP connection; the whole batch is bounded by `endpoint.timeout`."""
+    return asyncio.run(call_remote_async(endpoint, calls, mode=mode, concurrency=concurrency))
+
+
+async def call_remote_async(
+    endpoint: Endpoint,
+    calls: Sequence[tuple[str, dict[str, Any]]],
+    *,
+    mode: str | None = None,
+    concurrency: int = 4,
+) -> list[ToolReply]:
+    """`call_remote` on the caller's event loop (the async client's MCP transport)."""
     mode = mode or ClientSettings.from_env().mcp_mode or DEFAULT_MODE
-
-    async def bounded() -> list[ToolReply]:
-        try:
-            return await asyncio.wait_for(_call_all(endpoint, calls, mode, concurrency), endpoint.timeout)
-        except TimeoutError:
-            raise RemoteUnavailable(endpoint.url, f"no answer within {endpoint.timeout:g} s") from None
-
-    return asyncio.run(bounded())
+    try:
+        return await asyncio.wait_for(_call_all(endpoint, calls, mode, concurrency), endpoint.timeout)
+    except TimeoutError:
+        raise RemoteUnavailable(endpoint.url, f"no answer within {endpoint.timeout:g} s") from None
 
 
 def unavailable_failure(exc: RemoteUnavailable) -> CommandFailed:
