@@ -363,3 +363,25 @@ def test_a_malformed_token_is_refused_before_any_store_read(cognito, deps, usage
     with pytest.raises(Unauthorized):
         call("authorizer", load_event("authorizer", "api_token_unknown"))
     assert calls == ["GetItem"]
+
+
+def test_a_warm_sandbox_reads_a_cognito_mapping_once_per_bound_and_an_api_tokens_tier_with_its_token(
+    cognito, signing_key, usage_keys, deps
+):
+    """Counted on the clients store's real DynamoDB client (moto's server): an API token's tier is
+    on its own item (one GetItem, as before tiers); a Cognito token costs the mapping read and the
+    deny-list read, then only the deny-list read while the mapping is kept (the revocation bound)."""
+    calls: list[str] = []
+    deps.clients._db.meta.events.register("before-call.dynamodb", lambda model, **_: calls.append(model.name))
+    event = load_event("authorizer", "api_token_valid")
+    seed(deps, bearer(event), "planner", {"read"}, tier="fleet")
+    calls.clear()
+    assert call("authorizer", event)["usageIdentifierKey"] == usage_keys["fleet"]
+    assert calls == ["GetItem"]
+    token = access_token(signing_key, cognito)
+    calls.clear()
+    call("authorizer", with_token("cognito_access_token", token))
+    assert calls == ["GetItem", "GetItem"]  # mapping, deny-list
+    calls.clear()
+    assert call("authorizer", with_token("cognito_access_token", token))["usageIdentifierKey"] == usage_keys["fleet"]
+    assert calls == ["GetItem"]  # deny-list only
