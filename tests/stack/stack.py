@@ -791,6 +791,8 @@ class Stack:
         from infra.config import EXAMPLE, load_config
 
         cfg = load_config(default=EXAMPLE)
+        #: what `fresh_function` starts another sandbox of a function with
+        self._spawn_with = (python, asset_dir, runtime, rie, env, cfg, names)
         for group in self.groups:
             self.functions[group] = self._spawn(
                 group, names[group], python, asset_dir, runtime, rie, {**env["common"], **env.get(group, {})}, cfg
@@ -1020,6 +1022,14 @@ class Stack:
                 raise _PortTaken(group) from None
             raise
         return Function(group, name, port, proc, log_path, size.timeout_s)
+
+    def fresh_function(self, group: str) -> Function:
+        """Another emulator of `group` beside the running one, as a new Lambda sandbox: nothing
+        initialized until its first invoke (a cold start). Stopped with the stack, or by the caller
+        (`engines.stop_process(fn.process)`)."""
+        python, asset_dir, runtime, rie, env, cfg, names = self._spawn_with
+        merged = {**env["common"], **env.get(group, {})}
+        return self._spawn(group, names[group], python, asset_dir, runtime, rie, merged, cfg)
 
     def _warm(self) -> None:
         """Initialize every function's runtime at once (the emulator does it on the first invoke)."""
