@@ -24,6 +24,7 @@ from typing import Any
 from fleetmem.cli.framework import Parser
 from fleetmem.cli.stage import aws_backend_option
 from fleetmem.console import EXIT_FAILED, EXIT_OK, CommandFailed, Output
+from fleetmem.protocol import Scope
 
 #: The resource server of the stage's pool (`infra/constructs/client_auth.py`): scopes are `fleetmem/<scope>`.
 RESOURCE_SERVER = "fleetmem"
@@ -35,7 +36,7 @@ CLIENT_TIER_DEFAULT = "standard"
 class ConfiguredClient:
     client_id: str
     tenant: str
-    scopes: tuple[str, ...]
+    scopes: tuple[Scope, ...]
     tier: str
 
 
@@ -173,7 +174,8 @@ def sync_clients(
 def _config_doc(path: str | None) -> dict[str, Any]:
     named = path or os.environ.get("FLEETMEM_DEPLOY_CONFIG") or "fleetmem.deploy.json"
     try:
-        return json.loads(Path(named).read_text())
+        doc: dict[str, Any] = json.loads(Path(named).read_text())
+        return doc
     except FileNotFoundError:
         raise CommandFailed.usage(
             f"deploy config {named} does not exist",
