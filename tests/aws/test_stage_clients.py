@@ -130,4 +130,6 @@ def test_a_client_naming_a_tier_the_config_lacks_is_refused_before_anything_is_m
     capsys.readouterr()
     argv = ["stage", "clients", "sync", "--config", str(stage["path"]), "--user-pool-id", stage["pool"], "--json"]
     assert main(argv) == 2
+    said = capsys.readouterr()
+    assert "unknown tier 'gold'" in said.out + said.err
     assert app_clients(stage) == {}
