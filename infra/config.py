@@ -172,6 +172,12 @@ class DeployConfig(_Model):
     def _references_resolve(self) -> DeployConfig:
         if self.default_tier not in self.tiers:
             raise ValueError(f"default_tier {self.default_tier!r} is not a configured tier")
+        from fleetmem.tokens import ID_PATTERN
+
+        for tier in self.tiers:
+            if not ID_PATTERN.fullmatch(tier):
+                # a tier is stored with its clients and named in resource names: the id grammar
+                raise ValueError(f"tier {tier!r}: use 1-63 lower-case letters, digits, '_' or '-'")
         seen: set[str] = set()
         for c in self.clients:
             if c.tier not in self.tiers:
@@ -296,14 +302,14 @@ class DeployConfig(_Model):
         return self
 
     def _planned(self, per_tier) -> float:
-        """`per_tier(tier)` summed over every configured client, never below the largest tier's."""
-        largest = max(per_tier(t) for t in self.tiers.values())
-        return max(largest, sum(per_tier(self.tiers[c.tier]) for c in self.clients))
+        """`per_tier(tier)` summed over the tiers: each tier is one usage-plan key, one bucket that
+        all of its clients share, so this is the most the plans together let through. Clients are
+        data (the clients table), so their number does not enter the template."""
+        return sum(per_tier(t) for t in self.tiers.values())
 
     def stage_rate(self) -> float:
         """The stage throttle of every credentialed route (requests/s per method): as configured,
-        else `api.stage_headroom` x the configured clients' plan rates together (at least the
-        largest tier's)."""
+        else `api.stage_headroom` x the tiers' plan rates together."""
         if self.api.stage_rate_per_second is not None:
             return self.api.stage_rate_per_second
         return round(self.api.stage_headroom * self._planned(lambda t: t.rate_per_second), 3)

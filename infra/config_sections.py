@@ -232,6 +232,9 @@ class TierConfig(_Model):
 
 
 class ClientConfig(_Model):
+    """A Cognito machine client the deploy config names. Not in the template: `fleetmem stage
+    clients sync` creates its app client and maps it in the clients table (docs/deploy.md)."""
+
     #: Tenant and client ids follow `fleetmem.tokens.ID_REGEX` (no key separator can appear).
     client_id: str = Field(pattern=ID_REGEX)
     tenant: str = Field(pattern=ID_REGEX)
@@ -298,14 +301,14 @@ class ApiConfig(_Model):
     public_burst: int = Field(default=10, ge=1)
     #: Stage-level throttle of every other route (/mcp, /v1/*), per method, shared by every
     #: client: it applies before the authorizer runs, so a flood of made-up credentials (each one a
-    #: cache miss) is cut here, not in the authorizer; per-client usage plans throttle each
-    #: credential below it. Unset: sized from the tiers (`DeployConfig.stage_rate()`:
-    #: `stage_headroom` x every configured client at its tier's full rate, never below the largest
-    #: tier's); a value below the largest tier's rate or burst is refused, since that tier's
-    #: clients would be throttled by the stage before their own plan.
+    #: cache miss) is cut here, not in the authorizer; the tiers' usage plans throttle their
+    #: clients below it. Unset: sized from the tiers (`DeployConfig.stage_rate()`:
+    #: `stage_headroom` x every tier at its full rate, one key per tier); a value below the largest
+    #: tier's rate or burst is refused, since that tier's clients would be throttled by the stage
+    #: before their own plan.
     stage_rate_per_second: float | None = Field(default=None, gt=0)
     stage_burst: int | None = Field(default=None, ge=1)
-    #: The multiple of the configured clients' combined plan rate (and burst) the stage allows when
+    #: The multiple of the tiers' combined plan rate (and burst) the stage allows when
     #: `stage_rate_per_second` / `stage_burst` are unset: room for refused credentials (401, 403)
     #: beside every client at full rate.
     stage_headroom: float = Field(default=2.0, ge=1.0, le=100.0)

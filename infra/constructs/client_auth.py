@@ -1,6 +1,10 @@
 """Client credentials: a Cognito user pool for OAuth client-credentials callers and the clients
 table (API tokens, created by `fleetmem token create --backend aws`). The pool has no human users:
-it is a machine-to-machine token issuer whose resource server exposes the protocol's scopes."""
+it is a machine-to-machine token issuer whose resource server exposes the protocol's scopes.
+
+The pool's app clients are not in the template: `fleetmem stage clients sync` creates one per
+configured client through the Cognito API and maps it to (tenant, client, tier) in the clients
+table, so a stage's template does not grow with its clients (docs/deploy.md, "Clients and tiers")."""
 
 from __future__ import annotations
 
@@ -66,30 +70,3 @@ class ClientAuth(Construct):
             f"https://{config.cognito_domain_prefix}.auth.{stack.region}.amazoncognito.com/oauth2/token"
         )
         self.issuer = f"https://cognito-idp.{stack.region}.amazonaws.com/{self.pool.user_pool_id}"
-        self.app_clients: dict[str, cognito.UserPoolClient] = {}
-        for c in config.clients:
-            self.app_clients[c.client_id] = self.pool.add_client(
-                f"Client-{c.client_id}",
-                user_pool_client_name=f"{config.prefix}-{c.client_id}",
-                generate_secret=True,
-                o_auth=cognito.OAuthSettings(
-                    flows=cognito.OAuthFlows(client_credentials=True),
-                    scopes=[cognito.OAuthScope.resource_server(self.resource_server, self.scopes[s]) for s in c.scopes],
-                ),
-                # Short-lived: these tokens cannot be revoked (see CognitoConfig).
-                access_token_validity=cdk.Duration.minutes(config.cognito.access_token_minutes),
-                prevent_user_existence_errors=True,
-                enable_token_revocation=True,
-            )
-
-    def clients_by_app_id(self, config: DeployConfig) -> str:
-        """JSON [{app_client_id, tenant, client_id}] for the authorizer (ids resolved at deploy)."""
-        mapping = [
-            {
-                "app_client_id": self.app_clients[c.client_id].user_pool_client_id,
-                "tenant": c.tenant,
-                "client_id": c.client_id,
-            }
-            for c in config.clients
-        ]
-        return cdk.Stack.of(self).to_json_string(mapping)

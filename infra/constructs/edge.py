@@ -1,18 +1,20 @@
 """The public edge: a regional REST API with `POST /mcp` (the MCP edge function),
 `POST /v1/<tool>` (straight to that tool's function), `GET /v1/tools` and `GET /v1/openapi.json`
-(the edge function), a cached Lambda REQUEST authorizer, one API
-key per configured client in per-tier usage plans, access logs and execution logs with retention.
+(the edge function), a cached Lambda REQUEST authorizer, one usage plan and one API key per tier,
+access logs and execution logs with retention.
 
-The authorizer returns each caller's API key as `usageIdentifierKey`, so throttles and quotas
-follow the credential, not the network. A credential whose client is not named in the config has
-no key, and API Gateway refuses it (403): every client gets its own throttle, none shares one.
-Its 401 carries `WWW-Authenticate` through the gateway response; throttling and quota answer 429
-in the protocol's error-envelope shape, a failing authorizer 503 `unavailable`.
+Clients are data, not template: each credential's tier lives with it in the clients table (an API
+token's item, a Cognito app client's mapping), and the authorizer returns that tier's API key as
+`usageIdentifierKey`, so the tier's throttle and quota apply to the tier's clients together. A
+stage with 1,000 clients synthesizes to the same template as one with 1; a client minted at run
+time works on its next request. A credential in a tier the stage has no plan for gets the default
+tier's key. Its 401 carries `WWW-Authenticate` through the gateway response; throttling and quota
+answer 429 in the protocol's error-envelope shape, a failing authorizer 503 `unavailable`.
 
 Usage keys are versioned (`api.usage_key_version`): a new version creates a new secret and a new
-key in the same deploy that points the authorizer at the new secrets, so the key API Gateway
-knows and the key the authorizer hands out cannot diverge; the previous version's keys stay in
-the plans so authorizer answers cached before the deploy keep working.
+key per tier in the same deploy that points the authorizer at the new secrets, so the key API
+Gateway knows and the key the authorizer hands out cannot diverge; the previous version's keys
+stay in the plans so authorizer answers cached before the deploy keep working.
 
 Unauthenticated routes (/health, the OAuth metadata) are throttled at the stage, and the other
 routes at the stage too, sized from the tiers (`DeployConfig.stage_rate`). An optional WAF web ACL
@@ -36,9 +38,9 @@ from constructs import Construct
 from fleetmem.config import (
     ENV_AUTHORIZATION_SERVER,
     ENV_AUTHORIZER_CACHE_TTL_S,
-    ENV_COGNITO_CLIENTS,
     ENV_COGNITO_ISSUER,
     ENV_COGNITO_RESOURCE_SERVER,
+    ENV_DEFAULT_TIER,
     ENV_INVOKE_DEADLINES_S,
     ENV_INVOKE_READ_TIMEOUT_S,
     ENV_PUBLIC_URL,
@@ -103,19 +105,19 @@ class Edge(Construct):
         self.mcp_url = cdk.Fn.join("", [base_url, "/mcp"])
 
     def _usage_keys(self, config: DeployConfig) -> None:
-        """Every configured client's usage-plan key, this version's and the one before."""
-        # -- per-client API keys (values generated into Secrets Manager, never in the template) --
-        # keys[version][client_id]; the authorizer reads the current version's secrets only.
+        """Every tier's usage-plan key, this version's and the one before."""
+        # -- one API key per tier (values generated into Secrets Manager, never in the template) --
+        # keys[version][tier]; the authorizer reads the current version's secrets only.
         version = config.api.usage_key_version
         self.key_secrets: dict[str, sm.Secret] = {}
         self.keys: dict[int, dict[str, apigw.ApiKey]] = {}
         for v in sorted({max(1, version - 1), version}):
             self.keys[v] = {}
-            for c in config.clients:
-                secret, key = self._usage_key(config, c.client_id, v)
-                self.keys[v][c.client_id] = key
+            for tier in config.tiers:
+                secret, key = self._usage_key(config, tier, v)
+                self.keys[v][tier] = key
                 if v == version:
-                    self.key_secrets[c.client_id] = secret
+                    self.key_secrets[tier] = secret
 
     def _edge_function(
         self,
@@ -154,7 +156,8 @@ class Edge(Construct):
     def _authorizer_function(
         self, config: DeployConfig, factory: FunctionFactory, tables: Tables, auth: ClientAuth, signing: InvokeSigning
     ) -> None:
-        """The REQUEST authorizer function: API tokens and Cognito access tokens, each caller's usage key."""
+        """The REQUEST authorizer function: API tokens and Cognito access tokens (app clients mapped
+        in the clients table), the usage key of each caller's tier."""
         stack = cdk.Stack.of(self)
         self.authorizer_fn: Fn = factory.make(
             self,
@@ -164,9 +167,9 @@ class Edge(Construct):
             description="fleetmem REQUEST authorizer: API token or Cognito access token",
             env={
                 ENV_COGNITO_ISSUER: auth.issuer,
-                ENV_COGNITO_CLIENTS: auth.clients_by_app_id(config),
                 ENV_COGNITO_RESOURCE_SERVER: RESOURCE_SERVER,
-                ENV_USAGE_KEY_SECRETS: stack.to_json_string({cid: s.secret_arn for cid, s in self.key_secrets.items()}),
+                ENV_USAGE_KEY_SECRETS: stack.to_json_string({t: s.secret_arn for t, s in self.key_secrets.items()}),
+                ENV_DEFAULT_TIER: config.default_tier,
                 ENV_AUTHORIZER_CACHE_TTL_S: str(config.api.authorizer_cache_ttl_s),
                 # the authorizer signs its context with the stage key; functions act on signed ones only
                 **signing.env,
@@ -260,7 +263,7 @@ class Edge(Construct):
                 self.api,
                 "AwsSolutions-APIG3",
                 "WAF is off for this stage (a dev stage, or api.waf.enabled false): every data "
-                "route needs a credential and is throttled at the stage and per client by usage "
+                "route needs a credential and is throttled at the stage and per tier by usage "
                 "plans; the public routes have their own stage throttle.",
             )
         acknowledge(
@@ -351,8 +354,9 @@ class Edge(Construct):
             response_headers={"WWW-Authenticate": www, "Content-Type": f"'{json_type}'"},
             templates={json_type: _envelope("unauthorized", "Credential not accepted.")},
         )
-        # A valid credential whose client is not in the config has no usage-plan key (none is
-        # shared): API Gateway refuses it (InvalidKeyParameter, 403); say why instead of "Forbidden".
+        # Every credential gets its tier's key (the default tier's when it names none), so this
+        # answers only a key API Gateway does not hold: one replaced by a usage-key rotation more
+        # than one version ago, still in a cached authorizer answer. Say why instead of "Forbidden".
         self.api.add_gateway_response(
             "NoUsageKey",
             type=apigw.ResponseType.INVALID_API_KEY,
@@ -361,8 +365,8 @@ class Edge(Construct):
             templates={
                 json_type: _envelope(
                     "unauthorized",
-                    "This credential's client is not configured on this stage, so it has no usage plan; "
-                    "the operator adds the client to the deploy config's clients and deploys.",
+                    "This credential's usage-plan key is not one this stage holds (its tier's key was "
+                    "rotated); retry after the authorizer cache TTL.",
                 )
             },
         )
@@ -420,8 +424,8 @@ class Edge(Construct):
             )
 
     def _usage_plans(self, config: DeployConfig) -> None:
-        """One usage plan per tier, each client's keys in its tier's plan."""
-        # -- usage plans: one per tier, each client's key in its tier ---------------------------
+        """One usage plan per tier, holding that tier's keys (this version's and the one before)."""
+        # -- usage plans: one per tier, the tier's own key in it ---------------------------------
         self.plans: dict[str, apigw.UsagePlan] = {}
         for tier, t in config.tiers.items():
             self.plans[tier] = self.api.add_usage_plan(
@@ -431,19 +435,19 @@ class Edge(Construct):
                 quota=apigw.QuotaSettings(limit=t.quota_per_day, period=apigw.Period.DAY),
                 api_stages=[apigw.UsagePlanPerApiStage(api=self.api, stage=self.api.deployment_stage)],
             )
-        tier_of = {c.client_id: c.tier for c in config.clients}
         for keys in self.keys.values():
-            for client_id, key in keys.items():
-                self.plans[tier_of[client_id]].add_api_key(key)
+            for tier, key in keys.items():
+                self.plans[tier].add_api_key(key)
 
-    def _usage_key(self, config: DeployConfig, client_id: str, version: int) -> tuple[sm.Secret, apigw.ApiKey]:
-        """One client's usage-plan key of one version: a generated secret and the API key made
-        from it. Version 1 keeps the original logical ids, so existing stages do not churn."""
+    def _usage_key(self, config: DeployConfig, tier: str, version: int) -> tuple[sm.Secret, apigw.ApiKey]:
+        """One tier's usage-plan key of one version: a generated secret and the API key made from
+        it. Logical ids and names carry `tier-`, so they never meet a per-client key's of an older
+        template (docs/deploy.md, "Upgrading from per-client keys")."""
         suffix = "" if version == 1 else f"-v{version}"
         secret = sm.Secret(
             self,
-            f"UsageKey-{client_id}{suffix}",
-            description=f"{config.prefix} API Gateway usage key for {client_id} (version {version})",
+            f"UsageKey-tier-{tier}{suffix}",
+            description=f"{config.prefix} API Gateway usage key of tier {tier} (version {version})",
             generate_secret_string=sm.SecretStringGenerator(exclude_punctuation=True, password_length=40),
         )
         acknowledge(
@@ -455,8 +459,8 @@ class Edge(Construct):
         )
         key = apigw.ApiKey(
             self,
-            f"Key-{client_id}{suffix}",
-            api_key_name=f"{config.prefix}-{client_id}{suffix}",
+            f"Key-tier-{tier}{suffix}",
+            api_key_name=f"{config.prefix}-tier-{tier}{suffix}",
             value=secret.secret_value.unsafe_unwrap(),
             enabled=True,
         )

@@ -124,10 +124,3 @@ class FleetmemStack(cdk.Stack):
             **self.search.outputs,
         }.items():
             cdk.CfnOutput(self, name, value=value)
-        for cid, client in self.auth.app_clients.items():
-            cdk.CfnOutput(
-                self,
-                f"CognitoClient{cid.title().replace('-', '').replace('_', '').replace('.', '')}",
-                value=client.user_pool_client_id,
-                description=f"Cognito app client id of {cid}",
-            )

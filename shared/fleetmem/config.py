@@ -41,11 +41,11 @@ ENV_PUBLIC_URL = "FLEETMEM_PUBLIC_URL"
 #: tool name -> deployed function name (JSON), on the edge
 ENV_TOOL_FUNCTIONS = "FLEETMEM_TOOL_FUNCTIONS"
 ENV_COGNITO_ISSUER = "FLEETMEM_COGNITO_ISSUER"
-#: [{app_client_id, tenant, client_id}] (JSON), on the authorizer
-ENV_COGNITO_CLIENTS = "FLEETMEM_COGNITO_CLIENTS"
 ENV_COGNITO_RESOURCE_SERVER = "FLEETMEM_COGNITO_RESOURCE_SERVER"
-#: client id (or "*") -> Secrets Manager ARN of its usage-plan key (JSON), on the authorizer
+#: tier -> Secrets Manager ARN of that tier's usage-plan key (JSON), on the authorizer
 ENV_USAGE_KEY_SECRETS = "FLEETMEM_USAGE_KEY_SECRETS"
+#: the tier of a client whose clients-table item names none (or a tier the stage does not have)
+ENV_DEFAULT_TIER = "FLEETMEM_DEFAULT_TIER"
 #: Secrets Manager ARN of the per-stage HMAC key the edge signs invoke payloads with
 ENV_INVOKE_SIGNING_SECRET_ARN = "FLEETMEM_INVOKE_SIGNING_SECRET_ARN"  # noqa: S105 (a variable name)
 #: seconds a sandbox keeps the signing keys it read before reading them again (key rotation)
@@ -392,32 +392,27 @@ class EdgeSettings:
 
 @dataclass(frozen=True)
 class AuthSettings:
-    """The authorizer's: Cognito access tokens and the usage-plan keys it hands API Gateway."""
+    """The authorizer's: Cognito access tokens (their app clients are mapped in the clients table)
+    and the usage-plan key of each tier it hands API Gateway."""
 
     cognito_issuer: str = ""
-    #: [{app_client_id, tenant, client_id}] (JSON)
-    cognito_clients_json: str = ""
     cognito_resource_server: str = "fleetmem"
     usage_key_secrets_json: str = ""
+    default_tier: str = "standard"
     authorizer_cache_ttl_s: int = DEFAULT_AUTHORIZER_CACHE_TTL_S
 
     @property
-    def cognito_clients(self) -> dict[str, dict[str, str]]:
-        """Cognito app client id -> {tenant, client_id}."""
-        raw = _json(self.cognito_clients_json, [])
-        return {c["app_client_id"]: {"tenant": c["tenant"], "client_id": c["client_id"]} for c in raw}
-
-    @property
     def usage_key_secrets(self) -> dict[str, str]:
+        """tier -> Secrets Manager ARN of its usage-plan key."""
         return _json(self.usage_key_secrets_json, {})
 
     @classmethod
     def from_env(cls) -> AuthSettings:
         return cls(
             cognito_issuer=_env(ENV_COGNITO_ISSUER),
-            cognito_clients_json=_env(ENV_COGNITO_CLIENTS),
             cognito_resource_server=_env(ENV_COGNITO_RESOURCE_SERVER, "fleetmem"),
             usage_key_secrets_json=_env(ENV_USAGE_KEY_SECRETS),
+            default_tier=_env(ENV_DEFAULT_TIER, "standard"),
             authorizer_cache_ttl_s=_int(ENV_AUTHORIZER_CACHE_TTL_S, DEFAULT_AUTHORIZER_CACHE_TTL_S),
         )
 

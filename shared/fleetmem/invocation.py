@@ -75,7 +75,7 @@ def argv(words: Sequence[str]) -> list[str]:
 BUILTIN_COMMANDS = frozenset(
     {"serve", "init", "token", "protocol", "import", "doctor", "embedder", "reindex", "conformance", "bench"}
     | {"profile", "hook", "heartbeat", "console"}
-    | {"export", "backup", "tenant", "admin"}
+    | {"export", "backup", "tenant", "admin", "stage"}
 )
 
 

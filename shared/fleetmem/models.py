@@ -28,6 +28,8 @@ class Caller(Record):
     scopes: frozenset[Scope] = frozenset({"read"})
     #: Every MCP/HTTP caller is remote (fail-closed); only the CLI on an open store is trusted-local.
     remote: bool = True
+    #: The usage-plan tier its credential names (AWS: the clients table); None: the stage's default.
+    tier: str | None = None
 
     def has_scope(self, needed: Scope) -> bool:
         if "admin" in self.scopes:
@@ -174,6 +176,9 @@ class ClientRecord(Record):
     scopes: frozenset[Scope]
     created_at: datetime
     revoked_at: datetime | None = None
+    #: The usage-plan tier on an AWS stage (`fleetmem token create --tier`); None: the stage's
+    #: default tier. The local server has no usage plans and does not keep it.
+    tier: str | None = None
 
 
 class IdempotencyRecord(Record):

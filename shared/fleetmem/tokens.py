@@ -93,12 +93,14 @@ class MintRequest:
     tenant: str
     client_id: str
     scopes: frozenset[Scope]
+    #: None: the stage's default tier
+    tier: str | None = None
 
 
-def mint_request(*, tenant: str, client: str, scopes: Iterable[str]) -> MintRequest:
+def mint_request(*, tenant: str, client: str, scopes: Iterable[str], tier: str | None = None) -> MintRequest:
     """The one check of a token request, for `fleetmem token create` and the `create_token` tool:
     scopes a non-empty subset of SCOPES (blank entries ignored), the client name stripped and not
-    blank, tenant and client inside the id grammar. Raises `MintRefused`."""
+    blank, tenant, client and tier (when given) inside the id grammar. Raises `MintRefused`."""
     wanted = [s.strip() for s in scopes if s.strip()]
     bad = [s for s in wanted if s not in SCOPES]
     if not wanted or bad:
@@ -106,28 +108,36 @@ def mint_request(*, tenant: str, client: str, scopes: Iterable[str]) -> MintRequ
     name = client.strip()
     if not name:
         raise MintRefused("client", "client is blank")
-    for kind, value in (("tenant", tenant), ("client", name)):
+    for kind, value in (("tenant", tenant), ("client", name), *((("tier", tier),) if tier is not None else ())):
         problem = id_problem(kind, value)
         if problem:
             raise MintRefused(kind, problem)
-    return MintRequest(tenant=tenant, client_id=name, scopes=frozenset(wanted))  # type: ignore[arg-type]
+    return MintRequest(tenant=tenant, client_id=name, scopes=frozenset(wanted), tier=tier)  # type: ignore[arg-type]
 
 
 def mint(store: ClientStore, clock: Clock, request: MintRequest) -> tuple[str, ClientRecord]:
     """Mint the token a checked request names (see `create_client`)."""
-    return create_client(store, clock, tenant=request.tenant, client_id=request.client_id, scopes=request.scopes)
+    return create_client(
+        store, clock, tenant=request.tenant, client_id=request.client_id, scopes=request.scopes, tier=request.tier
+    )
 
 
 def create_client(
-    store: ClientStore, clock: Clock, *, tenant: str, client_id: str, scopes: Iterable[Scope]
+    store: ClientStore,
+    clock: Clock,
+    *,
+    tenant: str,
+    client_id: str,
+    scopes: Iterable[Scope],
+    tier: str | None = None,
 ) -> tuple[str, ClientRecord]:
-    """Mint a token for (tenant, client_id) and store its hash. Returns (token, record); the token
-    is shown once and cannot be recovered."""
+    """Mint a token for (tenant, client_id) in usage-plan `tier` (None: the stage's default) and
+    store its hash. Returns (token, record); the token is shown once and cannot be recovered."""
     wanted = frozenset(scopes)
     unknown = wanted - set(SCOPES)
     if unknown or not wanted:
         raise ValueError(f"scopes must be a non-empty subset of {', '.join(SCOPES)}")
-    for kind, value in (("tenant", tenant), ("client", client_id)):
+    for kind, value in (("tenant", tenant), ("client", client_id), *((("tier", tier),) if tier is not None else ())):
         problem = id_problem(kind, value)
         if problem:
             raise ValueError(problem)
@@ -142,6 +152,7 @@ def create_client(
         client_id=client_id,
         scopes=wanted,
         created_at=clock.now(),
+        tier=tier,
     )
     store.create(record)
     return token, record
@@ -164,7 +175,7 @@ def verify_token(store: ClientStore, token: str, now: datetime) -> Caller | None
             extra={"event": "credential_id_invalid", "token_id": record.token_id},
         )
         return None
-    return Caller(tenant=record.tenant, client_id=record.client_id, scopes=record.scopes, remote=True)
+    return Caller(tenant=record.tenant, client_id=record.client_id, scopes=record.scopes, remote=True, tier=record.tier)
 
 
 def revocation_bound_s(backend: str, authorizer_cache_ttl_s: int) -> int:
@@ -233,6 +244,62 @@ def deny_cognito_client(store: ClientStore, clock: Clock, *, app_client_id: str,
 def cognito_client_denied(store: ClientStore, app_client_id: str, now: datetime) -> bool:
     record = store.by_hash(cognito_deny_hash(app_client_id))
     return record is not None and record.revoked_at is not None and record.revoked_at <= now
+
+
+# A Cognito app client's machine caller is data, like an API token: a ClientRecord keyed by a hash
+# no API token can have, holding the (tenant, client_id, tier) the app client's access tokens act
+# as, its `token_id` "app_" + the app client id (so `token list` shows it beside the tenant's API
+# tokens, and `token revoke app_…` or a tenant's revocation ends the mapping). The scopes are the
+# ones the app client may be granted; a token's own scopes still come from its `scope` claim.
+_COGNITO_MAP_PREFIX = "cognito-app-client-map:"
+#: `token_id` prefix of a Cognito app client's mapping
+COGNITO_MAP_ID_PREFIX = "app_"
+
+
+def cognito_map_hash(app_client_id: str) -> str:
+    return hash_token(_COGNITO_MAP_PREFIX + app_client_id)
+
+
+def map_cognito_client(
+    store: ClientStore,
+    clock: Clock,
+    *,
+    app_client_id: str,
+    tenant: str,
+    client_id: str,
+    scopes: Iterable[Scope],
+    tier: str | None = None,
+) -> tuple[ClientRecord, bool]:
+    """Map a Cognito app client to (tenant, client_id, tier) in the clients table. Idempotent:
+    (the record, True) when written now, (the stored record, False) when it was already there."""
+    if not app_client_id or not re.fullmatch(r"[A-Za-z0-9_-]{1,128}", app_client_id):
+        raise ValueError("app_client_id must be 1-128 letters, digits, '_' or '-'")
+    request = mint_request(tenant=tenant, client=client_id, scopes=scopes, tier=tier)
+    digest = cognito_map_hash(app_client_id)
+    existing = store.by_hash(digest)
+    if existing is not None:
+        return existing, False
+    if tenant_deleted(store, tenant):
+        raise TenantDeleted(tenant)
+    record = ClientRecord(
+        token_hash=digest,
+        token_id=COGNITO_MAP_ID_PREFIX + app_client_id,
+        tenant=request.tenant,
+        client_id=request.client_id,
+        scopes=request.scopes,
+        created_at=clock.now(),
+        tier=request.tier,
+    )
+    store.create(record)
+    return record, True
+
+
+def cognito_client_mapping(store: ClientStore, app_client_id: str, now: datetime) -> ClientRecord | None:
+    """The live mapping of a Cognito app client (one lookup), or None: unknown or revoked."""
+    record = store.by_hash(cognito_map_hash(app_client_id))
+    if record is None or (record.revoked_at is not None and record.revoked_at <= now):
+        return None
+    return record
 
 
 # A tenant deletion (`fleetmem tenant delete --backend aws`) first leaves a tombstone in the clients

@@ -347,7 +347,8 @@ _auth_cache: list[tuple[Deps, Auth]] = []
 def build_auth(deps: Deps, settings: AuthSettings | None = None) -> Auth:
     """The `Auth` port: `fm_…` API tokens in the backend's client store (the local server passes
     no settings); on AWS (the authorizer passes its settings), when a Cognito pool is configured,
-    also Cognito access tokens (refusing deny-listed app clients). One per Deps (the Cognito
+    also Cognito access tokens of app clients mapped in the clients table (refusing deny-listed
+    ones). One per Deps (the Cognito
     adapter caches the pool's keys)."""
     for known, cached in _auth_cache:
         if known is deps:
@@ -362,10 +363,11 @@ def build_auth(deps: Deps, settings: AuthSettings | None = None) -> Auth:
         cognito = (
             CognitoAuth(
                 settings.cognito_issuer,
-                settings.cognito_clients,
                 settings.cognito_resource_server,
-                deny_store=deps.clients,
+                store=deps.clients,
                 clock=deps.clock,
+                # a mapping is kept no longer than a cached Allow lives: the revocation bound
+                mapping_ttl_s=settings.authorizer_cache_ttl_s,
             )
             if settings.cognito_issuer
             else None

@@ -212,3 +212,28 @@ def test_the_index_loses_the_tenants_documents_in_every_model_index_of_the_prefi
         old.client.indices.delete(index=f"{prefix}-docs-*", ignore_unavailable=True)
         for ix in (old, new):
             ix.client.close()
+
+
+def test_tenant_delete_on_aws_denies_the_cognito_app_clients_mapped_to_it_in_the_clients_table(
+    fm: Fleetmem, stage: Any, tmp_path: Path
+) -> None:
+    """A Cognito app client is mapped to its tenant in the clients table (`fleetmem stage clients
+    sync`); deleting the tenant removes the mapping with its tokens and puts the app client on the
+    deny-list, whatever an authorizer sandbox still holds. The other tenant's app client is kept."""
+    from fleetmem.adapters.local.clock import SystemClock
+    from fleetmem.tokens import cognito_client_denied, cognito_client_mapping, map_cognito_client
+
+    env, prefix, endpoint, _ = stage
+    clients = engines.open_stores(endpoint, prefix).clients
+    clock = SystemClock()
+    for app, tenant in (("gone0app0client", GONE), ("kept0app0client", KEPT)):
+        map_cognito_client(clients, clock, app_client_id=app, tenant=tenant, client_id="planner", scopes={"read"})
+    aws = Fleetmem(tmp_path / "unused", {**fm.env, **env, "FLEETMEM_BACKEND": "aws"})
+    run = aws("tenant", "delete", GONE, "--backend", "aws", "--yes", "--no-wait", "--json")
+    assert run.code == 0, run.stderr
+    assert run.json()["cognito_denied"] == ["gone0app0client"]
+    now = clock.now()
+    assert cognito_client_denied(clients, "gone0app0client", now)
+    assert cognito_client_mapping(clients, "gone0app0client", now) is None
+    assert not cognito_client_denied(clients, "kept0app0client", now)
+    assert cognito_client_mapping(clients, "kept0app0client", now) is not None

@@ -27,10 +27,19 @@ def test_token_list_never_shows_a_token(fm: Fleetmem) -> None:
     listed = fm("token", "list", "--json")
     assert listed.code == 0, listed.stderr
     (entry,) = listed.json()["tokens"]
-    assert set(entry) == {"token_id", "client", "tenant", "scopes", "created", "revoked"}
-    assert entry["client"] == "agent-a" and entry["revoked"] is None
+    assert set(entry) == {"token_id", "client", "tenant", "scopes", "created", "revoked", "tier"}
+    assert entry["client"] == "agent-a" and entry["revoked"] is None and entry["tier"] is None
     human = fm("token", "list")
     assert token not in listed.stdout + listed.stderr + human.stdout + human.stderr
+
+
+def test_a_tier_is_refused_locally_where_there_are_no_usage_plans(fm: Fleetmem) -> None:
+    """`--tier` names an AWS stage's usage plan; the local server has none, so it is refused
+    instead of dropped, and nothing is minted."""
+    run = fm("token", "create", "--client", "agent-a", "--scopes", "read", "--tier", "fleet", "--json")
+    assert run.code == 2, run.stdout
+    assert "usage plans" in run.stdout + run.stderr  # says why, not an unknown option
+    assert fm("token", "list", "--json").json()["tokens"] == []
 
 
 def test_token_revoke_marks_the_token_revoked_in_the_list(fm: Fleetmem) -> None:

@@ -54,6 +54,10 @@ def _json_response(status: int, body: dict[str, Any]) -> tuple[int, dict, bytes]
     return status, {"content-type": "application/json"}, json.dumps(body).encode()
 
 
+#: where a cached answer keeps the authorizer's usage key (never passed on to a function)
+USAGE_KEY = "__usage_key"
+
+
 class Gateway:
     def __init__(
         self,
@@ -62,8 +66,14 @@ class Gateway:
         after_call: Callable[[], None] | None = None,
         invoke: Callable[[str, dict[str, Any]], Any] = call,
         authorizer_ttl_s: float = 0,
+        usage_keys: dict[str, str] | None = None,
     ) -> None:
         self.stage = stage
+        #: API key value -> tier, the keys the stage's usage plans hold (API key source AUTHORIZER):
+        #: an Allow whose `usageIdentifierKey` is not one of them is API Gateway's 403. None: not checked.
+        self.usage_keys = usage_keys
+        #: tier -> requests let through with that tier's key
+        self.usage_by_tier: dict[str, int] = {}
         self.after_call = after_call or (lambda: None)
         self.invoke = invoke
         self.authorizer_ttl_s = authorizer_ttl_s
@@ -163,6 +173,8 @@ class Gateway:
                 return None
             raise
         context = {**out.get("context", {}), "principalId": out["principalId"]}
+        if out.get("usageIdentifierKey") is not None:
+            context[USAGE_KEY] = out["usageIdentifierKey"]
         if self.authorizer_ttl_s > 0:
             self._authorized[key] = (self.clock() + self.authorizer_ttl_s, context)
         return context
@@ -191,6 +203,20 @@ class Gateway:
                     {"content-type": "application/json", "www-authenticate": www_authenticate(self.base_url)},
                     json.dumps(body_).encode(),
                 )
+            if self.usage_keys is not None:
+                tier = self.usage_keys.get(authorizer.get(USAGE_KEY) or "")
+                if tier is None:  # the stack's NoUsageKey gateway response (INVALID_API_KEY)
+                    return _json_response(
+                        403,
+                        gateway_error_body(
+                            "unauthorized",
+                            "This credential's usage-plan key is not one this stage holds.",
+                            correlation_id=request_id,
+                        ),
+                    )
+                self.usage_by_tier[tier] = self.usage_by_tier.get(tier, 0) + 1
+        if authorizer is not None:
+            authorizer = {k: v for k, v in authorizer.items() if k != USAGE_KEY}
         try:
             out = self.invoke(group, self._event(method, path, resource, headers, body, authorizer, request_id))
         except FunctionError:

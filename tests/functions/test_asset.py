@@ -30,7 +30,7 @@ import pytest
 from fleetmem.adapters.aws.invoker import PayloadSigner
 from fleetmem.adapters.local.clock import SystemClock
 from fleetmem.lambda_routes import TOOL_FUNCTIONS_ENV, function_group, function_name
-from fleetmem.tokens import hash_token
+from fleetmem.tokens import cognito_map_hash, hash_token, map_cognito_client
 from tests.aws import engines
 
 from .asset import AssetRunner, LambdaService, build_asset, deployed_python, install_runtime_sdk, interpreter_for
@@ -102,7 +102,8 @@ def stage(request: pytest.FixtureRequest, built_asset, opensearch_url) -> Iterat
             "FLEETMEM_OPENSEARCH_SERVICE": "none",
             "FLEETMEM_OPENSEARCH_INDEX_PREFIX": search_prefix,
             "FLEETMEM_OPENSEARCH_WRITE_THROUGH": "1",
-            "FLEETMEM_USAGE_KEY_SECRETS": json.dumps({"*": usage["ARN"]}),
+            "FLEETMEM_USAGE_KEY_SECRETS": json.dumps({"standard": usage["ARN"]}),
+            "FLEETMEM_DEFAULT_TIER": "standard",
             "FLEETMEM_INVOKE_SIGNING_SECRET_ARN": signing["ARN"],
             "POWERTOOLS_METRICS_NAMESPACE": "fleetmem",
             TOOL_FUNCTIONS_ENV: json.dumps({t: function_name(PREFIX, function_group(t)) for t in REGISTRY}),
@@ -182,13 +183,16 @@ def test_authorizer_allows_a_cognito_access_token(stage, jwks):
     issuer, sign = jwks
     event = load_event("authorizer", "cognito_access_token")
     event["headers"]["Authorization"] = f"Bearer {sign()}"
-    env = {
-        "FLEETMEM_COGNITO_ISSUER": issuer,
-        "FLEETMEM_COGNITO_CLIENTS": json.dumps(
-            [{"app_client_id": APP_CLIENT, "tenant": "acme", "client_id": "planner"}]
-        ),
-    }
-    out = ok(run(stage, "authorizer", event, **env))
+    if stage["stores"].clients.by_hash(cognito_map_hash(APP_CLIENT)) is None:
+        map_cognito_client(
+            stage["stores"].clients,
+            SystemClock(),
+            app_client_id=APP_CLIENT,
+            tenant="acme",
+            client_id="planner",
+            scopes={"read", "write"},
+        )
+    out = ok(run(stage, "authorizer", event, FLEETMEM_COGNITO_ISSUER=issuer))
     proof = out["context"].pop("proof")  # signed with the stage key (test_invoke_signing checks it)
     assert out["context"] == {"tenant": "acme", "client_id": "planner", "scopes": "read write"}
     assert stage["signer"].verify_claims(out["context"], proof)

@@ -1,8 +1,9 @@
 """The REQUEST authorizer on its events/authorizer files.
 
-API tokens are looked up by SHA-256 in the clients table (moto's DynamoDB); usage keys come from
-Secrets Manager (moto). Cognito cannot run here: its JWKS document is served from 127.0.0.1 by a
-test HTTP server, and access tokens are signed with a test RSA key in Cognito's claim layout."""
+API tokens are looked up by SHA-256 in the clients table (moto's DynamoDB), and so are Cognito app
+clients' mappings; one usage key per tier comes from Secrets Manager (moto). Cognito cannot run
+here: its JWKS document is served from 127.0.0.1 by a test HTTP server, and access tokens are
+signed with a test RSA key in Cognito's claim layout."""
 
 from __future__ import annotations
 
@@ -33,7 +34,7 @@ def bearer(event: dict) -> str:
     return event["headers"]["Authorization"].split(" ", 1)[1]
 
 
-def seed(deps, token: str, client_id: str, scopes: set[str], *, revoked: bool = False) -> None:
+def seed(deps, token: str, client_id: str, scopes: set[str], *, revoked: bool = False, tier: str | None = None) -> None:
     h = hash_token(token)
     now = deps.clock.now()
     deps.clients.create(
@@ -44,6 +45,7 @@ def seed(deps, token: str, client_id: str, scopes: set[str], *, revoked: bool = 
             client_id=client_id,
             scopes=frozenset(scopes),
             created_at=now - timedelta(days=1),
+            tier=tier,
         )
     )
     if revoked:
@@ -52,16 +54,17 @@ def seed(deps, token: str, client_id: str, scopes: set[str], *, revoked: bool = 
 
 @pytest.fixture
 def usage_keys(monkeypatch, aws_env) -> dict[str, str]:
+    """One usage-plan key per tier (the example config's tiers), `standard` the default tier."""
     sm = boto3.client("secretsmanager")
     values = {
-        "planner": "plannerusagekey0123456789abcdefghijklmn",
-        "*": "defaultusagekey0123456789abcdefghijklm",
+        "fleet": "fleetusagekey0123456789abcdefghijklmnop",
+        "standard": "standardusagekey0123456789abcdefghijklm",
     }
     arns = {}
-    for cid, value in values.items():
-        name = f"usage-{'default' if cid == '*' else cid}-{time.monotonic_ns()}"
-        arns[cid] = sm.create_secret(Name=name, SecretString=value)["ARN"]
+    for tier, value in values.items():
+        arns[tier] = sm.create_secret(Name=f"usage-{tier}-{time.monotonic_ns()}", SecretString=value)["ARN"]
     monkeypatch.setenv("FLEETMEM_USAGE_KEY_SECRETS", json.dumps(arns))
+    monkeypatch.setenv("FLEETMEM_DEFAULT_TIER", "standard")
     return values
 
 
@@ -100,14 +103,28 @@ def jwks_issuer(signing_key) -> Iterator[str]:
 
 
 @pytest.fixture
-def cognito(monkeypatch, aws_env, jwks_issuer):
+def cognito_pool(monkeypatch, aws_env, jwks_issuer):
+    """The stage's pool, no app client mapped yet."""
     monkeypatch.setenv("FLEETMEM_COGNITO_ISSUER", jwks_issuer)
-    monkeypatch.setenv(
-        "FLEETMEM_COGNITO_CLIENTS",
-        json.dumps([{"app_client_id": APP_CLIENT, "tenant": "acme", "client_id": "planner"}]),
-    )
     monkeypatch.setenv("FLEETMEM_COGNITO_RESOURCE_SERVER", "fleetmem")
     return jwks_issuer
+
+
+@pytest.fixture
+def cognito(cognito_pool, deps):
+    """The pool with APP_CLIENT mapped in the clients table to acme/planner in tier fleet."""
+    from fleetmem.tokens import map_cognito_client
+
+    map_cognito_client(
+        deps.clients,
+        deps.clock,
+        app_client_id=APP_CLIENT,
+        tenant="acme",
+        client_id="planner",
+        scopes={"read", "write"},
+        tier="fleet",
+    )
+    return cognito_pool
 
 
 def access_token(key, issuer: str, **overrides) -> str:
@@ -143,13 +160,13 @@ def with_token(event_name: str, token: str) -> dict:
     return event
 
 
-def test_a_valid_api_token_is_allowed_with_tenant_scopes_and_usage_key(deps, usage_keys):
+def test_a_valid_api_token_is_allowed_with_tenant_scopes_and_its_tiers_usage_key(deps, usage_keys):
     event = load_event("authorizer", "api_token_valid")
-    seed(deps, bearer(event), "planner", {"read", "write"})
+    seed(deps, bearer(event), "planner", {"read", "write"}, tier="fleet")
     out = call("authorizer", event)
     assert out["principalId"] == "acme/planner"
     assert claims(out) == {"tenant": "acme", "client_id": "planner", "scopes": "read write"}
-    assert out["usageIdentifierKey"] == usage_keys["planner"]
+    assert out["usageIdentifierKey"] == usage_keys["fleet"]
     (stmt,) = out["policyDocument"]["Statement"]
     assert stmt["Effect"] == "Allow"
 
@@ -162,10 +179,34 @@ def test_the_allow_policy_covers_every_route_because_results_are_cached(deps, us
     assert resources == ["arn:aws:execute-api:eu-west-1:123456789012:a1b2c3d4e5/dev/*/*"]
 
 
-def test_an_unconfigured_client_gets_the_shared_default_usage_key(deps, usage_keys):
+def test_a_token_naming_no_tier_gets_the_default_tiers_usage_key(deps, usage_keys):
     event = load_event("authorizer", "api_token_valid")
     seed(deps, bearer(event), "adhoc-bot", {"read"})
-    assert call("authorizer", event)["usageIdentifierKey"] == usage_keys["*"]
+    assert call("authorizer", event)["usageIdentifierKey"] == usage_keys["standard"]
+
+
+def test_a_token_naming_a_tier_the_stage_has_no_plan_for_gets_the_default_tiers_key(deps, usage_keys):
+    event = load_event("authorizer", "api_token_valid")
+    seed(deps, bearer(event), "adhoc-bot", {"read"}, tier="gold")
+    assert call("authorizer", event)["usageIdentifierKey"] == usage_keys["standard"]
+
+
+def test_a_client_minted_at_run_time_with_a_tier_gets_that_tiers_key_on_its_first_request(deps, usage_keys, capsys):
+    """`fleetmem token create --backend aws --tier fleet` for a client no deploy config names: the
+    tier is written with the token into the clients table (moto's DynamoDB), and the authorizer's
+    first answer for it carries the fleet tier's usage key, so API Gateway lets it in."""
+    from fleetmem.cli import main
+
+    capsys.readouterr()
+    argv = ["token", "create", "--backend", "aws", "--client", "bot-0417", "--tenant", "acme"]
+    assert main([*argv, "--scopes", "read,write", "--tier", "fleet", "--json"]) == 0
+    minted = json.loads(capsys.readouterr().out)
+    assert minted["tier"] == "fleet"
+    out = call("authorizer", with_token("api_token_valid", minted["token"]))
+    assert claims(out) == {"tenant": "acme", "client_id": "bot-0417", "scopes": "read write"}
+    assert out["usageIdentifierKey"] == usage_keys["fleet"]
+    # a tier outside the id grammar is refused before anything is written
+    assert main([*argv, "--scopes", "read", "--tier", "Fleet!", "--json"]) == 2
 
 
 @pytest.mark.parametrize("event_name", ["api_token_unknown", "missing_bearer_scheme"])
@@ -191,7 +232,41 @@ def test_a_denial_is_counted_for_the_authorizer_alarm(usage_keys, capsys):
 def test_a_cognito_access_token_is_allowed_with_its_resource_server_scopes(cognito, signing_key, usage_keys):
     out = call("authorizer", with_token("cognito_access_token", access_token(signing_key, cognito)))
     assert claims(out) == {"tenant": "acme", "client_id": "planner", "scopes": "read write"}
-    assert out["usageIdentifierKey"] == usage_keys["planner"]
+    assert out["usageIdentifierKey"] == usage_keys["fleet"]
+
+
+def test_a_cognito_app_client_mapped_at_run_time_works_on_the_next_request(cognito_pool, signing_key, usage_keys, deps):
+    """An app client's mapping is data in the clients table: refused while unmapped (and that
+    refusal is not kept), allowed with its tier's key on the request after it is mapped."""
+    from fleetmem.tokens import map_cognito_client
+
+    token = access_token(signing_key, cognito_pool)
+    with pytest.raises(Unauthorized):
+        call("authorizer", with_token("cognito_access_token", token))
+    map_cognito_client(
+        deps.clients, deps.clock, app_client_id=APP_CLIENT, tenant="acme", client_id="bot-7", scopes={"read"}
+    )
+    out = call("authorizer", with_token("cognito_access_token", token))
+    assert claims(out)["client_id"] == "bot-7"
+    assert out["usageIdentifierKey"] == usage_keys["standard"]
+
+
+def test_a_revoked_cognito_mapping_is_refused_once_the_revocation_bound_has_passed(
+    cognito, signing_key, usage_keys, deps, monkeypatch
+):
+    """The authorizer keeps a mapping it read for at most the authorizer cache TTL (30 s here, as
+    deployed): a revoked one (`fleetmem token revoke app_<id>`, a tenant's deletion) is refused
+    after it, however warm the sandbox. The sandbox's clock is moved past the bound, no sleep."""
+    import fleetmem.adapters.aws.auth as auth_module
+    from fleetmem.tokens import COGNITO_MAP_ID_PREFIX
+
+    token = access_token(signing_key, cognito)
+    assert claims(call("authorizer", with_token("cognito_access_token", token)))["client_id"] == "planner"
+    assert deps.clients.revoke(COGNITO_MAP_ID_PREFIX + APP_CLIENT, at=deps.clock.now())
+    real = time.monotonic
+    monkeypatch.setattr(auth_module.time, "monotonic", lambda: real() + 31)
+    with pytest.raises(Unauthorized):
+        call("authorizer", with_token("cognito_access_token", token))
 
 
 @pytest.mark.parametrize(
@@ -244,18 +319,23 @@ def test_the_cli_puts_a_cognito_app_client_on_the_deny_list(deps):
     assert not cognito_client_denied(deps.clients, "another-app-client", deps.clock.now())
 
 
-def test_a_cognito_mapping_whose_tenant_breaks_the_id_grammar_is_401(cognito, signing_key, usage_keys, monkeypatch):
-    """The deploy config refuses such a mapping; one edited into the environment by hand still
-    never reaches the stores."""
-    from fleetmem.transport.aws_lambda import runtime
+def test_a_cognito_mapping_whose_tenant_breaks_the_id_grammar_is_401(cognito_pool, signing_key, usage_keys, deps):
+    """`map_cognito_client` refuses such a mapping; one written into the table by hand still never
+    reaches the stores."""
+    from fleetmem.tokens import COGNITO_MAP_ID_PREFIX, cognito_map_hash
 
-    monkeypatch.setenv(
-        "FLEETMEM_COGNITO_CLIENTS",
-        json.dumps([{"app_client_id": APP_CLIENT, "tenant": "acme#other", "client_id": "planner"}]),
+    deps.clients.create(
+        ClientRecord(
+            token_hash=cognito_map_hash(APP_CLIENT),
+            token_id=COGNITO_MAP_ID_PREFIX + APP_CLIENT,
+            tenant="acme#other",
+            client_id="planner",
+            scopes=frozenset({"read"}),
+            created_at=deps.clock.now(),
+        )
     )
-    runtime.reset()
     with pytest.raises(Unauthorized):
-        call("authorizer", with_token("cognito_access_token", access_token(signing_key, cognito)))
+        call("authorizer", with_token("cognito_access_token", access_token(signing_key, cognito_pool)))
 
 
 MALFORMED = [
@@ -283,3 +363,25 @@ def test_a_malformed_token_is_refused_before_any_store_read(cognito, deps, usage
     with pytest.raises(Unauthorized):
         call("authorizer", load_event("authorizer", "api_token_unknown"))
     assert calls == ["GetItem"]
+
+
+def test_a_warm_sandbox_reads_a_cognito_mapping_once_per_bound_and_an_api_tokens_tier_with_its_token(
+    cognito, signing_key, usage_keys, deps
+):
+    """Counted on the clients store's real DynamoDB client (moto's server): an API token's tier is
+    on its own item (one GetItem, as before tiers); a Cognito token costs the mapping read and the
+    deny-list read, then only the deny-list read while the mapping is kept (the revocation bound)."""
+    calls: list[str] = []
+    deps.clients._db.meta.events.register("before-call.dynamodb", lambda model, **_: calls.append(model.name))
+    event = load_event("authorizer", "api_token_valid")
+    seed(deps, bearer(event), "planner", {"read"}, tier="fleet")
+    calls.clear()
+    assert call("authorizer", event)["usageIdentifierKey"] == usage_keys["fleet"]
+    assert calls == ["GetItem"]
+    token = access_token(signing_key, cognito)
+    calls.clear()
+    call("authorizer", with_token("cognito_access_token", token))
+    assert calls == ["GetItem", "GetItem"]  # mapping, deny-list
+    calls.clear()
+    assert call("authorizer", with_token("cognito_access_token", token))["usageIdentifierKey"] == usage_keys["fleet"]
+    assert calls == ["GetItem"]  # deny-list only

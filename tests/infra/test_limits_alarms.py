@@ -36,7 +36,7 @@ TUNED_ALARMS = {
 
 @pytest.fixture(scope="session")
 def tuned_synth(tmp_path_factory, _no_aws_env):
-    """A stage sized unlike the example: a 200 req/s tier, three clients, headroom 1.5, its own
+    """A stage sized unlike the example: a 200 req/s tier, three clients (which size nothing), headroom 1.5, its own
     LLM and every new alarm threshold changed."""
     return _synth(
         tmp_path_factory.mktemp("tuned"),
@@ -171,17 +171,16 @@ def test_limits_widen_in_the_order_a_request_meets_them(flavour, request):
 
 
 @pytest.mark.parametrize("flavour", ("domain_synth", "tuned_synth"))
-def test_the_stage_throttle_is_sized_from_the_clients_plans(flavour, request):
-    """Unset, the stage allows every configured client at its plan's full rate together, times the
-    headroom: no client is throttled by the stage before its own plan, even with all at full rate."""
+def test_the_stage_throttle_is_sized_from_the_tiers_plans(flavour, request):
+    """Unset, the stage allows every tier's plan at its full rate together (one key per tier: a
+    tier's clients share its plan), times the headroom: no tier is throttled by the stage before
+    its own plan, even with all at full rate."""
     synth = request.getfixturevalue(flavour)
     cfg = synth.config
-    plan_of = {
-        p["Properties"]["UsagePlanName"]: p["Properties"]["Throttle"]
-        for p in synth.resources("AWS::ApiGateway::UsagePlan").values()
-    }
-    together = sum(plan_of[f"{cfg.prefix}-{c.tier}"]["RateLimit"] for c in cfg.clients)
-    together_burst = sum(plan_of[f"{cfg.prefix}-{c.tier}"]["BurstLimit"] for c in cfg.clients)
+    plans = [p["Properties"]["Throttle"] for p in synth.resources("AWS::ApiGateway::UsagePlan").values()]
+    assert len(plans) == len(cfg.tiers)
+    together = sum(p["RateLimit"] for p in plans)
+    together_burst = sum(p["BurstLimit"] for p in plans)
     stage_rate, stage_burst = _stage_throttle(synth)
     assert stage_rate >= together * cfg.api.stage_headroom > together
     assert stage_burst >= together_burst * cfg.api.stage_headroom

@@ -122,7 +122,7 @@ def _env(synth, group: str) -> dict:
 
 
 def _usage_key_secrets(synth) -> dict[str, str]:
-    """client_id -> logical id of the secret the authorizer reads that client's usage key from."""
+    """tier -> logical id of the secret the authorizer reads that tier's usage key from."""
     raw = json.loads(_text(_env(synth, "authorizer")["FLEETMEM_USAGE_KEY_SECRETS"]))
     return {cid: ref.strip("<>") for cid, ref in raw.items()}
 
@@ -540,14 +540,14 @@ def test_unauthorized_answers_401_with_www_authenticate(domain_synth):
     assert json.loads(body.replace("$context.requestId", "x"))["code"] == "unauthorized"
     for rt in ("THROTTLED", "QUOTA_EXCEEDED"):
         assert responses[rt]["StatusCode"] == "429"
-    # a credential of a client with no usage-plan key (not in the config) is told why
+    # a cached answer naming a usage key the stage no longer holds (rotated away) is told why
     no_key = responses["INVALID_API_KEY"]
     assert no_key["StatusCode"] == "403"
     body = json.loads(no_key["ResponseTemplates"]["application/json"].replace("$context.requestId", "x"))
-    assert body["code"] == "unauthorized" and "not configured" in body["message"]
+    assert body["code"] == "unauthorized" and "rotated" in body["message"]
 
 
-def test_each_tier_is_a_usage_plan_with_throttle_and_quota_and_each_client_has_a_key(domain_synth):
+def test_each_tier_is_a_usage_plan_with_throttle_and_quota_and_one_key(domain_synth):
     cfg = domain_synth.config
     plans = {
         p["Properties"]["UsagePlanName"]: p["Properties"]
@@ -558,7 +558,7 @@ def test_each_tier_is_a_usage_plan_with_throttle_and_quota_and_each_client_has_a
         assert p["Throttle"] == {"BurstLimit": t.burst, "RateLimit": t.rate_per_second}
         assert p["Quota"] == {"Limit": t.quota_per_day, "Period": "DAY"}
     keys = domain_synth.resources("AWS::ApiGateway::ApiKey")
-    assert len(keys) == len(cfg.clients)  # one per client, no shared default key
+    assert len(keys) == len(cfg.tiers)  # one per tier, whatever the number of clients
     plan_ids = {
         p["Properties"]["UsagePlanName"].rsplit("-", 1)[-1]: lid
         for lid, p in domain_synth.resources("AWS::ApiGateway::UsagePlan").items()
@@ -570,28 +570,24 @@ def test_each_tier_is_a_usage_plan_with_throttle_and_quota_and_each_client_has_a
     assert set(plan_of_key) == set(keys)
     for lid, k in keys.items():  # key values come from Secrets Manager, never from the template
         assert "resolve:secretsmanager" in json.dumps(k["Properties"]["Value"])
-        client = next(c for c in cfg.clients if k["Properties"]["Name"] == f"{cfg.prefix}-{c.client_id}")
-        assert plan_of_key[lid] == plan_ids[client.tier]
+        tier = next(t for t in cfg.tiers if k["Properties"]["Name"] == f"{cfg.prefix}-tier-{t}")
+        assert plan_of_key[lid] == plan_ids[tier]
     secrets = _usage_key_secrets(domain_synth)
-    assert set(secrets) == {c.client_id for c in cfg.clients}  # no "*" default entry
+    assert set(secrets) == set(cfg.tiers)
+    assert _text(_env(domain_synth, "authorizer")["FLEETMEM_DEFAULT_TIER"]).strip('"') == cfg.default_tier
 
 
 # -- client auth ------------------------------------------------------------------------------------
 
 
-def test_cognito_exposes_the_protocol_scopes_and_one_client_credentials_app_per_client(domain_synth):
+def test_cognito_exposes_the_protocol_scopes_and_no_app_client_is_in_the_template(domain_synth):
+    """App clients are data: `fleetmem stage clients sync` creates them (tests/aws/test_stage_clients.py)."""
     (rs,) = domain_synth.resources("AWS::Cognito::UserPoolResourceServer").values()
     assert {s["ScopeName"] for s in rs["Properties"]["Scopes"]} == set(SCOPES)
-    clients = domain_synth.resources("AWS::Cognito::UserPoolClient")
-    assert len(clients) == len(domain_synth.config.clients)
-    for c in clients.values():
-        p = c["Properties"]
-        assert p["AllowedOAuthFlows"] == ["client_credentials"]
-        assert p["GenerateSecret"] is True
-    by_name = {c["Properties"]["ClientName"]: c["Properties"] for c in clients.values()}
-    for cc in domain_synth.config.clients:
-        scopes = by_name[f"{domain_synth.config.prefix}-{cc.client_id}"]["AllowedOAuthScopes"]
-        assert len(scopes) == len(cc.scopes)
+    assert domain_synth.config.clients  # the example config names clients
+    assert domain_synth.resources("AWS::Cognito::UserPoolClient") == {}
+    env = _env(domain_synth, "authorizer")
+    assert not any("COGNITO_CLIENTS" in name for name in env)
 
 
 def test_the_authorizer_reads_only_the_clients_table(domain_synth):
@@ -797,19 +793,19 @@ def test_the_managed_domain_waits_for_its_log_resource_policy(flavour, request):
 
 
 def test_rotating_usage_keys_replaces_key_and_secret_together(waf_synth):
-    """api.usage_key_version 3: every client has a v3 secret and a v3 key made from that same
+    """api.usage_key_version 3: every tier has a v3 secret and a v3 key made from that same
     secret, the authorizer reads the v3 secrets, and the v2 keys stay in the plans for answers the
     authorizer cached before the deploy. One deploy changes both sides, so they cannot diverge."""
     cfg = waf_synth.config
     keys = {k["Properties"]["Name"]: k for k in waf_synth.resources("AWS::ApiGateway::ApiKey").values()}
-    assert set(keys) == {f"{cfg.prefix}-{c.client_id}{v}" for c in cfg.clients for v in ("-v2", "-v3")}
+    assert set(keys) == {f"{cfg.prefix}-tier-{t}{v}" for t in cfg.tiers for v in ("-v2", "-v3")}
     secrets = _usage_key_secrets(waf_synth)
-    assert set(secrets) == {c.client_id for c in cfg.clients}
-    for c in cfg.clients:
-        current = keys[f"{cfg.prefix}-{c.client_id}-v3"]["Properties"]["Value"]
-        assert _refs(current) == {secrets[c.client_id]}  # the key API Gateway knows = the one handed out
-        previous = keys[f"{cfg.prefix}-{c.client_id}-v2"]["Properties"]["Value"]
-        assert _refs(previous) != {secrets[c.client_id]}
+    assert set(secrets) == set(cfg.tiers)
+    for t in cfg.tiers:
+        current = keys[f"{cfg.prefix}-tier-{t}-v3"]["Properties"]["Value"]
+        assert _refs(current) == {secrets[t]}  # the key API Gateway knows = the one handed out
+        previous = keys[f"{cfg.prefix}-tier-{t}-v2"]["Properties"]["Value"]
+        assert _refs(previous) != {secrets[t]}
     planned = {pk["Properties"]["KeyId"]["Ref"] for pk in waf_synth.resources("AWS::ApiGateway::UsagePlanKey").values()}
     assert planned == set(waf_synth.resources("AWS::ApiGateway::ApiKey"))
 
@@ -1037,14 +1033,6 @@ def test_throttling_answers_429_and_a_failing_authorizer_503_with_retry_after_in
         assert body["fix"]["retry_after_seconds"] >= 1
 
 
-def test_cognito_access_tokens_are_short_lived_from_config(domain_synth):
-    minutes = domain_synth.config.cognito.access_token_minutes
-    assert minutes <= 60
-    for c in domain_synth.resources("AWS::Cognito::UserPoolClient").values():
-        p = c["Properties"]
-        assert (p["AccessTokenValidity"], p["TokenValidityUnits"]["AccessToken"]) == (minutes, "minutes")
-
-
 @pytest.mark.parametrize("flavour", VARIANTS)
 def test_the_api_execution_log_group_is_created_first_with_retention(flavour, request):
     synth = request.getfixturevalue(flavour)
@@ -1148,20 +1136,13 @@ def test_the_idle_cost_table_in_deploy_md_counts_what_the_example_deploys(flavou
     if flavour == "domain_synth":  # the example config itself
         assert len(synth.resources("AWS::SecretsManager::Secret")) == secrets
         assert len(synth.resources("AWS::CloudWatch::Alarm")) == alarms
-    else:  # same functions; no domain alarms; no usage keys because this variant lists no clients
+    else:  # same functions; no domain alarms; the same usage keys (one per tier) though it lists no clients
         # a "prod" stage, so WAF is on: its alarms are priced in the WAF row, not this column
         names = [a["Properties"]["AlarmName"] for a in synth.resources("AWS::CloudWatch::Alarm").values()]
         assert len([n for n in names if "-waf-" not in n]) == serverless_alarms
-        assert len(synth.resources("AWS::SecretsManager::Secret")) == secrets - len(domain_cfg_clients())
+        assert not synth.config.clients
+        assert len(synth.resources("AWS::SecretsManager::Secret")) == secrets
     assert len(synth.resources("AWS::KMS::Key")) == 1
-
-
-def domain_cfg_clients():
-    import json as _json
-
-    from infra.config import EXAMPLE
-
-    return _json.loads(EXAMPLE.read_text())["clients"]
 
 
 def test_without_a_deploy_config_the_synth_refuses_and_names_the_file_and_variable(monkeypatch, tmp_path):

@@ -1,5 +1,5 @@
-"""`python -m tests.stack [--port 8766] [--surface full|verbs] [--async-index]` or `... bench [--pages N]`
-or `... overload [--recalls N]` (run by scripts/stack)."""
+"""`python -m tests.stack [--port 8766] [--surface full|verbs] [--async-index]` or `... bench [--pages N]`,
+`... bench-authorizer [--cold N] [--warm N]` or `... overload [--recalls N]` (run by scripts/stack)."""
 
 from __future__ import annotations
 
@@ -15,6 +15,10 @@ def main(argv: list[str] | None = None) -> int:
         from tests.stack.bench import main as bench
 
         return bench(argv[1:])
+    if argv[:1] == ["bench-authorizer"]:
+        from tests.stack.bench_authorizer import main as bench_authorizer
+
+        return bench_authorizer(argv[1:])
     if argv[:1] == ["overload"]:
         from tests.stack.overload import main as overload
 

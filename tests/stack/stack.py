@@ -3,8 +3,8 @@
 What runs, each a real component:
 
 - DynamoDB Local (streams on) with the stage's tables; the OpenSearch 2.19.1 + k-NN test node with
-  the stage's index; moto's server for Secrets Manager (the invoke-signing key and the usage-plan
-  key), SQS and EventBridge (heartbeat destinations) — the engines of tests/aws/engines.py.
+  the stage's index; moto's server for Secrets Manager (the invoke-signing key and one usage-plan
+  key per tier), SQS and EventBridge (heartbeat destinations) — the engines of tests/aws/engines.py.
 - The Lambda asset `scripts/build-lambda` builds (reused while its sources are unchanged), and every
   function of `functions/` as its own process from it: the AWS Lambda Runtime Interface Emulator
   (`aws-lambda-rie`, built from its Go module by scripts/lib/rie.sh) running the deployed Python
@@ -34,7 +34,10 @@ What runs, each a real component:
   model can run here): the synthesize function runs with `FLEETMEM_LLM=bedrock` and that model id,
   through the unchanged `BedrockLLM`; the other functions have no LLM, as a stage's.
 
-Not emulated: usage plans and API keys, API Gateway throttling, WAF, IAM, Cognito's hosted token
+Usage plans are emulated as far as their keys: the front refuses an Allow answer whose
+`usageIdentifierKey` is not one of the tiers' keys with API Gateway's 403, and counts the tier of
+each key it accepts (`gateway.usage_by_tier`). Not emulated: usage-plan throttles and quotas, API
+Gateway throttling, WAF, IAM, Cognito's hosted token
 endpoint; each function has one sandbox, so concurrent calls to one function wait for each other.
 Data lives in memory: it is gone when the stack stops.
 """
@@ -788,6 +791,8 @@ class Stack:
         from infra.config import EXAMPLE, load_config
 
         cfg = load_config(default=EXAMPLE)
+        #: what `fresh_function` starts another sandbox of a function with
+        self._spawn_with = (python, asset_dir, runtime, rie, env, cfg, names)
         for group in self.groups:
             self.functions[group] = self._spawn(
                 group, names[group], python, asset_dir, runtime, rie, {**env["common"], **env.get(group, {})}, cfg
@@ -808,6 +813,7 @@ class Stack:
             invoke=self.invoke,
             authorizer_ttl_s=cfg.api.authorizer_cache_ttl_s,
             after_call=self.drain if self.sync_index else None,
+            usage_keys=self.usage_keys,
         )
         self.gateway.start(self.port)
         self._stops.append(self.gateway.stop)
@@ -828,6 +834,7 @@ class Stack:
             ENV_BEDROCK_EMBEDDING_MODEL,
             ENV_BEDROCK_LLM_MODEL,
             ENV_DEADLINE_MS,
+            ENV_DEFAULT_TIER,
             ENV_EMBEDDER,
             ENV_HEARTBEATS,
             ENV_INVOKE_DEADLINES_S,
@@ -853,7 +860,14 @@ class Stack:
         tag = uuid.uuid4().hex[:8]
         signing = sm.create_secret(Name=f"{self.prefix}-invoke-signing-{tag}", SecretString=uuid.uuid4().hex * 2)
         self.signing_secret_arn = signing["ARN"]
-        usage = sm.create_secret(Name=f"{self.prefix}-usage-key-{tag}", SecretString=uuid.uuid4().hex[:40])
+        # one usage-plan key per tier, as the CDK app makes them; the front holds their values as
+        # API Gateway's usage plans do (`usage_keys`: key value -> tier)
+        self.usage_keys: dict[str, str] = {}
+        usage_arns: dict[str, str] = {}
+        for tier in cfg.tiers:
+            value = uuid.uuid4().hex[:40]
+            usage_arns[tier] = sm.create_secret(Name=f"{self.prefix}-usage-key-{tier}-{tag}", SecretString=value)["ARN"]
+            self.usage_keys[value] = tier
         # The stage's one heartbeat (as the deploy config's `heartbeats` define them), to an SQS queue.
         sqs = boto3.client("sqs", endpoint_url=self.moto, **engines.CREDENTIALS)
         self.heartbeat_queue = sqs.create_queue(QueueName=f"{self.prefix}-{HEARTBEAT}-{tag}")["QueueUrl"]
@@ -920,7 +934,8 @@ class Stack:
             # per-call deadline falls back to the pages (a deployed function has its own cores)
             "synthesize": {ENV_LLM: "bedrock", ENV_BEDROCK_LLM_MODEL: LOCAL_CHAT_MODEL, ENV_DEADLINE_MS: "20000"},
             "authorizer": {
-                ENV_USAGE_KEY_SECRETS: json.dumps({"*": usage["ARN"]}),
+                ENV_USAGE_KEY_SECRETS: json.dumps(usage_arns),
+                ENV_DEFAULT_TIER: cfg.default_tier,
                 ENV_AUTHORIZER_CACHE_TTL_S: str(cfg.api.authorizer_cache_ttl_s),
             },
         }
@@ -1007,6 +1022,14 @@ class Stack:
                 raise _PortTaken(group) from None
             raise
         return Function(group, name, port, proc, log_path, size.timeout_s)
+
+    def fresh_function(self, group: str) -> Function:
+        """Another emulator of `group` beside the running one, as a new Lambda sandbox: nothing
+        initialized until its first invoke (a cold start). Stopped with the stack, or by the caller
+        (`engines.stop_process(fn.process)`)."""
+        python, asset_dir, runtime, rie, env, cfg, names = self._spawn_with
+        merged = {**env["common"], **env.get(group, {})}
+        return self._spawn(group, names[group], python, asset_dir, runtime, rie, merged, cfg)
 
     def _warm(self) -> None:
         """Initialize every function's runtime at once (the emulator does it on the first invoke)."""

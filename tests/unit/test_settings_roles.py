@@ -9,11 +9,11 @@ import pytest
 
 from fleetmem.config import (
     ENV_AUTHORIZER_CACHE_TTL_S,
-    ENV_COGNITO_CLIENTS,
     ENV_HOOK_TIMEOUT,
     ENV_INVOKE_READ_TIMEOUT_S,
     ENV_STATE_DIR,
     ENV_TABLE_PREFIX,
+    ENV_USAGE_KEY_SECRETS,
     AuthSettings,
     ClientSettings,
     EdgeSettings,
@@ -24,7 +24,7 @@ from fleetmem.config import (
 def test_a_verb_function_starts_whatever_the_edge_and_authorizer_settings_hold(monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setenv(ENV_AUTHORIZER_CACHE_TTL_S, "thirty")
     monkeypatch.setenv(ENV_INVOKE_READ_TIMEOUT_S, "soon")
-    monkeypatch.setenv(ENV_COGNITO_CLIENTS, "[not json")
+    monkeypatch.setenv(ENV_USAGE_KEY_SECRETS, "[not json")
     monkeypatch.setenv(ENV_TABLE_PREFIX, "acme")
     assert Settings.from_env().aws.table_prefix == "acme"
     with pytest.raises(ValueError, match=ENV_AUTHORIZER_CACHE_TTL_S):

@@ -24,6 +24,7 @@ from fleetmem.cli import (
     pack,
     protocol,
     serve,
+    stage_clients,
     tokens,
     tools,
 )
@@ -72,7 +73,19 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     tokens.add_commands(sub, common)
     if with_tools:
         tools.add_commands(sub, common)
-    for group in (protocol, console_web, importer, doctor, maintenance, conformance, bench, ambient, pack, admin):
+    for group in (
+        protocol,
+        console_web,
+        importer,
+        doctor,
+        maintenance,
+        conformance,
+        bench,
+        ambient,
+        pack,
+        admin,
+        stage_clients,
+    ):
         group.add_commands(sub, common)
     return parser
 

@@ -301,15 +301,19 @@ def _wait(seconds: int, why: str, sleep: Callable[[float], None]) -> None:
 def _revoke_tenant(tenant: str, stores: Any, *, no_wait: bool) -> dict[str, Any]:
     """Tombstone, revoke, wait: after this no credential of the tenant can reach a verb, however
     long an API Gateway cache keeps its Allow (`docs/portability.md`)."""
-    from fleetmem.config import AuthSettings
-    from fleetmem.lanes import from_env
-    from fleetmem.tokens import deny_cognito_client, mark_tenant_deleted
+    from fleetmem.tokens import COGNITO_MAP_ID_PREFIX, deny_cognito_client, mark_tenant_deleted
     from fleetmem.wiring import SystemClock, revoke_clients
 
     clock = SystemClock()
     mark_tenant_deleted(stores.clients, clock, tenant)
     Output.err(f"revoke: tenant {tenant!r} marked deleted (no token is minted for it from now on)")
-    mapped = sorted(a for a, m in from_env(AuthSettings.from_env).cognito_clients.items() if m.get("tenant") == tenant)
+    # the tenant's Cognito app clients (their mappings in the clients table; revoked below with
+    # its API tokens): denied as well, so no token of theirs is accepted whatever a cache holds
+    mapped = sorted(
+        r.token_id.removeprefix(COGNITO_MAP_ID_PREFIX)
+        for r in stores.clients.list(tenant)
+        if r.token_id.startswith(COGNITO_MAP_ID_PREFIX)
+    )
     for app_client in mapped:
         deny_cognito_client(stores.clients, clock, app_client_id=app_client)
     if mapped:

@@ -20,6 +20,11 @@ def add_commands(sub: Any, common: Parser) -> None:
     p.add_argument("--client", required=True, help="client name (shown in audit rows and cursors)")
     p.add_argument("--scopes", required=True, help="comma-separated: read,write[,admin]")
     p.add_argument("--tenant", default="default", help="tenant (brain) the token belongs to")
+    p.add_argument(
+        "--tier",
+        default=None,
+        help="usage-plan tier on an AWS stage (a tier of the deploy config's `tiers`; default: its default_tier)",
+    )
     p.add_argument("--json", action="store_true")
     p.set_defaults(handler=cmd_token_create)
     p = tsub.add_parser("list", parents=[common], help="list tokens (never shows the tokens)")
@@ -64,14 +69,20 @@ def _client_doc(rec: Any) -> dict[str, Any]:
         "scopes": sorted(rec.scopes),
         "created": iso(rec.created_at),
         "revoked": iso(rec.revoked_at),
+        "tier": rec.tier,
     }
 
 
 def cmd_token_create(args: argparse.Namespace, out: Output) -> int:
     from fleetmem.tokens import ID_FIX, MintRefused, TenantDeleted, mint, mint_request
 
+    if args.tier is not None and settings_from(args, embedder="none").backend != "aws":
+        raise CommandFailed.usage(
+            "--tier applies to an AWS stage's usage plans; the local server has none",
+            "Drop --tier, or add --backend aws to mint the token on the stage the environment names.",
+        )
     try:
-        request = mint_request(tenant=args.tenant, client=args.client, scopes=args.scopes.split(","))
+        request = mint_request(tenant=args.tenant, client=args.client, scopes=args.scopes.split(","), tier=args.tier)
     except MintRefused as refused:
         if refused.field == "scopes":
             raise CommandFailed.usage(
@@ -94,13 +105,15 @@ def cmd_token_create(args: argparse.Namespace, out: Output) -> int:
         "tenant": rec.tenant,
         "scopes": sorted(rec.scopes),
         "token_id": rec.token_id,
+        "tier": rec.tier,
     }
     if out.as_json:
         out.document(doc)
     else:
+        tier = f", tier {rec.tier}" if rec.tier else ""
         Output.err(
             f"Token {rec.token_id} for client '{rec.client_id}' (tenant {rec.tenant}, scopes "
-            f"{','.join(sorted(rec.scopes))}). It is shown once and stored only as a SHA-256:"
+            f"{','.join(sorted(rec.scopes))}{tier}). It is shown once and stored only as a SHA-256:"
         )
         out.text(token)
     return EXIT_OK

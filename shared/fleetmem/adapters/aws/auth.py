@@ -1,18 +1,23 @@
 """The `Auth` port on AWS: `fm_…` API tokens in the DynamoDB clients table, then Cognito
-client-credentials access tokens (RS256 against the pool's JWKS), refusing app clients on the
-deny-list kept in the same clients table (`fleetmem.tokens.deny_cognito_client`)."""
+client-credentials access tokens (RS256 against the pool's JWKS) whose app client is mapped to a
+(tenant, client, tier) in the same table (`fleetmem.tokens.map_cognito_client`), refusing app
+clients on the deny-list kept there too (`fleetmem.tokens.deny_cognito_client`).
+
+A mapping found is kept for `mapping_ttl_s` (the stage's revocation bound, the authorizer cache
+TTL: a revoked mapping is refused no later than a cached Allow would be); a missing one is asked
+again on the next request, so an app client mapped at run time works from then on."""
 
 from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Mapping
+import time
 from typing import cast
 
-from fleetmem.models import Caller
+from fleetmem.models import Caller, ClientRecord
 from fleetmem.ports import ClientStore, Clock
 from fleetmem.protocol import SCOPES, Scope
-from fleetmem.tokens import TOKEN_PREFIX, ApiTokenAuth, cognito_client_denied, id_problem
+from fleetmem.tokens import TOKEN_PREFIX, ApiTokenAuth, cognito_client_denied, cognito_client_mapping, id_problem
 
 log = logging.getLogger("fleetmem.auth")
 
@@ -23,26 +28,30 @@ _JWT_SHAPE = re.compile(r"[A-Za-z0-9_-]{4,2048}\.[A-Za-z0-9_-]{4,8192}\.[A-Za-z0
 
 class CognitoAuth:
     """Cognito access tokens: RS256 signature against the pool's JWKS (keys cached by PyJWT),
-    issuer, expiry, `token_use == "access"`, a configured app client that is not on the
-    deny-list, and at least one of this API's scopes."""
+    issuer, expiry, `token_use == "access"`, an app client mapped in the clients table that is not
+    on the deny-list, and at least one of this API's scopes."""
+
+    #: mappings one sandbox keeps at most (then it starts over)
+    MAPPING_CACHE_SIZE = 4096
 
     def __init__(
         self,
         issuer: str,
-        clients: Mapping[str, Mapping[str, str]],
         resource_server: str,
         *,
-        deny_store: ClientStore | None = None,
-        clock: Clock | None = None,
+        store: ClientStore,
+        clock: Clock,
+        mapping_ttl_s: float,
         jwks_url: str | None = None,
     ) -> None:
         import jwt
 
         self.issuer = issuer.rstrip("/")
-        self.clients = clients
         self.resource_server = resource_server
-        self.deny_store = deny_store
+        self.store = store
         self.clock = clock
+        self.mapping_ttl_s = max(0.0, mapping_ttl_s)
+        self._mappings: dict[str, tuple[float, ClientRecord]] = {}
         self.jwks = jwt.PyJWKClient(
             jwks_url or f"{self.issuer}/.well-known/jwks.json", cache_keys=True, lifespan=3600, timeout=3
         )
@@ -67,11 +76,12 @@ class CognitoAuth:
         if claims.get("token_use") != "access":
             return None
         app_client = str(claims.get("client_id"))
-        mapped = self.clients.get(app_client)
-        if not mapped:
+        mapped = self.mapping(app_client)
+        if mapped is None:
+            log.info("cognito client not mapped", extra={"event": "cognito_client_unmapped"})
             return None
-        if id_problem("tenant", str(mapped.get("tenant"))) or id_problem("client", str(mapped.get("client_id"))):
-            # the deploy config refuses such ids; a hand-edited mapping must not reach the stores
+        if id_problem("tenant", mapped.tenant) or id_problem("client", mapped.client_id):
+            # the mapping's writer refuses such ids; a hand-edited item must not reach the stores
             log.error("cognito client mapping refused", extra={"event": "cognito_mapping_invalid"})
             return None
         prefix = f"{self.resource_server}/"
@@ -82,13 +92,33 @@ class CognitoAuth:
         )
         if not scopes:
             return None
-        if self.deny_store is not None and self.clock is not None:
-            if cognito_client_denied(self.deny_store, app_client, self.clock.now()):
-                log.info("cognito client denied", extra={"event": "cognito_client_denied"})
-                return None
+        if cognito_client_denied(self.store, app_client, self.clock.now()):
+            log.info("cognito client denied", extra={"event": "cognito_client_denied"})
+            return None
         return Caller(
-            tenant=mapped["tenant"], client_id=mapped["client_id"], scopes=cast(frozenset[Scope], scopes), remote=True
+            tenant=mapped.tenant,
+            client_id=mapped.client_id,
+            scopes=cast(frozenset[Scope], scopes),
+            remote=True,
+            tier=mapped.tier,
         )
+
+    def mapping(self, app_client: str) -> ClientRecord | None:
+        """The app client's live mapping: from this sandbox's cache while younger than
+        `mapping_ttl_s`, else one read of the clients table (a missing mapping is not kept)."""
+        now = time.monotonic()
+        cached = self._mappings.get(app_client)
+        if cached is not None and cached[0] > now:
+            return cached[1]
+        record = cognito_client_mapping(self.store, app_client, self.clock.now())
+        if record is None:
+            self._mappings.pop(app_client, None)
+            return None
+        if len(self._mappings) >= self.MAPPING_CACHE_SIZE:
+            self._mappings.clear()
+        if self.mapping_ttl_s > 0:
+            self._mappings[app_client] = (now + self.mapping_ttl_s, record)
+        return record
 
 
 class BearerAuth:

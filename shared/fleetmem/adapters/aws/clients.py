@@ -23,6 +23,7 @@ def _item(r: ClientRecord) -> dict[str, Any]:
         "scopes": sorted(r.scopes),
         "created_at": ts(r.created_at),
         "revoked_at": ts(r.revoked_at),
+        **({"tier": r.tier} if r.tier else {}),
     }
 
 
@@ -33,6 +34,7 @@ def _record(item: dict[str, Any]) -> ClientRecord:
         scopes=frozenset(item.get("scopes") or ()),
         created_at=parse_ts(item["created_at"]),  # type: ignore[arg-type]
         revoked_at=parse_ts(item.get("revoked_at")),
+        tier=item.get("tier") or None,
     )
 
 

@@ -143,6 +143,13 @@ SDK_CLIENTS: Final[dict[str, ClientPolicy]] = {
         attempts=3,
         read_timeout_s=10,
     ),
+    "stage_clients": ClientPolicy(
+        "cognito-idp",
+        "`fleetmem stage clients sync` listing the user pool's app clients and creating the missing ones "
+        "(an operator waits; a retried create is found by name on the next run)",
+        attempts=3,
+        read_timeout_s=10,
+    ),
     "search": ClientPolicy(
         "opensearch",
         "recall/synthesize querying the index: one attempt, then `unavailable` + Retry-After and the sandbox's breaker",

@@ -50,11 +50,16 @@ class Unauthorized(Exception):
         super().__init__("Unauthorized")
 
 
-def usage_key_for(client_id: str) -> str | None:
-    """The API Gateway usage-plan key of this client (its own, else the shared default), read from
-    Secrets Manager and cached by Powertools for five minutes."""
-    secrets = runtime.auth_settings().usage_key_secrets
-    arn = secrets.get(client_id) or secrets.get("*")
+def usage_key_for(tier: str | None) -> str | None:
+    """The API Gateway usage-plan key of the caller's tier (from its clients-table item), read from
+    Secrets Manager and cached by Powertools for five minutes. No tier, or one the stage has no
+    plan for: the stage's default tier (logged); a stage without keys: None (API Gateway answers 403)."""
+    settings = runtime.auth_settings()
+    secrets = settings.usage_key_secrets
+    arn = secrets.get(tier or settings.default_tier)
+    if not arn and tier:
+        log.warning("credential names a tier without a usage plan", extra={"event": "tier_unknown", "tier": tier})
+        arn = secrets.get(settings.default_tier)
     if not arn:
         return None
     from aws_lambda_powertools.utilities import parameters
@@ -64,7 +69,7 @@ def usage_key_for(client_id: str) -> str | None:
 
 def authorize(event: Mapping[str, Any], deps: Deps | None = None) -> dict[str, Any]:
     """REQUEST authorizer: an Allow policy for every route of this API stage, with context
-    `{tenant, client_id, scopes}` and the caller's usage key; raises `Unauthorized` otherwise."""
+    `{tenant, client_id, scopes}` and the usage key of the caller's tier; raises `Unauthorized` otherwise."""
     from aws_lambda_powertools.utilities.data_classes.api_gateway_authorizer_event import (
         APIGatewayAuthorizerRequestEvent,
         APIGatewayAuthorizerResponse,
@@ -87,7 +92,7 @@ def authorize(event: Mapping[str, Any], deps: Deps | None = None) -> dict[str, A
         api_id=arn.api_id,
         stage=arn.stage,
         context=signed_context(caller.tenant, caller.client_id, " ".join(sorted(caller.scopes))),
-        usage_identifier_key=usage_key_for(caller.client_id),
+        usage_identifier_key=usage_key_for(caller.tier),
         partition=arn.partition,
     )
     # The result is cached per Authorization header, so it must cover every route of the stage.
