@@ -9,16 +9,21 @@ report gives calls/s, errors by code and p50/p99 per verb. Every loop is bounded
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
+import os
+import platform
 import random
 import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from fleetmem.bench.corpus import HUBS, WORDS, Corpus, slug_for
+from fleetmem.config import Settings
 
 #: (verb, weight): reads dominate, as in an agent fleet; every write verb is present.
 MIX: tuple[tuple[str, int], ...] = (
@@ -205,3 +210,26 @@ def format_mixed(result: MixedResult, *, pages: int, embedder: str, threads: int
 
 def run_mixed(url: str, token: str, corpus: Corpus, *, clients: int, seconds: float) -> MixedResult:
     return asyncio.run(run_clients(url, token, mixed_workload(corpus), clients=clients, seconds=seconds))
+
+
+def run_mixed_bench(args: argparse.Namespace, base: Path, sizes: list[int]) -> str:
+    """`fleetmem bench --mixed`: N MCP sessions against a real server for `--seconds` per corpus size."""
+    from fleetmem.bench.runner import _log, ensure_corpus, http_server
+
+    lines = [
+        f"fleetmem bench --mixed — {platform.system()} {platform.machine()}, {os.cpu_count()} cores, "
+        f"Python {platform.python_version()}, embedder `{args.embedder}`",
+        "",
+    ]
+    for n in sizes:
+        data_dir = base / f"pages-{n}-{args.embedder}"
+        data_dir.mkdir(parents=True, exist_ok=True)
+        _, corpus, _ = ensure_corpus(data_dir, n, args.embedder)
+        _log(f"bench: {args.concurrency} MCP clients, mixed workload, {args.seconds:g} s at {n:,} pages")
+        with http_server(data_dir, args.embedder, args.server_threads) as (url, token):
+            result = run_mixed(url, token, corpus, clients=args.concurrency, seconds=args.seconds)
+        threads = args.server_threads or Settings.from_env().serve.call_threads  # what the server reads
+        lines += [*format_mixed(result, pages=n, embedder=args.embedder, threads=threads), ""]
+    if not args.data_dir:
+        _log(f"bench: corpus left in {base} (pass --data-dir to reuse it next time)")
+    return "\n".join(lines).rstrip() + "\n"

@@ -74,11 +74,7 @@ def workloads(corpus: Corpus, delta_since: str) -> dict[str, tuple[str, ArgsFn]]
 class Stats:
     samples: list[float] = field(default_factory=list)
     errors: int = 0
-    #: the op layer's CPU time per call (the calling thread's, ms): what the call itself spent, which
-    #: other work on a shared machine moves far less than the wall-clock samples. Whole for the calls
-    #: the SQLite stores answer in order in this thread; a share for those that also run work on
-    #: other threads (recall by query's vector scan beside its keyword arm, remember's embedding)
-    cpu: list[float] = field(default_factory=list)
+    cpu: list[float] = field(default_factory=list)  # the calling thread's CPU ms (docs/benchmarks.md)
 
     def pct(self, q: float, *, cpu: bool = False) -> float:
         values = self.cpu if cpu else self.samples
@@ -370,6 +366,8 @@ def run(args: argparse.Namespace) -> str:
     if args.embedder is None:  # the mixed load runs the embedded default (MiniLM); latency keyword-only
         args.embedder = "minilm" if args.mixed else "none"
     if args.mixed:
+        from fleetmem.bench.mixed import run_mixed_bench
+
         return run_mixed_bench(args, base, sizes)
     lines = [
         f"fleetmem bench — {platform.system()} {platform.machine()}, {os.cpu_count()} cores, "
@@ -433,29 +431,6 @@ def run(args: argparse.Namespace) -> str:
                     f"{args.delta_baseline:,} pages vs {delta_p50[n]:.2f} ms at {n:,} pages — "
                     f"ratio {ratio:.2f} (target ≤ 1.2)"
                 )
-    if not args.data_dir:
-        _log(f"bench: corpus left in {base} (pass --data-dir to reuse it next time)")
-    return "\n".join(lines).rstrip() + "\n"
-
-
-def run_mixed_bench(args: argparse.Namespace, base: Path, sizes: list[int]) -> str:
-    """`--mixed`: N MCP sessions against a real server for `--seconds` per corpus size."""
-    from fleetmem.bench.mixed import format_mixed, run_mixed
-
-    lines = [
-        f"fleetmem bench --mixed — {platform.system()} {platform.machine()}, {os.cpu_count()} cores, "
-        f"Python {platform.python_version()}, embedder `{args.embedder}`",
-        "",
-    ]
-    for n in sizes:
-        data_dir = base / f"pages-{n}-{args.embedder}"
-        data_dir.mkdir(parents=True, exist_ok=True)
-        _, corpus, _ = ensure_corpus(data_dir, n, args.embedder)
-        _log(f"bench: {args.concurrency} MCP clients, mixed workload, {args.seconds:g} s at {n:,} pages")
-        with http_server(data_dir, args.embedder, args.server_threads) as (url, token):
-            result = run_mixed(url, token, corpus, clients=args.concurrency, seconds=args.seconds)
-        threads = args.server_threads or Settings.from_env().serve.call_threads  # what the server reads
-        lines += [*format_mixed(result, pages=n, embedder=args.embedder, threads=threads), ""]
     if not args.data_dir:
         _log(f"bench: corpus left in {base} (pass --data-dir to reuse it next time)")
     return "\n".join(lines).rstrip() + "\n"
