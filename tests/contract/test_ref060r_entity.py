@@ -34,6 +34,7 @@ from fleetmem.errors import Unavailable
 from fleetmem.memory.verbs.entity import EntityAnswer
 from fleetmem.models import Caller
 from fleetmem.ports import Deps
+from fleetmem.ports.pages import REFERRING_PER_GROUP
 from fleetmem.transport.dispatch import dispatch
 
 NOW = datetime(2026, 6, 11, 9, 30, tzinfo=UTC)
@@ -592,3 +593,36 @@ def test_a_schema_10_data_directory_gets_its_link_counts_on_open(tmp_path: Any) 
         assert db.execute("SELECT name FROM sqlite_master WHERE name = 'links_count'").fetchone() is None
     finally:
         db.close()
+
+
+def test_referring_reads_the_same_from_the_rows_as_from_the_counts(tmp_path: Any) -> None:
+    """A target with few links is answered from its link rows alone; a hub (more rows than the read
+    takes) from `link_groups` and an index range per group. Both give the same counts, groups, order
+    and pages shown, for trusted and remote readers."""
+    import random
+
+    from fleetmem.adapters.local import open_local
+
+    stores = open_local(tmp_path)
+    try:
+        deps = Deps.over(stores, clock=FixedClock(NOW), ids=SortableIds(), embedder=None, llm=None)
+        caller = local(_caller("t-ref-paths", remote=False))
+        rng = random.Random(3)
+        for i in range(40):
+            kind = rng.choice(["person", "company", "project", ""])
+            vis = rng.choice(["world", "world", "private"])
+            head = f"---\ntitle: Src {i}\n" + (f"type: {kind}\n" if kind else "") + f"visibility: {vis}\n---\n"
+            body = "On [[companies/hub-co]]." + (" Again [[companies/hub-co]]." if i % 3 == 0 else "")
+            links = [{"type": "works_at", "target": "companies/hub-co"}] if i % 2 else []
+            put(deps, caller, f"notes/src-{i:02d}", head + body, links=links)
+        listing = stores.page_listing
+        for world_only in (False, True):
+            whole = listing.referring("t-ref-paths", "companies/hub-co", world_only=world_only, limit=500)
+            counted = listing.referring("t-ref-paths", "companies/hub-co", world_only=world_only, limit=3)
+            assert whole.count > REFERRING_PER_GROUP and len(whole.links) > 3  # the two paths were taken
+            assert (counted.count, counted.link_count, counted.totals) == (whole.count, whole.link_count, whole.totals)
+            assert list(counted.totals) == list(whole.totals)  # groups in the same order
+            assert [h.slug for h in counted.heads] == [h.slug for h in whole.heads]
+            assert counted.links == whole.links[:3]
+    finally:
+        stores.close()

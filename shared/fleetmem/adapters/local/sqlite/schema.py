@@ -28,7 +28,8 @@ SCHEMA_VERSION = 11
 #: them. Kept by triggers on `links`, so every write of a link row keeps it exact; a row whose
 #: counts fall to zero is removed.
 #: link types that are mentions: listed as backlinks but not counted (the singular is tolerated)
-_MENTIONS_SQL = ", ".join(f"'{t}'" for t in (MENTION_LINK_TYPE, "mention"))
+MENTION_TYPES = (MENTION_LINK_TYPE, "mention")
+_MENTIONS_SQL = ", ".join(f"'{t}'" for t in MENTION_TYPES)
 _LINK_GROUPS_TABLE = """
 CREATE TABLE IF NOT EXISTS link_groups (
   tenant TEXT NOT NULL, target TEXT NOT NULL, source_group TEXT NOT NULL, source_visibility TEXT NOT NULL,
