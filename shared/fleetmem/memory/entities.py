@@ -325,7 +325,7 @@ def _exact_many(deps: Deps, tenant: str, raws: list[str], *, world_only: bool) -
         slugs=list(dict.fromkeys(k for _, _, sl in asked.values() for k in sorted(sl))),
         suffix="",
         world_only=world_only,
-        limit=10 * len(raws),
+        limit=10,  # per key, as `_matches` asks: each name sees the candidates it sees alone
     )
     # each key back to the names that asked for it (keys are shared when names are spelled alike)
     by_key: dict[tuple[str, str], list[str]] = {}
