@@ -7,7 +7,9 @@ slug suffixes, bare tokens, a title of more than four words (no name item keeps 
 it through its index), a title twelve pages share (more than one key's candidate cut, so a name
 alone and a name among many must see the same candidates), a fact-only entity, private pages for a
 remote caller, and misses. On DynamoDB the batch reads the name items, not one index Query per
-alias or title key (a botocore hook on the real client counts the Queries).
+alias or title key, reads no suffix candidates for a name the bare-token rule resolves, and one
+word-prefix Query per distinct prefix of the misses' words (a botocore hook on the real client
+counts the Queries).
 """
 
 from __future__ import annotations
@@ -152,8 +154,13 @@ def test_a_batch_reads_name_items_not_an_index_query_per_key(brain: Deps, tenant
     events.register("provide-client-params.dynamodb.Query", count)
     try:
         body = ok(brain, _caller(tenant, remote=True), "entity", {"names": NAMES})
+        # the one title of more than four words is the only key read through an index
+        assert body["found"] > 10 and queries.count("by_alias") + queries.count("by_title") <= 2, queries
+        queries.clear()
+        # "alice": the bare-token rule names people/alice-example, so its suffix candidates are not
+        # read; the miss reads its suffix candidates and one prefix row Query per word ("zzy", "qwv")
+        body = ok(brain, _caller(tenant, remote=True), "entity", {"names": ["alice", "Zzyzx Qwv"]})
     finally:
         events.unregister("provide-client-params.dynamodb.Query", count)
-    assert body["found"] > 10
-    # the one title of more than four words is the only key read through an index
-    assert queries.count("by_alias") + queries.count("by_title") <= 2, queries
+    assert [r["found"] for r in body["results"]] == [True, False]
+    assert (queries.count("by_leaf"), queries.count("by_word")) == (1, 2), queries

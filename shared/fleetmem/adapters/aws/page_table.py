@@ -121,16 +121,11 @@ def nameable(key: str) -> bool:
 def name_marks(page: Page) -> dict[str, tuple[str, str]]:
     """sk -> (way, key) of the page's name marker rows: its title key ("t") and alias keys ("a"),
     those `nameable`."""
-    return names_of(page.title, page.aliases)
-
-
-def names_of(title: str, aliases: Sequence[str]) -> dict[str, tuple[str, str]]:
-    """`name_marks` of a title and aliases."""
     out: dict[str, tuple[str, str]] = {}
-    key = match_key(title)
-    if nameable(key):
-        out[f"{NAME_MARK}t#{keys.part(key)}"] = ("t", key)
-    for alias in aliases:
+    title = match_key(page.title)
+    if nameable(title):
+        out[f"{NAME_MARK}t#{keys.part(title)}"] = ("t", title)
+    for alias in page.aliases:
         norm = match_key(alias)
         if nameable(norm):
             out[f"{NAME_MARK}a#{keys.part(norm)}"] = ("a", norm)

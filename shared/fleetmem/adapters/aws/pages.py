@@ -26,6 +26,7 @@ from fleetmem.adapters.aws.dynamo import (
     chunks,
     from_ddb,
     parallel,
+    parse_ts,
     to_ddb,
     translate_client_error,
     ts,
@@ -33,6 +34,7 @@ from fleetmem.adapters.aws.dynamo import (
 from fleetmem.adapters.aws.page_table import (
     CORE_SK,
     HEAD_PROJECTION,
+    NAME_MARK,
     NAME_SETS,
     NAME_SK,
     PAGE_SK,
@@ -49,7 +51,6 @@ from fleetmem.adapters.aws.page_table import (
     name_pk,
     name_updates,
     nameable,
-    names_of,
     page_condition,
     page_pk,
     page_to_item,
@@ -115,11 +116,8 @@ class DynamoPageStore(PageTable):
         for index, attr, via in (("by_alias", "ak", "alias"), ("by_title", "tk", "title")):
             for k in asked[via]:
                 if not nameable(k):
-                    thunks.append(
-                        lambda i=index, a=attr, v=via, k=k: take(
-                            self._gsi(tenant, i, a, keys.key(tenant, k)), v, lambda _: True
-                        )
-                    )
+                    gsi = functools.partial(self._gsi, tenant, index, attr, keys.key(tenant, k))
+                    thunks.append(functools.partial(lambda g, v: take(g(), v, lambda _: True), gsi, via))
         if suffix:
             tail = "/" + suffix
             thunks.append(
@@ -230,49 +228,35 @@ class DynamoPageStore(PageTable):
     def keyword_many(
         self, tenant: str, texts: Sequence[str], *, world_only: bool, limit: int = 3
     ) -> builtins.list[builtins.list[PageHead]]:
-        # one concurrent round for every text: each distinct word's whole-word Query and each
-        # distinct 3-letter prefix's Query once, however many texts share them
+        # one concurrent round for every text: one Query per distinct 3-letter prefix of their
+        # words, however many texts share it. A prefix row lists the page's words with that prefix,
+        # so it answers both "a word of the page is the term" and "starts with the term" (the `W#`
+        # row of a word exists exactly when its prefix row lists it: `derived_rows`).
         terms_of = [words(t)[:8] if limit > 0 else [] for t in texts]
-        every = builtins.list(dict.fromkeys(w for terms in terms_of for w in terms))
-        prefixes = builtins.list(dict.fromkeys(w[:PREFIX_LEN] for w in every))
-
-        def by_word(word: str) -> builtins.list[dict[str, Any]]:
-            return builtins.list(self._gsi(tenant, "by_word", "wk", keys.key(tenant, word), limit=50))
+        prefixes = builtins.list(dict.fromkeys(w[:PREFIX_LEN] for terms in terms_of for w in terms))
 
         def by_prefix(pre: str) -> builtins.list[dict[str, Any]]:
             return builtins.list(self._gsi(tenant, "by_word", "wk", keys.prefix_key(tenant, pre), limit=100))
 
-        found = parallel(
-            [functools.partial(by_word, w) for w in every] + [functools.partial(by_prefix, p) for p in prefixes]
-        )
-        whole = dict(zip(every, found[: len(every)], strict=True))
-        starts = dict(zip(prefixes, found[len(every) :], strict=True))
-        return [self._ranked_words(terms, whole, starts, world_only=world_only, limit=limit) for terms in terms_of]
+        rows = dict(zip(prefixes, parallel([functools.partial(by_prefix, p) for p in prefixes]), strict=True))
+        return [self._ranked_words(terms, rows, world_only=world_only, limit=limit) for terms in terms_of]
 
     def _ranked_words(
-        self,
-        terms: builtins.list[str],
-        whole: dict[str, builtins.list[dict[str, Any]]],
-        starts: dict[str, builtins.list[dict[str, Any]]],
-        *,
-        world_only: bool,
-        limit: int,
+        self, terms: builtins.list[str], rows: dict[str, builtins.list[dict[str, Any]]], *, world_only: bool, limit: int
     ) -> builtins.list[PageHead]:
-        """A text's near-misses from its words' rows: pages with more of its words first (a whole
-        word, or a word of the page starting with it), then more whole words, then the newest."""
+        """A text's near-misses from its words' prefix rows: pages with more of its words first (a
+        word of the page that is, or starts with, the term), then more whole words, then the newest."""
         exact: dict[str, int] = {}
         matched: dict[str, set[str]] = {}
         heads: dict[str, PageHead] = {}
-        for whole_word, term, items in [(True, t, whole[t]) for t in terms] + [
-            (False, t, [i for i in starts[t[:PREFIX_LEN]] if any(str(w).startswith(t) for w in i.get("pw") or ())])
-            for t in terms
-        ]:
-            for item in items:
-                if not self._visible(item, world_only):
+        for term in terms:
+            for item in rows[term[:PREFIX_LEN]]:
+                listed = [str(w) for w in item.get("pw") or ()]
+                if not self._visible(item, world_only) or not any(w.startswith(term) for w in listed):
                     continue
                 s = item["slug"]
                 matched.setdefault(s, set()).add(term)
-                if whole_word:
+                if term in listed:
                     exact[s] = exact.get(s, 0) + 1
                 heads[s] = item_to_head(item)
         ranked = sorted(
@@ -449,37 +433,53 @@ class DynamoPageStore(PageTable):
         return self._backfill(tenant, req)
 
     def backfill_names(self, tenant: str, *, progress: Callable[[str], None] = lambda _line: None) -> int:
-        """D24: give the tenant's pages written before name items existed their name marker rows
-        and name items (`fleetmem admin reindex`), as their next put would; returns how many pages
-        got some. Pages already marked are left alone, so a second run writes nothing. One Query
-        of the page rows, a BatchGetItem of their expected marks per 100 pages, one transaction
-        per page that lacks some (conditional on the page's `updated_at`: a page written meanwhile
-        was marked by its own put and is skipped)."""
+        """D24: give the tenant's pages written before name items (or word-prefix rows) existed
+        their name marker rows, name items and `X#` prefix rows (`fleetmem admin reindex`), as
+        their next put would; returns how many pages got some. Pages that have them are left
+        alone, so a second run writes nothing. One Query of the page rows, a BatchGetItem of their
+        expected rows per 100 pages, one transaction per page that lacks some (conditional on the
+        page's `updated_at`: a page written meanwhile got its rows from its own put and is skipped)."""
+        attrs = ("pk", "sk", "tenant", "slug", "title", "aliases", "ptype", "visibility", "updated_at")
         req = self._tenant_range(
             "by_slug",
             tenant,
             values={":p": {"S": PAGE_SK}},
             FilterExpression="#sk = :p",
-            ProjectionExpression="#pk, #sk, #tenant, #slug, #title, #aliases, #updated_at",
-            ExpressionAttributeNames={
-                f"#{a}": a for a in ("pk", "sk", "tenant", "slug", "title", "aliases", "updated_at")
-            },
+            ProjectionExpression=", ".join(f"#{a}" for a in (*attrs, "last_retrieved_at")),
+            ExpressionAttributeNames={f"#{a}": a for a in (*attrs, "last_retrieved_at")},
         )
         rows = keys.owned_items(self._query_raw(req), tenant, table="pages")
         checked = given = 0
         for group in chunks(builtins.list(rows), 100):
-            wanted = {
-                str(r["pk"]): (r, names_of(str(r["title"]), [str(a) for a in r.get("aliases") or ()])) for r in group
+            wanted = {str(r["pk"]): (r, self._name_rows(tenant, r)) for r in group}
+            have = {
+                (str(i["pk"]), str(i["sk"]))
+                for i in self._items_at([(pk, sk) for pk, (_, m) in wanted.items() for sk in m])
             }
-            marks = [(pk, sk) for pk, (_, m) in wanted.items() for sk in m]
-            have = {(str(i["pk"]), str(i["sk"])) for i in self._items_at(marks)}
-            for pk, (row, m) in wanted.items():
-                missing = {sk: way_key for sk, way_key in m.items() if (pk, sk) not in have}
+            for pk, (row, expected) in wanted.items():
+                missing = [r for sk, r in expected.items() if (pk, sk) not in have]
                 if missing and self._mark(tenant, pk, row, missing):
                     given += 1
             checked += len(group)
-            progress(f"names: {tenant}: {checked} page(s) checked, {given} given their name items")
+            progress(f"names: {tenant}: {checked} page(s) checked, {given} given their name and prefix rows")
         return given
+
+    @staticmethod
+    def _name_rows(tenant: str, row: dict[str, Any]) -> dict[str, dict[str, Any]]:
+        """sk -> row of the name marker and `X#` prefix rows a put of the page row `row` writes."""
+        at = parse_ts(row["updated_at"])
+        page = Page(
+            tenant=tenant,
+            slug=str(row["slug"]),
+            title=str(row["title"]),
+            type=row.get("ptype"),
+            aliases=tuple(str(a) for a in row.get("aliases") or ()),
+            visibility=row.get("visibility", "world"),
+            created_at=at,  # type: ignore[arg-type]
+            updated_at=at,  # type: ignore[arg-type]
+            last_retrieved_at=parse_ts(row.get("last_retrieved_at")),
+        )
+        return {r["sk"]: r for r in derived_rows(page) if str(r["sk"]).startswith((NAME_MARK, "X#"))}
 
     def _items_at(self, item_keys: builtins.list[tuple[str, str]]) -> builtins.list[dict[str, Any]]:
         """The items that exist at (pk, sk) (BatchGetItem, 100 keys a request, concurrently)."""
@@ -495,29 +495,29 @@ class DynamoPageStore(PageTable):
             raws: builtins.list[dict[str, Any]] = []
             while pending:
                 out = call(self._db.batch_get_item, RequestItems=pending)
-                raws += [from_ddb(i) for i in out.get("Responses", {}).get(self.table, [])]
+                raws += [from_ddb(i) or {} for i in out.get("Responses", {}).get(self.table, [])]
                 pending = out.get("UnprocessedKeys") or {}
             return raws
 
         return [i for g in parallel([functools.partial(fetch, g) for g in chunks(item_keys, 100)]) for i in g]
 
-    def _mark(self, tenant: str, pk: str, row: dict[str, Any], missing: dict[str, tuple[str, str]]) -> bool:
-        """Write a page's missing marker rows and add it to their name items; False when the page
-        changed (or went) since it was read."""
+    def _mark(self, tenant: str, pk: str, row: dict[str, Any], missing: builtins.list[dict[str, Any]]) -> bool:
+        """Write a page's missing name marker and prefix rows and add it to the name items of the
+        marks; False when the page changed (or went) since it was read."""
         condition = {
             "ConditionExpression": "updated_at = :u",
             "ExpressionAttributeValues": {":u": {"S": str(row["updated_at"])}},
         }
-        marks = [{"pk": pk, "sk": sk, "typ": "name_mark"} for sk in missing]
-        names = name_updates(self.table, tenant, str(row["slug"]), builtins.list(missing.values()), [])
+        marks = [m for m in (parse_mark(str(r["sk"])) for r in missing) if m is not None]
+        names = name_updates(self.table, tenant, str(row["slug"]), marks, [])
         try:
-            if len(marks) + len(names) + 1 > TX_MAX:  # a page with very many aliases: not atomic
+            if len(missing) + len(names) + 1 > TX_MAX:  # a page with very many names: not atomic
                 self._check_page(pk, condition)
-                self._write(marks, [])
+                self._write(missing, [])
                 self._update_each(names)
                 return True
             check = {"ConditionCheck": {"TableName": self.table, "Key": to_ddb({"pk": pk, "sk": PAGE_SK}), **condition}}
-            actions = [{"Put": {"TableName": self.table, "Item": to_ddb(m)}} for m in marks]
+            actions = [{"Put": {"TableName": self.table, "Item": to_ddb(r)}} for r in missing]
             call(self._db.transact_write_items, TransactItems=[*actions, *names, check])
         except Conflict:
             return False
