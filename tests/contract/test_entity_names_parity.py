@@ -8,8 +8,8 @@ it through its index), a title twelve pages share (more than one key's candidate
 alone and a name among many must see the same candidates), a fact-only entity, private pages for a
 remote caller, and misses. On DynamoDB the batch reads the name items, not one index Query per
 alias or title key, reads no suffix candidates for a name the bare-token rule resolves, and one
-word-prefix Query per distinct prefix of the misses' words (a botocore hook on the real client
-counts the Queries).
+word-prefix Query per distinct prefix of the misses' words, and asks the slug index for a few
+items at a time (a botocore hook on the real client counts the Queries).
 """
 
 from __future__ import annotations
@@ -146,9 +146,12 @@ def test_a_batch_reads_name_items_not_an_index_query_per_key(brain: Deps, tenant
     if not hasattr(brain.pages, "_db"):
         pytest.skip("DynamoDB only")
     queries: list[str] = []
+    slug_reads: list[int] = []
 
     def count(params: dict[str, Any], **_: Any) -> None:
         queries.append(str(params.get("IndexName", "")))
+        if params.get("IndexName") == "by_slug":  # the bare-token rule's "next two slugs"
+            slug_reads.append(int(params.get("Limit", 10**6)))
 
     events = brain.pages._db.meta.events  # type: ignore[attr-defined]
     events.register("provide-client-params.dynamodb.Query", count)
@@ -164,3 +167,5 @@ def test_a_batch_reads_name_items_not_an_index_query_per_key(brain: Deps, tenant
         events.unregister("provide-client-params.dynamodb.Query", count)
     assert [r["found"] for r in body["results"]] == [True, False]
     assert (queries.count("by_leaf"), queries.count("by_word")) == (1, 2), queries
+    # and each of its slug-order reads asks for a few index items, not a 1 MB page of page rows
+    assert slug_reads and max(slug_reads) <= 10, slug_reads
