@@ -239,3 +239,48 @@ def test_rows_of_a_tenant_outside_the_id_grammar_are_left_out_of_the_rebuild(dyn
     db.put_item(TableName=stores.facts.table, Item=to_ddb(hostile))
     tables = {"facts": stores.facts.table, "pages": stores.pages.table}
     assert discover_tenants(db, tables) == {"good-brain": 1}
+
+
+def test_backfill_gives_pages_written_before_name_items_theirs_once(dynamodb_local_endpoint: str) -> None:
+    """D24/D35: a page stored before name items and word-prefix rows existed (its rows without the
+    `N#` markers and `X#` prefix rows, no name item) is found by entity's alias/title lookup and
+    its near-miss lookup only after `backfill_names`; a second run writes nothing; a page put
+    today is not counted."""
+    stores = engines.open_stores(dynamodb_local_endpoint, engines.fresh_prefix())
+    db, tenant = stores.aws.dynamodb, "old-names"
+    old = [
+        Page(
+            tenant=tenant,
+            slug=f"people/p{n}",
+            title=f"Person Number {n}",
+            aliases=(f"PN{n}",),
+            body="Someone.",
+            created_at=T0,
+            updated_at=T0 + timedelta(seconds=n),
+        )
+        for n in (1, 2, 3)
+    ]
+    for p in old:
+        for row in [page_to_item(p), *derived_rows(p)]:
+            if not str(row["sk"]).startswith(("N#", "X#")):
+                db.put_item(TableName=stores.pages.table, Item=to_ddb(row))
+    stores.pages.put(page(tenant, 9))  # a write of today: marked by its put
+
+    def resolved() -> set[str]:
+        keys = ["person number 1", "pn2", "person number 3", "place 9"]
+        got = stores.pages.lookup(tenant, aliases=keys, titles=keys, slugs=[], suffix="", world_only=False)
+        return {m.page.slug for m in got}
+
+    def near(text: str) -> set[str]:
+        return {h.slug for h in stores.pages.keyword(tenant, text, world_only=False, limit=5)}
+
+    assert resolved() == {"places/p9"} and near("Person") == set() and near("Pers") == set()
+    lines: list[str] = []
+    assert stores.pages.backfill_names(tenant, progress=lines.append) == 3
+    assert resolved() == {"people/p1", "people/p2", "people/p3", "places/p9"}
+    assert near("Person") == near("Pers") == {"people/p1", "people/p2", "people/p3"}
+    assert lines and "4 page(s) checked, 3 given" in lines[-1]
+    assert stores.pages.backfill_names(tenant) == 0
+    # the marks are the put's own: a later rename takes the page out of its old name item
+    stores.pages.put(old[0].model_copy(update={"title": "Renamed Person", "updated_at": T0 + timedelta(hours=1)}))
+    assert "people/p1" not in resolved()

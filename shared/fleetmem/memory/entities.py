@@ -325,7 +325,7 @@ def _exact_many(deps: Deps, tenant: str, raws: list[str], *, world_only: bool) -
         slugs=list(dict.fromkeys(k for _, _, sl in asked.values() for k in sorted(sl))),
         suffix="",
         world_only=world_only,
-        limit=10 * len(raws),
+        limit=10,  # per key, as `_matches` asks: each name sees the candidates it sees alone
     )
     # each key back to the names that asked for it (keys are shared when names are spelled alike)
     by_key: dict[tuple[str, str], list[str]] = {}
@@ -344,35 +344,49 @@ def _exact_many(deps: Deps, tenant: str, raws: list[str], *, world_only: bool) -
     return {raw: list(found.values()) for raw, found in per.items()}
 
 
+def _bare_read(
+    deps: Deps, tenant: str, suffixes: list[str], prefixes: list[str], *, world_only: bool
+) -> BareCandidates:
+    if not suffixes and not prefixes:
+        return BareCandidates(suffix={}, prefix={})
+    return deps.pages.bare_candidates(
+        tenant,
+        suffixes=list(dict.fromkeys(suffixes)),
+        prefixes=list(dict.fromkeys(prefixes)),
+        world_only=world_only,
+        limit=10,
+    )
+
+
 def resolve_names(deps: Deps, tenant: str, names: list[str], *, world_only: bool) -> dict[str, Resolution]:
     """`resolve_entity` of many names (entity's `names`, D35) with batched reads: one lookup of
     every name's alias, title and slug keys; then, only for the names nothing matched exactly, one
-    read of their slug-suffix candidates and bare-token pages (`PageStore.bare_candidates`). Each
-    name's best page is the one `resolve_entity` gives (the suffix rank comes after every exact
-    one); runners-up may leave out suffix matches."""
+    read of the bare-token pages of the one-word ones and the slug-suffix candidates of the others
+    (`PageStore.bare_candidates`), and one more of the suffix candidates of the one-word names the
+    token rule named no page for. Each name's best page is the one `resolve_entity` gives (the
+    suffix rank comes after every exact one, and a page the token rule names is the target);
+    runners-up may leave out suffix matches."""
     raws = [n for n in dict.fromkeys(n.strip() for n in names) if n and len(n) <= TITLE_MAX]
     per = _exact_many(deps, tenant, raws, world_only=world_only) if raws else {}
-    # the names nothing matched exactly: their suffix candidates and bare-token pages, one read
+    # the names nothing matched exactly: the bare-token pages of the one-word ones and the suffix
+    # candidates of the others, one read; a one-word name the token rule names no page for reads
+    # its suffix candidates in one more (a page the rule names is the best page whatever its
+    # suffix matches: they would only be runners-up)
     bare = {raw: slugify(raw) for raw in raws if not per[raw] and slugify(raw)}
-    prefixes = [f"{p}{t}" for raw in bare for t in _bare_tokens(raw) for p in _ENTITY_PREFIXES]
-    found = (
-        deps.pages.bare_candidates(
-            tenant,
-            suffixes=list(dict.fromkeys(bare.values())),
-            prefixes=list(dict.fromkeys(prefixes)),
-            world_only=world_only,
-            limit=10,
-        )
-        if bare
-        else BareCandidates(suffix={}, prefix={})
-    )
-    for raw, suffix in bare.items():
-        per[raw] = [m for m in found.suffix.get(suffix, []) if not world_only or m.page.visibility == "world"]
+    tokens = {raw: _bare_tokens(raw) for raw in bare}
+    prefixes = [f"{p}{t}" for raw in bare for t in tokens[raw] for p in _ENTITY_PREFIXES]
+    found = _bare_read(deps, tenant, [bare[r] for r in bare if not tokens[r]], prefixes, world_only=world_only)
     store = _store_near(deps, tenant, world_only=world_only)
 
     def near(exact: str) -> list[PageHead]:  # a name with exact but no unique match reads the store
         return found.prefix[exact] if exact in found.prefix else store(exact)
 
+    later = [raw for raw in bare if tokens[raw] and _unique_entity_page(tokens[raw], near) is None]
+    suffixes = dict(found.suffix)
+    if later:
+        suffixes.update(_bare_read(deps, tenant, [bare[r] for r in later], [], world_only=world_only).suffix)
+    for raw, suffix in bare.items():
+        per[raw] = [m for m in suffixes.get(suffix, []) if not world_only or m.page.visibility == "world"]
     out = {raw: _resolution(deps, tenant, raw, per[raw], world_only=world_only, near=near) for raw in raws}
     return {n: out.get(n.strip(), Resolution(target=EntityTarget(slug=""), best=None)) for n in names}
 

@@ -166,7 +166,10 @@ class PageStore(Protocol):
         `title`: the stored title key (`match_key` of the title; `str.lower()` before) is one of `titles`;
         `slug`: slug is one of `slugs`;
         `suffix`: slug ends with "/" + `suffix` (skipped when `suffix` is empty).
-        The domain ranks them; the store need not sort. At most `limit` per way."""
+        The domain ranks them; the store need not sort. At most `limit` pages per alias or title
+        key asked (the first by slug where the store can choose; DynamoDB's keys of more than
+        four words, read through an index, the first the index gives) and per suffix; every slug
+        asked. So a key is answered alike alone and among many (`entity{names}`, D35)."""
         ...
 
     def bare_candidates(

@@ -55,6 +55,10 @@ MENTION_TYPES = frozenset({"mention", "mentions"})
 
 _WORD = re.compile(r"[a-z0-9]+")
 
+#: index items asked for beyond a slug listing's limit per request (tombstones and private pages
+#: are skipped client-side; the Query pages on when more are needed)
+_SLUG_SLACK = 8
+
 HEAD_PROJECTION = ", ".join(f"#{a}" for a in HEAD_ATTRS)
 
 HEAD_NAMES = {f"#{a}": a for a in HEAD_ATTRS}
@@ -339,10 +343,16 @@ class PageTable(ChangeTable):
     def _by_slug(
         self, tenant: str, *, world_only: bool, limit: int, after: str | None = None, type: str | None = None
     ) -> builtins.list[PageHead]:
-        it = self._gsi(tenant, "by_slug", "tp", keys.tenant(tenant), sort=("slug", ">", after) if after else None)
         out: builtins.list[PageHead] = []
         if limit <= 0:
             return out
+        # Without a type filter, a page of the answer needs few index items (a tombstone or, for a
+        # remote caller, a private page is skipped): ask for that many a request, not DynamoDB's
+        # 1 MB page of whole page rows (the bare-token rule of `entity` asks for two slugs).
+        page_size = None if type is not None else limit + _SLUG_SLACK
+        it = self._gsi(
+            tenant, "by_slug", "tp", keys.tenant(tenant), sort=("slug", ">", after) if after else None, limit=page_size
+        )
         for item in it:
             if item.get("sk", PAGE_SK) != PAGE_SK:
                 continue  # a tombstone (it carries tp + slug for by_change)

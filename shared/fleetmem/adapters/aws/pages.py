@@ -24,7 +24,9 @@ from fleetmem.adapters.aws.dynamo import (
     approx_item_size,
     call,
     chunks,
+    from_ddb,
     parallel,
+    parse_ts,
     to_ddb,
     translate_client_error,
     ts,
@@ -32,6 +34,7 @@ from fleetmem.adapters.aws.dynamo import (
 from fleetmem.adapters.aws.page_table import (
     CORE_SK,
     HEAD_PROJECTION,
+    NAME_MARK,
     NAME_SETS,
     NAME_SK,
     PAGE_SK,
@@ -47,13 +50,14 @@ from fleetmem.adapters.aws.page_table import (
     name_marks,
     name_pk,
     name_updates,
+    nameable,
     page_condition,
     page_pk,
     page_to_item,
     parse_mark,
     words,
 )
-from fleetmem.errors import TooLarge
+from fleetmem.errors import Conflict, TooLarge
 from fleetmem.memory.core import is_core
 from fleetmem.memory.slugs import last_segment, match_key
 from fleetmem.models import Page, PageHead, PageMatch
@@ -79,6 +83,11 @@ class DynamoPageStore(PageTable):
         return [i["sk"]["S"] for i in self._query_raw(req)]
 
     def lookup(self, tenant: str, **opts: Unpack[PageLookupOptions]) -> builtins.list[PageMatch]:
+        # D24/D35: alias and title keys are read from the name items (one BatchGetItem of up to 100
+        # keys per chunk, then one of the heads they list), so one name and a batch of fifty read
+        # the same items; a key no name item is kept for (more than NGRAM_MAX words, or too long)
+        # is its own by_alias/by_title Query. Each key gives at most `limit` pages (name items: the
+        # first in slug order).
         q = PageLookup.of(opts)
         world_only, limit, suffix = q.world_only, q.limit, q.suffix
 
@@ -94,27 +103,21 @@ class DynamoPageStore(PageTable):
                         break
             return out
 
-        thunks: builtins.list[Callable[[], builtins.list[PageMatch]]] = []
-        # one index query per key form (the current key, and the key pages written before it carry)
-        for index, attr, via, wanted_keys in (
-            ("by_alias", "ak", "alias", q.aliases),
-            ("by_title", "tk", "title", q.titles),
-        ):
-            for k in dict.fromkeys(k for k in wanted_keys if k):
-                thunks.append(
-                    lambda i=index, a=attr, v=via, k=k: take(
-                        self._gsi(tenant, i, a, keys.key(tenant, k)), v, lambda _: True
-                    )
-                )
+        asked = {
+            "alias": [k for k in dict.fromkeys(q.aliases) if k],
+            "title": [k for k in dict.fromkeys(q.titles) if k],
+        }
+        named = [k for k in dict.fromkeys([*asked["alias"], *asked["title"]]) if nameable(k)]
         wanted = [s for s in dict.fromkeys(q.slugs) if s]
-        if wanted:
-            thunks.append(
-                lambda: [
-                    PageMatch(page=h, via="slug")
-                    for h in self.heads(tenant, wanted)
-                    if not world_only or h.visibility == "world"
-                ][:limit]
-            )
+        thunks: builtins.list[Callable[[], Any]] = [
+            functools.partial(self._name_items, tenant, named),
+            functools.partial(self.heads, tenant, wanted),
+        ]
+        for index, attr, via in (("by_alias", "ak", "alias"), ("by_title", "tk", "title")):
+            for k in asked[via]:
+                if not nameable(k):
+                    gsi = functools.partial(self._gsi, tenant, index, attr, keys.key(tenant, k))
+                    thunks.append(functools.partial(lambda g, v: take(g(), v, lambda _: True), gsi, via))
         if suffix:
             tail = "/" + suffix
             thunks.append(
@@ -124,47 +127,77 @@ class DynamoPageStore(PageTable):
                     lambda i: str(i["slug"]).endswith(tail),
                 )
             )
-        # a page found under both key forms is one candidate of its way
-        found = {(m.via, m.page.slug): m for group in parallel(thunks) for m in group}
-        return list(found.values())
+        got = parallel(thunks)
+        items, slug_heads, rest = got[0], got[1], got[2:]
+        matches = [PageMatch(page=h, via="slug") for h in slug_heads if not world_only or h.visibility == "world"]
+        ways = {"alias": set(asked["alias"]), "title": set(asked["title"])}
+        listed = self._listed(items, ways)
+        if listed:
+            known = {h.slug: h for h in slug_heads}
+            known.update((h.slug, h) for h in self.heads(tenant, [s for _, _, s in listed if s not in known]))
+            per_key: dict[tuple[str, str], builtins.list[PageMatch]] = {}
+            for key, via, m in self._listed_matches(listed, known, world_only=world_only):
+                per_key.setdefault((via, key), []).append(m)
+            for found in per_key.values():
+                matches += sorted(found, key=lambda m: m.page.slug)[:limit]
+        matches += [m for group in rest for m in group]
+        # a page found under both key forms is one candidate of its way (per alias it holds: a
+        # batch may ask for two of one page's aliases)
+        return list({(m.via, m.page.slug, m.key): m for m in matches}.values())
 
-    def names(self, tenant: str, name_keys: Sequence[str], *, world_only: bool) -> builtins.list[tuple[str, PageMatch]]:
-        # one BatchGetItem of the name items (at most NAME_KEYS_MAX = 100 keys, its limit), then
-        # one of the heads of the pages they list (only when some key is a name)
-        wanted = [k for k in dict.fromkeys(name_keys) if k][:NAME_KEYS_MAX]
-        listed: builtins.list[tuple[str, str, str]] = []  # (key, via, slug)
-        for item in self._name_items(tenant, wanted):
+    @staticmethod
+    def _listed(items: builtins.list[dict[str, Any]], ways: dict[str, set[str]]) -> builtins.list[tuple[str, str, str]]:
+        """(key, via, slug) of every slug the name items list, for the ways each key was asked for."""
+        listed: builtins.list[tuple[str, str, str]] = []
+        for item in items:
             key = unquote(str(item["pk"]).rsplit(keys.SEP, 1)[-1])
             for way, attr in NAME_SETS.items():
-                listed += [(key, "alias" if way == "a" else "title", str(s)) for s in sorted(item.get(attr) or ())]
-        if not listed:
-            return []
-        heads = {h.slug: h for h in self.heads(tenant, [s for _, _, s in listed])}
-        out: builtins.list[tuple[str, PageMatch]] = []
+                via = "alias" if way == "a" else "title"
+                if key in ways[via]:
+                    listed += [(key, via, str(s)) for s in sorted(item.get(attr) or ())]
+        return listed
+
+    @staticmethod
+    def _listed_matches(
+        listed: builtins.list[tuple[str, str, str]], heads: dict[str, PageHead], *, world_only: bool
+    ) -> Iterator[tuple[str, str, PageMatch]]:
         for key, via, slug in listed:
             head = heads.get(slug)
             if head is None or (world_only and head.visibility != "world"):
                 continue  # a page deleted since, or private for a remote caller
             if via == "title" and match_key(head.title) != key:
                 continue
-            out.append((key, PageMatch(page=head, via=via)))  # type: ignore[arg-type]
-        return out
+            yield key, via, PageMatch(page=head, via=via, key=key if via == "alias" else "")  # type: ignore[arg-type]
+
+    def names(self, tenant: str, name_keys: Sequence[str], *, world_only: bool) -> builtins.list[tuple[str, PageMatch]]:
+        # one BatchGetItem of the name items (at most NAME_KEYS_MAX = 100 keys, its limit), then
+        # one of the heads of the pages they list (only when some key is a name)
+        wanted = [k for k in dict.fromkeys(name_keys) if k][:NAME_KEYS_MAX]
+        listed = self._listed(self._name_items(tenant, wanted), {"alias": set(wanted), "title": set(wanted)})
+        if not listed:
+            return []
+        heads = {h.slug: h for h in self.heads(tenant, [s for _, _, s in listed])}
+        return [(key, m) for key, _, m in self._listed_matches(listed, heads, world_only=world_only)]
 
     def _name_items(self, tenant: str, wanted: Sequence[str]) -> builtins.list[dict[str, Any]]:
-        if not wanted:
-            return []
-        pending: dict[str, Any] = {
-            self.table: {
-                "Keys": [{"pk": {"S": name_pk(tenant, k)}, "sk": {"S": NAME_SK}} for k in wanted],
-                "ConsistentRead": True,
+        """The name items of `wanted` (consistent BatchGetItems of 100 keys, concurrently)."""
+
+        def fetch(group: Sequence[str]) -> builtins.list[dict[str, Any]]:
+            pending: dict[str, Any] = {
+                self.table: {
+                    "Keys": [{"pk": {"S": name_pk(tenant, k)}, "sk": {"S": NAME_SK}} for k in group],
+                    "ConsistentRead": True,
+                }
             }
-        }
-        raws: builtins.list[dict[str, Any]] = []
-        while pending:
-            out = call(self._db.batch_get_item, RequestItems=pending)
-            raws += out.get("Responses", {}).get(self.table, [])
-            pending = out.get("UnprocessedKeys") or {}
-        return builtins.list(keys.owned_items(raws, tenant, table="pages"))
+            raws: builtins.list[dict[str, Any]] = []
+            while pending:
+                out = call(self._db.batch_get_item, RequestItems=pending)
+                raws += out.get("Responses", {}).get(self.table, [])
+                pending = out.get("UnprocessedKeys") or {}
+            return raws
+
+        groups = parallel([functools.partial(fetch, g) for g in chunks(list(wanted), NAME_KEYS_MAX)])
+        return builtins.list(keys.owned_items([i for g in groups for i in g], tenant, table="pages"))
 
     def heads(self, tenant: str, slugs: Sequence[str]) -> builtins.list[PageHead]:
         return [item_to_head(i) for i in self._batch_items(tenant, slugs, HEAD_PROJECTION + ", pk, tenant")]
@@ -195,35 +228,35 @@ class DynamoPageStore(PageTable):
     def keyword_many(
         self, tenant: str, texts: Sequence[str], *, world_only: bool, limit: int = 3
     ) -> builtins.list[builtins.list[PageHead]]:
-        return parallel([functools.partial(self.keyword, tenant, t, world_only=world_only, limit=limit) for t in texts])
+        # one concurrent round for every text: one Query per distinct 3-letter prefix of their
+        # words, however many texts share it. A prefix row lists the page's words with that prefix,
+        # so it answers both "a word of the page is the term" and "starts with the term" (the `W#`
+        # row of a word exists exactly when its prefix row lists it: `derived_rows`).
+        terms_of = [words(t)[:8] if limit > 0 else [] for t in texts]
+        prefixes = builtins.list(dict.fromkeys(w[:PREFIX_LEN] for terms in terms_of for w in terms))
 
-    def keyword(self, tenant: str, text: str, *, world_only: bool, limit: int = 3) -> builtins.list[PageHead]:
-        terms = words(text)[:8]
-        if not terms or limit <= 0:
-            return []
+        def by_prefix(pre: str) -> builtins.list[dict[str, Any]]:
+            return builtins.list(self._gsi(tenant, "by_word", "wk", keys.prefix_key(tenant, pre), limit=100))
 
-        def by_word(word: str) -> builtins.list[dict[str, Any]]:
-            return builtins.list(self._gsi(tenant, "by_word", "wk", keys.key(tenant, word), limit=50))
+        rows = dict(zip(prefixes, parallel([functools.partial(by_prefix, p) for p in prefixes]), strict=True))
+        return [self._ranked_words(terms, rows, world_only=world_only, limit=limit) for terms in terms_of]
 
-        def by_prefix(word: str) -> builtins.list[dict[str, Any]]:
-            rows = self._gsi(tenant, "by_word", "wk", keys.prefix_key(tenant, word[:PREFIX_LEN]), limit=100)
-            return [i for i in rows if any(str(w).startswith(word) for w in i.get("pw") or ())]
-
-        # one concurrent round: whole-word rows and prefix rows for every term
-        found = parallel(
-            [functools.partial(by_word, w) for w in terms] + [functools.partial(by_prefix, w) for w in terms]
-        )
+    def _ranked_words(
+        self, terms: builtins.list[str], rows: dict[str, builtins.list[dict[str, Any]]], *, world_only: bool, limit: int
+    ) -> builtins.list[PageHead]:
+        """A text's near-misses from its words' prefix rows: pages with more of its words first (a
+        word of the page that is, or starts with, the term), then more whole words, then the newest."""
         exact: dict[str, int] = {}
         matched: dict[str, set[str]] = {}
         heads: dict[str, PageHead] = {}
-        for n, items in enumerate(found):
-            term = terms[n % len(terms)]
-            for item in items:
-                if not self._visible(item, world_only):
+        for term in terms:
+            for item in rows[term[:PREFIX_LEN]]:
+                listed = [str(w) for w in item.get("pw") or ()]
+                if not self._visible(item, world_only) or not any(w.startswith(term) for w in listed):
                     continue
                 s = item["slug"]
                 matched.setdefault(s, set()).add(term)
-                if n < len(terms):
+                if term in listed:
                     exact[s] = exact.get(s, 0) + 1
                 heads[s] = item_to_head(item)
         ranked = sorted(
@@ -231,6 +264,9 @@ class DynamoPageStore(PageTable):
             key=lambda h: (-len(matched[h.slug]), -exact.get(h.slug, 0), -h.updated_at.timestamp(), h.slug),
         )
         return ranked[:limit]
+
+    def keyword(self, tenant: str, text: str, *, world_only: bool, limit: int = 3) -> builtins.list[PageHead]:
+        return self.keyword_many(tenant, [text], world_only=world_only, limit=limit)[0]
 
     def put(self, page: Page, *, expected_updated_at: datetime | Literal[""] | None = None) -> None:
         item = page_to_item(page)
@@ -395,3 +431,94 @@ class DynamoPageStore(PageTable):
             ProjectionExpression="pk, sk",
         )
         return self._backfill(tenant, req)
+
+    def backfill_names(self, tenant: str, *, progress: Callable[[str], None] = lambda _line: None) -> int:
+        """D24: give the tenant's pages written before name items (or word-prefix rows) existed
+        their name marker rows, name items and `X#` prefix rows (`fleetmem admin reindex`), as
+        their next put would; returns how many pages got some. Pages that have them are left
+        alone, so a second run writes nothing. One Query of the page rows, a BatchGetItem of their
+        expected rows per 100 pages, one transaction per page that lacks some (conditional on the
+        page's `updated_at`: a page written meanwhile got its rows from its own put and is skipped)."""
+        attrs = ("pk", "sk", "tenant", "slug", "title", "aliases", "ptype", "visibility", "updated_at")
+        req = self._tenant_range(
+            "by_slug",
+            tenant,
+            values={":p": {"S": PAGE_SK}},
+            FilterExpression="#sk = :p",
+            ProjectionExpression=", ".join(f"#{a}" for a in (*attrs, "last_retrieved_at")),
+            ExpressionAttributeNames={f"#{a}": a for a in (*attrs, "last_retrieved_at")},
+        )
+        rows = keys.owned_items(self._query_raw(req), tenant, table="pages")
+        checked = given = 0
+        for group in chunks(builtins.list(rows), 100):
+            wanted = {str(r["pk"]): (r, self._name_rows(tenant, r)) for r in group}
+            have = {
+                (str(i["pk"]), str(i["sk"]))
+                for i in self._items_at([(pk, sk) for pk, (_, m) in wanted.items() for sk in m])
+            }
+            for pk, (row, expected) in wanted.items():
+                missing = [r for sk, r in expected.items() if (pk, sk) not in have]
+                if missing and self._mark(tenant, pk, row, missing):
+                    given += 1
+            checked += len(group)
+            progress(f"names: {tenant}: {checked} page(s) checked, {given} given their name and prefix rows")
+        return given
+
+    @staticmethod
+    def _name_rows(tenant: str, row: dict[str, Any]) -> dict[str, dict[str, Any]]:
+        """sk -> row of the name marker and `X#` prefix rows a put of the page row `row` writes."""
+        at = parse_ts(row["updated_at"])
+        page = Page(
+            tenant=tenant,
+            slug=str(row["slug"]),
+            title=str(row["title"]),
+            type=row.get("ptype"),
+            aliases=tuple(str(a) for a in row.get("aliases") or ()),
+            visibility=row.get("visibility", "world"),
+            created_at=at,  # type: ignore[arg-type]
+            updated_at=at,  # type: ignore[arg-type]
+            last_retrieved_at=parse_ts(row.get("last_retrieved_at")),
+        )
+        return {r["sk"]: r for r in derived_rows(page) if str(r["sk"]).startswith((NAME_MARK, "X#"))}
+
+    def _items_at(self, item_keys: builtins.list[tuple[str, str]]) -> builtins.list[dict[str, Any]]:
+        """The items that exist at (pk, sk) (BatchGetItem, 100 keys a request, concurrently)."""
+
+        def fetch(group: Sequence[tuple[str, str]]) -> builtins.list[dict[str, Any]]:
+            pending: dict[str, Any] = {
+                self.table: {
+                    "Keys": [{"pk": {"S": pk}, "sk": {"S": sk}} for pk, sk in group],
+                    "ProjectionExpression": "pk, sk",
+                    "ConsistentRead": True,
+                }
+            }
+            raws: builtins.list[dict[str, Any]] = []
+            while pending:
+                out = call(self._db.batch_get_item, RequestItems=pending)
+                raws += [from_ddb(i) or {} for i in out.get("Responses", {}).get(self.table, [])]
+                pending = out.get("UnprocessedKeys") or {}
+            return raws
+
+        return [i for g in parallel([functools.partial(fetch, g) for g in chunks(item_keys, 100)]) for i in g]
+
+    def _mark(self, tenant: str, pk: str, row: dict[str, Any], missing: builtins.list[dict[str, Any]]) -> bool:
+        """Write a page's missing name marker and prefix rows and add it to the name items of the
+        marks; False when the page changed (or went) since it was read."""
+        condition = {
+            "ConditionExpression": "updated_at = :u",
+            "ExpressionAttributeValues": {":u": {"S": str(row["updated_at"])}},
+        }
+        marks = [m for m in (parse_mark(str(r["sk"])) for r in missing) if m is not None]
+        names = name_updates(self.table, tenant, str(row["slug"]), marks, [])
+        try:
+            if len(missing) + len(names) + 1 > TX_MAX:  # a page with very many names: not atomic
+                self._check_page(pk, condition)
+                self._write(missing, [])
+                self._update_each(names)
+                return True
+            check = {"ConditionCheck": {"TableName": self.table, "Key": to_ddb({"pk": pk, "sk": PAGE_SK}), **condition}}
+            actions = [{"Put": {"TableName": self.table, "Item": to_ddb(r)}} for r in missing]
+            call(self._db.transact_write_items, TransactItems=[*actions, *names, check])
+        except Conflict:
+            return False
+        return True

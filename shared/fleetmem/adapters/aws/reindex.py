@@ -6,8 +6,10 @@ stopped:
 
 1. plan: the tenants (one, or every tenant found in the facts and pages tables) with their item
    counts; items written before change numbers existed get one (`backfill_changes` of each store,
-   so delta lists them); then each tenant's change position (`change_floor` of each store), and a
-   new concrete index `<alias>-<UTC stamp>` is created (replicas as the stage's setting).
+   so delta lists them), and pages written before name items existed get theirs
+   (`DynamoPageStore.backfill_names`, D24: entity's alias and title resolution reads them); then
+   each tenant's change position (`change_floor` of each store), and a new concrete index
+   `<alias>-<UTC stamp>` is created (replicas as the stage's setting).
 2. copy: every page and fact, tenant by tenant, read with the stores' `scan` (the pack export's
    read path), turned into documents exactly as the stream indexer builds them
    (`adapters/aws/stream.py`: `record_to_operations`' rules through `memory/indexing.py`),
@@ -209,13 +211,17 @@ class Rebuild:
         return point
 
     def plan(self) -> Checkpoint:
-        """Tenants, backfill, change positions, and the index to write: a new one (every tenant),
-        or the one the alias points at (one tenant, indexed again in place; nothing is swapped)."""
+        """Tenants, backfills (change numbers, name items), change positions, and the index to write:
+        a new one (every tenant), or the one the alias points at (one tenant, indexed again in place;
+        nothing is swapped)."""
         counts = discover_tenants(self.stores.aws.dynamodb, self.tables, self.tenant)
         tenants = [self.tenant] if self.tenant else sorted(counts)
         numbered = sum(self.stores.facts.backfill_changes(t) + self.stores.pages.backfill_changes(t) for t in tenants)
         if numbered:
             self.progress(f"backfill: {numbered} item(s) got a change number")
+        named = sum(self.stores.pages.backfill_names(t, progress=self.progress) for t in tenants)
+        if named:
+            self.progress(f"backfill: {named} page(s) got their name items")
         floors = {t: self._floors(t) for t in tenants}
         start = self.now()
         if self.tenant:

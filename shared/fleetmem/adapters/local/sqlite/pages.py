@@ -183,23 +183,30 @@ class SqlitePageStore(SqlitePageTable):
         lim = max(0, int(q.limit))
         head = "p.slug, p.title, p.type, p.visibility, p.updated_at, p.last_retrieved_at"
         # each way: the rows it reads up to the key column, and the keys asked for (the slugs as
-        # given, the other keys without the empty one)
+        # given, the other keys without the empty one); an alias or title key gives at most `lim`
+        # pages, the first by slug, so a key is answered alike however many keys are asked with it
+        # (entity{name} and entity{names}, D35)
         ways: tuple[tuple[Literal["alias", "title", "slug"], str, list[str]], ...] = (
             # DISTINCT: a page holding an alias under both key forms is one candidate
             (
                 "alias",
-                f"SELECT DISTINCT {head}, a.alias FROM aliases a CROSS JOIN pages p ON p.tenant = a.tenant "
-                "AND p.slug = a.slug WHERE a.tenant = ? AND a.alias",
+                "SELECT * FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY k ORDER BY slug) AS rn FROM "
+                f"(SELECT DISTINCT {head}, a.alias AS k FROM aliases a CROSS JOIN pages p ON p.tenant = a.tenant "
+                "AND p.slug = a.slug WHERE a.tenant = ? AND a.alias IN ({marks}){vis})) WHERE rn <= ? ORDER BY slug",
                 [a for a in dict.fromkeys(q.aliases) if a][:_IN_CHUNK],
             ),
             (
                 "title",
-                f"SELECT {head} FROM pages p WHERE p.tenant = ? AND p.title_lc",
+                f"SELECT * FROM (SELECT {head}, p.title_lc AS k, ROW_NUMBER() OVER (PARTITION BY p.title_lc "
+                "ORDER BY p.slug) AS rn FROM pages p WHERE p.tenant = ? AND p.title_lc IN ({marks}){vis}) "
+                "WHERE rn <= ? ORDER BY slug",
                 [t for t in dict.fromkeys(q.titles) if t][:_IN_CHUNK],
             ),
             (
+                # a slug names one page: no cut
                 "slug",
-                f"SELECT {head} FROM pages p WHERE p.tenant = ? AND p.slug",
+                f"SELECT {head} FROM pages p WHERE p.tenant = ? AND p.slug IN ({{marks}}){{vis}} "
+                "ORDER BY p.slug LIMIT ?",
                 list(dict.fromkeys(q.slugs))[:_IN_CHUNK],
             ),
         )
@@ -208,10 +215,10 @@ class SqlitePageStore(SqlitePageTable):
             out: list[PageMatch] = []
             for via, select, wanted in ways:
                 if wanted:
-                    sql = f"{select} IN ({_marks(len(wanted))}){vis} ORDER BY p.slug LIMIT ?"
+                    sql = select.format(marks=_marks(len(wanted)), vis=vis)
                     out += [
                         PageMatch(page=_head_of(r[:6]), via=via, key=r[6] if via == "alias" else "")
-                        for r in conn.execute(sql, (tenant, *wanted, lim))
+                        for r in conn.execute(sql, (tenant, *wanted, lim if via != "slug" else len(wanted)))
                     ]
             if suffix:
                 # index seek on (tenant, leaf); a multi-segment suffix is checked on the few rows found
