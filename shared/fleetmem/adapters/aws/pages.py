@@ -24,24 +24,19 @@ from fleetmem.adapters.aws.dynamo import (
     approx_item_size,
     call,
     chunks,
-    from_ddb,
     parallel,
-    parse_ts,
     to_ddb,
-    translate_client_error,
     ts,
 )
 from fleetmem.adapters.aws.page_table import (
     CORE_SK,
     HEAD_PROJECTION,
-    NAME_MARK,
     NAME_SETS,
     NAME_SK,
     PAGE_SK,
     PREFIX_LEN,
     TOMBSTONE_SK,
     TX_MAX,
-    PageTable,
     core_key,
     core_update,
     derived_rows,
@@ -57,14 +52,15 @@ from fleetmem.adapters.aws.page_table import (
     parse_mark,
     words,
 )
-from fleetmem.errors import Conflict, TooLarge
+from fleetmem.adapters.aws.page_upkeep import PageUpkeep
+from fleetmem.errors import TooLarge
 from fleetmem.memory.core import is_core
 from fleetmem.memory.slugs import last_segment, match_key
 from fleetmem.models import Page, PageHead, PageMatch
 from fleetmem.ports.pages import NAME_KEYS_MAX, BareCandidates, PageLookup, PageLookupOptions
 
 
-class DynamoPageStore(PageTable):
+class DynamoPageStore(PageUpkeep):
     def get(self, tenant: str, slug: str) -> Page | None:
         out = call(
             self._db.get_item,
@@ -312,26 +308,6 @@ class DynamoPageStore(PageTable):
         current = builtins.list(name_marks(page).values())
         return name_updates(self.table, page.tenant, page.slug, current, removed)
 
-    def _update_each(self, actions: builtins.list[dict[str, Any]]) -> None:
-        for action in actions:
-            call(self._db.update_item, **action["Update"])
-
-    def _check_page(self, pk: str, condition: dict[str, Any]) -> None:
-        try:
-            self._db.transact_write_items(
-                TransactItems=[
-                    {
-                        "ConditionCheck": {
-                            "TableName": self.table,
-                            "Key": to_ddb({"pk": pk, "sk": PAGE_SK}),
-                            **condition,
-                        }
-                    }
-                ]
-            )
-        except Exception as exc:
-            raise translate_client_error(exc) from None
-
     def delete(self, tenant: str, slug: str, *, at: datetime | None = None) -> bool:
         page = self.get(tenant, slug)
         if page is None:
@@ -374,22 +350,6 @@ class DynamoPageStore(PageTable):
         changes.transact_pending(self._db, build=build)
         return True
 
-    def _write(self, puts: builtins.list[dict[str, Any]], deletes: builtins.list[dict[str, str]]) -> None:
-        if len(puts) + len(deletes) <= TX_MAX:
-            actions: builtins.list[dict[str, Any]] = [
-                {"Delete": {"TableName": self.table, "Key": to_ddb(k)}} for k in deletes
-            ]
-            actions += [{"Put": {"TableName": self.table, "Item": to_ddb(p)}} for p in puts]
-            call(self._db.transact_write_items, TransactItems=actions)
-            return
-        requests = [{"DeleteRequest": {"Key": to_ddb(k)}} for k in deletes]
-        requests += [{"PutRequest": {"Item": to_ddb(p)}} for p in puts]
-        for group in chunks(requests, 25):
-            pending: dict[str, Any] = {self.table: list(group)}
-            while pending:
-                out = call(self._db.batch_write_item, RequestItems=pending)
-                pending = out.get("UnprocessedItems") or {}
-
     def core(self, tenant: str, *, world_only: bool, limit: int) -> builtins.list[Page]:
         # D32: one GetItem of the core item; the pages it lists (one BatchGetItem) only when it lists some
         out = call(self._db.get_item, TableName=self.table, Key=core_key(tenant), ConsistentRead=True)
@@ -431,94 +391,3 @@ class DynamoPageStore(PageTable):
             ProjectionExpression="pk, sk",
         )
         return self._backfill(tenant, req)
-
-    def backfill_names(self, tenant: str, *, progress: Callable[[str], None] = lambda _line: None) -> int:
-        """D24: give the tenant's pages written before name items (or word-prefix rows) existed
-        their name marker rows, name items and `X#` prefix rows (`fleetmem admin reindex`), as
-        their next put would; returns how many pages got some. Pages that have them are left
-        alone, so a second run writes nothing. One Query of the page rows, a BatchGetItem of their
-        expected rows per 100 pages, one transaction per page that lacks some (conditional on the
-        page's `updated_at`: a page written meanwhile got its rows from its own put and is skipped)."""
-        attrs = ("pk", "sk", "tenant", "slug", "title", "aliases", "ptype", "visibility", "updated_at")
-        req = self._tenant_range(
-            "by_slug",
-            tenant,
-            values={":p": {"S": PAGE_SK}},
-            FilterExpression="#sk = :p",
-            ProjectionExpression=", ".join(f"#{a}" for a in (*attrs, "last_retrieved_at")),
-            ExpressionAttributeNames={f"#{a}": a for a in (*attrs, "last_retrieved_at")},
-        )
-        rows = keys.owned_items(self._query_raw(req), tenant, table="pages")
-        checked = given = 0
-        for group in chunks(builtins.list(rows), 100):
-            wanted = {str(r["pk"]): (r, self._name_rows(tenant, r)) for r in group}
-            have = {
-                (str(i["pk"]), str(i["sk"]))
-                for i in self._items_at([(pk, sk) for pk, (_, m) in wanted.items() for sk in m])
-            }
-            for pk, (row, expected) in wanted.items():
-                missing = [r for sk, r in expected.items() if (pk, sk) not in have]
-                if missing and self._mark(tenant, pk, row, missing):
-                    given += 1
-            checked += len(group)
-            progress(f"names: {tenant}: {checked} page(s) checked, {given} given their name and prefix rows")
-        return given
-
-    @staticmethod
-    def _name_rows(tenant: str, row: dict[str, Any]) -> dict[str, dict[str, Any]]:
-        """sk -> row of the name marker and `X#` prefix rows a put of the page row `row` writes."""
-        at = parse_ts(row["updated_at"])
-        page = Page(
-            tenant=tenant,
-            slug=str(row["slug"]),
-            title=str(row["title"]),
-            type=row.get("ptype"),
-            aliases=tuple(str(a) for a in row.get("aliases") or ()),
-            visibility=row.get("visibility", "world"),
-            created_at=at,  # type: ignore[arg-type]
-            updated_at=at,  # type: ignore[arg-type]
-            last_retrieved_at=parse_ts(row.get("last_retrieved_at")),
-        )
-        return {r["sk"]: r for r in derived_rows(page) if str(r["sk"]).startswith((NAME_MARK, "X#"))}
-
-    def _items_at(self, item_keys: builtins.list[tuple[str, str]]) -> builtins.list[dict[str, Any]]:
-        """The items that exist at (pk, sk) (BatchGetItem, 100 keys a request, concurrently)."""
-
-        def fetch(group: Sequence[tuple[str, str]]) -> builtins.list[dict[str, Any]]:
-            pending: dict[str, Any] = {
-                self.table: {
-                    "Keys": [{"pk": {"S": pk}, "sk": {"S": sk}} for pk, sk in group],
-                    "ProjectionExpression": "pk, sk",
-                    "ConsistentRead": True,
-                }
-            }
-            raws: builtins.list[dict[str, Any]] = []
-            while pending:
-                out = call(self._db.batch_get_item, RequestItems=pending)
-                raws += [from_ddb(i) or {} for i in out.get("Responses", {}).get(self.table, [])]
-                pending = out.get("UnprocessedKeys") or {}
-            return raws
-
-        return [i for g in parallel([functools.partial(fetch, g) for g in chunks(item_keys, 100)]) for i in g]
-
-    def _mark(self, tenant: str, pk: str, row: dict[str, Any], missing: builtins.list[dict[str, Any]]) -> bool:
-        """Write a page's missing name marker and prefix rows and add it to the name items of the
-        marks; False when the page changed (or went) since it was read."""
-        condition = {
-            "ConditionExpression": "updated_at = :u",
-            "ExpressionAttributeValues": {":u": {"S": str(row["updated_at"])}},
-        }
-        marks = [m for m in (parse_mark(str(r["sk"])) for r in missing) if m is not None]
-        names = name_updates(self.table, tenant, str(row["slug"]), marks, [])
-        try:
-            if len(missing) + len(names) + 1 > TX_MAX:  # a page with very many names: not atomic
-                self._check_page(pk, condition)
-                self._write(missing, [])
-                self._update_each(names)
-                return True
-            check = {"ConditionCheck": {"TableName": self.table, "Key": to_ddb({"pk": pk, "sk": PAGE_SK}), **condition}}
-            actions = [{"Put": {"TableName": self.table, "Item": to_ddb(r)}} for r in missing]
-            call(self._db.transact_write_items, TransactItems=[*actions, *names, check])
-        except Conflict:
-            return False
-        return True
