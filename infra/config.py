@@ -47,6 +47,7 @@ from .config_sections import (
     FunctionSize,
     HeartbeatConfig,
     LlmConfig,
+    MemoryConfig,
     ReleaseConfig,
     SearchConfig,
     SearchVpcConfig,
@@ -95,6 +96,7 @@ __all__ = [
     "FunctionSize",
     "HeartbeatConfig",
     "LlmConfig",
+    "MemoryConfig",
     "ReleaseConfig",
     "SearchConfig",
     "SearchVpcConfig",
@@ -118,6 +120,7 @@ class DeployConfig(_Model):
     search: SearchConfig = SearchConfig()
     embedding: EmbeddingConfig = EmbeddingConfig()
     llm: LlmConfig = LlmConfig()
+    memory: MemoryConfig = MemoryConfig()
     functions: dict[str, FunctionSize] = Field(default_factory=dict)
     cognito_domain_prefix: str = Field(pattern=r"^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$")
     tiers: dict[str, TierConfig]

@@ -11,8 +11,9 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from fleetmem.config import DEFAULT_AUTHORIZER_CACHE_TTL_S, DEFAULT_SIGNING_KEY_TTL_S
-from fleetmem.protocol import Scope
+from fleetmem.protocol import CORE_CHARS_DEFAULT, Scope
 from fleetmem.tokens import ID_REGEX
+from fleetmem.transport.instructions import OPERATOR_MAX_CHARS
 from fleetmem.wiring import SEARCH_GROUPS
 
 #: Function groups that are not verbs: the edge, the authorizer and the stream/schedule workers.
@@ -201,6 +202,21 @@ class EmbeddingConfig(_Model):
 
 class LlmConfig(_Model):
     model: str = ""
+    #: synthesize's quote check (env FLEETMEM_QUOTE_CHECK of the synthesize function): quotes in a
+    #: composed answer that are not in the evidence are flagged (docs/protocol.md, synthesize)
+    quote_check: bool = True
+
+
+class MemoryConfig(_Model):
+    """What the verbs answer that an operator may tune, as `fleetmem serve` reads it from its
+    environment."""
+
+    #: D32: the most characters of context_pack's core block (env FLEETMEM_CORE_CHARS of the
+    #: context_pack function; 0 turns core memory off)
+    core_chars: int = Field(default=CORE_CHARS_DEFAULT, ge=0)
+    #: added to the server instructions every MCP `initialize` answers (env FLEETMEM_MCP_INSTRUCTIONS
+    #: of the edge; the server keeps at most 2,000 characters, so a longer text is refused here)
+    mcp_instructions: str = Field(default="", max_length=OPERATOR_MAX_CHARS)
 
 
 class FunctionSize(_Model):

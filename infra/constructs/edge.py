@@ -43,6 +43,7 @@ from fleetmem.config import (
     ENV_DEFAULT_TIER,
     ENV_INVOKE_DEADLINES_S,
     ENV_INVOKE_READ_TIMEOUT_S,
+    ENV_MCP_INSTRUCTIONS,
     ENV_PUBLIC_URL,
     ENV_USAGE_KEY_SECRETS,
 )
@@ -143,6 +144,11 @@ class Edge(Construct):
                 ENV_INVOKE_DEADLINES_S: json.dumps(config.invoke_deadlines(), sort_keys=True),
                 **signing.env,
                 **({ENV_PUBLIC_URL: config.public_url.rstrip("/")} if config.public_url else {}),
+                **(
+                    {ENV_MCP_INSTRUCTIONS: config.memory.mcp_instructions}
+                    if config.memory.mcp_instructions.strip()
+                    else {}
+                ),
             },
         )
         signing.grant(self.edge.role)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from aws_cdk import aws_iam as iam
 
 from constructs import Construct
-from fleetmem.config import ENV_BEDROCK_LLM_MODEL, ENV_LLM
+from fleetmem.config import ENV_BEDROCK_LLM_MODEL, ENV_CORE_CHARS, ENV_LLM, ENV_QUOTE_CHECK
 from fleetmem.lambda_routes import ADMIN_GROUP, PAGES_GROUP, function_name, groups
 
 from ..config import DeployConfig
@@ -145,6 +145,9 @@ class ToolFunctions(Construct):
             env: dict[str, str] = dict(signing.env)
             if access.llm and config.llm.model:
                 env |= {ENV_LLM: "bedrock", ENV_BEDROCK_LLM_MODEL: config.llm.model}
+                env[ENV_QUOTE_CHECK] = "1" if config.llm.quote_check else "0"
+            if "context_pack" in tools:
+                env[ENV_CORE_CHARS] = str(config.memory.core_chars)
             fn = factory.make(
                 self,
                 group.title().replace("_", ""),

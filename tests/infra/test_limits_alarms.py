@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tests.infra.conftest import _example_alarms, _synth
-from tests.infra.test_stack import _refs
+from tests.infra.test_stack import _env, _refs
 
 from fleetmem.adapters.aws.auth import _JWT_SHAPE
 from fleetmem.adapters.aws.tables import TABLES
@@ -32,6 +32,9 @@ TUNED_ALARMS = {
     "waf_blocked_per_5min": 4321,
     "bedrock_throttles_per_5min": 9,
 }
+
+
+OPERATOR_TEXT = "This stage serves the payments team: file facts under companies/ or people/."
 
 
 @pytest.fixture(scope="session")
@@ -53,7 +56,8 @@ def tuned_synth(tmp_path_factory, _no_aws_env):
             ],
             "heartbeats": [],
             "api": {"stage_headroom": 1.5, "waf": {"rate_limit_per_5min": 300}},
-            "llm": {"model": "anthropic.claude-3-haiku-20240307-v1:0"},
+            "llm": {"model": "anthropic.claude-3-haiku-20240307-v1:0", "quote_check": False},
+            "memory": {"core_chars": 1500, "mcp_instructions": OPERATOR_TEXT},
             "alarms": _example_alarms() | TUNED_ALARMS | {"email": "ops@example.com"},
         },
     )
@@ -415,3 +419,25 @@ def test_bedrock_throttles_alarm_per_model_id_the_stage_calls(flavour, request):
                 assert alarm["Threshold"] == cfg.alarms.bedrock_throttles_per_5min
                 assert _notifies_the_topic(synth, alarm)
     assert seen == wanted
+
+
+def test_the_operator_settings_reach_the_functions_that_read_them(tuned_synth, domain_synth):
+    """`llm.quote_check`, `memory.core_chars` and `memory.mcp_instructions` become the environment
+    `fleetmem serve` reads them from, on the one function that uses each; unset, the defaults."""
+    assert _env(tuned_synth, "synthesize")["FLEETMEM_QUOTE_CHECK"] == "0"
+    assert _env(tuned_synth, "context_pack")["FLEETMEM_CORE_CHARS"] == "1500"
+    assert _env(tuned_synth, "mcp")["FLEETMEM_MCP_INSTRUCTIONS"] == OPERATOR_TEXT
+    for group in ("recall", "entity", "mcp"):
+        assert not {"FLEETMEM_QUOTE_CHECK", "FLEETMEM_CORE_CHARS"} & set(_env(tuned_synth, group))
+    assert _env(domain_synth, "context_pack")["FLEETMEM_CORE_CHARS"] == "4000"
+    assert "FLEETMEM_MCP_INSTRUCTIONS" not in _env(domain_synth, "mcp")
+    assert _env(domain_synth, "synthesize")["FLEETMEM_QUOTE_CHECK"] == "1"
+
+
+def test_instructions_longer_than_the_server_keeps_are_refused_at_synth():
+    from pydantic import ValidationError
+
+    from infra.config_sections import MemoryConfig
+
+    with pytest.raises(ValidationError, match="2000"):
+        MemoryConfig(mcp_instructions="x" * 2001)

@@ -360,15 +360,17 @@ def _ms(v: float) -> str:
     return f"{v:.1f}" if v == v else "–"
 
 
-def run(args: argparse.Namespace) -> str:
+def prepare(args: argparse.Namespace) -> tuple[Path, list[int]]:
+    """Where corpora live and their sizes; the embedder's default (the mixed load runs the embedded
+    default, MiniLM; latency is keyword-only)."""
     base = Path(args.data_dir) if args.data_dir else Path(tempfile.mkdtemp(prefix="fleetmem-bench-"))
     sizes = [int(s.replace("_", "").replace(",", "")) for s in args.pages]
-    if args.embedder is None:  # the mixed load runs the embedded default (MiniLM); latency keyword-only
+    if args.embedder is None:
         args.embedder = "minilm" if args.mixed else "none"
-    if args.mixed:
-        from fleetmem.bench.mixed import run_mixed_bench
+    return base, sizes
 
-        return run_mixed_bench(args, base, sizes)
+
+def run(args: argparse.Namespace, base: Path, sizes: list[int]) -> str:
     lines = [
         f"fleetmem bench — {platform.system()} {platform.machine()}, {os.cpu_count()} cores, "
         f"Python {platform.python_version()}, embedder `{args.embedder}`, {args.iterations} calls per verb",
