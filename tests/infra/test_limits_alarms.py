@@ -435,9 +435,8 @@ def test_the_operator_settings_reach_the_functions_that_read_them(tuned_synth, d
 
 
 def test_instructions_longer_than_the_server_keeps_are_refused_at_synth():
-    from pydantic import ValidationError
-
     from infra.config_sections import MemoryConfig
+    from pydantic import ValidationError
 
     with pytest.raises(ValidationError, match="2000"):
         MemoryConfig(mcp_instructions="x" * 2001)
