@@ -23,6 +23,7 @@ TENANT_TABLES: tuple[tuple[str, str, str], ...] = (
     ("withdrawn_claims", "tenant = ?", "tenant"),
     ("pages", "tenant = ?", "tenant"),
     ("aliases", "tenant = ?", "tenant"),
+    ("link_groups", "tenant = ?", "tenant"),  # before links: their delete trigger then finds nothing to count down
     ("links", "tenant = ?", "tenant"),
     ("timeline", "tenant = ?", "tenant"),
     ("page_names_fts", "tenant_key = ?", "key"),
