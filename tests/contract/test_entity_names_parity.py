@@ -142,9 +142,8 @@ def test_each_batch_row_resolves_as_the_single_call_does(brain: Deps, tenant: st
 
 
 @pytest.mark.dynamodb_local
+@pytest.mark.parametrize("brain", ["dynamodb-local"], indirect=True)  # it counts DynamoDB requests
 def test_a_batch_reads_name_items_not_an_index_query_per_key(brain: Deps, tenant: str) -> None:
-    if not hasattr(brain.pages, "_db"):
-        pytest.skip("DynamoDB only")
     queries: list[str] = []
     slug_reads: list[int] = []
 
