@@ -7,6 +7,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 
+import pytest
 from tests.contract.builders import at
 
 from fleetmem.adapters.local import open_local
@@ -136,7 +137,12 @@ def test_releasing_a_claim_that_was_taken_over_keeps_the_new_claim(idempotency, 
     assert idempotency.claim(leased(tenant, "c-third", claimed=2.5), now=at(2.5)) is None
 
 
-def test_concurrent_retries_of_a_lapsed_claim_take_it_over_only_once(idempotency, tenant):
+def test_concurrent_retries_of_a_lapsed_claim_take_it_over_only_once(idempotency, tenant, request):
+    """Eight racing takeovers of one lapsed claim: one wins. Judged on SQLite and DynamoDB Local;
+    moto's server checks a transaction's conditions without isolating concurrent requests, so it
+    cannot judge a race (the single-writer conditions above run on it)."""
+    if request.node.callspec.params.get("idempotency_backend") == "moto":
+        pytest.skip("moto does not isolate concurrent conditional transactions; DynamoDB Local does")
     idempotency.claim(leased(tenant, "c-dead"), now=at(0))
     retries = 8
     start = threading.Barrier(retries)
