@@ -41,6 +41,7 @@ class ToolSpec:
     writes: bool  # D3: writes reject unknown params, reads ignore them with a notice
     annotations: dict[str, bool] = field(default_factory=dict)  # readOnlyHint, idempotentHint, ...
     idempotency: bool = False  # D2: accepts `idempotency_key`
+    calls_out: bool = False  # waits on a service outside the store (a model): never run on the event loop
 
     def __post_init__(self) -> None:
         # D28: every success body may carry the call's notices; the result model declares them.
@@ -113,9 +114,22 @@ def read_tool(
     *,
     scope: Scope = "read",
     surface: Surface = "full",
+    calls_out: bool = False,
 ) -> ToolSpec:
-    """A tool that only reads (D3: it ignores unknown parameters with a notice; readOnlyHint)."""
-    return ToolSpec(name, description, params, run, result, scope, surface, writes=False, annotations=dict(READ_ONLY))
+    """A tool that only reads (D3: it ignores unknown parameters with a notice; readOnlyHint);
+    `calls_out`: it waits on a service outside the store (synthesize's model)."""
+    return ToolSpec(
+        name,
+        description,
+        params,
+        run,
+        result,
+        scope,
+        surface,
+        writes=False,
+        annotations=dict(READ_ONLY),
+        calls_out=calls_out,
+    )
 
 
 def write_tool(

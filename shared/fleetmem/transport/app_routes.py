@@ -7,7 +7,6 @@ from __future__ import annotations
 from functools import partial
 from typing import Any
 
-import anyio
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
@@ -32,6 +31,7 @@ from fleetmem.transport.callers import CALLER_SCOPE_KEY, public_base_url
 from fleetmem.transport.http_api import handle_v1_call, render_json, tools_document
 from fleetmem.transport.invoker import EdgeCalls
 from fleetmem.transport.openapi import openapi_document
+from fleetmem.transport.quick_calls import kind_of
 from fleetmem.transport.refusals import MAX_REQUEST_BYTES, too_large
 
 
@@ -54,7 +54,8 @@ def protected_resource_document(base: str, authorization_server: str | None) -> 
 
 async def call_v1(request: Request, calls: EdgeCalls) -> Response:
     """`POST /v1/<tool>` on an authenticated request: `http_api.handle_v1_call` over the same gate and
-    invoker as MCP tools/call, on a worker thread (`limiter` bounds them)."""
+    invoker as MCP tools/call, on a worker thread (`limiter` bounds them) or, once proven quick,
+    inline (`EdgeCalls.run`)."""
     tool = request.path_params.get("tool", "")
     caller: Caller = request.scope[CALLER_SCOPE_KEY]
     raw = await request.body()
@@ -66,7 +67,7 @@ async def call_v1(request: Request, calls: EdgeCalls) -> Response:
         return gate if gate is not None else calls.invoker.invoke(tool, arguments, caller, cid)
 
     answer = partial(handle_v1_call, tool, raw, caller, call, surface=calls.surface)
-    return _v1_response(*await anyio.to_thread.run_sync(answer, limiter=calls.limiter))
+    return _v1_response(*await calls.run(kind_of(tool, None, lane="v1"), answer))
 
 
 def _v1_response(status: int, body: dict[str, Any], headers: dict[str, str]) -> Response:

@@ -97,6 +97,7 @@ def build_local_app(
     call_threads: int | None = DEFAULT_CALL_THREADS,
     extra_routes: Sequence[BaseRoute] = (),
     fast_calls: bool = True,
+    quick_calls: bool = True,
 ) -> Any:
     """The app `fleetmem serve` runs: bearer tokens from the local client store, in-process dispatch.
     `data_dir` (the store the tokens live in) goes into the `token create` command of the 401 and
@@ -113,6 +114,7 @@ def build_local_app(
         call_threads=call_threads,
         extra_routes=extra_routes,
         fast_calls=fast_calls,
+        quick_calls=quick_calls,
     )
 
 

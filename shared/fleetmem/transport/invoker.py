@@ -5,9 +5,11 @@ its answer to the edge's invoke payload). `LambdaInvoker`, the edge's side on AW
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
+
+import anyio.to_thread
 
 from fleetmem.contract.invoker import Invoker
 from fleetmem.contract.result import DispatchResult
@@ -15,6 +17,9 @@ from fleetmem.models import Caller
 from fleetmem.ports import Deps
 from fleetmem.protocol import Surface, Transport
 from fleetmem.transport.dispatch import dispatch, precheck
+from fleetmem.transport.quick_calls import QuickCalls
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -28,6 +33,14 @@ class EdgeCalls:
     limiter: Any = None
     token_command: tuple[str, ...] = ()
     token_inputs: tuple[Mapping[str, str], ...] = ()
+    quick: QuickCalls | None = None  # in-process only: proven-quick reads run on the event loop
+
+    async def run(self, kind: Hashable | None, fn: Callable[..., T], *args: Any) -> T:
+        """`fn(*args)` on a worker thread (`limiter`), or inline when `quick` says its kind
+        (`quick_calls.kind_of`) has proven quick."""
+        if self.quick is not None:
+            return await self.quick.run(kind, fn, *args, limiter=self.limiter)
+        return await anyio.to_thread.run_sync(fn, *args, limiter=self.limiter)
 
     def gate(
         self, tool: str, arguments: Any, caller: Caller, correlation_id: str, *, transport: Transport = "mcp"

@@ -59,6 +59,7 @@ from fleetmem.transport.http_api import render_json
 from fleetmem.transport.instructions import server_instructions
 from fleetmem.transport.invoker import EdgeCalls, InProcessInvoker
 from fleetmem.transport.listing import TOOLS_LIST_CACHE, list_tool_definitions, tool_input_schema
+from fleetmem.transport.quick_calls import QuickCalls, kind_of
 from fleetmem.transport.refusals import DEFAULT_TOKEN_COMMAND, MAX_REQUEST_BYTES, unauthorized_error
 
 #: Names other modules and tests import from here (the app's front door).
@@ -136,8 +137,8 @@ class ToolCalls:
         gate = calls.gate(tool, arguments, caller, cid)
         if gate is not None:
             return _error_result(gate.body)
-        invoke = calls.invoker.invoke
-        result = await anyio.to_thread.run_sync(invoke, tool, arguments, caller, cid, limiter=calls.limiter)
+        kind = kind_of(tool, arguments)
+        result = await calls.run(kind, calls.invoker.invoke, tool, arguments, caller, cid)
         allowed = {s.name for s in visible_tools(calls.surface, caller)}
         return to_call_tool_result(result, callable_tools=allowed)
 
@@ -194,17 +195,19 @@ def build_mcp_server(
     token_command: Sequence[str] = DEFAULT_TOKEN_COMMAND,
     token_inputs: Sequence[Mapping[str, str]] = (),
     operator_instructions: str | None = None,
+    quick: QuickCalls | None = None,
 ) -> Server:
     """The SDK server. The caller is read per request: by default from the ASGI scope, where the
     HTTP wrapper put the authenticated `Caller`; in-memory tests pass `caller_from_context`.
     `limiter` bounds the threads that run tool calls at once (None: anyio's default of 40).
-    `operator_instructions` follows the operating contract (None: `$FLEETMEM_MCP_INSTRUCTIONS`)."""
+    `operator_instructions` follows the operating contract (None: `$FLEETMEM_MCP_INSTRUCTIONS`).
+    `quick` (in-process invokers only): reads proven quick run on the event loop (`quick_calls`)."""
     caller_of = caller_from_context or scope_caller
 
     async def on_list_tools(ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
         return types.ListToolsResult(tools=list_tool_definitions(surface, caller_of(ctx)))
 
-    calls = EdgeCalls(invoker, surface, limiter, tuple(token_command), tuple(token_inputs))
+    calls = EdgeCalls(invoker, surface, limiter, tuple(token_command), tuple(token_inputs), quick)
     on_call_tool = ToolCalls(calls, caller_of)
     operator = operator_instructions if operator_instructions is not None else mcp_instructions_from_env()
     server = Server(
@@ -236,6 +239,7 @@ def build_mcp_app(
     call_threads: int | None = None,
     extra_routes: Sequence[BaseRoute] = (),
     fast_calls: bool = True,
+    quick_calls: bool = True,
 ) -> Starlette:
     """A Starlette app serving POST /mcp (both eras), /health and the protected-resource document.
 
@@ -254,18 +258,23 @@ def build_mcp_app(
 
     `fast_calls` (default on): a handshake-era `tools/call` is answered by `fast_call.FastToolCalls`,
     the same bytes as the SDK's answer without its per-request transport (off: the SDK answers
-    every request, as tests that compare the two do)."""
+    every request, as tests that compare the two do).
+
+    `quick_calls` (default on; in-process invokers only): a read whose kind has proven quick runs
+    on the event loop instead of a worker thread (`quick_calls.QuickCalls`)."""
     v1_invoker: Invoker | None = None
+    quick: QuickCalls | None = None
     if invoker is None:
         if deps_factory is None:
             raise ValueError("build_mcp_app needs deps_factory or invoker")
         invoker = InProcessInvoker(deps_factory, surface=surface)
         v1_invoker = InProcessInvoker(deps_factory, surface=surface, transport=V1_TRANSPORT)
+        quick = QuickCalls() if quick_calls else None
     limiter = anyio.CapacityLimiter(call_threads) if call_threads else None
-    calls = EdgeCalls(invoker, surface, limiter, tuple(token_command), tuple(token_inputs))
+    calls = EdgeCalls(invoker, surface, limiter, tuple(token_command), tuple(token_inputs), quick)
     v1_calls = dataclasses.replace(calls, invoker=v1_invoker) if v1_invoker is not None else None
     server = build_mcp_server(
-        invoker, surface=surface, limiter=limiter, token_command=token_command, token_inputs=token_inputs
+        invoker, surface=surface, limiter=limiter, token_command=token_command, token_inputs=token_inputs, quick=quick
     )
     routes = AppRoutes(calls, authorization_server=authorization_server, public_url=public_url, v1_calls=v1_calls)
     security: TransportSecuritySettings | None = None  # off on another bind, as the SDK has it

@@ -385,4 +385,4 @@ DESCRIPTION = (
     "warnings; quotes not found in the evidence are marked [unverified]."
 )
 
-SPEC = read_tool(TOOL, DESCRIPTION, SynthesizeParams, SynthesizeResult, run, surface="verbs")
+SPEC = read_tool(TOOL, DESCRIPTION, SynthesizeParams, SynthesizeResult, run, surface="verbs", calls_out=True)
