@@ -59,6 +59,37 @@ def test_a_tiny_benchmark_run_prints_a_row_per_call_without_errors(fm: Fleetmem,
     assert "delta p50 for 20 changes" in table
 
 
+def test_a_tiny_http_run_reports_the_floor_of_the_same_server_and_each_read_as_a_multiple_of_it(
+    fm: Fleetmem, tmp_path: Path
+) -> None:
+    run = fm(
+        "bench",
+        "--pages",
+        "60",
+        "--iterations",
+        "4",
+        "--delta-baseline",
+        "60",
+        "--clients",
+        "1",
+        "--throughput-requests",
+        "4",
+        "--data-dir",
+        str(tmp_path / "bench"),
+        data_dir=False,
+    )
+    assert run.code == 0, run.stderr
+    lines = run.stdout.splitlines()
+    for label in ("GET /health (floor)", "tools/call whoami (floor)"):
+        row = next(line for line in lines if line.startswith(f"| {label}"))
+        cells = [cell.strip() for cell in row.strip("|").split("|")]
+        assert cells[1:3] == ["–", "–"] and all(float(cell) > 0 for cell in cells[3:5]), row
+    multiples = next(line for line in lines if line.startswith("HTTP p99 as a multiple of the no-op"))
+    for label in ("entity (title)", "recall (entity)", "delta (20 changes)"):
+        assert f"{label} " in multiples and "×" in multiples.split(label, 1)[1].split(",")[0]
+    assert "remember" not in multiples  # writes are not read against the floor
+
+
 def test_bench_options_parse_and_refuse_a_zero_concurrency() -> None:
     import pytest
 

@@ -164,8 +164,19 @@ def render(doc: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def floor_beside(url: str, token: str, calls: int) -> dict[str, Samples]:
+    """The floor's cases against a server another bench already runs (`url` is its `/mcp`), so the
+    verbs' latencies can be read as multiples of the floor of the same run."""
+    port = int(url.removeprefix("http://127.0.0.1:").removesuffix("/mcp"))
+    client = FloorClient("127.0.0.1", port, token)
+    try:
+        return measure(client, calls=calls, rounds=4 if calls >= 4 else 1, warmup=min(20, calls))
+    finally:
+        client.close()
+
+
 def run_floor(*, calls: int = 2000, rounds: int = 4, warmup: int = 200) -> dict[str, Any]:
-    from fleetmem.bench.runner import http_server
+    from fleetmem.bench.serving import http_server
 
     with tempfile.TemporaryDirectory() as tmp, http_server(Path(tmp) / "floor", "none") as (url, token):
         port = int(url.removeprefix("http://127.0.0.1:").removesuffix("/mcp"))

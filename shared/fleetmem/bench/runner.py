@@ -13,24 +13,21 @@ import json
 import os
 import platform
 import random
-import socket
-import subprocess
 import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from fleetmem.bench.corpus import CORPUS_VERSION, WORDS, Corpus, seed_corpus, slug_for
-from fleetmem.config import Settings
+from fleetmem.bench.floor import HEALTH, MCP_NOOP, floor_beside
+from fleetmem.bench.serving import TENANT, http_server, open_deps
 from fleetmem.models import Caller
 from fleetmem.timefmt import iso
 
-TENANT = "bench"
 CALLER = Caller(tenant=TENANT, client_id="bench-agent", scopes=frozenset({"read", "write"}), remote=True)
 MARKER = "bench-corpus.json"
 CHANGES = 20
@@ -82,12 +79,6 @@ class Stats:
             return float("nan")
         ordered = sorted(values)
         return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
-
-
-def open_deps(data_dir: Path, embedder: str) -> Any:
-    from fleetmem.wiring import build_deps
-
-    return build_deps(Settings.from_env(data_dir=data_dir, embedder=embedder))
 
 
 def ensure_corpus(data_dir: Path, pages: int, embedder: str) -> tuple[Any, Corpus, str]:
@@ -168,61 +159,6 @@ def op_layer(deps: Any, work: dict[str, tuple[str, ArgsFn]], iterations: int) ->
             stats.errors += int(result.is_error)
         out[label] = stats
     return out
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@contextmanager
-def http_server(data_dir: Path, embedder: str, threads: int | None = None) -> Iterator[tuple[str, str]]:
-    """A `fleetmem serve` subprocess over the same data directory (with `--threads` when given);
-    yields (url, token)."""
-    deps = open_deps(data_dir, embedder)
-    from fleetmem.tokens import create_client
-
-    token, _ = create_client(
-        deps.clients, deps.clock, tenant=TENANT, client_id="bench-agent", scopes=frozenset({"read", "write"})
-    )
-    port = _free_port()
-    cmd = [
-        sys.executable,
-        "-m",
-        "fleetmem.cli",
-        "serve",
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-        "--data-dir",
-        str(data_dir),
-        "--embedder",
-        embedder,
-        *(["--threads", str(threads)] if threads else []),
-    ]
-    with tempfile.TemporaryFile() as log:
-        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)  # noqa: S603 - our own argv
-        try:
-            deadline = time.monotonic() + 120
-            while True:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    log.seek(0)
-                    raise RuntimeError(f"fleetmem serve did not start: {log.read()[-2000:].decode(errors='replace')}")
-                try:
-                    with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                        break
-                except OSError:
-                    time.sleep(0.05)
-            yield f"http://127.0.0.1:{port}/mcp", token
-        finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
 
 
 class HttpCaller:
@@ -393,6 +329,7 @@ def run(args: argparse.Namespace, base: Path, sizes: list[int]) -> str:
         ops = op_layer(deps, reads, args.iterations)
         delta_p50[n] = ops[delta_label].pct(0.5)
         http: dict[str, Stats] = {}
+        floor: dict[str, Stats] = {}
         tput: dict[int, tuple[float, int]] = {}
         if args.no_http:
             ops.update(op_layer(deps, writes, args.iterations))
@@ -400,6 +337,7 @@ def run(args: argparse.Namespace, base: Path, sizes: list[int]) -> str:
             _log(f"bench: HTTP at {n:,} pages")
             with http_server(data_dir, args.embedder) as (url, token):
                 http = http_latency(url, token, reads, args.iterations)
+                floor = {k: Stats(v.ms, v.errors) for k, v in floor_beside(url, token, args.iterations).items()}
                 entity_tool, entity_args = work["entity (title)"]
                 for c in args.clients:
                     tput[c] = http_throughput(url, token, entity_tool, entity_args, c, args.throughput_requests)
@@ -419,6 +357,14 @@ def run(args: argparse.Namespace, base: Path, sizes: list[int]) -> str:
             http_cols = f"{_ms(h.pct(0.5))} | {_ms(h.pct(0.99))}" if h else "– | –"
             cpu = f"{ops[label].pct(0.5, cpu=True):.2f} / {ops[label].pct(0.99, cpu=True):.2f}"
             lines.append(f"| {name} | {_ms(ops[label].pct(0.5))} | {_ms(ops[label].pct(0.99))} | {http_cols} | {cpu} |")
+        for label in (HEALTH, MCP_NOOP) if floor else ():
+            f = floor[label]
+            name = f"{label} ({f.errors} errors)" if f.errors else label
+            lines.append(f"| {name} (floor) | – | – | {_ms(f.pct(0.5))} | {_ms(f.pct(0.99))} | – |")
+        if floor:
+            noop = floor[MCP_NOOP].pct(0.99)
+            multiples = ", ".join(f"{label} {http[label].pct(0.99) / noop:.1f}×" for label in reads if label in http)
+            lines += ["", f"HTTP p99 as a multiple of the no-op `tools/call`'s p99 ({_ms(noop)} ms): {multiples}"]
         if tput:
             lines += ["", "| HTTP throughput, entity(title) | requests/s |", "|---|---:|"]
             for c, (rps, errs) in tput.items():
