@@ -12,10 +12,12 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import subprocess
 import sys
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx2
@@ -321,6 +323,20 @@ def test_a_store_item_is_a_page_the_read_token_cannot_write(monkeypatch: pytest.
         with pytest.raises(FleetmemError) as refused:
             FleetmemStore(reader).put(("users",), "k", {"v": 1})
     assert refused.value.fix.get("next") and refused.value.code != "not_found"
+
+
+# --------------------------------------------------------------------------- the documented example
+
+
+def test_the_documented_example_runs_and_recalls_in_its_second_run(server: Server) -> None:
+    page = (Path(__file__).parents[2] / "docs" / "langgraph.md").read_text(encoding="utf-8")
+    (example,) = re.findall(r"```python\n(.*?)```", page, flags=re.S)
+    env = {**os.environ, "FLEETMEM_URL": base(server), "FLEETMEM_TOKEN": server.token}
+    out = subprocess.run([sys.executable, "-c", example], capture_output=True, text=True, env=env, timeout=300)
+    assert out.returncode == 0, out.stderr
+    recalled, stored = out.stdout.strip().splitlines()[-2:]
+    assert "Dana Example prefers async standups" in recalled and '"facts"' in recalled
+    assert stored == "{'standups': 'async'}"
 
 
 # --------------------------------------------------------------------------- light at import
