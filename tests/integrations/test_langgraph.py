@@ -29,7 +29,7 @@ from langgraph.prebuilt import create_react_agent
 from langgraph.store.base import BaseStore, Item
 from pydantic import Field
 
-from fleetmem.client import Client
+from fleetmem.client import AsyncClient, Client
 from fleetmem.contract.tools import tool_schema
 from fleetmem.integrations.langgraph import (
     PACK_MESSAGE_ID,
@@ -41,7 +41,7 @@ from fleetmem.integrations.langgraph import (
     slug_of,
 )
 from fleetmem.memory.verbs import REGISTRY
-from tests.conformance.test_conformance_local import Server, start_server
+from tests.conformance.test_conformance_local import Server, free_port, start_server
 
 pytestmark = [
     pytest.mark.xdist_group("frameworks"),
@@ -87,6 +87,10 @@ def scripted(*calls: tuple[str, dict[str, Any]], answer: str = "Done.") -> Scrip
         for i, (name, args) in enumerate(calls)
     ]
     return ScriptedModel(messages=iter([*steps, AIMessage(content=answer)]))
+
+
+def tool_call(name: str, args: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "tool_call", "id": f"call_{name}", "name": name, "args": args}
 
 
 def run_agent(model: ScriptedModel, client: Client, question: str, **agent: Any) -> list[BaseMessage]:
@@ -146,6 +150,23 @@ def test_a_fact_saved_in_one_run_is_recalled_in_the_next(client: Client) -> None
     assert first_input[0].type == "system", "the hook put memory before the model"
     pack, _, turn = str(first_input[0].content).partition("Recalled from memory for this turn:")
     assert fact in pack and fact in turn, "in the thread's pack and in the turn's recall"
+
+
+def test_the_async_tools_use_the_async_client(client: Client, server: Server) -> None:
+    marker = f"kiln{uuid.uuid4().hex[:6]}"
+    client.remember(fact=f"Gus Example fires the {marker} pots", provenance="test:lg", entity="people/gus-example")
+
+    async def ask() -> tuple[ToolMessage, ToolMessage]:
+        async with AsyncClient(base(server)) as aclient:
+            nowhere = Client(f"http://127.0.0.1:{free_port()}")  # the sync client is never called
+            recall, forget = (t for t in memory_tools(nowhere, async_client=aclient) if t.name in {"recall", "forget"})
+            found = await recall.ainvoke(tool_call("recall", {"entity": "people/gus-example"}))
+            missing = await forget.ainvoke(tool_call("forget", {"id": "f_missing"}))
+        return found, missing
+
+    found, missing = asyncio.run(ask())
+    assert marker in str(found.content) and found.status != "error"
+    assert missing.status == "error" and json.loads(str(missing.content))["error"]["code"] == "not_found"
 
 
 def test_the_pack_is_injected_once_at_the_start_of_a_thread(client: Client) -> None:
