@@ -414,3 +414,21 @@ def test_a_follower_whose_cursor_does_not_advance_stops_with_the_envelope(tmp_pa
         kept.advance(SimpleNamespace(next_cursor=SimpleNamespace(cursor="c2"), has_more=True))  # type: ignore[arg-type]
     assert stalled.value.code == "internal_error" and stalled.value.fix
     assert stored.read_text().strip() == "c2" and not list(tmp_path.glob("*.part"))
+
+
+# --------------------------------------------------------------------------- the README's example
+
+
+def test_the_readme_example_runs_against_a_served_memory(server: Server) -> None:
+    """The Python block under the README's "From code" runs as written, against this server's
+    address instead of `scripts/serve`'s default one, with the token in FLEETMEM_TOKEN."""
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    block = readme.split("**From code**", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
+    assert "http://127.0.0.1:8765" in block
+    code = block.replace("http://127.0.0.1:8765", base(server))
+    env = {**os.environ, "FLEETMEM_TOKEN": server.token}
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
+    assert run.returncode == 0, run.stderr
+    lines = run.stdout.splitlines()
+    assert "Alice runs payments at Acme" in lines
+    assert lines[-1].startswith("not_found ")
