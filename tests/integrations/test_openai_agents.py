@@ -260,3 +260,23 @@ def test_the_documented_example_runs_and_recalls_in_its_second_run(admin: Server
     first, second, instructions = out.stdout.split("\n", 2)
     assert (first, second) == ("Noted: Alice prefers email.", "Email her.")
     assert instructions.startswith("You run ops.") and "Alice prefers email over calls" in instructions
+
+
+def test_the_output_is_banked_under_the_entities_the_runs_tool_calls_named(admin: Server) -> None:
+    acme, globex = (f"companies/{n}-{uuid.uuid4().hex[:6]}" for n in ("acme", "globex"))
+    model = ScriptedModel(
+        [
+            [
+                function_call("recall", {"entity": acme}, call_id="c9"),
+                function_call("context_pack", {"entities": f"{globex}, {acme}"}, call_id="c10"),
+            ],
+            [assistant_message("Acme and Globex have no open threads.")],
+        ]
+    )
+    _, hooks = run(admin, model, "Anything open with Acme or Globex?")
+    assert hooks.errors == [] and len(hooks.banked) == 2
+    for slug in (acme, globex):
+        facts = v1(admin, "list_facts", {"entity": slug})["facts"]
+        assert [(f["fact"], f["provenance"]) for f in facts] == [
+            ("Acme and Globex have no open threads.", "openai-agents agent ops-agent")
+        ], slug
