@@ -15,8 +15,11 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -247,7 +250,10 @@ class ScriptedMessages:
         self.requests: list[dict[str, Any]] = []
 
     def handle(self, request: httpx2.Request) -> httpx2.Response:
-        self.requests.append(json.loads(request.read()))
+        return httpx2.Response(200, json=self.reply(json.loads(request.read())))
+
+    def reply(self, body: dict[str, Any]) -> dict[str, Any]:
+        self.requests.append(body)
         content = self.replies.pop(0) if self.replies else [{"type": "text", "text": "Done."}]
         stop = "tool_use" if any(b["type"] == "tool_use" for b in content) else "end_turn"
         message = {
@@ -260,7 +266,7 @@ class ScriptedMessages:
             "stop_sequence": None,
             "usage": {"input_tokens": 1, "output_tokens": 1},
         }
-        return httpx2.Response(200, json=message)
+        return message
 
     def tool_results(self) -> list[dict[str, Any]]:
         return [
@@ -486,3 +492,59 @@ def test_an_edit_never_overwrites_a_change_made_since_it_read_the_file(token_env
     assert v1(token_env, "get_page", {"slug": path_to_slug("/memories/a.md", namespace)})["content"].endswith(
         "\nrewritten\n"
     )
+
+
+@contextmanager
+def messages_api_on_loopback(script: ScriptedMessages) -> Iterator[str]:
+    """The scripted Messages API served over HTTP on 127.0.0.1 (a free port), for a process that
+    reaches the model by URL (`ANTHROPIC_BASE_URL`): only the model is scripted, as above."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            raw = json.dumps(script.reply(body)).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(raw)))
+            self.end_headers()
+            self.wfile.write(raw)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
+def test_the_docs_example_runs_as_written_and_its_second_run_finds_what_the_first_saved(token_env: Server) -> None:
+    """docs/claude.md's first example, run twice in new processes as written, with the model
+    scripted over loopback HTTP (the Messages API cannot run here)."""
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "claude.md").read_text(encoding="utf-8")
+    example = docs.split("```python\n", 1)[1].split("```", 1)[0]
+    name = f"/memories/docs-{uuid.uuid4().hex[:8]}.md"
+    runs = [
+        ScriptedMessages(
+            [memory_call("toolu_1", command="create", path=name, file_text="Alice prefers oolong tea.\n")]
+        ),
+        ScriptedMessages([memory_call("toolu_2", command="view", path=name)]),
+    ]
+    for script in runs:
+        with messages_api_on_loopback(script) as model_url:
+            env = {
+                **os.environ,
+                "ANTHROPIC_BASE_URL": model_url,
+                "ANTHROPIC_API_KEY": "sk-test",
+                "FLEETMEM_URL": base(token_env),
+                "FLEETMEM_TOKEN": token_env.token,
+            }
+            run = subprocess.run([sys.executable, "-c", example], env=env, capture_output=True, text=True, timeout=120)
+        assert run.returncode == 0, run.stderr
+    created, viewed = (script.tool_results() for script in runs)
+    assert [r.get("is_error", False) for r in created + viewed] == [False, False]
+    assert "Alice prefers oolong tea." in json.dumps(viewed[0]["content"])
