@@ -14,7 +14,6 @@ import os
 import subprocess
 import sys
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +24,8 @@ from fleetmem.client import AsyncClient, Client, FleetmemError
 from fleetmem.client import generate as generated
 from fleetmem.contract.tools import tool_schema
 from fleetmem.memory.verbs import REGISTRY
-from tests.conformance.test_conformance_local import Server, start_server
+from tests.clients.served import base, server, token_env, v1  # noqa: F401 (fixtures)
+from tests.conformance.test_conformance_local import Server
 
 #: What a client may not load at import: the server stack (transports, composition root, stores,
 #: the domain) and the heavy libraries beneath it.
@@ -42,33 +42,6 @@ SERVER_STACK = (
     "onnxruntime",
     "boto3",
 )
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    yield from start_server(tmp_path_factory.mktemp("py-client"), surface="full", embedder="hash")
-
-
-@pytest.fixture
-def token_env(monkeypatch: pytest.MonkeyPatch, server: Server) -> Server:
-    """The admin token in FLEETMEM_TOKEN (the client never takes a token argument)."""
-    monkeypatch.setenv("FLEETMEM_TOKEN", server.token)
-    return server
-
-
-def base(server: Server) -> str:
-    return server.url.removesuffix("/mcp")
-
-
-def v1(server: Server, tool: str, arguments: dict[str, Any], token: str | None = None) -> dict[str, Any]:
-    """A plain `/v1` request, as any HTTP caller makes it: the body (or the envelope) it answers."""
-    response = httpx2.post(
-        f"{base(server)}/v1/{tool}",
-        json=arguments,
-        headers={"Authorization": f"Bearer {token or server.token}"},
-        timeout=30,
-    )
-    return response.json()
 
 
 # --------------------------------------------------------------------------- the methods are the registry

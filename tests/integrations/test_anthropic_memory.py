@@ -51,33 +51,10 @@ from fleetmem.integrations.claude_agent import SessionPack, agent_options
 from fleetmem.memory.slugs import is_canonical_slug
 from fleetmem.memory.verbs import REGISTRY
 from fleetmem.protocol import VERB_NAMES
-from tests.conformance.test_conformance_local import Server, start_server
+from tests.clients.served import base, server, token_env, v1  # noqa: F401 (fixtures)
+from tests.conformance.test_conformance_local import Server
 
 pytestmark = pytest.mark.xdist_group("frameworks")
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    yield from start_server(tmp_path_factory.mktemp("claude"), surface="full", embedder="hash")
-
-
-@pytest.fixture
-def token_env(monkeypatch: pytest.MonkeyPatch, server: Server) -> Server:
-    """The admin token in FLEETMEM_TOKEN (the client never takes a token argument)."""
-    monkeypatch.setenv("FLEETMEM_TOKEN", server.token)
-    return server
-
-
-def base(server: Server) -> str:
-    return server.url.removesuffix("/mcp")
-
-
-def v1(server: Server, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
-    """A plain `/v1` request with the admin token: the body (or the envelope) it answers."""
-    response = httpx2.post(
-        f"{base(server)}/v1/{tool}", json=arguments, headers={"Authorization": f"Bearer {server.token}"}, timeout=30
-    )
-    return response.json()
 
 
 def fresh_namespace() -> str:

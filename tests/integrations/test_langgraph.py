@@ -41,22 +41,14 @@ from fleetmem.integrations.langgraph import (
     slug_of,
 )
 from fleetmem.memory.verbs import REGISTRY
-from tests.conformance.test_conformance_local import Server, free_port, start_server
+from tests.clients.served import base, server  # noqa: F401 (fixture)
+from tests.conformance.test_conformance_local import Server, free_port
 
 pytestmark = [
     pytest.mark.xdist_group("frameworks"),
     # create_react_agent is LangGraph's prebuilt agent; 1.x points to `langchain.agents`, not installed here
     pytest.mark.filterwarnings("ignore:create_react_agent has been moved"),
 ]
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    yield from start_server(tmp_path_factory.mktemp("langgraph"), surface="full", embedder="hash")
-
-
-def base(server: Server) -> str:
-    return server.url.removesuffix("/mcp")
 
 
 @pytest.fixture

@@ -17,11 +17,9 @@ import os
 import subprocess
 import sys
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx2
 import pytest
 from agents import Agent, RunConfig, Runner, set_tracing_disabled
 from agents.testing import ScriptedModel, assistant_message, function_call
@@ -31,7 +29,8 @@ from fleetmem.contract.tools import tool_schema
 from fleetmem.integrations.openai_agents import FleetmemHooks, memory_tools, strict_allowed
 from fleetmem.memory.verbs import REGISTRY
 from fleetmem.protocol import VERB_NAMES
-from tests.conformance.test_conformance_local import Server, start_server
+from tests.clients.served import base, server, token_env, v1  # noqa: F401 (fixtures)
+from tests.conformance.test_conformance_local import Server
 
 pytestmark = pytest.mark.xdist_group("frameworks")
 
@@ -39,29 +38,6 @@ set_tracing_disabled(True)
 
 ALICE = "people/alice-example"
 DOC = Path(__file__).resolve().parents[2] / "docs" / "openai-agents.md"
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    yield from start_server(tmp_path_factory.mktemp("openai-agents"), surface="full", embedder="hash")
-
-
-@pytest.fixture
-def admin(monkeypatch: pytest.MonkeyPatch, server: Server) -> Server:
-    """The admin token in FLEETMEM_TOKEN (the client never takes a token argument)."""
-    monkeypatch.setenv("FLEETMEM_TOKEN", server.token)
-    return server
-
-
-def base(server: Server) -> str:
-    return server.url.removesuffix("/mcp")
-
-
-def v1(server: Server, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
-    response = httpx2.post(
-        f"{base(server)}/v1/{tool}", json=arguments, headers={"Authorization": f"Bearer {server.token}"}, timeout=30
-    )
-    return response.json()
 
 
 def run(server: Server, model: ScriptedModel, prompt: str, **hooks_args: Any) -> tuple[Any, FleetmemHooks]:
@@ -134,10 +110,10 @@ def test_the_sdk_is_imported_with_the_integration_only() -> None:
 # --------------------------------------------------------------------------- two runs, one memory
 
 
-def test_a_fact_saved_in_one_run_is_recalled_in_the_next(admin: Server) -> None:
+def test_a_fact_saved_in_one_run_is_recalled_in_the_next(token_env: Server) -> None:
     marker = f"email-{uuid.uuid4().hex[:8]}"
     fact = f"Alice prefers {marker} over calls"
-    page = v1(admin, "put_page", {"slug": ALICE, "content": "---\ntitle: Alice Example\n---\nAlice runs payments."})
+    page = v1(token_env, "put_page", {"slug": ALICE, "content": "---\ntitle: Alice Example\n---\nAlice runs payments."})
     assert "code" not in page, page
     first = ScriptedModel(
         [
@@ -149,7 +125,7 @@ def test_a_fact_saved_in_one_run_is_recalled_in_the_next(admin: Server) -> None:
             [assistant_message(f"Noted that Alice prefers {marker}.")],
         ]
     )
-    result, hooks = run(admin, first, "Remember that Alice prefers email.", entities=[ALICE])
+    result, hooks = run(token_env, first, "Remember that Alice prefers email.", entities=[ALICE])
     assert result.final_output == f"Noted that Alice prefers {marker}."
     saved = json.loads(tool_outputs(first)[0])
     assert saved["status"] == "inserted" and saved["entity_slug"] == ALICE
@@ -161,12 +137,12 @@ def test_a_fact_saved_in_one_run_is_recalled_in_the_next(admin: Server) -> None:
             [assistant_message("Alice prefers email.")],
         ]
     )
-    run(admin, second, "How should I reach Alice?", entities=[ALICE])
+    run(token_env, second, "How should I reach Alice?", entities=[ALICE])
     assert fact in (second.calls[0].system_instructions or ""), "the next run's pack carries the fact"
     assert (second.calls[0].system_instructions or "").startswith("You run ops.")
     recalled = json.loads(tool_outputs(second)[0])
     assert fact in {f["fact"] for f in recalled["facts"]}, "and its recall finds it"
-    banked = v1(admin, "list_facts", {"entity": ALICE, "provenance": "openai-agents agent ops-agent"})
+    banked = v1(token_env, "list_facts", {"entity": ALICE, "provenance": "openai-agents agent ops-agent"})
     assert f"Noted that Alice prefers {marker}." in {f["fact"] for f in banked["facts"]}
 
 
@@ -197,7 +173,7 @@ def test_a_read_tokens_write_comes_back_as_a_tool_error_with_the_envelope(
     assert fact not in {f["fact"] for f in listed["facts"]}
 
 
-def test_a_private_fact_never_reaches_the_model_through_the_remote_adapter(admin: Server) -> None:
+def test_a_private_fact_never_reaches_the_model_through_the_remote_adapter(token_env: Server) -> None:
     marker = f"vault-{uuid.uuid4().hex[:8]}"
     secret = f"code-{uuid.uuid4().hex[:12]}"
     saving = ScriptedModel(
@@ -217,7 +193,7 @@ def test_a_private_fact_never_reaches_the_model_through_the_remote_adapter(admin
             [assistant_message("Saved privately.")],
         ]
     )
-    run(admin, saving, "Keep the vault code private.", entities=[ALICE])
+    run(token_env, saving, "Keep the vault code private.", entities=[ALICE])
     assert json.loads(tool_outputs(saving)[0])["status"] == "inserted"
 
     asking = ScriptedModel(
@@ -230,18 +206,18 @@ def test_a_private_fact_never_reaches_the_model_through_the_remote_adapter(admin
             [assistant_message("I do not know the code.")],
         ]
     )
-    run(admin, asking, "What is the vault code?", entities=[ALICE])
+    run(token_env, asking, "What is the vault code?", entities=[ALICE])
     assert len(tool_outputs(asking)) == 3 and not any(o.startswith("Tool error") for o in tool_outputs(asking))
     assert secret not in everything_seen(asking)
-    local = Client(data_dir=admin.data_dir).list_facts(entity=ALICE, state="any", limit=200)
+    local = Client(data_dir=token_env.data_dir).list_facts(entity=ALICE, state="any", limit=200)
     assert any(secret in f.fact for f in local.facts), "the private fact was stored (the trusted local caller sees it)"
 
 
-def test_arguments_that_are_not_an_object_come_back_as_a_tool_error(admin: Server) -> None:
+def test_arguments_that_are_not_an_object_come_back_as_a_tool_error(token_env: Server) -> None:
     model = ScriptedModel(
         [[function_call("recall", "[1, 2]", call_id="c8")], [assistant_message("Let me try again later.")]]
     )
-    result, _ = run(admin, model, "Recall.", bank=False)
+    result, _ = run(token_env, model, "Recall.", bank=False)
     assert result.final_output == "Let me try again later."
     (output,) = tool_outputs(model)
     assert output.startswith("Tool error: fleetmem refused recall (invalid_params)")
@@ -251,10 +227,10 @@ def test_arguments_that_are_not_an_object_come_back_as_a_tool_error(admin: Serve
 # --------------------------------------------------------------------------- the documented example
 
 
-def test_the_documented_example_runs_and_recalls_in_its_second_run(admin: Server) -> None:
+def test_the_documented_example_runs_and_recalls_in_its_second_run(token_env: Server) -> None:
     doc = DOC.read_text(encoding="utf-8")
     example = doc.split("## Example", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
-    env = {**os.environ, "FLEETMEM_URL": base(admin), "FLEETMEM_TOKEN": admin.token}
+    env = {**os.environ, "FLEETMEM_URL": base(token_env), "FLEETMEM_TOKEN": token_env.token}
     out = subprocess.run([sys.executable, "-c", example], capture_output=True, text=True, env=env, timeout=120)
     assert out.returncode == 0, out.stderr
     first, second, instructions = out.stdout.split("\n", 2)
@@ -262,7 +238,7 @@ def test_the_documented_example_runs_and_recalls_in_its_second_run(admin: Server
     assert instructions.startswith("You run ops.") and "Alice prefers email over calls" in instructions
 
 
-def test_the_output_is_banked_under_the_entities_the_runs_tool_calls_named(admin: Server) -> None:
+def test_the_output_is_banked_under_the_entities_the_runs_tool_calls_named(token_env: Server) -> None:
     acme, globex = (f"companies/{n}-{uuid.uuid4().hex[:6]}" for n in ("acme", "globex"))
     model = ScriptedModel(
         [
@@ -273,10 +249,10 @@ def test_the_output_is_banked_under_the_entities_the_runs_tool_calls_named(admin
             [assistant_message("Acme and Globex have no open threads.")],
         ]
     )
-    _, hooks = run(admin, model, "Anything open with Acme or Globex?")
+    _, hooks = run(token_env, model, "Anything open with Acme or Globex?")
     assert hooks.errors == [] and len(hooks.banked) == 2
     for slug in (acme, globex):
-        facts = v1(admin, "list_facts", {"entity": slug})["facts"]
+        facts = v1(token_env, "list_facts", {"entity": slug})["facts"]
         assert [(f["fact"], f["provenance"]) for f in facts] == [
             ("Acme and Globex have no open threads.", "openai-agents agent ops-agent")
         ], slug
