@@ -181,3 +181,33 @@ def test_sqlite_bare_reads_are_statements_of_fixed_text_with_the_answers_of_one_
             single = ok(deps, agent, "entity", {"name": name})
             assert row["found"] == single["found"], name
             assert row.get("slug") == (single["card"]["entity"]["slug"] if single["found"] else None), name
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        "Alice Example",
+        "ALICE\texample",
+        "people/Alice Example",
+        "zed0-quill",
+        "!!!///???",
+        "a/b",
+        "ACME, Inc.",
+        "Zoë Müller",
+        "İlker Işık",
+        "JÜRGEN STRASSE",
+        "Ka\u200dren",
+        "Сергей",
+        "北京办公室",
+        "ﬁne",
+        "x\u0301y",
+    ],
+)
+def test_a_names_keys_are_folded_once_to_the_values_the_one_by_one_folds_give(raw: str) -> None:
+    from fleetmem.memory.entities import _bare_tokens, _keys_of
+    from fleetmem.memory.slugs import alias_keys, ascii_slug, slugify, title_keys
+
+    keys = _keys_of(raw)
+    assert keys.aliases == set(alias_keys(raw)) and keys.titles == set(title_keys(raw))
+    assert keys.slugs == {s for s in (raw, slugify(raw), ascii_slug(raw)) if s}
+    assert (keys.slug, keys.tokens) == (slugify(raw), _bare_tokens(raw))

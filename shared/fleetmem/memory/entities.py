@@ -345,7 +345,11 @@ class _Keys:
 def _keys_of(raw: str) -> _Keys:
     """`alias_keys`, `title_keys`, `slugify`, `ascii_slug` and `_bare_tokens` of `raw`, with
     `match_key` and the slugs computed once (the same values those give one by one)."""
-    key, slug, folded = match_key(raw), slugify(raw), ascii_slug(raw)
+    slug = slugify(raw)
+    if raw.isascii():  # the same keys without Unicode folding: an ASCII text's match key is its
+        key, folded = normalize_alias(raw), slug  # `normalize_alias`, its ASCII slug its slug
+    else:
+        key, folded = match_key(raw), ascii_slug(raw)
     aliases = {k for k in (key, normalize_alias(raw)) if k}
     titles = {k for k in (key, raw.strip().lower()) if k}
     one_word = "/" not in slug and len(raw.split()) == 1 and bool(slug)
