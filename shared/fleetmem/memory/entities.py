@@ -70,6 +70,8 @@ from fleetmem.memory.slugs import (
     fact_entity_head,
     is_path_like,
     last_segment,
+    match_key,
+    normalize_alias,
     path_slug_error,
     slugify,
     title_keys,
@@ -266,11 +268,22 @@ _WRITE_WAYS = ("alias", "slug", "title")
 
 
 def _target(
-    deps: Deps, tenant: str, raw: str, matches: list[PageMatch], *, world_only: bool, near: Near | None = None
+    deps: Deps,
+    tenant: str,
+    raw: str,
+    matches: list[PageMatch],
+    *,
+    world_only: bool,
+    near: Near | None = None,
+    keys: _Keys | None = None,
 ) -> EntityTarget:
     ambiguous: dict[str, PageHead] = {}
+    by_way: dict[str, dict[str, PageHead]] = {via: {} for via in _WRITE_WAYS}
+    for m in matches:
+        if m.via in by_way:
+            by_way[m.via][m.page.slug] = m.page
     for via in _WRITE_WAYS:
-        pages = {m.page.slug: m.page for m in matches if m.via == via}
+        pages = by_way[via]
         entity_pages = {s: h for s, h in pages.items() if not _not_entity(h)}
         if via == "title" and len(pages) > 1 and len(entity_pages) == 1:
             pages = entity_pages  # one entity page among same-titled notes and conversations (D35)
@@ -278,8 +291,8 @@ def _target(
             (head,) = pages.values()
             return EntityTarget(slug=head.slug, page=head, via=via)
         ambiguous.update(pages)
-    slug = slugify(raw)
-    tokens = _bare_tokens(raw)
+    slug = keys.slug if keys is not None else slugify(raw)
+    tokens = keys.tokens if keys is not None else _bare_tokens(raw)
     if tokens:
         unique = _unique_entity_page(tokens, near or _store_near(deps, tenant, world_only=world_only))
         if unique:
@@ -289,9 +302,16 @@ def _target(
 
 
 def _resolution(
-    deps: Deps, tenant: str, raw: str, matches: list[PageMatch], *, world_only: bool, near: Near | None = None
+    deps: Deps,
+    tenant: str,
+    raw: str,
+    matches: list[PageMatch],
+    *,
+    world_only: bool,
+    near: Near | None = None,
+    keys: _Keys | None = None,
 ) -> Resolution:
-    target = _target(deps, tenant, raw, matches, world_only=world_only, near=near)
+    target = _target(deps, tenant, raw, matches, world_only=world_only, near=near, keys=keys)
     ranked = _ranked(matches)
     if target.page is not None:
         ranked = [Candidate(target.page, _RANK[target.via], target.via)] + [
@@ -310,14 +330,38 @@ def _resolve(deps: Deps, tenant: str, name: str, *, world_only: bool, suffix: bo
     return _resolution(deps, tenant, raw, matches, world_only=world_only)
 
 
-def _names_of(raw: str) -> tuple[set[str], set[str], set[str]]:
-    """A name's alias keys, title keys and slugs, as `_matches` asks for them."""
-    return set(alias_keys(raw)), set(title_keys(raw)), {s for s in (raw, slugify(raw), ascii_slug(raw)) if s}
+@dataclass(frozen=True)
+class _Keys:
+    """Everything resolution folds a name into, folded once: its alias keys, title keys and slugs
+    (as `_matches` asks for them), its slug and the tokens the bare-token rule tries."""
+
+    aliases: set[str]
+    titles: set[str]
+    slugs: set[str]
+    slug: str
+    tokens: list[str]
 
 
-def _exact_many(deps: Deps, tenant: str, raws: list[str], *, world_only: bool) -> dict[str, list[PageMatch]]:
+def _keys_of(raw: str) -> _Keys:
+    """`alias_keys`, `title_keys`, `slugify`, `ascii_slug` and `_bare_tokens` of `raw`, with
+    `match_key` and the slugs computed once (the same values those give one by one)."""
+    slug = slugify(raw)
+    if raw.isascii():  # the same keys without Unicode folding: an ASCII text's match key is its
+        key, folded = normalize_alias(raw), slug  # `normalize_alias`, its ASCII slug its slug
+    else:
+        key, folded = match_key(raw), ascii_slug(raw)
+    aliases = {k for k in (key, normalize_alias(raw)) if k}
+    titles = {k for k in (key, raw.strip().lower()) if k}
+    one_word = "/" not in slug and len(raw.split()) == 1 and bool(slug)
+    tokens = [t for t in dict.fromkeys((slug, folded)) if t and "/" not in t] if one_word else []
+    return _Keys(aliases, titles, {s for s in (raw, slug, folded) if s}, slug, tokens)
+
+
+def _exact_many(
+    deps: Deps, tenant: str, raws: list[str], keys: dict[str, _Keys], *, world_only: bool
+) -> dict[str, list[PageMatch]]:
     """The alias, title and slug matches of many names in ONE store lookup, told apart per name."""
-    asked = {raw: _names_of(raw) for raw in raws}
+    asked = {raw: (keys[raw].aliases, keys[raw].titles, keys[raw].slugs) for raw in raws}
     matches = deps.pages.lookup(
         tenant,
         aliases=list(dict.fromkeys(k for a, _, _ in asked.values() for k in sorted(a))),
@@ -337,8 +381,8 @@ def _exact_many(deps: Deps, tenant: str, raws: list[str], *, world_only: bool) -
     for m in matches:
         if world_only and m.page.visibility != "world":
             continue
-        keys = {m.key} if m.via == "alias" else set(title_keys(m.page.title)) if m.via == "title" else {m.page.slug}
-        for k in keys:
+        held = {m.key} if m.via == "alias" else set(title_keys(m.page.title)) if m.via == "title" else {m.page.slug}
+        for k in held:
             for raw in by_key.get((m.via, k), ()):
                 per[raw][(m.via, m.page.slug)] = m
     return {raw: list(found.values()) for raw, found in per.items()}
@@ -367,13 +411,14 @@ def resolve_names(deps: Deps, tenant: str, names: list[str], *, world_only: bool
     suffix rank comes after every exact one, and a page the token rule names is the target);
     runners-up may leave out suffix matches."""
     raws = [n for n in dict.fromkeys(n.strip() for n in names) if n and len(n) <= TITLE_MAX]
-    per = _exact_many(deps, tenant, raws, world_only=world_only) if raws else {}
+    keys = {raw: _keys_of(raw) for raw in raws}
+    per = _exact_many(deps, tenant, raws, keys, world_only=world_only) if raws else {}
     # the names nothing matched exactly: the bare-token pages of the one-word ones and the suffix
     # candidates of the others, one read; a one-word name the token rule names no page for reads
     # its suffix candidates in one more (a page the rule names is the best page whatever its
     # suffix matches: they would only be runners-up)
-    bare = {raw: slugify(raw) for raw in raws if not per[raw] and slugify(raw)}
-    tokens = {raw: _bare_tokens(raw) for raw in bare}
+    bare = {raw: keys[raw].slug for raw in raws if not per[raw] and keys[raw].slug}
+    tokens = {raw: keys[raw].tokens for raw in bare}
     prefixes = [f"{p}{t}" for raw in bare for t in tokens[raw] for p in _ENTITY_PREFIXES]
     found = _bare_read(deps, tenant, [bare[r] for r in bare if not tokens[r]], prefixes, world_only=world_only)
     store = _store_near(deps, tenant, world_only=world_only)
@@ -387,7 +432,9 @@ def resolve_names(deps: Deps, tenant: str, names: list[str], *, world_only: bool
         suffixes.update(_bare_read(deps, tenant, [bare[r] for r in later], [], world_only=world_only).suffix)
     for raw, suffix in bare.items():
         per[raw] = [m for m in suffixes.get(suffix, []) if not world_only or m.page.visibility == "world"]
-    out = {raw: _resolution(deps, tenant, raw, per[raw], world_only=world_only, near=near) for raw in raws}
+    out = {
+        raw: _resolution(deps, tenant, raw, per[raw], world_only=world_only, near=near, keys=keys[raw]) for raw in raws
+    }
     return {n: out.get(n.strip(), Resolution(target=EntityTarget(slug=""), best=None)) for n in names}
 
 

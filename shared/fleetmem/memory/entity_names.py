@@ -12,8 +12,8 @@ caller, names) -> dict` (`{results[], found, missing}`: `found`/`missing` are co
 - hit row `{name, found: true, slug, title, type, aka[], lead}`: `lead` is up to 200 characters
   of the page's opening prose: private fences, headings, HTML comments and table rows removed,
   credentials redacted (for every caller);
-- after the resolution, ONE round: the best pages (`PageStore.many`), the fact counts of the names
-  whose own slug has no page, and the misses' keyword near-misses;
+- after the resolution, ONE round: the best pages (`PageStore.leads`: no links, timeline or
+  frontmatter), the fact counts of the names whose own slug has no page, and the misses' keyword near-misses;
 - miss row `{name, found: false, suggestions?}`: up to 3 `{slug, title}` pages sharing a word with
   the name (the page keyword arm of `entity`'s near-misses, all misses in one read:
   `PageStore.keyword_many`; fact-only near-misses are left out to keep the batch to page reads),
@@ -28,8 +28,9 @@ from fleetmem.memory.entities import resolve_names
 from fleetmem.memory.pagefmt import strip_private
 from fleetmem.memory.redaction import redact
 from fleetmem.memory.slugs import fact_entity_head, normalize_alias
-from fleetmem.models import Caller, Page, Wire
+from fleetmem.models import Caller, Wire
 from fleetmem.ports import Deps
+from fleetmem.ports.pages import PageLeadSource
 from fleetmem.protocol import SUGGESTIONS_MAX
 
 NAMES_MAX = 50
@@ -76,7 +77,7 @@ def page_lead(body: str) -> str:
     return text if len(text) <= LEAD_CHARS else text[: LEAD_CHARS - 1].rstrip() + "…"
 
 
-def _hit(name: str, page: Page) -> dict[str, Any]:
+def _hit(name: str, page: PageLeadSource) -> dict[str, Any]:
     aka = sorted({normalize_alias(a) for a in page.aliases if normalize_alias(a)})
     return {
         "name": name,
@@ -100,7 +101,7 @@ def lookup_names(deps: Deps, caller: Caller, names: list[str]) -> dict[str, Any]
     bare = [n for n in unique if n not in best]
     now = deps.clock.now()
     got = deps.gather(
-        lambda: deps.pages.many(tenant, list(dict.fromkeys(best.values()))),
+        lambda: deps.pages.leads(tenant, list(dict.fromkeys(best.values()))),
         *(
             lambda n=n: deps.fact_decisions.count_active(tenant, res[n].target.slug, now=now, world_only=world_only)
             for n in own

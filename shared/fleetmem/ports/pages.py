@@ -70,6 +70,23 @@ class BareCandidates:
     prefix: dict[str, builtins.list[PageHead]]
 
 
+@dataclass(frozen=True)
+class PageLeadSource:
+    """`PageStore.leads`: what `entity{names}`' light row of a page is made of (no links, timeline
+    or frontmatter)."""
+
+    slug: str
+    title: str
+    type: str | None
+    visibility: str
+    aliases: tuple[str, ...]
+    body: str
+
+    @classmethod
+    def of(cls, page: Page) -> PageLeadSource:
+        return cls(page.slug, page.title, page.type, page.visibility, tuple(page.aliases), page.body)
+
+
 #: the most name keys `PageStore.names` looks up in one call (the bound on a write's inference read)
 NAME_KEYS_MAX = 100
 
@@ -157,6 +174,11 @@ class PageStore(Protocol):
 
     def many(self, tenant: str, slugs: Sequence[str]) -> builtins.list[Page]:
         """Batch `get` (entity's `names`, D35): the pages of `slugs`, in their order; missing ones skipped."""
+        ...
+
+    def leads(self, tenant: str, slugs: Sequence[str]) -> builtins.list[PageLeadSource]:
+        """`many`'s pages as `entity{names}`' light rows read them (`PageLeadSource`): the same
+        reads, without building links, timeline and frontmatter."""
         ...
 
     def lookup(self, tenant: str, **opts: Unpack[PageLookupOptions]) -> builtins.list[PageMatch]:

@@ -57,7 +57,7 @@ from fleetmem.errors import TooLarge
 from fleetmem.memory.core import is_core
 from fleetmem.memory.slugs import last_segment, match_key
 from fleetmem.models import Page, PageHead, PageMatch
-from fleetmem.ports.pages import NAME_KEYS_MAX, BareCandidates, PageLookup, PageLookupOptions
+from fleetmem.ports.pages import NAME_KEYS_MAX, BareCandidates, PageLeadSource, PageLookup, PageLookupOptions
 
 
 class DynamoPageStore(PageUpkeep):
@@ -200,6 +200,10 @@ class DynamoPageStore(PageUpkeep):
 
     def many(self, tenant: str, slugs: Sequence[str]) -> builtins.list[Page]:
         return [item_to_page(i) for i in self._batch_items(tenant, slugs, "")]
+
+    def leads(self, tenant: str, slugs: Sequence[str]) -> builtins.list[PageLeadSource]:
+        # the items `many` reads (one request pattern), each made into a page as `many` makes it
+        return [PageLeadSource.of(p) for p in self.many(tenant, slugs)]
 
     def bare_candidates(
         self, tenant: str, *, suffixes: Sequence[str], prefixes: Sequence[str], world_only: bool, limit: int = 10

@@ -25,7 +25,14 @@ from fleetmem.adapters.local.sqlite.search import fts_match
 from fleetmem.errors import Conflict, TooLarge, Unavailable
 from fleetmem.memory.slugs import match_key
 from fleetmem.models import Page, PageHead, PageMatch
-from fleetmem.ports.pages import NAME_KEYS_MAX, BareCandidates, PageLookup, PageLookupOptions, canonical_type
+from fleetmem.ports.pages import (
+    NAME_KEYS_MAX,
+    BareCandidates,
+    PageLeadSource,
+    PageLookup,
+    PageLookupOptions,
+    canonical_type,
+)
 
 # ---------------------------------------------------------------------------------------------
 # pages
@@ -51,6 +58,19 @@ class SqlitePageStore(SqlitePageTable):
             group = wanted[i : i + _IN_CHUNK]
             sql = f"SELECT {_PAGE_COLS} FROM pages WHERE tenant = ? AND slug IN ({_marks(len(group))})"
             found.update((p.slug, p) for p in map(_page_of, self.db.all(sql, (tenant, *group))))
+        return [found[s] for s in wanted if s in found]
+
+    def leads(self, tenant: str, slugs: Sequence[str]) -> list[PageLeadSource]:
+        wanted = list(dict.fromkeys(s for s in slugs if s))
+        found: dict[str, PageLeadSource] = {}
+        for i in range(0, len(wanted), _IN_CHUNK):
+            group = wanted[i : i + _IN_CHUNK]
+            sql = (
+                "SELECT slug, title, type, visibility, aliases, body FROM pages "
+                f"WHERE tenant = ? AND slug IN ({_marks(len(group))})"
+            )
+            for slug, title, kind, vis, aliases, body in self.db.all(sql, (tenant, *group)):
+                found[slug] = PageLeadSource(slug, title, kind, vis, tuple(json.loads(aliases)), body)
         return [found[s] for s in wanted if s in found]
 
     def put(self, page: Page, *, expected_updated_at: datetime | Literal[""] | None = None) -> None:
@@ -265,50 +285,35 @@ class SqlitePageStore(SqlitePageTable):
         vis = " AND p.visibility = 'world'" if world_only else ""
         head = "p.slug, p.title, p.type, p.visibility, p.updated_at, p.last_retrieved_at"
         lim = max(0, int(limit))
-        # one compound statement: per suffix an index seek on (tenant, leaf) (a multi-segment suffix
-        # is checked below on the rows found, so it takes them all), per prefix its own slug and the
-        # next two slugs, tagged with what asked for them
-        terms: list[tuple[str, tuple[Any, ...]]] = []
-        for i, suffix in enumerate(suffixes):
-            cap = f" LIMIT {lim}" if "/" not in suffix else ""
-            terms.append(
-                (
-                    f"SELECT * FROM (SELECT 's', {i}, {head} FROM pages p WHERE p.tenant = ? AND p.leaf = ?{vis} "
-                    f"ORDER BY p.slug{cap})",
-                    (tenant, suffix.rsplit("/", 1)[-1]),
-                )
-            )
-        for i, prefix in enumerate(prefixes):
-            terms.append(
-                (f"SELECT 'x', {i}, {head} FROM pages p WHERE p.tenant = ? AND p.slug = ?{vis}", (tenant, prefix))
-            )
-            terms.append(
-                (
-                    f"SELECT * FROM (SELECT 'n', {i}, {head} FROM pages p WHERE p.tenant = ? AND p.slug > ?{vis} "
-                    "ORDER BY p.slug LIMIT 2)",
-                    (tenant, prefix),
-                )
-            )
+        # one read, one index seek per suffix and per prefix, each a statement of fixed text (so
+        # prepared once per connection, not once per mix of names as one compound statement was):
+        # per suffix a seek on (tenant, leaf) (a multi-segment suffix is checked below on the rows
+        # found, so it takes them all); per prefix its own slug and the next two slugs, read as the
+        # first three slugs from it (the third kept only when the first is the prefix itself)
+        by_leaf = f"SELECT {head} FROM pages p WHERE p.tenant = ? AND p.leaf = ?{vis} ORDER BY p.slug"
+        from_prefix = f"SELECT {head} FROM pages p WHERE p.tenant = ? AND p.slug >= ?{vis} ORDER BY p.slug LIMIT 3"
         by_suffix: dict[str, list[PageMatch]] = {s: [] for s in suffixes}
         by_prefix: dict[str, list[PageHead]] = {p: [] for p in prefixes}
 
         def run(conn: sqlite3.Connection) -> None:
-            for at in range(0, len(terms), _COMPOUND_TERMS):
-                group = terms[at : at + _COMPOUND_TERMS]
-                sql = " UNION ALL ".join(t for t, _ in group)
-                for r in conn.execute(sql, [a for _, args in group for a in args]):
-                    if r[0] == "s":
-                        suffix = suffixes[r[1]]
-                        found = by_suffix[suffix]
-                        if len(found) < lim and r[2].endswith("/" + suffix):
-                            found.append(PageMatch(page=_head_of(r[2:]), via="suffix"))
-                    else:
-                        by_prefix[prefixes[r[1]]].append(_head_of(r[2:]))
+            for suffix in by_suffix:
+                leaf, tail = suffix.rsplit("/", 1)[-1], "/" + suffix
+                if "/" in suffix:
+                    rows = conn.execute(by_leaf, (tenant, leaf))
+                else:
+                    rows = conn.execute(by_leaf + " LIMIT ?", (tenant, leaf, lim))
+                found = by_suffix[suffix]
+                for r in rows:
+                    if len(found) >= lim:
+                        break
+                    if r[0].endswith(tail):
+                        found.append(PageMatch(page=_head_of(r), via="suffix"))
+            for prefix in by_prefix:
+                first = conn.execute(from_prefix, (tenant, prefix)).fetchall()
+                by_prefix[prefix] = [_head_of(r) for r in (first if first and first[0][0] == prefix else first[:2])]
 
-        if terms:
+        if by_suffix or by_prefix:
             self.db.read(run)
-        for found in by_suffix.values():
-            found.sort(key=lambda m: m.page.slug)
         return BareCandidates(suffix=by_suffix, prefix=by_prefix)
 
     def keyword_many(
