@@ -1,5 +1,7 @@
-"""Entity: the card `entity` returns, its facts newest first, open threads, and its links drawn as a
-graph (the card's edges: "out" the page's own links, "in" the backlinks) and listed as text."""
+"""Entity: the card `entity` returns, its facts newest first, open threads, its links drawn as a
+graph (the card's edges: "out" the page's own links, "in" the backlinks) and listed as text, the
+attributes its active facts give conflicting values (`fleetmem.web.conflicts`), and (write) a form
+that adds a fact about it."""
 
 from __future__ import annotations
 
@@ -8,16 +10,33 @@ from typing import Any
 from starlette.responses import Response
 
 from fleetmem.web.client import ToolFailed
+from fleetmem.web.conflicts import conflicts
 from fleetmem.web.svg import neighbourhood
 from fleetmem.web.view import View, screen
 
 #: Facts shown on an entity's page (newest first); the memories screen pages through the rest.
 FACTS_SHOWN = 50
+#: Active facts read for the conflicts view (list_facts' largest page).
+FACTS_CHECKED = 200
+#: The kinds a fact added from the console may have (remember's `kind`).
+KINDS = ("fact", "preference", "commitment", "belief", "event")
 
 
 @screen("/entities/{slug:path}")
 async def entity(view: View) -> Response:
-    slug = str(view.request.path_params.get("slug", "")).strip()
+    return await entity_page(view, str(view.request.path_params.get("slug", "")).strip())
+
+
+async def entity_page(
+    view: View,
+    slug: str,
+    *,
+    status: int = 200,
+    error: ToolFailed | None = None,
+    add: dict[str, str] | None = None,
+) -> Response:
+    """The entity screen for `slug`; `error` (a refused correction) is shown at the top, `add` keeps
+    what was typed into the add-a-fact form."""
     found: dict[str, Any] = await view.call("entity", {"name": slug}) if slug else {"found": False}
     if not found.get("found"):
         suggestions = found.get("suggestions") or []
@@ -39,7 +58,8 @@ async def entity(view: View) -> Response:
         )
     card = found["card"]
     entity_slug = card["entity"]["slug"]
-    facts, facts_error = await view.attempt("list_facts", {"entity": entity_slug, "limit": FACTS_SHOWN})
+    facts, facts_error = await view.attempt("list_facts", {"entity": entity_slug, "limit": FACTS_CHECKED})
+    listed = (facts or {}).get("facts") or []
     edges = card.get("edges") or []
     graph = neighbourhood(
         entity_slug,
@@ -48,14 +68,18 @@ async def entity(view: View) -> Response:
     )
     return view.render(
         "entity.html",
+        status=status,
         title=card["entity"]["title"] or entity_slug,
         slug=slug,
         card=card,
         edges=edges,
         graph=graph,
-        facts=(facts or {}).get("facts") or [],
-        more_facts=bool((facts or {}).get("next_cursor")),
+        facts=listed[:FACTS_SHOWN],
+        more_facts=len(listed) > FACTS_SHOWN or bool((facts or {}).get("next_cursor")),
         facts_error=facts_error,
+        conflicts=conflicts(listed),
         suggestions=found.get("suggestions") or [],
-        error=None,
+        error=error,
+        add=add or {"fact": "", "kind": "fact", "note": ""},
+        kinds=KINDS,
     )
