@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tests.console.conftest import Console, shot
+from tests.console.conftest import Console, follow, shot
 from tests.console.test_overview import v1
 from tests.console.test_pages import XSS, dialogs
 from tests.console.test_sign_in import sign_in
@@ -91,3 +91,43 @@ def test_another_tenant_never_sees_the_entity(page: Any, seeded: dict[str, Any])
     response = page.goto(f"{console.base}/console/entities/{ADA}")
     assert response is not None and response.status == 404
     assert "Ada runs payments" not in page.content()
+
+
+def test_the_entity_index_counts_facts_sorts_and_filters_by_type(page: Any, serve_console: Console) -> None:
+    w = serve_console.write
+    for slug, title in (
+        ("teams/cwidx-alpha", "Alpha Team"),
+        ("teams/cwidx-beta", "Beta Team"),
+        ("teams/cwidx-gamma", "Gamma Team"),
+    ):
+        v1(serve_console, w, "put_page", slug=slug, content=f"---\ntitle: {title}\ntype: cwidx-team\n---\nA team.\n")
+    v1(serve_console, w, "put_page", slug="teams/cwidx-other", content="---\ntitle: Other\ntype: cwidx-club\n---\nx\n")
+    for n in range(3):
+        v1(
+            serve_console,
+            w,
+            "remember",
+            fact=f"Beta Team ships release {n}",
+            provenance="idx",
+            entity="teams/cwidx-beta",
+        )
+    # Alpha changes last: its newest fact is the latest change of the three
+    v1(serve_console, w, "remember", fact="Alpha Team moved to floor 2", provenance="idx", entity="teams/cwidx-alpha")
+    sign_in(page, serve_console, serve_console.read)
+    page.goto(f"{serve_console.base}/console/")
+    follow(page, page.get_by_role("link", name="Entities", exact=True))
+    page.get_by_label("Type").fill("cwidx-team")
+    follow(page, page.get_by_role("button", name="Filter"))
+
+    def rows() -> list[list[str]]:
+        return [r.split("\t") for r in page.locator("tbody tr").all_inner_texts()]
+
+    assert [r[0] for r in rows()] == ["Alpha Team", "Beta Team", "Gamma Team"]  # by name; the club is not listed
+    assert [r[3] for r in rows()] == ["1", "3", "0"]
+    follow(page, page.get_by_role("link", name="facts", exact=True))
+    assert [r[0] for r in rows()] == ["Beta Team", "Alpha Team", "Gamma Team"]
+    follow(page, page.get_by_role("link", name="changed", exact=True))
+    assert rows()[0][0] == "Alpha Team" and "type=cwidx-team" in page.url
+    shot(page, "entities")
+    follow(page, page.get_by_role("link", name="Beta Team"))
+    assert page.get_by_role("heading", level=1).inner_text() == "Beta Team"

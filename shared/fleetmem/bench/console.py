@@ -111,6 +111,8 @@ def run_console_bench(
             "/pages",
             f"/pages/{page_slug}",
             f"/edit-page/{page_slug}",
+            "/entities",
+            "/entities?sort=changed",
             "/entities/companies/bench-7",
             "/followers",
             "/context?entities=companies/bench-7,companies/bench-8&budget=2000",

@@ -2,6 +2,7 @@
 
 from fleetmem.web.screens import (  # noqa: F401
     context,
+    corrections,
     entities,
     facts,
     followers,

@@ -1,23 +1,46 @@
-"""Entity: the card `entity` returns, its facts newest first, open threads, and its links drawn as a
-graph (the card's edges: "out" the page's own links, "in" the backlinks) and listed as text."""
+"""The entity index (every entity page with its active facts and last change) and the entity: the
+card `entity` returns, its facts newest first, open threads, its links drawn as a graph (the card's
+edges: "out" the page's own links, "in" the backlinks) and listed as text, the attributes its active
+facts give conflicting values (`fleetmem.web.conflicts`), and (write) a form that adds a fact about
+it."""
 
 from __future__ import annotations
 
+import asyncio
+from datetime import UTC, datetime
 from typing import Any
 
 from starlette.responses import Response
 
+from fleetmem.timefmt import parse_iso
 from fleetmem.web.client import ToolFailed
+from fleetmem.web.conflicts import conflicts
 from fleetmem.web.svg import neighbourhood
 from fleetmem.web.view import View, screen
 
 #: Facts shown on an entity's page (newest first); the memories screen pages through the rest.
 FACTS_SHOWN = 50
+#: Active facts read for the conflicts view (list_facts' largest page).
+FACTS_CHECKED = 200
+#: The kinds a fact added from the console may have (remember's `kind`).
+KINDS = ("fact", "preference", "commitment", "belief", "event")
 
 
 @screen("/entities/{slug:path}")
 async def entity(view: View) -> Response:
-    slug = str(view.request.path_params.get("slug", "")).strip()
+    return await entity_page(view, str(view.request.path_params.get("slug", "")).strip())
+
+
+async def entity_page(
+    view: View,
+    slug: str,
+    *,
+    status: int = 200,
+    error: ToolFailed | None = None,
+    add: dict[str, str] | None = None,
+) -> Response:
+    """The entity screen for `slug`; `error` (a refused correction) is shown at the top, `add` keeps
+    what was typed into the add-a-fact form."""
     found: dict[str, Any] = await view.call("entity", {"name": slug}) if slug else {"found": False}
     if not found.get("found"):
         suggestions = found.get("suggestions") or []
@@ -39,7 +62,8 @@ async def entity(view: View) -> Response:
         )
     card = found["card"]
     entity_slug = card["entity"]["slug"]
-    facts, facts_error = await view.attempt("list_facts", {"entity": entity_slug, "limit": FACTS_SHOWN})
+    facts, facts_error = await view.attempt("list_facts", {"entity": entity_slug, "limit": FACTS_CHECKED})
+    listed = (facts or {}).get("facts") or []
     edges = card.get("edges") or []
     graph = neighbourhood(
         entity_slug,
@@ -48,14 +72,82 @@ async def entity(view: View) -> Response:
     )
     return view.render(
         "entity.html",
+        status=status,
         title=card["entity"]["title"] or entity_slug,
         slug=slug,
         card=card,
         edges=edges,
         graph=graph,
-        facts=(facts or {}).get("facts") or [],
-        more_facts=bool((facts or {}).get("next_cursor")),
+        facts=listed[:FACTS_SHOWN],
+        more_facts=len(listed) > FACTS_SHOWN or bool((facts or {}).get("next_cursor")),
         facts_error=facts_error,
+        conflicts=conflicts(listed),
         suggestions=found.get("suggestions") or [],
-        error=None,
+        error=error,
+        add=add or {"fact": "", "kind": "fact", "note": ""},
+        kinds=KINDS,
     )
+
+
+#: Entities listed a screen at a time (`list_pages`), and list_facts calls run at once for their counts.
+INDEX_SIZE = 50
+INDEX_CONCURRENCY = 8
+#: How the index may be sorted (within the entities shown): name, most facts, latest change.
+INDEX_SORTS = ("name", "facts", "changed")
+
+
+def _latest(*times: str | None) -> str:
+    """The latest of some wire times (ISO 8601), or ""."""
+    known = [t for t in times if t]
+    return max(known, key=lambda t: parse_iso(t).astimezone(UTC)) if known else ""
+
+
+@screen("/entities")
+async def entity_index(view: View) -> Response:
+    """Every entity page (`list_pages`, a type filter, `next_cursor`), each with its active facts
+    (`list_facts` for the entity, counted up to its page of 200) and its last change (the page's
+    update or its newest fact, whichever is later), sortable within the entities shown."""
+    kind, cursor = view.field("type").strip(), view.field("cursor").strip()
+    sort = view.field("sort", "name").strip()
+    sort = sort if sort in INDEX_SORTS else "name"
+    arguments: dict[str, Any] = {
+        "limit": INDEX_SIZE,
+        **({"type": kind} if kind else {}),
+        **({"cursor": cursor} if cursor else {}),
+    }
+    listing, error = await view.attempt("list_pages", arguments)
+    pages = (listing or {}).get("pages") or []
+    gate = asyncio.Semaphore(INDEX_CONCURRENCY)
+
+    async def row(page: dict[str, Any]) -> dict[str, Any]:
+        async with gate:
+            facts, failed = await view.attempt("list_facts", {"entity": page["slug"], "limit": FACTS_CHECKED})
+        listed = (facts or {}).get("facts") or []
+        return {
+            **page,
+            "facts": None if failed else len(listed),
+            "more": bool((facts or {}).get("next_cursor")),
+            "changed": _latest(page.get("updated_at"), listed[0]["created_at"] if listed else None),
+        }
+
+    rows = await asyncio.gather(*(row(p) for p in pages))
+    if sort == "facts":
+        rows.sort(key=lambda r: -(r["facts"] or 0))
+    elif sort == "changed":
+        rows.sort(key=lambda r: parse_iso(r["changed"]).astimezone(UTC) if r["changed"] else _EPOCH, reverse=True)
+    else:
+        rows.sort(key=lambda r: (str(r.get("title") or r["slug"]).casefold(), r["slug"]))
+    return view.render(
+        "entities.html",
+        title="Entities",
+        rows=rows,
+        type=kind,
+        cursor=cursor,
+        sort=sort,
+        sorts=INDEX_SORTS,
+        next_cursor=(listing or {}).get("next_cursor"),
+        error=error,
+    )
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)

@@ -1,5 +1,6 @@
 """Fact detail: the fact with its provenance, state and TTL, its supersession chain and audit trail
-(`trace_fact` for admins), and forget (write) / purge (admin, confirmed by typing the id)."""
+(`trace_fact` for admins), and forget (write) / purge (admin, confirmed by typing the id). Replace,
+restore and keep-this-one (write) are in `corrections`."""
 
 from __future__ import annotations
 
@@ -65,7 +66,9 @@ async def _detail(
     reason: str = "",
     purge_reason: str = "",
     confirm_id: str = "",
+    typed: dict[str, str] | None = None,
 ) -> Response:
+    """The fact screen; `typed` keeps what was typed into the replace and restore forms."""
     fact_id = _fact_id(view)
     fact = await _one(view, fact_id) if fact_id else None
     if fact is None:
@@ -93,6 +96,7 @@ async def _detail(
         reason=reason,
         purge_reason=purge_reason,
         confirm_id=confirm_id,
+        typed={"fact": "", "reason": "", "restore_reason": "", **(typed or {})},
     )
 
 
