@@ -140,10 +140,14 @@ class McpTransport:
 class LocalTransport:
     """In-process on a data directory, as the CLI acts on one: a trusted local caller with every scope."""
 
-    def __init__(self, data_dir: str, tenant: str | None = None, embedder: str | None = None) -> None:
+    def __init__(
+        self, data_dir: str | None, tenant: str | None = None, embedder: str | None = None, *, creates: bool = True
+    ) -> None:
+        """`creates`: a directory without a memory starts one (else the call is refused, as a read
+        command refuses it); `embedder` as `--embedder` names one ("none": verbs that need none)."""
         from fleetmem.lanes import LocalLane
 
-        self.lane = LocalLane(data_dir, tenant, embedder, creates=True)
+        self.lane = LocalLane(data_dir, tenant, embedder, creates=creates)
         self.label = self.lane.label
 
     def call(self, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
@@ -152,7 +156,7 @@ class LocalTransport:
         try:
             return _reply_body(self.lane.call(tool, arguments))
         except CommandFailed as exc:  # the data directory could not be opened
-            raise FleetmemError.built(exc.code, exc.message, exc.suggestion, "The local store is not usable.") from None
+            raise FleetmemError.built(exc.code, exc.message, exc.suggestion, "The local store is not usable.") from exc
 
     async def acall(self, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
         # On the loop's own thread: the store's connection belongs to the thread that opened it.
