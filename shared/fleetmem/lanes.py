@@ -1,7 +1,8 @@
 """The lanes a command acts through, beneath the CLI: the trusted-local one on a data directory
 (`LocalLane`, `local_caller`, `open_deps`) and the shape every lane answers in (`Lane`,
-`ToolReply`; the remote lane is `fleetmem.remote.RemoteLane`). The CLI's tool subcommands and the
-hook and heartbeat commands share them, so a local call is the same dispatch everywhere.
+`ToolReply`; the hooks' lane over the typed client is `fleetmem.hooks.calls.ClientLane`). The CLI's
+tool subcommands, the typed client's local mode and the hook and heartbeat commands share them, so
+a local call is the same dispatch everywhere.
 """
 
 from __future__ import annotations

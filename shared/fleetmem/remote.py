@@ -9,8 +9,9 @@ the caller is REMOTE (docs/protocol.md: trust): the server decides visibility an
 `include_private`. Error bodies come back exactly as the server built them (envelope and fix);
 an HTTP-level refusal (401 and friends) carries the same envelope in its JSON body and is kept too.
 
-`Lane` (`fleetmem.lanes`) is what the hook and heartbeat commands act through: `RemoteLane` (this
-module) or `fleetmem.lanes.LocalLane` (the trusted-local dispatch the CLI uses on a data directory).
+The MCP wire here (`call_remote`, `call_remote_async`) is the typed client's MCP transport
+(`fleetmem.client.transports.McpTransport`); the verb subcommands call through that client
+(`fleetmem.cli.tools.remote_reply`), as the hook and heartbeat commands do over `/v1`.
 """
 
 from __future__ import annotations
@@ -307,35 +308,3 @@ def unavailable_failure(exc: RemoteUnavailable) -> CommandFailed:
         "Check that the server is running and the URL ends in /mcp (locally: fleetmem serve), then retry; "
         "raise --timeout for a slow network.",
     )
-
-
-# --------------------------------------------------------------------------- lanes
-
-
-class RemoteLane:
-    remote = True
-
-    def __init__(self, endpoint: Endpoint) -> None:
-        self.endpoint = endpoint
-        self.label = endpoint.url
-
-    def warm(self) -> None:
-        """Import the MCP client now, so a caller's time limit measures the server, not the imports."""
-        import httpx2  # noqa: F401
-        import mcp.client
-        import mcp.client.streamable_http  # noqa: F401
-
-    def call_many(self, calls: Sequence[tuple[str, dict[str, Any]]]) -> list[ToolReply]:
-        return call_remote(self.endpoint, calls) if calls else []
-
-    def call(self, tool: str, arguments: dict[str, Any]) -> ToolReply:
-        return self.call_many([(tool, arguments)])[0]
-
-
-def remote_reply(endpoint: Endpoint, tool: str, arguments: dict[str, Any]) -> tuple[dict[str, Any], bool, list[Any]]:
-    """One verb subcommand over MCP: (body, is_error, notices) for the CLI's one set of renderers."""
-    try:
-        reply = RemoteLane(endpoint).call(tool, arguments)
-    except RemoteUnavailable as exc:
-        raise unavailable_failure(exc) from exc
-    return reply.body, reply.is_error, reply.notices

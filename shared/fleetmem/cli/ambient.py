@@ -297,17 +297,18 @@ def cmd_hook_uninstall(args: argparse.Namespace, out: Output) -> int:
 
 
 def cmd_heartbeat(args: argparse.Namespace, out: Output) -> int:
+    from fleetmem.hooks.calls import client_lane
     from fleetmem.hooks.heartbeat import HEARTBEAT_BUDGET_TOKENS, wake
-    from fleetmem.lanes import LocalLane
-    from fleetmem.remote import RemoteLane, RemoteUnavailable, endpoint_from_args, unavailable_failure
+    from fleetmem.remote import RemoteUnavailable, endpoint_from_args, unavailable_failure
 
-    endpoint = endpoint_from_args(args)
-    lane: Any = RemoteLane(endpoint) if endpoint else LocalLane(args.data_dir, args.tenant, embedder="none")
+    lane = client_lane(endpoint_from_args(args), args.data_dir, args.tenant)
     budget = args.budget_tokens if args.budget_tokens is not None else HEARTBEAT_BUDGET_TOKENS
     try:
         result = wake(lane, args.session_id, budget, args.entities)
     except RemoteUnavailable as exc:
         raise unavailable_failure(exc) from exc
+    finally:
+        lane.close()
     commands = tool_commands()
     if "error" in result:
         if out.as_json:

@@ -343,8 +343,27 @@ def _agent_block(payload: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def remote_reply(endpoint: Any, tool: str, arguments: dict[str, Any]) -> tuple[dict[str, Any], bool, list[Any]]:
+    """One verb subcommand on an endpoint, through the typed client over MCP (`fleetmem.client`):
+    (body, is_error, notices) for the CLI's one set of renderers; an endpoint that gave no answer
+    is the command's `unavailable`."""
+    from fleetmem.client import Client, FleetmemError
+    from fleetmem.client.transports import McpTransport
+    from fleetmem.remote import NOTICES_KEY, RemoteUnavailable, unavailable_failure
+
+    with Client.over(McpTransport(endpoint), retry_wait_s=0) as client:
+        try:
+            body = client.call(tool, arguments)
+        except FleetmemError as err:
+            if err.unanswered is not None:
+                raise unavailable_failure(RemoteUnavailable(endpoint.url, err.unanswered)) from None
+            return err.envelope, True, []
+    notices = body.pop(NOTICES_KEY, None)
+    return body, False, list(notices) if isinstance(notices, list) else []
+
+
 def cmd_tool(args: argparse.Namespace, out: Output) -> int:
-    from fleetmem.remote import endpoint_from_args, remote_reply
+    from fleetmem.remote import endpoint_from_args
 
     cmd: ToolCommand = args.tool
     arguments = cmd.arguments(args)

@@ -9,8 +9,9 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Self
 
+import httpx2
 from pydantic import BaseModel
 
 from fleetmem.client.errors import FleetmemError
@@ -77,6 +78,20 @@ def wait_for(err: FleetmemError, deadline: float) -> float | None:
 
 
 class _Settings:
+    retry_wait_s: float
+    transport: Any
+
+    @classmethod
+    def over(cls, transport: Any, *, retry_wait_s: float = DEFAULT_RETRY_WAIT_S) -> Self:
+        """A client on a transport its caller built (`fleetmem.client.transports`), e.g. a local
+        store opened without an embedder and never created, as the CLI's hooks open one."""
+        if retry_wait_s < 0:
+            raise ValueError("retry_wait_s must not be negative")
+        client = cls.__new__(cls)
+        client.retry_wait_s = retry_wait_s
+        client.transport = transport
+        return client
+
     def _configure(
         self, url: str | None, profile: str | None, data_dir: str | Path | None, timeout: float, retry_wait_s: float
     ) -> Endpoint | None:
@@ -171,6 +186,26 @@ class AsyncClient(_AsyncToolMethods, _Settings):
             self.transport = McpTransport(endpoint, mcp_mode)
         else:
             self.transport = AsyncHttpTransport(endpoint)
+
+    @classmethod
+    def for_caller(
+        cls,
+        url: str,
+        token: str,
+        *,
+        http: httpx2.AsyncClient,
+        timeout: float = DEFAULT_TIMEOUT_S,
+        retry_wait_s: float = DEFAULT_RETRY_WAIT_S,
+    ) -> AsyncClient:
+        """For a server that calls memory on behalf of the people signed in to it (the memory
+        console): `token` is that caller's, sent over `/v1` on the server's shared `http` client
+        (its connection pool, or an `httpx2.ASGITransport` into an app in-process), never closed here."""
+        from fleetmem.remote import Endpoint
+
+        if timeout <= 0:
+            raise ValueError("timeout must be positive")
+        transport = AsyncHttpTransport(Endpoint(url, token, timeout, source="caller"), http)
+        return cls.over(transport, retry_wait_s=retry_wait_s)
 
     async def call(self, tool: str, arguments: dict[str, Any] | None = None) -> dict[str, Any]:
         """One call, its success body as a dict (retrying a `wait` within `retry_wait_s`)."""

@@ -8,15 +8,20 @@ from fleetmem.contract.correlation import new_correlation_id
 from fleetmem.contract.envelope import envelope_code, http_envelope
 from fleetmem.errors import Fix, VerbError
 
+#: `FleetmemError.unanswered` when the server answered with something other than a JSON body.
+NOT_JSON = "not_json"
+
 
 class FleetmemError(Exception):
     """A call the server refused or could not answer, or that never reached it.
 
     `envelope` is the server's error body as it came (docs/protocol.md, Errors); `code`, `message`,
     `fix` (with `fix["next"]`: run, wait, tell_user_to_run, ask_user, report) and `correlation_id`
-    are read from it. `status` is the HTTP status (None on MCP and the local mode)."""
+    are read from it. `status` is the HTTP status (None on MCP and the local mode). `unanswered` is
+    None when the envelope is the server's; when the client built it because no usable answer came,
+    it says why: the transport error's name (no answer at all) or `NOT_JSON`."""
 
-    def __init__(self, envelope: dict[str, Any], *, status: int | None = None) -> None:
+    def __init__(self, envelope: dict[str, Any], *, status: int | None = None, unanswered: str | None = None) -> None:
         self.envelope = dict(envelope)
         self.code = envelope_code(envelope) or "error"
         self.message = str(envelope.get("message") or "")
@@ -25,6 +30,7 @@ class FleetmemError(Exception):
         cid = envelope.get("correlation_id")
         self.correlation_id: str | None = str(cid) if cid else None
         self.status = status
+        self.unanswered = unanswered
         super().__init__(f"{self.code}: {self.message}")
 
     @property
@@ -39,10 +45,20 @@ class FleetmemError(Exception):
         return float(value) if isinstance(value, int | float) else None
 
     @classmethod
-    def built(cls, code: Any, message: str, suggestion: str, why: str, *, actor: Any = "agent") -> FleetmemError:
+    def built(
+        cls,
+        code: Any,
+        message: str,
+        suggestion: str,
+        why: str,
+        *,
+        actor: Any = "agent",
+        status: int | None = None,
+        unanswered: str | None = None,
+    ) -> FleetmemError:
         """An error the client states itself (no server answer), in the same envelope."""
         err = VerbError(code, message, suggestion, fix=Fix(why=why, actor=actor))
-        return cls(http_envelope(err, correlation_id=new_correlation_id()).body())
+        return cls(http_envelope(err, correlation_id=new_correlation_id()).body(), status=status, unanswered=unanswered)
 
     @classmethod
     def unreachable(cls, where: str, reason: str) -> FleetmemError:
@@ -53,4 +69,5 @@ class FleetmemError(Exception):
             "raise `timeout` for a slow network.",
             "The request never got an answer, so nothing can be corrected in it.",
             actor="host_admin",
+            unanswered=reason,
         )

@@ -11,7 +11,7 @@ from typing import Any
 
 import httpx2
 
-from fleetmem.client.errors import FleetmemError
+from fleetmem.client.errors import NOT_JSON, FleetmemError
 from fleetmem.contract.envelope import envelope_code
 from fleetmem.contract.routes import MCP_PATH, v1_tool_path
 from fleetmem.remote import NOTICES_KEY, Endpoint, RemoteUnavailable
@@ -35,6 +35,8 @@ def read_answer(status: int, content: bytes) -> dict[str, Any]:
             "Check the URL names a fleetmem server (its base, e.g. http://127.0.0.1:8765), then retry.",
             "An answer that is not the tool's body or its envelope cannot be read.",
             actor="host_admin",
+            status=status,
+            unanswered=NOT_JSON,
         )
     if status >= 400 or ("error" in body and envelope_code(body) and "message" in body):
         raise FleetmemError(body, status=status)
@@ -52,37 +54,53 @@ def _reply_body(reply: Any) -> dict[str, Any]:
 
 
 class HttpTransport:
-    def __init__(self, endpoint: Endpoint) -> None:
+    """`POST /v1/<tool>` over one keep-alive connection; over `http` instead when one is given
+    (its connection pool or transport, e.g. `httpx2.MockTransport`), which is then not closed here."""
+
+    def __init__(self, endpoint: Endpoint, http: httpx2.Client | None = None) -> None:
         self.label = base_url(endpoint.url)
-        auth = {"Authorization": f"Bearer {endpoint.token}"}
-        self.http = httpx2.Client(base_url=self.label, headers=auth, timeout=endpoint.timeout)
+        self.auth = {"Authorization": f"Bearer {endpoint.token}"}
+        self.owned = http is None
+        self.http = http if http is not None else httpx2.Client(timeout=endpoint.timeout)
+        self.timeout = endpoint.timeout
 
     def call(self, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
         try:
-            response = self.http.post(v1_tool_path(tool), json=arguments)
+            response = self.http.post(
+                self.label + v1_tool_path(tool), json=arguments, headers=self.auth, timeout=self.timeout
+            )
         except httpx2.HTTPError as exc:
             raise FleetmemError.unreachable(self.label, type(exc).__name__) from None
         return read_answer(response.status_code, response.content)
 
     def close(self) -> None:
-        self.http.close()
+        if self.owned:
+            self.http.close()
 
 
 class AsyncHttpTransport:
-    def __init__(self, endpoint: Endpoint) -> None:
+    """`HttpTransport`, awaited; `http` may be an `httpx2.AsyncClient` over `httpx2.ASGITransport`
+    (an app called in-process, as the console calls the server it is mounted in)."""
+
+    def __init__(self, endpoint: Endpoint, http: httpx2.AsyncClient | None = None) -> None:
         self.label = base_url(endpoint.url)
-        auth = {"Authorization": f"Bearer {endpoint.token}"}
-        self.http = httpx2.AsyncClient(base_url=self.label, headers=auth, timeout=endpoint.timeout)
+        self.auth = {"Authorization": f"Bearer {endpoint.token}"}
+        self.owned = http is None
+        self.http = http if http is not None else httpx2.AsyncClient(timeout=endpoint.timeout)
+        self.timeout = endpoint.timeout
 
     async def call(self, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
         try:
-            response = await self.http.post(v1_tool_path(tool), json=arguments)
+            response = await self.http.post(
+                self.label + v1_tool_path(tool), json=arguments, headers=self.auth, timeout=self.timeout
+            )
         except httpx2.HTTPError as exc:
             raise FleetmemError.unreachable(self.label, type(exc).__name__) from None
         return read_answer(response.status_code, response.content)
 
     async def aclose(self) -> None:
-        await self.http.aclose()
+        if self.owned:
+            await self.http.aclose()
 
 
 def _mcp_endpoint(endpoint: Endpoint) -> Endpoint:
@@ -122,10 +140,14 @@ class McpTransport:
 class LocalTransport:
     """In-process on a data directory, as the CLI acts on one: a trusted local caller with every scope."""
 
-    def __init__(self, data_dir: str, tenant: str | None = None, embedder: str | None = None) -> None:
+    def __init__(
+        self, data_dir: str | None, tenant: str | None = None, embedder: str | None = None, *, creates: bool = True
+    ) -> None:
+        """`creates`: a directory without a memory starts one (else the call is refused, as a read
+        command refuses it); `embedder` as `--embedder` names one ("none": verbs that need none)."""
         from fleetmem.lanes import LocalLane
 
-        self.lane = LocalLane(data_dir, tenant, embedder, creates=True)
+        self.lane = LocalLane(data_dir, tenant, embedder, creates=creates)
         self.label = self.lane.label
 
     def call(self, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
@@ -134,7 +156,7 @@ class LocalTransport:
         try:
             return _reply_body(self.lane.call(tool, arguments))
         except CommandFailed as exc:  # the data directory could not be opened
-            raise FleetmemError.built(exc.code, exc.message, exc.suggestion, "The local store is not usable.") from None
+            raise FleetmemError.built(exc.code, exc.message, exc.suggestion, "The local store is not usable.") from exc
 
     async def acall(self, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
         # On the loop's own thread: the store's connection belongs to the thread that opened it.

@@ -253,8 +253,8 @@ def pre_compact(event: dict[str, Any], cfg: ProjectConfig, lane: Any, log: HookL
 
 
 def _lane_for(args: Any, cfg: ProjectConfig, timeout: float) -> Any:
-    from fleetmem.lanes import LocalLane
-    from fleetmem.remote import RemoteLane, resolve_endpoint
+    from fleetmem.hooks.calls import client_lane
+    from fleetmem.remote import resolve_endpoint
 
     url = getattr(args, "url", None)
     token_file = getattr(args, "token_file", None)
@@ -273,9 +273,7 @@ def _lane_for(args: Any, cfg: ProjectConfig, timeout: float) -> Any:
         local_requested=bool(data_dir),
         profile_source=source,
     )
-    if endpoint is not None:
-        return RemoteLane(endpoint)
-    return LocalLane(data_dir=data_dir, embedder="none")  # the ambient verbs need no embedder
+    return client_lane(endpoint, data_dir)  # locally without an embedder: the ambient verbs need none
 
 
 def _bounded(work: Callable[[], Any], timeout: float) -> Any:

@@ -1,23 +1,22 @@
-"""How the console reaches memory: tools over `/v1`, exactly as any remote client does.
+"""How the console reaches memory: tools over `/v1`, through the typed client (`fleetmem.client`)
+exactly as any remote caller does.
 
-`POST /v1/<tool>` with the signed-in token as the bearer credential, and the tool's body (or its
-error envelope) back. Locally the requests go in-process into the app that serves `/mcp` and `/v1`
-(`ToolClient.in_process`), for a deployed stage over HTTPS to its API (`ToolClient.remote`): one
-data path either way, so the server decides scopes, the tenant and what a caller may see.
+Each call is `AsyncClient.for_caller` with the signed-in token as the bearer credential over one
+shared HTTP client: locally in-process into the app that serves `/mcp` and `/v1`
+(`ToolClient.in_process`), for a deployed stage over HTTPS to its API (`ToolClient.remote`). One
+data path either way, so the server decides scopes, the tenant and what a caller may see. A refusal
+is the console's `ToolFailed`, with a next step written for a person (`NEXT_STEPS`).
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 import httpx2
 
-from fleetmem.contract.envelope import envelope_code
-from fleetmem.contract.routes import TOOLS_PATH, v1_tool_path
+from fleetmem.client import AsyncClient, FleetmemError
+from fleetmem.client.errors import NOT_JSON
 
 #: The longest a console page waits for one tool call.
 CALL_TIMEOUT_S = 30.0
@@ -52,8 +51,11 @@ class ToolFailed(Exception):
 class ToolClient:
     """Calls tools over `/v1` with the caller's token (never stored here)."""
 
-    def __init__(self, http: httpx2.AsyncClient, *, label: str) -> None:
+    def __init__(self, http: httpx2.AsyncClient, *, url: str, label: str, timeout: float = CALL_TIMEOUT_S) -> None:
         self.http = http
+        #: The server's base URL the calls go to (in-process: the loopback address the app sees).
+        self.url = url
+        self.timeout = timeout
         #: What the console says it is connected to (a URL or "this server"); never a token.
         self.label = label
 
@@ -62,65 +64,42 @@ class ToolClient:
         """Into `app` itself through ASGI: the guard, the auth port and dispatch all run as for a
         network caller on this loopback address."""
         transport = httpx2.ASGITransport(app=app, client=(host, 0))
-        http = httpx2.AsyncClient(transport=transport, base_url=f"http://{host}:1", timeout=CALL_TIMEOUT_S)
-        return cls(http, label="this server")
+        return cls(httpx2.AsyncClient(transport=transport), url=f"http://{host}:1", label="this server")
 
     @classmethod
     def remote(cls, base_url: str, *, timeout: float = CALL_TIMEOUT_S) -> ToolClient:
         """A deployed stage's API (its base URL: the one serving `/v1` and `/mcp`)."""
-        return cls(httpx2.AsyncClient(base_url=base_url.rstrip("/"), timeout=timeout), label=base_url)
+        return cls(httpx2.AsyncClient(), url=base_url.rstrip("/"), label=base_url, timeout=timeout)
 
     async def call(self, token: str, tool: str, arguments: dict[str, Any] | None = None) -> dict[str, Any]:
-        """The tool's success body, or `ToolFailed` with the server's envelope."""
-        with self._answered():
-            response = await self.http.post(
-                v1_tool_path(tool),
-                content=json.dumps(arguments or {}),
-                headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
-            )
-        return _body(response)
-
-    async def tools(self, token: str) -> list[str]:
-        """The names of the tools this token may call (`GET /v1/tools`)."""
-        with self._answered():
-            response = await self.http.get(TOOLS_PATH, headers={"Authorization": f"Bearer {token}"})
-        return [t.get("name", "") for t in _body(response).get("tools", [])]
-
-    @contextmanager
-    def _answered(self) -> Iterator[None]:
-        """A request to the server that did not get an answer (`httpx2.HTTPError`) raises `ToolFailed`."""
+        """The tool's success body, or `ToolFailed` with the server's envelope. A refusal to wait is
+        shown at once (`retry_wait_s=0`): the person decides when to try again."""
+        client = AsyncClient.for_caller(self.url, token, http=self.http, timeout=self.timeout, retry_wait_s=0)
         try:
-            yield
-        except httpx2.HTTPError as exc:
-            raise ToolFailed(
+            return await client.call(tool, arguments or {})
+        except FleetmemError as err:
+            raise self._failed(err) from None
+
+    def _failed(self, err: FleetmemError) -> ToolFailed:
+        """The client's error as the console shows it: the server's code and message with a next
+        step for a person, or what went wrong when the server gave no usable answer."""
+        if err.unanswered == NOT_JSON:
+            return ToolFailed(
+                "unavailable", err.message, "Reload the page; if it persists, check the server's log.", err.status or 0
+            )
+        if err.unanswered is not None:
+            return ToolFailed(
                 "unavailable",
-                f"The memory server at {self.label} did not answer ({type(exc).__name__}).",
+                f"The memory server at {self.label} did not answer ({err.unanswered}).",
                 "Check that the server is running and reachable, then reload the page.",
-            ) from None
+            )
+        return ToolFailed(
+            err.code,
+            err.message or f"HTTP {err.status}",
+            NEXT_STEPS.get(err.code, NEXT_STEP_DEFAULT),
+            status=err.status or 0,
+            envelope=err.envelope,
+        )
 
     async def aclose(self) -> None:
         await self.http.aclose()
-
-
-def _body(response: httpx2.Response) -> dict[str, Any]:
-    try:
-        body = response.json()
-    except ValueError:
-        body = None
-    if not isinstance(body, dict):
-        raise ToolFailed(
-            "unavailable",
-            f"The memory server answered HTTP {response.status_code} without a JSON body.",
-            "Reload the page; if it persists, check the server's log.",
-            status=response.status_code,
-        )
-    if response.status_code >= 400 or ("error" in body and "code" in body and "message" in body):
-        code = envelope_code(body) or "error"
-        raise ToolFailed(
-            code,
-            str(body.get("message") or f"HTTP {response.status_code}"),
-            NEXT_STEPS.get(code, NEXT_STEP_DEFAULT),
-            status=response.status_code,
-            envelope=body,
-        )
-    return body
