@@ -80,6 +80,28 @@ def wait_for(err: FleetmemError, deadline: float) -> float | None:
 class _Settings:
     retry_wait_s: float
     transport: Any
+    #: the `/v1` transport this client speaks: blocking or awaited
+    _http: type[HttpTransport] | type[AsyncHttpTransport]
+
+    def __init__(
+        self,
+        url: str | None = None,
+        *,
+        profile: str | None = None,
+        data_dir: str | Path | None = None,
+        tenant: str | None = None,
+        transport: TransportName = "http",
+        mcp_mode: str | None = None,
+        timeout: float = DEFAULT_TIMEOUT_S,
+        retry_wait_s: float = DEFAULT_RETRY_WAIT_S,
+    ) -> None:
+        endpoint = self._configure(url, profile, data_dir, timeout, retry_wait_s)
+        if endpoint is None:
+            self.transport = LocalTransport(str(data_dir), tenant)
+        elif transport == "mcp":
+            self.transport = McpTransport(endpoint, mcp_mode)
+        else:
+            self.transport = self._http(endpoint)
 
     @classmethod
     def over(cls, transport: Any, *, retry_wait_s: float = DEFAULT_RETRY_WAIT_S) -> Self:
@@ -109,26 +131,8 @@ class Client(_ToolMethods, _Settings):
     """Synchronous client. `Client(url)` (token from $FLEETMEM_TOKEN), `Client(profile="NAME")`, or
     `Client(data_dir=...)` for an in-process memory; `transport="mcp"` speaks MCP instead of `/v1`."""
 
-    def __init__(
-        self,
-        url: str | None = None,
-        *,
-        profile: str | None = None,
-        data_dir: str | Path | None = None,
-        tenant: str | None = None,
-        transport: TransportName = "http",
-        mcp_mode: str | None = None,
-        timeout: float = DEFAULT_TIMEOUT_S,
-        retry_wait_s: float = DEFAULT_RETRY_WAIT_S,
-    ) -> None:
-        endpoint = self._configure(url, profile, data_dir, timeout, retry_wait_s)
-        self.transport: HttpTransport | McpTransport | LocalTransport
-        if endpoint is None:
-            self.transport = LocalTransport(str(data_dir), tenant)
-        elif transport == "mcp":
-            self.transport = McpTransport(endpoint, mcp_mode)
-        else:
-            self.transport = HttpTransport(endpoint)
+    transport: HttpTransport | McpTransport | LocalTransport
+    _http = HttpTransport
 
     def call(self, tool: str, arguments: dict[str, Any] | None = None) -> dict[str, Any]:
         """One call, its success body as a dict (retrying a `wait` within `retry_wait_s`)."""
@@ -166,26 +170,8 @@ class Client(_ToolMethods, _Settings):
 class AsyncClient(_AsyncToolMethods, _Settings):
     """The asynchronous client: the same constructor as `Client`, every method awaited."""
 
-    def __init__(
-        self,
-        url: str | None = None,
-        *,
-        profile: str | None = None,
-        data_dir: str | Path | None = None,
-        tenant: str | None = None,
-        transport: TransportName = "http",
-        mcp_mode: str | None = None,
-        timeout: float = DEFAULT_TIMEOUT_S,
-        retry_wait_s: float = DEFAULT_RETRY_WAIT_S,
-    ) -> None:
-        endpoint = self._configure(url, profile, data_dir, timeout, retry_wait_s)
-        self.transport: AsyncHttpTransport | McpTransport | LocalTransport
-        if endpoint is None:
-            self.transport = LocalTransport(str(data_dir), tenant)
-        elif transport == "mcp":
-            self.transport = McpTransport(endpoint, mcp_mode)
-        else:
-            self.transport = AsyncHttpTransport(endpoint)
+    transport: AsyncHttpTransport | McpTransport | LocalTransport
+    _http = AsyncHttpTransport
 
     @classmethod
     def for_caller(
