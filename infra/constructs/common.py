@@ -90,6 +90,9 @@ WRITE_ACTIONS: dict[str, tuple[str, ...]] = {
     "clients": ("PutItem", "UpdateItem"),
 }
 PURGE_ACTIONS: dict[str, tuple[str, ...]] = {"facts": ("DeleteItem",)}
+# The authorizer records a token's last use on its clients row (a conditional UpdateItem of
+# `last_used_at`, at most once a minute per token and sandbox: fleetmem.tokens.ApiTokenAuth).
+TOUCH_ACTIONS: dict[str, tuple[str, ...]] = {"clients": ("UpdateItem",)}
 # D22 write receipts (get/list/cancel_write_request): read one record, Query the `by_owner` index,
 # and mark a running one cancelled (a conditional UpdateItem). No put or delete: receipts are made
 # and dropped by the writes themselves.

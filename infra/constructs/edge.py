@@ -58,7 +58,7 @@ from fleetmem.transport.aws_lambda.proxy import (
 
 from ..config import DeployConfig
 from .client_auth import RESOURCE_SERVER, ClientAuth
-from .common import READ_ACTIONS, Fn, FunctionFactory, acknowledge, grant_table, retention
+from .common import READ_ACTIONS, TOUCH_ACTIONS, Fn, FunctionFactory, acknowledge, grant_table, retention
 from .signing import InvokeSigning
 from .tables import Tables
 from .tool_functions import ToolFunctions
@@ -182,7 +182,8 @@ class Edge(Construct):
             },
         )
         signing.grant(self.authorizer_fn.role)
-        grant_table(tables["clients"], self.authorizer_fn.role, READ_ACTIONS["clients"])
+        # reads a credential per request; records its last use (at most once a minute per token)
+        grant_table(tables["clients"], self.authorizer_fn.role, (*READ_ACTIONS["clients"], *TOUCH_ACTIONS["clients"]))
         for secret in self.key_secrets.values():
             secret.grant_read(self.authorizer_fn.role)
 

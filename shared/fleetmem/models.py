@@ -179,6 +179,9 @@ class ClientRecord(Record):
     #: The usage-plan tier on an AWS stage (`fleetmem token create --tier`); None: the stage's
     #: default tier. The local server has no usage plans and does not keep it.
     tier: str | None = None
+    #: When the token last authenticated a call, recorded at most once a minute per token
+    #: (`fleetmem.tokens.ApiTokenAuth`); None: not used since it was recorded.
+    last_used_at: datetime | None = None
 
 
 class IdempotencyRecord(Record):

@@ -19,7 +19,7 @@ PAGE_TOOLS: Final = ("put_page", "get_page", "list_pages", "delete_page")
 #: Admin-scope tools served on the `full` surface.
 ADMIN_TOOLS: Final = ("trace_fact", "purge_fact")
 #: Read-scope tools that inspect the memory (full surface), served by the admin function on AWS.
-INSPECT_TOOLS: Final = ("list_facts", "memory_stats")
+INSPECT_TOOLS: Final = ("list_facts", "list_activity", "memory_stats")
 #: The caller's own credential, tokens and followers, on the `full` surface (served with the admin tools).
 ACCOUNT_TOOLS: Final = ("whoami", "list_followers", "list_tokens", "create_token", "revoke_token")
 #: D22: the caller's own write receipts, on the `full` surface (served with the admin tools on AWS).

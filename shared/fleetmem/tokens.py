@@ -17,10 +17,13 @@ import hashlib
 import logging
 import re
 import secrets
+import threading
 from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
 
+from fleetmem.errors import PortError
 from fleetmem.models import Caller, ClientRecord
 from fleetmem.ports import ClientStore, Clock
 from fleetmem.protocol import SCOPES, Scope
@@ -197,14 +200,53 @@ def revocation_text(bound_s: int) -> str:
 class ApiTokenAuth:
     """The `Auth` port for `fm_…` API tokens over any `ClientStore` (the SQLite store locally, the
     DynamoDB clients table on AWS). No verdict is cached: a revoke takes effect on the next request
-    (the SQLite store's lookup map is emptied by any commit, `adapters.local.sqlite.clients`)."""
+    (the SQLite store's lookup map is emptied by any commit, `adapters.local.sqlite.clients`).
 
-    def __init__(self, store: ClientStore, clock: Clock) -> None:
+    A token that passes is recorded as used (`ClientStore.touch`) at most once per
+    `TOUCH_EVERY_S` per token and process: the time of the last write is remembered here, so a
+    busy token costs one write a minute, not one per request. A failing write never fails the call.
+    `record_in_background` (the local server, whose token check runs on its event loop) makes that
+    write on one background thread, so a request never waits for the database's write lock."""
+
+    #: the least time between two recorded uses of one token (per process or Lambda sandbox)
+    TOUCH_EVERY_S = 60.0
+    #: tokens whose last write one process remembers at most (then it starts over)
+    TOUCH_MEMORY = 4096
+
+    def __init__(self, store: ClientStore, clock: Clock, *, record_in_background: bool = False) -> None:
         self.store = store
         self.clock = clock
+        self._touched: dict[str, datetime] = {}
+        self._lock = threading.Lock()
+        self._recorder = (
+            ThreadPoolExecutor(max_workers=1, thread_name_prefix="fleetmem-token-use") if record_in_background else None
+        )
 
     def verify(self, token: str) -> Caller | None:
-        return verify_token(self.store, token, self.clock.now())
+        now = self.clock.now()
+        caller = verify_token(self.store, token, now)
+        if caller is not None:
+            self._note_use(hash_token(token), now)
+        return caller
+
+    def _note_use(self, digest: str, now: datetime) -> None:
+        with self._lock:
+            last = self._touched.get(digest)
+            if last is not None and (now - last).total_seconds() < self.TOUCH_EVERY_S:
+                return
+            if len(self._touched) >= self.TOUCH_MEMORY:
+                self._touched.clear()
+            self._touched[digest] = now
+        if self._recorder is not None:
+            self._recorder.submit(self._record, digest, now)
+        else:
+            self._record(digest, now)
+
+    def _record(self, digest: str, now: datetime) -> None:
+        try:
+            self.store.touch(digest, at=now)
+        except PortError as exc:
+            log.warning("token use not recorded", extra={"event": "token_touch_failed", "exc_type": type(exc).__name__})
 
 
 # Cognito client-credentials tokens cannot be revoked at Cognito (no refresh token; the authorizer

@@ -355,7 +355,8 @@ def build_auth(deps: Deps, settings: AuthSettings | None = None) -> Auth:
             return cached
     from fleetmem.tokens import ApiTokenAuth
 
-    api_tokens = ApiTokenAuth(deps.clients, deps.clock)
+    # the local server checks tokens on its event loop: the use is recorded on a thread of its own
+    api_tokens = ApiTokenAuth(deps.clients, deps.clock, record_in_background=settings is None)
     auth: Auth = api_tokens
     if settings is not None:
         from fleetmem.adapters.aws.auth import BearerAuth, CognitoAuth

@@ -91,3 +91,34 @@ def test_revoked_unknown_and_malformed_tokens_do_not_verify(clients, tenant):
     assert verify_token(clients, "fm_" + "A" * 43, at(2)) is None
     for junk in ["", "fm_", "Bearer " + other, other + "x", other[3:]]:
         assert verify_token(clients, junk, at(2)) is None
+
+
+def test_touch_records_the_last_use_of_that_credential_only(clients, tenant):
+    a, b = rec(tenant, 1), rec(tenant, 2)
+    clients.create(a)
+    clients.create(b)
+    clients.touch(a.token_hash, at=at(7))
+    assert clients.by_hash(a.token_hash).last_used_at == at(7)
+    assert clients.by_hash(b.token_hash).last_used_at is None
+    assert {c.client_id: c.last_used_at for c in clients.list(tenant)} == {"agent-1": at(7), "agent-2": None}
+    clients.touch(hash_token("never-created"), at=at(8))  # a credential that is not there: nothing made
+    assert clients.by_hash(hash_token("never-created")) is None
+
+
+def test_a_verified_token_is_recorded_as_used_at_most_once_a_minute(clients, tenant):
+    from fleetmem.adapters.local.clock import FixedClock
+    from fleetmem.tokens import ApiTokenAuth
+
+    clock = FixedClock(at(0))
+    token, record = create_client(clients, clock, tenant=tenant, client_id="agent-9", scopes={"read"})
+    auth = ApiTokenAuth(clients, clock)
+    assert clients.by_hash(record.token_hash).last_used_at is None
+    assert auth.verify(token) is not None
+    assert clients.by_hash(record.token_hash).last_used_at == at(0)
+    clock.set(at(0.5))  # 30 s later: remembered, not written again
+    assert auth.verify(token) is not None
+    assert clients.by_hash(record.token_hash).last_used_at == at(0)
+    clock.set(at(1.25))  # over a minute after the last write: written
+    assert auth.verify(token) is not None
+    assert clients.by_hash(record.token_hash).last_used_at == at(1.25)
+    assert auth.verify("fm_" + "x" * 43) is None  # a refused token records nothing

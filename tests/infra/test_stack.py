@@ -221,7 +221,8 @@ EXPECTED_DDB = {
         "idempotency": {"GetItem", "Query", "UpdateItem"},
     },
     "heartbeat": {"facts": R, "pages": R, "cursors": {"GetItem", "Query", "PutItem", "DeleteItem"}},
-    "authorizer": {"clients": {"GetItem", "Query"}},
+    # reads credentials; records a token's last use (an UpdateItem at most once a minute per token)
+    "authorizer": {"clients": {"GetItem", "Query", "UpdateItem"}},
 }
 
 
@@ -590,12 +591,13 @@ def test_cognito_exposes_the_protocol_scopes_and_no_app_client_is_in_the_templat
     assert not any("COGNITO_CLIENTS" in name for name in env)
 
 
-def test_the_authorizer_reads_only_the_clients_table(domain_synth):
+def test_the_authorizer_touches_only_the_clients_table(domain_synth):
     tables = _table_ids(domain_synth)
     stmts = _role_statements(domain_synth)[_role_of(domain_synth, _fn_name(domain_synth, "authorizer"))]
     touched = set().union(*[_refs(s["Resource"]) for s in stmts if any(a.startswith("dynamodb:") for a in _actions(s))])
     assert touched & set(tables.values()) == {tables["clients"]}
-    assert not any(_actions(s) & DDB_WRITES for s in stmts)
+    # its one write: a token's last use (UpdateItem); never a put or delete
+    assert set().union(*[_actions(s) & DDB_WRITES for s in stmts]) == {"dynamodb:UpdateItem"}
 
 
 # -- indexer, heartbeat -----------------------------------------------------------------------------

@@ -30,6 +30,7 @@ BASE: dict[str, dict[str, object]] = {
     "trace_fact": {"id": "f_1"},
     "whoami": {},
     "list_facts": {},
+    "list_activity": {},
     "memory_stats": {},
     "list_followers": {},
     "list_tokens": {},

@@ -131,6 +131,8 @@ def test_every_tool_answers_bodies_that_match_its_result_model(deps: Deps, clock
     call("whoami")
     call("list_facts", state="any", limit=2)
     call("list_facts", fact_id=first["id"])
+    call("list_activity", limit=2)
+    call("list_activity", action="write", entity="people/alice-example")
     call("memory_stats")
 
     deps.llm = ScriptedLLM()

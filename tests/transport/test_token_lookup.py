@@ -45,6 +45,9 @@ def test_an_unchanged_store_answers_a_repeated_token_from_memory_and_any_commit_
     clock = FixedClock(NOW)
     server = open_local(tmp_path / "data" if where == "file" else ":memory:")
     auth = ApiTokenAuth(server.clients, clock)
+    # recording a token's use is a commit of its own (test_recording_a_use_refills_the_map_once below);
+    # here the map alone is under test
+    monkeypatch.setattr(auth, "_note_use", lambda digest, now: None)
     token, record = create_client(server.clients, clock, tenant="t1", client_id="a", scopes=("read",))
     reads = _count_reads(server.clients, monkeypatch)
 
@@ -83,6 +86,47 @@ def test_an_unchanged_store_answers_a_repeated_token_from_memory_and_any_commit_
                 )
             )
         assert auth.verify(unknown) == Caller(tenant="t1", client_id="b", scopes=frozenset({"read"}))
+    server.close()
+
+
+def test_recording_a_use_refills_the_map_once_a_minute_per_token(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A token's first use in a minute is written (`last_used_at`): like any commit it empties the
+    map, so the next lookup reads the table once more; further uses within the minute read nothing."""
+    clock = FixedClock(NOW)
+    server = open_local(tmp_path / "data")
+    auth = ApiTokenAuth(server.clients, clock)
+    token, _ = create_client(server.clients, clock, tenant="t1", client_id="a", scopes=("read",))
+    reads = _count_reads(server.clients, monkeypatch)
+    assert all(auth.verify(token) is not None for _ in range(4))
+    assert len(reads) == 2  # the first lookup, and one after the recorded use
+    assert next(r for r in server.clients.list("t1")).last_used_at == NOW
+    clock.advance(seconds=61)  # the map is still current: only the second recorded use empties it
+    assert all(auth.verify(token) is not None for _ in range(3))
+    assert len(reads) == 3 and next(r for r in server.clients.list("t1")).last_used_at == NOW + timedelta(seconds=61)
+    server.close()
+
+
+def test_the_local_server_records_a_use_off_the_calling_thread(tmp_path: Path) -> None:
+    """`record_in_background`: the write runs on the recorder's own thread, never the caller's."""
+    server = open_local(tmp_path / "data")
+    clock = FixedClock(NOW)
+    threads: list[str] = []
+    real = server.clients.touch
+
+    def touch(digest: str, *, at: datetime) -> None:
+        threads.append(threading.current_thread().name)
+        real(digest, at=at)
+
+    server.clients.touch = touch  # type: ignore[method-assign]
+    auth = ApiTokenAuth(server.clients, clock, record_in_background=True)
+    token, _ = create_client(server.clients, clock, tenant="t1", client_id="a", scopes=("read",))
+    assert auth.verify(token) is not None
+    assert auth._recorder is not None
+    auth._recorder.shutdown(wait=True)
+    assert threads == ["fleetmem-token-use_0"]
+    assert next(r for r in server.clients.list("t1")).last_used_at == NOW
     server.close()
 
 

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from fleetmem.memory.verbs.forget import ForgetResult
     from fleetmem.memory.verbs.get_page import GetPageResult
     from fleetmem.memory.verbs.get_write_request import GetWriteRequestResult
+    from fleetmem.memory.verbs.list_activity import ListActivityResult
     from fleetmem.memory.verbs.list_facts import ListFactsResult
     from fleetmem.memory.verbs.list_followers import ListFollowersResult
     from fleetmem.memory.verbs.list_pages import ListPagesResult
@@ -80,9 +81,13 @@ class _ToolMethods:
         """MEMORY VERB (v1): Expire a saved fact by its opaque STRING id — remember's `id` or recall's `facts[].fact_id`, e.g. forget(id="f_01JD...", reason="user corrected it"). Never pass a page slug or the numeric `facts[].id`. Idempotent: forgetting an already-expired fact returns `expired: false`. Facts are expired with an audit trail, not deleted."""
         return self._tool("forget", {"id": id, "reason": reason, "source_id": source_id, "semantic_review": semantic_review, "idempotency_key": idempotency_key, "request_id": request_id})
 
-    def list_facts(self, *, entity: str | None = None, kind: Literal['event', 'preference', 'commitment', 'belief', 'fact'] | None = None, state: Literal['active', 'superseded', 'forgotten', 'expired', 'any'] | None = None, session_id: str | None = None, provenance: str | None = None, created_after: str | None = None, created_before: str | None = None, fact_id: str | None = None, limit: int | None = None, cursor: str | None = None) -> ListFactsResult:
-        """List saved facts newest first, 50 per call by default (limit up to 200), filtered by entity, kind, state (active by default; superseded, forgotten, expired or any), session_id, provenance text and created_after/created_before; fact_id returns that one fact. Pass the returned next_cursor as cursor to continue; null means the end. Example: {"entity": "people/alice", "state": "any"}."""
-        return self._tool("list_facts", {"entity": entity, "kind": kind, "state": state, "session_id": session_id, "provenance": provenance, "created_after": created_after, "created_before": created_before, "fact_id": fact_id, "limit": limit, "cursor": cursor})
+    def list_facts(self, *, entity: str | None = None, kind: Literal['event', 'preference', 'commitment', 'belief', 'fact'] | None = None, state: Literal['active', 'superseded', 'forgotten', 'expired', 'any'] | None = None, session_id: str | None = None, client_id: str | None = None, provenance: str | None = None, created_after: str | None = None, created_before: str | None = None, fact_id: str | None = None, limit: int | None = None, cursor: str | None = None) -> ListFactsResult:
+        """List saved facts newest first, 50 per call by default (limit up to 200), filtered by entity, kind, state (active by default; superseded, forgotten, expired or any), session_id, client_id, provenance text and created_after/created_before; fact_id returns that one fact. Pass the returned next_cursor as cursor to continue; null means the end. Example: {"entity": "people/alice", "state": "any"}."""
+        return self._tool("list_facts", {"entity": entity, "kind": kind, "state": state, "session_id": session_id, "client_id": client_id, "provenance": provenance, "created_after": created_after, "created_before": created_before, "fact_id": fact_id, "limit": limit, "cursor": cursor})
+
+    def list_activity(self, *, client_id: str | None = None, action: Literal['write', 'supersede', 'expire', 'purge'] | None = None, entity: str | None = None, since: str | None = None, until: str | None = None, limit: int | None = None, cursor: str | None = None) -> ListActivityResult:
+        """List who wrote what: this memory's fact events newest first (write, supersede, expire = forgotten, purge), each with the client that did it, when, the reason and the fact, filtered by client_id, action, entity and since/until; 50 per call by default (limit up to 200). Pass next_cursor as cursor to continue; null means the end. Example: {"client_id": "planner", "since": "2026-06-01"}."""
+        return self._tool("list_activity", {"client_id": client_id, "action": action, "entity": entity, "since": since, "until": until, "limit": limit, "cursor": cursor})
 
     def list_followers(self, *, limit: int | None = None) -> ListFollowersResult:
         """List this brain's live delta sessions (heartbeats, followers), most recently woken first: client, session, position, last wake, when it expires, and how many page and fact changes its next wake would deliver (counted up to 1000). Example: {"limit": 50}."""
@@ -93,7 +98,7 @@ class _ToolMethods:
         return self._tool("list_pages", {"limit": limit, "cursor": cursor, "type": type})
 
     def list_tokens(self) -> ListTokensResult:
-        """Admin: list this brain's API tokens (token_id, client, scopes, created, revoked); never the tokens themselves. Takes no arguments. Revoke one with revoke_token(token_id=...)."""
+        """Admin: list this brain's API tokens (token_id, client, scopes, created, revoked, last used); never the tokens themselves. Takes no arguments. Revoke one with revoke_token(token_id=...)."""
         return self._tool("list_tokens", {})
 
     def memory_stats(self) -> MemoryStatsResult:
@@ -177,9 +182,13 @@ class _AsyncToolMethods:
         """MEMORY VERB (v1): Expire a saved fact by its opaque STRING id — remember's `id` or recall's `facts[].fact_id`, e.g. forget(id="f_01JD...", reason="user corrected it"). Never pass a page slug or the numeric `facts[].id`. Idempotent: forgetting an already-expired fact returns `expired: false`. Facts are expired with an audit trail, not deleted."""
         return await self._tool("forget", {"id": id, "reason": reason, "source_id": source_id, "semantic_review": semantic_review, "idempotency_key": idempotency_key, "request_id": request_id})
 
-    async def list_facts(self, *, entity: str | None = None, kind: Literal['event', 'preference', 'commitment', 'belief', 'fact'] | None = None, state: Literal['active', 'superseded', 'forgotten', 'expired', 'any'] | None = None, session_id: str | None = None, provenance: str | None = None, created_after: str | None = None, created_before: str | None = None, fact_id: str | None = None, limit: int | None = None, cursor: str | None = None) -> ListFactsResult:
-        """List saved facts newest first, 50 per call by default (limit up to 200), filtered by entity, kind, state (active by default; superseded, forgotten, expired or any), session_id, provenance text and created_after/created_before; fact_id returns that one fact. Pass the returned next_cursor as cursor to continue; null means the end. Example: {"entity": "people/alice", "state": "any"}."""
-        return await self._tool("list_facts", {"entity": entity, "kind": kind, "state": state, "session_id": session_id, "provenance": provenance, "created_after": created_after, "created_before": created_before, "fact_id": fact_id, "limit": limit, "cursor": cursor})
+    async def list_facts(self, *, entity: str | None = None, kind: Literal['event', 'preference', 'commitment', 'belief', 'fact'] | None = None, state: Literal['active', 'superseded', 'forgotten', 'expired', 'any'] | None = None, session_id: str | None = None, client_id: str | None = None, provenance: str | None = None, created_after: str | None = None, created_before: str | None = None, fact_id: str | None = None, limit: int | None = None, cursor: str | None = None) -> ListFactsResult:
+        """List saved facts newest first, 50 per call by default (limit up to 200), filtered by entity, kind, state (active by default; superseded, forgotten, expired or any), session_id, client_id, provenance text and created_after/created_before; fact_id returns that one fact. Pass the returned next_cursor as cursor to continue; null means the end. Example: {"entity": "people/alice", "state": "any"}."""
+        return await self._tool("list_facts", {"entity": entity, "kind": kind, "state": state, "session_id": session_id, "client_id": client_id, "provenance": provenance, "created_after": created_after, "created_before": created_before, "fact_id": fact_id, "limit": limit, "cursor": cursor})
+
+    async def list_activity(self, *, client_id: str | None = None, action: Literal['write', 'supersede', 'expire', 'purge'] | None = None, entity: str | None = None, since: str | None = None, until: str | None = None, limit: int | None = None, cursor: str | None = None) -> ListActivityResult:
+        """List who wrote what: this memory's fact events newest first (write, supersede, expire = forgotten, purge), each with the client that did it, when, the reason and the fact, filtered by client_id, action, entity and since/until; 50 per call by default (limit up to 200). Pass next_cursor as cursor to continue; null means the end. Example: {"client_id": "planner", "since": "2026-06-01"}."""
+        return await self._tool("list_activity", {"client_id": client_id, "action": action, "entity": entity, "since": since, "until": until, "limit": limit, "cursor": cursor})
 
     async def list_followers(self, *, limit: int | None = None) -> ListFollowersResult:
         """List this brain's live delta sessions (heartbeats, followers), most recently woken first: client, session, position, last wake, when it expires, and how many page and fact changes its next wake would deliver (counted up to 1000). Example: {"limit": 50}."""
@@ -190,7 +199,7 @@ class _AsyncToolMethods:
         return await self._tool("list_pages", {"limit": limit, "cursor": cursor, "type": type})
 
     async def list_tokens(self) -> ListTokensResult:
-        """Admin: list this brain's API tokens (token_id, client, scopes, created, revoked); never the tokens themselves. Takes no arguments. Revoke one with revoke_token(token_id=...)."""
+        """Admin: list this brain's API tokens (token_id, client, scopes, created, revoked, last used); never the tokens themselves. Takes no arguments. Revoke one with revoke_token(token_id=...)."""
         return await self._tool("list_tokens", {})
 
     async def memory_stats(self) -> MemoryStatsResult:

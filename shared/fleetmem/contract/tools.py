@@ -66,6 +66,7 @@ TOOL_TITLES: dict[str, str] = {
     "delete_page": "Delete a page",
     "list_pages": "List pages",
     "list_facts": "List facts",
+    "list_activity": "Who wrote what",
     "list_followers": "List delta followers",
     "trace_fact": "Trace a fact",
     "purge_fact": "Purge a fact",

@@ -81,6 +81,11 @@ class ClientStore(Protocol):
         one was revoked now; False when unknown or already revoked."""
         ...
 
+    def touch(self, token_hash: str, *, at: datetime) -> None:
+        """Record `at` as the credential's last use (an existing credential only; nothing else
+        changes). Callers bound how often they call it (`fleetmem.tokens.ApiTokenAuth`)."""
+        ...
+
 
 class IdempotencyStore(Protocol):
     """Claims and durable receipts of keyed writes (D2, D22), keyed by (tenant, client_id, request
@@ -139,10 +144,29 @@ class IdempotencyStore(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class ActivityFilter:
+    """What `AuditLog.activity` keeps (None: no condition): the events of one actor (client id),
+    of these actions, at times strictly between `since` and `until`."""
+
+    actor: str | None = None
+    actions: tuple[str, ...] | None = None
+    since: datetime | None = None
+    until: datetime | None = None
+
+
 class AuditLog(Protocol):
     def append(self, event: AuditEvent) -> None: ...
     def for_subject(self, tenant: str, subject: str) -> list[AuditEvent]:
         """Oldest first."""
+        ...
+
+    def activity(
+        self, tenant: str, *, where: ActivityFilter, before: str | None, limit: int
+    ) -> list[tuple[str, AuditEvent]]:
+        """The tenant's events that `where` keeps, newest first, at most `limit`, each with its
+        opaque position; `before` (a position given before) continues after that event. One
+        tenant's key range, never a whole-table read."""
         ...
 
 
@@ -371,6 +395,7 @@ class CallContext:
 
 
 __all__ = [
+    "ActivityFilter",
     "DecisionPool",
     "FactDecisions",
     "FactFeed",

@@ -54,6 +54,7 @@ class FactFilter:
     provenance: str | None = None
     created_after: datetime | None = None
     created_before: datetime | None = None
+    client_id: str | None = None  # the writer's client id (exact)
 
 
 @dataclass(frozen=True)

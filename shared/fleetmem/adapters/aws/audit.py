@@ -16,6 +16,7 @@ from fleetmem.adapters.aws import keys
 from fleetmem.adapters.aws.dynamo import DynamoStore, answers, parse_ts, query_all, same_named, ts
 from fleetmem.adapters.aws.tables import AUDIT
 from fleetmem.models import AuditEvent
+from fleetmem.ports import ActivityFilter
 
 
 def audit_pk(tenant: str, subject: str) -> str:
@@ -56,6 +57,63 @@ class DynamoAuditLog(DynamoStore):
             "ScanIndexForward": True,
         }
         return [_event_of(item) for item in keys.owned_items(query_all(self._db, req), tenant, table="audit")]
+
+    def activity(
+        self, tenant: str, *, where: ActivityFilter, before: str | None, limit: int
+    ) -> list[tuple[str, AuditEvent]]:
+        """Queries of the `by_tenant` index (the tenant's partition), newest first, the `sk` range
+        cut by the times and `before`, actor and actions as a filter; a position is the row's `sk`."""
+        want = max(0, int(limit))
+        if want == 0:
+            return []
+        values: dict[str, Any] = {":t": {"S": tenant}}
+        cond = "tenant = :t"
+        # sk = "<at iso>#<unique>": "~" sorts after every digit, "#" before every sk of that instant
+        low = f"{ts(where.since)}#~" if where.since is not None else None
+        highs = [f"{ts(where.until)}#"] if where.until is not None else []
+        if before:
+            highs.append(before)
+        high = min(highs) if highs else None
+        if low is not None and high is not None:
+            if low >= high:
+                return []
+            cond += " AND sk BETWEEN :lo AND :hi"  # inclusive: an item at `high` is skipped below
+            values |= {":lo": {"S": low}, ":hi": {"S": high}}
+        elif high is not None:
+            cond += " AND sk < :hi"
+            values[":hi"] = {"S": high}
+        elif low is not None:
+            cond += " AND sk > :lo"
+            values[":lo"] = {"S": low}
+        filters, names = [], {}
+        if where.actor is not None:
+            filters.append("actor = :a")
+            values[":a"] = {"S": where.actor}
+        if where.actions is not None:
+            marks = [f":x{i}" for i in range(len(where.actions))]
+            filters.append(f"#act IN ({', '.join(marks)})")
+            names["#act"] = "action"
+            values |= {m: {"S": a} for m, a in zip(marks, where.actions, strict=True)}
+        req: dict[str, Any] = {
+            "TableName": self.table,
+            "IndexName": "by_tenant",
+            "KeyConditionExpression": cond,
+            "ExpressionAttributeValues": values,
+            "ScanIndexForward": False,
+            "Limit": min(max(want + 1, 25), 500),
+        }
+        if filters:
+            req["FilterExpression"] = " AND ".join(filters)
+        if names:
+            req["ExpressionAttributeNames"] = names
+        out: list[tuple[str, AuditEvent]] = []
+        for item in keys.owned_items(query_all(self._db, req), tenant, table="audit"):
+            if high is not None and item.get("sk") == high:
+                continue
+            out.append((str(item["sk"]), _event_of(item)))
+            if len(out) >= want:
+                break
+        return out
 
     def scan(self, tenant: str, *, after: str | None, limit: int) -> tuple[list[AuditEvent], str | None]:
         """Every audit event of the tenant (a table Scan filtered on the tenant: an admin read of

@@ -35,6 +35,7 @@ def _record(item: dict[str, Any]) -> ClientRecord:
         created_at=parse_ts(item["created_at"]),  # type: ignore[arg-type]
         revoked_at=parse_ts(item.get("revoked_at")),
         tier=item.get("tier") or None,
+        last_used_at=parse_ts(item.get("last_used_at")),
     )
 
 
@@ -87,3 +88,16 @@ class DynamoClientStore(DynamoStore):
             except Conflict:
                 continue
         return changed
+
+    def touch(self, token_hash: str, *, at: datetime) -> None:
+        try:
+            call(
+                self._db.update_item,
+                TableName=self.table,
+                Key={"pk": {"S": token_hash}},
+                UpdateExpression="SET last_used_at = :at",
+                ConditionExpression="attribute_exists(pk)",
+                ExpressionAttributeValues={":at": {"S": ts(at)}},
+            )
+        except Conflict:
+            return  # the credential is gone: nothing to record

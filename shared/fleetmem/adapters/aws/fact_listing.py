@@ -84,6 +84,7 @@ class DynamoFactListing(FactTable):
                 (where.entity_slug is None or f.entity_slug == where.entity_slug)
                 and (where.session_id is None or f.session_id == where.session_id)
                 and (where.kind is None or f.kind == where.kind)
+                and (where.client_id is None or f.client_id == where.client_id)
                 and (where.provenance is None or provenance_matches(f.provenance, where.provenance))
                 and (where.state == "any" or f.status(now) == where.state)
             )

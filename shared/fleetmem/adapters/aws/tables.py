@@ -165,6 +165,9 @@ AUDIT = TableSpec(
     logical="audit",
     partition=KeyAttr("pk"),  # "<tenant>#<subject>"
     sort=KeyAttr("sk"),  # "<at iso>#<unique>"
+    # the tenant's events newest first (list_activity): every row carries both attributes, so rows
+    # written before the index existed are in it too
+    gsis=(Gsi("by_tenant", KeyAttr("tenant"), KeyAttr("sk")),),
     purpose="append-only audit rows per subject",
 )
 

@@ -4,7 +4,7 @@ conformance runner read: `from fleetmem.memory.verbs import REGISTRY`.
 
 The tools: the seven memory verbs (recall, remember, entity, synthesize, forget, context_pack,
 delta), the page tools (put_page, get_page, list_pages, delete_page), the admin tools (trace_fact,
-purge_fact), the inspection tools (list_facts, memory_stats) and the account tools (whoami,
+purge_fact), the inspection tools (list_facts, list_activity, memory_stats) and the account tools (whoami,
 list_followers, list_tokens, create_token, revoke_token).
 
 Each module holds its tool's typed parameter model, its result model, `run` and its `SPEC`; a new
@@ -23,6 +23,7 @@ from fleetmem.memory.verbs import (  # D22 receipts
     forget,
     get_page,
     get_write_request,
+    list_activity,
     list_facts,
     list_followers,
     list_pages,
@@ -51,6 +52,7 @@ TOOLS: tuple[ToolSpec, ...] = (
     entity.SPEC,
     forget.SPEC,
     list_facts.SPEC,
+    list_activity.SPEC,
     list_followers.SPEC,
     list_pages.SPEC,
     list_tokens.SPEC,
@@ -81,6 +83,7 @@ __all__ = [
     "forget",
     "get_page",
     "get_write_request",
+    "list_activity",
     "list_facts",
     "list_followers",
     "list_pages",

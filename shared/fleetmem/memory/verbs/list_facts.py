@@ -1,17 +1,17 @@
-"""`list_facts(entity?, kind?, state?, session_id?, provenance?, created_after?, created_before?,
-fact_id?, limit?, cursor?)` — page through the saved facts, newest first (full surface, read).
+"""`list_facts(entity?, kind?, state?, session_id?, client_id?, provenance?, created_after?,
+created_before?, fact_id?, limit?, cursor?)` — page through the saved facts, newest first (full surface, read).
 
 Public API: `ListFactsParams`, `ListFactsResult`, `FactRow`, `run(deps, caller, params, ctx) -> Outcome`,
 `encode_cursor` / `decode_cursor`, `SPEC` (registered).
 
 Every filter is optional and they combine: `entity` (a slug or a name, resolved exactly as recall's
-entity filter resolves it: `entities.filter_slug`), `kind`, `state` (a fact's
-`status` — active | superseded | forgotten | expired — or "any"; default "active"), `session_id`,
-`provenance` (case-insensitive substring), `created_after` / `created_before` (ISO 8601, strict
-bounds on created_at). `fact_id` returns that one fact, whatever its state (the other filters do
-not apply), or no fact for an id that is missing or another tenant's. `limit` 1..200 (default
-50). `cursor` is the opaque `next_cursor` of the previous call (the last row's (created_at, seq));
-one that does not decode is refused with a fix that starts over without it. Response
+entity filter resolves it: `entities.filter_slug`), `kind`, `state` (a fact's `status` — active |
+superseded | forgotten | expired — or "any"; default "active"), `session_id`, `client_id` (the
+writer, exact), `provenance` (case-insensitive substring), `created_after` / `created_before` (ISO
+8601, strict bounds on created_at). `fact_id` returns that one fact, whatever its state (the other
+filters do not apply), or no fact for an id that is missing or another tenant's. `limit` 1..200
+(default 50). `cursor` is the opaque `next_cursor` of the previous call (the last row's
+(created_at, seq)); one that does not decode is refused with a fix that starts over without it. Response
 `{facts[FactRow], next_cursor (null on the last page), protocol_version}`. Remote callers never see
 private facts.
 """
@@ -77,6 +77,9 @@ class ListFactsParams(Params):
         Hint(accepts=f"one of {', '.join(STATES)}", fix="active"),
     ] = Field(default=None, description='Only facts in this state (default "active"; "any" for every state).')
     session_id: str | None = Field(default=None, description="Only facts saved with this session_id.")
+    client_id: str | None = Field(
+        default=None, description='Only facts this client (agent) wrote: its client id, e.g. "planner".'
+    )
     provenance: str | None = Field(
         default=None, description="Only facts whose provenance contains this text (case-insensitive)."
     )
@@ -148,6 +151,7 @@ def run(deps: Deps, caller: Caller, params: ListFactsParams, ctx: CallContext) -
             kind=params.kind,
             state=params.state or "active",
             session_id=_text(params.session_id),
+            client_id=_text(params.client_id),
             provenance=_text(params.provenance),
             created_after=after,
             created_before=before_time,
@@ -167,7 +171,7 @@ def run(deps: Deps, caller: Caller, params: ListFactsParams, ctx: CallContext) -
 
 DESCRIPTION = (
     "List saved facts newest first, 50 per call by default (limit up to 200), filtered by entity, "
-    "kind, state (active by default; superseded, forgotten, expired or any), session_id, provenance "
+    "kind, state (active by default; superseded, forgotten, expired or any), session_id, client_id, provenance "
     "text and created_after/created_before; fact_id returns that one fact. Pass the returned "
     'next_cursor as cursor to continue; null means the end. Example: {"entity": "people/alice", '
     '"state": "any"}.'

@@ -1,7 +1,7 @@
 """`list_tokens()` — this tenant's API tokens (full surface, admin, read-only).
 
 Public API: `ListTokensParams`, `ListTokensResult`, `TokenRow`, `token_row(record)`, `run`, `SPEC`.
-No parameters. Response `{tokens[{token_id, client_id, scopes, created_at, revoked_at}],
+No parameters. Response `{tokens[{token_id, client_id, scopes, created_at, revoked_at, last_used_at}],
 protocol_version}`, oldest first: the caller's tenant only (the credential decides it), never a token
 or its hash.
 """
@@ -9,6 +9,8 @@ or its hash.
 from __future__ import annotations
 
 from typing import Any
+
+from pydantic import Field
 
 from fleetmem.errors import Outcome
 from fleetmem.memory.params import Params
@@ -31,6 +33,9 @@ class TokenRow(Wire):
     scopes: list[Scope]
     created_at: str
     revoked_at: str | None
+    last_used_at: str | None = Field(
+        default=None, description="When the token last authenticated a call (recorded at most once a minute)."
+    )
 
 
 class ListTokensResult(Wire):
@@ -45,6 +50,7 @@ def token_row(record: ClientRecord) -> dict[str, Any]:
         "scopes": sorted(record.scopes),
         "created_at": iso(record.created_at),
         "revoked_at": iso(record.revoked_at),
+        "last_used_at": iso(record.last_used_at),
     }
 
 
@@ -58,7 +64,7 @@ def run(deps: Deps, caller: Caller, params: ListTokensParams, ctx: CallContext) 
 
 
 DESCRIPTION = (
-    "Admin: list this brain's API tokens (token_id, client, scopes, created, revoked); never the "
+    "Admin: list this brain's API tokens (token_id, client, scopes, created, revoked, last used); never the "
     "tokens themselves. Takes no arguments. Revoke one with revoke_token(token_id=...)."
 )
 

@@ -68,7 +68,7 @@ def run(deps: Deps, caller: Caller, params: PurgeFactParams, ctx: CallContext) -
             actor=caller.client_id,
             at=deps.clock.now(),
             reason=reason,
-            detail={"seq": fact.seq},
+            detail={"seq": fact.seq, "visibility": fact.visibility, "entity_slug": fact.entity_slug},
         )
     )
     result = PurgeFactResult(id=fact_id, purged=purged, reason=reason, dry_run=False, protocol_version=PROTOCOL_VERSION)

@@ -1,6 +1,7 @@
 """One module per console screen; importing this package registers them all (`app.screen`)."""
 
 from fleetmem.web.screens import (  # noqa: F401
+    activity,
     context,
     corrections,
     entities,

@@ -18,6 +18,7 @@ FILTERS = (
     ("kind", "kind"),
     ("state", "state"),
     ("session", "session_id"),
+    ("client", "client_id"),
     ("provenance", "provenance"),
     ("after", "created_after"),
     ("before", "created_before"),

@@ -38,11 +38,13 @@ async def _page(
     scopes: list[str] | None = None,
 ) -> Response:
     listed, list_error = await view.attempt("list_tokens", {})
+    rows = (listed or {}).get("tokens") or []
     return view.render(
         "tokens.html",
         status=status,
         title="Tokens",
-        tokens=(listed or {}).get("tokens") or [],
+        tokens=rows,
+        clients=last_calls(rows),
         list_error=list_error,
         error=error,
         client=client,
@@ -50,6 +52,20 @@ async def _page(
         scopes=SCOPES,
         mine=sorted((view.session.scopes if view.session else frozenset()), key=SCOPES.index),
     )
+
+
+def last_calls(tokens: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each client of the tokens: how many tokens it holds and its last call (its tokens' latest
+    `last_used_at`), the most recent first, never-used clients last."""
+    out: dict[str, dict[str, Any]] = {}
+    for t in tokens:
+        row = out.setdefault(t["client_id"], {"client_id": t["client_id"], "tokens": 0, "last_call": None})
+        row["tokens"] += 1
+        used = t.get("last_used_at")
+        if used and (row["last_call"] is None or used > row["last_call"]):
+            row["last_call"] = used
+    used = sorted((r for r in out.values() if r["last_call"]), key=lambda r: r["last_call"], reverse=True)
+    return used + sorted((r for r in out.values() if not r["last_call"]), key=lambda r: r["client_id"])
 
 
 @screen("/tokens", scope="admin")

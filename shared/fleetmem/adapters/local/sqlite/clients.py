@@ -19,8 +19,14 @@ from fleetmem.adapters.local.sqlite.db import Database, dt_of, dt_opt, ms, ms_op
 from fleetmem.models import ClientRecord
 
 _CLIENT_COLS = "token_hash, token_id, tenant, client_id, scopes, created_at, revoked_at"
+_READ_COLS = f"{_CLIENT_COLS}, last_used_at"
 _client_of = row_model(
-    ClientRecord, _CLIENT_COLS, scopes=lambda v: frozenset(json.loads(v)), created_at=dt_of, revoked_at=dt_opt
+    ClientRecord,
+    _READ_COLS,
+    scopes=lambda v: frozenset(json.loads(v)),
+    created_at=dt_of,
+    revoked_at=dt_opt,
+    last_used_at=dt_opt,
 )
 
 
@@ -58,7 +64,7 @@ class SqliteClientStore:
         records: dict[str, ClientRecord | None] = seen.records
         if token_hash in records:
             return records[token_hash]
-        row = self.db.one(f"SELECT {_CLIENT_COLS} FROM clients WHERE token_hash = ?", (token_hash,))
+        row = self.db.one(f"SELECT {_READ_COLS} FROM clients WHERE token_hash = ?", (token_hash,))
         record = None if row is None else _client_of(row)
         records[token_hash] = record
         return record
@@ -66,9 +72,9 @@ class SqliteClientStore:
     def list(self, tenant: str | None = None) -> list[ClientRecord]:
         args: tuple[str, ...] = ()
         if tenant is None:
-            sql = f"SELECT {_CLIENT_COLS} FROM clients ORDER BY tenant, created_at, token_id"
+            sql = f"SELECT {_READ_COLS} FROM clients ORDER BY tenant, created_at, token_id"
         else:
-            sql = f"SELECT {_CLIENT_COLS} FROM clients WHERE tenant = ? ORDER BY created_at, token_id"
+            sql = f"SELECT {_READ_COLS} FROM clients WHERE tenant = ? ORDER BY created_at, token_id"
             args = (tenant,)
         return [_client_of(r) for r in self.db.all(sql, args)]
 
@@ -78,3 +84,6 @@ class SqliteClientStore:
         if tenant is None:
             return self.db.run(sql, (ms(at), token_id)) > 0
         return self.db.run(sql + " AND tenant = ?", (ms(at), token_id, tenant)) > 0
+
+    def touch(self, token_hash: str, *, at: datetime) -> None:
+        self.db.run("UPDATE clients SET last_used_at = ? WHERE token_hash = ?", (ms(at), token_hash))

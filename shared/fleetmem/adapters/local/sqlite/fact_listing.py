@@ -53,6 +53,7 @@ class SqliteFactListing(SqliteFactTable):
             ("entity_slug", where.entity_slug),
             ("session_id", where.session_id),
             ("kind", where.kind),
+            ("client_id", where.client_id),
         ):
             if value is not None:
                 sql += f" AND {column} = ?"

@@ -8,7 +8,7 @@ import sqlite3
 from fleetmem.errors import Unavailable
 from fleetmem.protocol import IDEMPOTENCY_LEASE_SECONDS, MENTION_LINK_TYPE
 
-SCHEMA_VERSION = 11
+SCHEMA_VERSION = 12
 # 2: D14 change sequences (pages/facts change_seq, cursors page_seq/fact_seq)
 # 3: links carry their source page's updated_at and visibility (backlinks read only what they return)
 # 4: idempotency claims carry a lease (lease_until) and a claim id
@@ -159,7 +159,8 @@ CREATE INDEX IF NOT EXISTS cursors_touched ON cursors (tenant, client_id, touche
 
 CREATE TABLE IF NOT EXISTS clients (
   token_hash TEXT PRIMARY KEY, token_id TEXT NOT NULL UNIQUE, tenant TEXT NOT NULL,
-  client_id TEXT NOT NULL, scopes TEXT NOT NULL, created_at INTEGER NOT NULL, revoked_at INTEGER
+  client_id TEXT NOT NULL, scopes TEXT NOT NULL, created_at INTEGER NOT NULL, revoked_at INTEGER,
+  last_used_at INTEGER
 );
 CREATE INDEX IF NOT EXISTS clients_tenant ON clients (tenant, created_at);
 
@@ -179,6 +180,7 @@ CREATE TABLE IF NOT EXISTS audit (
   detail TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS audit_subject ON audit (tenant, subject, at, id);
+CREATE INDEX IF NOT EXISTS audit_time ON audit (tenant, at, id);
 
 CREATE TABLE IF NOT EXISTS docs (
   id INTEGER PRIMARY KEY, tenant TEXT NOT NULL, doc_id TEXT NOT NULL,
@@ -263,6 +265,8 @@ def create_schema(conn: sqlite3.Connection) -> None:
         _migrate_9_to_10(conn)
     if 1 <= version <= 10:
         _migrate_10_to_11(conn)
+    if 1 <= version <= 11:
+        _migrate_11_to_12(conn)
     for stmt in _split_script(_SCHEMA):
         conn.execute(stmt)
     if version == 0:
@@ -329,6 +333,13 @@ def _migrate_10_to_11(conn: sqlite3.Connection) -> None:
         f"SELECT tenant, target, source_group, source_visibility, sum(first_to_target), "
         f"sum(type NOT IN ({_MENTIONS_SQL})) FROM links WHERE source <> target GROUP BY 1, 2, 3, 4"
     )
+
+
+def _migrate_11_to_12(conn: sqlite3.Connection) -> None:
+    """Schema 11 -> 12, inside the schema transaction: a credential's last use (the schema script
+    that runs next adds the audit index by time)."""
+    if "last_used_at" not in {r[1] for r in conn.execute("PRAGMA table_info(clients)")}:
+        conn.execute("ALTER TABLE clients ADD COLUMN last_used_at INTEGER")
 
 
 def _migrate_2_to_3(conn: sqlite3.Connection) -> None:
