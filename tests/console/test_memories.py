@@ -172,7 +172,9 @@ def test_search_with_filters_shows_only_matching_facts_with_their_times_and_no_t
     page.get_by_label("Search memory (recall)").fill("numbat")
     follow(page, page.get_by_role("button", name="Search"))
     hits = page.locator("ol.hits li")
-    assert hits.count() == 1 and hits.first.locator("a").get_attribute("href") == f"/console/facts/{liked['id']}"
+    # recall ranks (its meaning arm orders every fact): the preference first, and only preferences
+    assert hits.first.locator("a").get_attribute("href") == f"/console/facts/{liked['id']}"
+    assert all(" · preference · " in hit for hit in hits.all_inner_texts())
     assert page.locator("table.facts").count() == 0 and "Numbat colony" not in page.locator("main").inner_text()
     assert "kind=preference" in page.get_by_role("link", name="Back to the table of facts").get_attribute("href")
     # the hit's time: relative, the exact time on hover, never wrapped
