@@ -1,6 +1,6 @@
 """The console's entity screen in the browser: the card, facts newest first, open threads, the
-neighbourhood graph of links and backlinks (and the same as a list), not-found, stored markup,
-tenants apart."""
+neighbourhood graph of links and backlinks (whole labels inside the drawing, and the same as a
+table), not-found, stored markup, tenants apart."""
 
 from __future__ import annotations
 
@@ -62,8 +62,8 @@ def test_the_entity_card_facts_threads_and_neighbourhood(page: Any, seeded: dict
     nodes = page.locator("svg.graph a")
     targets = {nodes.nth(i).get_attribute("href") for i in range(nodes.count())}
     assert targets == {f"/console/entities/{s}" for s in (CORP, PROJ, EVIL)}
-    listed = page.locator("ul.links").inner_text()
-    assert f"links to {CORP}" in listed and f"linked from {PROJ}" in listed and f"c {XSS}" in listed
+    listed = page.locator("table.links").inner_text()
+    assert f"links to\t{CORP}" in listed and f"linked from\t{PROJ}" in listed and f"c {XSS}" in listed
     shot(page, "entity")
     page.locator(f"svg.graph a[href='/console/entities/{CORP}']").focus()  # keyboard-reachable
     with page.expect_navigation(wait_until="load"):
@@ -74,6 +74,83 @@ def test_the_entity_card_facts_threads_and_neighbourhood(page: Any, seeded: dict
     assert page.get_by_role("heading", level=1).inner_text() == f"Evil {XSS}"
     assert page.locator("main img, main script").count() == 0
     assert fired == []
+
+
+HUB = "projects/cwn-hub"
+#: Long slugs, set at every side of the hub (right, bottom, left, top): each label must show whole.
+LONG = [
+    f"projects/cwn-{n}-the-quarterly-planning-programme-of-the-payments-platform-team" for n in ("a", "b", "c", "d")
+]
+#: A backlink (a page linking to the hub) with a long slug of one unbroken run.
+LONG_IN = "notes/cwn-" + "x" * 70
+
+
+def svg_labels(page: Any) -> list[dict[str, Any]]:
+    """Each label of the neighbourhood graph: its text, whether its drawn box lies inside the SVG's
+    viewBox (and inside the SVG on screen), and the box itself."""
+    return page.locator("svg.graph").evaluate(
+        """svg => {
+          const vb = svg.viewBox.baseVal, screen = svg.getBoundingClientRect();
+          return [...svg.querySelectorAll('text')].map(t => {
+            const b = t.getBBox(), r = t.getBoundingClientRect();
+            return {
+              text: t.textContent,
+              title: t.closest('a') ? t.closest('a').querySelector('title').textContent : '',
+              inside: b.x >= vb.x && b.y >= vb.y && b.x + b.width <= vb.x + vb.width
+                && b.y + b.height <= vb.y + vb.height,
+              on_screen: r.left >= screen.left && r.top >= screen.top && r.right <= screen.right
+                && r.bottom <= screen.bottom,
+              box: [b.x, b.y, b.x + b.width, b.y + b.height],
+            };
+          });
+        }"""
+    )
+
+
+def test_the_neighbourhood_shows_whole_labels_inside_the_drawing_and_as_a_table(
+    page: Any, serve_console: Console
+) -> None:
+    w = serve_console.write
+    for slug in LONG:
+        v1(serve_console, w, "put_page", slug=slug, content="A programme.\n", title=slug.rsplit("/", 1)[1])
+    v1(
+        serve_console,
+        w,
+        "put_page",
+        slug=HUB,
+        content="The hub.\n",
+        title="Hub",
+        links=[{"type": "depends_on", "target": slug, "context": "since Q3"} for slug in LONG],
+    )
+    v1(
+        serve_console,
+        w,
+        "put_page",
+        slug=LONG_IN,
+        content="A note.\n",
+        title="Note",
+        links=[{"type": "about", "target": HUB}],
+    )
+    sign_in(page, serve_console, serve_console.read)
+    page.goto(f"{serve_console.base}/console/entities/{HUB}")
+    labels = svg_labels(page)
+    neighbours = [label for label in labels if label["title"]]
+    assert sorted(label["text"] for label in neighbours) == sorted([*LONG, LONG_IN])  # every label whole
+    assert all(label["inside"] and label["on_screen"] for label in labels), labels  # none clipped
+    for i, a in enumerate(labels):  # and none drawn over another
+        for b in labels[i + 1 :]:
+            apart = a["box"][2] <= b["box"][0] or b["box"][2] <= a["box"][0]
+            assert apart or a["box"][3] <= b["box"][1] or b["box"][3] <= a["box"][1], (a, b)
+    titles = {label["text"]: label["title"] for label in neighbours}
+    assert titles[LONG[0]] == f"→ depends_on: {LONG[0]}" and titles[LONG_IN] == f"← about: {LONG_IN}"
+    # the same neighbourhood as a table: the page's links and its backlink
+    rows = [r.split("\t") for r in page.locator("table.links tbody tr").all_inner_texts()]
+    assert sorted(rows) == sorted(
+        [["links to", slug, "depends_on", "since Q3"] for slug in LONG] + [["linked from", LONG_IN, "about", ""]]
+    )
+    shot(page, "entity-neighbourhood")
+    follow(page, page.locator("table.links").get_by_role("link", name=LONG_IN))
+    assert page.get_by_role("heading", level=1).inner_text() == "Note"
 
 
 def test_an_unknown_entity_is_a_not_found_page_with_a_search(page: Any, seeded: dict[str, Any]) -> None:

@@ -116,11 +116,26 @@ def test_a_bad_date_shows_the_servers_message_and_keeps_the_filters(page: Any, s
     page.get_by_label("Entity").fill(ENTITY)
     page.get_by_label("Created after").fill("last tuesday-ish")
     follow(page, page.get_by_role("button", name="Filter"))
-    alert = page.get_by_role("alert").inner_text()
-    assert "created_after" in alert and "invalid_params" in alert
+    alert = page.get_by_role("alert")
+    assert "created_after" in alert.inner_text() and "Not accepted." in alert.inner_text()
     assert page.get_by_label("Created after").input_value() == "last tuesday-ish"
     assert page.get_by_label("Entity").input_value() == ENTITY
     shot(page, "memories-bad-date")
+    # the page speaks to a person: what happened and what to do here, never the agent's suggestion
+    # or fix (tools and arguments), and the code only in the collapsed details
+    refused = httpx.post(
+        f"{serve_console.base}/v1/list_facts",
+        json={"entity": ENTITY, "created_after": "last tuesday-ish"},
+        headers={"Authorization": f"Bearer {serve_console.read}"},
+        timeout=60,
+    ).json()
+    agent_texts = [refused["suggestion"], *(str(v) for v in (refused.get("fix") or {}).values() if v)]
+    assert refused["code"] == "invalid_params" and agent_texts[0]
+    assert not [t for t in agent_texts if t in page.content()]
+    assert "invalid_params" not in alert.inner_text()
+    assert "Correct what you entered" in alert.inner_text()
+    alert.locator("summary").click()
+    assert "invalid_params" in alert.inner_text()
 
 
 def test_search_shows_fact_hits_in_rank_order_and_page_evidence(
@@ -140,6 +155,39 @@ def test_search_shows_fact_hits_in_rank_order_and_page_evidence(
     assert "page exists:" in row.inner_text()
     assert page.locator("img[src=x]").count() == 0 and not fired
     shot(page, "memories-search")
+
+
+def test_search_with_filters_shows_only_matching_facts_with_their_times_and_no_table(
+    page: Any, serve_console: Console
+) -> None:
+    w = serve_console.write
+    for n in range(3):
+        v1(serve_console, w, "remember", fact=f"Numbat colony {n} nests by the creek", provenance="survey", kind="fact")
+    liked = v1(
+        serve_console, w, "remember", fact="The ranger prefers numbat walks", provenance="survey", kind="preference"
+    )
+    sign_in(page, serve_console, serve_console.read)
+    page.goto(f"{serve_console.base}/console/memories?kind=preference")
+    assert page.locator("table.facts").count() == 1  # without a query: the table
+    page.get_by_label("Search memory (recall)").fill("numbat")
+    follow(page, page.get_by_role("button", name="Search"))
+    hits = page.locator("ol.hits li")
+    # recall ranks (its meaning arm orders every fact): the preference first, and only preferences
+    assert hits.first.locator("a").get_attribute("href") == f"/console/facts/{liked['id']}"
+    assert all(" · preference · " in hit for hit in hits.all_inner_texts())
+    assert page.locator("table.facts").count() == 0 and "Numbat colony" not in page.locator("main").inner_text()
+    assert "kind=preference" in page.get_by_role("link", name="Back to the table of facts").get_attribute("href")
+    # the hit's time: relative, the exact time on hover, never wrapped
+    time = hits.first.locator("time")
+    assert time.inner_text() == "just now" and time.get_attribute("title").endswith(" UTC")
+    assert time.evaluate("t => getComputedStyle(t).whiteSpace") == "nowrap"
+    page.get_by_label("Kind").select_option("")  # the same search without the filter finds the others too
+    follow(page, page.get_by_role("button", name="Filter"))
+    assert page.locator("ol.hits li", has_text="Numbat colony").count() == 3
+    follow(page, page.get_by_role("link", name="Back to the table of facts"))
+    cell = page.locator("table.facts tbody tr", has_text="The ranger prefers numbat walks").locator("td time")
+    assert cell.get_attribute("title").endswith(" UTC") and cell.get_attribute("datetime")
+    assert cell.evaluate("t => getComputedStyle(t).whiteSpace") == "nowrap"
 
 
 def test_stored_markup_in_text_and_provenance_renders_inert(

@@ -143,7 +143,7 @@ def test_malformed_frontmatter_shows_put_pages_message_and_keeps_the_text(page: 
     page.get_by_label("Content (markdown with YAML frontmatter)").fill(bad)
     follow(page, page.get_by_role("button", name="Save"))
     alert = page.get_by_role("alert").inner_text()
-    assert "invalid_params" in alert and "frontmatter" in alert
+    assert "Not accepted." in alert and "frontmatter" in alert
     assert page.get_by_label("Content (markdown with YAML frontmatter)").input_value() == bad
     shot(page, "page-edit-refused")
 

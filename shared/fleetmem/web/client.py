@@ -32,6 +32,22 @@ NEXT_STEPS = {
     "conflict": "Reload the page to see the current state, then try again.",
 }
 NEXT_STEP_DEFAULT = "Reload the page and try again; if it keeps failing, tell this memory's operator."
+#: What happened, said to a person, by the refusal's code (the code itself is for an agent and is
+#: only in the collapsed details of the message).
+HEADLINES = {
+    "unauthorized": "Not signed in",
+    "scope_denied": "Not allowed with this token",
+    "forbidden": "Not allowed",
+    "step_up_required": "Not confirmed",
+    "confirmation_required": "Not confirmed",
+    "not_found": "Not found",
+    "invalid_params": "Not accepted",
+    "rate_limited": "Too many attempts",
+    "payload_too_large": "Too long",
+    "conflict": "Changed meanwhile",
+    "unavailable": "Memory did not answer",
+}
+HEADLINE_DEFAULT = "Not done"
 
 
 @dataclass
@@ -46,6 +62,11 @@ class ToolFailed(Exception):
 
     def __str__(self) -> str:
         return f"{self.code}: {self.message}"
+
+    @property
+    def headline(self) -> str:
+        """What happened, in a few words for a person."""
+        return HEADLINES.get(self.code, HEADLINE_DEFAULT)
 
 
 class ToolClient:
