@@ -201,3 +201,28 @@ def test_a_tiny_floor_run_reports_every_call_with_ratios_to_health(fm: Fleetmem)
     table = fm("bench", "floor", "--calls", "2", "--rounds", "1", "--warmup", "0", data_dir=False)
     assert table.code == 0, table.stderr
     assert "| tools/call whoami | 2 |" in table.stdout and "| p50 / health |" in table.stdout
+
+
+def test_recall_arms_bench_reaches_every_part_and_leaves_no_wrapper_behind(fm: Fleetmem, tmp_path: Path) -> None:
+    """`bench recall-arms` on a tiny latency corpus: one row per part, each part really reached by the
+    calls (its wrapper saw time), and the functions it wraps are the originals again afterwards. The
+    shape only; the timings are printed, never compared."""
+    from fleetmem.adapters.local.sqlite.search import SqliteSearchIndex
+    from fleetmem.bench import recall_arms
+    from fleetmem.memory import search
+
+    owners = [SqliteSearchIndex if owner == recall_arms.INDEX else owner for _, owner, _ in recall_arms.PARTS]
+    names = [name for _, _, name in recall_arms.PARTS]
+    originals = [getattr(owner, name) for owner, name in zip(owners, names, strict=True)]
+    report = recall_arms.run_arms(tmp_path / "arms", pages=60, runs=4, embedder="hash")
+    assert [getattr(owner, name) for owner, name in zip(owners, names, strict=True)] == originals
+    assert search.query_vector is originals[0] and SqliteSearchIndex._keyword is originals[2]
+    rows = {row["part"]: row for row in report["rows"]}
+    assert len(rows) == len(recall_arms.PARTS) + 2
+    for label, _, _ in recall_arms.PARTS:
+        assert rows[label]["calls_reached"] == 4, label
+    run = fm(
+        "bench", "recall-arms", "--pages", "60", "--runs", "2", "--data-dir", str(tmp_path / "cli"), data_dir=False
+    )
+    assert run.code == 0, run.stderr
+    assert "| keyword arm (`_keyword`: FTS5 BM25) |" in run.stdout and "| whole call |" in run.stdout

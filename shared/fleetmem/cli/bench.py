@@ -19,20 +19,28 @@ def add_commands(sub: Any, common: Parser) -> None:
         help="latency/throughput benchmark; `bench quality`: search quality; `bench search`: embedding and "
         "hybrid recall speed, vector memory; `bench updates`: update notices on the labelled fact pairs "
         "`bench batch`: one remember of 20 items vs 20 single remembers; `bench entity-names`: one entity of "
-        "50 names vs 5 single entity calls; `bench floor`: the per-call floor of a no-op call against GET /health "
+        "50 names vs 5 single entity calls; `bench floor`: the per-call floor of a no-op call against GET /health; "
+        "`bench recall-arms`: recall by query's time per arm (embedding, keyword, cosine scan, vector, the rest) "
         "(`fleetmem bench --help`)",
     )
     p.add_argument("rest", nargs=argparse.REMAINDER, help="[latency|quality] and the benchmark's options")
     p.set_defaults(handler=cmd_bench)
 
 
+#: The benchmarks `fleetmem bench` names (default: latency).
+BENCHES = ("latency", "quality", "search", "console", "updates", "batch", "entity-names", "floor", "recall-arms")
+
+
 def cmd_bench(args: argparse.Namespace, out: Output) -> int:
     rest = list(args.rest)
-    what = (
-        rest.pop(0)
-        if rest and rest[0] in ("latency", "quality", "search", "console", "updates", "batch", "entity-names", "floor")
-        else "latency"
-    )
+    what = rest.pop(0) if rest and rest[0] in BENCHES else "latency"
+    if what == "recall-arms":
+        from fleetmem.bench.recall_arms import main as arms_main
+
+        if getattr(args, "data_dir", None) and "--data-dir" not in rest:
+            rest += ["--data-dir", str(args.data_dir)]  # the global option took it: it names the corpus
+        out.text(arms_main(rest))
+        return EXIT_OK
     if what == "floor":
         from fleetmem.bench.floor import main as floor_main
 

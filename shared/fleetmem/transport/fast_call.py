@@ -11,8 +11,9 @@ steps, in the SDK's order, without that machinery:
    `jsonrpc_message_adapter`), the params checked for the protocol version
    (`methods.validate_client_request`) and validated as the registered handler's params type;
 2. the handler the server registered for `tools/call` (`mcp_app.ToolCalls`) run with the request;
-3. its result dumped and sieved for the version (`methods.serialize_server_result`) and framed as
-   the `JSONRPCResponse` the SDK writes, in the same `Response` (status, headers, bytes).
+3. its result sieved for the version (`methods.serialize_server_result`, over the result's frame
+   only: `sieved_result`) and framed as the `JSONRPCResponse` the SDK writes, in the same
+   `Response` (status, headers, bytes); the answer's body is serialised once, there.
 
 Anything else — a notification, a batch, another method, a 2026-era request, params the SDK would
 refuse — returns None BEFORE any tool runs, and the SDK answers it as always. The answer is the
@@ -33,10 +34,12 @@ from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
 from mcp_types import (
     DEFAULT_NEGOTIATED_VERSION,
     INTERNAL_ERROR,
+    CallToolResult,
     ErrorData,
     JSONRPCError,
     JSONRPCRequest,
     JSONRPCResponse,
+    TextContent,
     jsonrpc_message_adapter,
 )
 from mcp_types import methods as _methods
@@ -101,7 +104,7 @@ class FastToolCalls:
             body = JSONRPCError(jsonrpc="2.0", id=message.id, error=result)
         else:
             try:
-                dumped = _methods.serialize_server_result(METHOD, version, _dump_result(result))
+                dumped = sieved_result(result, version)
             except ValidationError:
                 log.exception("handler for %r returned an invalid result", METHOD)
                 invalid = ErrorData(code=INTERNAL_ERROR, message="Handler returned an invalid result")
@@ -113,6 +116,39 @@ class FastToolCalls:
             status_code=200,
             headers={"Content-Type": CONTENT_TYPE_JSON},
         )
+
+
+def sieved_result(result: Any, version: str) -> dict[str, Any]:
+    """`serialize_server_result(METHOD, version, _dump_result(result))` without walking the answer's
+    body three more times: the version's sieve runs over the result's frame (every text block's
+    text blanked, `structuredContent` an empty object), and the text and the body are put back
+    unchanged into the sieved frame, where `model_dump_json` of the response serialises them once.
+    Both were validated when the result was built (`str`, `dict[str, Any]`), and the sieve neither
+    changes a string nor looks inside `structuredContent`, so the bytes are the SDK's
+    (tests/transport/test_serialise_once.py). Anything else takes the SDK's own steps."""
+    if not isinstance(result, CallToolResult):
+        return _methods.serialize_server_result(METHOD, version, _dump_result(result))
+    texts = [c.text if isinstance(c, TextContent) else None for c in result.content]
+    body = result.structured_content
+    frame = result.model_copy(
+        update={
+            "content": [
+                c if t is None else c.model_copy(update={"text": ""})
+                for c, t in zip(result.content, texts, strict=True)
+            ],
+            "structured_content": None if body is None else {},
+        }
+    )
+    dumped = _methods.serialize_server_result(METHOD, version, _dump_result(frame))
+    content = dumped.get("content")
+    if not isinstance(content, list) or len(content) != len(texts):
+        return _methods.serialize_server_result(METHOD, version, _dump_result(result))  # a sieve that reshapes
+    for item, text in zip(content, texts, strict=True):
+        if text is not None:
+            item["text"] = text
+    if body is not None and "structuredContent" in dumped:
+        dumped["structuredContent"] = body
+    return dumped
 
 
 def _passes_tools_call(middleware: Any) -> bool:
