@@ -132,3 +132,49 @@ def test_a_foreign_tenants_facts_are_never_counted(bdeps):
         save(d, theirs, fact=f"Their Ada fact {n}", entity=ADA)
     assert counts(d, mine)[ADA] == (0, None)
     assert counts(d, theirs)[ADA][0] == 3
+
+
+def test_a_schema_12_data_directory_gets_the_covering_entity_index_on_open(tmp_path: Any) -> None:
+    """Schema 12 -> 13: `facts_entity` is re-made with the state columns the counts read, so an
+    entity's facts are counted from the index alone (SQLite only; DynamoDB has no schema)."""
+    import sqlite3
+
+    from fleetmem.adapters.local import open_local
+    from fleetmem.adapters.local.ids import SortableIds
+    from fleetmem.ports import Deps
+
+    def opened() -> Any:
+        stores = open_local(tmp_path)
+        deps = Deps.over(stores, clock=FixedClock(to_ms(datetime.now(UTC))), ids=SortableIds(), llm=None)
+        return stores, dataclasses.replace(deps, embedder=HashEmbedder(dim=8))
+
+    stores, d = opened()
+    agent = who(d, tenant="t-mig")
+    page(d, agent, ADA)
+    save(d, agent, fact="Ada prefers tea", entity=ADA)
+    stores.close()
+    db = sqlite3.connect(tmp_path / "fleetmem.db")
+    with db:  # back to schema 12: the entity index without the state columns
+        db.execute("DROP INDEX facts_entity")
+        db.execute("CREATE INDEX facts_entity ON facts (tenant, entity_slug, created_at, seq)")
+        db.execute("PRAGMA user_version = 12")
+    db.close()
+    stores, d = opened()
+    try:
+        assert counts(d, agent)[ADA][0] == 1
+    finally:
+        stores.close()
+    db = sqlite3.connect(tmp_path / "fleetmem.db")
+    try:
+        columns = [r[2] for r in db.execute("PRAGMA index_info(facts_entity)")]
+        plan = db.execute(
+            "EXPLAIN QUERY PLAN SELECT entity_slug, count(*), max(expired_at), max(valid_until) FROM facts "
+            "WHERE tenant = ? AND entity_slug IN (?, ?) AND visibility = 'world' AND superseded_by IS NULL "
+            "GROUP BY entity_slug",
+            ("t-mig", ADA, ACME),
+        ).fetchall()
+    finally:
+        db.close()
+    assert columns[:4] == ["tenant", "entity_slug", "created_at", "seq"]
+    assert {"visibility", "expired_at", "superseded_by", "valid_until"} <= set(columns)
+    assert "COVERING INDEX facts_entity" in plan[0][3]
