@@ -127,6 +127,7 @@ def test_every_tool_answers_bodies_that_match_its_result_model(deps: Deps, clock
     call("get_page", slug="people/alice-example")
     call("list_pages", limit=1)
     call("list_pages", type="person")
+    call("list_pages", with_counts=True)
     call("trace_fact", id=first["id"])
     call("whoami")
     call("list_facts", state="any", limit=2)

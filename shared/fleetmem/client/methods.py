@@ -93,9 +93,9 @@ class _ToolMethods:
         """List this brain's live delta sessions (heartbeats, followers), most recently woken first: client, session, position, last wake, when it expires, and how many page and fact changes its next wake would deliver (counted up to 1000). Example: {"limit": 50}."""
         return self._tool("list_followers", {"limit": limit})
 
-    def list_pages(self, *, limit: int | None = None, cursor: str | None = None, type: str | None = None) -> ListPagesResult:
-        """List pages by slug, 50 per call by default (limit up to 200), optionally of one type. Pass the returned next_cursor as cursor to continue; next_cursor null means the end. Example: {"type": "person", "limit": 100}."""
-        return self._tool("list_pages", {"limit": limit, "cursor": cursor, "type": type})
+    def list_pages(self, *, limit: int | None = None, cursor: str | None = None, type: str | None = None, with_counts: bool | None = None) -> ListPagesResult:
+        """List pages by slug, 50 per call by default (limit up to 200), optionally of one type. Pass the returned next_cursor as cursor to continue; next_cursor null means the end. with_counts=true adds each page's active fact count and when its facts last changed. Example: {"type": "person", "limit": 100}."""
+        return self._tool("list_pages", {"limit": limit, "cursor": cursor, "type": type, "with_counts": with_counts})
 
     def list_tokens(self) -> ListTokensResult:
         """Admin: list this brain's API tokens (token_id, client, scopes, created, revoked, last used); never the tokens themselves. Takes no arguments. Revoke one with revoke_token(token_id=...)."""
@@ -194,9 +194,9 @@ class _AsyncToolMethods:
         """List this brain's live delta sessions (heartbeats, followers), most recently woken first: client, session, position, last wake, when it expires, and how many page and fact changes its next wake would deliver (counted up to 1000). Example: {"limit": 50}."""
         return await self._tool("list_followers", {"limit": limit})
 
-    async def list_pages(self, *, limit: int | None = None, cursor: str | None = None, type: str | None = None) -> ListPagesResult:
-        """List pages by slug, 50 per call by default (limit up to 200), optionally of one type. Pass the returned next_cursor as cursor to continue; next_cursor null means the end. Example: {"type": "person", "limit": 100}."""
-        return await self._tool("list_pages", {"limit": limit, "cursor": cursor, "type": type})
+    async def list_pages(self, *, limit: int | None = None, cursor: str | None = None, type: str | None = None, with_counts: bool | None = None) -> ListPagesResult:
+        """List pages by slug, 50 per call by default (limit up to 200), optionally of one type. Pass the returned next_cursor as cursor to continue; next_cursor null means the end. with_counts=true adds each page's active fact count and when its facts last changed. Example: {"type": "person", "limit": 100}."""
+        return await self._tool("list_pages", {"limit": limit, "cursor": cursor, "type": type, "with_counts": with_counts})
 
     async def list_tokens(self) -> ListTokensResult:
         """Admin: list this brain's API tokens (token_id, client, scopes, created, revoked, last used); never the tokens themselves. Takes no arguments. Revoke one with revoke_token(token_id=...)."""

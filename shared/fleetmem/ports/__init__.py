@@ -35,6 +35,7 @@ from fleetmem.models import (
 )
 from fleetmem.ports.facts import (
     DecisionPool,
+    EntityFacts,
     FactDecisions,
     FactFeed,
     FactFilter,
@@ -397,6 +398,7 @@ class CallContext:
 __all__ = [
     "ActivityFilter",
     "DecisionPool",
+    "EntityFacts",
     "FactDecisions",
     "FactFeed",
     "FactFilter",

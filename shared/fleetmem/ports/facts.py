@@ -68,6 +68,16 @@ class FactTallies:
     per_day: dict[str, int]
 
 
+@dataclass(frozen=True)
+class EntityFacts:
+    """One entity's facts as the entity index shows them (`FactListing.entity_tallies`): how many
+    are active, and the latest time one of them changed — written (`created_at`), forgotten or
+    superseded (`expired_at`), or lapsed (a `valid_until` already passed) — None with no fact."""
+
+    active: int = 0
+    changed_at: datetime | None = None
+
+
 # -- each method's keyword options, written once (`fleetmem.ports.options`) ------------------------
 
 
@@ -343,6 +353,14 @@ class FactListing(Protocol):
     def tallies(self, tenant: str, *, now: datetime, world_only: bool, since: datetime, top: int = 10) -> FactTallies:
         """memory_stats: the tenant's fact counts (`FactTallies`; `per_day` from the UTC day of
         `since`, `busiest` the `top` entities by active facts, most first, then by slug)."""
+        ...
+
+    def entity_tallies(
+        self, tenant: str, slugs: Sequence[str], *, now: datetime, world_only: bool
+    ) -> dict[str, EntityFacts]:
+        """list_pages(with_counts): `EntityFacts` of each slug (at `now`; `world_only` leaves private
+        facts out of the count and the time), in one read for all of them; a slug without a fact
+        the caller may see is missing from the answer."""
         ...
 
     def by_entity(self, tenant: str, entity_slug: str, **opts: Unpack[FactReadOptions]) -> list[Fact]:

@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
+from functools import partial
 from typing import Any, Unpack
 
 from fleetmem.adapters.aws import keys
-from fleetmem.adapters.aws.dynamo import query_all, ts
+from fleetmem.adapters.aws.dynamo import parallel, parse_ts, query_all, ts
 from fleetmem.adapters.aws.fact_table import FactTable, fact_items, item_to_fact
 from fleetmem.models import Fact, provenance_matches
-from fleetmem.ports import FactTallies
+from fleetmem.ports import EntityFacts, FactTallies
 from fleetmem.ports.facts import FactList, FactListOptions, FactRead, FactReadOptions, keep_card_facts
+
+#: What an entity's fact counts read of each fact: the keys `fact_items` checks (pk, tenant, typ),
+#: its visibility and the times that decide its state and its last change.
+_TALLY_ATTRS = ("pk", "tenant", "typ", "visibility", "created_at", "expired_at", "superseded_by", "valid_until")
 
 
 class DynamoFactListing(FactTable):
@@ -24,6 +30,36 @@ class DynamoFactListing(FactTable):
 
     def recent(self, tenant: str, **opts: Unpack[FactReadOptions]) -> list[Fact]:
         return self._read(tenant, "by_time", "tp", keys.tenant(tenant), FactRead.of(opts))
+
+    def entity_tallies(
+        self, tenant: str, slugs: Sequence[str], *, now: datetime, world_only: bool
+    ) -> dict[str, EntityFacts]:
+        """A Query of each slug's `by_entity` range, projecting only the key and state attributes
+        (`_TALLY_ATTRS`), all of them at once (`dynamo.parallel`, bounded by its worker pool); each
+        is one request per page of the entity's facts. No table scan."""
+        wanted = list(dict.fromkeys(slugs))
+        found = parallel([partial(self._tally, tenant, s, now, world_only) for s in wanted])
+        return {s: t for s, t in zip(wanted, found, strict=True) if t is not None}
+
+    def _tally(self, tenant: str, slug: str, now: datetime, world_only: bool) -> EntityFacts | None:
+        req = self._index_request(
+            "by_entity",
+            "ent = :k",
+            {":k": {"S": keys.key(tenant, slug)}},
+            ProjectionExpression=", ".join(_TALLY_ATTRS),
+        )
+        active, latest, seen = 0, "", False
+        at = ts(now) or ""
+        for item in fact_items(query_all(self._db, req), tenant):
+            if world_only and item.get("visibility", "world") != "world":
+                continue
+            seen = True
+            lapsed = item.get("valid_until") if item.get("valid_until") and item["valid_until"] <= at else None
+            if not item.get("expired_at") and not item.get("superseded_by") and not lapsed:
+                active += 1
+            # wire timestamps are fixed width: string order is time order
+            latest = max(latest, *(str(item.get(a) or "") for a in ("created_at", "expired_at")), str(lapsed or ""))
+        return EntityFacts(active=active, changed_at=parse_ts(latest or None)) if seen else None
 
     def _read(self, tenant: str, index: str, attr: str, key: str, q: FactRead) -> list[Fact]:
         """by_entity, by_session, recent: one index's range, newest first, as `q` asks. The three

@@ -6,7 +6,6 @@ it."""
 
 from __future__ import annotations
 
-import asyncio
 from datetime import UTC, datetime
 from typing import Any
 
@@ -89,9 +88,8 @@ async def entity_page(
     )
 
 
-#: Entities listed a screen at a time (`list_pages`), and list_facts calls run at once for their counts.
+#: Entities listed a screen at a time (`list_pages`).
 INDEX_SIZE = 50
-INDEX_CONCURRENCY = 8
 #: How the index may be sorted (within the entities shown): name, most facts, latest change.
 INDEX_SORTS = ("name", "facts", "changed")
 
@@ -104,33 +102,23 @@ def _latest(*times: str | None) -> str:
 
 @screen("/entities")
 async def entity_index(view: View) -> Response:
-    """Every entity page (`list_pages`, a type filter, `next_cursor`), each with its active facts
-    (`list_facts` for the entity, counted up to its page of 200) and its last change (the page's
-    update or its newest fact, whichever is later), sortable within the entities shown."""
+    """Every entity page with its active facts and last change in one read (`list_pages` with
+    `with_counts`, a type filter, `next_cursor`): the last change is the page's update or its
+    facts' latest change, whichever is later; sortable within the entities shown."""
     kind, cursor = view.field("type").strip(), view.field("cursor").strip()
     sort = view.field("sort", "name").strip()
     sort = sort if sort in INDEX_SORTS else "name"
     arguments: dict[str, Any] = {
         "limit": INDEX_SIZE,
+        "with_counts": True,
         **({"type": kind} if kind else {}),
         **({"cursor": cursor} if cursor else {}),
     }
     listing, error = await view.attempt("list_pages", arguments)
-    pages = (listing or {}).get("pages") or []
-    gate = asyncio.Semaphore(INDEX_CONCURRENCY)
-
-    async def row(page: dict[str, Any]) -> dict[str, Any]:
-        async with gate:
-            facts, failed = await view.attempt("list_facts", {"entity": page["slug"], "limit": FACTS_CHECKED})
-        listed = (facts or {}).get("facts") or []
-        return {
-            **page,
-            "facts": None if failed else len(listed),
-            "more": bool((facts or {}).get("next_cursor")),
-            "changed": _latest(page.get("updated_at"), listed[0]["created_at"] if listed else None),
-        }
-
-    rows = await asyncio.gather(*(row(p) for p in pages))
+    rows = [
+        {**page, "changed": _latest(page.get("updated_at"), page.get("facts_changed_at"))}
+        for page in (listing or {}).get("pages") or []
+    ]
     if sort == "facts":
         rows.sort(key=lambda r: -(r["facts"] or 0))
     elif sort == "changed":

@@ -8,7 +8,7 @@ import sqlite3
 from fleetmem.errors import Unavailable
 from fleetmem.protocol import IDEMPOTENCY_LEASE_SECONDS, MENTION_LINK_TYPE
 
-SCHEMA_VERSION = 12
+SCHEMA_VERSION = 13
 # 2: D14 change sequences (pages/facts change_seq, cursors page_seq/fact_seq)
 # 3: links carry their source page's updated_at and visibility (backlinks read only what they return)
 # 4: idempotency claims carry a lease (lease_until) and a claim id
@@ -21,6 +21,9 @@ SCHEMA_VERSION = 12
 #    page's first link to its target (entity's referenced_by counts pages from the index, D35)
 # 11: `link_groups`, a target's linking pages and links counted per group and visibility, kept by
 #    triggers on `links` (entity's referenced_by totals without a scan of a hub's link rows)
+# 12: a credential's last use, the audit log indexed by time
+# 13: `facts_entity` carries the columns an entity's fact counts read (visibility and state), so
+#    list_pages(with_counts) and the entity card count from the index alone
 
 #: A target's linking pages counted per (group, visibility) (entity's referenced_by totals and the
 #: card's backlink count, D35): `pages` sums `first_to_target` (distinct linking pages), `typed`
@@ -74,7 +77,9 @@ CREATE TABLE IF NOT EXISTS facts (
   vector BLOB, vector_model TEXT, change_seq INTEGER NOT NULL DEFAULT 0, content_origin TEXT,
   UNIQUE (tenant, fact_id)
 );
-CREATE INDEX IF NOT EXISTS facts_entity ON facts (tenant, entity_slug, created_at, seq);
+CREATE INDEX IF NOT EXISTS facts_entity ON facts (
+  tenant, entity_slug, created_at, seq, visibility, expired_at, superseded_by, valid_until
+);
 CREATE INDEX IF NOT EXISTS facts_session ON facts (tenant, session_id, created_at, seq);
 CREATE INDEX IF NOT EXISTS facts_created ON facts (tenant, created_at, seq);
 CREATE INDEX IF NOT EXISTS facts_change ON facts (tenant, change_seq);
@@ -267,6 +272,8 @@ def create_schema(conn: sqlite3.Connection) -> None:
         _migrate_10_to_11(conn)
     if 1 <= version <= 11:
         _migrate_11_to_12(conn)
+    if 1 <= version <= 12:
+        conn.execute("DROP INDEX IF EXISTS facts_entity")  # the schema script re-creates it covering
     for stmt in _split_script(_SCHEMA):
         conn.execute(stmt)
     if version == 0:
