@@ -78,6 +78,29 @@ class Refused(Exception):
         self.error, self.description = error, description
 
 
+def complete_authorization(http: httpx.Client, url: str, *, person: str, redirect_uri: str) -> str:
+    """Follow an authorization request as a person's browser would, logging in as `person` and
+    consenting on the provider's forms: the redirect to `redirect_uri` it ends in (code or error)."""
+    for _ in range(12):
+        r = http.get(url)
+        if r.status_code in (302, 303):
+            url = urljoin(url, r.headers["location"])
+            if url.startswith(redirect_uri):
+                return url
+            continue
+        if r.status_code == 200 and "/interaction/" in url:
+            prompt = "login" if 'name="login"' in r.text else "consent"
+            form = {"prompt": prompt, **({"login": person, "password": "x"} if prompt == "login" else {})}
+            action = re.search(r'action="([^"]+)"', r.text)
+            target = urljoin(url, action.group(1)) if action else url
+            r = http.post(target, data=form)
+            assert r.status_code in (302, 303), r.text[:300]
+            url = urljoin(target, r.headers["location"])
+            continue
+        raise Refused("unexpected_answer", f"{r.status_code} {r.text[:200]}")
+    raise Refused("too_many_redirects")
+
+
 class PersonClient:
     """A public OAuth client (a person's assistant) registered dynamically at `issuer`."""
 
@@ -125,24 +148,7 @@ class PersonClient:
         if challenge is not None:
             params.update({"code_challenge": challenge, "code_challenge_method": method})
         url = f"{self.meta['authorization_endpoint']}?{urlencode(params)}"
-        for _ in range(12):
-            r = self.http.get(url)
-            if r.status_code in (302, 303):
-                url = urljoin(url, r.headers["location"])
-                if url.startswith(self.redirect_uri):
-                    return self._code(url)
-                continue
-            if r.status_code == 200 and "/interaction/" in url:
-                prompt = "login" if 'name="login"' in r.text else "consent"
-                form = {"prompt": prompt, **({"login": person, "password": "x"} if prompt == "login" else {})}
-                action = re.search(r'action="([^"]+)"', r.text)
-                target = urljoin(url, action.group(1)) if action else url
-                r = self.http.post(target, data=form)
-                assert r.status_code in (302, 303), r.text[:300]
-                url = urljoin(target, r.headers["location"])
-                continue
-            raise Refused("unexpected_answer", f"{r.status_code} {r.text[:200]}")
-        raise Refused("too_many_redirects")
+        return self._code(complete_authorization(self.http, url, person=person, redirect_uri=self.redirect_uri))
 
     def _code(self, url: str) -> str:
         query = parse_qs(urlsplit(url).query)

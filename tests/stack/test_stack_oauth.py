@@ -11,10 +11,12 @@ the next request without waiting."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import uuid
 from collections.abc import Iterator
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 import httpx
 import pytest
@@ -161,3 +163,72 @@ def test_a_refreshed_token_works_and_revocation_ends_both_ways(people_stack, oau
     stores.clients.revoke(record.token_id, at=SystemClock().now())
     refused = whoami(people_stack, fresh.access_token)
     assert refused.status_code == 403, refused.text
+
+
+def test_the_official_mcp_client_discovers_registers_signs_in_and_calls(people_stack, oauth_issuer):
+    """The MCP Python SDK's `OAuthClientProvider` from the stage's 401: the protected-resource
+    metadata, the authorization server's metadata, dynamic registration, code + PKCE with the
+    resource indicator, token, then the call. Only the person's browser is scripted (the provider's
+    login and consent forms, posted with httpx)."""
+    import httpx2
+    from mcp.client import Client as McpClient
+    from mcp.client.auth import OAuthClientProvider
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared.auth import AuthorizationCodeResult, OAuthClientMetadata
+
+    from tests.oauth.authorization_server import REDIRECT_URI, complete_authorization
+
+    sub, tenant, _ = person(people_stack, oauth_issuer, ["read", "write"])
+    landed: list[str] = []
+
+    class Memory:
+        tokens: Any = None
+        client: Any = None
+
+        async def get_tokens(self) -> Any:
+            return self.tokens
+
+        async def set_tokens(self, tokens: Any) -> None:
+            self.tokens = tokens
+
+        async def get_client_info(self) -> Any:
+            return self.client
+
+        async def set_client_info(self, info: Any) -> None:
+            self.client = info
+
+    async def browser(url: str) -> None:
+        with httpx.Client(timeout=10, follow_redirects=False) as http:
+            landed.append(complete_authorization(http, url, person=sub, redirect_uri=REDIRECT_URI))
+
+    async def callback() -> AuthorizationCodeResult:
+        query = parse_qs(urlsplit(landed[-1]).query)
+        return AuthorizationCodeResult(
+            code=query["code"][0], state=query.get("state", [None])[0], iss=query.get("iss", [None])[0]
+        )
+
+    storage = Memory()
+    auth = OAuthClientProvider(
+        people_stack.mcp_url,
+        OAuthClientMetadata(
+            redirect_uris=[REDIRECT_URI],
+            grant_types=["authorization_code", "refresh_token"],
+            response_types=["code"],
+            token_endpoint_auth_method="none",
+            client_name="sdk assistant",
+        ),
+        storage,
+        redirect_handler=browser,
+        callback_handler=callback,
+    )
+
+    async def call() -> dict[str, Any]:
+        async with httpx2.AsyncClient(auth=auth, timeout=60) as http:
+            async with McpClient(streamable_http_client(people_stack.mcp_url, http_client=http)) as mcp:
+                result = await mcp.call_tool("whoami", {})
+                return dict(result.structured_content or json.loads(result.content[0].text))
+
+    me = asyncio.run(call())
+    assert me["tenant"] == tenant
+    assert set(me["scopes"]) == {"read", "write"}  # the 401's scope asked for, capped by the mapping
+    assert storage.client is not None and storage.tokens is not None  # registered, then signed in
