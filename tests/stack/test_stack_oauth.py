@@ -13,8 +13,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import subprocess
+import sys
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -232,3 +236,36 @@ def test_the_official_mcp_client_discovers_registers_signs_in_and_calls(people_s
     assert me["tenant"] == tenant
     assert set(me["scopes"]) == {"read", "write"}  # the 401's scope asked for, capped by the mapping
     assert storage.client is not None and storage.tokens is not None  # registered, then signed in
+
+
+def fleetmem(stack: Stack, *args: str) -> dict:
+    """The real CLI on the stack's clients table (`--backend aws`), as a stage's operator runs it."""
+    cli = Path(sys.executable).parent / "fleetmem"
+    done = subprocess.run(
+        [str(cli), *args, "--backend", "aws", "--json"],
+        env={**os.environ, **stack.client_env()},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return dict(json.loads(done.stdout))
+
+
+def test_the_operator_maps_and_unmaps_a_person_with_the_cli(people_stack, oauth_issuer, assistant):
+    sub, tenant = f"person-{uuid.uuid4().hex[:8]}", f"people-{uuid.uuid4().hex[:6]}"
+    tokens = assistant.sign_in(person=sub, resource=people_stack.mcp_url)
+    assert whoami(people_stack, tokens.access_token).status_code == 403  # not mapped yet
+    mapped = fleetmem(
+        people_stack,
+        *("token", "map-person", "--issuer", oauth_issuer, "--subject", sub),
+        *("--tenant", tenant, "--client", "phone", "--scopes", "read"),
+    )
+    assert mapped["mapped"] is True and mapped["token_id"].startswith("per_")
+    me = identity(whoami(people_stack, tokens.access_token))  # the next request: the cache TTL is 0
+    assert (me["tenant"], me["client_id"], me["scopes"]) == (tenant, "phone", ["read"])
+    listed = fleetmem(people_stack, "token", "list", "--tenant", tenant)["tokens"]
+    assert [t["token_id"] for t in listed] == [mapped["token_id"]]
+    fleetmem(people_stack, "token", "revoke", mapped["token_id"])
+    assert whoami(people_stack, tokens.access_token).status_code == 403
