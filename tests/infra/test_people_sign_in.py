@@ -29,7 +29,7 @@ def env_of(synth, handler: str) -> dict:
     return dict(fn["Environment"]["Variables"])
 
 
-def test_the_authorizer_checks_people_tokens_for_this_stages_mcp_resource(people_synth):
+def test_the_authorizer_checks_people_tokens_for_this_stages_mcp_resource(people_synth, domain_synth):
     env = env_of(people_synth, "functions.authorizer.handler.handler")
     assert env[ENV_OAUTH_ISSUER] == ISSUER.rstrip("/")
     assert env[ENV_OAUTH_JWKS_URL] == "https://login.example.com/.well-known/jwks.json"
@@ -37,11 +37,9 @@ def test_the_authorizer_checks_people_tokens_for_this_stages_mcp_resource(people
     assert "execute-api" in resource and "/mcp" in resource  # the stage's own execute-api URL + /mcp
     edge = env_of(people_synth, "functions.mcp.handler.handler")
     assert edge[ENV_AUTHORIZATION_SERVER] == ISSUER.rstrip("/")
-
-
-def test_without_oauth_the_authorizer_knows_no_people_issuer(domain_synth):
-    env = env_of(domain_synth, "functions.authorizer.handler.handler")
-    assert not {ENV_OAUTH_ISSUER, ENV_OAUTH_JWKS_URL, ENV_OAUTH_RESOURCE} & set(env)
+    # a stage without `oauth` trusts no people's issuer
+    machines_only = env_of(domain_synth, "functions.authorizer.handler.handler")
+    assert not {ENV_OAUTH_ISSUER, ENV_OAUTH_JWKS_URL, ENV_OAUTH_RESOURCE} & set(machines_only)
 
 
 def test_the_401_names_metadata_and_scopes_and_a_deny_is_403_in_the_envelope(people_synth):
