@@ -48,6 +48,7 @@ from .config_sections import (
     HeartbeatConfig,
     LlmConfig,
     MemoryConfig,
+    OAuthConfig,
     ReleaseConfig,
     SearchConfig,
     SearchVpcConfig,
@@ -97,6 +98,7 @@ __all__ = [
     "HeartbeatConfig",
     "LlmConfig",
     "MemoryConfig",
+    "OAuthConfig",
     "ReleaseConfig",
     "SearchConfig",
     "SearchVpcConfig",
@@ -132,6 +134,8 @@ class DeployConfig(_Model):
     api: ApiConfig = ApiConfig()
     capacity: CapacityConfig = CapacityConfig()
     cognito: CognitoConfig = CognitoConfig()
+    #: People's sign-in (OAuth 2.1): None, machines only (API tokens and Cognito app clients).
+    oauth: OAuthConfig | None = None
     signing: SigningConfig = SigningConfig()
     release: ReleaseConfig = ReleaseConfig()
     cold_start: ColdStartConfig = ColdStartConfig()

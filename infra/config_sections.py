@@ -364,6 +364,16 @@ class CognitoConfig(_Model):
     access_token_minutes: int = Field(default=15, ge=5, le=1440)
 
 
+class OAuthConfig(_Model):
+    """The authorization server people sign in through (OAuth 2.1, code + PKCE): its issuer URL,
+    and its JWKS when not at `<issuer>/.well-known/jwks.json`. The authorizer accepts its JWT access
+    tokens whose `aud` names this stage's `/mcp` URL, for people mapped in the clients table; the
+    protected-resource metadata names it. One issuer per stage; people are data, not config."""
+
+    issuer: str = Field(pattern=r"^https://[^\s]+$")
+    jwks_url: str | None = Field(default=None, pattern=r"^https://[^\s]+$")
+
+
 class AlarmSubscriber(_Model):
     """One subscription of the alarm topic: an e-mail address, an https:// webhook (e.g. a chat or
     paging service's SNS endpoint), an SQS queue ARN, a Lambda function ARN, or a phone number."""

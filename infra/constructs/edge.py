@@ -44,12 +44,16 @@ from fleetmem.config import (
     ENV_INVOKE_DEADLINES_S,
     ENV_INVOKE_READ_TIMEOUT_S,
     ENV_MCP_INSTRUCTIONS,
+    ENV_OAUTH_ISSUER,
+    ENV_OAUTH_JWKS_URL,
+    ENV_OAUTH_RESOURCE,
     ENV_PUBLIC_URL,
     ENV_USAGE_KEY_SECRETS,
 )
 from fleetmem.contract.routes import MCP_GATEWAY_METHODS, MCP_PATH, OPENAPI_PATH, PUBLIC_PATHS, TOOLS_PATH, V1_PREFIX
 from fleetmem.lambda_routes import TOOL_FUNCTIONS_ENV
 from fleetmem.transport.aws_lambda.proxy import (
+    FORBIDDEN_MESSAGE,
     GATEWAY_RETRY_AFTER_S,
     authorizer_busy_body,
     gateway_error_body,
@@ -98,6 +102,7 @@ class Edge(Construct):
         validator = self._guard(config)
         edge_integration = self._routes(config, tools, validator)
         base_url = self._base_url(config)
+        self._people_sign_in(config, base_url)
         self._gateway_responses(config, base_url)
         self._public_routes(edge_integration, validator)
         self._usage_plans(config)
@@ -139,7 +144,8 @@ class Edge(Construct):
             description="fleetmem MCP edge (streamable HTTP, stateless JSON)",
             env={
                 TOOL_FUNCTIONS_ENV: stack.to_json_string(tools.tool_function_names),
-                ENV_AUTHORIZATION_SERVER: auth.issuer,
+                # the protected-resource metadata names people's authorization server when there is one
+                ENV_AUTHORIZATION_SERVER: config.oauth.issuer.rstrip("/") if config.oauth else auth.issuer,
                 ENV_INVOKE_READ_TIMEOUT_S: str(config.api.invoke_read_timeout_s),
                 ENV_INVOKE_DEADLINES_S: json.dumps(config.invoke_deadlines(), sort_keys=True),
                 **signing.env,
@@ -325,6 +331,21 @@ class Edge(Construct):
             v1.add_resource(part).add_method("GET", edge_integration, **secured)
         return edge_integration
 
+    def _people_sign_in(self, config: DeployConfig, base_url: str) -> None:
+        """People's OAuth access tokens (`oauth` in the deploy config): the authorizer learns the
+        one issuer, its JWKS and this stage's `/mcp` URL, the audience their tokens must name."""
+        if config.oauth is None:
+            return
+        public = config.public_url.rstrip("/") if config.public_url else base_url
+        issuer = config.oauth.issuer.rstrip("/")
+        env = {
+            ENV_OAUTH_ISSUER: issuer,
+            ENV_OAUTH_JWKS_URL: config.oauth.jwks_url or f"{issuer}/.well-known/jwks.json",
+            ENV_OAUTH_RESOURCE: cdk.Fn.join("", [public, MCP_PATH]),
+        }
+        for name, value in env.items():
+            self.authorizer_fn.function.add_environment(name, value)
+
     def _base_url(self, config: DeployConfig) -> str:
         """The stage's execute-api URL."""
         stack = cdk.Stack.of(self)
@@ -354,12 +375,15 @@ class Edge(Construct):
             response_headers={"WWW-Authenticate": www, "Content-Type": f"'{json_type}'"},
             templates={json_type: _envelope("unauthorized", "Missing, unknown, expired or revoked credential.")},
         )
+        # The authorizer's Deny: a valid credential that may not act here (a person no mapping
+        # names, or whose token grants none of the scopes the mapping allows). 403, not 401: signing
+        # in again would not help.
         self.api.add_gateway_response(
             "AccessDenied",
             type=apigw.ResponseType.ACCESS_DENIED,
-            status_code="401",
-            response_headers={"WWW-Authenticate": www, "Content-Type": f"'{json_type}'"},
-            templates={json_type: _envelope("unauthorized", "Credential not accepted.")},
+            status_code="403",
+            response_headers={"Content-Type": f"'{json_type}'"},
+            templates={json_type: _envelope("scope_denied", FORBIDDEN_MESSAGE)},
         )
         # Every credential gets its tier's key (the default tier's when it names none), so this
         # answers only a key API Gateway does not hold: one replaced by a usage-key rotation more

@@ -42,6 +42,12 @@ ENV_PUBLIC_URL = "FLEETMEM_PUBLIC_URL"
 ENV_TOOL_FUNCTIONS = "FLEETMEM_TOOL_FUNCTIONS"
 ENV_COGNITO_ISSUER = "FLEETMEM_COGNITO_ISSUER"
 ENV_COGNITO_RESOURCE_SERVER = "FLEETMEM_COGNITO_RESOURCE_SERVER"
+#: The stage's OAuth authorization server for people (its issuer URL), the JWKS its access tokens
+#: are signed with (default: `<issuer>/.well-known/jwks.json`), and the stage's `/mcp` URL, the
+#: audience those tokens must name (RFC 8707).
+ENV_OAUTH_ISSUER = "FLEETMEM_OAUTH_ISSUER"
+ENV_OAUTH_JWKS_URL = "FLEETMEM_OAUTH_JWKS_URL"
+ENV_OAUTH_RESOURCE = "FLEETMEM_OAUTH_RESOURCE"
 #: tier -> Secrets Manager ARN of that tier's usage-plan key (JSON), on the authorizer
 ENV_USAGE_KEY_SECRETS = "FLEETMEM_USAGE_KEY_SECRETS"
 #: the tier of a client whose clients-table item names none (or a tier the stage does not have)
@@ -392,11 +398,16 @@ class EdgeSettings:
 
 @dataclass(frozen=True)
 class AuthSettings:
-    """The authorizer's: Cognito access tokens (their app clients are mapped in the clients table)
-    and the usage-plan key of each tier it hands API Gateway."""
+    """The authorizer's: Cognito access tokens (their app clients are mapped in the clients table),
+    people's access tokens from the stage's OAuth issuer (people mapped there too), and the
+    usage-plan key of each tier it hands API Gateway."""
 
     cognito_issuer: str = ""
     cognito_resource_server: str = "fleetmem"
+    #: people's tokens: the one OAuth issuer, its JWKS and the audience they must name (empty: off)
+    oauth_issuer: str = ""
+    oauth_jwks_url: str = ""
+    oauth_resource: str = ""
     usage_key_secrets_json: str = ""
     default_tier: str = "standard"
     authorizer_cache_ttl_s: int = DEFAULT_AUTHORIZER_CACHE_TTL_S
@@ -411,6 +422,9 @@ class AuthSettings:
         return cls(
             cognito_issuer=_env(ENV_COGNITO_ISSUER),
             cognito_resource_server=_env(ENV_COGNITO_RESOURCE_SERVER, "fleetmem"),
+            oauth_issuer=_env(ENV_OAUTH_ISSUER),
+            oauth_jwks_url=_env(ENV_OAUTH_JWKS_URL),
+            oauth_resource=_env(ENV_OAUTH_RESOURCE),
             usage_key_secrets_json=_env(ENV_USAGE_KEY_SECRETS),
             default_tier=_env(ENV_DEFAULT_TIER, "standard"),
             authorizer_cache_ttl_s=_int(ENV_AUTHORIZER_CACHE_TTL_S, DEFAULT_AUTHORIZER_CACHE_TTL_S),

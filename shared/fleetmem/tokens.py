@@ -379,3 +379,70 @@ def mark_tenant_deleted(store: ClientStore, clock: Clock, tenant: str) -> Client
 def tenant_deleted(store: ClientStore, tenant: str) -> bool:
     """One lookup: was the tenant deleted (or is it being deleted)?"""
     return store.by_hash(tenant_deleted_hash(tenant)) is not None
+
+
+# A person signed in through the stage's OAuth authorization server is data too: a ClientRecord
+# keyed by a hash of the token issuer and the person's `sub` (no API token can have it), holding the
+# (tenant, client_id, tier) their access tokens act as and the scopes they may use at most, its
+# `token_id` "per_" + the hash's first 10 hex digits (so `token list` shows it, and `token revoke` or
+# a tenant's revocation ends it). A person without one is refused (403), never given a tenant.
+_PERSON_MAP_PREFIX = "oauth-person-map:"
+#: `token_id` prefix of a person's mapping
+PERSON_MAP_ID_PREFIX = "per_"
+
+
+class CallerForbidden(Exception):
+    """A valid credential that may not act on this stage: a person no mapping names, or one whose
+    token grants none of the scopes their mapping allows. The authorizer answers Deny (403)."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+def person_map_hash(issuer: str, subject: str) -> str:
+    return hash_token(f"{_PERSON_MAP_PREFIX}{issuer.rstrip('/')}\n{subject}")
+
+
+def map_person(
+    store: ClientStore,
+    clock: Clock,
+    *,
+    issuer: str,
+    subject: str,
+    tenant: str,
+    client_id: str,
+    scopes: Iterable[Scope],
+    tier: str | None = None,
+) -> tuple[ClientRecord, bool]:
+    """Map the person `subject` of the OAuth `issuer` to (tenant, client_id, tier), allowed at most
+    `scopes`. Idempotent: (the record, True) when written now, (the stored record, False) when it
+    was already there."""
+    if not issuer.strip() or not subject or len(subject) > 255:
+        raise ValueError("issuer and subject (1-255 characters) are required")
+    request = mint_request(tenant=tenant, client=client_id, scopes=scopes, tier=tier)
+    digest = person_map_hash(issuer, subject)
+    existing = store.by_hash(digest)
+    if existing is not None:
+        return existing, False
+    if tenant_deleted(store, tenant):
+        raise TenantDeleted(tenant)
+    record = ClientRecord(
+        token_hash=digest,
+        token_id=PERSON_MAP_ID_PREFIX + digest[:10],
+        tenant=request.tenant,
+        client_id=request.client_id,
+        scopes=request.scopes,
+        created_at=clock.now(),
+        tier=request.tier,
+    )
+    store.create(record)
+    return record, True
+
+
+def person_mapping(store: ClientStore, issuer: str, subject: str, now: datetime) -> ClientRecord | None:
+    """The live mapping of a person (one lookup), or None: unknown or revoked."""
+    record = store.by_hash(person_map_hash(issuer, subject))
+    if record is None or (record.revoked_at is not None and record.revoked_at <= now):
+        return None
+    return record

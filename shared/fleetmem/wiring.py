@@ -348,8 +348,9 @@ def build_auth(deps: Deps, settings: AuthSettings | None = None) -> Auth:
     """The `Auth` port: `fm_…` API tokens in the backend's client store (the local server passes
     no settings); on AWS (the authorizer passes its settings), when a Cognito pool is configured,
     also Cognito access tokens of app clients mapped in the clients table (refusing deny-listed
-    ones). One per Deps (the Cognito
-    adapter caches the pool's keys)."""
+    ones), and when an OAuth issuer and the stage's resource are configured, people's access tokens
+    for that resource (people mapped in the clients table). One per Deps (the JWT adapters cache
+    their issuers' keys)."""
     for known, cached in _auth_cache:
         if known is deps:
             return cached
@@ -359,21 +360,9 @@ def build_auth(deps: Deps, settings: AuthSettings | None = None) -> Auth:
     api_tokens = ApiTokenAuth(deps.clients, deps.clock, record_in_background=settings is None)
     auth: Auth = api_tokens
     if settings is not None:
-        from fleetmem.adapters.aws.auth import BearerAuth, CognitoAuth
+        from fleetmem.adapters.aws.auth import bearer_auth
 
-        cognito = (
-            CognitoAuth(
-                settings.cognito_issuer,
-                settings.cognito_resource_server,
-                store=deps.clients,
-                clock=deps.clock,
-                # a mapping is kept no longer than a cached Allow lives: the revocation bound
-                mapping_ttl_s=settings.authorizer_cache_ttl_s,
-            )
-            if settings.cognito_issuer
-            else None
-        )
-        auth = BearerAuth(api_tokens, cognito)
+        auth = bearer_auth(api_tokens, settings, store=deps.clients, clock=deps.clock)
     _auth_cache[:] = [(deps, auth)]  # one live Deps per process; never grow
     return auth
 

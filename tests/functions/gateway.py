@@ -2,13 +2,13 @@
 deployed REST API — `/mcp` to the edge handler, `/v1/<tool>` to the tool's handler, `/v1/tools`
 and `/v1/openapi.json` to the edge, the health and OAuth metadata routes unauthenticated — calls
 the REQUEST authorizer handler first on protected routes, answers the stack's 401 gateway response
-when it denies, and passes the authorizer context in `requestContext.authorizer`, exactly the shape
-the functions read in AWS.
+when it refuses a credential and its 403 (ACCESS_DENIED) when it answers Deny, and passes the
+authorizer context in `requestContext.authorizer`, exactly the shape the functions read in AWS.
 
 `invoke(group, event)` runs a function: by default the handler in this process (`conftest.call`);
 the local stack (tests/stack) passes one that goes through the Lambda Invoke API to the function's
 own Runtime Interface Emulator process, which reports an uncaught exception as `FunctionError`.
-`authorizer_ttl_s` caches each Authorization header's Allow answer as API Gateway's authorizer
+`authorizer_ttl_s` caches each Authorization header's Allow or Deny answer as API Gateway's authorizer
 cache does (0: no cache). `after_call` runs after each function call (the conformance tests drain
 DynamoDB streams into the indexer there — `StreamPump` — so search sees writes the way it would
 once the stream caught up)."""
@@ -30,6 +30,7 @@ import uvicorn
 from fleetmem.lambda_routes import function_group
 from fleetmem.transport.aws_lambda.authorizer import Unauthorized
 from fleetmem.transport.aws_lambda.proxy import (
+    FORBIDDEN_MESSAGE,
     GATEWAY_RETRY_AFTER_S,
     authorizer_busy_body,
     gateway_error_body,
@@ -56,6 +57,8 @@ def _json_response(status: int, body: dict[str, Any]) -> tuple[int, dict, bytes]
 
 #: where a cached answer keeps the authorizer's usage key (never passed on to a function)
 USAGE_KEY = "__usage_key"
+#: marks a cached Deny answer (the stack's ACCESS_DENIED gateway response, 403)
+DENIED = "__denied"
 
 
 class Gateway:
@@ -172,6 +175,11 @@ class Gateway:
             if exc.message == "Unauthorized":
                 return None
             raise
+        if any(st.get("Effect") == "Deny" for st in out.get("policyDocument", {}).get("Statement", [])):
+            context = {DENIED: "1"}
+            if self.authorizer_ttl_s > 0:
+                self._authorized[key] = (self.clock() + self.authorizer_ttl_s, context)
+            return context
         context = {**out.get("context", {}), "principalId": out["principalId"]}
         if out.get("usageIdentifierKey") is not None:
             context[USAGE_KEY] = out["usageIdentifierKey"]
@@ -202,6 +210,10 @@ class Gateway:
                     401,
                     {"content-type": "application/json", "www-authenticate": www_authenticate(self.base_url)},
                     json.dumps(body_).encode(),
+                )
+            if DENIED in authorizer:  # the stack's AccessDenied gateway response
+                return _json_response(
+                    403, gateway_error_body("scope_denied", FORBIDDEN_MESSAGE, correlation_id=request_id)
                 )
             if self.usage_keys is not None:
                 tier = self.usage_keys.get(authorizer.get(USAGE_KEY) or "")

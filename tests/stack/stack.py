@@ -34,6 +34,11 @@ What runs, each a real component:
   model can run here): the synthesize function runs with `FLEETMEM_LLM=bedrock` and that model id,
   through the unchanged `BedrockLLM`; the other functions have no LLM, as a stage's.
 
+People's OAuth sign-in, when a stack is given `oauth_issuer` (a deploy config's `oauth`): the
+authorizer checks people's tokens from that issuer for this stack's `/mcp`, and the front answers the
+authorizer's Deny with the ACCESS_DENIED gateway response (403); tests/stack/test_stack_oauth.py runs
+the suite's authorization server (tests/oauth) as that issuer.
+
 Usage plans are emulated as far as their keys: the front refuses an Allow answer whose
 `usageIdentifierKey` is not one of the tiers' keys with API Gateway's 403, and counts the tier of
 each key it accepts (`gateway.usage_by_tier`). Not emulated: usage-plan throttles and quotas, API
@@ -643,13 +648,21 @@ class Stack:
         prefix: str = "",
         index_prefix: str = "",
         groups: tuple[str, ...] = GROUPS,
+        oauth_issuer: str = "",
+        oauth_jwks_url: str = "",
+        authorizer_cache_ttl_s: int | None = None,
     ) -> None:
         """`prefix` / `index_prefix`: serve these existing tables / this index (e.g. a restored
         stage's), instead of new ones. `groups`: the functions to run (default: every one); an
-        invoke of another is the service's not-found."""
+        invoke of another is the service's not-found. `oauth_issuer` / `oauth_jwks_url`: the
+        authorization server people sign in through (a deploy config's `oauth`), its tokens' audience
+        this stack's `/mcp`. `authorizer_cache_ttl_s`: instead of the deploy config's (0: no cache)."""
         self.port = port or engines.free_port()
         self.surface = surface
         self.groups = groups
+        self.oauth_issuer = oauth_issuer.rstrip("/")
+        self.oauth_jwks_url = oauth_jwks_url
+        self.authorizer_cache_ttl_s = authorizer_cache_ttl_s
         self.work = work or CACHE / "stack"
         self.own_cleanups = _Cleanups() if config is None else None
         self.config = config if config is not None else self.own_cleanups
@@ -811,12 +824,16 @@ class Stack:
         self.gateway = Gateway(
             stage=STAGE,
             invoke=self.invoke,
-            authorizer_ttl_s=cfg.api.authorizer_cache_ttl_s,
+            authorizer_ttl_s=self.cache_ttl_s(cfg),
             after_call=self.drain if self.sync_index else None,
             usage_keys=self.usage_keys,
         )
         self.gateway.start(self.port)
         self._stops.append(self.gateway.stop)
+
+    def cache_ttl_s(self, cfg: Any) -> int:
+        """The authorizer cache TTL this stack runs with (its front's cache, the authorizer's bound)."""
+        return cfg.api.authorizer_cache_ttl_s if self.authorizer_cache_ttl_s is None else self.authorizer_cache_ttl_s
 
     def _environment(self) -> dict[str, dict[str, str]]:
         """What the CDK app sets on each function (infra/stacks, infra/constructs), pointed at the
@@ -841,6 +858,9 @@ class Stack:
             ENV_INVOKE_READ_TIMEOUT_S,
             ENV_INVOKE_SIGNING_SECRET_ARN,
             ENV_LLM,
+            ENV_OAUTH_ISSUER,
+            ENV_OAUTH_JWKS_URL,
+            ENV_OAUTH_RESOURCE,
             ENV_OPENSEARCH_ENDPOINT,
             ENV_OPENSEARCH_INDEX_PREFIX,
             ENV_OPENSEARCH_SERVICE,
@@ -920,7 +940,7 @@ class Stack:
                 TOOL_FUNCTIONS_ENV: json.dumps(
                     {t: qualified_name(function_name(self.prefix, function_group(t))) for t in REGISTRY}
                 ),
-                ENV_AUTHORIZATION_SERVER: "",
+                ENV_AUTHORIZATION_SERVER: self.oauth_issuer,
                 ENV_INVOKE_READ_TIMEOUT_S: str(cfg.api.invoke_read_timeout_s),
                 ENV_INVOKE_DEADLINES_S: json.dumps(cfg.invoke_deadlines(), sort_keys=True),
                 ENV_PUBLIC_URL: self.base_url,
@@ -936,7 +956,16 @@ class Stack:
             "authorizer": {
                 ENV_USAGE_KEY_SECRETS: json.dumps(usage_arns),
                 ENV_DEFAULT_TIER: cfg.default_tier,
-                ENV_AUTHORIZER_CACHE_TTL_S: str(cfg.api.authorizer_cache_ttl_s),
+                ENV_AUTHORIZER_CACHE_TTL_S: str(self.cache_ttl_s(cfg)),
+                **(
+                    {
+                        ENV_OAUTH_ISSUER: self.oauth_issuer,
+                        ENV_OAUTH_JWKS_URL: self.oauth_jwks_url or f"{self.oauth_issuer}/.well-known/jwks.json",
+                        ENV_OAUTH_RESOURCE: self.mcp_url,
+                    }
+                    if self.oauth_issuer
+                    else {}
+                ),
             },
         }
 

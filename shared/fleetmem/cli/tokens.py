@@ -1,4 +1,5 @@
-"""`fleetmem token`: create, list and revoke API tokens, and deny a Cognito app client."""
+"""`fleetmem token`: create, list and revoke API tokens, deny a Cognito app client, and map a person
+signed in through the stage's OAuth issuer to a tenant."""
 
 from __future__ import annotations
 
@@ -42,6 +43,18 @@ def add_commands(sub: Any, common: Parser) -> None:
     p.add_argument("app_client_id")
     p.add_argument("--json", action="store_true")
     p.set_defaults(handler=cmd_token_deny_cognito)
+    p = tsub.add_parser(
+        "map-person", parents=[common], help="map a person of the stage's OAuth issuer to a tenant and client"
+    )
+    backend_option(p)
+    p.add_argument("--issuer", required=True, help="the OAuth issuer URL (the deploy config's oauth.issuer)")
+    p.add_argument("--subject", required=True, help="the person's `sub` at that issuer")
+    p.add_argument("--tenant", required=True, help="tenant (brain) the person acts in")
+    p.add_argument("--client", required=True, help="client name the person's calls carry")
+    p.add_argument("--scopes", required=True, help="the most the person may use: read,write[,admin]")
+    p.add_argument("--tier", default=None, help="usage-plan tier (default: the stage's default_tier)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(handler=cmd_token_map_person)
 
 
 def _token_deps(args: argparse.Namespace, *, creates: bool = False) -> Any:
@@ -178,5 +191,41 @@ def cmd_token_deny_cognito(args: argparse.Namespace, out: Output) -> int:
         Output.err(
             f"Denied Cognito app client {args.app_client_id}; the authorizer refuses its access tokens "
             "(at once for new tokens, after the authorizer cache TTL for cached ones)."
+        )
+    return EXIT_OK
+
+
+def cmd_token_map_person(args: argparse.Namespace, out: Output) -> int:
+    from fleetmem.tokens import ID_FIX, MintRefused, TenantDeleted, map_person
+
+    deps = _token_deps(args, creates=True)
+    try:
+        record, written = map_person(
+            deps.clients,
+            deps.clock,
+            issuer=args.issuer,
+            subject=args.subject,
+            tenant=args.tenant,
+            client_id=args.client,
+            scopes=args.scopes.split(","),
+            tier=args.tier,
+        )
+    except TenantDeleted as refused:
+        raise CommandFailed.usage(
+            refused.message, "Name another tenant: a deleted tenant's id is not reused."
+        ) from None
+    except MintRefused as refused:
+        fix = f"Use a comma-separated subset of {','.join(SCOPES)}" if refused.field == "scopes" else ID_FIX
+        raise CommandFailed.usage(refused.message, fix) from None
+    except ValueError as refused:
+        raise CommandFailed.usage(str(refused), "Give the issuer URL and the person's subject.") from None
+    doc = {**_client_doc(record), "mapped": written}
+    if out.as_json:
+        out.document(doc)
+    else:
+        state = "Mapped" if written else "Already mapped (unchanged)"
+        Output.err(
+            f"{state}: {record.token_id} acts as client '{record.client_id}' in tenant {record.tenant} with at "
+            f"most {','.join(sorted(record.scopes))}; end it with `fleetmem token revoke {record.token_id}`."
         )
     return EXIT_OK

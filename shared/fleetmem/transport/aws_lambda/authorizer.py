@@ -1,5 +1,7 @@
-"""The REQUEST authorizer: a bearer credential through the `Auth` port (API token or Cognito access
-token, `wiring.build_auth`) -> an Allow policy for every route of the stage, or 401.
+"""The REQUEST authorizer: a bearer credential through the `Auth` port (API token, Cognito access
+token or a person's OAuth access token, `wiring.build_auth`) -> an Allow policy for every route of
+the stage, or 401; a valid credential that may not act here (a person no mapping names) -> a Deny
+policy for every route, which API Gateway answers 403 (its ACCESS_DENIED gateway response).
 
 Its context `{tenant, client_id, scopes}` is signed with the stage's signing key (`proof`), and
 every function behind API Gateway acts on an authorizer context only through `vouched_event`, which
@@ -75,16 +77,35 @@ def authorize(event: Mapping[str, Any], deps: Deps | None = None) -> dict[str, A
         APIGatewayAuthorizerResponse,
     )
 
+    from fleetmem.tokens import CallerForbidden
+
     request = APIGatewayAuthorizerRequestEvent(dict(event))
     header = request.headers.get("authorization") or ""
     scheme, _, token = header.partition(" ")
     caller = None
+    arn = request.parsed_arn
     if scheme.lower() == "bearer" and token.strip():
-        caller = runtime.get_auth(deps).verify(token.strip())
+        try:
+            caller = runtime.get_auth(deps).verify(token.strip())
+        except CallerForbidden as forbidden:
+            log.info(
+                "credential valid but not allowed here", extra={"event": "authorizer_deny", "reason": forbidden.reason}
+            )
+            _count_denial()
+            denied = APIGatewayAuthorizerResponse(
+                principal_id="forbidden",
+                region=arn.region,
+                aws_account_id=arn.aws_account_id,
+                api_id=arn.api_id,
+                stage=arn.stage,
+                partition=arn.partition,
+            )
+            # cached per Authorization header like an Allow, so it covers every route too
+            denied.deny_all_routes()
+            return denied.asdict()
     if caller is None:
         _count_denial()
         raise Unauthorized()
-    arn = request.parsed_arn
     response = APIGatewayAuthorizerResponse(
         principal_id=f"{caller.tenant}/{caller.client_id}",
         region=arn.region,

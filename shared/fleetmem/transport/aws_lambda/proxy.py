@@ -49,6 +49,10 @@ AWS_TOKEN_COMMAND = (
     *("fleetmem", "token", "create", "--backend", "aws"),
     *("--client", "my-agent", "--scopes", "read,write"),
 )
+#: API Gateway's 403 (ACCESS_DENIED) when the authorizer denies a valid credential.
+FORBIDDEN_MESSAGE = (
+    "This credential is valid but maps to no tenant of this stage, or grants none of its allowed scopes."
+)
 #: Seconds a throttled caller is told to wait (API Gateway gives no Retry-After of its own).
 GATEWAY_RETRY_AFTER_S = 1
 
@@ -70,6 +74,16 @@ def gateway_error_body(
 
     if code == "unauthorized":
         err = unauthorized_error(token_presented=True, token_command=AWS_TOKEN_COMMAND)
+    elif code == "scope_denied":
+        err = VerbError(
+            code,
+            message,
+            "Ask the stage's operator to map your sign-in (issuer and subject) to a tenant and client "
+            "with the scopes you need; nothing was done.",
+            why="The credential is valid, but this stage maps it to no tenant, or it grants none of the "
+            "scopes its mapping allows; a tenant is never guessed.",
+            fix=Fix(why="Maps the person to a tenant and client of this stage.", actor="host_admin"),
+        )
     else:
         err = VerbError(
             code,
@@ -106,10 +120,17 @@ def authorizer_busy_body(*, correlation_id: str) -> dict[str, Any]:
 
 
 def www_authenticate(base_url: str) -> str:
-    """The 401 challenge: where the protected-resource metadata (and so the token issuer) is."""
+    """The 401 challenge (API Gateway's UNAUTHORIZED gateway response, one static header): the
+    credential is missing or not valid here (`invalid_token`: unknown, expired, revoked, or a token
+    for another resource or stage), where the protected-resource metadata (and so the authorization
+    server) is, and the scopes to ask for (RFC 6750, RFC 9728)."""
     from fleetmem.contract.routes import PRM_MCP_PATH
+    from fleetmem.protocol import SCOPES
 
-    return f'Bearer realm="fleetmem", resource_metadata="{base_url}{PRM_MCP_PATH}"'
+    return (
+        f'Bearer realm="fleetmem", error="invalid_token", '
+        f'resource_metadata="{base_url}{PRM_MCP_PATH}", scope="{" ".join(SCOPES)}"'
+    )
 
 
 def request_id(event: Mapping[str, Any]) -> str | None:
