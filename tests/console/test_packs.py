@@ -132,7 +132,7 @@ def test_the_download_is_the_cli_pack_and_imports_into_a_fresh_server_after_a_dr
         # Import needs the signed-in token again
         admin.get_by_label("Your token, to confirm").fill("not-the-token")
         follow(admin, admin.get_by_role("button", name="Import", exact=True))
-        assert "step_up_required" in admin.get_by_role("alert").inner_text()
+        assert "Not confirmed." in admin.get_by_role("alert").inner_text()
         assert v1(fresh, fresh.admin, "list_facts", state="any")["facts"] == []
         admin.get_by_label("Your token, to confirm").fill(fresh.admin)
         follow(admin, admin.get_by_role("button", name="Import", exact=True))

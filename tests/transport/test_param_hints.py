@@ -30,6 +30,8 @@ BASE: dict[str, dict[str, object]] = {
     "trace_fact": {"id": "f_1"},
     "whoami": {},
     "list_facts": {},
+    "export_pack": {},
+    "import_pack": {"pack": "H4sIAAAAAAAA/wMAAAAAAAAAAAA=", "dry_run": True},
     "list_activity": {},
     "memory_stats": {},
     "list_followers": {},
