@@ -12,6 +12,7 @@ from fleetmem.adapters.local.clock import FixedClock
 from fleetmem.adapters.local.hash_embedder import HashEmbedder
 from fleetmem.adapters.local.ids import SortableIds
 from fleetmem.models import Caller
+from fleetmem.pack_transfer import PackFiles
 from fleetmem.ports import Deps, Diagnostics
 
 START = datetime(2026, 6, 11, 9, 30, 0, tzinfo=UTC)
@@ -47,6 +48,7 @@ def _deps(stores: LocalStores, clock: FixedClock, **kw: object) -> Deps:
         clock=clock,
         ids=SortableIds(),
         llm=None,
+        packs=PackFiles(),  # as wiring gives every backend
         **kw,  # type: ignore[arg-type]
     )
 

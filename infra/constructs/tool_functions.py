@@ -60,8 +60,10 @@ ACCESS: dict[str, Access] = {
     PAGES_GROUP: _a("facts pages idempotency", "pages idempotency audit", search=True, embed=True),
     # trace_fact, purge_fact; list_facts and memory_stats (which also counts live cursors per client);
     # the account tools: tokens (clients), followers (cursors) and their pending changes; the write
-    # receipt tools (idempotency: RECEIPT_ACTIONS)
-    ADMIN_GROUP: _a("facts pages audit clients cursors idempotency", "facts audit clients", purge=True, receipts=True),
+    # receipt tools (idempotency: RECEIPT_ACTIONS); import_pack writes pages, facts and audit events
+    ADMIN_GROUP: _a(
+        "facts pages audit clients cursors idempotency", "facts pages audit clients", purge=True, receipts=True
+    ),
 }
 
 

@@ -69,12 +69,16 @@ def export_pack(
     tenant: str,
     filter: PackFilter,
     progress: Callable[[str, int], None] | None = None,
+    world_only: bool = False,
 ) -> Manifest:
-    """Write the tenant's pages, facts and audit trail (or the part `filter` selects) to `path`."""
+    """Write the tenant's pages, facts and audit trail (or the part `filter` selects) to `path`.
+    `world_only` (a remote caller's export): private pages and facts, and their audit events, are
+    left out, as every tool leaves them out for a remote caller."""
     pages, facts, audit = _portable(deps.pages, deps.facts, deps.audit)
     now = deps.clock.now()
     since = filter.since
     subjects: set[str] | None = None if filter == PackFilter() else set()
+    hidden: set[str] = set()
     with PackWriter(path, tenant=tenant, filter=filter, now=now) as writer:
 
         def add(member: str, item: PackModel, subject: str) -> None:
@@ -89,6 +93,9 @@ def export_pack(
                     continue
                 if since is not None and page.updated_at <= since:
                     continue
+                if world_only and page.visibility != "world":
+                    hidden.add(page.slug)
+                    continue
                 add(PAGES, PackPage.of(page), page.slug)
         for fact in _scan(facts, tenant):
             if filter.entity is not None and fact.entity_slug != filter.entity:
@@ -97,9 +104,12 @@ def export_pack(
                 continue
             if filter.state is not None and fact_state(fact, now) != filter.state:
                 continue
+            if world_only and fact.visibility != "world":
+                hidden.add(fact.fact_id)
+                continue
             add(FACTS, PackFact.of(fact), fact.fact_id)
         for event in _scan(audit, tenant):
-            if subjects is not None and event.subject not in subjects:
+            if (subjects is not None and event.subject not in subjects) or event.subject in hidden:
                 continue
             writer.add(AUDIT, PackAuditEvent.of(event))
             _tick(progress, AUDIT, writer.counts[AUDIT])
@@ -149,9 +159,15 @@ def _content(page: Page) -> dict[str, Any]:
 
 
 def import_pack(
-    reader: PackReader, deps: Deps, *, tenant: str, progress: Callable[[str, int], None] | None = None
+    reader: PackReader,
+    deps: Deps,
+    *,
+    tenant: str,
+    progress: Callable[[str, int], None] | None = None,
+    dry_run: bool = False,
 ) -> ImportReport:
-    """Write a verified pack (`reader.verify()` has passed) into `tenant`, item by item, idempotently."""
+    """Write a verified pack (`reader.verify()` has passed) into `tenant`, item by item, idempotently.
+    `dry_run`: write nothing; the report says what would be written, unchanged and kept."""
     _pages, facts, _audit = _portable(deps.pages, deps.facts, deps.audit)
     report = ImportReport()
     for n, item in enumerate(reader.items(PAGES), 1):
@@ -161,6 +177,8 @@ def import_pack(
             report.unchanged[PAGES] += 1
         elif stored is not None and stored.updated_at >= page.updated_at:
             report.kept.append(f"page {page.slug} (stored version updated {iso(stored.updated_at)})")
+        elif dry_run:
+            report.written[PAGES] += 1
         else:
             deps.pages.put(page)
             from fleetmem.memory.verbs.put_page import index_page
@@ -178,13 +196,16 @@ def import_pack(
         for fact in batch:
             have = stored.get(fact.fact_id)
             if have is None:
-                deps.facts.put(fact)
+                if not dry_run:
+                    deps.facts.put(fact)
                 new.append(fact)
             elif have.model_copy(update={"vector": None, "vector_model": None}) == fact:
                 report.unchanged[FACTS] += 1
             else:
                 report.kept.append(f"fact {fact.fact_id} (stored in another state)")
         report.written[FACTS] += len(new)
+        if dry_run:
+            new.clear()
         live = [indexing.doc_for_fact(f) for f in new if f.expired_at is None and f.superseded_by is None]
         if live and deps.search.write_through:
             docs, problem = indexing.embed_docs(deps, live)
@@ -200,9 +221,9 @@ def import_pack(
         _tick(progress, FACTS, n)
     if batch:
         flush()
-    if top_seq:
+    if top_seq and not dry_run:
         facts.raise_seq(tenant, top_seq)
-    _import_audit(reader, deps.audit, tenant, report, progress)
+    _import_audit(reader, deps.audit, tenant, report, progress, dry_run=dry_run)
     return report
 
 
@@ -212,6 +233,8 @@ def _import_audit(
     tenant: str,
     report: ImportReport,
     progress: Callable[[str, int], None] | None,
+    *,
+    dry_run: bool = False,
 ) -> None:
     """Append each event the tenant's trail of its subject does not hold yet (so a rerun adds none)."""
     known: dict[str, list[AuditEvent]] = {}
@@ -225,6 +248,93 @@ def _import_audit(
             known[event.subject].remove(event)  # a trail may repeat an identical event: count each once
             report.unchanged[AUDIT] += 1
         else:
-            log.append(event)
+            if not dry_run:
+                log.append(event)
             report.written[AUDIT] += 1
         _tick(progress, AUDIT, n)
+
+
+# --------------------------------------------------------------------------- over the tools
+
+#: How many kept items an import over the tools lists (the count is always whole).
+KEPT_SHOWN = 50
+
+
+def _refused(exc: PackError, path: Path) -> Any:
+    from fleetmem.errors import VerbError
+
+    message = exc.message.replace(str(path), "The pack")
+    return VerbError("invalid_params", message, exc.fix)
+
+
+class PackFiles:
+    """The `PackTransfer` port (`fleetmem.ports`) over this module: what the `export_pack` and
+    `import_pack` tools run. A pack travels whole in one call, so each carries at most `max_bytes`
+    (the tools' limit); larger ones are the CLI's (`fleetmem export` / `fleetmem import --pack`)."""
+
+    def export(
+        self,
+        deps: Deps,
+        *,
+        tenant: str,
+        entity: str | None,
+        since: datetime | None,
+        state: str | None,
+        world_only: bool,
+        max_bytes: int,
+    ) -> tuple[bytes, dict[str, int]]:
+        import tempfile
+
+        from fleetmem.errors import VerbError
+
+        chosen = PackFilter(entity=entity, since=since, state=state)  # type: ignore[arg-type]
+        with tempfile.TemporaryDirectory(prefix="fmpack-") as folder:
+            path = Path(folder) / "export.fmpack"
+            try:
+                manifest = export_pack(path, deps, tenant=tenant, filter=chosen, world_only=world_only)
+            except PackError as exc:
+                raise _refused(exc, path) from None
+            size = path.stat().st_size
+            if size > max_bytes:
+                raise VerbError(
+                    "invalid_params",
+                    f"The pack is {size // 1024} KB; a pack travels in one call of at most {max_bytes // 1024} KB, "
+                    "so it was not sent.",
+                    "Export a part (an entity, a state or a `since` time), or run `fleetmem export` where the "
+                    "stores are reachable (it writes packs of any size).",
+                )
+            return path.read_bytes(), {m: manifest.members[m].count for m in MEMBERS}  # type: ignore[index]
+
+    def load(self, deps: Deps, *, tenant: str, data: bytes, from_tenant: str | None, dry_run: bool) -> dict[str, Any]:
+        import tempfile
+
+        from fleetmem.errors import VerbError
+
+        with tempfile.TemporaryDirectory(prefix="fmpack-") as folder:
+            path = Path(folder) / "import.fmpack"
+            path.write_bytes(data)
+            try:
+                with PackReader(path) as reader:
+                    source = reader.manifest.tenant
+                    if source != tenant and from_tenant != source:
+                        raise VerbError(
+                            "invalid_params",
+                            f"The pack was exported from tenant {source!r}, and your token writes tenant "
+                            f"{tenant!r}; nothing was written.",
+                            f"To load it into {tenant!r} anyway, say so: from_tenant={source!r}.",
+                        )
+                    counts = reader.verify()
+                    report = import_pack(reader, deps, tenant=tenant, dry_run=dry_run)
+            except PackError as exc:
+                raise _refused(exc, path) from None
+        return {
+            "dry_run": dry_run,
+            "tenant": tenant,
+            "pack_tenant": source,
+            "total": counts,
+            "written": report.written,
+            "unchanged": report.unchanged,
+            "kept": report.kept[:KEPT_SHOWN],
+            "kept_count": len(report.kept),
+            "search_problem": report.search_problem,
+        }

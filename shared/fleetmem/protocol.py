@@ -17,7 +17,7 @@ VERB_NAMES: Final = ("recall", "remember", "entity", "synthesize", "forget", "co
 #: Page tools served on the `full` surface.
 PAGE_TOOLS: Final = ("put_page", "get_page", "list_pages", "delete_page")
 #: Admin-scope tools served on the `full` surface.
-ADMIN_TOOLS: Final = ("trace_fact", "purge_fact")
+ADMIN_TOOLS: Final = ("trace_fact", "purge_fact", "export_pack", "import_pack")
 #: Read-scope tools that inspect the memory (full surface), served by the admin function on AWS.
 INSPECT_TOOLS: Final = ("list_facts", "list_activity", "memory_stats")
 #: The caller's own credential, tokens and followers, on the `full` surface (served with the admin tools).

@@ -326,7 +326,9 @@ def _deps(settings: Settings, stores: Ports, diagnostics: Diagnostics, *, parall
     sortable ids, and the settings' deadline and idempotency lease."""
     from fleetmem.adapters.local.clock import SystemClock
     from fleetmem.adapters.local.ids import SortableIds
+    from fleetmem.pack_transfer import PackFiles
 
+    ports.setdefault("packs", PackFiles())
     policy = Policy(
         deadline_ms=settings.deadline_ms,
         idempotency_lease_s=settings.idempotency_lease_s,

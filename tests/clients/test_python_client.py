@@ -124,7 +124,10 @@ def arguments_for(tool: str, seed: dict[str, Any], server: Server) -> dict[str, 
     """Arguments every way calls a tool with; a write carries one request id, so each way after the
     first gets the first write's answer back (D22) and the bodies compare."""
     rid = str(uuid.uuid4())
+    if tool == "import_pack":  # a pack of this memory, checked and not written (dry run)
+        return {"pack": v1(server, "export_pack", {"entity": "people/alice-example"})["pack"], "dry_run": True}
     table: dict[str, dict[str, Any]] = {
+        "export_pack": {"entity": "people/alice-example"},
         "recall": {"entity": "people/alice-example"},
         "context_pack": {"entities": "people/alice-example", "budget_tokens": 2000},
         "create_token": {"client": "py-client-probe", "scopes": ["read"]},
@@ -159,11 +162,13 @@ def arguments_for(tool: str, seed: dict[str, Any], server: Server) -> dict[str, 
 MAX_ANSWERS = 50
 PER_CALL = {"correlation_id", "latency_ms", "idempotent_replay"}
 MINTED = {"token", "token_id", "created_at"}
+#: a pack carries the time it was exported, so two exports of the same memory differ in their bytes
+EXPORTED = {"pack", "bytes"}
 
 
 def same_call(body: Any, tool: str = "") -> Any:
     if isinstance(body, dict):
-        drop = PER_CALL | (MINTED if tool == "create_token" else set())
+        drop = PER_CALL | (MINTED if tool == "create_token" else set()) | (EXPORTED if tool == "export_pack" else set())
         return {k: same_call(v) for k, v in body.items() if k not in drop}
     if isinstance(body, list):
         return [same_call(v) for v in body]

@@ -212,7 +212,8 @@ EXPECTED_DDB = {
     },
     "admin": {
         "facts": R | {"PutItem", "UpdateItem", "DeleteItem"},
-        "pages": R,
+        # import_pack (an admin's pack upload) writes pages
+        "pages": R | {"PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem"},
         "audit": {"Query", "PutItem", "GetItem"},
         # the account tools: create_token / revoke_token / list_tokens, and list_followers
         "clients": {"GetItem", "Query", "PutItem", "UpdateItem"},

@@ -18,6 +18,7 @@ from fleetmem.adapters.local.clock import FixedClock
 from fleetmem.adapters.local.hash_embedder import HashEmbedder
 from fleetmem.adapters.local.ids import SortableIds
 from fleetmem.models import Caller
+from fleetmem.pack_transfer import PackFiles
 from fleetmem.ports import Deps
 from fleetmem.tokens import create_client, verify_token
 from fleetmem.transport.http_local import build_local_app, serve_in_thread
@@ -53,6 +54,7 @@ def http_deps(file_stores: LocalStores, clock: FixedClock) -> Deps:
         clock=clock,
         ids=SortableIds(),
         embedder=HashEmbedder(),
+        packs=PackFiles(),  # as wiring gives every backend
     )
 
 

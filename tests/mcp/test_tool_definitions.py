@@ -75,6 +75,8 @@ def test_every_listed_tool_has_a_title_and_an_output_schema_its_results_validate
             await call("list_pages", limit=1)
             await call("list_facts", state="any", limit=2)
             await call("list_activity", action="write", limit=2)
+            exported = await call("export_pack", entity="people/alice-example")
+            await call("import_pack", pack=exported["pack"], dry_run=True)
             await call("trace_fact", id=first["id"])
             await call("memory_stats")
             await call("whoami")

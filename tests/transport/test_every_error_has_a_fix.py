@@ -201,6 +201,8 @@ VERB_ERRORS: list[tuple[str, dict[str, Any], str]] = [
     ("purge_fact", {"id": "f_unknown"}, "not_found"),
     ("list_facts", {"cursor": "garbage!!"}, "invalid_params"),
     ("list_facts", {"created_after": "soon"}, "invalid_params"),
+    ("export_pack", {"since": "soon"}, "invalid_params"),
+    ("import_pack", {"pack": "not a pack"}, "invalid_params"),
     ("list_activity", {"cursor": "garbage!!"}, "invalid_params"),
     ("list_activity", {"since": "soon"}, "invalid_params"),
     ("whoami", {"dry_run": "yes"}, "invalid_params"),

@@ -4,12 +4,19 @@ value of the wrong type answers `invalid_params` through dispatch, naming that f
 
 from __future__ import annotations
 
+import base64
+import tempfile
+from datetime import UTC, datetime
+from pathlib import Path
+
 import pytest
 
 from fleetmem.errors import VerbError
 from fleetmem.memory.params import Hint
 from fleetmem.memory.verbs import REGISTRY
 from fleetmem.models import Caller
+from fleetmem.pack import PackWriter
+from fleetmem.pack_format import PackFilter
 from fleetmem.ports import Deps
 from fleetmem.transport.dispatch import dispatch
 
@@ -30,6 +37,8 @@ BASE: dict[str, dict[str, object]] = {
     "trace_fact": {"id": "f_1"},
     "whoami": {},
     "list_facts": {},
+    "export_pack": {},
+    "import_pack": {"pack": "<an empty pack of t1>", "dry_run": True},
     "list_activity": {},
     "memory_stats": {},
     "list_followers": {},
@@ -40,6 +49,18 @@ BASE: dict[str, dict[str, object]] = {
     "list_write_requests": {},
     "cancel_write_request": {"request_id": "r-1"},
 }
+
+
+def _empty_pack(tenant: str) -> str:
+    """A real pack (the writer `fleetmem export` uses) of a tenant with nothing in it, base64."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "empty.fmpack"
+        with PackWriter(path, tenant=tenant, filter=PackFilter(), now=datetime(2026, 12, 1, tzinfo=UTC)) as writer:
+            writer.finish()
+        return base64.b64encode(path.read_bytes()).decode("ascii")
+
+
+BASE["import_pack"]["pack"] = _empty_pack("t1")
 
 HINTED = [
     (tool, name)

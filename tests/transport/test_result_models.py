@@ -132,6 +132,8 @@ def test_every_tool_answers_bodies_that_match_its_result_model(deps: Deps, clock
     call("whoami")
     call("list_facts", state="any", limit=2)
     call("list_facts", fact_id=first["id"])
+    packed = call("export_pack", entity="people/alice-example")
+    call("import_pack", pack=packed["pack"], dry_run=True)
     call("list_activity", limit=2)
     call("list_activity", action="write", entity="people/alice-example")
     call("memory_stats")

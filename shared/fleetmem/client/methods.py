@@ -16,9 +16,11 @@ if TYPE_CHECKING:
     from fleetmem.memory.verbs.create_token import CreateTokenResult
     from fleetmem.memory.verbs.delete_page import DeletePageResult
     from fleetmem.memory.verbs.entity import EntityAnswer
+    from fleetmem.memory.verbs.export_pack import ExportPackResult
     from fleetmem.memory.verbs.forget import ForgetResult
     from fleetmem.memory.verbs.get_page import GetPageResult
     from fleetmem.memory.verbs.get_write_request import GetWriteRequestResult
+    from fleetmem.memory.verbs.import_pack import ImportPackResult
     from fleetmem.memory.verbs.list_activity import ListActivityResult
     from fleetmem.memory.verbs.list_facts import ListFactsResult
     from fleetmem.memory.verbs.list_followers import ListFollowersResult
@@ -141,6 +143,14 @@ class _ToolMethods:
         """Cancel one of your writes that has not committed, by its request_id, e.g. {"request_id": "3b2f..."}. A committed write is not undone (cancelled: false, its receipt says committed): use forget or delete_page for that. Unknown or foreign id -> not_found."""
         return self._tool("cancel_write_request", {"request_id": request_id})
 
+    def export_pack(self, *, entity: str | None = None, since: str | None = None, state: Literal['active', 'forgotten', 'superseded', 'expired'] | None = None) -> ExportPackResult:
+        """Admin: export this brain (or one entity, a state, or what changed since a time) as a memory pack, the file `fleetmem export` writes, base64 in `pack`, e.g. export_pack(entity="acme"). Read-only. At most 3 MB per call: for more, narrow it or run `fleetmem export`."""
+        return self._tool("export_pack", {"entity": entity, "since": since, "state": state})
+
+    def import_pack(self, *, pack: str, dry_run: bool | None = None, from_tenant: str | None = None) -> ImportPackResult:
+        """Admin: import a memory pack (the file `fleetmem export` or export_pack writes, base64 in `pack`) into this brain, checked whole first; e.g. import_pack(pack="H4sI...", dry_run=true) reports what would be written, unchanged and kept without writing. Importing again changes nothing. At most 3 MB; for more, run `fleetmem import --pack`."""
+        return self._tool("import_pack", {"pack": pack, "dry_run": dry_run, "from_tenant": from_tenant})
+
 
 class _AsyncToolMethods:
     async def _tool(self, name: str, arguments: dict[str, Any]) -> Any:
@@ -241,3 +251,11 @@ class _AsyncToolMethods:
     async def cancel_write_request(self, *, request_id: str) -> CancelWriteRequestResult:
         """Cancel one of your writes that has not committed, by its request_id, e.g. {"request_id": "3b2f..."}. A committed write is not undone (cancelled: false, its receipt says committed): use forget or delete_page for that. Unknown or foreign id -> not_found."""
         return await self._tool("cancel_write_request", {"request_id": request_id})
+
+    async def export_pack(self, *, entity: str | None = None, since: str | None = None, state: Literal['active', 'forgotten', 'superseded', 'expired'] | None = None) -> ExportPackResult:
+        """Admin: export this brain (or one entity, a state, or what changed since a time) as a memory pack, the file `fleetmem export` writes, base64 in `pack`, e.g. export_pack(entity="acme"). Read-only. At most 3 MB per call: for more, narrow it or run `fleetmem export`."""
+        return await self._tool("export_pack", {"entity": entity, "since": since, "state": state})
+
+    async def import_pack(self, *, pack: str, dry_run: bool | None = None, from_tenant: str | None = None) -> ImportPackResult:
+        """Admin: import a memory pack (the file `fleetmem export` or export_pack writes, base64 in `pack`) into this brain, checked whole first; e.g. import_pack(pack="H4sI...", dry_run=true) reports what would be written, unchanged and kept without writing. Importing again changes nothing. At most 3 MB; for more, run `fleetmem import --pack`."""
+        return await self._tool("import_pack", {"pack": pack, "dry_run": dry_run, "from_tenant": from_tenant})

@@ -70,6 +70,8 @@ TOOL_TITLES: dict[str, str] = {
     "list_followers": "List delta followers",
     "trace_fact": "Trace a fact",
     "purge_fact": "Purge a fact",
+    "export_pack": "Export a memory pack",
+    "import_pack": "Import a memory pack",
     "memory_stats": "Memory statistics",
     "whoami": "Who am I",
     "create_token": "Create an access token",

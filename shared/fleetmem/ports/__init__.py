@@ -289,6 +289,28 @@ class LLM(Protocol):
         ...
 
 
+class PackTransfer(Protocol):
+    """Memory packs over the tools (`export_pack`, `import_pack`): the pack format and its checks
+    sit above the domain (`fleetmem.pack_transfer`), so the tools reach them through this port.
+    Both raise `VerbError` (invalid_params with the pack check's message and fix)."""
+
+    def export(
+        self,
+        deps: Deps,
+        *,
+        tenant: str,
+        entity: str | None,
+        since: datetime | None,
+        state: str | None,
+        world_only: bool,
+        max_bytes: int,
+    ) -> tuple[bytes, dict[str, int]]: ...
+
+    def load(
+        self, deps: Deps, *, tenant: str, data: bytes, from_tenant: str | None, dry_run: bool
+    ) -> dict[str, Any]: ...
+
+
 class Clock(Protocol):
     def now(self) -> datetime:
         """Aware UTC, millisecond precision."""
@@ -351,6 +373,8 @@ class Deps(Ports):
     llm: LLM | None = None
     #: Re-embedding queries (`fleetmem reindex`); None where the backend embeds by itself.
     maintenance: VectorMaintenance | None = None
+    #: Memory packs over the tools; None where no pack code is wired (the tools answer unavailable).
+    packs: PackTransfer | None = None
     diagnostics: Diagnostics = field(default_factory=Diagnostics)
     policy: Policy = field(default_factory=Policy)
 

@@ -4,8 +4,9 @@ conformance runner read: `from fleetmem.memory.verbs import REGISTRY`.
 
 The tools: the seven memory verbs (recall, remember, entity, synthesize, forget, context_pack,
 delta), the page tools (put_page, get_page, list_pages, delete_page), the admin tools (trace_fact,
-purge_fact), the inspection tools (list_facts, list_activity, memory_stats) and the account tools (whoami,
-list_followers, list_tokens, create_token, revoke_token).
+purge_fact, export_pack, import_pack), the inspection tools (list_facts, list_activity,
+memory_stats) and the account tools (whoami, list_followers, list_tokens, create_token,
+revoke_token).
 
 Each module holds its tool's typed parameter model, its result model, `run` and its `SPEC`; a new
 tool is added to `TOOLS` here. What they mean on the wire, and the decisions `D1`…`D16` the
@@ -20,9 +21,11 @@ from fleetmem.memory.verbs import (  # D22 receipts
     delete_page,
     delta,
     entity,
+    export_pack,
     forget,
     get_page,
     get_write_request,
+    import_pack,
     list_activity,
     list_facts,
     list_followers,
@@ -66,6 +69,8 @@ TOOLS: tuple[ToolSpec, ...] = (
     get_write_request.SPEC,
     list_write_requests.SPEC,
     cancel_write_request.SPEC,
+    export_pack.SPEC,
+    import_pack.SPEC,
 )
 
 for _spec in TOOLS:
@@ -80,9 +85,11 @@ __all__ = [
     "delete_page",
     "delta",
     "entity",
+    "export_pack",
     "forget",
     "get_page",
     "get_write_request",
+    "import_pack",
     "list_activity",
     "list_facts",
     "list_followers",

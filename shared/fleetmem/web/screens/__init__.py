@@ -10,6 +10,7 @@ from fleetmem.web.screens import (  # noqa: F401
     login,
     memories,
     overview,
+    packs,
     pages,
     tokens,
 )
