@@ -377,7 +377,10 @@ def test_a_warm_sandbox_reads_a_cognito_mapping_once_per_bound_and_an_api_tokens
     seed(deps, bearer(event), "planner", {"read"}, tier="fleet")
     calls.clear()
     assert call("authorizer", event)["usageIdentifierKey"] == usage_keys["fleet"]
-    assert calls == ["GetItem"]
+    assert calls == ["GetItem", "UpdateItem"]  # its first use this minute is recorded (last_used_at)
+    calls.clear()
+    assert call("authorizer", event)["usageIdentifierKey"] == usage_keys["fleet"]
+    assert calls == ["GetItem"]  # within the minute: the read alone
     token = access_token(signing_key, cognito)
     calls.clear()
     call("authorizer", with_token("cognito_access_token", token))
