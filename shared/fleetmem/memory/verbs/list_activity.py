@@ -42,9 +42,11 @@ DEFAULT_LIMIT = 50
 MAX_LIMIT = 200
 #: the audit actions about facts, the ones listed
 ACTIONS = ("write", "supersede", "expire", "purge")
-#: events read from the store per round, and rounds per call at most (then `next_cursor` resumes)
-BATCH = 200
-MAX_BATCHES = 5
+#: events read from the store per round: the page asked for (at least MIN_BATCH, so filtered-out
+#: events cost few rounds), at most BATCH; a call reads at most MAX_EVENTS (then `next_cursor` resumes)
+BATCH = 201
+MIN_BATCH = 20
+MAX_EVENTS = 1000
 
 
 def encode_cursor(position: str) -> str:
@@ -132,8 +134,9 @@ def _page(
     """Up to `limit` rows the caller may see from `start` on, and where the next page starts."""
     shown: list[tuple[str, ActivityRow]] = []
     position = start
-    for _ in range(MAX_BATCHES):
-        batch = deps.audit.activity(caller.tenant, where=where, before=position, limit=BATCH)
+    size = min(BATCH, max(limit + 1, MIN_BATCH))  # one more than shown tells whether a next page exists
+    for _ in range(-(-MAX_EVENTS // size)):
+        batch = deps.audit.activity(caller.tenant, where=where, before=position, limit=size)
         ids = list(dict.fromkeys(e.subject for _, e in batch))
         facts = {f.fact_id: f for f in deps.facts.many(caller.tenant, ids)} if ids else {}
         for pos, event in batch:
@@ -145,7 +148,7 @@ def _page(
                     return [r for _, r in shown], shown[-1][0]
                 shown.append((pos, _row(caller, event, fact)))
             position = pos
-        if len(batch) < BATCH:
+        if len(batch) < size:
             return [r for _, r in shown], None
     return [r for _, r in shown], position  # the rounds ran out: the next call goes on from here
 
