@@ -117,6 +117,9 @@ def run_console_bench(
             "/followers",
             "/context?entities=companies/bench-7,companies/bench-8&budget=2000",
             "/tokens",
+            "/activity",
+            "/activity?client_id=bench-writer&action=write",
+            "/packs",
         ]
         timings = asyncio.run(_measure(console, token, paths, runs))
         stores.close()
