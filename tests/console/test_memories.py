@@ -282,8 +282,10 @@ def test_another_tenant_never_sees_acmes_facts(page: Any, serve_console: Console
     assert "wombats" not in page.content() and "Quokka" not in page.content()
     page.goto(f"{serve_console.base}/console/memories?q=Quokka+wombats")
     hits = page.locator("section", has_text="Search results")
-    assert hits.locator("ol.hits").count() == 0 and "No fact matched" in hits.inner_text()
-    assert "Quokka habitat" not in hits.inner_text() and "No page matched" in hits.inner_text()
+    # the other tenant's own facts may match (other tests write there); none of acme's ever does
+    found = " ".join(hits.locator("ol.hits").all_inner_texts())
+    assert "wombats" not in found and "Quokka" not in found
+    assert "No page matched" in hits.inner_text()
     response = page.goto(f"{serve_console.base}/console/facts/{seeded['ids'][0]}")
     assert response is not None and response.status == 404
     assert "wombats" not in page.content()

@@ -1,25 +1,19 @@
-"""Conflicting values on an entity, as the console finds them in what `list_facts` answers.
+"""Conflicting values on an entity, as `list_facts {entity, conflicts: true}` answers them.
 
-remember's own detection (`probable_update`) compares stored vectors, which no tool returns, and the
-console may not import the memory package (pyproject.toml's import contracts), so the console reads
-the active facts' text instead: two or more active facts of one kind (not events) that say "<the
-same attribute> is <a value>" (`is`, `are`, `was`, `were`, or a colon; "is now" counts as "is")
-with different values are one conflict. "Ada's desk is 3A" and "Ada's desk is 5C" conflict; "Ada
-prefers tea" and "Ada prefers coffee" do not (no copula), and neither do two events.
+The server groups the listed active facts that give one attribute different values with the
+detection behind remember's `probable_update` notice (`sameness.probable_update` on the stored
+vectors); the console only labels each group: the attribute the facts share ("Ada's desk" for
+"Ada's desk is 3A" / "Ada's desk is 5C"), read from the words the texts begin with in common.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any
 
-#: "<attribute> is|are|was|were [now] <value>" or "<attribute>: <value>", the first such split.
-_SPLIT = re.compile(r"^(?P<attr>.+?)(?:\s+(?:is|are|was|were)(?:\s+now)?\s+|\s*:\s+)(?P<value>.+)$", re.IGNORECASE)
-
-
-def _fold(text: str) -> str:
-    return " ".join(text.casefold().split()).rstrip(".")
+#: The arguments that ask list_facts for the groups with the facts (merged into its arguments).
+ASK = {"conflicts": True}
+_COPULAS = {"is", "are", "was", "were", "now"}
 
 
 @dataclass(frozen=True)
@@ -31,31 +25,27 @@ class Conflict:
     facts: list[dict[str, Any]]
 
 
-def attribute_of(text: str) -> tuple[str, str] | None:
-    """(attribute, value) of a fact's text, both case- and space-folded, or None."""
-    found = _SPLIT.match(text.strip())
-    if found is None:
-        return None
-    return _fold(found["attr"]), _fold(found["value"])
+def _label(texts: list[str]) -> str:
+    """The words every text begins with (case-folded compare, the first text's spelling), without a
+    trailing copula or colon: the attribute they give values to."""
+    words = [t.split() for t in texts]
+    shared = 0
+    while all(len(w) > shared for w in words) and len({w[shared].casefold() for w in words}) == 1:
+        shared += 1
+    label = words[0][:shared]
+    while label and (label[-1].casefold() in _COPULAS or label[-1] == ":"):
+        label.pop()
+    return " ".join(label).rstrip(":") or texts[0]
 
 
-def conflicts(facts: list[dict[str, Any]]) -> list[Conflict]:
-    """The attributes that more than one ACTIVE fact gives different values, in the order their
-    newest fact appears in `facts` (list_facts answers newest first)."""
-    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
-    shown: dict[tuple[str, str], str] = {}
-    for f in facts:
-        if f.get("status") != "active" or f.get("kind") == "event":
-            continue
-        split = attribute_of(str(f.get("fact") or ""))
-        if split is None:
-            continue
-        key = (str(f.get("kind")), split[0])
-        groups.setdefault(key, []).append(f)
-        shown.setdefault(key, _SPLIT.match(str(f["fact"]).strip())["attr"])  # type: ignore[index]
+def conflicts(answer: dict[str, Any]) -> list[Conflict]:
+    """The conflicts of a list_facts answer asked with `ASK`, in the order their newest fact appears
+    (list_facts answers newest first); none when the answer carries no groups."""
+    by_id = {f.get("fact_id"): f for f in answer.get("facts") or []}
     out = []
-    for key, group in groups.items():
-        values = {attribute_of(str(f["fact"]))[1] for f in group}  # type: ignore[index]
-        if len(values) > 1:
-            out.append(Conflict(attribute=shown[key], kind=key[0], facts=group))
+    for group in answer.get("conflicts") or []:
+        facts = [by_id[i] for i in group if i in by_id]
+        if len(facts) > 1:
+            label = _label([str(f.get("fact") or "") for f in facts])
+            out.append(Conflict(attribute=label, kind=str(facts[0].get("kind")), facts=facts))
     return out

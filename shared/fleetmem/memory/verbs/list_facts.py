@@ -24,13 +24,14 @@ from typing import Annotated, Literal
 from pydantic import Field, WithJsonSchema
 
 from fleetmem.errors import Outcome
-from fleetmem.memory import cursors
+from fleetmem.memory import cursors, sameness
 from fleetmem.memory.common import parse_since, shown_to
 from fleetmem.memory.cursors import CURSOR_DESCRIPTION, CursorArg
 from fleetmem.memory.entities import filter_slug
 from fleetmem.memory.params import DROP, Hint, Limit, Params, Since
 from fleetmem.memory.redaction import shown_facts
 from fleetmem.memory.registry import read_tool
+from fleetmem.memory.vectors import cosine
 from fleetmem.memory.verbs.recall import fact_model
 from fleetmem.models import Caller, Fact, FactItem, Wire
 from fleetmem.ports import CallContext, Deps, FactFilter
@@ -90,6 +91,11 @@ class ListFactsParams(Params):
     fact_id: str | None = Field(
         default=None, description="Exactly this fact (any state), or no fact when there is none with that id."
     )
+    conflicts: bool = Field(
+        default=False,
+        description="true: also answer `conflicts`, the groups of listed active facts that give one attribute "
+        "different values (the pairs remember answers with a probable_update notice), newest first.",
+    )
     limit: Limit(DEFAULT_LIMIT, MAX_LIMIT) = Field(  # type: ignore[valid-type]
         default=None, description=f"Facts per call (default {DEFAULT_LIMIT}, 1 to {MAX_LIMIT})."
     )
@@ -110,7 +116,35 @@ class FactRow(FactItem):
 class ListFactsResult(Wire):
     facts: list[FactRow]
     next_cursor: str | None  # null: the end
+    #: only when asked (`conflicts: true`): fact ids, one list per attribute with several values
+    conflicts: list[list[str]] | None = None
     protocol_version: int
+
+
+def conflict_groups(facts: list[Fact], now: datetime) -> list[list[str]]:
+    """The active facts (newest first) that give one attribute different values, grouped: each pair
+    `sameness.probable_update` reads as a new value of the other's attribute (the detection behind
+    remember's `probable_update` notice, on the stored vectors) joins one group; groups of two or
+    more, in the order of their newest fact."""
+    live = [f for f in facts if f.superseded_by is None and (f.expired_at is None or f.expired_at > now)]
+    root = {f.fact_id: f.fact_id for f in live}
+
+    def find(x: str) -> str:
+        while root[x] != x:
+            root[x] = root[root[x]]
+            x = root[x]
+        return x
+
+    for i, new in enumerate(live):
+        for old in live[i + 1 :]:
+            a, b = new.vector, old.vector
+            similarity = cosine(a, b) if a and b and new.vector_model == old.vector_model else None
+            if sameness.probable_update(new.text, new.kind, old.text, old.kind, similarity, attributed=True):
+                root[find(new.fact_id)] = find(old.fact_id)
+    groups: dict[str, list[str]] = {}
+    for f in live:
+        groups.setdefault(find(f.fact_id), []).append(f.fact_id)
+    return [g for g in groups.values() if len(g) > 1]
 
 
 def fact_row(f: Fact, now: datetime) -> FactRow:
@@ -164,9 +198,13 @@ def run(deps: Deps, caller: Caller, params: ListFactsParams, ctx: CallContext) -
     result = ListFactsResult(
         facts=[fact_row(f, now) for f in shown_facts(caller, rows)],  # D25: redacted for a remote caller
         next_cursor=encode_cursor(rows[-1]) if more else None,
+        conflicts=conflict_groups(rows, now) if params.conflicts else None,
         protocol_version=PROTOCOL_VERSION,
     )
-    return Outcome(body=result.model_dump(mode="json"))
+    body = result.model_dump(mode="json")
+    if not params.conflicts:
+        del body["conflicts"]  # the answer is unchanged for every caller that does not ask
+    return Outcome(body=body)
 
 
 DESCRIPTION = (

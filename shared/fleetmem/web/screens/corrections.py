@@ -19,7 +19,7 @@ from urllib.parse import quote
 from starlette.responses import Response
 
 from fleetmem.web.client import ToolFailed
-from fleetmem.web.conflicts import conflicts
+from fleetmem.web.conflicts import ASK, conflicts
 from fleetmem.web.screens.entities import FACTS_CHECKED, KINDS, entity_page
 from fleetmem.web.screens.facts import _detail, _fact_id, _not_found, _one
 from fleetmem.web.view import View, screen
@@ -124,8 +124,8 @@ async def keep_fact(view: View) -> Response:
     if kept is None:
         return _not_found(view, fact_id)
     slug = str(kept.get("entity_slug") or "")
-    listed = await view.call("list_facts", {"entity": slug, "limit": FACTS_CHECKED}) if slug else {}
-    group = next((c.facts for c in conflicts(listed.get("facts") or []) if kept in c.facts), None)
+    listed = await view.call("list_facts", {"entity": slug, "limit": FACTS_CHECKED, **ASK}) if slug else {}
+    group = next((c.facts for c in conflicts(listed) if kept in c.facts), None)
     if kept.get("status") != "active" or group is None:
         return view.redirect(_fact_url(fact_id), done="conflict-gone")
     others = sorted((f for f in group if f["fact_id"] != fact_id), key=lambda f: (f["created_at"], f["id"]))

@@ -13,7 +13,7 @@ from starlette.responses import Response
 
 from fleetmem.timefmt import parse_iso
 from fleetmem.web.client import ToolFailed
-from fleetmem.web.conflicts import conflicts
+from fleetmem.web.conflicts import ASK, conflicts
 from fleetmem.web.svg import neighbourhood
 from fleetmem.web.view import View, screen
 
@@ -61,7 +61,7 @@ async def entity_page(
         )
     card = found["card"]
     entity_slug = card["entity"]["slug"]
-    facts, facts_error = await view.attempt("list_facts", {"entity": entity_slug, "limit": FACTS_CHECKED})
+    facts, facts_error = await view.attempt("list_facts", {"entity": entity_slug, "limit": FACTS_CHECKED, **ASK})
     listed = (facts or {}).get("facts") or []
     edges = card.get("edges") or []
     graph = neighbourhood(
@@ -80,7 +80,7 @@ async def entity_page(
         facts=listed[:FACTS_SHOWN],
         more_facts=len(listed) > FACTS_SHOWN or bool((facts or {}).get("next_cursor")),
         facts_error=facts_error,
-        conflicts=conflicts(listed),
+        conflicts=conflicts(facts or {}),
         suggestions=found.get("suggestions") or [],
         error=error,
         add=add or {"fact": "", "kind": "fact", "note": ""},
