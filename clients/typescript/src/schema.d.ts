@@ -194,10 +194,30 @@ export interface paths {
         get?: never;
         put?: never;
         /**
-         * List saved facts newest first, 50 per call by default (limit up to 200), filtered by entity, kind, state (active by default; superseded, forgotten, expired or any), session_id, provenance text and cre
-         * @description List saved facts newest first, 50 per call by default (limit up to 200), filtered by entity, kind, state (active by default; superseded, forgotten, expired or any), session_id, provenance text and created_after/created_before; fact_id returns that one fact. Pass the returned next_cursor as cursor to continue; null means the end. Example: {"entity": "people/alice", "state": "any"}.
+         * List saved facts newest first, 50 per call by default (limit up to 200), filtered by entity, kind, state (active by default; superseded, forgotten, expired or any), session_id, client_id, provenance t
+         * @description List saved facts newest first, 50 per call by default (limit up to 200), filtered by entity, kind, state (active by default; superseded, forgotten, expired or any), session_id, client_id, provenance text and created_after/created_before; fact_id returns that one fact. Pass the returned next_cursor as cursor to continue; null means the end. Example: {"entity": "people/alice", "state": "any"}.
          */
         post: operations["list_facts"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/list_activity": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * List who wrote what: this memory's fact events newest first (write, supersede, expire = forgotten, purge), each with the client that did it, when, the reason and the fact, filtered by client_id, actio
+         * @description List who wrote what: this memory's fact events newest first (write, supersede, expire = forgotten, purge), each with the client that did it, when, the reason and the fact, filtered by client_id, action, entity and since/until; 50 per call by default (limit up to 200). Pass next_cursor as cursor to continue; null means the end. Example: {"client_id": "planner", "since": "2026-06-01"}.
+         */
+        post: operations["list_activity"];
         delete?: never;
         options?: never;
         head?: never;
@@ -235,7 +255,7 @@ export interface paths {
         put?: never;
         /**
          * List pages by slug, 50 per call by default (limit up to 200), optionally of one type
-         * @description List pages by slug, 50 per call by default (limit up to 200), optionally of one type. Pass the returned next_cursor as cursor to continue; next_cursor null means the end. Example: {"type": "person", "limit": 100}.
+         * @description List pages by slug, 50 per call by default (limit up to 200), optionally of one type. Pass the returned next_cursor as cursor to continue; next_cursor null means the end. with_counts=true adds each page's active fact count and when its facts last changed. Example: {"type": "person", "limit": 100}.
          */
         post: operations["list_pages"];
         delete?: never;
@@ -254,8 +274,8 @@ export interface paths {
         get?: never;
         put?: never;
         /**
-         * Admin: list this brain's API tokens (token_id, client, scopes, created, revoked); never the tokens themselves
-         * @description Admin: list this brain's API tokens (token_id, client, scopes, created, revoked); never the tokens themselves. Takes no arguments. Revoke one with revoke_token(token_id=...).
+         * Admin: list this brain's API tokens (token_id, client, scopes, created, revoked, last used); never the tokens themselves
+         * @description Admin: list this brain's API tokens (token_id, client, scopes, created, revoked, last used); never the tokens themselves. Takes no arguments. Revoke one with revoke_token(token_id=...).
          */
         post: operations["list_tokens"];
         delete?: never;
@@ -458,6 +478,46 @@ export interface paths {
          * @description Cancel one of your writes that has not committed, by its request_id, e.g. {"request_id": "3b2f..."}. A committed write is not undone (cancelled: false, its receipt says committed): use forget or delete_page for that. Unknown or foreign id -> not_found.
          */
         post: operations["cancel_write_request"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/export_pack": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Admin: export this brain (or one entity, a state, or what changed since a time) as a memory pack, the file `fleetmem export` writes, base64 in `pack`, e.g
+         * @description Admin: export this brain (or one entity, a state, or what changed since a time) as a memory pack, the file `fleetmem export` writes, base64 in `pack`, e.g. export_pack(entity="acme"). Read-only. At most 3 MB per call: for more, narrow it or run `fleetmem export`.
+         */
+        post: operations["export_pack"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/import_pack": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Admin: import a memory pack (the file `fleetmem export` or export_pack writes, base64 in `pack`) into this brain, checked whole first; e.g
+         * @description Admin: import a memory pack (the file `fleetmem export` or export_pack writes, base64 in `pack`) into this brain, checked whole first; e.g. import_pack(pack="H4sI...", dry_run=true) reports what would be written, unchanged and kept without writing. Importing again changes nothing. At most 3 MB; for more, run `fleetmem import --pack`.
+         */
+        post: operations["import_pack"];
         delete?: never;
         options?: never;
         head?: never;
@@ -2071,6 +2131,47 @@ export interface components {
             facts: components["schemas"]["list_facts.result.FactRow"][];
             /** Next Cursor */
             next_cursor: string | null;
+            /**
+             * Conflicts
+             * @default null
+             */
+            conflicts: string[][] | null;
+            /** Protocol Version */
+            protocol_version: number;
+            /** @description Notices (AGENT_OPERATOR): the same objects MCP puts in _meta['fleetmem/notices']. Present only when the call produced any. */
+            notices?: Record<string, never>[];
+        };
+        /** ActivityRow */
+        "list_activity.result.ActivityRow": {
+            /** At */
+            at: string;
+            /** Action */
+            action: string;
+            /**
+             * Actor
+             * @description The client id that did it.
+             */
+            actor: string;
+            /** Fact Id */
+            fact_id: string;
+            /** Entity Slug */
+            entity_slug: string | null;
+            /**
+             * Fact
+             * @description The fact's text; null for a purged fact.
+             */
+            fact: string | null;
+            /** Reason */
+            reason: string | null;
+            /** Provenance */
+            provenance: string | null;
+        };
+        /** ListActivityResult */
+        "list_activity.result": {
+            /** Events */
+            events: components["schemas"]["list_activity.result.ActivityRow"][];
+            /** Next Cursor */
+            next_cursor: string | null;
             /** Protocol Version */
             protocol_version: number;
             /** @description Notices (AGENT_OPERATOR): the same objects MCP puts in _meta['fleetmem/notices']. Present only when the call produced any. */
@@ -2106,8 +2207,11 @@ export interface components {
             /** @description Notices (AGENT_OPERATOR): the same objects MCP puts in _meta['fleetmem/notices']. Present only when the call produced any. */
             notices?: Record<string, never>[];
         };
-        /** PageItem */
-        "list_pages.result.PageItem": {
+        /**
+         * ListedPage
+         * @description A listed page; with `with_counts`, its facts too (absent otherwise).
+         */
+        "list_pages.result.ListedPage": {
             /** Slug */
             slug: string;
             /** Title */
@@ -2116,11 +2220,21 @@ export interface components {
             type: string | null;
             /** Updated At */
             updated_at: string;
+            /**
+             * Facts
+             * @default null
+             */
+            facts: number | null;
+            /**
+             * Facts Changed At
+             * @default null
+             */
+            facts_changed_at: string | null;
         };
         /** ListPagesResult */
         "list_pages.result": {
             /** Pages */
-            pages: components["schemas"]["list_pages.result.PageItem"][];
+            pages: components["schemas"]["list_pages.result.ListedPage"][];
             /** Next Cursor */
             next_cursor: string | null;
             /** Protocol Version */
@@ -2140,6 +2254,12 @@ export interface components {
             created_at: string;
             /** Revoked At */
             revoked_at: string | null;
+            /**
+             * Last Used At
+             * @description When the token last authenticated a call (recorded at most once a minute).
+             * @default null
+             */
+            last_used_at: string | null;
         };
         /** ListTokensResult */
         "list_tokens.result": {
@@ -3131,6 +3251,54 @@ export interface components {
             /** @description Notices (AGENT_OPERATOR): the same objects MCP puts in _meta['fleetmem/notices']. Present only when the call produced any. */
             notices?: Record<string, never>[];
         };
+        /** ExportPackResult */
+        "export_pack.result": {
+            /** Pack */
+            pack: string;
+            /** Bytes */
+            bytes: number;
+            /** Filename */
+            filename: string;
+            /** Counts */
+            counts: {
+                [key: string]: number;
+            };
+            /** Protocol Version */
+            protocol_version: number;
+            /** @description Notices (AGENT_OPERATOR): the same objects MCP puts in _meta['fleetmem/notices']. Present only when the call produced any. */
+            notices?: Record<string, never>[];
+        };
+        /** ImportPackResult */
+        "import_pack.result": {
+            /** Dry Run */
+            dry_run: boolean;
+            /** Tenant */
+            tenant: string;
+            /** Pack Tenant */
+            pack_tenant: string;
+            /** Total */
+            total: {
+                [key: string]: number;
+            };
+            /** Written */
+            written: {
+                [key: string]: number;
+            };
+            /** Unchanged */
+            unchanged: {
+                [key: string]: number;
+            };
+            /** Kept */
+            kept: string[];
+            /** Kept Count */
+            kept_count: number;
+            /** Search Problem */
+            search_problem: string | null;
+            /** Protocol Version */
+            protocol_version: number;
+            /** @description Notices (AGENT_OPERATOR): the same objects MCP puts in _meta['fleetmem/notices']. Present only when the call produced any. */
+            notices?: Record<string, never>[];
+        };
         /**
          * RenderedFix
          * @description The envelope's `fix`: the next step, rendered for the caller's transport.
@@ -3999,6 +4167,12 @@ export interface operations {
                      */
                     session_id?: string | null;
                     /**
+                     * Client Id
+                     * @description Only facts this client (agent) wrote: its client id, e.g. "planner".
+                     * @default null
+                     */
+                    client_id?: string | null;
+                    /**
                      * Provenance
                      * @description Only facts whose provenance contains this text (case-insensitive).
                      * @default null
@@ -4023,6 +4197,12 @@ export interface operations {
                      */
                     fact_id?: string | null;
                     /**
+                     * Conflicts
+                     * @description true: also answer `conflicts`, the groups of listed active facts that give one attribute different values (the pairs remember answers with a probable_update notice), newest first.
+                     * @default false
+                     */
+                    conflicts?: boolean;
+                    /**
                      * Limit
                      * @description Facts per call (default 50, 1 to 200).
                      * @default null
@@ -4046,6 +4226,84 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["list_facts.result"] | components["schemas"]["DryRunResult"];
+                };
+            };
+            400: components["responses"]["Error400"];
+            401: components["responses"]["Error401"];
+            403: components["responses"]["Error403"];
+            404: components["responses"]["Error404"];
+            413: components["responses"]["Error413"];
+            421: components["responses"]["Error421"];
+            429: components["responses"]["Error429"];
+            500: components["responses"]["Error500"];
+            503: components["responses"]["Error503"];
+        };
+    };
+    list_activity: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /**
+                     * Client Id
+                     * @description Only what this client (agent) did: its client id, e.g. "planner".
+                     * @default null
+                     */
+                    client_id?: string | null;
+                    /**
+                     * Action
+                     * @description Only events of this action (expire: forgotten).
+                     * @default null
+                     * @enum {string}
+                     */
+                    action?: "write" | "supersede" | "expire" | "purge";
+                    /**
+                     * Entity
+                     * @description Only events about facts of this entity: its slug or name, e.g. "people/alice".
+                     * @default null
+                     */
+                    entity?: string | null;
+                    /**
+                     * Since
+                     * @description Only events after this ISO 8601 time, e.g. "2026-06-01".
+                     * @default null
+                     */
+                    since?: string | null;
+                    /**
+                     * Until
+                     * @description Only events before this ISO 8601 time.
+                     * @default null
+                     */
+                    until?: string | null;
+                    /**
+                     * Limit
+                     * @description Events per call (default 50, 1 to 200).
+                     * @default null
+                     */
+                    limit?: number;
+                    /**
+                     * Cursor
+                     * @description next_cursor from the previous call, passed back unchanged.
+                     * @default null
+                     */
+                    cursor?: string | null;
+                };
+            };
+        };
+        responses: {
+            /** @description The list_activity result (ListActivityResult). */
+            200: {
+                headers: {
+                    "X-Correlation-Id": components["headers"]["CorrelationId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["list_activity.result"] | components["schemas"]["DryRunResult"];
                 };
             };
             400: components["responses"]["Error400"];
@@ -4128,6 +4386,12 @@ export interface operations {
                      * @default null
                      */
                     type?: string | null;
+                    /**
+                     * With Counts
+                     * @description Also give each page's active fact count (`facts`) and when one of its facts last changed (`facts_changed_at`).
+                     * @default false
+                     */
+                    with_counts?: boolean;
                 };
             };
         };
@@ -4707,6 +4971,112 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["cancel_write_request.result"] | components["schemas"]["DryRunResult"];
+                };
+            };
+            400: components["responses"]["Error400"];
+            401: components["responses"]["Error401"];
+            403: components["responses"]["Error403"];
+            404: components["responses"]["Error404"];
+            413: components["responses"]["Error413"];
+            421: components["responses"]["Error421"];
+            429: components["responses"]["Error429"];
+            500: components["responses"]["Error500"];
+            503: components["responses"]["Error503"];
+        };
+    };
+    export_pack: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /**
+                     * Entity
+                     * @description Only this entity's page and facts, e.g. "acme".
+                     * @default null
+                     */
+                    entity?: string | null;
+                    /**
+                     * Since
+                     * @description Only what changed after this ISO 8601 time, e.g. "2026-06-01".
+                     * @default null
+                     */
+                    since?: string | null;
+                    /**
+                     * State
+                     * @description Only facts in this state (and no pages).
+                     * @default null
+                     */
+                    state?: ("active" | "forgotten" | "superseded" | "expired") | null;
+                };
+            };
+        };
+        responses: {
+            /** @description The export_pack result (ExportPackResult). */
+            200: {
+                headers: {
+                    "X-Correlation-Id": components["headers"]["CorrelationId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["export_pack.result"] | components["schemas"]["DryRunResult"];
+                };
+            };
+            400: components["responses"]["Error400"];
+            401: components["responses"]["Error401"];
+            403: components["responses"]["Error403"];
+            404: components["responses"]["Error404"];
+            413: components["responses"]["Error413"];
+            421: components["responses"]["Error421"];
+            429: components["responses"]["Error429"];
+            500: components["responses"]["Error500"];
+            503: components["responses"]["Error503"];
+        };
+    };
+    import_pack: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /**
+                     * Pack
+                     * @description The pack file (`fleetmem export`, export_pack) as base64.
+                     * @default
+                     */
+                    pack: string;
+                    /**
+                     * Dry Run
+                     * @description true: check the pack and report what would change; write nothing.
+                     * @default false
+                     */
+                    dry_run?: boolean;
+                    /**
+                     * From Tenant
+                     * @description The tenant the pack was exported from, to load it into yours.
+                     * @default null
+                     */
+                    from_tenant?: string | null;
+                };
+            };
+        };
+        responses: {
+            /** @description The import_pack result (ImportPackResult). */
+            200: {
+                headers: {
+                    "X-Correlation-Id": components["headers"]["CorrelationId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["import_pack.result"] | components["schemas"]["DryRunResult"];
                 };
             };
             400: components["responses"]["Error400"];
