@@ -374,3 +374,44 @@ def test_a_search_never_finds_a_page_without_chunks_while_it_is_replaced(data_di
         assert searches[0] > 0 and misses == []
         final = index.search(SearchQuery(tenant="t1", text="zebra", k=10)).keyword
         assert sorted(h.doc_id for h in final) == [f"chunk:p/zebra#{10 + j}" for j in range(3)]
+
+
+@pytest.mark.parametrize("path", ["file", ":memory:"])
+def test_close_waits_for_a_write_another_thread_is_running_then_refuses_new_ones(tmp_path, path):
+    """Closing a connection another thread is stepping on is undefined in SQLite's C API (it
+    crashed the process once: a background token-use write racing a shutdown). `close` waits."""
+    import threading
+
+    from fleetmem.adapters.local.sqlite.db import Database
+
+    db = Database(str(tmp_path / "x.db") if path == "file" else ":memory:")
+    db.run("CREATE TABLE t (v INTEGER)")
+    inside, release = threading.Event(), threading.Event()
+    outcome: list[object] = []
+
+    def slow_write(conn):
+        conn.execute("INSERT INTO t VALUES (1)")
+        inside.set()
+        release.wait(10)
+        conn.execute("INSERT INTO t VALUES (2)")
+        return "written"
+
+    writer = threading.Thread(target=lambda: outcome.append(db.write(slow_write)))
+    writer.start()
+    assert inside.wait(10)
+    closer = threading.Thread(target=db.close)
+    closer.start()
+    closer.join(0.2)
+    assert closer.is_alive(), "close returned while a write was running"
+    release.set()
+    writer.join(10)
+    closer.join(10)
+    assert not closer.is_alive()
+    assert outcome == ["written"]
+    with pytest.raises(Unavailable) as info:
+        db.one("SELECT count(*) FROM t")
+    assert info.value.reason == "closed"
+    if path == "file":
+        check = sqlite3.connect(tmp_path / "x.db")
+        assert check.execute("SELECT count(*) FROM t").fetchone()[0] == 2
+        check.close()

@@ -150,6 +150,10 @@ class Database:
         self._write_lock = threading.Lock()
         self._writer: sqlite3.Connection | None = None
         self._closed = False
+        #: statements running now on any connection; `close` waits for them (closing a connection
+        #: another thread is stepping on is undefined behaviour in SQLite's C API)
+        self._inflight = 0
+        self._idle = threading.Condition(threading.Lock())
         self._shared: sqlite3.Connection | None = None
         if self.memory:
             self._shared = self._connect()
@@ -187,18 +191,32 @@ class Database:
         raise AssertionError("unreachable")
 
     @contextmanager
+    def _in_use(self) -> Iterator[None]:
+        """Counts one use of a connection, so `close` can wait for it; refuses once closed."""
+        with self._idle:
+            if self._closed:
+                raise Unavailable("the local store is closed", reason="closed")
+            self._inflight += 1
+        try:
+            yield
+        finally:
+            with self._idle:
+                self._inflight -= 1
+                if self._inflight == 0:
+                    self._idle.notify_all()
+
+    @contextmanager
     def _conn(self) -> Iterator[sqlite3.Connection]:
-        if self._closed:
-            raise Unavailable("the local store is closed", reason="closed")
-        if self._shared is not None:
-            with self._memory_lock:
-                yield self._shared
-            return
-        conn = getattr(self._local, "conn", None)
-        if conn is None:
-            conn = self._connect()
-            self._local.conn = conn
-        yield conn
+        with self._in_use():
+            if self._shared is not None:
+                with self._memory_lock:
+                    yield self._shared
+                return
+            conn = getattr(self._local, "conn", None)
+            if conn is None:
+                conn = self._connect()
+                self._local.conn = conn
+            yield conn
 
     @contextmanager
     def _writer_conn(self) -> Iterator[sqlite3.Connection]:
@@ -210,11 +228,10 @@ class Database:
         if not self._write_lock.acquire(timeout=self.write_wait_s):
             raise Unavailable("the local store is busy", retry_after_seconds=1, reason="busy")
         try:
-            if self._closed:
-                raise Unavailable("the local store is closed", reason="closed")
-            if self._writer is None:
-                self._writer = self._connect()
-            yield self._writer
+            with self._in_use():
+                if self._writer is None:
+                    self._writer = self._connect()
+                yield self._writer
         finally:
             self._write_lock.release()
 
@@ -288,8 +305,15 @@ class Database:
     def _backoff(attempt: int) -> None:
         time.sleep(min(0.5, 0.01 * 2**attempt) * (0.5 + random.random()))
 
+    #: how long `close` waits for statements other threads are running
+    CLOSE_WAIT_S = 30.0
+
     def close(self) -> None:
-        self._closed = True
+        """Refuse new uses, wait (at most `CLOSE_WAIT_S`) for the running ones, close every
+        connection. A use that starts after this raises `Unavailable` (reason "closed")."""
+        with self._idle:
+            self._closed = True
+            self._idle.wait_for(lambda: self._inflight == 0, timeout=self.CLOSE_WAIT_S)
         with self._all_lock:
             conns, self._all = self._all, []
         for conn in conns:
