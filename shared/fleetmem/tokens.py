@@ -136,39 +136,54 @@ def create_client(
 ) -> tuple[str, ClientRecord]:
     """Mint a token for (tenant, client_id) in usage-plan `tier` (None: the stage's default) and
     store its hash. Returns (token, record); the token is shown once and cannot be recovered."""
-    wanted = frozenset(scopes)
-    unknown = wanted - set(SCOPES)
-    if unknown or not wanted:
-        raise ValueError(f"scopes must be a non-empty subset of {', '.join(SCOPES)}")
-    for kind, value in (("tenant", tenant), ("client", client_id), *((("tier", tier),) if tier is not None else ())):
-        problem = id_problem(kind, value)
-        if problem:
-            raise ValueError(problem)
-    if tenant_deleted(store, tenant):
-        raise TenantDeleted(tenant)
+    request = mint_request(tenant=tenant, client=client_id, scopes=scopes, tier=tier)
     token = mint_token()
     digest = hash_token(token)
+    return token, _store_record(store, clock, request, digest, token_id_for(digest))
+
+
+def _store_record(store: ClientStore, clock: Clock, request: MintRequest, digest: str, token_id: str) -> ClientRecord:
+    """Store the clients-table record of a checked request under `digest` (a token's hash or a
+    mapping's key); refused (`TenantDeleted`) for a deleted tenant."""
+    if tenant_deleted(store, request.tenant):
+        raise TenantDeleted(request.tenant)
     record = ClientRecord(
         token_hash=digest,
-        token_id=token_id_for(digest),
-        tenant=tenant,
-        client_id=client_id,
-        scopes=wanted,
+        token_id=token_id,
+        tenant=request.tenant,
+        client_id=request.client_id,
+        scopes=request.scopes,
         created_at=clock.now(),
-        tier=tier,
+        tier=request.tier,
     )
     store.create(record)
-    return token, record
+    return record
+
+
+def _map_once(
+    store: ClientStore, clock: Clock, request: MintRequest, digest: str, token_id: str
+) -> tuple[ClientRecord, bool]:
+    """A mapping stored once: (the record, True) when written now, (the stored one, False)."""
+    existing = store.by_hash(digest)
+    if existing is not None:
+        return existing, False
+    return _store_record(store, clock, request, digest, token_id), True
+
+
+def _live(store: ClientStore, digest: str, now: datetime) -> ClientRecord | None:
+    """The record stored under `digest` unless missing or revoked by `now` (one lookup)."""
+    record = store.by_hash(digest)
+    if record is None or (record.revoked_at is not None and record.revoked_at <= now):
+        return None
+    return record
 
 
 def verify_token(store: ClientStore, token: str, now: datetime) -> Caller | None:
     """The remote Caller a token stands for, or None when it is malformed, unknown or revoked."""
     if not token or not looks_like_token(token):
         return None
-    record = store.by_hash(hash_token(token))
+    record = _live(store, hash_token(token), now)
     if record is None:
-        return None
-    if record.revoked_at is not None and record.revoked_at <= now:
         return None
     if id_problem("tenant", record.tenant) or id_problem("client", record.client_id):
         # a credential stored before the id grammar was enforced (e.g. tenant "a#b"): its ids could
@@ -317,31 +332,12 @@ def map_cognito_client(
     if not app_client_id or not re.fullmatch(r"[A-Za-z0-9_-]{1,128}", app_client_id):
         raise ValueError("app_client_id must be 1-128 letters, digits, '_' or '-'")
     request = mint_request(tenant=tenant, client=client_id, scopes=scopes, tier=tier)
-    digest = cognito_map_hash(app_client_id)
-    existing = store.by_hash(digest)
-    if existing is not None:
-        return existing, False
-    if tenant_deleted(store, tenant):
-        raise TenantDeleted(tenant)
-    record = ClientRecord(
-        token_hash=digest,
-        token_id=COGNITO_MAP_ID_PREFIX + app_client_id,
-        tenant=request.tenant,
-        client_id=request.client_id,
-        scopes=request.scopes,
-        created_at=clock.now(),
-        tier=request.tier,
-    )
-    store.create(record)
-    return record, True
+    return _map_once(store, clock, request, cognito_map_hash(app_client_id), COGNITO_MAP_ID_PREFIX + app_client_id)
 
 
 def cognito_client_mapping(store: ClientStore, app_client_id: str, now: datetime) -> ClientRecord | None:
     """The live mapping of a Cognito app client (one lookup), or None: unknown or revoked."""
-    record = store.by_hash(cognito_map_hash(app_client_id))
-    if record is None or (record.revoked_at is not None and record.revoked_at <= now):
-        return None
-    return record
+    return _live(store, cognito_map_hash(app_client_id), now)
 
 
 # A tenant deletion (`fleetmem tenant delete --backend aws`) first leaves a tombstone in the clients
@@ -422,27 +418,9 @@ def map_person(
         raise ValueError("issuer and subject (1-255 characters) are required")
     request = mint_request(tenant=tenant, client=client_id, scopes=scopes, tier=tier)
     digest = person_map_hash(issuer, subject)
-    existing = store.by_hash(digest)
-    if existing is not None:
-        return existing, False
-    if tenant_deleted(store, tenant):
-        raise TenantDeleted(tenant)
-    record = ClientRecord(
-        token_hash=digest,
-        token_id=PERSON_MAP_ID_PREFIX + digest[:10],
-        tenant=request.tenant,
-        client_id=request.client_id,
-        scopes=request.scopes,
-        created_at=clock.now(),
-        tier=request.tier,
-    )
-    store.create(record)
-    return record, True
+    return _map_once(store, clock, request, digest, PERSON_MAP_ID_PREFIX + digest[:10])
 
 
 def person_mapping(store: ClientStore, issuer: str, subject: str, now: datetime) -> ClientRecord | None:
     """The live mapping of a person (one lookup), or None: unknown or revoked."""
-    record = store.by_hash(person_map_hash(issuer, subject))
-    if record is None or (record.revoked_at is not None and record.revoked_at <= now):
-        return None
-    return record
+    return _live(store, person_map_hash(issuer, subject), now)
