@@ -13,7 +13,7 @@ import time
 from typing import Any
 
 from fleetmem.adapters.aws import keys
-from fleetmem.adapters.aws.dynamo import DynamoStore, answers, parse_ts, query_all, same_named, ts
+from fleetmem.adapters.aws.dynamo import DynamoStore, answers, parse_ts, query_all, same_named, time_key_range, ts
 from fleetmem.adapters.aws.tables import AUDIT
 from fleetmem.models import AuditEvent
 from fleetmem.ports import ActivityFilter
@@ -66,25 +66,13 @@ class DynamoAuditLog(DynamoStore):
         want = max(0, int(limit))
         if want == 0:
             return []
-        values: dict[str, Any] = {":t": {"S": tenant}}
-        cond = "tenant = :t"
-        # sk = "<at iso>#<unique>": "~" sorts after every digit, "#" before every sk of that instant
-        low = f"{ts(where.since)}#~" if where.since is not None else None
-        highs = [f"{ts(where.until)}#"] if where.until is not None else []
-        if before:
-            highs.append(before)
-        high = min(highs) if highs else None
-        if low is not None and high is not None:
-            if low >= high:
-                return []
-            cond += " AND sk BETWEEN :lo AND :hi"  # inclusive: an item at `high` is skipped below
-            values |= {":lo": {"S": low}, ":hi": {"S": high}}
-        elif high is not None:
-            cond += " AND sk < :hi"
-            values[":hi"] = {"S": high}
-        elif low is not None:
-            cond += " AND sk > :lo"
-            values[":lo"] = {"S": low}
+        # sk = "<at iso>#<unique>"
+        span = time_key_range("sk", after=where.since, until=where.until, before=before or None)
+        if span is None:
+            return []
+        extra, values, high = span
+        cond = "tenant = :t" + extra
+        values = {":t": {"S": tenant}} | values
         filters, names = [], {}
         if where.actor is not None:
             filters.append("actor = :a")

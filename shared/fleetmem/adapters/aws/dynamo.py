@@ -229,6 +229,30 @@ def ts(dt: datetime | None) -> str | None:
     return iso(dt)
 
 
+def time_key_range(
+    attr: str, *, after: datetime | None, until: datetime | None, before: str | None
+) -> tuple[str, dict[str, Any], str | None] | None:
+    """The part of a Query's key condition on `attr`, a "<iso time>#<unique>" sort key: keys after
+    the instant `after`, before the instant `until` and before the key `before` (a listing's
+    position). Returns (" AND …" to append, its values, the upper key) or None when nothing can
+    match. BETWEEN is inclusive: the caller skips an item whose key IS the upper key."""
+    # "~" sorts after every digit, "#" before every key of that instant
+    low = f"{ts(after)}#~" if after is not None else None
+    highs = [f"{ts(until)}#"] if until is not None else []
+    if before is not None:
+        highs.append(before)
+    high = min(highs) if highs else None
+    if low is not None and high is not None:
+        if low >= high:
+            return None
+        return f" AND {attr} BETWEEN :lo AND :hi", {":lo": {"S": low}, ":hi": {"S": high}}, high
+    if high is not None:
+        return f" AND {attr} < :hi", {":hi": {"S": high}}, high
+    if low is not None:
+        return f" AND {attr} > :lo", {":lo": {"S": low}}, None
+    return "", {}, None
+
+
 def same_named(source: Any, *names: str) -> dict[str, Any]:
     """The values stored under the same name on both sides: `names` read from an item (a mapping)
     or from a record (its attributes), for the other side's keyword arguments or keys."""

@@ -8,7 +8,7 @@ from functools import partial
 from typing import Any, Unpack
 
 from fleetmem.adapters.aws import keys
-from fleetmem.adapters.aws.dynamo import parallel, parse_ts, query_all, ts
+from fleetmem.adapters.aws.dynamo import parallel, parse_ts, query_all, time_key_range, ts
 from fleetmem.adapters.aws.fact_table import FactTable, fact_items, item_to_fact
 from fleetmem.models import Fact, provenance_matches
 from fleetmem.ports import EntityFacts, FactTallies
@@ -91,25 +91,14 @@ class DynamoFactListing(FactTable):
             index, attr, key = "by_session", "sess", keys.key(tenant, where.session_id)
         else:
             index, attr, key = "by_time", "tp", keys.tenant(tenant)
-        # ck = "<created iso>#<seq:012d>": "~" sorts after every digit, "#" before every ck of that instant
-        low = f"{ts(where.created_after)}#~" if where.created_after is not None else None
-        highs = [f"{ts(where.created_before)}#"] if where.created_before is not None else []
-        if before is not None:
-            highs.append(f"{ts(before[0])}#{int(before[1]):012d}")
-        high = min(highs) if highs else None
-        values: dict[str, Any] = {":k": {"S": key}}
-        cond = f"{attr} = :k"
-        if low is not None and high is not None:
-            if low >= high:
-                return []
-            cond += " AND ck BETWEEN :lo AND :hi"  # inclusive: an item at `high` is skipped below
-            values |= {":lo": {"S": low}, ":hi": {"S": high}}
-        elif high is not None:
-            cond += " AND ck < :hi"
-            values[":hi"] = {"S": high}
-        elif low is not None:
-            cond += " AND ck > :lo"
-            values[":lo"] = {"S": low}
+        # ck = "<created iso>#<seq:012d>"
+        position = f"{ts(before[0])}#{int(before[1]):012d}" if before is not None else None
+        span = time_key_range("ck", after=where.created_after, until=where.created_before, before=position)
+        if span is None:
+            return []
+        extra, values, high = span
+        cond = f"{attr} = :k" + extra
+        values = {":k": {"S": key}} | values
         req = self._index_request(index, cond, values, ScanIndexForward=False, Limit=self._page_size(limit))
 
         def keep(item: dict[str, Any]) -> bool:
