@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 import uuid
 from collections.abc import Callable, Iterator
@@ -16,6 +17,7 @@ if str(_ROOT) not in sys.path:
     sys.path.insert(0, str(_ROOT))  # `tests.contract.backends` must be one module for every importer
 
 from tests.contract.backends import backend, backends_for  # noqa: E402
+from tests.unit.domain.delta_backends import BACKENDS, open_deps  # noqa: E402
 
 NOW = datetime(2026, 6, 11, 9, 30, 0, tzinfo=UTC)
 
@@ -140,3 +142,34 @@ def page_feed(pages_backend: Any) -> Any:
 @pytest.fixture
 def page_listing(pages_backend: Any) -> Any:
     return pages_backend.page_listing
+
+
+# ------------------------------------------------------------------------------------------------
+# `bdeps`: whole Deps on each backend of tests/unit/domain/delta_backends.py, for the suites that run
+# verbs end to end. A module changes what it needs by overriding `bdeps_clock` or `bdeps_swap`.
+
+
+@pytest.fixture
+def bdeps_clock() -> Any:
+    from fleetmem.adapters.local.clock import FixedClock
+    from fleetmem.timefmt import to_ms
+
+    return FixedClock(to_ms(datetime.now(UTC)))  # DynamoDB Local runs TTLs on the wall clock
+
+
+@pytest.fixture
+def bdeps_swap() -> dict[str, Any]:
+    """Deps fields replaced on every backend (default: the 8-dimension hash embedder)."""
+    from fleetmem.adapters.local.hash_embedder import HashEmbedder
+
+    return {"embedder": HashEmbedder(dim=8)}
+
+
+@pytest.fixture(params=BACKENDS)
+def bdeps(request: pytest.FixtureRequest, bdeps_clock: Any, bdeps_swap: dict[str, Any]) -> Iterator[Any]:
+    """Deps with a fresh tenant per test (`test_tenant`; the tables are shared) and `backend`."""
+    with open_deps(request.param, request, bdeps_clock) as d:
+        d = dataclasses.replace(d, **bdeps_swap) if bdeps_swap else d
+        d.test_tenant = "t-" + uuid.uuid4().hex[:12]
+        d.backend = request.param
+        yield d

@@ -5,31 +5,14 @@ the embedder is the deterministic HashEmbedder.
 
 from __future__ import annotations
 
-import dataclasses
 import uuid
-from datetime import UTC, datetime
 from typing import Any
 
-import pytest
-from tests.unit.domain.delta_backends import BACKENDS, open_deps
-
-from fleetmem.adapters.local.clock import FixedClock
-from fleetmem.adapters.local.hash_embedder import HashEmbedder
 from fleetmem.memory.verbs import forget, list_activity, list_facts, remember
 from fleetmem.models import Caller
 from fleetmem.ports import CallContext
-from fleetmem.timefmt import to_ms
 
 CTX = CallContext("activity")
-
-
-@pytest.fixture(params=BACKENDS)
-def bdeps(request: pytest.FixtureRequest) -> Any:
-    clock = FixedClock(to_ms(datetime.now(UTC)))
-    with open_deps(request.param, request, clock) as d:
-        d = dataclasses.replace(d, embedder=HashEmbedder(dim=8))
-        d.test_tenant = "t-" + uuid.uuid4().hex[:12]  # a fresh tenant per test (shared tables)
-        yield d
 
 
 def who(d: Any, client: str, *, tenant: str | None = None, remote: bool = True) -> Caller:

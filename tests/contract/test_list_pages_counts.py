@@ -11,9 +11,6 @@ import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import pytest
-from tests.unit.domain.delta_backends import BACKENDS, open_deps
-
 from fleetmem.adapters.local.clock import FixedClock
 from fleetmem.adapters.local.hash_embedder import HashEmbedder
 from fleetmem.memory.put_page_params import PutPageParams
@@ -24,15 +21,6 @@ from fleetmem.timefmt import iso, to_ms
 
 CTX = CallContext("counts")
 ADA, ACME, EMPTY, SECRET = "people/ada-cnt", "companies/acme-cnt", "people/empty-cnt", "projects/secret-cnt"
-
-
-@pytest.fixture(params=BACKENDS)
-def bdeps(request: pytest.FixtureRequest) -> Any:
-    clock = FixedClock(to_ms(datetime.now(UTC)))
-    with open_deps(request.param, request, clock) as d:
-        d = dataclasses.replace(d, embedder=HashEmbedder(dim=8))
-        d.test_tenant = "t-" + uuid.uuid4().hex[:12]  # a fresh tenant per test (shared tables)
-        yield d
 
 
 def who(d: Any, *, tenant: str | None = None, remote: bool = True) -> Caller:

@@ -6,32 +6,17 @@ mocked; the embedder is the deterministic HashEmbedder (no model is needed for s
 from __future__ import annotations
 
 import dataclasses
-import uuid
-from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from tests.unit.domain.delta_backends import BACKENDS, open_deps
 
-from fleetmem.adapters.local.clock import FixedClock
-from fleetmem.adapters.local.hash_embedder import HashEmbedder
 from fleetmem.errors import VerbError
 from fleetmem.memory.verbs import forget, remember
 from fleetmem.models import Caller
 from fleetmem.ports import CallContext
-from fleetmem.timefmt import to_ms
 from fleetmem.transport.dispatch import dispatch
 
 CTX = CallContext("ref060-replaces")
-
-
-@pytest.fixture(params=BACKENDS)
-def bdeps(request: pytest.FixtureRequest) -> Any:
-    clock = FixedClock(to_ms(datetime.now(UTC)))  # DynamoDB Local runs TTLs on the wall clock
-    with open_deps(request.param, request, clock) as d:
-        d = dataclasses.replace(d, embedder=HashEmbedder(dim=8))
-        d.test_tenant = "t-" + uuid.uuid4().hex[:12]  # a fresh tenant per test (shared tables)
-        yield d
 
 
 def _caller(d: Any, client: str = "agent-a", *, remote: bool = True) -> Caller:

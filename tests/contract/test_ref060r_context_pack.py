@@ -11,34 +11,19 @@ embedder is the deterministic HashEmbedder.
 from __future__ import annotations
 
 import dataclasses
-import uuid
-from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from tests.unit.domain.delta_backends import BACKENDS, open_deps
 
-from fleetmem.adapters.local.clock import FixedClock
-from fleetmem.adapters.local.hash_embedder import HashEmbedder
 from fleetmem.errors import VerbError
 from fleetmem.memory import budget
 from fleetmem.memory.render import DATA_NOTICE
 from fleetmem.memory.verbs import context_pack, delete_page, put_page, remember
 from fleetmem.models import Caller
 from fleetmem.ports import CallContext
-from fleetmem.timefmt import to_ms
 
 CTX = CallContext("ref060r-context-pack")
 FAKE_KEY = "AKIAQ4CONFORMANCE7X2"
-
-
-@pytest.fixture(params=BACKENDS)
-def bdeps(request: pytest.FixtureRequest) -> Any:
-    clock = FixedClock(to_ms(datetime.now(UTC)))
-    with open_deps(request.param, request, clock) as d:
-        d = dataclasses.replace(d, embedder=HashEmbedder(dim=8))
-        d.test_tenant = "t-" + uuid.uuid4().hex[:12]  # a fresh tenant per test (shared tables)
-        yield d
 
 
 def _caller(d: Any, *, remote: bool = True) -> Caller:

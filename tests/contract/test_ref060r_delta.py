@@ -17,7 +17,6 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from tests.unit.domain.delta_backends import BACKENDS, open_deps
 
 from fleetmem.adapters.local.clock import FixedClock
 from fleetmem.errors import VerbError
@@ -36,11 +35,14 @@ def clock() -> FixedClock:
     return FixedClock(to_ms(datetime.now(UTC)))  # DynamoDB Local runs cursor TTLs on the wall clock
 
 
-@pytest.fixture(params=BACKENDS)
-def bdeps(request: pytest.FixtureRequest, clock: Any) -> Any:
-    with open_deps(request.param, request, clock) as d:
-        d.test_tenant = "t-" + uuid.uuid4().hex[:12]  # a fresh tenant per test (shared tables)
-        yield d
+@pytest.fixture
+def bdeps_clock(clock: FixedClock) -> FixedClock:
+    return clock
+
+
+@pytest.fixture
+def bdeps_swap() -> dict[str, Any]:
+    return {}  # no embedder
 
 
 def _caller(d: Any, tenant: str | None = None) -> Caller:

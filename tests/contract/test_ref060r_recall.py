@@ -6,31 +6,24 @@ mocked; there is no embedder (keyword search, exact-text dedup), so no model is 
 
 from __future__ import annotations
 
-import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from tests.unit.domain.delta_backends import BACKENDS, open_deps
 
-from fleetmem.adapters.local.clock import FixedClock
 from fleetmem.errors import VerbError
 from fleetmem.memory import indexing
 from fleetmem.memory.verbs import put_page, recall, remember
 from fleetmem.models import Caller
 from fleetmem.ports import CallContext
-from fleetmem.timefmt import iso, to_ms
+from fleetmem.timefmt import iso
 
 CTX = CallContext("ref060r-recall")
 
 
-@pytest.fixture(params=BACKENDS)
-def bdeps(request: pytest.FixtureRequest) -> Any:
-    clock = FixedClock(to_ms(datetime.now(UTC)))  # DynamoDB Local runs TTLs on the wall clock
-    with open_deps(request.param, request, clock) as d:
-        d.test_tenant = "t-" + uuid.uuid4().hex[:12]  # a fresh tenant per test (shared tables)
-        d.backend = request.param
-        yield d
+@pytest.fixture
+def bdeps_swap() -> dict[str, Any]:
+    return {}  # no embedder
 
 
 def _caller(d: Any) -> Caller:

@@ -10,18 +10,14 @@ the wire as from Ollama or vLLM. The embedder is the deterministic HashEmbedder.
 from __future__ import annotations
 
 import dataclasses
-import uuid
 from collections.abc import Iterator
-from datetime import UTC, datetime
 from typing import Any
 
 import jsonschema
 import pytest
 from tests.llm_standin import FABRICATED, ChatStandIn, near
-from tests.unit.domain.delta_backends import BACKENDS, open_deps
 
 from fleetmem.adapters.local.chat_llm import ChatCompletionsLLM
-from fleetmem.adapters.local.clock import FixedClock
 from fleetmem.adapters.local.hash_embedder import HashEmbedder
 from fleetmem.config import LlmSettings, Settings
 from fleetmem.errors import VerbError
@@ -29,7 +25,6 @@ from fleetmem.memory.indexing import doc_for_fact, docs_for_page, embed_docs
 from fleetmem.memory.verbs import remember, synthesize
 from fleetmem.models import Caller, Page
 from fleetmem.ports import CallContext
-from fleetmem.timefmt import to_ms
 
 CTX = CallContext("ref060r-synthesize")
 BODY = "Acme chose Stripe over Adyen because onboarding took two days."
@@ -99,15 +94,10 @@ def model() -> Iterator[ChatStandIn]:
     stand_in.stop()
 
 
-@pytest.fixture(params=BACKENDS)
-def bdeps(request: pytest.FixtureRequest, model: ChatStandIn) -> Any:
-    clock = FixedClock(to_ms(datetime.now(UTC)))
+@pytest.fixture
+def bdeps_swap(model: ChatStandIn) -> dict[str, Any]:
     settings = Settings(llm="openai", chat=LlmSettings(base_url=model.base_url, model=ChatStandIn.MODEL))
-    with open_deps(request.param, request, clock) as d:
-        d = dataclasses.replace(d, embedder=HashEmbedder(dim=8), llm=ChatCompletionsLLM(settings))
-        d.test_tenant = "t-" + uuid.uuid4().hex[:12]
-        d.backend = request.param
-        yield d
+    return {"embedder": HashEmbedder(dim=8), "llm": ChatCompletionsLLM(settings)}
 
 
 def _caller(d: Any) -> Caller:
