@@ -173,3 +173,39 @@ def bdeps(request: pytest.FixtureRequest, bdeps_clock: Any, bdeps_swap: dict[str
         d.test_tenant = "t-" + uuid.uuid4().hex[:12]
         d.backend = request.param
         yield d
+
+
+# `brain`: one Deps per module on each backend (SQLite in memory; DynamoDB Local with the OpenSearch
+# node), fixed at NOW, for suites that seed a brain once and read it in many tests (each test uses
+# its own tenant). A module overrides `brain_local_embedder` to change SQLite's embedder.
+
+
+@pytest.fixture(scope="module")
+def brain_local_embedder() -> Any:
+    from fleetmem.adapters.local.hash_embedder import HashEmbedder
+
+    return HashEmbedder(dim=64)
+
+
+@pytest.fixture(scope="module", params=["sqlite", pytest.param("dynamodb-local", marks=pytest.mark.dynamodb_local)])
+def brain(request: pytest.FixtureRequest, brain_local_embedder: Any) -> Iterator[Any]:
+    from fleetmem.adapters.local.clock import FixedClock
+    from fleetmem.adapters.local.hash_embedder import HashEmbedder
+    from fleetmem.adapters.local.ids import SortableIds
+    from fleetmem.ports import Deps
+
+    clock = FixedClock(NOW)
+    if request.param == "sqlite":
+        from fleetmem.adapters.local import open_local
+
+        stores = open_local(":memory:")
+        try:
+            yield Deps.over(stores, clock=clock, ids=SortableIds(), embedder=brain_local_embedder, llm=None)
+        finally:
+            stores.close()
+        return
+    from tests.aws import engines
+
+    endpoint = engines.dynamodb_local_endpoint(request.config)
+    with engines.aws_deps(request.config, endpoint, embedder=HashEmbedder(dim=64), clock=clock) as deps:
+        yield deps

@@ -8,15 +8,12 @@ from __future__ import annotations
 import dataclasses
 import re
 import uuid
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from tests.aws import engines
 
 from fleetmem.adapters.local.clock import FixedClock
-from fleetmem.adapters.local.hash_embedder import HashEmbedder
 from fleetmem.adapters.local.ids import SortableIds
 from fleetmem.memory.entity_names import page_lead
 from fleetmem.models import Caller
@@ -28,22 +25,9 @@ NOW = datetime(2026, 6, 11, 9, 30, tzinfo=UTC)
 AWS_KEY = "AKIAZ7Q2M4N8P1R5T9V3"
 
 
-@pytest.fixture(scope="module", params=["sqlite", pytest.param("dynamodb-local", marks=pytest.mark.dynamodb_local)])
-def brain(request: pytest.FixtureRequest) -> Iterator[Deps]:
-    clock = FixedClock(NOW)
-    if request.param == "sqlite":
-        from fleetmem.adapters.local import open_local
-
-        stores = open_local(":memory:")
-        try:
-            yield Deps.over(stores, clock=clock, ids=SortableIds(), embedder=None, llm=None)
-        finally:
-            stores.close()
-        return
-    with engines.aws_deps(
-        request.config, engines.dynamodb_local_endpoint(request.config), embedder=HashEmbedder(dim=64), clock=clock
-    ) as d:
-        yield d
+@pytest.fixture(scope="module")
+def brain_local_embedder() -> None:
+    return None  # SQLite without an embedder
 
 
 def _caller(tenant: str, *, remote: bool) -> Caller:
