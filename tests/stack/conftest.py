@@ -31,10 +31,8 @@ def mint(stack: Stack, scopes: list[str], tenant: str = "e2e", client_id: str = 
 
 @pytest.fixture(scope="session")
 def stack(request: pytest.FixtureRequest) -> Iterator[Stack]:
-    s = Stack(config=request.config)
-    s.start()
-    yield s
-    s.stop()
+    with Stack(config=request.config) as s:
+        yield s
 
 
 def rpc(url: str, token: str, method: str, params: dict[str, Any] | None = None) -> httpx.Response:

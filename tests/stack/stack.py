@@ -743,6 +743,12 @@ class Stack:
         self.log(f"ready in {time.monotonic() - t0:.1f} s: {self.mcp_url}")
         return self
 
+    def __enter__(self) -> Stack:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
     def stop(self) -> None:
         self._stopping.set()
         while self._stops:

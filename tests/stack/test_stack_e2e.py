@@ -132,10 +132,8 @@ def test_an_unknown_function_name_is_the_services_not_found(stack):
 def verbs_stack(request: pytest.FixtureRequest) -> Iterator[Stack]:
     """A second stage with FLEETMEM_SURFACE=verbs on every function (same engines). Only what
     tools/list and a refused tools/call reach runs: the authorizer, the edge and the indexer."""
-    s = Stack(config=request.config, surface="verbs", groups=("authorizer", "indexer", "mcp"))
-    s.start()
-    yield s
-    s.stop()
+    with Stack(config=request.config, surface="verbs", groups=("authorizer", "indexer", "mcp")) as s:
+        yield s
 
 
 def test_a_verbs_stage_lists_exactly_the_seven_verbs_and_hides_the_rest(verbs_stack):

@@ -49,16 +49,14 @@ def oauth_issuer(request: pytest.FixtureRequest) -> str:
 
 @pytest.fixture(scope="module")
 def people_stack(request: pytest.FixtureRequest, oauth_issuer: str) -> Iterator[Stack]:
-    s = Stack(
+    with Stack(
         config=request.config,
         groups=("authorizer", "mcp", "admin"),
         oauth_issuer=oauth_issuer,
         oauth_jwks_url=f"{oauth_issuer}/jwks",
         authorizer_cache_ttl_s=0,
-    )
-    s.start()
-    yield s
-    s.stop()
+    ) as s:
+        yield s
 
 
 @pytest.fixture
