@@ -177,20 +177,25 @@ def bdeps(request: pytest.FixtureRequest, bdeps_clock: Any, bdeps_swap: dict[str
 
 # `brain`: one Deps per module on each backend (SQLite in memory; DynamoDB Local with the OpenSearch
 # node), fixed at NOW, for suites that seed a brain once and read it in many tests (each test uses
-# its own tenant). A module overrides `brain_local_embedder` to change SQLite's embedder.
+# its own tenant). A module overrides `brain_embedder` (both backends) or `brain_local_embedder`
+# (SQLite's alone).
 
 
 @pytest.fixture(scope="module")
-def brain_local_embedder() -> Any:
+def brain_embedder() -> Any:
     from fleetmem.adapters.local.hash_embedder import HashEmbedder
 
     return HashEmbedder(dim=64)
 
 
+@pytest.fixture(scope="module")
+def brain_local_embedder(brain_embedder: Any) -> Any:
+    return brain_embedder
+
+
 @pytest.fixture(scope="module", params=["sqlite", pytest.param("dynamodb-local", marks=pytest.mark.dynamodb_local)])
-def brain(request: pytest.FixtureRequest, brain_local_embedder: Any) -> Iterator[Any]:
+def brain(request: pytest.FixtureRequest, brain_embedder: Any, brain_local_embedder: Any) -> Iterator[Any]:
     from fleetmem.adapters.local.clock import FixedClock
-    from fleetmem.adapters.local.hash_embedder import HashEmbedder
     from fleetmem.adapters.local.ids import SortableIds
     from fleetmem.ports import Deps
 
@@ -207,5 +212,5 @@ def brain(request: pytest.FixtureRequest, brain_local_embedder: Any) -> Iterator
     from tests.aws import engines
 
     endpoint = engines.dynamodb_local_endpoint(request.config)
-    with engines.aws_deps(request.config, endpoint, embedder=HashEmbedder(dim=64), clock=clock) as deps:
+    with engines.aws_deps(request.config, endpoint, embedder=brain_embedder, clock=clock) as deps:
         yield deps

@@ -25,17 +25,14 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 from pydantic import ValidationError
-from tests.aws import engines
 
-from fleetmem.adapters.local.clock import FixedClock
 from fleetmem.adapters.local.hash_embedder import HashEmbedder
-from fleetmem.adapters.local.ids import SortableIds
 from fleetmem.contract.tools import result_schema, tool_schema
 from fleetmem.errors import Unavailable
 from fleetmem.memory.verbs import REGISTRY
@@ -61,23 +58,9 @@ class CountingEmbedder:
         return self.inner.embed(texts)
 
 
-@pytest.fixture(scope="module", params=["sqlite", pytest.param("dynamodb-local", marks=pytest.mark.dynamodb_local)])
-def brain(request: pytest.FixtureRequest) -> Iterator[Deps]:
-    clock = FixedClock(NOW)
-    embedder = CountingEmbedder()
-    if request.param == "sqlite":
-        from fleetmem.adapters.local import open_local
-
-        stores = open_local(":memory:")
-        try:
-            yield Deps.over(stores, clock=clock, ids=SortableIds(), embedder=embedder, llm=None)
-        finally:
-            stores.close()
-        return
-    with engines.aws_deps(
-        request.config, engines.dynamodb_local_endpoint(request.config), embedder=embedder, clock=clock
-    ) as deps:
-        yield deps
+@pytest.fixture(scope="module")
+def brain_embedder() -> CountingEmbedder:
+    return CountingEmbedder()
 
 
 @pytest.fixture

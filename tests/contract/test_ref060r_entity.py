@@ -19,16 +19,13 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 from pydantic import ValidationError
-from tests.aws import engines
 
 from fleetmem.adapters.local.clock import FixedClock
-from fleetmem.adapters.local.hash_embedder import HashEmbedder
 from fleetmem.adapters.local.ids import SortableIds
 from fleetmem.errors import Unavailable
 from fleetmem.memory.verbs.entity import EntityAnswer
@@ -39,24 +36,6 @@ from fleetmem.transport.dispatch import dispatch
 
 NOW = datetime(2026, 6, 11, 9, 30, tzinfo=UTC)
 AWS_KEY = "AKIAZ7Q2M4N8P1R5T9V3"
-
-
-@pytest.fixture(scope="module", params=["sqlite", pytest.param("dynamodb-local", marks=pytest.mark.dynamodb_local)])
-def brain(request: pytest.FixtureRequest) -> Iterator[Deps]:
-    clock = FixedClock(NOW)
-    if request.param == "sqlite":
-        from fleetmem.adapters.local import open_local
-
-        stores = open_local(":memory:")
-        try:
-            yield Deps.over(stores, clock=clock, ids=SortableIds(), embedder=HashEmbedder(dim=64), llm=None)
-        finally:
-            stores.close()
-        return
-    with engines.aws_deps(
-        request.config, engines.dynamodb_local_endpoint(request.config), embedder=HashEmbedder(dim=64), clock=clock
-    ) as deps:
-        yield deps
 
 
 def _caller(tenant: str, *, remote: bool) -> Caller:

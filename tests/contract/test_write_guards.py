@@ -16,16 +16,11 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from tests.aws import engines
 
-from fleetmem.adapters.local.clock import FixedClock
-from fleetmem.adapters.local.hash_embedder import HashEmbedder
-from fleetmem.adapters.local.ids import SortableIds
 from fleetmem.models import Caller
 from fleetmem.ports import Deps
 from fleetmem.transport.dispatch import dispatch
@@ -34,25 +29,6 @@ NOW = datetime(2026, 6, 11, 9, 30, tzinfo=UTC)
 VAULT = "projects/vault"
 SECRET = "The vault code is 4711-alpha."
 PRIVATE_PAGE = f"---\ntitle: Vault Room\nvisibility: private\n---\n{SECRET}\n"
-
-
-@pytest.fixture(scope="module", params=["sqlite", pytest.param("dynamodb-local", marks=pytest.mark.dynamodb_local)])
-def brain(request: pytest.FixtureRequest) -> Iterator[Deps]:
-    clock = FixedClock(NOW)
-    embedder = HashEmbedder(dim=64)
-    if request.param == "sqlite":
-        from fleetmem.adapters.local import open_local
-
-        stores = open_local(":memory:")
-        try:
-            yield Deps.over(stores, clock=clock, ids=SortableIds(), embedder=embedder, llm=None)
-        finally:
-            stores.close()
-        return
-    with engines.aws_deps(
-        request.config, engines.dynamodb_local_endpoint(request.config), embedder=embedder, clock=clock
-    ) as deps:
-        yield deps
 
 
 @pytest.fixture
