@@ -4,7 +4,7 @@
 // `READY <issuer>` once it listens and serves until it is killed.
 //
 // Configured as a stage's authorization server is: authorization code + PKCE (S256 only, always
-// required), refresh tokens (offline_access), revocation, dynamic registration, and resource
+// required), refresh tokens (to a client registered for them), revocation, dynamic registration, and resource
 // indicators (RFC 8707) whose access tokens are RS256 JWTs with `aud` = the requested resource and
 // the scopes `read write admin`. devInteractions is the login and consent form: any login name is
 // accepted as the person's `sub`, so a test completes the authorize step over plain HTTP.
@@ -47,9 +47,9 @@ const provider = new Provider(issuer, {
       }),
     },
   },
-  // offline_access is granted to a client registered for the refresh_token grant
-  issueRefreshToken: async (ctx, client, code) => client.grantTypeAllowed('refresh_token')
-    && code.scopes.has('offline_access'),
+  // a client registered for the refresh_token grant gets a refresh token with its code, as Cognito
+  // gives one: MCP clients ask for the scopes the stage's 401 names, never OpenID's offline_access
+  issueRefreshToken: async (ctx, client) => client.grantTypeAllowed('refresh_token'),
   ttl: { AccessToken: 300, AuthorizationCode: 60, RefreshToken: 3600, Grant: 3600, Interaction: 600, Session: 3600 },
 });
 provider.proxy = false;

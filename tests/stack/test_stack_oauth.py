@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shutil
 import subprocess
 import sys
 import uuid
@@ -32,7 +33,7 @@ from tests.oauth.authorization_server import PersonClient, Refused
 from tests.oauth.authorization_server import issuer as start_issuer
 
 from .conftest import HEADERS, rpc
-from .stack import Stack
+from .stack import ROOT, Stack
 
 pytestmark = [
     pytest.mark.stack,
@@ -234,6 +235,95 @@ def test_the_official_mcp_client_discovers_registers_signs_in_and_calls(people_s
     assert me["tenant"] == tenant
     assert set(me["scopes"]) == {"read", "write"}  # the 401's scope asked for, capped by the mapping
     assert storage.client is not None and storage.tokens is not None  # registered, then signed in
+
+
+TS_CLIENT = Path(__file__).with_name("ts_oauth_client.mjs")
+
+
+class NodeLines:
+    """A node process spoken to one JSON line at a time (stdout read on a thread, bounded waits)."""
+
+    def __init__(self, *argv: str) -> None:
+        import queue
+        import threading
+
+        self.proc = subprocess.Popen(
+            list(argv),
+            cwd=ROOT,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            preexec_fn=engines._die_with_parent,
+        )
+        self.lines: queue.Queue[str | None] = queue.Queue()
+
+        def pump() -> None:
+            assert self.proc.stdout is not None
+            for line in self.proc.stdout:
+                self.lines.put(line)
+            self.lines.put(None)
+
+        threading.Thread(target=pump, daemon=True).start()
+
+    def read(self, timeout: float = 60) -> dict[str, Any]:
+        line = self.lines.get(timeout=timeout)
+        if line is None:
+            err = self.proc.stderr.read() if self.proc.stderr else ""
+            raise AssertionError(f"the TypeScript client ended (code {self.proc.wait()}): {err[-2000:]}")
+        return dict(json.loads(line))
+
+    def write(self, line: str) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(line + "\n")
+        self.proc.stdin.flush()
+
+    def close(self) -> None:
+        engines.stop_process(self.proc)
+
+
+def test_the_typescript_sdk_discovers_registers_signs_in_calls_refreshes_and_is_revoked(people_stack, oauth_issuer):
+    """The official MCP TypeScript SDK (@modelcontextprotocol/sdk 1.32.2, its
+    `StreamableHTTPClientTransport` with an `OAuthClientProvider`; tests/stack/ts_oauth_client.mjs)
+    from the stage's 401: the protected-resource metadata, the authorization server's metadata,
+    dynamic registration, code + PKCE with the resource indicator, token, the call; then an expired
+    access token sends it to refresh on the stage's 401, and once the refresh token is revoked at
+    the authorization server the refresh and the call are refused (`invalid_grant`). Only the person's
+    browser is the test's (the provider's login and consent forms, posted with httpx)."""
+    node = shutil.which("node")
+    if node is None or not (ROOT / "node_modules" / "@modelcontextprotocol" / "sdk").is_dir():
+        engines.missing("Node.js and @modelcontextprotocol/sdk", "scripts/test installs it (npm ci)")
+    from tests.oauth.authorization_server import REDIRECT_URI, complete_authorization
+
+    sub, tenant, _ = person(people_stack, oauth_issuer, ["read", "write"])
+    client = NodeLines(str(node), str(TS_CLIENT), people_stack.mcp_url, REDIRECT_URI)
+    try:
+        asked = client.read()
+        authorize = urlsplit(asked["authorize"])
+        params = parse_qs(authorize.query)
+        assert params["resource"] == [people_stack.mcp_url]  # the audience it asks for: this stage
+        assert params["code_challenge_method"] == ["S256"]
+        assert f"{authorize.scheme}://{authorize.netloc}".startswith(oauth_issuer)
+        with httpx.Client(timeout=10, follow_redirects=False) as browser:
+            client.write(complete_authorization(browser, asked["authorize"], person=sub, redirect_uri=REDIRECT_URI))
+        first = client.read()["whoami"]
+        assert first["tenant"] == tenant
+        assert set(first["scopes"]) == {"read", "write"}  # asked "read write admin", capped by the mapping
+
+        refreshed = client.read()
+        assert refreshed["renewed"] is True and refreshed["whoami"]["tenant"] == tenant
+        assert refreshed["refresh_token"]
+        meta = httpx.get(f"{oauth_issuer}/.well-known/openid-configuration", timeout=10).json()
+        revoked = httpx.post(
+            meta["revocation_endpoint"],
+            data={"token": refreshed["refresh_token"], "client_id": refreshed["client_id"]},
+            timeout=10,
+        )
+        assert revoked.status_code == 200, revoked.text
+        client.write("again")
+        assert client.read() == {"refused": "InvalidGrantError"}  # the refresh, and so the call
+    finally:
+        client.close()
 
 
 def fleetmem(stack: Stack, *args: str) -> dict:
