@@ -14,9 +14,12 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import queue
 import shutil
 import subprocess
 import sys
+import tempfile
+import threading
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -244,15 +247,13 @@ class NodeLines:
     """A node process spoken to one JSON line at a time (stdout read on a thread, bounded waits)."""
 
     def __init__(self, *argv: str) -> None:
-        import queue
-        import threading
-
+        self.errors = tempfile.TemporaryFile(mode="w+")  # a file, not a pipe: node never blocks on it
         self.proc = subprocess.Popen(
             list(argv),
             cwd=ROOT,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
+            stderr=self.errors,
             text=True,
             preexec_fn=engines._die_with_parent,
         )
@@ -267,10 +268,15 @@ class NodeLines:
         threading.Thread(target=pump, daemon=True).start()
 
     def read(self, timeout: float = 60) -> dict[str, Any]:
-        line = self.lines.get(timeout=timeout)
-        if line is None:
-            err = self.proc.stderr.read() if self.proc.stderr else ""
-            raise AssertionError(f"the TypeScript client ended (code {self.proc.wait()}): {err[-2000:]}")
+        try:
+            line = self.lines.get(timeout=timeout)
+        except queue.Empty:
+            line = ""
+        if not line:
+            code = self.proc.poll() if line == "" else self.proc.wait()
+            self.errors.seek(0)
+            said = self.errors.read()[-2000:]
+            raise AssertionError(f"no line from the TypeScript client in {timeout} s (exit {code}): {said}")
         return dict(json.loads(line))
 
     def write(self, line: str) -> None:
@@ -280,6 +286,7 @@ class NodeLines:
 
     def close(self) -> None:
         engines.stop_process(self.proc)
+        self.errors.close()
 
 
 def test_the_typescript_sdk_discovers_registers_signs_in_calls_refreshes_and_is_revoked(people_stack, oauth_issuer):
