@@ -1,8 +1,8 @@
 """Where an in-process edge runs a call: on a worker thread, or inline on the event loop once that
 kind of call has proven quick.
 
-A hand-off to a worker thread and back costs two thread wake-ups (~0.1–0.3 ms on two cores), more
-than a read such as `whoami`, a `get_page` miss or `recall {entity}` costs itself, and on a
+A hand-off to a worker thread and back costs two thread wake-ups (0.1–1.5 ms on two cores), as
+much as a read such as `whoami`, a `get_page` miss, `entity` or `recall {entity}` costs itself, and on a
 GIL-bound server the thread buys such a call no parallelism. So a call runs inline when its kind
 (the tool and the names of its arguments, `kind_of`) has just run `STREAK` times in a row in under
 `BUDGET_S` each; every call is timed (inline ones too), and one over the budget sends its kind back
@@ -25,9 +25,12 @@ from fleetmem.memory.registry import REGISTRY
 
 T = TypeVar("T")
 
-#: A call's own run time under which it counts as quick (well under the interpreter's 5 ms switch
-#: interval, so an inline call holds the loop no longer than a worker thread would hold the GIL).
-BUDGET_S = 0.001
+#: A call's own run time under which it counts as quick: the interpreter's switch interval (5 ms),
+#: so an inline call holds the loop no longer than a worker thread may hold the GIL before it must
+#: pass it on. On two cores a hand-off costs more than the ~0.1–0.3 ms of its two wake-ups: paired
+#: in one server (docs/benchmarks.md), entity and recall by entity (1–1.5 ms each) answered ~1.5 ms
+#: sooner at p50 inline than with a 1 ms budget, and 32 mixed clients made 9 % more calls.
+BUDGET_S = 0.005
 #: Quick calls in a row before a kind runs inline.
 STREAK = 16
 #: Kinds tracked at most (argument names come from callers).
