@@ -73,6 +73,21 @@ def test_the_unattributed_pool_holds_active_facts_on_no_entity_newest_first(fact
         facts.put(fact(tenant, 6), decided=stale)
 
 
+def test_the_unattributed_pool_is_the_unattributed_among_the_newest_active_facts(facts, fact_decisions, tenant):
+    """`limit` counts the tenant's newest active facts of any entity; the pool keeps the unattributed
+    ones among them (the same on every backend), newest first."""
+    facts.put(fact(tenant, 1))
+    for n in (2, 3, 4):
+        facts.put(fact(tenant, n, entity_slug=ENT))
+    facts.put(fact(tenant, 5))
+    facts.put(fact(tenant, 6, valid_until=at(50)))  # expired at NOW: not among the newest active
+    assert [f.fact_id for f in fact_decisions.decision_pool(tenant, None, now=NOW, limit=3).facts] == ["f_0005"]
+    assert [f.fact_id for f in fact_decisions.decision_pool(tenant, None, now=NOW, limit=5).facts] == [
+        "f_0005",
+        "f_0001",
+    ]
+
+
 def test_the_pool_holds_every_visibility_and_only_active_facts(facts, fact_decisions, tenant):
     facts.put(fact(tenant, 1, entity_slug=ENT, visibility="private"))
     facts.put(fact(tenant, 2, entity_slug=ENT))

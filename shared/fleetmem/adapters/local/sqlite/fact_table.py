@@ -70,19 +70,25 @@ def _status_sql(now: datetime) -> tuple[str, list[Any]]:
 
 
 def _pool_sql(tenant: str, entity_slug: str | None, now: datetime, limit: int, cols: str) -> tuple[str, list[Any]]:
-    """The decision pool's query (`decision_pool`); for no entity, the tenant's newest active facts
-    (the caller keeps the unattributed ones)."""
+    """The decision pool's query (`decision_pool`), newest first; for no entity, the unattributed
+    facts among the tenant's `limit` newest active ones, chosen in SQL: only their rows are read
+    back (a remember with an entity reads this pool too, and at scale nearly all of the newest
+    facts have an entity)."""
     clause, extra = _active_clause(now)
-    where, args = ("", []) if entity_slug is None else (" AND entity_slug = ?", [entity_slug])
-    sql = f"SELECT {cols} FROM facts WHERE tenant = ?{where}{clause} ORDER BY created_at DESC, seq DESC LIMIT ?"
-    return sql, [tenant, *args, *extra, max(0, int(limit))]
+    order = " ORDER BY created_at DESC, seq DESC"
+    if entity_slug is None:
+        newest = f"SELECT rowid FROM facts WHERE tenant = ?{clause}{order} LIMIT ?"
+        sql = f"SELECT {cols} FROM facts WHERE rowid IN ({newest}) AND entity_slug IS NULL{order}"
+        return sql, [tenant, *extra, max(0, int(limit))]
+    sql = f"SELECT {cols} FROM facts WHERE tenant = ? AND entity_slug = ?{clause}{order} LIMIT ?"
+    return sql, [tenant, entity_slug, *extra, max(0, int(limit))]
 
 
 def _pool_ids(
     conn: sqlite3.Connection, tenant: str, entity_slug: str | None, now: datetime, limit: int
 ) -> frozenset[str]:
-    sql, args = _pool_sql(tenant, entity_slug, now, limit, "fact_id, entity_slug")
-    return frozenset(r[0] for r in conn.execute(sql, args) if entity_slug is not None or r[1] is None)
+    sql, args = _pool_sql(tenant, entity_slug, now, limit, "fact_id")
+    return frozenset(r[0] for r in conn.execute(sql, args))
 
 
 def _check_tenant(fact: Fact, supersede: Fact | None) -> None:
@@ -95,7 +101,7 @@ def _read_pool(
 ) -> DecisionPool:
     """The decision pool read on `conn`, with the ids of its active facts as the token `put` checks."""
     sql, args = _pool_sql(tenant, entity_slug, now, limit, _FACT_COLS)
-    facts = [f for f in map(_fact_of, conn.execute(sql, args)) if entity_slug is not None or f.entity_slug is None]
+    facts = [_fact_of(r) for r in conn.execute(sql, args)]
     return DecisionPool(facts, (tenant, entity_slug, now, limit, frozenset(f.fact_id for f in facts)))
 
 
