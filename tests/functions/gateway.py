@@ -20,12 +20,13 @@ import json
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import datetime
 from typing import Any
 
 import anyio
 import uvicorn
+from botocore.exceptions import ClientError
 
 from fleetmem.lambda_routes import function_group
 from fleetmem.transport.aws_lambda.authorizer import Unauthorized
@@ -289,7 +290,14 @@ class StreamPump:
     """Reads every new record of the streamed tables from DynamoDB Local and hands them to the
     indexer function as Lambda's event source mapping would (`invoke`: the in-process handler by
     default, the indexer's own process on the local stack); `settle`, when given, runs after a pump
-    that indexed anything (the real node shows index writes at its next refresh)."""
+    that indexed anything (the real node shows index writes at its next refresh).
+
+    A shard is read on from the iterator its last read returned, as the mapping's poller does, and
+    the streams' shards are described again only when one closes or after `SHARDS_TTL_S`: a pump
+    with nothing new costs one GetRecords per open shard (the local stack pumps after every call)."""
+
+    #: How long a stream's described shards are trusted before they are described again.
+    SHARDS_TTL_S = 5.0
 
     def __init__(
         self,
@@ -311,9 +319,79 @@ class StreamPump:
             for t in TABLES
             if t.stream
         ]
+        #: (stream, shard) -> the sequence number of the last record handed over (the checkpoint)
         self.last: dict[tuple[str, str], str] = {}
+        #: (stream, shard) -> the iterator its last read returned (absent: start from the checkpoint)
+        self.next: dict[tuple[str, str], str] = {}
+        self.closed: set[tuple[str, str]] = set()  # closed and read to the end
+        self._shards: dict[str, tuple[float, list[str]]] = {}  # stream -> (when described, shard ids)
         self.lock = threading.Lock()
         self.batches = 0
+
+    def pump(self) -> None:
+        with self.lock:  # one reader, like one event source mapping per shard
+            batches = self.batches
+            for arn in self.arns:
+                for shard in self._open_shards(arn):
+                    self._shard(arn, shard)
+            if self.settle is not None and self.batches > batches:
+                self.settle()
+
+    def _shard(self, arn: str, shard: str) -> None:
+        while True:
+            records, iterator = self._read(arn, shard)
+            if records:
+                result = self.invoke("indexer", {"Records": records})
+                assert result == {"batchItemFailures": []}, result
+                self.batches += 1
+                self.last[(arn, shard)] = records[-1]["dynamodb"]["SequenceNumber"]
+            self._go_on(arn, shard, iterator, bool(records))
+            if not (records and iterator):
+                return
+
+    def _open_shards(self, arn: str) -> Iterator[str]:
+        """The stream's shards not yet read to their end; when one closes meanwhile (its children
+        take the writes), the stream is described again and the new shards follow."""
+        given: set[str] = set()
+        while True:
+            seen = self._shards.get(arn)
+            if seen is None or time.monotonic() - seen[0] > self.SHARDS_TTL_S:
+                shards = self.streams.describe_stream(StreamArn=arn)["StreamDescription"]["Shards"]
+                seen = self._shards[arn] = (time.monotonic(), [str(s["ShardId"]) for s in shards])
+            fresh = [s for s in seen[1] if s not in given and (arn, s) not in self.closed]
+            if not fresh:
+                return
+            for shard in fresh:
+                given.add(shard)
+                yield shard
+
+    def _read(self, arn: str, shard: str, **kwargs: Any) -> tuple[list[dict[str, Any]], str | None]:
+        """The shard's next records (as Lambda serializes them) and the iterator after them, read
+        from where its last read left off (`_go_on`), else from its checkpoint (`last`)."""
+        out = None
+        iterator = self.next.pop((arn, shard), None)
+        if iterator is not None:
+            try:
+                out = self.streams.get_records(ShardIterator=iterator, **kwargs)
+            except ClientError:  # expired or trimmed: start again from the checkpoint
+                out = None
+        if out is None:
+            out = self.streams.get_records(ShardIterator=self._iterator(arn, shard), **kwargs)
+        records: list[dict[str, Any]] = json.loads(json.dumps(out["Records"], default=lambda_json))
+        for r in records:
+            r["eventSourceARN"] = arn
+        return records, out.get("NextShardIterator")
+
+    def _go_on(self, arn: str, shard: str, iterator: str | None, had_records: bool) -> None:
+        """The next read of the shard starts from `iterator` (the last read's records were handed
+        over, or it had none). A shard with no iterator left is closed (read to its end once a read
+        of it finds nothing), and its stream is described again: its children take the writes."""
+        if iterator:
+            self.next[(arn, shard)] = iterator
+            return
+        if not had_records:
+            self.closed.add((arn, shard))
+        self._shards.pop(arn, None)
 
     def _iterator(self, arn: str, shard: str) -> str:
         last = self.last.get((arn, shard))
@@ -323,27 +401,6 @@ class StreamPump:
             else {"ShardIteratorType": "TRIM_HORIZON"}
         )
         return str(self.streams.get_shard_iterator(StreamArn=arn, ShardId=shard, **kw)["ShardIterator"])
-
-    def pump(self) -> None:
-        with self.lock:  # one reader, like one event source mapping per shard
-            batches = self.batches
-            for arn in self.arns:
-                for shard in self.streams.describe_stream(StreamArn=arn)["StreamDescription"]["Shards"]:
-                    iterator: str | None = self._iterator(arn, shard["ShardId"])
-                    while iterator:
-                        out = self.streams.get_records(ShardIterator=iterator)
-                        records: list[dict[str, Any]] = json.loads(json.dumps(out["Records"], default=lambda_json))
-                        if not records:
-                            break
-                        for r in records:
-                            r["eventSourceARN"] = arn
-                        result = self.invoke("indexer", {"Records": records})
-                        assert result == {"batchItemFailures": []}, result
-                        self.batches += 1
-                        self.last[(arn, shard["ShardId"])] = records[-1]["dynamodb"]["SequenceNumber"]
-                        iterator = out.get("NextShardIterator")
-            if self.settle is not None and self.batches > batches:
-                self.settle()
 
 
 def lambda_json(value: Any) -> Any:

@@ -82,7 +82,7 @@ from tests.functions.asset import (  # noqa: E402
     install_runtime_sdk,
     interpreter_for,
 )
-from tests.functions.gateway import FunctionError, Gateway, StreamPump, lambda_json  # noqa: E402
+from tests.functions.gateway import FunctionError, Gateway, StreamPump  # noqa: E402
 
 #: The port `scripts/stack` serves on unless `--port` says otherwise (fleetmem serve uses 8765).
 DEFAULT_PORT = 8766
@@ -394,47 +394,33 @@ class RetryingPump(StreamPump):
         self.failed_batches = 0
         self.records = 0  # records handed to the indexer, retries included
 
-    def pump(self) -> None:
-        with self.lock:
-            batches = self.batches
-            for arn in self.arns:
-                for shard in self.streams.describe_stream(StreamArn=arn)["StreamDescription"]["Shards"]:
-                    self._shard(arn, str(shard["ShardId"]))
-            if self.settle is not None and self.batches > batches:
-                self.settle()
-
     def _shard(self, arn: str, shard: str) -> None:
-        iterator: str | None = self._iterator(arn, shard)
-        while iterator:
-            out = self.streams.get_records(ShardIterator=iterator, Limit=self.batch_size)
-            records: list[dict[str, Any]] = json.loads(json.dumps(out["Records"], default=lambda_json))
+        while True:
+            records, iterator = self._read(arn, shard, Limit=self.batch_size)
             if not records:
+                self._go_on(arn, shard, iterator, had_records=False)
                 return
-            for r in records:
-                r["eventSourceARN"] = arn
             result = self.invoke("indexer", {"Records": records})
             self.batches += 1
             self.records += len(records)
             seqs = [r["dynamodb"]["SequenceNumber"] for r in records]
             failed = {str(f["itemIdentifier"]) for f in (result or {}).get("batchItemFailures", [])}
-            if not failed:
-                self.attempts.pop((arn, shard), None)
-                self.last[(arn, shard)] = seqs[-1]
-                iterator = out.get("NextShardIterator")
-                continue
-            self.failed_batches += 1
-            first = min(n for n, s in enumerate(seqs) if s in failed)
-            tries = self.attempts.get((arn, shard), 0) + 1
-            if tries > self.retry_attempts:  # give up on the batch (the DLQ gets its position)
+            if failed:
+                self.failed_batches += 1
+                first = min(n for n, s in enumerate(seqs) if s in failed)
+                tries = self.attempts.get((arn, shard), 0) + 1
+                if tries <= self.retry_attempts:
+                    self.attempts[(arn, shard)] = tries
+                    if first:  # the records before the first failed one are done
+                        self.last[(arn, shard)] = seqs[first - 1]
+                    return  # the next pump retries from the checkpoint
+                # give up on the batch (the DLQ gets its position)
                 self.discarded.append((arn, seqs[first], seqs[-1]))
-                self.attempts.pop((arn, shard), None)
-                self.last[(arn, shard)] = seqs[-1]
-                iterator = out.get("NextShardIterator")
-                continue
-            self.attempts[(arn, shard)] = tries
-            if first:  # the records before the first failed one are done
-                self.last[(arn, shard)] = seqs[first - 1]
-            return  # the next pump retries from the checkpoint
+            self.attempts.pop((arn, shard), None)
+            self.last[(arn, shard)] = seqs[-1]
+            self._go_on(arn, shard, iterator, had_records=True)
+            if not iterator:
+                return
 
 
 # ---------------------------------------------------------------------------------------------

@@ -27,7 +27,7 @@ T = TypeVar("T")
 
 #: A call's own run time under which it counts as quick: the interpreter's switch interval (5 ms),
 #: so an inline call holds the loop no longer than a worker thread may hold the GIL before it must
-#: pass it on. On two cores a hand-off costs more than the ~0.1–0.3 ms of its two wake-ups: paired
+#: pass it on. On two cores a hand-off costs as much as its two wake-ups (0.1–1.5 ms, above): paired
 #: in one server (docs/benchmarks.md), entity and recall by entity (1–1.5 ms each) answered ~1.5 ms
 #: sooner at p50 inline than with a 1 ms budget, and 32 mixed clients made 9 % more calls.
 BUDGET_S = 0.005
