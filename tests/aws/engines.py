@@ -116,6 +116,13 @@ def moto_endpoint(config: pytest.Config) -> str:
     return _once("moto", config, start)
 
 
+#: DynamoDB Local's JVM: the suite runs on two busy cores, and the JIT's second compiler (C2) and
+#: G1's threads cost more CPU than they win back in a run this short: with the C1 compiler alone and
+#: the serial collector, the DynamoDB-heavy delta-concurrency and fact-integrity modules took
+#: user+sys 107 s instead of 151 s (FLEETMEM_DDB_JAVA_OPTS overrides)
+DDB_JAVA_OPTS = "-XX:+UseSerialGC -Xms256m -Xmx1g -XX:TieredStopAtLevel=1"
+
+
 def dynamodb_local_endpoint(config: pytest.Config) -> str:
     java = shutil.which("java")
     if java is None:
@@ -131,6 +138,7 @@ def dynamodb_local_endpoint(config: pytest.Config) -> str:
         proc = subprocess.Popen(
             [
                 str(java),
+                *os.environ.get("FLEETMEM_DDB_JAVA_OPTS", DDB_JAVA_OPTS).split(),
                 f"-Djava.library.path={lib}",
                 "-jar",
                 str(jar_dir / "DynamoDBLocal.jar"),
@@ -206,6 +214,7 @@ def _start_opensearch(java: str, home: Path, state: Path) -> tuple[str, Callable
         f"-Dopensearch.path.conf={work / 'config'}",
         "-Dopensearch.distribution.type=tar",
         "-Dopensearch.bundled_jdk=false",
+        "-XX:TieredStopAtLevel=1",  # as DDB_JAVA_OPTS: start-up and a short run cost less CPU with C1 alone
     ]
     if os.geteuid() == 0:
         # OpenSearch refuses to run as root, and checks it through JNA; CI containers run as
@@ -345,12 +354,34 @@ def tables_for(endpoint: str, prefix: str) -> None:
             _tables[(endpoint, prefix)] = True
 
 
+def drop_tables(endpoint: str, prefix: str) -> None:
+    """Delete the tables of `prefix` on `endpoint`. DynamoDB Local keeps working on every table it
+    holds: with 150 live tables (25 prefixes, their indexes) it burns ~8 % of a core doing nothing,
+    with 720 a third of one, so a test's own tables go when it is done."""
+    from fleetmem.adapters.aws.tables import delete_tables
+
+    with _lock:
+        _tables.pop((endpoint, prefix), None)
+    delete_tables(dynamodb_client(endpoint), prefix)
+
+
+@contextmanager
+def scratch_stores(endpoint: str, **kw: Any) -> Iterator[Any]:
+    """`open_stores` under a fresh prefix whose tables are deleted at the end."""
+    prefix = fresh_prefix()
+    stores = open_stores(endpoint, prefix, **kw)
+    try:
+        yield stores
+    finally:
+        drop_tables(endpoint, prefix)
+
+
 @contextmanager
 def aws_deps(
     config: pytest.Config, ddb_endpoint: str, *, embedder: Any, clock: Any, write_through: bool = False
 ) -> Iterator[Any]:
     """Deps over the AWS stores on `ddb_endpoint` and an index on the run's OpenSearch node, both
-    under one fresh prefix; the index is deleted at the end."""
+    under one fresh prefix; the index and the tables are deleted at the end."""
     from fleetmem.adapters.aws.dynamo import parallel
     from fleetmem.adapters.aws.opensearch import OpenSearchIndex
     from fleetmem.adapters.local.ids import SortableIds
@@ -379,6 +410,7 @@ def aws_deps(
     finally:
         search.client.indices.delete(index=search.index, ignore_unavailable=True)
         search.client.close()
+        drop_tables(ddb_endpoint, prefix)
 
 
 def open_stores(endpoint: str, prefix: str, **kw: Any) -> Any:

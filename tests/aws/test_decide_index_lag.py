@@ -24,9 +24,9 @@ NOW = at(100)
 
 @pytest.fixture
 def stores(ddb_endpoint):
-    s = engines.open_stores(ddb_endpoint, engines.fresh_prefix())
-    yield s
-    s.close()
+    with engines.scratch_stores(ddb_endpoint) as s:
+        yield s
+        s.close()
 
 
 def _hide_from_index(stores, tenant: str, fact_id: str) -> None:

@@ -21,7 +21,8 @@ def page(body: str, **kw) -> Page:
 
 @pytest.fixture
 def pages(ddb_endpoint):
-    return engines.open_stores(ddb_endpoint, engines.fresh_prefix()).pages
+    with engines.scratch_stores(ddb_endpoint) as stores:
+        yield stores.pages
 
 
 def test_the_largest_body_the_domain_allows_is_stored(pages):

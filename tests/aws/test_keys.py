@@ -104,8 +104,8 @@ def test_a_tenant_outside_the_id_grammar_never_reaches_a_key(tenant: str) -> Non
 
 @pytest.fixture(scope="module")
 def stores(request: pytest.FixtureRequest) -> Iterator[Any]:
-    endpoint = engines.dynamodb_local_endpoint(request.config)
-    yield engines.open_stores(endpoint, engines.fresh_prefix())
+    with engines.scratch_stores(engines.dynamodb_local_endpoint(request.config)) as stores:
+        yield stores
 
 
 _N = itertools.count()

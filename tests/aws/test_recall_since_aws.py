@@ -6,6 +6,7 @@ index's sort key (`ck` = "<created iso>#<seq>"), so the one Query reads only the
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -18,8 +19,13 @@ NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 
 
 @pytest.fixture
-def stores(ddb_endpoint: str) -> Any:
-    stores = engines.open_stores(ddb_endpoint, engines.fresh_prefix())
+def stores(ddb_endpoint: str) -> Iterator[Any]:
+    with engines.scratch_stores(ddb_endpoint) as stores:
+        _seed(stores)
+        yield stores
+
+
+def _seed(stores: Any) -> None:
     for i in range(4):  # f_0 newest .. f_3 oldest, a minute apart
         stores.facts.put(
             Fact(
@@ -34,7 +40,6 @@ def stores(ddb_endpoint: str) -> Any:
                 created_at=NOW - timedelta(minutes=i),
             )
         )
-    return stores
 
 
 def _queries(stores: Any) -> list[dict[str, Any]]:

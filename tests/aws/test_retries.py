@@ -21,7 +21,8 @@ T0 = datetime(2026, 6, 11, 9, 30, tzinfo=UTC)
 
 @pytest.fixture
 def stores(ddb_endpoint):
-    return engines.open_stores(ddb_endpoint, engines.fresh_prefix())
+    with engines.scratch_stores(ddb_endpoint) as stores:
+        yield stores
 
 
 def retry_once(stores: Any, operation: str) -> list[int]:

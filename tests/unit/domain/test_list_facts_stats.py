@@ -117,8 +117,8 @@ def seeded(request: pytest.FixtureRequest) -> Iterator[Seed]:
     from fleetmem.adapters.local.ids import SortableIds as Ids
 
     endpoint = engines.dynamodb_local_endpoint(request.config)
-    stores = engines.open_stores(endpoint, engines.fresh_prefix())
-    yield Seed(Deps.over(stores, clock=clock, ids=Ids(), embedder=HashEmbedder(), llm=None)).build()
+    with engines.scratch_stores(endpoint) as stores:
+        yield Seed(Deps.over(stores, clock=clock, ids=Ids(), embedder=HashEmbedder(), llm=None)).build()
 
 
 def local(seed: Seed) -> Caller:
