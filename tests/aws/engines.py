@@ -116,10 +116,10 @@ def moto_endpoint(config: pytest.Config) -> str:
     return _once("moto", config, start)
 
 
-#: DynamoDB Local's JVM: the suite runs on two busy cores, and the JIT's second compiler (C2) and
-#: G1's threads cost more CPU than they win back in a run this short: with the C1 compiler alone and
-#: the serial collector, the DynamoDB-heavy delta-concurrency and fact-integrity modules took
-#: user+sys 107 s instead of 151 s (FLEETMEM_DDB_JAVA_OPTS overrides)
+#: DynamoDB Local's JVM: with the C1 compiler alone and the serial collector its start-up and first
+#: thousands of requests cost about half the CPU (the DynamoDB-heavy delta-concurrency and
+#: fact-integrity modules alone: user+sys 107 s instead of 151 s); over a whole suite run its CPU is
+#: about the same either way (~950 s). FLEETMEM_DDB_JAVA_OPTS overrides.
 DDB_JAVA_OPTS = "-XX:+UseSerialGC -Xms256m -Xmx1g -XX:TieredStopAtLevel=1"
 
 
