@@ -143,6 +143,7 @@ def dynamodb_local_endpoint(config: pytest.Config) -> str:
                 "-jar",
                 str(jar_dir / "DynamoDBLocal.jar"),
                 "-inMemory",
+                "-disableTelemetry",  # nothing leaves the machine (the test runs have no network)
                 "-port",
                 str(port),
             ],
@@ -328,9 +329,9 @@ def opensearch_endpoint(config: pytest.Config) -> str:
 
 
 def session() -> Any:
-    import boto3
+    from fleetmem.adapters.aws.sdk_clients import new_session
 
-    return boto3.session.Session(**CREDENTIALS)
+    return new_session(**CREDENTIALS)
 
 
 def dynamodb_client(endpoint: str) -> Any:

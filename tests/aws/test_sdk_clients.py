@@ -19,7 +19,7 @@ from fleetmem.adapters.aws import sdk_client
 from fleetmem.adapters.aws.bedrock import BedrockEmbedder, BedrockLLM
 from fleetmem.adapters.aws.dynamo import AwsClients
 from fleetmem.adapters.aws.invoker import LambdaInvoker
-from fleetmem.adapters.aws.sdk_clients import SDK_CLIENTS
+from fleetmem.adapters.aws.sdk_clients import SDK_CLIENTS, new_session
 
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = [*sorted((ROOT / "shared" / "fleetmem").rglob("*.py")), *sorted((ROOT / "functions").rglob("*.py"))]
@@ -147,3 +147,16 @@ def test_the_deploy_docs_table_is_this_table():
             assert float(connect) == row.connect_timeout_s, purpose
         if purpose != "verb_invoke":  # its read timeout is each verb's own deadline
             assert float(read) == row.read_timeout_s, purpose
+
+
+def test_new_sessions_share_the_parsed_models_but_not_their_credentials_or_region() -> None:
+    first = new_session(aws_access_key_id="AKIAFIRST", aws_secret_access_key="s1", region_name="eu-west-1")
+    paths = list(first._session.get_component("data_loader").search_paths)
+    second = new_session(aws_access_key_id="AKIASECOND", aws_secret_access_key="s2", region_name="us-east-2")
+    loader = second._session.get_component("data_loader")
+    assert loader is first._session.get_component("data_loader")
+    assert loader.search_paths == paths  # boto3's data directory is not added once per session
+    assert (first.get_credentials().access_key, second.get_credentials().access_key) == ("AKIAFIRST", "AKIASECOND")
+    a, b = first.client("dynamodb"), second.client("dynamodb")
+    assert (a.meta.region_name, b.meta.region_name) == ("eu-west-1", "us-east-2")
+    assert a.meta.service_model is not None and b.meta.endpoint_url == "https://dynamodb.us-east-2.amazonaws.com"

@@ -43,6 +43,7 @@ SKIP_ON_FULL = other_surface_cases("full")
 def test_the_conformance_cases_pass_in_both_eras_through_every_function_process(stack):
     token, read_token = mint(stack, ["read", "write", "admin"]), mint(stack, ["read"])
     before = {g: f.invocations for g, f in stack.functions.items()}
+    converse_before = stack.bedrock.converse_calls
     report = run_conformance(
         stack.mcp_url, token, json=True, read_token=read_token, surface="full", log=lambda _line: None
     )
@@ -58,6 +59,14 @@ def test_the_conformance_cases_pass_in_both_eras_through_every_function_process(
     ran = {g for g, f in stack.functions.items() if f.invocations > before[g]}
     assert set(VERB_NAMES) | {"mcp", "authorizer", "indexer", "pages"} <= ran
     assert stack.pump.batches > 0 and stack.bedrock.calls > 0
+    # the reference 0.60 read sections through their functions, in both MCP eras: synthesize answered
+    # by the deployed model (the Bedrock stand-in's Converse), not `unavailable`; context_pack
+    sections = {"reference 0.60 reads: synthesize": 6, "reference 0.60 reads: context_pack": 8}
+    for section, least in sections.items():
+        ran = [c for c in report["cases"] if c["section"] == section]
+        assert len(ran) >= least and {c["status"] for c in ran} == {"passed"}, section
+        assert {c["era"] for c in ran} == {"legacy", "auto"}, section
+    assert stack.bedrock.converse_calls >= converse_before + 6
 
 
 def test_the_authorizer_answer_is_cached_per_credential(stack):

@@ -137,9 +137,9 @@ class AwsClients:
     @property
     def session(self) -> Any:
         if self._session is None:
-            import boto3
+            from fleetmem.adapters.aws.sdk_clients import new_session
 
-            self._session = boto3.session.Session(region_name=self._region)
+            self._session = new_session(region_name=self._region)
         return self._session
 
     def client(self, purpose: str, *, read_timeout: float | None = None) -> Any:

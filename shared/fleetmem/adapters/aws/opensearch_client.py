@@ -42,9 +42,9 @@ def build_client(
         "retry_on_timeout": retries > 0,
     }
     if service in {"es", "aoss"}:
-        import boto3
+        from fleetmem.adapters.aws.sdk_clients import new_session
 
-        sess = session or boto3.session.Session(region_name=region or None)
+        sess = session or new_session(region_name=region or None)
         creds = sess.get_credentials()
         kw["http_auth"] = AWSV4SignerAuth(creds, region or sess.region_name, service)
         kw["connection_class"] = RequestsHttpConnection

@@ -67,10 +67,9 @@ def session_policy(domain_arn: str) -> dict[str, Any]:
 
 def admin_client(endpoint: str, *, admin_role_arn: str, domain_arn: str, region: str) -> Any:
     """An OpenSearch client signed (SigV4) as the search-admin role, narrowed by `session_policy`."""
-    import boto3
-
     from fleetmem.adapters.aws import sdk_client
     from fleetmem.adapters.aws.opensearch import build_client
+    from fleetmem.adapters.aws.sdk_clients import new_session
 
     creds = sdk_client("search_admin_session", region=region).assume_role(
         RoleArn=admin_role_arn,
@@ -78,7 +77,7 @@ def admin_client(endpoint: str, *, admin_role_arn: str, domain_arn: str, region:
         Policy=json.dumps(session_policy(domain_arn)),
         DurationSeconds=SESSION_SECONDS,
     )["Credentials"]
-    session = boto3.session.Session(
+    session = new_session(
         aws_access_key_id=creds["AccessKeyId"],
         aws_secret_access_key=creds["SecretAccessKey"],
         aws_session_token=creds["SessionToken"],
