@@ -17,6 +17,22 @@ from fleetmem.ports import Deps, Diagnostics
 
 START = datetime(2026, 6, 11, 9, 30, 0, tzinfo=UTC)
 
+#: The xdist groups that run longest, handed out first (scripts/test: --dist loadgroup
+#: --no-loadscope-reorder): the local stack's tests take one worker from the start while the other
+#: works through the console's and then everything else, so no long group starts near the end
+#: with the other worker left idle.
+FIRST_GROUPS = ("stack", "console")
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    def rank(item: pytest.Item) -> int:
+        mark = item.get_closest_marker("xdist_group")
+        name = (mark.args[0] if mark.args else mark.kwargs.get("name")) if mark else None
+        return FIRST_GROUPS.index(name) if name in FIRST_GROUPS else len(FIRST_GROUPS)
+
+    items.sort(key=rank)  # stable: each group, and everything after them, keeps its order
+
 
 @pytest.fixture(scope="session")
 def opensearch_url(request: pytest.FixtureRequest) -> str:

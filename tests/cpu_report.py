@@ -2,9 +2,10 @@
 appends one tab-separated line per test (node id, wall seconds, the test process's own CPU seconds,
 the CPU seconds of the child processes it reaped, the CPU seconds its live descendants burnt meanwhile
 — DynamoDB Local's JVM of this worker, the local stack's function processes, servers a fixture
-keeps) — under xdist every worker appends its own lines. The suite is CPU-bound on two cores, so
-the CPU a test burns, its subprocesses' included, is what it costs the run; a server a module-scoped
-fixture stops is counted on the module's last test, so sum by module:
+keeps — then the xdist worker and the time the test ended); under xdist every worker appends its own
+lines. The suite is CPU-bound on two cores, so the CPU a test burns, its subprocesses' included, is
+what it costs the run; a server a module-scoped fixture stops is counted on the module's last test,
+so sum by module:
 
     FLEETMEM_CPU_REPORT=/tmp/cpu.tsv scripts/test -p tests.cpu_report
     python -m tests.cpu_report /tmp/cpu.tsv   # the modules that cost the most
@@ -65,6 +66,8 @@ def pytest_runtest_protocol(item: pytest.Item) -> Iterator[None]:
             f"{time.process_time() - own:.3f}",
             f"{_children_cpu() - children:.3f}",
             f"{_live_descendants_cpu() - live:.3f}",
+            os.environ.get("PYTEST_XDIST_WORKER", "-"),
+            f"{time.time():.1f}",
         )
     )
     with Path(target).open("a", encoding="utf-8") as out:

@@ -48,9 +48,12 @@ def _missing(what: str) -> None:
     pytest.skip(what)
 
 
-# Module scope: Playwright's sync API keeps an event loop running in this thread while it is open,
-# and the other tests a worker runs after a console module call asyncio.run in the same thread.
-@pytest.fixture(scope="module")
+# Package scope: one browser for every console test (they run one after another on one worker, the
+# xdist group above); launching Chromium and Playwright's driver per module cost seconds of CPU each.
+# Not the session: Playwright's sync API keeps an event loop running in this thread while it is
+# open, and the tests a worker runs after the console's call asyncio.run in the same thread (so do
+# the console tests that call it: they run it on a thread of their own).
+@pytest.fixture(scope="package")
 def playwright() -> Iterator[Any]:
     try:
         from playwright.sync_api import sync_playwright
@@ -60,7 +63,7 @@ def playwright() -> Iterator[Any]:
         yield pw
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="package")
 def browser(playwright: Any) -> Iterator[Any]:
     if not os.access(CHROMIUM, os.X_OK):
         _missing(f"{CHROMIUM} is missing (scripts/test installs Debian's chromium with apt-get)")

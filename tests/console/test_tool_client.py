@@ -6,7 +6,8 @@ remotely against 127.0.0.1 (a closed port, and a real HTTP server answering a pr
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
+from collections.abc import Coroutine, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,13 @@ def app_and_tokens(tmp_path: Path) -> Iterator[tuple[Any, dict[str, str]]]:
         yield app
 
 
+def run_async(coroutine: Coroutine[Any, Any, Any]) -> Any:
+    """`asyncio.run` on a thread of its own: the console package's browser (Playwright's sync API)
+    keeps an event loop running on the test thread while the package's tests run."""
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, coroutine).result()
+
+
 def failure(client: ToolClient, token: str, tool: str, arguments: dict[str, Any]) -> ToolFailed:
     async def run() -> ToolFailed:
         try:
@@ -32,7 +40,7 @@ def failure(client: ToolClient, token: str, tool: str, arguments: dict[str, Any]
         finally:
             await client.aclose()
 
-    return asyncio.run(run())
+    return run_async(run())
 
 
 def test_a_refusal_in_process_is_the_servers_code_and_message_with_a_next_step_for_a_person(
@@ -51,7 +59,7 @@ def test_a_refusal_in_process_is_the_servers_code_and_message_with_a_next_step_f
         finally:
             await client.aclose()
 
-    assert asyncio.run(answered())["client_id"] == "writer"
+    assert run_async(answered())["client_id"] == "writer"
 
 
 def test_a_server_that_does_not_answer_is_said_in_the_consoles_words() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -29,10 +30,24 @@ def mint(stack: Stack, scopes: list[str], tenant: str = "e2e", client_id: str = 
     return str(token)
 
 
-@pytest.fixture(scope="session")
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test here shares the session's one stack: xdist keeps them on one worker (a module
+    without the group would start a second stack on the other worker)."""
+    here = Path(__file__).parent
+    for item in items:
+        if here in Path(str(item.fspath)).parents:
+            item.add_marker(pytest.mark.xdist_group("stack"))
+
+
+@pytest.fixture(scope="package")
 def stack(request: pytest.FixtureRequest) -> Iterator[Stack]:
+    """One stack for the package's tests (they run one after another on one worker). It stops, and
+    its tables and search index go, when the last of them is done: the worker goes on with other
+    tests, and an idle stack would keep polling its streams and DynamoDB Local holding its tables."""
     with Stack(config=request.config) as s:
         yield s
+    engines.drop_tables(s.ddb, s.prefix)
+    httpx.delete(f"{s.search_url}/{s.index_prefix}-docs-*", timeout=60)
 
 
 def rpc(url: str, token: str, method: str, params: dict[str, Any] | None = None) -> httpx.Response:

@@ -188,3 +188,4 @@ def test_restore_rehearsal_copied_tables_reindexed_pass_conformance(
     finally:
         second.stop()
         search.client.indices.delete(index=f"{fresh}-docs-*", ignore_unavailable=True)
+        engines.drop_tables(stack.ddb, restored)
