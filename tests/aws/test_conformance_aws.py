@@ -5,6 +5,11 @@ No stream indexer runs locally, so the server indexes synchronously
 (`FLEETMEM_OPENSEARCH_WRITE_THROUGH=1`). Bedrock cannot run here: its endpoint is pointed at a
 closed 127.0.0.1 port (no traffic leaves the machine), so the embedder is unavailable and search
 answers keyword-only with `search_degraded`, which the suite accepts as the honest degradation.
+
+The MCP cases run in the current protocol era only: what this run adds is the AWS stores under
+`fleetmem serve`, and the store answers the same whichever era the request came in. Both eras run
+against `fleetmem serve` on SQLite (tests/conformance/test_conformance_local.py) and through every
+function process on the AWS stores (tests/stack/test_stack_e2e.py).
 """
 
 from __future__ import annotations
@@ -102,10 +107,13 @@ def aws_server(request: pytest.FixtureRequest, opensearch_url: str, tmp_path: Pa
 
 
 def test_the_conformance_suite_passes_on_dynamodb_local_and_opensearch(aws_server):
-    report = run_conformance(aws_server["url"], aws_server["token"], json=True, read_token=aws_server["read_token"])
+    report = run_conformance(
+        aws_server["url"], aws_server["token"], json=True, read_token=aws_server["read_token"], eras=("auto",)
+    )
     failed = [(c["id"], c["era"], c.get("detail")) for c in report["cases"] if c["status"] == "failed"]
     assert failed == []
     skipped = {c["id"] for c in report["cases"] if c["status"] == "skipped"}
     # only the cases that check the verbs surface may skip on this full-surface server
     assert skipped <= other_surface_cases("full")
     assert report["passed"] > 0
+    assert {c["era"] for c in report["cases"] if c["status"] == "passed"} == {"http", "auto"}

@@ -188,6 +188,7 @@ def test_scope_cases_skip_and_say_so_without_a_read_token(full_server: Server) -
         json=True,
         eras=("legacy",),
         surface="full",
+        sections=("core",),  # where the scope cases are
         log=lambda _line: None,
     )
     scope = [c for c in report["cases"] if c["id"].startswith("scope.")]
