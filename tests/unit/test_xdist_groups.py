@@ -66,7 +66,11 @@ def test_each_xdist_group_runs_on_one_worker(tmp_path: Path) -> None:
             ".",
         ],
         cwd=tmp_path,
-        env={**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"},  # xdist alone: quicker workers
+        # xdist alone (quicker workers), and none of the outer run's options or plugins
+        env={
+            **{k: v for k, v in os.environ.items() if k not in {"PYTEST_ADDOPTS", "PYTEST_PLUGINS"}},
+            "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
+        },
         capture_output=True,
         text=True,
         timeout=300,
