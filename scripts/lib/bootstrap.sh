@@ -46,8 +46,46 @@ fm_ensure_venv() {
   fi
   wanted="$(printf '%s' "$wanted" | tr ',' '\n' | sed '/^$/d' | sort -u | paste -sd, -)"
   fm_log "installing the project with extras [$wanted] (first run takes a minute)"
-  "$FM_VENV/bin/python" -m pip install -q -e "$FM_ROOT[$wanted]"
+  fm_install -e "$FM_ROOT[$wanted]"
   printf '%s %s\n' "$digest" "$wanted" > "$FM_STAMP"
+}
+
+# fm_install ARGS... — `pip install ARGS` into the venv, done by uv (installed into the venv beside
+# pip) when it can be: the same resolution from the same indexes in a fraction of pip's time (a
+# fresh venv with every extra: ~45 s against ~3 min). pip's own settings, from its config files and
+# PIP_* variables (index, extra indexes, find-links, CA file, trusted hosts, proxy, timeout), are
+# carried over under uv's names. FLEETMEM_NO_UV=1, or uv failing for any reason, installs with pip.
+fm_install() {
+  local uv="$FM_VENV/bin/uv" line key value item
+  local -a opts=() tls=()
+  if [ -z "${FLEETMEM_NO_UV:-}" ] && [ ! -x "$uv" ]; then
+    "$FM_VENV/bin/python" -m pip install -q uv >/dev/null 2>&1 || true
+  fi
+  if [ -z "${FLEETMEM_NO_UV:-}" ] && [ -x "$uv" ]; then
+    while IFS= read -r line; do
+      key="${line%%=*}"
+      key="${key##*.}"
+      value="${line#*=}"
+      value="${value#\'}"
+      value="${value%\'}"
+      case "$key" in
+        index-url) opts+=(--index-url "$value") ;;
+        extra-index-url) for item in $value; do opts+=(--extra-index-url "$item"); done ;;
+        find-links) for item in $value; do opts+=(--find-links "$item"); done ;;
+        trusted-host) for item in $value; do opts+=(--allow-insecure-host "$item"); done ;;
+        no-index) opts+=(--no-index) ;;
+        cert) tls=(--native-tls) && export SSL_CERT_FILE="${SSL_CERT_FILE:-$value}" ;;
+        proxy) export HTTPS_PROXY="${HTTPS_PROXY:-$value}" HTTP_PROXY="${HTTP_PROXY:-$value}" ;;
+        timeout | default-timeout) export UV_HTTP_TIMEOUT="${UV_HTTP_TIMEOUT:-$value}" ;;
+      esac
+    done < <("$FM_VENV/bin/python" -m pip config list 2>/dev/null)
+    if "$uv" pip install -q --compile-bytecode --python "$FM_VENV/bin/python" "${tls[@]}" "${opts[@]}" \
+      "$@"; then
+      return 0
+    fi
+    fm_log "uv could not install it (above); installing with pip"
+  fi
+  "$FM_VENV/bin/python" -m pip install -q "$@"
 }
 
 # fm_npm_ci DIR WHAT SKIPS — install DIR's npm packages from its lock (npm ci; npm install without
