@@ -226,3 +226,18 @@ def test_recall_arms_bench_reaches_every_part_and_leaves_no_wrapper_behind(fm: F
     )
     assert run.code == 0, run.stderr
     assert "| keyword arm (`_keyword`: FTS5 BM25) |" in run.stdout and "| whole call |" in run.stdout
+
+
+def test_a_tiny_remember_pool_run_reports_one_row_per_entity_size(fm: Fleetmem) -> None:
+    """`bench remember-pool` fills an entity per size and times remember calls on each; every call
+    must save a new fact (the bench exits non-zero otherwise). The shape only; the timings are
+    printed, never compared."""
+    run = fm("bench", "remember-pool", "--sizes", "6,0", "--calls", "3", "--json")
+    assert run.code == 0, run.stderr
+    doc = run.json()
+    assert doc["embedder"] == "hash-384"
+    assert [(r["facts_on_entity"], r["pool"], r["calls"]) for r in doc["rows"]] == [(0, 0, 3), (6, 6, 3)]
+    assert all(r["p90_ms"] >= r["p50_ms"] > 0 for r in doc["rows"])
+    bad = fm("bench", "remember-pool", "--sizes", "ten")
+    assert bad.code == 2 and "--sizes takes comma-separated whole numbers" in bad.stderr, bad.stderr
+    assert "--sizes 0,100,500" in bad.stderr  # the fix

@@ -124,3 +124,22 @@ def test_put_decided_on_a_stale_pool_never_writes_a_stale_decision(facts, fact_d
         fact_decisions.put_decided(tenant, ENT, insert_if_empty, now=NOW, limit=50)
     assert seen[-1] == ["f_0001"]
     assert [f.fact_id for f in fact_decisions.decision_pool(tenant, ENT, now=NOW, limit=50).facts] == ["f_0001"]
+
+
+def test_put_decided_on_a_pool_still_current_decides_on_that_pool_as_read(facts, fact_decisions, tenant):
+    """The pool remember read before the write is the one decided on when nothing changed since
+    (no second read of the entity's facts); the write goes through."""
+    facts.put(fact(tenant, 1, entity_slug=ENT), decided=fact_decisions.decision_pool(tenant, ENT, now=NOW, limit=50))
+    pool = fact_decisions.decision_pool(tenant, ENT, now=NOW, limit=50)
+    decided_on = []
+
+    def insert(current):
+        decided_on.append(current)
+        return FactWrite(fact(tenant, 2, entity_slug=ENT))
+
+    fact_decisions.put_decided(tenant, ENT, insert, now=NOW, limit=50, pool=pool)
+    assert decided_on == [pool] and decided_on[0] is pool
+    assert {f.fact_id for f in fact_decisions.decision_pool(tenant, ENT, now=NOW, limit=50).facts} == {
+        "f_0001",
+        "f_0002",
+    }

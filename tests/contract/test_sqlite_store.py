@@ -195,6 +195,43 @@ def test_maintenance_finds_and_fills_missing_vectors():
         assert stores.facts.get("t1", "f_0001").vector == unit(0, 0, 1)
 
 
+def test_a_decision_pool_read_before_the_lock_is_read_again_when_its_facts_changed():
+    """SQLite decides under the file's write lock: a pool read before it serves only while the
+    entity's active facts and their embedding model are as read (two columns checked under the
+    lock); a new fact, a retraction or a re-embedding (`fleetmem reindex`) since makes it read the
+    pool again, so the decision meets the facts as they are."""
+    ent, now = "projects/orion", at(100)
+    with open_local(":memory:") as stores:
+        decisions = stores.fact_decisions
+        stores.facts.put(fact("t1", 1, entity_slug=ent, vector=unit(1), vector_model="old-model"))
+        seen = []
+
+        def look(current):
+            seen.append(current)
+            return None  # a duplicate: nothing written
+
+        def pool():
+            return decisions.decision_pool("t1", ent, now=now, limit=50)
+
+        before = pool()
+        decisions.put_decided("t1", ent, look, now=now, limit=50, pool=before)
+        assert seen[-1] is before
+        stores.maintenance.set_fact_vectors("new-model", [("t1", "f_0001", unit(0, 1))])
+        decisions.put_decided("t1", ent, look, now=now, limit=50, pool=before)
+        assert seen[-1] is not before
+        assert [(f.vector, f.vector_model) for f in seen[-1].facts] == [(unit(0, 1), "new-model")]
+        before = pool()
+        stores.facts.put(fact("t1", 2, entity_slug=ent))
+        decisions.put_decided("t1", ent, look, now=now, limit=50, pool=before)
+        assert [f.fact_id for f in seen[-1].facts] == ["f_0002", "f_0001"]
+        before = pool()
+        assert stores.facts.expire("t1", "f_0002", at=at(50), reason="forgotten", actor="agent-a")
+        decisions.put_decided("t1", ent, look, now=now, limit=50, pool=before)
+        assert [f.fact_id for f in seen[-1].facts] == ["f_0001"]
+        decisions.put_decided("t1", ent, look, now=at(101), limit=50, pool=pool())  # another moment
+        assert seen[-1].token[2] == at(101)
+
+
 def test_many_tenants_keep_separate_vector_matrices():
     with open_local(":memory:") as stores:
         for t in range(5):

@@ -18,7 +18,8 @@ def add_commands(sub: Any, common: Parser) -> None:
         add_help=False,
         help="latency/throughput benchmark; `bench quality`: search quality; `bench search`: embedding and "
         "hybrid recall speed, vector memory; `bench updates`: update notices on the labelled fact pairs "
-        "`bench batch`: one remember of 20 items vs 20 single remembers; `bench entity-names`: one entity of "
+        "`bench batch`: one remember of 20 items vs 20 single remembers; `bench remember-pool`: remember on "
+        "one entity as it grows; `bench entity-names`: one entity of "
         "50 names vs 5 single entity calls; `bench floor`: the per-call floor of a no-op call against GET /health; "
         "`bench recall-arms`: recall by query's time per arm (embedding, keyword, cosine scan, vector, the rest) "
         "(`fleetmem bench --help`)",
@@ -28,7 +29,18 @@ def add_commands(sub: Any, common: Parser) -> None:
 
 
 #: The benchmarks `fleetmem bench` names (default: latency).
-BENCHES = ("latency", "quality", "search", "console", "updates", "batch", "entity-names", "floor", "recall-arms")
+BENCHES = (
+    "latency",
+    "quality",
+    "search",
+    "console",
+    "updates",
+    "batch",
+    "remember-pool",
+    "entity-names",
+    "floor",
+    "recall-arms",
+)
 
 
 def cmd_bench(args: argparse.Namespace, out: Output) -> int:
@@ -50,6 +62,11 @@ def cmd_bench(args: argparse.Namespace, out: Output) -> int:
         from fleetmem.bench.batch import main as batch_main
 
         out.text(batch_main(rest, model_dir=settings_from(args).model_dir, log=Output.err))
+        return EXIT_OK
+    if what == "remember-pool":
+        from fleetmem.bench.remember_pool import main as pool_main
+
+        out.text(pool_main(rest, model_dir=settings_from(args).model_dir, log=Output.err))
         return EXIT_OK
     if what == "entity-names":
         from fleetmem.bench.entity_names import main as names_main

@@ -15,7 +15,7 @@ from datetime import datetime
 
 from fleetmem.memory import sameness
 from fleetmem.memory.common import normalize_text
-from fleetmem.memory.vectors import cosine
+from fleetmem.memory.vectors import cosines
 from fleetmem.models import Caller, Fact
 from fleetmem.ports import DecisionPool, Deps
 from fleetmem.protocol import DEDUP_NEIGHBOURS, RememberStatus
@@ -88,10 +88,9 @@ def match(
     if vec is None or deps.embedder is None:
         return None, "inserted", None
     model = deps.embedder.model_id
-    scored = sorted(
-        ((cosine(vec, f.vector), f) for f in met if f.vector and f.vector_model == model),
-        key=lambda sf: -sf[0],
-    )[:DEDUP_NEIGHBOURS]
+    comparable = [f for f in met if f.vector and f.vector_model == model]
+    similarities = cosines(vec, [f.vector for f in comparable if f.vector])
+    scored = sorted(zip(similarities, comparable, strict=True), key=lambda sf: -sf[0])[:DEDUP_NEIGHBOURS]
     # Nearest first; the first neighbour that says the same thing decides (`sameness.decide`).
     attributed = new.entity_slug is not None
     for similarity, f in scored:

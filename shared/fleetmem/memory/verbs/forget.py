@@ -22,7 +22,7 @@ from fleetmem.memory.fact_dedup import CANDIDATE_SCAN, candidates_at, claim_key,
 from fleetmem.memory.params import FactIdArg, Params
 from fleetmem.memory.receipts import ReceiptFields
 from fleetmem.memory.registry import REMOVES_IDEMPOTENT, write_tool
-from fleetmem.memory.vectors import cosine
+from fleetmem.memory.vectors import cosines
 from fleetmem.memory.write_source import check_source
 from fleetmem.models import AuditEvent, Caller, Fact, Wire
 from fleetmem.ports import CallContext, Deps, Withdrawal
@@ -202,14 +202,13 @@ def _similar_active(
     if fact.vector is None or model is None:
         state = "not_checked_pending" if deps.embedder is not None else "not_checked_no_embedding"
         return {"state": state, "candidates": [], "semantic_review": review_state, "next": _SIMILAR_NEXT[state]}
-    scored = sorted(
-        (
-            (round(cosine(fact.vector, f.vector), 4), f.fact_id)
-            for f in candidates_at(caller, fact.visibility, now, pool)
-            if f.fact_id != fact.fact_id and f.entity_slug == fact.entity_slug and f.vector and f.vector_model == model
-        ),
-        reverse=True,
-    )
+    others = [
+        f
+        for f in candidates_at(caller, fact.visibility, now, pool)
+        if f.fact_id != fact.fact_id and f.entity_slug == fact.entity_slug and f.vector and f.vector_model == model
+    ]
+    similarities = cosines(fact.vector, [f.vector for f in others if f.vector])
+    scored = sorted(((round(sim, 4), f.fact_id) for sim, f in zip(similarities, others, strict=True)), reverse=True)
     found = [{"fact_id": i, "similarity": sim} for sim, i in scored if sim >= SIMILAR_MIN][:SIMILAR_MAX]
     return {
         "state": "checked",

@@ -77,9 +77,18 @@ def row_model(model: Callable[..., M], cols: str, **convert: Callable[[Any], Any
     order; extra trailing values are ignored); `convert` turns a field's stored value into the
     model's (epoch ms into datetimes, JSON text into values)."""
     names = tuple(c.strip() for c in cols.split(","))
+    converted = tuple((n, convert[n]) for n in names if n in convert)
+    # a pydantic model's own validator takes the dict as it is (no keyword unpacking, no __init__)
+    build: Callable[[dict[str, Any]], M] = getattr(
+        getattr(model, "__pydantic_validator__", None), "validate_python", None
+    ) or (lambda d: model(**d))
 
     def of(r: Sequence[Any]) -> M:
-        return model(**{n: convert[n](v) if n in convert else v for n, v in zip(names, r, strict=False)})
+        d = dict(zip(names, r, strict=False))
+        for n, f in converted:
+            if n in d:
+                d[n] = f(d[n])
+        return build(d)
 
     return of
 
