@@ -73,9 +73,6 @@ if TYPE_CHECKING:  # the names of ADAPTER_EXPORTS (below), for type checkers and
         item_to_page as item_to_page,
     )
     from fleetmem.adapters.aws.reindex import (
-        DEFAULT_RATE as DEFAULT_RATE,
-    )
-    from fleetmem.adapters.aws.reindex import (
         Rebuild as Rebuild,
     )
     from fleetmem.adapters.aws.reindex import (
@@ -430,7 +427,6 @@ ADAPTER_EXPORTS: dict[str, str] = {
     "index_name": "fleetmem.adapters.aws.opensearch_bodies",
     "INDEX_VERSION": "fleetmem.adapters.aws.opensearch_bodies",
     "item_to_page": "fleetmem.adapters.aws.pages",
-    "DEFAULT_RATE": "fleetmem.adapters.aws.reindex",
     "default_state_path": "fleetmem.adapters.aws.reindex",
     "Rebuild": "fleetmem.adapters.aws.reindex",
     "StateFile": "fleetmem.adapters.aws.reindex",

@@ -91,8 +91,12 @@ def cmd_replay(args: argparse.Namespace, out: Output) -> int:
 # --------------------------------------------------------------------------- admin reindex
 
 
+#: `admin reindex --rate`'s default, documents a second: a few `_bulk` calls a second, well inside a
+#: small domain's indexing capacity while the stream indexer keeps writing
+REINDEX_RATE = 200.0
+
+
 def _add_reindex(asub: Any, common: argparse.ArgumentParser) -> None:
-    from fleetmem.wiring import DEFAULT_RATE
 
     p = admin_parser(
         asub,
@@ -105,9 +109,9 @@ def _add_reindex(asub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--rate",
         type=float,
-        default=DEFAULT_RATE,
+        default=REINDEX_RATE,
         metavar="DOCS",
-        help=f"at most this many documents a second (default {DEFAULT_RATE:g}; 0: no limit)",
+        help=f"at most this many documents a second (default {REINDEX_RATE:g}; 0: no limit)",
     )
     p.add_argument(
         "--state",

@@ -50,9 +50,6 @@ from fleetmem.memory.indexing import doc_for_fact, docs_for_page, fact_doc_id
 from fleetmem.models import Fact, SearchDoc
 from fleetmem.tokens import id_problem
 
-#: documents a second when no rate is given: a few `_bulk` calls a second, well inside a small
-#: domain's indexing capacity while the stream indexer keeps writing
-DEFAULT_RATE = 200.0
 #: items read (and documents embedded and sent) per batch
 BATCH = 50
 KINDS = ("facts", "pages")
@@ -169,7 +166,7 @@ class Rebuild:
         state: StateFile,
         *,
         tenant: str | None = None,
-        rate: float = DEFAULT_RATE,
+        rate: float,
         batch: int = BATCH,
         drop_old: bool = False,
         settle: timedelta | None = None,

@@ -111,6 +111,7 @@ INIT_IMPORTS: dict[str, tuple[str, ...]] = {
         "fleetmem.adapters.aws.page_listing",
         "fleetmem.adapters.aws.opensearch",
         "fleetmem.adapters.aws.bedrock",
+        "fleetmem.memory.secret_detectors",  # loaded by the first text to redact (D25)
         "boto3",
         "opensearchpy",
     ),
