@@ -63,6 +63,11 @@ _dot: Callable[[Sequence[float], Sequence[float]], float] = getattr(math, "sumpr
 
 
 @cache
+def _floats(n: int) -> struct.Struct:
+    return struct.Struct(f"<{n}f")
+
+
+@cache
 def _numpy() -> Any:
     """numpy when it is installed (imported on first use, so no process pays for it up front)."""
     try:
@@ -81,10 +86,14 @@ def cosines(query: Sequence[float] | bytes, packed: Sequence[bytes]) -> list[flo
         return [0.0] * len(packed)
     np = _numpy() if len(packed) >= MATRIX_MIN else None
     if np is None:
+        read = _floats(n).unpack_from  # a tuple of the first n floats: no slice, no list
         out = []
         for v in packed:
-            y = unpack(v)
-            ny = math.sqrt(_dot(y, y)) if len(y) == n else 0.0
+            if len(v) // 4 != n:
+                out.append(0.0)
+                continue
+            y = read(v)
+            ny = math.sqrt(_dot(y, y))
             out.append(_dot(q, y) / (nq * ny) if ny != 0.0 else 0.0)
         return out
     same = [i for i, v in enumerate(packed) if len(v) // 4 == n]
