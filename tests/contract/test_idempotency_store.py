@@ -5,16 +5,25 @@ from __future__ import annotations
 import sqlite3
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 import pytest
-from tests.contract.builders import at
+from tests.contract.builders import at as at_base
 
 from fleetmem.adapters.local import open_local
 from fleetmem.adapters.local.sqlite import DB_FILENAME, SCHEMA_VERSION
 from fleetmem.adapters.local.sqlite.db import ms
 from fleetmem.models import IdempotencyRecord
 from fleetmem.protocol import IDEMPOTENCY_LEASE_SECONDS, request_uuid, tool_request_hash
+
+#: The records' times start at the wall clock: DynamoDB Local deletes an item whose TTL attribute
+#: (`ttl`, from the record's `expires_at`) is past on the wall clock, at any moment, so a record
+#: written in the past could vanish between two steps of a test.
+NOW = datetime.now(UTC).replace(microsecond=0)
+
+
+def at(minutes: float = 0) -> datetime:
+    return at_base(minutes, base=NOW)
 
 
 def rec(
