@@ -16,7 +16,9 @@ from fleetmem.errors import Conflict
 from fleetmem.models import Cursor, Fact, IdempotencyRecord
 from tests.aws import engines
 
-T0 = datetime(2026, 6, 11, 9, 30, tzinfo=UTC)
+#: The wall clock: DynamoDB Local deletes a cursor or an idempotency record whose TTL is past on the
+#: wall clock, at any moment, so one written at a fixed past date could vanish mid-test.
+T0 = datetime.now(UTC).replace(microsecond=0)
 
 
 @pytest.fixture
